@@ -1,0 +1,151 @@
+"""The ``wirepipe`` command line.
+
+Every command imports what it needs inside its body, so ``wirepipe --help`` answers
+without loading pyarrow, nats or pydantic. Errors wirepipe raises on purpose are
+printed as one clear message (config errors exit 2, runtime errors 1), never as a
+traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+app = typer.Typer(
+    name="wirepipe",
+    help="Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_CONFIG = 2
+EXIT_RUNTIME = 1
+
+
+def fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def setup_logging(verbose: bool = False) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+@app.command()
+def run(
+    pipeline: Annotated[Path, typer.Argument(help="pipeline YAML file")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: path=value (repeatable)")] = None,
+    count: Annotated[int | None, typer.Option(help="stop after N records (overrides source.count)")] = None,
+    duration: Annotated[str | None, typer.Option(help="stop after a time, e.g. 30s (overrides source.duration)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Validate and run a pipeline."""
+    from .errors import ConfigError, WirepipeError
+    from .pipelines.config import load_pipeline
+    from .units import parse_duration
+
+    setup_logging(verbose)
+    overrides = list(set_ or [])
+    try:
+        if count is not None:
+            overrides.append(f"source.count={count}")
+        if duration is not None:
+            overrides.append(f"source.duration={parse_duration(duration)}")
+        pipe = load_pipeline(pipeline, overrides)
+    except ValueError as exc:
+        fail(f"--duration: {exc}", EXIT_CONFIG)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    try:
+        stats = pipe.run()
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    rate = stats.records_per_second
+    typer.echo(
+        f"{pipe.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
+        f"({rate:,.0f} records/s), {stats.rejected} rejected",
+        err=True,
+    )
+
+
+@app.command()
+def validate(pipelines: Annotated[list[Path], typer.Argument(help="pipeline YAML files")]) -> None:
+    """Validate pipeline files without running them (exit 2 if any is invalid)."""
+    from .errors import ConfigError
+    from .pipelines.config import load_pipeline
+
+    bad = 0
+    for path in pipelines:
+        try:
+            pipe = load_pipeline(path)
+        except ConfigError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            bad += 1
+            continue
+        typer.echo(f"ok: {path}: {pipe!r}")
+    if bad:
+        raise typer.Exit(EXIT_CONFIG)
+
+
+@app.command()
+def codecs() -> None:
+    """List every format and compression codec, its levels and whether its library is installed."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .codecs.compression import CODECS
+    from .codecs.formats import FORMATS
+
+    console = Console()
+    t = Table(title="formats (serialize / deserialize)")
+    for col in ("format", "Content-Type", "installed", "notes"):
+        t.add_column(col)
+    for f in FORMATS.values():
+        t.add_row(f.name, f.content_type, _yes(f.available()), f.note)
+    console.print(t)
+    t = Table(title="codecs (compress / decompress)")
+    for col in ("codec", "Content-Encoding", "fastest", "default", "best", "range", "installed", "notes"):
+        t.add_column(col)
+    for c in CODECS.values():
+        t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
+                  f"{c.min_level}..{c.max_level}", _yes(c.available()), c.note)
+    console.print(t)
+    console.print("chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best")
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "[red]no[/red]"
+
+
+@app.command()
+def datasets() -> None:
+    """List the built-in datasets of the generate source."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .datasets import DATASETS
+
+    t = Table(title="datasets (source: {type: generate, dataset: NAME})")
+    for col in ("dataset", "fields", "raw size (bytes)", "description"):
+        t.add_column(col)
+    for d in DATASETS.values():
+        raw = str(d.fixed_raw_size) if d.fixed_raw_size else f"~{d.raw_size(d.sample(100)) // 100} (varies)"
+        t.add_row(d.name, ", ".join(d.fields), raw, d.description)
+    Console().print(t)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

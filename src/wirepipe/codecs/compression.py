@@ -1,0 +1,333 @@
+"""Compression codecs: one registry, one level vocabulary, one size cap on every decompressor.
+
+A codec turns into two plain functions, ``compress(bytes) -> bytes`` and
+``decompress(bytes) -> bytes``, built once per operator so the per-record cost is the
+library call. Levels are ``fastest``, ``default`` (what the library does when you
+don't say), ``best`` or an integer inside the codec's own range.
+
+Every decompressor is built with ``max_output_size``: output past it is refused as a
+decompression bomb before it is allocated, never after.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+
+from ..errors import RefusedError, StageError
+
+Fn = Callable[[bytes], bytes]
+DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024
+LEVEL_NAMES = ("fastest", "default", "best")
+
+
+@dataclass(frozen=True)
+class Codec:
+    """A compression codec: its levels, its wire name and how to build its two functions."""
+
+    name: str
+    library: str
+    content_encoding: str
+    fastest: int
+    default: int
+    best: int
+    min_level: int
+    max_level: int
+    make_compress: Callable[[int, bytes | None], Fn] = field(repr=False)
+    make_decompress: Callable[[int, bytes | None], Fn] = field(repr=False)
+    aliases: tuple[str, ...] = ()
+    supports_dictionary: bool = False
+    note: str = ""
+
+    def available(self) -> bool:
+        return self.library == "" or find_spec(self.library) is not None
+
+    def level_help(self) -> str:
+        return (
+            f"fastest ({self.fastest}), default ({self.default}), best ({self.best}) "
+            f"or an integer {self.min_level}..{self.max_level}"
+        )
+
+    def resolve_level(self, level: str | int | None) -> int:
+        """The integer level for ``level``; ``ValueError`` naming the codec's range otherwise."""
+        if level is None or level == "default":
+            return self.default
+        if level == "fastest":
+            return self.fastest
+        if level == "best":
+            return self.best
+        if isinstance(level, bool):
+            raise ValueError(f"{level!r} is not a level for {self.name}: use {self.level_help()}")
+        if isinstance(level, str):
+            try:
+                level = int(level)
+            except ValueError:
+                raise ValueError(
+                    f"{level!r} is not a level for {self.name}: use {self.level_help()}"
+                ) from None
+        if not isinstance(level, int) or not self.min_level <= level <= self.max_level:
+            raise ValueError(f"{level!r} is out of range for {self.name}: use {self.level_help()}")
+        return level
+
+    def compressor(self, level: str | int | None = None, dictionary: bytes | None = None) -> Fn:
+        self._check_dictionary(dictionary)
+        return self.make_compress(self.resolve_level(level), dictionary)
+
+    def decompressor(self, max_output_size: int = DEFAULT_MAX_OUTPUT, dictionary: bytes | None = None) -> Fn:
+        self._check_dictionary(dictionary)
+        return self.make_decompress(max_output_size, dictionary)
+
+    def _check_dictionary(self, dictionary: bytes | None) -> None:
+        if dictionary is not None and not self.supports_dictionary:
+            raise ValueError(f"codec {self.name} does not take a dictionary (only zstd does)")
+
+
+def _bomb(codec: str, cap: int) -> RefusedError:
+    return RefusedError(
+        "decompress",
+        codec,
+        f"output exceeds max_output_size ({cap} bytes): refused as a possible decompression bomb",
+    )
+
+
+def _bad(codec: str, reason: str) -> StageError:
+    return StageError("decompress", codec, reason)
+
+
+# --- zstd ---------------------------------------------------------------------------------
+
+
+def _zstd_compress(level: int, dictionary: bytes | None) -> Fn:
+    import zstandard
+
+    d = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
+    return zstandard.ZstdCompressor(level=level, dict_data=d).compress
+
+
+def _zstd_decompress(cap: int, dictionary: bytes | None) -> Fn:
+    import zstandard
+
+    d = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
+    dctx = zstandard.ZstdDecompressor(dict_data=d)
+    inner = dctx.decompress
+    content_size = zstandard.frame_content_size
+    ZstdError = zstandard.ZstdError
+
+    def decompress(data: bytes) -> bytes:
+        # A frame may declare its size; zstandard would allocate it whatever the cap says.
+        try:
+            declared = content_size(data)
+        except ZstdError as exc:
+            raise _bad("zstd", f"not a zstd frame ({exc})") from None
+        if declared > cap:
+            raise _bomb("zstd", cap)
+        try:
+            return inner(data, max_output_size=cap)
+        except ZstdError as exc:
+            if declared < 0 and "did not decompress full frame" in str(exc):
+                raise _bomb("zstd", cap) from None
+            raise _bad("zstd", str(exc)) from None
+
+    return decompress
+
+
+def train_zstd_dictionary(samples: list[bytes], size: int = 16 * 1024, level: int = 3) -> bytes:
+    """Train a zstd dictionary on sample payloads (the serialized records of a dataset).
+
+    Small messages gain most: a dictionary lets each frame refer to what the typical
+    record looks like instead of describing it again.
+    """
+    import zstandard
+
+    if len(samples) < 8:
+        raise ValueError(f"need at least 8 samples to train a zstd dictionary, got {len(samples)}")
+    return zstandard.train_dictionary(size, samples, level=level).as_bytes()
+
+
+# --- the zlib family: zlib, gzip, raw deflate -------------------------------------------------
+
+
+def _zlib_family(name: str, wbits: int) -> tuple[Callable[[int, bytes | None], Fn], Callable[[int, bytes | None], Fn]]:
+    import zlib
+
+    def make_compress(level: int, _dictionary: bytes | None) -> Fn:
+        if sys.version_info >= (3, 11):
+            compress = zlib.compress
+            return lambda data: compress(data, level, wbits)
+
+        def compress_310(data: bytes) -> bytes:
+            c = zlib.compressobj(level, zlib.DEFLATED, wbits)
+            return c.compress(data) + c.flush()
+
+        return compress_310
+
+    def make_decompress(cap: int, _dictionary: bytes | None) -> Fn:
+        decompressobj = zlib.decompressobj
+        zerror = zlib.error
+
+        def decompress(data: bytes) -> bytes:
+            d = decompressobj(wbits)
+            try:
+                out = d.decompress(data, cap)
+            except zerror as exc:
+                raise _bad(name, str(exc)) from None
+            if d.unconsumed_tail:
+                raise _bomb(name, cap)
+            if not d.eof:
+                raise _bad(name, "truncated stream (end of data before end of stream)")
+            if d.unused_data:
+                raise _bad(name, f"{len(d.unused_data)} trailing bytes after the end of the stream")
+            return out
+
+        return decompress
+
+    return make_compress, make_decompress
+
+
+# --- bz2 and xz share the incremental decompressor shape -----------------------------------------
+
+
+def _capped(name: str, cap: int, new: Callable[[], object], errors: tuple[type[BaseException], ...]) -> Fn:
+    def decompress(data: bytes) -> bytes:
+        d = new()
+        try:
+            out = d.decompress(data, max_length=cap)  # type: ignore[attr-defined]
+        except errors as exc:
+            raise _bad(name, str(exc) or type(exc).__name__) from None
+        if not d.eof:  # type: ignore[attr-defined]
+            if len(out) >= cap:
+                raise _bomb(name, cap)
+            raise _bad(name, "truncated stream (end of data before end of stream)")
+        if d.unused_data:  # type: ignore[attr-defined]
+            raise _bad(name, f"{len(d.unused_data)} trailing bytes after the end of the stream")  # type: ignore[attr-defined]
+        return out
+
+    return decompress
+
+
+def _bz2_compress(level: int, _d: bytes | None) -> Fn:
+    import bz2
+
+    return lambda data: bz2.compress(data, level)
+
+
+def _bz2_decompress(cap: int, _d: bytes | None) -> Fn:
+    import bz2
+
+    return _capped("bz2", cap, bz2.BZ2Decompressor, (OSError, ValueError, EOFError))
+
+
+def _xz_compress(level: int, _d: bytes | None) -> Fn:
+    import lzma
+
+    return lambda data: lzma.compress(data, format=lzma.FORMAT_XZ, preset=level)
+
+
+def _xz_decompress(cap: int, _d: bytes | None) -> Fn:
+    import lzma
+
+    return _capped("xz", cap, lambda: lzma.LZMADecompressor(format=lzma.FORMAT_XZ), (lzma.LZMAError, EOFError))
+
+
+def _lz4_compress(level: int, _d: bytes | None) -> Fn:
+    import lz4.frame
+
+    compress = lz4.frame.compress
+    return lambda data: compress(data, compression_level=level, store_size=True)
+
+
+def _lz4_decompress(cap: int, _d: bytes | None) -> Fn:
+    import lz4.frame
+
+    return _capped("lz4", cap, lz4.frame.LZ4FrameDecompressor, (RuntimeError, ValueError, EOFError))
+
+
+# --- brotli ---------------------------------------------------------------------------------
+
+
+def _brotli_compress(level: int, _d: bytes | None) -> Fn:
+    import brotli
+
+    compress = brotli.compress
+    return lambda data: compress(data, quality=level)
+
+
+def _brotli_decompress(cap: int, _d: bytes | None) -> Fn:
+    import brotli
+
+    Decompressor = brotli.Decompressor
+    error = brotli.error
+
+    def decompress(data: bytes) -> bytes:
+        d = Decompressor()
+        try:
+            out = d.process(data, output_buffer_limit=cap)
+        except error as exc:
+            raise _bad("brotli", str(exc) or "corrupt stream") from None
+        if not d.is_finished():
+            if len(out) >= cap:
+                raise _bomb("brotli", cap)
+            raise _bad("brotli", "truncated stream (end of data before end of stream)")
+        return out
+
+    return decompress
+
+
+# --- none -----------------------------------------------------------------------------------
+
+
+def _none_compress(_level: int, _d: bytes | None) -> Fn:
+    return bytes
+
+
+def _none_decompress(cap: int, _d: bytes | None) -> Fn:
+    def identity(data: bytes) -> bytes:
+        if len(data) > cap:
+            raise RefusedError("decompress", "none", f"payload of {len(data)} bytes exceeds max_output_size ({cap})")
+        return data
+
+    return identity
+
+
+_zlib = _zlib_family("zlib", 15)
+_gzip = _zlib_family("gzip", 31)
+_deflate = _zlib_family("deflate", -15)
+
+CODECS: dict[str, Codec] = {
+    c.name: c
+    for c in (
+        Codec("zstd", "zstandard", "zstd", 1, 3, 19, -131072, 22, _zstd_compress, _zstd_decompress,
+              supports_dictionary=True,
+              note="best = 19 (highest without --ultra); 20..22 by number"),
+        Codec("zlib", "zlib", "zlib", 1, 6, 9, 0, 9, *_zlib),
+        Codec("gzip", "zlib", "gzip", 1, 6, 9, 0, 9, *_gzip),
+        Codec("deflate", "zlib", "deflate", 1, 6, 9, 0, 9, *_deflate, note="raw deflate, no zlib header"),
+        Codec("brotli", "brotli", "br", 0, 11, 11, 0, 11, _brotli_compress, _brotli_decompress, aliases=("br",)),
+        Codec("bz2", "bz2", "bzip2", 1, 9, 9, 1, 9, _bz2_compress, _bz2_decompress, aliases=("bzip2", "bz")),
+        Codec("xz", "lzma", "xz", 0, 6, 9, 0, 9, _xz_compress, _xz_decompress, aliases=("lzma",)),
+        Codec("lz4", "lz4", "lz4", 0, 0, 16, 0, 16, _lz4_compress, _lz4_decompress, note="lz4 frame format"),
+        Codec("none", "", "identity", 0, 0, 0, 0, 0, _none_compress, _none_decompress, aliases=("identity",)),
+    )
+}
+_ALIASES = {alias: c.name for c in CODECS.values() for alias in c.aliases}
+_BY_ENCODING = {c.content_encoding: c for c in CODECS.values()}
+
+
+def get_codec(name: str) -> Codec:
+    """The codec called ``name`` (or one of its aliases); ``KeyError`` listing the known ones."""
+    codec = CODECS.get(name) or CODECS.get(_ALIASES.get(name, ""))
+    if codec is None:
+        raise KeyError(f"unknown codec {name!r}: allowed {', '.join(CODECS)}")
+    return codec
+
+
+def codec_for_encoding(content_encoding: str | None) -> Codec:
+    """The codec a ``Content-Encoding`` header names (absent means identity)."""
+    if not content_encoding:
+        return CODECS["none"]
+    codec = _BY_ENCODING.get(content_encoding.strip().lower())
+    if codec is None:
+        raise KeyError(f"unknown Content-Encoding {content_encoding!r}: known {', '.join(_BY_ENCODING)}")
+    return codec

@@ -1,0 +1,323 @@
+"""Serialization formats: one registry of encoders and decoders, built once per operator.
+
+Rules every format follows:
+- bytes stay bytes wherever the format has a binary type (msgpack, cbor, arrow, pickle);
+  JSON has none, so bytes are written as ``{"$base64": "<standard base64>"}`` and read
+  back as bytes (the seed-004 lesson: the base64 step is real cost, and it is measured);
+- ``msgpack-array`` is positional: the field order comes from a schema (the "schema"
+  rows of the seed tables), never guessed from one record;
+- ``pickle`` runs code from the payload when loaded, so its decoder is only built when
+  the pipeline says ``allow_pickle: true``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from typing import Any
+
+from ..errors import RefusedError, StageError
+
+Encoder = Callable[[Any], bytes]
+Decoder = Callable[[bytes], Any]
+Schema = Sequence[str] | None
+B64 = "$base64"
+
+
+@dataclass(frozen=True)
+class Format:
+    """A serialization format: its wire name and how to build its encoder and decoder."""
+
+    name: str
+    library: str
+    content_type: str
+    make_encoder: Callable[[Schema], Encoder] = field(repr=False)
+    make_decoder: Callable[[Schema], Decoder] = field(repr=False)
+    binary: bool = True
+    needs_schema: bool = False
+    unsafe: bool = False
+    note: str = ""
+
+    def available(self) -> bool:
+        return self.library == "" or find_spec(self.library) is not None
+
+    def encoder(self, schema: Schema = None) -> Encoder:
+        self._check_schema(schema)
+        return self.make_encoder(schema)
+
+    def decoder(self, schema: Schema = None, *, allow_pickle: bool = False) -> Decoder:
+        if self.unsafe and not allow_pickle:
+            raise RefusedError(
+                "deserialize",
+                self.name,
+                "pickle runs code from the payload when it is loaded, so wirepipe does not decode it "
+                "unless the pipeline sets allow_pickle: true (do that only if every publisher is trusted)",
+            )
+        self._check_schema(schema)
+        return self.make_decoder(schema)
+
+    def _check_schema(self, schema: Schema) -> None:
+        if self.needs_schema and not schema:
+            raise ValueError(
+                f"{self.name} is positional and needs a schema: set `schema:` to a dataset name, "
+                "a list of field names, or module:RecordClass"
+            )
+
+
+# --- JSON: bytes as {"$base64": ...} -----------------------------------------------------------
+
+
+def json_default(obj: Any) -> Any:
+    """JSON for what JSON lacks: bytes as {"$base64": ...}, numpy as lists."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return {B64: base64.b64encode(obj).decode("ascii")}
+    if hasattr(obj, "tolist"):  # numpy arrays and scalars
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def _b64_hook(d: dict[str, Any]) -> Any:
+    if len(d) == 1 and B64 in d:
+        return base64.b64decode(d[B64], validate=True)
+    return d
+
+
+def restore_bytes(obj: Any) -> Any:
+    """Turn every ``{"$base64": ...}`` inside a decoded JSON value back into bytes."""
+    if isinstance(obj, dict):
+        if len(obj) == 1 and B64 in obj:
+            return base64.b64decode(obj[B64], validate=True)
+        return {k: restore_bytes(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [restore_bytes(v) for v in obj]
+    return obj
+
+
+_B64_MARK = b'"$base64"'
+
+
+def _json_encoder(_schema: Schema) -> Encoder:
+    import json
+
+    encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=json_default,
+                              allow_nan=False).encode
+    return lambda value: encode(value).encode("utf-8")
+
+
+def _json_decoder(_schema: Schema) -> Decoder:
+    import json
+
+    plain = json.JSONDecoder().decode
+    tagged = json.JSONDecoder(object_hook=_b64_hook).decode
+
+    def decode(data: bytes) -> Any:
+        text = str(data, "utf-8")
+        # The hook costs a call per object: pay it only when the payload carries bytes.
+        return tagged(text) if _B64_MARK in data else plain(text)
+
+    return decode
+
+
+def _orjson_encoder(_schema: Schema) -> Encoder:
+    import orjson
+
+    dumps = orjson.dumps
+    option = orjson.OPT_SERIALIZE_NUMPY
+    return lambda value: dumps(value, default=json_default, option=option)
+
+
+def _orjson_decoder(_schema: Schema) -> Decoder:
+    import orjson
+
+    loads = orjson.loads
+
+    def decode(data: bytes) -> Any:
+        value = loads(data)
+        return restore_bytes(value) if _B64_MARK in data else value
+
+    return decode
+
+
+# --- msgpack -------------------------------------------------------------------------------
+
+
+def _msgpack_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not msgpack serializable")
+
+
+def _msgpack_encoder(_schema: Schema) -> Encoder:
+    import msgpack
+
+    return msgpack.Packer(use_bin_type=True, default=_msgpack_default).pack
+
+
+def _msgpack_decoder(_schema: Schema) -> Decoder:
+    import functools
+
+    import msgpack
+
+    return functools.partial(msgpack.unpackb, raw=False)
+
+
+def _msgpack_array_encoder(schema: Schema) -> Encoder:
+    import operator
+
+    import msgpack
+
+    fields = tuple(schema or ())
+    pack = msgpack.Packer(use_bin_type=True, default=_msgpack_default).pack
+    if len(fields) == 1:
+        only = fields[0]
+        return lambda record: pack((record[only],))
+    get = operator.itemgetter(*fields)
+    return lambda record: pack(get(record))
+
+
+def _msgpack_array_decoder(schema: Schema) -> Decoder:
+    import msgpack
+
+    fields = tuple(schema or ())
+    unpackb = msgpack.unpackb
+    n = len(fields)
+
+    def decode(data: bytes) -> dict[str, Any]:
+        row = unpackb(data, raw=False)
+        if type(row) is not list or len(row) != n:
+            got = f"{len(row)} fields" if isinstance(row, list) else type(row).__name__
+            raise StageError("deserialize", "msgpack-array", f"schema mismatch: expected {n} fields {list(fields)}, got {got}")
+        return dict(zip(fields, row, strict=False))
+
+    return decode
+
+
+# --- cbor, pickle --------------------------------------------------------------------------------
+
+
+def _cbor_encoder(_schema: Schema) -> Encoder:
+    import cbor2
+
+    return lambda value: cbor2.dumps(value, default=_cbor_default)
+
+
+def _cbor_default(encoder: Any, obj: Any) -> None:
+    if hasattr(obj, "tolist"):
+        encoder.encode(obj.tolist())
+        return
+    raise TypeError(f"{type(obj).__name__} is not CBOR serializable")
+
+
+def _cbor_decoder(_schema: Schema) -> Decoder:
+    import cbor2
+
+    return cbor2.loads
+
+
+def _pickle_encoder(_schema: Schema) -> Encoder:
+    import functools
+    import pickle
+
+    return functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _pickle_decoder(_schema: Schema) -> Decoder:
+    import pickle
+
+    return pickle.loads
+
+
+# --- Arrow IPC: one stream per record, numpy columns zero-copy --------------------------------
+
+_WRAPPED = b"wirepipe.wrapped"
+
+
+def _arrow_encoder(_schema: Schema) -> Encoder:
+    import numpy as np
+    import pyarrow as pa
+
+    ndarray = np.ndarray
+
+    def column(value: Any) -> Any:
+        if isinstance(value, ndarray) and value.ndim == 1:
+            # One list cell whose child array is the numpy buffer itself: no copy.
+            offsets = pa.array([0, len(value)], type=pa.int32())
+            return pa.ListArray.from_arrays(offsets, pa.array(value))
+        return pa.array([value])
+
+    def encode(value: Any) -> bytes:
+        wrapped = not isinstance(value, dict) or not value
+        record = {"value": value} if wrapped else value
+        arrays = [column(v) for v in record.values()]
+        batch = pa.RecordBatch.from_arrays(arrays, names=list(record))
+        if wrapped:
+            batch = batch.replace_schema_metadata({_WRAPPED: b"1"})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        return sink.getvalue().to_pybytes()
+
+    return encode
+
+
+def _arrow_decoder(_schema: Schema) -> Decoder:
+    import pyarrow as pa
+
+    open_stream = pa.ipc.open_stream
+
+    def decode(data: bytes) -> Any:
+        try:
+            reader = open_stream(pa.py_buffer(data))
+            batch = reader.read_next_batch()
+        except (pa.ArrowInvalid, StopIteration, OSError) as exc:
+            raise StageError("deserialize", "arrow", f"not an Arrow IPC stream ({exc or 'empty'})") from None
+        if batch.num_rows != 1:
+            raise StageError("deserialize", "arrow", f"expected one record per message, got {batch.num_rows}")
+        row = {name: batch.column(i)[0].as_py() for i, name in enumerate(batch.schema.names)}
+        meta = batch.schema.metadata or {}
+        return row["value"] if meta.get(_WRAPPED) == b"1" else row
+
+    return decode
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("json", "json", "application/json", _json_encoder, _json_decoder, binary=False,
+               note='stdlib; bytes as {"$base64": ...}'),
+        Format("orjson", "orjson", "application/json", _orjson_encoder, _orjson_decoder, binary=False,
+               note='same JSON as json, faster; bytes as {"$base64": ...}'),
+        Format("msgpack", "msgpack", "application/msgpack", _msgpack_encoder, _msgpack_decoder),
+        Format("msgpack-array", "msgpack", "application/vnd.wirepipe.msgpack-array",
+               _msgpack_array_encoder, _msgpack_array_decoder, needs_schema=True,
+               note="positional: a msgpack array in schema field order"),
+        Format("cbor", "cbor2", "application/cbor", _cbor_encoder, _cbor_decoder),
+        Format("arrow", "pyarrow", "application/vnd.apache.arrow.stream", _arrow_encoder, _arrow_decoder,
+               note="Arrow IPC stream, one record per message; numpy arrays zero-copy"),
+        Format("pickle", "pickle", "application/x-python-pickle", _pickle_encoder, _pickle_decoder,
+               unsafe=True, note="never decoded unless allow_pickle: true"),
+    )
+}
+_BY_CONTENT_TYPE = {}
+for _f in FORMATS.values():
+    _BY_CONTENT_TYPE.setdefault(_f.content_type, _f)
+
+
+def get_format(name: str) -> Format:
+    """The format called ``name``; ``KeyError`` listing the known ones."""
+    fmt = FORMATS.get(name)
+    if fmt is None:
+        raise KeyError(f"unknown format {name!r}: allowed {', '.join(FORMATS)}")
+    return fmt
+
+
+def format_for_content_type(content_type: str | None) -> Format:
+    """The format a ``Content-Type`` header names (parameters after ``;`` ignored)."""
+    if not content_type:
+        raise KeyError("no Content-Type header: cannot pick a format automatically")
+    fmt = _BY_CONTENT_TYPE.get(content_type.split(";", 1)[0].strip().lower())
+    if fmt is None:
+        raise KeyError(f"unknown Content-Type {content_type!r}: known {', '.join(_BY_CONTENT_TYPE)}")
+    return fmt

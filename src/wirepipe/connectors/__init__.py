@@ -1,0 +1,35 @@
+"""Connector registry: the ``type`` of a source or sink in config, and the model that validates it.
+
+Entries are ``module:ConfigClass`` strings so that nothing is imported until a config
+is validated; every config class has a ``type: Literal[...]`` field and ``build()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+SOURCES: dict[str, str] = {
+    "generate": "wirepipe.connectors.generate:GenerateConfig",
+    "jsonl": "wirepipe.connectors.files:JsonlSourceConfig",
+    "parquet": "wirepipe.connectors.files:ParquetSourceConfig",
+}
+
+SINKS: dict[str, str] = {
+    "null": "wirepipe.connectors.files:NullSinkConfig",
+    "jsonl": "wirepipe.connectors.files:JsonlSinkConfig",
+    "parquet": "wirepipe.connectors.files:ParquetSinkConfig",
+}
+
+
+def load(ref: str) -> Any:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def source_models() -> list[Any]:
+    return [load(ref) for ref in SOURCES.values()]
+
+
+def sink_models() -> list[Any]:
+    return [load(ref) for ref in SINKS.values()]

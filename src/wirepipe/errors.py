@@ -1,0 +1,40 @@
+"""The errors wirepipe raises on purpose.
+
+Each one carries enough context (stage, codec, field, value) for a message a user can
+act on without a traceback; the CLI prints ``str(error)`` and exits non-zero.
+"""
+
+from __future__ import annotations
+
+
+class WirepipeError(Exception):
+    """Base of every error wirepipe raises deliberately."""
+
+
+class ConfigError(WirepipeError):
+    """A pipeline definition is invalid: names the file, field path, bad value and what is allowed."""
+
+    def __init__(self, message: str, *, file: str | None = None, path: str | None = None) -> None:
+        self.file = file
+        self.path = path
+        self.detail = message
+        where = ": ".join(p for p in (file, path) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class StageError(WirepipeError):
+    """A record failed a stage (bad frame, bad encoding, schema mismatch).
+
+    The pipeline catches it per record and routes the record to the dead-letter
+    destination; it never stops the pipeline on its own.
+    """
+
+    def __init__(self, stage: str, operator: str, reason: str) -> None:
+        self.stage = stage
+        self.operator = operator
+        self.reason = reason
+        super().__init__(f"{stage} ({operator}): {reason}")
+
+
+class RefusedError(StageError):
+    """Input refused by policy: oversized payload, decompression bomb, pickle from the network."""

@@ -1,0 +1,1 @@
+"""Operators: serialize/deserialize, compress/decompress, transforms, metrics."""

@@ -1,0 +1,48 @@
+"""The operator shape: a named, parameterised callable over a ``Batch``.
+
+CPU operators (codecs, transforms) are plain callables ``op(batch) -> batch`` so the
+run loop calls them without awaiting anything; I/O lives in sources and sinks.
+Every operator knows its stage (``serialize``, ``compress`` ...), its name, its
+parameters and its canonical string, which is what metrics rows and chains record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from ..batch import Batch
+
+
+class Operator:
+    """Base class of CPU operators. Subclasses set ``stage`` and implement ``__call__``."""
+
+    stage: ClassVar[str] = "operator"
+    name: str = ""
+    params: dict[str, Any]
+
+    def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def canonical(self) -> str:
+        """The operator as one chain step (``zstd:3``) or ``stage(name)`` when it is not a codec."""
+        return self.name
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+    def __or__(self, other: Any) -> Any:
+        """``op | op`` builds an operator list for a pipeline."""
+        from ..pipelines.pipeline import OperatorChain
+
+        return OperatorChain([self]) | other
+
+
+def failing(error: Exception) -> Callable[[Any], Any]:
+    """A per-record function that always raises ``error`` (a codec that cannot be built for a header)."""
+
+    def fail(_value: Any) -> Any:
+        raise error
+
+    return fail

@@ -1,0 +1,103 @@
+"""The compress and decompress operators.
+
+Both are one comprehension over the payload column. ``Decompress`` takes a maximum
+output size (a bomb is refused, the record dead-lettered) and, with ``codec: auto``,
+picks the codec of each record from its ``Content-Encoding`` header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..batch import Batch
+from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
+from ..errors import StageError
+from .base import Operator, failing
+
+
+def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
+    """A zstd dictionary given inline (bytes) or as a file path."""
+    if dictionary is None or isinstance(dictionary, bytes):
+        return dictionary
+    return Path(dictionary).read_bytes()
+
+
+class Compress(Operator):
+    """Compress every payload with one codec at one level; sets ``Content-Encoding``."""
+
+    stage = "compress"
+
+    def __init__(self, codec: str = "zstd", level: str | int | None = None,
+                 dictionary: bytes | str | Path | None = None) -> None:
+        c = get_codec(codec)
+        self.codec = c
+        self.level = "default" if level is None else level
+        self.params = {"codec": c.name, "level": self.level}
+        if dictionary is not None:
+            self.params["dictionary"] = str(dictionary) if not isinstance(dictionary, bytes) else "<bytes>"
+        self.name = f"{c.name}:{self.level}" if self.level != "default" else c.name
+        self._fn = c.compressor(self.level, load_dictionary(dictionary))
+        self._encoding = c.content_encoding
+
+    def __call__(self, batch: Batch) -> Batch:
+        if self.codec.name != "none":
+            batch.map_values(self._fn, self.stage, self.name)
+        _set_header(batch, "Content-Encoding", self._encoding)
+        return batch
+
+
+class Decompress(Operator):
+    """Decompress every payload, refusing output past ``max_output_size``."""
+
+    stage = "decompress"
+
+    def __init__(self, codec: str = "auto", max_output_size: int = DEFAULT_MAX_OUTPUT,
+                 dictionary: bytes | str | Path | None = None) -> None:
+        self.auto = codec == "auto"
+        self.max_output_size = max_output_size
+        self._dictionary = load_dictionary(dictionary)
+        self.params = {"codec": codec, "max_output_size": max_output_size}
+        self.name = codec if self.auto else get_codec(codec).name
+        self._fn = None if self.auto else self._build(self.name)
+        self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
+
+    def _build(self, codec_name: str) -> Callable[[bytes], bytes]:
+        codec = get_codec(codec_name)
+        return codec.decompressor(self.max_output_size, self._dictionary if codec.supports_dictionary else None)
+
+    def _for_encoding(self, encoding: str | None) -> Callable[[bytes], bytes]:
+        fn = self._by_encoding.get(encoding)
+        if fn is None:
+            try:
+                fn = self._build(codec_for_encoding(encoding).name)
+            except KeyError as exc:
+                fn = failing(StageError("decompress", "auto", exc.args[0]))
+            self._by_encoding[encoding] = fn
+        return fn
+
+    def __call__(self, batch: Batch) -> Batch:
+        if self._fn is not None:
+            batch.map_values(self._fn, self.stage, self.name)
+            return batch
+        headers = batch.headers
+        if headers is None or isinstance(headers, dict):
+            encoding = headers.get("Content-Encoding") if headers else None
+            batch.map_values(self._for_encoding(encoding), self.stage, "auto")
+            return batch
+        # Per-record headers: decode each record with the codec its header names.
+        pick = self._for_encoding
+        batch.map_values(lambda v, h: pick(h.get("Content-Encoding") if h else None)(v),
+                         self.stage, "auto", with_column=headers)
+        return batch
+
+
+def _set_header(batch: Batch, key: str, value: str) -> None:
+    """Set a wire header on every record: shared dict when possible, per record otherwise."""
+    h = batch.headers
+    if h is None:
+        batch.headers = {key: value}
+    elif isinstance(h, dict):
+        batch.headers = {**h, key: value}
+    else:
+        batch.headers = [{**d, key: value} if d else {key: value} for d in h]

@@ -1,0 +1,1 @@
+"""Pipelines: assembly and run loop (``pipeline``), YAML config (``config``)."""

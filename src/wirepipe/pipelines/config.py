@@ -1,0 +1,463 @@
+"""Pipelines from YAML: interpolation, overrides, validation with pydantic, clear errors.
+
+The shape (DESIGN.md)::
+
+    name: points-publish
+    source:    {type: generate, dataset: point, count: 1000000}
+    operators:
+      - serialize: {format: msgpack}
+      - compress:  {codec: zstd, level: fastest}
+    sink:      {type: nats, url: "${NATS_URL:-embedded}", subject: points}
+    metrics:   {path: results/points.parquet}
+
+``${VAR}`` and ``${VAR:-default}`` are replaced in every string value (``$${`` writes a
+literal ``${``). Everything is validated before anything runs; a problem becomes a
+``ConfigError`` that names the file, the field path, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    create_model,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec
+from ..codecs.formats import FORMATS
+from ..errors import ConfigError
+from .models import Duration, Size, Strict
+
+# --- operator entries -----------------------------------------------------------------------
+
+
+def _known(kind: str, names: Sequence[str], extra: Sequence[str] = ()) -> Callable[[str], str]:
+    def check(v: str) -> str:
+        if v not in names and v not in extra:
+            raise ValueError(f"unknown {kind} {v!r}: allowed {', '.join([*names, *extra])}")
+        return v
+
+    return check
+
+
+def _known_codec(v: str) -> str:
+    try:
+        return get_codec(v).name
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+
+
+class SerializeParams(Strict):
+    format: str
+    schema_: str | list[str] | None = Field(default=None, alias="schema")
+
+    _format = field_validator("format")(_known("format", list(FORMATS)))
+
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.serialize import Serialize
+
+        return [Serialize(self.format, schema=self.schema_)]
+
+
+class DeserializeParams(Strict):
+    format: str = "auto"
+    schema_: str | list[str] | None = Field(default=None, alias="schema")
+    typed: bool | None = None
+
+    _format = field_validator("format")(_known("format", list(FORMATS), ["auto"]))
+
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.serialize import Deserialize
+
+        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed)]
+
+
+class CompressParams(Strict):
+    codec: str
+    level: str | int = "default"
+    dictionary: str | None = Field(default=None, description="path of a trained zstd dictionary")
+
+    _codec = field_validator("codec")(_known_codec)
+
+    @field_validator("level")
+    @classmethod
+    def _level(cls, v: str | int, info: Any) -> str | int:
+        codec = info.data.get("codec")
+        if codec is not None:
+            get_codec(codec).resolve_level(v)  # ValueError names the codec's range
+        return v
+
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.compress import Compress
+
+        return [Compress(self.codec, self.level, dictionary=self.dictionary)]
+
+
+class DecompressParams(Strict):
+    codec: str = "auto"
+    max_output_size: Size = DEFAULT_MAX_OUTPUT
+    dictionary: str | None = None
+
+    @field_validator("codec")
+    @classmethod
+    def _codec(cls, v: str) -> str:
+        return v if v == "auto" else _known_codec(v)
+
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.compress import Decompress
+
+        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary)]
+
+
+def _chain_shorthand(v: Any) -> Any:
+    return {"chain": v} if isinstance(v, str) else v
+
+
+class ChainParams(Strict):
+    chain: str
+    schema_: str | list[str] | None = Field(default=None, alias="schema")
+    max_output_size: Size = DEFAULT_MAX_OUTPUT
+
+    @field_validator("chain")
+    @classmethod
+    def _parse(cls, v: str) -> str:
+        from ..codecs.chain import Chain
+
+        return str(Chain.parse(v))
+
+
+class EncodeParams(ChainParams):
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..codecs.chain import Chain
+
+        return Chain.parse(self.chain).operators(self.schema_)[0]
+
+
+class DecodeParams(ChainParams):
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..codecs.chain import Chain
+        from ..operators.compress import Decompress
+        from ..operators.serialize import Deserialize
+
+        chain = Chain.parse(self.chain)
+        ops: list[Any] = [Decompress(s.name, max_output_size=self.max_output_size) for s in reversed(chain.codecs)]
+        if chain.format:
+            ops.append(Deserialize(chain.format, schema=self.schema_, allow_pickle=ctx.allow_pickle))
+        return ops
+
+
+class FunctionParams(Strict):
+    function: str = Field(description="import path module:function")
+
+
+class MapParams(FunctionParams):
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.transform import Map
+
+        return [Map(self.function)]
+
+
+class FilterParams(FunctionParams):
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.transform import Filter
+
+        return [Filter(self.function)]
+
+
+class SelectParams(Strict):
+    fields: list[str] = Field(min_length=1)
+
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.transform import Select
+
+        return [Select(self.fields)]
+
+
+def _fields_shorthand(v: Any) -> Any:
+    return {"fields": v} if isinstance(v, list) else v
+
+
+OPERATORS: dict[str, Any] = {
+    "serialize": SerializeParams,
+    "deserialize": DeserializeParams,
+    "compress": CompressParams,
+    "decompress": DecompressParams,
+    "encode": Annotated[EncodeParams, BeforeValidator(_chain_shorthand)],
+    "decode": Annotated[DecodeParams, BeforeValidator(_chain_shorthand)],
+    "map": MapParams,
+    "filter": FilterParams,
+    "select": Annotated[SelectParams, BeforeValidator(_fields_shorthand)],
+}
+
+
+class BuildContext:
+    """Pipeline-wide settings operators need when they are built."""
+
+    def __init__(self, allow_pickle: bool = False) -> None:
+        self.allow_pickle = allow_pickle
+
+
+def _operator_key(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        if len(value) != 1:
+            raise PydanticCustomError(
+                "operator_shape",
+                "each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got keys {keys}",
+                {"keys": ", ".join(map(str, value)) or "none"},
+            )
+        return str(next(iter(value)))
+    return getattr(value, "kind", None)
+
+
+@lru_cache(maxsize=1)
+def pipeline_model() -> type[Strict]:
+    """The pipeline config model, built once from the operator and connector registries."""
+    from ..connectors import sink_models, source_models
+
+    entries = []
+    for name, params in OPERATORS.items():
+        entry = create_model(f"{name.title()}Entry", __base__=Strict, **{name: (params, ...)})
+        entry.kind = name  # type: ignore[attr-defined]
+        entries.append(Annotated[entry, Tag(name)])
+    operator = Annotated[Union[tuple(entries)], Discriminator(_operator_key)]  # noqa: UP007
+    source = Annotated[Union[tuple(source_models())], Field(discriminator="type")]  # noqa: UP007
+    sink = Annotated[Union[tuple(sink_models())], Field(discriminator="type")]  # noqa: UP007
+
+    class MetricsConfig(Strict):
+        path: str
+        row_group_rows: int = Field(default=8192, ge=1)
+
+    return create_model(
+        "PipelineConfig",
+        __base__=Strict,
+        name=(str, Field(min_length=1)),
+        description=(str | None, None),
+        source=(source, ...),
+        operators=(list[operator], []),
+        sink=(sink, {"type": "null"}),
+        dead_letter=(sink | None, None),
+        metrics=(MetricsConfig | None, None),
+        allow_pickle=(bool, False),
+        queue_size=(int, Field(default=8, ge=1)),
+        shutdown_timeout=(Duration, 30.0),
+        flush_interval=(Duration, 1.0),
+    )
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+_VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed config."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env, _join(path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$${":
+            return "${"
+        name, default = m.group(1), m.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"environment variable {name} is not set (in {value!r}); set it, or give a default: ${{{name}:-value}}",
+            path=path,
+        )
+
+    return _VAR.sub(sub, value)
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+_SET_PATH = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def apply_override(data: dict[str, Any], assignment: str) -> None:
+    """Apply one ``--set a.b[1].c=value`` (value parsed as YAML) to a raw config dict."""
+    import yaml
+
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {assignment!r}: expected path=value, e.g. source.count=1000")
+    parts: list[str | int] = [int(i) if i else (int(n) if n.isdigit() else n) for n, i in _SET_PATH.findall(key.strip())]
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    node: Any = data
+    for i, part in enumerate(parts[:-1]):
+        try:
+            if isinstance(part, int):
+                node = node[part]
+            else:
+                node = node.setdefault(part, {} if not isinstance(parts[i + 1], int) else [])
+        except (IndexError, KeyError, TypeError, AttributeError):
+            raise ConfigError(f"--set {assignment!r}: {key!r} does not exist in the config") from None
+    last = parts[-1]
+    try:
+        node[last] = value
+    except (IndexError, TypeError):
+        raise ConfigError(f"--set {assignment!r}: {key!r} does not exist in the config") from None
+
+
+def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Parse YAML, interpolate variables and apply overrides; ``ConfigError`` on any problem."""
+    import yaml
+
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file ({exc.strerror or exc})", file=file) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError(f"{where}not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file) from None
+    if not isinstance(data, dict):
+        raise ConfigError("a pipeline is a YAML mapping with name, source, operators, sink", file=file)
+    try:
+        data = interpolate(data, os.environ if env is None else env)
+        for assignment in overrides:
+            apply_override(data, assignment)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=file, path=exc.path) from None
+    return data
+
+
+def validate_config(data: dict[str, Any], file: str | None = None) -> Any:
+    """Validate a raw config dict; ``ConfigError`` listing every problem."""
+    try:
+        return pipeline_model().model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err) for err in exc.errors(include_url=False)]
+        if len(problems) == 1:
+            raise ConfigError(problems[0][1], file=file, path=problems[0][0]) from None
+        lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
+        raise ConfigError(f"{len(problems)} problems:\n{lines}", file=file) from None
+
+
+def _describe(err: Any) -> tuple[str, str]:
+    """(field path, message with the bad value and what is allowed) for one pydantic error."""
+    from ..connectors import SINKS, SOURCES
+
+    loc = list(err["loc"])
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    # Drop the union tags pydantic puts in the location (source.generate.count -> source.count).
+    tags = set(SOURCES) | set(SINKS)
+    parts: list[Any] = []
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        parts.append(part)
+        nxt = loc[i + 1] if i + 1 < len(loc) else None
+        if (part in ("source", "sink", "dead_letter") and len(parts) == 1 and nxt in tags) or (isinstance(part, int) and parts[:1] == ["operators"] and i + 2 < len(loc) and loc[i + 2] == nxt):
+            i += 1
+        i += 1
+    path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(parts))
+    if kind == "missing":
+        return path, "required field is missing"
+    if kind == "union_tag_invalid":
+        allowed = ctx.get("expected_tags", "").replace("'", "")
+        what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
+        return path, f"unknown {what} {ctx.get('tag')!r}: allowed {allowed}"
+    if kind == "union_tag_not_found":
+        allowed = ", ".join(SOURCES if parts[:1] == ["source"] else SINKS)
+        return path, f"`type` is required: allowed {allowed}"
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if kind in ("unknown_field", "operator_shape") or kind == "value_error":
+        return path, msg
+    shown = repr(value) if not isinstance(value, (dict, list)) else _short(value)
+    return path, f"{msg} (got {shown})"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
+    """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
+    from ..errors import WirepipeError
+    from .pipeline import Pipeline
+
+    ctx = BuildContext(allow_pickle=cfg.allow_pickle)
+    operators: list[Any] = []
+    for i, entry in enumerate(cfg.operators):
+        params = getattr(entry, entry.kind)
+        try:
+            operators += params.build(ctx)
+        except (ValueError, KeyError, WirepipeError) as exc:
+            detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+            raise ConfigError(detail, file=file, path=f"operators[{i}].{entry.kind}") from None
+    for where, model in (("source", cfg.source), ("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
+        if model is None:
+            continue
+        try:
+            built = model.build()
+        except (ValueError, KeyError, WirepipeError) as exc:
+            raise ConfigError(str(exc), file=file, path=where) from None
+        if where == "source":
+            source = built
+        elif where == "sink":
+            sink = built
+        else:
+            dead_letter = built
+    return Pipeline(
+        source,
+        operators,
+        sink,
+        name=cfg.name,
+        metrics=_metrics(cfg),
+        dead_letter=dead_letter if cfg.dead_letter is not None else None,
+        queue_size=cfg.queue_size,
+        shutdown_timeout=cfg.shutdown_timeout,
+        flush_interval=cfg.flush_interval,
+        config=cfg.model_dump(mode="json", by_alias=True),
+    )
+
+
+def _metrics(cfg: Any) -> Any:
+    if cfg.metrics is None:
+        return None
+    from ..operators.metrics import MetricsRecorder
+
+    return MetricsRecorder(cfg.metrics.path, pipeline=cfg.name, row_group_rows=cfg.metrics.row_group_rows,
+                           config=cfg.model_dump(mode="json", by_alias=True))
+
+
+def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Any:
+    """Read, validate and build a pipeline from a YAML file."""
+    data = read_config(path, overrides, env)
+    cfg = validate_config(data, file=str(path))
+    return build_pipeline(cfg, file=str(path))
+
+
+__all__ = ["OPERATORS", "build_pipeline", "load_pipeline", "read_config", "validate_config"]

@@ -1,0 +1,276 @@
+"""Pipeline assembly and the run loop.
+
+A pipeline is a source, a list of CPU operators and a sink. The run loop reads
+batches from the source into a bounded queue (a slow sink slows the source down,
+memory stays flat), runs every operator over each batch, routes rejected records to
+the dead-letter destination, writes the batch to the sink, and only then asks the
+source to acknowledge it. With metrics on, each stage of each batch is stamped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..batch import Batch, Rejected
+from ..connectors.base import Sink, Source
+from ..operators.base import Operator
+
+log = logging.getLogger("wirepipe")
+_ns = time.monotonic_ns
+
+
+class OperatorChain(list):  # type: ignore[type-arg]
+    """Operators composed with ``|`` before they meet a source."""
+
+    def __or__(self, other: Any) -> OperatorChain:
+        if isinstance(other, Operator):
+            return OperatorChain([*self, other])
+        if isinstance(other, Iterable):
+            return OperatorChain([*self, *other])
+        return NotImplemented
+
+
+@dataclass
+class RunStats:
+    """What a run did: counts in and out, rejects by stage, wall time."""
+
+    batches: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    rejected: int = 0
+    bytes_out: int = 0
+    started: float = field(default_factory=time.monotonic)
+    elapsed: float = 0.0
+    rejected_by_stage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
+
+
+class Pipeline:
+    """A source, CPU operators and a sink, run as one asyncio task.
+
+    Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
+    or from YAML with ``wirepipe.pipelines.config.load_pipeline``.
+    """
+
+    def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+                 name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
+                 queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
+                 config: dict[str, Any] | None = None) -> None:
+        self.source = source
+        self.operators = list(operators)
+        self.sink = sink
+        self.name = name
+        self.metrics_spec = metrics
+        self.dead_letter = dead_letter
+        self.queue_size = queue_size
+        self.shutdown_timeout = shutdown_timeout
+        self.flush_interval = flush_interval
+        self.config = config
+        self.stats = RunStats()
+        self.metrics: Any = None
+
+    def __or__(self, other: Any) -> Pipeline:
+        if isinstance(other, Operator):
+            self.operators.append(other)
+        elif isinstance(other, Sink):
+            self.sink = other
+        elif isinstance(other, Iterable):
+            self.operators.extend(other)
+        else:
+            return NotImplemented
+        return self
+
+    def __repr__(self) -> str:
+        ops = " | ".join(f"{op.stage}({op.name})" for op in self.operators)
+        return f"Pipeline({self.name!r}: {self.source.name} | {ops} | {self.sink.name if self.sink else 'null'})"
+
+    # --- running -----------------------------------------------------------------------------
+
+    def run(self) -> RunStats:
+        """Run to completion (bounded source) or until interrupted; returns the run's stats."""
+        return asyncio.run(self.run_async())
+
+    async def run_async(self, stop: asyncio.Event | None = None) -> RunStats:
+        """Run inside an existing event loop; setting ``stop`` drains and ends the run."""
+        from ..connectors.files import NullSink
+
+        source = self.source
+        sink = self.sink if self.sink is not None else NullSink()
+        if stop is not None:
+            source.stopping = stop
+        self.stats = stats = RunStats()
+        self.metrics = self._open_metrics()
+        timer = None
+        opened: list[Any] = []
+        try:
+            await source.open()
+            opened.append(source)
+            await sink.open()
+            opened.append(sink)
+            if self.dead_letter is not None:
+                await self.dead_letter.open()
+                opened.append(self.dead_letter)
+            if source.duration:
+                timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
+            await self._loop(source, sink, stats)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            for part in reversed(opened):
+                try:
+                    await part.close()
+                except Exception as exc:
+                    log.error("closing %s failed: %s", part.name, exc)
+            if self.metrics is not None:
+                self.metrics.close()
+            stats.elapsed = time.monotonic() - stats.started
+        return stats
+
+    def _open_metrics(self) -> Any:
+        spec = self.metrics_spec
+        if spec is None:
+            return None
+        from ..operators.metrics import MetricsRecorder
+
+        if isinstance(spec, MetricsRecorder):
+            return spec
+        return MetricsRecorder(Path(spec), pipeline=self.name, config=self.config)
+
+    async def _loop(self, source: Source, sink: Sink, stats: RunStats) -> None:
+        queue: asyncio.Queue[tuple[Batch, int, int] | None] = asyncio.Queue(self.queue_size)
+        producer = asyncio.create_task(self._produce(source, queue))
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                await self._process(*item, sink, stats)
+        finally:
+            if not producer.done():
+                source.stopping.set()
+                producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
+
+    async def _produce(self, source: Source, queue: asyncio.Queue[tuple[Batch, int, int] | None]) -> None:
+        """Read batches into the queue, enforcing ``count`` even if the source overshoots."""
+        limit = source.count
+        seen = 0
+        it = source.batches().__aiter__()
+        try:
+            while not source.stopping.is_set():
+                start = _ns()
+                try:
+                    batch = await it.__anext__()
+                except StopAsyncIteration:
+                    break
+                end = _ns()
+                if limit is not None and seen + len(batch.values) > limit:
+                    batch.keep(list(range(limit - seen)))
+                seen += len(batch.values) + len(batch.rejected)
+                await queue.put((batch, start, end))
+                if limit is not None and seen >= limit:
+                    break
+        finally:
+            aclose = getattr(it, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            await queue.put(None)
+
+    async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
+        metrics = self.metrics
+        index = stats.batches
+        stats.batches += 1
+        stats.records_in += len(batch.values) + len(batch.rejected)
+        if metrics is None:
+            for op in self.operators:
+                batch = op(batch)
+        else:
+            source = self.source
+            nbytes = batch.nbytes()
+            metrics.stamp(index, source.stage, source.name, source.params, len(batch.values), len(batch.rejected),
+                          None, nbytes, start, end)
+            prev = nbytes if nbytes is not None else batch.raw_nbytes
+            for op in self.operators:
+                rejected = len(batch.rejected)
+                t0 = _ns()
+                batch = op(batch)
+                t1 = _ns()
+                out = batch.nbytes()
+                metrics.stamp(index, op.stage, op.name, op.params, len(batch.values),
+                              len(batch.rejected) - rejected, prev, out, t0, t1)
+                prev = out
+        if batch.rejected:
+            await self._dead_letter(batch.rejected, stats)
+            batch.rejected = []
+        t0 = _ns()
+        await sink.write(batch)
+        t1 = _ns()
+        if metrics is not None:
+            metrics.stamp(index, sink.stage, sink.name, sink.params, len(batch.values), 0, prev, prev, t0, t1)
+        stats.records_out += len(batch.values)
+        stats.bytes_out += prev if metrics is not None and prev is not None else (batch.nbytes() or 0)
+        await self.source.ack(batch)
+
+    async def _dead_letter(self, rejected: list[Rejected], stats: RunStats) -> None:
+        stats.rejected += len(rejected)
+        for r in rejected:
+            stats.rejected_by_stage[r.stage] = stats.rejected_by_stage.get(r.stage, 0) + 1
+        if self.dead_letter is not None:
+            await self.dead_letter.write(dead_letter_batch(rejected))
+        elif stats.rejected <= 10 or stats.rejected % 1000 == 0:
+            first = rejected[0]
+            log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
+                        len(rejected), stats.rejected, first.stage, first.operator, first.error)
+        await self.source.settle_rejected(rejected)
+
+
+def dead_letter_batch(rejected: list[Rejected]) -> Batch:
+    """Rejected records as a batch any sink can write.
+
+    Values are envelopes ``{stage, operator, error, subject, seq, payload, value_json}``:
+    ``payload`` is the record as it entered the failing stage when that was bytes, and
+    ``value_json`` is the record as JSON text when it was an object (one type per
+    column, so Parquet can hold both). Per-record headers carry ``Wirepipe-Stage`` and
+    ``Wirepipe-Error`` for sinks that publish the original payload (NATS); the original
+    values are in ``meta["payload"]``.
+    """
+    from ..codecs.formats import json_default
+
+    values = []
+    headers = []
+    for r in rejected:
+        raw = r.value if isinstance(r.value, (bytes, bytearray)) else None
+        values.append({
+            "stage": r.stage,
+            "operator": r.operator,
+            "error": r.error,
+            "subject": r.subject,
+            "seq": r.meta.get("seq"),
+            "payload": bytes(raw) if raw is not None else None,
+            "value_json": None if raw is not None else json.dumps(r.value, default=_safe_json(json_default)),
+        })
+        headers.append({**(r.headers or {}), "Wirepipe-Stage": r.stage, "Wirepipe-Error": r.error[:1024]})
+    return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers,
+                 meta={"payload": [r.value for r in rejected]})
+
+
+def _safe_json(default: Any) -> Any:
+    def encode(obj: Any) -> Any:
+        try:
+            return default(obj)
+        except TypeError:
+            return repr(obj)
+
+    return encode

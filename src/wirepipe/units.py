@@ -1,0 +1,40 @@
+"""Human units in config and on the command line: durations (``30s``) and sizes (``64MiB``)."""
+
+from __future__ import annotations
+
+import re
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]?|[bB])?\s*$")
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
+               "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
+
+
+def parse_duration(value: str | float | int) -> float:
+    """Seconds from ``1.5``, ``"30s"``, ``"500ms"``, ``"5m"``, ``"2h"`` (a bare number is seconds)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration: use a number of seconds or e.g. 30s, 500ms, 5m, 2h")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative: a duration must be >= 0")
+        return float(value)
+    m = _DURATION.match(str(value))
+    if not m:
+        raise ValueError(f"{value!r} is not a duration: use a number of seconds or e.g. 30s, 500ms, 5m, 2h")
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
+
+
+def parse_size(value: str | int) -> int:
+    """Bytes from ``1048576``, ``"64MiB"``, ``"1MB"``, ``"512k"`` (k/M/G are 1000s, Ki/Mi/Gi 1024s)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size: use bytes or e.g. 64MiB, 1MB, 512KiB")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative: a size must be >= 0")
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ValueError(f"{value!r} is not a size: use bytes or e.g. 64MiB, 1MB, 512KiB")
+    unit = (m.group(2) or "").lower().rstrip("b")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
