@@ -9,7 +9,7 @@ go to the dead-letter destination; the rest carry on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,8 @@ class Batch:
     subjects  one subject for the whole batch (``str``), one per record (``list``), or ``None``.
     headers   headers shared by every record (``dict``), one dict per record (``list``), or ``None``.
     meta      per-record side columns keyed by name: ``seq``, ``sent_ns``, ``received_ns``,
-              ``stream_seq``, ``ack`` (handles the source acknowledges after the sink wrote) ...
+              ``stream_seq``, ``ack`` (handles the source acknowledges after the sink wrote) ...;
+              any sequence (a ``range`` costs nothing to build), read-only: ``keep`` makes lists.
     schema    field order of the records, when the source knows it (used by ``msgpack-array``).
     raw_nbytes declared raw size of the records, as the seed tables count it, when the source knows it.
     rejected  records that failed a stage of this batch, in the order they failed.
@@ -44,7 +45,7 @@ class Batch:
     values: list[Any]
     subjects: list[str] | str | None = None
     headers: list[dict[str, str]] | dict[str, str] | None = None
-    meta: dict[str, list[Any]] = field(default_factory=dict)
+    meta: dict[str, Sequence[Any]] = field(default_factory=dict)
     schema: tuple[str, ...] | None = None
     raw_nbytes: int | None = None
     rejected: list[Rejected] = field(default_factory=list)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..batch import describe_error
+from ..errors import StageError
 from .compression import DEFAULT_MAX_OUTPUT, get_codec
 from .formats import Schema, get_format
 
@@ -68,7 +70,7 @@ class Chain:
                     f"unknown step {name!r} in chain {text!r}: formats are {', '.join(FORMATS)}; "
                     f"codecs are {', '.join(_codec_names())}"
                 ) from None
-            parsed: str | int | None = level or None
+            parsed: str | int | None = level if level and level != "default" else None
             if parsed is not None and parsed not in ("fastest", "default", "best"):
                 with contextlib.suppress(ValueError):
                     parsed = int(parsed)
@@ -112,7 +114,19 @@ class Chain:
             fns.append(codec.decompressor(max_output_size, dictionary if codec.supports_dictionary else None))
         if self.format:
             fns.append(get_format(self.format).decoder(schema, allow_pickle=allow_pickle))
-        return _compose(fns)
+        inner = _compose(fns)
+        name = str(self)
+
+        def decode(data: bytes) -> Any:
+            # Library errors (msgpack, json, cbor ...) become one wirepipe error naming the stage.
+            try:
+                return inner(data)
+            except StageError:
+                raise
+            except Exception as exc:
+                raise StageError("deserialize", name, describe_error(exc)) from None
+
+        return decode
 
     def operators(self, schema: Schema = None) -> tuple[list[Any], list[Any]]:
         """The encode-side and decode-side operators of this chain."""

@@ -103,7 +103,8 @@ def _zstd_compress(level: int, dictionary: bytes | None) -> Fn:
     import zstandard
 
     d = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
-    return zstandard.ZstdCompressor(level=level, dict_data=d).compress
+    # The decoder is configured with the same dictionary, so the 4-byte dictionary id is not written.
+    return zstandard.ZstdCompressor(level=level, dict_data=d, write_dict_id=not d).compress
 
 
 def _zstd_decompress(cap: int, dictionary: bytes | None) -> Fn:
@@ -124,7 +125,7 @@ def _zstd_decompress(cap: int, dictionary: bytes | None) -> Fn:
         if declared > cap:
             raise _bomb("zstd", cap)
         try:
-            return inner(data, max_output_size=cap)
+            return inner(data, max_output_size=cap, allow_extra_data=False)
         except ZstdError as exc:
             if declared < 0 and "did not decompress full frame" in str(exc):
                 raise _bomb("zstd", cap) from None

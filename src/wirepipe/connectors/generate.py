@@ -50,7 +50,7 @@ class GenerateSource(Source):
             if self.stopping.is_set():
                 return
             n = len(values)
-            yield Batch(values, meta={"seq": list(range(seq, seq + n))}, schema=self.schema,
+            yield Batch(values, meta={"seq": range(seq, seq + n)}, schema=self.schema,
                         raw_nbytes=self.dataset.raw_size(values))
             seq += n
             if self.rate:

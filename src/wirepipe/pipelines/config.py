@@ -33,7 +33,6 @@ from pydantic import (
     create_model,
     field_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec
 from ..codecs.formats import FORMATS
@@ -210,14 +209,9 @@ class BuildContext:
 
 
 def _operator_key(value: Any) -> str | None:
+    """The operator name of a one-key entry (None for any other shape: reported in ``_describe``)."""
     if isinstance(value, Mapping):
-        if len(value) != 1:
-            raise PydanticCustomError(
-                "operator_shape",
-                "each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got keys {keys}",
-                {"keys": ", ".join(map(str, value)) or "none"},
-            )
-        return str(next(iter(value)))
+        return str(next(iter(value))) if len(value) == 1 else None
     return getattr(value, "kind", None)
 
 
@@ -385,6 +379,10 @@ def _describe(err: Any) -> tuple[str, str]:
         allowed = ctx.get("expected_tags", "").replace("'", "")
         what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
         return path, f"unknown {what} {ctx.get('tag')!r}: allowed {allowed}"
+    if kind == "union_tag_not_found" and parts[:1] == ["operators"]:
+        got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else _short(value)
+        return path, (f"each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got {got} "
+                      f"(allowed operators: {', '.join(OPERATORS)})")
     if kind == "union_tag_not_found":
         allowed = ", ".join(SOURCES if parts[:1] == ["source"] else SINKS)
         return path, f"`type` is required: allowed {allowed}"
@@ -392,7 +390,7 @@ def _describe(err: Any) -> tuple[str, str]:
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
-    if kind in ("unknown_field", "operator_shape") or kind == "value_error":
+    if kind in ("unknown_field", "value_error"):
         return path, msg
     shown = repr(value) if not isinstance(value, (dict, list)) else _short(value)
     return path, f"{msg} (got {shown})"

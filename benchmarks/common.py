@@ -1,0 +1,56 @@
+"""Shared helpers for benchmarks: interleaved rounds in one process, ratios, a table.
+
+Timings on shared 2-core machines swing 2-3x between runs, so every benchmark runs the
+wirepipe variant and the hand-written baseline alternately in the same process, several
+rounds, and reports the median of per-round ratios next to the best absolute figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Result:
+    name: str
+    records: int
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.best
+
+
+def interleave(variants: dict[str, Callable[[], int]], rounds: int = 5, warmup: bool = True) -> dict[str, Result]:
+    """Run each variant once per round, alternating; each returns the number of records it did."""
+    results: dict[str, Result] = {}
+    if warmup:
+        for fn in variants.values():
+            fn()
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            n = fn()
+            dt = time.perf_counter() - t0
+            results.setdefault(name, Result(name, n)).seconds.append(dt)
+    return results
+
+
+def ratio(results: dict[str, Result], a: str, b: str) -> float:
+    """Median over rounds of rate(a) / rate(b) (> 1 means a is faster)."""
+    ra, rb = results[a], results[b]
+    return statistics.median(tb / ta for ta, tb in zip(ra.seconds, rb.seconds, strict=False))
+
+
+def print_table(title: str, results: dict[str, Result], baseline: str) -> None:
+    print(f"\n{title}")
+    print(f"  {'variant':<34} {'records/s (best)':>18} {'ratio vs ' + baseline:>24}")
+    for name, r in results.items():
+        print(f"  {name:<34} {r.rate:>18,.0f} {ratio(results, name, baseline):>24.3f}")

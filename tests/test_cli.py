@@ -1,0 +1,70 @@
+"""The command line: help without heavy imports, codecs and datasets listings, running configs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from wirepipe.codecs import CODECS, FORMATS
+from wirepipe.datasets import DATASETS
+
+ROOT = Path(__file__).parent.parent
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+
+
+def wirepipe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=300)
+
+
+def test_help_imports_nothing_heavy() -> None:
+    code = ("import sys\nfrom wirepipe.cli import app\n"
+            "from typer.testing import CliRunner\n"
+            "r = CliRunner().invoke(app, ['--help'])\nassert r.exit_code == 0, r.output\n"
+            "heavy = [m for m in ('pyarrow', 'pydantic', 'nats', 'apache_beam', 'faust', 'plotly', 'matplotlib',"
+            " 'numpy', 'zstandard') if m in sys.modules]\nprint(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
+def test_codecs_lists_every_format_and_codec_with_levels() -> None:
+    result = wirepipe("codecs")
+    assert result.returncode == 0
+    for name in [*FORMATS, *CODECS]:
+        assert name in result.stdout
+    assert "-131072..22" in result.stdout  # zstd's range
+
+
+def test_datasets_lists_every_dataset_and_raw_sizes() -> None:
+    result = wirepipe("datasets")
+    assert result.returncode == 0
+    for name in DATASETS:
+        assert name in result.stdout
+    assert "388008" in result.stdout
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
+def test_every_config_validates_and_runs(config: Path, tmp_path: Path, nats_env: dict[str, str]) -> None:
+    env = {"RESULTS": str(tmp_path), **nats_env}
+    assert wirepipe("validate", str(config), env=env).returncode == 0
+    result = wirepipe("run", str(config), "--count", "300", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    for metrics in tmp_path.glob("*.parquet"):
+        assert pq.read_metadata(metrics).num_rows > 0
+
+
+def test_quickstart_writes_valid_metrics(tmp_path: Path) -> None:
+    result = wirepipe("run", str(ROOT / "configs" / "quickstart.yaml"), "--count", "1200",
+                      env={"RESULTS": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table(tmp_path / "quickstart.parquet")
+    stages = table.column("stage").to_pylist()
+    assert stages[:6] == ["generate", "serialize", "compress", "decompress", "deserialize", "write"]
+    assert sum(r for r, s in zip(table.column("records").to_pylist(), stages, strict=False) if s == "deserialize") == 1200

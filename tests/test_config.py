@@ -1,0 +1,94 @@
+"""Config: every broken file gives file, field path, bad value and what is allowed; exit 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wirepipe.errors import ConfigError
+from wirepipe.pipelines.config import apply_override, interpolate, load_pipeline, read_config
+
+HERE = Path(__file__).parent
+BAD = HERE / "bad_configs"
+
+CASES = {
+    "unknown_operator.yaml": ("operators[1]", "unknown operator 'compresss'", "allowed serialize, deserialize, compress"),
+    "bad_level.yaml": ("operators[1].compress.level", "42", "fastest (1), default (3), best (19) or an integer"),
+    "missing_field.yaml": ("sink.path", "required field is missing", ""),
+    "wrong_type.yaml": ("source.count", "'lots'", "valid integer"),
+    "undefined_env.yaml": ("sink.path", "WIREPIPE_TEST_UNDEFINED_DIR is not set", "${WIREPIPE_TEST_UNDEFINED_DIR:-value}"),
+    "unknown_format.yaml": ("operators[0].serialize.format", "'protobuf'", "allowed json, orjson, msgpack"),
+    "unknown_field.yaml": ("source", "unknown field 'batchsize'", "allowed batch_size, count"),
+    "unknown_source_type.yaml": ("source", "unknown type 'kafka'", "allowed generate, jsonl, parquet"),
+    "two_keys_operator.yaml": ("operators[0]", "one-key entry", "serialize, compress"),
+    "not_yaml.yaml": ("", "not valid YAML", "line "),
+    "pickle_not_allowed.yaml": ("operators[0].deserialize", "allow_pickle: true", ""),
+}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_broken_config_error_names_file_path_value_and_allowed(name: str) -> None:
+    path_part, bad_value, allowed = CASES[name]
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(BAD / name, env={})
+    message = str(info.value)
+    assert str(BAD / name) in message
+    assert f": {path_part}:" in message if path_part else True
+    assert bad_value in message
+    assert allowed in message
+
+
+@pytest.mark.parametrize("name", ["unknown_operator.yaml", "bad_level.yaml", "missing_field.yaml", "wrong_type.yaml",
+                                  "undefined_env.yaml"])
+def test_cli_prints_one_clear_error_and_exits_2(name: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "WIREPIPE_TEST_UNDEFINED_DIR"}
+    result = subprocess.run([sys.executable, "-m", "wirepipe.cli", "run", str(BAD / name)], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ")
+    assert str(BAD / name) in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_validate_reports_every_bad_file_and_exits_2() -> None:
+    result = run_cli("validate", str(BAD / "bad_level.yaml"), str(HERE.parent / "configs" / "quickstart.yaml"))
+    assert result.returncode == 2
+    assert "ok: " in result.stdout and "quickstart.yaml" in result.stdout
+    assert "bad_level.yaml: operators[1].compress.level" in result.stderr
+
+
+def test_interpolation_defaults_and_escapes() -> None:
+    data = {"a": "${X}", "b": "${Y:-fallback}", "c": ["pre-${X}-post"], "d": "$${X}", "e": 3}
+    assert interpolate(data, {"X": "1"}) == {"a": "1", "b": "fallback", "c": ["pre-1-post"], "d": "${X}", "e": 3}
+    with pytest.raises(ConfigError) as info:
+        interpolate({"sink": {"url": "${NOPE}"}}, {})
+    assert info.value.path == "sink.url"
+
+
+def test_overrides_set_nested_fields_and_list_items() -> None:
+    data = {"source": {"count": 1}, "operators": [{"compress": {"codec": "zstd"}}]}
+    apply_override(data, "source.count=250")
+    apply_override(data, "operators[0].compress.level=best")
+    apply_override(data, "sink.type=null")
+    assert data == {"source": {"count": 250}, "operators": [{"compress": {"codec": "zstd", "level": "best"}}],
+                    "sink": {"type": None}}
+    with pytest.raises(ConfigError, match="does not exist"):
+        apply_override(data, "operators[3].compress.level=1")
+
+
+def test_override_is_validated_like_the_file(tmp_path: Path) -> None:
+    cfg = HERE.parent / "configs" / "quickstart.yaml"
+    with pytest.raises(ConfigError, match=r"operators\[1\]\.compress\.level"):
+        load_pipeline(cfg, ["operators[1].compress.level=23"], env={})
+    raw = read_config(cfg, ["source.count=7"], env={"RESULTS": str(tmp_path)})
+    assert raw["source"]["count"] == 7
+    assert raw["metrics"]["path"] == f"{tmp_path}/quickstart.parquet"

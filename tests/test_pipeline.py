@@ -1,0 +1,170 @@
+"""Pipelines from Python: both API shapes, file connectors, dead letters, metrics."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import wirepipe as wp
+from wirepipe.batch import Batch
+from wirepipe.datasets import get_dataset
+from wirepipe.operators.compress import Compress, Decompress
+from wirepipe.operators.serialize import Deserialize, Serialize
+
+
+def test_pipe_syntax_and_constructor_are_the_same_pipeline(tmp_path: Path) -> None:
+    a = wp.generate("feed", count=300, batch_size=64) | wp.serialize("msgpack") | wp.compress("zstd", "fastest") \
+        | wp.jsonl_sink(tmp_path / "a.jsonl")
+    b = wp.Pipeline(wp.generate("feed", count=300, batch_size=64), [Serialize("msgpack"), Compress("zstd", "fastest")],
+                    wp.jsonl_sink(tmp_path / "b.jsonl"))
+    sa, sb = a.run(), b.run()
+    assert sa.records_out == sb.records_out == 300
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_encoded_jsonl_decodes_back_to_the_dataset(tmp_path: Path) -> None:
+    out = tmp_path / "tx.jsonl"
+    (wp.generate("transaction", count=120, batch_size=50) | wp.encode("cbor|gzip:best") | wp.jsonl_sink(out)).run()
+    decoded = tmp_path / "decoded.jsonl"
+    (wp.jsonl_source(str(out), batch_size=7) | wp.decode("cbor|gzip") | wp.jsonl_sink(decoded)).run()
+    back = [r for chunk in [b.values for b in _read_jsonl(decoded)] for r in chunk]
+    assert back == get_dataset("transaction").sample(120)
+
+
+def _read_jsonl(path: Path) -> list[Batch]:
+    import asyncio
+
+    src = wp.jsonl_source(str(path))
+
+    async def collect() -> list[Batch]:
+        return [b async for b in src.batches()]
+
+    return asyncio.run(collect())
+
+
+def test_jsonl_bytes_are_written_in_the_documented_form(tmp_path: Path) -> None:
+    out = tmp_path / "p.jsonl"
+    (wp.generate("point", count=3) | wp.serialize("msgpack") | wp.jsonl_sink(out)).run()
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(set(line) == {"$base64"} for line in lines)
+
+
+def test_parquet_sink_and_source_round_trip_payloads(tmp_path: Path) -> None:
+    out = tmp_path / "blocks.parquet"
+    (wp.generate("block", count=250, batch_size=40) | wp.encode("msgpack|lz4")
+     | wp.parquet_sink(out, row_group_rows=100)).run()
+    pf = pq.ParquetFile(out)
+    assert pf.metadata.num_rows == 250
+    assert pf.schema_arrow.field("value").type.equals(pa.binary())
+    back = tmp_path / "back.parquet"
+    (wp.parquet_source(str(out), batch_size=64) | wp.decode("msgpack|lz4") | wp.parquet_sink(back)).run()
+    (wp.parquet_source(str(back)) | wp.jsonl_sink(tmp_path / "back.jsonl")).run()
+    rows = [r for b in _read_jsonl(tmp_path / "back.jsonl") for r in b.values]
+    assert rows == get_dataset("block").sample(250)
+
+
+def test_count_is_enforced_even_across_batches(tmp_path: Path) -> None:
+    stats = (wp.generate("point", count=1005, batch_size=100) | wp.serialize("json") | wp.null_sink()).run()
+    assert (stats.records_in, stats.records_out, stats.batches) == (1005, 1005, 11)
+
+
+def test_corrupt_records_are_dead_lettered_and_the_rest_carry_on(tmp_path: Path) -> None:
+    good = [Compress("zstd")(Serialize("msgpack")(Batch([{"i": i}]))).values[0] for i in range(5)]
+    src = tmp_path / "in.jsonl"
+    payloads = [good[0], b"not zstd", good[1], good[2][:-3], good[3],
+                Compress("zstd")(Batch([b"\xc1 not msgpack"])).values[0], good[4]]
+    with open(src, "w") as f:
+        for p in payloads:
+            f.write(json.dumps({"$base64": base64.b64encode(p).decode()}) + "\n")
+        f.write("this line is not json\n")
+    dead = tmp_path / "dead.jsonl"
+    out = tmp_path / "out.jsonl"
+    pipe = wp.Pipeline(wp.jsonl_source(str(src), batch_size=4), [Decompress("zstd"), Deserialize("msgpack")],
+                       wp.jsonl_sink(out), dead_letter=wp.jsonl_sink(dead))
+    stats = pipe.run()
+    # record 2 was only sent truncated (seq 3), so it is dead-lettered, not delivered
+    assert [json.loads(x)["i"] for x in out.read_text().splitlines()] == [0, 1, 3, 4]
+    letters = [json.loads(x) for x in dead.read_text().splitlines()]
+    assert [(d["stage"], d["seq"]) for d in letters] == [("decompress", 1), ("decompress", 3), ("read", 7),
+                                                         ("deserialize", 5)]
+    assert all(d["error"] for d in letters)
+    assert stats.rejected == 4 and stats.rejected_by_stage == {"read": 1, "decompress": 2, "deserialize": 1}
+    # The dead letter keeps the payload exactly as it entered the failing stage.
+    by_seq = {d["seq"]: d for d in letters}
+    assert base64.b64decode(by_seq[1]["payload"]["$base64"]) == b"not zstd"
+
+
+def test_pickle_deserialize_is_refused_at_build_time() -> None:
+    from wirepipe.errors import RefusedError
+
+    with pytest.raises(RefusedError, match="allow_pickle"):
+        Deserialize("pickle")
+    assert Deserialize("pickle", allow_pickle=True)(Serialize("pickle")(Batch([{"a": 1}]))).values == [{"a": 1}]
+
+
+def test_auto_decoding_reads_the_headers() -> None:
+    batch = Compress("brotli", 5)(Serialize("cbor")(Batch([{"k": b"v"}, {"k": b"w"}])))
+    assert batch.headers == {"Content-Type": "application/cbor", "Content-Encoding": "br"}
+    assert Deserialize("auto")(Decompress("auto")(batch)).values == [{"k": b"v"}, {"k": b"w"}]
+
+
+def test_auto_decoding_per_record_headers_and_unknown_encoding() -> None:
+    a = Compress("gzip")(Serialize("json")(Batch([{"n": 1}])))
+    b = Compress("lz4")(Serialize("msgpack")(Batch([{"n": 2}])))
+    mixed = Batch([*a.values, b"x", *b.values],
+                  headers=[a.headers, {"Content-Encoding": "snappy", "Content-Type": "application/json"}, b.headers],
+                  meta={"seq": [0, 1, 2]})
+    out = Deserialize("auto")(Decompress("auto")(mixed))
+    assert out.values == [{"n": 1}, {"n": 2}]
+    assert [(r.stage, r.meta["seq"]) for r in out.rejected] == [("decompress", 1)]
+    assert "snappy" in out.rejected[0].error
+
+
+def test_pickle_by_header_is_refused_per_record() -> None:
+    batch = Serialize("pickle")(Batch([{"a": 1}]))
+    out = Deserialize("auto")(batch)
+    assert out.values == [] and "allow_pickle" in out.rejected[0].error
+
+
+def test_metrics_rows_for_every_stage_of_every_batch(tmp_path: Path) -> None:
+    path = tmp_path / "m.parquet"
+    pipe = wp.Pipeline(wp.generate("point", count=2500, batch_size=1000),
+                       [Serialize("msgpack"), Compress("zstd", "fastest")], wp.null_sink(), metrics=path)
+    pipe.run()
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    assert [r["stage"] for r in rows[:4]] == ["generate", "serialize", "compress", "write"]
+    assert len(rows) == 3 * 4
+    serialize = [r for r in rows if r["stage"] == "serialize"]
+    assert [r["records"] for r in serialize] == [1000, 1000, 500]
+    assert [r["bytes_in"] for r in serialize] == [8000, 8000, 4000]  # declared raw size
+    assert [r["bytes_out"] for r in serialize] == [7000, 7000, 3500]  # 7 bytes per msgpack point
+    assert all(r["end_ns"] >= r["start_ns"] for r in rows)
+    assert json.loads(serialize[0]["params"]) == {"format": "msgpack"}
+    meta = pq.read_schema(path).metadata
+    assert meta[b"wirepipe.pipeline"] == b"pipeline"
+
+
+def test_typed_records_from_a_dataclass_schema() -> None:
+    batch = Serialize("msgpack-array", schema="tests.records:Point")(Batch([{"x": 1, "y": 2}]))
+    out = Deserialize("msgpack-array", schema="tests.records:Point")(batch)
+    from tests.records import Point
+
+    assert out.values == [Point(1, 2)]
+    assert Serialize("msgpack")(Batch([Point(3, 4)])).values == [b"\x82\xa1x\x03\xa1y\x04"]
+
+
+def test_select_map_filter() -> None:
+    from wirepipe.operators.transform import Filter, Map, Select
+
+    batch = Batch([{"a": i, "b": i * 2, "c": 0} for i in range(6)], meta={"seq": list(range(6))})
+    batch = Select(["b", "a"])(batch)
+    batch = Filter("tests.records:is_even_a")(batch)
+    batch = Map(lambda r: {**r, "s": r["a"] + r["b"]})(batch)
+    assert batch.values == [{"b": 0, "a": 0, "s": 0}, {"b": 4, "a": 2, "s": 6}, {"b": 8, "a": 4, "s": 12}]
+    assert batch.meta["seq"] == [0, 2, 4]
