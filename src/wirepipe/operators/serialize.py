@@ -9,6 +9,7 @@ or from the schema the source attached to the batch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,7 +57,10 @@ def _fields_of(cls: Any) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
     options = getattr(cls, "_options", None)
     if options is not None and getattr(options, "fields", None):
-        return tuple(options.fields)
+        # faust.Record: declaration order (inherited fields first), under the names its
+        # records carry on the wire (a field's output_name, as asdict() writes them).
+        descriptors = getattr(options, "descriptors", None) or {}
+        return tuple(getattr(descriptors.get(f), "output_name", None) or f for f in options.fields)
     model_fields = getattr(cls, "model_fields", None)
     if isinstance(model_fields, dict):
         return tuple(model_fields)
@@ -128,7 +132,7 @@ class Deserialize(Operator):
         cls = self._record_class
         if cls is None:
             return decode
-        build = getattr(cls, "from_data", None) or (lambda d: cls(**d))
+        build = _builder(cls)
         return lambda data: build(decode(data))
 
     def _for_type(self, content_type: str | None) -> Decoder:
@@ -161,6 +165,18 @@ class Deserialize(Operator):
         return batch
 
 
+def _builder(cls: type) -> Callable[[Any], Any]:
+    """dict -> instance of ``cls``: ``from_data`` where the class has it, else ``cls(**d)``."""
+    from_data = getattr(cls, "from_data", None)
+    if from_data is None:
+        return lambda d: cls(**d)
+    if getattr(cls, "__is_model__", False):
+        # faust.Record: without preferred_type a "__faust" key in the payload picks the
+        # class (another one, or a KeyError when that one is not imported here).
+        return functools.partial(from_data, preferred_type=cls)
+    return from_data
+
+
 def _schema_param(schema: SchemaSpec) -> Any:
     if isinstance(schema, type):
         return f"{schema.__module__}:{schema.__qualname__}"
@@ -176,6 +192,10 @@ def _as_dict_encoder(encode: Encoder) -> Callable[[Any], bytes]:
     import dataclasses
 
     def to_dict(value: Any) -> Any:
+        if hasattr(value, "to_representation"):
+            # faust.Record: the dict Faust itself encodes (with "__faust" unless the class
+            # says include_metadata=False), so both sides write the same bytes.
+            return value.to_representation()
         if hasattr(value, "asdict"):
             return value.asdict()
         if hasattr(value, "model_dump"):

@@ -240,7 +240,7 @@ def pipeline_model() -> type[Strict]:
         description=(str | None, None),
         source=(source, ...),
         operators=(list[operator], []),
-        sink=(sink, {"type": "null"}),
+        sink=(sink, Field(default={"type": "null"}, validate_default=True)),  # validated: a model, not a dict
         dead_letter=(sink | None, None),
         metrics=(MetricsConfig | None, None),
         allow_pickle=(bool, False),
