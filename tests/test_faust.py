@@ -480,3 +480,86 @@ def test_cli_start_up_does_not_import_faust() -> None:
             "print('FAUST' if any(m == 'faust' or m.startswith(('faust.', 'wirepipe.integrations')) for m in sys.modules) else 'CLEAN')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip().splitlines()[-1] == "CLEAN"
+
+
+# --- the bridge: Kafka (Faust) -> NATS (wirepipe), bytes unchanged ---------------------------------------
+
+
+@pytest.fixture
+async def nats_url(tmp_path: Path) -> Any:
+    """A real nats-server on a free loopback port, stopped after the test."""
+    import asyncio
+    import socket
+    import sysconfig
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(Path(sysconfig.get_path("scripts")) / "nats-server"), "-a", "127.0.0.1",
+                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+async def test_bridge_faust_agent_forwards_kafka_bytes_to_nats_for_wirepipe(codecs: Any, nats_url: str) -> None:
+    """The README's bridge: a Faust agent reads raw bytes and publishes them to NATS unchanged."""
+    import asyncio
+
+    import faust
+    import nats
+
+    from wirepipe.batch import Batch
+    from wirepipe.codecs.chain import Chain
+
+    records = sample("transaction", 25)
+    kafka_values = [codecs.dumps("msgpack|zstd", r) for r in records]  # what Faust producers wrote
+    nc = await asyncio.wait_for(nats.connect(nats_url, allow_reconnect=False), 10)
+    received: list[Any] = []
+    done = asyncio.Event()
+
+    async def on_msg(msg: Any) -> None:
+        received.append(msg)
+        if len(received) == len(records):
+            done.set()
+
+    await nc.subscribe("bridge.transactions", cb=on_msg)
+    app = faust.App("wirepipe-bridge", broker="kafka://localhost:1", store="memory://")
+    topic = app.topic("transactions", value_serializer="raw")
+
+    @app.agent(topic)
+    async def bridge(stream: Any) -> Any:
+        async for payload in stream:
+            await nc.publish("bridge.transactions", payload,
+                             headers={"Content-Type": "application/msgpack", "Content-Encoding": "zstd"})
+            yield payload
+
+    try:
+        async with bridge.test_context(channel=topic) as agent:
+            for value in kafka_values:
+                await agent.put(value)
+        await asyncio.wait_for(done.wait(), 10)
+    finally:
+        await nc.close()
+
+    assert [m.data for m in received] == kafka_values
+    # The NATS side decodes with wirepipe's operators: a fixed chain, or by header (format: auto).
+    fixed = Batch([m.data for m in received], headers=[m.headers for m in received])
+    for op in Chain.parse("msgpack|zstd").operators()[1]:
+        fixed = op(fixed)
+    assert fixed.values == records and fixed.rejected == []
+    from wirepipe.operators.compress import Decompress
+    from wirepipe.operators.serialize import Deserialize
+
+    auto = Batch([m.data for m in received], headers=[m.headers for m in received])
+    auto = Deserialize("auto")(Decompress("auto")(auto))
+    assert auto.values == records and auto.rejected == []
