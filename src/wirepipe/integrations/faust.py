@@ -132,12 +132,16 @@ _PICKLE_REFUSED = (
 _functions = functools.lru_cache(maxsize=256)(_Functions)
 
 
+_DEFAULTS = {"schema": None, "dictionary": None, "max_output_size": DEFAULT_MAX_OUTPUT, "allow_pickle": False}
+
+
 class WirepipeCodec(faust_codecs.Codec):
     """A wirepipe chain (one step for the registered names) as one Faust codec node.
 
-    Faust clones the first node of a chain on every lookup, ``type(self)(children=...,
-    **self.kwargs)``, often once per message: construction only looks up the shared
-    functions of its options, and ``kwargs`` holds the options already resolved.
+    Faust looks a serializer up again for every message and clones the first node of a
+    chain each time: ``clone`` copies the node (its functions are shared, built once per
+    option set), and ``kwargs`` holds the options already resolved, as Faust's own
+    ``clone`` and ``repr`` expect.
     """
 
     def __init__(self, children: tuple[CodecT, ...] | None = None, *, spec: str, schema: SchemaSpec = None,
@@ -150,8 +154,15 @@ class WirepipeCodec(faust_codecs.Codec):
         self.spec = spec
         options = {"schema": fields, "dictionary": data, "max_output_size": max_output_size,
                    "allow_pickle": allow_pickle}
-        defaults = {"schema": None, "dictionary": None, "max_output_size": DEFAULT_MAX_OUTPUT, "allow_pickle": False}
-        super().__init__(children, spec=spec, **{k: v for k, v in options.items() if v != defaults[k]})
+        super().__init__(children, spec=spec, **{k: v for k, v in options.items() if v != _DEFAULTS[k]})
+
+    def clone(self, *children: CodecT) -> CodecT:
+        """A copy with ``children`` appended (what Faust's ``|`` does), without building anything again."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.children = self.children + children
+        new.nodes = (new, *new.children)
+        return new
 
     def _dumps(self, obj: Any) -> bytes:
         return self._fns.encode(obj)
