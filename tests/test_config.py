@@ -92,3 +92,13 @@ def test_override_is_validated_like_the_file(tmp_path: Path) -> None:
     raw = read_config(cfg, ["source.count=7"], env={"RESULTS": str(tmp_path)})
     assert raw["source"]["count"] == 7
     assert raw["metrics"]["path"] == f"{tmp_path}/quickstart.parquet"
+
+
+def test_pipeline_without_sink_runs_into_the_null_sink(tmp_path: Path) -> None:
+    from wirepipe.connectors.files import NullSink
+
+    path = tmp_path / "no_sink.yaml"
+    path.write_text("name: no-sink\nsource: {type: generate, dataset: point, count: 10}\n")
+    pipeline = load_pipeline(path)
+    assert isinstance(pipeline.sink, NullSink)
+    assert pipeline.run().records_out == 10
