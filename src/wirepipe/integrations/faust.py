@@ -151,7 +151,6 @@ class WirepipeCodec(faust_codecs.Codec):
         data = load_dictionary(dictionary)
         data = _Dictionary(data) if data and not isinstance(data, _Dictionary) else data
         self._fns = _functions(spec, fields, data, max_output_size, allow_pickle)
-        self.spec = spec
         options = {"schema": fields, "dictionary": data, "max_output_size": max_output_size,
                    "allow_pickle": allow_pickle}
         super().__init__(children, spec=spec, **{k: v for k, v in options.items() if v != _DEFAULTS[k]})
