@@ -239,3 +239,35 @@ def test_msgpack_array_schema_mismatch_is_a_stage_error() -> None:
     payload = get_format("msgpack-array").encoder(("x", "y", "z"))({"x": 1, "y": 2, "z": 3})
     with pytest.raises(StageError, match="schema mismatch"):
         get_format("msgpack-array").decoder(("x", "y"))(payload)
+
+
+def _xxh32(data: bytes) -> int:
+    """xxHash32 (seed 0), to forge an LZ4 frame header checksum."""
+    p1, p2, p3, p4, p5, m = 2654435761, 2246822519, 3266489917, 668265263, 374761393, 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    h, i = (p5 + len(data)) & m, 0
+    assert len(data) < 16
+    while i + 4 <= len(data):
+        h = (rotl((h + int.from_bytes(data[i:i + 4], "little") * p3) & m, 17) * p4) & m
+        i += 4
+    while i < len(data):
+        h = (rotl((h + data[i] * p5) & m, 11) * p1) & m
+        i += 1
+    h ^= h >> 15
+    h = (h * p2) & m
+    h ^= h >> 13
+    h = (h * p3) & m
+    return h ^ (h >> 16)
+
+
+def test_lz4_frame_that_lies_about_its_size_is_refused() -> None:
+    # The lz4 fast path trusts the declared content size for small frames: a forged
+    # header (valid checksum, 100 declared, 10 MiB inside) must still fail, not inflate.
+    frame = bytearray(get_codec("lz4").compressor()(bytes(10 << 20)))
+    frame[6:14] = (100).to_bytes(8, "little")
+    frame[14] = (_xxh32(bytes(frame[4:14])) >> 8) & 0xFF
+    with pytest.raises(StageError):
+        get_codec("lz4").decompressor(max_output_size=1 << 20)(bytes(frame))

@@ -20,7 +20,7 @@ _LAZY = {
     "RefusedError": "wirepipe.errors",
 }
 _API = ("generate", "serialize", "deserialize", "compress", "decompress", "encode", "decode", "map_values",
-        "filter_values", "select", "null_sink", "jsonl_sink", "parquet_sink", "jsonl_source", "parquet_source")
+        "filter_values", "select", "pack", "unpack", "null_sink", "jsonl_sink", "parquet_sink", "jsonl_source", "parquet_source")
 
 __all__ = [*_LAZY, *_API, "__version__"]
 

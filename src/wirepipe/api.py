@@ -12,6 +12,7 @@ from typing import Any
 from .connectors.files import JsonlSink, JsonlSource, NullSink, ParquetSink, ParquetSource
 from .connectors.generate import GenerateSource
 from .operators.compress import Compress, Decompress
+from .operators.framing import Pack, Unpack
 from .operators.serialize import Deserialize, Serialize
 from .operators.transform import Filter, Map, Select
 
@@ -60,6 +61,15 @@ def filter_values(function: Any) -> Filter:
 
 def select(*fields: str) -> Select:
     return Select(fields)
+
+
+def pack(records: int) -> Pack:
+    """Several records per message (see ``operators.framing``)."""
+    return Pack(records)
+
+
+def unpack() -> Unpack:
+    return Unpack()
 
 
 def null_sink() -> NullSink:

@@ -229,9 +229,10 @@ def _pickle_decoder(_schema: Schema) -> Decoder:
     return pickle.loads
 
 
-# --- Arrow IPC: one stream per record, numpy columns zero-copy --------------------------------
+# --- Arrow IPC: one stream per message, numpy columns zero-copy ----------------------------------
 
-_WRAPPED = b"wirepipe.wrapped"
+_WRAPPED = b"wirepipe.wrapped"  # a value that is not a record, stored as column "value"
+_ROWS = b"wirepipe.rows"  # a list of records (a packed message), one row each
 
 
 def _arrow_encoder(_schema: Schema) -> Encoder:
@@ -248,12 +249,16 @@ def _arrow_encoder(_schema: Schema) -> Encoder:
         return pa.array([value])
 
     def encode(value: Any) -> bytes:
-        wrapped = not isinstance(value, dict) or not value
-        record = {"value": value} if wrapped else value
-        arrays = [column(v) for v in record.values()]
-        batch = pa.RecordBatch.from_arrays(arrays, names=list(record))
-        if wrapped:
-            batch = batch.replace_schema_metadata({_WRAPPED: b"1"})
+        if type(value) is list and value and all(type(r) is dict and r for r in value):
+            # A packed message (several records): one IPC stream with one row per record.
+            batch = pa.RecordBatch.from_pylist(value).replace_schema_metadata({_ROWS: b"1"})
+        else:
+            wrapped = not isinstance(value, dict) or not value
+            record = {"value": value} if wrapped else value
+            arrays = [column(v) for v in record.values()]
+            batch = pa.RecordBatch.from_arrays(arrays, names=list(record))
+            if wrapped:
+                batch = batch.replace_schema_metadata({_WRAPPED: b"1"})
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write_batch(batch)
@@ -273,10 +278,12 @@ def _arrow_decoder(_schema: Schema) -> Decoder:
             batch = reader.read_next_batch()
         except (pa.ArrowInvalid, StopIteration, OSError) as exc:
             raise StageError("deserialize", "arrow", f"not an Arrow IPC stream ({exc or 'empty'})") from None
+        meta = batch.schema.metadata or {}
+        if meta.get(_ROWS) == b"1":
+            return batch.to_pylist()
         if batch.num_rows != 1:
             raise StageError("deserialize", "arrow", f"expected one record per message, got {batch.num_rows}")
         row = {name: batch.column(i)[0].as_py() for i, name in enumerate(batch.schema.names)}
-        meta = batch.schema.metadata or {}
         return row["value"] if meta.get(_WRAPPED) == b"1" else row
 
     return decode

@@ -184,6 +184,22 @@ class SelectParams(Strict):
         return [Select(self.fields)]
 
 
+class PackParams(Strict):
+    records: int = Field(ge=1, description="records per message")
+
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.framing import Pack
+
+        return [Pack(self.records)]
+
+
+class UnpackParams(Strict):
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.framing import Unpack
+
+        return [Unpack()]
+
+
 def _fields_shorthand(v: Any) -> Any:
     return {"fields": v} if isinstance(v, list) else v
 
@@ -198,6 +214,8 @@ OPERATORS: dict[str, Any] = {
     "map": MapParams,
     "filter": FilterParams,
     "select": Annotated[SelectParams, BeforeValidator(_fields_shorthand)],
+    "pack": PackParams,
+    "unpack": Annotated[UnpackParams, BeforeValidator(lambda v: {} if v is None else v)],
 }
 
 

@@ -1,0 +1,71 @@
+"""Micro-batching on the wire: several records in one message.
+
+Framing: with ``pack: {records: k}`` before ``serialize``, each message carries one
+value that is the *list* of up to k records (the last message of a batch may carry
+fewer), encoded by whatever format follows: a msgpack/CBOR/JSON array of records, or
+one Arrow IPC stream with k rows. ``unpack`` after ``deserialize`` turns each list back
+into records. Any client decodes it with the format alone; the count is the array's
+length. Fewer, larger messages cost less per record to publish and compress better
+(the compressor sees repetition across records), at the price of latency.
+
+Per-record meta columns follow the records: a packed message keeps the meta of its
+first record; an unpacked record repeats its message's meta, except the ``ack``
+handle, which only the first record of the message carries (a message is acknowledged
+once, after all its records were written).
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+from ..batch import Batch
+from .base import Operator
+
+
+class Pack(Operator):
+    """Group every ``records`` consecutive records into one list value (one message)."""
+
+    stage = "pack"
+
+    def __init__(self, records: int) -> None:
+        if records < 1:
+            raise ValueError(f"pack records must be >= 1, got {records}")
+        self.records = records
+        self.name = f"pack:{records}"
+        self.params = {"records": records}
+
+    def __call__(self, batch: Batch) -> Batch:
+        k = self.records
+        values = batch.values
+        starts = range(0, len(values), k)
+        batch.keep(list(starts))  # meta, subjects, headers of each group's first record
+        batch.values = [values[i:i + k] for i in starts]
+        return batch
+
+
+class Unpack(Operator):
+    """Turn every list value back into its records."""
+
+    stage = "unpack"
+    name = "unpack"
+
+    def __init__(self) -> None:
+        self.params = {}
+
+    def __call__(self, batch: Batch) -> Batch:
+        values = batch.values
+        bad = [i for i, v in enumerate(values) if type(v) is not list]
+        if bad:
+            for i in bad:
+                batch.rejected.append(batch.reject(i, self.stage, self.name,
+                                                   f"expected a list of records, got {type(values[i]).__name__}"))
+            keep = sorted(set(range(len(values))) - set(bad))
+            batch.keep(keep)
+            values = batch.values
+        counts = [len(v) for v in values]
+        batch.keep([i for i, n in enumerate(counts) for _ in range(n)])
+        if "ack" in batch.meta:
+            firsts = set(accumulate([0, *counts[:-1]]))
+            batch.meta["ack"] = [a if j in firsts else None for j, a in enumerate(batch.meta["ack"])]
+        batch.values = [r for v in values for r in v]
+        return batch
