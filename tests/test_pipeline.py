@@ -168,3 +168,39 @@ def test_select_map_filter() -> None:
     batch = Map(lambda r: {**r, "s": r["a"] + r["b"]})(batch)
     assert batch.values == [{"b": 0, "a": 0, "s": 0}, {"b": 4, "a": 2, "s": 6}, {"b": 8, "a": 4, "s": 12}]
     assert batch.meta["seq"] == [0, 2, 4]
+
+
+@pytest.mark.parametrize("fmt", ["msgpack", "json", "cbor", "arrow"])
+def test_pack_and_unpack_carry_several_records_per_message(fmt: str, tmp_path: Path) -> None:
+    from wirepipe.operators.framing import Pack, Unpack
+
+    records = get_dataset("block").sample(25, seed=4)
+    batch = Batch(list(records), meta={"seq": list(range(25)), "ack": [f"a{i}" for i in range(25)]})
+    batch = Compress("zstd")(Serialize(fmt)(Pack(10)(batch)))
+    assert len(batch.values) == 3 and batch.meta["seq"] == [0, 10, 20]
+    out = Unpack()(Deserialize(fmt)(Decompress("zstd")(batch)))
+    assert out.values == records
+    # a message is acknowledged once: only its first record carries the handle
+    assert [a for a in out.meta["ack"] if a is not None] == ["a0", "a10", "a20"]
+    assert out.meta["seq"] == [0] * 10 + [10] * 10 + [20] * 5
+
+
+def test_unpack_dead_letters_a_value_that_is_not_a_list() -> None:
+    from wirepipe.operators.framing import Unpack
+
+    out = Unpack()(Batch([[1, 2], {"not": "a list"}, [3]], meta={"seq": [0, 1, 2]}))
+    assert out.values == [1, 2, 3] and out.meta["seq"] == [0, 0, 2]
+    assert [(r.stage, r.meta["seq"]) for r in out.rejected] == [("unpack", 1)]
+
+
+def test_pack_in_yaml(tmp_path: Path) -> None:
+    from wirepipe.pipelines.config import build_pipeline, validate_config
+
+    cfg = validate_config({"name": "p", "source": {"type": "generate", "dataset": "point", "count": 95},
+                           "operators": [{"pack": {"records": 10}}, {"encode": "msgpack|lz4"},
+                                         {"decode": "msgpack|lz4"}, {"unpack": None}],
+                           "sink": {"type": "jsonl", "path": str(tmp_path / "o.jsonl")}})
+    stats = build_pipeline(cfg).run()
+    assert stats.records_out == 95
+    rows = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert rows == get_dataset("point").sample(95)
