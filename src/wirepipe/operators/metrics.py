@@ -1,40 +1,79 @@
-"""The metrics operator: one row per stage per batch, written to Parquet in row groups.
+"""The metrics recorder: one row per stage per batch, one row per record for end-to-end latency.
 
-The run loop calls ``stamp`` around every stage (source, each operator, sink) with
-monotonic nanoseconds; rows are buffered as plain Python columns and written as a
-Parquet row group every ``row_group_rows`` rows and on close, so the file is valid
-after any clean stop. Run metadata (run id, pipeline, config, versions, host) goes in
-the Parquet key-value metadata of every file.
+The run loop hands every batch to ``run_operators`` (which times the source, each
+operator and the sizes between them) and to ``stamp_sink`` after the sink wrote it.
+Per batch the recorder appends one tuple per stage to a list: the operator's name and
+parameters are looked up once, at ``open``, not per row. On consumers, whose batches
+carry ``meta["sent_ns"]`` (from ``Wirepipe-Sent-At``) and ``meta["received_ns"]``, the
+recorder also keeps per-record latency columns (references to the batch's own lists,
+no per-record work) with the wall-clock end of the batch's last stage.
 
-Columns: see ``SCHEMA_DOC`` (also in the README).
+Rows are flushed as Arrow tables by rows (``row_group_rows``) and by time
+(``flush_interval``, so an idle or slow worker's results still grow) into two crash-safe
+Parquet dataset folders (``parts.py``): ``PATH`` (stage rows) and its sibling
+``<PATH stem>.latency<suffix>`` (latency rows). Every file carries the run metadata in
+its Parquet key-value metadata. With ``path=None`` the rows stay in memory
+(``tables()``), for benchmarks that build their own results.
+
+Columns: ``STAGE_COLUMNS`` and ``LATENCY_COLUMNS`` (also in the README).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
+import secrets
 import time
-import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_DOC: dict[str, str] = {
-    "run_id": "unique id of the run (same for every row of one run)",
-    "pipeline": "pipeline name",
-    "batch": "index of the batch in the run, from 0",
-    "stage": "stage kind: generate/read/consume, serialize, compress, decompress, deserialize, map, publish/write ...",
-    "operator": "the operator as a chain step, e.g. msgpack, zstd:3, or the connector type",
-    "params": "the operator's parameters as JSON",
-    "records": "records that left the stage",
-    "rejected": "records the stage sent to the dead-letter destination",
-    "bytes_in": "payload bytes entering the stage (declared raw size before serialize; null if unknown)",
-    "bytes_out": "payload bytes leaving the stage (null while values are objects)",
-    "start_ns": "stage start, time.monotonic_ns()",
-    "end_ns": "stage end, time.monotonic_ns()",
+from ..batch import Batch
+
+# name: (Arrow type, meaning). The README's schema table is this dict.
+STAGE_COLUMNS: dict[str, tuple[str, str]] = {
+    "run_id": ("string", "id of the run: `<UTC start>-<random>`, the same in every row of one run"),
+    "pipeline": ("string", "pipeline name"),
+    "batch": ("int64", "index of the batch in the run, from 0 (joins the latency rows)"),
+    "stage": ("string", "stage kind: generate/read/consume, serialize, compress, decompress, deserialize, "
+                        "map/filter/select, write/publish"),
+    "operator": ("string", "the operator as a chain step (`msgpack`, `zstd:fastest`, `auto`) or the connector"),
+    "params": ("string", "the operator's parameters as JSON"),
+    "records": ("int64", "records that left the stage"),
+    "rejected": ("int64", "records the stage sent to the dead-letter destination"),
+    "bytes_in": ("int64", "payload bytes entering the stage: the declared raw size before `serialize` "
+                          "(null when unknown), the wire bytes after it"),
+    "bytes_out": ("int64", "payload bytes leaving the stage (null while values are objects)"),
+    "start_ns": ("int64", "stage start, `time.monotonic_ns()` of the worker (see `wirepipe.clock`)"),
+    "end_ns": ("int64", "stage end, `time.monotonic_ns()`; the stage took `end_ns - start_ns`"),
+}
+
+LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
+    "run_id": ("string", "id of the run"),
+    "batch": ("int64", "batch index: joins the stage rows of the same run"),
+    "seq": ("int64", "record sequence from the source (null if the source has none)"),
+    "stream_seq": ("int64", "JetStream stream sequence (null on core NATS)"),
+    "sent_ns": ("int64", "`Wirepipe-Sent-At`: publish time, ns since the Unix epoch, publisher's clock "
+                         "(null when the header was absent)"),
+    "received_ns": ("int64", "when the consumer received the record, ns since the Unix epoch"),
+    "done_ns": ("int64", "end of the batch's last stage (the sink write), ns since the Unix epoch"),
 }
 
 _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4")
+_LATENCY_FLUSH_RECORDS = 65536
+
+
+def new_run_id() -> str:
+    """Sortable by start time, unique across workers: ``20260115T101500Z-3f9a1c``."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def latency_path(path: str | Path) -> Path:
+    """The latency folder beside a stage-rows folder: ``results/x.parquet`` -> ``results/x.latency.parquet``."""
+    p = Path(path)
+    return p.with_name(f"{p.stem}.latency{p.suffix}") if p.suffix else p.with_name(f"{p.name}.latency")
 
 
 def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
@@ -60,79 +99,185 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
             "platform": platform.platform(),
         }),
         "wirepipe.started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "wirepipe.schema": json.dumps(SCHEMA_DOC),
+        # One reading of both clocks: unix_ns = start_ns - monotonic_ns + unix_ns.
+        "wirepipe.clock": json.dumps({"unix_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()}),
     }
 
 
-class MetricsRecorder:
-    """Buffers stage rows and writes them to one Parquet file in row groups."""
+def arrow_schema(columns: dict[str, tuple[str, str]], metadata: dict[str, str] | None = None) -> Any:
+    import pyarrow as pa
 
-    def __init__(self, path: str | Path, *, pipeline: str = "pipeline", config: dict[str, Any] | None = None,
-                 row_group_rows: int = 8192, run_id: str | None = None) -> None:
-        self.path = Path(path)
+    return pa.schema([pa.field(name, getattr(pa, kind)()) for name, (kind, _) in columns.items()],
+                     metadata=metadata)
+
+
+def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tuple[str, str, Any]]:
+    """``(stage, operator, params)`` of every stage in run order: source, operators, sink."""
+    return [(source.stage, source.name, source.params), *((op.stage, op.name, op.params) for op in operators),
+            (sink.stage, sink.name, sink.params)]
+
+
+class MetricsRecorder:
+    """Buffers stage and latency rows; writes them as crash-safe Parquet parts by rows and by time."""
+
+    def __init__(self, path: str | Path | None, *, pipeline: str = "pipeline", config: dict[str, Any] | None = None,
+                 row_group_rows: int = 8192, flush_interval: float | None = 5.0, latency: bool = True,
+                 compact_parts: int = 16, run_id: str | None = None) -> None:
+        self.path = Path(path) if path is not None else None
         self.pipeline = pipeline
         self.config = config
         self.row_group_rows = row_group_rows
-        self.run_id = run_id or uuid.uuid4().hex
-        self._cols: dict[str, list[Any]] = {name: [] for name in SCHEMA_DOC}
-        self._writer: Any = None
+        self.flush_interval = flush_interval
+        self.latency = latency
+        self.compact_parts = compact_parts
+        self.run_id = run_id or new_run_id()
         self.rows_written = 0
+        self.latency_rows_written = 0
+        self._rows: list[tuple[Any, ...]] = []
+        self._lat: list[tuple[Any, ...]] = []
+        self._lat_records = 0
+        self._stages: list[tuple[str, str, str]] = []
+        self._writers: dict[str, Any] = {}
+        self._memory: dict[str, list[Any]] = {"stages": [], "latency": []}
+        self._schemas: dict[str, Any] = {}
 
-    def stamp(self, batch_index: int, stage: str, operator: str, params: dict[str, Any] | str, records: int,
-              rejected: int, bytes_in: int | None, bytes_out: int | None, start_ns: int, end_ns: int) -> None:
-        c = self._cols
-        c["run_id"].append(self.run_id)
-        c["pipeline"].append(self.pipeline)
-        c["batch"].append(batch_index)
-        c["stage"].append(stage)
-        c["operator"].append(operator)
-        c["params"].append(params if isinstance(params, str) else json.dumps(params, default=str, sort_keys=True))
-        c["records"].append(records)
-        c["rejected"].append(rejected)
-        c["bytes_in"].append(bytes_in)
-        c["bytes_out"].append(bytes_out)
-        c["start_ns"].append(start_ns)
-        c["end_ns"].append(end_ns)
-        if len(c["stage"]) >= self.row_group_rows:
-            self.flush()
+    # --- lifecycle -------------------------------------------------------------------------------
 
-    def _schema(self) -> Any:
-        import pyarrow as pa
+    def open(self, stages: Iterable[tuple[str, str, Any]]) -> None:
+        """Fix the run's stages (index = position) and prepare the output; call once before stamping."""
+        from ..parts import check_folder
 
-        fields = [
-            pa.field("run_id", pa.string()), pa.field("pipeline", pa.string()), pa.field("batch", pa.int64()),
-            pa.field("stage", pa.string()), pa.field("operator", pa.string()), pa.field("params", pa.string()),
-            pa.field("records", pa.int64()), pa.field("rejected", pa.int64()),
-            pa.field("bytes_in", pa.int64()), pa.field("bytes_out", pa.int64()),
-            pa.field("start_ns", pa.int64()), pa.field("end_ns", pa.int64()),
-        ]
+        self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str, sort_keys=True))
+                        for s, o, p in stages]
         meta = run_metadata(self.pipeline, self.config, self.run_id)
-        return pa.schema(fields, metadata=meta)
-
-    def flush(self) -> None:
-        """Write the buffered rows as one row group."""
-        if not self._cols["stage"]:
-            return
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        if self._writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            schema = self._schema()
-            self._writer = pq.ParquetWriter(str(self.path), schema, compression="zstd")
-        table = pa.Table.from_pydict(self._cols, schema=self._writer.schema)
-        self._writer.write_table(table)
-        self.rows_written += table.num_rows
-        self._cols = {name: [] for name in SCHEMA_DOC}
+        self._schemas = {"stages": arrow_schema(STAGE_COLUMNS, {**meta, "wirepipe.table": "stages"}),
+                         "latency": arrow_schema(LATENCY_COLUMNS, {**meta, "wirepipe.table": "latency"})}
+        if self.path is not None:
+            check_folder(self.path)
+            check_folder(latency_path(self.path))
 
     def close(self) -> None:
-        """Flush and write the footer: the file is complete and readable after this."""
+        """Flush the buffers and finish the part files: everything recorded is on disk after this."""
+        if not self._schemas:
+            return
         self.flush()
-        if self._writer is None:  # a run with no batches still leaves a valid, empty file
-            import pyarrow.parquet as pq
+        if self.path is not None and "stages" not in self._writers:  # a run with no batches is still listed
+            self._write("stages", self._schemas["stages"].empty_table())
+        for writer in self._writers.values():
+            writer.close()
+            if writer.merge_error is not None:
+                raise writer.merge_error
+        self._writers = {}
 
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            schema = self._schema()
-            self._writer = pq.ParquetWriter(str(self.path), schema, compression="zstd")
-        self._writer.close()
-        self._writer = None
+    async def flush_periodically(self) -> None:
+        """Flush every ``flush_interval`` seconds; the pipeline runs this as a task and cancels it at the end."""
+        if not self.flush_interval:
+            return
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            self.flush()
+
+    # --- the hot path ----------------------------------------------------------------------------
+
+    def run_operators(self, index: int, batch: Batch, operators: Sequence[Any], start: int,
+                      end: int) -> tuple[Batch, int | None]:
+        """Stamp the source stage, run and stamp each operator; returns the batch and its payload bytes."""
+        rows = self._rows
+        ns = time.monotonic_ns
+        nbytes = batch.nbytes()
+        rows.append((index, 0, len(batch.values), len(batch.rejected), None, nbytes, start, end))
+        prev = nbytes if nbytes is not None else batch.raw_nbytes
+        i = 0
+        for i, op in enumerate(operators, 1):  # noqa: B007 - i is the stage index after the loop too
+            rejected = len(batch.rejected)
+            t0 = ns()
+            batch = op(batch)
+            t1 = ns()
+            out = batch.nbytes()
+            rows.append((index, i, len(batch.values), len(batch.rejected) - rejected, prev, out, t0, t1))
+            prev = out
+        return batch, prev
+
+    def stamp_sink(self, index: int, batch: Batch, nbytes: int | None, start: int, end: int) -> None:
+        """Stamp the sink stage (the last one) and, on consumers, the batch's per-record latency."""
+        self._rows.append((index, len(self._stages) - 1, len(batch.values), 0, nbytes, nbytes, start, end))
+        if self.latency:
+            meta = batch.meta
+            sent = meta.get("sent_ns")
+            if sent is not None and batch.values:
+                self._lat.append((index, len(batch.values), meta.get("seq"), meta.get("stream_seq"), sent,
+                                  meta.get("received_ns"), time.time_ns()))
+                self._lat_records += len(batch.values)
+        if len(self._rows) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
+            self.flush()
+
+    def stamp(self, batch: int, stage: int, records: int, rejected: int, bytes_in: int | None,
+              bytes_out: int | None, start_ns: int, end_ns: int) -> None:
+        """One stage row, for callers that run stages themselves (``stage`` indexes ``open``'s list)."""
+        self._rows.append((batch, stage, records, rejected, bytes_in, bytes_out, start_ns, end_ns))
+        if len(self._rows) >= self.row_group_rows:
+            self.flush()
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the buffered rows: one part file per table that has rows."""
+        if self._rows:
+            rows, self._rows = self._rows, []
+            self._write("stages", self._stage_table(rows))
+            self.rows_written += len(rows)
+        if self._lat:
+            lat, self._lat, self._lat_records = self._lat, [], 0
+            table = self._latency_table(lat)
+            self._write("latency", table)
+            self.latency_rows_written += table.num_rows
+
+    def tables(self) -> tuple[Any, Any]:
+        """(stage rows, latency rows) recorded so far by an in-memory recorder (``path=None``)."""
+        import pyarrow as pa
+
+        self.flush()
+        return tuple(pa.concat_tables(self._memory[k]) if self._memory[k] else self._schemas[k].empty_table()
+                     for k in ("stages", "latency"))  # type: ignore[return-value]
+
+    def _write(self, kind: str, table: Any) -> None:
+        if self.path is None:
+            self._memory[kind].append(table)
+            return
+        writer = self._writers.get(kind)
+        if writer is None:
+            from ..parts import PartWriter
+
+            folder = self.path if kind == "stages" else latency_path(self.path)
+            writer = self._writers[kind] = PartWriter(folder, self.run_id, self._schemas[kind],
+                                                      compact_parts=self.compact_parts)
+        writer.write(table)
+
+    def _stage_table(self, rows: list[tuple[Any, ...]]) -> Any:
+        import pyarrow as pa
+
+        batch, stage, records, rejected, bytes_in, bytes_out, start, end = zip(*rows, strict=True)
+        n = len(rows)
+        index = pa.array(stage, pa.int32())
+        names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
+        i64 = pa.int64()
+        return pa.Table.from_arrays(
+            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), *names,
+             pa.array(records, i64), pa.array(rejected, i64), pa.array(bytes_in, i64), pa.array(bytes_out, i64),
+             pa.array(start, i64), pa.array(end, i64)],
+            schema=self._schemas["stages"])
+
+    def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:
+        import pyarrow as pa
+
+        i64 = pa.int64()
+
+        def column(pos: int) -> Any:
+            return pa.concat_arrays([pa.array(t[pos], i64) if t[pos] is not None else pa.nulls(t[1], i64)
+                                     for t in lat])
+
+        n = sum(t[1] for t in lat)
+        batch = pa.concat_arrays([pa.repeat(pa.scalar(t[0], i64), t[1]) for t in lat])
+        done = pa.concat_arrays([pa.repeat(pa.scalar(t[6], i64), t[1]) for t in lat])
+        return pa.Table.from_arrays([pa.repeat(self.run_id, n), batch, column(2), column(3), column(4),
+                                     column(5), done], schema=self._schemas["latency"])

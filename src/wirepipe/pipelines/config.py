@@ -248,8 +248,13 @@ def pipeline_model() -> type[Strict]:
     sink = Annotated[Union[tuple(sink_models())], Field(discriminator="type")]  # noqa: UP007
 
     class MetricsConfig(Strict):
+        """``metrics: {path: results/run.parquet}``: a folder of crash-safe Parquet parts (see the README)."""
+
         path: str
-        row_group_rows: int = Field(default=8192, ge=1)
+        row_group_rows: int = Field(default=8192, ge=1, description="flush after this many stage rows")
+        flush_interval: Duration = Field(default=5.0, gt=0, description="and at least this often")
+        latency: bool = Field(default=True, description="per-record latency rows on consumers")
+        compact_parts: int = Field(default=16, ge=0, description="merge this many small parts into one; 0 = never")
 
     return create_model(
         "PipelineConfig",
@@ -465,7 +470,9 @@ def _metrics(cfg: Any) -> Any:
         return None
     from ..operators.metrics import MetricsRecorder
 
-    return MetricsRecorder(cfg.metrics.path, pipeline=cfg.name, row_group_rows=cfg.metrics.row_group_rows,
+    m = cfg.metrics
+    return MetricsRecorder(m.path, pipeline=cfg.name, row_group_rows=m.row_group_rows,
+                           flush_interval=m.flush_interval, latency=m.latency, compact_parts=m.compact_parts,
                            config=cfg.model_dump(mode="json", by_alias=True))
 
 

@@ -111,7 +111,12 @@ class Pipeline:
             source.stopping = stop
         self.stats = stats = RunStats()
         self.metrics = self._open_metrics()
-        timer = None
+        timer = flusher = None
+        if self.metrics is not None:
+            from ..operators.metrics import pipeline_stages
+
+            self.metrics.open(pipeline_stages(source, self.operators, sink))
+            flusher = asyncio.create_task(self.metrics.flush_periodically())
         opened: list[Any] = []
         try:
             await source.open()
@@ -132,6 +137,8 @@ class Pipeline:
                     await part.close()
                 except Exception as exc:
                     log.error("closing %s failed: %s", part.name, exc)
+            if flusher is not None:
+                flusher.cancel()
             if self.metrics is not None:
                 self.metrics.close()
             stats.elapsed = time.monotonic() - stats.started
@@ -197,20 +204,7 @@ class Pipeline:
             for op in self.operators:
                 batch = op(batch)
         else:
-            source = self.source
-            nbytes = batch.nbytes()
-            metrics.stamp(index, source.stage, source.name, source.params, len(batch.values), len(batch.rejected),
-                          None, nbytes, start, end)
-            prev = nbytes if nbytes is not None else batch.raw_nbytes
-            for op in self.operators:
-                rejected = len(batch.rejected)
-                t0 = _ns()
-                batch = op(batch)
-                t1 = _ns()
-                out = batch.nbytes()
-                metrics.stamp(index, op.stage, op.name, op.params, len(batch.values),
-                              len(batch.rejected) - rejected, prev, out, t0, t1)
-                prev = out
+            batch, prev = metrics.run_operators(index, batch, self.operators, start, end)
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
@@ -218,7 +212,7 @@ class Pipeline:
         await sink.write(batch)
         t1 = _ns()
         if metrics is not None:
-            metrics.stamp(index, sink.stage, sink.name, sink.params, len(batch.values), 0, prev, prev, t0, t1)
+            metrics.stamp_sink(index, batch, prev, t0, t1)
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             stats.bytes_out += prev or 0

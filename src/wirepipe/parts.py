@@ -1,0 +1,233 @@
+"""Crash-safe Parquet datasets: a folder of complete part files, compacted as it grows.
+
+A Parquet file is only readable once its footer is written, and ``ParquetWriter``
+writes the footer on ``close``: a worker killed with SIGKILL leaves a file no reader
+can open. So a long-lived writer never appends to one file. Each flush becomes one
+complete Parquet file, written under a hidden temporary name and renamed into place
+(``os.replace`` is atomic), so at every instant the folder holds only whole files and
+a kill loses at most the rows not yet flushed.
+
+Files are named ``part-<run>-<first>-<last>.parquet``: ``first``..``last`` are the
+flush numbers the file holds. Small parts are merged in the background, LSM style:
+when the newest ``compact_parts`` files of a run share a level they are rewritten as
+one file of the next level (up to ``max_file_rows`` rows), so a worker that flushes
+every few seconds for days keeps a few dozen files, and each row is rewritten only a
+handful of times. A merge writes its output first and deletes its inputs second: a
+kill in between leaves a file whose flush range covers others of the same run;
+``list_parts`` skips the covered ones (and the next writer on the folder deletes
+them), so a reader never counts a row twice. Plain readers (DuckDB, pyarrow,
+Spark) read the folder as a dataset; see the README for the one-line queries.
+
+Durability is against a process kill, not a power loss: files are not fsynced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import WirepipeError
+
+PART = re.compile(r"^part-(?P<run>[A-Za-z0-9_.-]+?)-(?P<first>\d{6,})-(?P<last>\d{6,})\.parquet$")
+_TEMP = re.compile(r"^\.part-.*\.(?P<pid>\d+)\.tmp$")
+_MERGE_ROW_GROUP = 65536
+
+
+@dataclass
+class Part:
+    """One complete file of a run: the flushes it holds, its merge level and its rows."""
+
+    path: Path
+    run: str
+    first: int
+    last: int
+    rows: int = 0
+    level: int = 0
+
+    @classmethod
+    def parse(cls, path: Path) -> Part | None:
+        m = PART.match(path.name)
+        if m is None:
+            return None
+        return cls(path, m["run"], int(m["first"]), int(m["last"]))
+
+    def covers(self, other: Part) -> bool:
+        return (self.run == other.run and self is not other and self.first <= other.first
+                and other.last <= self.last and (self.first, self.last) != (other.first, other.last))
+
+
+def part_name(run: str, first: int, last: int) -> str:
+    return f"part-{run}-{first:06d}-{last:06d}.parquet"
+
+
+def check_folder(folder: Path) -> None:
+    """Refuse a path that exists as a regular file (an older single-file result, a typo)."""
+    if folder.exists() and not folder.is_dir():
+        raise WirepipeError(f"{folder} is a file, but results are written as a folder of Parquet parts: "
+                            f"choose another path or move the file away")
+
+
+def list_parts(folder: str | Path) -> list[Path]:
+    """The complete Parquet files of a dataset folder, in run and flush order, without covered parts.
+
+    Files that do not follow the part naming (copied in by hand, written by another
+    tool) are listed too; hidden and temporary files are not.
+    """
+    folder = Path(folder)
+    files = sorted(p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))
+                   and p.is_file())
+    parts = [Part.parse(p) for p in files]
+    named = [p for p in parts if p is not None]
+    covered = {q.path for p in named for q in named if p.covers(q)}
+    return [p for p in files if p not in covered]
+
+
+def clean_folder(folder: Path) -> None:
+    """Delete what a killed writer left: parts covered by a merge, temporaries of dead processes."""
+    parts = [p for p in (Part.parse(f) for f in folder.glob("part-*.parquet")) if p is not None]
+    for q in {q.path for p in parts for q in parts if p.covers(q)}:
+        with contextlib.suppress(FileNotFoundError):
+            q.unlink()
+    for f in folder.glob(".part-*.tmp"):
+        m = _TEMP.match(f.name)
+        if m is not None and not _alive(int(m["pid"])):
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class PartWriter:
+    """Writes one run's tables into a dataset folder as atomic part files, merging small ones.
+
+    ``write`` is called from the pipeline's thread; merges run on a background thread,
+    one at a time, and ``close`` waits for it and merges the tail of the run so that a
+    short run ends as one file.
+    """
+
+    def __init__(self, folder: str | Path, run: str, schema: Any, *, compact_parts: int = 16,
+                 max_file_rows: int = 1_000_000, compression: str = "zstd") -> None:
+        self.folder = Path(folder)
+        self.run = run
+        self.schema = schema
+        self.compact_parts = compact_parts
+        self.max_file_rows = max_file_rows
+        self.compression = compression
+        self.parts: list[Part] = []
+        self._next = 0
+        self._lock = threading.Lock()
+        self._merger: threading.Thread | None = None
+        self.merge_error: BaseException | None = None
+        check_folder(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        clean_folder(self.folder)
+
+    def write(self, table: Any) -> Path:
+        """Write ``table`` as the run's next part, atomically."""
+        n = self._next
+        self._next += 1
+        part = Part(self.folder / part_name(self.run, n, n), self.run, n, n, table.num_rows)
+        self._write_atomic(part.path, lambda w: w.write_table(table))
+        with self._lock:
+            self.parts.append(part)
+        if self.compact_parts >= 2 and (self._merger is None or not self._merger.is_alive()):
+            if self._due() is not None:
+                self._merger = threading.Thread(target=self._merge_due, name=f"wirepipe-merge-{self.run}",
+                                                daemon=True)
+                self._merger.start()
+        return part.path
+
+    def close(self) -> None:
+        """Wait for a running merge, then merge the run's tail (as much as fits in one file)."""
+        if self._merger is not None:
+            self._merger.join()
+            self._merger = None
+        with self._lock:
+            tail: list[Part] = []
+            rows = 0
+            for p in reversed(self.parts):
+                if rows + p.rows > self.max_file_rows and tail:
+                    break
+                tail.insert(0, p)
+                rows += p.rows
+        if len(tail) > 1:
+            self._merge(tail)
+
+    # --- merging ---------------------------------------------------------------------------------
+
+    def _due(self) -> list[Part] | None:
+        """The newest ``compact_parts`` files when they share a level and fit in one file."""
+        with self._lock:
+            parts = self.parts
+            k = self.compact_parts
+            if len(parts) < k:
+                return None
+            group = parts[-k:]
+            level = group[-1].level
+            if any(p.level != level for p in group) or sum(p.rows for p in group) > self.max_file_rows:
+                return None
+            return list(group)
+
+    def _merge_due(self) -> None:
+        try:
+            while (group := self._due()) is not None:
+                self._merge(group)
+        except BaseException as exc:  # surfaced by the recorder; never kills the pipeline thread
+            self.merge_error = exc
+
+    def _merge(self, group: list[Part]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        first, last = group[0].first, group[-1].last
+        merged = Part(self.folder / part_name(self.run, first, last), self.run, first, last,
+                      sum(p.rows for p in group), max(p.level for p in group) + 1)
+
+        def copy(writer: Any) -> None:
+            pending: list[Any] = []
+            rows = 0
+            for p in group:
+                for rb in pq.ParquetFile(p.path).iter_batches(batch_size=_MERGE_ROW_GROUP):
+                    pending.append(rb)
+                    rows += rb.num_rows
+                    if rows >= _MERGE_ROW_GROUP:
+                        writer.write_table(pa.Table.from_batches(pending, schema=self.schema))
+                        pending, rows = [], 0
+            if pending:
+                writer.write_table(pa.Table.from_batches(pending, schema=self.schema))
+
+        self._write_atomic(merged.path, copy)
+        with self._lock:
+            i = self.parts.index(group[0])
+            self.parts[i:i + len(group)] = [merged]
+        for p in group:
+            with contextlib.suppress(FileNotFoundError):
+                p.path.unlink()
+
+    def _write_atomic(self, path: Path, fill: Any) -> None:
+        import pyarrow.parquet as pq
+
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with pq.ParquetWriter(str(tmp), self.schema, compression=self.compression) as writer:
+                fill(writer)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
