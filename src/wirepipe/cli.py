@@ -143,6 +143,59 @@ def datasets() -> None:
     Console().print(t)
 
 
+@app.command()
+def report(
+    results: Annotated[list[Path], typer.Argument(help="results: metrics folders, Parquet files, or folders of them")],
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="write the report as Markdown to FILE")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="write one self-contained HTML file with plots")] = None,
+    png: Annotated[Path | None, typer.Option("--png", help="write each plot as a PNG into DIR")] = None,
+    csv: Annotated[str | None, typer.Option("--csv", help="write tidy CSV rows to FILE (- for stdout)")] = None,
+    bandwidth: Annotated[str, typer.Option(help="link for the recommendation, e.g. 100Mbit, 1Gbit, 12.5MB/s")] = "100Mbit",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no terminal tables")] = False,
+) -> None:
+    """Summarize results: per stage and per pipeline timing, sizes, latency, recommendations."""
+    from .errors import WirepipeError
+    from .units import parse_bandwidth
+
+    try:
+        bps = parse_bandwidth(bandwidth)
+    except ValueError as exc:
+        fail(f"--bandwidth: {exc}", EXIT_CONFIG)
+    missing = [str(p) for p in results if not p.exists()]
+    if missing:
+        fail(f"no such file or folder: {', '.join(missing)}", EXIT_CONFIG)
+    from .report import load_results, summarize
+    from .report.render import print_terminal, write_csv, write_markdown
+
+    try:
+        res = load_results(results)
+        rep = summarize(res.stages, res.latency, res.runs, bandwidth_bps=bps)
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    notes: list[str] = []
+    if not quiet and csv != "-":
+        print_terminal(rep)
+    if csv is not None:
+        write_csv(rep, csv)
+    if markdown is not None:
+        write_markdown(rep, markdown)
+        notes.append(f"wrote {markdown}")
+    if html is not None or png is not None:
+        from .report.plots import write_html, write_pngs
+
+        if html is not None:
+            notes += write_html(rep, html)
+            notes.append(f"wrote {html}")
+        if png is not None:
+            files, why = write_pngs(rep, png)
+            notes += why
+            notes.append(f"wrote {len(files)} PNG file(s) to {png}")
+    if res.skipped:
+        notes.append(f"skipped {len(res.skipped)} Parquet file(s) that are not wirepipe results")
+    for note in dict.fromkeys(notes):
+        typer.echo(note, err=True)
+
+
 def main() -> None:
     app()
 

@@ -145,11 +145,10 @@ class PartWriter:
         self._write_atomic(part.path, lambda w: w.write_table(table))
         with self._lock:
             self.parts.append(part)
-        if self.compact_parts >= 2 and (self._merger is None or not self._merger.is_alive()):
-            if self._due() is not None:
-                self._merger = threading.Thread(target=self._merge_due, name=f"wirepipe-merge-{self.run}",
-                                                daemon=True)
-                self._merger.start()
+        idle = self._merger is None or not self._merger.is_alive()
+        if self.compact_parts >= 2 and idle and self._due() is not None:
+            self._merger = threading.Thread(target=self._merge_due, name=f"wirepipe-merge-{self.run}", daemon=True)
+            self._merger.start()
         return part.path
 
     def close(self) -> None:

@@ -38,3 +38,21 @@ def parse_size(value: str | int) -> int:
         raise ValueError(f"{value!r} is not a size: use bytes or e.g. 64MiB, 1MB, 512KiB")
     unit = (m.group(2) or "").lower().rstrip("b")
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+_BANDWIDTH = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?i?)(bit/s|bit|bps|b/s|B/s|Bps|B)?\s*$")
+_PREFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
+
+
+def parse_bandwidth(value: str | float | int) -> float:
+    """Bits per second from ``100Mbit``, ``1Gbps``, ``12.5MB/s`` (bytes), ``1e8`` (a bare number is bit/s)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"{value!r}: a bandwidth must be > 0")
+        return float(value)
+    m = _BANDWIDTH.match(str(value))
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"{value!r} is not a bandwidth: use e.g. 100Mbit, 1Gbit, 10Mbps or 12.5MB/s")
+    unit = m.group(3) or "bit"
+    bits = 8 if unit in ("B/s", "Bps", "B") else 1
+    return float(m.group(1)) * _PREFIX[m.group(2).lower()] * bits

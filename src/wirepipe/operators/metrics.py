@@ -37,6 +37,7 @@ STAGE_COLUMNS: dict[str, tuple[str, str]] = {
     "run_id": ("string", "id of the run: `<UTC start>-<random>`, the same in every row of one run"),
     "pipeline": ("string", "pipeline name"),
     "batch": ("int64", "index of the batch in the run, from 0 (joins the latency rows)"),
+    "step": ("int32", "position of the stage in the pipeline: 0 is the source, the highest is the sink"),
     "stage": ("string", "stage kind: generate/read/consume, serialize, compress, decompress, deserialize, "
                         "map/filter/select, write/publish"),
     "operator": ("string", "the operator as a chain step (`msgpack`, `zstd:fastest`, `auto`) or the connector"),
@@ -187,8 +188,7 @@ class MetricsRecorder:
         nbytes = batch.nbytes()
         rows.append((index, 0, len(batch.values), len(batch.rejected), None, nbytes, start, end))
         prev = nbytes if nbytes is not None else batch.raw_nbytes
-        i = 0
-        for i, op in enumerate(operators, 1):  # noqa: B007 - i is the stage index after the loop too
+        for i, op in enumerate(operators, 1):
             rejected = len(batch.rejected)
             t0 = ns()
             batch = op(batch)
@@ -204,7 +204,8 @@ class MetricsRecorder:
         if self.latency:
             meta = batch.meta
             sent = meta.get("sent_ns")
-            if sent is not None and batch.values:
+            # Without the header (``headers: none``) the column is all None: no rows, no cost.
+            if sent and (sent[0] is not None or sent[-1] is not None):
                 self._lat.append((index, len(batch.values), meta.get("seq"), meta.get("stream_seq"), sent,
                                   meta.get("received_ns"), time.time_ns()))
                 self._lat_records += len(batch.values)
@@ -262,7 +263,7 @@ class MetricsRecorder:
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
         i64 = pa.int64()
         return pa.Table.from_arrays(
-            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), *names,
+            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), index, *names,
              pa.array(records, i64), pa.array(rejected, i64), pa.array(bytes_in, i64), pa.array(bytes_out, i64),
              pa.array(start, i64), pa.array(end, i64)],
             schema=self._schemas["stages"])

@@ -1,0 +1,273 @@
+"""The report's plots and the self-contained HTML page.
+
+Three plots: time per record stacked by stage for each pipeline, wire size vs time per
+record for each dataset with the Pareto front marked, and the latency CDF. The HTML
+page draws them with plotly, its JavaScript inlined once, so the file opens offline and
+loads nothing; without plotly it embeds matplotlib PNGs as data URIs; without either it
+still has every table and says why the plots are missing. PNGs (``--png DIR``) are
+drawn with matplotlib's Agg canvas, without pyplot, so no global backend is touched.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import importlib.util
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .render import html_table, runs_table, snippets, tables
+from .summary import SOURCE_STAGES, Report
+
+_CDF_POINTS = 2000
+
+
+@dataclass
+class Bars:
+    labels: list[str]
+    stages: list[str]
+    values: dict[str, list[float]]  # stage -> µs per record of each label
+
+
+@dataclass
+class Scatter:
+    dataset: str
+    names: list[str]
+    x_us: list[float]
+    y_bytes: list[float]
+    pareto: list[int]  # indices on the front, by increasing time
+
+
+@dataclass
+class Cdf:
+    name: str
+    x_ms: list[float]
+    y: list[float]
+
+
+def available() -> dict[str, bool]:
+    return {lib: importlib.util.find_spec(lib) is not None for lib in ("plotly", "matplotlib")}
+
+
+# --- the data behind each plot -------------------------------------------------------------------
+
+
+def stage_bars(report: Report) -> Bars:
+    """Mean µs per record of each stage kind, per pipeline; sources that make data are left out."""
+    stages: list[str] = []
+    for g in report.groups:
+        for s in g.stages:
+            if s.stage not in SOURCE_STAGES and s.stage not in stages:
+                stages.append(s.stage)
+    values = {k: [sum(s.time.mean / 1e3 for s in g.stages if s.stage == k and s.time) for g in report.groups]
+              for k in stages}
+    return Bars([g.label for g in report.groups], stages, values)
+
+
+def pareto_front(x: list[float], y: list[float]) -> list[int]:
+    """Indices of the points no other point beats on both time and size, by increasing x."""
+    order = sorted(range(len(x)), key=lambda i: (x[i], y[i]))
+    front: list[int] = []
+    best = float("inf")
+    for i in order:
+        if y[i] < best:
+            front.append(i)
+            best = y[i]
+    return front
+
+
+def size_vs_time(report: Report) -> list[Scatter]:
+    out = []
+    for dataset in report.datasets:
+        gs = [g for g in report.groups if g.dataset == dataset and g.path_ns_per_record is not None
+              and g.wire_bytes_per_record is not None]
+        if not gs:
+            continue
+        x = [g.path_ns_per_record / 1e3 for g in gs]  # type: ignore[operator]
+        y = [float(g.wire_bytes_per_record) for g in gs]  # type: ignore[arg-type]
+        out.append(Scatter(dataset, [g.config for g in gs], x, y, pareto_front(x, y)))
+    return out
+
+
+def latency_cdfs(report: Report) -> list[Cdf]:
+    """Each pipeline's latency CDFs (transit and end to end), in ms."""
+    return [Cdf(f"{g.label} ({kind.replace('_', ' ')})", [x / 1e6 for x in xs], ys)
+            for g in report.groups for kind, (xs, ys) in g.latency_cdf.items()]
+
+
+# --- plotly (HTML) -------------------------------------------------------------------------------
+
+
+def _plotly_figures(report: Report) -> list[tuple[str, Any]]:
+    import plotly.graph_objects as go
+
+    figs: list[tuple[str, Any]] = []
+    bars = stage_bars(report)
+    if bars.stages:
+        fig = go.Figure([go.Bar(name=k, x=bars.labels, y=v, hovertemplate="%{x}<br>" + k + ": %{y:.3g} µs<extra></extra>")
+                         for k, v in bars.values.items()])
+        fig.update_layout(barmode="stack", title="Time per record by stage (µs, mean)", yaxis_title="µs per record",
+                          legend_title="stage")
+        figs.append(("stage_times", fig))
+    for sc in size_vs_time(report):
+        fig = go.Figure()
+        fig.add_trace(go.Scatter(x=sc.x_us, y=sc.y_bytes, mode="markers+text", text=sc.names, name="configurations",
+                                 textposition="top center",
+                                 hovertemplate="%{text}<br>%{x:.3g} µs/record<br>%{y:.4g} B/record<extra></extra>"))
+        fig.add_trace(go.Scatter(x=[sc.x_us[i] for i in sc.pareto], y=[sc.y_bytes[i] for i in sc.pareto],
+                                 mode="lines+markers", name="Pareto front", line={"shape": "hv", "dash": "dot"},
+                                 marker={"size": 12, "symbol": "circle-open"}))
+        fig.update_layout(title=f"{sc.dataset}: wire size vs time per record (publish + consume side)",
+                          xaxis_title="µs per record", yaxis_title="bytes per record on the wire")
+        figs.append((f"size_vs_time-{sc.dataset}", fig))
+    cdfs = latency_cdfs(report)
+    if cdfs:
+        fig = go.Figure([go.Scatter(x=c.x_ms, y=c.y, mode="lines", name=c.name) for c in cdfs])
+        fig.update_layout(title="Latency per record: CDF", xaxis_title="ms from Wirepipe-Sent-At",
+                          yaxis_title="fraction of records", xaxis_type="log" if _wide(cdfs) else "linear")
+        figs.append(("latency_cdf", fig))
+    return figs
+
+
+def _wide(cdfs: list[Cdf]) -> bool:
+    xs = [x for c in cdfs for x in c.x_ms if x > 0]
+    return bool(xs) and max(xs) / min(xs) > 100
+
+
+# --- matplotlib (PNG) ----------------------------------------------------------------------------
+
+
+def _matplotlib_figures(report: Report) -> list[tuple[str, Any]]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figs: list[tuple[str, Any]] = []
+    bars = stage_bars(report)
+    if bars.stages:
+        fig = Figure(figsize=(max(6.0, 1.2 * len(bars.labels) + 3), 4.5), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        bottom = [0.0] * len(bars.labels)
+        for k, v in bars.values.items():
+            ax.bar(bars.labels, v, bottom=bottom, label=k)
+            bottom = [b + x for b, x in zip(bottom, v, strict=True)]
+        ax.set_title("Time per record by stage (µs, mean)")
+        ax.set_ylabel("µs per record")
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.legend(title="stage", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        figs.append(("stage_times", fig))
+    for sc in size_vs_time(report):
+        fig = Figure(figsize=(7, 5), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        ax.scatter(sc.x_us, sc.y_bytes, label="configurations")
+        for name, x, y in zip(sc.names, sc.x_us, sc.y_bytes, strict=True):
+            ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+        ax.step([sc.x_us[i] for i in sc.pareto], [sc.y_bytes[i] for i in sc.pareto], where="post", linestyle=":",
+                marker="o", markerfacecolor="none", markersize=12, label="Pareto front")
+        ax.set_title(f"{sc.dataset}: wire size vs time per record")
+        ax.set_xlabel("µs per record (publish + consume side)")
+        ax.set_ylabel("bytes per record on the wire")
+        ax.legend(fontsize="small")
+        figs.append((f"size_vs_time-{sc.dataset}", fig))
+    cdfs = latency_cdfs(report)
+    if cdfs:
+        fig = Figure(figsize=(7, 4.5), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for c in cdfs:
+            ax.plot(c.x_ms, c.y, label=c.name)
+        if _wide(cdfs):
+            ax.set_xscale("log")
+        ax.set_title("Latency per record: CDF")
+        ax.set_xlabel("ms from Wirepipe-Sent-At")
+        ax.set_ylabel("fraction of records")
+        ax.legend(fontsize="small")
+        figs.append(("latency_cdf", fig))
+    return figs
+
+
+def _png_bytes(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def write_pngs(report: Report, folder: str | Path) -> tuple[list[Path], list[str]]:
+    """Each plot as ``folder/<plot>.png``; returns the files and notes (why a plot is missing)."""
+    if not available()["matplotlib"]:
+        return [], ["PNG plots skipped: matplotlib is not installed (pip install 'wirepipe[plots]')"]
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for name, fig in _matplotlib_figures(report):
+        path = out / f"{_safe_name(name)}.png"
+        path.write_bytes(_png_bytes(fig))
+        files.append(path)
+    return files, _plot_gaps(report)
+
+
+def _plot_gaps(report: Report) -> list[str]:
+    if not latency_cdfs(report):
+        return ["no latency CDF: no latency rows (consumers record them from the Wirepipe-Sent-At header)"]
+    return []
+
+
+# --- the HTML page -------------------------------------------------------------------------------
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:.5em 0;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 8px}th{background:#f3f3f3;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.caption,.note{color:#555;font-size:12px}pre{background:#f6f6f6;padding:.7em;border-radius:4px}
+"""
+
+
+def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[str]]:
+    """The report as one self-contained HTML page; returns (page, notes)."""
+    notes: list[str] = []
+    libs = available()
+    head_js = ""
+    plots: list[str] = []
+    if libs["plotly"]:
+        from plotly.offline import get_plotlyjs
+
+        head_js = f'<script type="text/javascript" id="plotly-js">{get_plotlyjs()}</script>'
+        for _, fig in _plotly_figures(report):
+            plots.append(fig.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False,
+                                     config={"displaylogo": False, "responsive": True}))
+    elif libs["matplotlib"]:
+        notes.append("plotly is not installed: the HTML shows static matplotlib images")
+        for name, fig in _matplotlib_figures(report):
+            data = base64.b64encode(_png_bytes(fig)).decode()
+            plots.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
+    else:
+        notes.append("plots skipped: neither plotly nor matplotlib is installed (pip install 'wirepipe[plots]')")
+    if plots:
+        notes += _plot_gaps(report)
+    esc = html.escape
+    body = [f"<h1>{esc(title)}</h1>", html_table(runs_table(report))]
+    body += [html_table(t) for t in tables(report)]
+    body += [f"<h3>{esc(name)}</h3><pre>{esc(yaml)}</pre>" for name, yaml in snippets(report)]
+    body.append("<h2>Plots</h2>")
+    body += [f"<div class=\"plot\">{p}</div>" for p in plots]
+    body += [f'<p class="note">note: {esc(n)}</p>' for n in [*report.notes, *notes]]
+    page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{esc(title)}</title>"
+            f"<style>{_STYLE}</style>{head_js}</head><body>{''.join(body)}</body></html>")
+    return page, notes
+
+
+def write_html(report: Report, path: str | Path) -> list[str]:
+    page, notes = to_html(report)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(page, encoding="utf-8")
+    return notes

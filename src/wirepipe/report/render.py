@@ -1,0 +1,257 @@
+"""A report as tables: for the terminal (rich), Markdown, HTML, and as tidy CSV rows.
+
+``tables(report)`` builds every table once, as formatted text cells; the terminal,
+Markdown and HTML renderers only lay them out, so the three always agree. ``csv_rows``
+gives the same figures unformatted (times in µs, sizes in bytes) for spreadsheets.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .summary import QUANTILES, GroupSummary, Report, StageSummary, TimeStats, format_bandwidth
+
+TIME_COLUMNS = ("mean", "std", "min", *(name for name, _ in QUANTILES), "max")
+_FOR = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    numeric: list[bool]
+    caption: str = ""
+
+
+def num(x: float | int | None, unit_scale: float = 1.0) -> str:
+    """A figure with as many digits as it deserves: 1,234 / 12.3 / 1.23 / 0.0123; ``–`` when unknown."""
+    if x is None:
+        return "–"
+    if isinstance(x, int) and unit_scale == 1.0:
+        return f"{x:,}"
+    v = x / unit_scale
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def _times(stats: TimeStats | None, scale: float) -> list[str]:
+    return [num(stats.get(c) if stats else None, scale) for c in TIME_COLUMNS]
+
+
+def _side(g: GroupSummary, which: str) -> str:
+    side = g.publish_side if which == "publish" else g.consume_side
+    return f"{num(side.ns_per_record, 1e3)} ({'+'.join(side.stages)})" if side else "–"
+
+
+def _sum_row(g: GroupSummary) -> list[str]:
+    pub, con = g.publish_side, g.consume_side
+    return [g.label, g.chain or "–", num(pub.ns_per_record, 1e3) if pub else "–", "+".join(pub.stages) if pub else "",
+            num(con.ns_per_record, 1e3) if con else "–", "+".join(con.stages) if con else "",
+            num(g.path_ns_per_record, 1e3)]
+
+
+def tables(report: Report) -> list[Table]:
+    """Every table of the report, cells formatted."""
+    out = [
+        Table("Pipelines", ["pipeline", "dataset", "chain", "records in", "out", "rejected", "wall s", "records/s",
+                            "MB/s", "µs/rec", "raw B/rec", "wire B/rec", "ratio"],
+              [[g.label, g.dataset, g.chain or "–", num(g.records_in), num(g.records_out), num(g.rejected),
+                num(g.wall_seconds), num(g.records_per_s), num(g.mb_per_s), num(g.time.mean if g.time else None, 1e3),
+                num(g.raw_bytes_per_record), num(g.wire_bytes_per_record), num(g.ratio)] for g in report.groups],
+              [False] * 3 + [True] * 10,
+              "records/s and MB/s over the wall time of each run (MB/s of wire bytes); µs/rec is the sum of all "
+              "stages; ratio = serialized / wire bytes."),
+        Table("Publish side and consume side (µs per record, the seed study's sums)",
+              ["pipeline", "chain", "publish side", "of", "consume side", "of", "total"],
+              [_sum_row(g) for g in report.groups], [False, False, True, False, True, False, True],
+              "publish side = serialize + compress + publish, consume side = consume + decompress + deserialize: "
+              "the mean time per record of each of those stages the pipeline has."),
+        Table("Stages: throughput and sizes",
+              ["pipeline", "stage", "operator", "batches", "records", "rejected", "busy s", "records/s",
+               "MB/s", "B/rec in", "B/rec out", "ratio"],
+              [[g.label, s.stage, s.operator, num(s.batches), num(s.records), num(s.rejected),
+                num(s.seconds), num(s.records_per_s), num(s.mb_per_s), num(s.bytes_in_per_record),
+                num(s.bytes_out_per_record), num(s.ratio)] for g in report.groups for s in g.stages],
+              [False] * 3 + [True] * 9,
+              "records/s and MB/s over the stage's own busy time (MB/s counts the larger of its input and "
+              "output, the uncompressed side for codecs); ratio = uncompressed / compressed."),
+        Table("Stages: time per record (µs)", ["pipeline", "stage", "operator", *TIME_COLUMNS],
+              [row for g in report.groups for row in
+               [*([g.label, s.stage, s.operator, *_times(s.time, 1e3)] for s in g.stages),
+                [g.label, "all stages", "", *_times(g.time, 1e3)]]],
+              [False] * 3 + [True] * len(TIME_COLUMNS),
+              "from per-batch rows: each batch's time / its records, weighted by records (see the README)."),
+    ]
+    lat = [[g.label, kind.replace("_", " "), num(s.count), *_times(s, 1e6)]
+           for g in report.groups for kind, s in g.latency.items()]
+    if lat:
+        out.append(Table("End-to-end latency per record (ms)", ["pipeline", "from Sent-At to", "records",
+                                                                 *TIME_COLUMNS], lat,
+                         [False] * 2 + [True] * (1 + len(TIME_COLUMNS)),
+                         "transit: to receipt by the consumer; end to end: to the end of its last stage."))
+    out.append(Table(f"Recommend (link: {format_bandwidth(report.bandwidth_bps)})",
+                     ["dataset", "for", "configuration", "why", "publish side µs/rec", "consume side µs/rec",
+                      "wire B/rec"],
+                     [[r.dataset, _FOR[r.kind], r.group.config, r.why, _side(r.group, "publish"),
+                       _side(r.group, "consume"), num(r.group.wire_bytes_per_record)]
+                      for r in report.recommendations],
+                     [False] * 4 + [True] * 3,
+                     "best for the link: the most records/s when the publisher, the link and the consumer work "
+                     "at once, so the slowest of the three sets the rate."))
+    return out
+
+
+def runs_table(report: Report) -> Table:
+    rows = []
+    for r in report.runs.values():
+        host = r.host
+        rows.append([r.run_id, r.pipeline or "–", r.started_at or "–",
+                     f"{host.get('hostname', '?')} ({host.get('cpus', '?')} cpus, Python {host.get('python', '?')})"
+                     if host else "–", r.versions.get("wirepipe", "–")])
+    return Table("Runs", ["run", "pipeline", "started (UTC)", "host", "wirepipe"], rows, [False] * 5)
+
+
+def snippets(report: Report) -> list[tuple[str, str]]:
+    """(title, YAML) of each recommended configuration, once per configuration."""
+    seen: dict[str, tuple[str, str]] = {}
+    for r in report.recommendations:
+        key = f"{r.dataset}: {r.group.config}"
+        if key not in seen:
+            seen[key] = (f"{key} ({_FOR[r.kind]})", r.group.snippet())
+    return list(seen.values())
+
+
+# --- terminal ----------------------------------------------------------------------------------
+
+
+def print_terminal(report: Report, console: Any = None) -> None:
+    """Rich tables on the terminal."""
+    from rich import box
+    from rich.console import Console
+    from rich.syntax import Syntax
+    from rich.table import Table as RichTable
+
+    console = console or Console()
+    for t in [runs_table(report), *tables(report)]:
+        rt = RichTable(title=t.title, caption=t.caption or None, title_justify="left", caption_justify="left",
+                       box=box.SIMPLE_HEAD, title_style="bold")
+        for header, numeric in zip(t.headers, t.numeric, strict=True):
+            rt.add_column(header, justify="right" if numeric else "left", overflow="fold")
+        for row in t.rows:
+            rt.add_row(*row)
+        console.print(rt)
+    for title, yaml in snippets(report):
+        console.print(f"[bold]{title}[/bold]")
+        console.print(Syntax(yaml, "yaml", theme="ansi_dark", background_color="default"))
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+# --- Markdown ----------------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(t: Table) -> str:
+    lines = [f"### {t.title}", "", "| " + " | ".join(map(_md_cell, t.headers)) + " |",
+             "|" + "|".join("---:" if n else "---" for n in t.numeric) + "|"]
+    lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in t.rows]
+    if t.caption:
+        lines += ["", f"_{t.caption}_"]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(report: Report, title: str = "wirepipe report") -> str:
+    parts = [f"# {title}\n", markdown_table(runs_table(report)), *map(markdown_table, tables(report))]
+    for name, yaml in snippets(report):
+        parts.append(f"#### {name}\n\n```yaml\n{yaml}\n```\n")
+    if report.notes:
+        parts.append("\n".join(f"- note: {n}" for n in report.notes) + "\n")
+    return "\n".join(parts)
+
+
+# --- HTML tables (the page itself is built in plots.py) -----------------------------------------
+
+
+def html_table(t: Table) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f'<td class="{"n" if n else "t"}">{esc(c)}</td>'
+                                    for c, n in zip(row, t.numeric, strict=True)) + "</tr>" for row in t.rows)
+    caption = f"<p class=\"caption\">{esc(t.caption)}</p>" if t.caption else ""
+    return f"<h2>{esc(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
+
+
+# --- CSV -----------------------------------------------------------------------------------------
+
+CSV_COLUMNS = ("pipeline", "dataset", "chain", "row", "step", "stage", "operator", "batches", "records", "rejected",
+               "seconds", "records_per_s", "mb_per_s", *(f"{c.replace('.', '')}_us" for c in TIME_COLUMNS),
+               "bytes_in_per_record", "bytes_out_per_record", "ratio")
+
+
+def csv_rows(report: Report) -> list[dict[str, Any]]:
+    """One tidy row per stage, per pipeline total, per seed side and per latency kind; times in µs."""
+    out: list[dict[str, Any]] = []
+
+    def times(stats: TimeStats | None) -> dict[str, Any]:
+        return {f"{c.replace('.', '')}_us": (stats.get(c) / 1e3 if stats else None) for c in TIME_COLUMNS}
+
+    for g in report.groups:
+        base = {"pipeline": g.label, "dataset": g.dataset, "chain": g.chain}
+        for s in g.stages:
+            out.append({**base, "row": "stage", "step": s.step, "stage": s.stage, "operator": s.operator,
+                        **_stage_figures(s), **times(s.time)})
+        out.append({**base, "row": "pipeline", "records": g.records_out, "rejected": g.rejected,
+                    "seconds": g.wall_seconds, "records_per_s": g.records_per_s, "mb_per_s": g.mb_per_s,
+                    "bytes_in_per_record": g.raw_bytes_per_record, "bytes_out_per_record": g.wire_bytes_per_record,
+                    "ratio": g.ratio, **times(g.time)})
+        for which, side in (("publish_side", g.publish_side), ("consume_side", g.consume_side)):
+            if side is not None:
+                out.append({**base, "row": which, "stage": "+".join(side.stages), "mean_us": side.ns_per_record / 1e3})
+        for kind, stats in g.latency.items():
+            out.append({**base, "row": f"latency_{kind}", "records": stats.count, **times(stats)})
+    return out
+
+
+def _stage_figures(s: StageSummary) -> dict[str, Any]:
+    return {"batches": s.batches, "records": s.records, "rejected": s.rejected, "seconds": s.seconds,
+            "records_per_s": s.records_per_s, "mb_per_s": s.mb_per_s, "bytes_in_per_record": s.bytes_in_per_record,
+            "bytes_out_per_record": s.bytes_out_per_record, "ratio": s.ratio}
+
+
+def write_csv(report: Report, path: str | Path) -> None:
+    """Tidy CSV to ``path`` (``-`` for standard output)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="raise")
+    writer.writeheader()
+    for row in csv_rows(report):
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    _write_text(path, buf.getvalue())
+
+
+def write_markdown(report: Report, path: str | Path) -> None:
+    _write_text(path, to_markdown(report))
+
+
+def _write_text(path: str | Path, text: str) -> None:
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")

@@ -1,0 +1,134 @@
+"""Finding and reading results: files, part folders and folders of them, into two Arrow tables.
+
+``load_results`` accepts what ``MetricsRecorder`` writes (a folder of parts per table,
+the latency folder beside the stage folder) and plain Parquet files with the same
+columns (an older single-file result, or rows a benchmark wrote itself). A file's
+table is told by its ``wirepipe.table`` metadata, else by its columns. Parts that a
+merge already covers are skipped (``parts.list_parts``), so no row counts twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import WirepipeError
+
+
+@dataclass
+class RunInfo:
+    """The run metadata one results file carries (see ``operators.metrics.run_metadata``)."""
+
+    run_id: str
+    pipeline: str = ""
+    started_at: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_metadata(cls, meta: dict[bytes, bytes]) -> RunInfo | None:
+        def get(key: str) -> str | None:
+            value = meta.get(f"wirepipe.{key}".encode())
+            return value.decode() if value is not None else None
+
+        def obj(key: str) -> Any:
+            text = get(key)
+            try:
+                return json.loads(text) if text else {}
+            except ValueError:
+                return {}
+
+        run_id = get("run_id")
+        if run_id is None:
+            return None
+        return cls(run_id, get("pipeline") or "", get("started_at") or "", obj("config"), obj("versions"),
+                   obj("host"))
+
+
+@dataclass
+class Results:
+    """Stage rows, latency rows (possibly empty) and the metadata of every run seen."""
+
+    stages: Any
+    latency: Any
+    runs: dict[str, RunInfo]
+    files: list[Path]
+    skipped: list[Path] = field(default_factory=list)
+
+
+def load_results(paths: Iterable[str | Path]) -> Results:
+    """Read every results file named by ``paths`` (files, part folders, folders of those)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..operators.metrics import LATENCY_COLUMNS, STAGE_COLUMNS, arrow_schema
+
+    files: list[Path] = []
+    for path in paths:
+        files += _discover(Path(path))
+    tables: dict[str, list[Any]] = {"stages": [], "latency": []}
+    runs: dict[str, RunInfo] = {}
+    used: list[Path] = []
+    skipped: list[Path] = []
+    for f in dict.fromkeys(files):  # de-duplicated, in order
+        try:
+            schema = pq.read_schema(f)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise WirepipeError(f"{f}: not a readable Parquet file ({exc})") from None
+        kind = _kind(schema)
+        if kind is None:
+            skipped.append(f)
+            continue
+        meta = schema.metadata or {}
+        info = RunInfo.from_metadata(meta)
+        if info is not None:
+            runs.setdefault(info.run_id, info)
+        tables[kind].append(pq.read_table(f).replace_schema_metadata(None))
+        used.append(f)
+    if not tables["stages"]:
+        what = ", ".join(map(str, paths)) if not isinstance(paths, (str, Path)) else str(paths)
+        raise WirepipeError(f"no wirepipe results (stage rows) in {what}")
+
+    def concat(kind: str, columns: dict[str, tuple[str, str]]) -> Any:
+        parts = tables[kind] or [arrow_schema(columns).empty_table()]
+        return pa.concat_tables(parts, promote_options="default")
+
+    stages = concat("stages", STAGE_COLUMNS)
+    for run_id in stages.column("run_id").unique().to_pylist():
+        runs.setdefault(run_id, RunInfo(run_id))
+    return Results(stages, concat("latency", LATENCY_COLUMNS), runs, used, skipped)
+
+
+def _kind(schema: Any) -> str | None:
+    declared = (schema.metadata or {}).get(b"wirepipe.table")
+    if declared in (b"stages", b"latency"):
+        return declared.decode()
+    names = set(schema.names)
+    if {"stage", "start_ns", "end_ns", "records"} <= names:
+        return "stages"
+    if {"sent_ns", "received_ns"} <= names:
+        return "latency"
+    return None
+
+
+def _discover(path: Path) -> list[Path]:
+    """Parquet files under ``path``, and the latency folder beside a stage folder named directly."""
+    from ..operators.metrics import latency_path
+    from ..parts import list_parts
+
+    if not path.exists():
+        raise WirepipeError(f"{path}: no such file or folder")
+    if path.is_file():
+        return [path]
+    out: list[Path] = []
+    folders = [path, *sorted(p for p in path.rglob("*") if p.is_dir() and not p.name.startswith((".", "_")))]
+    for folder in folders:
+        out += list_parts(folder)
+    beside = latency_path(path)
+    if beside.is_dir() and beside not in folders:
+        out += list_parts(beside)
+    return out

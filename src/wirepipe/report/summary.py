@@ -1,0 +1,529 @@
+"""The numbers of a report, computed from Arrow tables of stage and latency rows.
+
+Everything here is plain arithmetic on the columns ``MetricsRecorder`` writes, so any
+caller with rows of that schema (``wirepipe bench`` with its own runs, a notebook) gets
+the same figures as ``wirepipe report``. Rows are grouped by a ``label`` column when
+the table has one (a benchmark labels each configuration), else by run.
+
+Time per record of a stage comes from per-batch rows: each batch row gives one value,
+``(end_ns - start_ns) / records entering the stage``, which stands for every record of
+that batch. Mean and standard deviation weigh each batch by its records (the mean is
+exactly total stage time / records); percentiles are taken over the records, each
+record carrying its batch's value, with the "inverted CDF" rule (the smallest value
+that at least q of the records do not exceed, DuckDB's ``quantile_disc``). So they
+describe how batches vary, not how records inside one batch vary: a per-batch stamp
+cannot see that. Latency percentiles are exact: latency rows are per record.
+
+The seed study's sums: publish side = serialize + compress + publish, consume side =
+consume + decompress + deserialize, each the sum of those stages' mean time per record
+(the stages a pipeline has; an in-memory pipeline has no publish or consume stage).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from .results import RunInfo
+
+QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
+PUBLISH_SIDE = ("serialize", "compress", "publish")
+CONSUME_SIDE = ("consume", "decompress", "deserialize")
+ENCODE_STAGES = ("serialize", "compress")
+DECODE_STAGES = ("decompress", "deserialize")
+SOURCE_STAGES = ("generate", "read")  # making data, not moving it: left out of the stage-time plot
+DEFAULT_BANDWIDTH = 100e6  # bits per second
+
+
+@dataclass(frozen=True)
+class TimeStats:
+    """Distribution of a time (ns) over ``count`` records."""
+
+    count: int
+    mean: float
+    std: float
+    min: float
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+
+    def get(self, name: str) -> float:
+        return getattr(self, name.replace("p99.9", "p999"))
+
+
+def time_stats(values: Any, weights: Any = None) -> TimeStats | None:
+    """Weighted mean, population std, min, max and inverted-CDF percentiles (None when empty)."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.float64)
+    w = np.ones(len(v), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
+    keep = (w > 0) & np.isfinite(v)
+    v, w = v[keep], w[keep]
+    if not len(v):
+        return None
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+    total = int(cum[-1])
+    mean = float(np.dot(v, w) / total)
+    std = float(math.sqrt(max(float(np.dot(w, (v - mean) ** 2)) / total, 0.0)))
+
+    def quantile(q: float) -> float:
+        k = max(math.ceil(total * Fraction(str(q))), 1)  # exact: 0.9 * 10 is 9, not 9.000000000000002
+        return float(v[int(np.searchsorted(cum, k, side="left"))])
+
+    p = [quantile(q) for _, q in QUANTILES]
+    return TimeStats(total, mean, std, float(v[0]), *p, float(v[-1]))
+
+
+@dataclass
+class StageSummary:
+    """One stage of one group: counts, busy time, sizes and time per record."""
+
+    stage: str
+    operator: str
+    step: int
+    params: dict[str, Any]
+    batches: int
+    records_in: int
+    records: int
+    rejected: int
+    seconds: float
+    bytes_in: int | None
+    bytes_in_records: int
+    bytes_out: int | None
+    bytes_out_records: int
+    time: TimeStats | None
+
+    @property
+    def records_per_s(self) -> float | None:
+        return self.records_in / self.seconds if self.seconds > 0 else None
+
+    @property
+    def mb_per_s(self) -> float | None:
+        """Payload MB/s through the stage, counted on the larger side (the uncompressed one for codecs)."""
+        sizes = [b for b in (self.bytes_in, self.bytes_out) if b is not None]
+        return max(sizes) / self.seconds / 1e6 if sizes and self.seconds > 0 else None
+
+    @property
+    def bytes_in_per_record(self) -> float | None:
+        return self.bytes_in / self.bytes_in_records if self.bytes_in is not None and self.bytes_in_records else None
+
+    @property
+    def bytes_out_per_record(self) -> float | None:
+        return (self.bytes_out / self.bytes_out_records
+                if self.bytes_out is not None and self.bytes_out_records else None)
+
+    @property
+    def ratio(self) -> float | None:
+        """Compression ratio (uncompressed / compressed) for compress and decompress stages."""
+        i, o = self.bytes_in_per_record, self.bytes_out_per_record
+        if not i or not o:
+            return None
+        if self.stage == "compress":
+            return i / o
+        if self.stage == "decompress":
+            return o / i
+        return None
+
+
+@dataclass
+class Side:
+    """A seed-study sum: the mean time per record of the stages of one side that the pipeline has."""
+
+    ns_per_record: float
+    stages: tuple[str, ...]
+
+
+@dataclass
+class GroupSummary:
+    """One pipeline run (or one labelled configuration of several runs) and its stages."""
+
+    label: str
+    dataset: str
+    pipelines: list[str]
+    runs: list[str]
+    stages: list[StageSummary]
+    records_in: int
+    records_out: int
+    rejected: int
+    wall_seconds: float
+    time: TimeStats | None
+    latency: dict[str, TimeStats] = field(default_factory=dict)
+    latency_cdf: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # ns, fraction
+
+    def _stage(self, kinds: tuple[str, ...], last: bool = False) -> StageSummary | None:
+        found = [s for s in self.stages if s.stage in kinds]
+        return (found[-1] if last else found[0]) if found else None
+
+    def side(self, kinds: tuple[str, ...]) -> Side | None:
+        found = [s for s in self.stages if s.stage in kinds and s.time is not None]
+        if not found:
+            return None
+        return Side(sum(s.time.mean for s in found if s.time), tuple(s.stage for s in found))
+
+    @property
+    def publish_side(self) -> Side | None:
+        return self.side(PUBLISH_SIDE)
+
+    @property
+    def consume_side(self) -> Side | None:
+        return self.side(CONSUME_SIDE)
+
+    @property
+    def path_ns_per_record(self) -> float | None:
+        """Publish side + consume side (the seed's total); all stages when the pipeline has neither."""
+        sides = [s.ns_per_record for s in (self.publish_side, self.consume_side) if s is not None]
+        if sides:
+            return sum(sides)
+        return self.time.mean if self.time is not None else None
+
+    @property
+    def raw_bytes_per_record(self) -> float | None:
+        s = self._stage(("serialize",))
+        return s.bytes_in_per_record if s is not None else None
+
+    @property
+    def serialized_bytes_per_record(self) -> float | None:
+        s = self._stage(("serialize",))
+        if s is not None:
+            return s.bytes_out_per_record
+        s = self._stage(("deserialize",))
+        return s.bytes_in_per_record if s is not None else None
+
+    @property
+    def wire_bytes_per_record(self) -> float | None:
+        """Payload bytes per record on the wire: after the last encode stage, or before the first decode."""
+        s = self._stage(ENCODE_STAGES, last=True)
+        if s is not None:
+            return s.bytes_out_per_record
+        s = self._stage(("consume", *DECODE_STAGES))
+        if s is not None:
+            return s.bytes_out_per_record if s.stage == "consume" else s.bytes_in_per_record
+        s = self._stage(("publish",))
+        return s.bytes_in_per_record if s is not None else None
+
+    @property
+    def ratio(self) -> float | None:
+        s, w = self.serialized_bytes_per_record, self.wire_bytes_per_record
+        return s / w if s and w else None
+
+    @property
+    def records_per_s(self) -> float | None:
+        return self.records_out / self.wall_seconds if self.wall_seconds > 0 else None
+
+    @property
+    def mb_per_s(self) -> float | None:
+        rate, wire = self.records_per_s, self.wire_bytes_per_record
+        return rate * wire / 1e6 if rate is not None and wire is not None else None
+
+    @property
+    def chain(self) -> str | None:
+        """The codec chain as ``format|codec:level``, from the encode stages (or fixed decode stages)."""
+        encode = [s.operator for s in self.stages if s.stage in ENCODE_STAGES]
+        if encode:
+            return "|".join(encode)
+        decode = [s.operator for s in self.stages if s.stage in DECODE_STAGES]
+        if decode and "auto" not in decode:
+            return "|".join(reversed(decode))
+        return None
+
+    @property
+    def config(self) -> str:
+        return self.chain or self.label
+
+    def snippet(self) -> str:
+        """The YAML operators that run this configuration, publisher and consumer side."""
+        chain = self.chain
+        if chain is None:
+            return "# no codec chain in these rows: see the run's config in the results metadata"
+        ser = self._stage(("serialize",))
+        schema = ser.params.get("schema") if ser is not None else None
+        extra = f", schema: {json.dumps(schema)}" if schema else ""
+        return (f"# publisher\noperators:\n  - encode: {{chain: \"{chain}\"{extra}}}\n"
+                f"# consumer\noperators:\n  - decode: {{chain: \"{chain}\"{extra}}}")
+
+
+@dataclass
+class Recommendation:
+    dataset: str
+    kind: str  # fastest | smallest | bandwidth
+    group: GroupSummary
+    why: str  # the figure that decided it, in words
+
+
+@dataclass
+class Report:
+    groups: list[GroupSummary]
+    recommendations: list[Recommendation]
+    runs: dict[str, RunInfo]
+    bandwidth_bps: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def datasets(self) -> list[str]:
+        return list(dict.fromkeys(g.dataset for g in self.groups))
+
+
+# --- computing ---------------------------------------------------------------------------------
+
+
+def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None = None, *,
+              bandwidth_bps: float = DEFAULT_BANDWIDTH) -> Report:
+    """Every figure of a report from stage rows (and latency rows, if any)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    runs = dict(runs or {})
+    t = stages
+    n = t.num_rows
+    run_ids = _codes(t.column("run_id"))
+    run_names = run_ids[1]
+    for r in run_names:
+        runs.setdefault(r, RunInfo(r))
+    labels = _labels(t, run_ids, runs)
+    group_codes, group_names = labels
+    step = _steps(t, run_ids[0])
+    stage = t.column("stage").to_pylist()
+    operator = t.column("operator").to_pylist()
+    params = t.column("params").to_pylist() if "params" in t.column_names else ["{}"] * n
+    batch = _int(t, "batch")
+    records = _int(t, "records")
+    rejected = _int(t, "rejected")
+    start, end = _int(t, "start_ns"), _int(t, "end_ns")
+    dur = (end - start).astype(np.float64)
+    n_in = records + rejected
+    bytes_in = t.column("bytes_in")
+    bytes_out = t.column("bytes_out")
+    has_in = pc.is_valid(bytes_in).to_numpy(zero_copy_only=False)
+    has_out = pc.is_valid(bytes_out).to_numpy(zero_copy_only=False)
+    b_in = bytes_in.fill_null(0).to_numpy().astype(np.int64)
+    b_out = bytes_out.fill_null(0).to_numpy().astype(np.int64)
+    datasets = t.column("dataset").to_pylist() if "dataset" in t.column_names else None
+
+    groups: list[GroupSummary] = []
+    for g, label in enumerate(group_names):
+        rows = np.flatnonzero(group_codes == g)
+        g_runs = sorted(set(run_ids[0][rows].tolist()))
+        # stage keys in run order, then step order
+        keys: dict[tuple[int, str, str], list[int]] = {}
+        order = sorted(rows.tolist(), key=lambda i: (g_runs.index(run_ids[0][i]), step[i], i))
+        for i in order:
+            keys.setdefault((int(step[i]), stage[i], operator[i]), []).append(i)
+        summaries = []
+        for (st, kind, op), idx_list in keys.items():
+            idx = np.asarray(idx_list)
+            ni = n_in[idx]
+            per = np.divide(dur[idx], ni, out=np.full(len(idx), np.nan), where=ni > 0)
+            summaries.append(StageSummary(
+                stage=kind, operator=op, step=st, params=_json(params[idx_list[0]]), batches=len(idx),
+                records_in=int(ni.sum()), records=int(records[idx].sum()), rejected=int(rejected[idx].sum()),
+                seconds=float(dur[idx].sum()) / 1e9,
+                bytes_in=int(b_in[idx][has_in[idx]].sum()) if has_in[idx].any() else None,
+                bytes_in_records=int(ni[has_in[idx]].sum()),
+                bytes_out=int(b_out[idx][has_out[idx]].sum()) if has_out[idx].any() else None,
+                bytes_out_records=int(records[idx][has_out[idx]].sum()),
+                time=time_stats(per, ni),
+            ))
+        # pipeline level: per run and per batch
+        records_in_total = records_out = 0
+        wall = 0.0
+        for r in g_runs:
+            rr = rows[run_ids[0][rows] == r]
+            wall += float(end[rr].max() - start[rr].min()) / 1e9
+            first, last = step[rr].min(), step[rr].max()
+            records_in_total += int(n_in[rr][step[rr] == first].sum())
+            records_out += int(records[rr][step[rr] == last].sum())
+        key = run_ids[0][rows].astype(np.int64) * (1 << 40) + batch[rows]
+        _, inverse = np.unique(key, return_inverse=True)
+        per_batch_time = np.bincount(inverse, weights=dur[rows])
+        per_batch_n = np.zeros(len(per_batch_time), dtype=np.int64)
+        np.maximum.at(per_batch_n, inverse, n_in[rows])
+        per_rec = np.divide(per_batch_time, per_batch_n, out=np.full(len(per_batch_n), np.nan),
+                            where=per_batch_n > 0)
+        pipelines = sorted({str(p) for p in t.column("pipeline").take(rows).unique().to_pylist()})
+        dataset = (datasets[int(rows[0])] if datasets is not None and datasets[int(rows[0])] is not None
+                   else _dataset(summaries))
+        groups.append(GroupSummary(
+            label=label, dataset=dataset, pipelines=pipelines, runs=[run_names[r] for r in g_runs],
+            stages=summaries, records_in=records_in_total, records_out=records_out,
+            rejected=int(rejected[rows].sum()), wall_seconds=wall, time=time_stats(per_rec, per_batch_n)))
+
+    notes: list[str] = []
+    if latency is not None and latency.num_rows:
+        _add_latency(groups, latency, notes)
+    return Report(groups, recommend(groups, bandwidth_bps), runs, bandwidth_bps, notes)
+
+
+def _add_latency(groups: list[GroupSummary], latency: Any, notes: list[str]) -> None:
+    """Exact per-record latency figures of each group: transit (sent -> received) and end to end (sent -> done)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if "label" in latency.column_names:
+        owner = np.asarray(latency.column("label").to_pylist(), dtype=object)
+    else:
+        label_of_run = {r: g.label for g in groups for r in g.runs}
+        owner = np.asarray([label_of_run.get(r) for r in latency.column("run_id").to_pylist()], dtype=object)
+    sent_valid = pc.is_valid(latency.column("sent_ns")).to_numpy(zero_copy_only=False)
+    recv_valid = pc.is_valid(latency.column("received_ns")).to_numpy(zero_copy_only=False)
+    if missing := int((~sent_valid).sum()):
+        notes.append(f"{missing} latency row(s) without Wirepipe-Sent-At are left out of the latency figures")
+    sent, received, done = (_int(latency, k) for k in ("sent_ns", "received_ns", "done_ns"))
+    for g in groups:
+        mine = (owner == g.label) & sent_valid
+        if not mine.any():
+            continue
+        for name, mask, until in (("transit", mine & recv_valid, received), ("end_to_end", mine, done)):
+            values = until[mask] - sent[mask]
+            stats = time_stats(values)
+            if stats is not None:
+                g.latency[name] = stats
+                g.latency_cdf[name] = cdf_points(values)
+    if any(s.min < 0 for g in groups for s in g.latency.values()):
+        notes.append("some latencies are negative: the publisher's and the consumer's clocks disagree "
+                     "(sync them with NTP/PTP, or read the figures as relative)")
+
+
+def cdf_points(values: Any, points: int = 2000) -> tuple[list[float], list[float]]:
+    """At most ``points`` (value, fraction of values <= it) pairs of an empirical CDF, ends included."""
+    import numpy as np
+
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(v)
+    idx = np.unique(np.linspace(0, n - 1, min(points, n)).round().astype(np.int64))
+    return v[idx].tolist(), ((idx + 1) / n).tolist()
+
+
+def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommendation]:
+    """Per dataset: the fastest configuration, the smallest, and the best for a link of ``bandwidth_bps``."""
+    out: list[Recommendation] = []
+    for dataset in dict.fromkeys(g.dataset for g in groups):
+        cands = [g for g in groups if g.dataset == dataset and g.path_ns_per_record is not None]
+        if not cands:
+            continue
+        fastest = min(cands, key=lambda g: (g.path_ns_per_record, g.wire_bytes_per_record or math.inf))
+        out.append(Recommendation(dataset, "fastest", fastest,
+                                  f"{fastest.path_ns_per_record / 1e3:.3g} µs per record (publish + consume side)"))
+        sized = [g for g in cands if g.wire_bytes_per_record is not None]
+        if not sized:
+            continue
+        smallest = min(sized, key=lambda g: (g.wire_bytes_per_record, g.path_ns_per_record))
+        out.append(Recommendation(dataset, "smallest", smallest,
+                                  f"{smallest.wire_bytes_per_record:.4g} bytes per record on the wire"))
+        best = max(sized, key=lambda g: (link_rate(g, bandwidth_bps), -g.wire_bytes_per_record))
+        out.append(Recommendation(
+            dataset, "bandwidth", best,
+            f"~{link_rate(best, bandwidth_bps):,.0f} records/s sustained on {format_bandwidth(bandwidth_bps)} "
+            f"(limited by {link_bottleneck(best, bandwidth_bps)})"))
+    return out
+
+
+def _link_times(g: GroupSummary, bandwidth_bps: float) -> dict[str, float]:
+    """Seconds per record of each part of a streaming path; they overlap, so the slowest sets the rate."""
+    parts = {"publish side": g.publish_side, "consume side": g.consume_side}
+    times = {k: v.ns_per_record / 1e9 for k, v in parts.items() if v is not None}
+    if not times and g.path_ns_per_record is not None:
+        times["pipeline"] = g.path_ns_per_record / 1e9
+    times["the link"] = (g.wire_bytes_per_record or 0) * 8 / bandwidth_bps
+    return times
+
+
+def link_rate(g: GroupSummary, bandwidth_bps: float) -> float:
+    """Records/s a publisher, a link of ``bandwidth_bps`` and a consumer sustain together."""
+    slowest = max(_link_times(g, bandwidth_bps).values())
+    return 1 / slowest if slowest > 0 else math.inf
+
+
+def link_bottleneck(g: GroupSummary, bandwidth_bps: float) -> str:
+    times = _link_times(g, bandwidth_bps)
+    return max(times, key=lambda k: times[k])
+
+
+def format_bandwidth(bps: float) -> str:
+    for unit, scale in (("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g} {unit}/s"
+    return f"{bps:g} bit/s"
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _int(t: Any, name: str) -> Any:
+    import numpy as np
+
+    return t.column(name).fill_null(0).to_numpy().astype(np.int64)
+
+
+def _codes(column: Any) -> tuple[Any, list[str]]:
+    """Dictionary codes (numpy) and values of a string column."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(column.fill_null("")).combine_chunks()
+    return enc.indices.to_numpy().astype(np.int64), [str(v) for v in enc.dictionary.to_pylist()]
+
+
+def _labels(t: Any, run_ids: tuple[Any, list[str]], runs: dict[str, RunInfo]) -> tuple[Any, list[str]]:
+    """Group of each row: the ``label`` column when present, else the run (named after its pipeline)."""
+    import numpy as np
+
+    if "label" in t.column_names:
+        return _codes(t.column("label"))
+    codes, names = run_ids
+    first = {int(c): i for i, c in reversed(list(enumerate(codes.tolist())))}
+    pipeline = t.column("pipeline")
+    pipe_of = {names[c]: str(pipeline[i]) for c, i in first.items()}
+    counts: dict[str, int] = {}
+    for p in pipe_of.values():
+        counts[p] = counts.get(p, 0) + 1
+    label_of = [pipe_of[r] if counts[pipe_of[r]] == 1 else f"{pipe_of[r]} #{r[-6:]}" for r in names]
+    # runs in start order (run ids sort by start time)
+    order = sorted(range(len(names)), key=lambda c: (runs[names[c]].started_at if names[c] in runs else "", names[c]))
+    remap = np.empty(len(names), dtype=np.int64)
+    remap[order] = np.arange(len(names))
+    return remap[codes], [label_of[c] for c in order]
+
+
+def _steps(t: Any, runs: Any) -> Any:
+    """The ``step`` column; rows without one get their position inside their batch, in table order."""
+    import numpy as np
+
+    n = t.num_rows
+    if "step" in t.column_names and t.column("step").null_count == 0:
+        return t.column("step").to_numpy().astype(np.int64)
+    known = t.column("step").to_numpy(zero_copy_only=False) if "step" in t.column_names else [None] * n
+    batch = _int(t, "batch")
+    seen: dict[tuple[int, int], int] = {}
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        k = (int(runs[i]), int(batch[i]))
+        pos = seen.get(k, 0)
+        seen[k] = pos + 1
+        v = known[i]
+        out[i] = pos if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+    return out
+
+
+def _json(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _dataset(stages: list[StageSummary]) -> str:
+    """What the records were: the generate source's dataset, else the source's subject or path, else its type."""
+    source = min(stages, key=lambda s: s.step)
+    p = source.params
+    for key in ("dataset", "subject", "path"):
+        if p.get(key):
+            return str(p[key])
+    return source.operator
