@@ -5,7 +5,8 @@ writes the footer on ``close``: a worker killed with SIGKILL leaves a file no re
 can open. So a long-lived writer never appends to one file. Each flush becomes one
 complete Parquet file, written under a hidden temporary name and renamed into place
 (``os.replace`` is atomic), so at every instant the folder holds only whole files and
-a kill loses at most the rows not yet flushed.
+a kill loses at most the rows not yet flushed. The encoding and writing happen on a
+background thread, off the pipeline's hot path.
 
 Files are named ``part-<run>-<first>-<last>.parquet``: ``first``..``last`` are the
 flush numbers the file holds. Small parts are merged in the background, LSM style:
@@ -24,7 +25,9 @@ Durability is against a process kill, not a power loss: files are not fsynced.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import queue
 import re
 import threading
 from dataclasses import dataclass
@@ -36,6 +39,7 @@ from .errors import WirepipeError
 PART = re.compile(r"^part-(?P<run>[A-Za-z0-9_.-]+?)-(?P<first>\d{6,})-(?P<last>\d{6,})\.parquet$")
 _TEMP = re.compile(r"^\.part-.*\.(?P<pid>\d+)\.tmp$")
 _MERGE_ROW_GROUP = 65536
+log = logging.getLogger("wirepipe")
 
 
 @dataclass
@@ -115,9 +119,11 @@ def _alive(pid: int) -> bool:
 class PartWriter:
     """Writes one run's tables into a dataset folder as atomic part files, merging small ones.
 
-    ``write`` is called from the pipeline's thread; merges run on a background thread,
-    one at a time, and ``close`` waits for it and merges the tail of the run so that a
-    short run ends as one file.
+    ``write`` only queues the table: a background thread encodes and writes it (Parquet
+    encoding and compression release the GIL, so the pipeline's thread keeps running)
+    and does the merges, so all file work happens in one thread, in order. ``close``
+    drains the queue, merges the tail of the run (a short run ends as one file) and
+    raises the first error the thread met, if any.
     """
 
     def __init__(self, folder: str | Path, run: str, schema: Any, *, compact_parts: int = 16,
@@ -129,65 +135,77 @@ class PartWriter:
         self.max_file_rows = max_file_rows
         self.compression = compression
         self.parts: list[Part] = []
+        self.error: BaseException | None = None
         self._next = 0
-        self._lock = threading.Lock()
-        self._merger: threading.Thread | None = None
-        self.merge_error: BaseException | None = None
         check_folder(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         clean_folder(self.folder)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name=f"wirepipe-parts-{run}", daemon=True)
+        self._thread.start()
 
-    def write(self, table: Any) -> Path:
-        """Write ``table`` as the run's next part, atomically."""
+    def write(self, table: Any) -> None:
+        """Queue ``table`` as the run's next part."""
+        self._queue.put(table)
+
+    def close(self) -> None:
+        """Write what is queued, merge the run's tail; raise the writer thread's error, if any."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise WirepipeError(f"writing results to {self.folder} failed: {self.error}") from self.error
+
+    # --- the writer thread -----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            table = self._queue.get()
+            if self.error is not None:  # keep draining so the pipeline never blocks on us
+                if table is None:
+                    return
+                continue
+            try:
+                if table is None:
+                    self._merge_tail()
+                    return
+                self._write_part(table)
+                while (group := self._due()) is not None:
+                    self._merge(group)
+            except Exception as exc:
+                log.error("writing results to %s failed: %s", self.folder, exc)
+                self.error = exc
+                if table is None:
+                    return
+
+    def _write_part(self, table: Any) -> None:
         n = self._next
         self._next += 1
         part = Part(self.folder / part_name(self.run, n, n), self.run, n, n, table.num_rows)
         self._write_atomic(part.path, lambda w: w.write_table(table))
-        with self._lock:
-            self.parts.append(part)
-        idle = self._merger is None or not self._merger.is_alive()
-        if self.compact_parts >= 2 and idle and self._due() is not None:
-            self._merger = threading.Thread(target=self._merge_due, name=f"wirepipe-merge-{self.run}", daemon=True)
-            self._merger.start()
-        return part.path
-
-    def close(self) -> None:
-        """Wait for a running merge, then merge the run's tail (as much as fits in one file)."""
-        if self._merger is not None:
-            self._merger.join()
-            self._merger = None
-        with self._lock:
-            tail: list[Part] = []
-            rows = 0
-            for p in reversed(self.parts):
-                if rows + p.rows > self.max_file_rows and tail:
-                    break
-                tail.insert(0, p)
-                rows += p.rows
-        if len(tail) > 1:
-            self._merge(tail)
-
-    # --- merging ---------------------------------------------------------------------------------
+        self.parts.append(part)
 
     def _due(self) -> list[Part] | None:
         """The newest ``compact_parts`` files when they share a level and fit in one file."""
-        with self._lock:
-            parts = self.parts
-            k = self.compact_parts
-            if len(parts) < k:
-                return None
-            group = parts[-k:]
-            level = group[-1].level
-            if any(p.level != level for p in group) or sum(p.rows for p in group) > self.max_file_rows:
-                return None
-            return list(group)
+        k = self.compact_parts
+        if k < 2 or len(self.parts) < k:
+            return None
+        group = self.parts[-k:]
+        level = group[-1].level
+        if any(p.level != level for p in group) or sum(p.rows for p in group) > self.max_file_rows:
+            return None
+        return group
 
-    def _merge_due(self) -> None:
-        try:
-            while (group := self._due()) is not None:
-                self._merge(group)
-        except BaseException as exc:  # surfaced by the recorder; never kills the pipeline thread
-            self.merge_error = exc
+    def _merge_tail(self) -> None:
+        """Merge the newest parts, as many as fit in one file, so a short run ends as one file."""
+        tail: list[Part] = []
+        rows = 0
+        for p in reversed(self.parts):
+            if tail and rows + p.rows > self.max_file_rows:
+                break
+            tail.insert(0, p)
+            rows += p.rows
+        if len(tail) > 1:
+            self._merge(tail)
 
     def _merge(self, group: list[Part]) -> None:
         import pyarrow as pa
@@ -211,10 +229,9 @@ class PartWriter:
                 writer.write_table(pa.Table.from_batches(pending, schema=self.schema))
 
         self._write_atomic(merged.path, copy)
-        with self._lock:
-            i = self.parts.index(group[0])
-            self.parts[i:i + len(group)] = [merged]
-        for p in group:
+        i = self.parts.index(group[0])
+        self.parts[i:i + len(group)] = [merged]
+        for p in group:  # after the rename: a kill here leaves covered parts, which readers skip
             with contextlib.suppress(FileNotFoundError):
                 p.path.unlink()
 

@@ -21,6 +21,7 @@ Columns: ``STAGE_COLUMNS`` and ``LATENCY_COLUMNS`` (also in the README).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import platform
@@ -77,8 +78,9 @@ def latency_path(path: str | Path) -> Path:
     return p.with_name(f"{p.stem}.latency{p.suffix}") if p.suffix else p.with_name(f"{p.name}.latency")
 
 
-def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
-    """What a reader of a results file needs to trust and reproduce it."""
+@functools.lru_cache(maxsize=1)
+def _environment() -> tuple[str, str]:
+    """Library versions and host, as JSON: looked up once per process (it takes milliseconds)."""
     from importlib.metadata import PackageNotFoundError, version
 
     def v(name: str) -> str:
@@ -87,18 +89,21 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
         except PackageNotFoundError:
             return "not installed"
 
+    versions = {"wirepipe": v("wirepipe"), **{lib: v(lib) for lib in _LIBRARIES}}
+    host = {"hostname": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "implementation": platform.python_implementation(), "platform": platform.platform()}
+    return json.dumps(versions), json.dumps(host)
+
+
+def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
+    """What a reader of a results file needs to trust and reproduce it."""
+    versions, host = _environment()
     return {
         "wirepipe.run_id": run_id,
         "wirepipe.pipeline": pipeline,
         "wirepipe.config": json.dumps(config or {}, default=str, sort_keys=True),
-        "wirepipe.versions": json.dumps({"wirepipe": v("wirepipe"), **{lib: v(lib) for lib in _LIBRARIES}}),
-        "wirepipe.host": json.dumps({
-            "hostname": platform.node(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "implementation": platform.python_implementation(),
-            "platform": platform.platform(),
-        }),
+        "wirepipe.versions": versions,
+        "wirepipe.host": host,
         "wirepipe.started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         # One reading of both clocks: unix_ns = start_ns - monotonic_ns + unix_ns.
         "wirepipe.clock": json.dumps({"unix_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()}),
@@ -164,11 +169,15 @@ class MetricsRecorder:
         self.flush()
         if self.path is not None and "stages" not in self._writers:  # a run with no batches is still listed
             self._write("stages", self._schemas["stages"].empty_table())
-        for writer in self._writers.values():
-            writer.close()
-            if writer.merge_error is not None:
-                raise writer.merge_error
-        self._writers = {}
+        writers, self._writers = self._writers, {}
+        errors = []
+        for writer in writers.values():
+            try:
+                writer.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
     async def flush_periodically(self) -> None:
         """Flush every ``flush_interval`` seconds; the pipeline runs this as a task and cancels it at the end."""

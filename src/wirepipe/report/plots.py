@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import html
-import importlib.util
+import importlib
 import io
 import re
 from dataclasses import dataclass
@@ -49,7 +49,15 @@ class Cdf:
 
 
 def available() -> dict[str, bool]:
-    return {lib: importlib.util.find_spec(lib) is not None for lib in ("plotly", "matplotlib")}
+    """Which plotting libraries import (a missing one means fewer plots, never a failed report)."""
+    found = {}
+    for lib in ("plotly", "matplotlib"):
+        try:
+            importlib.import_module(lib)
+            found[lib] = True
+        except ImportError:
+            found[lib] = False
+    return found
 
 
 # --- the data behind each plot -------------------------------------------------------------------

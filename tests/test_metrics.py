@@ -1,0 +1,260 @@
+"""Metrics rows: exact sizes, latency rows, crash-safe part folders, a SIGKILLed worker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sysconfig
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from wirepipe.batch import Batch
+from wirepipe.connectors.base import Source
+from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.generate import GenerateSource
+from wirepipe.errors import WirepipeError
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.metrics import LATENCY_COLUMNS, STAGE_COLUMNS, MetricsRecorder, latency_path
+from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.parts import PartWriter, list_parts, part_name
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.report import load_results, summarize
+
+
+def test_point_through_msgpack_is_seven_bytes_per_record(tmp_path: Path) -> None:
+    """{x, y} with values < 128: fixmap(1) + "x"(2) + fixint(1) + "y"(2) + fixint(1) = 7 bytes."""
+    path = tmp_path / "points.parquet"
+    pipe = Pipeline(GenerateSource("point", count=2345, batch_size=500), [Serialize("msgpack")], NullSink(),
+                    name="points", metrics=path)
+    pipe.run()
+    rows = pq.read_table(path).to_pylist()
+    ser = [r for r in rows if r["stage"] == "serialize"]
+    assert [r["records"] for r in ser] == [500, 500, 500, 500, 345]
+    assert all(r["bytes_out"] == 7 * r["records"] for r in ser)
+    assert all(r["bytes_in"] == 8 * r["records"] for r in ser)  # the declared raw size of Point
+    sink = [r for r in rows if r["stage"] == "write"]
+    assert all(r["bytes_in"] == r["bytes_out"] == 7 * r["records"] for r in sink)
+    assert {r["step"] for r in rows} == {0, 1, 2}
+    assert all(r["end_ns"] >= r["start_ns"] for r in rows)
+    assert {r["operator"] for r in ser} == {"msgpack"} and ser[0]["params"] == '{"format": "msgpack"}'
+
+
+def test_every_file_carries_the_run_metadata_and_schema(tmp_path: Path) -> None:
+    path = tmp_path / "m.parquet"
+    Pipeline(GenerateSource("point", count=100), [Serialize("msgpack")], NullSink(), name="meta",
+             metrics=path).run()
+    files = list_parts(path)
+    assert len(files) == 1
+    schema = pq.read_schema(files[0])
+    assert schema.names == list(STAGE_COLUMNS)
+    meta = {k.decode(): v.decode() for k, v in schema.metadata.items()}
+    for key in ("run_id", "pipeline", "config", "versions", "host", "started_at", "clock", "table"):
+        assert f"wirepipe.{key}" in meta
+    assert meta["wirepipe.pipeline"] == "meta"
+    assert '"pyarrow"' in meta["wirepipe.versions"] and '"cpus"' in meta["wirepipe.host"]
+
+
+class StampedSource(Source):
+    """A consumer-like source: batches whose meta carries sent_ns / received_ns, as NATS sources fill them."""
+
+    type = "stamped"
+    stage = "consume"
+
+    def __init__(self, batches: list[tuple[list[int | None], list[int]]]) -> None:
+        super().__init__()
+        self.items = batches
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        seq = 0
+        for sent, received in self.items:
+            n = len(sent)
+            yield Batch([b"\x82\xa1x\x01\xa1y\x02"] * n, meta={"seq": list(range(seq, seq + n)), "sent_ns": sent,
+                                                              "received_ns": received})
+            seq += n
+
+
+def test_latency_rows_per_record(tmp_path: Path) -> None:
+    now = time.time_ns()
+    first = ([now - 5_000_000 + i for i in range(4)], [now - 4_000_000 + i for i in range(4)])  # 1 ms transit
+    second = ([now - 3_000_000, None, now - 3_000_000], [now - 1_000_000] * 3)  # 2 ms, one without the header
+    no_header = ([None, None], [now, now])  # headers: none -> no latency rows at all
+    path = tmp_path / "consume.parquet"
+    before = time.time_ns()
+    Pipeline(StampedSource([first, second, no_header]), [Deserialize("msgpack")], NullSink(), name="consumer",
+             metrics=path).run()
+    after = time.time_ns()
+    lat = pq.read_table(latency_path(path))
+    assert lat.schema.names == list(LATENCY_COLUMNS)
+    rows = lat.to_pylist()
+    assert [r["seq"] for r in rows] == [0, 1, 2, 3, 4, 5, 6]
+    assert [r["batch"] for r in rows] == [0, 0, 0, 0, 1, 1, 1]
+    assert [r["sent_ns"] for r in rows] == [*first[0], *second[0]]
+    assert [r["received_ns"] for r in rows] == [*first[1], *second[1]]
+    assert all(before <= r["done_ns"] <= after for r in rows)
+    assert rows[0]["stream_seq"] is None
+
+    res = load_results([path])
+    (g,) = summarize(res.stages, res.latency, res.runs).groups
+    transit = g.latency["transit"]
+    assert transit.count == 6 and transit.min == 1_000_000 and transit.max == 2_000_000
+    assert transit.p50 == 1_000_000 and transit.p90 == 2_000_000
+    e2e = g.latency["end_to_end"]
+    assert e2e.count == 6 and e2e.min >= 3_000_000 and e2e.max >= 5_000_000 - 3
+
+
+def test_latency_off_records_none(tmp_path: Path) -> None:
+    now = time.time_ns()
+    rec = MetricsRecorder(tmp_path / "x.parquet", latency=False)
+    Pipeline(StampedSource([([now], [now])]), [], NullSink(), metrics=rec).run()
+    assert not latency_path(tmp_path / "x.parquet").exists()
+
+
+def test_in_memory_recorder_tables() -> None:
+    rec = MetricsRecorder(None, pipeline="mem")
+    Pipeline(GenerateSource("point", count=300, batch_size=100), [Serialize("msgpack"), Compress("zstd")],
+             NullSink(), metrics=rec).run()
+    stages, latency = rec.tables()
+    assert stages.num_rows == 3 * 4 and latency.num_rows == 0
+    assert stages.column("pipeline").unique().to_pylist() == ["mem"]
+
+
+def test_empty_run_is_still_listed(tmp_path: Path) -> None:
+    path = tmp_path / "empty.parquet"
+    Pipeline(GenerateSource("point", count=0), [Serialize("msgpack")], NullSink(), metrics=path).run()
+    (f,) = list_parts(path)
+    assert pq.read_table(f).num_rows == 0 and pq.read_schema(f).metadata[b"wirepipe.run_id"]
+
+
+def test_metrics_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "old.parquet"
+    path.write_bytes(b"not a folder")
+    pipe = Pipeline(GenerateSource("point", count=10), [], NullSink(), metrics=path)
+    with pytest.raises(WirepipeError, match="folder of Parquet parts"):
+        pipe.run()
+
+
+# --- the part folder ------------------------------------------------------------------------------
+
+
+def _table(start: int, n: int) -> pa.Table:
+    return pa.table({"i": pa.array(range(start, start + n), pa.int64())})
+
+
+def test_parts_are_merged_and_every_row_kept_once(tmp_path: Path) -> None:
+    folder = tmp_path / "ds.parquet"
+    schema = pa.schema([("i", pa.int64())], metadata={"k": "v"})
+    w = PartWriter(folder, "run1", schema, compact_parts=4, max_file_rows=200)
+    for k in range(37):
+        w.write(_table(10 * k, 10))
+    w.close()
+    files = list_parts(folder)
+    # 37 flushes of 10 rows, merged 4 at a time up to 200 rows: two level-2 files of 16 flushes (160 rows;
+    # four of them would pass 200), then at close the tail (32-35 merged, and 36) as one file
+    assert [f.name for f in files] == [part_name("run1", 0, 15), part_name("run1", 16, 31),
+                                       part_name("run1", 32, 36)]
+    assert pq.read_table(folder).column("i").to_pylist() == list(range(370))
+    assert pq.read_schema(files[0]).metadata == {b"k": b"v"}
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+
+def test_a_merge_killed_before_deleting_its_inputs_counts_no_row_twice(tmp_path: Path) -> None:
+    folder = tmp_path / "ds.parquet"
+    folder.mkdir()
+    for n in range(3):
+        pq.write_table(_table(10 * n, 10), folder / part_name("r", n, n))
+    pq.write_table(_table(0, 20), folder / part_name("r", 0, 1))  # merged 0..1, inputs not deleted yet
+    (folder / f".{part_name('r', 2, 2)}.999999999.tmp").write_bytes(b"half a file")  # a dead writer's temp
+    names = [f.name for f in list_parts(folder)]
+    assert names == [part_name("r", 0, 1), part_name("r", 2, 2)]
+    # the next writer on the folder tidies up what the dead one left
+    PartWriter(folder, "next", pa.schema([("i", pa.int64())])).close()
+    assert sorted(p.name for p in folder.iterdir()) == [part_name("r", 0, 1), part_name("r", 2, 2)]
+
+
+def test_writer_errors_surface_at_close(tmp_path: Path) -> None:
+    folder = tmp_path / "ds.parquet"
+    w = PartWriter(folder, "r", pa.schema([("i", pa.int64())]))
+    w.write(pa.table({"other": [1]}))  # does not match the schema
+    with pytest.raises(WirepipeError, match="writing results"):
+        w.close()
+
+
+# --- a worker killed with SIGKILL -------------------------------------------------------------------
+
+
+def _wirepipe() -> str:
+    exe = Path(sysconfig.get_path("scripts")) / "wirepipe"
+    return str(exe) if exe.exists() else shutil.which("wirepipe") or "wirepipe"
+
+
+def test_sigkilled_worker_leaves_readable_results(tmp_path: Path) -> None:
+    import duckdb
+
+    results = tmp_path / "worker.parquet"
+    config = tmp_path / "worker.yaml"
+    config.write_text(f"""
+name: worker
+source: {{type: generate, dataset: point, rate: 2000, batch_size: 100}}
+operators:
+  - serialize: {{format: msgpack}}
+  - compress: {{codec: zstd, level: fastest}}
+metrics: {{path: "{results}", flush_interval: 0.2s, row_group_rows: 1000000}}
+""")
+    proc = subprocess.Popen([_wirepipe(), "run", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if results.is_dir() and len(list_parts(results)) >= 3:
+                break
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.05)
+        else:
+            pytest.fail("the worker flushed no parts in time")
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    table = pq.read_table(results)  # pyarrow reads the folder as one dataset
+    assert table.num_rows >= 3 * 4
+    batches = sorted(set(table.column("batch").to_pylist()))
+    assert batches == list(range(len(batches)))  # flushed batches are all there, in order, no gap
+    rows = duckdb.sql(f"select count(*) from read_parquet('{results}/*.parquet')").fetchall()[0][0]
+    assert rows == table.num_rows
+    res = load_results([results])
+    assert res.stages.num_rows == table.num_rows
+    out = subprocess.run([_wirepipe(), "report", str(results), "--quiet", "--csv", "-"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "serialize" in out.stdout
+
+
+def test_flushes_by_time_while_running(tmp_path: Path) -> None:
+    """A slow source: parts appear during the run, not only at the end."""
+    import asyncio
+
+    path = tmp_path / "slow.parquet"
+    rec = MetricsRecorder(path, flush_interval=0.05, row_group_rows=1_000_000, compact_parts=0)
+    seen: list[int] = []
+
+    async def main() -> None:
+        pipe = Pipeline(GenerateSource("point", count=60, batch_size=10, rate=200), [Serialize("msgpack")],
+                        NullSink(), metrics=rec)
+        task = asyncio.create_task(pipe.run_async())
+        while not task.done():
+            await asyncio.sleep(0.03)
+            if path.exists():
+                seen.append(len(list_parts(path)))
+        await task
+
+    asyncio.run(main())
+    assert max(seen) >= 2  # parts were written while the pipeline ran
+    assert pq.read_table(path).num_rows == 6 * 3
