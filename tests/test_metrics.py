@@ -8,15 +8,13 @@ import signal
 import subprocess
 import sysconfig
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.batch import Batch
-from wirepipe.connectors.base import Source
+from stamped import StampedSource
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.errors import WirepipeError
@@ -59,25 +57,6 @@ def test_every_file_carries_the_run_metadata_and_schema(tmp_path: Path) -> None:
         assert f"wirepipe.{key}" in meta
     assert meta["wirepipe.pipeline"] == "meta"
     assert '"pyarrow"' in meta["wirepipe.versions"] and '"cpus"' in meta["wirepipe.host"]
-
-
-class StampedSource(Source):
-    """A consumer-like source: batches whose meta carries sent_ns / received_ns, as NATS sources fill them."""
-
-    type = "stamped"
-    stage = "consume"
-
-    def __init__(self, batches: list[tuple[list[int | None], list[int]]]) -> None:
-        super().__init__()
-        self.items = batches
-
-    async def batches(self) -> AsyncIterator[Batch]:
-        seq = 0
-        for sent, received in self.items:
-            n = len(sent)
-            yield Batch([b"\x82\xa1x\x01\xa1y\x02"] * n, meta={"seq": list(range(seq, seq + n)), "sent_ns": sent,
-                                                              "received_ns": received})
-            seq += n
 
 
 def test_latency_rows_per_record(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ class RunInfo:
     config: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
+    started_ns: int = 0  # Unix ns when the recorder opened (from ``wirepipe.clock``), 0 when unknown
 
     @classmethod
     def from_metadata(cls, meta: dict[bytes, bytes]) -> RunInfo | None:
@@ -46,7 +47,7 @@ class RunInfo:
         if run_id is None:
             return None
         return cls(run_id, get("pipeline") or "", get("started_at") or "", obj("config"), obj("versions"),
-                   obj("host"))
+                   obj("host"), int(obj("clock").get("unix_ns", 0)))
 
 
 @dataclass

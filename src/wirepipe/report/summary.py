@@ -484,8 +484,8 @@ def _labels(t: Any, run_ids: tuple[Any, list[str]], runs: dict[str, RunInfo]) ->
     for p in pipe_of.values():
         counts[p] = counts.get(p, 0) + 1
     label_of = [pipe_of[r] if counts[pipe_of[r]] == 1 else f"{pipe_of[r]} #{r[-6:]}" for r in names]
-    # runs in start order (run ids sort by start time)
-    order = sorted(range(len(names)), key=lambda c: (runs[names[c]].started_at if names[c] in runs else "", names[c]))
+    # runs in start order; without metadata, in the order the table has them
+    order = sorted(range(len(names)), key=lambda c: (runs[names[c]].started_ns, first[c]))
     remap = np.empty(len(names), dtype=np.int64)
     remap[order] = np.arange(len(names))
     return remap[codes], [label_of[c] for c in order]
