@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stamped import StampedSource
+from tests.stamped import StampedSource
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.errors import WirepipeError

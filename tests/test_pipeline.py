@@ -146,7 +146,7 @@ def test_metrics_rows_for_every_stage_of_every_batch(tmp_path: Path) -> None:
     assert [r["bytes_out"] for r in serialize] == [7000, 7000, 3500]  # 7 bytes per msgpack point
     assert all(r["end_ns"] >= r["start_ns"] for r in rows)
     assert json.loads(serialize[0]["params"]) == {"format": "msgpack"}
-    meta = pq.read_schema(path).metadata
+    meta = pq.read_schema(next(path.glob("part-*.parquet"))).metadata
     assert meta[b"wirepipe.pipeline"] == b"pipeline"
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from stamped import StampedSource
+from tests.stamped import StampedSource
 from wirepipe.cli import app
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource

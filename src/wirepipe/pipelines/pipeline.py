@@ -211,10 +211,9 @@ class Pipeline:
         t0 = _ns()
         await sink.write(batch)
         t1 = _ns()
-        if metrics is not None:
-            metrics.stamp_sink(index, batch, prev, t0, t1)
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
+            metrics.stamp_sink(index, batch, prev, t0, t1)
             stats.bytes_out += prev or 0
         await self.source.ack(batch)
 
