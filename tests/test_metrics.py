@@ -237,3 +237,10 @@ def test_flushes_by_time_while_running(tmp_path: Path) -> None:
     asyncio.run(main())
     assert max(seen) >= 2  # parts were written while the pipeline ran
     assert pq.read_table(path).num_rows == 6 * 3
+
+
+def test_readme_documents_every_column() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    for columns in (STAGE_COLUMNS, LATENCY_COLUMNS):
+        for name, (kind, meaning) in columns.items():
+            assert f"| `{name}` | {kind} | {meaning} |" in readme, name

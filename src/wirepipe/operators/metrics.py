@@ -45,8 +45,8 @@ STAGE_COLUMNS: dict[str, tuple[str, str]] = {
     "params": ("string", "the operator's parameters as JSON"),
     "records": ("int64", "records that left the stage"),
     "rejected": ("int64", "records the stage sent to the dead-letter destination"),
-    "bytes_in": ("int64", "payload bytes entering the stage: the declared raw size before `serialize` "
-                          "(null when unknown), the wire bytes after it"),
+    "bytes_in": ("int64", "payload bytes entering the stage; for `serialize`, the declared raw size of the "
+                          "records (null when the source does not know it)"),
     "bytes_out": ("int64", "payload bytes leaving the stage (null while values are objects)"),
     "start_ns": ("int64", "stage start, `time.monotonic_ns()` of the worker (see `wirepipe.clock`)"),
     "end_ns": ("int64", "stage end, `time.monotonic_ns()`; the stage took `end_ns - start_ns`"),
