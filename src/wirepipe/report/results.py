@@ -61,13 +61,14 @@ class Results:
     skipped: list[Path] = field(default_factory=list)
 
 
-def load_results(paths: Iterable[str | Path]) -> Results:
+def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
     """Read every results file named by ``paths`` (files, part folders, folders of those)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..operators.metrics import LATENCY_COLUMNS, STAGE_COLUMNS, arrow_schema
 
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files: list[Path] = []
     for path in paths:
         files += _discover(Path(path))
@@ -91,8 +92,7 @@ def load_results(paths: Iterable[str | Path]) -> Results:
         tables[kind].append(pq.read_table(f).replace_schema_metadata(None))
         used.append(f)
     if not tables["stages"]:
-        what = ", ".join(map(str, paths)) if not isinstance(paths, (str, Path)) else str(paths)
-        raise WirepipeError(f"no wirepipe results (stage rows) in {what}")
+        raise WirepipeError(f"no wirepipe results (stage rows) in {', '.join(map(str, paths))}")
 
     def concat(kind: str, columns: dict[str, tuple[str, str]]) -> Any:
         parts = tables[kind] or [arrow_schema(columns).empty_table()]
