@@ -196,6 +196,48 @@ def report(
         typer.echo(note, err=True)
 
 
+@app.command()
+def bench(
+    dataset: Annotated[str | None, typer.Option(help="datasets, comma-separated: point,large_vectors,transaction,"
+                                                    "block,feed")] = None,
+    input: Annotated[list[Path] | None, typer.Option("--input", help="your records: FILE.jsonl or FILE.parquet")] = None,
+    format: Annotated[str | None, typer.Option(help="formats, comma-separated (default: all)")] = None,
+    codec: Annotated[str | None, typer.Option(help="codecs, comma-separated (default: all)")] = None,
+    level: Annotated[str | None, typer.Option(help="levels: fastest,default,best or integers")] = None,
+    transport: Annotated[str, typer.Option(help="none (in-process), nats or jetstream")] = "none",
+    url: Annotated[str | None, typer.Option(help="NATS url (default: an embedded server)")] = None,
+    iterations: Annotated[int | None, typer.Option("--iterations", "-k", help="K iterations")] = None,
+    repetitions: Annotated[int | None, typer.Option("--repetitions", "-n",
+                                                    help="N repetitions per iteration (default scales with size)")] = None,
+    out: Annotated[Path, typer.Option(help="folder for bench.parquet, bench.md and reports")] = Path("results/bench"),
+    quick: Annotated[bool, typer.Option(help="a subset that finishes in under a minute")] = False,
+    zstd_dict: Annotated[str | None, typer.Option(help="`train`: add zstd rows with a dictionary trained on the data")] = None,
+    records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100")] = None,
+    bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit")] = "100Mbit",
+    seed: Annotated[int, typer.Option(help="dataset seed")] = 0,
+) -> None:
+    """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
+    from rich.console import Console
+
+    from .bench.command import execute, make_plan
+    from .errors import ConfigError, WirepipeError
+    from .units import parse_bandwidth
+
+    try:
+        plan = make_plan(dataset=dataset, inputs=list(input or []), format=format, codec=codec, level=level,
+                         transport=transport, url=url, iterations=iterations, repetitions=repetitions, out=out,
+                         quick=quick, zstd_dict=zstd_dict, records_per_message=records_per_message, seed=seed)
+        bits = parse_bandwidth(bandwidth)
+    except ValueError as exc:
+        fail(f"--bandwidth: {exc}", EXIT_CONFIG)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    try:
+        execute(plan, bits, Console(stderr=False))
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+
+
 def main() -> None:
     app()
 

@@ -238,15 +238,36 @@ class GroupSummary:
         return self.chain or self.label
 
     def snippet(self) -> str:
-        """The YAML operators that run this configuration, publisher and consumer side."""
+        """The YAML operators that run this configuration, publisher and consumer side.
+
+        A plain chain is one ``encode``/``decode`` entry; a trained zstd dictionary or
+        several records per message (a ``pack`` stage) are spelled out operator by operator.
+        """
         chain = self.chain
         if chain is None:
             return "# no codec chain in these rows: see the run's config in the results metadata"
         ser = self._stage(("serialize",))
         schema = ser.params.get("schema") if ser is not None else None
         extra = f", schema: {json.dumps(schema)}" if schema else ""
-        return (f"# publisher\noperators:\n  - encode: {{chain: \"{chain}\"{extra}}}\n"
-                f"# consumer\noperators:\n  - decode: {{chain: \"{chain}\"{extra}}}")
+        comp = self._stage(("compress",))
+        dictionary = comp.params.get("dictionary") if comp is not None else None
+        pack = self._stage(("pack",))
+        if not dictionary and pack is None:
+            return (f"# publisher\noperators:\n  - encode: {{chain: \"{chain}\"{extra}}}\n"
+                    f"# consumer\noperators:\n  - decode: {{chain: \"{chain}\"{extra}}}")
+        fmt, _, codec_step = chain.partition("|")
+        pub = [f"  - pack: {{records: {pack.params.get('records')}}}"] if pack is not None else []
+        pub.append(f"  - serialize: {{format: {fmt}{extra}}}")
+        con = []
+        if codec_step:
+            codec, _, level = codec_step.partition(":")
+            d = f", dictionary: {json.dumps(dictionary)}" if dictionary else ""
+            pub.append(f"  - compress: {{codec: {codec}, level: {level or 'default'}{d}}}")
+            con.append(f"  - decompress: {{codec: {codec}{d}}}")
+        con.append(f"  - deserialize: {{format: {fmt}{extra}}}")
+        if pack is not None:
+            con.append("  - unpack: {}")
+        return "# publisher\noperators:\n" + "\n".join(pub) + "\n# consumer\noperators:\n" + "\n".join(con)
 
 
 @dataclass

@@ -1,0 +1,169 @@
+"""In-process timing of the codec chain: serialize, compress, decompress, deserialize.
+
+Each stage runs the same operators a pipeline runs, over the N repetitions in batches
+(the way a pipeline sees them), timed with a monotonic clock. Serialize and
+deserialize depend only on the format, so they are timed once per format per
+iteration and shared by that format's codec rows; compress and decompress are timed
+per codec and level. Iterations are the outer loop, so drift on a busy machine spreads
+over every combination alike. The first iteration also checks the round trip: a
+combination whose output differs from its input (or that rejects a record) is
+reported as failed with the reason, never dropped.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..batch import Batch
+from ..codecs.formats import FORMATS
+from ..operators.compress import Compress, Decompress
+from ..operators.framing import Pack, Unpack
+from ..operators.serialize import Deserialize, Serialize
+from .data import BenchData
+from .plan import Combo
+
+_ns = time.monotonic_ns
+
+
+@dataclass
+class StageTime:
+    stage: str
+    operator: str
+    params: dict[str, Any]
+    records: int
+    bytes_in: int | None
+    bytes_out: int | None
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class ComboResult:
+    combo: Combo
+    iterations: list[list[StageTime]] = field(default_factory=list)
+    error: str | None = None
+
+
+def _chunks(values: list[Any], size: int) -> list[list[Any]]:
+    return [values[i:i + size] for i in range(0, len(values), size)]
+
+
+def _timed(op: Callable[[Batch], Batch], chunks: list[list[Any]], schema: tuple[str, ...] | None
+           ) -> tuple[list[list[Any]], int, int, list[str]]:
+    """Run ``op`` over every chunk; (outputs, start, end, rejection reasons)."""
+    errors: list[str] = []
+    start = _ns()
+    out = []
+    for chunk in chunks:
+        b = op(Batch(chunk, schema=schema))
+        out.append(b.values)
+        if b.rejected:
+            errors.append(b.rejected[0].error)
+    end = _ns()
+    return out, start, end, errors
+
+
+def _nbytes(chunks: list[list[bytes]]) -> int:
+    return sum(sum(map(len, c)) for c in chunks)
+
+
+def batch_size_for(raw_bytes: float) -> int:
+    """Batches of about 1 MB of raw data, 1..1000 records, as a pipeline would carry them."""
+    return max(1, min(1000, int(1_000_000 / max(raw_bytes, 1.0))))
+
+
+def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iterations: int,
+                dictionaries: dict[str, str] | None = None,
+                progress: Callable[[Combo], None] | None = None) -> Iterator[ComboResult]:
+    """Time every combination over ``iterations`` x ``repetitions`` (plus one warm-up iteration)."""
+    values = data.values(repetitions)
+    raw_total = round(data.raw_bytes * repetitions)
+    results = {c: ComboResult(c) for c in combos}
+    # Serialize/deserialize depend on the format and on how many records go in one message.
+    groups = list(dict.fromkeys((c.format, c.records_per_message) for c in combos))
+    by_group = {g: [c for c in combos if (c.format, c.records_per_message) == g] for g in groups}
+    size = batch_size_for(data.raw_bytes)
+    inputs = {k: _chunks(values, max(k, size // k * k)) for k in {c.records_per_message for c in combos}}
+    schema = data.fields
+    ops: dict[Combo, tuple[Compress | None, Decompress | None]] = {}
+    for c in combos:
+        if c.codec == "none":
+            ops[c] = (None, None)
+            continue
+        d = (dictionaries or {}).get(c.format) if c.dictionary else None
+        ops[c] = (Compress(c.codec, c.level, dictionary=d), Decompress(c.codec, dictionary=d))
+    gc_was_enabled = gc.isenabled()
+    try:
+        for it in range(iterations + 1):  # iteration 0 is the warm-up
+            for fmt, k in groups:
+                chunks = inputs[k]
+                positional = schema if FORMATS[fmt].needs_schema else None
+                ser, deser = Serialize(fmt, schema=positional), Deserialize(fmt, schema=positional, allow_pickle=True)
+                framing: list[StageTime] = []
+                gc.collect()
+                gc.disable()  # a collection in the middle of a stage would be charged to it
+                if k > 1:
+                    pack, unpack = Pack(k), Unpack()
+                    chunks, p0, p1, _ = _timed(pack, chunks, schema)
+                payloads, s0, s1, ser_err = _timed(ser, chunks, schema)
+                decoded, d0, d1, deser_err = _timed(deser, payloads, schema)
+                if k > 1:
+                    decoded, q0, q1, unpack_err = _timed(unpack, decoded, schema)
+                    deser_err += unpack_err
+                gc.enable()
+                if k > 1:
+                    framing = [StageTime("pack", pack.name, pack.params, repetitions, None, None, p0, p1),
+                               StageTime("unpack", unpack.name, unpack.params, repetitions, None, None, q0, q1)]
+                ser_bytes = _nbytes(payloads)
+                ser_row = StageTime("serialize", ser.name, ser.params, repetitions, raw_total, ser_bytes, s0, s1)
+                deser_row = StageTime("deserialize", deser.name, deser.params, repetitions, ser_bytes, None, d0, d1)
+                format_error = _first(ser_err + deser_err) or (
+                    None if it or _flat(decoded) == values else f"{fmt}: decoded records differ from the input")
+                for c in by_group[(fmt, k)]:
+                    r = results[c]
+                    if progress is not None and it:
+                        progress(c)
+                    if r.error:
+                        continue
+                    if format_error:
+                        r.error = format_error
+                        continue
+                    comp, decomp = ops[c]
+                    if comp is None or decomp is None:
+                        rows = [*framing[:1], ser_row, deser_row, *framing[1:]]
+                    else:
+                        gc.collect()
+                        gc.disable()
+                        packed, c0, c1, c_err = _timed(comp, payloads, schema)
+                        unpacked, u0, u1, u_err = _timed(decomp, packed, schema)
+                        gc.enable()
+                        if c_err or u_err:
+                            r.error = _first(c_err + u_err)
+                            continue
+                        if it == 0 and unpacked != payloads:
+                            r.error = f"{c.chain}: decompressed payloads differ from the serialized ones"
+                            continue
+                        comp_bytes = _nbytes(packed)
+                        rows = [*framing[:1], ser_row,
+                                StageTime("compress", comp.name, comp.params, repetitions, ser_bytes, comp_bytes, c0, c1),
+                                StageTime("decompress", decomp.name, decomp.params, repetitions, comp_bytes, ser_bytes,
+                                          u0, u1),
+                                deser_row, *framing[1:]]
+                    if it:
+                        r.iterations.append(rows)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    yield from results.values()
+
+
+def _flat(chunks: list[list[Any]]) -> list[Any]:
+    return [v for c in chunks for v in c]
+
+
+def _first(errors: list[str]) -> str | None:
+    return errors[0] if errors else None

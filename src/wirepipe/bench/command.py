@@ -1,0 +1,181 @@
+"""``wirepipe bench``: options to a plan, the run with a progress bar, tables and files out."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ..codecs.compression import CODECS, get_codec
+from ..codecs.formats import FORMATS
+from ..datasets import DATASETS
+from ..errors import ConfigError
+from .plan import ALL_LEVELS, QUICK, BenchPlan
+from .runner import BenchRun, rows_table, run_bench, write_results
+from .tables import chain_table, failures, format_table, markdown, rich_table
+
+TRANSPORTS = ("none", "nats", "jetstream")
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def _check(kind: str, values: list[str], allowed: list[str]) -> None:
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ConfigError(f"unknown {kind} {', '.join(map(repr, bad))}: allowed {', '.join(allowed)}",
+                          path=f"--{kind}")
+
+
+def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, codec: str | None,
+              level: str | None, transport: str, url: str | None, iterations: int | None,
+              repetitions: int | None, out: Path, quick: bool, zstd_dict: str | None,
+              records_per_message: str | None, seed: int) -> BenchPlan:
+    """Validate the command's options into a plan (``ConfigError`` naming the option)."""
+    plan = BenchPlan(out=out, seed=seed, quick=quick, url=url)
+    if quick:
+        plan.datasets, plan.formats, plan.codecs = list(QUICK["datasets"]), list(QUICK["formats"]), list(QUICK["codecs"])
+        plan.levels, plan.iterations, plan.scale = list(QUICK["levels"]), int(QUICK["iterations"]), float(QUICK["scale"])
+    if dataset:
+        plan.datasets = _split(dataset)
+        _check("dataset", plan.datasets, list(DATASETS))
+    if inputs:
+        plan.inputs = list(inputs)
+        if not dataset:
+            plan.datasets = []
+    if format:
+        plan.formats = _split(format)
+        _check("format", plan.formats, list(FORMATS))
+    if codec:
+        plan.codecs = [get_codec(c).name if c in CODECS or c in ("br", "bzip2", "lzma", "identity") else c
+                       for c in _split(codec)]
+        _check("codec", plan.codecs, list(CODECS))
+    if level:
+        levels: list[str | int] = [int(v) if v.lstrip("-").isdigit() else v for v in _split(level)]
+        for lv in levels:
+            if isinstance(lv, str) and lv not in ALL_LEVELS:
+                raise ConfigError(f"unknown level {lv!r}: allowed fastest, default, best or an integer", path="--level")
+        for c in plan.codecs:
+            for lv in levels:
+                if c != "none":
+                    try:
+                        get_codec(c).resolve_level(lv)
+                    except ValueError as exc:
+                        raise ConfigError(str(exc), path="--level") from None
+        plan.levels = levels
+    if transport not in TRANSPORTS:
+        raise ConfigError(f"unknown transport {transport!r}: allowed {', '.join(TRANSPORTS)}", path="--transport")
+    plan.transport = transport
+    if iterations is not None:
+        if iterations < 1:
+            raise ConfigError(f"{iterations} iterations: need at least 1", path="--iterations")
+        plan.iterations = iterations
+    if repetitions is not None:
+        if repetitions < 1:
+            raise ConfigError(f"{repetitions} repetitions: need at least 1", path="--repetitions")
+        plan.repetitions = repetitions
+    if zstd_dict not in (None, "train"):
+        raise ConfigError(f"{zstd_dict!r}: the only value is `train`", path="--zstd-dict")
+    plan.zstd_dict = zstd_dict == "train"
+    if plan.zstd_dict and "zstd" not in plan.codecs:
+        plan.codecs.append("zstd")
+    if records_per_message:
+        try:
+            plan.records_per_message = [int(v) for v in _split(records_per_message)]
+        except ValueError:
+            raise ConfigError(f"{records_per_message!r}: expected integers, e.g. 1,10,100",
+                              path="--records-per-message") from None
+        if any(k < 1 for k in plan.records_per_message):
+            raise ConfigError("records per message must be >= 1", path="--records-per-message")
+    if not plan.datasets and not plan.inputs:
+        raise ConfigError("nothing to measure: give --dataset or --input", path="--dataset")
+    return plan
+
+
+def execute(plan: BenchPlan, bandwidth: float, console: Any) -> BenchRun:
+    """Run the plan with a progress bar, print the tables, write the files."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ..report.plots import write_html
+    from ..report.render import write_markdown
+    from ..report.summary import summarize
+
+    started = time.monotonic()
+    columns = (TextColumn("[bold]{task.description:<44}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("starting", total=None)
+
+        def on_step(description: str, done: int, total: int) -> None:
+            progress.update(task, description=description[:44], completed=done, total=total)
+
+        run = run_bench(plan, on_step)
+    run.bandwidth = bandwidth
+    path = write_results(run)
+    report = summarize(rows_table(run), bandwidth_bps=bandwidth)
+    (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
+    write_markdown(report, plan.out / "report.md")
+    notes = write_html(report, plan.out / "report.html")
+    print_tables(run, report, console)
+    for note in dict.fromkeys(notes):
+        console.print(f"note: {note}")
+    console.print(f"\nresults: {path}\ntables: {plan.out / 'bench.md'}\nreport: {plan.out / 'report.md'}, "
+                  f"{plan.out / 'report.html'}  ({time.monotonic() - started:.1f}s)")
+    return run
+
+
+def _protocol(run: BenchRun, dataset: str) -> str:
+    ms = run.measured[dataset]
+    n = ms[0].repetitions if ms else 0
+    raw = ms[0].raw_bytes if ms else 0
+    note = "" if dataset in DATASETS else " (raw = the record's compact JSON size)"
+    return (f"N = {n} repetitions per iteration, K = {run.plan.iterations} iterations after a warm-up; "
+            f"times in ms per iteration, mean [min - max]; sizes in bytes per record; "
+            f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
+
+
+_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
+
+
+def _picks(report: Any, dataset: str) -> list[tuple[str, str, str, str]]:
+    """(what, configuration, figure, YAML) for each recommendation of a dataset."""
+    prefix = f"{dataset}: "
+    return [(_KIND.get(r.kind, r.kind), r.group.label.removeprefix(prefix), r.why, r.group.snippet())
+            for r in report.recommendations if r.dataset == dataset]
+
+
+def render_markdown(run: BenchRun, report: Any) -> str:
+    parts = ["# wirepipe bench", ""]
+    for dataset, rows in run.measured.items():
+        parts += [f"## {dataset}", "", _protocol(run, dataset), "", "### Formats", ""]
+        parts += [markdown(*format_table(rows)), "", "### Formats with compression", ""]
+        parts += [markdown(*chain_table(rows)), ""]
+        failed = failures(rows)
+        if failed:
+            parts += ["### Failed combinations", ""] + [f"- `{label}`: {why}" for label, why in failed] + [""]
+        parts += ["### Recommendation", ""]
+        for what, config, why, yaml in _picks(report, dataset):
+            parts += [f"**{what}**: `{config}`: {why}", "", "```yaml", yaml, "```", ""]
+    return "\n".join(parts)
+
+
+def print_tables(run: BenchRun, report: Any, console: Any) -> None:
+    from rich.markup import escape
+
+    for dataset, rows in run.measured.items():
+        console.rule(f"[bold]{dataset}")
+        console.print(escape(_protocol(run, dataset)))
+        console.print(rich_table("Formats", *format_table(rows)))
+        console.print(rich_table("Formats with compression", *chain_table(rows)))
+        for label, why in failures(rows):
+            console.print(f"[red]failed[/red] {escape(label)}: {escape(why)}")
+        for what, config, why, _ in _picks(report, dataset):
+            console.print(f"[bold green]{escape(what)}[/]: {escape(config)}  ({escape(why)})")

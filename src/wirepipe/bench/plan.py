@@ -1,0 +1,109 @@
+"""What a benchmark run measures: the data, the combinations and the protocol.
+
+The protocol is the seed studies': K iterations of N repetitions after a warm-up, each
+figure reported as the mean with [min - max] over the iterations. N scales with the
+payload so an iteration moves a similar amount of raw data (seed: 500000 repetitions
+of the 8-byte ``point``, 100 of the 388 kB ``large_vectors``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..codecs.chain import Chain
+from ..codecs.compression import get_codec
+from ..codecs.formats import FORMATS
+
+ALL_LEVELS = ("fastest", "default", "best")
+RAW_BYTES_PER_ITERATION = 4_000_000
+MIN_REPETITIONS, MAX_REPETITIONS = 100, 500_000
+SAMPLE_RECORDS = 1000  # distinct records cycled through the repetitions
+
+QUICK = {
+    "datasets": ["point", "block"],
+    "formats": ["json", "orjson", "msgpack", "msgpack-array"],
+    "codecs": ["none", "zstd", "lz4", "gzip"],
+    "levels": ["fastest", "default"],
+    "iterations": 3,
+    "scale": 1 / 20,
+}
+
+
+def default_repetitions(raw_bytes_per_record: float, scale: float = 1.0) -> int:
+    """N for a payload of this raw size: about 4 MB of raw data per iteration (times ``scale``), 100..500000."""
+    n = round(RAW_BYTES_PER_ITERATION * scale / max(raw_bytes_per_record, 1.0))
+    return max(MIN_REPETITIONS, min(MAX_REPETITIONS, n))
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One measured configuration: format, codec at a level, options."""
+
+    format: str
+    codec: str = "none"
+    level: str | int = "default"
+    dictionary: bool = False
+    records_per_message: int = 1
+
+    @property
+    def chain(self) -> str:
+        steps = self.format if self.codec == "none" else f"{self.format}|{self.codec}:{self.level}"
+        return str(Chain.parse(steps))
+
+    @property
+    def label(self) -> str:
+        extra = " +dict" if self.dictionary else ""
+        extra += f" x{self.records_per_message}/msg" if self.records_per_message > 1 else ""
+        return f"{self.chain}{extra}"
+
+
+@dataclass
+class BenchPlan:
+    """A validated request for ``wirepipe bench``."""
+
+    datasets: list[str] = field(default_factory=lambda: ["point"])
+    inputs: list[Path] = field(default_factory=list)
+    formats: list[str] = field(default_factory=lambda: list(FORMATS))
+    codecs: list[str] = field(default_factory=lambda: ["none", "zstd", "zlib", "gzip", "deflate", "brotli", "bz2",
+                                                       "xz", "lz4"])
+    levels: list[str | int] = field(default_factory=lambda: list(ALL_LEVELS))
+    transport: str = "nats"
+    url: str | None = None
+    iterations: int = 10
+    repetitions: int | None = None
+    scale: float = 1.0
+    out: Path = Path("results/bench")
+    zstd_dict: bool = False
+    records_per_message: list[int] = field(default_factory=lambda: [1])
+    seed: int = 0
+    quick: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def combos(self) -> list[Combo]:
+        """Every format x codec x level (levels that resolve to the same number measured once).
+
+        ``msgpack-array`` is not framed several records per message: its records are
+        already arrays, so a list of them could not be told from one record.
+        """
+        out: list[Combo] = []
+        for fmt in self.formats:
+            for codec in self.codecs:
+                for level in self.level_list(codec):
+                    for k in self.records_per_message:
+                        if k > 1 and FORMATS[fmt].needs_schema:
+                            continue
+                        out.append(Combo(fmt, codec, level, records_per_message=k))
+                        if self.zstd_dict and codec == "zstd":
+                            out.append(Combo(fmt, codec, level, dictionary=True, records_per_message=k))
+        return out
+
+    def level_list(self, codec: str) -> list[str | int]:
+        if codec == "none":
+            return ["default"]
+        c = get_codec(codec)
+        seen: dict[int, str | int] = {}
+        for level in self.levels:
+            seen.setdefault(c.resolve_level(level), level)
+        return list(seen.values())

@@ -1,0 +1,173 @@
+"""Runs a benchmark plan: every dataset x combination, with a progress bar, into files.
+
+Outputs in ``--out``: ``bench.parquet`` (one row per stage per iteration per
+combination, in the metrics schema plus ``label``/``dataset``/``chain``/``iteration``
+columns, with the run metadata; ``wirepipe report`` reads it), ``bench.md`` (the
+tables and recommendations), and trained zstd dictionaries when asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..report.summary import DEFAULT_BANDWIDTH
+from .codec_timing import ComboResult, StageTime, time_codecs
+from .data import BenchData, from_dataset, from_file
+from .plan import BenchPlan, Combo, default_repetitions
+from .tables import Measured, Spread
+
+
+@dataclass
+class BenchRun:
+    """Everything one ``wirepipe bench`` measured."""
+
+    plan: BenchPlan
+    run_id: str
+    measured: dict[str, list[Measured]] = field(default_factory=dict)  # by dataset
+    raw_rows: list[dict[str, Any]] = field(default_factory=list)
+    bandwidth: float = DEFAULT_BANDWIDTH
+
+
+def load_data(plan: BenchPlan) -> list[BenchData]:
+    return [from_dataset(d, plan.seed) for d in plan.datasets] + [from_file(p) for p in plan.inputs]
+
+
+def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[str, str]:
+    """One zstd dictionary per format, trained on the serialized sample; format -> file path.
+
+    The files stay in ``out`` so the recommended config can point at them.
+    """
+    import zstandard
+
+    from ..codecs.compression import train_zstd_dictionary
+    from ..codecs.formats import get_format
+
+    paths: dict[str, str] = {}
+    out.mkdir(parents=True, exist_ok=True)
+    for fmt in formats:
+        encode = get_format(fmt).encoder(data.fields)
+        samples = [encode(r) for r in data.values(max(len(data.records), 200))]
+        try:
+            d = train_zstd_dictionary(samples, size=min(16384, max(1024, sum(map(len, samples)) // 10)))
+        except (ValueError, zstandard.ZstdError):  # too little or too uniform data: no +dict rows then
+            continue
+        path = out / f"{data.name}-{fmt}.zdict"
+        path.write_bytes(d)
+        paths[fmt] = str(path)
+    return paths
+
+
+def measured_from(data: BenchData, result: ComboResult, repetitions: int) -> Measured:
+    m = Measured(data.name, result.combo, data.raw_bytes, repetitions, error=result.error)
+    if result.error or not result.iterations:
+        m.error = m.error or "no iteration completed"
+        return m
+    for rows in result.iterations:
+        for row in rows:
+            m.stages.setdefault(row.stage, Spread([])).values.append((row.end_ns - row.start_ns) / 1e6)
+    first = {row.stage: row for row in result.iterations[0]}
+    m.size = first["serialize"].bytes_out / repetitions
+    m.compressed = first["compress"].bytes_out / repetitions if "compress" in first else m.size
+    return m
+
+
+def raw_rows(run_id: str, data: BenchData, result: ComboResult) -> list[dict[str, Any]]:
+    """Rows in the metrics schema (one per stage per iteration), labelled with the combination."""
+    out = []
+    label = f"{data.name}: {result.combo.label}"
+    for i, rows in enumerate(result.iterations):
+        for step, row in enumerate(rows):
+            out.append(_row(run_id, label, data.name, result.combo, i, step, row))
+    return out
+
+
+def _row(run_id: str, label: str, dataset: str, combo: Combo, iteration: int, step: int,
+         row: StageTime) -> dict[str, Any]:
+    return {
+        "run_id": run_id, "pipeline": label, "label": label, "dataset": dataset, "chain": combo.label,
+        "iteration": iteration, "batch": iteration, "step": step, "stage": row.stage, "operator": row.operator,
+        "params": json.dumps(row.params, default=str, sort_keys=True), "records": row.records, "rejected": 0,
+        "bytes_in": row.bytes_in, "bytes_out": row.bytes_out, "start_ns": row.start_ns, "end_ns": row.end_ns,
+    }
+
+
+def run_bench(plan: BenchPlan, on_step: Callable[[str, int, int], None] | None = None) -> BenchRun:
+    """Measure every dataset x combination; ``on_step(description, done, total)`` reports progress."""
+    run = BenchRun(plan, uuid.uuid4().hex)
+    datas = load_data(plan)
+    combos = plan.combos()
+    units_per_combo = plan.iterations * (2 if plan.transport != "none" else 1)
+    total = len(datas) * len(combos) * units_per_combo
+    done = 0
+
+    def step(combo: Combo, data: BenchData) -> None:
+        nonlocal done
+        done += 1
+        if on_step is not None:
+            on_step(f"{data.name} {combo.label}", done, total)
+
+    for data in datas:
+        n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
+        dictionaries = train_dictionaries(data, plan.formats, plan.out) if plan.zstd_dict else {}
+        usable = [c for c in combos if not c.dictionary or c.format in dictionaries]
+        results = list(time_codecs(data, usable, n, plan.iterations, dictionaries,
+                                   progress=lambda c, d=data: step(c, d)))
+        if plan.transport != "none":
+            from .transport import time_transport
+
+            results = time_transport(data, results, n, plan, run, progress=lambda c, d=data: step(c, d))
+        run.measured[data.name] = [measured_from(data, r, n) for r in results]
+        for r in results:
+            run.raw_rows += raw_rows(run.run_id, data, r)
+    return run
+
+
+def rows_table(run: BenchRun) -> Any:
+    """The raw rows as an Arrow table in the metrics schema (what ``summarize`` reads)."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(run.raw_rows, schema=_schema()) if run.raw_rows else _schema().empty_table()
+
+
+def write_results(run: BenchRun) -> Path:
+    """``bench.parquet`` with the raw rows and the run metadata."""
+    import pyarrow.parquet as pq
+
+    from ..operators.metrics import run_metadata
+
+    out = run.plan.out
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench.parquet"
+    meta = run_metadata("wirepipe bench", _plan_dict(run.plan), run.run_id)
+    failures = {f"{d}: {m.combo.label}": m.error for d, ms in run.measured.items() for m in ms if m.error}
+    meta["wirepipe.bench.failures"] = json.dumps(failures)
+    meta["wirepipe.bench.repetitions"] = json.dumps(
+        {d: ms[0].repetitions for d, ms in run.measured.items() if ms})
+    table = rows_table(run)
+    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), path,
+                   compression="zstd")
+    return path
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("run_id", pa.string()), ("pipeline", pa.string()), ("label", pa.string()), ("dataset", pa.string()),
+        ("chain", pa.string()), ("iteration", pa.int64()), ("batch", pa.int64()), ("step", pa.int32()),
+        ("stage", pa.string()),
+        ("operator", pa.string()), ("params", pa.string()), ("records", pa.int64()), ("rejected", pa.int64()),
+        ("bytes_in", pa.int64()), ("bytes_out", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ])
+
+
+def _plan_dict(plan: BenchPlan) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if k == "inputs" else v)
+            for k, v in plan.__dict__.items()}
+
+

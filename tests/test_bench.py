@@ -1,0 +1,129 @@
+"""``wirepipe bench``: tables and files, exact sizes, round trips verified, failures reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from wirepipe.bench.command import make_plan
+from wirepipe.bench.data import from_dataset
+from wirepipe.bench.plan import BenchPlan, default_repetitions
+from wirepipe.bench.runner import run_bench
+from wirepipe.errors import ConfigError
+
+
+def bench_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "240"}, timeout=300)
+
+
+def test_quick_in_process_produces_tables_and_files(tmp_path: Path) -> None:
+    result = bench_cli("--quick", "--transport", "none", "--repetitions", "300", "--iterations", "2",
+                       "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    for name in ("bench.parquet", "bench.md", "report.md", "report.html"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    md = (tmp_path / "bench.md").read_text()
+    assert md.count("### Formats with compression") == 2  # point and block
+    assert "| Format | Size (b) [±% vs raw] | Ser. (ms) | Deser. (ms) | Ser+Deser. (ms) |" in md
+    assert "Publish-side sum (ms)" in md and "### Recommendation" in md
+    assert "fastest end to end" in result.stdout
+    table = pq.read_table(tmp_path / "bench.parquet")
+    # 2 datasets x 4 formats x (none + zstd x 2 levels + gzip x 2 + lz4 once: its fastest and
+    # default are both level 0, measured once), 2 iterations each
+    combos = set(zip(table.column("dataset").to_pylist(), table.column("chain").to_pylist(), strict=True))
+    assert len(combos) == 2 * 4 * 6
+    assert set(table.column("iteration").to_pylist()) == {0, 1}
+    meta = pq.read_schema(tmp_path / "bench.parquet").metadata
+    assert json.loads(meta[b"wirepipe.bench.repetitions"]) == {"point": 300, "block": 300}
+
+
+def test_point_sizes_are_msgpacks_exact_encoding(tmp_path: Path) -> None:
+    plan = BenchPlan(datasets=["point"], formats=["json", "msgpack", "msgpack-array"], codecs=["none"],
+                     transport="none", iterations=1, repetitions=500, out=tmp_path)
+    run = run_bench(plan)
+    size = {m.combo.format: m.size for m in run.measured["point"]}
+    assert size["msgpack"] == 7  # fixmap(2), fixstr "x", positive fixint, fixstr "y", positive fixint
+    assert size["msgpack-array"] == 3 < size["msgpack"]  # fixarray(2) and two fixints
+    assert size["json"] > size["msgpack"]
+    assert all(m.raw_bytes == 8 for m in run.measured["point"])
+
+
+def test_sizes_are_deterministic_for_a_seed(tmp_path: Path) -> None:
+    plan = BenchPlan(datasets=["feed"], formats=["cbor"], codecs=["zstd"], levels=["fastest"], transport="none",
+                     iterations=1, repetitions=200, out=tmp_path)
+    first = [(m.combo.label, m.size, m.compressed) for m in run_bench(plan).measured["feed"]]
+    again = [(m.combo.label, m.size, m.compressed) for m in run_bench(plan).measured["feed"]]
+    assert first == again
+
+
+def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
+    # feed records differ in their content keys: an Arrow message of ten records is one
+    # table with the union of keys, so it decodes with extra nulls and must be reported.
+    result = bench_cli("--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none,lz4", "--level",
+                       "fastest", "--records-per-message", "1,10", "--transport", "none", "--repetitions", "100",
+                       "--iterations", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    md = (tmp_path / "bench.md").read_text()
+    assert "### Failed combinations" in md
+    assert "`arrow x10/msg`: arrow: decoded records differ from the input" in md
+    assert "failed" in result.stdout and "arrow x10/msg" in result.stdout
+    failures = json.loads(pq.read_schema(tmp_path / "bench.parquet").metadata[b"wirepipe.bench.failures"])
+    assert set(failures) == {"feed: arrow x10/msg", "feed: arrow|lz4:fastest x10/msg"}
+    # the combinations that work are all there
+    assert "| msgpack x10/msg |" in md and "| arrow |" in md
+
+
+def test_zstd_dictionary_rows_are_smaller_for_small_messages(tmp_path: Path) -> None:
+    plan = BenchPlan(datasets=["transaction"], formats=["msgpack"], codecs=["zstd"], levels=["default"],
+                     transport="none", iterations=1, repetitions=300, zstd_dict=True, out=tmp_path)
+    rows = {m.combo.label: m for m in run_bench(plan).measured["transaction"]}
+    assert rows["msgpack|zstd +dict"].compressed < 0.8 * rows["msgpack|zstd"].compressed
+    assert (tmp_path / "transaction-msgpack.zdict").exists()
+
+
+def test_records_per_message_shrink_compressed_size(tmp_path: Path) -> None:
+    plan = BenchPlan(datasets=["point"], formats=["msgpack"], codecs=["zstd"], levels=["fastest"],
+                     transport="none", iterations=1, repetitions=1000, records_per_message=[1, 100], out=tmp_path)
+    rows = {m.combo.label: m for m in run_bench(plan).measured["point"]}
+    assert rows["msgpack|zstd:fastest x100/msg"].compressed < rows["msgpack|zstd:fastest"].compressed / 2
+
+
+def test_repetitions_scale_with_payload_size() -> None:
+    assert default_repetitions(8) == 500_000  # seed 001
+    assert default_repetitions(388008) == 100  # seed 002
+    assert 100 < default_repetitions(from_dataset("block").raw_bytes) < 1000
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("format", "protobuf", "unknown format 'protobuf'"),
+    ("codec", "snappy", "unknown codec 'snappy'"),
+    ("level", "99", "out of range"),
+    ("transport", "kafka", "unknown transport 'kafka'"),
+])
+def test_bad_options_are_config_errors(option: str, value: str, message: str, tmp_path: Path) -> None:
+    kwargs = {"dataset": None, "inputs": [], "format": None, "codec": "zstd", "level": None, "transport": "none",
+              "url": None, "iterations": None, "repetitions": None, "out": tmp_path, "quick": False,
+              "zstd_dict": None, "records_per_message": None, "seed": 0}
+    kwargs[option] = value
+    with pytest.raises(ConfigError, match=message):
+        make_plan(**kwargs)
+    result = bench_cli(f"--{option}", value, "--out", str(tmp_path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_user_records_from_jsonl(tmp_path: Path) -> None:
+    src = tmp_path / "mine.jsonl"
+    src.write_text("\n".join(json.dumps({"id": i, "name": f"n{i}", "tags": ["a"] * (i % 4)}) for i in range(50)))
+    result = bench_cli("--input", str(src), "--format", "json,msgpack", "--codec", "none,gzip", "--level",
+                       "fastest", "--transport", "none", "--repetitions", "100", "--iterations", "1",
+                       "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    md = (tmp_path / "out" / "bench.md").read_text()
+    assert "## mine" in md and "raw = the record's compact JSON size" in md
