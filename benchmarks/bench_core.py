@@ -83,11 +83,11 @@ def wirepipe_run(source: Source, metrics: Path | None) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--count", type=int, default=None, help="records per run (default: 200000 point, 5000 block)")
+    parser.add_argument("--count", type=int, default=None, help="records per run (default: 1000000 point, 20000 block)")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wirepipe-bench-"))
-    for dataset, default_count in (("point", 200_000), ("block", 5_000)):
+    for dataset, default_count in (("point", 1_000_000), ("block", 20_000)):
         count = args.count or default_count
         chunks = list(get_dataset(dataset).records(count, 0, BATCH))
         variants = {
