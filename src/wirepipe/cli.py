@@ -63,8 +63,10 @@ def run(
         fail(f"--duration: {exc}", EXIT_CONFIG)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
+    from .pipelines.worker import run_worker
+
     try:
-        stats = pipe.run()
+        stats = run_worker(pipe)
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except WirepipeError as exc:
@@ -75,6 +77,23 @@ def run(
         f"({rate:,.0f} records/s), {stats.rejected} rejected",
         err=True,
     )
+
+
+@app.command()
+def server(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 0,
+    store: Annotated[Path | None, typer.Option(help="JetStream store directory (default: a temporary one)")] = None,
+) -> None:
+    """Run an embedded nats-server (JetStream on) in the foreground; prints its URL. Ctrl-C stops it."""
+    from .errors import WirepipeError
+    from .server import EmbeddedServer, serve_forever
+
+    try:
+        code = serve_forever(EmbeddedServer(port=port or None, store_dir=store),
+                             echo=lambda url: typer.echo(url))
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    raise typer.Exit(code)
 
 
 @app.command()

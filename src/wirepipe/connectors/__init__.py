@@ -13,12 +13,16 @@ SOURCES: dict[str, str] = {
     "generate": "wirepipe.connectors.generate:GenerateConfig",
     "jsonl": "wirepipe.connectors.files:JsonlSourceConfig",
     "parquet": "wirepipe.connectors.files:ParquetSourceConfig",
+    "nats": "wirepipe.connectors.nats:NatsSourceConfig",
+    "jetstream": "wirepipe.connectors.jetstream:JetStreamSourceConfig",
 }
 
 SINKS: dict[str, str] = {
     "null": "wirepipe.connectors.files:NullSinkConfig",
     "jsonl": "wirepipe.connectors.files:JsonlSinkConfig",
     "parquet": "wirepipe.connectors.files:ParquetSinkConfig",
+    "nats": "wirepipe.connectors.nats:NatsSinkConfig",
+    "jetstream": "wirepipe.connectors.jetstream:JetStreamSinkConfig",
 }
 
 

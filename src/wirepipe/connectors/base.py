@@ -3,7 +3,8 @@
 A source produces ``Batch`` objects from ``batches()`` and stops on its own when it
 is exhausted, when ``count`` records or ``duration`` seconds are reached, or when the
 pipeline sets ``stopping``. Sources that need acknowledgements (JetStream) implement
-``ack``/``nak``; the pipeline calls ``ack`` only after the sink has written the batch.
+``ack``/``nak`` and set ``redelivers``; the pipeline calls ``ack`` only after the sink
+has flushed the batch (made it durable), and ``nak`` when the sink failed it.
 
 A sink has ``write(batch)``, ``flush()`` and ``close()``; ``flush`` makes everything
 written so far durable (or sent), ``close`` flushes and releases the resource.
@@ -23,6 +24,7 @@ class Source:
 
     type: ClassVar[str] = "source"
     stage: ClassVar[str] = "source"
+    redelivers: ClassVar[bool] = False  # True: a nak-ed record comes back (the pipeline survives sink errors)
 
     def __init__(self, *, count: int | None = None, duration: float | None = None) -> None:
         self.count = count
@@ -53,6 +55,14 @@ class Source:
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
         """Settle records that went to the dead-letter destination (ack/term them; no-op by default)."""
 
+    async def nak(self, batch: Batch, error: str) -> list[Rejected]:
+        """Hand a batch the sink failed back for redelivery; return the records that are out of deliveries."""
+        return []
+
+    def lag(self) -> int | None:
+        """Records waiting upstream of this source (stream pending, buffered), when it knows."""
+        return None
+
     def __or__(self, other: Any) -> Any:
         """``source | op | ... | sink`` builds a ``Pipeline``."""
         from ..pipelines.pipeline import Pipeline
@@ -79,6 +89,17 @@ class Sink:
 
     async def write(self, batch: Batch) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    async def write_rejected(self, rejected: list[Rejected]) -> None:
+        """Write dead letters (this sink is a ``dead_letter`` destination): envelopes by default,
+        the original payloads with stage/error headers for NATS sinks."""
+        from ..pipelines.pipeline import dead_letter_batch
+
+        await self.write(dead_letter_batch(rejected))
+
+    def take_rejected(self) -> list[Rejected]:
+        """Records the sink refused after ``write`` returned (e.g. JetStream refused them at ack time)."""
+        return []
 
     async def flush(self) -> None:
         """Make everything written so far durable or sent."""

@@ -200,6 +200,19 @@ class UnpackParams(Strict):
         return [Unpack()]
 
 
+class SubjectParams(Strict):
+    template: str = Field(description="e.g. orders.{region} (record fields and meta columns such as seq)")
+
+    def build(self, ctx: BuildContext) -> list[Any]:
+        from ..operators.route import Subject
+
+        return [Subject(self.template)]
+
+
+def _template_shorthand(v: Any) -> Any:
+    return {"template": v} if isinstance(v, str) else v
+
+
 def _fields_shorthand(v: Any) -> Any:
     return {"fields": v} if isinstance(v, list) else v
 
@@ -216,6 +229,7 @@ OPERATORS: dict[str, Any] = {
     "select": Annotated[SelectParams, BeforeValidator(_fields_shorthand)],
     "pack": PackParams,
     "unpack": Annotated[UnpackParams, BeforeValidator(lambda v: {} if v is None else v)],
+    "subject": Annotated[SubjectParams, BeforeValidator(_template_shorthand)],
 }
 
 
@@ -247,6 +261,8 @@ def pipeline_model() -> type[Strict]:
     source = Annotated[Union[tuple(source_models())], Field(discriminator="type")]  # noqa: UP007
     sink = Annotated[Union[tuple(sink_models())], Field(discriminator="type")]  # noqa: UP007
 
+    from .monitor import MonitorConfig
+
     class MetricsConfig(Strict):
         """``metrics: {path: results/run.parquet}``: a folder of crash-safe Parquet parts (see the README)."""
 
@@ -270,6 +286,7 @@ def pipeline_model() -> type[Strict]:
         queue_size=(int, Field(default=8, ge=1)),
         shutdown_timeout=(Duration, 30.0),
         flush_interval=(Duration, 1.0),
+        monitor=(MonitorConfig | None, None),
     )
 
 
@@ -462,6 +479,7 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
         shutdown_timeout=cfg.shutdown_timeout,
         flush_interval=cfg.flush_interval,
         config=cfg.model_dump(mode="json", by_alias=True),
+        monitor=cfg.monitor,
     )
 
 

@@ -3,8 +3,17 @@
 A pipeline is a source, a list of CPU operators and a sink. The run loop reads
 batches from the source into a bounded queue (a slow sink slows the source down,
 memory stays flat), runs every operator over each batch, routes rejected records to
-the dead-letter destination, writes the batch to the sink, and only then asks the
-source to acknowledge it. With metrics on, each stage of each batch is stamped.
+the dead-letter destination and writes the batch to the sink. With metrics on, each
+stage of each batch is stamped.
+
+Acknowledgement (at-least-once sources such as JetStream): a record is acknowledged
+only once the sink has made it durable. Every ``flush_interval`` (sooner when the
+source's unacknowledged records reach its ``ack_pressure``) the loop *commits*: it
+calls ``sink.flush()`` (durable: see each sink), dead-letters what the sink refused
+late, flushes the dead-letter sink, and only then acks the batches written before the
+flush and settles (terminates) the dead-lettered records. A failed write or flush is
+``nak``-ed back to a redelivering source instead of stopping the worker; records past
+their last delivery go to the dead-letter destination.
 """
 
 from __future__ import annotations
@@ -14,13 +23,14 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..batch import Batch, Rejected
+from ..batch import Batch, Rejected, describe_error
 from ..connectors.base import Sink, Source
+from ..errors import ConfigError
 from ..operators.base import Operator
 
 log = logging.getLogger("wirepipe")
@@ -47,6 +57,10 @@ class RunStats:
     records_out: int = 0
     rejected: int = 0
     bytes_out: int = 0
+    acked: int = 0
+    nacked: int = 0
+    sink_errors: int = 0
+    commits: int = 0
     started: float = field(default_factory=time.monotonic)
     elapsed: float = 0.0
     rejected_by_stage: dict[str, int] = field(default_factory=dict)
@@ -66,7 +80,7 @@ class Pipeline:
     def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
-                 config: dict[str, Any] | None = None) -> None:
+                 config: dict[str, Any] | None = None, monitor: Any = None) -> None:
         self.source = source
         self.operators = list(operators)
         self.sink = sink
@@ -77,8 +91,14 @@ class Pipeline:
         self.shutdown_timeout = shutdown_timeout
         self.flush_interval = flush_interval
         self.config = config
+        self.monitor = monitor
         self.stats = RunStats()
         self.metrics: Any = None
+        self._unacked: list[Batch] = []
+        self._unacked_records = 0
+        self._unsettled: list[list[Rejected]] = []
+        self._last_commit = 0.0
+        self.running = False
 
     def __or__(self, other: Any) -> Pipeline:
         if isinstance(other, Operator):
@@ -118,6 +138,15 @@ class Pipeline:
             self.metrics.open(pipeline_stages(source, self.operators, sink))
             flusher = asyncio.create_task(self.metrics.flush_periodically())
         opened: list[Any] = []
+        for part in (sink, self.dead_letter):
+            if part is not None and hasattr(part, "pipeline_name"):
+                part.pipeline_name = self.name  # e.g. the default Nats-Msg-Id prefix
+        monitor = None
+        if self.monitor is not None:
+            from .monitor import Monitor
+
+            monitor = Monitor(self, self.monitor)
+            await monitor.start()
         try:
             await source.open()
             opened.append(source)
@@ -128,8 +157,12 @@ class Pipeline:
                 opened.append(self.dead_letter)
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
+            self.running = True
             await self._loop(source, sink, stats)
         finally:
+            self.running = False
+            if monitor is not None:
+                await monitor.stop()
             if timer is not None:
                 timer.cancel()
             for part in reversed(opened):
@@ -157,12 +190,27 @@ class Pipeline:
     async def _loop(self, source: Source, sink: Sink, stats: RunStats) -> None:
         queue: asyncio.Queue[tuple[Batch, int, int] | None] = asyncio.Queue(self.queue_size)
         producer = asyncio.create_task(self._produce(source, queue))
+        pressure = getattr(source, "ack_pressure", None)
+        interval = self.flush_interval
+        self._last_commit = time.monotonic()
         try:
             while True:
-                item = await queue.get()
+                if self._unacked or self._unsettled:
+                    wait = self._last_commit + interval - time.monotonic()
+                    try:
+                        item = await asyncio.wait_for(queue.get(), max(wait, 0.001))
+                    except asyncio.TimeoutError:
+                        await self._commit(sink, stats)
+                        continue
+                else:
+                    item = await queue.get()
                 if item is None:
                     break
                 await self._process(*item, sink, stats)
+                if (time.monotonic() - self._last_commit >= interval
+                        or (pressure is not None and self._unacked_records >= pressure)):
+                    await self._commit(sink, stats)
+            await self._commit(sink, stats)  # the drain: what was written is flushed, then acked
         finally:
             if not producer.done():
                 source.stopping.set()
@@ -209,25 +257,85 @@ class Pipeline:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
         t0 = _ns()
-        await sink.write(batch)
+        try:
+            await sink.write(batch)
+        except (ConfigError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            if not self.source.redelivers:
+                raise
+            await self._sink_failed([batch], exc, stats)
+            return
         t1 = _ns()
+        if batch.rejected:  # the sink refused records (e.g. larger than the server's max_payload)
+            await self._dead_letter(batch.rejected, stats)
+            batch.rejected = []
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             metrics.stamp_sink(index, batch, prev, t0, t1)
             stats.bytes_out += prev or 0
-        await self.source.ack(batch)
+        self._unacked.append(batch)
+        self._unacked_records += len(batch.values)
+
+    async def _commit(self, sink: Sink, stats: RunStats) -> None:
+        """Flush the sink (durable), then ack what was written before the flush and settle dead letters."""
+        self._last_commit = time.monotonic()
+        if not self._unacked and not self._unsettled:
+            return
+        written, self._unacked, self._unacked_records = self._unacked, [], 0
+        try:
+            await sink.flush()
+        except (ConfigError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            if not self.source.redelivers:
+                raise
+            await self._sink_failed(written, exc, stats)
+            return
+        late = sink.take_rejected()
+        if late:
+            await self._dead_letter(late, stats)
+        if self.dead_letter is not None and self._unsettled:
+            await self.dead_letter.flush()
+        source = self.source
+        for batch in written:
+            await source.ack(batch)
+            stats.acked += len(batch.values)
+        unsettled, self._unsettled = self._unsettled, []
+        for rejected in unsettled:
+            await source.settle_rejected(rejected)
+        stats.commits += 1
+
+    async def _sink_failed(self, batches: Sequence[Batch], exc: BaseException, stats: RunStats) -> None:
+        """A write or flush failed: nak the records for redelivery; dead-letter those out of deliveries."""
+        stats.sink_errors += 1
+        error = describe_error(exc)
+        n = sum(len(b.values) for b in batches)
+        if stats.sink_errors <= 10 or stats.sink_errors % 100 == 0:
+            log.error("sink %s failed (%d records nak-ed for redelivery; failure #%d): %s",
+                      self.sink.name if self.sink else "null", n, stats.sink_errors, error)
+        for batch in batches:
+            exhausted = await self.source.nak(batch, error)
+            stats.nacked += len(batch.values) - len(exhausted)
+            if exhausted:
+                if self.dead_letter is not None:
+                    await self._dead_letter(exhausted, stats)
+                else:
+                    log.error("%d record(s) failed their last delivery and no dead_letter is configured: "
+                              "left unacknowledged in the stream", len(exhausted))
+        await asyncio.sleep(min(5.0, 0.1 * stats.sink_errors))  # back off; the source redelivers later
 
     async def _dead_letter(self, rejected: list[Rejected], stats: RunStats) -> None:
         stats.rejected += len(rejected)
         for r in rejected:
             stats.rejected_by_stage[r.stage] = stats.rejected_by_stage.get(r.stage, 0) + 1
         if self.dead_letter is not None:
-            await self.dead_letter.write(dead_letter_batch(rejected))
+            await self.dead_letter.write_rejected(rejected)
         elif stats.rejected <= 10 or stats.rejected % 1000 == 0:
             first = rejected[0]
             log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
                         len(rejected), stats.rejected, first.stage, first.operator, first.error)
-        await self.source.settle_rejected(rejected)
+        self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
 
 
 def dead_letter_batch(rejected: list[Rejected]) -> Batch:

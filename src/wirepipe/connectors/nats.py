@@ -1,0 +1,505 @@
+"""Core NATS: the ``nats`` sink (publish) and source (consume), and the wire mapping both NATS connectors use.
+
+Core NATS is at-most-once: a message published while no subscriber listens, or dropped
+because a subscriber's pending buffer was full (a slow consumer), is gone. Use the
+``jetstream`` connectors where every record must arrive.
+
+The wire contract (DESIGN.md): payload = compress(serialize(value)); headers
+``Content-Type`` and ``Content-Encoding`` (set by the operators), ``Wirepipe-Sent-At``
+(integer ns since the Unix epoch, stamped here when each record is published),
+``Nats-Msg-Id`` on JetStream. ``headers: none`` publishes bare payloads for pipelines
+whose two ends are configured alike.
+
+Subjects are templates: ``points`` (one subject), ``blocks.{seq}`` (any per-record meta
+column), ``out.{subject}`` (the subject the record came in on, for relays; a ``subject``
+operator sets it from record fields, e.g. ``orders.{region}``).
+
+Oversized records: nats-py sends a payload whose size plus headers exceeds the
+server's ``max_payload`` and the server then closes the connection. The sink checks
+payload + headers itself and refuses such a record (it goes to the dead-letter
+destination with a clear error); the connection stays up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import string
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from ..batch import Batch, Rejected
+from ..errors import ConfigError, WirepipeError
+from ..pipelines.models import Duration, Size
+from .base import Sink, Source
+from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
+
+log = logging.getLogger("wirepipe.nats")
+
+SENT_AT = "Wirepipe-Sent-At"
+STAGE_HEADER = "Wirepipe-Stage"
+ERROR_HEADER = "Wirepipe-Error"
+_HDR_LINE = len(b"NATS/1.0\r\n") + 2  # status line + the blank line that ends the block
+_SENT_AT_SIZE = len(SENT_AT) + 4 + 19  # "key: value\r\n" with a 19-digit ns timestamp
+# Per-record header blocks are measured exactly only for payloads this close to the limit.
+_HEADER_SLACK = 65536
+
+
+# --- subjects ------------------------------------------------------------------------------------
+
+
+class SubjectTemplate:
+    """``points``, ``blocks.{seq}``, ``out.{subject}``: one subject per record from meta columns."""
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        try:
+            self.fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        except ValueError as exc:
+            raise ValueError(f"subject template {template!r}: {exc}") from None
+        if any(not f for f in self.fields):
+            raise ValueError(f"subject template {template!r}: empty {{}} placeholder; name a field such as {{seq}}")
+        if any(ch in template for ch in " \t\r\n"):
+            raise ValueError(f"subject {template!r} contains whitespace")
+
+    @property
+    def fixed(self) -> bool:
+        return not self.fields
+
+    def render(self, batch: Batch) -> str | list[str]:
+        if not self.fields:
+            return self.template
+        n = len(batch.values)
+        columns: dict[str, list[Any]] = {}
+        for f in self.fields:
+            if f == "subject":
+                s = batch.subjects
+                if s is None:
+                    raise WirepipeError(f"subject template {self.template!r}: the records have no subject")
+                columns[f] = [s] * n if isinstance(s, str) else s
+            elif f in batch.meta:
+                columns[f] = batch.meta[f]
+            else:
+                raise WirepipeError(
+                    f"subject template {self.template!r}: no column {f!r} (available: subject, "
+                    f"{', '.join(batch.meta) or 'none'}; set per-record subjects with a `subject` operator)")
+        if self.template == "{subject}":
+            return list(columns["subject"])
+        fmt = self.template.format
+        names = list(columns)
+        cols = [columns[k] for k in names]
+        return [fmt(**dict(zip(names, row, strict=True))) for row in zip(*cols, strict=True)]
+
+
+# --- header sizes and the max_payload check ---------------------------------------------------------
+
+
+def header_size(headers: dict[str, str] | None) -> int:
+    """Bytes nats-py puts on the wire for a header block (0 without headers)."""
+    if not headers:
+        return 0
+    return _HDR_LINE + sum(len(k.encode()) + len(str(v).encode()) + 4 for k, v in headers.items())
+
+
+def refuse_oversized(batch: Batch, headers: dict[str, str] | list[dict[str, str] | None] | None,
+                     max_payload: int, stage: str, operator: str, extra: int = 0) -> None:
+    """Move records whose payload + headers exceed ``max_payload`` to ``batch.rejected``.
+
+    ``extra`` is header bytes the sink adds to every record (``Wirepipe-Sent-At``,
+    ``Nats-Msg-Id``). The common case costs one ``max(map(len, values))``.
+    """
+    values = batch.values
+    if not values:
+        return
+    longest = max(map(len, values))
+    if isinstance(headers, list):
+        if longest + extra + _HDR_LINE <= max_payload - _HEADER_SLACK:
+            return
+        sizes = [header_size(h) + extra if h else (extra + _HDR_LINE if extra else 0) for h in headers]
+        bad = [i for i, v in enumerate(values) if len(v) + sizes[i] > max_payload]
+    else:
+        hsize = header_size(headers) + extra + (_HDR_LINE if extra and not headers else 0)
+        if longest + hsize <= max_payload:
+            return
+        sizes = None
+        bad = [i for i, v in enumerate(values) if len(v) + hsize > max_payload]
+    if not bad:
+        return
+    for i in bad:
+        h = sizes[i] if sizes is not None else hsize
+        batch.rejected.append(batch.reject(
+            i, stage, operator,
+            f"payload {len(values[i])} B + headers {h} B exceeds the server's max_payload {max_payload} B: "
+            "refused (the connection stays up); compress harder, split the record or raise max_payload"))
+    drop = set(bad)
+    batch.keep([i for i in range(len(values)) if i not in drop])
+
+
+def wire_headers(batch: Batch, mode: str) -> dict[str, str] | list[dict[str, str] | None] | None:
+    """The headers to publish: the batch's (shared dict or per record), or none with ``headers: none``."""
+    if mode == "none":
+        return None
+    h = batch.headers
+    if isinstance(h, list):
+        return h
+    return dict(h) if h else {}
+
+
+def require_bytes(batch: Batch, stage: str, operator: str) -> None:
+    values = batch.values
+    if values and not isinstance(values[0], (bytes, bytearray, memoryview)):
+        raise ConfigError(
+            f"{stage} ({operator}) needs bytes but got {type(values[0]).__name__}: add a `serialize` operator "
+            "(and `compress`) before the NATS sink")
+
+
+def rejected_payloads(rejected: list[Rejected]) -> Batch:
+    """Dead letters for a NATS subject: the original payload (JSON when the record was an object)
+    with its headers plus ``Wirepipe-Stage`` and ``Wirepipe-Error``."""
+    import orjson
+
+    from ..codecs.formats import json_default
+
+    values: list[bytes] = []
+    headers: list[dict[str, str] | None] = []
+    for r in rejected:
+        v = r.value
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            values.append(bytes(v))
+            h = dict(r.headers or {})
+        else:
+            try:
+                values.append(orjson.dumps(v, default=json_default))
+            except TypeError:
+                values.append(repr(v).encode())
+            h = {k: val for k, val in (r.headers or {}).items() if k not in ("Content-Type", "Content-Encoding")}
+            h["Content-Type"] = "application/json"
+        h.pop(SENT_AT, None)
+        h[STAGE_HEADER] = r.stage
+        h[ERROR_HEADER] = " ".join(r.error.split())[:1024]
+        if r.subject:
+            h["Wirepipe-Subject"] = r.subject
+        if r.meta.get("stream_seq") is not None:
+            h["Wirepipe-Stream-Seq"] = str(r.meta["stream_seq"])
+        headers.append(h)
+    meta: dict[str, list[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}
+    return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers, meta=meta)
+
+
+# --- sink -----------------------------------------------------------------------------------------
+
+
+class NatsSink(Sink):
+    """Publishes every record of a batch to core NATS with the wire-contract headers."""
+
+    type = "nats"
+    stage = "publish"
+
+    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, headers: str = "wire",
+                 flush_timeout: float = 10.0) -> None:
+        self.subject = SubjectTemplate(subject)
+        self.options = options or ConnectionOptions()
+        self.headers_mode = headers
+        self.flush_timeout = flush_timeout
+        self.conn = NatsConnection(self.options, role="publisher")
+        self.nc: Any = None
+        self.max_payload = 0
+        self.records = 0
+        self.bytes = 0
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"subject": self.subject.template, "headers": self.headers_mode, **self.options.public_params()}
+
+    async def open(self) -> None:
+        self.nc = await self.conn.connect()
+        self.max_payload = int(self.nc.max_payload)
+
+    async def write(self, batch: Batch) -> None:
+        if not batch.values:
+            return
+        require_bytes(batch, self.stage, self.type)
+        headers = wire_headers(batch, self.headers_mode)
+        extra = _SENT_AT_SIZE if headers is not None else 0
+        refuse_oversized(batch, headers, self.max_payload, self.stage, self.type, extra)
+        if isinstance(headers, list) and len(headers) != len(batch.values):
+            headers = batch.headers  # refuse_oversized dropped records: the batch's column is aligned
+        if not batch.values:
+            return
+        await self.publish(self.subject.render(batch), batch.values, headers)
+
+    async def publish(self, subjects: str | list[str], values: list[bytes],
+                      headers: dict[str, str] | list[dict[str, str] | None] | None) -> None:
+        """The hot loop: one ``nc.publish`` per record, ``Wirepipe-Sent-At`` stamped just before it."""
+        pub = self.nc.publish
+        now = time.time_ns
+        try:
+            if headers is None:
+                if isinstance(subjects, str):
+                    for v in values:
+                        await pub(subjects, v)
+                else:
+                    for s, v in zip(subjects, values, strict=True):
+                        await pub(s, v)
+            elif isinstance(headers, dict):
+                # nats-py encodes the headers before its first await, so one dict is reused.
+                h = headers
+                if isinstance(subjects, str):
+                    for v in values:
+                        h[SENT_AT] = str(now())
+                        await pub(subjects, v, headers=h)
+                else:
+                    for s, v in zip(subjects, values, strict=True):
+                        h[SENT_AT] = str(now())
+                        await pub(s, v, headers=h)
+            else:
+                subs = [subjects] * len(values) if isinstance(subjects, str) else subjects
+                for s, v, hd in zip(subs, values, headers, strict=True):
+                    await pub(s, v, headers={**hd, SENT_AT: str(now())} if hd else {SENT_AT: str(now())})
+        except Exception as exc:
+            await self._publish_failed(exc, subjects, values, headers)
+        self.records += len(values)
+        self.bytes += sum(map(len, values))
+
+    async def _publish_failed(self, exc: Exception, subjects: Any, values: list[bytes], headers: Any) -> None:
+        """A full outbound buffer while disconnected: wait for the reconnect, then publish again (at-most-once)."""
+        import nats.errors
+
+        if not isinstance(exc, nats.errors.OutboundBufferLimitError):
+            if isinstance(exc, nats.errors.ConnectionClosedError):
+                raise WirepipeError(f"NATS connection to {self.conn.public_url} is closed") from None
+            raise WirepipeError(f"publish to {self.conn.public_url} failed: {exc}") from None
+        # Records before the failure are in the outbound buffer; republishing all of the batch may
+        # duplicate some, which core NATS (at-most-once, no dedup) accepts as a trade for not losing them.
+        while not self.nc.is_connected:
+            if self.nc.is_closed:
+                raise WirepipeError(f"NATS connection to {self.conn.public_url} is closed") from None
+            await asyncio.sleep(0.05)
+        await self.publish(subjects, values, headers)
+
+    async def write_rejected(self, rejected: list[Rejected]) -> None:
+        """As a dead-letter destination: publish the original payloads with stage and error headers."""
+        batch = rejected_payloads(rejected)
+        refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type)
+        if batch.rejected:
+            log.error("%d dead letter(s) too large to publish to %s: dropped", len(batch.rejected),
+                      self.subject.template)
+        if batch.values:
+            await self.publish(self.subject.render(batch), batch.values, batch.headers)
+
+    async def flush(self) -> None:
+        if self.nc is not None and self.nc.is_connected:
+            try:
+                await self.nc.flush(timeout=self.flush_timeout)
+            except Exception as exc:
+                raise WirepipeError(f"flush to {self.conn.public_url} failed: {type(exc).__name__}") from None
+
+    async def close(self) -> None:
+        with contextlib.suppress(WirepipeError):
+            await self.flush()
+        await self.conn.close()
+
+
+class NatsSinkConfig(NatsConnectionConfig):
+    """``sink: {type: nats, url: "${NATS_URL:-embedded}", subject: points}``"""
+
+    type: Literal["nats"]
+    subject: str = Field(description="subject or template: points, blocks.{seq}, out.{subject}")
+    headers: Literal["wire", "none"] = "wire"
+    flush_timeout: Duration = 10.0
+
+    @field_validator("subject")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        SubjectTemplate(v)
+        return v
+
+    def build(self) -> NatsSink:
+        return NatsSink(self.subject, options=self.connection_options(), headers=self.headers,
+                        flush_timeout=self.flush_timeout)
+
+
+# --- source ---------------------------------------------------------------------------------------
+
+
+def sent_at_column(headers: list[dict[str, str] | None]) -> list[int | None]:
+    """``Wirepipe-Sent-At`` of each record as int ns, None when absent or malformed."""
+    out: list[int | None] = []
+    append = out.append
+    for h in headers:
+        s = h.get(SENT_AT) if h else None
+        if s is None:
+            append(None)
+            continue
+        try:
+            append(int(s))
+        except ValueError:
+            append(None)
+    return out
+
+
+def batch_from_msgs(msgs: list[Any], received: list[int]) -> Batch:
+    """A batch from nats-py messages: payloads, subjects, headers, ``sent_ns`` and ``received_ns``."""
+    headers = [m.headers for m in msgs]
+    has_headers = any(headers)
+    return Batch(
+        [m.data for m in msgs],
+        subjects=[m.subject for m in msgs],
+        headers=headers if has_headers else None,
+        meta={
+            "sent_ns": sent_at_column(headers) if has_headers else [None] * len(msgs),
+            "received_ns": received,
+        },
+    )
+
+
+class BufferedSubscriber:
+    """A callback subscription (nats-py's fast consume path) feeding a bounded buffer read in batches.
+
+    The callback only appends; when the buffer holds ``max_buffered`` messages it waits,
+    so nats-py's own pending queue fills and (on core NATS) drops are counted.
+    """
+
+    def __init__(self, batch_size: int, batch_timeout: float, max_buffered: int) -> None:
+        self.batch_size = batch_size
+        self.batch_timeout = batch_timeout
+        self.max_buffered = max(max_buffered, batch_size)
+        self.msgs: list[Any] = []
+        self.times: list[int] = []
+        self.arrived = asyncio.Event()
+        self.full = asyncio.Event()
+        self.space = asyncio.Event()
+        self.space.set()
+        self.delivered = 0
+
+    async def on_msg(self, msg: Any) -> None:
+        self.msgs.append(msg)
+        self.times.append(time.time_ns())
+        self.delivered += 1
+        n = len(self.msgs)
+        if n == 1:
+            self.arrived.set()
+        if n >= self.batch_size:
+            self.full.set()
+            if n >= self.max_buffered:
+                self.space.clear()
+                await self.space.wait()
+
+    async def take(self, limit: int, stopping: asyncio.Event) -> tuple[list[Any], list[int]] | None:
+        """Up to ``limit`` messages: waits for the first, then up to ``batch_timeout`` for a full batch."""
+        while not self.msgs:
+            if stopping.is_set():
+                return None
+            self.arrived.clear()
+            waiter = asyncio.ensure_future(self.arrived.wait())
+            stopper = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait({waiter, stopper}, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                stopper.cancel()
+        want = min(limit, self.batch_size)
+        if len(self.msgs) < want and self.batch_timeout > 0 and not stopping.is_set():
+            self.full.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.full.wait(), self.batch_timeout)
+        msgs, times = self.msgs[:want], self.times[:want]
+        del self.msgs[:want]
+        del self.times[:want]
+        if len(self.msgs) < self.max_buffered:
+            self.space.set()
+        return msgs, times
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+
+class NatsSource(Source):
+    """Subscribes (subject with wildcards, optional queue group) and yields batches of received messages."""
+
+    type = "nats"
+    stage = "consume"
+
+    def __init__(self, subject: str, *, queue: str | None = None, options: ConnectionOptions | None = None,
+                 batch_size: int = 1000, batch_timeout: float = 0.005, pending_msgs_limit: int = 65536,
+                 pending_bytes_limit: int = 64 * 1024 * 1024, count: int | None = None,
+                 duration: float | None = None) -> None:
+        super().__init__(count=count, duration=duration)
+        self.subject = subject
+        self.queue = queue
+        self.options = options or ConnectionOptions()
+        self.batch_size = batch_size
+        self.batch_timeout = batch_timeout
+        self.pending_msgs_limit = pending_msgs_limit
+        self.pending_bytes_limit = pending_bytes_limit
+        self.conn = NatsConnection(self.options, role="consumer")
+        self.buffer = BufferedSubscriber(batch_size, batch_timeout, max_buffered=4 * batch_size)
+        self.sub: Any = None
+        self.ready = asyncio.Event()
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"subject": self.subject, "queue": self.queue, "batch_size": self.batch_size,
+                **self.options.public_params()}
+
+    @property
+    def dropped(self) -> int:
+        """Messages the server sent that were dropped because the pending limits were reached."""
+        return self.conn.stats.slow_consumer_drops
+
+    def lag(self) -> int | None:
+        """Messages received but not yet handed to the pipeline."""
+        pending = self.sub.pending_msgs if self.sub is not None else 0
+        return pending + len(self.buffer)
+
+    async def open(self) -> None:
+        nc = await self.conn.connect()
+        self.sub = await nc.subscribe(self.subject, queue=self.queue or "", cb=self.buffer.on_msg,
+                                      pending_msgs_limit=self.pending_msgs_limit,
+                                      pending_bytes_limit=self.pending_bytes_limit)
+        await nc.flush(timeout=10)  # the server knows the subscription before publishers start
+        self.ready.set()
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        left = self.count if self.count is not None else -1
+        while left != 0:
+            got = await self.buffer.take(left if left > 0 else self.batch_size, self.stopping)
+            if got is None:
+                return
+            msgs, times = got
+            batch = batch_from_msgs(msgs, times)
+            if left > 0:
+                left -= len(msgs)
+            yield batch
+
+    async def close(self) -> None:
+        self.buffer.space.set()
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
+            self.sub = None
+        await self.conn.close()
+
+
+class NatsSourceConfig(NatsConnectionConfig):
+    """``source: {type: nats, url: ..., subject: "points.>", queue: workers}``"""
+
+    type: Literal["nats"]
+    subject: str
+    queue: str | None = Field(default=None, description="queue group: the messages are shared among its members")
+    batch_size: int = Field(default=1000, ge=1)
+    batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
+    pending_msgs_limit: int = Field(default=65536, ge=1)
+    pending_bytes_limit: Size = 64 * 1024 * 1024
+    count: int | None = Field(default=None, ge=0)
+    duration: Duration | None = None
+
+    def build(self) -> NatsSource:
+        return NatsSource(self.subject, queue=self.queue, options=self.connection_options(),
+                          batch_size=self.batch_size, batch_timeout=self.batch_timeout,
+                          pending_msgs_limit=self.pending_msgs_limit, pending_bytes_limit=self.pending_bytes_limit,
+                          count=self.count, duration=self.duration)

@@ -1,0 +1,57 @@
+"""The ``subject`` operator: one NATS subject per record from the record's own fields.
+
+A NATS sink sees payload bytes, not records, so subjects that depend on a field
+(``orders.{region}``) are rendered here, while the values are still records (before
+``serialize``); the sink then publishes with ``subject: "{subject}"`` (or a template
+around it, e.g. ``out.{subject}``). ``{seq}`` and other per-record meta columns work too.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from ..batch import Batch
+from .base import Operator
+
+
+class Subject(Operator):
+    """Set ``batch.subjects`` from a template over each record's fields and meta columns."""
+
+    stage = "route"
+
+    def __init__(self, template: str) -> None:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        if any(not f for f in fields):
+            raise ValueError(f"subject template {template!r}: empty {{}} placeholder; name a field")
+        if any(ch in template for ch in " \t\r\n"):
+            raise ValueError(f"subject {template!r} contains whitespace")
+        self.template = template
+        self.fields = fields
+        self.name = template
+        self.params = {"template": template}
+
+    def __call__(self, batch: Batch) -> Batch:
+        if not self.fields:
+            batch.subjects = self.template
+            return batch
+        fmt = self.template.format
+        meta = {k: col for k, col in batch.meta.items() if k in self.fields}
+        if not meta:
+            subjects = [fmt(**_fields(v)) for v in batch.values]
+        else:
+            names = list(meta)
+            subjects = [fmt(**_fields(v), **dict(zip(names, row, strict=True)))
+                        for v, *row in zip(batch.values, *meta.values(), strict=True)]
+        batch.subjects = subjects
+        return batch
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if hasattr(value, "asdict"):
+        return value.asdict()
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    return getattr(value, "__dict__", {})

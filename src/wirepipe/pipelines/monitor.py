@@ -1,0 +1,193 @@
+"""Progress for humans and for Prometheus while a pipeline runs.
+
+- A one-line status on stderr every ``status_interval``: records/s and MB/s over the
+  last interval, totals, errors, dropped (slow consumer), lag, reconnects.
+- Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
+  ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
+  hot path pays nothing for them.
+
+Configured in the pipeline YAML::
+
+    monitor: {status_interval: 10s, prometheus: {port: 9464, host: 127.0.0.1}}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import threading
+import time
+from typing import Any
+
+from pydantic import Field
+
+from .models import Duration, Strict
+
+log = logging.getLogger("wirepipe")
+
+
+class PrometheusConfig(Strict):
+    port: int = Field(ge=0, le=65535, description="0 picks a free port (logged)")
+    host: str = "127.0.0.1"
+
+
+class MonitorConfig(Strict):
+    """``monitor: {status_interval: 10s, prometheus: {port: 9464}}``"""
+
+    status_interval: Duration = Field(default=10.0, description="0 turns the status line off")
+    prometheus: PrometheusConfig | None = None
+
+
+def snapshot(pipeline: Any) -> dict[str, Any]:
+    """The counters of a running pipeline, for the status line, Prometheus and tests."""
+    stats = pipeline.stats
+    source = pipeline.source
+    conns = [getattr(part, "conn", None) for part in (source, pipeline.sink, pipeline.dead_letter)]
+    conns = [c for c in conns if c is not None and hasattr(c, "stats")]
+    lag = source.lag()
+    return {
+        "records_in": stats.records_in,
+        "records_out": stats.records_out,
+        "bytes_out": stats.bytes_out,
+        "rejected": stats.rejected,
+        "acked": stats.acked,
+        "nacked": stats.nacked,
+        "sink_errors": stats.sink_errors,
+        "dropped": sum(c.stats.slow_consumer_drops for c in conns),
+        "reconnects": sum(c.stats.reconnects for c in conns),
+        "disconnects": sum(c.stats.disconnects for c in conns),
+        "lag": lag,
+        "running": pipeline.running,
+        "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
+    }
+
+
+def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:
+    prev = before or {"records_out": 0, "bytes_out": 0}
+    rate = (now["records_out"] - prev["records_out"]) / seconds if seconds > 0 else 0.0
+    mbps = (now["bytes_out"] - prev["bytes_out"]) / seconds / 1e6 if seconds > 0 else 0.0
+    errors = now["rejected"] + now["sink_errors"]
+    parts = [f"{name}: {rate:,.0f} rec/s", f"{mbps:,.2f} MB/s", f"{now['records_out']:,} out",
+             f"{errors:,} errors"]
+    if now["dropped"]:
+        parts.append(f"{now['dropped']:,} dropped")
+    if now["lag"] is not None:
+        parts.append(f"lag {now['lag']:,}")
+    if now["acked"]:
+        parts.append(f"{now['acked']:,} acked")
+    if now["reconnects"] or now["disconnects"]:
+        parts.append(f"{now['reconnects']} reconnects")
+    return ", ".join(parts)
+
+
+class Monitor:
+    """Runs the status line task and the Prometheus HTTP endpoint for one pipeline run."""
+
+    def __init__(self, pipeline: Any, config: MonitorConfig | dict[str, Any]) -> None:
+        self.pipeline = pipeline
+        self.config = MonitorConfig.model_validate(config) if isinstance(config, dict) else config
+        self._task: asyncio.Task[None] | None = None
+        self._http: Any = None
+        self.port: int | None = None
+
+    async def start(self) -> None:
+        if self.config.status_interval > 0:
+            self._task = asyncio.ensure_future(self._status_loop())
+        if self.config.prometheus is not None:
+            self._serve(self.config.prometheus)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+
+    async def _status_loop(self) -> None:
+        interval = self.config.status_interval
+        before = None
+        t0 = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            now = snapshot(self.pipeline)
+            t1 = time.monotonic()
+            print(status_line(self.pipeline.name, now, before, t1 - t0), file=sys.stderr, flush=True)
+            before, t0 = now, t1
+
+    def _serve(self, cfg: PrometheusConfig) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(_Collector(self.pipeline))
+        pipeline = self.pipeline
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.startswith("/metrics"):
+                    body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
+                elif self.path.startswith("/healthz"):
+                    snap = snapshot(pipeline)
+                    ok = snap["running"] and snap["connected"]
+                    body = b"ok\n" if ok else b"not ready\n"
+                    ctype, code = "text/plain", 200 if ok else 503
+                else:
+                    body, ctype, code = b"see /metrics and /healthz\n", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self._http = ThreadingHTTPServer((cfg.host, cfg.port), Handler)
+        self.port = int(self._http.server_address[1])
+        threading.Thread(target=self._http.serve_forever, name="wirepipe-prometheus", daemon=True).start()
+        log.info("metrics on http://%s:%d/metrics, health on /healthz", cfg.host, self.port)
+
+
+class _Collector:
+    """Reads the pipeline's counters at scrape time."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self.pipeline = pipeline
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        snap = snapshot(self.pipeline)
+        labels = ["pipeline"]
+        name = [self.pipeline.name]
+        counters = {
+            "records_in": "records read from the source",
+            "records_out": "records written to the sink",
+            "bytes_out": "payload bytes written to the sink",
+            "rejected": "records sent to the dead-letter destination",
+            "acked": "records acknowledged to the source after a durable flush",
+            "nacked": "records handed back to the source after a sink failure",
+            "sink_errors": "failed sink writes or flushes",
+            "dropped": "messages dropped by a slow consumer (core NATS)",
+            "reconnects": "NATS reconnects",
+            "disconnects": "NATS disconnects",
+        }
+        for key, doc in counters.items():
+            c = CounterMetricFamily(f"wirepipe_{key}", doc, labels=labels)
+            c.add_metric(name, float(snap[key]))
+            yield c
+        g = GaugeMetricFamily("wirepipe_lag", "records waiting upstream of the source", labels=labels)
+        g.add_metric(name, float(snap["lag"] or 0))
+        yield g
+        g = GaugeMetricFamily("wirepipe_up", "1 while the pipeline runs and its connections are up", labels=labels)
+        g.add_metric(name, 1.0 if snap["running"] and snap["connected"] else 0.0)
+        yield g
