@@ -9,12 +9,27 @@ Parquet: a payload column (bytes) is stored as a ``value`` binary column, next t
 ``subject`` and ``headers`` when the batch has them; decoded records (dicts) are
 stored as Arrow columns, one per field. Records whose keys differ come back with the
 missing keys as null: Parquet has one schema per file.
+
+What ``flush()`` makes durable (the pipeline acknowledges a JetStream source only
+after it): a JSONL file is flushed to the OS, which survives a kill of the process.
+A Parquet file is only readable once its footer is written, so:
+
+- ``path: out.parquet`` (one file): ``flush`` writes the buffered rows as a row group.
+  A clean stop (end of input, SIGINT/SIGTERM drain) closes the file and everything
+  acknowledged is in it; a SIGKILL leaves a file without footer.
+- ``path: "out/part-{part}.parquet"`` (part files): ``flush`` closes the current part
+  (footer, fsync) under a hidden ``.inprogress`` name and renames it into place, and the
+  next write opens a new part. A part file that exists is complete; whatever was
+  acknowledged is in one, even after a SIGKILL. The pipeline's ``flush_interval`` sets
+  how often parts are cut.
 """
 
 from __future__ import annotations
 
 import glob
+import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -218,23 +233,32 @@ class JsonlSourceConfig(Strict):
 
 
 class ParquetSink(Sink):
-    """Writes a Parquet file in row groups of ``row_group_rows``; complete after ``close``."""
+    """Writes a Parquet file in row groups of ``row_group_rows``; complete after ``close``.
+
+    With ``{part}`` in the path, every ``flush`` completes a part file (see the module doc).
+    """
 
     type = "parquet"
     stage = "write"
 
     def __init__(self, path: str | Path, *, row_group_rows: int = 65536, compression: str = "zstd") -> None:
+        self.template = str(path)
+        self.parts = "{part}" in self.template
         self.path = Path(path)
         self.row_group_rows = row_group_rows
         self.compression = compression
         self._pending: list[Any] = []
         self._pending_rows = 0
         self._writer: Any = None
+        self._part_rows = 0
+        self._part_index = 0
+        self._run_tag = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
         self.records = 0
+        self.files: list[Path] = []
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"path": str(self.path), "row_group_rows": self.row_group_rows}
+        return {"path": self.template, "row_group_rows": self.row_group_rows}
 
     def _table(self, batch: Batch) -> Any:
         import pyarrow as pa
@@ -271,23 +295,48 @@ class ParquetSink(Sink):
         if not self._pending:
             return
         if self._writer is None:
+            if self.parts:
+                self._part_index += 1
+                final = Path(self.template.replace("{part}", f"{self._run_tag}-{self._part_index:05d}"))
+                self.path = final.with_name(f".{final.name}.inprogress")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             first = self._pending[0]
             self._writer = pq.ParquetWriter(str(self.path), first.schema, compression=self.compression)
         table = pa.concat_tables([t.cast(self._writer.schema) if t.schema != self._writer.schema else t
                                   for t in self._pending])
         self._writer.write_table(table, row_group_size=max(self.row_group_rows, table.num_rows))
+        self._part_rows += table.num_rows
         self._pending = []
         self._pending_rows = 0
 
+    def _finish_part(self) -> None:
+        """Footer, fsync, rename into place: the part file is complete the moment it has its name."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        writer.close()
+        tmp = self.path
+        final = tmp.with_name(tmp.name[1:-len(".inprogress")])
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        self.path = final
+        self.files.append(final)
+        self._part_rows = 0
+
     async def flush(self) -> None:
         self._write_pending()
+        if self.parts:
+            self._finish_part()
 
     async def close(self) -> None:
         self._write_pending()
-        if self._writer is not None:
+        if self.parts:
+            self._finish_part()
+        elif self._writer is not None:
             self._writer.close()
             self._writer = None
+            self.files.append(self.path)
 
 
 class ParquetSinkConfig(Strict):

@@ -453,6 +453,8 @@ class JetStreamSource(Source):
         self.nacked = 0
         self.terminated = 0
         self.repulls = 0
+        self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
+        self._settle_event = asyncio.Event()
 
     @property
     def params(self) -> dict[str, Any]:
@@ -648,7 +650,9 @@ class JetStreamSource(Source):
         await js.add_consumer(self.stream, cfg)
 
     async def batches(self) -> AsyncIterator[Batch]:
-        while self.count is None or self._seen < self.count:
+        while True:
+            if self.count is not None and self._seen >= self.count and not await self._count_settled():
+                return
             if self._at_end.is_set() and not len(self.buffer):
                 return
             left = self.batch_size if self.count is None else self.count - self._seen
@@ -659,6 +663,14 @@ class JetStreamSource(Source):
             self._seen += len(msgs)
             self._pull_wake.set()
             yield self._batch(msgs, times)
+
+    async def _count_settled(self) -> bool:
+        """``count`` records were read: wait until they are settled; False when done, True if some came back."""
+        while self._settled < self._seen and not self.stopping.is_set():
+            self._settle_event.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._settle_event.wait(), 0.5)
+        return self._seen < self.count if self.count is not None and not self.stopping.is_set() else False
 
     async def _take(self, left: int) -> tuple[list[Any], list[int]] | None:
         if not self.stop_at_end:
@@ -713,13 +725,20 @@ class JetStreamSource(Source):
         if replies:
             await self._send_all(replies, _ACK)
             self.acked += len(replies)
+            self._settled_more(len(replies))
 
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
         """Dead-lettered records: terminate them (the dead letter holds them; no redelivery)."""
         replies = [r.meta.get("ack") for r in rejected]
         if any(replies):
             await self._send_all(replies, _TERM)
-            self.terminated += sum(1 for r in replies if r)
+            n = sum(1 for r in replies if r)
+            self.terminated += n
+            self._settled_more(n)
+
+    def _settled_more(self, n: int) -> None:
+        self._settled += n
+        self._settle_event.set()
 
     async def nak(self, batch: Batch, error: str) -> list[Rejected]:
         """The sink failed this batch: ``nak`` it with a delay; records past ``max_deliver`` come back as
@@ -733,6 +752,8 @@ class JetStreamSource(Source):
         body = json.dumps({"delay": int(self.nak_delay * 1e9)}).encode()
         await self._send_all([r for i, r in enumerate(replies) if i not in done], b"-NAK " + body)
         self.nacked += len(replies) - len(done)
+        self._seen -= len(replies) - len(done)  # they come back: `count` counts them when they do
+        self._settle_event.set()
         return [batch.reject(i, "publish", "sink", f"{error} (delivery {delivered[i]} of {self.max_deliver})")
                 for i in last]
 

@@ -219,8 +219,11 @@ class Pipeline:
                 await producer
 
     async def _produce(self, source: Source, queue: asyncio.Queue[tuple[Batch, int, int] | None]) -> None:
-        """Read batches into the queue, enforcing ``count`` even if the source overshoots."""
-        limit = source.count
+        """Read batches into the queue, enforcing ``count`` even if the source overshoots.
+
+        A redelivering source counts for itself: records it gets back (nak) do not count.
+        """
+        limit = source.count if not source.redelivers else None
         seen = 0
         it = source.batches().__aiter__()
         try:
@@ -317,12 +320,8 @@ class Pipeline:
         for batch in batches:
             exhausted = await self.source.nak(batch, error)
             stats.nacked += len(batch.values) - len(exhausted)
-            if exhausted:
-                if self.dead_letter is not None:
-                    await self._dead_letter(exhausted, stats)
-                else:
-                    log.error("%d record(s) failed their last delivery and no dead_letter is configured: "
-                              "left unacknowledged in the stream", len(exhausted))
+            if exhausted:  # out of deliveries: dead-lettered (logged without a dead_letter), then terminated
+                await self._dead_letter(exhausted, stats)
         await asyncio.sleep(min(5.0, 0.1 * stats.sink_errors))  # back off; the source redelivers later
 
     async def _dead_letter(self, rejected: list[Rejected], stats: RunStats) -> None:

@@ -1,0 +1,160 @@
+"""Real nats-server fixtures other test modules reuse (imported by conftest.py).
+
+- ``nats_server``: a function-scoped embedded server on a free port, JetStream store in
+  ``tmp_path``; ``nats_server.kill()`` (SIGKILL) and ``nats_server.restart()`` (same port,
+  same store) for fault tests.
+- ``nats_url``: its URL.
+- ``run_wirepipe``: run the ``wirepipe`` CLI as a subprocess (real worker processes).
+- ``tls_files``: a CA, a server certificate for 127.0.0.1 and a client certificate.
+- ``ListSink`` (a sink that keeps what it got) and ``expected(dataset, n)``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wirepipe.batch import Batch
+from wirepipe.connectors.files import NullSink
+from wirepipe.datasets import get_dataset
+from wirepipe.server import EmbeddedServer
+
+WIREPIPE = [sys.executable, "-m", "wirepipe.cli"]
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[EmbeddedServer]:
+    server = EmbeddedServer(store_dir=tmp_path / "jetstream").start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def nats_url(nats_server: EmbeddedServer) -> str:
+    return nats_server.url
+
+
+def wirepipe_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("NATS_URL", None)
+    env.update(extra)
+    return env
+
+
+def run_wirepipe(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
+                 cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``wirepipe ARGS`` in a subprocess; returns the completed process (stdout/stderr as text)."""
+    return subprocess.run([*WIREPIPE, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env or wirepipe_env(), cwd=cwd)
+
+
+def start_wirepipe(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[str]:
+    """``wirepipe ARGS`` as a background process (a worker to signal)."""
+    return subprocess.Popen([*WIREPIPE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env or wirepipe_env(), **kwargs)
+
+
+def make_tls_files(folder: Path) -> dict[str, str]:
+    """A throwaway CA, a server certificate for 127.0.0.1/localhost and a client certificate."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def key() -> Any:
+        return ec.generate_private_key(ec.SECP256R1())
+
+    def name(cn: str) -> Any:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def write_key(k: Any, path: Path) -> None:
+        path.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption()))
+
+    ca_key = key()
+    ca = (x509.CertificateBuilder().subject_name(name("wirepipe test CA")).issuer_name(name("wirepipe test CA"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False),
+                         critical=True)
+          .sign(ca_key, hashes.SHA256()))
+
+    def leaf(cn: str, usage: Any, san: bool) -> tuple[Any, Any]:
+        k = key()
+        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(ca.subject)
+             .public_key(k.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+        if san:
+            b = b.add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        return b.sign(ca_key, hashes.SHA256()), k
+
+    server_cert, server_key = leaf("127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH, True)
+    client_cert, client_key = leaf("wirepipe client", ExtendedKeyUsageOID.CLIENT_AUTH, False)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {name: folder / f"{name}.pem" for name in ("ca", "server", "server-key", "client", "client-key")}
+    files["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files["server"].write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+    write_key(server_key, files["server-key"])
+    files["client"].write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
+    write_key(client_key, files["client-key"])
+    return {k: str(v) for k, v in files.items()}
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> dict[str, str]:
+    return make_tls_files(tmp_path / "tls")
+
+
+class ListSink(NullSink):
+    """Keeps every batch it is given (values, subjects, headers, meta) for assertions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: list[Any] = []
+        self.subjects: list[Any] = []
+        self.meta: dict[str, list[Any]] = {}
+
+    async def write(self, batch: Batch) -> None:
+        await super().write(batch)
+        self.values += batch.values
+        n = len(batch.values)
+        self.subjects += batch.subjects if isinstance(batch.subjects, list) else [batch.subjects] * n
+        for k, col in batch.meta.items():
+            self.meta.setdefault(k, []).extend(col)
+
+
+def expected(dataset: str, n: int) -> list[Any]:
+    return [v for chunk in get_dataset(dataset).records(n, 0, 1000) for v in chunk]
+
+
+async def fill_points(url: str, n: int) -> None:
+    """The POINTS stream of the example configs (subject points.js), with n msgpack+zstd point records."""
+    from wirepipe.connectors.generate import GenerateSource
+    from wirepipe.connectors.jetstream import JetStreamSink
+    from wirepipe.connectors.natsconn import ConnectionOptions
+    from wirepipe.operators.compress import Compress
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    sink = JetStreamSink("points.js", options=ConnectionOptions(url),
+                         stream={"name": "POINTS", "subjects": ["points.js"]})
+    await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack"), Compress("zstd", "fastest")], sink,
+                   name="fill-points").run_async()

@@ -1,0 +1,199 @@
+"""Core NATS connectors against a real nats-server: round trips, subjects, headers, limits, drops."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.nats_fixtures import ListSink, expected
+from wirepipe.batch import Batch
+from wirepipe.connectors.files import JsonlSink, NullSink
+from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.nats import SENT_AT, NatsSink, NatsSource
+from wirepipe.connectors.natsconn import ConnectionOptions
+from wirepipe.operators.compress import Compress, Decompress
+from wirepipe.operators.route import Subject
+from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.server import EmbeddedServer
+
+
+async def consume_while(source: NatsSource, pipeline: Pipeline, produce: Any) -> Any:
+    """Run a consuming pipeline, run ``produce`` once it is subscribed, return the consumer's stats."""
+    task = asyncio.ensure_future(pipeline.run_async())
+    for _ in range(500):
+        if source.ready.is_set() or task.done():
+            break
+        await asyncio.sleep(0.01)
+    await produce()
+    return await asyncio.wait_for(task, 30)
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [("msgpack", "zstd"), ("json", "gzip"), ("orjson", "lz4"),
+                                            ("msgpack-array", "none"), ("cbor", "brotli")])
+async def test_core_round_trip_decodes_by_headers(nats_url: str, fmt: str, codec: str) -> None:
+    n = 1500
+    opts = ConnectionOptions(nats_url)
+    out = ListSink()
+    source = NatsSource("rt.>", options=opts, count=n, batch_size=256)
+    consumer = Pipeline(source, [Decompress("auto"), Deserialize("auto", schema="point")], out)
+    publisher = Pipeline(GenerateSource("point", count=n, batch_size=300),
+                         [Serialize(fmt), Compress(codec)], NatsSink("rt.{seq}", options=opts))
+
+    stats = await consume_while(source, consumer, publisher.run_async)
+    assert stats.records_out == n and stats.rejected == 0
+    assert out.values == expected("point", n)
+    assert out.subjects[:3] == ["rt.0", "rt.1", "rt.2"]
+    # The wire contract: Wirepipe-Sent-At arrived as sent_ns, and the consumer stamped received_ns.
+    assert all(isinstance(s, int) for s in out.meta["sent_ns"])
+    assert all(r >= s for s, r in zip(out.meta["sent_ns"], out.meta["received_ns"], strict=True))
+
+
+async def test_headers_none_publishes_bare_payloads(nats_url: str) -> None:
+    import nats
+
+    opts = ConnectionOptions(nats_url)
+    nc = await nats.connect(nats_url)
+    got: list[Any] = []
+    done = asyncio.Event()
+
+    async def cb(msg: Any) -> None:
+        got.append(msg)
+        if len(got) == 10:
+            done.set()
+
+    await nc.subscribe("bare", cb=cb)
+    await nc.flush()
+    await Pipeline(GenerateSource("point", count=10), [Serialize("msgpack")],
+                   NatsSink("bare", options=opts, headers="none")).run_async()
+    await asyncio.wait_for(done.wait(), 10)
+    await nc.close()
+    assert all(m.headers is None for m in got)
+    # With headers: Content-Type and the publish time.
+    import msgpack
+
+    assert msgpack.unpackb(got[0].data) == expected("point", 1)[0]
+
+
+async def test_wire_headers_and_subject_from_record_fields(nats_url: str) -> None:
+    import nats
+
+    nc = await nats.connect(nats_url)
+    sub = await nc.subscribe("route.>")
+    await nc.flush()
+    await Pipeline(GenerateSource("point", count=5), [Subject("route.{x}.{seq}"), Serialize("json"),
+                                                       Compress("zstd")],
+                   NatsSink("{subject}", options=ConnectionOptions(nats_url))).run_async()
+    msgs = [await sub.next_msg(timeout=5) for _ in range(5)]
+    await nc.close()
+    points = expected("point", 5)
+    assert [m.subject for m in msgs] == [f"route.{p['x']}.{i}" for i, p in enumerate(points)]
+    h = msgs[0].headers
+    assert h["Content-Type"] == "application/json" and h["Content-Encoding"] == "zstd"
+    assert int(h[SENT_AT]) > 1_600_000_000 * 10**9
+
+
+async def test_queue_group_shares_messages(nats_url: str) -> None:
+    n = 2000
+    opts = ConnectionOptions(nats_url)
+    sinks = [ListSink(), ListSink()]
+    sources = [NatsSource("work", queue="workers", options=opts, duration=30) for _ in sinks]
+    pipes = [Pipeline(s, [Deserialize("msgpack")], k) for s, k in zip(sources, sinks, strict=True)]
+    tasks = [asyncio.ensure_future(p.run_async()) for p in pipes]
+    while not all(s.ready.is_set() for s in sources):
+        await asyncio.sleep(0.01)
+    await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack")],
+                   NatsSink("work", options=opts)).run_async()
+    for _ in range(1000):
+        if sum(len(k.values) for k in sinks) >= n:
+            break
+        await asyncio.sleep(0.01)
+    for s in sources:
+        s.stopping.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+    got = sinks[0].values + sinks[1].values
+    assert len(got) == n  # each message to one member of the group, none twice
+    assert sorted(got, key=lambda p: (p["x"], p["y"])) == sorted(expected("point", n), key=lambda p: (p["x"], p["y"]))
+
+
+async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: Any) -> None:
+    with EmbeddedServer(max_payload=4096, store_dir=tmp_path / "js") as srv:
+        opts = ConnectionOptions(srv.url)
+        sink = NatsSink("big", options=opts)
+        dead = JsonlSink(tmp_path / "dead.jsonl")
+        import nats
+
+        nc = await nats.connect(srv.url)
+        sub = await nc.subscribe("big")
+        await nc.flush()
+        # The payload alone is exactly max_payload: with headers it is over the limit.
+        values = [b"a" * 4096, b"small", b"b" * 4000, b"c" * 4050]
+
+        class Fixed(GenerateSource):
+            async def batches(self) -> Any:
+                yield Batch(list(values), headers={"Content-Type": "application/octet-stream"},
+                            meta={"seq": list(range(len(values)))})
+
+        stats = await Pipeline(Fixed("point"), [], sink, dead_letter=dead).run_async()
+        assert stats.rejected == 2 and stats.records_out == 2
+        got = [await sub.next_msg(timeout=5) for _ in range(2)]
+        assert [m.data for m in got] == [b"small", b"b" * 4000]  # 4000 B + 91 B of headers fit
+        # The connection of the sink stayed up until its clean close, and a fresh publish still works.
+        assert sink.conn.stats.disconnects == 0
+        await nc.publish("big", b"after")
+        assert (await sub.next_msg(timeout=5)).data == b"after"
+        await nc.close()
+        import json
+
+        lines = [json.loads(line) for line in (tmp_path / "dead.jsonl").read_text().splitlines()]
+        assert [d["stage"] for d in lines] == ["publish", "publish"]
+        assert "max_payload 4096" in lines[0]["error"]
+
+
+async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
+    import nats
+
+    opts = ConnectionOptions(nats_url)
+    source = NatsSource("flood", options=opts, batch_size=10, pending_msgs_limit=20, duration=30)
+
+    class SlowSink(NullSink):
+        async def write(self, batch: Batch) -> None:
+            await super().write(batch)
+            await asyncio.sleep(0.05)
+
+    sink = SlowSink()
+    task = asyncio.ensure_future(Pipeline(source, [], sink, queue_size=1).run_async())
+    while not source.ready.is_set():
+        await asyncio.sleep(0.01)
+    nc = await nats.connect(nats_url)
+    for i in range(5000):
+        await nc.publish("flood", str(i).encode())
+    await nc.flush()
+    await nc.close()
+    for _ in range(300):
+        if source.dropped and sink.records + source.dropped + (source.lag() or 0) >= 5000:
+            break
+        await asyncio.sleep(0.02)
+    source.stopping.set()
+    await asyncio.wait_for(task, 20)
+    # Core NATS is at-most-once: what the pipeline could not keep up with was dropped and counted.
+    assert source.dropped > 0
+    assert sink.records + source.dropped <= 5000
+    # The buffer between nats-py and the pipeline stayed bounded.
+    assert source.buffer.max_buffered == 40
+
+
+async def test_embedded_url_shares_one_server_between_pipelines() -> None:
+    source = NatsSource("shared", count=100)  # no url: the process's embedded server
+    sink = ListSink()
+    consumer = Pipeline(source, [Deserialize("msgpack")], sink)
+
+    async def produce() -> None:
+        await Pipeline(GenerateSource("point", count=100), [Serialize("msgpack")],
+                       NatsSink("shared", options=ConnectionOptions("embedded"))).run_async()
+
+    stats = await consume_while(source, consumer, produce)
+    assert stats.records_out == 100
+    assert EmbeddedServer._shared is None  # released and stopped when both pipelines ended
