@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -158,3 +159,40 @@ async def fill_points(url: str, n: int) -> None:
                          stream={"name": "POINTS", "subjects": ["points.js"]})
     await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack"), Compress("zstd", "fastest")], sink,
                    name="fill-points").run_async()
+
+
+def slow_identity(value: Any) -> Any:
+    """A ``map`` function for worker tests: 0.2 ms per record, so a worker is still busy when signalled."""
+    import time
+
+    time.sleep(0.0002)
+    return value
+
+
+async def publish_numbered(url: str, n: int, stream: str = "NUM", subject: str = "num") -> None:
+    """``{"i": i}`` for i in 0..n-1 as msgpack into a new stream: records a test can tell apart."""
+    import msgpack
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name=stream, subjects=[subject])
+    futures = []
+    for i in range(n):
+        futures.append(await js.publish_async(subject, msgpack.packb({"i": i}),
+                                              headers={"Content-Type": "application/msgpack", "Nats-Msg-Id": str(i)}))
+        if len(futures) >= 2000:
+            await asyncio.gather(*futures)
+            futures = []
+    await asyncio.gather(*futures)
+    await nc.close()
+
+
+async def consumer_info(url: str, stream: str, durable: str) -> Any:
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        return await nc.jetstream().consumer_info(stream, durable)
+    finally:
+        await nc.close()

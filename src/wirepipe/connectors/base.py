@@ -63,6 +63,10 @@ class Source:
         """Records waiting upstream of this source (stream pending, buffered), when it knows."""
         return None
 
+    def wants_commit(self) -> bool:
+        """True when the source waits for acks to go on (it read its ``count``): commit without delay."""
+        return False
+
     def __or__(self, other: Any) -> Any:
         """``source | op | ... | sink`` builds a ``Pipeline``."""
         from ..pipelines.pipeline import Pipeline

@@ -465,6 +465,9 @@ class JetStreamSource(Source):
         """Messages in the stream not yet delivered to this consumer (from the last message's metadata)."""
         return self._lag
 
+    def wants_commit(self) -> bool:
+        return self.count is not None and self._seen >= self.count
+
     @property
     def ack_pressure(self) -> int:
         """Unacknowledged records after which the pipeline should commit (half of ``max_ack_pending``)."""
@@ -762,9 +765,14 @@ class JetStreamSource(Source):
             self._puller.cancel()
             with contextlib.suppress(BaseException):
                 await self._puller
+        self.buffer.closing = True
         self.buffer.space.set()
-        if self.nc is not None and not self.ordered and self.nc.is_connected:
+        if self.nc is not None and not self.ordered and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
+            # Drain first (unsubscribe, then run what is in flight through the callback) so none is missed.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.sub.drain(), 5)
+            self.sub = None
             left = [m.reply for m in self.buffer.msgs]
             self.buffer.msgs.clear()
             with contextlib.suppress(Exception):

@@ -375,6 +375,7 @@ class BufferedSubscriber:
         self.space = asyncio.Event()
         self.space.set()
         self.delivered = 0
+        self.closing = False  # while draining a subscription the callback never waits
 
     async def on_msg(self, msg: Any) -> None:
         self.msgs.append(msg)
@@ -385,7 +386,7 @@ class BufferedSubscriber:
             self.arrived.set()
         if n >= self.batch_size:
             self.full.set()
-            if n >= self.max_buffered:
+            if n >= self.max_buffered and not self.closing:
                 self.space.clear()
                 await self.space.wait()
 

@@ -207,7 +207,7 @@ class Pipeline:
                 if item is None:
                     break
                 await self._process(*item, sink, stats)
-                if (time.monotonic() - self._last_commit >= interval
+                if (time.monotonic() - self._last_commit >= interval or source.wants_commit()
                         or (pressure is not None and self._unacked_records >= pressure)):
                     await self._commit(sink, stats)
             await self._commit(sink, stats)  # the drain: what was written is flushed, then acked

@@ -1,0 +1,219 @@
+"""Long-lived workers: SIGTERM/SIGKILL of a consuming worker process, restarts, monitoring, bounded memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.nats_fixtures import (
+    ListSink,
+    consumer_info,
+    publish_numbered,
+    run_wirepipe,
+    start_wirepipe,
+    wirepipe_env,
+)
+from wirepipe.batch import Batch
+from wirepipe.connectors.jetstream import JetStreamSource
+from wirepipe.connectors.natsconn import ConnectionOptions
+from wirepipe.operators.serialize import Deserialize
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.server import EmbeddedServer
+
+TESTS = Path(__file__).parent
+
+WORKER = """
+name: archive
+source:
+  type: jetstream
+  url: "${NATS_URL}"
+  stream: NUM
+  durable: archive
+  batch_size: 200
+  ack_wait: 3s
+  stop_at_end: ${STOP_AT_END:-false}
+operators:
+  - deserialize: {format: auto}
+  - map: {function: "nats_fixtures:slow_identity"}
+sink: {type: parquet, path: "${OUT}/part-{part}.parquet"}
+dead_letter: {type: jsonl, path: "${OUT}/dead.jsonl", append: true}
+flush_interval: 200ms
+shutdown_timeout: 20s
+monitor: {status_interval: 200ms}
+"""
+
+
+def written(out: Path) -> list[int]:
+    """Every ``i`` in the complete part files (a file without its final name is not read)."""
+    seen: list[int] = []
+    for f in sorted(out.glob("part-*.parquet")):
+        seen += pq.read_table(f).column("i").to_pylist()
+    return seen
+
+
+def acked_seqs(info: Any) -> int:
+    """Stream sequences 1..ack_floor are acknowledged (one worker, so acks are contiguous)."""
+    return info.ack_floor.stream_seq
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
+        nats_server: EmbeddedServer, tmp_path: Path, sig: signal.Signals) -> None:
+    n = 12000
+    url = nats_server.url
+    await publish_numbered(url, n)
+    config = tmp_path / "worker.yaml"
+    config.write_text(WORKER)
+    out = tmp_path / "out"
+    env = wirepipe_env(NATS_URL=url, OUT=str(out), PYTHONPATH=str(TESTS))
+
+    worker = start_wirepipe("run", str(config), env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(out.glob("part-*.parquet")):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        worker.send_signal(sig)
+        _, stderr = await asyncio.to_thread(worker.communicate, timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    if sig == signal.SIGTERM:
+        assert worker.returncode == 0, stderr
+        assert "draining" in stderr
+        assert "rec/s" in stderr  # the periodic status line
+    else:
+        assert worker.returncode == -signal.SIGKILL
+
+    first = written(out)
+    assert 0 < len(first) < n  # stopped mid-stream
+    info = await consumer_info(url, "NUM", "archive")
+    # Nothing acknowledged that is not in a complete Parquet file.
+    assert set(range(acked_seqs(info))) <= set(first)
+    if sig == signal.SIGTERM:
+        assert acked_seqs(info) == len(set(first))  # the drain acked everything it wrote
+
+    env["STOP_AT_END"] = "true"
+    again = await asyncio.to_thread(run_wirepipe, "run", str(config), env=env, timeout=120)
+    assert again.returncode == 0, again.stderr
+    everything = written(out)
+    assert set(everything) == set(range(n))  # every record reached the sink at least once
+    duplicates = len(everything) - n
+    assert duplicates >= 0
+    info = await consumer_info(url, "NUM", "archive")
+    assert info.num_pending == 0 and info.num_ack_pending == 0
+    assert not (out / "dead.jsonl").exists() or not (out / "dead.jsonl").read_text().strip()
+
+
+async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
+    await publish_numbered(nats_url, 300)
+    source = JetStreamSource(stream="NUM", durable="prom", options=ConnectionOptions(nats_url), duration=30)
+    sink = ListSink()
+    pipe = Pipeline(source, [Deserialize("msgpack")], sink, name="prom-test",
+                    monitor={"status_interval": 0, "prometheus": {"port": 0}})
+    task = asyncio.ensure_future(pipe.run_async())
+    for _ in range(500):
+        if len(sink.values) >= 300 and pipe.stats.acked >= 300:
+            break
+        await asyncio.sleep(0.01)
+    from wirepipe.pipelines.monitor import Monitor
+
+    monitor = next(o for o in _referrers(pipe) if isinstance(o, Monitor))
+    base = f"http://127.0.0.1:{monitor.port}"
+    metrics = (await asyncio.to_thread(lambda: urllib.request.urlopen(base + "/metrics").read())).decode()
+    health = await asyncio.to_thread(lambda: urllib.request.urlopen(base + "/healthz"))
+    assert 'wirepipe_records_out_total{pipeline="prom-test"} 300.0' in metrics
+    assert 'wirepipe_acked_total{pipeline="prom-test"} 300.0' in metrics
+    assert "wirepipe_lag" in metrics and "wirepipe_up" in metrics
+    assert health.status == 200
+    source.stopping.set()
+    await asyncio.wait_for(task, 10)
+
+
+def _referrers(obj: Any) -> list[Any]:
+    import gc
+
+    return gc.get_referrers(obj)
+
+
+async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
+    await publish_numbered(nats_url, 5000)
+    source = JetStreamSource(stream="NUM", durable="slow", options=ConnectionOptions(nats_url), batch_size=100,
+                             count=1500)
+    high = {"buffer": 0, "requested": 0, "queue": 0}
+
+    class SlowSink(ListSink):
+        async def write(self, batch: Batch) -> None:
+            high["buffer"] = max(high["buffer"], len(source.buffer))
+            high["requested"] = max(high["requested"], source._requested)
+            await asyncio.sleep(0.01)
+            await super().write(batch)
+
+    pipe = Pipeline(source, [Deserialize("msgpack")], SlowSink(), queue_size=2)
+    stats = await pipe.run_async()
+    assert stats.records_out == 1500
+    # Neither the client buffer nor what was asked of the server grew past its bound while the sink lagged.
+    assert high["buffer"] <= source.buffer.max_buffered == 400
+    assert high["buffer"] + high["requested"] <= source.buffer.max_buffered + 2 * source.batch_size
+    assert (source.lag() or 0) > 0  # the rest stayed in the stream
+
+
+def test_server_command_prints_its_url_and_stops_on_sigterm() -> None:
+    proc = start_wirepipe("server")
+    try:
+        url = proc.stdout.readline().strip() if proc.stdout else ""
+        assert url.startswith("nats://127.0.0.1:")
+        import socket
+
+        host, port = url.removeprefix("nats://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            assert s.recv(4) == b"INFO"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_run_count_and_duration_override(tmp_path: Path) -> None:
+    out = tmp_path / "pts.jsonl"
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text(f"""
+name: bounded
+source: {{type: generate, dataset: point, rate: 2000}}
+sink: {{type: jsonl, path: "{out}"}}
+""")
+    done = run_wirepipe("run", str(cfg), "--count", "123")
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) == 123
+    done = run_wirepipe("run", str(cfg), "--duration", "0.5s")
+    assert done.returncode == 0, done.stderr
+    assert 0 < len(out.read_text().splitlines()) < 100000
+    bad = run_wirepipe("run", str(cfg), "--duration", "soon")
+    assert bad.returncode == 2 and "duration" in bad.stderr
+
+
+def test_example_configs_run_against_a_server(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    configs = TESTS.parent / "configs"
+    env = wirepipe_env(NATS_URL=nats_server.url, OUT=str(tmp_path / "out"))
+    for name in ("nats-publish", "jetstream-publish", "jetstream-to-parquet", "relay"):
+        path = configs / f"{name}.yaml"
+        check = run_wirepipe("validate", str(path), env=env)
+        assert check.returncode == 0, check.stderr
+        done = run_wirepipe("run", str(path), "--count", "2000", env=env, timeout=120)
+        assert done.returncode == 0, (name, done.stderr)
+        assert "2000 records out of 2000" in done.stderr, (name, done.stderr)
+    parts = list((tmp_path / "out" / "points").glob("part-*.parquet"))
+    assert sum(pq.read_metadata(p).num_rows for p in parts) == 2000
+    # nats-publish with no NATS_URL runs on its own embedded server.
+    done = run_wirepipe("run", str(configs / "nats-publish.yaml"), "--count", "100", env=wirepipe_env())
+    assert done.returncode == 0, done.stderr
+    assert json.dumps(1)  # keep json imported for callers reading stderr
