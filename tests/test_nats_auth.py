@@ -1,0 +1,137 @@
+"""Auth and TLS on the NATS connectors: the right credentials work, wrong ones fail clearly, secrets stay secret."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import nkeys
+import pytest
+
+from nats_fixtures import ListSink, run_wirepipe, wirepipe_env
+from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
+from wirepipe.connectors.nats import NatsSink
+from wirepipe.connectors.natsconn import ConnectionOptions
+from wirepipe.errors import ConfigError, WirepipeError
+from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.pipelines.config import validate_config
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.server import EmbeddedServer, ServerTLS, User
+
+PASSWORD = "s3cret-Pa55word-xyz"
+TOKEN = "t0ken-abcdef-123456"
+_streams = itertools.count()
+
+
+def new_nkey() -> tuple[str, str]:
+    """(seed, public key) of a fresh user nkey."""
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    kp = nkeys.from_seed(bytearray(seed))
+    return seed.decode(), kp.public_key.decode()
+
+
+async def round_trip(opts: ConnectionOptions, n: int = 50) -> int:
+    """Publish n records to a new stream and consume them back with the same connection options."""
+    name = f"AUTH{next(_streams)}"
+    sink = JetStreamSink(f"auth.{name}", options=opts, stream={"name": name})
+    await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack")], sink).run_async()
+    out = ListSink()
+    source = JetStreamSource(f"auth.{name}", durable="auth", options=opts, count=n)
+    await Pipeline(source, [Deserialize("msgpack")], out).run_async()
+    return len(out.values)
+
+
+async def refused(opts: ConnectionOptions) -> str:
+    with pytest.raises(WirepipeError) as info:
+        await Pipeline(GenerateSource("point", count=1), [Serialize("msgpack")],
+                       NatsSink("auth.test", options=opts)).run_async()
+    return str(info.value)
+
+
+async def test_user_password_and_nkey_users(tmp_path: Path) -> None:
+    seed, public = new_nkey()
+    other_seed, _ = new_nkey()
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_text(seed)
+    users = [User(user="alice", password=PASSWORD), User(nkey=public)]
+    with EmbeddedServer(users=users, store_dir=tmp_path / "js") as srv:
+        ok = ConnectionOptions(srv.url, auth={"user": "alice", "password": PASSWORD})
+        assert await round_trip(ok) == 50
+        assert await round_trip(ConnectionOptions(srv.url, auth={"nkey_seed": seed})) == 50
+        assert await round_trip(ConnectionOptions(srv.url, auth={"nkey_seed_file": str(seed_file)})) == 50
+
+        wrong = await refused(ConnectionOptions(srv.url, auth={"user": "alice", "password": "nope-" + PASSWORD},
+                                                connect_timeout=5))
+        assert "refused the connection with user 'alice'" in wrong and "check auth" in wrong
+        assert PASSWORD not in wrong
+        wrong = await refused(ConnectionOptions(srv.url, auth={"nkey_seed": other_seed}, connect_timeout=5))
+        assert "an nkey" in wrong and other_seed not in wrong
+        missing = await refused(ConnectionOptions(srv.url, connect_timeout=5))
+        assert "no credentials" in missing
+
+
+async def test_token(tmp_path: Path) -> None:
+    with EmbeddedServer(token=TOKEN, store_dir=tmp_path / "js") as srv:
+        assert await round_trip(ConnectionOptions(srv.url, auth={"token": TOKEN})) == 50
+        wrong = await refused(ConnectionOptions(srv.url, auth={"token": TOKEN[::-1]}, connect_timeout=5))
+        assert "a token" in wrong and TOKEN[::-1] not in wrong and TOKEN not in wrong
+
+
+async def test_mutual_tls(tmp_path: Path, tls_files: dict[str, str]) -> None:
+    tls = ServerTLS(cert=tls_files["server"], key=tls_files["server-key"], ca=tls_files["ca"], verify=True)
+    with EmbeddedServer(tls=tls, store_dir=tmp_path / "js") as srv:
+        assert srv.url.startswith("tls://")
+        good = {"ca": tls_files["ca"], "cert": tls_files["client"], "key": tls_files["client-key"]}
+        assert await round_trip(ConnectionOptions(srv.url, tls=good)) == 50
+        # No client certificate: the server refuses the handshake; the error says what to check.
+        msg = await refused(ConnectionOptions(srv.url, tls={"ca": tls_files["ca"]}, connect_timeout=3))
+        assert "NATS at tls://127.0.0.1" in msg
+        # A CA that did not sign the server certificate: verification fails, clearly.
+        other_ca = tmp_path / "other-ca.pem"
+        from nats_fixtures import make_tls_files
+
+        other_ca.write_text(Path(make_tls_files(tmp_path / "other")["ca"]).read_text())
+        msg = await refused(ConnectionOptions(srv.url, tls={**good, "ca": str(other_ca)}, connect_timeout=3))
+        assert "certificate" in msg.lower()
+
+
+def test_cli_wrong_password_is_a_clear_error_without_the_secret(tmp_path: Path) -> None:
+    with EmbeddedServer(users=[User(user="alice", password=PASSWORD)], store_dir=tmp_path / "js") as srv:
+        cfg = tmp_path / "p.yaml"
+        cfg.write_text("""
+name: auth
+source: {type: generate, dataset: point, count: 10}
+operators: [{serialize: {format: msgpack}}]
+sink:
+  type: nats
+  url: "${NATS_URL}"
+  subject: secret.test
+  connect_timeout: 5s
+  auth: {user: alice, password: "${NATS_PASSWORD}"}
+""")
+        bad = run_wirepipe("run", "-v", str(cfg), env=wirepipe_env(NATS_URL=srv.url, NATS_PASSWORD="wrong-" + PASSWORD))
+        assert bad.returncode == 1
+        assert "refused the connection with user 'alice'" in bad.stderr
+        assert PASSWORD not in bad.stderr and PASSWORD not in bad.stdout
+        assert "Traceback" not in bad.stderr
+        good = run_wirepipe("run", str(cfg), env=wirepipe_env(NATS_URL=srv.url, NATS_PASSWORD=PASSWORD))
+        assert good.returncode == 0, good.stderr
+        assert PASSWORD not in good.stderr
+
+
+def test_auth_config_is_validated_and_secrets_are_not_echoed() -> None:
+    base = {"name": "x", "source": {"type": "generate"}}
+    with pytest.raises(ConfigError) as info:
+        validate_config({**base, "sink": {"type": "nats", "url": "nats://h:4222", "subject": "s",
+                                          "auth": {"user": "a", "password": PASSWORD, "token": TOKEN}}})
+    assert "choose one auth method" in str(info.value)
+    assert PASSWORD not in str(info.value) and TOKEN not in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        validate_config({**base, "sink": {"type": "nats", "url": "embedded", "subject": "s",
+                                          "auth": {"token": TOKEN}}})
+    assert "embedded" in str(info.value) and TOKEN not in str(info.value)
+    cfg = validate_config({**base, "sink": {"type": "nats", "url": "nats://h:4222", "subject": "s",
+                                            "auth": {"user": "a", "password": PASSWORD}}})
+    assert PASSWORD not in repr(cfg) and PASSWORD not in str(cfg.model_dump(mode="json"))
