@@ -1,0 +1,115 @@
+"""JetStream consume: wirepipe's pull source (raw pull requests on a callback subscription) vs
+a hand-written nats-py ``pull_subscribe`` + ``fetch(batch)`` + ack loop.
+
+The stream is filled once with N point records (msgpack + zstd); each round reads all of
+them through a new durable consumer, decompresses, unpacks and acks every record.
+wirepipe acks after its (null) sink flushed, as in production.
+
+    python benchmarks/jetstream_consume.py [--count 100000] [--rounds 5] [--batch 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import time
+
+from natsbench import SENT_AT, Result, percentiles, report
+from wirepipe.batch import Batch
+from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
+from wirepipe.connectors.natsconn import ConnectionOptions
+from wirepipe.operators.compress import Compress, Decompress
+from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.server import EmbeddedServer
+
+_ids = itertools.count()
+
+
+class Lat(NullSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lat: list[int] = []
+
+    async def write(self, batch: Batch) -> None:
+        await super().write(batch)
+        self.lat.extend(r - s for s, r in zip(batch.meta["sent_ns"], batch.meta["received_ns"], strict=True) if s)
+
+
+async def wirepipe_run(url: str, n: int, batch: int, lat: list[float]) -> float:
+    sink = Lat()
+    source = JetStreamSource("jsc", durable=f"wp{next(_ids)}", options=ConnectionOptions(url), count=n,
+                             batch_size=batch, max_ack_pending=8 * batch)
+    t0 = time.perf_counter()
+    stats = await Pipeline(source, [Decompress("zstd"), Deserialize("msgpack")], sink).run_async()
+    dt = time.perf_counter() - t0
+    assert stats.records_out == n and stats.acked == n
+    lat[:] = [v / 1000 for v in sink.lat]
+    return n / dt
+
+
+async def hand_run(url: str, n: int, batch: int, lat: list[float]) -> float:
+    import msgpack
+    import nats
+    import zstandard
+    from nats.js.api import ConsumerConfig
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    decompress = zstandard.ZstdDecompressor().decompress
+    unpack = msgpack.unpackb
+    t0 = time.perf_counter()
+    sub = await js.pull_subscribe("jsc", durable=f"hand{next(_ids)}", config=ConsumerConfig(max_ack_pending=8 * batch))
+    got = 0
+    lats: list[int] = []
+    while got < n:
+        msgs = await sub.fetch(min(batch, n - got), timeout=10)
+        now = time.time_ns()
+        for m in msgs:
+            unpack(decompress(m.data))
+            lats.append(now - int(m.headers[SENT_AT]))
+            await m.ack()
+        got += len(msgs)
+    await nc.flush()
+    dt = time.perf_counter() - t0
+    await nc.close()
+    lat[:] = [v / 1000 for v in lats]
+    return n / dt
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=1000)
+    args = ap.parse_args()
+    n = args.count
+    runs = {"wirepipe pull source": wirepipe_run, "hand-written fetch + ack loop": hand_run}
+    results = {k: Result(k) for k in runs}
+    lats: dict[str, list[float]] = {k: [] for k in runs}
+    async with EmbeddedServer() as srv:
+        sink = JetStreamSink("jsc", options=ConnectionOptions(srv.url), stream={"name": "JSC"})
+        stats = await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack"), Compress("zstd", "fastest")],
+                               sink).run_async()
+        size = stats.bytes_out / n
+        for r in range(args.rounds):
+            for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                lat: list[float] = []
+                rate = await runs[name](srv.url, n, args.batch, lat)
+                results[name].rates.append(rate)
+                results[name].mbps.append(rate * size / 1e6)
+                lats[name] += lat
+    for name, r in results.items():
+        p = percentiles(lats[name])
+        r.latency = {"p50_us": p["p50"], "p90_us": p["p90"], "p99_us": p["p99"], "msgs_per_s": r.best,
+                     "mb_per_s": max(r.mbps), "received": len(lats[name])}
+    report(f"JetStream consume (durable pull, explicit ack), msgpack+zstd -> decompress -> unpack, batch "
+           f"{args.batch}, {n:,} records x {args.rounds} rounds (latency: stored messages, so it is their age)",
+           results, "wirepipe pull source", "hand-written fetch + ack loop", target=1.0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

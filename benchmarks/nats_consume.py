@@ -1,0 +1,140 @@
+"""Consume pipeline ``core NATS -> zstd -> msgpack -> null`` vs a hand-written nats-py callback loop.
+
+A separate process publishes N point records (msgpack + zstd, wire headers) as fast as
+it can; the consumer in this process, with pending limits large enough for no drops,
+decompresses and unpacks every one. Throughput is first to last message received;
+latency is Wirepipe-Sent-At to receipt (it includes the backlog when the consumer is
+the slower side, as in ``nats bench``).
+
+    python benchmarks/nats_consume.py [--count 200000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from natsbench import SENT_AT, Result, percentiles, report, start_publisher
+from wirepipe.batch import Batch
+from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.nats import NatsSource
+from wirepipe.connectors.natsconn import ConnectionOptions
+from wirepipe.operators.compress import Decompress
+from wirepipe.operators.serialize import Deserialize
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.server import EmbeddedServer
+
+
+class LatencySink(NullSink):
+    """Null sink that also keeps first/last arrival and per-record latency (from the source's meta)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = 0.0
+        self.last = 0.0
+        self.lat: list[int] = []
+
+    async def write(self, batch: Batch) -> None:
+        if not self.first:
+            self.first = time.perf_counter()
+        await super().write(batch)
+        sent = batch.meta.get("sent_ns")
+        recv = batch.meta.get("received_ns")
+        if sent and recv:
+            self.lat.extend(r - s for s, r in zip(sent, recv, strict=True) if s)
+        self.last = time.perf_counter()
+
+
+async def wirepipe_run(url: str, n: int, lat: list[float]) -> tuple[float, float]:
+    source = NatsSource("bench.con", options=ConnectionOptions(url), count=n, pending_msgs_limit=n + 10,
+                        pending_bytes_limit=0)
+    sink = LatencySink()
+    pipe = Pipeline(source, [Decompress("zstd"), Deserialize("msgpack")], sink, flush_interval=3600)
+    task = asyncio.ensure_future(pipe.run_async())
+    while not source.ready.is_set():
+        await asyncio.sleep(0.005)
+    pub = start_publisher(url, "bench.con", n)
+    stats = await task
+    pub.wait()
+    span = sink.last - sink.first
+    lat[:] = [v / 1000 for v in sink.lat]
+    return stats.records_out / span, 0.0
+
+
+async def hand_run(url: str, n: int, lat: list[float]) -> tuple[float, float]:
+    import msgpack
+    import nats
+    import zstandard
+
+    nc = await nats.connect(url)
+    decompress = zstandard.ZstdDecompressor().decompress
+    unpack = msgpack.unpackb
+    got = 0
+    first = last = 0.0
+    done = asyncio.Event()
+    lats: list[int] = []
+
+    async def cb(msg: Any) -> None:
+        nonlocal got, first, last
+        if not got:
+            first = time.perf_counter()
+        unpack(decompress(msg.data))
+        h = msg.headers
+        lats.append(time.time_ns() - int(h[SENT_AT]))
+        got += 1
+        if got >= n:
+            last = time.perf_counter()
+            done.set()
+
+    await nc.subscribe("bench.con", cb=cb, pending_msgs_limit=n + 10, pending_bytes_limit=0)
+    await nc.flush()
+    pub = start_publisher(url, "bench.con", n)
+    await done.wait()
+    pub.wait()
+    await nc.close()
+    lat[:] = [v / 1000 for v in lats]
+    return got / (last - first), 0.0
+
+
+def payload_bytes(n: int) -> int:
+    import msgpack
+    import zstandard
+
+    from wirepipe.datasets import get_dataset
+
+    compress = zstandard.ZstdCompressor(level=1).compress
+    return sum(len(compress(msgpack.packb(r))) for c in get_dataset("point").records(n, 0, 1000) for r in c)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    n = args.count
+    results = {"wirepipe pipeline": Result("wirepipe pipeline"),
+               "hand-written callback loop": Result("hand-written callback loop")}
+    runs = {"wirepipe pipeline": wirepipe_run, "hand-written callback loop": hand_run}
+    lats: dict[str, list[float]] = {k: [] for k in runs}
+    size = payload_bytes(n) / n
+    async with EmbeddedServer() as srv:
+        for r in range(args.rounds):
+            for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                lat: list[float] = []
+                rate, _ = await runs[name](srv.url, n, lat)
+                results[name].rates.append(rate)
+                results[name].mbps.append(rate * size / 1e6)
+                lats[name] += lat
+    for name, r in results.items():
+        p = percentiles(lats[name])
+        r.latency = {"p50_us": p["p50"], "p90_us": p["p90"], "p99_us": p["p99"], "msgs_per_s": r.best,
+                     "mb_per_s": max(r.mbps), "received": len(lats[name])}
+    report(f"core NATS consume, point msgpack+zstd -> decompress -> unpack -> null, {n:,} records x "
+           f"{args.rounds} rounds (publisher in another process)", results, "wirepipe pipeline",
+           "hand-written callback loop")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
