@@ -92,9 +92,9 @@ async def main() -> None:
     lats: dict[str, list[float]] = {k: [] for k in runs}
     async with EmbeddedServer() as srv:
         sink = JetStreamSink("jsc", options=ConnectionOptions(srv.url), stream={"name": "JSC"})
-        stats = await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack"), Compress("zstd", "fastest")],
-                               sink).run_async()
-        size = stats.bytes_out / n
+        await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack"), Compress("zstd", "fastest")],
+                       sink).run_async()
+        size = sink.bytes / n
         for r in range(args.rounds):
             for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
                 lat: list[float] = []

@@ -46,7 +46,7 @@ async def wirepipe_run(url: str, n: int, window: int, rate: float | None = None,
                            [Serialize("msgpack"), Compress("zstd", "fastest")], sink,
                            flush_interval=3600).run_async()
     assert sink.acked == n, sink.acked
-    return stats.records_out, stats.bytes_out
+    return stats.records_out, sink.bytes
 
 
 async def hand_run(url: str, n: int, window: int, rate: float | None = None,

@@ -71,8 +71,9 @@ async def main() -> None:
         url = srv.url
 
         async def wp() -> tuple[int, int]:
-            stats = await pipeline(url, n, "bench.pub").run_async()
-            return stats.records_out, stats.bytes_out
+            pipe = pipeline(url, n, "bench.pub")
+            stats = await pipe.run_async()
+            return stats.records_out, pipe.sink.bytes
 
         results = await interleave(args.rounds, {
             "wirepipe pipeline": wp,

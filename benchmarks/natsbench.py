@@ -9,6 +9,7 @@ percentiles measured by a separate subscriber process from ``Wirepipe-Sent-At``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
@@ -102,10 +103,8 @@ async def _subscribe(url: str, subject: str, count: int) -> None:
     await nc.subscribe(subject, cb=cb, pending_msgs_limit=count + 10, pending_bytes_limit=0)
     await nc.flush()
     print("ready", flush=True)
-    try:
+    with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(done.wait(), 60)
-    except asyncio.TimeoutError:
-        pass
     await nc.close()
     span = max(last - first, 1e-9)
     p = percentiles([v / 1000 for v in lat])

@@ -9,7 +9,7 @@ from pathlib import Path
 import nkeys
 import pytest
 
-from nats_fixtures import ListSink, run_wirepipe, wirepipe_env
+from tests.nats_fixtures import ListSink, run_wirepipe, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
 from wirepipe.connectors.nats import NatsSink
@@ -90,7 +90,7 @@ async def test_mutual_tls(tmp_path: Path, tls_files: dict[str, str]) -> None:
         assert "NATS at tls://127.0.0.1" in msg
         # A CA that did not sign the server certificate: verification fails, clearly.
         other_ca = tmp_path / "other-ca.pem"
-        from nats_fixtures import make_tls_files
+        from tests.nats_fixtures import make_tls_files
 
         other_ca.write_text(Path(make_tls_files(tmp_path / "other")["ca"]).read_text())
         msg = await refused(ConnectionOptions(srv.url, tls={**good, "ca": str(other_ca)}, connect_timeout=3))

@@ -203,7 +203,7 @@ sink: {{type: jsonl, path: "{out}"}}
 
 def test_example_configs_run_against_a_server(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     configs = TESTS.parent / "configs"
-    env = wirepipe_env(NATS_URL=nats_server.url, OUT=str(tmp_path / "out"))
+    env = wirepipe_env(NATS_URL=nats_server.url, RESULTS=str(tmp_path / "out"))
     for name in ("nats-publish", "jetstream-publish", "jetstream-to-parquet", "relay"):
         path = configs / f"{name}.yaml"
         check = run_wirepipe("validate", str(path), env=env)

@@ -727,8 +727,9 @@ class JetStreamSource(Source):
         replies = batch.meta.get("ack")
         if replies:
             await self._send_all(replies, _ACK)
-            self.acked += len(replies)
-            self._settled_more(len(replies))
+            n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
+            self.acked += n
+            self._settled_more(n)
 
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
         """Dead-lettered records: terminate them (the dead letter holds them; no redelivery)."""
@@ -753,9 +754,10 @@ class JetStreamSource(Source):
         last = [i for i, d in enumerate(delivered) if 0 < self.max_deliver <= d]
         done = set(last)
         body = json.dumps({"delay": int(self.nak_delay * 1e9)}).encode()
-        await self._send_all([r for i, r in enumerate(replies) if i not in done], b"-NAK " + body)
-        self.nacked += len(replies) - len(done)
-        self._seen -= len(replies) - len(done)  # they come back: `count` counts them when they do
+        back = [r for i, r in enumerate(replies) if i not in done and r]
+        await self._send_all(back, b"-NAK " + body)
+        self.nacked += len(back)
+        self._seen -= len(back)  # they come back: `count` counts them when they do
         self._settle_event.set()
         return [batch.reject(i, "publish", "sink", f"{error} (delivery {delivered[i]} of {self.max_deliver})")
                 for i in last]

@@ -50,7 +50,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
-        "bytes_out": stats.bytes_out,
+        # bytes_out is summed by the run loop only with metrics on; NATS sinks count their own.
+        "bytes_out": stats.bytes_out or getattr(pipeline.sink, "bytes", 0),
         "rejected": stats.rejected,
         "acked": stats.acked,
         "nacked": stats.nacked,
