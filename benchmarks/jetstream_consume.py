@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import time
 
-from natsbench import SENT_AT, Result, percentiles, report
+from natsbench import SENT_AT, Result, attach_latency, report
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
@@ -102,10 +102,7 @@ async def main() -> None:
                 results[name].rates.append(rate)
                 results[name].mbps.append(rate * size / 1e6)
                 lats[name] += lat
-    for name, r in results.items():
-        p = percentiles(lats[name])
-        r.latency = {"p50_us": p["p50"], "p90_us": p["p90"], "p99_us": p["p99"], "msgs_per_s": r.best,
-                     "mb_per_s": max(r.mbps), "received": len(lats[name])}
+    attach_latency(results, lats)
     report(f"JetStream consume (durable pull, explicit ack), msgpack+zstd -> decompress -> unpack, batch "
            f"{args.batch}, {n:,} records x {args.rounds} rounds (latency: stored messages, so it is their age)",
            results, "wirepipe pull source", "hand-written fetch + ack loop", target=1.0)

@@ -15,11 +15,10 @@ import asyncio
 import itertools
 import time
 
-from natsbench import SENT_AT, finish_subscriber, interleave, report, start_subscriber
+from natsbench import SENT_AT, finish_subscriber, interleave, paced_points, report, start_subscriber
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink
 from wirepipe.connectors.natsconn import ConnectionOptions
-from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
@@ -64,19 +63,13 @@ async def hand_run(url: str, n: int, window: int, rate: float | None = None,
     base = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
     nbytes = 0
     seq = 0
-    started = time.monotonic()
-    size = 1000 if not rate else max(1, int(rate / 10))
-    for chunk in get_dataset("point").records(n, 0, size):
+    async for chunk in paced_points(n, rate):
         for rec in chunk:
             payload = compress(pack(rec))
             nbytes += len(payload)
             await js.publish_async(subject, payload, headers={**base, SENT_AT: str(time.time_ns()),
                                                              "Nats-Msg-Id": f"hand-{seq}"})
             seq += 1
-        if rate:
-            ahead = seq / rate - (time.monotonic() - started)
-            if ahead > 0:
-                await asyncio.sleep(ahead)
     await asyncio.wait_for(js.publish_async_completed(), 60)
     await nc.close()
     return n, nbytes

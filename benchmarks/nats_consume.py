@@ -16,7 +16,7 @@ import asyncio
 import time
 from typing import Any
 
-from natsbench import SENT_AT, Result, percentiles, report, start_publisher
+from natsbench import SENT_AT, Result, attach_latency, report, start_publisher
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.nats import NatsSource
@@ -47,6 +47,22 @@ class LatencySink(NullSink):
         self.last = time.perf_counter()
 
 
+async def stalled(progress: Any, n: int, waiter: Any, patience: float = 5.0) -> None:
+    """Wait for ``waiter``, giving up when ``progress()`` has not moved for ``patience`` seconds
+    (core NATS is at-most-once: on a loaded machine the server may drop messages to a slow client)."""
+    task = asyncio.ensure_future(waiter)
+    last, since = -1, time.monotonic()
+    while not task.done():
+        await asyncio.wait({task}, timeout=0.5)
+        now = progress()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > patience:
+            break
+    if not task.done() and not isinstance(waiter, asyncio.Task):
+        task.cancel()
+
+
 async def wirepipe_run(url: str, n: int, lat: list[float]) -> tuple[float, float]:
     source = NatsSource("bench.con", options=ConnectionOptions(url), count=n, pending_msgs_limit=n + 10,
                         pending_bytes_limit=0)
@@ -56,8 +72,12 @@ async def wirepipe_run(url: str, n: int, lat: list[float]) -> tuple[float, float
     while not source.ready.is_set():
         await asyncio.sleep(0.005)
     pub = start_publisher(url, "bench.con", n)
+    await stalled(lambda: sink.records, n, task)
+    source.stopping.set()
     stats = await task
     pub.wait()
+    if stats.records_out < n:
+        print(f"wirepipe: {stats.records_out:,} of {n:,} received ({source.dropped:,} slow-consumer drops)")
     span = sink.last - sink.first
     lat[:] = [v / 1000 for v in sink.lat]
     return stats.records_out / span, 0.0
@@ -91,8 +111,11 @@ async def hand_run(url: str, n: int, lat: list[float]) -> tuple[float, float]:
     await nc.subscribe("bench.con", cb=cb, pending_msgs_limit=n + 10, pending_bytes_limit=0)
     await nc.flush()
     pub = start_publisher(url, "bench.con", n)
-    await done.wait()
+    await stalled(lambda: got, n, done.wait())
     pub.wait()
+    if got < n:
+        print(f"hand loop: {got:,} of {n:,} received")
+        last = time.perf_counter()
     await nc.close()
     lat[:] = [v / 1000 for v in lats]
     return got / (last - first), 0.0
@@ -127,10 +150,7 @@ async def main() -> None:
                 results[name].rates.append(rate)
                 results[name].mbps.append(rate * size / 1e6)
                 lats[name] += lat
-    for name, r in results.items():
-        p = percentiles(lats[name])
-        r.latency = {"p50_us": p["p50"], "p90_us": p["p90"], "p99_us": p["p99"], "msgs_per_s": r.best,
-                     "mb_per_s": max(r.mbps), "received": len(lats[name])}
+    attach_latency(results, lats)
     report(f"core NATS consume, point msgpack+zstd -> decompress -> unpack -> null, {n:,} records x "
            f"{args.rounds} rounds (publisher in another process)", results, "wirepipe pipeline",
            "hand-written callback loop")

@@ -15,11 +15,10 @@ import argparse
 import asyncio
 import time
 
-from natsbench import SENT_AT, finish_subscriber, interleave, report, start_subscriber
+from natsbench import SENT_AT, finish_subscriber, interleave, paced_points, report, start_subscriber
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats import NatsSink
 from wirepipe.connectors.natsconn import ConnectionOptions
-from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
@@ -42,19 +41,11 @@ async def hand_loop(url: str, n: int, subject: str, rate: float | None = None) -
     compress = zstandard.ZstdCompressor(level=1).compress
     headers = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
     nbytes = 0
-    sent = 0
-    started = time.monotonic()
-    size = 1000 if not rate else max(1, int(rate / 10))
-    for chunk in get_dataset("point").records(n, 0, size):
+    async for chunk in paced_points(n, rate):
         for rec in chunk:
             payload = compress(pack(rec))
             nbytes += len(payload)
             await nc.publish(subject, payload, headers={**headers, SENT_AT: str(time.time_ns())})
-        sent += len(chunk)
-        if rate:
-            ahead = sent / rate - (time.monotonic() - started)
-            if ahead > 0:
-                await asyncio.sleep(ahead)
     await nc.flush()
     await nc.close()
     return n, nbytes

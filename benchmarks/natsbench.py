@@ -45,6 +45,8 @@ async def timed(fn: Callable[[], Awaitable[tuple[int, int]]]) -> tuple[float, fl
 async def interleave(rounds: int, variants: dict[str, Callable[[], Awaitable[tuple[int, int]]]]) -> dict[str, Result]:
     results = {name: Result(name) for name in variants}
     names = list(variants)
+    for name in names:  # warm-up (imports, codec contexts, server caches), not recorded
+        await variants[name]()
     for r in range(rounds):
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
@@ -52,6 +54,29 @@ async def interleave(rounds: int, variants: dict[str, Callable[[], Awaitable[tup
             results[name].rates.append(rate)
             results[name].mbps.append(mbps)
     return results
+
+
+async def paced_points(n: int, rate: float | None = None) -> Any:
+    """The ``point`` records in chunks, paced like the generate source (about ten chunks a second)."""
+    from wirepipe.datasets import get_dataset
+
+    started = time.monotonic()
+    sent = 0
+    for chunk in get_dataset("point").records(n, 0, 1000 if not rate else max(1, int(rate / 10))):
+        yield chunk
+        sent += len(chunk)
+        if rate:
+            ahead = sent / rate - (time.monotonic() - started)
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+
+
+def attach_latency(results: dict[str, Result], lats: dict[str, list[float]]) -> None:
+    """Latency percentiles (us) measured in-process, in the shape ``report`` prints."""
+    for name, r in results.items():
+        p = percentiles(lats[name])
+        r.latency = {"p50_us": p["p50"], "p90_us": p["p90"], "p99_us": p["p99"], "msgs_per_s": r.best,
+                     "mb_per_s": max(r.mbps), "received": len(lats[name])}
 
 
 def percentiles(values: list[float]) -> dict[str, float]:

@@ -135,3 +135,12 @@ def test_auth_config_is_validated_and_secrets_are_not_echoed() -> None:
     cfg = validate_config({**base, "sink": {"type": "nats", "url": "nats://h:4222", "subject": "s",
                                             "auth": {"user": "a", "password": PASSWORD}}})
     assert PASSWORD not in repr(cfg) and PASSWORD not in str(cfg.model_dump(mode="json"))
+
+
+async def test_first_connect_has_its_own_timeout_and_a_clear_error() -> None:
+    from wirepipe.server import free_port
+
+    url = f"nats://user:{PASSWORD}@127.0.0.1:{free_port()}"  # nothing listens there
+    msg = await refused(ConnectionOptions(url, connect_timeout=1))
+    assert "cannot connect to NATS at nats://***@127.0.0.1:" in msg and "within 1s" in msg
+    assert PASSWORD not in msg

@@ -510,18 +510,23 @@ class JetStreamSource(Source):
                                       cb=self._on_msg, config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
         await self._check_empty(js)
 
-    async def _open_pull(self, js: Any) -> None:
-        import nats.js.errors
+    def _pull_config(self, name: str | None) -> Any:
         from nats.js import api
 
-        name = self.durable
         cfg = api.ConsumerConfig(
-            durable_name=name, name=name, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=self.ack_wait,
+            durable_name=self.durable, name=name, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=self.ack_wait,
             max_deliver=self.max_deliver if self.max_deliver > 0 else -1, max_ack_pending=self.max_ack_pending,
             filter_subject=self.subject, max_waiting=512,
-            inactive_threshold=None if name else 300.0,
+            inactive_threshold=None if self.durable else 300.0,
         )
         self._deliver_config(cfg)
+        return cfg
+
+    async def _open_pull(self, js: Any) -> None:
+        import nats.js.errors
+
+        name = self.durable
+        cfg = self._pull_config(name)
         existing = None
         if name:
             with contextlib.suppress(nats.js.errors.NotFoundError):
@@ -637,20 +642,9 @@ class JetStreamSource(Source):
             await js.consumer_info(self.stream, self.consumer)
         except nats.js.errors.NotFoundError:
             log.warning("consumer %s is gone from stream %s: re-creating it", self.consumer, self.stream)
-            await self._open_pull_consumer_only(js)
-        except Exception:
-            pass
-
-    async def _open_pull_consumer_only(self, js: Any) -> None:
-        from nats.js import api
-
-        cfg = api.ConsumerConfig(
-            durable_name=self.durable, name=self.consumer, ack_policy=api.AckPolicy.EXPLICIT,
-            ack_wait=self.ack_wait, max_deliver=self.max_deliver if self.max_deliver > 0 else -1,
-            max_ack_pending=self.max_ack_pending, filter_subject=self.subject,
-        )
-        self._deliver_config(cfg)
-        await js.add_consumer(self.stream, cfg)
+            await js.add_consumer(self.stream, self._pull_config(self.consumer))
+        except Exception as exc:  # the server is still recovering: the next heartbeat check tries again
+            log.debug("consumer check failed: %s", type(exc).__name__)
 
     async def batches(self) -> AsyncIterator[Batch]:
         while True:
