@@ -124,10 +124,7 @@ async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
         if len(sink.values) >= 300 and pipe.stats.acked >= 300:
             break
         await asyncio.sleep(0.01)
-    from wirepipe.pipelines.monitor import Monitor
-
-    monitor = next(o for o in _referrers(pipe) if isinstance(o, Monitor))
-    base = f"http://127.0.0.1:{monitor.port}"
+    base = f"http://127.0.0.1:{pipe.active_monitor.port}"
     metrics = (await asyncio.to_thread(lambda: urllib.request.urlopen(base + "/metrics").read())).decode()
     health = await asyncio.to_thread(lambda: urllib.request.urlopen(base + "/healthz"))
     assert 'wirepipe_records_out_total{pipeline="prom-test"} 300.0' in metrics
@@ -136,12 +133,6 @@ async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
     assert health.status == 200
     source.stopping.set()
     await asyncio.wait_for(task, 10)
-
-
-def _referrers(obj: Any) -> list[Any]:
-    import gc
-
-    return gc.get_referrers(obj)
 
 
 async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
@@ -161,8 +152,8 @@ async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
     stats = await pipe.run_async()
     assert stats.records_out == 1500
     # Neither the client buffer nor what was asked of the server grew past its bound while the sink lagged.
-    assert high["buffer"] <= source.buffer.max_buffered == 400
-    assert high["buffer"] + high["requested"] <= source.buffer.max_buffered + 2 * source.batch_size
+    # (asked-for and not yet taken counts what sits in the client queue too: it never passes two batches)
+    assert high["buffer"] <= high["requested"] <= source.buffer.max_buffered == 200
     assert (source.lag() or 0) > 0  # the rest stayed in the stream
 
 

@@ -28,7 +28,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,10 +278,6 @@ class EmbeddedServer:
                 cls._shared = None
                 cls._shared_refs = 0
                 server.close()
-
-
-def parse_users(items: Mapping[str, str] | None) -> list[User]:
-    return [User(user=u, password=p) for u, p in (items or {}).items()]
 
 
 def serve_forever(server: EmbeddedServer, echo: Any = print) -> int:

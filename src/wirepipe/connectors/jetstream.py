@@ -44,10 +44,10 @@ from .base import Source
 from .nats import (
     _SENT_AT_SIZE,
     SENT_AT,
-    BufferedSubscriber,
     NatsSink,
+    Received,
     SubjectTemplate,
-    batch_from_msgs,
+    SubscriptionReader,
     refuse_oversized,
     rejected_payloads,
     require_bytes,
@@ -434,15 +434,16 @@ class JetStreamSource(Source):
         self.heartbeat = heartbeat
         self.stop_at_end = stop_at_end
         self.conn = NatsConnection(self.options, role="jetstream consumer")
-        # Never buffer more than the server lets us hold unacknowledged.
-        self.buffer = BufferedSubscriber(batch_size, batch_timeout,
-                                         max_buffered=max(batch_size, min(4 * batch_size, max_ack_pending)))
+        # Never hold more than the server lets us keep unacknowledged.
+        self.buffer = SubscriptionReader(batch_size, batch_timeout,
+                                         max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)),
+                                         status=self._on_status)
         self.nc: Any = None
         self.sub: Any = None
         self.consumer = ""
         self._next_subject = ""
         self._inbox = ""
-        self._requested = 0  # messages asked for and not yet delivered (or expired)
+        self._requested = 0  # messages asked for and not yet taken by the pipeline (nor given up by the server)
         self._pull_wake = asyncio.Event()
         self._last_activity = time.monotonic()
         self._puller: asyncio.Task[None] | None = None
@@ -507,7 +508,9 @@ class JetStreamSource(Source):
         cfg = api.ConsumerConfig()
         self._deliver_config(cfg)
         self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
-                                      cb=self._on_msg, config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
+                                      config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
+        self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
+        self.buffer.attach(self.sub._sub)  # the subscription nats-py feeds (the wrapper holds copies)
         await self._check_empty(js)
 
     def _pull_config(self, name: str | None) -> Any:
@@ -549,8 +552,9 @@ class JetStreamSource(Source):
         self.consumer = info.name
         self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}"
         self._inbox = self.nc.new_inbox()
-        self.sub = await self.nc.subscribe(self._inbox, cb=self._on_pull_msg,
-                                           pending_msgs_limit=8 * self.batch_size + 1024, pending_bytes_limit=0)
+        self.sub = await self.nc.subscribe(self._inbox, pending_msgs_limit=self.buffer.max_buffered + 1024,
+                                           pending_bytes_limit=0)
+        self.buffer.attach(self.sub)
         self.conn.on_reconnect(self._repull)
         await self._check_empty(js)
         self._puller = asyncio.ensure_future(self._pull_loop())
@@ -563,20 +567,6 @@ class JetStreamSource(Source):
             self._at_end.set()
 
     # --- receiving -----------------------------------------------------------------------------
-
-    async def _on_msg(self, msg: Any) -> None:
-        await self.buffer.on_msg(msg)
-
-    async def _on_pull_msg(self, msg: Any) -> None:
-        self._last_activity = time.monotonic()
-        h = msg.headers
-        if h is not None and not msg.data and "Status" in h:
-            self._on_status(h)
-            return
-        self._requested -= 1
-        if self._requested <= self.batch_size:
-            self._pull_wake.set()
-        await self.buffer.on_msg(msg)
 
     def _on_status(self, h: dict[str, str]) -> None:
         status = h.get("Status")
@@ -596,22 +586,22 @@ class JetStreamSource(Source):
 
     async def _repull(self) -> None:
         """After a reconnect the server may have forgotten our pull requests: ask again."""
-        self._requested = 0
+        self._requested = len(self.buffer)  # what arrived is still to be taken; the rest is forgotten
         self.repulls += 1
         self._pull_wake.set()
 
     async def _pull_loop(self) -> None:
         """Keep about two batches requested; refill when half has arrived; stop with ``stopping``."""
-        target = 2 * self.batch_size
+        target = self.buffer.max_buffered
+        received = -1
         expires_ns = int(self.expires * 1e9)
         hb = self.heartbeat
         body_extra = {"expires": expires_ns, "idle_heartbeat": int(hb * 1e9)} if hb > 0 else {"expires": expires_ns}
         while not self.stopping.is_set():
             try:
-                room = self.buffer.max_buffered - len(self.buffer) - self._requested
-                want = min(target - self._requested, room)
+                want = target - self._requested
                 if self.count is not None:
-                    want = min(want, self.count - self._seen - self._requested - len(self.buffer))
+                    want = min(want, self.count - self._seen - self._requested)
                 worth = want >= min(self.batch_size, target // 2) or (want > 0 and self._requested == 0)
                 if worth and self.nc.is_connected:
                     body = json.dumps({"batch": want, **body_extra}).encode()
@@ -621,6 +611,9 @@ class JetStreamSource(Source):
                 self._pull_wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._pull_wake.wait(), max(0.05, hb or 1.0))
+                if self.sub._received != received:  # any message, heartbeat or status: the request is alive
+                    received = self.sub._received
+                    self._last_activity = time.monotonic()
                 if self._requested and hb > 0 and time.monotonic() - self._last_activity > 2 * hb + 1:
                     # No message, heartbeat or status for two heartbeats: the request is lost.
                     log.warning("pull consumer %s: no heartbeat for %.0fs, pulling again", self.consumer,
@@ -656,10 +649,11 @@ class JetStreamSource(Source):
             got = await self._take(left)
             if got is None:
                 return
-            msgs, times = got
-            self._seen += len(msgs)
-            self._pull_wake.set()
-            yield self._batch(msgs, times)
+            self._seen += len(got)
+            if not self.ordered:
+                self._requested = max(0, self._requested - len(got))
+                self._pull_wake.set()
+            yield self._batch(got)
 
     async def _count_settled(self) -> bool:
         """``count`` records were read: wait until they are settled; False when done, True if some came back."""
@@ -669,7 +663,7 @@ class JetStreamSource(Source):
                 await asyncio.wait_for(self._settle_event.wait(), 0.5)
         return self._seen < self.count if self.count is not None and not self.stopping.is_set() else False
 
-    async def _take(self, left: int) -> tuple[list[Any], list[int]] | None:
+    async def _take(self, left: int) -> Received | None:
         if not self.stop_at_end:
             return await self.buffer.take(left, self.stopping)
         # Stop at the end of the stream: also wake up when the last message was seen.
@@ -691,13 +685,13 @@ class JetStreamSource(Source):
         finally:
             watcher.cancel()
 
-    def _batch(self, msgs: list[Any], times: list[int]) -> Batch:
-        batch = batch_from_msgs(msgs, times)
-        replies = [m.reply for m in msgs]
+    def _batch(self, got: Received) -> Batch:
+        batch = got.batch()
+        replies = got.replies
         try:
             parsed = [parse_ack_reply(r) for r in replies]
         except (IndexError, ValueError):
-            parsed = [(0, 1, 0)] * len(msgs)
+            parsed = [(0, 1, 0)] * len(replies)
         seqs = [p[0] for p in parsed]
         batch.meta["seq"] = seqs
         batch.meta["stream_seq"] = seqs
@@ -761,16 +755,20 @@ class JetStreamSource(Source):
             self._puller.cancel()
             with contextlib.suppress(BaseException):
                 await self._puller
-        self.buffer.closing = True
-        self.buffer.space.set()
         if self.nc is not None and not self.ordered and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
-            # Drain first (unsubscribe, then run what is in flight through the callback) so none is missed.
+            # Let what the server is still sending for our pull requests arrive first (until the queue
+            # stops growing, at most a second), then unsubscribe and nak everything queued.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.sub.drain(), 5)
+                deadline = time.monotonic() + 1.0
+                seen = -1
+                while time.monotonic() < deadline and self.sub._received != seen:
+                    seen = self.sub._received
+                    await asyncio.sleep(0.05)
+                await self.nc.flush(timeout=2)
+                await self.sub.unsubscribe()
             self.sub = None
-            left = [m.reply for m in self.buffer.msgs]
-            self.buffer.msgs.clear()
+            left = self.buffer.drop_replies()
             with contextlib.suppress(Exception):
                 await self._send_all(left, b"-NAK")
                 await self.nc.flush(timeout=5)

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
 
-from ..errors import ConfigError, WirepipeError
+from ..errors import WirepipeError
 from ..pipelines.models import Duration, Size, Strict
 
 log = logging.getLogger("wirepipe.nats")
@@ -416,8 +416,3 @@ def redact_secrets(text: str) -> str:
     import re
 
     return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)
-
-
-def require_url_for(what: str, url: str | list[str] | None) -> None:
-    if is_embedded(url):
-        raise ConfigError(f"{what} needs a NATS url")

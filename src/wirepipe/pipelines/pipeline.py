@@ -99,6 +99,7 @@ class Pipeline:
         self._unsettled: list[list[Rejected]] = []
         self._last_commit = 0.0
         self.running = False
+        self.active_monitor: Any = None  # the Monitor of the current run (its Prometheus port, for tests)
 
     def __or__(self, other: Any) -> Pipeline:
         if isinstance(other, Operator):
@@ -145,7 +146,7 @@ class Pipeline:
         if self.monitor is not None:
             from .monitor import Monitor
 
-            monitor = Monitor(self, self.monitor)
+            monitor = self.active_monitor = Monitor(self, self.monitor)
             await monitor.start()
         try:
             await source.open()
