@@ -375,9 +375,10 @@ class SubscriptionReader:
     The subscription has no callback: nats-py parses each message into its pending queue
     (bounded by ``pending_msgs_limit``; past it, core NATS drops are counted), and ``take``
     empties up to a batch of it with ``get_nowait`` in one loop. That skips the
-    per-message coroutine of a callback subscription (measured: ~30% less CPU per record
-    than a callback that appends to a list, and faster than a hand-written callback loop
-    that decodes in the callback) and keeps no ``Msg`` objects beyond the batch.
+    per-message coroutine of a callback subscription (measured: a bare drain loop beat a
+    callback loop doing the same decoding by ~5-10%, and the JetStream pull source got
+    ~40% faster than with a callback appending to a list) and keeps no ``Msg`` objects
+    beyond the batch. ``received_ns`` is when the pipeline took the message.
     ``status`` (JetStream pulls) sees and removes the server's status messages.
     """
 
