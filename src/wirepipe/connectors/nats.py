@@ -491,9 +491,8 @@ class NatsSource(Source):
 
     @property
     def params(self) -> dict[str, Any]:
-        # ``dropped`` (slow-consumer drops so far) rides along so every metrics row of the stage shows it.
         return {"subject": self.subject, "queue": self.queue, "batch_size": self.batch_size,
-                "dropped": self.dropped, **self.options.public_params()}
+                **self.options.public_params()}
 
     @property
     def dropped(self) -> int:
