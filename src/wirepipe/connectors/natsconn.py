@@ -325,8 +325,11 @@ class NatsConnection:
         where = self.public_url
         how = self.options.auth.describe() if self.options.auth is not None else "no credentials"
         err = self._first_error
+        fast = self._fail_fast is not None and self._fail_fast in done
+        if fast:
+            err = self._fail_fast.result()  # the error that ended the attempt, not a later reset
         reason = _describe(err) if err is not None else "no answer"
-        if self._fail_fast is not None and self._fail_fast in done:
+        if fast:
             if "authoriz" in reason.lower() or "authentic" in reason.lower():
                 return (f"NATS at {where} refused the connection with {how}: {reason} "
                         "(check auth: user/password, token, creds or nkey)")
