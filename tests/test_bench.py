@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +36,10 @@ def test_quick_in_process_produces_tables_and_files(tmp_path: Path) -> None:
     assert "Publish-side sum (ms)" in md and "### Recommendation" in md
     assert "fastest end to end" in result.stdout
     table = pq.read_table(tmp_path / "bench.parquet")
-    # 2 datasets x 4 formats x (none + zstd x 2 levels + gzip x 2 + lz4 once: its fastest and
-    # default are both level 0, measured once), 2 iterations each
+    # 2 datasets x 4 formats x (none + zstd x 2 levels + lz4 once: its fastest and default
+    # are both level 0, measured once), 2 iterations each
     combos = set(zip(table.column("dataset").to_pylist(), table.column("chain").to_pylist(), strict=True))
-    assert len(combos) == 2 * 4 * 6
+    assert len(combos) == 2 * 4 * 4
     assert set(table.column("iteration").to_pylist()) == {0, 1}
     meta = pq.read_schema(tmp_path / "bench.parquet").metadata
     assert json.loads(meta[b"wirepipe.bench.repetitions"]) == {"point": 300, "block": 300}
@@ -127,3 +128,44 @@ def test_user_records_from_jsonl(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     md = (tmp_path / "out" / "bench.md").read_text()
     assert "## mine" in md and "raw = the record's compact JSON size" in md
+
+
+def test_quick_over_nats_adds_publish_consume_and_latency(tmp_path: Path) -> None:
+    result = bench_cli("--quick", "--repetitions", "300", "--iterations", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    md = (tmp_path / "bench.md").read_text()
+    assert "transport: nats" in md
+    assert "| Publish (ms) | Consume (ms) |" in md and "Latency p50 / p99 (ms)" in md
+    assert "### Failed combinations" not in md
+    table = pq.read_table(tmp_path / "bench.parquet")
+    stages = table.column("stage").to_pylist()
+    assert stages.count("publish") == stages.count("consume") == stages.count("serialize") == 2 * 16
+    latency = pq.read_table(tmp_path / "bench.latency.parquet")
+    assert latency.num_rows == 2 * 16 * 300  # every record of every combination
+    report = (tmp_path / "report.md").read_text()
+    assert "end_to_end" in report or "end to end" in report
+
+
+def test_jetstream_transport_counts_every_record(tmp_path: Path) -> None:
+    plan = BenchPlan(datasets=["transaction"], formats=["msgpack"], codecs=["none", "zstd"], levels=["fastest"],
+                     transport="jetstream", iterations=2, repetitions=400, records_per_message=[1, 10],
+                     out=tmp_path)
+    run = run_bench(plan)
+    rows = run.measured["transaction"]
+    assert [m.error for m in rows] == [None] * 4
+    assert all({"publish", "consume"} <= set(m.stages) and len(m.stages["consume"].values) == 2 for m in rows)
+    assert all(run.latency[f"transaction: {m.combo.label}"].num_rows == 2 * 400 for m in rows)
+
+
+def test_oversized_messages_fail_the_combination_with_the_reason(tmp_path: Path) -> None:
+    from wirepipe.server import EmbeddedServer
+
+    # blocks are ~11 kB as msgpack and ~4 kB with zstd: a server with an 8 kB max_payload
+    # takes the compressed ones and the publisher refuses the others (the connection stays up).
+    with EmbeddedServer(max_payload=8192) as server:
+        plan = BenchPlan(datasets=["block"], formats=["msgpack"], codecs=["none", "zstd"], levels=["fastest"],
+                         transport="nats", url=server.url, iterations=1, repetitions=100, out=tmp_path)
+        rows = {m.combo.label: m for m in run_bench(plan).measured["block"]}
+    error = rows["msgpack"].error or ""
+    assert re.search(r"the publisher refused \d+ of 100 records", error) and "max_payload 8192 B" in error
+    assert rows["msgpack|zstd:fastest"].error is None and rows["msgpack|zstd:fastest"].stages["publish"].values

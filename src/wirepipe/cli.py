@@ -223,7 +223,7 @@ def bench(
     format: Annotated[str | None, typer.Option(help="formats, comma-separated (default: all)")] = None,
     codec: Annotated[str | None, typer.Option(help="codecs, comma-separated (default: all)")] = None,
     level: Annotated[str | None, typer.Option(help="levels: fastest,default,best or integers")] = None,
-    transport: Annotated[str, typer.Option(help="none (in-process), nats or jetstream")] = "none",
+    transport: Annotated[str, typer.Option(help="nats (default, embedded server unless --url), jetstream or none (in-process codecs only)")] = "nats",
     url: Annotated[str | None, typer.Option(help="NATS url (default: an embedded server)")] = None,
     iterations: Annotated[int | None, typer.Option("--iterations", "-k", help="K iterations")] = None,
     repetitions: Annotated[int | None, typer.Option("--repetitions", "-n",

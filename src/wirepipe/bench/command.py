@@ -11,7 +11,7 @@ from ..codecs.formats import FORMATS
 from ..datasets import DATASETS
 from ..errors import ConfigError
 from .plan import ALL_LEVELS, QUICK, BenchPlan
-from .runner import BenchRun, rows_table, run_bench, write_results
+from .runner import BenchRun, latency_table, rows_table, run_bench, write_results
 from .tables import chain_table, failures, format_table, markdown, rich_table
 
 TRANSPORTS = ("none", "nats", "jetstream")
@@ -120,7 +120,7 @@ def execute(plan: BenchPlan, bandwidth: float, console: Any) -> BenchRun:
         run = run_bench(plan, on_step)
     run.bandwidth = bandwidth
     path = write_results(run)
-    report = summarize(rows_table(run), bandwidth_bps=bandwidth)
+    report = summarize(rows_table(run), latency_table(run), bandwidth_bps=bandwidth)
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
     notes = write_html(report, plan.out / "report.html")

@@ -24,7 +24,7 @@ SAMPLE_RECORDS = 1000  # distinct records cycled through the repetitions
 QUICK = {
     "datasets": ["point", "block"],
     "formats": ["json", "orjson", "msgpack", "msgpack-array"],
-    "codecs": ["none", "zstd", "lz4", "gzip"],
+    "codecs": ["none", "zstd", "lz4"],
     "levels": ["fastest", "default"],
     "iterations": 3,
     "scale": 1 / 20,

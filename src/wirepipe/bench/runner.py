@@ -30,6 +30,7 @@ class BenchRun:
     run_id: str
     measured: dict[str, list[Measured]] = field(default_factory=dict)  # by dataset
     raw_rows: list[dict[str, Any]] = field(default_factory=list)
+    latency: dict[str, Any] = field(default_factory=dict)  # row label -> the consumer's latency rows
     bandwidth: float = DEFAULT_BANDWIDTH
 
 
@@ -62,7 +63,7 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
     return paths
 
 
-def measured_from(data: BenchData, result: ComboResult, repetitions: int) -> Measured:
+def measured_from(data: BenchData, result: ComboResult, repetitions: int, latency: Any = None) -> Measured:
     m = Measured(data.name, result.combo, data.raw_bytes, repetitions, error=result.error)
     if result.error or not result.iterations:
         m.error = m.error or "no iteration completed"
@@ -73,6 +74,11 @@ def measured_from(data: BenchData, result: ComboResult, repetitions: int) -> Mea
     first = {row.stage: row for row in result.iterations[0]}
     m.size = first["serialize"].bytes_out / repetitions
     m.compressed = first["compress"].bytes_out / repetitions if "compress" in first else m.size
+    if latency is not None and latency.num_rows:
+        import numpy as np
+
+        ms = (np.asarray(latency.column("done_ns")) - np.asarray(latency.column("sent_ns"))) / 1e6
+        m.latency_ms = {f"p{q}": float(np.percentile(ms, q, method="inverted_cdf")) for q in (50, 90, 99)}
     return m
 
 
@@ -120,8 +126,12 @@ def run_bench(plan: BenchPlan, on_step: Callable[[str, int, int], None] | None =
         if plan.transport != "none":
             from .transport import time_transport
 
-            results = time_transport(data, results, n, plan, run, progress=lambda c, d=data: step(c, d))
-        run.measured[data.name] = [measured_from(data, r, n) for r in results]
+            latency: dict[str, Any] = {}
+            results = time_transport(data, results, n, plan, latency, dictionaries,
+                                     progress=lambda c, d=data: step(c, d))
+            run.latency.update({f"{data.name}: {label}": t for label, t in latency.items()})
+        run.measured[data.name] = [measured_from(data, r, n, run.latency.get(f"{data.name}: {r.combo.label}"))
+                                   for r in results]
         for r in results:
             run.raw_rows += raw_rows(run.run_id, data, r)
     return run
@@ -132,6 +142,16 @@ def rows_table(run: BenchRun) -> Any:
     import pyarrow as pa
 
     return pa.Table.from_pylist(run.raw_rows, schema=_schema()) if run.raw_rows else _schema().empty_table()
+
+
+def latency_table(run: BenchRun) -> Any:
+    """The consumers' latency rows, labelled like the stage rows (None without a transport)."""
+    import pyarrow as pa
+
+    if not run.latency:
+        return None
+    return pa.concat_tables([t.append_column("label", pa.array([label] * t.num_rows, pa.string()))
+                             for label, t in run.latency.items()], promote_options="default")
 
 
 def write_results(run: BenchRun) -> Path:
@@ -151,6 +171,12 @@ def write_results(run: BenchRun) -> Path:
     table = rows_table(run)
     pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), path,
                    compression="zstd")
+    latency = latency_table(run)
+    if latency is not None:
+        from ..operators.metrics import latency_path
+
+        pq.write_table(latency.replace_schema_metadata({**meta, "wirepipe.table": "latency"}), latency_path(path),
+                       compression="zstd")
     return path
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..report.render import md_cell
 from .plan import Combo
 
 PUBLISH_SIDE = ("serialize", "compress", "publish")
@@ -117,8 +118,9 @@ def failures(rows: list[Measured]) -> list[tuple[str, str]]:
 
 
 def markdown(header: list[str], body: list[list[str]]) -> str:
+    """A Markdown table; ``|`` inside a cell (every chain has one) is escaped."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
+    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
     return "\n".join(lines)
 
 

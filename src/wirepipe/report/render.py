@@ -163,14 +163,14 @@ def print_terminal(report: Report, console: Any = None) -> None:
 # --- Markdown ----------------------------------------------------------------------------------
 
 
-def _md_cell(text: str) -> str:
+def md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(t: Table) -> str:
-    lines = [f"### {t.title}", "", "| " + " | ".join(map(_md_cell, t.headers)) + " |",
+    lines = [f"### {t.title}", "", "| " + " | ".join(map(md_cell, t.headers)) + " |",
              "|" + "|".join("---:" if n else "---" for n in t.numeric) + "|"]
-    lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in t.rows]
+    lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in t.rows]
     if t.caption:
         lines += ["", f"_{t.caption}_"]
     return "\n".join(lines) + "\n"
