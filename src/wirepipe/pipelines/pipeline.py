@@ -19,6 +19,7 @@ their last delivery go to the dead-letter destination.
 from __future__ import annotations
 
 import asyncio
+import gc
 import contextlib
 import json
 import logging
@@ -130,6 +131,11 @@ class Pipeline:
         sink = self.sink if self.sink is not None else NullSink()
         if stop is not None:
             source.stopping = stop
+        # Batches keep thousands of young objects alive across collections, which promotes them
+        # and triggers full collections that walk every object the process has. Freezing what
+        # exists at start (modules, config, connections) takes those out of every later walk
+        # (measured: core NATS consume 0.82 -> 0.92 of a hand-written loop, wall clock).
+        gc.freeze()
         self.stats = stats = RunStats()
         self.metrics = self._open_metrics()
         timer = flusher = None
@@ -175,6 +181,7 @@ class Pipeline:
                 flusher.cancel()
             if self.metrics is not None:
                 self.metrics.close()
+            gc.unfreeze()  # what became garbage since can be collected again
             stats.elapsed = time.monotonic() - stats.started
         return stats
 
