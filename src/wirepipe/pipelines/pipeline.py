@@ -19,8 +19,8 @@ their last delivery go to the dead-letter destination.
 from __future__ import annotations
 
 import asyncio
-import gc
 import contextlib
+import gc
 import json
 import logging
 import time
