@@ -21,6 +21,14 @@ def _split(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
 
+def _codec_name(name: str) -> str:
+    """The registry name of a codec or alias (``br`` -> ``brotli``); unknown names pass through to ``_check``."""
+    try:
+        return get_codec(name).name
+    except KeyError:
+        return name
+
+
 def _check(kind: str, values: list[str], allowed: list[str]) -> None:
     bad = [v for v in values if v not in allowed]
     if bad:
@@ -48,8 +56,7 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
         plan.formats = _split(format)
         _check("format", plan.formats, list(FORMATS))
     if codec:
-        plan.codecs = [get_codec(c).name if c in CODECS or c in ("br", "bzip2", "lzma", "identity") else c
-                       for c in _split(codec)]
+        plan.codecs = [_codec_name(c) for c in _split(codec)]
         _check("codec", plan.codecs, list(CODECS))
     if level:
         levels: list[str | int] = [int(v) if v.lstrip("-").isdigit() else v for v in _split(level)]
