@@ -15,6 +15,7 @@ from typing import Any
 from ..codecs.chain import Chain
 from ..codecs.compression import get_codec
 from ..codecs.formats import FORMATS
+from ..datasets import DATASETS
 
 ALL_LEVELS = ("fastest", "default", "best")
 RAW_BYTES_PER_ITERATION = 4_000_000
@@ -63,7 +64,7 @@ class Combo:
 class BenchPlan:
     """A validated request for ``wirepipe bench``."""
 
-    datasets: list[str] = field(default_factory=lambda: ["point"])
+    datasets: list[str] = field(default_factory=lambda: list(DATASETS))
     inputs: list[Path] = field(default_factory=list)
     formats: list[str] = field(default_factory=lambda: list(FORMATS))
     codecs: list[str] = field(default_factory=lambda: ["none", "zstd", "zlib", "gzip", "deflate", "brotli", "bz2",
