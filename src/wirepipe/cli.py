@@ -97,6 +97,64 @@ def server(
 
 
 @app.command()
+def replay(
+    captures: Annotated[list[str], typer.Argument(help="capture files, folders or globs, in capture order")],
+    pipeline: Annotated[Path, typer.Option("--pipeline", "-p", help="pipeline YAML: its source is replaced by the capture")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: path=value (repeatable)")] = None,
+    pace: Annotated[str, typer.Option(help="max: as fast as possible; original: the recorded inter-arrival times")] = "max",
+    speed: Annotated[float, typer.Option(help="with --pace original: how many times faster than recorded")] = 1.0,
+    pace_by: Annotated[str, typer.Option(help="with --pace original: the times to follow, received or sent")] = "received",
+    max_gap: Annotated[str | None, typer.Option(help="with --pace original: shorten longer pauses to this, e.g. 5s")] = None,
+    count: Annotated[int | None, typer.Option(help="replay only the first N records")] = None,
+    batch_size: Annotated[int, typer.Option(help="records per batch (local runner)")] = 8192,
+    runner: Annotated[str, typer.Option(help="local, or beam (needs wirepipe[beam])")] = "local",
+    workers: Annotated[int, typer.Option(help="local runner: processes splitting the row groups")] = 1,
+    output: Annotated[str | None, typer.Option(help="beam runner: folder for results and metrics")] = None,
+    beam_option: Annotated[list[str] | None, typer.Option("--beam-option", help="beam runner: key=value pipeline option (repeatable)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Replay a capture through a pipeline's operators and sink, locally or on Apache Beam."""
+    from .errors import ConfigError, WirepipeError
+    from .replay import Replay
+    from .units import parse_duration
+
+    setup_logging(verbose)
+    choices = {"--pace": (pace, ("max", "original")), "--pace-by": (pace_by, ("received", "sent")),
+               "--runner": (runner, ("local", "beam"))}
+    for flag, (value, allowed) in choices.items():
+        if value not in allowed:
+            fail(f"{flag} {value!r}: allowed {', '.join(allowed)}", EXIT_CONFIG)
+    if speed <= 0 or workers < 1 or batch_size < 1 or (count is not None and count < 0):
+        fail("--speed must be > 0, --workers and --batch-size >= 1, --count >= 0", EXIT_CONFIG)
+    if runner == "beam" and workers != 1:
+        fail("--workers is for the local runner; on Beam pass e.g. --beam-option direct_num_workers=2", EXIT_CONFIG)
+    if runner == "local" and (output or beam_option):
+        fail("--output and --beam-option are for --runner beam", EXIT_CONFIG)
+    try:
+        gap = parse_duration(max_gap) if max_gap is not None else None
+    except ValueError as exc:
+        fail(f"--max-gap: {exc}", EXIT_CONFIG)
+    spec = Replay(str(pipeline), captures, list(set_ or []), pace=pace, speed=speed, pace_by=pace_by,
+                  max_gap=gap, batch_size=batch_size, count=count)
+    try:
+        if runner == "beam":
+            from .replay import beam
+
+            result = beam.run(spec, output=output, options=list(beam_option or []))
+        else:
+            from .replay import local
+
+            result = local.run(spec, workers=workers)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    typer.echo(result.summary(), err=True)
+
+
+@app.command()
 def validate(pipelines: Annotated[list[Path], typer.Argument(help="pipeline YAML files")]) -> None:
     """Validate pipeline files without running them (exit 2 if any is invalid)."""
     from .errors import ConfigError

@@ -15,6 +15,7 @@ SOURCES: dict[str, str] = {
     "parquet": "wirepipe.connectors.files:ParquetSourceConfig",
     "nats": "wirepipe.connectors.nats:NatsSourceConfig",
     "jetstream": "wirepipe.connectors.jetstream:JetStreamSourceConfig",
+    "capture": "wirepipe.connectors.capture:CaptureSourceConfig",
 }
 
 SINKS: dict[str, str] = {
@@ -23,6 +24,7 @@ SINKS: dict[str, str] = {
     "parquet": "wirepipe.connectors.files:ParquetSinkConfig",
     "nats": "wirepipe.connectors.nats:NatsSinkConfig",
     "jetstream": "wirepipe.connectors.jetstream:JetStreamSinkConfig",
+    "capture": "wirepipe.connectors.capture:CaptureSinkConfig",
 }
 
 

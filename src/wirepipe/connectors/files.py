@@ -260,29 +260,10 @@ class ParquetSink(Sink):
     def params(self) -> dict[str, Any]:
         return {"path": self.template, "row_group_rows": self.row_group_rows}
 
-    def _table(self, batch: Batch) -> Any:
-        import pyarrow as pa
-
-        values = batch.values
-        if values and isinstance(values[0], (bytes, bytearray, memoryview)):
-            cols: dict[str, Any] = {"value": pa.array(values, type=pa.binary())}
-            if batch.subjects is not None:
-                subjects = batch.subjects if isinstance(batch.subjects, list) else [batch.subjects] * len(values)
-                cols["subject"] = pa.array(subjects, type=pa.string())
-            if batch.headers is not None:
-                headers = batch.headers if isinstance(batch.headers, list) else [batch.headers] * len(values)
-                cols["headers"] = pa.array([list(h.items()) if h else None for h in headers],
-                                           type=pa.map_(pa.string(), pa.string()))
-            return pa.table(cols)
-        if values and not isinstance(values[0], dict):
-            return pa.table({"value": pa.array(values)})
-        schema = self._writer.schema if self._writer is not None else None
-        return pa.Table.from_pylist(values, schema=schema)
-
     async def write(self, batch: Batch) -> None:
         if not batch.values:
             return
-        self._pending.append(self._table(batch))
+        self._pending.append(batch_table(batch, self._writer.schema if self._writer is not None else None))
         self._pending_rows += len(batch.values)
         self.records += len(batch.values)
         if self._pending_rows >= self.row_group_rows:
@@ -337,6 +318,29 @@ class ParquetSink(Sink):
             self._writer.close()
             self._writer = None
             self.files.append(self.path)
+
+
+def batch_table(batch: Batch, schema: Any = None) -> Any:
+    """A batch as an Arrow table: payloads as ``value`` (+ ``subject``, ``headers``), records as columns.
+
+    ``schema`` (the file's, once it has one) keeps later batches in the first one's types.
+    """
+    import pyarrow as pa
+
+    values = batch.values
+    if values and isinstance(values[0], (bytes, bytearray, memoryview)):
+        cols: dict[str, Any] = {"value": pa.array(values, type=pa.binary())}
+        if batch.subjects is not None:
+            subjects = batch.subjects if isinstance(batch.subjects, list) else [batch.subjects] * len(values)
+            cols["subject"] = pa.array(subjects, type=pa.string())
+        if batch.headers is not None:
+            headers = batch.headers if isinstance(batch.headers, list) else [batch.headers] * len(values)
+            cols["headers"] = pa.array([list(h.items()) if h else None for h in headers],
+                                       type=pa.map_(pa.string(), pa.string()))
+        return pa.table(cols)
+    if values and not isinstance(values[0], dict):
+        return pa.table({"value": pa.array(values)})
+    return pa.Table.from_pylist(values, schema=schema)
 
 
 class ParquetSinkConfig(Strict):

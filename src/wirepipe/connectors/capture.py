@@ -1,0 +1,660 @@
+"""The capture format: messages as they were received, in Parquet files that replays can split.
+
+A capture is a folder of Parquet files with one row per message (columns in
+``CAPTURE_COLUMNS``). The ``capture`` sink writes them; the ``capture`` source reads them
+back as batches shaped like the ones a NATS source yields (payloads as received, per
+record subjects and headers, ``sent_ns``/``received_ns``/``stream_seq`` meta), so a
+replayed pipeline cannot tell the difference and ``decompress: auto`` /
+``deserialize: auto`` work from the captured headers.
+
+Files are written under a hidden temporary name (``.NAME.inprogress``) and renamed when
+complete (footer written and fsynced), so a reader listing the folder never sees a
+half-written file. They rotate by size and by age and are named so that name order is
+capture order (``capture-<UTC start time>-<n>.parquet``). Row groups hold up to
+``row_group_rows`` rows (64Ki by default, fewer when ``row_group_size`` bytes come
+first): a replay splits work by row group.
+
+Durability: ``flush()`` completes the current file (``sink.flush`` means "what was
+written is durable"), so a pipeline that acknowledges after flushing never acknowledges
+a record that is not in a complete file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from ..batch import Batch
+from ..errors import WirepipeError
+from ..pipelines.models import Duration, Size, Strict
+from .base import Sink, Source
+
+log = logging.getLogger("wirepipe.capture")
+
+SENT_AT = "Wirepipe-Sent-At"
+FORMAT_VERSION = 1
+TEMP_SUFFIX = ".inprogress"
+
+CAPTURE_COLUMNS: dict[str, str] = {
+    "seq": "record number in the capture written by one sink, from 0, continuing across its rotated files",
+    "subject": "NATS subject the message was received on",
+    "headers": "message headers as received (map<string,string>; null when the message had none)",
+    "payload": "message payload, bytes exactly as received",
+    "sent_ns": "publish time from the Wirepipe-Sent-At header, ns since the Unix epoch (null if absent)",
+    "received_ns": "time the consumer received the message, ns since the Unix epoch",
+    "stream_seq": "JetStream stream sequence (null for core NATS)",
+}
+
+
+def capture_schema(metadata: dict[str, str] | None = None) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("subject", pa.string()),
+        pa.field("headers", pa.map_(pa.string(), pa.string())),
+        pa.field("payload", pa.binary(), nullable=False),
+        pa.field("sent_ns", pa.int64()),
+        pa.field("received_ns", pa.int64()),
+        pa.field("stream_seq", pa.int64()),
+    ], metadata=metadata)
+
+
+# --- writing ---------------------------------------------------------------------------------------
+
+
+def _parse_ns(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def capture_table(batch: Batch, first_seq: int, schema: Any) -> Any:
+    """A batch of payloads as capture rows (a ``pyarrow.Table``); refuses decoded values."""
+    import pyarrow as pa
+
+    values = batch.values
+    n = len(values)
+    if n and not isinstance(values[0], (bytes, bytearray, memoryview)):
+        raise WirepipeError(
+            f"the capture sink stores payloads as received, but got {type(values[0]).__name__} values: "
+            "put it before any deserialize operator (or after serialize)")
+    subjects = batch.subjects
+    subject = pa.array([subjects] * n if isinstance(subjects, str) or subjects is None else subjects, pa.string())
+    headers = batch.headers
+    if headers is None:
+        header_array = pa.nulls(n, schema.field("headers").type)
+        per_record: list[dict[str, str] | None] = [None] * n
+    else:
+        per_record = [headers] * n if isinstance(headers, dict) else headers
+        header_array = _map_array(per_record)
+    meta = batch.meta
+    sent = meta.get("sent_ns")
+    if sent is None:
+        sent = [_parse_ns(h.get(SENT_AT)) if h else None for h in per_record]
+    received = meta.get("received_ns")
+    if received is None:  # the source did not stamp it: the time the sink got the batch
+        received = [time.time_ns()] * n
+    stream_seq = meta.get("stream_seq")
+    return pa.Table.from_arrays([
+        pa.array(range(first_seq, first_seq + n), pa.int64()),
+        subject,
+        header_array,
+        pa.array(values, pa.binary()),
+        pa.array(sent, pa.int64()),
+        pa.array(received, pa.int64()),
+        pa.nulls(n, pa.int64()) if stream_seq is None else pa.array(stream_seq, pa.int64()),
+    ], schema=schema)
+
+
+def _map_array(headers: list[dict[str, str] | None]) -> Any:
+    """Per-record header dicts as a map array, built from flat key/value columns (the fast way)."""
+    import pyarrow as pa
+
+    keys: list[str] = []
+    items: list[str] = []
+    offsets = [0]
+    valid = []
+    end = 0
+    for h in headers:
+        if h:
+            keys.extend(h)
+            items.extend(h.values())
+            end += len(h)
+        offsets.append(end)
+        valid.append(h is not None)
+    mask = None if all(valid) else pa.array([not v for v in valid])
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
+                                   pa.array(items, pa.string()), mask=mask)
+
+
+class CaptureWriter:
+    """Writes capture rows into rotating Parquet files (synchronous; the sink runs it in a thread).
+
+    Rows accumulate until a row group is full (``row_group_rows`` rows or ``row_group_size``
+    bytes); a file is finished (footer, fsync, rename) when it reaches ``max_file_size``
+    bytes or ``max_file_age`` seconds, on ``finish_file()`` and on ``close()``.
+    """
+
+    def __init__(self, folder: str | Path, *, prefix: str = "capture", max_file_size: int = 256 << 20,
+                 max_file_age: float = 60.0, row_group_rows: int = 65536, row_group_size: int = 64 << 20,
+                 compression: str = "zstd", fsync: bool = True, metadata: dict[str, Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.folder = Path(folder)
+        self.prefix = prefix
+        self.max_file_size = max_file_size
+        self.max_file_age = max_file_age
+        self.row_group_rows = row_group_rows
+        self.row_group_size = row_group_size
+        self.compression = compression
+        self.fsync = fsync
+        self.metadata = metadata or {}
+        self.clock = clock
+        self.files: list[Path] = []  # completed files, in order
+        self.records = 0  # rows appended so far (the next row's seq)
+        self._pending: list[Any] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._writer: Any = None
+        self._temp: Path | None = None
+        self._final: Path | None = None
+        self._started: float | None = None  # when the current file got its first row
+        self._index = 0
+
+    def schema(self) -> Any:
+        from importlib.metadata import version
+
+        info = {"format": FORMAT_VERSION, "writer": f"wirepipe {version('wirepipe')}",
+                "columns": CAPTURE_COLUMNS, **self.metadata}
+        return capture_schema({"wirepipe.capture": json.dumps(info, default=str, sort_keys=True)})
+
+    def append(self, table: Any) -> None:
+        """Add capture rows; writes full row groups and rotates the file when it is due."""
+        if table.num_rows == 0:
+            return
+        if self._started is None:
+            self._started = self.clock()
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self._pending_bytes += table.nbytes
+        self.records += table.num_rows
+        if self._pending_rows >= self._group_rows():
+            self._write_row_groups(final=False)
+        if self.due() or self._size() >= self.max_file_size:
+            self.finish_file()
+
+    def due(self) -> bool:
+        """The current file is older than ``max_file_age``."""
+        return self._started is not None and self.clock() - self._started >= self.max_file_age
+
+    def _size(self) -> int:
+        written = self._temp.stat().st_size if self._temp is not None and self._temp.exists() else 0
+        return written + self._pending_bytes
+
+    def _group_rows(self) -> int:
+        """Rows per row group: ``row_group_rows``, fewer when their bytes would pass ``row_group_size``."""
+        if not self._pending_rows:
+            return self.row_group_rows
+        per_row = max(1.0, self._pending_bytes / self._pending_rows)
+        return max(1, min(self.row_group_rows, int(self.row_group_size // per_row)))
+
+    def _write_row_groups(self, *, final: bool) -> None:
+        """Write pending rows as full row groups; the rest waits for more rows unless ``final``."""
+        import pyarrow as pa
+
+        if not self._pending:
+            return
+        step = self._group_rows()
+        table = pa.concat_tables(self._pending)
+        self._pending = []
+        full = table.num_rows if final else table.num_rows // step * step
+        if full:
+            self._open()
+            for start in range(0, full, step):
+                self._writer.write_table(table.slice(start, min(step, full - start)), row_group_size=step)
+        rest = table.slice(full)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        self._pending_bytes = rest.nbytes if rest.num_rows else 0
+
+    def _open(self) -> None:
+        if self._writer is not None:
+            return
+        import pyarrow.parquet as pq
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{time.time_ns() // 1000 % 1_000_000:06d}Z"
+        while True:
+            self._index += 1
+            name = f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
+            final = self.folder / name
+            temp = self.folder / f".{name}{TEMP_SUFFIX}"
+            if not final.exists() and not temp.exists():
+                break
+        self._final, self._temp = final, temp
+        self._writer = pq.ParquetWriter(str(temp), self.schema(), compression=self.compression)
+
+    def finish_file(self) -> Path | None:
+        """Write what is pending and complete the current file; returns its final path."""
+        self._write_row_groups(final=True)
+        self._started = None
+        if self._writer is None:
+            return None
+        self._writer.close()
+        self._writer = None
+        temp, final = self._temp, self._final
+        assert temp is not None and final is not None
+        if self.fsync:
+            _fsync(temp)
+        os.rename(temp, final)
+        if self.fsync:
+            _fsync(self.folder)
+        self._temp = self._final = None
+        self.files.append(final)
+        log.debug("capture file complete: %s", final)
+        return final
+
+    def close(self) -> None:
+        self.finish_file()
+
+    def abort(self) -> None:
+        """Drop the unfinished file (after an error): its records were never acknowledged."""
+        self._pending = []
+        self._pending_rows = self._pending_bytes = 0
+        self._started = None
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            self._writer = None
+        if self._temp is not None:
+            self._temp.unlink(missing_ok=True)
+            self._temp = self._final = None
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CaptureSink(Sink):
+    """The ``capture`` sink: payloads as received, with subject, headers and timings, in Parquet.
+
+    Parquet encoding and file I/O run on one background thread (so a consumer keeps
+    reading while a row group is compressed), in the order the calls were made.
+    """
+
+    type = "capture"
+    stage = "write"
+
+    def __init__(self, folder: str | Path, **options: Any) -> None:
+        self.writer = CaptureWriter(folder, **options)
+        self._schema: Any = None
+        self._next_seq = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        w = self.writer
+        return {"dir": str(w.folder), "max_file_size": w.max_file_size, "max_file_age": w.max_file_age,
+                "row_group_rows": w.row_group_rows}
+
+    @property
+    def files(self) -> list[Path]:
+        return self.writer.files
+
+    @property
+    def records(self) -> int:
+        return self.writer.records
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="wirepipe-capture")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def open(self) -> None:
+        folder = self.writer.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        stale = sorted(p.name for p in folder.glob(f".*{TEMP_SUFFIX}"))
+        if stale:
+            log.warning("%s has %d unfinished capture file(s) from a run that did not stop cleanly "
+                        "(their records were not acknowledged): %s", folder, len(stale), ", ".join(stale[:5]))
+        self._schema = self.writer.schema()
+        self._ticker = asyncio.get_running_loop().create_task(self._rotate_when_due())
+
+    async def _rotate_when_due(self) -> None:
+        """Finish files by age even when no record arrives."""
+        period = max(0.05, min(1.0, self.writer.max_file_age / 4))
+        while True:
+            await asyncio.sleep(period)
+            if self.writer.due():
+                await self._run(self.writer.finish_file)
+
+    async def write(self, batch: Batch) -> None:
+        if not batch.values:
+            return
+        if self._schema is None:
+            self._schema = self.writer.schema()
+        table = capture_table(batch, self._next_seq, self._schema)
+        self._next_seq += len(batch.values)
+        await self._run(self.writer.append, table)
+
+    async def flush(self) -> None:
+        await self._run(self.writer.finish_file)
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        try:
+            await self._run(self.writer.close)
+        except BaseException:
+            await self._run(self.writer.abort)
+            raise
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+
+class CaptureSinkConfig(Strict):
+    """``sink: {type: capture, dir: captures/blocks}``"""
+
+    type: Literal["capture"]
+    dir: str
+    prefix: str = "capture"
+    max_file_size: Size = Field(default=256 << 20, gt=0, description="rotate after about this many bytes")
+    max_file_age: Duration = Field(default=60.0, gt=0, description="rotate a file this long after its first record")
+    row_group_rows: int = Field(default=65536, ge=1, le=1 << 20,
+                                description="rows per row group (10k-64k splits replays well)")
+    row_group_size: Size = Field(default=64 << 20, gt=0, description="bytes per row group at most")
+    compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = "zstd"
+    fsync: bool = True
+
+    @field_validator("prefix")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not v or "/" in v or os.sep in v or v.startswith("."):
+            raise ValueError(f"prefix {v!r} must be a plain file name prefix (no '/', not starting with '.')")
+        return v
+
+    def build(self) -> CaptureSink:
+        return CaptureSink(self.dir, prefix=self.prefix, max_file_size=self.max_file_size,
+                           max_file_age=self.max_file_age, row_group_rows=self.row_group_rows,
+                           row_group_size=self.row_group_size, compression=self.compression, fsync=self.fsync)
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+
+def capture_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The capture files named by files, folders (recursively, in name order) and globs, in capture order.
+
+    Hidden files, among them the ``.inprogress`` files of a running capture, are skipped.
+    """
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = [f for f in p.rglob("*.parquet")
+                     if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)]
+            if not found:
+                raise WirepipeError(f"{p}: no capture files (*.parquet) in this folder")
+            out += sorted(found, key=lambda f: f.relative_to(p).parts)
+        elif any(ch in str(item) for ch in "*?["):
+            matches = sorted(Path(m) for m in glob.glob(str(item), recursive=True))
+            if not matches:
+                raise WirepipeError(f"{item}: no file matches this pattern")
+            out += [m for m in matches if m.is_file() and not m.name.startswith(".")]
+        elif p.name.endswith(TEMP_SUFFIX):
+            raise WirepipeError(f"{p}: this capture file is still being written (or its writer died); "
+                                "replay the completed files")
+        elif not p.exists():
+            raise WirepipeError(f"{p}: no such file or folder")
+        else:
+            out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """One row group of a capture file and where its first row stands in the whole capture."""
+
+    path: str
+    index: int
+    rows: int
+    position: int
+
+
+def plan_row_groups(paths: str | Path | Iterable[str | Path]) -> list[RowGroup]:
+    """Every row group of a capture, in capture order, from the file footers alone."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: list[RowGroup] = []
+    position = 0
+    for path in capture_files(paths):
+        try:
+            meta = pq.ParquetFile(str(path)).metadata
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise WirepipeError(f"{path}: not a readable Parquet file ({exc})") from None
+        names = set(meta.schema.to_arrow_schema().names)
+        if "payload" not in names:
+            raise WirepipeError(f"{path}: not a capture file (no payload column; columns: {', '.join(sorted(names))})")
+        for i in range(meta.num_row_groups):
+            rows = meta.row_group(i).num_rows
+            out.append(RowGroup(str(path), i, rows, position))
+            position += rows
+    return out
+
+
+def batch_from_arrow(rb: Any, position: int) -> Batch:
+    """Capture rows (an Arrow record batch or table) as a Batch like a NATS source yields.
+
+    ``Wirepipe-Sent-At`` leaves the headers for ``meta["sent_ns"]``; headers that are the
+    same for every record (the common case: one publisher) become one shared dict, so
+    ``auto`` decoders pick one codec for the whole batch.
+    """
+    n = rb.num_rows
+    names = rb.schema.names
+    batch = Batch(rb.column("payload").to_pylist(), meta={"seq": list(range(position, position + n))})
+    if "subject" in names:
+        batch.subjects = _subjects(rb.column("subject"))
+    if "headers" in names:
+        batch.headers = _headers(rb.column("headers"))
+    for name in ("sent_ns", "received_ns", "stream_seq"):
+        if name in names:
+            col = rb.column(name)
+            if name != "stream_seq" or col.null_count < n:
+                batch.meta[name] = col.to_pylist()
+    return batch
+
+
+def _chunks(col: Any) -> Any:
+    """A ChunkedArray (from a Table) as one Array; an Array as is."""
+    import pyarrow as pa
+
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def _subjects(col: Any) -> list[str] | str | None:
+    import pyarrow.compute as pc
+
+    col = _chunks(col)
+    n = len(col)
+    if n == 0 or col.null_count == n:
+        return None
+    if col.null_count == 0 and pc.count_distinct(col).as_py() == 1:
+        return col[0].as_py()
+    return col.to_pylist()
+
+
+def _headers(col: Any) -> list[dict[str, str] | None] | dict[str, str] | None:
+    """Header maps without ``Wirepipe-Sent-At``: one shared dict when every record has the same ones."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    col = _chunks(col)
+    n = len(col)
+    if n == 0 or col.null_count == n:
+        return None
+    offsets = col.offsets.to_numpy()
+    base, end = int(offsets[0]), int(offsets[-1])
+    offsets = offsets - base
+    keys = col.keys.slice(base, end - base)
+    items = col.items.slice(base, end - base)
+    keep = pc.invert(pc.fill_null(pc.equal(keys, SENT_AT), False))
+    kept = np.concatenate([[0], np.cumsum(keep.to_numpy(zero_copy_only=False))])
+    lengths = kept[offsets[1:]] - kept[offsets[:-1]]
+    if col.null_count == 0 and (lengths == lengths[0]).all():
+        width = int(lengths[0])
+        if width == 0:
+            return None
+        k = keys.filter(keep)
+        v = items.filter(keep)
+        ki = pc.dictionary_encode(k).indices.to_numpy().reshape(n, width)
+        vi = pc.dictionary_encode(v).indices.to_numpy().reshape(n, width)
+        if (ki == ki[0]).all() and (vi == vi[0]).all():
+            return dict(zip(k.slice(0, width).to_pylist(), v.slice(0, width).to_pylist(), strict=True))
+    key_list = keys.to_pylist()
+    item_list = items.to_pylist()
+    valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
+    out: list[dict[str, str] | None] = []
+    for i in range(n):
+        if valid is not None and not valid[i]:
+            out.append(None)
+            continue
+        a, b = offsets[i], offsets[i + 1]
+        out.append({key: val for key, val in zip(key_list[a:b], item_list[a:b], strict=True) if key != SENT_AT})
+    return out
+
+
+class CaptureSource(Source):
+    """Reads a capture in capture order, row group by row group, optionally at the original pace.
+
+    ``pace="original"`` releases records at their recorded inter-arrival times (by
+    ``received_ns``, or ``sent_ns`` with ``pace_by="sent"``) divided by ``speed``; gaps
+    longer than ``max_gap`` seconds are shortened to it. ``row_groups`` restricts the read
+    to a share of the capture (what a replay worker gets); ``pacer`` overrides the pacing
+    (a replay worker's, or one on a test clock).
+    """
+
+    type = "capture"
+    stage = "read"
+
+    def __init__(self, path: str | list[str] | None = None, *, batch_size: int = 8192, count: int | None = None,
+                 duration: float | None = None, pace: str = "max", speed: float = 1.0, pace_by: str = "received",
+                 max_gap: float | None = None, row_groups: list[RowGroup] | None = None, pacer: Any = None) -> None:
+        super().__init__(count=count, duration=duration)
+        if path is None and row_groups is None:
+            raise WirepipeError("a capture source needs a path (files, folders or globs)")
+        self.path = path
+        self.batch_size = batch_size
+        self.pace = pace
+        self.speed = speed
+        self.pace_by = pace_by
+        self.max_gap = max_gap
+        self.row_groups = row_groups
+        self.pacer = pacer
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"path": self.path, "batch_size": self.batch_size, "count": self.count, "pace": self.pace,
+                "speed": self.speed}
+
+    def plan(self) -> list[RowGroup]:
+        if self.row_groups is None:
+            assert self.path is not None
+            self.row_groups = plan_row_groups(self.path)
+        return self.row_groups
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        import pyarrow.parquet as pq
+
+        pacer = self.pacer
+        if pacer is None and self.pace == "original":
+            from ..replay.pacing import Pacer
+
+            pacer = self.pacer = Pacer(speed=self.speed, max_gap=self.max_gap)
+        files: dict[str, Any] = {}
+        for group in self.plan():
+            pf = files.get(group.path)
+            if pf is None:
+                files.clear()
+                pf = files[group.path] = pq.ParquetFile(group.path)
+            reader = pf.iter_batches(batch_size=self.batch_size, row_groups=[group.index])
+            position = group.position
+            left = group.rows  # a plan cut at a count reads a row group in part
+            while left > 0:
+                # Parquet decoding releases the GIL: overlap it with the operators downstream.
+                rb = await asyncio.to_thread(next, reader, None)
+                if rb is None:
+                    break
+                if rb.num_rows > left:
+                    rb = rb.slice(0, left)
+                left -= rb.num_rows
+                if pacer is None:
+                    yield batch_from_arrow(rb, position)
+                else:
+                    for start, stop, due in pacer.schedule(pace_column(rb, self.pace_by)):
+                        if not await pacer.wait(due, self.stopping):
+                            return
+                        yield batch_from_arrow(rb.slice(start, stop - start), position + start)
+                position += rb.num_rows
+                if self.stopping.is_set():
+                    return
+
+
+def pace_column(rb: Any, pace_by: str) -> Any:
+    """The timestamps to pace by: ``received_ns`` (or ``sent_ns``), the other one where it is missing."""
+    import pyarrow.compute as pc
+
+    first, second = ("sent_ns", "received_ns") if pace_by == "sent" else ("received_ns", "sent_ns")
+    names = rb.schema.names
+    col = rb.column(first) if first in names else None
+    if col is None or col.null_count:
+        other = rb.column(second) if second in names else None
+        if col is None:
+            col = other
+        elif other is not None:
+            col = pc.coalesce(col, other)
+    if col is None:
+        raise WirepipeError("the capture has neither received_ns nor sent_ns: it cannot be paced (use --pace max)")
+    return col
+
+
+class CaptureSourceConfig(Strict):
+    """``source: {type: capture, path: captures/blocks, pace: original, speed: 2}``"""
+
+    type: Literal["capture"]
+    path: str | list[str]
+    batch_size: int = Field(default=8192, ge=1)
+    count: int | None = Field(default=None, ge=0)
+    duration: Duration | None = None
+    pace: Literal["max", "original"] = "max"
+    speed: float = Field(default=1.0, gt=0, description="with pace: original, how many times faster than recorded")
+    pace_by: Literal["received", "sent"] = "received"
+    max_gap: Duration | None = Field(default=None, description="with pace: original, shorten longer pauses to this")
+
+    def build(self) -> CaptureSource:
+        return CaptureSource(self.path, batch_size=self.batch_size, count=self.count, duration=self.duration,
+                             pace=self.pace, speed=self.speed, pace_by=self.pace_by, max_gap=self.max_gap)
