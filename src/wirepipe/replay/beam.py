@@ -1,0 +1,240 @@
+"""The Beam replay runner: the pipeline's operators over a capture as an Apache Beam pipeline.
+
+Shape of the Beam pipeline::
+
+    Create(capture files) | ReadAllFromParquetBatched(with_filename=True)   # one Arrow table per row group
+        | ParDo(ReplayRowGroup)       # the operator chain over the row group, in batches; writes its results
+        | WriteToParquet(metrics)     # one metrics row per stage per batch, the metrics file schema
+
+``ReplayRowGroup`` carries only the validated config (plain data) and builds the
+operators in ``setup()``, on the worker: codec contexts are never pickled. Each row
+group's results go to ``OUTPUT/results/part-<position>.parquet``, named by the position
+of the row group's first record in the capture, so the parts in name order are the
+results in capture order, whatever order the runner ran them in, and a retried bundle
+rewrites the same file (written under a temporary name, then renamed). Rejected records
+go to ``OUTPUT/dead_letter/`` the same way (when the pipeline has a dead letter), metrics
+rows to ``OUTPUT/metrics/``. A pipeline whose sink is ``null`` writes no results.
+
+The runner is ``FnApiRunner`` unless ``--beam-option runner=...`` says otherwise (never
+``DirectRunner``: it first tries to download a Prism binary). ``--beam-option key=value``
+becomes ``--key=value`` for Beam's ``PipelineOptions``, so the same command targets Flink,
+Spark or Dataflow. ``apache_beam`` is imported only here, with its import-time logging
+contained (``quiet_import``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, WirepipeError
+from . import Replay, ReplayResult
+
+log = logging.getLogger("wirepipe.replay.beam")
+
+RESULT_SINKS = ("null", "parquet", "jsonl", "capture")
+DEFAULT_RUNNER = "FnApiRunner"
+
+
+class _Held(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def quiet_import() -> Iterator[None]:
+    """Hold what the root logger receives while a library is imported, and replay it at DEBUG.
+
+    ``apache_beam`` logs "apitools not found" with ``logging.warning`` at import; on a root
+    logger without handlers that also installs a stderr handler for the whole process.
+    With a handler of ours in place nothing is installed and nothing leaks.
+    """
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    held = _Held()
+    root.handlers = [held]
+    try:
+        yield
+    finally:
+        root.handlers = saved
+        for record in held.records:
+            log.debug("at import: %s: %s", record.name, record.getMessage())
+
+
+def import_beam() -> Any:
+    """``apache_beam``, imported quietly; a clear error when the extra is not installed."""
+    import sys
+
+    if "apache_beam" in sys.modules:
+        return sys.modules["apache_beam"]
+    try:
+        with quiet_import():
+            import apache_beam
+            import apache_beam.io.parquetio
+    except ImportError as exc:
+        raise WirepipeError(f"the Beam runner needs Apache Beam: pip install 'wirepipe[beam]' ({exc})") from None
+    # Beam reports its progress at INFO; wirepipe's output keeps its warnings and errors only.
+    if not log.isEnabledFor(logging.DEBUG):
+        logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    return apache_beam
+
+
+def pipeline_options(options: list[str]) -> Any:
+    """Beam ``PipelineOptions`` from ``key=value`` strings; the runner defaults to FnApiRunner."""
+    import_beam()
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    flags = []
+    has_runner = False
+    for option in options:
+        key, sep, value = option.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key:
+            raise ConfigError(f"--beam-option {option!r}: expected key=value, e.g. runner=FlinkRunner")
+        has_runner = has_runner or key == "runner"
+        flags.append(f"--{key}={value}")
+    if not has_runner:
+        flags.append(f"--runner={DEFAULT_RUNNER}")
+    return PipelineOptions(flags)
+
+
+def _capture_files(captures: list[str]) -> list[str]:
+    """Capture files: local ones as ``capture_files`` orders them, remote ones (``scheme://``) by Beam's match."""
+    from ..connectors.capture import TEMP_SUFFIX, capture_files
+
+    out: list[str] = []
+    for item in captures:
+        if "://" not in item:
+            out += [str(p.resolve()) for p in capture_files(item)]
+            continue
+        from apache_beam.io.filesystems import FileSystems
+
+        pattern = item if any(ch in item for ch in "*?[") or item.endswith(".parquet") else item.rstrip("/") + "/**.parquet"
+        found = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
+        found = [f for f in found if not f.rsplit("/", 1)[-1].startswith(".") and not f.endswith(TEMP_SUFFIX)]
+        if not found:
+            raise WirepipeError(f"{item}: no capture files match")
+        out += found
+    return out
+
+
+def file_positions(files: list[str], count: int | None) -> tuple[dict[str, tuple[int, int]], int]:
+    """``{file: (position of its first record in the capture, its first seq)}`` and the records to replay.
+
+    Read from the footers alone; ``seq`` is consecutive within a capture file, so a row's
+    position is ``position + seq - first seq``.
+    """
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    positions: dict[str, tuple[int, int]] = {}
+    total = 0
+    for path in files:
+        with FileSystems.open(path) as f:
+            meta = pq.ParquetFile(f).metadata
+        names = meta.schema.to_arrow_schema().names
+        if "payload" not in names or "seq" not in names:
+            raise WirepipeError(f"{path}: not a wirepipe capture file (it needs the payload and seq columns)")
+        if meta.num_rows == 0:
+            continue
+        stats = meta.row_group(0).column(names.index("seq")).statistics
+        if stats is None or not stats.has_min_max:
+            raise WirepipeError(f"{path}: the seq column has no statistics; rewrite it with the capture sink")
+        positions[path] = (total, int(stats.min))
+        total += meta.num_rows
+    return positions, total if count is None else min(count, total)
+
+
+def _check_output(output: str) -> None:
+    from apache_beam.io.filesystems import FileSystems
+
+    for sub in ("results", "metrics", "dead_letter"):
+        pattern = FileSystems.join(output, sub, "*")
+        found = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+        if found:
+            raise WirepipeError(f"{output} already holds a replay's output ({found[0]}): "
+                                "remove it or give another --output")
+
+
+def run(replay: Replay, *, output: str | None = None, options: list[str] | None = None) -> ReplayResult:
+    """Replay a capture on a Beam runner; results and metrics under ``output``."""
+    data = replay.config()
+    cfg = replay.validated(data)
+    sink_type = str(cfg.sink.type)
+    if sink_type not in RESULT_SINKS:
+        raise ConfigError(f"sink type {sink_type!r}: the Beam runner writes results to Parquet files "
+                          f"(sinks {', '.join(RESULT_SINKS)}); replay to {sink_type} with the local runner",
+                          file=replay.pipeline, path="sink.type")
+    if replay.pace != "max":
+        raise ConfigError("--pace original needs the local runner: Beam processes row groups in any order")
+    output = output or str(Path("results") / f"replay-{cfg.name}")
+    beam = import_beam()
+    from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquet
+
+    from .beam_fn import ReplayRowGroupFn, join, metrics_schema
+
+    opts = pipeline_options(list(options or []))
+    files = _capture_files(replay.captures)
+    positions, limit = file_positions(files, replay.count)
+    _check_output(output)
+    run_id = uuid.uuid4().hex
+    config = cfg.model_dump(mode="json", by_alias=True)
+    dofn = ReplayRowGroupFn(config, replay.pipeline, positions, limit, output, replay.batch_size, run_id,
+                            sink_type != "null")
+    started = time.monotonic()
+    p = beam.Pipeline(options=opts)
+    rows = (p
+            | "Captures" >> beam.Create([f for f in files if f in positions])
+            | "Read" >> ReadAllFromParquetBatched(with_filename=True)
+            | "Replay" >> beam.ParDo(dofn))
+    _ = rows | "Metrics" >> WriteToParquet(join(output, "metrics", "metrics"),
+                                           schema=metrics_schema(cfg.name, config, run_id), codec="zstd",
+                                           file_name_suffix=".parquet")
+    try:
+        state = p.run()
+        state.wait_until_finish()
+    except WirepipeError:
+        raise
+    except Exception as exc:
+        raise WirepipeError(f"the Beam pipeline failed: {_short_error(exc)}") from None
+    result = ReplayResult(pipeline=cfg.name, runner=f"beam {_runner_name(opts)}", elapsed=time.monotonic() - started)
+    _fill_counts(result, state)
+    result.outputs = [output]
+    return result
+
+
+def _runner_name(opts: Any) -> str:
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    return str(opts.view_as(StandardOptions).runner)
+
+
+def _short_error(exc: BaseException) -> str:
+    """The last line of a Beam error (they wrap worker tracebacks into the message)."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def _fill_counts(result: ReplayResult, state: Any) -> None:
+    """Records in/out/rejected and per-stage records from the runner's counters (when it reports them)."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    try:
+        counters = state.metrics().query(MetricsFilter().with_namespace("wirepipe"))["counters"]
+    except Exception:  # some runners do not report metrics
+        return
+    for c in counters:
+        result.stage_records[c.key.metric.name] = int(c.committed if c.committed is not None else c.attempted)
+    stages = result.stage_records
+    result.records_in = sum(v for k, v in stages.items() if k.startswith("read|"))
+    result.records_out = sum(v for k, v in stages.items() if k.startswith("write|"))
+    result.rejected = sum(v for k, v in stages.items() if k.startswith("rejected|"))
