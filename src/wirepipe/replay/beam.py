@@ -70,6 +70,48 @@ def quiet_import() -> Iterator[None]:
             log.debug("at import: %s: %s", record.name, record.getMessage())
 
 
+HARNESS_NOISE = ("INFO:", "WARNING:root:apitools not found", "WARNING:__main__:No semi_persistent_directory")
+
+
+@contextlib.contextmanager
+def quiet_worker_processes() -> Iterator[None]:
+    """Keep the start-up chatter of Beam's worker processes out of wirepipe's output.
+
+    FnApiRunner's ``multi_processing`` mode starts SDK harness processes that inherit
+    stderr and log their start-up at INFO (and the apitools warning) before any option
+    can reach them. While the pipeline runs, stderr goes through a filter that passes
+    everything except those lines (kept at DEBUG on ``wirepipe.replay.beam``).
+    """
+    import os
+    import sys
+    import threading
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as lines, os.fdopen(os.dup(saved), "wb", buffering=0) as out:
+            for line in lines:
+                text = line.decode("utf-8", "replace")
+                if text.startswith(HARNESS_NOISE):
+                    log.debug("beam worker: %s", text.rstrip())
+                else:
+                    out.write(line)
+
+    thread = threading.Thread(target=forward, name="wirepipe-beam-stderr", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # closes the pipe's last write end: the forwarder drains and stops
+        os.close(saved)
+        thread.join(5)
+
+
 def import_beam() -> Any:
     """``apache_beam``, imported quietly; a clear error when the extra is not installed."""
     import sys
@@ -85,6 +127,8 @@ def import_beam() -> Any:
     # Beam reports its progress at INFO; wirepipe's output keeps its warnings and errors only.
     if not log.isEnabledFor(logging.DEBUG):
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
+        # It relays what worker processes log, start-up warnings included; their errors still show.
+        logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     return apache_beam
 
 
@@ -199,9 +243,13 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     _ = rows | "Metrics" >> WriteToParquet(join(output, "metrics", "metrics"),
                                            schema=metrics_schema(cfg.name, config, run_id), codec="zstd",
                                            file_name_suffix=".parquet")
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    separate = opts.view_as(DirectOptions).direct_running_mode == "multi_processing"
     try:
-        state = p.run()
-        state.wait_until_finish()
+        with quiet_worker_processes() if separate else contextlib.nullcontext():
+            state = p.run()
+            state.wait_until_finish()
     except WirepipeError:
         raise
     except Exception as exc:
