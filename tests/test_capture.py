@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -53,7 +54,7 @@ async def write_all(sink: CaptureSink, batches: list[Batch]) -> None:
 
 
 def test_columns_hold_what_was_received(tmp_path: Path) -> None:
-    sink = CaptureSink(tmp_path, row_group_rows=100)
+    sink = CaptureSink(tmp_path, row_group_rows=100, metadata={"env": "test"})
     asyncio.run(write_all(sink, [payload_batch(0, 30, stream=True), payload_batch(30, 20, stream=True)]))
     rows = read_rows(tmp_path)
     assert [r["seq"] for r in rows] == list(range(50))
@@ -63,7 +64,8 @@ def test_columns_hold_what_was_received(tmp_path: Path) -> None:
     assert (rows[7]["sent_ns"], rows[7]["received_ns"], rows[7]["stream_seq"]) == (1007, 2007, 107)
     schema = pq.read_schema(capture_files(tmp_path)[0])
     assert schema.names == capture_schema().names
-    assert b"wirepipe.capture" in schema.metadata
+    info = json.loads(schema.metadata[b"wirepipe.capture"])
+    assert (info["format"], info["metadata"]) == (1, {"env": "test"})
 
 
 def test_sent_ns_comes_from_the_header_when_the_source_did_not_stamp_it(tmp_path: Path) -> None:

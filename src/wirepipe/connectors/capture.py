@@ -178,7 +178,7 @@ class CaptureWriter:
         from importlib.metadata import version
 
         info = {"format": FORMAT_VERSION, "writer": f"wirepipe {version('wirepipe')}",
-                "columns": CAPTURE_COLUMNS, **self.metadata}
+                "columns": CAPTURE_COLUMNS, "metadata": self.metadata}
         return capture_schema({"wirepipe.capture": json.dumps(info, default=str, sort_keys=True)})
 
     def append(self, table: Any) -> None:
@@ -388,6 +388,8 @@ class CaptureSinkConfig(Strict):
     row_group_size: Size = Field(default=64 << 20, gt=0, description="bytes per row group at most")
     compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = "zstd"
     fsync: bool = True
+    metadata: dict[str, str] = Field(default_factory=dict,
+                                     description="noted in every file's wirepipe.capture metadata")
 
     @field_validator("prefix")
     @classmethod
@@ -399,7 +401,8 @@ class CaptureSinkConfig(Strict):
     def build(self) -> CaptureSink:
         return CaptureSink(self.dir, prefix=self.prefix, max_file_size=self.max_file_size,
                            max_file_age=self.max_file_age, row_group_rows=self.row_group_rows,
-                           row_group_size=self.row_group_size, compression=self.compression, fsync=self.fsync)
+                           row_group_size=self.row_group_size, compression=self.compression, fsync=self.fsync,
+                           metadata=self.metadata)
 
 
 # --- reading ---------------------------------------------------------------------------------------
