@@ -97,6 +97,65 @@ def server(
 
 
 @app.command()
+def capture(
+    out: Annotated[str, typer.Option("--out", "-o", help="folder of the capture files")],
+    subject: Annotated[str | None, typer.Option(help="subject to capture, wildcards allowed ('blocks.>')")] = None,
+    stream: Annotated[str | None, typer.Option(help="JetStream stream to capture (an ordered consumer by default)")] = None,
+    durable: Annotated[str | None, typer.Option(help="JetStream durable consumer: acknowledged per completed file, resumable")] = None,
+    from_seq: Annotated[int | None, typer.Option(help="JetStream: start at this stream sequence")] = None,
+    from_time: Annotated[str | None, typer.Option(help="JetStream: start at this time (ISO 8601) or this long ago (10m)")] = None,
+    stop_at_end: Annotated[bool, typer.Option(help="JetStream: stop once the stream has been read")] = False,
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    queue: Annotated[str | None, typer.Option(help="core NATS: queue group shared by several capture workers")] = None,
+    max_file_size: Annotated[str | None, typer.Option(help="complete a file at about this size (default 256MiB)")] = None,
+    max_file_age: Annotated[str, typer.Option(help="complete a file this long after its first record")] = "60s",
+    row_group_rows: Annotated[int | None, typer.Option(help="rows per row group (default 65536)")] = None,
+    count: Annotated[int | None, typer.Option(help="stop after N records")] = None,
+    duration: Annotated[str | None, typer.Option(help="stop after a time, e.g. 10m")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the generated pipeline: path=value")] = None,
+    print_config: Annotated[bool, typer.Option(help="print the pipeline this command runs (YAML) and exit")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Capture what flows on NATS into Parquet files (see README: Capture), until stopped."""
+    from .errors import ConfigError, WirepipeError
+    from .pipelines.capture import capture_config
+    from .pipelines.config import apply_override, build_pipeline, validate_config
+    from .units import parse_duration, parse_size
+
+    setup_logging(verbose)
+    try:
+        data = capture_config(
+            out=out, subject=subject, stream=stream, durable=durable, from_seq=from_seq, from_time=from_time,
+            stop_at_end=stop_at_end, url=url, queue=queue, count=count,
+            duration=parse_duration(duration) if duration is not None else None,
+            max_file_size=parse_size(max_file_size) if max_file_size is not None else None,
+            max_file_age=parse_duration(max_file_age), row_group_rows=row_group_rows)
+        for assignment in set_ or []:
+            apply_override(data, assignment)
+        if print_config:
+            import yaml
+
+            typer.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
+            return
+        pipe = build_pipeline(validate_config(data, file="wirepipe capture"), file="wirepipe capture")
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    from .pipelines.worker import run_worker
+
+    try:
+        stats = run_worker(pipe)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    files = pipe.sink.files
+    typer.echo(f"{pipe.name}: {stats.records_out} records captured into {len(files)} file(s) in {out} "
+               f"in {stats.elapsed:.2f}s", err=True)
+
+
+@app.command()
 def replay(
     captures: Annotated[list[str], typer.Argument(help="capture files, folders or globs, in capture order")],
     pipeline: Annotated[Path, typer.Option("--pipeline", "-p", help="pipeline YAML: its source is replaced by the capture")],

@@ -337,6 +337,9 @@ class CaptureSink(Sink):
                         "(their records were not acknowledged): %s", folder, len(stale), ", ".join(stale[:5]))
         self._schema = self.writer.schema()
         self._ticker = asyncio.get_running_loop().create_task(self._rotate_when_due())
+        w = self.writer
+        log.info("capturing into %s (a file is complete at about %s bytes or %gs after its first record)",
+                 folder, f"{w.max_file_size:,}", w.max_file_age)
 
     async def _rotate_when_due(self) -> None:
         """Finish files by age even when no record arrives."""
