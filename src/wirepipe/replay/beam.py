@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -222,15 +221,16 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
         raise ConfigError("--pace original needs the local runner: Beam processes row groups in any order")
     output = output or str(Path("results") / f"replay-{cfg.name}")
     beam = import_beam()
-    from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquet
+    from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquetBatched
 
+    from ..operators.metrics import new_run_id
     from .beam_fn import ReplayRowGroupFn, join, metrics_schema
 
     opts = pipeline_options(list(options or []))
     files = _capture_files(replay.captures)
     positions, limit = file_positions(files, replay.count)
     _check_output(output)
-    run_id = uuid.uuid4().hex
+    run_id = new_run_id()
     config = cfg.model_dump(mode="json", by_alias=True)
     dofn = ReplayRowGroupFn(config, replay.pipeline, positions, limit, output, replay.batch_size, run_id,
                             sink_type != "null")
@@ -240,9 +240,9 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
             | "Captures" >> beam.Create([f for f in files if f in positions])
             | "Read" >> ReadAllFromParquetBatched(with_filename=True)
             | "Replay" >> beam.ParDo(dofn))
-    _ = rows | "Metrics" >> WriteToParquet(join(output, "metrics", "metrics"),
-                                           schema=metrics_schema(cfg.name, config, run_id), codec="zstd",
-                                           file_name_suffix=".parquet")
+    _ = rows | "Metrics" >> WriteToParquetBatched(join(output, "metrics", "metrics"),
+                                                  schema=metrics_schema(cfg.name, config, run_id), codec="zstd",
+                                                  file_name_suffix=".parquet")
     from apache_beam.options.pipeline_options import DirectOptions
 
     separate = opts.view_as(DirectOptions).direct_running_mode == "multi_processing"

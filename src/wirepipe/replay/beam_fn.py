@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ def join(folder: str, *parts: str) -> str:
 
 
 class ReplayRowGroupFn(beam.DoFn):
-    """One row group through the operator chain: writes its results part, yields its metrics rows.
+    """One row group through the operator chain: writes its results part, yields its metrics rows (a table).
 
     Holds only plain data (the validated config, file positions, paths); the pipeline's
     operators, with their codec contexts, are built in ``setup()`` on the worker.
@@ -58,7 +58,9 @@ class ReplayRowGroupFn(beam.DoFn):
             counter = self.counters[key] = Metrics.counter("wirepipe", key)
         counter.inc(records)
 
-    def process(self, element: tuple[str, Any]) -> Iterator[dict[str, Any]]:
+    def process(self, element: tuple[str, Any]) -> Iterator[Any]:
+        from ..operators.metrics import MetricsRecorder, pipeline_stages
+
         path, table = element
         where = self.positions.get(path)
         if where is None:
@@ -67,63 +69,55 @@ class ReplayRowGroupFn(beam.DoFn):
         if start >= self.limit:
             return
         table = table.slice(0, self.limit - start)
-        recorder = RowRecorder(self.pipe.name, self.config, self.run_id)
+        pipe = self.pipe
+        # Latency rows describe a live run, not a replay (the capture holds the recorded times).
+        recorder = MetricsRecorder(None, pipeline=pipe.name, config=self.config, run_id=self.run_id,
+                                   flush_interval=None, latency=False)
+        recorder.open(pipeline_stages(pipe.source, pipe.operators, pipe.sink))
         results: list[Any] = []
         rejected: list[Any] = []
         position = start
         for rb in table.to_batches(max_chunksize=self.batch_size):
-            out, bad = run_chain(self.pipe, rb, position, recorder, self.count)
+            out, bad = run_chain(pipe, rb, position, recorder)
             if out is not None:
                 results.append(out)
             rejected += bad
             position += rb.num_rows
         if self.write_results and results:
             write_part(join(self.output, "results"), start, results)
-        if rejected and self.pipe.dead_letter is not None:
+        if rejected and pipe.dead_letter is not None:
             from ..connectors.files import batch_table
             from ..pipelines.pipeline import dead_letter_batch
 
             write_part(join(self.output, "dead_letter"), start, [batch_table(dead_letter_batch(rejected))])
-        yield from recorder.rows()
+        stages, _ = recorder.tables()
+        for stage, operator, records, bad in zip(*(stages.column(c).to_pylist()
+                                                   for c in ("stage", "operator", "records", "rejected")), strict=True):
+            self.count(stage, operator, records)
+            if bad:
+                self.count("rejected", stage, bad)
+        yield stages
 
 
-def run_chain(pipe: Any, rb: Any, position: int, recorder: RowRecorder,
-              count: Callable[[str, str, int], None]) -> tuple[Any, list[Any]]:
+def run_chain(pipe: Any, rb: Any, position: int, recorder: Any) -> tuple[Any, list[Any]]:
     """One batch of capture rows through the operators, stamped as the local run loop stamps it.
 
-    Returns the results as an Arrow table (``None`` when no record is left or the sink is
-    ``null``) and the rejected records.
+    The batch index in the metrics rows is the capture position of the batch's first
+    record: unique in the run whichever worker ran it. Returns the results as an Arrow
+    table (``None`` when no record is left or the sink is ``null``) and the rejected records.
     """
     from ..connectors.capture import batch_from_arrow
     from ..connectors.files import batch_table
 
     ns = time.monotonic_ns
-    index = recorder.batches
-    recorder.batches += 1
-    source, sink = pipe.source, pipe.sink
     t0 = ns()
     batch = batch_from_arrow(rb, position)
     t1 = ns()
-    prev = batch.nbytes()
-    recorder.stamp(index, source.stage, source.name, source.params, len(batch.values), 0, None, prev, t0, t1)
-    count(source.stage, source.name, len(batch.values))
-    for op in pipe.operators:
-        before = len(batch.rejected)
-        t0 = ns()
-        batch = op(batch)
-        t1 = ns()
-        out = batch.nbytes()
-        recorder.stamp(index, op.stage, op.name, op.params, len(batch.values), len(batch.rejected) - before,
-                       prev, out, t0, t1)
-        count(op.stage, op.name, len(batch.values))
-        if len(batch.rejected) > before:
-            count("rejected", op.stage, len(batch.rejected) - before)
-        prev = out
+    batch, nbytes = recorder.run_operators(position, batch, pipe.operators, t0, t1)
     t0 = ns()
-    table = batch_table(batch) if batch.values and sink.type != "null" else None
+    table = batch_table(batch) if batch.values and pipe.sink.type != "null" else None
     t1 = ns()
-    recorder.stamp(index, sink.stage, sink.name, sink.params, len(batch.values), 0, prev, prev, t0, t1)
-    count(sink.stage, sink.name, len(batch.values))
+    recorder.stamp_sink(position, batch, nbytes, t0, t1)
     return table, batch.rejected
 
 
@@ -145,25 +139,8 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
     return final
 
 
-class RowRecorder:
-    """Metrics rows (the metrics file's columns), kept in memory for Beam to write."""
-
-    def __init__(self, pipeline: str, config: dict[str, Any], run_id: str) -> None:
-        from ..operators.metrics import MetricsRecorder
-
-        self._recorder = MetricsRecorder("unused", pipeline=pipeline, config=config, run_id=run_id,
-                                         row_group_rows=1 << 62)
-        self.stamp = self._recorder.stamp
-        self.batches = 0
-
-    def rows(self) -> list[dict[str, Any]]:
-        cols = self._recorder._cols
-        names = list(cols)
-        return [dict(zip(names, values, strict=True)) for values in zip(*cols.values(), strict=True)]
-
-
 def metrics_schema(pipeline: str, config: dict[str, Any], run_id: str) -> Any:
-    """The metrics file schema, with the run metadata, for Beam's ``WriteToParquet``."""
-    from ..operators.metrics import MetricsRecorder
+    """The stage rows' schema, with the run metadata, for Beam's ``WriteToParquetBatched``."""
+    from ..operators.metrics import STAGE_COLUMNS, arrow_schema, run_metadata
 
-    return MetricsRecorder("unused", pipeline=pipeline, config=config, run_id=run_id)._schema()
+    return arrow_schema(STAGE_COLUMNS, {**run_metadata(pipeline, config, run_id), "wirepipe.table": "stages"})
