@@ -15,6 +15,7 @@ from wirepipe.connectors.capture import (
     SENT_AT,
     TEMP_SUFFIX,
     CaptureSink,
+    CaptureSinkConfig,
     CaptureSource,
     CaptureWriter,
     capture_files,
@@ -226,3 +227,31 @@ def test_sink_config_is_validated() -> None:
         validate_config({**base, "sink": {"type": "capture", "folder": "d"}})
     with pytest.raises(ConfigError, match="plain file name prefix"):
         validate_config({**base, "sink": {"type": "capture", "dir": "d", "prefix": "a/b"}})
+
+
+def test_capture_command_config() -> None:
+    import datetime as dt
+
+    from wirepipe.pipelines.capture import capture_config, parse_start_time
+
+    core = capture_config(out="d", subject="blocks.>", url="nats://h:4222", max_file_age=30)
+    assert core["source"] == {"type": "nats", "subject": "blocks.>", "url": "nats://h:4222"}
+    assert core["flush_interval"] == 30 and core["sink"]["max_file_age"] == 30
+    assert CaptureSinkConfig.model_validate(core["sink"]).metadata == {"subject": "blocks.>"}
+    durable = capture_config(out="d", stream="BLOCKS", durable="cap", from_seq=10, url="nats://h:4222",
+                             max_file_age=60, row_group_rows=20000)
+    src = durable["source"]
+    assert (src["type"], src["durable"], src["deliver"], src["start_seq"]) == ("jetstream", "cap", "by_start_sequence", 10)
+    assert src["ack_wait"] > 60 and src["max_ack_pending"] >= 40000
+    assert capture_config(out="d", stream="BLOCKS", url="u")["source"]["ordered"] is True
+    now = dt.datetime(2026, 1, 31, 12, 0, tzinfo=dt.timezone.utc)
+    assert parse_start_time("10m", now) == "2026-01-31T11:50:00+00:00"
+    assert parse_start_time("2026-01-31T10:00:00Z") == "2026-01-31T10:00:00+00:00"
+    assert parse_start_time("2026-01-31T10:00:00") == "2026-01-31T10:00:00+00:00"
+    for kwargs, message in (({"subject": "s"}, "give --url"), ({"url": "u"}, "give --subject"),
+                            ({"stream": "S", "from_seq": 1, "from_time": "1m", "url": "u"}, "one start position"),
+                            ({"stream": "S", "queue": "q", "url": "u"}, "--queue is for core NATS")):
+        with pytest.raises(ConfigError, match=message):
+            capture_config(out="d", **kwargs)
+    with pytest.raises(ConfigError, match="ISO 8601"):
+        parse_start_time("yesterday")
