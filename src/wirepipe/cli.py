@@ -168,7 +168,8 @@ def replay(
     batch_size: Annotated[int, typer.Option(help="records per batch (local runner)")] = 8192,
     runner: Annotated[str, typer.Option(help="local, or beam (needs wirepipe[beam])")] = "local",
     workers: Annotated[int, typer.Option(help="local runner: processes splitting the row groups")] = 1,
-    output: Annotated[str | None, typer.Option(help="beam runner: folder for results and metrics")] = None,
+    output: Annotated[str | None, typer.Option(help="beam runner: a new folder for results and metrics "
+                                                    "(default results/replay-NAME-RUN)")] = None,
     beam_option: Annotated[list[str] | None, typer.Option("--beam-option", help="beam runner: key=value pipeline option (repeatable)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:

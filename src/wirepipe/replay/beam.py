@@ -3,10 +3,10 @@
 Shape of the Beam pipeline::
 
     Create(capture files) | ReadAllFromParquetBatched(with_filename=True)   # one Arrow table per row group
-        | ParDo(ReplayRowGroup)       # the operator chain over the row group, in batches; writes its results
-        | WriteToParquet(metrics)     # one metrics row per stage per batch, the metrics file schema
+        | ParDo(ReplayRowGroupFn)       # the operator chain over the row group, in batches; writes its results
+        | WriteToParquetBatched(metrics) # the stage rows of every batch, the metrics folder's schema
 
-``ReplayRowGroup`` carries only the validated config (plain data) and builds the
+``ReplayRowGroupFn`` (``beam_fn.py``) carries only the validated config (plain data) and builds the
 operators in ``setup()``, on the worker: codec contexts are never pickled. Each row
 group's results go to ``OUTPUT/results/part-<position>.parquet``, named by the position
 of the row group's first record in the capture, so the parts in name order are the
@@ -36,7 +36,7 @@ from . import Replay, ReplayResult
 
 log = logging.getLogger("wirepipe.replay.beam")
 
-RESULT_SINKS = ("null", "parquet", "jsonl", "capture")
+RESULT_SINKS = ("null", "parquet", "jsonl")
 DEFAULT_RUNNER = "FnApiRunner"
 
 
@@ -209,7 +209,7 @@ def _check_output(output: str) -> None:
 
 
 def run(replay: Replay, *, output: str | None = None, options: list[str] | None = None) -> ReplayResult:
-    """Replay a capture on a Beam runner; results and metrics under ``output``."""
+    """Replay a capture on a Beam runner; results and metrics under ``output`` (default: a new folder in results/)."""
     data = replay.config()
     cfg = replay.validated(data)
     sink_type = str(cfg.sink.type)
@@ -219,7 +219,6 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
                           file=replay.pipeline, path="sink.type")
     if replay.pace != "max":
         raise ConfigError("--pace original needs the local runner: Beam processes row groups in any order")
-    output = output or str(Path("results") / f"replay-{cfg.name}")
     beam = import_beam()
     from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquetBatched
 
@@ -229,8 +228,9 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     opts = pipeline_options(list(options or []))
     files = _capture_files(replay.captures)
     positions, limit = file_positions(files, replay.count)
-    _check_output(output)
     run_id = new_run_id()
+    output = output or str(Path("results") / f"replay-{cfg.name}-{run_id}")
+    _check_output(output)
     config = cfg.model_dump(mode="json", by_alias=True)
     dofn = ReplayRowGroupFn(config, replay.pipeline, positions, limit, output, replay.batch_size, run_id,
                             sink_type != "null")
