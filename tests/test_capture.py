@@ -255,3 +255,36 @@ def test_capture_command_config() -> None:
             capture_config(out="d", **kwargs)
     with pytest.raises(ConfigError, match="ISO 8601"):
         parse_start_time("yesterday")
+
+
+def test_written_records_are_not_held_until_the_commit(tmp_path: Path) -> None:
+    """A capture completes a file per commit (flush_interval): until then the run loop keeps only ack handles."""
+    import gc
+    import weakref
+    from collections.abc import AsyncIterator
+
+    from wirepipe.connectors.base import Source
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    class Values(list):  # a list that can be weakly referenced
+        pass
+
+    refs: list[weakref.ref] = []
+
+    class Payloads(Source):
+        type = "payloads"
+
+        async def batches(self) -> AsyncIterator[Batch]:
+            for k in range(20):
+                values = Values(payload_batch(k * 50, 50).values)
+                refs.append(weakref.ref(values))
+                yield Batch(values, meta={"seq": list(range(k * 50, k * 50 + 50))})
+                await asyncio.sleep(0)
+                if k > 5:
+                    gc.collect()
+                    assert refs[k - 5]() is None, "a written batch's records are released before the commit"
+
+    sink = CaptureSink(tmp_path, max_file_age=3600, fsync=False)
+    stats = Pipeline(Payloads(), [], sink, flush_interval=3600, queue_size=1).run()
+    assert stats.records_out == stats.acked == 1000
+    assert [r["seq"] for r in read_rows(tmp_path)] == list(range(1000))

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
-from nats_fixtures import expected, run_wirepipe, start_wirepipe, wirepipe_env
+from tests.nats_fixtures import expected, run_wirepipe, start_wirepipe
 from wirepipe.codecs.formats import restore_bytes
 from wirepipe.connectors.capture import TEMP_SUFFIX, capture_files
 from wirepipe.server import EmbeddedServer
@@ -173,7 +173,11 @@ def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_pa
     async def listen() -> list[Any]:
         nc = await nats.connect(url)
         got: list[Any] = []
-        sub = await nc.subscribe("test.>", cb=lambda m: got.append(m))
+
+        async def keep(msg: Any) -> None:
+            got.append(msg)
+
+        sub = await nc.subscribe("test.>", cb=keep)
         await nc.flush()
         done = await asyncio.to_thread(run_wirepipe, "replay", str(out), "-p", str(republish),
                                        "--pace", "original", "--speed", "4")

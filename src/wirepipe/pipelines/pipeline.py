@@ -95,7 +95,7 @@ class Pipeline:
         self.monitor = monitor
         self.stats = RunStats()
         self.metrics: Any = None
-        self._unacked: list[Batch] = []
+        self._unacked: list[tuple[Batch, int]] = []  # written, not yet acknowledged: (batch, records)
         self._unacked_records = 0
         self._unsettled: list[list[Rejected]] = []
         self._last_commit = 0.0
@@ -285,8 +285,13 @@ class Pipeline:
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             metrics.stamp_sink(index, batch, prev, t0, t1)
             stats.bytes_out += prev or 0
-        self._unacked.append(batch)
-        self._unacked_records += len(batch.values)
+        n = len(batch.values)
+        if not self.source.redelivers:
+            # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
+            # or a long flush_interval (a capture completing a file per minute) holds a minute of data.
+            batch = Batch([], meta=batch.meta)
+        self._unacked.append((batch, n))
+        self._unacked_records += n
 
     async def _commit(self, sink: Sink, stats: RunStats) -> None:
         """Flush the sink (durable), then ack what was written before the flush and settle dead letters."""
@@ -301,7 +306,7 @@ class Pipeline:
         except Exception as exc:
             if not self.source.redelivers:
                 raise
-            await self._sink_failed(written, exc, stats)
+            await self._sink_failed([batch for batch, _ in written], exc, stats)
             return
         late = sink.take_rejected()
         if late:
@@ -309,9 +314,9 @@ class Pipeline:
         if self.dead_letter is not None and self._unsettled:
             await self.dead_letter.flush()
         source = self.source
-        for batch in written:
+        for batch, n in written:
             await source.ack(batch)
-            stats.acked += len(batch.values)
+            stats.acked += n
         unsettled, self._unsettled = self._unsettled, []
         for rejected in unsettled:
             await source.settle_rejected(rejected)
