@@ -111,6 +111,11 @@ def test_jetstream_capture_from_a_sequence_keeps_stream_order(nats_server: Embed
     replayed = run_wirepipe("replay", str(out), "-p", str(decode))
     assert replayed.returncode == 0, replayed.stderr
     assert read_jsonl(tmp_path / "out.jsonl") == expected("block", n)[500:]
+    # An ordered consumer stops at --count (it has no acks to wait for).
+    done = run_wirepipe("capture", "--url", url, "--stream", "BLOCKS", "--count", "300", "--out", str(tmp_path / "first"),
+                        timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [r["stream_seq"] for r in captured(tmp_path / "first")] == list(range(1, 301))
 
 
 def test_sigterm_leaves_only_complete_parquet_files(nats_server: EmbeddedServer, tmp_path: Path) -> None:
@@ -195,3 +200,50 @@ def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_pa
     sent = [int(m.headers["Wirepipe-Sent-At"]) for m in got]
     # The replay stamped its own send times: their span is at least the recorded one / 4 (pacing never runs ahead).
     assert (sent[-1] - sent[0]) / 1e9 >= span / 4 - 0.01
+
+
+def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    from tests.nats_fixtures import publish_numbered, wirepipe_env
+
+    n = 8000
+    url = nats_server.url
+    asyncio.run(publish_numbered(url, n))
+    out = tmp_path / "cap"
+    args = ["capture", "--url", url, "--stream", "NUM", "--durable", "cap", "--out", str(out),
+            "--max-file-age", "0.2s", "--row-group-rows", "500",
+            # 0.2 ms per record, so the first worker is still capturing when it is killed;
+            # what it had not acknowledged comes back after ack_wait
+            "--set", 'operators=[{map: {function: "nats_fixtures:slow_identity"}}]', "--set", "source.ack_wait=2s"]
+    env = wirepipe_env(PYTHONPATH=str(Path(__file__).parent))
+    worker = start_wirepipe(*args, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(out.glob("*.parquet")):
+            time.sleep(0.05)
+        worker.kill()  # SIGKILL: no drain, a file is left half written
+        worker.wait(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    first = {r["stream_seq"] for r in captured(out)}
+    assert 0 < len(first) < n, "killed mid-stream"
+    # The restarted worker gets what was never delivered and, after ack_wait, what the killed one had
+    # not acknowledged (whether or not it was written: a file completes before its records are acked).
+    worker = start_wirepipe(*args, env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and {r["stream_seq"] for r in captured(out)} != set(range(1, n + 1)):
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, stderr
+    seqs = [r["stream_seq"] for r in captured(out)]
+    assert set(seqs) == set(range(1, n + 1)), "every record is in a complete file, at least once"
+    assert not list(out.glob(f"*{TEMP_SUFFIX}")) or "did not stop cleanly" in stderr
+    decode = write_yaml(tmp_path / "decode.yaml", {**DECODE, "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}})
+    replayed = run_wirepipe("replay", str(out), "-p", str(decode))
+    assert replayed.returncode == 0, replayed.stderr
+    assert {r["i"] for r in read_jsonl(tmp_path / "out.jsonl")} == set(range(n))

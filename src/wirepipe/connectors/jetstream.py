@@ -643,7 +643,9 @@ class JetStreamSource(Source):
 
     async def batches(self) -> AsyncIterator[Batch]:
         while True:
-            if self.count is not None and self._seen >= self.count and not await self._count_settled():
+            # An ordered consumer has nothing to settle (no acks): its count is reached when it is read.
+            if (self.count is not None and self._seen >= self.count
+                    and (self.ordered or not await self._count_settled())):
                 return
             if self._at_end.is_set() and not len(self.buffer):
                 return

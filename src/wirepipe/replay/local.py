@@ -8,7 +8,7 @@ With ``workers=N`` the row groups are split into N *contiguous* shares of about 
 rows, in capture order, and each share runs in its own process (spawned, so nothing
 is shared but the files). Outputs stay well defined: every file a worker writes (sink
 ``path``/``dir``, dead-letter ``path``/``dir``, metrics ``path``) gets the worker's part
-number, ``out.jsonl`` -> ``out.part000.jsonl`` ... , folders -> ``dir/part000/``, so
+number, ``out.jsonl`` -> ``out.part000.jsonl`` ... , folders -> ``dir/part000/`` (see ``part_path``), so
 reading the parts in name order gives the records in capture order. A network sink
 (NATS) gets the workers' records concurrently: order holds within a share only. With
 ``pace: original`` every worker follows the same schedule from one shared start, so the
@@ -108,9 +108,12 @@ def limit(plan: list[RowGroup], count: int | None) -> list[RowGroup]:
 
 
 def part_path(path: str, part: int, *, folder: bool) -> str:
-    """``out.jsonl`` -> ``out.part003.jsonl``; a folder -> ``folder/part003``."""
+    """``out.jsonl`` -> ``out.part003.jsonl``; a folder -> ``folder/part003``; a parquet part-file
+    template ``out/x-{part}.parquet`` -> ``out/x-part003-{part}.parquet`` (name order stays capture order)."""
     if folder:
         return str(Path(path) / f"part{part:03d}")
+    if "{part}" in path:
+        return path.replace("{part}", f"part{part:03d}-{{part}}")
     p = Path(path)
     return str(p.with_name(f"{p.stem}.part{part:03d}{p.suffix}"))
 
