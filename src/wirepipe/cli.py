@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -38,6 +38,19 @@ def setup_logging(verbose: bool = False) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
+def run_as_worker(pipe: Any) -> Any:
+    """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes."""
+    from .errors import WirepipeError
+    from .pipelines.worker import run_worker
+
+    try:
+        return run_worker(pipe)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+
+
 @app.command()
 def run(
     pipeline: Annotated[Path, typer.Argument(help="pipeline YAML file")],
@@ -47,7 +60,7 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
-    from .errors import ConfigError, WirepipeError
+    from .errors import ConfigError
     from .pipelines.config import load_pipeline
     from .units import parse_duration
 
@@ -63,14 +76,7 @@ def run(
         fail(f"--duration: {exc}", EXIT_CONFIG)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
-    from .pipelines.worker import run_worker
-
-    try:
-        stats = run_worker(pipe)
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
-    except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+    stats = run_as_worker(pipe)
     rate = stats.records_per_second
     typer.echo(
         f"{pipe.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
@@ -117,7 +123,7 @@ def capture(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Capture what flows on NATS into Parquet files (see README: Capture), until stopped."""
-    from .errors import ConfigError, WirepipeError
+    from .errors import ConfigError
     from .pipelines.capture import capture_config
     from .pipelines.config import apply_override, build_pipeline, validate_config
     from .units import parse_duration, parse_size
@@ -142,14 +148,7 @@ def capture(
         fail(str(exc), EXIT_CONFIG)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
-    from .pipelines.worker import run_worker
-
-    try:
-        stats = run_worker(pipe)
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
-    except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+    stats = run_as_worker(pipe)
     files = pipe.sink.files
     typer.echo(f"{pipe.name}: {stats.records_out} records captured into {len(files)} file(s) in {out} "
                f"in {stats.elapsed:.2f}s", err=True)
