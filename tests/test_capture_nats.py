@@ -247,3 +247,23 @@ def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: Embedde
     replayed = run_wirepipe("replay", str(out), "-p", str(decode))
     assert replayed.returncode == 0, replayed.stderr
     assert {r["i"] for r in read_jsonl(tmp_path / "out.jsonl")} == set(range(n))
+
+
+async def test_an_ordered_consumer_stops_on_a_sink_error_instead_of_losing_records(nats_url: str) -> None:
+    """Nothing redelivers what an ordered consumer handed over: a failed write must stop the worker."""
+    import pytest
+
+    from tests.nats_fixtures import publish_numbered
+    from wirepipe.connectors.base import Sink
+    from wirepipe.connectors.jetstream import JetStreamSource
+    from wirepipe.connectors.natsconn import ConnectionOptions
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    class DiskFull(Sink):
+        async def write(self, batch: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+    await publish_numbered(nats_url, 200)
+    source = JetStreamSource(stream="NUM", ordered=True, options=ConnectionOptions(nats_url), stop_at_end=True)
+    with pytest.raises(OSError, match="No space left"):
+        await Pipeline(source, [], DiskFull()).run_async()

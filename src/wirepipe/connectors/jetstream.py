@@ -424,6 +424,9 @@ class JetStreamSource(Source):
         self.durable = durable
         self.options = options or ConnectionOptions()
         self.ordered = ordered
+        # An ordered consumer has no acks: a record the sink failed never comes back, so the
+        # pipeline must stop on a sink error rather than nak (and lose) it.
+        self.redelivers = not ordered
         self.deliver = deliver
         self.start_seq = start_seq
         self.start_time = start_time
