@@ -173,6 +173,8 @@ class CaptureWriter:
         self._final: Path | None = None
         self._started: float | None = None  # when the current file got its first row
         self._index = 0
+        self._last_stamp = ""
+        self._failed: BaseException | None = None  # a write failed since the last completed file
 
     def schema(self) -> Any:
         from importlib.metadata import version
@@ -182,7 +184,24 @@ class CaptureWriter:
         return capture_schema({"wirepipe.capture": json.dumps(info, default=str, sort_keys=True)})
 
     def append(self, table: Any) -> None:
-        """Add capture rows; writes full row groups and rotates the file when it is due."""
+        """Add capture rows; writes full row groups and rotates the file when it is due.
+
+        If writing fails (disk full), the unfinished file is dropped and the next
+        ``finish_file`` raises: the rows written into it before must not be acknowledged.
+        """
+        try:
+            self._append(table)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+
+    def _fail(self, exc: BaseException) -> None:
+        log.error("capture: writing %s failed (%s): the unfinished file is dropped",
+                  self._temp or self.folder, exc)
+        self._failed = exc
+        self.abort()
+
+    def _append(self, table: Any) -> None:
         if table.num_rows == 0:
             return
         if self._started is None:
@@ -194,11 +213,19 @@ class CaptureWriter:
         if self._pending_rows >= self._group_rows():
             self._write_row_groups(final=False)
         if self.due() or self._size() >= self.max_file_size:
-            self.finish_file()
+            self._finish()
 
     def due(self) -> bool:
         """The current file is older than ``max_file_age``."""
         return self._started is not None and self.clock() - self._started >= self.max_file_age
+
+    def rotate_if_due(self) -> None:
+        """Complete the current file if it is old enough (a failure stays for ``finish_file`` to report)."""
+        if self._failed is None and self.due():
+            try:
+                self._finish()
+            except Exception as exc:
+                self._fail(exc)
 
     def _size(self) -> int:
         written = self._temp.stat().st_size if self._temp is not None and self._temp.exists() else 0
@@ -237,6 +264,7 @@ class CaptureWriter:
 
         self.folder.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{time.time_ns() // 1000 % 1_000_000:06d}Z"
+        stamp = self._last_stamp = max(stamp, self._last_stamp)  # names keep capture order if the clock steps back
         while True:
             self._index += 1
             name = f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
@@ -248,7 +276,22 @@ class CaptureWriter:
         self._writer = pq.ParquetWriter(str(temp), self.schema(), compression=self.compression)
 
     def finish_file(self) -> Path | None:
-        """Write what is pending and complete the current file; returns its final path."""
+        """Write what is pending and complete the current file; returns its final path.
+
+        Raises if a write failed since the last completed file (that file was dropped), so
+        a pipeline does not acknowledge the records it held.
+        """
+        if self._failed is not None:
+            exc, self._failed = self._failed, None
+            raise WirepipeError(f"capture: a write into {self.folder} failed ({exc}); the unfinished file "
+                                "was dropped and its records must be delivered again") from exc
+        try:
+            return self._finish()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+
+    def _finish(self) -> Path | None:
         self._write_row_groups(final=True)
         self._started = None
         if self._writer is None:
@@ -347,7 +390,7 @@ class CaptureSink(Sink):
         while True:
             await asyncio.sleep(period)
             if self.writer.due():
-                await self._run(self.writer.finish_file)
+                await self._run(self.writer.rotate_if_due)
 
     async def write(self, batch: Batch) -> None:
         if not batch.values:
@@ -369,9 +412,6 @@ class CaptureSink(Sink):
             self._ticker = None
         try:
             await self._run(self.writer.close)
-        except BaseException:
-            await self._run(self.writer.abort)
-            raise
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
