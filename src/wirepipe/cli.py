@@ -165,7 +165,7 @@ def replay(
     max_gap: Annotated[str | None, typer.Option(help="with --pace original: shorten longer pauses to this, e.g. 5s")] = None,
     count: Annotated[int | None, typer.Option(help="replay only the first N records")] = None,
     batch_size: Annotated[int, typer.Option(help="records per batch (local runner)")] = 8192,
-    runner: Annotated[str, typer.Option(help="local, or beam (needs wirepipe[beam])")] = "local",
+    runner: Annotated[str, typer.Option(help="local, or beam (needs the beam extra of wirepipe)")] = "local",
     workers: Annotated[int, typer.Option(help="local runner: processes splitting the row groups")] = 1,
     output: Annotated[str | None, typer.Option(help="beam runner: a new folder for results and metrics "
                                                     "(default results/replay-NAME-RUN)")] = None,
