@@ -111,6 +111,8 @@ def execute(plan: BenchPlan, bandwidth: float, console: Any) -> BenchRun:
         TimeRemainingColumn,
     )
 
+    from rich.markup import escape
+
     from ..report.plots import write_html
     from ..report.render import write_markdown
     from ..report.summary import summarize
@@ -133,7 +135,7 @@ def execute(plan: BenchPlan, bandwidth: float, console: Any) -> BenchRun:
     notes = write_html(report, plan.out / "report.html")
     print_tables(run, report, console)
     for note in dict.fromkeys(notes):
-        console.print(f"note: {note}")
+        console.print(f"note: {escape(note)}")
     console.print(f"\nresults: {path}\ntables: {plan.out / 'bench.md'}\nreport: {plan.out / 'report.md'}, "
                   f"{plan.out / 'report.html'}  ({time.monotonic() - started:.1f}s)")
     return run
