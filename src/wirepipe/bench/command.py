@@ -102,6 +102,7 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
 
 def execute(plan: BenchPlan, bandwidth: float, console: Any) -> BenchRun:
     """Run the plan with a progress bar, print the tables, write the files."""
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -110,8 +111,6 @@ def execute(plan: BenchPlan, bandwidth: float, console: Any) -> BenchRun:
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from rich.markup import escape
 
     from ..report.plots import write_html
     from ..report.render import write_markdown
