@@ -7,7 +7,8 @@ embedded one unless ``--url``):
     publisher:  records -> [pack] -> serialize -> compress -> publish (nats / jetstream)
     consumer:   consume -> decompress -> deserialize -> [unpack] -> null
 
-The ``publish`` and ``consume`` stage times and the per-record end-to-end latency
+On the first iteration the consumer keeps what it decoded and the run checks it equals
+the input, in order. The ``publish`` and ``consume`` stage times and the per-record end-to-end latency
 (``Wirepipe-Sent-At`` to the end of the consumer's last stage) come from these runs;
 the codec stages keep their in-process figures (the same operators, measured without
 a network competing for the two cores).
@@ -56,6 +57,20 @@ class Records(Source):
         for chunk in self.chunks:
             yield Batch(chunk, meta={"seq": range(seq, seq + len(chunk))}, schema=self.schema)
             seq += len(chunk)
+
+
+class Collect(NullSink):
+    """The consumer's sink: counts, and on the first iteration keeps the decoded records to compare."""
+
+    def __init__(self, keep: bool) -> None:
+        super().__init__()
+        self.keep = keep
+        self.values: list[Any] = []
+
+    async def write(self, batch: Batch) -> None:
+        self.records += len(batch.values)
+        if self.keep:
+            self.values += batch.values
 
 
 class FirstErrors(NullSink):
@@ -150,7 +165,7 @@ def _ipc(table: Any) -> bytes:
 
 
 def _one_iteration(url: str, transport: str, subject: str, data: BenchData, combo: Combo, values: list[Any],
-                   chunk: int, dictionaries: dict[str, str], latency: list[Any]) -> list[StageTime]:
+                   chunk: int, dictionaries: dict[str, str], latency: list[Any], verify: bool) -> list[StageTime]:
     """Publisher in a forked process (as in a deployment: its own process and core), consumer here."""
     import multiprocessing
 
@@ -179,7 +194,7 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
         return result[0][2] if result[0][0] == "ok" else 0
 
     try:
-        consumer, source = _consumer(url, transport, subject, data, combo, messages, chunk, dictionaries)
+        consumer, source = _consumer(url, transport, subject, data, combo, messages, chunk, dictionaries, verify)
         if transport == "jetstream":
             go.set()
             while published() is None:
@@ -208,6 +223,8 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     if received < n:
         raise WirepipeError(f"{n - received} of {n} records did not arrive"
                             + (" (core NATS is at-most-once: a slow consumer drops)" if transport == "nats" else ""))
+    if verify and consumer.sink.values != values:
+        raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order)")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
     p0, p1, p_bytes = _stage_total(pub_rows, "publish")
@@ -222,7 +239,7 @@ def _stream(subject: str) -> str:
 
 
 def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Combo, messages: int, chunk: int,
-              dictionaries: dict[str, str]) -> tuple[Any, Any]:
+              dictionaries: dict[str, str], verify: bool) -> tuple[Any, Any]:
     from ..connectors.natsconn import ConnectionOptions
     from ..operators.metrics import MetricsRecorder
     from ..pipelines.pipeline import Pipeline
@@ -240,7 +257,7 @@ def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Co
         source = NatsSource(subject, options=options, count=messages, pending_msgs_limit=messages + 16,
                             pending_bytes_limit=1 << 34)
     _, decode = _operators(combo, data.fields, dictionaries)
-    pipe = Pipeline(source, decode, NullSink(), name=f"{subject}-con",
+    pipe = Pipeline(source, decode, Collect(keep=verify), name=f"{subject}-con",
                     metrics=MetricsRecorder(None, flush_interval=None), flush_interval=0.2)
     return pipe, source
 
@@ -325,7 +342,7 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
                 subject = f"wirepipe.bench.{data.name}.c{n_combo}.i{i}".replace("-", "_")
                 try:
                     rows = _one_iteration(url, plan.transport, subject, data, r.combo, values, chunk,
-                                          dictionaries or {}, lat)
+                                          dictionaries or {}, lat, verify=i == 0)
                 except WirepipeError as exc:
                     r.error = f"{plan.transport}: {exc}"
                     continue
