@@ -16,13 +16,12 @@ import argparse
 import asyncio
 import sys
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import interleave, print_table
-from wirepipe.batch import Batch
+from wirepipe.bench.transport import Records
 from wirepipe.connectors.base import Source
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
@@ -32,21 +31,6 @@ from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 
 BATCH = 1000
-
-
-class Prebuilt(Source):
-    """Yields batches over records generated beforehand (operators read, never mutate, the lists)."""
-
-    type = "prebuilt"
-    stage = "generate"
-
-    def __init__(self, chunks: list[list[object]]) -> None:
-        super().__init__()
-        self.chunks = chunks
-
-    async def batches(self) -> AsyncIterator[Batch]:
-        for chunk in self.chunks:
-            yield Batch(chunk)
 
 
 def hand_full(dataset: str, count: int) -> int:
@@ -101,9 +85,9 @@ def main() -> None:
                     "hand loop (generate+encode)")
         variants = {
             "hand loop (encode only)": lambda ch=chunks: hand_ops(ch),
-            "wirepipe (encode only)": lambda ch=chunks: wirepipe_run(Prebuilt(ch), None),
+            "wirepipe (encode only)": lambda ch=chunks: wirepipe_run(Records(ch, None), None),
             "wirepipe +metrics (encode only)": lambda ch=chunks, d=dataset: wirepipe_run(
-                Prebuilt(ch), tmp / f"{d}-ops.parquet"),
+                Records(ch, None), tmp / f"{d}-ops.parquet"),
         }
         results = interleave(variants, rounds=args.rounds)
         print_table(f"{dataset}: pre-generated records -> msgpack -> zstd:fastest -> null", results,

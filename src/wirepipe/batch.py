@@ -9,7 +9,7 @@ go to the dead-letter destination; the rest carry on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,9 +121,6 @@ class Batch:
         self.values = out
         return self
 
-    @classmethod
-    def of(cls, values: Iterable[Any], **kwargs: Any) -> Batch:
-        return cls(values=list(values), **kwargs)
 
 
 def describe_error(exc: BaseException) -> str:

@@ -95,7 +95,7 @@ def restore_bytes(obj: Any) -> Any:
     return obj
 
 
-_B64_MARK = b'"$base64"'
+B64_MARK = b'"$base64"'  # present in a JSON payload only when it carries bytes
 
 
 def _json_encoder(_schema: Schema) -> Encoder:
@@ -115,7 +115,7 @@ def _json_decoder(_schema: Schema) -> Decoder:
     def decode(data: bytes) -> Any:
         text = str(data, "utf-8")
         # The hook costs a call per object: pay it only when the payload carries bytes.
-        return tagged(text) if _B64_MARK in data else plain(text)
+        return tagged(text) if B64_MARK in data else plain(text)
 
     return decode
 
@@ -135,7 +135,7 @@ def _orjson_decoder(_schema: Schema) -> Decoder:
 
     def decode(data: bytes) -> Any:
         value = loads(data)
-        return restore_bytes(value) if _B64_MARK in data else value
+        return restore_bytes(value) if B64_MARK in data else value
 
     return decode
 

@@ -37,12 +37,10 @@ from typing import IO, Any, Literal
 from pydantic import Field
 
 from ..batch import Batch
-from ..codecs.formats import B64, json_default, restore_bytes
+from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
 from ..pipelines.models import Duration, Strict
 from .base import Sink, Source
-
-_B64_MARK = b'"' + B64.encode() + b'"'
 
 
 def _expand(paths: str | list[str]) -> list[Path]:
@@ -197,7 +195,7 @@ class JsonlSource(Source):
         for i, (path, lineno, line) in enumerate(lines):
             try:
                 v = loads(line)
-                values.append(restore_bytes(v) if _B64_MARK in line else v)
+                values.append(restore_bytes(v) if B64_MARK in line else v)
             except (orjson.JSONDecodeError, ValueError) as exc:
                 values.append(line)
                 bad.append((i, f"{path}:{lineno}: not a JSON line ({exc})"))

@@ -27,7 +27,7 @@ def resolve_schema(spec: SchemaSpec) -> tuple[str, ...] | None:
         return None
     if isinstance(spec, str):
         if ":" in spec:
-            return _fields_of(_import(spec))
+            return _fields_of(import_path(spec))
         from ..datasets import get_dataset
 
         return get_dataset(spec).fields
@@ -36,7 +36,7 @@ def resolve_schema(spec: SchemaSpec) -> tuple[str, ...] | None:
     return tuple(spec)
 
 
-def _import(path: str) -> Any:
+def import_path(path: str) -> Any:
     import importlib
 
     module, _, attr = path.partition(":")
@@ -73,7 +73,7 @@ def _fields_of(cls: Any) -> tuple[str, ...]:
 def _record_class(spec: SchemaSpec) -> type | None:
     """The class a ``module:Class`` schema names, when it can build typed records."""
     if isinstance(spec, str) and ":" in spec:
-        return _import(spec)
+        return import_path(spec)
     return spec if isinstance(spec, type) else None
 
 

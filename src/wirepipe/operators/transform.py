@@ -19,9 +19,9 @@ def import_callable(ref: str | Callable[..., Any]) -> Callable[..., Any]:
     """A callable given directly or as ``module:attr``."""
     if callable(ref):
         return ref
-    from .serialize import _import
+    from .serialize import import_path
 
-    fn = _import(ref)
+    fn = import_path(ref)
     if not callable(fn):
         raise ValueError(f"{ref!r} is not callable")
     return fn
