@@ -89,14 +89,20 @@ def run(
 def server(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 0,
     store: Annotated[Path | None, typer.Option(help="JetStream store directory (default: a temporary one)")] = None,
+    cluster: Annotated[int, typer.Option(help="N > 1: a local N-node JetStream cluster on loopback (prints the URL "
+                                              "list; each node its own store)")] = 1,
 ) -> None:
     """Run an embedded nats-server (JetStream on) in the foreground; prints its URL. Ctrl-C stops it."""
     from .errors import WirepipeError
-    from .server import EmbeddedServer, serve_forever
+    from .server import EmbeddedServer, LocalCluster, serve_forever
 
+    if cluster < 1 or (cluster > 1 and port):
+        fail(f"--cluster {cluster}: give 1..9 nodes; --port is for one node (a cluster picks free ports)",
+             EXIT_CONFIG)
     try:
-        code = serve_forever(EmbeddedServer(port=port or None, store_dir=store),
-                             echo=lambda url: typer.echo(url))
+        target = (LocalCluster(cluster, store_dir=store) if cluster > 1
+                  else EmbeddedServer(port=port or None, store_dir=store))
+        code = serve_forever(target, echo=lambda url: typer.echo(url))
     except WirepipeError as exc:
         fail(str(exc), EXIT_RUNTIME)
     raise typer.Exit(code)

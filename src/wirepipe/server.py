@@ -86,6 +86,8 @@ class ServerOptions:
     max_payload: int | None = None
     tls: ServerTLS | None = None
     jetstream: bool = True
+    server_name: str = "wirepipe_embedded"  # unique per node of a cluster
+    http_port: int | None = None  # the monitoring endpoint (/healthz, /jsz), off by default
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -95,7 +97,9 @@ def _conf_value(value: Any) -> str:
 
 
 def render_config(opts: ServerOptions, port: int, store_dir: str | None) -> str:
-    lines = ["host: 127.0.0.1", f"port: {port}", "server_name: wirepipe_embedded"]
+    lines = ["host: 127.0.0.1", f"port: {port}", f"server_name: {_conf_value(opts.server_name)}"]
+    if opts.http_port is not None:
+        lines.append(f"http: {_conf_value(f'127.0.0.1:{opts.http_port}')}")
     if opts.jetstream:
         lines.append(f"jetstream {{ store_dir: {_conf_value(store_dir)} }}")
     if opts.max_payload is not None:
@@ -280,8 +284,11 @@ class EmbeddedServer:
                 server.close()
 
 
-def serve_forever(server: EmbeddedServer, echo: Any = print) -> int:
-    """Run until SIGINT/SIGTERM, printing the URL first (``wirepipe server``)."""
+def serve_forever(server: EmbeddedServer | LocalCluster, echo: Any = print) -> int:
+    """Run until SIGINT/SIGTERM, printing the URL (a cluster: the URL list) first (``wirepipe server``).
+
+    A cluster keeps serving while any node runs; it stops when the last node exits.
+    """
     server.start()
     echo(server.url)
     stop = threading.Event()
@@ -296,7 +303,110 @@ def serve_forever(server: EmbeddedServer, echo: Any = print) -> int:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        code = 0 if server.running else (server.proc.returncode if server.proc else 0)
+        proc = getattr(server, "proc", None)
+        code = 0 if server.running else (proc.returncode if proc is not None else 0)
         with contextlib.suppress(Exception):
             server.close()
     return code or 0
+
+
+class LocalCluster:
+    """A JetStream cluster of ``size`` nats-server processes on loopback, for development and fault tests.
+
+    Each node is an ``EmbeddedServer`` with its own ``server_name``, client port, store and
+    monitoring port, and a ``cluster`` block that routes to every node (FIELD-NOTES: "A local
+    JetStream cluster"). ``start()`` returns once every node answers ``/healthz`` (JetStream's
+    meta group has a leader), so a stream with ``replicas: 3`` can be created right away.
+    ``node(name).kill()`` / ``.restart()`` SIGKILL and restart one node on its port and store;
+    ``wait_healthy()`` waits for the cluster to be whole again.
+    """
+
+    def __init__(self, size: int = 3, *, name: str = "wirepipe", store_dir: str | Path | None = None,
+                 start_timeout: float = 30.0) -> None:
+        if not 1 <= size <= 9:
+            raise WirepipeError(f"a local cluster has 1..9 nodes, not {size}")
+        self.name = name
+        self.start_timeout = start_timeout
+        self._own_dir = tempfile.mkdtemp(prefix="wirepipe-cluster-")
+        base = Path(store_dir) if store_dir is not None else Path(self._own_dir)
+        route_ports = [free_port() for _ in range(size)]
+        routes = [f"nats-route://127.0.0.1:{p}" for p in route_ports]
+        self.nodes: list[EmbeddedServer] = []
+        for i, route_port in enumerate(route_ports):
+            opts = ServerOptions(server_name=f"{name}-n{i + 1}", http_port=free_port(), extra={
+                "cluster": {"name": name, "listen": f"127.0.0.1:{route_port}", "routes": routes}})
+            node_dir = base / f"n{i + 1}"
+            self.nodes.append(EmbeddedServer(store_dir=node_dir / "store", options=opts,
+                                             log_file=Path(self._own_dir) / f"n{i + 1}.log"))
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes]
+
+    @property
+    def url(self) -> str:
+        """The URL list as one comma-separated string (what a ``url:`` field or ``NATS_URL`` takes)."""
+        return ",".join(self.urls)
+
+    def node(self, server_name: str) -> EmbeddedServer:
+        for n in self.nodes:
+            if n.options.server_name == server_name:
+                return n
+        raise KeyError(f"no node {server_name!r} in cluster {self.name}: {[n.options.server_name for n in self.nodes]}")
+
+    def start(self) -> LocalCluster:
+        for n in self.nodes:
+            if not n.port:
+                n.port = free_port()
+        for n in self.nodes:
+            n.start()
+        self.wait_healthy()
+        return self
+
+    def healthy(self) -> bool:
+        """Every running node reports ``/healthz`` ok (JetStream current with the meta leader)."""
+        import urllib.error
+        import urllib.request
+
+        for n in self.nodes:
+            if not n.running:
+                return False
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{n.options.http_port}/healthz", timeout=2) as r:
+                    if r.status != 200:
+                        return False
+            except (OSError, urllib.error.URLError):
+                return False
+        return True
+
+    def wait_healthy(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.start_timeout)
+        while time.monotonic() < deadline:
+            if self.healthy():
+                return
+            time.sleep(0.1)
+        tails = "; ".join(f"{n.options.server_name}: {n._log_tail(2)}" for n in self.nodes)
+        raise WirepipeError(f"cluster {self.name} did not become healthy within {timeout or self.start_timeout:g}s: "
+                            f"{tails}")
+
+    @property
+    def running(self) -> bool:
+        return any(n.running for n in self.nodes)
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.close()
+        shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({self.name}: {', '.join(self.urls)})"

@@ -67,8 +67,15 @@ _TERM = b"+TERM"
 # --- stream definition ---------------------------------------------------------------------------
 
 
+class PlacementConfig(Strict):
+    """``placement: {cluster: east, tags: [ssd]}``: which servers hold the stream's replicas (as JetStream's)."""
+
+    cluster: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+
 class StreamConfig(Strict):
-    """``stream: {name: POINTS, subjects: ["points.>"], storage: file, duplicate_window: 2m}``"""
+    """``stream: {name: POINTS, subjects: ["points.>"], storage: file, duplicate_window: 2m, replicas: 3}``"""
 
     name: str
     subjects: list[str] | None = Field(default=None, description="default: the sink's subject")
@@ -79,7 +86,8 @@ class StreamConfig(Strict):
     max_bytes: Size | None = None
     max_msgs: int | None = None
     max_msg_size: Size | None = None
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=5, description="R1..R5: copies on distinct servers of a cluster")
+    placement: PlacementConfig | None = None
 
     @field_validator("name")
     @classmethod
@@ -102,6 +110,8 @@ class StreamConfig(Strict):
             max_msgs=self.max_msgs,
             max_msg_size=self.max_msg_size,
             num_replicas=self.replicas,
+            placement=(api.Placement(cluster=self.placement.cluster, tags=self.placement.tags or None)
+                       if self.placement is not None else None),
         )
 
 

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ..errors import WirepipeError
 from ..pipelines.models import Duration, Size, Strict
@@ -138,7 +138,8 @@ class ReconnectConfig(Strict):
 class NatsConnectionConfig(Strict):
     """The connection fields every NATS connector config has (flat, as in Benthos)."""
 
-    url: str | list[str] | None = Field(default=None, description="nats://host:port, a list, or `embedded`")
+    url: str | list[str] | None = Field(default=None, description="nats://host:port, a list (YAML or comma-separated: "
+                                                                 "the client fails over between them), or `embedded`")
     name: str | None = Field(default=None, description="connection name shown in the server's monitoring")
     auth: AuthConfig | None = None
     tls: TLSConfig | None = None
@@ -146,6 +147,11 @@ class NatsConnectionConfig(Strict):
     reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
     ping_interval: Duration = 20.0
     pending_size: Size = Field(default=8 * 1024 * 1024, description="outbound buffer kept while disconnected")
+
+    @field_validator("url")
+    @classmethod
+    def _url_list(cls, v: str | list[str] | None) -> str | list[str] | None:
+        return split_urls(v)
 
     @model_validator(mode="after")
     def _embedded_has_no_auth(self) -> NatsConnectionConfig:
@@ -160,6 +166,19 @@ class NatsConnectionConfig(Strict):
         )
 
 
+def split_urls(url: str | list[str] | None) -> str | list[str] | None:
+    """A cluster's URLs: ``"nats://a:4222, nats://b:4222"`` or a list -> a list (one URL stays a string)."""
+    if url is None:
+        return None
+    items = [url] if isinstance(url, str) else list(url)
+    urls = [u.strip() for item in items for u in item.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("the url list is empty: give nats://host:port, several comma-separated, or `embedded`")
+    if len(urls) > 1 and EMBEDDED in urls:
+        raise ValueError("`embedded` cannot be part of a url list: give it alone or list real servers")
+    return urls[0] if len(urls) == 1 else urls
+
+
 def is_embedded(url: str | list[str] | None) -> bool:
     return url is None or url == EMBEDDED or url == [EMBEDDED]
 
@@ -171,7 +190,7 @@ class ConnectionOptions:
                  auth: AuthConfig | dict[str, Any] | None = None, tls: TLSConfig | dict[str, Any] | None = None,
                  connect_timeout: float = 10.0, reconnect: ReconnectConfig | dict[str, Any] | None = None,
                  ping_interval: float = 20.0, pending_size: int = 8 * 1024 * 1024) -> None:
-        self.url = url
+        self.url = split_urls(url)
         self.name = name
         self.auth = AuthConfig.model_validate(auth) if isinstance(auth, dict) else auth
         self.tls = TLSConfig.model_validate(tls) if isinstance(tls, dict) else tls
