@@ -121,45 +121,78 @@ class Monitor:
             before, t0 = now, t1
 
     def _serve(self, cfg: PrometheusConfig) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-
-        registry = CollectorRegistry(auto_describe=True)
-        registry.register(_Collector(self.pipeline))
         pipeline = self.pipeline
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.startswith("/metrics"):
-                    body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
-                elif self.path.startswith("/healthz"):
-                    snap = snapshot(pipeline)
-                    ok = snap["running"] and snap["connected"]
-                    body = b"ok\n" if ok else b"not ready\n"
-                    ctype, code = "text/plain", 200 if ok else 503
-                else:
-                    body, ctype, code = b"see /metrics and /healthz\n", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def health() -> bool:
+            snap = snapshot(pipeline)
+            return bool(snap["running"] and snap["connected"])
 
-            def log_message(self, *args: Any) -> None:
-                return
-
-        self._http = ThreadingHTTPServer((cfg.host, cfg.port), Handler)
-        self.port = int(self._http.server_address[1])
-        threading.Thread(target=self._http.serve_forever, name="wirepipe-prometheus", daemon=True).start()
-        log.info("metrics on http://%s:%d/metrics, health on /healthz", cfg.host, self.port)
+        self._http, self.port = serve_prometheus(
+            cfg, MetricsCollector(lambda: [({"pipeline": pipeline.name}, snapshot(pipeline))]), health)
 
 
-class _Collector:
-    """Reads the pipeline's counters at scrape time."""
+# What each counter of a snapshot means. A numeric key of a snapshot that is not listed here is exported
+# as a counter too (documented by its name), so counters added to ``snapshot`` reach Prometheus and the
+# worker pool's endpoint without touching the collector.
+COUNTER_DOCS = {
+    "records_in": "records read from the source",
+    "records_out": "records written to the sink",
+    "bytes_out": "payload bytes written to the sink",
+    "rejected": "records sent to the dead-letter destination",
+    "acked": "records acknowledged to the source after a durable flush",
+    "nacked": "records handed back to the source after a sink failure",
+    "sink_errors": "failed sink writes or flushes",
+    "dropped": "messages dropped by a slow consumer (core NATS)",
+    "reconnects": "NATS reconnects",
+    "disconnects": "NATS disconnects",
+}
+GAUGE_DOCS = {"lag": "records waiting upstream of the source"}
 
-    def __init__(self, pipeline: Any) -> None:
-        self.pipeline = pipeline
+
+def serve_prometheus(cfg: PrometheusConfig, collector: Any, health: Any) -> tuple[Any, int]:
+    """``/metrics`` from ``collector`` and ``/healthz`` from ``health()`` on a thread; (server, port)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(collector)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/metrics"):
+                body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
+            elif self.path.startswith("/healthz"):
+                ok = health()
+                body = b"ok\n" if ok else b"not ready\n"
+                ctype, code = "text/plain", 200 if ok else 503
+            else:
+                body, ctype, code = b"see /metrics and /healthz\n", "text/plain", 404
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    http = ThreadingHTTPServer((cfg.host, cfg.port), Handler)
+    port = int(http.server_address[1])
+    threading.Thread(target=http.serve_forever, name="wirepipe-prometheus", daemon=True).start()
+    log.info("metrics on http://%s:%d/metrics, health on /healthz", cfg.host, port)
+    return http, port
+
+
+class MetricsCollector:
+    """Reads snapshots at scrape time: ``source()`` returns ``[(labels, snapshot), ...]``.
+
+    One run gives one snapshot labelled ``pipeline``; a worker pool gives one per worker,
+    labelled ``pipeline`` and ``worker``. Every numeric key becomes ``wirepipe_<key>``.
+    """
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
 
     def describe(self) -> list[Any]:
         return []
@@ -167,28 +200,23 @@ class _Collector:
     def collect(self) -> Any:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        snap = snapshot(self.pipeline)
-        labels = ["pipeline"]
-        name = [self.pipeline.name]
-        counters = {
-            "records_in": "records read from the source",
-            "records_out": "records written to the sink",
-            "bytes_out": "payload bytes written to the sink",
-            "rejected": "records sent to the dead-letter destination",
-            "acked": "records acknowledged to the source after a durable flush",
-            "nacked": "records handed back to the source after a sink failure",
-            "sink_errors": "failed sink writes or flushes",
-            "dropped": "messages dropped by a slow consumer (core NATS)",
-            "reconnects": "NATS reconnects",
-            "disconnects": "NATS disconnects",
-        }
-        for key, doc in counters.items():
-            c = CounterMetricFamily(f"wirepipe_{key}", doc, labels=labels)
-            c.add_metric(name, float(snap[key]))
-            yield c
-        g = GaugeMetricFamily("wirepipe_lag", "records waiting upstream of the source", labels=labels)
-        g.add_metric(name, float(snap["lag"] or 0))
-        yield g
-        g = GaugeMetricFamily("wirepipe_up", "1 while the pipeline runs and its connections are up", labels=labels)
-        g.add_metric(name, 1.0 if snap["running"] and snap["connected"] else 0.0)
-        yield g
+        families: dict[str, Any] = {}
+        for labels, snap in self.source():
+            names, values = list(labels), list(labels.values())
+            for key, value in snap.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float, type(None))):
+                    continue
+                if key in GAUGE_DOCS:
+                    fam = families.get(key) or GaugeMetricFamily(f"wirepipe_{key}", GAUGE_DOCS[key], labels=names)
+                elif value is None:
+                    continue
+                else:
+                    doc = COUNTER_DOCS.get(key, key.replace("_", " "))
+                    fam = families.get(key) or CounterMetricFamily(f"wirepipe_{key}", doc, labels=names)
+                families[key] = fam
+                fam.add_metric(values, float(value or 0))
+            up = families.get("up") or GaugeMetricFamily(
+                "wirepipe_up", "1 while the pipeline runs and its connections are up", labels=names)
+            families["up"] = up
+            up.add_metric(values, 1.0 if snap.get("running") and snap.get("connected") else 0.0)
+        yield from families.values()
