@@ -57,25 +57,46 @@ def run(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: path=value (repeatable)")] = None,
     count: Annotated[int | None, typer.Option(help="stop after N records (overrides source.count)")] = None,
     duration: Annotated[str | None, typer.Option(help="stop after a time, e.g. 30s (overrides source.duration)")] = None,
+    workers: Annotated[str, typer.Option(help="N worker processes sharing the source (a JetStream durable or a "
+                                              "core NATS queue group), or auto (one per CPU); --count and "
+                                              "--duration apply to each")] = "1",
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
     from .errors import ConfigError
-    from .pipelines.config import load_pipeline
+    from .pipelines.config import load_pipeline, read_config
+    from .pipelines.pool import resolve_workers
     from .units import parse_duration
 
     setup_logging(verbose)
     overrides = list(set_ or [])
     try:
+        n_workers = resolve_workers(workers)
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    try:
         if count is not None:
             overrides.append(f"source.count={count}")
         if duration is not None:
             overrides.append(f"source.duration={parse_duration(duration)}")
-        pipe = load_pipeline(pipeline, overrides)
+        if n_workers > 1:
+            from .pipelines.pool import Pool
+
+            pool = Pool(read_config(pipeline, overrides), n_workers, file=str(pipeline))
+        else:
+            pipe = load_pipeline(pipeline, overrides)
     except ValueError as exc:
         fail(f"--duration: {exc}", EXIT_CONFIG)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
+    if n_workers > 1:
+        import asyncio
+
+        code = asyncio.run(pool.run())
+        typer.echo(pool.summary(), err=True)
+        if pool.gave_up:
+            fail(f"{pool.name}: {pool.gave_up}", EXIT_RUNTIME)
+        raise typer.Exit(code)
     stats = run_as_worker(pipe)
     rate = stats.records_per_second
     typer.echo(

@@ -1,0 +1,512 @@
+"""A pool of worker processes running one pipeline: ``wirepipe run PIPELINE --workers N``.
+
+Python's GIL holds one worker near one core, so the way past it is more processes sharing
+the work the way N deployed replicas would, through NATS itself:
+
+- a JetStream source's durable pull consumer is shared by every worker (the server hands
+  each pull request different messages; unset ``durable`` becomes the pipeline's name);
+- a core NATS source joins a queue group (``queue:``, default the pipeline's name), so each
+  message goes to one member.
+
+The supervisor (this process) starts the workers as child processes (``python -m
+wirepipe.pipelines.pool``), each in its own session so a Ctrl-C reaches the supervisor only
+and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``. A worker reports
+its monitor snapshot (``monitor.snapshot``: whatever counters it has) as one JSON line per
+``REPORT_INTERVAL`` on its stdout; the supervisor sums them into one status line and
+serves them on one Prometheus endpoint with a ``worker`` label. A worker that dies is
+restarted with exponential backoff; one that dies ``max_failures`` times in a row, each
+time before ``stable_after`` seconds of life, makes the pool give up: the others drain and
+the pool exits 1 with a message naming it.
+
+Files: ``{worker}`` in a file sink path becomes the worker's index, and a Parquet sink's
+``{part}`` becomes ``w<index>-{part}`` so parts never collide; a single-file sink (a
+Parquet path without ``{part}``, a JSONL path) with N > 1 is a config error, because N
+writers of one file would overwrite each other. A bounded source (generate, jsonl,
+parquet, capture) with N > 1 is a config error too: each worker would read all of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, WirepipeError
+
+log = logging.getLogger("wirepipe.pool")
+
+WORKER_ENV = "WIREPIPE_WORKER"  # the worker's index, 0..N-1, in its environment
+WORKERS_ENV = "WIREPIPE_WORKERS"
+REPORT_INTERVAL = 0.5
+BOUNDED_SOURCES = ("generate", "jsonl", "parquet", "capture")
+GAUGES = ("lag",)  # a shared durable's pending count is the same for every worker: the pool shows the max
+LOSS_WORDS = ("drop", "lost", "loss", "gap")  # counters of records lost upstream (slow consumers, sequence gaps)
+
+
+def resolve_workers(value: str | int) -> int:
+    """``--workers``: a positive integer or ``auto`` (the number of CPUs this process may use)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:
+            return os.cpu_count() or 1
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise ValueError(f"--workers {value!r}: give a positive integer or auto")
+    return n
+
+
+# --- configs of the workers --------------------------------------------------------------------
+
+
+def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) -> dict[str, Any]:
+    """The config every worker of an N-worker pool runs: validated, with the sharing rules applied.
+
+    Raises ``ConfigError`` (file, field, value, fix) for what cannot be shared.
+    """
+    from .config import validate_config
+
+    validate_config(data, file=file)
+    out = copy.deepcopy(data)
+    if workers == 1:
+        return out
+    name = out["name"]
+    source = out["source"]
+    kind = source.get("type")
+    if kind in BOUNDED_SOURCES:
+        raise ConfigError(
+            f"{kind!r} is a bounded source that every worker would read whole: --workers {workers} would process "
+            f"its records {workers} times; run it with --workers 1, or publish the records to a JetStream stream "
+            f"and consume that with --workers {workers} (one durable shared by all)", file=file, path="source.type")
+    if kind == "nats" and not source.get("queue"):
+        source["queue"] = name
+        log.info("source.queue: the %d workers share queue group %r", workers, name)
+    if kind == "jetstream":
+        if source.get("ordered"):
+            raise ConfigError(
+                f"true: an ordered consumer delivers the whole stream to each reader, so --workers {workers} would "
+                f"process every record {workers} times; use a durable (drop `ordered`) or --workers 1",
+                file=file, path="source.ordered")
+        if not source.get("durable"):
+            source["durable"] = name
+            log.info("source.durable: the %d workers share durable consumer %r", workers, name)
+    for where in ("sink", "dead_letter"):
+        sink = out.get(where)
+        if not isinstance(sink, dict):
+            continue
+        path = str(sink.get("path", ""))
+        if sink.get("type") == "parquet" and "{part}" not in path and "{worker}" not in path:
+            raise ConfigError(
+                f"{path!r} is one Parquet file, and {workers} workers would overwrite each other's: put {{part}} "
+                f"in the path (a folder of part files, distinct per worker), e.g. out/part-{{part}}.parquet",
+                file=file, path=f"{where}.path")
+        if sink.get("type") == "jsonl" and "{worker}" not in path:
+            raise ConfigError(
+                f"{path!r} is one JSONL file, and {workers} workers would write over each other: put {{worker}} "
+                f"in the path (one file per worker), e.g. out/records-{{worker}}.jsonl, or use a parquet sink "
+                "with {part}", file=file, path=f"{where}.path")
+    return out
+
+
+def worker_config(data: dict[str, Any], index: int) -> dict[str, Any]:
+    """Worker ``index``'s own config: its file names, and no monitor of its own (the pool reports)."""
+    out = copy.deepcopy(data)
+    for where in ("sink", "dead_letter"):
+        sink = out.get(where)
+        if not isinstance(sink, dict):
+            continue
+        if isinstance(sink.get("path"), str):
+            path = sink["path"].replace("{worker}", str(index))
+            if sink.get("type") == "parquet":
+                path = path.replace("{part}", f"w{index}-{{part}}")
+            sink["path"] = path
+        if sink.get("type") == "capture":
+            sink["prefix"] = f"{sink.get('prefix', 'capture')}-w{index}"
+    out["monitor"] = None
+    return out
+
+
+# --- the supervisor ------------------------------------------------------------------------------
+
+
+@dataclass
+class RestartPolicy:
+    """Backoff ``backoff * 2**(failures-1)`` up to ``max_backoff``; give up after ``max_failures`` quick deaths."""
+
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    max_failures: int = 5
+    stable_after: float = 60.0  # a worker that lived this long starts a fresh count of failures
+
+    def delay(self, failures: int) -> float:
+        return min(self.max_backoff, self.backoff * 2 ** max(0, failures - 1))
+
+
+@dataclass
+class Slot:
+    """One worker position: its current process, its last snapshot and what earlier processes counted."""
+
+    index: int
+    proc: Any = None
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    carried: dict[str, float] = field(default_factory=dict)
+    restarts: int = 0
+    failures: int = 0
+    started: float = 0.0
+    done: bool = False
+    last_exit: int | None = None
+
+    def totals(self) -> dict[str, Any]:
+        """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
+        out = dict(self.snapshot)
+        for key, value in self.carried.items():
+            out[key] = out.get(key, 0) + value if isinstance(out.get(key, 0), (int, float)) else value
+        out["restarts"] = self.restarts
+        out.setdefault("running", False)
+        if self.proc is None or self.proc.returncode is not None:
+            out["running"] = False
+        return out
+
+    def retire(self) -> None:
+        """The current process ended: keep its counters, forget its gauges."""
+        for key, value in self.snapshot.items():
+            if key not in GAUGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.carried[key] = self.carried.get(key, 0) + value
+        self.snapshot = {}
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pool's snapshot: counters summed, gauges (lag) the max, flags counted."""
+    total: dict[str, Any] = {}
+    for snap in snapshots:
+        for key, value in snap.items():
+            if isinstance(value, bool):
+                total[key] = total.get(key, 0) + int(value)
+            elif isinstance(value, (int, float)):
+                total[key] = max(total.get(key) or 0, value) if key in GAUGES else total.get(key, 0) + value
+            elif value is None:
+                total.setdefault(key, None)
+    return total
+
+
+def losses(snap: dict[str, Any]) -> int:
+    return int(sum(v for k, v in snap.items() if any(w in k for w in LOSS_WORDS)
+                   and isinstance(v, (int, float)) and not isinstance(v, bool)))
+
+
+class Pool:
+    """Runs N worker processes of one pipeline config and supervises them (see the module doc)."""
+
+    def __init__(self, data: dict[str, Any], workers: int, *, file: str | None = None,
+                 restart: RestartPolicy | None = None, echo: Callable[[str], None] | None = None) -> None:
+        self.data = pool_config(data, workers, file=file)
+        self.file = file
+        self.workers = workers
+        self.name = str(self.data["name"])
+        self.restart = restart or RestartPolicy()
+        self.echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+        from .monitor import MonitorConfig
+
+        mon = self.data.get("monitor")
+        self.monitor = MonitorConfig.model_validate(mon) if isinstance(mon, dict) else MonitorConfig()
+        from .config import validate_config
+
+        self.shutdown_timeout = float(validate_config(self.data, file=file).shutdown_timeout)
+        self.slots = [Slot(i) for i in range(workers)]
+        self.stopping = False
+        self.gave_up: str | None = None
+        self.port: int | None = None  # the Prometheus port, once serving
+        self.started = time.monotonic()
+        self._dir = ""
+        self._wake = asyncio.Event()
+
+    # --- snapshots ---------------------------------------------------------------------------
+
+    def snapshots(self) -> list[tuple[dict[str, str], dict[str, Any]]]:
+        return [({"pipeline": self.name, "worker": str(s.index)}, s.totals()) for s in self.slots]
+
+    def total(self) -> dict[str, Any]:
+        return combine([s.totals() for s in self.slots])
+
+    def healthy(self) -> bool:
+        return all(snap.get("running") and snap.get("connected") for _, snap in self.snapshots())
+
+    # --- running -----------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Run until every worker has ended; the exit code of the pool (0, or 1 when it gave up)."""
+        from .monitor import MetricsCollector, serve_prometheus
+
+        loop = asyncio.get_running_loop()
+        self._dir = tempfile.mkdtemp(prefix="wirepipe-pool-")
+        http = None
+        if self.monitor.prometheus is not None:
+            http, self.port = serve_prometheus(self.monitor.prometheus, MetricsCollector(self.snapshots), self.healthy)
+        installed = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._on_signal, sig.name)
+                installed.append(sig)
+        status = asyncio.ensure_future(self._status_loop()) if self.monitor.status_interval > 0 else None
+        log.info("%s: starting %d workers", self.name, self.workers)
+        try:
+            await asyncio.gather(*(self._supervise(slot) for slot in self.slots))
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            if status is not None:
+                status.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await status
+            if http is not None:
+                http.shutdown()
+                http.server_close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+        if self.gave_up:
+            return 1
+        return 0 if all(s.last_exit in (0, None) for s in self.slots) else 1
+
+    def _on_signal(self, signame: str) -> None:
+        if not self.stopping:
+            log.info("%s: draining %d workers (SIGTERM to each; up to %.0fs)", signame, self.workers,
+                     self.shutdown_timeout)
+            self.stop()
+        else:
+            log.warning("%s again: killing the workers without finishing the drain", signame)
+            self._signal_all(signal.SIGKILL)
+
+    def stop(self) -> None:
+        """Drain every worker: one SIGTERM each (and no more restarts)."""
+        self.stopping = True
+        self._wake.set()
+        self._signal_all(signal.SIGTERM)
+
+    def _signal_all(self, sig: int) -> None:
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    slot.proc.send_signal(sig)
+
+    async def _start(self, slot: Slot) -> None:
+        cfg = Path(self._dir) / f"worker-{slot.index}.json"
+        cfg.write_text(json.dumps(worker_config(self.data, slot.index), default=str), encoding="utf-8")
+        env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers)}
+        slot.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wirepipe.pipelines.pool", str(cfg), str(slot.index), self.file or "",
+            stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env, start_new_session=True,
+            limit=1 << 20)
+        slot.started = time.monotonic()
+        log.info("%s: worker %d started (pid %d)", self.name, slot.index, slot.proc.pid)
+
+    async def _supervise(self, slot: Slot) -> None:
+        while not self.stopping and self.gave_up is None:
+            await self._start(slot)
+            await self._follow(slot)
+            code = slot.last_exit = slot.proc.returncode
+            slot.retire()
+            if code == 0 or self.stopping or self.gave_up is not None:
+                slot.done = True
+                return
+            lived = time.monotonic() - slot.started
+            slot.failures = 1 if lived >= self.restart.stable_after else slot.failures + 1
+            if code == 2:
+                self._give_up(slot, f"worker {slot.index} stopped on a config error (exit code 2, see above)")
+                return
+            if slot.failures >= self.restart.max_failures:
+                self._give_up(slot, f"worker {slot.index} died {slot.failures} times in a row, each within "
+                                    f"{self.restart.stable_after:g}s of starting (last: {describe_exit(code)}); "
+                                    "giving up (see its log above)")
+                return
+            wait = self.restart.delay(slot.failures)
+            log.error("%s: worker %d died (%s) after %.1fs; restarting in %.1fs (failure %d of %d)", self.name,
+                      slot.index, describe_exit(code), lived, wait, slot.failures, self.restart.max_failures)
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+            if self.stopping or self.gave_up is not None:
+                slot.done = True
+                return
+            slot.restarts += 1
+
+    def _give_up(self, slot: Slot, why: str) -> None:
+        slot.done = True
+        self.gave_up = why
+        log.error("%s: %s; draining the other workers", self.name, why)
+        self.stop()
+
+    async def _follow(self, slot: Slot) -> None:
+        """Read the worker's reports until it exits; SIGKILL it if a drain overruns ``shutdown_timeout``."""
+        proc = slot.proc
+        assert proc.stdout is not None
+        reader = asyncio.ensure_future(self._read_reports(slot))
+        waiter = asyncio.ensure_future(proc.wait())
+        try:
+            while not waiter.done():
+                if self.stopping:
+                    # Startup of a worker that was told to stop counts too: allow a little more than the drain.
+                    try:
+                        await asyncio.wait_for(asyncio.shield(waiter), self.shutdown_timeout + 15.0)
+                    except asyncio.TimeoutError:
+                        log.error("%s: worker %d did not drain within shutdown_timeout (%.0fs): killing it; "
+                                  "records it did not acknowledge will be redelivered", self.name, slot.index,
+                                  self.shutdown_timeout)
+                        with contextlib.suppress(ProcessLookupError):
+                            proc.kill()
+                        await waiter
+                    break
+                self._wake.clear()
+                await asyncio.wait({waiter, asyncio.ensure_future(self._wake.wait())},
+                                   return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(reader, 5.0)
+
+    async def _read_reports(self, slot: Slot) -> None:
+        assert slot.proc is not None and slot.proc.stdout is not None
+        while True:
+            line = await slot.proc.stdout.readline()
+            if not line:
+                return
+            with contextlib.suppress(ValueError):
+                report = json.loads(line)
+                if isinstance(report, dict) and isinstance(report.get("snapshot"), dict):
+                    slot.snapshot = report["snapshot"]
+
+    async def _status_loop(self) -> None:
+        interval = self.monitor.status_interval
+        before: dict[str, Any] | None = None
+        per_before: list[dict[str, Any]] = [{} for _ in self.slots]
+        t0 = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            t1 = time.monotonic()
+            self.echo(self.status(before, per_before, t1 - t0))
+            before, per_before, t0 = self.total(), [s.totals() for s in self.slots], t1
+
+    def status(self, before: dict[str, Any] | None, per_before: list[dict[str, Any]], seconds: float) -> str:
+        """One line for the pool: the totals as a single run shows them, then each worker's rate, errors, losses."""
+        from .monitor import status_line
+
+        now = self.total()
+        for key in ("rejected", "sink_errors", "dropped", "acked", "reconnects", "disconnects", "records_out",
+                    "bytes_out"):
+            now.setdefault(key, 0)
+        now.setdefault("lag", None)
+        line = status_line(f"{self.name} [{self.workers} workers]", now, before, seconds)
+        if losses(now):
+            line += f", {losses(now):,} lost"
+        parts = []
+        for slot, prev in zip(self.slots, per_before, strict=True):
+            snap = slot.totals()
+            rate = (snap.get("records_out", 0) - prev.get("records_out", 0)) / seconds if seconds > 0 else 0.0
+            state = "" if snap.get("running") else (" done" if slot.done else " down")
+            errors = snap.get("rejected", 0) + snap.get("sink_errors", 0)
+            extra = f" {losses(snap):,} lost" if losses(snap) else ""
+            restarts = f" {slot.restarts} restarts" if slot.restarts else ""
+            parts.append(f"w{slot.index}{state} {rate:,.0f}/s {errors} err{extra}{restarts}")
+        return f"{line} | {'; '.join(parts)}"
+
+    def summary(self) -> str:
+        t = self.total()
+        elapsed = time.monotonic() - self.started
+        out, rate = t.get("records_out", 0), t.get("records_out", 0) / elapsed if elapsed > 0 else 0.0
+        restarts = sum(s.restarts for s in self.slots)
+        return (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {elapsed:.2f}s "
+                f"({rate:,.0f} records/s), {t.get('rejected', 0)} rejected, {restarts} restarts")
+
+
+# --- one worker ------------------------------------------------------------------------------------
+
+
+async def _run_reporting(pipeline: Any, report: Any) -> Any:
+    """Run the pipeline as ``wirepipe run`` does, writing its snapshot to the supervisor twice a second.
+
+    If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker
+    drains as on SIGTERM rather than run on unsupervised.
+    """
+    from .monitor import snapshot
+    from .worker import run_worker_async
+
+    parent = os.getppid()
+
+    def send() -> bool:
+        try:
+            report.write(json.dumps({"snapshot": snapshot(pipeline)}, default=str) + "\n")
+            report.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    async def reporter() -> None:
+        while True:
+            await asyncio.sleep(REPORT_INTERVAL)
+            if not send() or os.getppid() != parent:
+                log.error("the pool supervisor is gone: draining")
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    task = asyncio.ensure_future(reporter())
+    try:
+        return await run_worker_async(pipeline)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        send()
+
+
+def worker_main(argv: list[str]) -> int:
+    """``python -m wirepipe.pipelines.pool CONFIG.json INDEX [FILE]``: one worker of a pool."""
+    from .config import build_pipeline, validate_config
+    from .worker import ShutdownTimeout
+
+    config, index = argv[0], int(argv[1])
+    file = argv[2] if len(argv) > 2 and argv[2] else config
+    report = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # anything else printed goes to stderr: stdout is the report channel
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s")
+    try:
+        data = json.loads(Path(config).read_text(encoding="utf-8"))
+        pipe = build_pipeline(validate_config(data, file=file), file=file)
+        stats = asyncio.run(_run_reporting(pipe, report))
+    except ConfigError as exc:
+        print(f"error: [w{index}] {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except (WirepipeError, ShutdownTimeout) as exc:
+        print(f"error: [w{index}] {exc}", file=sys.stderr)
+        return 1
+    log.info("%s: %d records out of %d in %.2fs", pipe.name, stats.records_out, stats.records_in, stats.elapsed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))
