@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nats_fixtures import nats_server, nats_url, tls_files  # noqa: F401 - pytest fixtures
+from tests.nats_fixtures import nats_cluster, nats_server, nats_url, tls_files  # noqa: F401 - pytest fixtures
 from wirepipe.server import EmbeddedServer
 
 

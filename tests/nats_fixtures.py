@@ -7,6 +7,8 @@
 - ``run_wirepipe``: run the ``wirepipe`` CLI as a subprocess (real worker processes).
 - ``tls_files``: a CA, a server certificate for 127.0.0.1 and a client certificate.
 - ``ListSink`` (a sink that keeps what it got) and ``expected(dataset, n)``.
+- ``nats_cluster``: a local 3-node JetStream cluster (``LocalCluster``), each node its own store
+  in ``tmp_path``; ``nats_cluster.url`` is the comma-separated URL list, ``node(name).kill()``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.datasets import get_dataset
-from wirepipe.server import EmbeddedServer
+from wirepipe.server import EmbeddedServer, LocalCluster
 
 WIREPIPE = [sys.executable, "-m", "wirepipe.cli"]
 
@@ -36,6 +38,15 @@ def nats_server(tmp_path: Path) -> Iterator[EmbeddedServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(3, store_dir=tmp_path / "cluster").start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 @pytest.fixture
