@@ -215,6 +215,15 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
+def _with_defaults(snap: dict[str, Any]) -> dict[str, Any]:
+    """A pool total has only the keys its workers reported so far; the status line needs the usual ones."""
+    out = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped", "acked",
+                              "reconnects", "disconnects")}
+    out["lag"] = None
+    out.update(snap)
+    return out
+
+
 def losses(snap: dict[str, Any]) -> int:
     return int(sum(v for k, v in snap.items() if any(w in k for w in LOSS_WORDS)
                    and isinstance(v, (int, float)) and not isinstance(v, bool)))
@@ -413,12 +422,9 @@ class Pool:
         """One line for the pool: the totals as a single run shows them, then each worker's rate, errors, losses."""
         from .monitor import status_line
 
-        now = self.total()
-        for key in ("rejected", "sink_errors", "dropped", "acked", "reconnects", "disconnects", "records_out",
-                    "bytes_out"):
-            now.setdefault(key, 0)
-        now.setdefault("lag", None)
-        line = status_line(f"{self.name} [{self.workers} workers]", now, before, seconds)
+        now = _with_defaults(self.total())
+        line = status_line(f"{self.name} [{self.workers} workers]", now,
+                           _with_defaults(before) if before is not None else None, seconds)
         if losses(now):
             line += f", {losses(now):,} lost"
         parts = []

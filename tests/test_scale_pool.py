@@ -1,0 +1,258 @@
+"""``wirepipe run --workers N``: a supervised pool of real worker processes on a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.nats_fixtures import WIREPIPE, publish_numbered, run_wirepipe, wirepipe_env
+from wirepipe.errors import ConfigError
+from wirepipe.pipelines.pool import combine, pool_config, resolve_workers, worker_config
+from wirepipe.server import EmbeddedServer, ServerOptions, free_port
+
+TESTS = Path(__file__).parent
+
+DURABLE = """
+name: archive
+source:
+  type: jetstream
+  url: "${NATS_URL}"
+  stream: NUM
+  batch_size: 200
+  ack_wait: 2s
+operators:
+  - deserialize: {format: auto}
+  - map: {function: "nats_fixtures:slow_identity"}
+sink: {type: parquet, path: "${OUT}/part-{part}.parquet"}
+flush_interval: 200ms
+shutdown_timeout: 20s
+monitor: {status_interval: 500ms, prometheus: {port: 0}}
+"""
+
+QUEUE = """
+name: qgroup
+source: {type: nats, url: "${NATS_URL}", subject: q.test, batch_size: 500}
+operators:
+  - deserialize: {format: msgpack}
+sink: {type: parquet, path: "${OUT}/part-{part}.parquet"}
+flush_interval: 200ms
+shutdown_timeout: 20s
+monitor: {status_interval: 1s}
+"""
+
+
+def column(out: Path, name: str) -> list[Any]:
+    """A column of every complete part file (a file without its final name is not read)."""
+    return [v for f in sorted(out.glob("part-*.parquet")) for v in pq.read_table(f).column(name).to_pylist()]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, proc: subprocess.Popen[str] | None = None,
+             log: Path | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = condition()
+        if got:
+            return got
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the pool exited ({proc.returncode}): {log.read_text() if log else ''}")
+        time.sleep(0.1)
+    raise AssertionError(f"timed out: {log.read_text()[-3000:] if log else ''}")
+
+
+def start_pool(config: Path, workers: int, env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    with open(log, "w") as err:
+        return subprocess.Popen([*WIREPIPE, "run", str(config), "--workers", str(workers)], stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=env, cwd=TESTS)
+
+
+# --- config rules -------------------------------------------------------------------------------------
+
+
+def test_workers_is_a_positive_integer_or_auto() -> None:
+    assert resolve_workers("3") == 3
+    assert resolve_workers("auto") == len(os.sched_getaffinity(0))
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(ValueError, match="positive integer or auto"):
+            resolve_workers(bad)
+
+
+def base(**over: Any) -> dict[str, Any]:
+    data = {"name": "p", "source": {"type": "nats", "url": "nats://127.0.0.1:1", "subject": "s"},
+            "sink": {"type": "parquet", "path": "out/part-{part}.parquet"}}
+    data.update(over)
+    return data
+
+
+def test_the_pool_shares_the_source_and_gives_each_worker_its_own_files() -> None:
+    cfg = pool_config(base(), 3)
+    assert cfg["source"]["queue"] == "p"  # a queue group named after the pipeline
+    js = pool_config(base(source={"type": "jetstream", "url": "nats://h:1", "stream": "S"}), 2)
+    assert js["source"]["durable"] == "p"  # one durable shared by all
+    assert pool_config(base(source={"type": "nats", "url": "nats://h:1", "subject": "s", "queue": "mine"}),
+                       2)["source"]["queue"] == "mine"
+    w1 = worker_config(pool_config(base(dead_letter={"type": "jsonl", "path": "dead-{worker}.jsonl"},
+                                        monitor={"prometheus": {"port": 9464}}), 2), 1)
+    assert w1["sink"]["path"] == "out/part-w1-{part}.parquet"
+    assert w1["dead_letter"]["path"] == "dead-1.jsonl"
+    assert w1["monitor"] is None  # the supervisor reports for the pool
+    assert pool_config(base(source={"type": "generate", "dataset": "point"}), 1)["source"]["type"] == "generate"
+
+
+@pytest.mark.parametrize(("over", "message"), [
+    ({"source": {"type": "generate", "dataset": "point", "count": 10}},
+     r"p.yaml: source.type: 'generate' is a bounded source that every worker would read whole: --workers 2 "
+     r"would process its records 2 times; run it with --workers 1, or publish"),
+    ({"sink": {"type": "parquet", "path": "out.parquet"}},
+     r"p.yaml: sink.path: 'out.parquet' is one Parquet file, and 2 workers would overwrite each other's: "
+     r"put \{part\} in the path"),
+    ({"dead_letter": {"type": "jsonl", "path": "dead.jsonl"}},
+     r"p.yaml: dead_letter.path: 'dead.jsonl' is one JSONL file, .* put \{worker\} in the path"),
+    ({"source": {"type": "jetstream", "url": "nats://h:1", "stream": "S", "ordered": True}},
+     r"p.yaml: source.ordered: true: an ordered consumer delivers the whole stream to each reader"),
+])
+def test_what_n_workers_cannot_share_is_a_config_error(over: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        pool_config(base(**over), 2, file="p.yaml")
+
+
+def test_cli_refuses_a_single_file_sink_with_exit_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "one-file.yaml"
+    cfg.write_text("name: one\nsource: {type: nats, url: 'nats://127.0.0.1:1', subject: s}\n"
+                   "sink: {type: parquet, path: out.parquet}\n")
+    res = run_wirepipe("run", str(cfg), "--workers", "2")
+    assert res.returncode == 2
+    assert f"error: {cfg}: sink.path: 'out.parquet' is one Parquet file" in res.stderr
+    assert "Traceback" not in res.stderr
+    bad = run_wirepipe("run", str(cfg), "--workers", "none")
+    assert bad.returncode == 2 and "--workers 'none': give a positive integer or auto" in bad.stderr
+
+
+def test_pool_totals_sum_counters_and_take_the_max_lag() -> None:
+    total = combine([{"records_out": 5, "lag": 10, "running": True, "dropped": 1, "new_counter": 2},
+                     {"records_out": 7, "lag": 4, "running": False, "dropped": 0, "new_counter": 3}])
+    assert total == {"records_out": 12, "lag": 10, "running": 1, "dropped": 1, "new_counter": 5}
+
+
+# --- real pools --------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(150)
+def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """SIGKILL one of 3 workers mid-run: the supervisor restarts it, all N are written (duplicates counted),
+    one Prometheus endpoint labels each worker, and SIGTERM drains the pool (exit 0)."""
+    n = 12000
+    asyncio.run(publish_numbered(nats_server.url, n))
+    out = tmp_path / "out"
+    cfg = tmp_path / "archive.yaml"
+    cfg.write_text(DURABLE)
+    log = tmp_path / "pool.log"
+    env = wirepipe_env(NATS_URL=nats_server.url, OUT=str(out), PYTHONPATH=str(TESTS))
+    proc = start_pool(cfg, 3, env, log)
+    try:
+        pid = int(wait_for(lambda: re.search(r"worker 1 started \(pid (\d+)\)", log.read_text()), 60, proc, log)[1])
+        port = int(wait_for(lambda: re.search(r"metrics on http://127.0.0.1:(\d+)/metrics", log.read_text()),
+                            60, proc, log)[1])
+        wait_for(lambda: len(column(out, "i")) >= n // 4, 90, proc, log)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: "worker 1 died (killed by SIGKILL)" in log.read_text(), 30, proc, log)
+        wait_for(lambda: len(re.findall(r"worker 1 started", log.read_text())) >= 2, 30, proc, log)
+        wait_for(lambda: len(set(column(out, "i"))) >= n, 120, proc, log)
+        metrics = wait_for(lambda: _scrape(port, 'wirepipe_restarts_total{pipeline="archive",worker="1"} 1.0'),
+                           30, proc, log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    seen = column(out, "i")
+    assert set(seen) == set(range(n))  # all N written
+    duplicates = len(seen) - n  # records the killed worker had written but not acked come again
+    text = log.read_text()
+    print(f"{duplicates} duplicates after the SIGKILL")
+    assert all(f'worker="{w}"' in metrics for w in "012")
+    assert re.search(r"archive \[3 workers\]: [\d,]+ rec/s.* \| w0 .*; w1 .*1 restarts; w2 ", text)
+    files = {f.name.split("-")[1] for f in out.glob("part-*.parquet")}
+    assert files == {"w0", "w1", "w2"}  # distinct parts per worker
+    assert re.search(rf"archive: 3 workers, {len(seen)} records out of \d+ .*1 restarts", text) or \
+        re.search(r"archive: 3 workers, \d+ records out of \d+ .*1 restarts", text)
+
+
+def _scrape(port: int, wanted: str) -> str | None:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return body if wanted in body else None
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_keeps_dying_makes_the_pool_give_up_loudly(nats_server: EmbeddedServer,
+                                                                 tmp_path: Path) -> None:
+    cfg = tmp_path / "dies.yaml"
+    cfg.write_text("name: dies\nsource: {type: jetstream, url: '${NATS_URL}', subject: nothing.stores.this}\n"
+                   "sink: {type: parquet, path: 'out/part-{part}.parquet'}\n")
+    res = run_wirepipe("run", str(cfg), "--workers", "2", timeout=110,
+                       env=wirepipe_env(NATS_URL=nats_server.url))
+    assert res.returncode == 1
+    assert re.search(r"error: dies: worker \d died 5 times in a row, each within 60s of starting "
+                     r"\(last: exit code 1\); giving up", res.stderr), res.stderr[-3000:]
+    assert "no JetStream stream stores subject 'nothing.stores.this'" in res.stderr
+
+
+async def _publish_seq(url: str, n: int, rate: float) -> None:
+    """``{"pub": id, "seq": i}`` on core NATS at a sustainable rate: our own sequence to count losses."""
+    import msgpack
+    import nats
+
+    nc = await nats.connect(url)
+    chunk = 250
+    for start in range(0, n, chunk):
+        for i in range(start, min(n, start + chunk)):
+            await nc.publish("q.test", msgpack.packb({"pub": "t", "seq": i}))
+        await nc.flush(timeout=10)
+        await asyncio.sleep(chunk / rate)
+    await nc.close()
+
+
+def _queue_members(http_port: int) -> int:
+    body = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http_port}/connz?subs=1", timeout=5).read())
+    return sum(1 for c in body.get("connections", []) if "q.test" in (c.get("subscriptions_list") or []))
+
+
+@pytest.mark.timeout(120)
+def test_a_core_queue_group_hands_each_message_to_exactly_one_of_two_workers(tmp_path: Path) -> None:
+    n = 20000
+    http_port = free_port()
+    with EmbeddedServer(options=ServerOptions(http_port=http_port)) as server:
+        out = tmp_path / "out"
+        cfg = tmp_path / "qgroup.yaml"
+        cfg.write_text(QUEUE)
+        log = tmp_path / "pool.log"
+        proc = start_pool(cfg, 2, wirepipe_env(NATS_URL=server.url, OUT=str(out)), log)
+        try:
+            wait_for(lambda: _queue_members(http_port) == 2, 60, proc, log)
+            asyncio.run(_publish_seq(server.url, n, rate=5000))
+            wait_for(lambda: len(column(out, "seq")) >= n, 60, proc, log)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    by_worker = {w: [s for f in out.glob(f"part-{w}-*.parquet") for s in pq.read_table(f).column("seq").to_pylist()]
+                 for w in ("w0", "w1")}
+    seqs = by_worker["w0"] + by_worker["w1"]
+    assert len(seqs) == len(set(seqs)) == n  # sent == received, and no message went to both workers
+    assert not set(by_worker["w0"]) & set(by_worker["w1"])
+    assert by_worker["w0"] and by_worker["w1"]  # both members got a share
+    assert "dropped" not in log.read_text()  # no slow-consumer loss reported
