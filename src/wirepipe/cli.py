@@ -401,6 +401,59 @@ def bench(
         fail(str(exc), EXIT_RUNTIME)
 
 
+@app.command()
+def plan(
+    rate: Annotated[str, typer.Option(help="target records/s, e.g. 2M/s, 500k")],
+    bench: Annotated[list[str] | None, typer.Option("--bench", help="wirepipe bench results to take the costs "
+                                                                    "from (default: measure in-process now)")] = None,
+    dataset: Annotated[str, typer.Option(help="dataset whose records are planned for")] = "block",
+    chain: Annotated[str | None, typer.Option(help="codec chain, e.g. msgpack|zstd:best (with --bench: default "
+                                                   "the fastest measured)")] = None,
+    transport: Annotated[str, typer.Option(help="jetstream or nats")] = "jetstream",
+    sink: Annotated[str, typer.Option(help="consumer sink whose cost counts: null or parquet")] = "null",
+    replicas: Annotated[int, typer.Option(help="JetStream replicas (1..5)")] = 3,
+    retention: Annotated[str, typer.Option(help="how long the stream keeps records, e.g. 7d, 24h")] = "7d",
+    nodes: Annotated[int, typer.Option(help="machines (each runs a nats-server and workers)")] = 3,
+    cores_per_node: Annotated[int | None, typer.Option(help="cores per machine (default: this one's)")] = None,
+    link: Annotated[str, typer.Option(help="network link per machine, e.g. 10Gbit")] = "10Gbit",
+    disk: Annotated[str, typer.Option(help="JetStream disk per machine, e.g. 2TB")] = "1TB",
+    consumers: Annotated[int, typer.Option(help="pipelines consuming the stream")] = 1,
+    utilization: Annotated[float, typer.Option(help="plan cores to be at most this busy (0..1)")] = 0.7,
+) -> None:
+    """Turn per-record costs into a deployment: cores, workers, wire bytes/s, JetStream storage, the first limit."""
+    from .capacity import Deployment, costs_from_bench, measure_costs
+    from .capacity import plan as make_plan
+    from .errors import WirepipeError
+    from .pipelines.pool import usable_cores
+    from .units import parse_bandwidth, parse_duration, parse_rate, parse_size
+
+    try:
+        if transport not in ("jetstream", "nats"):
+            raise ValueError(f"--transport {transport!r}: allowed jetstream, nats")
+        if not 1 <= replicas <= 5 or nodes < 1 or consumers < 1 or not 0 < utilization <= 1:
+            raise ValueError("--replicas is 1..5, --nodes and --consumers >= 1, --utilization in (0, 1]")
+        if replicas > nodes and transport == "jetstream":
+            raise ValueError(f"--replicas {replicas} needs at least {replicas} nodes (--nodes {nodes})")
+        dep = Deployment(rate=parse_rate(rate), transport=transport, replicas=replicas,
+                         retention_s=parse_duration(retention), nodes=nodes,
+                         cores_per_node=cores_per_node or usable_cores(), link_bps=parse_bandwidth(link),
+                         disk_bytes=parse_size(disk), utilization=utilization, consumers=consumers)
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    try:
+        if bench:
+            sink_us = measure_costs(dataset, chain, sink=sink).sink_us if sink != "null" and chain else 0.0
+            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink_us=sink_us)
+        else:
+            costs = measure_costs(dataset, chain or "msgpack|zstd:fastest", transport=transport, sink=sink)
+    except (ValueError, KeyError) as exc:
+        fail(str(exc.args[0] if exc.args else exc), EXIT_CONFIG)
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    for line in make_plan(costs, dep).lines():
+        typer.echo(line)
+
+
 def main() -> None:
     app()
 

@@ -56,3 +56,18 @@ def parse_bandwidth(value: str | float | int) -> float:
     unit = m.group(3) or "bit"
     bits = 8 if unit in ("B/s", "Bps", "B") else 1
     return float(m.group(1)) * _PREFIX[m.group(2).lower()] * bits
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*(?:/s|/sec|rps|msg/s|records/s)?\s*$")
+
+
+def parse_rate(value: str | float | int) -> float:
+    """Records per second from ``2M/s``, ``500k``, ``120000`` (k, M, G are 1000s)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"{value!r}: a rate must be > 0")
+        return float(value)
+    m = _RATE.match(str(value))
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"{value!r} is not a rate: use e.g. 2M/s, 500k/s or 120000")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()]

@@ -55,13 +55,18 @@ GAUGES = ("lag",)  # a shared durable's pending count is the same for every work
 LOSS_WORDS = ("drop", "lost", "loss", "gap")  # counters of records lost upstream (slow consumers, sequence gaps)
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask, e.g. a container's cpuset)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def resolve_workers(value: str | int) -> int:
     """``--workers``: a positive integer or ``auto`` (the number of CPUs this process may use)."""
     if isinstance(value, str) and value.strip().lower() == "auto":
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:
-            return os.cpu_count() or 1
+        return usable_cores()
     try:
         n = int(value)
     except (TypeError, ValueError):
