@@ -1,0 +1,74 @@
+"""The capacity model (``wirepipe plan``): its arithmetic, and the command on measured and bench costs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.nats_fixtures import run_wirepipe
+from wirepipe.capacity import HEADER_BYTES, SERVER_US, STORE_OVERHEAD, Costs, Deployment, plan, predict_rate
+from wirepipe.units import parse_rate
+
+
+def test_rates_parse() -> None:
+    assert parse_rate("2M/s") == 2e6 and parse_rate("500k") == 5e5 and parse_rate(1200) == 1200.0
+    with pytest.raises(ValueError, match=r"is not a rate: use e\.g\. 2M/s"):
+        parse_rate("fast")
+
+
+def test_plan_turns_costs_into_cores_wire_storage_and_the_first_limit() -> None:
+    costs = Costs("x", publish_us=10.0, consume_us=20.0, sink_us=5.0, wire_bytes=870.0)
+    dep = Deployment(rate=2e6, replicas=3, retention_s=86400, nodes=3, cores_per_node=32, link_bps=100e9,
+                     disk_bytes=100e12, utilization=0.5)
+    p = plan(costs, dep)
+    assert p.publish_workers == math.ceil(2e6 * 10 / 1e6 / 0.5) == 40
+    assert p.consume_workers == math.ceil(2e6 * 25 / 1e6 / 0.5) == 100
+    message = 870 + HEADER_BYTES
+    assert p.wire_in_bps == 2e6 * message
+    assert p.replication_bps == 2 * p.wire_in_bps
+    assert p.store_per_hour == pytest.approx(2e6 * (message + STORE_OVERHEAD) * 3 * 3600)
+    assert p.store_retention == pytest.approx(p.store_per_hour * 24)
+    assert p.server_cores == pytest.approx(2e6 * SERVER_US * 4 / 1e6)
+    used = {n.resource: n.used for n in p.needs}
+    assert used["cores"] == pytest.approx((140 + p.server_cores / 0.5) / 96)
+    assert p.first_to_run_out.resource == "cores"  # 204 of 96 cores, before links (32 of 100 Gbit/s per node) and disks
+    assert "runs out first: cores" in p.lines()[-1] and "does not fit" in p.lines()[-1]
+    fits = plan(costs, Deployment(rate=1e4, retention_s=86400, nodes=3, cores_per_node=32))
+    assert fits.first_to_run_out.used < 1 and "the plan fits" in fits.lines()[-1]
+
+
+def test_predicted_rate_is_capped_by_workers_then_by_cores() -> None:
+    costs = Costs("x", publish_us=0, consume_us=80.0, sink_us=20.0, wire_bytes=1)
+    assert predict_rate(costs, 1, cores=8) == pytest.approx(10_000)  # one process, one core
+    assert predict_rate(costs, 2, cores=8) == pytest.approx(20_000)
+    # two workers on two cores share them with the nats-server
+    assert predict_rate(costs, 2, cores=2) == pytest.approx(2e6 / (100 + 2 * SERVER_US))
+
+
+def test_wirepipe_plan_measures_the_chain_when_no_bench_is_given() -> None:
+    res = run_wirepipe("plan", "--rate", "2M/s", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
+                       "--nodes", "3", "--cores-per-node", "16")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "plan for 2M records/s of point msgpack|zstd:fastest over jetstream (R3, retention 7d)" in out
+    assert "measured in-process now" in out
+    for needle in ("publishers:", "consumers:", "wire:", "JetStream storage:", "per hour", "per 7d",
+                   "runs out first:"):
+        assert needle in out
+
+
+def test_wirepipe_plan_reads_bench_results_and_refuses_bad_flags(tmp_path: Path) -> None:
+    bench = run_wirepipe("bench", "--transport", "none", "--dataset", "point", "--format", "msgpack", "--codec",
+                         "zstd", "--level", "fastest", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
+    assert bench.returncode == 0, bench.stderr
+    res = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "point",
+                       "--transport", "nats")
+    assert res.returncode == 0, res.stderr
+    assert "point msgpack|zstd:fastest over nats" in res.stdout and "wirepipe bench results" in res.stdout
+    assert "JetStream storage" not in res.stdout  # core NATS stores nothing
+    bad = run_wirepipe("plan", "--rate", "lots")
+    assert bad.returncode == 2 and "'lots' is not a rate" in bad.stderr
+    bad = run_wirepipe("plan", "--rate", "1k", "--replicas", "3", "--nodes", "1")
+    assert bad.returncode == 2 and "--replicas 3 needs at least 3 nodes" in bad.stderr
