@@ -31,10 +31,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-# One record's transport cost on one core, microseconds (FIELD-NOTES and benchmarks/ on 2 cores):
-# core publish ~500k msg/s -> 2; core callback consume ~250k msg/s -> 4; JetStream publish_async with a
-# window ~50k msg/s -> 20; a durable pull + ack ~35k msg/s -> 28 (issue 14 item 7 works on that figure).
-TRANSPORT_US = {"nats": {"publish": 2.0, "consume": 4.0}, "jetstream": {"publish": 20.0, "consume": 28.0}}
+# One record's transport cost on one core, microseconds: the README's NATS benchmarks (quiet 2-core machine,
+# point records, wirepipe's own connectors) minus the ~2-3 us of msgpack + zstd in them. Core publish
+# 155k rec/s -> 3.5; core consume 92k -> 8.5; JetStream publish (window 4096) 69k -> 12; durable pull +
+# ack after flush 65k -> 13. Issue 14 item 7 works on the last one: re-measure and update together.
+TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish": 12.0, "consume": 13.0}}
 HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
 STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
 SERVER_US = 4.0  # nats-server CPU per message per replica (route + store), an estimate to re-measure
