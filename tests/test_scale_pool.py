@@ -256,3 +256,12 @@ def test_a_core_queue_group_hands_each_message_to_exactly_one_of_two_workers(tmp
     assert not set(by_worker["w0"]) & set(by_worker["w1"])
     assert by_worker["w0"] and by_worker["w1"]  # both members got a share
     assert "dropped" not in log.read_text()  # no slow-consumer loss reported
+
+
+def test_a_single_process_run_is_worker_0(tmp_path: Path) -> None:
+    cfg = tmp_path / "one.yaml"
+    cfg.write_text(f"name: one\nsource: {{type: generate, dataset: point, count: 10}}\n"
+                   f"sink: {{type: jsonl, path: '{tmp_path}/out-{{worker}}.jsonl'}}\n")
+    res = run_wirepipe("run", str(cfg))
+    assert res.returncode == 0, res.stderr
+    assert len((tmp_path / "out-0.jsonl").read_text().splitlines()) == 10

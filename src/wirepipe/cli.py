@@ -64,7 +64,7 @@ def run(
 ) -> None:
     """Validate and run a pipeline."""
     from .errors import ConfigError
-    from .pipelines.config import load_pipeline, read_config
+    from .pipelines.config import read_config
     from .pipelines.pool import resolve_workers
     from .units import parse_duration
 
@@ -84,7 +84,11 @@ def run(
 
             pool = Pool(read_config(pipeline, overrides), n_workers, file=str(pipeline))
         else:
-            pipe = load_pipeline(pipeline, overrides)
+            from .pipelines.config import build_pipeline, validate_config
+            from .pipelines.pool import expand_worker
+
+            data = expand_worker(read_config(pipeline, overrides), 0)
+            pipe = build_pipeline(validate_config(data, file=str(pipeline)), file=str(pipeline))
     except ValueError as exc:
         fail(f"--duration: {exc}", EXIT_CONFIG)
     except ConfigError as exc:

@@ -130,19 +130,26 @@ def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) 
 
 def worker_config(data: dict[str, Any], index: int) -> dict[str, Any]:
     """Worker ``index``'s own config: its file names, and no monitor of its own (the pool reports)."""
-    out = copy.deepcopy(data)
+    out = expand_worker(data, index)
     for where in ("sink", "dead_letter"):
         sink = out.get(where)
         if not isinstance(sink, dict):
             continue
-        if isinstance(sink.get("path"), str):
-            path = sink["path"].replace("{worker}", str(index))
-            if sink.get("type") == "parquet":
-                path = path.replace("{part}", f"w{index}-{{part}}")
-            sink["path"] = path
+        if sink.get("type") == "parquet" and isinstance(sink.get("path"), str):
+            sink["path"] = sink["path"].replace("{part}", f"w{index}-{{part}}")
         if sink.get("type") == "capture":
             sink["prefix"] = f"{sink.get('prefix', 'capture')}-w{index}"
     out["monitor"] = None
+    return out
+
+
+def expand_worker(data: dict[str, Any], index: int) -> dict[str, Any]:
+    """``{worker}`` in file sink paths replaced by the worker's index (0 for a single process)."""
+    out = copy.deepcopy(data)
+    for where in ("sink", "dead_letter"):
+        sink = out.get(where)
+        if isinstance(sink, dict) and isinstance(sink.get("path"), str):
+            sink["path"] = sink["path"].replace("{worker}", str(index))
     return out
 
 
@@ -258,7 +265,7 @@ class Pool:
         self.port: int | None = None  # the Prometheus port, once serving
         self.started = time.monotonic()
         self._dir = ""
-        self._wake = asyncio.Event()
+        self._stopped = asyncio.Event()  # set once by stop(): wakes every slot's waits
 
     # --- snapshots ---------------------------------------------------------------------------
 
@@ -304,7 +311,9 @@ class Pool:
             shutil.rmtree(self._dir, ignore_errors=True)
         if self.gave_up:
             return 1
-        return 0 if all(s.last_exit in (0, None) for s in self.slots) else 1
+        # -SIGTERM: a worker stopped before its drain handler was installed (still importing): it had read nothing.
+        clean = (0, None, -signal.SIGTERM) if self.stopping else (0, None)
+        return 0 if all(s.last_exit in clean for s in self.slots) else 1
 
     def _on_signal(self, signame: str) -> None:
         if not self.stopping:
@@ -318,7 +327,7 @@ class Pool:
     def stop(self) -> None:
         """Drain every worker: one SIGTERM each (and no more restarts)."""
         self.stopping = True
-        self._wake.set()
+        self._stopped.set()
         self._signal_all(signal.SIGTERM)
 
     def _signal_all(self, sig: int) -> None:
@@ -360,9 +369,8 @@ class Pool:
             wait = self.restart.delay(slot.failures)
             log.error("%s: worker %d died (%s) after %.1fs; restarting in %.1fs (failure %d of %d)", self.name,
                       slot.index, describe_exit(code), lived, wait, slot.failures, self.restart.max_failures)
-            self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                await asyncio.wait_for(self._stopped.wait(), wait)
             if self.stopping or self.gave_up is not None:
                 slot.done = True
                 return
@@ -394,9 +402,9 @@ class Pool:
                             proc.kill()
                         await waiter
                     break
-                self._wake.clear()
-                await asyncio.wait({waiter, asyncio.ensure_future(self._wake.wait())},
-                                   return_when=asyncio.FIRST_COMPLETED)
+                stopped = asyncio.ensure_future(self._stopped.wait())
+                await asyncio.wait({waiter, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
         finally:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(reader, 5.0)
@@ -497,6 +505,9 @@ def worker_main(argv: list[str]) -> int:
     from .config import build_pipeline, validate_config
     from .worker import ShutdownTimeout
 
+    # Told to stop while still starting (imports, connect): nothing was read, so there is nothing to
+    # drain; the run installs its own handlers (the drain) once it starts.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     config, index = argv[0], int(argv[1])
     file = argv[2] if len(argv) > 2 and argv[2] else config
     report = os.fdopen(os.dup(1), "w", encoding="utf-8")
