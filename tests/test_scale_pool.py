@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +72,24 @@ def wait_for(condition: Callable[[], Any], timeout: float, proc: subprocess.Pope
     raise AssertionError(f"timed out: {log.read_text()[-3000:] if log else ''}")
 
 
-def start_pool(config: Path, workers: int, env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def running_pool(config: Path, workers: int, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[str]]:
+    """``wirepipe run CONFIG --workers N`` (stderr to ``log``); killed on the way out if a test failed first."""
     with open(log, "w") as err:
-        return subprocess.Popen([*WIREPIPE, "run", str(config), "--workers", str(workers)], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([*WIREPIPE, "run", str(config), "--workers", str(workers)], stdout=subprocess.PIPE,
                                 stderr=err, text=True, env=env, cwd=TESTS)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def drain(proc: subprocess.Popen[str], log: Path) -> None:
+    """SIGTERM to the supervisor: every worker drains and the pool exits 0."""
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0, log.read_text()[-3000:]
 
 
 # --- config rules -------------------------------------------------------------------------------------
@@ -159,8 +174,7 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
     cfg.write_text(DURABLE)
     log = tmp_path / "pool.log"
     env = wirepipe_env(NATS_URL=nats_server.url, OUT=str(out), PYTHONPATH=str(TESTS))
-    proc = start_pool(cfg, 3, env, log)
-    try:
+    with running_pool(cfg, 3, env, log) as proc:
         pid = int(wait_for(lambda: re.search(r"worker 1 started \(pid (\d+)\)", log.read_text()), 60, proc, log)[1])
         port = int(wait_for(lambda: re.search(r"metrics on http://127.0.0.1:(\d+)/metrics", log.read_text()),
                             60, proc, log)[1])
@@ -171,12 +185,7 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
         wait_for(lambda: len(set(column(out, "i"))) >= n, 120, proc, log)
         metrics = wait_for(lambda: _scrape(port, 'wirepipe_restarts_total{pipeline="archive",worker="1"} 1.0'),
                            30, proc, log)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        drain(proc, log)
     seen = column(out, "i")
     assert set(seen) == set(range(n))  # all N written
     duplicates = len(seen) - n  # records the killed worker had written but not acked come again
@@ -238,17 +247,11 @@ def test_a_core_queue_group_hands_each_message_to_exactly_one_of_two_workers(tmp
         cfg = tmp_path / "qgroup.yaml"
         cfg.write_text(QUEUE)
         log = tmp_path / "pool.log"
-        proc = start_pool(cfg, 2, wirepipe_env(NATS_URL=server.url, OUT=str(out)), log)
-        try:
+        with running_pool(cfg, 2, wirepipe_env(NATS_URL=server.url, OUT=str(out)), log) as proc:
             wait_for(lambda: _queue_members(http_port) == 2, 60, proc, log)
             asyncio.run(_publish_seq(server.url, n, rate=5000))
             wait_for(lambda: len(column(out, "seq")) >= n, 60, proc, log)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(60) == 0, log.read_text()[-3000:]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            drain(proc, log)
     by_worker = {w: [s for f in out.glob(f"part-{w}-*.parquet") for s in pq.read_table(f).column("seq").to_pylist()]
                  for w in ("w0", "w1")}
     seqs = by_worker["w0"] + by_worker["w1"]

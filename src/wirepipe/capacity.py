@@ -280,11 +280,16 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
 # --- formatting ------------------------------------------------------------------------------------
 
 
-def fmt_num(x: float) -> str:
-    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+def _scaled(x: float, units: tuple[str, str, str, str, str], sep: str = "", digits: int = 1) -> str:
+    """``x`` with a 1000s prefix: units for T, G, M, k and 1."""
+    for unit, size in zip(units, (1e12, 1e9, 1e6, 1e3), strict=False):
         if abs(x) >= size:
-            return f"{x / size:,.1f}{unit}"
-    return f"{x:,.1f}"
+            return f"{x / size:,.1f}{sep}{unit}"
+    return f"{x:,.{digits}f}{sep}{units[4]}".rstrip()
+
+
+def fmt_num(x: float) -> str:
+    return _scaled(x, ("T", "G", "M", "k", ""))
 
 
 def fmt_count(x: float) -> str:
@@ -292,18 +297,11 @@ def fmt_count(x: float) -> str:
 
 
 def fmt_bytes(x: float) -> str:
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(x) >= size:
-            return f"{x / size:,.1f} {unit}"
-    return f"{x:,.0f} B"
+    return _scaled(x, ("TB", "GB", "MB", "kB", "B"), " ", 0)
 
 
 def fmt_bits(bytes_per_s: float) -> str:
-    bits = bytes_per_s * 8
-    for unit, size in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if bits >= size:
-            return f"{bits / size:,.1f} {unit}"
-    return f"{bits:,.0f} bit/s"
+    return _scaled(bytes_per_s * 8, ("Tbit/s", "Gbit/s", "Mbit/s", "kbit/s", "bit/s"), " ", 0)
 
 
 def fmt_duration(seconds: float) -> str:
