@@ -246,19 +246,18 @@ class Pool:
 
     def __init__(self, data: dict[str, Any], workers: int, *, file: str | None = None,
                  restart: RestartPolicy | None = None, echo: Callable[[str], None] | None = None) -> None:
-        self.data = pool_config(data, workers, file=file)
-        self.file = file
-        self.workers = workers
-        self.name = str(self.data["name"])
-        self.restart = restart or RestartPolicy()
-        self.echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+        from .config import validate_config
         from .monitor import MonitorConfig
 
-        mon = self.data.get("monitor")
-        self.monitor = MonitorConfig.model_validate(mon) if isinstance(mon, dict) else MonitorConfig()
-        from .config import validate_config
-
-        self.shutdown_timeout = float(validate_config(self.data, file=file).shutdown_timeout)
+        self.data = pool_config(data, workers, file=file)
+        cfg = validate_config(self.data, file=file)  # what the workers will run
+        self.file = file
+        self.workers = workers
+        self.name = cfg.name
+        self.restart = restart or RestartPolicy()
+        self.echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.monitor = cfg.monitor or MonitorConfig()  # the pool's status line is on even without `monitor:`
+        self.shutdown_timeout = float(cfg.shutdown_timeout)
         self.slots = [Slot(i) for i in range(workers)]
         self.stopping = False
         self.gave_up: str | None = None
