@@ -431,14 +431,13 @@ class Pool:
             before, per_before, t0 = self.total(), [s.totals() for s in self.slots], t1
 
     def status(self, before: dict[str, Any] | None, per_before: list[dict[str, Any]], seconds: float) -> str:
-        """One line for the pool: the totals as a single run shows them, then each worker's rate, errors, losses."""
+        """One line for the pool: the totals as a single run shows them (``monitor.status_line``: whatever it
+        reports, losses included), then each worker's rate, errors, losses (counters named drop/lost/gap)."""
         from .monitor import status_line
 
         now = _with_defaults(self.total())
         line = status_line(f"{self.name} [{self.workers} workers]", now,
                            _with_defaults(before) if before is not None else None, seconds)
-        if losses(now):
-            line += f", {losses(now):,} lost"
         parts = []
         for slot, prev in zip(self.slots, per_before, strict=True):
             snap = slot.totals()
