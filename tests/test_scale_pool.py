@@ -20,7 +20,7 @@ import pytest
 
 from tests.nats_fixtures import WIREPIPE, publish_numbered, run_wirepipe, wirepipe_env
 from wirepipe.errors import ConfigError
-from wirepipe.pipelines.pool import combine, pool_config, resolve_workers, worker_config
+from wirepipe.pipelines.pool import Pool, combine, pool_config, resolve_workers, worker_config
 from wirepipe.server import EmbeddedServer, ServerOptions, free_port
 
 TESTS = Path(__file__).parent
@@ -136,6 +136,9 @@ def test_the_pool_shares_the_source_and_gives_each_worker_its_own_files() -> Non
      r"p.yaml: dead_letter.path: 'dead.jsonl' is one JSONL file, .* put \{worker\} in the path"),
     ({"source": {"type": "jetstream", "url": "nats://h:1", "stream": "S", "ordered": True}},
      r"p.yaml: source.ordered: true: an ordered consumer delivers the whole stream to each reader"),
+    ({"source": {"type": "nats", "subject": "s"}},
+     r"p.yaml: source.url: 'embedded' \(the default\) starts a private server in each process, so 2 workers "
+     r"would not share one: start one with `wirepipe server`"),
 ])
 def test_what_n_workers_cannot_share_is_a_config_error(over: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -268,3 +271,19 @@ def test_a_single_process_run_is_worker_0(tmp_path: Path) -> None:
     res = run_wirepipe("run", str(cfg))
     assert res.returncode == 0, res.stderr
     assert len((tmp_path / "out-0.jsonl").read_text().splitlines()) == 10
+
+
+def test_counters_stay_monotonic_across_restarts_and_the_status_line_shows_each_worker() -> None:
+    pool = Pool(base(), 2)
+    w0, w1 = pool.slots
+    w0.snapshot = {"records_out": 100, "rejected": 1, "lag": 50, "running": True, "connected": True}
+    w0.retire()  # the process died: its counters carry over, its gauges do not
+    w0.restarts = 1
+    w0.snapshot = {"records_out": 30, "rejected": 0, "lag": 20, "running": True, "connected": True}
+    w1.snapshot = {"records_out": 70, "dropped": 4, "lag": 25, "running": True, "connected": True}
+    assert w0.totals()["records_out"] == 130 and w0.totals()["lag"] == 20 and w0.totals()["restarts"] == 1
+    total = pool.total()
+    assert total["records_out"] == 200 and total["lag"] == 25 and total["dropped"] == 4
+    line = pool.status(None, [{}, {}], 2.0)
+    assert line.startswith("p [2 workers]: 100 rec/s, 0.00 MB/s, 200 out, 1 errors, 4 dropped, lag 25")
+    assert line.endswith("| w0 down 65/s 1 err 1 restarts; w1 down 35/s 0 err 4 lost")  # no process yet: down

@@ -84,6 +84,7 @@ def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) 
 
     Raises ``ConfigError`` (file, field, value, fix) for what cannot be shared.
     """
+    from ..connectors.natsconn import is_embedded
     from .config import validate_config
 
     validate_config(data, file=file)
@@ -110,6 +111,13 @@ def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) 
         if not source.get("durable"):
             source["durable"] = name
             log.info("source.durable: the %d workers share durable consumer %r", workers, name)
+    for where in ("source", "sink", "dead_letter"):
+        part = out.get(where)
+        if isinstance(part, dict) and part.get("type") in ("nats", "jetstream") and is_embedded(part.get("url")):
+            raise ConfigError(
+                f"{part.get('url') or 'embedded'!r} (the default) starts a private server in each process, so "
+                f"{workers} workers would not share one: start one with `wirepipe server` (or use your NATS) "
+                "and give its url", file=file, path=f"{where}.url")
     for where in ("sink", "dead_letter"):
         sink = out.get(where)
         if not isinstance(sink, dict):
