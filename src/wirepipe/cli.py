@@ -121,7 +121,7 @@ def server(
     from .errors import WirepipeError
     from .server import EmbeddedServer, LocalCluster, serve_forever
 
-    if cluster < 1 or (cluster > 1 and port):
+    if not 1 <= cluster <= 9 or (cluster > 1 and port):
         fail(f"--cluster {cluster}: give 1..9 nodes; --port is for one node (a cluster picks free ports)",
              EXIT_CONFIG)
     try:
