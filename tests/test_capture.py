@@ -288,22 +288,3 @@ def test_written_records_are_not_held_until_the_commit(tmp_path: Path) -> None:
     stats = Pipeline(Payloads(), [], sink, flush_interval=3600, queue_size=1).run()
     assert stats.records_out == stats.acked == 1000
     assert [r["seq"] for r in read_rows(tmp_path)] == list(range(1000))
-
-
-def test_a_failed_write_drops_the_file_and_fails_the_next_flush(tmp_path: Path) -> None:
-    """Rows written before the failure are in no complete file: the flush must not let them be acknowledged."""
-    import pyarrow as pa
-
-    writer = CaptureWriter(tmp_path, row_group_rows=10, fsync=False)
-    schema = writer.schema()
-    writer.append(capture_table(payload_batch(0, 25), 0, schema))  # two row groups in an unfinished file
-    assert list(tmp_path.glob(f".*{TEMP_SUFFIX}"))
-    wrong = pa.table({"payload": pa.array([b"x"] * 10)})  # pyarrow refuses it: the schema differs
-    with pytest.raises(ValueError):
-        writer.append(wrong)
-    assert not list(tmp_path.glob(f".*{TEMP_SUFFIX}")), "the unfinished file is dropped"
-    with pytest.raises(WirepipeError, match="delivered again"):
-        writer.finish_file()
-    writer.append(capture_table(payload_batch(35, 5), 35, schema))  # then it carries on with a new file
-    assert writer.finish_file() is not None
-    assert [r["seq"] for r in read_rows(tmp_path)] == list(range(35, 40))

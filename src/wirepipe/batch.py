@@ -79,6 +79,17 @@ class Batch:
             self.headers = [self.headers[i] for i in indices]
         self.meta = {k: [col[i] for i in indices] for k, col in self.meta.items()}
 
+    def slice(self, start: int, stop: int) -> Batch:
+        """A new batch of records ``start:stop`` (every per-record column cut alike)."""
+        cut = slice(start, stop)
+        return Batch(
+            self.values[cut],
+            subjects=self.subjects[cut] if isinstance(self.subjects, list) else self.subjects,
+            headers=self.headers[cut] if isinstance(self.headers, list) else self.headers,
+            meta={k: list(col[cut]) for k, col in self.meta.items()},
+            schema=self.schema,
+        )
+
     def reject(self, i: int, stage: str, operator: str, error: str) -> Rejected:
         """Describe record ``i`` as rejected (the caller removes it from the columns)."""
         return Rejected(

@@ -38,3 +38,23 @@ class StageError(WirepipeError):
 
 class RefusedError(StageError):
     """Input refused by policy: oversized payload, decompression bomb, pickle from the network."""
+
+
+class SinkUnavailable(WirepipeError):
+    """A sink cannot make data durable right now (disk full, I/O error, connection down).
+
+    It says nothing about the records: the pipeline keeps them (unacknowledged), backs
+    off and retries; they never count toward ``max_deliver`` and never go to the dead letter.
+    """
+
+
+def is_sink_failure(exc: BaseException) -> bool:
+    """True when ``exc`` from a sink is about the sink (retry later), not about a record (dead-letter it).
+
+    I/O and connection errors, timeouts and wirepipe's own runtime errors are the sink's;
+    ``TypeError``/``ValueError``/``RecursionError`` (a value the sink cannot represent) and
+    ``StageError`` are the record's.
+    """
+    if isinstance(exc, (StageError, ConfigError)):
+        return False
+    return isinstance(exc, (OSError, TimeoutError, WirepipeError))

@@ -3,8 +3,9 @@
 A source produces ``Batch`` objects from ``batches()`` and stops on its own when it
 is exhausted, when ``count`` records or ``duration`` seconds are reached, or when the
 pipeline sets ``stopping``. Sources that need acknowledgements (JetStream) implement
-``ack``/``nak`` and set ``redelivers``; the pipeline calls ``ack`` only after the sink
-has flushed the batch (made it durable), and ``nak`` when the sink failed it.
+``ack`` and set ``redelivers``; the pipeline calls ``ack`` only after the sink has
+flushed the batch (made it durable), and ``in_progress`` while the sink is unavailable
+(a sink failure is never a reason to redeliver a record).
 
 A sink has ``write(batch)``, ``flush()`` and ``close()``; ``flush`` makes everything
 written so far durable (or sent), ``close`` flushes and releases the resource.
@@ -24,7 +25,7 @@ class Source:
 
     type: ClassVar[str] = "source"
     stage: ClassVar[str] = "source"
-    redelivers: ClassVar[bool] = False  # True: a nak-ed record comes back (the pipeline survives sink errors)
+    redelivers: ClassVar[bool] = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
 
     def __init__(self, *, count: int | None = None, duration: float | None = None) -> None:
         self.count = count
@@ -55,9 +56,9 @@ class Source:
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
         """Settle records that went to the dead-letter destination (ack/term them; no-op by default)."""
 
-    async def nak(self, batch: Batch, error: str) -> list[Rejected]:
-        """Hand a batch the sink failed back for redelivery; return the records that are out of deliveries."""
-        return []
+    async def in_progress(self, batches: list[Batch]) -> None:
+        """The sink is unavailable and these records wait for it: keep them from being redelivered
+        (JetStream: an in-progress ack extends their ack deadline). No-op for sources without acks."""
 
     def lag(self) -> int | None:
         """Records waiting upstream of this source (stream pending, buffered), when it knows."""

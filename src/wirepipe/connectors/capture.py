@@ -16,7 +16,10 @@ first): a replay splits work by row group.
 
 Durability: ``flush()`` completes the current file (``sink.flush`` means "what was
 written is durable"), so a pipeline that acknowledges after flushing never acknowledges
-a record that is not in a complete file.
+a record that is not in a complete file. A full disk: the file is written through a
+``SpoolingFile``, so what does not fit waits in memory, ``flush()`` raises
+``SinkUnavailable`` (the pipeline holds the records and retries) and completes the same
+file once there is room. No file is dropped and written again: a record is in one file.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
-from ..errors import WirepipeError
+from ..batch import Batch, describe_error
+from ..errors import SinkUnavailable, WirepipeError
 from ..pipelines.models import Duration, Size, Strict
+from ..spoolfile import SpoolingFile
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe.capture")
@@ -171,10 +175,11 @@ class CaptureWriter:
         self._writer: Any = None
         self._temp: Path | None = None
         self._final: Path | None = None
+        self._spool: SpoolingFile | None = None
         self._started: float | None = None  # when the current file got its first row
         self._index = 0
         self._last_stamp = ""
-        self._failed: BaseException | None = None  # a write failed since the last completed file
+        self._failed: BaseException | None = None  # writing failed; finish_file retries (and says so)
 
     def schema(self) -> Any:
         from importlib.metadata import version
@@ -186,22 +191,10 @@ class CaptureWriter:
     def append(self, table: Any) -> None:
         """Add capture rows; writes full row groups and rotates the file when it is due.
 
-        If writing fails (disk full), the unfinished file is dropped and the next
-        ``finish_file`` raises: the rows written into it before must not be acknowledged.
+        Never fails once the rows are taken (they are the pipeline's to acknowledge later):
+        a file that cannot be created or written now (disk full) keeps its rows in memory,
+        and ``finish_file`` retries and raises ``SinkUnavailable`` until it works.
         """
-        try:
-            self._append(table)
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-
-    def _fail(self, exc: BaseException) -> None:
-        log.error("capture: writing %s failed (%s): the unfinished file is dropped",
-                  self._temp or self.folder, exc)
-        self._failed = exc
-        self.abort()
-
-    def _append(self, table: Any) -> None:
         if table.num_rows == 0:
             return
         if self._started is None:
@@ -210,10 +203,18 @@ class CaptureWriter:
         self._pending_rows += table.num_rows
         self._pending_bytes += table.nbytes
         self.records += table.num_rows
-        if self._pending_rows >= self._group_rows():
-            self._write_row_groups(final=False)
-        if self.due() or self._size() >= self.max_file_size:
-            self._finish()
+        try:
+            if self._pending_rows >= self._group_rows():
+                self._write_row_groups(final=False)
+            if self._failed is None and (self.due() or self._size() >= self.max_file_size):
+                self._finish()
+        except OSError as exc:
+            self._note_failure(exc)
+
+    def _note_failure(self, exc: BaseException) -> None:
+        if self._failed is None:
+            log.error("capture: writing into %s failed (%s): holding the records, retrying", self.folder, exc)
+        self._failed = exc
 
     def due(self) -> bool:
         """The current file is older than ``max_file_age``."""
@@ -224,11 +225,11 @@ class CaptureWriter:
         if self._failed is None and self.due():
             try:
                 self._finish()
-            except Exception as exc:
-                self._fail(exc)
+            except OSError as exc:
+                self._note_failure(exc)
 
     def _size(self) -> int:
-        written = self._temp.stat().st_size if self._temp is not None and self._temp.exists() else 0
+        written = self._spool.tell() if self._spool is not None else 0
         return written + self._pending_bytes
 
     def _group_rows(self) -> int:
@@ -245,11 +246,11 @@ class CaptureWriter:
         if not self._pending:
             return
         step = self._group_rows()
+        self._open()  # before the rows leave _pending: a file that cannot be created keeps them
         table = pa.concat_tables(self._pending)
         self._pending = []
         full = table.num_rows if final else table.num_rows // step * step
         if full:
-            self._open()
             for start in range(0, full, step):
                 self._writer.write_table(table.slice(start, min(step, full - start)), row_group_size=step)
         rest = table.slice(full)
@@ -260,6 +261,8 @@ class CaptureWriter:
     def _open(self) -> None:
         if self._writer is not None:
             return
+        if self._spool is not None:
+            self._complete()  # the previous file first
         import pyarrow.parquet as pq
 
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -272,40 +275,51 @@ class CaptureWriter:
             temp = self.folder / f".{name}{TEMP_SUFFIX}"
             if not final.exists() and not temp.exists():
                 break
-        self._final, self._temp = final, temp
-        self._writer = pq.ParquetWriter(str(temp), self.schema(), compression=self.compression)
+        spool = SpoolingFile(temp)
+        self._final, self._temp, self._spool = final, temp, spool
+        self._writer = pq.ParquetWriter(spool, self.schema(), compression=self.compression)
 
     def finish_file(self) -> Path | None:
         """Write what is pending and complete the current file; returns its final path.
 
-        Raises if a write failed since the last completed file (that file was dropped), so
-        a pipeline does not acknowledge the records it held.
+        Raises ``SinkUnavailable`` while the file cannot be written (disk full): the rows and
+        the bytes not yet on disk are kept, and the next call continues where this one stopped,
+        so each record is written once.
         """
-        if self._failed is not None:
-            exc, self._failed = self._failed, None
-            raise WirepipeError(f"capture: a write into {self.folder} failed ({exc}); the unfinished file "
-                                "was dropped and its records must be delivered again") from exc
         try:
-            return self._finish()
-        except BaseException as exc:
-            self._fail(exc)
-            raise
+            path = self._finish()
+        except OSError as exc:
+            self._note_failure(exc)
+            raise SinkUnavailable(f"capture: cannot write into {self.folder}: {describe_error(exc)}") from exc
+        if self._failed is not None:
+            log.warning("capture: writing into %s works again", self.folder)
+            self._failed = None
+        return path
 
     def _finish(self) -> Path | None:
+        done = None
+        if self._spool is not None and self._writer is None:
+            done = self._complete()  # a file finished before, not all on disk yet: its rows come first
         self._write_row_groups(final=True)
         self._started = None
         if self._writer is None:
-            return None
-        self._writer.close()
+            return done
+        self._writer.close()  # the footer goes into the spool
         self._writer = None
+        return self._complete()
+
+    def _complete(self) -> Path:
+        """Get the finished file's bytes to disk, fsync, rename it into place (resumable after an error)."""
+        spool = self._spool
+        assert spool is not None
+        spool.fsync() if self.fsync else spool.drain()
+        spool.close()
         temp, final = self._temp, self._final
         assert temp is not None and final is not None
-        if self.fsync:
-            _fsync(temp)
         os.rename(temp, final)
         if self.fsync:
             _fsync(self.folder)
-        self._temp = self._final = None
+        self._temp = self._final = self._spool = None
         self.files.append(final)
         log.debug("capture file complete: %s", final)
         return final
@@ -314,7 +328,7 @@ class CaptureWriter:
         self.finish_file()
 
     def abort(self) -> None:
-        """Drop the unfinished file (after an error): its records were never acknowledged."""
+        """Drop the unfinished file and the rows not yet written (their records were never acknowledged)."""
         self._pending = []
         self._pending_rows = self._pending_bytes = 0
         self._started = None
@@ -322,6 +336,9 @@ class CaptureWriter:
             with contextlib.suppress(Exception):
                 self._writer.close()
             self._writer = None
+        if self._spool is not None:
+            self._spool.abandon()
+            self._spool = None
         if self._temp is not None:
             self._temp.unlink(missing_ok=True)
             self._temp = self._final = None

@@ -7,16 +7,27 @@ trip exactly. With ``envelope: true`` each line is ``{"value", "subject", "heade
 
 Parquet: a payload column (bytes) is stored as a ``value`` binary column, next to
 ``subject`` and ``headers`` when the batch has them; decoded records (dicts) are
-stored as Arrow columns, one per field. Records whose keys differ come back with the
-missing keys as null: Parquet has one schema per file.
+stored as Arrow columns, one per field: every key of every record of the batch (a
+record without a key has null there). Parquet has one schema per file, so the schema
+*evolves* by files: a batch with a field the file lacks (or a type for a field that was
+only ever null) starts a new file whose schema is the old one plus the new nullable
+columns (a new part; with a single ``path``, the next file is ``NAME-2.parquet``, ...).
+A value whose type conflicts with its column (a string in an ``int64`` column) cannot
+be stored: that record goes to the dead letter with the field and both types, the rest
+of the batch is written. No field is dropped silently.
+
+Full disk: files are written through a ``SpoolingFile``: a write that finds no space
+leaves the rest in memory, ``flush`` fails (the pipeline holds the records and retries)
+and continues exactly where it stopped once there is room. Nothing is written twice.
 
 What ``flush()`` makes durable (the pipeline acknowledges a JetStream source only
 after it): a JSONL file is flushed to the OS, which survives a kill of the process.
 A Parquet file is only readable once its footer is written, so:
 
 - ``path: out.parquet`` (one file): ``flush`` writes the buffered rows as a row group.
-  A clean stop (end of input, SIGINT/SIGTERM drain) closes the file and everything
-  acknowledged is in it; a SIGKILL leaves a file without footer.
+  A clean stop (end of input, SIGINT/SIGTERM drain) closes the file; a SIGKILL leaves a
+  file without footer. Behind a source that acknowledges (a JetStream durable) that
+  would lose acknowledged records, so the configuration is refused (use ``{part}``).
 - ``path: "out/part-{part}.parquet"`` (part files): ``flush`` closes the current part
   (footer, fsync) under a hidden ``.inprogress`` name and renames it into place, and the
   next write opens a new part. A part file that exists is complete; whatever was
@@ -27,6 +38,7 @@ A Parquet file is only readable once its footer is written, so:
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import sys
 import time
@@ -36,11 +48,14 @@ from typing import IO, Any, Literal
 
 from pydantic import Field
 
-from ..batch import Batch
+from ..batch import Batch, describe_error
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
 from ..pipelines.models import Duration, Strict
+from ..spoolfile import SpoolingFile
 from .base import Sink, Source
+
+log = logging.getLogger("wirepipe")
 
 
 def _expand(paths: str | list[str]) -> list[Path]:
@@ -97,7 +112,7 @@ class JsonlSink(Sink):
         self.path = str(path)
         self.envelope = envelope
         self.append = append
-        self._file: IO[bytes] | None = None
+        self._file: IO[bytes] | SpoolingFile | None = None
         self.records = 0
 
     @property
@@ -109,7 +124,7 @@ class JsonlSink(Sink):
             self._file = sys.stdout.buffer
             return
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "ab" if self.append else "wb")  # noqa: SIM115 - closed in close()
+        self._file = SpoolingFile(self.path, append=self.append)
 
     async def write(self, batch: Batch) -> None:
         import orjson
@@ -126,14 +141,14 @@ class JsonlSink(Sink):
         self.records += len(rows)
 
     async def flush(self) -> None:
-        if self._file is not None:
+        if isinstance(self._file, SpoolingFile):
+            self._file.drain()  # raises while the disk is full; the next flush continues
+        elif self._file is not None:
             self._file.flush()
 
     async def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
-            if self._file is not sys.stdout.buffer:
-                self._file.close()
+            self._file.flush() if self._file is sys.stdout.buffer else self._file.close()
             self._file = None
 
 
@@ -231,9 +246,11 @@ class JsonlSourceConfig(Strict):
 
 
 class ParquetSink(Sink):
-    """Writes a Parquet file in row groups of ``row_group_rows``; complete after ``close``.
+    """Writes Parquet in row groups of ``row_group_rows``; a file is complete after ``close``.
 
     With ``{part}`` in the path, every ``flush`` completes a part file (see the module doc).
+    Rows wait in ``_pending`` as (schema, table) until a row group is full or a flush; the
+    schema of the open file changes only by starting a new file.
     """
 
     type = "parquet"
@@ -245,11 +262,16 @@ class ParquetSink(Sink):
         self.path = Path(path)
         self.row_group_rows = row_group_rows
         self.compression = compression
-        self._pending: list[Any] = []
+        self._pending: list[tuple[Any, Any]] = []  # (schema, table), in order
         self._pending_rows = 0
+        self._schema: Any = None  # the schema new rows are conformed to (the newest file's)
         self._writer: Any = None
+        self._writer_schema: Any = None
+        self._spool: SpoolingFile | None = None
+        self._closing: SpoolingFile | None = None  # a finished file whose bytes are still spooled
         self._part_rows = 0
         self._part_index = 0
+        self._file_index = 0
         self._run_tag = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
         self.records = 0
         self.files: list[Path] = []
@@ -258,70 +280,170 @@ class ParquetSink(Sink):
     def params(self) -> dict[str, Any]:
         return {"path": self.template, "row_group_rows": self.row_group_rows}
 
+    async def open(self) -> None:
+        folder = Path(self.template).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(13, "Permission denied (not writable)", str(folder))
+
     async def write(self, batch: Batch) -> None:
         if not batch.values:
             return
-        self._pending.append(batch_table(batch, self._writer.schema if self._writer is not None else None))
-        self._pending_rows += len(batch.values)
-        self.records += len(batch.values)
+        table = batch_table(batch)  # a value Arrow cannot represent raises here: the pipeline isolates it
+        table = self._conform(table, batch)
+        if table is None or not table.num_rows:
+            return
+        self._pending.append((table.schema, table))
+        self._pending_rows += table.num_rows
+        self.records += table.num_rows
         if self._pending_rows >= self.row_group_rows:
-            self._write_pending()
+            try:
+                self._write_pending()
+            except OSError as exc:  # the rows stay pending: the next flush tries again and reports it
+                log.debug("parquet: writing %s deferred: %s", self.path, exc)
+
+    def _conform(self, table: Any, batch: Batch) -> Any:
+        """``table`` in the current schema: new fields evolve it, type conflicts reject their records."""
+        import pyarrow as pa
+
+        schema = self._schema
+        if schema is None or table.schema == schema:
+            self._schema = table.schema if schema is None else schema
+            return table
+        fields = list(schema)
+        evolved = []
+        for f in table.schema:
+            i = schema.get_field_index(f.name)
+            if i < 0:
+                fields.append(pa.field(f.name, f.type, nullable=True))
+                evolved.append(f"{f.name} ({f.type})")
+            elif pa.types.is_null(schema.field(i).type) and not pa.types.is_null(f.type):
+                fields[i] = pa.field(f.name, f.type, nullable=True)
+                evolved.append(f"{f.name} ({f.type}, was null)")
+        if evolved:
+            schema = self._schema = pa.schema(fields, metadata=schema.metadata)
+            log.warning("parquet %s: new field(s) %s: the schema evolves, the rows from here go to a new file",
+                        self.template, ", ".join(evolved))
+        columns = []
+        bad: dict[int, str] = {}
+        for f in schema:
+            if table.schema.get_field_index(f.name) < 0:
+                columns.append(pa.nulls(table.num_rows, f.type))
+                continue
+            col = table.column(f.name)
+            if col.type == f.type:
+                columns.append(col)
+                continue
+            try:
+                columns.append(col.cast(f.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                cast, reasons = _cast_or_null(col, f)
+                columns.append(cast)
+                for i, why in reasons.items():
+                    bad.setdefault(i, why)
+        out = pa.Table.from_arrays(columns, schema=schema)
+        if bad:
+            batch.rejected += [batch.reject(i, self.stage, self.type, why) for i, why in sorted(bad.items())]
+            good = [i for i in range(out.num_rows) if i not in bad]
+            batch.keep(good)
+            out = out.take(pa.array(good, pa.int64()))
+        return out
 
     def _write_pending(self) -> None:
+        """Write pending rows as row groups, opening a new file when the schema changed."""
         import pyarrow as pa
+
+        self._finish_closing()
+        pending = self._pending
+        while pending:
+            schema = pending[0][0]
+            n = 1
+            while n < len(pending) and pending[n][0] == schema:
+                n += 1
+            if self._writer is not None and self._writer_schema != schema:
+                self._end_file()
+            if self._writer is None:
+                self._open_file(schema)
+            table = pa.concat_tables([t for _, t in pending[:n]])
+            self._writer.write_table(table, row_group_size=max(self.row_group_rows, table.num_rows))
+            del pending[:n]  # taken for good only once written (into the spool: no I/O error here)
+            self._pending_rows -= table.num_rows
+            self._part_rows += table.num_rows
+
+    def _open_file(self, schema: Any) -> None:
         import pyarrow.parquet as pq
 
-        if not self._pending:
-            return
-        if self._writer is None:
-            if self.parts:
-                self._part_index += 1
-                final = Path(self.template.replace("{part}", f"{self._run_tag}-{self._part_index:05d}"))
-                self.path = final.with_name(f".{final.name}.inprogress")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            first = self._pending[0]
-            self._writer = pq.ParquetWriter(str(self.path), first.schema, compression=self.compression)
-        table = pa.concat_tables([t.cast(self._writer.schema) if t.schema != self._writer.schema else t
-                                  for t in self._pending])
-        self._writer.write_table(table, row_group_size=max(self.row_group_rows, table.num_rows))
-        self._part_rows += table.num_rows
-        self._pending = []
-        self._pending_rows = 0
+        if self.parts:
+            self._part_index += 1
+            final = Path(self.template.replace("{part}", f"{self._run_tag}-{self._part_index:05d}"))
+            self.path = final.with_name(f".{final.name}.inprogress")
+        else:
+            self._file_index += 1
+            base = Path(self.template)
+            self.path = base if self._file_index == 1 else base.with_name(
+                f"{base.stem}-{self._file_index}{base.suffix}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        spool = SpoolingFile(self.path)
+        self._writer = pq.ParquetWriter(spool, schema, compression=self.compression)
+        self._spool, self._writer_schema = spool, schema
 
-    def _finish_part(self) -> None:
-        """Footer, fsync, rename into place: the part file is complete the moment it has its name."""
+    def _end_file(self) -> None:
+        """Footer into the spool; ``_finish_closing`` gets it to disk (and renames a part into place)."""
         writer, self._writer = self._writer, None
         if writer is None:
             return
         writer.close()
-        tmp = self.path
-        final = tmp.with_name(tmp.name[1:-len(".inprogress")])
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        self.path = final
-        self.files.append(final)
+        self._closing, self._spool = self._spool, None
+        self._finish_closing()
+
+    def _finish_closing(self) -> None:
+        spool = self._closing
+        if spool is None:
+            return
+        spool.fsync()  # raises while the disk is full: the next flush resumes here
+        spool.close()
+        self._closing = None
+        path = spool.path
+        if self.parts:
+            final = path.with_name(path.name[1:-len(".inprogress")])
+            os.replace(path, final)
+            path = final
+        self.files.append(path)
         self._part_rows = 0
 
     async def flush(self) -> None:
         self._write_pending()
         if self.parts:
-            self._finish_part()
+            self._end_file()
+        elif self._spool is not None:
+            self._spool.drain()
 
     async def close(self) -> None:
         self._write_pending()
-        if self.parts:
-            self._finish_part()
-        elif self._writer is not None:
-            self._writer.close()
-            self._writer = None
-            self.files.append(self.path)
+        self._end_file()
+
+
+def _cast_or_null(col: Any, field: Any) -> tuple[Any, dict[int, str]]:
+    """Cast value by value: the values that do not fit become null, with the reason per row."""
+    import pyarrow as pa
+
+    values = []
+    reasons: dict[int, str] = {}
+    for i, chunk in enumerate(col.to_pylist()):
+        try:
+            values.append(pa.array([chunk], col.type).cast(field.type)[0].as_py())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            values.append(None)
+            reasons[i] = (f"field {field.name!r}: a {col.type} value does not fit the file's column of type "
+                          f"{field.type} ({describe_error(exc)})")
+    return pa.array(values, field.type), reasons
 
 
 def batch_table(batch: Batch, schema: Any = None) -> Any:
     """A batch as an Arrow table: payloads as ``value`` (+ ``subject``, ``headers``), records as columns.
 
-    ``schema`` (the file's, once it has one) keeps later batches in the first one's types.
+    Records (dicts) give one column per key of *any* record (missing keys are null), so no field
+    is dropped; ``schema`` forces the columns and their types.
     """
     import pyarrow as pa
 
@@ -338,7 +460,10 @@ def batch_table(batch: Batch, schema: Any = None) -> Any:
         return pa.table(cols)
     if values and not isinstance(values[0], dict):
         return pa.table({"value": pa.array(values)})
-    return pa.Table.from_pylist(values, schema=schema)
+    if schema is not None:
+        return pa.Table.from_pylist(values, schema=schema)
+    keys = dict.fromkeys(k for v in values for k in v)
+    return pa.table({k: pa.array([v.get(k) for v in values]) for k in keys})
 
 
 class ParquetSinkConfig(Strict):

@@ -17,9 +17,10 @@ replies on one subscription whose queue is read a batch at a time
 a batch, so the server always has about two batches asked for (measured: ~2.4-2.9x a
 ``fetch`` + ack loop, benchmarks/jetstream_consume.py). A pull request the server
 forgot (it restarted) is detected by the idle heartbeat and on reconnect, and pulled
-again. Records are acknowledged only after the sink has made them durable; a failed
-write is ``nak``-ed with a delay; a record that failed ``max_deliver`` times is sent to
-the dead-letter destination and terminated.
+again. Records are acknowledged only after the sink has made them durable; while the
+sink is unavailable they are kept with in-progress acks (``+WPI``), never nak-ed (a
+sink failure must not count toward ``max_deliver``); a record a stage rejected goes to
+the dead-letter destination and is terminated.
 
 Source, ordered consumer (``ordered: true``): nats-py's ordered push consumer (no acks,
 gaps repaired by the client), from a start sequence or time: the replay path.
@@ -62,6 +63,7 @@ log = logging.getLogger("wirepipe.jetstream")
 MSG_ID = "Nats-Msg-Id"
 _ACK = b"+ACK"
 _TERM = b"+TERM"
+_WPI = b"+WPI"
 
 
 # --- stream definition ---------------------------------------------------------------------------
@@ -468,6 +470,7 @@ class JetStreamSource(Source):
         self.acked = 0
         self.nacked = 0
         self.terminated = 0
+        self.in_progress_sent = 0
         self.repulls = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
@@ -749,23 +752,16 @@ class JetStreamSource(Source):
         self._settled += n
         self._settle_event.set()
 
-    async def nak(self, batch: Batch, error: str) -> list[Rejected]:
-        """The sink failed this batch: ``nak`` it with a delay; records past ``max_deliver`` come back as
-        ``Rejected`` for the dead-letter destination (the pipeline then terminates them)."""
-        replies = batch.meta.get("ack")
-        if not replies:
-            return []
-        delivered = batch.meta.get("delivered") or [1] * len(replies)
-        last = [i for i, d in enumerate(delivered) if 0 < self.max_deliver <= d]
-        done = set(last)
-        body = json.dumps({"delay": int(self.nak_delay * 1e9)}).encode()
-        back = [r for i, r in enumerate(replies) if i not in done and r]
-        await self._send_all(back, b"-NAK " + body)
-        self.nacked += len(back)
-        self._seen -= len(back)  # they come back: `count` counts them when they do
-        self._settle_event.set()
-        return [batch.reject(i, "publish", "sink", f"{error} (delivery {delivered[i]} of {self.max_deliver})")
-                for i in last]
+    async def in_progress(self, batches: list[Batch]) -> None:
+        """The sink is unavailable: ``+WPI`` every record held (in these batches and in our buffer) so the
+        server extends their ack deadline instead of redelivering them (no delivery is counted)."""
+        replies = [r for b in batches for r in (b.meta.get("ack") or ()) if r]
+        queue = self.buffer.queue
+        if queue is not None:  # received, not yet taken by the pipeline (nats-py's pending deque)
+            replies += [m.reply for m in getattr(queue, "_queue", ()) if m.reply]
+        if replies and self.nc is not None and self.nc.is_connected:
+            await self._send_all(replies, _WPI)
+            self.in_progress_sent += len(replies)
 
     async def close(self) -> None:
         if self._puller is not None:

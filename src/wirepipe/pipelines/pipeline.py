@@ -24,14 +24,14 @@ import gc
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..batch import Batch, Rejected, describe_error
 from ..connectors.base import Sink, Source
-from ..errors import ConfigError
+from ..errors import ConfigError, is_sink_failure
 from ..operators.base import Operator
 
 log = logging.getLogger("wirepipe")
@@ -60,7 +60,7 @@ class RunStats:
     bytes_out: int = 0
     acked: int = 0
     nacked: int = 0
-    sink_errors: int = 0
+    sink_errors: int = 0  # failed sink writes or flushes (each retried)
     commits: int = 0
     started: float = field(default_factory=time.monotonic)
     elapsed: float = 0.0
@@ -99,6 +99,11 @@ class Pipeline:
         self._unacked_records = 0
         self._unsettled: list[list[Rejected]] = []
         self._last_commit = 0.0
+        self._queued: list[Batch] = []  # read, waiting in the queue (kept alive while the sink is down)
+        self.sink_error: str | None = None  # "sink unavailable: ..." while a sink fails, else None
+        self._sink_down_since = 0.0
+        self._sink_failures = 0  # consecutive, for the backoff
+        self._last_sink_log = 0.0
         self.running = False
         self.active_monitor: Any = None  # the Monitor of the current run (its Prometheus port, for tests)
 
@@ -214,6 +219,7 @@ class Pipeline:
                     item = await queue.get()
                 if item is None:
                     break
+                self._queued.pop(0)
                 await self._process(*item, sink, stats)
                 if (time.monotonic() - self._last_commit >= interval or source.wants_commit()
                         or (pressure is not None and self._unacked_records >= pressure)):
@@ -245,6 +251,7 @@ class Pipeline:
                 if limit is not None and seen + len(batch.values) > limit:
                     batch.keep(list(range(limit - seen)))
                 seen += len(batch.values) + len(batch.rejected)
+                self._queued.append(batch)
                 await queue.put((batch, start, end))
                 if limit is not None and seen >= limit:
                     break
@@ -268,17 +275,9 @@ class Pipeline:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
         t0 = _ns()
-        try:
-            await sink.write(batch)
-        except (ConfigError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            if not self.source.redelivers:
-                raise
-            await self._sink_failed([batch], exc, stats)
-            return
+        await self._write(sink, batch, stats)
         t1 = _ns()
-        if batch.rejected:  # the sink refused records (e.g. larger than the server's max_payload)
+        if batch.rejected:  # the sink refused records (a value it cannot represent, larger than max_payload)
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
         stats.records_out += len(batch.values)
@@ -294,25 +293,22 @@ class Pipeline:
         self._unacked_records += n
 
     async def _commit(self, sink: Sink, stats: RunStats) -> None:
-        """Flush the sink (durable), then ack what was written before the flush and settle dead letters."""
+        """Flush the sink (durable), then ack what was written before the flush and settle dead letters.
+
+        A failed flush is retried (the sink keeps what it was given, see ``SpoolingFile``) until it
+        works; the written records stay unacknowledged meanwhile.
+        """
         self._last_commit = time.monotonic()
         if not self._unacked and not self._unsettled:
             return
+        await self._retry(sink, sink.flush, stats)
+        self._last_commit = time.monotonic()
         written, self._unacked, self._unacked_records = self._unacked, [], 0
-        try:
-            await sink.flush()
-        except (ConfigError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            if not self.source.redelivers:
-                raise
-            await self._sink_failed([batch for batch, _ in written], exc, stats)
-            return
         late = sink.take_rejected()
         if late:
             await self._dead_letter(late, stats)
         if self.dead_letter is not None and self._unsettled:
-            await self.dead_letter.flush()
+            await self._retry(self.dead_letter, self.dead_letter.flush, stats)
         source = self.source
         for batch, n in written:
             await source.ack(batch)
@@ -322,27 +318,97 @@ class Pipeline:
             await source.settle_rejected(rejected)
         stats.commits += 1
 
-    async def _sink_failed(self, batches: Sequence[Batch], exc: BaseException, stats: RunStats) -> None:
-        """A write or flush failed: nak the records for redelivery; dead-letter those out of deliveries."""
+    # --- sink failures -------------------------------------------------------------------------
+
+    async def _write(self, sink: Sink, batch: Batch, stats: RunStats) -> None:
+        """Write a batch; a sink failure is retried, records the sink cannot represent are rejected."""
+        failed = await self._try_write(sink, batch, stats)
+        if failed is None:
+            return
+        good: list[int] = []
+        rejected: list[Rejected] = []
+
+        async def split(lo: int, hi: int, exc: BaseException) -> None:
+            if hi - lo == 1:
+                rejected.append(batch.reject(lo, sink.stage, sink.type, describe_error(exc)))
+                return
+            mid = (lo + hi) // 2
+            for a, b in ((lo, mid), (mid, hi)):
+                part = batch.slice(a, b)
+                why = await self._try_write(sink, part, stats)
+                if why is None:
+                    good.extend(range(a, b))
+                    batch.rejected += part.rejected
+                else:
+                    await split(a, b, why)
+
+        await split(0, len(batch.values), failed)
+        batch.keep(good)
+        batch.rejected += rejected
+
+    async def _try_write(self, sink: Sink, batch: Batch, stats: RunStats) -> BaseException | None:
+        """``sink.write`` until it works or fails for a record's sake (returned); sink failures are retried."""
+        while True:
+            try:
+                await sink.write(batch)
+            except (ConfigError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                if is_sink_failure(exc):
+                    await self._sink_down(sink, exc, stats, [batch])
+                    continue
+                return exc
+            self._sink_up(sink)
+            return None
+
+    async def _retry(self, part: Sink, action: Any, stats: RunStats) -> None:
+        """Run ``action`` (a flush) until it works; every failure is the sink's, never a record's."""
+        while True:
+            try:
+                await action()
+            except (ConfigError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                await self._sink_down(part, exc, stats, [])
+                continue
+            self._sink_up(part)
+            return
+
+    async def _sink_down(self, part: Sink, exc: BaseException, stats: RunStats, holding: list[Batch]) -> None:
+        """Report the failure (rate-limited), keep held records alive, back off (bounded exponential)."""
         stats.sink_errors += 1
+        now = time.monotonic()
         error = describe_error(exc)
-        n = sum(len(b.values) for b in batches)
-        if stats.sink_errors <= 10 or stats.sink_errors % 100 == 0:
-            log.error("sink %s failed (%d records nak-ed for redelivery; failure #%d): %s",
-                      self.sink.name if self.sink else "null", n, stats.sink_errors, error)
-        for batch in batches:
-            exhausted = await self.source.nak(batch, error)
-            stats.nacked += len(batch.values) - len(exhausted)
-            if exhausted:  # out of deliveries: dead-lettered (logged without a dead_letter), then terminated
-                await self._dead_letter(exhausted, stats)
-        await asyncio.sleep(min(5.0, 0.1 * stats.sink_errors))  # back off; the source redelivers later
+        first = self.sink_error is None
+        if first:
+            self._sink_down_since = now
+        self.sink_error = f"{part.name}: {error}"
+        self._sink_failures += 1
+        held = sum(len(b.values) for b in holding) + self._unacked_records + sum(len(b.values) for b in self._queued)
+        if first or now - self._last_sink_log >= 30.0:
+            self._last_sink_log = now
+            log.error("sink unavailable: %s: %s (for %.0fs, %d failures; holding %d records unacknowledged, "
+                      "retrying)", part.name, error, now - self._sink_down_since, self._sink_failures, held)
+        keep_alive = getattr(self.source, "ack_wait", None)
+        cap = 5.0 if not keep_alive else max(0.05, min(5.0, keep_alive / 3))
+        await self.source.in_progress([*holding, *(b for b, _ in self._unacked), *self._queued])
+        await asyncio.sleep(min(cap, 0.05 * 2 ** min(self._sink_failures, 10)))
+
+    def _sink_up(self, part: Sink) -> None:
+        if self.sink_error is None:
+            return
+        log.warning("sink %s works again after %.1fs and %d failure(s): resuming", part.name,
+                    time.monotonic() - self._sink_down_since, self._sink_failures)
+        self.sink_error = None
+        self._sink_failures = 0
 
     async def _dead_letter(self, rejected: list[Rejected], stats: RunStats) -> None:
         stats.rejected += len(rejected)
         for r in rejected:
             stats.rejected_by_stage[r.stage] = stats.rejected_by_stage.get(r.stage, 0) + 1
         if self.dead_letter is not None:
-            await self.dead_letter.write_rejected(rejected)
+            dead_letter = self.dead_letter
+            await self._retry(dead_letter, lambda: dead_letter.write_rejected(rejected), stats)
         elif stats.rejected <= 10 or stats.rejected % 1000 == 0:
             first = rejected[0]
             log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",

@@ -1,0 +1,179 @@
+"""A full disk loses nothing: a real worker fills a small tmpfs, waits, and resumes when there is room.
+
+The disk is a 2 MiB tmpfs (CI runs as root; a test that cannot mount fails, it does not skip). A
+``wirepipe capture`` / ``wirepipe run`` worker reads a JetStream stream of N records of incompressible
+payload, about four times what fits, with ``max_deliver: 2`` so that a sink failure counted as a
+delivery would lose records within seconds. When the worker says ``sink unavailable`` the tmpfs is
+resized (``mount -o remount,size=...``) and the worker must write every record, once (duplicates are
+counted and bounded), without a redelivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.nats_fixtures import WIREPIPE, consumer_info, wirepipe_env
+
+N = 4000
+PAYLOAD = 2000  # bytes per record: N * PAYLOAD is ~8 MB, four times the disk
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs; ``grow(small_disk)`` makes room. Fails (never skips) when it cannot mount."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"cannot mount a tmpfs (the disk-full test needs root): {done.stderr}"
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def grow(disk: Path, size: str = "64m") -> None:
+    done = subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+async def publish_random(url: str, n: int, stream: str = "DISK", subject: str = "disk") -> None:
+    """``n`` records of random bytes (incompressible), record i starting with its number."""
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name=stream, subjects=[subject])
+    futures = []
+    for i in range(n):
+        payload = i.to_bytes(4, "big") + os.urandom(PAYLOAD - 4)
+        futures.append(await js.publish_async(subject, payload, headers={"Nats-Msg-Id": str(i)}))
+        if len(futures) >= 500:
+            await asyncio.gather(*futures)
+            futures = []
+    await asyncio.gather(*futures)
+    await nc.close()
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as err:
+        return subprocess.Popen([*WIREPIPE, *args], stdout=subprocess.DEVNULL, stderr=err, env=wirepipe_env())
+
+
+def wait_for(check, timeout: float, what: str, proc: subprocess.Popen[bytes], log: Path) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{what} (worker exit {proc.poll()}); its log ends with:\n{log.read_text()[-3000:]}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(10)
+
+
+def captured_numbers(folder: Path) -> list[int]:
+    import pyarrow.parquet as pq
+
+    numbers: list[int] = []
+    for f in sorted(folder.glob("*.parquet")):
+        with contextlib.suppress(Exception):  # a file being renamed into place is read next time
+            numbers += [int.from_bytes(p[:4], "big") for p in pq.read_table(f, columns=["payload"])["payload"].to_pylist()]
+    return numbers
+
+
+def jsonl_numbers(path: Path) -> list[int]:
+    import base64
+
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_bytes().splitlines():
+        with contextlib.suppress(ValueError, KeyError):
+            out.append(int.from_bytes(base64.b64decode(json.loads(line)["$base64"])[:4], "big"))
+    return out
+
+
+def scenario(name: str, numbers: list[int], log: Path) -> dict[str, int]:
+    got = set(numbers)
+    counts = {"sent": N, "received": len(numbers), "lost": N - len(got & set(range(N))),
+              "duplicated": len(numbers) - len(got)}
+    print(f"{name}: {counts}")
+    return counts
+
+
+@pytest.mark.timeout(120)
+def test_a_capture_worker_on_a_full_disk_loses_nothing_and_writes_each_record_once(
+        nats_url: str, small_disk: Path, tmp_path: Path) -> None:
+    asyncio.run(publish_random(nats_url, N))
+    log = tmp_path / "capture.log"
+    proc = start(["capture", "--url", nats_url, "--stream", "DISK", "--durable", "cap", "--out", str(small_disk),
+                  "--max-file-age", "0.5s", "--set", "source.max_deliver=2", "--set", "source.nak_delay=0.05",
+                  "--set", "source.ack_wait=4"], log)
+    try:
+        wait_for(lambda: "sink unavailable" in log.read_text(), 40, "the worker never reported the full disk",
+                 proc, log)
+        time.sleep(6)  # longer than ack_wait: held records must not be redelivered meanwhile
+        grow(small_disk)
+        wait_for(lambda: set(range(N)) <= set(captured_numbers(small_disk)), 40,
+                 "not every record reached the disk after it had room again", proc, log)
+    finally:
+        code = stop(proc)
+    counts = scenario("capture, disk full", captured_numbers(small_disk), log)
+    assert code == 0, log.read_text()[-3000:]
+    assert counts["lost"] == 0
+    assert counts["duplicated"] == 0, "a file completed before the disk filled is not written again"
+    info = asyncio.run(consumer_info(nats_url, "DISK", "cap"))
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    assert info.num_redelivered == 0, "held records were kept alive (+WPI), not redelivered"
+    assert not list(small_disk.glob(".*")), "no unfinished temporary file is left behind"
+
+
+@pytest.mark.timeout(120)
+def test_a_jsonl_worker_on_a_full_disk_loses_nothing(nats_url: str, small_disk: Path, tmp_path: Path) -> None:
+    asyncio.run(publish_random(nats_url, N))
+    config = tmp_path / "to-jsonl.yaml"
+    out = small_disk / "out.jsonl"
+    config.write_text(json.dumps({
+        "name": "disk-jsonl",
+        "source": {"type": "jetstream", "url": nats_url, "stream": "DISK", "durable": "jsonl", "max_deliver": 2,
+                   "nak_delay": 0.05, "ack_wait": 4, "batch_size": 200},
+        "sink": {"type": "jsonl", "path": str(out)},
+        "flush_interval": 0.2,
+    }))
+    log = tmp_path / "run.log"
+    proc = start(["run", str(config)], log)
+    try:
+        wait_for(lambda: "sink unavailable" in log.read_text(), 40, "the worker never reported the full disk",
+                 proc, log)
+        time.sleep(6)
+        grow(small_disk)
+        wait_for(lambda: set(range(N)) <= set(jsonl_numbers(out)), 40,
+                 "not every record reached the file after the disk had room again", proc, log)
+    finally:
+        code = stop(proc)
+    numbers = jsonl_numbers(out)
+    counts = scenario("jsonl, disk full", numbers, log)
+    assert code == 0, log.read_text()[-3000:]
+    assert counts["lost"] == 0 and counts["duplicated"] == 0
+    assert len(out.read_bytes().splitlines()) == N, "no partial or repeated line"
+    info = asyncio.run(consumer_info(nats_url, "DISK", "jsonl"))
+    assert info.num_ack_pending == 0 and info.num_redelivered == 0
