@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.nats_fixtures import ListSink, expected
+from tests.nats_fixtures import ListSink, consumer_info, expected
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
@@ -143,49 +143,48 @@ async def test_poison_records_go_to_a_dead_letter_subject_and_are_terminated(nat
     assert source.terminated == 2 and source.acked == 50
 
 
-async def test_failed_writes_are_nacked_then_dead_lettered_after_max_deliver(nats_url: str) -> None:
+async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(nats_url: str) -> None:
+    """A sink failure is not a record failure: no nak, no max_deliver, no dead letter; +WPI keeps them."""
+    from wirepipe.pipelines.monitor import snapshot, status_line
+
     await publish(nats_url, 20, codec="none")
 
     class Flaky(ListSink):
-        """Fails its first two writes, then works."""
+        """Fails while ``broken`` is set."""
 
         def __init__(self) -> None:
             super().__init__()
+            self.broken = True
             self.failures = 0
 
         async def write(self, batch: Batch) -> None:
-            if self.failures < 2:
+            if self.broken:
                 self.failures += 1
-                raise OSError("disk on fire")
+                raise OSError(28, "No space left on device")
             await super().write(batch)
 
     opts = ConnectionOptions(nats_url)
     flaky = Flaky()
-    source = JetStreamSource("pts", durable="flaky", options=opts, count=20, batch_size=20, nak_delay=0.05,
-                             max_deliver=5)
-    stats = await Pipeline(source, [Deserialize("msgpack")], flaky).run_async()
-    assert stats.sink_errors == 2 and stats.nacked == 40
-    assert sorted(v["x"] for v in flaky.values) == sorted(p["x"] for p in expected("point", 20))
-
-    class Broken(NullSink):
-        async def write(self, batch: Batch) -> None:
-            raise OSError("disk on fire")
-
     dead = ListSink()
-    source = JetStreamSource("pts", durable="broken", options=opts, batch_size=20, nak_delay=0.05,
-                             max_deliver=2, duration=30)
-    pipe = Pipeline(source, [], Broken(), dead_letter=dead)
+    source = JetStreamSource("pts", durable="flaky", options=opts, count=20, batch_size=20, max_deliver=2,
+                             ack_wait=1.0)
+    pipe = Pipeline(source, [Deserialize("msgpack")], flaky, dead_letter=dead)
     task = asyncio.ensure_future(pipe.run_async())
-    for _ in range(1000):
-        if len(dead.values) >= 20:
+    for _ in range(500):
+        if flaky.failures >= 3:
             break
         await asyncio.sleep(0.02)
-    source.stopping.set()
-    stats = await asyncio.wait_for(task, 20)
-    assert len(dead.values) == 20 and stats.sink_errors >= 2
-    assert {d["stage"] for d in dead.values} == {"publish"}
-    assert "disk on fire" in dead.values[0]["error"] and "delivery 2 of 2" in dead.values[0]["error"]
-    assert source.terminated == 20
+    snap = snapshot(pipe)
+    assert "No space left on device" in snap["sink_error"]
+    assert "sink unavailable: " in status_line("p", snap, None, 1.0)
+    await asyncio.sleep(3.0)  # three times ack_wait: the held records must not come back
+    flaky.broken = False
+    stats = await asyncio.wait_for(task, 30)
+    assert stats.sink_errors >= 3 and stats.nacked == 0 and stats.rejected == 0 and not dead.values
+    assert sorted(v["x"] for v in flaky.values) == sorted(p["x"] for p in expected("point", 20))
+    assert pipe.sink_error is None and source.in_progress_sent >= 20
+    info = await consumer_info(nats_url, "PTS", "flaky")
+    assert info.num_redelivered == 0 and info.num_ack_pending == 0 and info.delivered.consumer_seq == 20
 
 
 async def test_ordered_consumer_replays_from_a_sequence_and_a_time(nats_url: str) -> None:

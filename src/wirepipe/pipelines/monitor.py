@@ -1,7 +1,8 @@
 """Progress for humans and for Prometheus while a pipeline runs.
 
 - A one-line status on stderr every ``status_interval``: records/s and MB/s over the
-  last interval, totals, errors, dropped (slow consumer), lag, reconnects.
+  last interval, totals, errors, dropped (slow consumer), lag, reconnects, and
+  ``sink unavailable: <error>`` while the sink fails (the records wait, see pipeline.py).
 - Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
   ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
   hot path pays nothing for them.
@@ -56,6 +57,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "acked": stats.acked,
         "nacked": stats.nacked,
         "sink_errors": stats.sink_errors,
+        "sink_error": getattr(pipeline, "sink_error", None),  # text for the status line; sink_up for Prometheus
+        "sink_up": 0 if getattr(pipeline, "sink_error", None) else 1,
         "dropped": sum(c.stats.slow_consumer_drops for c in conns),
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
@@ -80,6 +83,8 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
         parts.append(f"{now['acked']:,} acked")
     if now["reconnects"] or now["disconnects"]:
         parts.append(f"{now['reconnects']} reconnects")
+    if now.get("sink_error"):
+        parts.append(f"sink unavailable: {now['sink_error']}")
     return ", ".join(parts)
 
 
@@ -141,12 +146,13 @@ COUNTER_DOCS = {
     "rejected": "records sent to the dead-letter destination",
     "acked": "records acknowledged to the source after a durable flush",
     "nacked": "records handed back to the source after a sink failure",
-    "sink_errors": "failed sink writes or flushes",
+    "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
     "dropped": "messages dropped by a slow consumer (core NATS)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
 }
-GAUGE_DOCS = {"lag": "records waiting upstream of the source"}
+GAUGE_DOCS = {"lag": "records waiting upstream of the source",
+              "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1"}
 
 
 def serve_prometheus(cfg: PrometheusConfig, collector: Any, health: Any) -> tuple[Any, int]:
