@@ -27,6 +27,8 @@ CASES = {
     "two_keys_operator.yaml": ("operators[0]", "one-key entry", "serialize, compress"),
     "not_yaml.yaml": ("", "not valid YAML", "line "),
     "pickle_not_allowed.yaml": ("operators[0].deserialize", "allow_pickle: true", ""),
+    "single_parquet_behind_jetstream.yaml": ("sink.path", "'results/points.parquet'",
+                                             "path: 'results/points/part-{part}.parquet'"),
 }
 
 
@@ -48,7 +50,7 @@ def test_broken_config_error_names_file_path_value_and_allowed(name: str) -> Non
 
 
 @pytest.mark.parametrize("name", ["unknown_operator.yaml", "bad_level.yaml", "missing_field.yaml", "wrong_type.yaml",
-                                  "undefined_env.yaml"])
+                                  "undefined_env.yaml", "single_parquet_behind_jetstream.yaml"])
 def test_cli_prints_one_clear_error_and_exits_2(name: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "WIREPIPE_TEST_UNDEFINED_DIR"}
     result = subprocess.run([sys.executable, "-m", "wirepipe.cli", "run", str(BAD / name)], capture_output=True,

@@ -468,6 +468,8 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
             sink = built
         else:
             dead_letter = built
+    for where, model in (("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
+        _refuse_single_parquet_behind_acks(source, model, where, file)
     return Pipeline(
         source,
         operators,
@@ -481,6 +483,21 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
         config=cfg.model_dump(mode="json", by_alias=True),
         monitor=cfg.monitor,
     )
+
+
+def _refuse_single_parquet_behind_acks(source: Any, model: Any, where: str, file: str | None) -> None:
+    """One Parquet file gets its footer only at close: behind a source that is acknowledged at each
+    flush (a JetStream durable), a SIGKILL would lose acknowledged records. Part files do not."""
+    if model is None or getattr(model, "type", None) != "parquet" or "{part}" in model.path:
+        return
+    if not source.redelivers:
+        return
+    stem = Path(model.path)
+    fix = str(stem.with_suffix("")) + "/part-{part}.parquet"
+    raise ConfigError(
+        f"{model.path!r} is one Parquet file, readable only once closed: behind a {source.type} source that is "
+        f"acknowledged at every flush, a killed worker would lose acknowledged records. Write part files "
+        f"instead (each flush completes one): path: {fix!r}", file=file, path=f"{where}.path")
 
 
 def _metrics(cfg: Any) -> Any:
