@@ -459,11 +459,40 @@ def batch_table(batch: Batch, schema: Any = None) -> Any:
                                        type=pa.map_(pa.string(), pa.string()))
         return pa.table(cols)
     if values and not isinstance(values[0], dict):
-        return pa.table({"value": pa.array(values)})
+        return pa.table({"value": _arrow_column(values)})
     if schema is not None:
         return pa.Table.from_pylist(values, schema=schema)
     keys = dict.fromkeys(k for v in values for k in v)
-    return pa.table({k: pa.array([v.get(k) for v in values]) for k in keys})
+    return pa.table({k: _arrow_column([v.get(k) for v in values]) for k in keys})
+
+
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+MAX_NESTING = 64
+
+
+def _arrow_column(values: list[Any]) -> Any:
+    """``pa.array(values)``, refusing values nested deeper than ``MAX_NESTING`` first.
+
+    A cyclic value (CBOR shared references, pickle) sends pyarrow's converter into unbounded
+    recursion that kills the process; one pass of ``type()`` over the column finds the few
+    containers worth walking.
+    """
+    import pyarrow as pa
+
+    nested = [v for v in values if type(v) in _CONTAINERS]
+    for v in nested:
+        _check_depth(v)
+    return pa.array(values)
+
+
+def _check_depth(value: Any) -> None:
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ValueError(f"value nested deeper than {MAX_NESTING} levels (a cyclic structure?)")
+        items = v.values() if isinstance(v, dict) else v
+        stack += [(x, depth + 1) for x in items if type(x) in _CONTAINERS]
 
 
 class ParquetSinkConfig(Strict):

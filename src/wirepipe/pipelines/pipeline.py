@@ -36,6 +36,8 @@ from ..operators.base import Operator
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
+_RECEIVED = "wirepipe.received"  # meta column: the records as the source gave them, while the sink writes
+_POSITION = "wirepipe.position"  # meta column: record positions while a batch is written in parts
 
 
 class OperatorChain(list):  # type: ignore[type-arg]
@@ -265,7 +267,8 @@ class Pipeline:
         metrics = self.metrics
         index = stats.batches
         stats.batches += 1
-        stats.records_in += len(batch.values) + len(batch.rejected)
+        received = batch.values
+        stats.records_in += len(received) + len(batch.rejected)
         if metrics is None:
             for op in self.operators:
                 batch = op(batch)
@@ -275,9 +278,16 @@ class Pipeline:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
         t0 = _ns()
+        if len(received) == len(batch.values) and received is not batch.values:
+            batch.meta[_RECEIVED] = received  # no copy: what a sink refuses is dead-lettered as received
         await self._write(sink, batch, stats)
         t1 = _ns()
+        batch.meta.pop(_RECEIVED, None)
         if batch.rejected:  # the sink refused records (a value it cannot represent, larger than max_payload)
+            for r in batch.rejected:
+                original = r.meta.pop(_RECEIVED, None)
+                if isinstance(original, (bytes, bytearray, memoryview)):
+                    r.value = original
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
         stats.records_out += len(batch.values)
@@ -326,25 +336,30 @@ class Pipeline:
         if failed is None:
             return
         good: list[int] = []
-        rejected: list[Rejected] = []
+        rejected: list[tuple[int, Rejected]] = []
+        batch.meta[_POSITION] = range(len(batch.values))  # where a record the sink refused came from
 
         async def split(lo: int, hi: int, exc: BaseException) -> None:
             if hi - lo == 1:
-                rejected.append(batch.reject(lo, sink.stage, sink.type, describe_error(exc)))
+                rejected.append((lo, batch.reject(lo, sink.stage, sink.type, describe_error(exc))))
                 return
             mid = (lo + hi) // 2
             for a, b in ((lo, mid), (mid, hi)):
                 part = batch.slice(a, b)
                 why = await self._try_write(sink, part, stats)
                 if why is None:
-                    good.extend(range(a, b))
-                    batch.rejected += part.rejected
+                    refused = {r.meta[_POSITION]: r for r in part.rejected}
+                    good.extend(i for i in range(a, b) if i not in refused)
+                    rejected.extend(refused.items())
                 else:
                     await split(a, b, why)
 
         await split(0, len(batch.values), failed)
         batch.keep(good)
-        batch.rejected += rejected
+        del batch.meta[_POSITION]
+        for _, r in rejected:
+            r.meta.pop(_POSITION, None)
+        batch.rejected += [r for _, r in sorted(rejected, key=lambda pr: pr[0])]
 
     async def _try_write(self, sink: Sink, batch: Batch, stats: RunStats) -> BaseException | None:
         """``sink.write`` until it works or fails for a record's sake (returned); sink failures are retried."""
@@ -439,11 +454,19 @@ def dead_letter_batch(rejected: list[Rejected]) -> Batch:
             "subject": r.subject,
             "seq": r.meta.get("seq"),
             "payload": bytes(raw) if raw is not None else None,
-            "value_json": None if raw is not None else json.dumps(r.value, default=_safe_json(json_default)),
+            "value_json": None if raw is not None else _json_text(r.value, json_default),
         })
         headers.append({**(r.headers or {}), "Wirepipe-Stage": r.stage, "Wirepipe-Error": r.error[:1024]})
     return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers,
                  meta={"payload": [r.value for r in rejected]})
+
+
+def _json_text(value: Any, default: Any) -> str:
+    """The value as JSON text, or its ``repr`` when JSON cannot hold it (a cycle, a huge int...)."""
+    try:
+        return json.dumps(value, default=_safe_json(default))
+    except (ValueError, TypeError, RecursionError):
+        return repr(value)
 
 
 def _safe_json(default: Any) -> Any:
