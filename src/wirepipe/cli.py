@@ -49,6 +49,8 @@ def run_as_worker(pipe: Any) -> Any:
         fail("interrupted", 130)
     except WirepipeError as exc:
         fail(str(exc), EXIT_RUNTIME)
+    except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
+        fail(f"{exc.filename or pipe.name}: {exc.strerror or exc}", EXIT_RUNTIME)
 
 
 @app.command()

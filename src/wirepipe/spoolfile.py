@@ -97,3 +97,13 @@ class SpoolingFile:
             self._spool.clear()
             os.close(self._fd)
             self.closed = True
+
+
+def check_writable(folder: str | Path) -> None:
+    """Create ``folder`` if needed and a file in it, now: an unwritable output (read-only file
+    system, a file where a folder is expected) fails at start, not at the first flush."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".wirepipe-probe-{os.getpid()}"
+    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+    probe.unlink()

@@ -42,7 +42,7 @@ from pydantic import Field, field_validator
 from ..batch import Batch, describe_error
 from ..errors import SinkUnavailable, WirepipeError
 from ..pipelines.models import Duration, Size, Strict
-from ..spoolfile import SpoolingFile
+from ..spoolfile import SpoolingFile, check_writable
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe.capture")
@@ -390,7 +390,7 @@ class CaptureSink(Sink):
 
     async def open(self) -> None:
         folder = self.writer.folder
-        folder.mkdir(parents=True, exist_ok=True)
+        check_writable(folder)
         stale = sorted(p.name for p in folder.glob(f".*{TEMP_SUFFIX}"))
         if stale:
             log.warning("%s has %d unfinished capture file(s) from a run that did not stop cleanly "
@@ -669,7 +669,11 @@ class CaptureSource(Source):
             left = group.rows  # a plan cut at a count reads a row group in part
             while left > 0:
                 # Parquet decoding releases the GIL: overlap it with the operators downstream.
-                rb = await asyncio.to_thread(next, reader, None)
+                try:
+                    rb = await asyncio.to_thread(next, reader, None)
+                except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+                    raise WirepipeError(f"{group.path}: row group {group.index} cannot be read (a corrupt "
+                                        f"file?): {describe_error(exc)}") from None
                 if rb is None:
                     break
                 if rb.num_rows > left:

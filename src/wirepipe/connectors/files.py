@@ -52,7 +52,7 @@ from ..batch import Batch, describe_error
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
 from ..pipelines.models import Duration, Strict
-from ..spoolfile import SpoolingFile
+from ..spoolfile import SpoolingFile, check_writable
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe")
@@ -281,10 +281,7 @@ class ParquetSink(Sink):
         return {"path": self.template, "row_group_rows": self.row_group_rows}
 
     async def open(self) -> None:
-        folder = Path(self.template).parent
-        folder.mkdir(parents=True, exist_ok=True)
-        if not os.access(folder, os.W_OK):
-            raise PermissionError(13, "Permission denied (not writable)", str(folder))
+        check_writable(Path(self.template).parent)
 
     async def write(self, batch: Batch) -> None:
         if not batch.values:

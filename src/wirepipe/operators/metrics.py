@@ -159,8 +159,11 @@ class MetricsRecorder:
         self._schemas = {"stages": arrow_schema(STAGE_COLUMNS, {**meta, "wirepipe.table": "stages"}),
                          "latency": arrow_schema(LATENCY_COLUMNS, {**meta, "wirepipe.table": "latency"})}
         if self.path is not None:
+            from ..spoolfile import check_writable
+
             check_folder(self.path)
             check_folder(latency_path(self.path))
+            check_writable(self.path)  # fail at start, not at the first flush
 
     def close(self) -> None:
         """Flush the buffers and finish the part files: everything recorded is on disk after this."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..batch import Batch, Rejected, describe_error
 from ..connectors.base import Sink, Source
-from ..errors import ConfigError, is_sink_failure
+from ..errors import ConfigError, WirepipeError, is_sink_failure
 from ..operators.base import Operator
 
 log = logging.getLogger("wirepipe")
@@ -149,7 +149,8 @@ class Pipeline:
         if self.metrics is not None:
             from ..operators.metrics import pipeline_stages
 
-            self.metrics.open(pipeline_stages(source, self.operators, sink))
+            with _io_errors("metrics", self.metrics.path):
+                self.metrics.open(pipeline_stages(source, self.operators, sink))
             flusher = asyncio.create_task(self.metrics.flush_periodically())
         opened: list[Any] = []
         for part in (sink, self.dead_letter):
@@ -164,10 +165,12 @@ class Pipeline:
         try:
             await source.open()
             opened.append(source)
-            await sink.open()
+            with _io_errors(f"sink {sink.name}", None):
+                await sink.open()
             opened.append(sink)
             if self.dead_letter is not None:
-                await self.dead_letter.open()
+                with _io_errors(f"dead_letter {self.dead_letter.name}", None):
+                    await self.dead_letter.open()
                 opened.append(self.dead_letter)
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
@@ -429,6 +432,17 @@ class Pipeline:
             log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
                         len(rejected), stats.rejected, first.stage, first.operator, first.error)
         self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
+
+
+@contextlib.contextmanager
+def _io_errors(what: str, path: Any) -> Any:
+    """An output that cannot be opened (read-only, a file where a folder is expected) is one line:
+    what, where, the OS error."""
+    try:
+        yield
+    except OSError as exc:
+        where = exc.filename or path or "?"
+        raise WirepipeError(f"{what}: cannot write to {where}: {exc.strerror or exc}") from None
 
 
 def dead_letter_batch(rejected: list[Rejected]) -> Batch:
