@@ -126,7 +126,7 @@ def test_a_capture_worker_on_a_full_disk_loses_nothing_and_writes_each_record_on
     asyncio.run(publish_random(nats_url, N))
     log = tmp_path / "capture.log"
     proc = start(["capture", "--url", nats_url, "--stream", "DISK", "--durable", "cap", "--out", str(small_disk),
-                  "--max-file-age", "0.5s", "--set", "source.max_deliver=2", "--set", "source.nak_delay=0.05",
+                  "--max-file-age", "0.5s", "--set", "source.max_deliver=2",
                   "--set", "source.ack_wait=4"], log)
     try:
         wait_for(lambda: "sink unavailable" in log.read_text(), 40, "the worker never reported the full disk",
@@ -147,16 +147,34 @@ def test_a_capture_worker_on_a_full_disk_loses_nothing_and_writes_each_record_on
     assert not list(small_disk.glob(".*")), "no unfinished temporary file is left behind"
 
 
+def parquet_numbers(folder: Path) -> list[int]:
+    import pyarrow.parquet as pq
+
+    numbers: list[int] = []
+    for f in sorted(folder.glob("*.parquet")):  # complete parts only (hidden .inprogress ones are skipped)
+        numbers += [int.from_bytes(v[:4], "big") for v in pq.read_table(f, columns=["value"])["value"].to_pylist()]
+    return numbers
+
+
 @pytest.mark.timeout(120)
-def test_a_jsonl_worker_on_a_full_disk_loses_nothing(nats_url: str, small_disk: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sink", ["jsonl", "parquet parts"])
+def test_a_run_worker_on_a_full_disk_loses_nothing(nats_url: str, small_disk: Path, tmp_path: Path,
+                                                   sink: str) -> None:
     asyncio.run(publish_random(nats_url, N))
-    config = tmp_path / "to-jsonl.yaml"
-    out = small_disk / "out.jsonl"
+    config = tmp_path / "worker.yaml"
+    if sink == "jsonl":
+        out = small_disk / "out.jsonl"
+        spec = {"type": "jsonl", "path": str(out)}
+        numbers = lambda: jsonl_numbers(out)  # noqa: E731
+    else:
+        out = small_disk / "parts"
+        spec = {"type": "parquet", "path": str(out / "part-{part}.parquet"), "compression": "none"}
+        numbers = lambda: parquet_numbers(out)  # noqa: E731
     config.write_text(json.dumps({
-        "name": "disk-jsonl",
-        "source": {"type": "jetstream", "url": nats_url, "stream": "DISK", "durable": "jsonl", "max_deliver": 2,
-                   "nak_delay": 0.05, "ack_wait": 4, "batch_size": 200},
-        "sink": {"type": "jsonl", "path": str(out)},
+        "name": "disk-worker",
+        "source": {"type": "jetstream", "url": nats_url, "stream": "DISK", "durable": "worker", "max_deliver": 2,
+                   "ack_wait": 4, "batch_size": 200},
+        "sink": spec,
         "flush_interval": 0.2,
     }))
     log = tmp_path / "run.log"
@@ -166,14 +184,66 @@ def test_a_jsonl_worker_on_a_full_disk_loses_nothing(nats_url: str, small_disk: 
                  proc, log)
         time.sleep(6)
         grow(small_disk)
-        wait_for(lambda: set(range(N)) <= set(jsonl_numbers(out)), 40,
-                 "not every record reached the file after the disk had room again", proc, log)
+        wait_for(lambda: set(range(N)) <= set(numbers()), 40,
+                 "not every record reached the disk after it had room again", proc, log)
     finally:
         code = stop(proc)
-    numbers = jsonl_numbers(out)
-    counts = scenario("jsonl, disk full", numbers, log)
+    counts = scenario(f"{sink}, disk full", numbers(), log)
     assert code == 0, log.read_text()[-3000:]
     assert counts["lost"] == 0 and counts["duplicated"] == 0
-    assert len(out.read_bytes().splitlines()) == N, "no partial or repeated line"
-    info = asyncio.run(consumer_info(nats_url, "DISK", "jsonl"))
+    if sink == "jsonl":
+        assert len(out.read_bytes().splitlines()) == N, "no partial or repeated line"
+    else:
+        assert not list(out.glob(".*")), "no unfinished part is left behind"
+    info = asyncio.run(consumer_info(nats_url, "DISK", "worker"))
     assert info.num_ack_pending == 0 and info.num_redelivered == 0
+
+
+@pytest.mark.timeout(60)
+async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_url: str, tmp_path: Path) -> None:
+    """Core NATS cannot redeliver: a failing sink holds the batch and retries (backpressure), never drops it."""
+    import nats
+
+    from tests.nats_fixtures import ListSink
+    from wirepipe.batch import Batch
+    from wirepipe.connectors.nats import NatsSource
+    from wirepipe.connectors.natsconn import ConnectionOptions
+    from wirepipe.pipelines.monitor import _Collector
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    class FullDisk(ListSink):
+        broken = True
+
+        async def write(self, batch: Batch) -> None:
+            if self.broken:
+                raise OSError(28, "No space left on device")
+            await super().write(batch)
+
+    n = 3000
+    sink = FullDisk()
+    pipe = Pipeline(NatsSource("held", options=ConnectionOptions(nats_url), batch_size=100, count=n), [], sink,
+                    name="held")
+    task = asyncio.ensure_future(pipe.run_async())
+    while not pipe.running:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)
+    nc = await nats.connect(nats_url)
+    for i in range(n):
+        await nc.publish("held", i.to_bytes(4, "big"))
+    await nc.flush()
+    await nc.close()
+    for _ in range(200):
+        if pipe.stats.sink_errors >= 3:
+            break
+        await asyncio.sleep(0.05)
+    gauges = {m.name: m.samples[0].value for m in _Collector(pipe).collect()}
+    assert gauges["wirepipe_sink_up"] == 0.0 and gauges["wirepipe_sink_errors"] >= 3
+    await asyncio.sleep(2.0)
+    sink.broken = False
+    stats = await asyncio.wait_for(task, 40)
+    got = [int.from_bytes(v, "big") for v in sink.values]
+    print("core NATS, sink down 2 s:", {"sent": n, "received": len(got), "lost": n - len(set(got)),
+                                         "duplicated": len(got) - len(set(got))})
+    assert got == list(range(n)), "every record once, in order"
+    assert stats.records_out == n and pipe.sink_error is None
+    assert {m.name: m.samples[0].value for m in _Collector(pipe).collect()}["wirepipe_sink_up"] == 1.0

@@ -808,7 +808,7 @@ class JetStreamSourceConfig(NatsConnectionConfig):
     max_ack_pending: int = Field(default=20000, ge=1)
     ack_wait: Duration = Field(default=30.0, gt=0)
     max_deliver: int = Field(default=5, ge=-1)
-    nak_delay: Duration = 1.0
+    nak_delay: Duration = Field(default=1.0, description="unused: a sink failure is no longer nak-ed (kept so configs validate)")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")
