@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.tmpfs import resize, tmpfs
 from tests.nats_fixtures import WIREPIPE, consumer_info, wirepipe_env
 
 N = 4000
@@ -31,20 +32,12 @@ PAYLOAD = 2000  # bytes per record: N * PAYLOAD is ~8 MB, four times the disk
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs; ``grow(small_disk)`` makes room. Fails (never skips) when it cannot mount."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, f"cannot mount a tmpfs (the disk-full test needs root): {done.stderr}"
-    try:
+    with tmpfs(tmp_path / "disk", "size=2m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def grow(disk: Path, size: str = "64m") -> None:
-    done = subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    resize(disk, size)
 
 
 async def publish_random(url: str, n: int, stream: str = "DISK", subject: str = "disk") -> None:

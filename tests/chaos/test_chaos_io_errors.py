@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.chaos.tmpfs import tmpfs
 from tests.nats_fixtures import run_wirepipe
 
 GENERATE = {"type": "generate", "dataset": "point", "count": 20}
@@ -21,15 +22,8 @@ GENERATE = {"type": "generate", "dataset": "point", "count": 20}
 
 @pytest.fixture
 def read_only(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, f"cannot mount a read-only tmpfs (needs root): {done.stderr}"
-    try:
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], where: str, why: str) -> None:
