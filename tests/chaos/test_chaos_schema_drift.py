@@ -52,3 +52,32 @@ def test_no_field_is_dropped_and_a_conflict_is_dead_lettered(tmp_path: Path, pat
     assert "field 'a'" in letter["error"] and "int64" in letter["error"], letter["error"]
     print(path, {"sent": len(RECORDS), "written": len(got), "dead-lettered": 1, "files": len(sink.files),
                  "lost": len(RECORDS) - len(got) - 1})
+
+
+def test_a_cyclic_value_in_a_typed_column_is_rejected_not_a_crash(tmp_path: Path) -> None:
+    """Once a column has a type, conversion is typed (no inference); a cycle there must still be refused."""
+    import asyncio
+
+    from wirepipe.batch import Batch
+
+    cycle: list = []
+    cycle.append(cycle)
+    sink = ParquetSink(tmp_path / "p-{part}.parquet")
+    dead = JsonlSink(tmp_path / "dead.jsonl")
+
+    async def run() -> None:
+        from wirepipe.connectors.base import Source
+
+        class Batches(Source):
+            """Two batches: the first fixes `v` as list<int64>, the second holds the cycle."""
+
+            async def batches(self):  # type: ignore[no-untyped-def]
+                yield Batch([{"i": 0, "v": [1, 2]}])
+                yield Batch([{"i": 1, "v": [3]}, {"i": 2, "v": cycle}, {"i": 3, "v": []}])
+
+        stats = await Pipeline(Batches(), [], sink, dead_letter=dead).run_async()
+        assert stats.rejected == 1 and stats.records_out == 3
+
+    asyncio.run(run())
+    assert [r["i"] for r in rows(sink.files)] == [0, 1, 3]
+    assert "nested deeper" in json.loads((tmp_path / "dead.jsonl").read_text())["error"]

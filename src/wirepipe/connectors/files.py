@@ -286,7 +286,7 @@ class ParquetSink(Sink):
     async def write(self, batch: Batch) -> None:
         if not batch.values:
             return
-        table = batch_table(batch)  # a value Arrow cannot represent raises here: the pipeline isolates it
+        table = batch_table(batch, self._schema)  # a value Arrow cannot hold raises: the pipeline isolates it
         table = self._conform(table, batch)
         if table is None or not table.num_rows:
             return
@@ -440,7 +440,8 @@ def batch_table(batch: Batch, schema: Any = None) -> Any:
     """A batch as an Arrow table: payloads as ``value`` (+ ``subject``, ``headers``), records as columns.
 
     Records (dicts) give one column per key of *any* record (missing keys are null), so no field
-    is dropped; ``schema`` forces the columns and their types.
+    is dropped. ``schema`` (the file's) gives the types of the columns it knows: converting to a
+    known type is faster than inferring and cannot recurse without end on a cyclic value.
     """
     import pyarrow as pa
 
@@ -456,29 +457,40 @@ def batch_table(batch: Batch, schema: Any = None) -> Any:
                                        type=pa.map_(pa.string(), pa.string()))
         return pa.table(cols)
     if values and not isinstance(values[0], dict):
-        return pa.table({"value": _arrow_column(values)})
-    if schema is not None:
-        return pa.Table.from_pylist(values, schema=schema)
+        return pa.table({"value": _arrow_column(values, _known_type(schema, "value"))})
     keys = dict.fromkeys(k for v in values for k in v)
-    return pa.table({k: _arrow_column([v.get(k) for v in values]) for k in keys})
+    return pa.table({k: _arrow_column([v.get(k) for v in values], _known_type(schema, k)) for k in keys})
+
+
+def _known_type(schema: Any, name: str) -> Any:
+    if schema is None or schema.get_field_index(name) < 0:
+        return None
+    return schema.field(name).type
 
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 MAX_NESTING = 64
 
 
-def _arrow_column(values: list[Any]) -> Any:
-    """``pa.array(values)``, refusing values nested deeper than ``MAX_NESTING`` first.
+def _arrow_column(values: list[Any], known: Any = None) -> Any:
+    """The column as an Arrow array: in its ``known`` type when the values fit, else inferred.
 
-    A cyclic value (CBOR shared references, pickle) sends pyarrow's converter into unbounded
-    recursion that kills the process; one pass of ``type()`` over the column finds the few
-    containers worth walking.
+    Inferring walks nested values without a depth limit, and a cyclic value (CBOR shared
+    references, pickle) sends pyarrow's converter into a recursion that kills the process:
+    before inferring, containers are checked to nest at most ``MAX_NESTING`` levels. A
+    conversion to a known type needs no check (it fails at the type's depth), and the check
+    runs only on a file's first rows and on new columns.
     """
     import pyarrow as pa
 
-    nested = [v for v in values if type(v) in _CONTAINERS]
-    for v in nested:
-        _check_depth(v)
+    if known is not None and not pa.types.is_null(known):
+        try:
+            return pa.array(values, type=known)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            pass  # a value of another type: inferred here, the sink rejects the records that conflict
+    for v in values:
+        if type(v) in _CONTAINERS:
+            _check_depth(v)
     return pa.array(values)
 
 
