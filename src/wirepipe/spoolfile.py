@@ -80,6 +80,8 @@ class SpoolingFile:
         self.error = None
 
     def fsync(self) -> None:
+        if self.closed:  # closed after a successful drain and fsync: nothing left to do
+            return
         self.drain()
         os.fsync(self._fd)
 

@@ -240,3 +240,40 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
     assert got == list(range(n)), "every record once, in order"
     assert stats.records_out == n and pipe.sink_error is None
     assert {m.name: m.samples[0].value for m in _Collector(pipe).collect()}["wirepipe_sink_up"] == 1.0
+
+
+def test_a_spooling_file_resumes_exactly_where_the_disk_filled(small_disk: Path) -> None:
+    from wirepipe.spoolfile import SpoolingFile
+
+    data = os.urandom(3 << 20)  # 3 MiB into 2 MiB
+    f = SpoolingFile(small_disk / "out.bin", spool_bytes=64 << 10)
+    for i in range(0, len(data), 100_000):
+        assert f.write(data[i:i + 100_000]) == len(data[i:i + 100_000])  # never fails
+    with pytest.raises(OSError, match="No space left"):
+        f.drain()
+    assert 0 < f.spooled < len(data) and f.tell() == len(data)
+    with pytest.raises(OSError):
+        f.drain()  # still full: nothing written twice, nothing dropped
+    grow(small_disk)
+    f.close()
+    assert (small_disk / "out.bin").read_bytes() == data
+
+
+def test_a_capture_file_is_completed_once_the_disk_has_room(small_disk: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from wirepipe.batch import Batch
+    from wirepipe.connectors.capture import TEMP_SUFFIX, CaptureWriter, capture_table
+    from wirepipe.errors import SinkUnavailable
+
+    writer = CaptureWriter(small_disk, row_group_rows=500, compression="none", fsync=True)
+    payloads = [i.to_bytes(4, "big") + os.urandom(996) for i in range(3000)]  # 3 MB
+    for start in range(0, 3000, 500):
+        writer.append(capture_table(Batch(payloads[start:start + 500], subjects="s"), start, writer.schema()))
+    with pytest.raises(SinkUnavailable, match="No space left"):
+        writer.finish_file()
+    grow(small_disk)
+    path = writer.finish_file()
+    assert path is not None and writer.files == [path]
+    assert pq.read_table(path)["payload"].to_pylist() == payloads, "every row once, in order"
+    assert not list(small_disk.glob(f".*{TEMP_SUFFIX}"))

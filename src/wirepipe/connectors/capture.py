@@ -312,11 +312,13 @@ class CaptureWriter:
         """Get the finished file's bytes to disk, fsync, rename it into place (resumable after an error)."""
         spool = self._spool
         assert spool is not None
-        spool.fsync() if self.fsync else spool.drain()
-        spool.close()
+        if not spool.closed:
+            spool.fsync() if self.fsync else spool.drain()
+            spool.close()
         temp, final = self._temp, self._final
         assert temp is not None and final is not None
-        os.rename(temp, final)
+        if temp.exists() or not final.exists():  # a retry after the rename went through: do not redo it
+            os.rename(temp, final)
         if self.fsync:
             _fsync(self.folder)
         self._temp = self._final = self._spool = None

@@ -399,12 +399,13 @@ class ParquetSink(Sink):
             return
         spool.fsync()  # raises while the disk is full: the next flush resumes here
         spool.close()
-        self._closing = None
         path = spool.path
         if self.parts:
             final = path.with_name(path.name[1:-len(".inprogress")])
-            os.replace(path, final)
+            if path.exists() or not final.exists():  # a retry after the rename went through: do not redo it
+                os.replace(path, final)
             path = final
+        self._closing = None
         self.files.append(path)
         self._part_rows = 0
 
