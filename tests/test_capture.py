@@ -288,3 +288,12 @@ def test_written_records_are_not_held_until_the_commit(tmp_path: Path) -> None:
     stats = Pipeline(Payloads(), [], sink, flush_interval=3600, queue_size=1).run()
     assert stats.records_out == stats.acked == 1000
     assert [r["seq"] for r in read_rows(tmp_path)] == list(range(1000))
+
+
+def test_decoded_values_into_a_capture_stop_the_run_instead_of_being_retried(tmp_path: Path) -> None:
+    """Not a sink failure (that would be retried for ever) nor a record failure: the pipeline is wrong."""
+    from wirepipe.connectors.generate import GenerateSource
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    with pytest.raises(ConfigError, match="put it before any deserialize"):
+        Pipeline(GenerateSource("point", count=10), [], CaptureSink(tmp_path, fsync=False)).run()

@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ..batch import Batch, describe_error
-from ..errors import SinkUnavailable, WirepipeError
+from ..errors import ConfigError, SinkUnavailable, WirepipeError
 from ..pipelines.models import Duration, Size, Strict
 from ..spoolfile import SpoolingFile, check_writable
 from .base import Sink, Source
@@ -93,7 +93,8 @@ def capture_table(batch: Batch, first_seq: int, schema: Any) -> Any:
     values = batch.values
     n = len(values)
     if n and not isinstance(values[0], (bytes, bytearray, memoryview)):
-        raise WirepipeError(
+        # The pipeline's shape, not the sink's state nor a record: stop (a sink failure would be retried).
+        raise ConfigError(
             f"the capture sink stores payloads as received, but got {type(values[0]).__name__} values: "
             "put it before any deserialize operator (or after serialize)")
     subjects = batch.subjects
