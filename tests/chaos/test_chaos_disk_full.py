@@ -201,7 +201,7 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
     from wirepipe.batch import Batch
     from wirepipe.connectors.nats import NatsSource
     from wirepipe.connectors.natsconn import ConnectionOptions
-    from wirepipe.pipelines.monitor import _Collector
+    from wirepipe.pipelines.monitor import MetricsCollector, snapshot
     from wirepipe.pipelines.pipeline import Pipeline
 
     class FullDisk(ListSink):
@@ -229,8 +229,12 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
         if pipe.stats.sink_errors >= 3:
             break
         await asyncio.sleep(0.05)
-    gauges = {m.name: m.samples[0].value for m in _Collector(pipe).collect()}
-    assert gauges["wirepipe_sink_up"] == 0.0 and gauges["wirepipe_sink_errors"] >= 3
+    def gauges() -> dict[str, float]:
+        collector = MetricsCollector(lambda: [({"pipeline": "held"}, snapshot(pipe))])
+        return {m.name: m.samples[0].value for m in collector.collect()}
+
+    down = gauges()
+    assert down["wirepipe_sink_up"] == 0.0 and down["wirepipe_sink_errors"] >= 3
     await asyncio.sleep(2.0)
     sink.broken = False
     stats = await asyncio.wait_for(task, 40)
@@ -239,7 +243,7 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
                                          "duplicated": len(got) - len(set(got))})
     assert got == list(range(n)), "every record once, in order"
     assert stats.records_out == n and pipe.sink_error is None
-    assert {m.name: m.samples[0].value for m in _Collector(pipe).collect()}["wirepipe_sink_up"] == 1.0
+    assert gauges()["wirepipe_sink_up"] == 1.0
 
 
 def test_a_spooling_file_resumes_exactly_where_the_disk_filled(small_disk: Path) -> None:
