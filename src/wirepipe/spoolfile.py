@@ -31,6 +31,7 @@ class SpoolingFile:
         self._fd = os.open(self.path, flags, 0o644)  # an unwritable path fails here, at open
         self._spool = bytearray()
         self._position = os.lseek(self._fd, 0, os.SEEK_END) if append else 0
+        self._drained_end = self._position  # where the file ended after the last complete drain
         self.spool_bytes = spool_bytes
         self.error: OSError | None = None  # the last failed attempt to write, until one succeeds
         self.closed = False
@@ -78,6 +79,7 @@ class SpoolingFile:
             view.release()
             del spool[:done]
         self.error = None
+        self._drained_end = self._position
 
     def fsync(self) -> None:
         if self.closed:  # closed after a successful drain and fsync: nothing left to do
@@ -85,11 +87,20 @@ class SpoolingFile:
         self.drain()
         os.fsync(self._fd)
 
-    def close(self) -> None:
-        """Drain and close; raises (and stays open) if the spool cannot be written."""
+    def close(self, *, rollback: bool = False) -> None:
+        """Drain and close; raises if the spool cannot be written (and stays open, unless ``rollback``:
+        then the file is cut back to where it ended after the last complete drain, so a line or
+        record torn by the full disk is not left behind, and closed)."""
         if self.closed:
             return
-        self.drain()
+        try:
+            self.drain()
+        except OSError:
+            if not rollback:
+                raise
+            os.ftruncate(self._fd, self._drained_end)
+            self.abandon()
+            raise
         os.close(self._fd)
         self.closed = True
 

@@ -281,3 +281,42 @@ def test_a_capture_file_is_completed_once_the_disk_has_room(small_disk: Path) ->
     assert path is not None and writer.files == [path]
     assert pq.read_table(path)["payload"].to_pylist() == payloads, "every row once, in order"
     assert not list(small_disk.glob(f".*{TEMP_SUFFIX}"))
+
+
+@pytest.mark.timeout(90)
+def test_stopped_while_the_disk_is_full_a_worker_exits_non_zero_and_acks_nothing_unwritten(
+        nats_url: str, small_disk: Path, tmp_path: Path) -> None:
+    """The drain cannot flush: after shutdown_timeout the worker exits 1; what it held comes back to the next one."""
+    asyncio.run(publish_random(nats_url, N))
+    out = small_disk / "out.jsonl"
+    config = tmp_path / "worker.yaml"
+    config.write_text(json.dumps({
+        "name": "disk-stop",
+        "source": {"type": "jetstream", "url": nats_url, "stream": "DISK", "durable": "stop", "ack_wait": 4,
+                   "batch_size": 200},
+        "sink": {"type": "jsonl", "path": str(out), "append": True},
+        "flush_interval": 0.2,
+        "shutdown_timeout": 3,
+    }))
+    log = tmp_path / "run.log"
+    proc = start(["run", str(config)], log)
+    wait_for(lambda: "sink unavailable" in log.read_text(), 40, "the worker never reported the full disk", proc, log)
+    code = stop(proc)
+    assert code not in (0, None), log.read_text()[-2000:]
+    assert "Traceback" not in log.read_text()
+    acked = asyncio.run(consumer_info(nats_url, "DISK", "stop")).ack_floor.consumer_seq
+    lines = out.read_bytes().splitlines()
+    assert len(jsonl_numbers(out)) == len(lines), "no torn line is left at the end"
+    assert acked <= len(lines), "nothing acknowledged that is not on disk"
+    grow(small_disk)
+    proc = start(["run", str(config)], log)  # the next worker gets what the first one held
+    try:
+        wait_for(lambda: set(range(N)) <= set(jsonl_numbers(out)), 40, "the next worker did not complete it",
+                 proc, log)
+    finally:
+        stop(proc)
+    numbers = jsonl_numbers(out)
+    counts = scenario("jsonl, stopped while full, then restarted", numbers, log)
+    assert counts["lost"] == 0
+    assert counts["duplicated"] <= 1000, "at most what was written since the last flush (a few batches)"
+    assert len(jsonl_numbers(out)) == len(out.read_bytes().splitlines()), "every line whole"

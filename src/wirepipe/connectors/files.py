@@ -147,9 +147,11 @@ class JsonlSink(Sink):
             self._file.flush()
 
     async def close(self) -> None:
-        if self._file is not None:
-            self._file.flush() if self._file is sys.stdout.buffer else self._file.close()
-            self._file = None
+        file, self._file = self._file, None
+        if isinstance(file, SpoolingFile):
+            file.close(rollback=True)  # a full disk at the end: no torn line is left (those records were not acked)
+        elif file is not None:
+            file.flush()
 
 
 class JsonlSinkConfig(Strict):
