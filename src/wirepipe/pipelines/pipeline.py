@@ -102,7 +102,7 @@ class Pipeline:
         self._unsettled: list[list[Rejected]] = []
         self._last_commit = 0.0
         self._queued: list[Batch] = []  # read, waiting in the queue (kept alive while the sink is down)
-        self.sink_error: str | None = None  # "sink unavailable: ..." while a sink fails, else None
+        self.sink_error: str | None = None  # "<sink>: <error>" while a sink fails (status: "sink unavailable: ...")
         self._sink_down_since = 0.0
         self._sink_failures = 0  # consecutive, for the backoff
         self._last_sink_log = 0.0
@@ -144,6 +144,7 @@ class Pipeline:
         # (measured: core NATS consume 0.82 -> 0.92 of a hand-written loop, wall clock).
         gc.freeze()
         self.stats = stats = RunStats()
+        self._queued, self.sink_error, self._sink_failures = [], None, 0
         self.metrics = self._open_metrics()
         timer = flusher = None
         if self.metrics is not None:
