@@ -204,3 +204,15 @@ def test_pack_in_yaml(tmp_path: Path) -> None:
     assert stats.records_out == 95
     rows = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert rows == get_dataset("point").sample(95)
+
+
+async def test_appending_to_a_jsonl_file_a_killed_writer_tore_cuts_the_torn_line(tmp_path: Path) -> None:
+    from wirepipe.connectors.files import JsonlSink
+
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b'{"i": 0}\n{"i": 1}\n{"i": 2, "torn')  # a writer killed mid-line
+    sink = JsonlSink(path, append=True)
+    await sink.open()
+    await sink.write(Batch([{"i": 3}]))
+    await sink.close()
+    assert path.read_bytes().splitlines() == [b'{"i": 0}', b'{"i": 1}', b'{"i":3}']

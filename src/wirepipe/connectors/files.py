@@ -124,6 +124,8 @@ class JsonlSink(Sink):
             self._file = sys.stdout.buffer
             return
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.append:
+            _cut_torn_line(Path(self.path))
         self._file = SpoolingFile(self.path, append=self.append)
 
     async def write(self, batch: Batch) -> None:
@@ -152,6 +154,31 @@ class JsonlSink(Sink):
             file.close(rollback=True)  # a full disk at the end: no torn line is left (those records were not acked)
         elif file is not None:
             file.flush()
+
+
+def _cut_torn_line(path: Path) -> None:
+    """A file a killed writer left without a final newline ends in a torn line: never acknowledged
+    (a flush completes whole lines), so it is cut off before appending, not left mid-file."""
+    if not path.exists() or not path.stat().st_size:
+        return
+    with open(path, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        size = f.seek(0, os.SEEK_END)
+        keep = 0
+        block = 1 << 16
+        end = size
+        while end > 0 and not keep:
+            start = max(0, end - block)
+            f.seek(start)
+            chunk = f.read(end - start)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                keep = start + i + 1
+            end = start
+        f.truncate(keep)
+    log.warning("%s ended in a torn line (a writer was killed): cut %d bytes before appending", path, size - keep)
 
 
 class JsonlSinkConfig(Strict):

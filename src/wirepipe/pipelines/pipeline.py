@@ -235,6 +235,13 @@ class Pipeline:
             if not producer.done():
                 source.stopping.set()
                 producer.cancel()
+            while not producer.done():
+                # Its last act is to put the end marker: on a full queue (the loop stopped taking, e.g. the
+                # sink was down at a shutdown timeout) that would wait for ever. What is dropped here was
+                # never acknowledged.
+                while not queue.empty():
+                    queue.get_nowait()
+                await asyncio.wait({producer}, timeout=0.1)
             with contextlib.suppress(asyncio.CancelledError):
                 await producer
 
