@@ -103,7 +103,7 @@ def test_repetitions_scale_with_payload_size() -> None:
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
-    ("format", "protobuf", "unknown format 'protobuf'"),
+    ("format", "capnproto", "unknown format 'capnproto'"),
     ("codec", "snappy", "unknown codec 'snappy'"),
     ("level", "99", "out of range"),
     ("transport", "kafka", "unknown transport 'kafka'"),

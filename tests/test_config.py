@@ -21,7 +21,7 @@ CASES = {
     "missing_field.yaml": ("sink.path", "required field is missing", ""),
     "wrong_type.yaml": ("source.count", "'lots'", "valid integer"),
     "undefined_env.yaml": ("sink.path", "WIREPIPE_TEST_UNDEFINED_DIR is not set", "${WIREPIPE_TEST_UNDEFINED_DIR:-value}"),
-    "unknown_format.yaml": ("operators[0].serialize.format", "'protobuf'", "allowed json, orjson, msgpack"),
+    "unknown_format.yaml": ("operators[0].serialize.format", "'capnproto'", "allowed json, orjson, msgpack"),
     "unknown_field.yaml": ("source", "unknown field 'batchsize'", "allowed batch_size, count"),
     "unknown_source_type.yaml": ("source", "unknown type 'kafka'", "allowed generate, jsonl, parquet"),
     "two_keys_operator.yaml": ("operators[0]", "one-key entry", "serialize, compress"),

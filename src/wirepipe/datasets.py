@@ -1,9 +1,10 @@
 """Synthetic datasets shaped like the payloads of the seed studies.
 
 Each dataset is deterministic for a given seed (records come from one random stream,
-so the same seed gives the same records whatever the batch size), declares its
-fields (the order positional formats use) and its raw size in bytes, counted the way
-the seed tables count it: the bytes of the in-memory struct, before any format.
+so the same seed gives the same records whatever the batch size), declares its typed
+schema (``wirepipe.schema``: the field order positional formats use, and the types the
+schema'd formats encode) and its raw size in bytes, counted the way the seed tables count
+it: the bytes of the in-memory struct, before any format.
 
 | name          | shape                                                              | raw size          |
 |---------------|--------------------------------------------------------------------|-------------------|
@@ -22,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .schema import RecordSchema, parse_schema
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -34,6 +37,12 @@ class Dataset:
     new_rng: Callable[[int], Any] = field(repr=False)
     raw_size_of: Callable[[Any], int] = field(repr=False)
     fixed_raw_size: int | None = None
+    schema_spec: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def schema(self) -> RecordSchema:
+        """The dataset's typed schema (its ``fields`` in order, with their types)."""
+        return _schema_of(self.name, self.schema_spec)
 
     def records(self, count: int, seed: int = 0, batch_size: int = 1000) -> Iterator[list[Any]]:
         """``count`` records in lists of at most ``batch_size``, from one random stream."""
@@ -218,22 +227,58 @@ def _feed_raw(msg: dict[str, Any]) -> int:
     return (32 if msg["previous"] else 0) + 32 + 8 + 8 + len(msg["hash"]) + body + 64
 
 
+_SCHEMAS: dict[str, RecordSchema] = {}
+
+
+def _schema_of(name: str, spec: dict[str, Any]) -> RecordSchema:
+    if name not in _SCHEMAS:
+        _SCHEMAS[name] = parse_schema(spec, name="".join(p.title() for p in name.split("_")))
+    return _SCHEMAS[name]
+
+
+POINT = {"x": "int32", "y": "int32"}
+LARGE_VECTORS = {"ints": "list<int32>", "floats": "list<float32>", "uints": "list<uint32>",
+                 "doubles": "list<float64>"}
+TRANSACTION = {
+    "version": "int32",  # u16 in the seed's struct; the schema language's smallest integer is 32-bit
+    "inputs": [{"previous_outpoint": {"transaction_id": "bytes[32]", "index": "uint32"},
+                "signature_script": "bytes", "sequence": "int64", "sig_op_count": "int32"}],
+    "outputs": [{"value": "int64", "script_public_key": {"version": "int32", "script": "bytes"}}],
+    "lock_time": "int64",
+    "subnetwork_id": "bytes[20]",
+    "gas": "int64",
+    "payload": "bytes",
+}
+BLOCK = {"ids": "list<string>", "version": "int32", "receipts": "list<string>", "assets": "list<bytes[32]>",
+         "chain_id": "int64"}
+FEED = {
+    "previous": "bytes[32]?",
+    "author": "bytes[32]",
+    "sequence": "int64",
+    "timestamp": "int64",
+    "hash": "string",
+    # one record type for the three kinds of content: the fields a kind lacks are absent
+    "content": {"type": "string", "text": "string?", "link": "bytes[32]?", "value": "int32?",
+                "contact": "bytes[32]?", "following": "bool?"},
+    "signature": "bytes[64]",
+}
+
 DATASETS: dict[str, Dataset] = {
     d.name: d
     for d in (
         Dataset("point", "Point {x: i32, y: i32} with values 0..127 (seed 001)", ("x", "y"),
-                _make_point, random.Random, lambda _r: 8, fixed_raw_size=8),
+                _make_point, random.Random, lambda _r: 8, fixed_raw_size=8, schema_spec=POINT),
         Dataset("large_vectors", "2000 i32, 10000 f32, 25000 u32, 30000 f64 (seed 002)",
                 ("ints", "floats", "uints", "doubles"), _make_large_vectors, _numpy_rng,
-                lambda _r: 388008, fixed_raw_size=388008),
+                lambda _r: 388008, fixed_raw_size=388008, schema_spec=LARGE_VECTORS),
         Dataset("transaction", "UTXO transaction, byte fields as bytes (seed 003)",
                 ("version", "inputs", "outputs", "lock_time", "subnetwork_id", "gas", "payload"),
-                _make_transaction, random.Random, _transaction_raw),
+                _make_transaction, random.Random, _transaction_raw, schema_spec=TRANSACTION),
         Dataset("block", "block: tx ids, version, receipts, 32-byte asset ids, chain_id (seed 000)",
-                ("ids", "version", "receipts", "assets", "chain_id"), _make_block, random.Random, _block_raw),
+                ("ids", "version", "receipts", "assets", "chain_id"), _make_block, random.Random, _block_raw, schema_spec=BLOCK),
         Dataset("feed", "signed feed messages, 32-byte authors, 64-byte signatures (seed 004)",
                 ("previous", "author", "sequence", "timestamp", "hash", "content", "signature"),
-                _make_feed, _FeedState, _feed_raw),
+                _make_feed, _FeedState, _feed_raw, schema_spec=FEED),
     )
 }
 

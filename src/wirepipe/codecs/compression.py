@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.util import find_spec
+from typing import Any
 
 from ..errors import RefusedError, StageError
 
@@ -151,11 +152,42 @@ def train_zstd_dictionary(samples: list[bytes], size: int = 16 * 1024, level: in
 # --- the zlib family: zlib, gzip, raw deflate -------------------------------------------------
 
 
-def _zlib_family(name: str, wbits: int) -> tuple[Callable[[int, bytes | None], Fn], Callable[[int, bytes | None], Fn]]:
+def deflate_libraries() -> tuple[str, str]:
+    """(compressing, decompressing) library of the zlib family, the fastest installed of each.
+
+    Measured on ``block`` payloads (10 kB msgpack): zlib-ng compresses 1.7-2.9x faster than
+    zlib at the same level number (its level 1 is a faster strategy with larger output), ISA-L
+    (``isal``) inflates ~2x faster than zlib and ~1.4x faster than zlib-ng. ISA-L compresses at
+    levels 0-3 only, so it is not used to compress. Every one writes and reads standard deflate:
+    any zlib reads the bytes (they may differ from zlib's own at the same level).
+    """
+    comp = "zlib_ng" if _has("zlib_ng") else "zlib"
+    decomp = "isal" if _has("isal") else comp
+    return comp, decomp
+
+
+def _has(name: str) -> bool:
+    return find_spec(name) is not None
+
+
+def _zlib_module(library: str) -> Any:
+    if library == "isal":
+        from isal import isal_zlib
+
+        return isal_zlib
+    if library == "zlib_ng":
+        from zlib_ng import zlib_ng
+
+        return zlib_ng
     import zlib
 
+    return zlib
+
+
+def _zlib_family(name: str, wbits: int) -> tuple[Callable[[int, bytes | None], Fn], Callable[[int, bytes | None], Fn]]:
     def make_compress(level: int, _dictionary: bytes | None) -> Fn:
-        if sys.version_info >= (3, 11):
+        zlib = _zlib_module(deflate_libraries()[0])
+        if sys.version_info >= (3, 11) or zlib.__name__ != "zlib":
             compress = zlib.compress
             return lambda data: compress(data, level, wbits)
 
@@ -166,6 +198,7 @@ def _zlib_family(name: str, wbits: int) -> tuple[Callable[[int, bytes | None], F
         return compress_310
 
     def make_decompress(cap: int, _dictionary: bytes | None) -> Fn:
+        zlib = _zlib_module(deflate_libraries()[1])
         decompressobj = zlib.decompressobj
         zerror = zlib.error
 
@@ -325,6 +358,64 @@ def _brotli_decompress(cap: int, _d: bytes | None) -> Fn:
     return decompress
 
 
+# --- snappy (the framing format: CRC-32C per chunk), via cramjam -------------------------------------
+
+_SNAPPY_STREAM = b"\xff\x06\x00\x00sNaPpY"
+
+
+def _snappy_compress(_level: int, _d: bytes | None) -> Fn:
+    import cramjam
+
+    compress = cramjam.snappy.compress
+    return lambda data: bytes(compress(data))
+
+
+def _snappy_size(data: bytes) -> int:
+    """Uncompressed size of a snappy framed stream, from its chunk headers (nothing is inflated)."""
+    if not data.startswith(_SNAPPY_STREAM):
+        raise _bad("snappy", "not a snappy framed stream (no stream identifier)")
+    pos, total, n = 0, 0, len(data)
+    while pos < n:
+        if pos + 4 > n:
+            raise _bad("snappy", "truncated chunk header")
+        kind = data[pos]
+        length = int.from_bytes(data[pos + 1:pos + 4], "little")
+        body = pos + 4
+        if body + length > n:
+            raise _bad("snappy", "truncated stream (end of data inside a chunk)")
+        if kind == 0x00:  # compressed: CRC (4 bytes) then a snappy block that starts with its size
+            size = shift = 0
+            for i in range(body + 4, min(body + length, body + 9)):
+                size |= (data[i] & 0x7F) << shift
+                if data[i] < 0x80:
+                    break
+                shift += 7
+            total += size
+        elif kind == 0x01:
+            total += max(length - 4, 0)
+        elif 0x02 <= kind <= 0x7F:
+            raise _bad("snappy", f"reserved chunk type {kind:#x}")
+        pos = body + length
+    return total
+
+
+def _snappy_decompress(cap: int, _d: bytes | None) -> Fn:
+    import cramjam
+
+    decompress = cramjam.snappy.decompress
+    error = cramjam.DecompressionError
+
+    def decompress_capped(data: bytes) -> bytes:
+        if _snappy_size(data) > cap:
+            raise _bomb("snappy", cap)
+        try:
+            return bytes(decompress(data))
+        except error as exc:
+            raise _bad("snappy", str(exc) or "corrupt stream") from None
+
+    return decompress_capped
+
+
 # --- none -----------------------------------------------------------------------------------
 
 
@@ -341,6 +432,7 @@ def _none_decompress(cap: int, _d: bytes | None) -> Fn:
     return identity
 
 
+_DEFLATE_NOTE = "zlib-ng compresses, isal decompresses when installed (standard bytes)"
 _zlib = _zlib_family("zlib", 15)
 _gzip = _zlib_family("gzip", 31)
 _deflate = _zlib_family("deflate", -15)
@@ -351,13 +443,16 @@ CODECS: dict[str, Codec] = {
         Codec("zstd", "zstandard", "zstd", 1, 3, 19, -131072, 22, _zstd_compress, _zstd_decompress,
               supports_dictionary=True,
               note="best = 19 (highest without --ultra); 20..22 by number"),
-        Codec("zlib", "zlib", "zlib", 1, 6, 9, 0, 9, *_zlib),
-        Codec("gzip", "zlib", "gzip", 1, 6, 9, 0, 9, *_gzip),
-        Codec("deflate", "zlib", "deflate", 1, 6, 9, 0, 9, *_deflate, note="raw deflate, no zlib header"),
+        Codec("zlib", "zlib", "zlib", 1, 6, 9, 0, 9, *_zlib, note=_DEFLATE_NOTE),
+        Codec("gzip", "zlib", "gzip", 1, 6, 9, 0, 9, *_gzip, note=_DEFLATE_NOTE),
+        Codec("deflate", "zlib", "deflate", 1, 6, 9, 0, 9, *_deflate,
+              note="raw deflate, no zlib header; " + _DEFLATE_NOTE),
         Codec("brotli", "brotli", "br", 0, 11, 11, 0, 11, _brotli_compress, _brotli_decompress, aliases=("br",)),
         Codec("bz2", "bz2", "bzip2", 1, 9, 9, 1, 9, _bz2_compress, _bz2_decompress, aliases=("bzip2", "bz")),
         Codec("xz", "lzma", "xz", 0, 6, 9, 0, 9, _xz_compress, _xz_decompress, aliases=("lzma",)),
         Codec("lz4", "lz4", "lz4", 0, 0, 16, 0, 16, _lz4_compress, _lz4_decompress, note="lz4 frame format"),
+        Codec("snappy", "cramjam", "snappy", 0, 0, 0, 0, 0, _snappy_compress, _snappy_decompress,
+              note="snappy framing format (CRC-32C per chunk), via cramjam; no levels"),
         Codec("none", "", "identity", 0, 0, 0, 0, 0, _none_compress, _none_decompress, aliases=("identity",)),
     )
 }

@@ -7,7 +7,14 @@ Rules every format follows:
 - ``msgpack-array`` is positional: the field order comes from a schema (the "schema"
   rows of the seed tables), never guessed from one record;
 - ``pickle`` runs code from the payload when loaded, so its decoder is only built when
-  the pipeline says ``allow_pickle: true``.
+  the pipeline says ``allow_pickle: true``;
+- ``typed`` formats (protobuf, avro, bincode, postcard) are built from a typed schema
+  (``wirepipe.schema.RecordSchema``); ``msgpack`` and ``json`` given one run on msgspec
+  (same bytes, validated on decode). Options a format takes (``framed``: a message is a list
+  of records; ``schema_id``: Avro's Confluent framing) are passed through ``encoder``/``decoder``.
+
+A format is a plugin: a ``Format`` entry here whose factories import their library lazily,
+so ``wirepipe codecs`` lists it (installed or not) without importing it.
 """
 
 from __future__ import annotations
@@ -22,8 +29,12 @@ from ..errors import RefusedError, StageError
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[bytes], Any]
-Schema = Sequence[str] | None
+ColumnEncoder = Callable[[list[Any]], list[bytes]]
+ColumnDecoder = Callable[[list[bytes]], list[Any]]
+Schema = Sequence[str] | None  # a RecordSchema is a Sequence of its field names, with types
 B64 = "$base64"
+TYPED_HELP = ("a dataset name, a schema file (.yaml, .json, .avsc, or a protobuf descriptor set .desc), "
+              "an inline mapping {field: type}, or module:Class")
 
 
 @dataclass(frozen=True)
@@ -39,15 +50,46 @@ class Format:
     needs_schema: bool = False
     unsafe: bool = False
     note: str = ""
+    typed: bool = False  # needs a typed RecordSchema, not only field names
+    options: tuple[str, ...] = ()  # keyword options its factories take (framed, schema_id)
+    make_column_encoder: Callable[..., ColumnEncoder] | None = field(default=None, repr=False)
+    make_column_decoder: Callable[..., ColumnDecoder] | None = field(default=None, repr=False)
 
     def available(self) -> bool:
-        return self.library == "" or find_spec(self.library) is not None
+        if self.library == "":
+            return True
+        try:
+            return find_spec(self.library) is not None
+        except ModuleNotFoundError:  # a dotted name whose parent package is missing
+            return False
 
-    def encoder(self, schema: Schema = None) -> Encoder:
+    def encoder(self, schema: Schema = None, **options: Any) -> Encoder:
         self._check_schema(schema)
-        return self.make_encoder(schema)
+        return self.make_encoder(schema, **self._options(options))
 
-    def decoder(self, schema: Schema = None, *, allow_pickle: bool = False) -> Decoder:
+    def column_encoder(self, schema: Schema = None, **options: Any) -> ColumnEncoder | None:
+        """A whole-batch encoder (one record per payload) when the format has one, else None."""
+        if self.make_column_encoder is None:
+            return None
+        self._check_schema(schema)
+        return self.make_column_encoder(schema, **self._options(options))
+
+    def column_decoder(self, schema: Schema = None, **options: Any) -> ColumnDecoder | None:
+        """A whole-batch decoder (one record per payload) when the format has one, else None."""
+        if self.make_column_decoder is None or options.get("framed"):
+            return None
+        self._check_schema(schema)
+        return self.make_column_decoder(schema, **self._options(options))
+
+    def _options(self, options: dict[str, Any]) -> dict[str, Any]:
+        given = {k: v for k, v in options.items() if v is not None and v is not False}
+        bad = [k for k in given if k not in self.options]
+        if bad:
+            allowed = ", ".join(self.options) or "none"
+            raise ValueError(f"format {self.name} takes no option {', '.join(bad)} (its options: {allowed})")
+        return given
+
+    def decoder(self, schema: Schema = None, *, allow_pickle: bool = False, **options: Any) -> Decoder:
         if self.unsafe and not allow_pickle:
             raise RefusedError(
                 "deserialize",
@@ -56,14 +98,23 @@ class Format:
                 "unless the pipeline sets allow_pickle: true (do that only if every publisher is trusted)",
             )
         self._check_schema(schema)
-        return self.make_decoder(schema)
+        return self.make_decoder(schema, **self._options(options))
 
     def _check_schema(self, schema: Schema) -> None:
+        if self.typed and not _is_typed(schema):
+            got = f" (got the field names {list(schema)}, without types)" if schema else ""
+            raise ValueError(f"{self.name} needs a typed schema{got}: set `schema:` to {TYPED_HELP}")
         if self.needs_schema and not schema:
             raise ValueError(
                 f"{self.name} is positional and needs a schema: set `schema:` to a dataset name, "
                 "a list of field names, or module:RecordClass"
             )
+
+
+def _is_typed(schema: Schema) -> bool:
+    from ..schema import RecordSchema
+
+    return isinstance(schema, RecordSchema)
 
 
 # --- JSON: bytes as {"$base64": ...} -----------------------------------------------------------
@@ -98,7 +149,11 @@ def restore_bytes(obj: Any) -> Any:
 B64_MARK = b'"$base64"'  # present in a JSON payload only when it carries bytes
 
 
-def _json_encoder(_schema: Schema) -> Encoder:
+def _json_encoder(schema: Schema, framed: bool = False) -> Encoder:
+    if _is_typed(schema):
+        from .msgspec_engine import json_codec
+
+        return json_codec(schema, framed)[0]  # type: ignore[arg-type]
     import json
 
     encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=json_default,
@@ -106,7 +161,11 @@ def _json_encoder(_schema: Schema) -> Encoder:
     return lambda value: encode(value).encode("utf-8")
 
 
-def _json_decoder(_schema: Schema) -> Decoder:
+def _json_decoder(schema: Schema, framed: bool = False) -> Decoder:
+    if _is_typed(schema):
+        from .msgspec_engine import json_codec
+
+        return json_codec(schema, framed)[1]  # type: ignore[arg-type]
     import json
 
     plain = json.JSONDecoder().decode
@@ -149,13 +208,21 @@ def _msgpack_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not msgpack serializable")
 
 
-def _msgpack_encoder(_schema: Schema) -> Encoder:
+def _msgpack_encoder(schema: Schema, framed: bool = False) -> Encoder:
+    if _is_typed(schema):
+        from .msgspec_engine import msgpack_codec
+
+        return msgpack_codec(schema, framed)[0]  # type: ignore[arg-type]
     import msgpack
 
     return msgpack.Packer(use_bin_type=True, default=_msgpack_default).pack
 
 
-def _msgpack_decoder(_schema: Schema) -> Decoder:
+def _msgpack_decoder(schema: Schema, framed: bool = False) -> Decoder:
+    if _is_typed(schema):
+        from .msgspec_engine import msgpack_codec
+
+        return msgpack_codec(schema, framed)[1]  # type: ignore[arg-type]
     import msgpack
 
     # raw=False (str as str) and strict_map_key=True are msgpack's defaults since 1.0; passing
@@ -289,14 +356,81 @@ def _arrow_decoder(_schema: Schema) -> Decoder:
     return decode
 
 
+# --- formats from the typed schema, and the seed tables' document formats ------------------------
+
+
+def _protobuf(schema: Schema, framed: bool = False) -> tuple[Encoder, Decoder]:
+    from .protobuf import codec
+
+    return codec(schema, framed)  # type: ignore[arg-type]
+
+
+def _avro(schema: Schema, framed: bool = False, schema_id: int | None = None) -> tuple[Encoder, Decoder]:
+    from .avro import codec
+
+    return codec(schema, framed, schema_id)  # type: ignore[arg-type]
+
+
+def _layout(varints: bool) -> Callable[..., Any]:
+    def make(schema: Schema, framed: bool = False) -> Any:
+        from .layout import Layout
+
+        return Layout(schema, varints)  # type: ignore[arg-type]
+
+    return make
+
+
+def _pair(build: Callable[..., tuple[Encoder, Decoder]]) -> tuple[Callable[..., Encoder], Callable[..., Decoder]]:
+    """Encoder and decoder factories from one factory of both."""
+    return (lambda schema, **o: build(schema, **o)[0]), (lambda schema, **o: build(schema, **o)[1])
+
+
+def _layout_format(name: str, varints: bool, note: str) -> Format:
+    make = _layout(varints)
+    return Format(name, "numpy", f"application/vnd.wirepipe.{name}",
+                  lambda schema, **o: make(schema).encode,
+                  lambda schema, framed=False: _layout_decoder(make(schema), framed),
+                  typed=True, needs_schema=True, options=("framed",), note=note,
+                  make_column_encoder=lambda schema: make(schema).encode_column,
+                  make_column_decoder=lambda schema: make(schema).decode_column)
+
+
+def _layout_decoder(layout: Any, framed: bool) -> Decoder:
+    return layout.decode_framed if framed else layout.decode  # type: ignore[no-any-return]
+
+
+def _schemaless(build: Callable[[], tuple[Encoder, Decoder]]) -> tuple[Callable[..., Encoder], Callable[..., Decoder]]:
+    return (lambda _schema: build()[0]), (lambda _schema: build()[1])
+
+
+def _bson() -> tuple[Encoder, Decoder]:
+    from .documents import bson_codec
+
+    return bson_codec()
+
+
+def _flexbuffers() -> tuple[Encoder, Decoder]:
+    from .documents import flexbuffers_codec
+
+    return flexbuffers_codec()
+
+
+def _toml() -> tuple[Encoder, Decoder]:
+    from .documents import toml_codec
+
+    return toml_codec(restore_bytes)
+
+
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
         Format("json", "json", "application/json", _json_encoder, _json_decoder, binary=False,
-               note='stdlib; bytes as {"$base64": ...}'),
+               options=("framed",),
+               note='stdlib; bytes as {"$base64": ...}; msgspec with a typed schema (same bytes)'),
         Format("orjson", "orjson", "application/json", _orjson_encoder, _orjson_decoder, binary=False,
                note='same JSON as json, faster; bytes as {"$base64": ...}'),
-        Format("msgpack", "msgpack", "application/msgpack", _msgpack_encoder, _msgpack_decoder),
+        Format("msgpack", "msgpack", "application/msgpack", _msgpack_encoder, _msgpack_decoder,
+               options=("framed",), note="msgspec with a typed schema (same bytes, validated on decode)"),
         Format("msgpack-array", "msgpack", "application/vnd.wirepipe.msgpack-array",
                _msgpack_array_encoder, _msgpack_array_decoder, needs_schema=True,
                note="positional: a msgpack array in schema field order"),
@@ -305,6 +439,18 @@ FORMATS: dict[str, Format] = {
                note="Arrow IPC stream, one record per message; numpy arrays zero-copy"),
         Format("pickle", "pickle", "application/x-python-pickle", _pickle_encoder, _pickle_decoder,
                unsafe=True, note="never decoded unless allow_pickle: true"),
+        Format("protobuf", "google.protobuf", "application/x-protobuf", *_pair(_protobuf), typed=True, needs_schema=True,
+               options=("framed",),
+               note="message built at run time from the schema (no protoc), or module:Class / .desc"),
+        Format("avro", "fastavro", "application/avro", *_pair(_avro), typed=True, needs_schema=True, options=("framed", "schema_id"),
+               note="schemaless Avro binary; schema_id: N adds the Confluent framing"),
+        _layout_format("bincode", False, "fixed layout: little-endian fixint, as Rust bincode 1 / legacy()"),
+        _layout_format("postcard", True, "fixed layout with varints/zigzag, as Rust postcard"),
+        Format("bson", "bson", "application/bson", *_schemaless(_bson), note="pymongo's bson"),
+        Format("flexbuffers", "flatbuffers", "application/vnd.google.flexbuffers", *_schemaless(_flexbuffers),
+               note="flatbuffers package (pure Python: slow)"),
+        Format("toml", "tomli_w", "application/toml", *_schemaless(_toml), binary=False,
+               note='tomllib + tomli-w; bytes as {"$base64" = ...}; no null'),
     )
 }
 _BY_CONTENT_TYPE = {}

@@ -2,38 +2,93 @@
 
 ``Serialize`` turns the value column into payload bytes with one format and sets
 ``Content-Type``; ``Deserialize`` does the reverse, by a fixed format or, with
-``format: auto``, by each record's ``Content-Type``. Positional formats take their
-field order from ``schema`` (a dataset name, a list of fields, or ``module:Class``),
-or from the schema the source attached to the batch.
+``format: auto``, by each record's ``Content-Type``.
+
+``schema`` is one of: a dataset name (its typed schema), a schema file (``.yaml``/``.yml``/
+``.json`` in wirepipe's schema language, an Avro ``.avsc``, a protobuf ``FileDescriptorSet``
+``.desc``/``.pb``, optionally ``FILE#package.Message``), an inline mapping ``{field: type}``,
+a list of field names (untyped: enough for ``msgpack-array``), or ``module:Class`` (a
+generated protobuf class gives a typed schema; other classes give their field order and,
+on decode, typed records). Without one, positional formats use the schema the source
+attached to the batch. A value that does not fit a typed schema is rejected per record with
+the field path in the reason.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..batch import Batch
 from ..codecs.formats import Decoder, Encoder, format_for_content_type, get_format
 from ..errors import RefusedError, StageError
+from ..schema import RecordSchema, SchemaError, explain, load_schema_file, parse_schema
 from .base import Operator, failing
 
-SchemaSpec = str | Sequence[str] | type | None
+SchemaSpec = str | Sequence[str] | Mapping[str, Any] | type | RecordSchema | None
+_SCHEMA_FILES = (".yaml", ".yml", ".json")
+_DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")
 
 
-def resolve_schema(spec: SchemaSpec) -> tuple[str, ...] | None:
-    """Field order from a dataset name, a list of names, a ``module:Class`` path or a class."""
-    if spec is None:
-        return None
+def resolve_schema(spec: SchemaSpec) -> RecordSchema | tuple[str, ...] | None:
+    """The typed schema (or, for a list of names and plain classes, the field order) ``spec`` names."""
+    if spec is None or isinstance(spec, RecordSchema):
+        return spec
+    if isinstance(spec, Mapping):
+        return parse_schema(spec)
     if isinstance(spec, str):
-        if ":" in spec:
-            return _fields_of(import_path(spec))
-        from ..datasets import get_dataset
-
-        return get_dataset(spec).fields
+        return _schema_from_text(spec)
     if isinstance(spec, type):
-        return _fields_of(spec)
+        return _protobuf_schema(spec) if hasattr(spec, "DESCRIPTOR") else _fields_of(spec)
     return tuple(spec)
+
+
+def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
+    path, _, message = spec.partition("#")
+    suffix = Path(path).suffix.lower()
+    if suffix in _SCHEMA_FILES:
+        return load_schema_file(path)
+    if suffix == ".avsc":
+        import json
+
+        from ..codecs.avro import schema_of_avsc
+
+        try:
+            return schema_of_avsc(json.loads(Path(path).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            if isinstance(exc, SchemaError):
+                raise
+            raise SchemaError("", f"{path} is not valid JSON: {exc}") from None
+    if suffix in _DESCRIPTOR_SETS:
+        from ..codecs.protobuf import load_descriptor_set
+
+        try:
+            return _protobuf_schema(load_descriptor_set(path, message or None))
+        except OSError as exc:
+            raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
+    if suffix == ".proto":
+        raise SchemaError("", f"{path}: .proto sources are not parsed (that needs protoc); compile it with "
+                              "`protoc --descriptor_set_out=FILE.desc --include_imports` and give FILE.desc, "
+                              "or give the generated class as module:Class")
+    if ":" in spec:
+        obj = import_path(spec)
+        return _protobuf_schema(obj) if hasattr(obj, "DESCRIPTOR") else _fields_of(obj)
+    from ..datasets import DATASETS
+
+    if spec not in DATASETS:
+        raise SchemaError("", f"{spec!r} is neither a dataset ({', '.join(DATASETS)}) nor a schema file "
+                              f"(.yaml, .yml, .json, .avsc, {', '.join(_DESCRIPTOR_SETS)}) nor module:Class")
+    return DATASETS[spec].schema
+
+
+def _protobuf_schema(cls: Any) -> RecordSchema:
+    from ..codecs.protobuf import schema_of_message
+
+    return schema_of_message(cls.DESCRIPTOR)
 
 
 def import_path(path: str) -> Any:
@@ -72,9 +127,10 @@ def _fields_of(cls: Any) -> tuple[str, ...]:
 
 def _record_class(spec: SchemaSpec) -> type | None:
     """The class a ``module:Class`` schema names, when it can build typed records."""
-    if isinstance(spec, str) and ":" in spec:
-        return import_path(spec)
-    return spec if isinstance(spec, type) else None
+    cls = import_path(spec) if isinstance(spec, str) and ":" in spec and "#" not in spec else spec
+    if not isinstance(cls, type) or hasattr(cls, "DESCRIPTOR"):  # protobuf classes give typed dicts
+        return None
+    return cls
 
 
 class Serialize(Operator):
@@ -82,26 +138,53 @@ class Serialize(Operator):
 
     stage = "serialize"
 
-    def __init__(self, format: str = "msgpack", schema: SchemaSpec = None) -> None:
+    def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None) -> None:
         self.format = get_format(format)
         self.name = self.format.name
         self.params = {"format": self.name} | ({"schema": _schema_param(schema)} if schema else {})
+        if schema_id is not None:
+            self.params["schema_id"] = schema_id
+        self._options = {"schema_id": schema_id}
         self._schema = resolve_schema(schema)
-        self._encode: Encoder | None = self.format.encoder(self._schema) if self._ready() else None
+        self._encode: Encoder | None = None
+        self._column: Callable[[list[Any]], list[bytes]] | None = None
+        if self._ready():
+            self._build()
         self._content_type = self.format.content_type
 
     def _ready(self) -> bool:
         return not self.format.needs_schema or self._schema is not None
 
+    def _build(self) -> None:
+        self._encode = self.format.encoder(self._schema, **self._options)
+        self._column = self.format.column_encoder(self._schema, **self._options)
+
     def __call__(self, batch: Batch) -> Batch:
-        encode = self._encode
-        if encode is None:  # positional format waiting for the source's schema
+        if self._encode is None:  # positional format waiting for the source's schema
             self._schema = batch.schema
-            encode = self._encode = self.format.encoder(self._schema)
-        batch.map_values(_as_dict_encoder(encode) if batch.values and _is_record(batch.values[0]) else encode,
-                         self.stage, self.name)
+            self._build()
+        encode = self._encode
+        assert encode is not None
+        values = batch.values
+        if values and _is_record(values[0]):
+            batch.map_values(_as_dict_encoder(encode), self.stage, self.name)
+        else:
+            try:  # the hot path: one call over the column, or one comprehension
+                column = self._column
+                batch.values = column(values) if column is not None and type(values[0]) is dict \
+                    else [encode(v) for v in values]
+            except Exception:  # redo record by record: each misfit rejected with its field path
+                batch.values = values
+                batch.map_values(self._explained, self.stage, self.name)
         batch.headers = {"Content-Type": self._content_type}
         return batch
+
+    def _explained(self, value: Any) -> bytes:
+        try:
+            return self._encode(value)  # type: ignore[misc]
+        except Exception as exc:
+            schema = self._schema if isinstance(self._schema, RecordSchema) else None
+            raise StageError("serialize", self.name, explain(schema, value, exc)) from None
 
 
 class Deserialize(Operator):
@@ -110,11 +193,14 @@ class Deserialize(Operator):
     stage = "deserialize"
 
     def __init__(self, format: str = "auto", schema: SchemaSpec = None, *, allow_pickle: bool = False,
-                 typed: bool | None = None) -> None:
+                 typed: bool | None = None, framed: bool = False, schema_id: int | None = None) -> None:
         self.auto = format == "auto"
         self.allow_pickle = allow_pickle
         self.name = format if self.auto else get_format(format).name
         self.params = {"format": self.name} | ({"schema": _schema_param(schema)} if schema else {})
+        self.params |= {k: v for k, v in (("framed", framed), ("schema_id", schema_id)) if v}
+        self._options: dict[str, Any] = {"framed": framed, "schema_id": schema_id}
+        self._column: Callable[[list[bytes]], list[Any]] | None = None
         self._schema = resolve_schema(schema)
         record_class = _record_class(schema)
         # A record class in the schema gives typed records unless typed: false says otherwise.
@@ -125,8 +211,13 @@ class Deserialize(Operator):
         if not self.auto:
             fmt = get_format(format)
             if not fmt.needs_schema or self._schema is not None:
-                self._fixed = self._typed(fmt.decoder(self._schema, allow_pickle=allow_pickle))
+                self._build(fmt)
         self._by_type: dict[str | None, Decoder] = {}
+
+    def _build(self, fmt: Any) -> None:
+        self._fixed = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle, **self._options))
+        if self._record_class is None:
+            self._column = fmt.column_decoder(self._schema, **self._options)
 
     def _typed(self, decode: Decoder) -> Decoder:
         cls = self._record_class
@@ -140,7 +231,7 @@ class Deserialize(Operator):
         if fn is None:
             try:
                 fmt = format_for_content_type(content_type)
-                fn = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle))
+                fn = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle, **self._options))
             except (KeyError, ValueError, RefusedError) as exc:
                 fn = failing(exc if isinstance(exc, StageError) else
                               StageError("deserialize", "auto", str(exc.args[0]) if exc.args else str(exc)))
@@ -148,11 +239,19 @@ class Deserialize(Operator):
         return fn
 
     def __call__(self, batch: Batch) -> Batch:
-        fn = self._fixed
-        if fn is None and not self.auto:  # positional format waiting for the source's schema
+        if self._fixed is None and not self.auto:  # positional format waiting for the source's schema
             self._schema = self._schema or batch.schema
-            fn = self._fixed = self._typed(get_format(self.name).decoder(self._schema, allow_pickle=self.allow_pickle))
+            self._build(get_format(self.name))
+        fn = self._fixed
         if fn is not None:
+            column = self._column
+            if column is not None and batch.values:
+                values = batch.values
+                try:  # a batch of fixed-size records at once
+                    batch.values = column(values)
+                    return batch
+                except Exception:  # redo record by record: each bad payload rejected with its reason
+                    batch.values = values
             batch.map_values(fn, self.stage, self.name)
             return batch
         headers = batch.headers
@@ -180,6 +279,10 @@ def _builder(cls: type) -> Callable[[Any], Any]:
 def _schema_param(schema: SchemaSpec) -> Any:
     if isinstance(schema, type):
         return f"{schema.__module__}:{schema.__qualname__}"
+    if isinstance(schema, RecordSchema):
+        return schema.to_document()
+    if isinstance(schema, Mapping):
+        return dict(schema)
     return schema if isinstance(schema, str) else list(schema or ())
 
 

@@ -1,0 +1,620 @@
+"""Fixed binary layouts from a typed schema: ``bincode`` (fixint) and ``postcard`` (varint).
+
+These are the Python counterparts of the seed tables' bincode and postcard rows, and their
+bytes are the bytes Rust's serde writes for the same struct, so a Rust peer reads them with
+``bincode::deserialize`` (bincode 1.x, or bincode 2 with ``config::legacy()``) or
+``postcard::from_bytes``. The layout, field by field in schema order, nothing between fields:
+
+=================  =======================================  =======================================
+type               bincode (fixint, little-endian)          postcard
+=================  =======================================  =======================================
+int32 / uint32     4 bytes LE (two's complement)             zigzag varint / varint (LEB128, <= 5 B)
+int64              8 bytes LE                                zigzag varint (<= 10 B)
+float32 / float64  4 / 8 bytes LE IEEE 754                   4 / 8 bytes LE IEEE 754
+bool               1 byte, 0 or 1                            1 byte, 0 or 1
+string, bytes      u64 LE length, then the bytes (UTF-8)     varint length, then the bytes
+bytes[N]           the N bytes, no length ([u8; N])          the N bytes, no length
+list<T>            u64 LE count, then each item              varint count, then each item
+record             its fields in order, no header            its fields in order, no header
+T? (optional)      1 byte 0 (None) or 1 then the value       1 byte 0 (None) or 1 then the value
+=================  =======================================  =======================================
+
+zigzag(n) = (n << 1) ^ (n >> 63): 0, -1, 1, -2 ... become 0, 1, 2, 3 ... A varint writes 7 bits
+per byte, least significant group first, the high bit set on every byte but the last.
+A message framed with several records (``pack`` before ``serialize``) is ``Vec<Record>``: the
+count (u64 LE / varint) then the records. A message is one record or one Vec, never both: the
+decoder is told which (``framed: true``), as a Rust peer would be by its type.
+
+Speed: records whose fields all have a fixed width (``point``) are packed and unpacked a batch
+at a time with numpy (one structured array, or one varint matrix for postcard), not record by
+record; numeric lists (``large_vectors``) are one numpy call per list.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import StageError
+from ..schema import INTS, RecordSchema, Type
+
+Enc = Callable[[Any, list[bytes]], None]
+Dec = Callable[[bytes, int], tuple[Any, int]]
+
+_NP = {"int32": "<i4", "int64": "<i8", "uint32": "<u4", "float32": "<f4", "float64": "<f8"}
+_ST = {"int32": struct.Struct("<i"), "int64": struct.Struct("<q"), "uint32": struct.Struct("<I"),
+       "float32": struct.Struct("<f"), "float64": struct.Struct("<d")}
+_U64 = struct.Struct("<Q")
+_VARINT_MAX = {"int32": 5, "uint32": 5, "int64": 10}
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _corrupt(fmt: str, reason: str) -> StageError:
+    return StageError("deserialize", fmt, reason)
+
+
+# --- varints -------------------------------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL = [_varint(i) for i in range(1 << 14)]  # one lookup instead of a loop for values < 16384
+
+
+def varint(n: int) -> bytes:
+    return _SMALL[n] if n < 16384 else _varint(n)
+
+
+def _read_varint(buf: bytes, pos: int, maxlen: int, fmt: str) -> tuple[int, int]:
+    result = shift = 0
+    for i in range(maxlen):
+        try:
+            b = buf[pos + i]
+        except IndexError:
+            raise _corrupt(fmt, "truncated: the message ends inside a varint") from None
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos + i + 1
+        shift += 7
+    raise _corrupt(fmt, f"corrupt varint at byte {pos}: longer than {maxlen} bytes")
+
+
+def _zigzag(n: int, bits: int) -> int:
+    return ((n << 1) ^ (n >> (bits - 1))) & ((1 << bits) - 1)
+
+
+def _unzigzag(n: int) -> int:
+    return (n >> 1) ^ -(n & 1)
+
+
+def _varint_matrix(v: Any, maxlen: int) -> tuple[Any, Any]:
+    """Varints of a uint64 array as an (n x maxlen) byte matrix and the mask of the bytes used."""
+    import numpy as np
+
+    k = np.arange(maxlen, dtype=np.uint64)
+    groups = ((v[:, None] >> (k * np.uint64(7))) & np.uint64(0x7F)).astype(np.uint8)
+    lengths = np.ones(len(v), dtype=np.int64)
+    for i in range(1, maxlen):
+        lengths += v >= np.uint64(1 << (7 * i))
+    ki = np.arange(maxlen)
+    groups |= ((ki < (lengths - 1)[:, None]) * 0x80).astype(np.uint8)
+    return groups, ki < lengths[:, None]
+
+
+def _zigzag_array(a: Any, bits: int) -> Any:
+    import numpy as np
+
+    a = a.astype(np.int64)
+    return ((a << 1) ^ (a >> 63)).astype(np.uint64) & np.uint64((1 << bits) - 1 if bits < 64 else 2**64 - 1)
+
+
+def _read_varints(buf: bytes, pos: int, count: int, maxlen: int, fmt: str) -> tuple[Any, int]:
+    """``count`` varints from ``pos`` as a uint64 array, vectorized; (values, new position)."""
+    import numpy as np
+
+    if count == 0:
+        return np.zeros(0, dtype=np.uint64), pos
+    window = np.frombuffer(buf, dtype=np.uint8, count=min(len(buf) - pos, count * maxlen), offset=pos) \
+        if pos <= len(buf) else np.zeros(0, dtype=np.uint8)
+    ends = np.flatnonzero(window < 0x80)[:count]
+    if len(ends) < count:
+        raise _corrupt(fmt, f"truncated: {count} varints announced, {len(ends)} present")
+    starts = np.empty(count, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts + 1
+    if int(lengths.max()) > maxlen:
+        raise _corrupt(fmt, f"corrupt varint: longer than {maxlen} bytes")
+    used = window[: int(ends[-1]) + 1]
+    offsets = np.arange(len(used)) - np.repeat(starts, lengths)
+    contrib = (used & 0x7F).astype(np.uint64) << (offsets.astype(np.uint64) * np.uint64(7))
+    return np.add.reduceat(contrib, starts), pos + int(ends[-1]) + 1
+
+
+def _unzigzag_array(v: Any) -> Any:
+    import numpy as np
+
+    return (v >> np.uint64(1)).astype(np.int64) ^ -(v & np.uint64(1)).astype(np.int64)
+
+
+# --- per-record encoders and decoders, built once per schema -----------------------------------------
+
+
+def _as_bytes(v: Any) -> bytes:
+    if type(v) is bytes:
+        return v
+    if isinstance(v, _BYTES_LIKE):
+        return bytes(v)
+    raise TypeError(f"expected bytes, got {type(v).__name__}")
+
+
+def _int_array(v: Any, kind: str) -> Any:
+    """A list of integers as a numpy array of ``kind``, refusing floats, text and out-of-range values."""
+    import numpy as np
+
+    a = np.asarray(v)
+    if a.ndim != 1 or (a.dtype.kind not in "iu" and len(a)):
+        raise TypeError(f"expected a list of {kind}, got {a.dtype} items")
+    lo, hi = INTS[kind]
+    if len(a) and (int(a.min()) < lo or int(a.max()) > hi):
+        raise OverflowError(f"a value is out of range for {kind} ({lo}..{hi})")
+    return a.astype(_NP[kind])
+
+
+def _float_array(v: Any, kind: str) -> Any:
+    import numpy as np
+
+    a = np.asarray(v)
+    if a.ndim != 1 or (a.dtype.kind not in "iuf" and len(a)):
+        raise TypeError(f"expected a list of {kind}, got {a.dtype} items")
+    return a.astype(_NP[kind])
+
+
+def _encoder(t: Type, varints: bool) -> Enc:
+    enc = _required_encoder(t, varints)
+    if not t.optional:
+        return enc
+
+    def optional(v: Any, out: list[bytes]) -> None:
+        if v is None:
+            out.append(b"\x00")
+        else:
+            out.append(b"\x01")
+            enc(v, out)
+
+    return optional
+
+
+def _length(varints: bool) -> Callable[[int], bytes]:
+    return varint if varints else _U64.pack
+
+
+def _required_encoder(t: Type, varints: bool) -> Enc:
+    kind = t.kind
+    length = _length(varints)
+    if kind in INTS and varints:
+        signed = kind != "uint32"
+        bits = 64 if kind == "int64" else 32
+        pack = _ST[kind].pack  # range and type check, as bincode's would fail to compile
+
+        def int_varint(v: Any, out: list[bytes]) -> None:
+            pack(v)
+            out.append(varint(_zigzag(v, bits) if signed else v))
+
+        return int_varint
+    if kind in _ST:
+        pack = _ST[kind].pack
+        if kind in INTS:
+            def fixed_int(v: Any, out: list[bytes]) -> None:
+                if type(v) is bool:
+                    raise TypeError("expected an integer, got bool")
+                out.append(pack(v))
+
+            return fixed_int
+        return lambda v, out: out.append(pack(v))
+    if kind == "bool":
+        def boolean(v: Any, out: list[bytes]) -> None:
+            if v is True:
+                out.append(b"\x01")
+            elif v is False:
+                out.append(b"\x00")
+            else:
+                raise TypeError(f"expected bool, got {type(v).__name__}")
+
+        return boolean
+    if kind == "string":
+        def string(v: Any, out: list[bytes]) -> None:
+            b = v.encode("utf-8")
+            out.append(length(len(b)))
+            out.append(b)
+
+        return string
+    if kind == "bytes":
+        def byte_string(v: Any, out: list[bytes]) -> None:
+            b = _as_bytes(v)
+            out.append(length(len(b)))
+            out.append(b)
+
+        return byte_string
+    if kind == "fixed":
+        size = t.size
+
+        def fixed(v: Any, out: list[bytes]) -> None:
+            b = _as_bytes(v)
+            if len(b) != size:
+                raise ValueError(f"expected exactly {size} bytes, got {len(b)}")
+            out.append(b)
+
+        return fixed
+    if kind == "list":
+        return _list_encoder(t.item, varints)  # type: ignore[arg-type]
+    fields = [(f.name, _encoder(f.type, varints), f.type.optional)
+              for f in t.record.fields]  # type: ignore[union-attr]
+
+    def record(v: Any, out: list[bytes]) -> None:
+        for name, enc, optional in fields:
+            enc(v.get(name) if optional else v[name], out)
+
+    return record
+
+
+def _list_encoder(item: Type, varints: bool) -> Enc:
+    length = _length(varints)
+    if not item.optional and item.kind in _NP:
+        kind = item.kind
+        if kind in INTS and varints:
+            bits = 64 if kind == "int64" else 32
+            maxlen = _VARINT_MAX[kind]
+            signed = kind != "uint32"
+
+            def int_list_varint(v: Any, out: list[bytes]) -> None:
+                a = _int_array(v, kind)
+                u = _zigzag_array(a, bits) if signed else a.astype("uint64")
+                m, mask = _varint_matrix(u, maxlen)
+                out.append(length(len(a)))
+                out.append(m[mask].tobytes())
+
+            return int_list_varint
+        to_array = _int_array if kind in INTS else _float_array
+
+        def numeric_list(v: Any, out: list[bytes]) -> None:
+            a = to_array(v, kind)
+            out.append(length(len(a)))
+            out.append(a.tobytes())
+
+        return numeric_list
+    enc = _encoder(item, varints)
+
+    def items(v: Any, out: list[bytes]) -> None:
+        if not isinstance(v, (list, tuple)):
+            raise TypeError(f"expected a list, got {type(v).__name__}")
+        out.append(length(len(v)))
+        for x in v:
+            enc(x, out)
+
+    return items
+
+
+def _decoder(t: Type, varints: bool, fmt: str) -> Dec:
+    dec = _required_decoder(t, varints, fmt)
+    if not t.optional:
+        return dec
+
+    def optional(buf: bytes, pos: int) -> tuple[Any, int]:
+        if pos >= len(buf):
+            raise _corrupt(fmt, "truncated: the message ends before an option tag")
+        tag = buf[pos]
+        if tag == 0:
+            return None, pos + 1
+        if tag != 1:
+            raise _corrupt(fmt, f"corrupt option tag {tag} at byte {pos} (0 or 1 allowed)")
+        return dec(buf, pos + 1)
+
+    return optional
+
+
+def _read_length(varints: bool, fmt: str) -> Callable[[bytes, int], tuple[int, int]]:
+    if varints:
+        return lambda buf, pos: _read_varint(buf, pos, 10, fmt)
+    unpack = _U64.unpack_from
+
+    def u64(buf: bytes, pos: int) -> tuple[int, int]:
+        if pos + 8 > len(buf):
+            raise _corrupt(fmt, "truncated: the message ends inside a length")
+        return unpack(buf, pos)[0], pos + 8
+
+    return u64
+
+
+def _take(buf: bytes, pos: int, n: int, fmt: str) -> tuple[bytes, int]:
+    end = pos + n
+    if end > len(buf):
+        raise _corrupt(fmt, f"truncated: {n} bytes announced at byte {pos}, {len(buf) - pos} left")
+    return buf[pos:end], end
+
+
+def _required_decoder(t: Type, varints: bool, fmt: str) -> Dec:
+    kind = t.kind
+    read_length = _read_length(varints, fmt)
+    if kind in INTS and varints:
+        signed = kind != "uint32"
+        maxlen = _VARINT_MAX[kind]
+        lo, hi = INTS[kind]
+
+        def int_varint(buf: bytes, pos: int) -> tuple[Any, int]:
+            n, pos = _read_varint(buf, pos, maxlen, fmt)
+            v = _unzigzag(n) if signed else n
+            if not lo <= v <= hi:
+                raise _corrupt(fmt, f"varint {v} out of range for {kind}")
+            return v, pos
+
+        return int_varint
+    if kind in _ST:
+        st = _ST[kind]
+        size = st.size
+        unpack = st.unpack_from
+
+        def scalar(buf: bytes, pos: int) -> tuple[Any, int]:
+            if pos + size > len(buf):
+                raise _corrupt(fmt, f"truncated: the message ends inside a {kind}")
+            return unpack(buf, pos)[0], pos + size
+
+        return scalar
+    if kind == "bool":
+        def boolean(buf: bytes, pos: int) -> tuple[Any, int]:
+            if pos >= len(buf):
+                raise _corrupt(fmt, "truncated: the message ends before a bool")
+            b = buf[pos]
+            if b > 1:
+                raise _corrupt(fmt, f"corrupt bool {b} at byte {pos} (0 or 1 allowed)")
+            return b == 1, pos + 1
+
+        return boolean
+    if kind in ("string", "bytes"):
+        text = kind == "string"
+
+        def byte_string(buf: bytes, pos: int) -> tuple[Any, int]:
+            n, pos = read_length(buf, pos)
+            b, pos = _take(buf, pos, n, fmt)
+            if text:
+                try:
+                    return b.decode("utf-8"), pos
+                except UnicodeDecodeError as exc:
+                    raise _corrupt(fmt, f"string is not UTF-8 ({exc.reason})") from None
+            return b, pos
+
+        return byte_string
+    if kind == "fixed":
+        size = t.size
+        return lambda buf, pos: _take(buf, pos, size, fmt)
+    if kind == "list":
+        return _list_decoder(t.item, varints, fmt)  # type: ignore[arg-type]
+    fields = [(f.name, _decoder(f.type, varints, fmt)) for f in t.record.fields]  # type: ignore[union-attr]
+
+    def record(buf: bytes, pos: int) -> tuple[Any, int]:
+        out = {}
+        for name, dec in fields:
+            out[name], pos = dec(buf, pos)
+        return out, pos
+
+    return record
+
+
+def _list_decoder(item: Type, varints: bool, fmt: str) -> Dec:
+    import numpy as np
+
+    read_length = _read_length(varints, fmt)
+    if not item.optional and item.kind in _NP:
+        kind = item.kind
+        if kind in INTS and varints:
+            maxlen = _VARINT_MAX[kind]
+            signed = kind != "uint32"
+            lo, hi = INTS[kind]
+
+            def int_list_varint(buf: bytes, pos: int) -> tuple[Any, int]:
+                n, pos = read_length(buf, pos)
+                u, pos = _read_varints(buf, pos, n, maxlen, fmt)
+                a = _unzigzag_array(u) if signed else u
+                if n and (int(a.min()) < lo or int(a.max()) > hi):
+                    raise _corrupt(fmt, f"a varint is out of range for {kind}")
+                return a.tolist(), pos
+
+            return int_list_varint
+        dtype = np.dtype(_NP[kind])
+
+        def numeric_list(buf: bytes, pos: int) -> tuple[Any, int]:
+            n, pos = read_length(buf, pos)
+            end = pos + n * dtype.itemsize
+            if end > len(buf):
+                raise _corrupt(fmt, f"truncated: {n} {kind} announced at byte {pos}, {len(buf) - pos} bytes left")
+            return np.frombuffer(buf, dtype, n, pos).tolist(), end
+
+        return numeric_list
+    dec = _decoder(item, varints, fmt)
+
+    def items(buf: bytes, pos: int) -> tuple[Any, int]:
+        n, pos = read_length(buf, pos)
+        if n > len(buf) - pos:  # every item takes at least one byte: refuse absurd counts early
+            raise _corrupt(fmt, f"truncated: {n} items announced at byte {pos}, {len(buf) - pos} bytes left")
+        out = []
+        for _ in range(n):
+            v, pos = dec(buf, pos)
+            out.append(v)
+        return out, pos
+
+    return items
+
+
+# --- the format: one record or a Vec of records per message ------------------------------------------
+
+
+class Layout:
+    """bincode (``varints=False``) or postcard (``varints=True``) for one record schema."""
+
+    def __init__(self, schema: RecordSchema, varints: bool) -> None:
+        self.schema = schema
+        self.varints = varints
+        self.fmt = "postcard" if varints else "bincode"
+        rec = Type("record", record=schema)
+        self._enc = _encoder(rec, varints)
+        self._dec = _decoder(rec, varints, self.fmt)
+        self._vec_enc = _list_encoder(rec, varints)
+        self._vec_dec = _list_decoder(rec, varints, self.fmt)
+        self._flat = all(f.type.kind in _NP or f.type.kind == "bool" for f in schema.fields) and \
+            not any(f.type.optional for f in schema.fields)
+        self._dtype = self._struct_dtype() if self._flat else None
+
+    def _struct_dtype(self) -> Any:
+        import numpy as np
+
+        return np.dtype([(f.name, _NP.get(f.type.kind, "u1")) for f in self.schema.fields])
+
+    # per record -----------------------------------------------------------------------------
+    def encode(self, value: Any) -> bytes:
+        out: list[bytes] = []
+        if type(value) is list:
+            self._vec_enc(value, out)
+        else:
+            self._enc(value, out)
+        return b"".join(out)
+
+    def _whole(self, dec: Dec, data: bytes) -> Any:
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        value, end = dec(data, 0)
+        if end != len(data):
+            raise _corrupt(self.fmt, f"{len(data) - end} trailing bytes after the {self.schema.name}")
+        return value
+
+    def decode(self, data: bytes) -> Any:
+        return self._whole(self._dec, data)
+
+    def decode_framed(self, data: bytes) -> Any:
+        return self._whole(self._vec_dec, data)
+
+    # a batch at a time, for records whose fields all have a fixed width --------------------------
+    def encode_column(self, values: list[Any]) -> list[bytes]:
+        """Every record of the batch (dicts, not lists) at once; raises on anything else."""
+        if not self._flat or not values or type(values[0]) is not dict:
+            return [self.encode(v) for v in values]
+        return self._encode_postcard(values) if self.varints else self._encode_bincode(values)
+
+    def _columns(self, values: list[Any]) -> list[Any]:
+        import numpy as np
+
+        cols = []
+        for f in self.schema.fields:
+            col = np.asarray([r[f.name] for r in values])
+            kind = f.type.kind
+            if kind == "bool":
+                if col.dtype.kind != "b":
+                    raise TypeError(f"{f.name}: expected bool")
+            elif kind in INTS:
+                if col.dtype.kind not in "iu":
+                    raise TypeError(f"{f.name}: expected {kind}")
+                lo, hi = INTS[kind]
+                if int(col.min()) < lo or int(col.max()) > hi:
+                    raise OverflowError(f"{f.name}: out of range for {kind}")
+            elif col.dtype.kind not in "iuf":
+                raise TypeError(f"{f.name}: expected {kind}")
+            cols.append(col)
+        return cols
+
+    def _encode_bincode(self, values: list[Any]) -> list[bytes]:
+        import numpy as np
+
+        n = len(values)
+        arr = np.empty(n, dtype=self._dtype)
+        for f, col in zip(self.schema.fields, self._columns(values), strict=True):
+            arr[f.name] = col
+        buf = arr.tobytes()
+        size = self._dtype.itemsize  # type: ignore[union-attr]
+        return [buf[i:i + size] for i in range(0, n * size, size)]
+
+    def _field_matrix(self, f: Any, col: Any) -> tuple[Any, Any]:
+        import numpy as np
+
+        kind = f.type.kind
+        if kind in INTS:
+            u = _zigzag_array(col, 64 if kind == "int64" else 32) if kind != "uint32" else col.astype(np.uint64)
+            return _varint_matrix(u, _VARINT_MAX[kind])
+        m = col.astype(_NP.get(kind, "u1")).view(np.uint8).reshape(len(col), -1)
+        return m, np.ones(m.shape, dtype=bool)
+
+    def _encode_postcard(self, values: list[Any]) -> list[bytes]:
+        import numpy as np
+
+        parts = [self._field_matrix(f, c) for f, c in zip(self.schema.fields, self._columns(values), strict=True)]
+        m = np.hstack([p[0] for p in parts])
+        mask = np.hstack([p[1] for p in parts])
+        flat = m[mask].tobytes()
+        ends = np.cumsum(mask.sum(axis=1)).tolist()
+        starts = [0, *ends[:-1]]
+        return [flat[a:b] for a, b in zip(starts, ends, strict=True)]
+
+    def decode_column(self, payloads: list[bytes]) -> list[Any]:
+        """Every payload of the batch at once (one record each); raises if any does not fit."""
+        if not self._flat or not payloads:
+            return [self.decode(p) for p in payloads]
+        if self.varints:
+            cols = self._decode_postcard(payloads)
+        else:
+            cols = self._decode_bincode(payloads)
+        names = self.schema.names
+        if len(names) == 2:
+            a, b = names
+            return [{a: x, b: y} for x, y in zip(*cols, strict=True)]
+        return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
+
+    def _decode_bincode(self, payloads: list[bytes]) -> list[list[Any]]:
+        import numpy as np
+
+        size = self._dtype.itemsize  # type: ignore[union-attr]
+        buf = b"".join(payloads)
+        if len(buf) != size * len(payloads) or any(len(p) != size for p in payloads):
+            raise _corrupt(self.fmt, "a message is not one record long")
+        arr = np.frombuffer(buf, dtype=self._dtype)
+        cols = []
+        for f in self.schema.fields:
+            col = arr[f.name]
+            if f.type.kind == "bool":
+                if (col.view(np.uint8) > 1).any():
+                    raise _corrupt(self.fmt, "corrupt bool")
+                col = col.astype(bool)
+            cols.append(col.tolist())
+        return cols
+
+    def _decode_postcard(self, payloads: list[bytes]) -> list[list[Any]]:
+        import numpy as np
+
+        if any(f.type.kind not in INTS for f in self.schema.fields):
+            return [list(col) for col in zip(*(self.decode(p).values() for p in payloads), strict=True)]
+        nf = len(self.schema.fields)
+        buf = b"".join(payloads)
+        n = len(payloads)
+        maxlen = max(_VARINT_MAX[f.type.kind] for f in self.schema.fields)
+        u, end = _read_varints(buf, 0, n * nf, maxlen, self.fmt)
+        if end != len(buf):
+            raise _corrupt(self.fmt, "trailing bytes after a record")
+        # every message must end exactly where its record's last varint ends
+        window = np.frombuffer(buf, dtype=np.uint8)
+        last = np.flatnonzero(window < 0x80)[nf - 1::nf] + 1
+        if not np.array_equal(last, np.cumsum([len(p) for p in payloads])):
+            raise _corrupt(self.fmt, "a message is not one record long")
+        cols = []
+        for j, f in enumerate(self.schema.fields):
+            c = u[j::nf]
+            v = _unzigzag_array(c) if f.type.kind != "uint32" else c
+            lo, hi = INTS[f.type.kind]
+            if int(v.min()) < lo or int(v.max()) > hi:
+                raise _corrupt(self.fmt, f"{f.name}: a varint is out of range for {f.type.kind}")
+            cols.append(v.tolist())
+        return cols

@@ -1,0 +1,308 @@
+"""Protobuf: messages built at run time from the typed schema, or the user's own descriptors.
+
+From a ``RecordSchema`` wirepipe writes a proto3 ``FileDescriptorProto`` with
+``descriptor_pb2`` and asks the official runtime (``message_factory``) for the class, so no
+``protoc`` is needed and the bytes are the runtime's own. Field numbers are 1..n in schema
+order; the mapping (the ``.proto`` a peer would write, see ``to_proto_text``):
+
+int32 -> int32, int64 -> int64, uint32 -> uint32, float32 -> float, float64 -> double,
+bool -> bool, string -> string, bytes and bytes[N] -> bytes (N checked by wirepipe),
+list<T> -> repeated T (packed for numbers, proto3's default), record -> a nested message,
+T? -> proto3 ``optional T``. A list of lists or a list of optionals has no protobuf form and
+is refused when the format is built.
+
+A user's own message comes as a generated class (``schema: my_pb2:Point``) or a
+``FileDescriptorSet`` file (``protoc --descriptor_set_out=points.desc``, or ``buf build -o``)
+with ``message:`` naming the type. A ``.proto`` source file is not parsed (that needs
+protoc): compile it to one of those two.
+
+A framed message (several records) is ``message Records { repeated Record records = 1; }``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import StageError
+from ..schema import Field, RecordSchema, SchemaError, Type
+
+_SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
+            "float64": "TYPE_DOUBLE", "bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES",
+            "fixed": "TYPE_BYTES"}
+_PROTO_NAMES = {"int32": "int32", "int64": "int64", "uint32": "uint32", "float32": "float", "float64": "double",
+                "bool": "bool", "string": "string", "bytes": "bytes", "fixed": "bytes"}
+
+
+def _message_proto(schema: RecordSchema, path: str) -> Any:
+    from google.protobuf import descriptor_pb2
+
+    fd = descriptor_pb2.FieldDescriptorProto
+    msg = descriptor_pb2.DescriptorProto(name=schema.name)
+    nested_names: set[str] = set()
+    for number, f in enumerate(schema.fields, start=1):
+        where = f"{path}.{f.name}" if path else f.name
+        t = f.type
+        label = fd.LABEL_OPTIONAL
+        if t.kind == "list":
+            item = t.item
+            assert item is not None
+            if item.kind == "list" or item.optional:
+                raise SchemaError(where, f"{t} has no protobuf form (repeated fields hold neither lists nor nulls)")
+            if t.optional:
+                raise SchemaError(where, f"{t} has no protobuf form (a repeated field cannot be optional)")
+            label = fd.LABEL_REPEATED
+            t = item
+        field = msg.field.add(name=f.name, number=number, label=label)
+        if t.kind == "record":
+            rec = t.record
+            assert rec is not None
+            nested = _message_proto(rec, where)
+            base = nested.name
+            while nested.name in nested_names:
+                nested.name = f"{base}{len(nested_names)}"
+            nested_names.add(nested.name)
+            msg.nested_type.append(nested)
+            field.type = fd.TYPE_MESSAGE
+            field.type_name = nested.name
+        else:
+            field.type = getattr(fd, _SCALARS[t.kind])
+        if f.type.optional and f.type.kind != "list":
+            field.proto3_optional = True
+            field.oneof_index = len(msg.oneof_decl)
+            msg.oneof_decl.add(name=f"_{f.name}")
+    return msg
+
+
+def message_class(schema: RecordSchema, package: str = "wirepipe.generated") -> Any:
+    """The runtime message class for ``schema`` (proto3, fields numbered 1..n)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name=f"{package}.{schema.name}.proto", package=package,
+                                              syntax="proto3")
+    file.message_type.append(_message_proto(schema, ""))
+    records = file.message_type.add(name=f"{schema.name}Records")
+    records.field.add(name="records", number=1, label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+                      type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE, type_name=schema.name)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{schema.name}"))
+
+
+def to_proto_text(schema: RecordSchema) -> str:
+    """The ``.proto`` source a peer compiles to read wirepipe's messages for ``schema``."""
+    lines = ['syntax = "proto3";', ""]
+
+    def message(s: RecordSchema, indent: str) -> None:
+        lines.append(f"{indent}message {s.name} {{")
+        for number, f in enumerate(s.fields, start=1):
+            t = f.type
+            prefix = ""
+            if t.kind == "list":
+                prefix, t = "repeated ", t.item  # type: ignore[assignment]
+            elif t.optional:
+                prefix = "optional "
+            if t.kind == "record":
+                message(t.record, indent + "  ")  # type: ignore[arg-type]
+                tname = t.record.name  # type: ignore[union-attr]
+            else:
+                tname = _PROTO_NAMES[t.kind]
+            lines.append(f"{indent}  {prefix}{tname} {f.name} = {number};")
+        lines.append(f"{indent}}}")
+
+    message(schema, "")
+    return "\n".join(lines) + "\n"
+
+
+# --- descriptors the user brings -------------------------------------------------------------------
+
+
+def schema_of_message(descriptor: Any, path: str = "") -> RecordSchema:
+    """A ``RecordSchema`` from a protobuf message descriptor (so every format can use it)."""
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    kinds = {FD.TYPE_INT32: "int32", FD.TYPE_SINT32: "int32", FD.TYPE_SFIXED32: "int32", FD.TYPE_INT64: "int64",
+             FD.TYPE_SINT64: "int64", FD.TYPE_SFIXED64: "int64", FD.TYPE_UINT32: "uint32", FD.TYPE_FIXED32: "uint32",
+             FD.TYPE_FLOAT: "float32", FD.TYPE_DOUBLE: "float64", FD.TYPE_BOOL: "bool", FD.TYPE_STRING: "string",
+             FD.TYPE_BYTES: "bytes", FD.TYPE_ENUM: "int32"}
+    fields = []
+    for f in descriptor.fields:
+        where = f"{path}.{f.name}" if path else f.name
+        if f.type == FD.TYPE_MESSAGE:
+            if f.message_type.GetOptions().map_entry:
+                raise SchemaError(where, "protobuf maps have no equivalent in the schema language")
+            t = Type("record", record=schema_of_message(f.message_type, where))
+        elif f.type in kinds:
+            t = Type(kinds[f.type])
+        else:
+            raise SchemaError(where, f"protobuf type {f.type} (uint64/fixed64/group) has no equivalent")
+        repeated = _repeated(f)
+        optional = not repeated and (f.type == FD.TYPE_MESSAGE or f.has_presence)
+        if repeated:
+            t = Type("list", item=t)
+        elif optional:
+            t = Type(t.kind, t.size, t.item, t.record, optional=True)
+        fields.append(Field(f.name, t))
+    return RecordSchema(descriptor.name, tuple(fields), source=descriptor)
+
+
+def load_descriptor_set(path: str, message: str | None) -> Any:
+    """The message class named ``message`` in a ``FileDescriptorSet`` file."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    data = open(path, "rb").read()  # noqa: SIM115
+    fds = descriptor_pb2.FileDescriptorSet()
+    try:
+        fds.ParseFromString(data)
+    except Exception as exc:
+        raise SchemaError("", f"{path} is not a protobuf FileDescriptorSet ({exc})") from None
+    pool = descriptor_pool.DescriptorPool()
+    names = []
+    for f in fds.file:
+        pool.Add(f)
+        names += [f"{f.package}.{m.name}" if f.package else m.name for m in f.message_type]
+    if not names:
+        raise SchemaError("", f"{path} declares no message")
+    if message is None:
+        if len(names) > 1:
+            raise SchemaError("", f"{path} declares {', '.join(names)}: name one as {path}#Message")
+        message = names[0]
+    try:
+        desc = pool.FindMessageTypeByName(message)
+    except KeyError:
+        raise SchemaError("", f"{path} has no message {message!r}: it declares {', '.join(names)}") from None
+    return message_factory.GetMessageClass(desc)
+
+
+# --- encode and decode -----------------------------------------------------------------------------
+
+
+def _repeated(f: Any) -> bool:
+    """protobuf >= 6 names it ``is_repeated`` (``label`` is deprecated there); older ones have ``label``."""
+    flag = getattr(type(f), "is_repeated", None)
+    if flag is not None:
+        return bool(f.is_repeated)
+    return bool(f.label == f.LABEL_REPEATED)
+
+
+def _to_dict(descriptor: Any) -> Callable[[Any], dict[str, Any]]:
+    """message -> dict (every field; unset optional fields None), built once per descriptor."""
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    plain: list[str] = []
+    special: list[tuple[str, Callable[[Any], Any]]] = []
+    for f in descriptor.fields:
+        name = f.name
+        repeated = _repeated(f)
+        if f.type == FD.TYPE_MESSAGE:
+            sub = _to_dict(f.message_type)
+            if repeated:
+                special.append((name, lambda m, n=name, s=sub: [s(x) for x in getattr(m, n)]))
+            else:
+                special.append((name, lambda m, n=name, s=sub: s(getattr(m, n)) if m.HasField(n) else None))
+        elif repeated:
+            special.append((name, lambda m, n=name: list(getattr(m, n))))
+        elif f.has_presence:
+            special.append((name, lambda m, n=name: getattr(m, n) if m.HasField(n) else None))
+        else:
+            plain.append(name)
+    if not special and len(plain) == 2:
+        a, b = plain
+        return lambda m: {a: getattr(m, a), b: getattr(m, b)}
+    order = [f.name for f in descriptor.fields]
+    fns = dict(special)
+
+    def convert(m: Any) -> dict[str, Any]:
+        return {n: fns[n](m) if n in fns else getattr(m, n) for n in order}
+
+    return convert
+
+
+def _fixed_checks(schema: RecordSchema | None) -> Callable[[Any], None] | None:
+    """bytes[N] fields protobuf cannot check itself: a check of their sizes, or None."""
+    if schema is None or not any(f.type.kind == "fixed" for f in schema.fields):
+        return None
+    sizes = [(f.name, f.type.size, f.type.optional) for f in schema.fields if f.type.kind == "fixed"]
+
+    def check(rec: Any) -> None:
+        for name, size, optional in sizes:
+            v = rec.get(name)
+            if v is None and optional:
+                continue
+            if v is None or len(v) != size:
+                raise ValueError(f"{name}: expected exactly {size} bytes")
+
+    return check
+
+
+def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """(encode, decode) for records of ``schema``; the class comes from ``schema.source`` when the
+    schema was read from a protobuf descriptor, else it is built from the schema."""
+    from google.protobuf.message import DecodeError
+
+    source = schema.source
+    if source is not None and hasattr(source, "fields_by_name"):
+        from google.protobuf import message_factory
+
+        cls = message_factory.GetMessageClass(source)
+    elif source is not None and hasattr(source, "DESCRIPTOR"):
+        cls = source
+    else:
+        cls = message_class(schema)
+    to_dict = _to_dict(cls.DESCRIPTOR)
+    check = _fixed_checks(schema)
+    from_string = cls.FromString
+
+    def encode(value: Any) -> bytes:
+        if type(value) is list:
+            if check is not None:
+                for r in value:
+                    check(r)
+            msgs = [cls(**r) for r in value]
+            return b"".join(_length_delimited(m.SerializeToString()) for m in msgs)
+        if check is not None:
+            check(value)
+        return cls(**value).SerializeToString()
+
+    def decode(data: bytes) -> Any:
+        try:
+            return to_dict(from_string(data))
+        except DecodeError as exc:
+            raise StageError("deserialize", "protobuf", f"not a {cls.DESCRIPTOR.name} message ({exc})") from None
+
+    if not framed:
+        return encode, decode
+
+    def decode_framed(data: bytes) -> Any:
+        out = []
+        pos, n = 0, len(data)
+        while pos < n:
+            if data[pos] != 0x0A:  # field 1, wire type 2
+                raise StageError("deserialize", "protobuf", f"expected field 1 (records) at byte {pos}")
+            size, pos = _read_varint(data, pos + 1)
+            if pos + size > n:
+                raise StageError("deserialize", "protobuf", "truncated record")
+            out.append(decode(data[pos:pos + size]))
+            pos += size
+        return out
+
+    return encode, decode_framed
+
+
+def _length_delimited(body: bytes) -> bytes:
+    from .layout import varint
+
+    return b"\x0a" + varint(len(body)) + body
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    for i in range(10):
+        if pos + i >= len(data):
+            raise StageError("deserialize", "protobuf", "truncated varint")
+        b = data[pos + i]
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos + i + 1
+        shift += 7
+    raise StageError("deserialize", "protobuf", "corrupt varint")
