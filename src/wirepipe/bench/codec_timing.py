@@ -67,6 +67,18 @@ def _timed(op: Callable[[Batch], Batch], chunks: list[list[Any]], schema: tuple[
     return out, start, end, errors
 
 
+def _round_trips(decoded: list[Any], values: list[Any], fmt: str, schema: Any) -> bool:
+    """Decoded equals input; for typed formats, in the schema's shape (absent optional fields read as None)."""
+    if decoded == values:
+        return True
+    from ..schema import RecordSchema, with_defaults
+
+    if not FORMATS[fmt].typed or not isinstance(schema, RecordSchema):
+        return False
+    fill = with_defaults(schema)
+    return decoded == [fill(v) for v in values]
+
+
 def _nbytes(chunks: list[list[bytes]]) -> int:
     return sum(sum(map(len, c)) for c in chunks)
 
@@ -122,7 +134,8 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
                 ser_row = StageTime("serialize", ser.name, ser.params, repetitions, raw_total, ser_bytes, s0, s1)
                 deser_row = StageTime("deserialize", deser.name, deser.params, repetitions, ser_bytes, None, d0, d1)
                 format_error = _first(ser_err + deser_err) or (
-                    None if it or _flat(decoded) == values else f"{fmt}: decoded records differ from the input")
+                    None if it or _round_trips(_flat(decoded), values, fmt, schema)
+                    else f"{fmt}: decoded records differ from the input")
                 for c in by_group[(fmt, k)]:
                     r = results[c]
                     if progress is not None and it:

@@ -35,7 +35,7 @@ def from_dataset(name: str, seed: int = 0) -> BenchData:
     ds = get_dataset(name)
     sample = 10 if name == "large_vectors" else SAMPLE_RECORDS
     records = ds.sample(sample, seed=seed)
-    return BenchData(name, records, ds.raw_size(records) / len(records), ds.fields)
+    return BenchData(name, records, ds.raw_size(records) / len(records), ds.schema)
 
 
 def from_file(path: Path) -> BenchData:

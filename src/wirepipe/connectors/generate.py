@@ -29,7 +29,7 @@ class GenerateSource(Source):
         self.batch_size = batch_size
         self.seed = seed
         self.rate = rate
-        self.schema = self.dataset.fields
+        self.schema = self.dataset.schema  # typed: positional and schema'd formats read it
 
     @property
     def name(self) -> str:

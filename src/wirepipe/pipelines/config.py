@@ -37,6 +37,7 @@ from pydantic import (
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec
 from ..codecs.formats import FORMATS
 from ..errors import ConfigError
+from ..schema import SchemaError
 from .models import Duration, Size, Strict
 
 # --- operator entries -----------------------------------------------------------------------
@@ -58,29 +59,36 @@ def _known_codec(v: str) -> str:
         raise ValueError(exc.args[0]) from None
 
 
+SchemaParam = str | list[str] | dict[str, Any] | None  # see operators/serialize.py: resolve_schema
+
+
 class SerializeParams(Strict):
     format: str
-    schema_: str | list[str] | None = Field(default=None, alias="schema")
+    schema_: SchemaParam = Field(default=None, alias="schema")
+    schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
 
     _format = field_validator("format")(_known("format", list(FORMATS)))
 
     def build(self, ctx: BuildContext) -> list[Any]:
         from ..operators.serialize import Serialize
 
-        return [Serialize(self.format, schema=self.schema_)]
+        return [Serialize(self.format, schema=self.schema_, schema_id=self.schema_id)]
 
 
 class DeserializeParams(Strict):
     format: str = "auto"
-    schema_: str | list[str] | None = Field(default=None, alias="schema")
+    schema_: SchemaParam = Field(default=None, alias="schema")
     typed: bool | None = None
+    framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
+    schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
 
     _format = field_validator("format")(_known("format", list(FORMATS), ["auto"]))
 
     def build(self, ctx: BuildContext) -> list[Any]:
         from ..operators.serialize import Deserialize
 
-        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed)]
+        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed,
+                            framed=self.framed, schema_id=self.schema_id)]
 
 
 class CompressParams(Strict):
@@ -126,7 +134,7 @@ def _chain_shorthand(v: Any) -> Any:
 
 class ChainParams(Strict):
     chain: str
-    schema_: str | list[str] | None = Field(default=None, alias="schema")
+    schema_: SchemaParam = Field(default=None, alias="schema")
     max_output_size: Size = DEFAULT_MAX_OUTPUT
 
     @field_validator("chain")
@@ -454,7 +462,11 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
             operators += params.build(ctx)
         except (ValueError, KeyError, WirepipeError) as exc:
             detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-            raise ConfigError(detail, file=file, path=f"operators[{i}].{entry.kind}") from None
+            where = f"operators[{i}].{entry.kind}"
+            if isinstance(exc, SchemaError):  # name the schema field that is wrong
+                where += ".schema" + (f".{exc.path}" if exc.path else "")
+                detail = exc.message
+            raise ConfigError(detail, file=file, path=where) from None
     for where, model in (("source", cfg.source), ("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
         if model is None:
             continue
