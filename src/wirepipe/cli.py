@@ -384,9 +384,24 @@ def bench(
     records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100")] = None,
     bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit")] = "100Mbit",
     seed: Annotated[int, typer.Option(help="dataset seed")] = 0,
+    seed_tables: Annotated[bool, typer.Option("--seed-tables", help="print seeds 001-004's tables with wirepipe's "
+                                              "formats (k/n overridable with -k/-n)")] = False,
 ) -> None:
     """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
     from rich.console import Console
+
+    if seed_tables:
+        from .bench.seed_tables import print_seed_tables
+
+        tables = [d.strip() for d in dataset.split(",")] if dataset else None
+        from .bench.seed_tables import SEED_TABLES
+
+        bad = [t for t in tables or [] if t not in SEED_TABLES]
+        if bad:
+            fail(f"--dataset with --seed-tables: unknown table {', '.join(bad)}: allowed {', '.join(SEED_TABLES)}",
+                 EXIT_CONFIG)
+        print_seed_tables(Console(stderr=False), iterations, repetitions, seed, tables=tables)
+        return
 
     from .bench.command import execute, make_plan
     from .errors import ConfigError, WirepipeError

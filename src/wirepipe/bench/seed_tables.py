@@ -1,0 +1,302 @@
+"""``wirepipe bench --seed-tables``: the seed studies' tables, reproduced with wirepipe's formats.
+
+Seeds 001 (``Point``, k=10 x n=500,000) and 002 (``LargeVectors``, k=10 x n=100): one record
+(the dataset's first for the seed) serialized n times, then deserialized n times, per
+iteration, through the same ``Serialize``/``Deserialize`` operators a pipeline runs (batches of
+1000, so bincode and postcard pack a batch at a time). Each time is the mean [min - max] over
+the k iterations, in milliseconds; the size is the exact size of that record's payload and its
+difference to the raw struct. One row per seed row, named by its Python counterpart:
+
+=================  ================================  ===========================================
+seed row           wirepipe row                      note
+=================  ================================  ===========================================
+FlatMessage        n/a                               a Rust-only zero-copy format; the nearest
+                                                     thing here is ``arrow`` (an extra row)
+postcard (schema)  postcard                          same bytes as Rust postcard
+bincode (schema)   bincode                           fixint (bincode 1 / legacy()); the seed's
+                                                     2-byte Point is bincode 2's varint config,
+                                                     which is postcard-like in size
+rmp (schema)       msgpack-array                     positional msgpack
+rmp                msgpack                           msgpack map
+protobuf (schema)  protobuf                          official runtime, descriptor from the schema
+json               json                              stdlib json
+bson               bson                              pymongo's bson
+cbor               cbor                              cbor2
+simd_json          orjson                            the fast JSON library of Python
+flexbuffers        flexbuffers                       flatbuffers' pure-Python flexbuffers
+toml               toml                              tomllib + tomli-w
+=================  ================================  ===========================================
+
+Extra rows: msgpack and json with the typed schema (the msgspec engine), avro, arrow.
+Seeds 003 and 004 become two small tables: ``transaction`` with its byte fields as bytes
+versus as lists of ints, and the whole ``feed`` as compact JSON (base64 signatures) versus
+binary formats.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..batch import Batch
+from ..codecs.formats import FORMATS
+from ..datasets import get_dataset
+from ..operators.serialize import Deserialize, Serialize
+
+SEED_ROWS: list[tuple[str, str | None, bool]] = [
+    # (seed row, wirepipe format, with the dataset's typed schema)
+    ("FlatMessage", None, False),
+    ("postcard (schema)", "postcard", True),
+    ("bincode (schema)", "bincode", True),
+    ("rmp (schema)", "msgpack-array", True),
+    ("rmp", "msgpack", False),
+    ("protobuf (schema)", "protobuf", True),
+    ("json", "json", False),
+    ("bson", "bson", False),
+    ("cbor", "cbor", False),
+    ("simd_json", "orjson", False),
+    ("flexbuffers", "flexbuffers", False),
+    ("toml", "toml", False),
+]
+EXTRA_ROWS: list[tuple[str, str, bool]] = [
+    ("msgpack (schema)", "msgpack", True),
+    ("json (schema)", "json", True),
+    ("avro (schema)", "avro", True),
+    ("arrow", "arrow", False),
+]
+SEED_SHAPES = {"point": (10, 500_000), "large_vectors": (10, 100)}
+BATCH = 1000
+_ns = time.perf_counter_ns
+
+
+@dataclass
+class Row:
+    name: str
+    fmt: str | None
+    size: int | None = None
+    ser_ms: list[float] | None = None
+    deser_ms: list[float] | None = None
+    note: str = ""
+
+
+def _chunks(values: list[Any], size: int) -> list[list[Any]]:
+    return [values[i:i + size] for i in range(0, len(values), size)]
+
+
+def _run(op: Callable[[Batch], Batch], chunks: list[list[Any]]) -> tuple[list[list[Any]], float, list[str]]:
+    out, errors = [], []
+    t0 = _ns()
+    for chunk in chunks:
+        b = op(Batch(chunk))
+        out.append(b.values)
+        if b.rejected:
+            errors.append(b.rejected[0].error)
+    return out, (_ns() - t0) / 1e6, errors
+
+
+ROW_BUDGET_S = 60.0  # a row whose warm-up shows k iterations would take longer runs fewer
+
+
+def measure_row(name: str, fmt: str | None, typed: bool, dataset: str, k: int, n: int, seed: int = 0,
+                budget_s: float = ROW_BUDGET_S) -> Row:
+    """One row: k iterations of n serializations and n deserializations of one record.
+
+    The pure-Python formats (flexbuffers, toml) take seconds per ``large_vectors`` record: when
+    the warm-up shows k iterations would pass ``budget_s``, the row runs fewer and says so.
+    """
+    row = Row(name, fmt)
+    if fmt is None:
+        row.note = "n/a: Rust-only zero-copy format (nearest here: arrow)"
+        return row
+    if not FORMATS[fmt].available():
+        row.note = f"n/a: {FORMATS[fmt].library} is not installed"
+        return row
+    ds = get_dataset(dataset)
+    record = ds.sample(1, seed=seed)[0]
+    schema = ds.schema if typed or FORMATS[fmt].needs_schema else None
+    ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
+    chunks = _chunks([record] * n, BATCH)
+    row.ser_ms, row.deser_ms = [], []
+    gc_was_enabled = gc.isenabled()
+    try:
+        it = 0
+        while it <= k:  # iteration 0 warms up and checks the round trip
+            gc.collect()
+            gc.disable()
+            payloads, ser_ms, ser_err = _run(ser, chunks)
+            decoded, deser_ms, deser_err = _run(deser, payloads)
+            gc.enable()
+            if ser_err or deser_err:
+                row.note = f"failed: {(ser_err + deser_err)[0]}"
+                row.ser_ms = row.deser_ms = None
+                return row
+            if it == 0:
+                row.size = len(payloads[0][0])
+                if not _same(decoded[0][0], record, ds.schema):
+                    row.note = "failed: decoded record differs from the input"
+                    row.ser_ms = row.deser_ms = None
+                    return row
+                fits = max(1, int(budget_s * 1000 / max(ser_ms + deser_ms, 1e-3)))
+                if fits < k:
+                    k = fits
+                    row.note = f"k={k} (time budget)"
+            else:
+                row.ser_ms.append(ser_ms)
+                row.deser_ms.append(deser_ms)
+            it += 1
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return row
+
+
+def _same(decoded: Any, record: Any, schema: Any) -> bool:
+    from ..schema import with_defaults
+
+    return bool(decoded == record or decoded == with_defaults(schema)(record))
+
+
+def seed_table(dataset: str, k: int, n: int, seed: int = 0,
+               progress: Callable[[str], None] | None = None, budget_s: float = ROW_BUDGET_S) -> tuple[list[Row], int]:
+    """Every seed row and extra row for ``dataset``; (rows, raw size of the record)."""
+    rows = []
+    for name, fmt, typed in [*SEED_ROWS, *EXTRA_ROWS]:
+        if progress is not None:
+            progress(f"{dataset}: {name}")
+        rows.append(measure_row(name, fmt, typed, dataset, k, n, seed, budget_s))
+    return rows, get_dataset(dataset).fixed_raw_size or 0
+
+
+def _stat(values: list[float]) -> str:
+    return f"{sum(values) / len(values):.2f} [{min(values):.2f} - {max(values):.2f}]"
+
+
+def table_lines(rows: list[Row], raw: int) -> list[list[str]]:
+    """The seed's columns: Algorithm, Size (b) [±% vs raw], Ser. (ms), Deser. (ms), Ser+Deser. (ms)."""
+    out = []
+    for r in rows:
+        label = r.name if r.fmt in (None, r.name) else f"{r.name} → {r.fmt}"
+        if r.ser_ms is None or r.deser_ms is None or r.size is None:
+            out.append([label, "-", "-", "-", "-", r.note or "-"])
+            continue
+        pct = round((r.size - raw) * 100 / raw) if raw else 0
+        both = [a + b for a, b in zip(r.ser_ms, r.deser_ms, strict=True)]
+        out.append([label, f"{r.size} [{pct:+d}%]", _stat(r.ser_ms), _stat(r.deser_ms), _stat(both), r.note])
+    return out
+
+
+# --- seeds 003 and 004 -----------------------------------------------------------------------------
+
+
+def _as_int_lists(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return list(value)
+    if isinstance(value, dict):
+        return {k: _as_int_lists(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_int_lists(v) for v in value]
+    return value
+
+
+def _per_record_us(fmt: str, records: list[Any], schema: Any, reps: int) -> tuple[int, float, float]:
+    """(total payload bytes, best ser. µs per record, best deser. µs per record)."""
+    ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
+    best_s = best_d = float("inf")
+    payloads: list[bytes] = []
+    for _ in range(reps):
+        t0 = _ns()
+        payloads = ser(Batch(list(records))).values
+        t1 = _ns()
+        deser(Batch(list(payloads)))
+        t2 = _ns()
+        best_s, best_d = min(best_s, t1 - t0), min(best_d, t2 - t1)
+    n = len(records)
+    return sum(map(len, payloads)), best_s / n / 1e3, best_d / n / 1e3
+
+
+def transaction_table(count: int = 1000, reps: int = 5, seed: int = 0) -> list[list[str]]:
+    """Seed 003: byte fields as bytes versus as lists of ints (mean size, best µs per record)."""
+    ds = get_dataset("transaction")
+    records = ds.sample(count, seed=seed)
+    as_lists = [_as_int_lists(r) for r in records]
+    rows = []
+    for fmt in ("msgpack", "orjson", "cbor", "bincode"):
+        for label, recs, schema in (("bytes", records, None), ("lists of ints", as_lists, None)):
+            if fmt == "bincode":
+                if label != "bytes":
+                    continue
+                schema = ds.schema
+            size, s, d = _per_record_us(fmt, recs, schema, reps)
+            rows.append([fmt, label, f"{size / count:.1f}", f"{s:.2f}", f"{d:.2f}", f"{s + d:.2f}"])
+    return rows
+
+
+def feed_table(count: int = 1000, reps: int = 5, seed: int = 0) -> list[list[str]]:
+    """Seed 004: the whole feed as compact JSON (base64 signatures) versus binary formats."""
+    ds = get_dataset("feed")
+    records = ds.sample(count, seed=seed)
+    rows = []
+    base = None
+    for fmt, typed in (("orjson", False), ("json", True), ("msgpack", False), ("msgpack", True), ("cbor", False),
+                       ("bincode", True), ("postcard", True), ("protobuf", True), ("avro", True)):
+        size, s, d = _per_record_us(fmt, records, ds.schema if typed else None, reps)
+        total_s, total_d = s * count / 1e3, d * count / 1e3
+        if base is None:
+            base = total_d
+        name = f"{fmt} (schema)" if typed and fmt in ("json", "msgpack") else fmt
+        rows.append([name, str(size), f"{total_s:.2f}", f"{total_d:.2f}", f"{base / total_d:.1f}x"])
+    return rows
+
+
+SEED_TABLES = ("point", "large_vectors", "transaction", "feed")
+
+
+def print_seed_tables(console: Any, iterations: int | None = None, repetitions: int | None = None,
+                      seed: int = 0, small_count: int = 1000, tables: list[str] | None = None) -> dict[str, Any]:
+    """Print the tables (all four unless ``tables`` names some); returns their rows for tests and files."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..codecs.compression import deflate_libraries
+
+    if not console.is_terminal:  # a pipe or a file: wide enough that no row wraps
+        console = Console(width=160, stderr=console.stderr)
+    chosen = list(tables or SEED_TABLES)
+    out: dict[str, Any] = {}
+    for dataset, (k, n) in SEED_SHAPES.items():
+        if dataset not in chosen:
+            continue
+        k, n = iterations or k, repetitions or n
+        with console.status("measuring") as status:
+            rows, raw = seed_table(dataset, k, n, seed, progress=lambda text: status.update(text))
+        t = Table(title=f"seed table: {dataset} (k={k} x n={n}, raw {raw} bytes)")
+        for col in ("Algorithm", "Size (b)", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)", "note"):
+            t.add_column(col)
+        lines = table_lines(rows, raw)
+        for line in lines:
+            t.add_row(*line)
+        console.print(t)
+        out[dataset] = rows
+    if "transaction" in chosen:
+        t = Table(title=f"seed 003: transaction byte fields ({small_count} records, best of 5, per record)")
+        for col in ("format", "byte fields as", "mean size (b)", "ser. (µs)", "deser. (µs)", "ser+deser. (µs)"):
+            t.add_column(col)
+        out["transaction"] = transaction_table(small_count, seed=seed)
+        for line in out["transaction"]:
+            t.add_row(*line)
+        console.print(t)
+    if "feed" in chosen:
+        t = Table(title=f"seed 004: the whole feed ({small_count} signed messages, best of 5)")
+        for col in ("format", "size (b)", "ser. (ms)", "deser. (ms)", "deser. vs orjson"):
+            t.add_column(col)
+        out["feed"] = feed_table(small_count, seed=seed)
+        for line in out["feed"]:
+            t.add_row(*line)
+        console.print(t)
+    comp, decomp = deflate_libraries()
+    console.print(f"zlib/gzip/deflate ran on: compress {comp}, decompress {decomp}; "
+                  "times under load swing 2-3x: compare rows of one run")
+    return out
