@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import StageError
-from ..schema import Field, RecordSchema, SchemaError, Type
+from ..schema import INTS, Field, RecordSchema, SchemaError, Type
 
 _AVRO = {"int32": "int", "int64": "long", "uint32": "long", "float32": "float", "float64": "double",
          "bool": "boolean", "string": "string", "bytes": "bytes"}
@@ -98,6 +98,60 @@ def schema_of_avsc(avsc: Any, path: str = "") -> RecordSchema:
     return RecordSchema(out.name, out.fields, source=avsc)
 
 
+def _narrow(t: Type) -> bool:
+    if t.kind in ("int32", "uint32"):
+        return True
+    if t.kind == "list":
+        return _narrow(t.item)  # type: ignore[arg-type]
+    if t.kind == "record":
+        return any(_narrow(f.type) for f in t.record.fields)  # type: ignore[union-attr]
+    return False
+
+
+def range_guard(t: Type) -> Callable[[Any], None]:
+    """A check of the int32 / uint32 values of ``t``: fastavro writes any integer as a varint, so an
+    out-of-range int32 (or a negative uint32, carried as a long) would reach the wire unnoticed."""
+    if not _narrow(t):
+        return lambda v: None
+    if t.kind in ("int32", "uint32"):
+        lo, hi = INTS[t.kind]
+
+        def scalar(v: Any) -> None:
+            if type(v) is int and not lo <= v <= hi:
+                raise ValueError(f"{v} is out of range for {t.kind}")
+
+        return scalar
+    if t.kind == "list":
+        item = t.item
+        assert item is not None
+        if item.kind in ("int32", "uint32"):
+            lo, hi = INTS[item.kind]
+
+            def ints(v: Any) -> None:
+                if v and type(v) is list and (min(v) < lo or max(v) > hi):
+                    raise ValueError(f"a value is out of range for {item.kind}")
+
+            return ints
+        each = range_guard(item)
+
+        def items(v: Any) -> None:
+            if type(v) is list:
+                for x in v:
+                    each(x)
+
+        return items
+    guards = [(f.name, range_guard(f.type)) for f in t.record.fields if _narrow(f.type)]  # type: ignore[union-attr]
+
+    def record(v: Any) -> None:
+        if type(v) is dict:
+            for name, guard in guards:
+                x = v.get(name)
+                if x is not None:
+                    guard(x)
+
+    return record
+
+
 def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = None
           ) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
     """(encode, decode) for records of ``schema`` (its ``.avsc`` when it was read from one)."""
@@ -113,7 +167,11 @@ def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = No
     skip = len(prefix)
     list_schema = fastavro.parse_schema({"type": "array", "items": parsed})
 
+    guard = range_guard(Type("record", record=schema))
+    guard_list = range_guard(Type("list", item=Type("record", record=schema)))
+
     def encode(value: Any) -> bytes:
+        (guard_list if type(value) is list else guard)(value)
         buf = BytesIO()
         buf.write(prefix)
         write(buf, list_schema if type(value) is list else parsed, value)

@@ -55,14 +55,27 @@ def bson_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
     return encode, decode
 
 
+_FLT_MAX = 3.4028234663852886e38
+
+
 def flexbuffers_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
     from flatbuffers import flexbuffers
 
-    dumps = flexbuffers.Dumps
+    class Builder(flexbuffers.Builder):  # type: ignore[misc]
+        """flatbuffers' Builder tries float32 with struct.pack('<f'), which raises for finite values
+        just above FLT_MAX instead of falling back to float64 (a library bug): pick 8 bytes for them."""
+
+        def Float(self, value: float, byte_width: int = 0) -> None:  # noqa: N802 - the library's name
+            if byte_width == 0 and _FLT_MAX < abs(value) < float("inf"):
+                byte_width = 8
+            super().Float(value, byte_width)
+
     loads = flexbuffers.Loads
 
     def encode(value: Any) -> bytes:
-        return bytes(dumps(_wrap(value)))
+        b = Builder()
+        b.Add(_wrap(value))
+        return bytes(b.Finish())
 
     def decode(data: bytes) -> Any:
         try:

@@ -83,6 +83,8 @@ class Format:
 
     def _options(self, options: dict[str, Any]) -> dict[str, Any]:
         given = {k: v for k, v in options.items() if v is not None and v is not False}
+        if "framed" in given and "framed" not in self.options and not self.needs_schema:
+            del given["framed"]  # self-describing: a list of records is read as a list anyway
         bad = [k for k in given if k not in self.options]
         if bad:
             allowed = ", ".join(self.options) or "none"
