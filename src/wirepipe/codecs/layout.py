@@ -481,6 +481,11 @@ class Layout:
     def encode(self, value: Any) -> bytes:
         out: list[bytes] = []
         if type(value) is list:
+            if self._flat and value and type(value[0]) is dict:
+                # a framed message of fixed-size records: the whole Vec in one numpy pass
+                if self.varints:
+                    return varint(len(value)) + b"".join(self._encode_postcard(value))
+                return _U64.pack(len(value)) + self._bincode_array(value).tobytes()
             self._vec_enc(value, out)
         else:
             self._enc(value, out)
@@ -498,7 +503,21 @@ class Layout:
         return self._whole(self._dec, data)
 
     def decode_framed(self, data: bytes) -> Any:
+        if self._flat and not self.varints and len(data) >= 8:
+            # Vec of fixed-size records: the count, then n records of one numpy dtype
+            n = _U64.unpack_from(data)[0]
+            size = self._dtype.itemsize  # type: ignore[union-attr]
+            if len(data) != 8 + n * size:
+                raise _corrupt(self.fmt, f"{n} records announced: expected {8 + n * size} bytes, got {len(data)}")
+            return self._records(self._bincode_columns(data[8:], n))
         return self._whole(self._vec_dec, data)
+
+    def _records(self, cols: list[list[Any]]) -> list[dict[str, Any]]:
+        names = self.schema.names
+        if len(names) == 2:
+            a, b = names
+            return [{a: x, b: y} for x, y in zip(*cols, strict=True)]
+        return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
 
     # a batch at a time, for records whose fields all have a fixed width --------------------------
     def encode_column(self, values: list[Any]) -> list[bytes]:
@@ -506,6 +525,14 @@ class Layout:
         if not self._flat or not values or type(values[0]) is not dict:
             return [self.encode(v) for v in values]
         return self._encode_postcard(values) if self.varints else self._encode_bincode(values)
+
+    def _bincode_array(self, values: list[Any]) -> Any:
+        import numpy as np
+
+        arr = np.empty(len(values), dtype=self._dtype)
+        for f, col in zip(self.schema.fields, self._columns(values), strict=True):
+            arr[f.name] = col
+        return arr
 
     def _columns(self, values: list[Any]) -> list[Any]:
         import numpy as np
@@ -529,13 +556,8 @@ class Layout:
         return cols
 
     def _encode_bincode(self, values: list[Any]) -> list[bytes]:
-        import numpy as np
-
         n = len(values)
-        arr = np.empty(n, dtype=self._dtype)
-        for f, col in zip(self.schema.fields, self._columns(values), strict=True):
-            arr[f.name] = col
-        buf = arr.tobytes()
+        buf = self._bincode_array(values).tobytes()
         size = self._dtype.itemsize  # type: ignore[union-attr]
         return [buf[i:i + size] for i in range(0, n * size, size)]
 
@@ -568,20 +590,19 @@ class Layout:
             cols = self._decode_postcard(payloads)
         else:
             cols = self._decode_bincode(payloads)
-        names = self.schema.names
-        if len(names) == 2:
-            a, b = names
-            return [{a: x, b: y} for x, y in zip(*cols, strict=True)]
-        return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
+        return self._records(cols)
 
     def _decode_bincode(self, payloads: list[bytes]) -> list[list[Any]]:
-        import numpy as np
-
         size = self._dtype.itemsize  # type: ignore[union-attr]
         buf = b"".join(payloads)
         if len(buf) != size * len(payloads) or any(len(p) != size for p in payloads):
             raise _corrupt(self.fmt, "a message is not one record long")
-        arr = np.frombuffer(buf, dtype=self._dtype)
+        return self._bincode_columns(buf, len(payloads))
+
+    def _bincode_columns(self, buf: bytes, n: int) -> list[list[Any]]:
+        import numpy as np
+
+        arr = np.frombuffer(buf, dtype=self._dtype, count=n)
         cols = []
         for f in self.schema.fields:
             col = arr[f.name]

@@ -1,0 +1,171 @@
+"""Typed schemas and the fixed layout, side by side in one run.
+
+A. In process, per record (serialize + deserialize, batches of 1000, the operators a pipeline
+   runs): msgpack and json on ``point`` and ``block`` with the dataset's typed schema (the
+   msgspec engine) against today's untyped path, and against a hand-written msgspec loop doing
+   the same work. Target: typed >= 1.3x untyped.
+B. Over core NATS (publisher in its own process, consumer here): ``point`` as bincode, 100
+   records framed per message, against msgpack one record per message, both wirepipe pipelines
+   (generate -> [pack] -> serialize -> nats | nats -> deserialize -> [unpack] -> null).
+   Target: bincode x100 >= 5x the records/s.
+
+    python benchmarks/bench_formats.py [--rounds 5] [--count 200000] [--skip-nats]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from typing import Any
+
+from common import interleave, ratio
+from wirepipe.batch import Batch
+from wirepipe.datasets import get_dataset
+from wirepipe.operators.serialize import Deserialize, Serialize
+
+# --- A. in process ------------------------------------------------------------------------------------
+
+
+def _chunks(values: list[Any], size: int = 1000) -> list[list[Any]]:
+    return [values[i:i + size] for i in range(0, len(values), size)]
+
+
+def _operators(fmt: str, schema: Any, chunks: list[list[Any]]) -> Any:
+    ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
+
+    def run() -> int:
+        n = 0
+        for chunk in chunks:
+            b = deser(ser(Batch(list(chunk))))
+            n += len(b.values)
+        return n
+
+    return run
+
+
+def _hand_msgspec(fmt: str, dataset: str, chunks: list[list[Any]]) -> Any:
+    """What the typed path does, written by hand: msgspec's encoder and typed decoder over a list."""
+    from wirepipe.codecs.msgspec_engine import json_codec, msgpack_codec
+
+    encode, decode = (msgpack_codec if fmt == "msgpack" else json_codec)(get_dataset(dataset).schema)
+
+    def run() -> int:
+        n = 0
+        for chunk in chunks:
+            n += len([decode(p) for p in [encode(r) for r in chunk]])
+        return n
+
+    return run
+
+
+def in_process(rounds: int) -> dict[str, float]:
+    out = {}
+    for dataset, count in (("point", 200_000), ("block", 2_000)):
+        records = get_dataset(dataset).sample(count)
+        chunks = _chunks(records)
+        for fmt in ("msgpack", "json"):
+            variants = {
+                "untyped (today)": _operators(fmt, None, chunks),
+                "typed schema (msgspec)": _operators(fmt, dataset, chunks),
+                "hand-written msgspec loop": _hand_msgspec(fmt, dataset, chunks),
+            }
+            res = interleave(variants, rounds=rounds)
+            print(f"\n{fmt} on {dataset}: {count:,} records, serialize + deserialize, best of {rounds} rounds")
+            for name, r in res.items():
+                print(f"  {name:<28} {r.records / r.best:>12,.0f} rec/s  {r.best / r.records * 1e9:>9,.0f} ns/record")
+            typed = ratio(res, "typed schema (msgspec)", "untyped (today)")
+            hand = ratio(res, "typed schema (msgspec)", "hand-written msgspec loop")
+            print(f"  ratio typed / untyped: {typed:.2f}x (target >= 1.3); typed / hand-written: {hand:.2f}")
+            out[f"{fmt}/{dataset}"] = typed
+    return out
+
+
+# --- B. over core NATS -----------------------------------------------------------------------------------
+
+VARIANTS = {"bincode x100/msg": ("bincode", 100), "msgpack x1/msg": ("msgpack", 1)}
+
+
+async def _publish(url: str, subject: str, count: int, fmt: str, per_message: int) -> None:
+    from wirepipe.connectors.generate import GenerateSource
+    from wirepipe.connectors.nats import NatsSink
+    from wirepipe.connectors.natsconn import ConnectionOptions
+    from wirepipe.operators.framing import Pack
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    ops: list[Any] = [Pack(per_message)] if per_message > 1 else []
+    ops.append(Serialize(fmt, schema="point" if fmt == "bincode" else None))
+    sink = NatsSink(subject, options=ConnectionOptions(url, pending_size=64 * 1024 * 1024))
+    await Pipeline(GenerateSource("point", count=count, batch_size=1000), ops, sink).run_async()
+    print("done", flush=True)
+
+
+async def _consume_once(url: str, count: int, fmt: str, per_message: int) -> float:
+    from nats_consume import LatencySink, stalled
+
+    from wirepipe.connectors.nats import NatsSource
+    from wirepipe.connectors.natsconn import ConnectionOptions
+    from wirepipe.operators.framing import Unpack
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    messages = count // per_message
+    source = NatsSource("bench.formats", options=ConnectionOptions(url), count=messages,
+                        pending_msgs_limit=messages + 10, pending_bytes_limit=0)
+    ops: list[Any] = [Deserialize(fmt, schema="point" if fmt == "bincode" else None, framed=per_message > 1)]
+    if per_message > 1:
+        ops.append(Unpack())
+    sink = LatencySink()
+    task = asyncio.ensure_future(Pipeline(source, ops, sink, flush_interval=3600).run_async())
+    while not source.ready.is_set():
+        await asyncio.sleep(0.005)
+    t0 = time.perf_counter()
+    pub = await asyncio.create_subprocess_exec(sys.executable, __file__, "publish", url, "bench.formats", str(count),
+                                               fmt, str(per_message), stdout=asyncio.subprocess.PIPE)
+    await stalled(lambda: sink.records, count, task, patience=10.0)
+    source.stopping.set()
+    stats = await task
+    await pub.wait()
+    elapsed = sink.last - t0
+    if stats.records_out < count:
+        print(f"  {fmt} x{per_message}: {stats.records_out:,} of {count:,} records received (core NATS drops)")
+    return stats.records_out / elapsed
+
+
+async def over_nats(rounds: int, count: int) -> float:
+    from wirepipe.server import EmbeddedServer
+
+    rates: dict[str, list[float]] = {k: [] for k in VARIANTS}
+    async with EmbeddedServer() as srv:
+        for fmt, k in VARIANTS.values():  # warm-up
+            await _consume_once(srv.url, count // 10, fmt, k)
+        for r in range(rounds):
+            names = list(VARIANTS) if r % 2 == 0 else list(VARIANTS)[::-1]
+            for name in names:
+                fmt, k = VARIANTS[name]
+                rates[name].append(await _consume_once(srv.url, count, fmt, k))
+    print(f"\ncore NATS, point, {count:,} records x {rounds} rounds, publisher process start to last record consumed")
+    for name, rs in rates.items():
+        print(f"  {name:<20} best {max(rs):>12,.0f} rec/s  median {statistics.median(rs):>12,.0f} rec/s")
+    best = max(rates["bincode x100/msg"]) / max(rates["msgpack x1/msg"])
+    med = statistics.median(rates["bincode x100/msg"]) / statistics.median(rates["msgpack x1/msg"])
+    print(f"  ratio bincode x100 / msgpack x1: {best:.1f}x (best), {med:.1f}x (median); target >= 5")
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--count", type=int, default=200_000, help="records per NATS round")
+    ap.add_argument("--skip-nats", action="store_true")
+    args = ap.parse_args()
+    in_process(args.rounds)
+    if not args.skip_nats:
+        asyncio.run(over_nats(args.rounds, args.count))
+
+
+if __name__ == "__main__" and len(sys.argv) == 7 and sys.argv[1] == "publish":
+    asyncio.run(_publish(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])))
+elif __name__ == "__main__":
+    main()
