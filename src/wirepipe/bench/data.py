@@ -63,6 +63,36 @@ def from_file(path: Path) -> BenchData:
                     break
     if not records:
         raise WirepipeError(f"--input {path}: no records")
-    fields = tuple(records[0]) if isinstance(records[0], dict) else None
+    fields = _infer_schema(records, path.stem)
     raw = sum(len(orjson.dumps(r, default=json_default)) for r in records) / len(records)
     return BenchData(path.stem, records, raw, fields, raw_note="JSON")
+
+
+def _infer_schema(records: list[Any], name: str) -> Any:
+    """The typed schema of the records as Arrow infers it (nullable only where a null was seen),
+    so the schema'd formats can run on the user's data; their field names when Arrow cannot."""
+    if not isinstance(records[0], dict):
+        return None
+    import pyarrow as pa
+
+    from ..schema import Field, RecordSchema, SchemaError, from_arrow
+
+    try:
+        table = pa.Table.from_pylist(records)
+        schema = pa.schema([f.with_nullable(table.column(f.name).null_count > 0) for f in table.schema])
+        inferred = from_arrow(schema, name="".join(p.title() for p in name.replace("-", "_").split("_")) or "Record")
+        return RecordSchema(inferred.name, tuple(Field(f.name, _required_inside(f.type)) for f in inferred.fields))
+    except (pa.ArrowException, SchemaError, TypeError, ValueError):
+        return tuple(records[0])
+
+
+def _required_inside(t: Any) -> Any:
+    """``t`` with list items and nested fields required (Arrow infers them all nullable)."""
+    from ..schema import Field, RecordSchema, Type
+
+    if t.kind == "list":
+        return Type("list", item=_required_inside(t.item).required(), optional=t.optional)
+    if t.kind == "record":
+        fields = tuple(Field(f.name, _required_inside(f.type).required()) for f in t.record.fields)
+        return Type("record", record=RecordSchema(t.record.name, fields), optional=t.optional)
+    return t
