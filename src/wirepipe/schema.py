@@ -211,7 +211,6 @@ def from_arrow(schema: Any, name: str = "Record") -> RecordSchema:
 
 
 def _from_arrow_type(t: Any, nullable: bool, path: str) -> Type:
-    import pyarrow as pa
     import pyarrow.types as pt
 
     simple = [(pt.is_int32, "int32"), (pt.is_int64, "int64"), (pt.is_uint32, "uint32"), (pt.is_float32, "float32"),
@@ -234,9 +233,8 @@ def _from_arrow_type(t: Any, nullable: bool, path: str) -> Type:
                        for i in range(t.num_fields))
         return Type("record", record=RecordSchema(path.split(".")[-1].title().replace("[]", ""), fields),
                     optional=nullable)
-    if pt.is_integer(t):  # int8/int16/uint8/uint16 widen to int32
-        if t.bit_width < 32 or t == pa.uint16():
-            return Type("int32", optional=nullable)
+    if pt.is_integer(t) and t.bit_width < 32:  # int8/int16/uint8/uint16 widen to int32
+        return Type("int32", optional=nullable)
     raise SchemaError(path, f"Arrow type {t} has no equivalent: allowed {ALLOWED}")
 
 
@@ -321,9 +319,9 @@ def load_schema_file(path: str | Path) -> RecordSchema:
             import yaml
 
             spec = yaml.safe_load(text)
-    except ValueError as exc:  # json and yaml errors both derive from ValueError... yaml's do not
+    except ValueError as exc:  # json.JSONDecodeError
         raise SchemaError("", f"{p} is not valid JSON: {exc}") from None
-    except Exception as exc:
+    except Exception as exc:  # yaml.YAMLError (yaml is imported lazily, so its class is not named here)
         raise SchemaError("", f"{p} is not valid YAML: {exc}") from None
     try:
         return parse_schema(spec, name=_record_name(p.stem))

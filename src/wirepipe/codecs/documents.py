@@ -65,7 +65,7 @@ def flexbuffers_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]
         """flatbuffers' Builder tries float32 with struct.pack('<f'), which raises for finite values
         just above FLT_MAX instead of falling back to float64 (a library bug): pick 8 bytes for them."""
 
-        def Float(self, value: float, byte_width: int = 0) -> None:  # noqa: N802 - the library's name
+        def Float(self, value: float, byte_width: int = 0) -> None:  # the library's method name
             if byte_width == 0 and _FLT_MAX < abs(value) < float("inf"):
                 byte_width = 8
             super().Float(value, byte_width)

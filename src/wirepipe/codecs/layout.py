@@ -586,11 +586,7 @@ class Layout:
         """Every payload of the batch at once (one record each); raises if any does not fit."""
         if not self._flat or not payloads:
             return [self.decode(p) for p in payloads]
-        if self.varints:
-            cols = self._decode_postcard(payloads)
-        else:
-            cols = self._decode_bincode(payloads)
-        return self._records(cols)
+        return self._records(self._decode_postcard(payloads) if self.varints else self._decode_bincode(payloads))
 
     def _decode_bincode(self, payloads: list[bytes]) -> list[list[Any]]:
         size = self._dtype.itemsize  # type: ignore[union-attr]
