@@ -104,7 +104,7 @@ def test_repetitions_scale_with_payload_size() -> None:
 
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("format", "capnproto", "unknown format 'capnproto'"),
-    ("codec", "snappy", "unknown codec 'snappy'"),
+    ("codec", "lzo", "unknown codec 'lzo'"),
     ("level", "99", "out of range"),
     ("transport", "kafka", "unknown transport 'kafka'"),
 ])
