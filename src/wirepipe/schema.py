@@ -83,6 +83,16 @@ class Type:
             text = self.kind
         return text + "?" if self.optional else text
 
+    def contains(self, *kinds: str) -> bool:
+        """Whether this type, or any type inside it (list items, nested fields), is one of ``kinds``."""
+        if self.kind in kinds:
+            return True
+        if self.kind == "list":
+            return self.item.contains(*kinds)  # type: ignore[union-attr]
+        if self.kind == "record":
+            return any(f.type.contains(*kinds) for f in self.record.fields)  # type: ignore[union-attr]
+        return False
+
     def required(self) -> Type:
         """The same type without ``optional``."""
         return Type(self.kind, self.size, self.item, self.record) if self.optional else self

@@ -98,20 +98,10 @@ def schema_of_avsc(avsc: Any, path: str = "") -> RecordSchema:
     return RecordSchema(out.name, out.fields, source=avsc)
 
 
-def _narrow(t: Type) -> bool:
-    if t.kind in ("int32", "uint32"):
-        return True
-    if t.kind == "list":
-        return _narrow(t.item)  # type: ignore[arg-type]
-    if t.kind == "record":
-        return any(_narrow(f.type) for f in t.record.fields)  # type: ignore[union-attr]
-    return False
-
-
 def range_guard(t: Type) -> Callable[[Any], None]:
     """A check of the int32 / uint32 values of ``t``: fastavro writes any integer as a varint, so an
     out-of-range int32 (or a negative uint32, carried as a long) would reach the wire unnoticed."""
-    if not _narrow(t):
+    if not t.contains("int32", "uint32"):
         return lambda v: None
     if t.kind in ("int32", "uint32"):
         lo, hi = INTS[t.kind]
@@ -140,7 +130,7 @@ def range_guard(t: Type) -> Callable[[Any], None]:
                     each(x)
 
         return items
-    guards = [(f.name, range_guard(f.type)) for f in t.record.fields if _narrow(f.type)]  # type: ignore[union-attr]
+    guards = [(f.name, range_guard(f.type)) for f in t.record.fields if f.type.contains("int32", "uint32")]  # type: ignore[union-attr]
 
     def record(v: Any) -> None:
         if type(v) is dict:

@@ -84,19 +84,9 @@ def typed_dict(schema: RecordSchema, json: bool, names: dict[str, int] | None = 
     return TypedDict(schema.name if not n else f"{schema.name}{n}", annotations)  # type: ignore[operator]
 
 
-def _has_bytes(t: Type) -> bool:
-    if t.kind in ("bytes", "fixed"):
-        return True
-    if t.kind == "list":
-        return _has_bytes(t.item)  # type: ignore[arg-type]
-    if t.kind == "record":
-        return any(_has_bytes(f.type) for f in t.record.fields)  # type: ignore[union-attr]
-    return False
-
-
 def _b64_writer(t: Type) -> Callable[[Any], Any]:
     """Value -> the same value with its bytes as ``{"$base64": ...}`` (only where the schema has bytes)."""
-    if not _has_bytes(t):
+    if not t.contains("bytes", "fixed"):
         return lambda v: v
     if t.kind in ("bytes", "fixed"):
         b64 = base64.b64encode
@@ -110,7 +100,7 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
     if t.kind == "list":
         item = _b64_writer(t.item)  # type: ignore[arg-type]
         return lambda v: [item(x) for x in v] if type(v) is list else v
-    fields = [(f.name, _b64_writer(f.type), _has_bytes(f.type)) for f in t.record.fields]  # type: ignore[union-attr]
+    fields = [(f.name, _b64_writer(f.type), f.type.contains("bytes", "fixed")) for f in t.record.fields]  # type: ignore[union-attr]
     with_bytes = [(name, fn) for name, fn, has in fields if has]
 
     def record(v: Any) -> Any:
@@ -144,7 +134,7 @@ def json_codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[An
     raw_encode = msgspec.json.Encoder().encode
     rec = Type("record", record=schema)
     prepare = _b64_writer(rec)
-    if _has_bytes(rec):
+    if rec.contains("bytes", "fixed"):
         def encode(value: Any) -> bytes:
             return raw_encode([prepare(r) for r in value] if type(value) is list else prepare(value))
     else:

@@ -334,7 +334,11 @@ brotli = _entry_point("brotli")
 bz2 = _entry_point("bz2")
 xz = _entry_point("xz")
 lz4 = _entry_point("lz4")
+snappy = _entry_point("snappy")
 none = _entry_point("none")
+bson = _entry_point("bson")
+flexbuffers = _entry_point("flexbuffers")
+toml = _entry_point("toml")
 
 __all__ = [
     "FAUST_BUILTINS",
