@@ -171,7 +171,7 @@ class Serialize(Operator):
         else:
             try:  # the hot path: one call over the column, or one comprehension
                 column = self._column
-                batch.values = column(values) if column is not None and type(values[0]) is dict \
+                batch.values = column(values) if column is not None and values and type(values[0]) is dict \
                     else [encode(v) for v in values]
             except Exception:  # redo record by record: each misfit rejected with its field path
                 batch.values = values
