@@ -58,7 +58,7 @@ def test_seed_tables_command_prints_exact_sizes() -> None:
         assert col in text
     rows = {cells[0]: cells for cells in (
         [c.strip() for c in line.strip("│┃ ").split("│")]
-        for line in text.split("seed 003")[0].splitlines() if line.startswith("│"))}
+        for line in text.split("seed 001 sizes")[0].splitlines() if line.startswith("│"))}
     point = DATASETS["point"].sample(1)[0]
     for name, size in _point_sizes(point).items():
         cells = rows[name]
@@ -94,3 +94,15 @@ def test_large_vectors_rows_have_exact_sizes() -> None:
     for fmt, size in expected.items():
         row = measure_row(fmt, fmt, True, "large_vectors", k=1, n=2)
         assert row.size == size and row.ser_ms and row.deser_ms, (fmt, row)
+
+
+def test_seed_001_sizes_are_reproduced_on_the_seed_point() -> None:
+    from wirepipe.bench.seed_tables import SEED_POINT_SIZES, seed_point_sizes
+
+    rows = seed_point_sizes()
+    assert {r[0] for r in rows} == set(SEED_POINT_SIZES)
+    for name, _fmt, seed, ours, same in rows:
+        if name == "bincode (schema)":  # fixint here, bincode 2's varint config in the seed
+            assert (seed, ours) == ("2", "8") and same.startswith("no")
+        else:
+            assert seed == ours and same == "yes", name
