@@ -21,6 +21,7 @@ CASES = {
     "missing_field.yaml": ("sink.path", "required field is missing", ""),
     "wrong_type.yaml": ("source.count", "'lots'", "valid integer"),
     "undefined_env.yaml": ("sink.path", "WIREPIPE_TEST_UNDEFINED_DIR is not set", "${WIREPIPE_TEST_UNDEFINED_DIR:-value}"),
+    "bad_schema_type.yaml": ("operators[0].serialize.schema.y.z", "'int33'", "allowed int32, int64"),
     "unknown_format.yaml": ("operators[0].serialize.format", "'capnproto'", "allowed json, orjson, msgpack"),
     "unknown_field.yaml": ("source", "unknown field 'batchsize'", "allowed batch_size, count"),
     "unknown_source_type.yaml": ("source", "unknown type 'kafka'", "allowed generate, jsonl, parquet"),
