@@ -432,6 +432,8 @@ def test_codecs_command_lists_every_format_with_its_library() -> None:
     for name in [*FORMATS, *CODECS]:
         assert f"│ {name} " in out, name
     assert "application/x-protobuf" in out and "application/avro" in out and "snappy" in out
+    comp, decomp = deflate_libraries()
+    assert f"compressed by {comp}, decompressed by {decomp}" in out
 
 
 def test_json_typed_bytes_tag_is_base64() -> None:
