@@ -82,13 +82,36 @@ class Batch:
     def slice(self, start: int, stop: int) -> Batch:
         """A new batch of records ``start:stop`` (every per-record column cut alike)."""
         cut = slice(start, stop)
+        n = len(self.values)
         return Batch(
             self.values[cut],
             subjects=self.subjects[cut] if isinstance(self.subjects, list) else self.subjects,
             headers=self.headers[cut] if isinstance(self.headers, list) else self.headers,
             meta={k: list(col[cut]) for k, col in self.meta.items()},
             schema=self.schema,
+            raw_nbytes=self.raw_nbytes * (min(stop, n) - start) // n if self.raw_nbytes and n else None,
         )
+
+    @staticmethod
+    def join(parts: Sequence[Batch]) -> Batch:
+        """Consecutive slices of one batch back as one (columns concatenated, rejected records kept)."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        values = [v for p in parts for v in p.values]
+        subjects: Any = first.subjects
+        if not (subjects is None or (isinstance(subjects, str) and all(p.subjects == subjects for p in parts))):
+            subjects = [s for p in parts for s in (p.subjects if isinstance(p.subjects, list)
+                                                   else [p.subjects] * len(p.values))]
+        headers: Any = first.headers
+        if not (headers is None or (isinstance(headers, dict) and all(p.headers is headers for p in parts))):
+            headers = [h for p in parts for h in (p.headers if isinstance(p.headers, list)
+                                                  else [p.headers] * len(p.values))]
+        meta = {k: [x for p in parts for x in p.meta[k]] for k in first.meta}
+        raw = [p.raw_nbytes for p in parts]
+        return Batch(values, subjects, headers, meta, first.schema,
+                     None if None in raw else sum(raw),  # type: ignore[arg-type]
+                     [r for p in parts for r in p.rejected])
 
     def reject(self, i: int, stage: str, operator: str, error: str) -> Rejected:
         """Describe record ``i`` as rejected (the caller removes it from the columns)."""

@@ -27,15 +27,26 @@ EXIT_RUNTIME = 1
 
 
 def fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    from .redact import redact_secrets
+
+    typer.echo(f"error: {redact_secrets(message)}", err=True)
     raise typer.Exit(code)
 
 
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from .redact import redact_secrets
+
+    class Redacting(logging.Formatter):
+        """No log line shows a URL's credentials, whoever logged it (wirepipe, nats-py, asyncio)."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return redact_secrets(super().format(record))
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
 
 
 def run_as_worker(pipe: Any) -> Any:
@@ -107,9 +118,17 @@ def run(
     rate = stats.records_per_second
     typer.echo(
         f"{pipe.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
-        f"({rate:,.0f} records/s), {stats.rejected} rejected",
+        f"({rate:,.0f} records/s), {stats.rejected} rejected{loss_summary(stats.losses)}",
         err=True,
     )
+
+
+def loss_summary(losses: dict[str, int] | None) -> str:
+    """The run summary's loss figures (core NATS), empty for sources that cannot lose."""
+    if losses is None:
+        return ""
+    return (f", {losses['lost']} lost ({losses['missing']} missing from publisher sequences, {losses['dropped']} "
+            f"dropped by the client, {losses['discarded']} discarded at stop), {losses['duplicates']} duplicates")
 
 
 @app.command()
@@ -174,7 +193,9 @@ def capture(
         if print_config:
             import yaml
 
-            typer.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
+            from .redact import redact_tree
+
+            typer.echo(yaml.safe_dump(redact_tree(data), sort_keys=False), nl=False)
             return
         pipe = build_pipeline(validate_config(data, file="wirepipe capture"), file="wirepipe capture")
     except ValueError as exc:

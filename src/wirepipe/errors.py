@@ -15,6 +15,9 @@ class ConfigError(WirepipeError):
     """A pipeline definition is invalid: names the file, field path, bad value and what is allowed."""
 
     def __init__(self, message: str, *, file: str | None = None, path: str | None = None) -> None:
+        from .redact import redact_secrets
+
+        message = redact_secrets(message)  # a bad value may be a URL with credentials
         self.file = file
         self.path = path
         self.detail = message

@@ -26,6 +26,9 @@ class Source:
     type: ClassVar[str] = "source"
     stage: ClassVar[str] = "source"
     redelivers: ClassVar[bool] = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
+    # True: messages are lost when the source is not read for a while (core NATS), so the
+    # pipeline runs long operator passes off the event loop and the client keeps reading.
+    drops_when_unread: ClassVar[bool] = False
 
     def __init__(self, *, count: int | None = None, duration: float | None = None) -> None:
         self.count = count
@@ -63,6 +66,19 @@ class Source:
     def lag(self) -> int | None:
         """Records waiting upstream of this source (stream pending, buffered), when it knows."""
         return None
+
+    async def let_read(self) -> None:
+        """Yield to the event loop between slices of a long operator pass so the client reads the socket."""
+        await asyncio.sleep(0)
+
+    def losses(self) -> dict[str, int] | None:
+        """What the source knows it lost (``lost`` is the total), or None for a source that cannot lose."""
+        return None
+
+    @property
+    def lost(self) -> int:
+        """Records known lost so far (the ``lost`` of ``losses()``; 0 for a source that cannot lose)."""
+        return 0
 
     def wants_commit(self) -> bool:
         """True when the source waits for acks to go on (it read its ``count``): commit without delay."""

@@ -36,6 +36,7 @@ from ..batch import Batch, Rejected
 from ..errors import ConfigError, WirepipeError
 from ..pipelines.models import Duration, Size
 from .base import Sink, Source
+from .gaps import PUBLISHER, SEQ, STAMP_SIZE, GapCounter, PublisherStamp
 from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
 
 log = logging.getLogger("wirepipe.nats")
@@ -210,6 +211,7 @@ class NatsSink(Sink):
         self.max_payload = 0
         self.records = 0
         self.bytes = 0
+        self.stamp = PublisherStamp()  # Wirepipe-Publisher / Wirepipe-Seq: consumers count gaps
 
     @property
     def params(self) -> dict[str, Any]:
@@ -224,19 +226,23 @@ class NatsSink(Sink):
             return
         require_bytes(batch, self.stage, self.type)
         headers = wire_headers(batch, self.headers_mode)
-        extra = _SENT_AT_SIZE if headers is not None else 0
+        extra = _SENT_AT_SIZE + STAMP_SIZE if headers is not None else 0
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type, extra)
         if isinstance(headers, list) and len(headers) != len(batch.values):
             headers = batch.headers  # refuse_oversized dropped records: the batch's column is aligned
         if not batch.values:
             return
-        await self.publish(self.subject.render(batch), batch.values, headers)
+        first = self.stamp.take(len(batch.values)) if headers is not None else 0
+        await self.publish(self.subject.render(batch), batch.values, headers, first)
 
     async def publish(self, subjects: str | list[str], values: list[bytes],
-                      headers: dict[str, str] | list[dict[str, str] | None] | None) -> None:
-        """The hot loop: one ``nc.publish`` per record, ``Wirepipe-Sent-At`` stamped just before it."""
+                      headers: dict[str, str] | list[dict[str, str] | None] | None, first: int = 0) -> None:
+        """The hot loop: one ``nc.publish`` per record, stamped just before it with ``Wirepipe-Sent-At``
+        and, from ``first`` on, ``Wirepipe-Seq`` (with headers; ``first`` is 0 only without them)."""
         pub = self.nc.publish
         now = time.time_ns
+        pid = self.stamp.id
+        seq = first
         try:
             if headers is None:
                 if isinstance(subjects, str):
@@ -248,24 +254,31 @@ class NatsSink(Sink):
             elif isinstance(headers, dict):
                 # nats-py encodes the headers before its first await, so one dict is reused.
                 h = headers
+                h[PUBLISHER] = pid
                 if isinstance(subjects, str):
                     for v in values:
                         h[SENT_AT] = str(now())
+                        h[SEQ] = str(seq)
+                        seq += 1
                         await pub(subjects, v, headers=h)
                 else:
                     for s, v in zip(subjects, values, strict=True):
                         h[SENT_AT] = str(now())
+                        h[SEQ] = str(seq)
+                        seq += 1
                         await pub(s, v, headers=h)
             else:
                 subs = [subjects] * len(values) if isinstance(subjects, str) else subjects
                 for s, v, hd in zip(subs, values, headers, strict=True):
-                    await pub(s, v, headers={**hd, SENT_AT: str(now())} if hd else {SENT_AT: str(now())})
+                    await pub(s, v, headers={**(hd or {}), SENT_AT: str(now()), PUBLISHER: pid, SEQ: str(seq)})
+                    seq += 1
         except Exception as exc:
-            await self._publish_failed(exc, subjects, values, headers)
+            await self._publish_failed(exc, subjects, values, headers, first)
         self.records += len(values)
         self.bytes += sum(map(len, values))
 
-    async def _publish_failed(self, exc: Exception, subjects: Any, values: list[bytes], headers: Any) -> None:
+    async def _publish_failed(self, exc: Exception, subjects: Any, values: list[bytes], headers: Any,
+                              first: int) -> None:
         """A full outbound buffer while disconnected: wait for the reconnect, then publish again (at-most-once)."""
         import nats.errors
 
@@ -275,21 +288,23 @@ class NatsSink(Sink):
             raise WirepipeError(f"publish to {self.conn.public_url} failed: {exc}") from None
         # Records before the failure are in the outbound buffer; republishing all of the batch may
         # duplicate some, which core NATS (at-most-once, no dedup) accepts as a trade for not losing them.
+        # They keep their Wirepipe-Seq, so consumers count them as duplicates, not as new records.
         while not self.nc.is_connected:
             if self.nc.is_closed:
                 raise WirepipeError(f"NATS connection to {self.conn.public_url} is closed") from None
             await asyncio.sleep(0.05)
-        await self.publish(subjects, values, headers)
+        await self.publish(subjects, values, headers, first)
 
     async def write_rejected(self, rejected: list[Rejected]) -> None:
         """As a dead-letter destination: publish the original payloads with stage and error headers."""
         batch = rejected_payloads(rejected)
-        refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type)
+        refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type, _SENT_AT_SIZE + STAMP_SIZE)
         if batch.rejected:
             log.error("%d dead letter(s) too large to publish to %s: dropped", len(batch.rejected),
                       self.subject.template)
         if batch.values:
-            await self.publish(self.subject.render(batch), batch.values, batch.headers)
+            await self.publish(self.subject.render(batch), batch.values, batch.headers,
+                               self.stamp.take(len(batch.values)))
 
     async def flush(self) -> None:
         if self.nc is not None and self.nc.is_connected:
@@ -467,15 +482,23 @@ class SubscriptionReader:
 
 
 class NatsSource(Source):
-    """Subscribes (subject with wildcards, optional queue group) and yields batches of received messages."""
+    """Subscribes (subject with wildcards, optional queue group) and yields batches of received messages.
+
+    Core NATS loses messages under overload; the source counts every loss it can know of
+    (``losses()``): numbers missing from each publisher's ``Wirepipe-Seq`` (``gaps.py``;
+    off in a queue group, where each member sees only its share), messages nats-py dropped
+    because the subscription's pending limits were reached and that no gap covers (the
+    tail), and messages received but never handed to the pipeline because it stopped.
+    """
 
     type = "nats"
     stage = "consume"
+    drops_when_unread = True
 
     def __init__(self, subject: str, *, queue: str | None = None, options: ConnectionOptions | None = None,
                  batch_size: int = 1000, batch_timeout: float = 0.005, pending_msgs_limit: int = 65536,
                  pending_bytes_limit: int = 64 * 1024 * 1024, count: int | None = None,
-                 duration: float | None = None) -> None:
+                 duration: float | None = None, gaps: bool | None = None) -> None:
         super().__init__(count=count, duration=duration)
         self.subject = subject
         self.queue = queue
@@ -488,6 +511,9 @@ class NatsSource(Source):
         self.buffer = SubscriptionReader(batch_size, batch_timeout, max_buffered=pending_msgs_limit)
         self.sub: Any = None
         self.ready = asyncio.Event()
+        self.gaps = GapCounter() if (gaps if gaps is not None else not queue) else None
+        self._drops_in_gaps = 0  # client-side drops a later gap already counted
+        self.discarded = 0
 
     @property
     def params(self) -> dict[str, Any]:
@@ -499,9 +525,33 @@ class NatsSource(Source):
         """Messages the server sent that were dropped because the pending limits were reached."""
         return self.conn.stats.slow_consumer_drops
 
+    @property
+    def lost(self) -> int:
+        missing = self.gaps.missing if self.gaps is not None else 0
+        return missing + self.dropped - self._drops_in_gaps + self.discarded
+
+    def losses(self) -> dict[str, int]:
+        g = self.gaps
+        return {"lost": self.lost, "missing": g.missing if g else 0, "dropped": self.dropped,
+                "discarded": self.discarded, "duplicates": g.duplicates if g else 0,
+                "reordered": g.reordered if g else 0}
+
     def lag(self) -> int | None:
         """Messages received but not yet handed to the pipeline."""
         return len(self.buffer)
+
+    async def let_read(self) -> None:
+        """Yield until nats-py's reader stops finding messages (at most ~64 turns): it reads one socket
+        chunk (tens of KB) per event-loop turn, so a single yield between operator slices reads too
+        little while a burst arrives; reading gets priority over the operators."""
+        sub = self.sub
+        seen = -1
+        for _ in range(64):
+            received = sub._received if sub is not None else 0
+            if received == seen:
+                return
+            seen = received
+            await asyncio.sleep(0)
 
     async def open(self) -> None:
         nc = await self.conn.connect()
@@ -514,12 +564,17 @@ class NatsSource(Source):
 
     async def batches(self) -> AsyncIterator[Batch]:
         left = self.count if self.count is not None else -1
+        gaps = self.gaps
         while left != 0:
             got = await self.buffer.take(left if left > 0 else self.batch_size, self.stopping)
             if got is None:
                 return
             if left > 0:
                 left -= len(got)
+            if gaps is not None:
+                missing = gaps.observe(got.headers)
+                if missing > 0:  # nats-py's drops before this batch show in its gaps: count them once
+                    self._drops_in_gaps += min(missing, self.dropped - self._drops_in_gaps)
             yield got.batch()
 
     async def close(self) -> None:
@@ -527,6 +582,11 @@ class NatsSource(Source):
             with contextlib.suppress(Exception):
                 await self.sub.unsubscribe()
             self.sub = None
+        # Received, never processed: core NATS will not send them again.
+        self.discarded += len(self.buffer.drop_replies())
+        if self.discarded:
+            log.warning("%s: %d message(s) received but not processed at stop (core NATS: lost)",
+                        self.subject, self.discarded)
         await self.conn.close()
 
 
@@ -542,9 +602,11 @@ class NatsSourceConfig(NatsConnectionConfig):
     pending_bytes_limit: Size = 64 * 1024 * 1024
     count: int | None = Field(default=None, ge=0)
     duration: Duration | None = None
+    gaps: bool | None = Field(default=None, description="count messages missing from each publisher's "
+                              "Wirepipe-Seq; default on, off in a queue group (members see only a share)")
 
     def build(self) -> NatsSource:
         return NatsSource(self.subject, queue=self.queue, options=self.connection_options(),
                           batch_size=self.batch_size, batch_timeout=self.batch_timeout,
                           pending_msgs_limit=self.pending_msgs_limit, pending_bytes_limit=self.pending_bytes_limit,
-                          count=self.count, duration=self.duration)
+                          count=self.count, duration=self.duration, gaps=self.gaps)

@@ -26,30 +26,16 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ..errors import WirepipeError
 from ..pipelines.models import Duration, Size, Strict
+from ..redact import redact_secrets, redact_url
 
 log = logging.getLogger("wirepipe.nats")
 
 EMBEDDED = "embedded"
-
-
-def redact_url(url: str) -> str:
-    """The URL without user info (``nats://user:secret@host`` -> ``nats://***@host``)."""
-    try:
-        parts = urlsplit(url if "://" in url else f"nats://{url}")
-    except ValueError:
-        return "<invalid url>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
 
 
 # --- config ------------------------------------------------------------------------------------------
@@ -432,9 +418,3 @@ def _describe(exc: BaseException) -> str:
         text = text[6:]
     return redact_secrets(text)
 
-
-def redact_secrets(text: str) -> str:
-    """Remove URL user info from a message nats-py or the OS produced."""
-    import re
-
-    return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)

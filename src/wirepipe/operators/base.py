@@ -18,6 +18,9 @@ class Operator:
     """Base class of CPU operators. Subclasses set ``stage`` and implement ``__call__``."""
 
     stage: ClassVar[str] = "operator"
+    # True: running it over consecutive slices of a batch and joining the results equals running it
+    # over the batch (the run loop slices long passes so a core NATS consumer keeps reading).
+    per_record: ClassVar[bool] = True
     name: str = ""
     params: dict[str, Any]
 

@@ -26,6 +26,7 @@ class Pack(Operator):
     """Group every ``records`` consecutive records into one list value (one message)."""
 
     stage = "pack"
+    per_record = False  # a slice boundary would cut a group
 
     def __init__(self, records: int) -> None:
         if records < 1:

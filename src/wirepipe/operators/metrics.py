@@ -50,6 +50,8 @@ STAGE_COLUMNS: dict[str, tuple[str, str]] = {
     "bytes_out": ("int64", "payload bytes leaving the stage (null while values are objects)"),
     "start_ns": ("int64", "stage start, `time.monotonic_ns()` of the worker (see `wirepipe.clock`)"),
     "end_ns": ("int64", "stage end, `time.monotonic_ns()`; the stage took `end_ns - start_ns`"),
+    "lost": ("int64", "source row only: messages the source found lost since the previous batch (core NATS: "
+                      "Wirepipe-Seq gaps, client drops; see README, Delivery); null on other rows"),
 }
 
 LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
@@ -97,11 +99,13 @@ def _environment() -> tuple[str, str]:
 
 def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
     """What a reader of a results file needs to trust and reproduce it."""
+    from ..redact import redact_tree
+
     versions, host = _environment()
     return {
         "wirepipe.run_id": run_id,
         "wirepipe.pipeline": pipeline,
-        "wirepipe.config": json.dumps(config or {}, default=str, sort_keys=True),
+        "wirepipe.config": json.dumps(redact_tree(config or {}), default=str, sort_keys=True),
         "wirepipe.versions": versions,
         "wirepipe.host": host,
         "wirepipe.started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -193,12 +197,16 @@ class MetricsRecorder:
     # --- the hot path ----------------------------------------------------------------------------
 
     def run_operators(self, index: int, batch: Batch, operators: Sequence[Any], start: int,
-                      end: int) -> tuple[Batch, int | None]:
-        """Stamp the source stage, run and stamp each operator; returns the batch and its payload bytes."""
-        rows = self._rows
+                      end: int, lost: int | None = None, rows: list[Any] | None = None) -> tuple[Batch, int | None]:
+        """Stamp the source stage, run and stamp each operator; returns the batch and its payload bytes.
+
+        ``rows``: append the stage rows there instead (a caller running this in a thread hands
+        them to ``add_rows`` on the event loop, where the periodic flush runs).
+        """
+        rows = self._rows if rows is None else rows
         ns = time.monotonic_ns
         nbytes = batch.nbytes()
-        rows.append((index, 0, len(batch.values), len(batch.rejected), None, nbytes, start, end))
+        rows.append((index, 0, len(batch.values), len(batch.rejected), None, nbytes, start, end, lost))
         prev = nbytes if nbytes is not None else batch.raw_nbytes
         for i, op in enumerate(operators, 1):
             rejected = len(batch.rejected)
@@ -206,13 +214,16 @@ class MetricsRecorder:
             batch = op(batch)
             t1 = ns()
             out = batch.nbytes()
-            rows.append((index, i, len(batch.values), len(batch.rejected) - rejected, prev, out, t0, t1))
+            rows.append((index, i, len(batch.values), len(batch.rejected) - rejected, prev, out, t0, t1, None))
             prev = out
         return batch, prev
 
+    def add_rows(self, rows: list[Any]) -> None:
+        self._rows.extend(rows)
+
     def stamp_sink(self, index: int, batch: Batch, nbytes: int | None, start: int, end: int) -> None:
         """Stamp the sink stage (the last one) and, on consumers, the batch's per-record latency."""
-        self._rows.append((index, len(self._stages) - 1, len(batch.values), 0, nbytes, nbytes, start, end))
+        self._rows.append((index, len(self._stages) - 1, len(batch.values), 0, nbytes, nbytes, start, end, None))
         if self.latency:
             meta = batch.meta
             sent = meta.get("sent_ns")
@@ -227,7 +238,7 @@ class MetricsRecorder:
     def stamp(self, batch: int, stage: int, records: int, rejected: int, bytes_in: int | None,
               bytes_out: int | None, start_ns: int, end_ns: int) -> None:
         """One stage row, for callers that run stages themselves (``stage`` indexes ``open``'s list)."""
-        self._rows.append((batch, stage, records, rejected, bytes_in, bytes_out, start_ns, end_ns))
+        self._rows.append((batch, stage, records, rejected, bytes_in, bytes_out, start_ns, end_ns, None))
         if len(self._rows) >= self.row_group_rows:
             self.flush()
 
@@ -269,7 +280,7 @@ class MetricsRecorder:
     def _stage_table(self, rows: list[tuple[Any, ...]]) -> Any:
         import pyarrow as pa
 
-        batch, stage, records, rejected, bytes_in, bytes_out, start, end = zip(*rows, strict=True)
+        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost = zip(*rows, strict=True)
         n = len(rows)
         index = pa.array(stage, pa.int32())
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
@@ -277,7 +288,7 @@ class MetricsRecorder:
         return pa.Table.from_arrays(
             [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), index, *names,
              pa.array(records, i64), pa.array(rejected, i64), pa.array(bytes_in, i64), pa.array(bytes_out, i64),
-             pa.array(start, i64), pa.array(end, i64)],
+             pa.array(start, i64), pa.array(end, i64), pa.array(lost, i64)],
             schema=self._schemas["stages"])
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:

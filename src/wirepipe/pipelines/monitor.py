@@ -48,6 +48,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
     conns = [getattr(part, "conn", None) for part in (source, pipeline.sink, pipeline.dead_letter)]
     conns = [c for c in conns if c is not None and hasattr(c, "stats")]
     lag = source.lag()
+    losses = source.losses() or {}
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
@@ -60,6 +61,9 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "sink_error": getattr(pipeline, "sink_error", None),  # text for the status line; sink_up for Prometheus
         "sink_up": 0 if getattr(pipeline, "sink_error", None) else 1,
         "dropped": sum(c.stats.slow_consumer_drops for c in conns),
+        # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see gaps.py
+        "lost": losses.get("lost", 0),
+        "duplicates": losses.get("duplicates", 0),
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
         "lag": lag,
@@ -75,8 +79,10 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
     errors = now["rejected"] + now["sink_errors"]
     parts = [f"{name}: {rate:,.0f} rec/s", f"{mbps:,.2f} MB/s", f"{now['records_out']:,} out",
              f"{errors:,} errors"]
-    if now["dropped"]:
-        parts.append(f"{now['dropped']:,} dropped")
+    if now["lost"] or now["dropped"]:
+        parts.append(f"{now['lost']:,} lost ({now['dropped']:,} dropped by the client)")
+    if now["duplicates"]:
+        parts.append(f"{now['duplicates']:,} duplicates")
     if now["lag"] is not None:
         parts.append(f"lag {now['lag']:,}")
     if now["acked"]:
@@ -147,7 +153,10 @@ COUNTER_DOCS = {
     "acked": "records acknowledged to the source after a durable flush",
     "nacked": "records handed back to the source after a sink failure",
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
-    "dropped": "messages dropped by a slow consumer (core NATS)",
+    "dropped": "messages the NATS client dropped: its subscription's pending limits were reached (core NATS)",
+    "lost": "messages known lost (core NATS): Wirepipe-Seq gaps, client drops no gap shows, "
+            "received but unprocessed at stop",
+    "duplicates": "messages received twice (same Wirepipe-Publisher and Wirepipe-Seq)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
 }

@@ -23,8 +23,9 @@ import contextlib
 import gc
 import json
 import logging
+import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,19 @@ log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
 _RECEIVED = "wirepipe.received"  # meta column: the records as the source gave them, while the sink writes
 _POSITION = "wirepipe.position"  # meta column: record positions while a batch is written in parts
+# Operators expected to hold the event loop longer than this run in a thread (sources that drop unread data).
+_OFFLOAD_NS = 2_000_000
+_SLICE_NS = 1_000_000
+# How: "slice" (default: slices of the batch between which the event loop runs; record-wise operators,
+# metrics off) or "thread" (asyncio.to_thread; also used for `pack` and with metrics). Measured in
+# benchmarks/core_overload.py; WIREPIPE_OPERATOR_OFFLOAD=thread forces the thread for comparisons.
+_OFFLOAD_MODE = os.environ.get("WIREPIPE_OPERATOR_OFFLOAD", "slice")
+
+
+def _apply(operators: Sequence[Operator], batch: Batch) -> Batch:
+    for op in operators:
+        batch = op(batch)
+    return batch
 
 
 class OperatorChain(list):  # type: ignore[type-arg]
@@ -67,6 +81,12 @@ class RunStats:
     started: float = field(default_factory=time.monotonic)
     elapsed: float = 0.0
     rejected_by_stage: dict[str, int] = field(default_factory=dict)
+    # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
+    losses: dict[str, int] | None = None
+
+    @property
+    def lost(self) -> int:
+        return self.losses["lost"] if self.losses else 0
 
     @property
     def records_per_second(self) -> float:
@@ -108,6 +128,8 @@ class Pipeline:
         self._last_sink_log = 0.0
         self.running = False
         self.active_monitor: Any = None  # the Monitor of the current run (its Prometheus port, for tests)
+        self._op_ns_per_record: float | None = None  # measured cost of the operators, to decide offloading
+        self._lost_seen = 0
 
     def __or__(self, other: Any) -> Pipeline:
         if isinstance(other, Operator):
@@ -194,6 +216,7 @@ class Pipeline:
                 self.metrics.close()
             gc.unfreeze()  # what became garbage since can be collected again
             stats.elapsed = time.monotonic() - stats.started
+            stats.losses = source.losses()
         return stats
 
     def _open_metrics(self) -> Any:
@@ -280,11 +303,7 @@ class Pipeline:
         stats.batches += 1
         received = batch.values
         stats.records_in += len(received) + len(batch.rejected)
-        if metrics is None:
-            for op in self.operators:
-                batch = op(batch)
-        else:
-            batch, prev = metrics.run_operators(index, batch, self.operators, start, end)
+        batch, prev = await self._run_operators(index, batch, start, end)
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
@@ -312,6 +331,66 @@ class Pipeline:
             batch = Batch([], meta=batch.meta)
         self._unacked.append((batch, n))
         self._unacked_records += n
+
+    async def _run_operators(self, index: int, batch: Batch, start: int, end: int) -> tuple[Batch, int | None]:
+        """Run the operators over a batch; on a source that loses what it does not read (core NATS), a
+        pass expected to take longer than ``_OFFLOAD_NS`` runs in a thread so the event loop keeps reading
+        the socket (the GIL is handed back every few ms): a consumer that keeps up on average does not
+        lose messages to bursts while a slow batch runs."""
+        metrics = self.metrics
+        ops = self.operators
+        delta = None
+        if metrics is not None and self.source.drops_when_unread:
+            lost = self.source.lost
+            delta, self._lost_seen = lost - self._lost_seen, lost
+        offload = False
+        if ops and self.source.drops_when_unread and batch.values:
+            cost = self._op_ns_per_record
+            offload = cost is None or cost * len(batch.values) > _OFFLOAD_NS
+        t0 = _ns()
+        if metrics is None:
+            if offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
+                batch = await self._run_sliced(ops, batch)
+            elif offload:
+                batch = await asyncio.to_thread(_apply, ops, batch)
+            else:
+                for op in ops:
+                    batch = op(batch)
+            prev = None
+        elif offload:
+            rows: list[Any] = []
+            batch, prev = await asyncio.to_thread(metrics.run_operators, index, batch, ops, start, end, delta, rows)
+            metrics.add_rows(rows)
+        else:
+            batch, prev = metrics.run_operators(index, batch, ops, start, end, delta)
+        if self.source.drops_when_unread and batch.values is not None:
+            n = len(batch.values) + len(batch.rejected)
+            if n:
+                self._op_ns_per_record = (_ns() - t0) / n
+        return batch, prev
+
+    async def _run_sliced(self, ops: Sequence[Operator], batch: Batch) -> Batch:
+        """The operators over slices of about ``_SLICE_NS`` of work, yielding to the event loop between
+        slices: nats-py's reader runs first at every yield, so reading keeps priority over operators."""
+        n = len(batch.values)
+        cost = self._op_ns_per_record
+        size = max(1, int(_SLICE_NS // cost)) if cost else 16
+        parts: list[Batch] = []
+        i = 0
+        while i < n:
+            t0 = _ns()
+            part = batch.slice(i, i + size)
+            for op in ops:
+                part = op(part)
+            parts.append(part)
+            i += size
+            took = _ns() - t0
+            size = max(1, int(_SLICE_NS * size // took)) if took > 0 else size * 2
+            await self.source.let_read()
+        out = Batch.join(parts) if parts else batch
+        if batch.rejected and out is not batch:
+            out.rejected[:0] = batch.rejected
+        return out
 
     async def _commit(self, sink: Sink, stats: RunStats) -> None:
         """Flush the sink (durable), then ack what was written before the flush and settle dead letters.

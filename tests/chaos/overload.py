@@ -1,0 +1,187 @@
+"""The core NATS overload scenario of issue 11, as a reusable driver (tests and benchmarks/core_overload.py).
+
+A wirepipe publisher process sends ``count`` point records (msgpack) on a subject, steadily
+at ``rate`` records/s or in bursts (``burst`` records as fast as possible, then ``pause``
+seconds); a wirepipe worker process consumes them through a ``map`` costing ``spin_us`` per
+record (GIL held) into a null sink. When the publisher is done and the worker has been idle
+for a while, the worker is stopped with SIGTERM and its run summary is read back. The
+result says what was sent, what arrived, and what the worker counted as lost, so a caller
+can check that ``sent == received + lost`` (core NATS may lose; it must never hide it).
+
+    python -m tests.chaos.overload publish URL SUBJECT COUNT [--rate R] [--burst B --pause S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Outcome:
+    sent: int
+    received: int
+    summary: str
+    counters: dict[str, int] = field(default_factory=dict)
+    status_lines: list[str] = field(default_factory=list)
+    server_log: str = ""
+
+    @property
+    def lost(self) -> int | None:
+        return self.counters.get("lost")
+
+    def line(self) -> str:
+        c = self.counters
+        return (f"sent {self.sent:,} / received {self.received:,} / counted lost {c.get('lost', 'n/a')} "
+                f"(missing {c.get('missing', 'n/a')}, dropped {c.get('dropped', 'n/a')}, discarded {c.get('discarded', 'n/a')})"
+                f" / duplicates {c.get('duplicates', 'n/a')} / unaccounted {self.sent - self.received - (c.get('lost') or 0):,}"
+                f" / server slow-consumer events {self.server_log.count('Slow Consumer')}")
+
+
+def _burst_source(count: int, rate: float | None, burst: int | None, pause: float, pad: int = 0) -> Any:
+    from wirepipe.batch import Batch
+    from wirepipe.connectors.base import Source
+    from wirepipe.datasets import get_dataset
+
+    class Bursts(Source):
+        """Point records, paced at ``rate`` or in bursts of ``burst`` then ``pause`` seconds."""
+
+        type = "bursts"
+        stage = "generate"
+
+        async def batches(self) -> AsyncIterator[Batch]:
+            sent = 0
+            t0 = time.monotonic()
+            size = 1000 if not rate else max(1, min(1000, int(rate / 50)))
+            filler = "p" * pad
+            for values in get_dataset("point").records(count, 0, size):
+                if pad:
+                    values = [{**v, "pad": filler} for v in values]
+                yield Batch(values, meta={"seq": range(sent, sent + len(values))})
+                sent += len(values)
+                if rate:
+                    ahead = sent / rate - (time.monotonic() - t0)
+                    if ahead > 0:
+                        await asyncio.sleep(ahead)
+                elif burst and sent % burst == 0 and sent < count:
+                    await asyncio.sleep(pause)
+
+    return Bursts()
+
+
+def publish(url: str, subject: str, count: int, rate: float | None, burst: int | None, pause: float,
+            pad: int = 0) -> int:
+    from wirepipe.connectors.nats import NatsSink
+    from wirepipe.connectors.natsconn import ConnectionOptions
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    sink = NatsSink(subject, options=ConnectionOptions(url))
+    stats = Pipeline(_burst_source(count, rate, burst, pause, pad), [Serialize("msgpack")], sink, name="publisher").run()
+    return stats.records_out
+
+
+def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: float | None = None,
+                 burst: int | None = None, pause: float = 1.0, pad: int = 0, pending_msgs_limit: int = 65536,
+                 idle: float = 3.0, timeout: float = 240.0, server_log: str | None = None,
+                 extra: dict[str, Any] | None = None) -> Outcome:
+    """Run the publisher and the worker; stop the worker once it is idle after the publisher finished."""
+    import yaml
+
+    subject = "overload"
+    cfg = {
+        "name": "overload-consumer",
+        "source": {"type": "nats", "url": url, "subject": subject, "batch_size": 1000,
+                   "pending_msgs_limit": pending_msgs_limit},
+        "operators": [{"map": {"function": "tests.chaos.busy:spin"}}],
+        "sink": {"type": "null"},
+        "monitor": {"status_interval": "0.5s"},
+        "shutdown_timeout": "60s",
+        **(extra or {}),
+    }
+    path = folder / "consumer.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    env = dict(os.environ, WIREPIPE_TEST_SPIN_US=str(spin_us), PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
+    env.pop("NATS_URL", None)
+    worker = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(worker.stderr or []), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while not any("overload-consumer:" in ln for ln in lines):  # the first status line: subscribed
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the worker did not start: " + "".join(lines[-20:]))
+            time.sleep(0.1)
+        args = [sys.executable, "-m", "tests.chaos.overload", "publish", url, subject, str(count)]
+        if rate:
+            args += ["--rate", str(rate)]
+        if burst:
+            args += ["--burst", str(burst), "--pause", str(pause)]
+        if pad:
+            args += ["--pad", str(pad)]
+        pub = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=max(10.0, deadline - time.monotonic()))
+        if pub.returncode != 0:
+            raise RuntimeError(f"publisher failed: {pub.stderr[-2000:]}")
+        sent = int(json.loads(pub.stdout.strip().splitlines()[-1])["sent"])
+        # Idle: the records-out figure of the status line stops moving.
+        last, since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            outs = [ln for ln in lines if "overload-consumer:" in ln and " out" in ln]
+            now = re.search(r"([\d,]+) out", outs[-1]).group(1) if outs else None  # type: ignore[union-attr]
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since > idle:
+                break
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGINT)
+        worker.wait(timeout=max(5.0, deadline - time.monotonic()))
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    reader.join(5)
+    summary = next((ln for ln in reversed(lines) if "records out of" in ln), "")
+    if not summary:
+        raise RuntimeError("no run summary: " + "".join(lines[-20:]))
+    received = int(re.search(r"records out of ([\d,]+)", summary).group(1).replace(",", ""))  # type: ignore[union-attr]
+    counters = {k: int(v.replace(",", "")) for v, k in re.findall(
+        r"([\d,]+) (lost|missing|dropped|discarded|duplicates)\b", summary)}
+    log_text = Path(server_log).read_text(errors="replace") if server_log and Path(server_log).exists() else ""
+    return Outcome(sent, received, summary.strip(), counters, [ln for ln in lines if " out" in ln], log_text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("publish")
+    p.add_argument("url")
+    p.add_argument("subject")
+    p.add_argument("count", type=int)
+    p.add_argument("--rate", type=float)
+    p.add_argument("--burst", type=int)
+    p.add_argument("--pause", type=float, default=1.0)
+    p.add_argument("--pad", type=int, default=0, help="bytes of padding per record")
+    args = ap.parse_args()
+    sent = publish(args.url, args.subject, args.count, args.rate, args.burst, args.pause, args.pad)
+    print(json.dumps({"sent": sent}))
+
+
+if __name__ == "__main__":
+    main()
