@@ -19,6 +19,9 @@ from typing import Any, ClassVar
 
 from ..batch import Batch, Rejected
 
+_NOT_IDENTITY = frozenset({"count", "duration", "batch_size", "batch_timeout", "rate", "url", "auth", "tls",
+                           "durable", "ordered", "queue"})
+
 
 class Source:
     """Base class of sources."""
@@ -43,6 +46,16 @@ class Source:
     @property
     def params(self) -> dict[str, Any]:
         return {"count": self.count, "duration": self.duration}
+
+    @property
+    def identity(self) -> str:
+        """What this source reads, independent of how much and how (type and parameters without limits,
+        batching or connection): the same input gives the same identity, so the default JetStream
+        ``Nats-Msg-Id`` deduplicates a re-run of it."""
+        import json
+
+        params = {k: v for k, v in self.params.items() if k not in _NOT_IDENTITY}
+        return f"{self.type}:{json.dumps(params, sort_keys=True, default=str)}"
 
     async def open(self) -> None:
         """Connect or open files; called once before ``batches``."""

@@ -1,8 +1,12 @@
 """JetStream: the ``jetstream`` sink (at-least-once publish) and source (durable pull or ordered consumer).
 
-Sink. Every record carries a deterministic ``Nats-Msg-Id`` (``{pipeline}-{seq}`` by
-default), so a record published twice (a retry, a re-run of a crashed job) is stored
-once within the stream's duplicate window. Publishes are asynchronous inside a bounded
+Sink. Every record carries a deterministic ``Nats-Msg-Id``, so a record published twice
+(a retry, a re-run of a crashed job) is stored once within the stream's duplicate window.
+The default (``msg_id: auto``) is ``{pipeline}-{source}-{position}-{payload hash}``: the
+source's identity (its type and parameters, e.g. the file it reads; ``Source.identity``),
+the record's position in it (``seq``; for a core NATS source, the publisher's
+``Wirepipe-Publisher.Wirepipe-Seq``, else a per-run counter) and a BLAKE2b hash of the
+payload: a re-run of the same input is deduplicated, different content never is. Publishes are asynchronous inside a bounded
 window; the sink tracks each ack itself (one reply subscription, no future per record:
 nats-py's ``publish_async`` futures can stay unresolved forever and leak their window
 slot when a publish raises), gives every ack its own deadline, and republishes
@@ -31,8 +35,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -44,6 +50,7 @@ from ..batch import Batch, Rejected
 from ..errors import WirepipeError
 from ..pipelines.models import Duration, Size, Strict
 from .base import Source
+from .gaps import PUBLISHER, SEQ
 from .nats import (
     _SENT_AT_SIZE,
     SENT_AT,
@@ -158,7 +165,7 @@ class JetStreamSink(NatsSink):
     stage = "publish"
 
     def __init__(self, subject: str, *, options: ConnectionOptions | None = None, headers: str = "wire",
-                 stream: StreamConfig | dict[str, Any] | None = None, msg_id: str = "{pipeline}-{seq}",
+                 stream: StreamConfig | dict[str, Any] | None = None, msg_id: str = "auto",
                  window: int = 4096, ack_timeout: float = 5.0, retry: ReconnectConfig | None = None,
                  flush_timeout: float = 10.0) -> None:
         super().__init__(subject, options=options, headers=headers, flush_timeout=flush_timeout)
@@ -170,6 +177,10 @@ class JetStreamSink(NatsSink):
         self.ack_timeout = ack_timeout
         self.retry = retry or ReconnectConfig(wait=0.2, max_wait=5.0)
         self.pipeline_name = "pipeline"
+        self.source_identity = ""  # set by the pipeline: part of the default Nats-Msg-Id
+        self._id_prefix = ""
+        self._unplaced = 0  # records without a position (no seq, no publisher stamp): numbered per run
+        self._run = secrets.token_hex(4)
         self._prefix = ""
         self._token = 0
         self._pending: dict[str, _Pending] = {}
@@ -194,7 +205,11 @@ class JetStreamSink(NatsSink):
         if self.stream is not None:
             await ensure_stream(nc.jetstream(), self.stream, self.subject.template.split("{")[0] + ">"
                                 if not self.subject.fixed else self.subject.template)
-        self._msg_id_template = SubjectTemplate(self.msg_id.replace("{pipeline}", self.pipeline_name))
+        if self.msg_id == "auto":
+            source = hashlib.blake2b(self.source_identity.encode(), digest_size=4).hexdigest()
+            self._id_prefix = f"{self.pipeline_name}-{source}-"
+        else:
+            self._msg_id_template = SubjectTemplate(self.msg_id.replace("{pipeline}", self.pipeline_name))
         self._prefix = nc.new_inbox() + "."
         await nc.subscribe(self._prefix + "*", cb=self._on_ack, pending_msgs_limit=4 * self.window + 1024)
         await nc.flush(timeout=10)
@@ -318,14 +333,13 @@ class JetStreamSink(NatsSink):
         if self._fatal:
             raise WirepipeError(self._fatal)
         headers = wire_headers(batch, self.headers_mode)
-        assert self._msg_id_template is not None
-        ids = self._msg_id_template.render(batch)
+        ids = self._ids(batch)
         id_size = len(MSG_ID) + 4 + max(map(len, ids)) if isinstance(ids, list) else len(MSG_ID) + 4 + len(ids)
         before = len(batch.values)
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type,
                          id_size + (_SENT_AT_SIZE if headers is not None else 0))
         if len(batch.values) != before:  # refused records left the columns: realign
-            ids = self._msg_id_template.render(batch)
+            ids = self._ids(batch)
             headers = wire_headers(batch, self.headers_mode)
         if not batch.values:
             return
@@ -350,6 +364,36 @@ class JetStreamSink(NatsSink):
             await send(_Pending(subs[i], v, base, id_col[i], 0.0), h)
         self.records += n
         self.bytes += sum(map(len, batch.values))
+
+    def _ids(self, batch: Batch) -> str | list[str]:
+        """The ``Nats-Msg-Id`` column: the template's, or the default (see the module docstring)."""
+        if self._msg_id_template is not None:
+            return self._msg_id_template.render(batch)
+        positions = batch.meta.get("seq")
+        if positions is None:
+            positions = self._positions(batch)
+        prefix = self._id_prefix
+        digest = hashlib.blake2b
+        return [f"{prefix}{p}-{digest(v, digest_size=8).hexdigest()}"
+                for p, v in zip(positions, batch.values, strict=True)]
+
+    def _positions(self, batch: Batch) -> list[str]:
+        """Positions of records from a source without ``seq`` (core NATS): the publisher's stamp when the
+        message has one (a duplicate delivery gets the same id), else this run's own counter."""
+        headers = batch.headers
+        n = len(batch.values)
+        if isinstance(headers, list):
+            out = []
+            for h in headers:
+                if h and PUBLISHER in h and SEQ in h:
+                    out.append(f"{h[PUBLISHER]}.{h[SEQ]}")
+                else:
+                    self._unplaced += 1
+                    out.append(f"{self._run}.{self._unplaced}")
+            return out
+        first = self._unplaced + 1
+        self._unplaced += n
+        return [f"{self._run}.{i}" for i in range(first, first + n)]
 
     async def flush(self) -> None:
         """Return when every record written so far is stored (acked), republishing as needed."""
@@ -392,14 +436,16 @@ class JetStreamSinkConfig(NatsConnectionConfig):
     subject: str
     headers: Literal["wire", "none"] = "wire"
     stream: StreamConfig | None = Field(default=None, description="create this stream if it does not exist")
-    msg_id: str = Field(default="{pipeline}-{seq}", description="Nats-Msg-Id template (deterministic per record)")
+    msg_id: str = Field(default="auto", description="Nats-Msg-Id: auto (source identity, position and payload "
+                        "hash), or a template such as {pipeline}-{seq}")
     window: int = Field(default=4096, ge=1, description="unacknowledged publishes in flight")
     ack_timeout: Duration = Field(default=5.0, gt=0)
     retry: ReconnectConfig = Field(default_factory=lambda: ReconnectConfig(wait=0.2, max_wait=5.0))
     flush_timeout: Duration = 10.0
 
     _subject = field_validator("subject")(lambda v: (SubjectTemplate(v), v)[1])
-    _msg_id = field_validator("msg_id")(lambda v: (SubjectTemplate(v.replace("{pipeline}", "p")), v)[1])
+    _msg_id = field_validator("msg_id")(
+        lambda v: v if v == "auto" else (SubjectTemplate(v.replace("{pipeline}", "p")), v)[1])
 
     def build(self) -> JetStreamSink:
         return JetStreamSink(self.subject, options=self.connection_options(), headers=self.headers,

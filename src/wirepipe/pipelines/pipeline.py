@@ -179,6 +179,8 @@ class Pipeline:
         for part in (sink, self.dead_letter):
             if part is not None and hasattr(part, "pipeline_name"):
                 part.pipeline_name = self.name  # e.g. the default Nats-Msg-Id prefix
+            if part is not None and hasattr(part, "source_identity"):
+                part.source_identity = source.identity  # the default Nats-Msg-Id names the input
         monitor = None
         if self.monitor is not None:
             from .monitor import Monitor
