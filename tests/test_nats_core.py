@@ -129,7 +129,7 @@ async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: An
         sub = await nc.subscribe("big")
         await nc.flush()
         # The payload alone is exactly max_payload: with headers it is over the limit.
-        values = [b"a" * 4096, b"small", b"b" * 4000, b"c" * 4050]
+        values = [b"a" * 4096, b"small", b"b" * 3900, b"c" * 4050]
 
         class Fixed(GenerateSource):
             async def batches(self) -> Any:
@@ -139,7 +139,7 @@ async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: An
         stats = await Pipeline(Fixed("point"), [], sink, dead_letter=dead).run_async()
         assert stats.rejected == 2 and stats.records_out == 2
         got = [await sub.next_msg(timeout=5) for _ in range(2)]
-        assert [m.data for m in got] == [b"small", b"b" * 4000]  # 4000 B + 91 B of headers fit
+        assert [m.data for m in got] == [b"small", b"b" * 3900]  # 3900 B + ~140 B of headers fit
         # The connection of the sink stayed up until its clean close, and a fresh publish still works.
         assert sink.conn.stats.disconnects == 0
         await nc.publish("big", b"after")

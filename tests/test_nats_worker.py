@@ -152,8 +152,9 @@ async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
     stats = await pipe.run_async()
     assert stats.records_out == 1500
     # Neither the client buffer nor what was asked of the server grew past its bound while the sink lagged.
-    # (asked-for and not yet taken counts what sits in the client queue too: it never passes two batches)
-    assert high["buffer"] <= high["requested"] <= source.buffer.max_buffered == 200
+    # (asked-for and not yet taken counts what sits in the client queue too: it never passes two batches;
+    # the queue may also hold one "409 Batch Completed" status per pull request, which carries max_bytes)
+    assert high["buffer"] <= high["requested"] + 2 and high["requested"] <= source.buffer.max_buffered == 200
     assert (source.lag() or 0) > 0  # the rest stayed in the stream
 
 

@@ -52,7 +52,8 @@ class Outcome:
                 f" / server slow-consumer events {self.server_log.count('Slow Consumer')}")
 
 
-def _burst_source(count: int, rate: float | None, burst: int | None, pause: float, pad: int = 0) -> Any:
+def _burst_source(count: int, rate: float | None, burst: int | None, pause: float, pad: int = 0,
+                  tail: int = 0) -> Any:
     from wirepipe.batch import Batch
     from wirepipe.connectors.base import Source
     from wirepipe.datasets import get_dataset
@@ -79,24 +80,31 @@ def _burst_source(count: int, rate: float | None, burst: int | None, pause: floa
                         await asyncio.sleep(ahead)
                 elif burst and sent % burst == 0 and sent < count:
                     await asyncio.sleep(pause)
+            if tail:  # a few records after a pause: a loss at the end of the run shows as a gap
+                await asyncio.sleep(pause)
+                for values in get_dataset("point").records(tail, 1, 10):
+                    yield Batch(values, meta={"seq": range(sent, sent + len(values))})
+                    sent += len(values)
+                    await asyncio.sleep(0.01)
 
     return Bursts()
 
 
 def publish(url: str, subject: str, count: int, rate: float | None, burst: int | None, pause: float,
-            pad: int = 0) -> int:
+            pad: int = 0, tail: int = 0) -> int:
     from wirepipe.connectors.nats import NatsSink
     from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.operators.serialize import Serialize
     from wirepipe.pipelines.pipeline import Pipeline
 
     sink = NatsSink(subject, options=ConnectionOptions(url))
-    stats = Pipeline(_burst_source(count, rate, burst, pause, pad), [Serialize("msgpack")], sink, name="publisher").run()
+    stats = Pipeline(_burst_source(count, rate, burst, pause, pad, tail), [Serialize("msgpack")], sink, name="publisher").run()
     return stats.records_out
 
 
 def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: float | None = None,
-                 burst: int | None = None, pause: float = 1.0, pad: int = 0, pending_msgs_limit: int = 65536,
+                 burst: int | None = None, pause: float = 1.0, pad: int = 0, tail: int = 0,
+                 stop_after: float | None = None, pending_msgs_limit: int = 65536,
                  idle: float = 3.0, timeout: float = 240.0, server_log: str | None = None,
                  extra: dict[str, Any] | None = None) -> Outcome:
     """Run the publisher and the worker; stop the worker once it is idle after the publisher finished."""
@@ -135,14 +143,18 @@ def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: fl
             args += ["--burst", str(burst), "--pause", str(pause)]
         if pad:
             args += ["--pad", str(pad)]
+        if tail:
+            args += ["--tail", str(tail)]
         pub = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
                              timeout=max(10.0, deadline - time.monotonic()))
         if pub.returncode != 0:
             raise RuntimeError(f"publisher failed: {pub.stderr[-2000:]}")
         sent = int(json.loads(pub.stdout.strip().splitlines()[-1])["sent"])
-        # Idle: the records-out figure of the status line stops moving.
+        # Idle: the records-out figure of the status line stops moving (or a fixed time after publishing).
         last, since = None, time.monotonic()
-        while time.monotonic() < deadline:
+        if stop_after is not None:
+            time.sleep(stop_after)
+        while stop_after is None and time.monotonic() < deadline:
             outs = [ln for ln in lines if "overload-consumer:" in ln and " out" in ln]
             now = re.search(r"([\d,]+) out", outs[-1]).group(1) if outs else None  # type: ignore[union-attr]
             if now != last:
@@ -178,8 +190,9 @@ def main() -> None:
     p.add_argument("--burst", type=int)
     p.add_argument("--pause", type=float, default=1.0)
     p.add_argument("--pad", type=int, default=0, help="bytes of padding per record")
+    p.add_argument("--tail", type=int, default=0, help="records sent slowly after a pause at the end")
     args = ap.parse_args()
-    sent = publish(args.url, args.subject, args.count, args.rate, args.burst, args.pause, args.pad)
+    sent = publish(args.url, args.subject, args.count, args.rate, args.burst, args.pause, args.pad, args.tail)
     print(json.dumps({"sent": sent}))
 
 

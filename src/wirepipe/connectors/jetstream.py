@@ -58,6 +58,7 @@ from .nats import (
     Received,
     SubjectTemplate,
     SubscriptionReader,
+    publish_many,
     refuse_oversized,
     rejected_payloads,
     require_bytes,
@@ -475,7 +476,8 @@ class JetStreamSource(Source):
                  start_seq: int | None = None, start_time: dt.datetime | None = None, batch_size: int = 1000,
                  batch_timeout: float = 0.005, max_ack_pending: int = 20000, ack_wait: float = 30.0,
                  max_deliver: int = 5, nak_delay: float = 1.0, expires: float = 30.0, heartbeat: float = 5.0,
-                 stop_at_end: bool = False, count: int | None = None, duration: float | None = None) -> None:
+                 stop_at_end: bool = False, count: int | None = None, duration: float | None = None,
+                 ack: str = "explicit", pending_bytes_limit: int = 64 * 1024 * 1024) -> None:
         super().__init__(count=count, duration=duration)
         self.subject = subject
         self.stream = stream
@@ -496,6 +498,8 @@ class JetStreamSource(Source):
         self.expires = expires
         self.heartbeat = heartbeat
         self.stop_at_end = stop_at_end
+        self.ack_mode = ack
+        self.pending_bytes_limit = pending_bytes_limit
         self.conn = NatsConnection(self.options, role="jetstream consumer")
         # Never hold more than the server lets us keep unacknowledged.
         self.buffer = SubscriptionReader(batch_size, batch_timeout,
@@ -520,6 +524,12 @@ class JetStreamSource(Source):
         self.repulls = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
+        # ack: all. Stream sequences handed back (nak) and not delivered again: no AckAll may pass them.
+        self._handed_back: set[int] = set()
+        self._deferred_ack: str | None = None
+        self._deferred_terms: list[str] = []
+        self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
+        self._max_payload = 1024 * 1024
 
     @property
     def params(self) -> dict[str, Any]:
@@ -581,7 +591,8 @@ class JetStreamSource(Source):
         from nats.js import api
 
         cfg = api.ConsumerConfig(
-            durable_name=self.durable, name=name, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=self.ack_wait,
+            durable_name=self.durable, name=name, ack_wait=self.ack_wait,
+            ack_policy=api.AckPolicy.ALL if self.ack_mode == "all" else api.AckPolicy.EXPLICIT,
             max_deliver=self.max_deliver if self.max_deliver > 0 else -1, max_ack_pending=self.max_ack_pending,
             filter_subject=self.subject, max_waiting=512,
             inactive_threshold=None if self.durable else 300.0,
@@ -591,7 +602,9 @@ class JetStreamSource(Source):
 
     async def _open_pull(self, js: Any) -> None:
         import nats.js.errors
+        from nats.js import api
 
+        self._max_payload = int(self.nc.max_payload)
         name = self.durable
         cfg = self._pull_config(name)
         existing = None
@@ -606,6 +619,11 @@ class JetStreamSource(Source):
                 old = existing.config
                 for keep in ("deliver_policy", "opt_start_seq", "opt_start_time", "filter_subject"):
                     setattr(cfg, keep, getattr(old, keep))
+                if old.ack_policy != cfg.ack_policy:  # the server cannot change it: use the durable's
+                    log.warning("durable %s acknowledges with ack policy %s, not %s: using it as it is", name,
+                                old.ack_policy.value, cfg.ack_policy.value)
+                    cfg.ack_policy = old.ack_policy
+                    self.ack_mode = "all" if old.ack_policy == api.AckPolicy.ALL else "explicit"
                 if old.filter_subject != self.subject and self.subject:
                     log.warning("durable %s filters %r, not %r: using it as it is", name, old.filter_subject,
                                 self.subject)
@@ -666,9 +684,10 @@ class JetStreamSource(Source):
                 want = target - self._requested
                 if self.count is not None:
                     want = min(want, self.count - self._seen - self._requested)
+                want, max_bytes = self._byte_bound(want)
                 worth = want >= min(self.batch_size, target // 2) or (want > 0 and self._requested == 0)
                 if worth and self.nc.is_connected:
-                    body = json.dumps({"batch": want, **body_extra}).encode()
+                    body = json.dumps({"batch": want, "max_bytes": max_bytes, **body_extra}).encode()
                     await self.nc.publish(self._next_subject, body, reply=self._inbox)
                     self._requested += want
                     self._last_activity = time.monotonic()
@@ -689,6 +708,24 @@ class JetStreamSource(Source):
             except Exception as exc:
                 log.warning("pull request failed (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(0.2)
+
+    def _byte_bound(self, want: int) -> tuple[int, int]:
+        """Messages and bytes to ask for, so what is in flight plus what is buffered stays within half of
+        ``pending_bytes_limit`` (the server's own per-client limit is 64 MiB by default; a pull for 2,000
+        messages of 512 KiB would ask for 1 GB and get the client disconnected). A request may always
+        take one message of the server's ``max_payload``, or it could never deliver a large one."""
+        budget = self.pending_bytes_limit // 2
+        floor = self._max_payload + 4096
+        if budget <= 0:
+            return want, 0
+        avg = self._avg_size
+        if not avg:  # nothing seen yet: two requests of a quarter each
+            return want, max(floor, budget // 4)
+        buffered = self.sub._pending_size if self.sub is not None else 0
+        in_flight = max(0, self._requested - len(self.buffer))
+        room = int((budget - buffered) / avg) - in_flight
+        want = min(want, max(room, 0 if in_flight or len(self.buffer) else 1))
+        return want, max(floor, min(budget, int(want * avg * 1.5)))
 
     async def _ensure_consumer(self) -> None:
         """Re-create a consumer the server lost (memory storage, a reset): same name and settings."""
@@ -716,6 +753,8 @@ class JetStreamSource(Source):
             if got is None:
                 return
             self._seen += len(got)
+            size = sum(map(len, got.data)) / len(got)
+            self._avg_size = size if size > self._avg_size else 0.9 * self._avg_size + 0.1 * size
             if not self.ordered:
                 self._requested = max(0, self._requested - len(got))
                 self._pull_wake.set()
@@ -772,24 +811,47 @@ class JetStreamSource(Source):
     # --- settling ------------------------------------------------------------------------------
 
     async def _send_all(self, replies: list[str | None], body: bytes) -> None:
-        pub = self.nc.publish
-        for r in replies:
-            if r:
-                await pub(r, body)
+        await publish_many(self.nc, replies, body)
 
     async def ack(self, batch: Batch) -> None:
+        """Acknowledge a batch the sink made durable: every message (``ack: explicit``, one write of
+        protocol lines), or only its last one (``ack: all``: the server acks every message delivered
+        before it too, which is safe because batches are acked in delivery order and no ack passes
+        a message that was handed back and not yet delivered again)."""
         replies = batch.meta.get("ack")
-        if replies:
+        if not replies:
+            return
+        n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
+        if self.ack_mode == "all":
+            self._deferred_ack = next((r for r in reversed(replies) if r), None)
+            await self._release(batch.meta.get("stream_seq") or ())
+        else:
             await self._send_all(replies, _ACK)
-            n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
-            self.acked += n
-            self._settled_more(n)
+        self.acked += n
+        self._settled_more(n)
+
+    async def _release(self, seqs: Any) -> None:
+        """``ack: all``: send the newest deferred ack and terms once nothing handed back is outstanding."""
+        if self._handed_back:
+            self._handed_back.difference_update(seqs)
+            if self._handed_back:
+                return  # an ack now would also ack the handed-back records before their redelivery
+        terms, self._deferred_terms = self._deferred_terms, []
+        if terms:
+            await self._send_all(terms, _TERM)
+        last, self._deferred_ack = self._deferred_ack, None
+        if last:
+            await self._send_all([last], _ACK)
 
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
         """Dead-lettered records: terminate them (the dead letter holds them; no redelivery)."""
         replies = [r.meta.get("ack") for r in rejected]
         if any(replies):
-            await self._send_all(replies, _TERM)
+            if self.ack_mode == "all":  # a term acks all before it too (AckAll): same rule as acks
+                self._deferred_terms += [r for r in replies if r]
+                await self._release([r.meta.get("stream_seq") for r in rejected])
+            else:
+                await self._send_all(replies, _TERM)
             n = sum(1 for r in replies if r)
             self.terminated += n
             self._settled_more(n)
@@ -802,9 +864,7 @@ class JetStreamSource(Source):
         """The sink is unavailable: ``+WPI`` every record held (in these batches and in our buffer) so the
         server extends their ack deadline instead of redelivering them (no delivery is counted)."""
         replies = [r for b in batches for r in (b.meta.get("ack") or ()) if r]
-        queue = self.buffer.queue
-        if queue is not None:  # received, not yet taken by the pipeline (nats-py's pending deque)
-            replies += [m.reply for m in getattr(queue, "_queue", ()) if m.reply]
+        replies += self.buffer.waiting_replies()  # received, not yet taken by the pipeline
         if replies and self.nc is not None and self.nc.is_connected:
             await self._send_all(replies, _WPI)
             self.in_progress_sent += len(replies)
@@ -860,6 +920,11 @@ class JetStreamSourceConfig(NatsConnectionConfig):
     stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")
     count: int | None = Field(default=None, ge=0)
     duration: Duration | None = None
+    ack: Literal["explicit", "all"] = Field(
+        default="explicit", description="explicit: every message acked (safe when workers share the durable); "
+        "all: one AckAll per commit, only when this worker is the durable's sole consumer")
+    pending_bytes_limit: Size = Field(default=64 * 1024 * 1024, description="bytes buffered plus asked for "
+                                      "stay within half of this (pull requests carry max_bytes)")
 
     @model_validator(mode="after")
     def _start(self) -> JetStreamSourceConfig:
@@ -873,6 +938,8 @@ class JetStreamSourceConfig(NatsConnectionConfig):
             raise ValueError("give `stream` or `subject`")
         if self.heartbeat and self.heartbeat * 2 >= self.expires:
             raise ValueError("heartbeat must be less than half of expires")
+        if self.ack == "all" and self.ordered:
+            raise ValueError("an ordered consumer has no acks: drop `ack: all`")
         return self
 
     def build(self) -> JetStreamSource:
@@ -881,4 +948,5 @@ class JetStreamSourceConfig(NatsConnectionConfig):
             ordered=self.ordered, deliver=self.deliver, start_seq=self.start_seq, start_time=self.start_time,
             batch_size=self.batch_size, batch_timeout=self.batch_timeout, max_ack_pending=self.max_ack_pending,
             ack_wait=self.ack_wait, max_deliver=self.max_deliver, nak_delay=self.nak_delay, expires=self.expires,
-            heartbeat=self.heartbeat, stop_at_end=self.stop_at_end, count=self.count, duration=self.duration)
+            heartbeat=self.heartbeat, stop_at_end=self.stop_at_end, count=self.count, duration=self.duration,
+            ack=self.ack, pending_bytes_limit=self.pending_bytes_limit)
