@@ -411,6 +411,11 @@ class JetStreamSink(NatsSink):
             if self._fatal:
                 raise WirepipeError(self._fatal)
 
+    @property
+    def unconfirmed(self) -> int:
+        """Records published and not yet stored (no ack from the server)."""
+        return len(self._pending) + len(self._retry)
+
     def take_rejected(self) -> list[Rejected]:
         failed, self._failed = self._failed, []
         return failed

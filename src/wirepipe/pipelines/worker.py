@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import WirepipeError
 
 log = logging.getLogger("wirepipe")
+_CLOSE_GRACE = 5.0  # seconds the cancelled run (and leftover tasks) get to close after shutdown_timeout
 
 
 class ShutdownTimeout(WirepipeError):
@@ -60,12 +61,25 @@ async def run_worker_async(pipeline: Any, stop: asyncio.Event | None = None) -> 
             loop.add_signal_handler(sig, on_signal, sig.name)
             installed.append(sig)
     try:
-        return await task
+        given_up_at = None
+        while True:
+            # After the deadline the cancelled run gets a short grace to close its parts; a part that
+            # cannot close (a hung server swallowing nats-py's close) must not keep the process alive.
+            done, _ = await asyncio.wait({task}, timeout=0.5)
+            if done:
+                break
+            if not timed_out:
+                continue
+            given_up_at = given_up_at or loop.time()
+            if loop.time() - given_up_at < _CLOSE_GRACE:
+                continue
+            log.error("closing the pipeline's parts did not finish within %.0fs after shutdown_timeout: "
+                      "leaving them", _CLOSE_GRACE)
+            raise ShutdownTimeout(_timeout_message(pipeline))
+        return task.result()
     except asyncio.CancelledError:
         if timed_out:
-            raise ShutdownTimeout(
-                f"{pipeline.name}: the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s)"
-            ) from None
+            raise ShutdownTimeout(_timeout_message(pipeline)) from None
         if signals:
             raise KeyboardInterrupt from None
         raise
@@ -76,6 +90,38 @@ async def run_worker_async(pipeline: Any, stop: asyncio.Event | None = None) -> 
             loop.remove_signal_handler(sig)
 
 
+def _timeout_message(pipeline: Any) -> str:
+    """What the drain could not settle, for the error that ends the process."""
+    unacked = getattr(pipeline, "_unacked_records", 0)
+    unconfirmed = getattr(pipeline.sink, "unconfirmed", 0)
+    what = []
+    if unconfirmed:
+        what.append(f"{unconfirmed} record(s) published but unconfirmed by the server")
+    if unacked and pipeline.source.redelivers:
+        what.append(f"{unacked} record(s) not acknowledged to the source (it redelivers them)")
+    elif unacked:
+        what.append(f"{unacked} record(s) written but not flushed")
+    left = "; ".join(what) or "nothing known unsettled"
+    return (f"{pipeline.name}: the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s): "
+            f"{left}")
+
+
 def run_worker(pipeline: Any) -> Any:
-    """``asyncio.run`` of ``run_worker_async``: the entry point of ``wirepipe run``."""
-    return asyncio.run(run_worker_async(pipeline))
+    """Run ``run_worker_async`` in a new event loop: the entry point of ``wirepipe run``.
+
+    Unlike ``asyncio.run``, leftover tasks get a bounded wait after cancellation: a task stuck
+    in a hung connection (the server SIGSTOPped) must not keep the process from exiting.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(run_worker_async(pipeline))
+    finally:
+        tasks = asyncio.all_tasks(loop)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks, timeout=_CLOSE_GRACE))
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), _CLOSE_GRACE))
+        asyncio.set_event_loop(None)
+        loop.close()
