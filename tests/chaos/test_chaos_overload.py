@@ -29,7 +29,8 @@ def test_a_worker_slower_than_its_publisher_counts_every_loss(nats_url: str, tmp
     # pending buffer is small so the client drops too. Before: 7,182 of 100,000 received, 0 counted.
     metrics = tmp_path / "metrics.parquet"
     out = run_scenario(nats_url, tmp_path, count=30_000, rate=13_000, spin_us=2000, pending_msgs_limit=5000,
-                       stop_after=1.0, extra={"metrics": {"path": str(metrics), "flush_interval": "1s"}})
+                       stop_after=1.0, extra={"metrics": {"path": str(metrics), "flush_interval": "1s"},
+                                              "queue_size": 1})
     assert out.sent == 30_000
     assert out.received < out.sent
     assert out.lost == out.sent - out.received, out.summary  # every loss counted, none twice

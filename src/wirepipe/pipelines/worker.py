@@ -101,6 +101,10 @@ def _timeout_message(pipeline: Any) -> str:
         what.append(f"{unacked} record(s) not acknowledged to the source (it redelivers them)")
     elif unacked:
         what.append(f"{unacked} record(s) written but not flushed")
+    losses = pipeline.source.losses()
+    if losses and losses["lost"]:
+        what.append(f"{losses['lost']} message(s) lost (core NATS: {losses['missing']} missing from publisher "
+                    f"sequences, {losses['dropped']} dropped by the client, {losses['discarded']} discarded at stop)")
     left = "; ".join(what) or "nothing known unsettled"
     return (f"{pipeline.name}: the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s): "
             f"{left}")
