@@ -226,3 +226,67 @@ async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> 
     assert json.loads(json.dumps(expected("point", 1)[0])) == msgpack.unpackb(__import__("zstandard")
                                                                                 .ZstdDecompressor()
                                                                                 .decompress(msg.data))
+
+
+def test_the_raw_inbox_finds_the_nats_py_internals_it_replaces() -> None:
+    """``connectors/inbox.py`` hooks ``Client._process_msg`` (called by the protocol parser for every
+    message) and reads ``Subscription._id``: fail loudly if nats-py renames or reshapes them."""
+    import inspect
+
+    from nats.aio.client import Client
+    from nats.aio.subscription import Subscription
+    from nats.protocol.parser import Parser
+
+    params = list(inspect.signature(Client._process_msg).parameters)
+    assert params == ["self", "sid", "subject", "reply", "data", "headers"]
+    assert "self.nc._process_msg(" in inspect.getsource(Parser.parse)
+    assert "self._id = id" in inspect.getsource(Subscription.__init__)
+
+
+@pytest.mark.parametrize("ack", ["explicit", "all"])
+async def test_ack_modes_settle_every_record_once_written(nats_url: str, ack: str) -> None:
+    import nats
+    from nats.js import api
+
+    n = 3000
+    await publish(nats_url, n)
+    out = ListSink()
+    source = JetStreamSource("pts", durable=f"modes-{ack}", options=ConnectionOptions(nats_url), count=n,
+                             batch_size=250, ack=ack)
+    stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto")], out).run_async()
+    assert stats.records_out == n and stats.acked == n
+    assert out.values == expected("point", n)
+    nc = await nats.connect(nats_url)
+    info = await nc.jetstream().consumer_info("PTS", f"modes-{ack}")
+    await nc.close()
+    assert info.config.ack_policy == (api.AckPolicy.ALL if ack == "all" else api.AckPolicy.EXPLICIT)
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+async def test_ack_all_never_acknowledges_past_a_record_handed_back(nats_url: str) -> None:
+    """A failed write naks its batch; with AckAll, acks of later batches would ack it too before it
+    comes back: the source holds them until the handed-back records were delivered and written."""
+    import nats
+
+    n = 2000
+    await publish(nats_url, n)
+
+    class FailOnce(ListSink):
+        failed = False
+
+        async def write(self, batch: Batch) -> None:
+            if not self.failed and batch.meta["stream_seq"][0] > 200:
+                self.failed = True
+                raise OSError("disk full (once)")
+            await super().write(batch)
+
+    out = FailOnce()
+    source = JetStreamSource("pts", durable="ackall-nak", options=ConnectionOptions(nats_url), count=n,
+                             batch_size=100, ack="all", nak_delay=0.5, ack_wait=60)
+    stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto")], out, flush_interval=0.05).run_async()
+    assert out.failed and stats.nacked > 0
+    assert sorted(out.meta["stream_seq"]) == list(range(1, n + 1))  # every record written exactly once
+    nc = await nats.connect(nats_url)
+    info = await nc.jetstream().consumer_info("PTS", "ackall-nak")
+    await nc.close()
+    assert info.num_ack_pending == 0 and info.num_pending == 0

@@ -51,6 +51,7 @@ from ..errors import WirepipeError
 from ..pipelines.models import Duration, Size, Strict
 from .base import Source
 from .gaps import PUBLISHER, SEQ
+from .inbox import RawInbox
 from .nats import (
     _SENT_AT_SIZE,
     SENT_AT,
@@ -507,7 +508,7 @@ class JetStreamSource(Source):
         self.pending_bytes_limit = pending_bytes_limit
         self.conn = NatsConnection(self.options, role="jetstream consumer")
         # Never hold more than the server lets us keep unacknowledged.
-        self.buffer = SubscriptionReader(batch_size, batch_timeout,
+        self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout,
                                          max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)),
                                          status=self._on_status)
         self.nc: Any = None
@@ -531,7 +532,7 @@ class JetStreamSource(Source):
         self._settle_event = asyncio.Event()
         # ack: all. Stream sequences handed back (nak) and not delivered again: no AckAll may pass them.
         self._handed_back: set[int] = set()
-        self._deferred_ack: str | None = None
+        self._deferred_ack: tuple[int, str] | None = None  # (stream sequence, reply) of the newest ack held
         self._deferred_terms: list[str] = []
         self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
         self._max_payload = 1024 * 1024
@@ -641,7 +642,9 @@ class JetStreamSource(Source):
         self._inbox = self.nc.new_inbox()
         self.sub = await self.nc.subscribe(self._inbox, pending_msgs_limit=self.buffer.max_buffered + 1024,
                                            pending_bytes_limit=0)
-        self.buffer.attach(self.sub)
+        inbox = RawInbox(self.batch_size, self.buffer.batch_timeout, self.buffer.max_buffered, status=self._on_status)
+        inbox.attach(self.nc, self.sub)
+        self.buffer = inbox
         self.conn.on_reconnect(self._repull)
         await self._check_empty(js)
         self._puller = asyncio.ensure_future(self._pull_loop())
@@ -699,8 +702,8 @@ class JetStreamSource(Source):
                 self._pull_wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._pull_wake.wait(), max(0.05, hb or 1.0))
-                if self.sub._received != received:  # any message, heartbeat or status: the request is alive
-                    received = self.sub._received
+                if self._received() != received:  # any message, heartbeat or status: the request is alive
+                    received = self._received()
                     self._last_activity = time.monotonic()
                 if self._requested and hb > 0 and time.monotonic() - self._last_activity > 2 * hb + 1:
                     # No message, heartbeat or status for two heartbeats: the request is lost.
@@ -714,6 +717,11 @@ class JetStreamSource(Source):
                 log.warning("pull request failed (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(0.2)
 
+    def _received(self) -> int:
+        """Messages of any kind (records, statuses, heartbeats) the pull inbox has seen."""
+        buf = self.buffer
+        return buf.received if isinstance(buf, RawInbox) else (self.sub._received if self.sub is not None else 0)
+
     def _byte_bound(self, want: int) -> tuple[int, int]:
         """Messages and bytes to ask for, so what is in flight plus what is buffered stays within half of
         ``pending_bytes_limit`` (the server's own per-client limit is 64 MiB by default; a pull for 2,000
@@ -726,7 +734,7 @@ class JetStreamSource(Source):
         avg = self._avg_size
         if not avg:  # nothing seen yet: two requests of a quarter each
             return want, max(floor, budget // 4)
-        buffered = self.sub._pending_size if self.sub is not None else 0
+        buffered = self.buffer.pending_bytes if isinstance(self.buffer, RawInbox) else 0
         in_flight = max(0, self._requested - len(self.buffer))
         room = int((budget - buffered) / avg) - in_flight
         want = min(want, max(room, 0 if in_flight or len(self.buffer) else 1))
@@ -820,16 +828,26 @@ class JetStreamSource(Source):
 
     async def ack(self, batch: Batch) -> None:
         """Acknowledge a batch the sink made durable: every message (``ack: explicit``, one write of
-        protocol lines), or only its last one (``ack: all``: the server acks every message delivered
-        before it too, which is safe because batches are acked in delivery order and no ack passes
-        a message that was handed back and not yet delivered again)."""
+        protocol lines), or only the one with the highest stream sequence (``ack: all``: the server
+        acks every pending message up to that sequence, which is safe because first deliveries come
+        in stream order and are acked in that order, and no ack passes a message that was handed back
+        and not yet delivered and written again)."""
         replies = batch.meta.get("ack")
         if not replies:
             return
         n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
         if self.ack_mode == "all":
-            self._deferred_ack = next((r for r in reversed(replies) if r), None)
-            await self._release(batch.meta.get("stream_seq") or ())
+            seqs = batch.meta.get("stream_seq") or ()
+            if seqs:
+                # The server's AckAll acks every pending message up to this one's *stream* sequence,
+                # so the ack to send is the highest stream sequence written (a redelivered record
+                # in a later batch has a lower one).
+                i = max(range(len(seqs)), key=seqs.__getitem__)
+                while i > 0 and not replies[i]:
+                    i -= 1  # records unpacked from one message: its handle is on the first
+                if self._deferred_ack is None or seqs[i] > self._deferred_ack[0]:
+                    self._deferred_ack = (seqs[i], replies[i])
+            await self._release(seqs)
         else:
             await self._send_all(replies, _ACK)
         self.acked += n
@@ -845,8 +863,8 @@ class JetStreamSource(Source):
         if terms:
             await self._send_all(terms, _TERM)
         last, self._deferred_ack = self._deferred_ack, None
-        if last:
-            await self._send_all([last], _ACK)
+        if last is not None:
+            await self._send_all([last[1]], _ACK)
 
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
         """Dead-lettered records: terminate them (the dead letter holds them; no redelivery)."""
@@ -886,8 +904,8 @@ class JetStreamSource(Source):
             with contextlib.suppress(Exception):
                 deadline = time.monotonic() + 1.0
                 seen = -1
-                while time.monotonic() < deadline and self.sub._received != seen:
-                    seen = self.sub._received
+                while time.monotonic() < deadline and self._received() != seen:
+                    seen = self._received()
                     await asyncio.sleep(0.05)
                 await self.nc.flush(timeout=2)
                 await self.sub.unsubscribe()
@@ -900,6 +918,8 @@ class JetStreamSource(Source):
             with contextlib.suppress(Exception):
                 await self.sub.unsubscribe()
             self.sub = None
+        if isinstance(self.buffer, RawInbox):
+            self.buffer.detach()
         await self.conn.close()
 
 
