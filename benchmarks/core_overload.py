@@ -38,13 +38,15 @@ def main() -> None:
     ap.add_argument("--burst-spin-us", type=float, default=200)
     ap.add_argument("--pad", type=int, default=1000, help="bursts: bytes of padding per record")
     ap.add_argument("--max-pending", default=None, help="the server's max_pending per client (default 64MB)")
+    ap.add_argument("--tail", type=int, default=50, help="records sent slowly at the end: a loss at the end "
+                    "of the run shows as a gap (0: none, as the 'before' code had no counting anyway)")
     ap.add_argument("--only", choices=["overload", "bursts"])
     args = ap.parse_args()
     extra = {"max_pending": parse_size(args.max_pending)} if args.max_pending else {}
     scenarios = {
-        "overload": dict(count=args.count, rate=args.rate, spin_us=args.spin_us),
+        "overload": dict(count=args.count, rate=args.rate, spin_us=args.spin_us, tail=args.tail),
         "bursts": dict(count=args.burst_count, burst=args.burst, pause=args.pause, spin_us=args.burst_spin_us,
-                       pad=args.pad),
+                       pad=args.pad, tail=args.tail),
     }
     for name, kw in scenarios.items():
         if args.only and name != args.only:
