@@ -305,18 +305,19 @@ class NatsConnection:
             if task in done:
                 task.result()  # raises the connect error, if any
             else:
+                # Bounded: nats-py's connect may not end promptly when cancelled, nor close when it
+                # never connected (seen hanging a worker under load).
                 task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+                await asyncio.wait({task}, timeout=5)
                 with contextlib.suppress(Exception):
-                    await nc.close()
+                    await asyncio.wait_for(nc.close(), 5)
                 await self._release_server()
                 raise WirepipeError(self._connect_failure(done))
         except WirepipeError:
             raise
         except Exception as exc:
             with contextlib.suppress(Exception):
-                await nc.close()
+                await asyncio.wait_for(nc.close(), 5)
             await self._release_server()
             self._first_error = self._first_error or exc
             raise WirepipeError(self._connect_failure(set())) from None
