@@ -108,6 +108,11 @@ def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) 
                 f"true: an ordered consumer delivers the whole stream to each reader, so --workers {workers} would "
                 f"process every record {workers} times; use a durable (drop `ordered`) or --workers 1",
                 file=file, path="source.ordered")
+        if source.get("ack") == "all":
+            raise ConfigError(
+                f"'all': one worker's AckAll acknowledges every message up to a stream sequence, including "
+                f"messages the other {workers - 1} worker(s) of the shared durable have not written yet; use "
+                "ack: explicit (the default) with --workers > 1", file=file, path="source.ack")
         if not source.get("durable"):
             source["durable"] = name
             log.info("source.durable: the %d workers share durable consumer %r", workers, name)
@@ -237,14 +242,16 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _with_defaults(snap: dict[str, Any]) -> dict[str, Any]:
     """A pool total has only the keys its workers reported so far; the status line needs the usual ones."""
-    out = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped", "acked",
-                              "reconnects", "disconnects")}
+    out = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped", "lost",
+                              "duplicates", "acked", "reconnects", "disconnects")}
     out["lag"] = None
     out.update(snap)
     return out
 
 
 def losses(snap: dict[str, Any]) -> int:
+    if isinstance(snap.get("lost"), (int, float)):  # a core NATS source's total already includes its drops
+        return int(snap["lost"])
     return int(sum(v for k, v in snap.items() if any(w in k for w in LOSS_WORDS)
                    and isinstance(v, (int, float)) and not isinstance(v, bool)))
 
