@@ -79,9 +79,11 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
     errors = now["rejected"] + now["sink_errors"]
     parts = [f"{name}: {rate:,.0f} rec/s", f"{mbps:,.2f} MB/s", f"{now['records_out']:,} out",
              f"{errors:,} errors"]
-    if now["lost"] or now["dropped"]:
+    if now.get("lost"):
         parts.append(f"{now['lost']:,} lost ({now['dropped']:,} dropped by the client)")
-    if now["duplicates"]:
+    elif now["dropped"]:
+        parts.append(f"{now['dropped']:,} dropped")
+    if now.get("duplicates"):
         parts.append(f"{now['duplicates']:,} duplicates")
     if now["lag"] is not None:
         parts.append(f"lag {now['lag']:,}")
