@@ -143,6 +143,10 @@ class RawInbox:
         subjects = [g[3].decode() for g in got]
         return Received(data, subjects, headers, replies, [first] + [now] * (n - 1))
 
+    def waiting_replies(self) -> list[str]:
+        """Reply subjects of the records waiting in the inbox (left in it)."""
+        return [g[0].decode() for g in self.items if g[1]]
+
     def drop_replies(self) -> list[str]:
         """Empty the inbox; the reply subjects of what it held (to give the messages back)."""
         got = self._drain(1 << 62)

@@ -533,10 +533,6 @@ class JetStreamSource(Source):
         self.repulls = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
-        # ack: all. Stream sequences handed back (nak) and not delivered again: no AckAll may pass them.
-        self._handed_back: set[int] = set()
-        self._deferred_ack: tuple[int, str] | None = None  # (stream sequence, reply) of the newest ack held
-        self._deferred_terms: list[str] = []
         self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
         self._max_payload = 1024 * 1024
 
@@ -832,9 +828,10 @@ class JetStreamSource(Source):
     async def ack(self, batch: Batch) -> None:
         """Acknowledge a batch the sink made durable: every message (``ack: explicit``, one write of
         protocol lines), or only the one with the highest stream sequence (``ack: all``: the server
-        acks every pending message up to that sequence, which is safe because first deliveries come
-        in stream order and are acked in that order, and no ack passes a message that was handed back
-        and not yet delivered and written again)."""
+        acks every pending message up to that sequence). That is safe for a worker that owns its
+        durable because first deliveries come in stream order, batches are acked in that order, and
+        a batch the sink failed is retried in place (kept with ``+WPI``), never given back, so no
+        later batch is acked before it is written."""
         replies = batch.meta.get("ack")
         if not replies:
             return
@@ -842,42 +839,25 @@ class JetStreamSource(Source):
         if self.ack_mode == "all":
             seqs = batch.meta.get("stream_seq") or ()
             if seqs:
-                # The server's AckAll acks every pending message up to this one's *stream* sequence,
-                # so the ack to send is the highest stream sequence written (a redelivered record
-                # in a later batch has a lower one).
+                # AckAll acks up to a *stream* sequence: send the highest written (a message the server
+                # redelivered after ack_wait can sit in a later batch with a lower one).
                 i = max(range(len(seqs)), key=seqs.__getitem__)
                 while i > 0 and not replies[i]:
                     i -= 1  # records unpacked from one message: its handle is on the first
-                if self._deferred_ack is None or seqs[i] > self._deferred_ack[0]:
-                    self._deferred_ack = (seqs[i], replies[i])
-            await self._release(seqs)
+                await self._send_all([replies[i]], _ACK)
         else:
             await self._send_all(replies, _ACK)
         self.acked += n
         self._settled_more(n)
 
-    async def _release(self, seqs: Any) -> None:
-        """``ack: all``: send the newest deferred ack and terms once nothing handed back is outstanding."""
-        if self._handed_back:
-            self._handed_back.difference_update(seqs)
-            if self._handed_back:
-                return  # an ack now would also ack the handed-back records before their redelivery
-        terms, self._deferred_terms = self._deferred_terms, []
-        if terms:
-            await self._send_all(terms, _TERM)
-        last, self._deferred_ack = self._deferred_ack, None
-        if last is not None:
-            await self._send_all([last[1]], _ACK)
-
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
-        """Dead-lettered records: terminate them (the dead letter holds them; no redelivery)."""
+        """Dead-lettered records: terminate them (the dead letter holds them; no redelivery).
+
+        With ``ack: all`` a term also acks every message up to its stream sequence: the pipeline settles
+        dead letters at a commit, after the batches they came from were written and acked."""
         replies = [r.meta.get("ack") for r in rejected]
         if any(replies):
-            if self.ack_mode == "all":  # a term acks all before it too (AckAll): same rule as acks
-                self._deferred_terms += [r for r in replies if r]
-                await self._release([r.meta.get("stream_seq") for r in rejected])
-            else:
-                await self._send_all(replies, _TERM)
+            await self._send_all(replies, _TERM)
             n = sum(1 for r in replies if r)
             self.terminated += n
             self._settled_more(n)

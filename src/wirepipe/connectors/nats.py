@@ -492,7 +492,7 @@ async def publish_many(nc: Any, subjects: list[str | None], body: bytes) -> int:
     ``nc.publish`` costs a few microseconds of Python per message; acknowledging a batch
     one message at a time cost about as much as receiving it. Here each ack is one
     ``PUB <reply> <n>`` line joined into a single command for nats-py's outbound buffer
-    (``_send_command``, the one private call, kept here). While disconnected, the ordinary
+    (``_send_command`` and ``_flush_pending``, as ``publish`` calls them; kept here). While disconnected, the ordinary
     ``publish`` path is used so nats-py's outbound limits and errors apply. Returns how
     many were sent (``None`` entries, e.g. records unpacked from one message, are skipped).
     """
@@ -505,6 +505,8 @@ async def publish_many(nc: Any, subjects: list[str | None], body: bytes) -> int:
         return len(targets)
     tail = b" %d\r\n%b\r\n" % (len(body), body)
     await nc._send_command(b"".join([b"PUB " + s.encode() + tail for s in targets]))
+    if nc._flush_queue is not None and nc._flush_queue.empty():
+        await nc._flush_pending()  # kick nats-py's flusher, as its publish does: nothing else may publish soon
     return len(targets)
 
 
