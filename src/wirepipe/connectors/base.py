@@ -41,6 +41,13 @@ class Source:
     def params(self) -> dict[str, Any]:
         return {"count": self.count, "duration": self.duration}
 
+    def check_input(self) -> None:
+        """Raise ``WirepipeError`` if the input is not there (a missing file or capture).
+
+        ``wirepipe run`` calls it before anything opens, so a run that cannot read leaves no empty
+        output file or metrics behind and exits as a usage error. Sources that read files override it.
+        """
+
     async def open(self) -> None:
         """Connect or open files; called once before ``batches``."""
 

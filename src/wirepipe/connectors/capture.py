@@ -647,6 +647,10 @@ class CaptureSource(Source):
         return {"path": self.path, "batch_size": self.batch_size, "count": self.count, "pace": self.pace,
                 "speed": self.speed}
 
+    def check_input(self) -> None:
+        if self.row_groups is None and self.path is not None:
+            capture_files(self.path)
+
     def plan(self) -> list[RowGroup]:
         if self.row_groups is None:
             assert self.path is not None
