@@ -464,13 +464,16 @@ def bench(
     repetitions: Annotated[int | None, typer.Option("--repetitions", "-n",
                                                     help="N repetitions per iteration (default scales with size)")] = None,
     out: Annotated[Path, typer.Option(help="folder for bench.parquet, bench.md and reports")] = Path("results/bench"),
-    quick: Annotated[bool, typer.Option(help="a subset that finishes in under a minute")] = False,
+    quick: Annotated[bool, typer.Option(help=(
+        "a subset that finishes in about a minute: 4 formats, 3 codecs, 2 levels, K = 3, smaller N; "
+        "composes with every other flag (--input, --dataset, --format ...)"))] = False,
     zstd_dict: Annotated[str | None, typer.Option(help="`train`: add zstd rows with a dictionary trained on the data")] = None,
     records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100")] = None,
     bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit")] = "100Mbit",
     seed: Annotated[int, typer.Option(help="dataset seed")] = 0,
     seed_tables: Annotated[bool, typer.Option("--seed-tables", help="print seeds 001-004's tables with wirepipe's "
                                               "formats (k/n overridable with -k/-n)")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="run a plan estimated over 10 minutes without asking")] = False,
 ) -> None:
     """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
     from rich.console import Console
@@ -501,10 +504,22 @@ def bench(
         fail(f"--bandwidth: {exc}", EXIT_CONFIG)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
+    console = Console(stderr=False)
     try:
-        execute(plan, bits, Console(stderr=False))
+        run = execute(plan, bits, console, yes=yes, interactive=sys.stdin.isatty() and sys.stdout.isatty())
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
         fail(str(exc), EXIT_RUNTIME)
+    except KeyboardInterrupt:  # before the first measurement (calibration, confirmation)
+        fail("interrupted before anything was measured", ExitCode.INTERRUPTED)
+    if run.interrupted:
+        fail("interrupted: the files hold what finished", ExitCode.INTERRUPTED)
+    if not run.raw_rows:
+        fail("nothing was measured: every combination failed (see above)", EXIT_RUNTIME)
+    if run.failed:
+        fail(f"{len(run.failed)} combination(s) failed (see above); the others are in the files",
+             ExitCode.BENCH_FAILURES)
 
 
 @app.command()

@@ -300,6 +300,23 @@ def _receive_window(latency: Any) -> tuple[int, int]:
     return pc.min(received).as_py() + offset, pc.max(received).as_py() + offset
 
 
+def check_server(url: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, with one line, when nothing answers at ``url`` (before a long bench starts)."""
+    import nats
+
+    async def probe() -> None:
+        nc = await asyncio.wait_for(nats.connect(url, allow_reconnect=False, connect_timeout=timeout,
+                                                 max_reconnect_attempts=0), timeout + 1)
+        await nc.close()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:  # nats-py raises several types (OSError, NoServersError, TimeoutError ...)
+        reason = str(exc) or type(exc).__name__
+        raise WirepipeError(f"cannot reach a NATS server at {url}: {reason} (start one with `wirepipe server`, "
+                            "or leave out --url to use an embedded one)") from None
+
+
 async def _delete_stream(url: str, stream: str) -> None:
     import contextlib
 
@@ -351,6 +368,7 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
                 import pyarrow as pa
 
                 latency_out[r.combo.label] = pa.concat_tables(lat)
+            r.wire_done = True
     finally:
         if server is not None:
             server.close()
