@@ -116,7 +116,8 @@ def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> t
     datas = load_data(plan)
     combos = plan.combos()
     estimate = calibrate(plan, datas, combos)
-    console.print(describe(plan, datas, combos, estimate), markup=False, highlight=False)
+    console.print(describe(plan, datas, combos, estimate, console.width), markup=False, highlight=False,
+                  soft_wrap=True)
     if estimate.seconds > CONFIRM_ABOVE_SECONDS and not yes:
         if not interactive:
             raise ConfigError(f"this plan should take about {duration(estimate.seconds)}, more than "
@@ -198,7 +199,7 @@ def _protocol(run: BenchRun, dataset: str) -> str:
 _KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
 
 
-def _picks(report: Any, dataset: str) -> list[tuple[str, str, str, str]]:
+def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[str, str, str, str]]:
     """(what, configuration, figure and how sure, YAML) for each recommendation of a dataset."""
     prefix = f"{dataset}: "
     out = []
@@ -206,7 +207,7 @@ def _picks(report: Any, dataset: str) -> list[tuple[str, str, str, str]]:
         if r.dataset != dataset:
             continue
         why = f"{r.why}; {r.sureness}" if r.sureness else r.why
-        out.append((_KIND.get(r.kind, r.kind), r.group.label.removeprefix(prefix), why, r.group.snippet()))
+        out.append((_KIND.get(r.kind, r.kind), r.group.label.removeprefix(prefix), why, r.group.snippet(width)))
     return out
 
 
@@ -243,6 +244,6 @@ def print_tables(run: BenchRun, report: Any, console: Any) -> None:
         for label, why in failures(rows):
             out += wrap(f"failed {label}: {why}", width)
         out += ["", f"Recommendation for {dataset}"]
-        for what, config, why, yaml in _picks(report, dataset):
+        for what, config, why, yaml in _picks(report, dataset, width):
             out += [f"{what}: {config}", *wrap(why, width, "  "), *yaml.splitlines()]
     console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)

@@ -127,20 +127,26 @@ def duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
-def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate) -> str:
-    """The plan in a few lines: what is measured, how often, and how long it should take."""
+def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
+             width: int | None = None) -> str:
+    """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
+    from ..report.layout import wrap
+
     names = ", ".join(f"{d.name} (N = {est.repetitions[d.name]:,})" for d in datas)
-    lines = [f"plan: {len(datas)} dataset(s) x {len(combos)} combinations = {len(datas) * len(combos)} to measure: "
-             f"{names}",
-             f"      K = {plan.iterations} iterations + 1 warm-up, transport: {plan.transport}"
-             + (f" ({plan.url})" if plan.url and plan.transport != "none" else ""),
-             f"      estimated duration: {duration(est.seconds)} "
-             f"(from a {est.calibration_seconds:.1f}s calibration on this machine)"]
+    transport = plan.transport + (f" ({plan.url})" if plan.url and plan.transport != "none" else "")
+    lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
+             f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
+             f"estimated duration: {duration(est.seconds)} (from a {est.calibration_seconds:.1f}s calibration "
+             "on this machine)"]
     slow = sorted(((s, c) for (_, c), s in est.codec.items()), key=lambda x: x[0], reverse=True)[:3]
     if est.seconds > CONFIRM_ABOVE_SECONDS and slow:
-        lines.append("      the slowest steps: " + ", ".join(f"{c.label} ({duration(s * (plan.iterations + 1))})"
-                                                             for s, c in slow))
-    return "\n".join(lines)
+        lines.append("the slowest steps: " + ", ".join(f"{c.label} ({duration(s * (plan.iterations + 1))})"
+                                                       for s, c in slow))
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        wrapped = wrap(line, (width or 80) - 6, "")
+        out += [("" if i == 0 and j == 0 else "      ") + w for j, w in enumerate(wrapped)]
+    return "\n".join(out)
 
 
 def narrower(plan: BenchPlan) -> str:

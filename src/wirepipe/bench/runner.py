@@ -3,7 +3,9 @@
 Outputs in ``--out``: ``bench.parquet`` (one row per stage per iteration per
 combination, in the metrics schema plus ``label``/``dataset``/``chain``/``iteration``
 columns, with the run metadata; ``wirepipe report`` reads it), ``bench.md`` (the
-tables and recommendations), and trained zstd dictionaries when asked for.
+tables and recommendations), ``bench.progress.jsonl`` (a line per measured step,
+appended as it finishes: what a run had done when it stopped), and trained zstd
+dictionaries when asked for.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from .data import BenchData, from_dataset, from_file
 from .estimate import Estimate
 from .plan import BenchPlan, Combo, default_repetitions
 from .tables import Measured, Spread
+
+JOURNAL = "bench.progress.jsonl"  # a line per measured step, appended as it finishes
 
 
 @dataclass
@@ -132,15 +136,29 @@ def run_bench(plan: BenchPlan, on_step: Callable[[str, float, float], None] | No
     total = (estimate.seconds if estimate is not None
              else len(datas) * len(combos) * (plan.iterations + 1 + (plan.iterations if len(phases) > 1 else 0)))
     done = 0.0
+    plan.out.mkdir(parents=True, exist_ok=True)
+    journal = open(plan.out / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115 - closed below
 
     def step(combo: Combo, data: BenchData, phase: str) -> None:
         nonlocal done
         done += cost(data.name, combo, phase)
+        journal.write(json.dumps({"dataset": data.name, "combination": combo.label, "phase": phase}) + "\n")
+        journal.flush()
         if on_step is not None:
             on_step(f"{data.name} {combo.label}", min(done, total), total)
 
     if on_step is not None:
         on_step("warm-up", 0.0, total)
+    try:
+        _measure(run, datas, combos, step)
+    finally:
+        journal.close()
+    return run
+
+
+def _measure(run: BenchRun, datas: list[BenchData], combos: list[Combo],
+             step: Callable[[Combo, BenchData, str], None]) -> None:
+    plan = run.plan
     for data in datas:
         n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
         results: dict[Combo, ComboResult] = {}
@@ -163,7 +181,6 @@ def run_bench(plan: BenchPlan, on_step: Callable[[str, float, float], None] | No
         _keep(run, data, results, n)
         if run.interrupted:
             break
-    return run
 
 
 def _keep(run: BenchRun, data: BenchData, results: dict[Combo, ComboResult], n: int) -> None:

@@ -304,9 +304,12 @@ def check_server(url: str, timeout: float = 5.0) -> None:
     """Fail in seconds, with one line, when nothing answers at ``url`` (before a long bench starts)."""
     import nats
 
+    async def quiet(exc: Exception) -> None:  # nats-py logs a traceback per attempt by default
+        return None
+
     async def probe() -> None:
         nc = await asyncio.wait_for(nats.connect(url, allow_reconnect=False, connect_timeout=timeout,
-                                                 max_reconnect_attempts=0), timeout + 1)
+                                                 max_reconnect_attempts=0, error_cb=quiet), timeout + 1)
         await nc.close()
 
     try:
@@ -352,18 +355,16 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
         for n_combo, r in enumerate(results):
             lat: list[Any] = []
             for i in range(len(r.iterations) if not r.error else plan.iterations):
-                if progress is not None:
+                if not r.error:
+                    subject = f"wirepipe.bench.{data.name}.c{n_combo}.i{i}".replace("-", "_")
+                    try:
+                        rows = _one_iteration(url, plan.transport, subject, data, r.combo, values, chunk,
+                                              dictionaries or {}, lat, verify=i == 0)
+                        r.iterations[i] = _merge(r.iterations[i], rows)
+                    except WirepipeError as exc:
+                        r.error = f"{plan.transport}: {exc}"
+                if progress is not None:  # after the step: the progress journal lists what finished
                     progress(r.combo)
-                if r.error:
-                    continue
-                subject = f"wirepipe.bench.{data.name}.c{n_combo}.i{i}".replace("-", "_")
-                try:
-                    rows = _one_iteration(url, plan.transport, subject, data, r.combo, values, chunk,
-                                          dictionaries or {}, lat, verify=i == 0)
-                except WirepipeError as exc:
-                    r.error = f"{plan.transport}: {exc}"
-                    continue
-                r.iterations[i] = _merge(r.iterations[i], rows)
             if lat and not r.error:
                 import pyarrow as pa
 

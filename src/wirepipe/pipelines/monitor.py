@@ -135,8 +135,9 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     if pipeline.dead_letter is not None:
         where.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
     spec = pipeline.metrics_spec
-    if isinstance(spec, (str, Path)):
-        where.append(f"metrics: {spec}")
+    path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
+    if path is not None:
+        where.append(f"metrics: {path}")
     return text + "\n  " + "\n  ".join(where)
 
 

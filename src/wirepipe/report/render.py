@@ -177,7 +177,7 @@ def recommend_lines(report: Report, width: int) -> list[str]:
                       *wrap(f"publish side {_side(r.group, 'publish')} µs/rec, consume side "
                             f"{_side(r.group, 'consume')} µs/rec, {num(r.group.wire_bytes_per_record)} B/rec "
                             "on the wire", width, "  "),
-                      *r.group.snippet().splitlines()]
+                      *r.group.snippet(width).splitlines()]
     return [*lines, ""]
 
 

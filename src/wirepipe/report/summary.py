@@ -295,12 +295,28 @@ class GroupSummary:
             return self.label.removeprefix(f"{self.dataset}: ")
         return f"{self.label} ({self.chain})" if self.chain else self.label
 
-    def snippet(self) -> str:
+    def snippet(self, width: int | None = None) -> str:
         """The YAML operators that run this configuration, publisher and consumer side.
 
         A plain chain is one ``encode``/``decode`` entry; a trained zstd dictionary or
         several records per message (a ``pack`` stage) are spelled out operator by operator.
+        With a ``width``, a snippet with a longer line is written in block style (a list item
+        per line), so a terminal never has to wrap, or cut, a line of config.
         """
+        text = self._snippet()
+        if width is None or max(map(len, text.splitlines())) <= width:
+            return text
+        import yaml
+
+        out = []
+        for part in text.split("# ")[1:]:
+            title, _, body = part.partition("\n")
+            data = yaml.safe_load(body)
+            out += [f"# {title}", yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=width,
+                                                 allow_unicode=True).rstrip()]
+        return "\n".join(out)
+
+    def _snippet(self) -> str:
         chain = self.chain
         if chain is None:
             return "# no codec chain in these rows: see the run's config in the results metadata"
