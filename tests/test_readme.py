@@ -34,8 +34,9 @@ WRAPPER = r"""#!/usr/bin/env bash
 extra=()
 case "$1" in
   bench)
-    extra=(--repetitions 100 --iterations 1 --yes)
-    case " $* " in *" --transport "*) ;; *) extra+=(--transport none) ;; esac ;;
+    extra=(--repetitions 50 --iterations 1 --yes)
+    case " $* " in *" --transport "*) ;; *) extra+=(--transport none) ;; esac
+    case " $* " in *" --format "*) ;; *) extra+=(--format msgpack,json) ;; esac ;;
   capture) extra=(--duration 3s) ;;
 esac
 exec "$REAL_WIREPIPE" "$@" "${extra[@]}"
@@ -119,7 +120,7 @@ def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
     (shim / "wirepipe").chmod(0o755)
     with EmbeddedServer(store_dir=tmp_path / "js") as server:
         env = {k: v for k, v in os.environ.items() if k not in ("RESULTS", "COUNT", "COLUMNS")}
-        env.update(NATS_URL=server.url, PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
+        env.update(COUNT="2000", NATS_URL=server.url, PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
                    REAL_WIREPIPE=str(Path(scripts) / "wirepipe"), COLUMNS="100",
                    PYTHONPATH=str(work))  # the README's `PYTHONPATH=.` for myapp.models
         (work / "blocks.yaml").write_text(BLOCKS_PUBLISHER)

@@ -31,7 +31,7 @@ def wirepipe(*args: str, columns: int = 100, env: dict[str, str] | None = None,
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bench over NATS (long chain names, byte-identical json/orjson, latency) and two quickstart runs."""
     root = tmp_path_factory.mktemp("study")
-    out = wirepipe("bench", "--dataset", "point,transaction", "--format", "json,orjson,msgpack-array",
+    out = wirepipe("bench", "--dataset", "point", "--format", "json,orjson,msgpack-array",
                    "--codec", "none,zstd", "--level", "fastest,best", "--repetitions", "200", "--iterations", "2",
                    "--out", str(root / "bench"), columns=80)
     assert out.returncode == 0, out.stderr
@@ -137,7 +137,7 @@ def test_html_report_is_light_and_a_browser_draws_it(results: Path, tmp_path: Pa
              f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000"]
     dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=150).stdout
     figures = len(re.findall(r'class="plotly-graph-div"', text))
-    assert f'data-plotted="{figures}"' in dom and figures >= 6  # the page's script unpacked plotly and drew all
+    assert f'data-plotted="{figures}"' in dom and figures >= 4  # the page's script unpacked plotly and drew all
     shot = tmp_path / "shot.png"
     subprocess.run([*flags, "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=150)
