@@ -149,5 +149,8 @@ def test_capture_from_a_position_stops_at_the_end_of_the_stream(tmp_path: Path) 
         out = wirepipe("capture", "--stream", "NUM", "--from-seq", "1", "--out", str(tmp_path / "cap"),
                        "--url", server.url, timeout=120)
     assert out.returncode == 0, out.stderr
+    # the log says every rotation that happens: by size, by age, and at each commit of the run loop
+    assert re.search(r"a file is complete at about [\d,]+ bytes, 60s after its first record, or every [\d,]+ records",
+                     out.stderr), out.stderr
     files = sorted((tmp_path / "cap").glob("*.parquet"))
     assert sum(pq.read_metadata(f).num_rows for f in files) == 500
