@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from typer.testing import CliRunner
 
 from tests.nats_fixtures import publish_numbered
@@ -154,3 +153,32 @@ def test_capture_from_a_position_stops_at_the_end_of_the_stream(tmp_path: Path) 
                      out.stderr), out.stderr
     files = sorted((tmp_path / "cap").glob("*.parquet"))
     assert sum(pq.read_metadata(f).num_rows for f in files) == 500
+
+
+def test_run_on_a_terminal_shows_a_live_status_line_by_default(tmp_path: Path) -> None:
+    import pty
+
+    config = write(tmp_path / "live.yaml", """name: live
+source: {type: generate, dataset: point, count: 3000, batch_size: 100, rate: 1000}
+sink: {type: jsonl, path: points.jsonl}
+""")
+    master, slave = pty.openpty()  # stderr is a terminal, as in a shell
+    env = {**os.environ, "COLUMNS": "100"}
+    proc = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(config)], cwd=tmp_path, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    text = seen.decode(errors="replace")
+    live = re.findall(r"\r(live: [^\r\n]*?)\x1b\[K", text)  # one line, rewritten in place
+    assert live and all("rec/s" in s and "MB/s" in s for s in live), text
+    assert "output: jsonl points.jsonl" in text
