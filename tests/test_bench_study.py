@@ -187,3 +187,34 @@ def test_a_tie_is_named_when_intervals_overlap() -> None:
     assert fastest.sureness == "tied within noise: a, b"
     # each configuration's own time, not a span over the run: 3 iterations x 2 stages of its own rows
     assert {g.config: round(g.wall_seconds, 6) for g in report.groups} == {"a": 0.033, "b": 0.036, "c": 0.093}
+
+
+def test_a_long_plan_asks_on_a_terminal_and_no_means_not_started(tmp_path: Path) -> None:
+    import pty
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100"}
+    env.pop("NATS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "bench", "--dataset", "block", "--format",
+                             "msgpack", "--codec", "none", "--transport", "none", "--repetitions", "500000",
+                             "--iterations", "100", "--out", str(tmp_path)],
+                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    seen = b""
+    answered = False
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if not answered and b"run it (about" in seen:
+            os.write(master, b"n\n")
+            answered = True
+    os.close(master)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.wait(timeout=120) == ExitCode.CONFIG and answered, seen.decode(errors="replace")
+    assert "not started" in stderr and "--quick" in stderr
+    assert not (tmp_path / "bench.parquet").exists()
