@@ -129,8 +129,8 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
 def run_summary(pipeline: Any, stats: Any) -> str:
     """The end of a run in words: counts, rate, rejects, and where the output, dead letters and metrics went."""
     rate = stats.records_per_second
-    text = (f"{pipeline.name}: {stats.records_out:,} records out of {stats.records_in:,} in {stats.elapsed:.2f}s "
-            f"({rate:,.0f} records/s), {stats.rejected:,} rejected")
+    text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
+            f"({rate:,.0f} records/s), {stats.rejected} rejected")
     where = [f"output: {describe_sink(pipeline.sink)}"]
     if pipeline.dead_letter is not None:
         where.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
