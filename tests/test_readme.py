@@ -8,6 +8,7 @@ A block marked ``<!-- readme-test: skip (why) -->`` on the line before it is not
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.nats_fixtures import fill_points
 from wirepipe.pipelines.config import interpolate, validate_config
 from wirepipe.server import EmbeddedServer
 
@@ -38,6 +40,7 @@ case "$1" in
     case " $* " in *" --transport "*) ;; *) extra+=(--transport none) ;; esac
     case " $* " in *" --format "*) ;; *) extra+=(--format msgpack,json) ;; esac ;;
   capture) extra=(--duration 3s) ;;
+  run) case " $* " in *" --workers "*) extra=(--duration 3s) ;; esac ;;
 esac
 exec "$REAL_WIREPIPE" "$@" "${extra[@]}"
 """
@@ -76,7 +79,8 @@ def blocks() -> list[dict[str, Any]]:
 
 
 def _validate_yaml(code: str, where: str) -> None:
-    data = interpolate(yaml.safe_load(code), {"NATS_PASSWORD": "secret", "NKEY_SEED": "unused"})
+    data = interpolate(yaml.safe_load(code), {"NATS_PASSWORD": "secret", "NKEY_SEED": "unused",
+                                              "NATS_URL": "nats://127.0.0.1:4222"})
     assert isinstance(data, dict), where
     if "name" not in data:  # a fragment: inside a minimal pipeline
         data = {"name": "fragment", "source": {"type": "generate", "dataset": "point", "count": 10},
@@ -102,7 +106,7 @@ def _run_console(code: str, cwd: Path, env: dict[str, str], where: str) -> None:
 def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
     found = blocks()
     skipped = [b for b in found if b["skip"]]
-    assert len(skipped) == 3, [b["line"] for b in skipped]  # the README says "there are three"
+    assert len(skipped) == 4, [b["line"] for b in skipped]  # the README says "there are four"
     assert all(b["lang"] for b in found), [b["line"] for b in found if not b["lang"]]  # the layout tree is `text`
     work = tmp_path / "work"
     work.mkdir()
@@ -123,6 +127,7 @@ def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
         env.update(COUNT="2000", NATS_URL=server.url, PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
                    REAL_WIREPIPE=str(Path(scripts) / "wirepipe"), COLUMNS="100",
                    PYTHONPATH=str(work))  # the README's `PYTHONPATH=.` for myapp.models
+        asyncio.run(fill_points(server.url, 2000))  # the POINTS stream the example configs read
         (work / "blocks.yaml").write_text(BLOCKS_PUBLISHER)
         _run_shell("wirepipe run blocks.yaml --no-status", work, env, "setup: the BLOCKS stream")
         ran: dict[str, int] = {}
