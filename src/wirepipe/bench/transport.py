@@ -301,23 +301,39 @@ def _receive_window(latency: Any) -> tuple[int, int]:
 
 
 def check_server(url: str, timeout: float = 5.0) -> None:
-    """Fail in seconds, with one line, when nothing answers at ``url`` (before a long bench starts)."""
+    """Fail in seconds, with one line, when nothing answers at ``url`` (before a long bench starts).
+
+    nats-py retries a refused first connect until its timeout even with ``allow_reconnect=False``
+    (FIELD-NOTES): the first error it reports ends the probe.
+    """
+    import contextlib
+
     import nats
 
-    async def quiet(exc: Exception) -> None:  # nats-py logs a traceback per attempt by default
-        return None
+    async def probe() -> str | None:
+        failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
 
-    async def probe() -> None:
-        nc = await asyncio.wait_for(nats.connect(url, allow_reconnect=False, connect_timeout=timeout,
-                                                 max_reconnect_attempts=0, error_cb=quiet), timeout + 1)
-        await nc.close()
+        async def first_error(exc: BaseException) -> None:
+            if not failed.done():
+                failed.set_result(exc)
 
-    try:
-        asyncio.run(probe())
-    except Exception as exc:  # nats-py raises several types (OSError, NoServersError, TimeoutError ...)
-        reason = str(exc) or type(exc).__name__
+        task = asyncio.ensure_future(nats.connect(url, allow_reconnect=False, connect_timeout=timeout,
+                                                  max_reconnect_attempts=0, error_cb=first_error))
+        await asyncio.wait({task, failed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if task.done() and task.exception() is None:
+            await task.result().close()
+            return None
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        exc = failed.result() if failed.done() else (task.exception() if task.done() and not task.cancelled()
+                                                     else None)
+        return (str(exc) or type(exc).__name__) if exc is not None else f"no answer within {timeout:g}s"
+
+    reason = asyncio.run(probe())
+    if reason is not None:
         raise WirepipeError(f"cannot reach a NATS server at {url}: {reason} (start one with `wirepipe server`, "
-                            "or leave out --url to use an embedded one)") from None
+                            "or leave out --url to use an embedded one)")
 
 
 async def _delete_stream(url: str, stream: str) -> None:
