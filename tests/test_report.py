@@ -167,7 +167,7 @@ def test_html_is_self_contained_and_pngs_are_images(results: Path, tmp_path: Pat
     assert len(body) < len(page) / 10 and not re.search(r"https?://", body)
     # per dataset (point, stamped): stage times and a scatter; latency bars (stamped) and the CDF
     assert body.count('class="plotly-graph-div"') == 6
-    assert "Pareto front" in page and "Latency per record: CDF" in page
+    assert "Pareto front" in page and "stamped: latency per record: CDF" in page
     pngs = sorted(p.name for p in png_dir.iterdir())
     assert pngs == ["latency_cdf.png", "size_vs_time-point.png", "size_vs_time-stamped.png", "stage_times.png"]
     for name in pngs:

@@ -54,6 +54,7 @@ class Cdf:
     name: str
     x_ms: list[float]
     y: list[float]
+    dataset: str = ""
 
 
 def available() -> dict[str, bool]:
@@ -136,7 +137,7 @@ def latency_cdfs(report: Report) -> list[Cdf]:
     for g in chosen_groups(report):
         for kind, (xs, ys) in g.latency_cdf.items():
             x, y = _thin(xs, ys)
-            out.append(Cdf(f"{g.label} ({kind.replace('_', ' ')})", [v / 1e6 for v in x], y))
+            out.append(Cdf(f"{g.label} ({kind.replace('_', ' ')})", [v / 1e6 for v in x], y, g.dataset))
     return out
 
 
@@ -200,15 +201,15 @@ def _plotly_figures(report: Report) -> list[tuple[str, Any]]:
                           xaxis_title="ms from Wirepipe-Sent-At", height=_height(2 * len(lb.names)) // 2 + 70,
                           yaxis={"autorange": "reversed", "automargin": True})
         figs.append((f"latency-{lb.dataset}", fig))
-    cdfs = latency_cdfs(report)
-    if cdfs:
+    all_cdfs = latency_cdfs(report)
+    which = " of the recommended configurations" if len(chosen_groups(report)) < _with_latency(report) else ""
+    for dataset in dict.fromkeys(c.dataset for c in all_cdfs):  # one per dataset: their scales differ
+        cdfs = [c for c in all_cdfs if c.dataset == dataset]
         fig = go.Figure([go.Scatter(x=c.x_ms, y=c.y, mode="lines", name=c.name) for c in cdfs])
-        fig.update_layout(title="Latency per record: CDF" + (" of the recommended configurations"
-                                                             if len(chosen_groups(report)) < _with_latency(report)
-                                                             else ""),
+        fig.update_layout(title=f"{dataset}: latency per record: CDF{which}",
                           xaxis_title="ms from Wirepipe-Sent-At", yaxis_title="fraction of records",
                           xaxis_type="log" if _wide(cdfs) else "linear")
-        figs.append(("latency_cdf", fig))
+        figs.append((f"latency_cdf-{dataset}", fig))
     return figs
 
 
@@ -308,7 +309,7 @@ def _plot_gaps(report: Report) -> list[str]:
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:.5em 0;font-size:13px}
+table{border-collapse:collapse;margin:.5em 0;font-size:13px;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:3px 8px}th{background:#f3f3f3;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .caption,.note{color:#555;font-size:12px}pre{background:#f6f6f6;padding:.7em;border-radius:4px}
