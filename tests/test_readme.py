@@ -82,6 +82,11 @@ def _validate_yaml(code: str, where: str) -> None:
     data = interpolate(yaml.safe_load(code), {"NATS_PASSWORD": "secret", "NKEY_SEED": "unused",
                                               "NATS_URL": "nats://127.0.0.1:4222"})
     assert isinstance(data, dict), where
+    if "fields" in data and not {"source", "sink", "operators"} & set(data):  # a typed schema file
+        from wirepipe.schema import parse_schema
+
+        parse_schema(data)
+        return
     if "name" not in data:  # a fragment: inside a minimal pipeline
         data = {"name": "fragment", "source": {"type": "generate", "dataset": "point", "count": 10},
                 "sink": {"type": "null"}, **data}
@@ -106,7 +111,7 @@ def _run_console(code: str, cwd: Path, env: dict[str, str], where: str) -> None:
 def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
     found = blocks()
     skipped = [b for b in found if b["skip"]]
-    assert len(skipped) == 4, [b["line"] for b in skipped]  # the README says "there are four"
+    assert len(skipped) == 6, [b["line"] for b in skipped]  # the README says "there are six"
     assert all(b["lang"] for b in found), [b["line"] for b in found if not b["lang"]]  # the layout tree is `text`
     work = tmp_path / "work"
     work.mkdir()
