@@ -45,7 +45,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _names(root: Path) -> list[str]:
     res = load_results([root])
-    return [g.config for g in summarize(res.stages, res.latency, res.runs).groups]
+    # a bench configuration by its chain label, a pipeline run by its name (its chain is a column of its own)
+    return [g.config if g.labelled else g.label for g in summarize(res.stages, res.latency, res.runs).groups]
 
 
 def check_fits(text: str, width: int, names: list[str]) -> None:
