@@ -18,3 +18,10 @@ def is_even_a(record: dict[str, Any]) -> bool:
 
 def tag_record(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "relayed": True}
+
+
+def fail_odd_x(record: dict[str, Any]) -> dict[str, Any]:
+    """Rejects (raises for) every record whose ``x`` is odd: a run with some rejections."""
+    if record["x"] % 2:
+        raise ValueError(f"odd x: {record['x']}")
+    return record

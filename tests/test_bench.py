@@ -70,7 +70,8 @@ def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
     result = bench_cli("--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none,lz4", "--level",
                        "fastest", "--records-per-message", "1,10", "--transport", "none", "--repetitions", "100",
                        "--iterations", "1", "--out", str(tmp_path))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 4, result.stderr  # ExitCode.BENCH_FAILURES: the rest is measured and written
+    assert "2 combination(s) failed" in result.stderr
     md = (tmp_path / "bench.md").read_text()
     assert "### Failed combinations" in md
     assert "`arrow x10/msg`: arrow: decoded records differ from the input" in md

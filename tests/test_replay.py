@@ -286,7 +286,7 @@ def test_cli_errors_are_clear(tmp_path: Path) -> None:
         assert result.exit_code == code, (extra, result.output)
         assert message in result.output, (extra, result.output)
     result = runner.invoke(app, ["replay", str(tmp_path / "nope"), "-p", str(pipeline)])
-    assert result.exit_code == 1 and "no such file or folder" in result.output
+    assert result.exit_code == 2 and "no such file or folder" in result.output  # a usage error (exit_codes)
     result = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline), "--set", "sink.type=nope"])
     assert result.exit_code == 2 and "sink: unknown type 'nope'" in result.output
 

@@ -163,10 +163,11 @@ def test_html_is_self_contained_and_pngs_are_images(results: Path, tmp_path: Pat
     # nothing is loaded from anywhere: no external scripts, styles or images
     assert not re.search(r"<script[^>]+src=|<link\b|<img[^>]+src=[\"']?(https?:)?//|url\(\s*[\"']?https?:", page)
     # outside the inlined plotly library (whose source holds map-tile URLs it never uses here), no URL at all
-    body = re.sub(r'<script type="text/javascript" id="plotly-js">.*?</script>', "", page, flags=re.S)
+    body = re.sub(r'<script type="application/gzip;base64" id="plotly-gz">.*?</script>', "", page, flags=re.S)
     assert len(body) < len(page) / 10 and not re.search(r"https?://", body)
-    assert body.count('class="plotly-graph-div"') == 4  # stage times, 2 scatters (point, stamped), latency CDF
-    assert "Pareto front" in page and "Latency per record: CDF" in page
+    # per dataset (point, stamped): stage times and a scatter; latency bars (stamped) and the CDF
+    assert body.count('class="plotly-graph-div"') == 6
+    assert "Pareto front" in page and "stamped: latency per record: CDF" in page
     pngs = sorted(p.name for p in png_dir.iterdir())
     assert pngs == ["latency_cdf.png", "size_vs_time-point.png", "size_vs_time-stamped.png", "stage_times.png"]
     for name in pngs:

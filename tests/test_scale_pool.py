@@ -285,5 +285,6 @@ def test_counters_stay_monotonic_across_restarts_and_the_status_line_shows_each_
     total = pool.total()
     assert total["records_out"] == 200 and total["lag"] == 25 and total["dropped"] == 4
     line = pool.status(None, [{}, {}], 2.0)
-    assert line.startswith("p [2 workers]: 100 rec/s, 0.00 MB/s, 200 out, 1 errors, 4 dropped, lag 25")
+    # monitor.status_line: rates, totals, lag, then every non-zero counter (restarts included)
+    assert line.startswith("p [2 workers]: 100 rec/s, 0.00 MB/s, 200 out, lag 25, 1 rejected, 4 dropped, 1 restarts")
     assert line.endswith("| w0 down 65/s 1 err 1 restarts; w1 down 35/s 0 err 4 lost")  # no process yet: down

@@ -2,8 +2,9 @@
 
 Every command imports what it needs inside its body, so ``wirepipe --help`` answers
 without loading pyarrow, nats or pydantic. Errors wirepipe raises on purpose are
-printed as one clear message (config errors exit 2, runtime errors 1), never as a
-traceback.
+printed as one clear message, never as a traceback, and every command exits with a
+code from the one table in ``exit_codes`` (0 ok, 1 runtime, 2 usage/config, 3 rejected
+records, 4 failed bench combinations, 130 interrupted).
 """
 
 from __future__ import annotations
@@ -14,6 +15,32 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from .exit_codes import ExitCode
+
+
+def _words_for_placeholders() -> None:
+    """Help shows a word for an option's value (``COUNT``, ``FILE``) and nothing after a flag.
+
+    typer >= 0.20 prints the Python type instead (``<bool>``, ``<list[str]>``), which reads as code.
+    """
+    from typer import core
+
+    def option_type(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return None
+        return self.metavar or self.name.upper().replace("_", "-")
+
+    def argument_type(self: Any, ctx: Any) -> str | None:
+        return None
+
+    if hasattr(core.TyperOption, "display_type_rich"):
+        core.TyperOption.display_type_rich = option_type  # type: ignore[method-assign]
+    if hasattr(core.TyperArgument, "display_type_rich"):
+        core.TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign]
+
+
+_words_for_placeholders()
+
 app = typer.Typer(
     name="wirepipe",
     help="Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure.",
@@ -22,8 +49,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-EXIT_CONFIG = 2
-EXIT_RUNTIME = 1
+EXIT_CONFIG = ExitCode.CONFIG
+EXIT_RUNTIME = ExitCode.RUNTIME
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"wirepipe {version('wirepipe')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="print the version and exit")] = False) -> None:
+    """Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure."""
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -57,7 +98,7 @@ def run_as_worker(pipe: Any) -> Any:
     try:
         return run_worker(pipe)
     except KeyboardInterrupt:
-        fail("interrupted", 130)
+        fail("interrupted", ExitCode.INTERRUPTED)
     except WirepipeError as exc:
         fail(str(exc), EXIT_RUNTIME)
     except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
@@ -66,17 +107,24 @@ def run_as_worker(pipe: Any) -> Any:
 
 @app.command()
 def run(
-    pipeline: Annotated[Path, typer.Argument(help="pipeline YAML file")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: path=value (repeatable)")] = None,
+    pipeline: Annotated[Path, typer.Argument(metavar="PIPELINE", help="pipeline YAML file")],
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE",
+                                                   help="override a field: path=value (repeatable)")] = None,
     count: Annotated[int | None, typer.Option(help="stop after N records (overrides source.count)")] = None,
     duration: Annotated[str | None, typer.Option(help="stop after a time, e.g. 30s (overrides source.duration)")] = None,
     workers: Annotated[str, typer.Option(help="N worker processes sharing the source (a JetStream durable or a "
                                               "core NATS queue group), or auto (one per CPU); --count and "
                                               "--duration apply to each")] = "1",
+    max_rejected: Annotated[str | None, typer.Option(metavar="N|P%", help=(
+        "exit 3 when more records than this are rejected (a count or a percentage of the records read); "
+        "default: rejections are reported, and every record rejected exits 3"))] = None,
+    status: Annotated[bool | None, typer.Option("--status/--no-status", help=(
+        "a live status line on stderr (default: on a terminal)"))] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
-    from .errors import ConfigError
+    from .errors import ConfigError, WirepipeError
+    from .exit_codes import RejectLimit
     from .pipelines.config import read_config
     from .pipelines.pool import resolve_workers
     from .units import parse_duration
@@ -85,6 +133,7 @@ def run(
     overrides = list(set_ or [])
     try:
         n_workers = resolve_workers(workers)
+        limit = RejectLimit.parse(max_rejected)
     except ValueError as exc:
         fail(str(exc), EXIT_CONFIG)
     try:
@@ -102,9 +151,10 @@ def run(
 
             data = expand_worker(read_config(pipeline, overrides), 0)
             pipe = build_pipeline(validate_config(data, file=str(pipeline)), file=str(pipeline))
+            pipe.source.check_input()
     except ValueError as exc:
         fail(f"--duration: {exc}", EXIT_CONFIG)
-    except ConfigError as exc:
+    except (ConfigError, WirepipeError) as exc:  # a missing input file or capture is a usage error too
         fail(str(exc), EXIT_CONFIG)
     if n_workers > 1:
         import asyncio
@@ -114,21 +164,30 @@ def run(
         if pool.gave_up:
             fail(f"{pool.name}: {pool.gave_up}", EXIT_RUNTIME)
         raise typer.Exit(code)
+    _show_status(pipe, status)
     stats = run_as_worker(pipe)
-    rate = stats.records_per_second
-    typer.echo(
-        f"{pipe.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
-        f"({rate:,.0f} records/s), {stats.rejected} rejected{loss_summary(stats.losses)}",
-        err=True,
-    )
+    from .pipelines.monitor import run_summary
+
+    typer.echo(run_summary(pipe, stats), err=True)
+    verdict = limit.verdict(stats.rejected, stats.records_in)
+    if verdict is not None:
+        fail(verdict, ExitCode.REJECTED)
 
 
-def loss_summary(losses: dict[str, int] | None) -> str:
-    """The run summary's loss figures (core NATS), empty for sources that cannot lose."""
-    if losses is None:
-        return ""
-    return (f", {losses['lost']} lost ({losses['missing']} missing from publisher sequences, {losses['dropped']} "
-            f"dropped by the client, {losses['discarded']} discarded at stop), {losses['duplicates']} duplicates")
+def _show_status(pipe: Any, wanted: bool | None) -> None:
+    """A live status line, rewritten in place, when stderr is a terminal (or ``--status``).
+
+    A ``monitor:`` section in the pipeline keeps its own settings; ``--no-status`` turns the line off.
+    """
+    from .pipelines.monitor import MonitorConfig
+
+    live = sys.stderr.isatty()
+    if wanted is False:
+        if pipe.monitor is not None:
+            pipe.monitor = MonitorConfig.model_validate(pipe.monitor).model_copy(update={"status_interval": 0})
+        return
+    if pipe.monitor is None and (wanted or live):
+        pipe.monitor = MonitorConfig(status_interval=1.0, live=live)
 
 
 @app.command()
@@ -162,7 +221,11 @@ def capture(
     durable: Annotated[str | None, typer.Option(help="JetStream durable consumer: acknowledged per completed file, resumable")] = None,
     from_seq: Annotated[int | None, typer.Option(help="JetStream: start at this stream sequence")] = None,
     from_time: Annotated[str | None, typer.Option(help="JetStream: start at this time (ISO 8601) or this long ago (10m)")] = None,
-    stop_at_end: Annotated[bool, typer.Option(help="JetStream: stop once the stream has been read")] = False,
+    follow: Annotated[bool, typer.Option("--follow", help=(
+        "JetStream with --from-seq/--from-time: keep capturing new records after reaching the end of the "
+        "stream (default: stop there)"))] = False,
+    stop_at_end: Annotated[bool, typer.Option(help="JetStream: stop once the stream has been read "
+                                                   "(the default with --from-seq/--from-time)")] = False,
     url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
     queue: Annotated[str | None, typer.Option(help="core NATS: queue group shared by several capture workers")] = None,
     max_file_size: Annotated[str | None, typer.Option(help="complete a file at about this size (default 256MiB)")] = None,
@@ -170,7 +233,7 @@ def capture(
     row_group_rows: Annotated[int | None, typer.Option(help="rows per row group (default 65536)")] = None,
     count: Annotated[int | None, typer.Option(help="stop after N records")] = None,
     duration: Annotated[str | None, typer.Option(help="stop after a time, e.g. 10m")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the generated pipeline: path=value")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a field of the generated pipeline: path=value")] = None,
     print_config: Annotated[bool, typer.Option(help="print the pipeline this command runs (YAML) and exit")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
@@ -181,10 +244,14 @@ def capture(
     from .units import parse_duration, parse_size
 
     setup_logging(verbose)
+    if follow and stop_at_end:
+        fail("--follow and --stop-at-end: give one", EXIT_CONFIG)
+    # A one-off read from a position is a copy of the stream so far: it ends at the end, like `nats stream view`.
+    one_off = (from_seq is not None or from_time is not None) and not durable
     try:
         data = capture_config(
             out=out, subject=subject, stream=stream, durable=durable, from_seq=from_seq, from_time=from_time,
-            stop_at_end=stop_at_end, url=url, queue=queue, count=count,
+            stop_at_end=stop_at_end or (one_off and not follow), url=url, queue=queue, count=count,
             duration=parse_duration(duration) if duration is not None else None,
             max_file_size=parse_size(max_file_size) if max_file_size is not None else None,
             max_file_age=parse_duration(max_file_age), row_group_rows=row_group_rows)
@@ -202,6 +269,9 @@ def capture(
         fail(str(exc), EXIT_CONFIG)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
+    # A JetStream source makes the run loop commit, and so complete a file, every `ack_pressure` records too:
+    # the log says so, since on a backlog that is what sets the files' size.
+    pipe.sink.commit_records = getattr(pipe.source, "ack_pressure", None)
     stats = run_as_worker(pipe)
     files = pipe.sink.files
     typer.echo(f"{pipe.name}: {stats.records_out} records captured into {len(files)} file(s) in {out} "
@@ -210,9 +280,9 @@ def capture(
 
 @app.command()
 def replay(
-    captures: Annotated[list[str], typer.Argument(help="capture files, folders or globs, in capture order")],
+    captures: Annotated[list[str], typer.Argument(metavar="CAPTURE", help="capture files, folders or globs, in capture order")],
     pipeline: Annotated[Path, typer.Option("--pipeline", "-p", help="pipeline YAML: its source is replaced by the capture")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: path=value (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a field: path=value (repeatable)")] = None,
     pace: Annotated[str, typer.Option(help="max: as fast as possible; original: the recorded inter-arrival times")] = "max",
     speed: Annotated[float, typer.Option(help="with --pace original: how many times faster than recorded")] = 1.0,
     pace_by: Annotated[str, typer.Option(help="with --pace original: the times to follow, received or sent")] = "received",
@@ -247,6 +317,12 @@ def replay(
         gap = parse_duration(max_gap) if max_gap is not None else None
     except ValueError as exc:
         fail(f"--max-gap: {exc}", EXIT_CONFIG)
+    from .connectors.capture import capture_files
+
+    try:
+        capture_files(captures)  # before anything opens: no empty output file for a capture that is not there
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_CONFIG)
     spec = Replay(str(pipeline), captures, list(set_ or []), pace=pace, speed=speed, pace_by=pace_by,
                   max_gap=gap, batch_size=batch_size, count=count)
     try:
@@ -259,7 +335,7 @@ def replay(
 
             result = local.run(spec, workers=workers)
     except KeyboardInterrupt:
-        fail("interrupted", 130)
+        fail("interrupted", ExitCode.INTERRUPTED)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
@@ -268,7 +344,7 @@ def replay(
 
 
 @app.command()
-def validate(pipelines: Annotated[list[Path], typer.Argument(help="pipeline YAML files")]) -> None:
+def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
     """Validate pipeline files without running them (exit 2 if any is invalid)."""
     from .errors import ConfigError
     from .pipelines.config import load_pipeline
@@ -339,7 +415,7 @@ def datasets() -> None:
 
 @app.command()
 def report(
-    results: Annotated[list[Path], typer.Argument(help="results: metrics folders, Parquet files, or folders of them")],
+    results: Annotated[list[Path], typer.Argument(metavar="RESULTS", help="results: metrics folders, Parquet files, or folders of them")],
     markdown: Annotated[Path | None, typer.Option("--markdown", help="write the report as Markdown to FILE")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="write one self-contained HTML file with plots")] = None,
     png: Annotated[Path | None, typer.Option("--png", help="write each plot as a PNG into DIR")] = None,
@@ -404,13 +480,16 @@ def bench(
     repetitions: Annotated[int | None, typer.Option("--repetitions", "-n",
                                                     help="N repetitions per iteration (default scales with size)")] = None,
     out: Annotated[Path, typer.Option(help="folder for bench.parquet, bench.md and reports")] = Path("results/bench"),
-    quick: Annotated[bool, typer.Option(help="a subset that finishes in under a minute")] = False,
+    quick: Annotated[bool, typer.Option(help=(
+        "a subset that finishes in about a minute: 4 formats, 3 codecs, 2 levels, K = 3, smaller N; "
+        "composes with every other flag (--input, --dataset, --format ...)"))] = False,
     zstd_dict: Annotated[str | None, typer.Option(help="`train`: add zstd rows with a dictionary trained on the data")] = None,
     records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100")] = None,
     bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit")] = "100Mbit",
     seed: Annotated[int, typer.Option(help="dataset seed")] = 0,
     seed_tables: Annotated[bool, typer.Option("--seed-tables", help="print seeds 001-004's tables with wirepipe's "
                                               "formats (k/n overridable with -k/-n)")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="run a plan estimated over 10 minutes without asking")] = False,
 ) -> None:
     """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
     from rich.console import Console
@@ -441,10 +520,22 @@ def bench(
         fail(f"--bandwidth: {exc}", EXIT_CONFIG)
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
+    console = Console(stderr=False)
     try:
-        execute(plan, bits, Console(stderr=False))
+        run = execute(plan, bits, console, yes=yes, interactive=sys.stdin.isatty() and sys.stdout.isatty())
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
         fail(str(exc), EXIT_RUNTIME)
+    except KeyboardInterrupt:  # before the first measurement (calibration, confirmation)
+        fail("interrupted before anything was measured", ExitCode.INTERRUPTED)
+    if run.interrupted:
+        fail("interrupted: the files hold what finished", ExitCode.INTERRUPTED)
+    if not run.raw_rows:
+        fail("nothing was measured: every combination failed (see above)", EXIT_RUNTIME)
+    if run.failed:
+        fail(f"{len(run.failed)} combination(s) failed (see above); the others are in the files",
+             ExitCode.BENCH_FAILURES)
 
 
 @app.command()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,8 @@ class ComboResult:
     combo: Combo
     iterations: list[list[StageTime]] = field(default_factory=list)
     error: str | None = None
+    wire_done: bool = False  # every iteration also went through NATS (set by the transport phase)
+    digest: str | None = None  # of the serialized payloads: equal digests = byte-identical formats
 
 
 def _chunks(values: list[Any], size: int) -> list[list[Any]]:
@@ -90,11 +92,18 @@ def batch_size_for(raw_bytes: float) -> int:
 
 def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iterations: int,
                 dictionaries: dict[str, str] | None = None,
-                progress: Callable[[Combo], None] | None = None) -> Iterator[ComboResult]:
-    """Time every combination over ``iterations`` x ``repetitions`` (plus one warm-up iteration)."""
+                progress: Callable[[Combo], None] | None = None,
+                into: dict[Combo, ComboResult] | None = None) -> list[ComboResult]:
+    """Time every combination over ``iterations`` x ``repetitions`` (plus one warm-up iteration).
+
+    Results accumulate in ``into`` (one entry per combination, an iteration at a time), so an
+    interrupted run still has every iteration that finished. ``progress(combo)`` is called
+    after each combination's iteration, the warm-up included.
+    """
     values = data.values(repetitions)
     raw_total = round(data.raw_bytes * repetitions)
-    results = {c: ComboResult(c) for c in combos}
+    results = into if into is not None else {}
+    results.update({c: ComboResult(c) for c in combos})
     # Serialize/deserialize depend on the format and on how many records go in one message.
     groups = list(dict.fromkeys((c.format, c.records_per_message) for c in combos))
     by_group = {g: [c for c in combos if (c.format, c.records_per_message) == g] for g in groups}
@@ -142,9 +151,12 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
                 format_error = _first(ser_err + deser_err) or (
                     None if it or _round_trips(_flat(decoded), values, fmt, schema)
                     else f"{fmt}: decoded records differ from the input")
+                digest = _digest(payloads) if it == 0 else None
                 for c in by_group[(fmt, k)]:
                     r = results[c]
-                    if progress is not None and it:
+                    if digest is not None:
+                        r.digest = digest
+                    if progress is not None:
                         progress(c)
                     if r.error:
                         continue
@@ -177,7 +189,19 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
     finally:
         if gc_was_enabled:
             gc.enable()
-    yield from results.values()
+    return list(results.values())
+
+
+def _digest(chunks: list[list[bytes]]) -> str:
+    """A fingerprint of every serialized payload: two formats with the same one wrote the same bytes."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for chunk in chunks:
+        for payload in chunk:
+            h.update(len(payload).to_bytes(8, "little"))
+            h.update(payload)
+    return h.hexdigest()
 
 
 def _flat(chunks: list[list[Any]]) -> list[Any]:

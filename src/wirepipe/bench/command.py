@@ -10,9 +10,10 @@ from ..codecs.compression import CODECS, get_codec
 from ..codecs.formats import FORMATS
 from ..datasets import DATASETS
 from ..errors import ConfigError
+from .estimate import Estimate
 from .plan import ALL_LEVELS, QUICK, BenchPlan
-from .runner import BenchRun, latency_table, rows_table, run_bench, write_results
-from .tables import chain_table, failures, format_table, markdown, rich_table
+from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
+from .tables import chain_table, failures, format_table, markdown, text_table
 
 TRANSPORTS = ("none", "nats", "jetstream")
 
@@ -100,44 +101,89 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
     return plan
 
 
-def execute(plan: BenchPlan, bandwidth: float, console: Any) -> BenchRun:
-    """Run the plan with a progress bar, print the tables, write the files."""
-    from rich.markup import escape
+def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> tuple[list[Any], Estimate]:
+    """Everything before the first measurement: the server answers, the data loads, the plan and its cost
+    are printed; a plan over ``CONFIRM_ABOVE_SECONDS`` asks first (``interactive``) or needs ``yes``.
+
+    ``ConfigError`` (exit 2) when a long plan is refused, ``WirepipeError`` (exit 1) when the server is not there.
+    """
+    from .estimate import CONFIRM_ABOVE_SECONDS, calibrate, describe, duration, narrower
+
+    if plan.transport != "none" and plan.url:
+        from .transport import check_server
+
+        check_server(plan.url)
+    datas = load_data(plan)
+    combos = plan.combos()
+    estimate = calibrate(plan, datas, combos)
+    console.print(describe(plan, datas, combos, estimate, console.width), markup=False, highlight=False,
+                  soft_wrap=True)
+    if estimate.seconds > CONFIRM_ABOVE_SECONDS and not yes:
+        if not interactive:
+            raise ConfigError(f"this plan should take about {duration(estimate.seconds)}, more than "
+                              f"{duration(CONFIRM_ABOVE_SECONDS)}: {narrower(plan)}", path="--yes")
+        from rich.prompt import Confirm
+
+        if not Confirm.ask(f"run it (about {duration(estimate.seconds)})?", console=console, default=False):
+            raise ConfigError(f"not started: {narrower(plan)}", path="--yes")
+    return datas, estimate
+
+
+def execute(plan: BenchPlan, bandwidth: float, console: Any, *, yes: bool = False,
+            interactive: bool = False) -> BenchRun:
+    """Plan, run with a progress bar, print the tables, write the files (also after Ctrl-C, for what finished)."""
     from rich.progress import (
         BarColumn,
-        MofNCompleteColumn,
         Progress,
         TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
 
+    started = time.monotonic()
+    datas, estimate = prepare(plan, console, yes=yes, interactive=interactive)
+    columns = (TextColumn("{task.description}"), BarColumn(bar_width=20), TextColumn("{task.percentage:>3.0f}%"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("warm-up", total=estimate.seconds or 1.0)
+
+        def on_step(description: str, done: float, total: float) -> None:
+            progress.update(task, description=_fit(description, console.width - 50), completed=done, total=total)
+
+        run = run_bench(plan, on_step, datas=datas, estimate=estimate)
+    run.bandwidth = bandwidth
+    write_outputs(run, console, time.monotonic() - started)
+    return run
+
+
+def _fit(text: str, width: int) -> str:
+    """The progress description in a fixed width: cut at the end (it changes every step; the tables never cut)."""
+    width = max(width, 12)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_outputs(run: BenchRun, console: Any, seconds: float) -> None:
+    """bench.parquet, bench.md, report.md and report.html, then the tables on the terminal."""
+    from rich.markup import escape
+
     from ..report.plots import write_html
     from ..report.render import write_markdown
     from ..report.summary import summarize
 
-    started = time.monotonic()
-    columns = (TextColumn("[bold]{task.description:<44}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("starting", total=None)
-
-        def on_step(description: str, done: int, total: int) -> None:
-            progress.update(task, description=description[:44], completed=done, total=total)
-
-        run = run_bench(plan, on_step)
-    run.bandwidth = bandwidth
+    plan = run.plan
     path = write_results(run)
-    report = summarize(rows_table(run), latency_table(run), bandwidth_bps=bandwidth)
+    report = summarize(rows_table(run), latency_table(run), bandwidth_bps=run.bandwidth)
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
     notes = write_html(report, plan.out / "report.html")
     print_tables(run, report, console)
     for note in dict.fromkeys(notes):
         console.print(f"note: {escape(note)}")
+    if run.interrupted:
+        console.print(f"interrupted: kept {sum(len(m) for m in run.measured.values())} measured combination(s); "
+                      f"not measured: {len(run.not_measured)}", markup=False, highlight=False)
     console.print(f"\nresults: {path}\ntables: {plan.out / 'bench.md'}\nreport: {plan.out / 'report.md'}, "
-                  f"{plan.out / 'report.html'}  ({time.monotonic() - started:.1f}s)")
-    return run
+                  f"{plan.out / 'report.html'}  ({seconds:.1f}s)", markup=False, highlight=False)
 
 
 def _protocol(run: BenchRun, dataset: str) -> str:
@@ -146,44 +192,58 @@ def _protocol(run: BenchRun, dataset: str) -> str:
     raw = ms[0].raw_bytes if ms else 0
     note = "" if dataset in DATASETS else " (raw = the record's compact JSON size)"
     return (f"N = {n} repetitions per iteration, K = {run.plan.iterations} iterations after a warm-up; "
-            f"times in ms per iteration, mean [min - max]; sizes in bytes per record; "
+            f"times in ms per iteration, median [min-max]; sizes in bytes per record; "
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 
 
 _KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
 
 
-def _picks(report: Any, dataset: str) -> list[tuple[str, str, str, str]]:
-    """(what, configuration, figure, YAML) for each recommendation of a dataset."""
+def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[str, str, str, str]]:
+    """(what, configuration, figure and how sure, YAML) for each recommendation of a dataset."""
     prefix = f"{dataset}: "
-    return [(_KIND.get(r.kind, r.kind), r.group.label.removeprefix(prefix), r.why, r.group.snippet())
-            for r in report.recommendations if r.dataset == dataset]
+    out = []
+    for r in report.recommendations:
+        if r.dataset != dataset:
+            continue
+        why = f"{r.why}; {r.sureness}" if r.sureness else r.why
+        out.append((_KIND.get(r.kind, r.kind), r.group.label.removeprefix(prefix), why, r.group.snippet(width)))
+    return out
 
 
 def render_markdown(run: BenchRun, report: Any) -> str:
+    """bench.md: per dataset, the recommendation first, then the seed-shaped tables."""
     parts = ["# wirepipe bench", ""]
+    if run.interrupted:
+        parts += [f"**Interrupted**: {len(run.not_measured)} combination(s) not measured "
+                  f"({', '.join(run.not_measured[:5])}{' ...' if len(run.not_measured) > 5 else ''}).", ""]
     for dataset, rows in run.measured.items():
-        parts += [f"## {dataset}", "", _protocol(run, dataset), "", "### Formats", ""]
+        parts += [f"## {dataset}", "", "### Recommendation", ""]
+        for what, config, why, yaml in _picks(report, dataset):
+            parts += [f"**{what}**: `{config}`: {why}", "", "```yaml", yaml, "```", ""]
+        parts += [_protocol(run, dataset), "", "### Formats", ""]
         parts += [markdown(*format_table(rows)), "", "### Formats with compression", ""]
         parts += [markdown(*chain_table(rows)), ""]
         failed = failures(rows)
         if failed:
             parts += ["### Failed combinations", ""] + [f"- `{label}`: {why}" for label, why in failed] + [""]
-        parts += ["### Recommendation", ""]
-        for what, config, why, yaml in _picks(report, dataset):
-            parts += [f"**{what}**: `{config}`: {why}", "", "```yaml", yaml, "```", ""]
     return "\n".join(parts)
 
 
 def print_tables(run: BenchRun, report: Any, console: Any) -> None:
-    from rich.markup import escape
+    """The terminal: per dataset the tables, then the recommendation with its YAML (never cut), last so it
+    stays on screen."""
+    from ..report.layout import terminal_width, wrap
 
+    width = terminal_width()
+    out: list[str] = []
     for dataset, rows in run.measured.items():
-        console.rule(f"[bold]{dataset}")
-        console.print(escape(_protocol(run, dataset)))
-        console.print(rich_table("Formats", *format_table(rows)))
-        console.print(rich_table("Formats with compression", *chain_table(rows)))
+        out += ["", f"== {dataset} " + "=" * max(0, width - len(dataset) - 4), *wrap(_protocol(run, dataset), width), ""]
+        out.append(text_table("Formats", *format_table(rows), width=width))
+        out.append(text_table("Formats with compression", *chain_table(rows), width=width))
         for label, why in failures(rows):
-            console.print(f"[red]failed[/red] {escape(label)}: {escape(why)}")
-        for what, config, why, _ in _picks(report, dataset):
-            console.print(f"[bold green]{escape(what)}[/]: {escape(config)}  ({escape(why)})")
+            out += wrap(f"failed {label}: {why}", width)
+        out += ["", f"Recommendation for {dataset}"]
+        for what, config, why, yaml in _picks(report, dataset, width):
+            out += [f"{what}: {config}", *wrap(why, width, "  "), *yaml.splitlines()]
+    console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)

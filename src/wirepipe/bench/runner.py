@@ -3,7 +3,9 @@
 Outputs in ``--out``: ``bench.parquet`` (one row per stage per iteration per
 combination, in the metrics schema plus ``label``/``dataset``/``chain``/``iteration``
 columns, with the run metadata; ``wirepipe report`` reads it), ``bench.md`` (the
-tables and recommendations), and trained zstd dictionaries when asked for.
+tables and recommendations), ``bench.progress.jsonl`` (a line per measured step,
+appended as it finishes: what a run had done when it stopped), and trained zstd
+dictionaries when asked for.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from typing import Any
 from ..report.summary import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
 from .data import BenchData, from_dataset, from_file
+from .estimate import Estimate
 from .plan import BenchPlan, Combo, default_repetitions
 from .tables import Measured, Spread
+
+JOURNAL = "bench.progress.jsonl"  # a line per measured step, appended as it finishes
 
 
 @dataclass
@@ -32,6 +37,12 @@ class BenchRun:
     raw_rows: list[dict[str, Any]] = field(default_factory=list)
     latency: dict[str, Any] = field(default_factory=dict)  # row label -> the consumer's latency rows
     bandwidth: float = DEFAULT_BANDWIDTH
+    interrupted: bool = False  # Ctrl-C: what finished is kept, the rest is in not_measured
+    not_measured: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[str]:
+        return [f"{d}: {m.combo.label}" for d, ms in self.measured.items() for m in ms if m.error]
 
 
 def load_data(plan: BenchPlan) -> list[BenchData]:
@@ -89,6 +100,8 @@ def raw_rows(run_id: str, data: BenchData, result: ComboResult) -> list[dict[str
     for i, rows in enumerate(result.iterations):
         for step, row in enumerate(rows):
             out.append(_row(run_id, label, data.name, result.combo, i, step, row))
+            if row.stage == "serialize":
+                out[-1]["payload_digest"] = result.digest
     return out
 
 
@@ -99,42 +112,93 @@ def _row(run_id: str, label: str, dataset: str, combo: Combo, iteration: int, st
         "iteration": iteration, "batch": iteration, "step": step, "stage": row.stage, "operator": row.operator,
         "params": json.dumps(row.params, default=str, sort_keys=True), "records": row.records, "rejected": 0,
         "bytes_in": row.bytes_in, "bytes_out": row.bytes_out, "start_ns": row.start_ns, "end_ns": row.end_ns,
+        "payload_digest": None,
     }
 
 
-def run_bench(plan: BenchPlan, on_step: Callable[[str, int, int], None] | None = None) -> BenchRun:
-    """Measure every dataset x combination; ``on_step(description, done, total)`` reports progress."""
+def run_bench(plan: BenchPlan, on_step: Callable[[str, float, float], None] | None = None, *,
+              datas: list[BenchData] | None = None, estimate: Estimate | None = None) -> BenchRun:
+    """Measure every dataset x combination; ``on_step(description, done, total)`` reports progress.
+
+    Progress counts estimated seconds when an ``estimate`` is given (else one unit per step), so
+    an ETA holds from the start. Ctrl-C (``KeyboardInterrupt``) ends the measuring, not the run:
+    it comes back marked ``interrupted`` with what finished (codec iterations completed so far;
+    over NATS, the combinations whose every iteration crossed the wire).
+    """
     run = BenchRun(plan, uuid.uuid4().hex)
-    datas = load_data(plan)
+    datas = load_data(plan) if datas is None else datas
     combos = plan.combos()
-    units_per_combo = plan.iterations * (2 if plan.transport != "none" else 1)
-    total = len(datas) * len(combos) * units_per_combo
-    done = 0
+    phases = ("codec",) if plan.transport == "none" else ("codec", "transport")
 
-    def step(combo: Combo, data: BenchData) -> None:
+    def cost(name: str, combo: Combo, phase: str) -> float:
+        return estimate.step(name, combo, phase) if estimate is not None else 1.0
+
+    total = (estimate.seconds if estimate is not None
+             else len(datas) * len(combos) * (plan.iterations + 1 + (plan.iterations if len(phases) > 1 else 0)))
+    done = 0.0
+    plan.out.mkdir(parents=True, exist_ok=True)
+    journal = open(plan.out / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+
+    def step(combo: Combo, data: BenchData, phase: str) -> None:
         nonlocal done
-        done += 1
+        done += cost(data.name, combo, phase)
+        journal.write(json.dumps({"dataset": data.name, "combination": combo.label, "phase": phase}) + "\n")
+        journal.flush()
         if on_step is not None:
-            on_step(f"{data.name} {combo.label}", done, total)
+            on_step(f"{data.name} {combo.label}", min(done, total), total)
 
+    if on_step is not None:
+        on_step("warm-up", 0.0, total)
+    try:
+        _measure(run, datas, combos, step)
+    finally:
+        journal.close()
+    return run
+
+
+def _measure(run: BenchRun, datas: list[BenchData], combos: list[Combo],
+             step: Callable[[Combo, BenchData, str], None]) -> None:
+    plan = run.plan
     for data in datas:
         n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
-        dictionaries = train_dictionaries(data, plan.formats, plan.out) if plan.zstd_dict else {}
-        usable = [c for c in combos if not c.dictionary or c.format in dictionaries]
-        results = list(time_codecs(data, usable, n, plan.iterations, dictionaries,
-                                   progress=lambda c, d=data: step(c, d)))
-        if plan.transport != "none":
-            from .transport import time_transport
+        results: dict[Combo, ComboResult] = {}
+        try:
+            dictionaries = train_dictionaries(data, plan.formats, plan.out) if plan.zstd_dict else {}
+            usable = [c for c in combos if not c.dictionary or c.format in dictionaries]
+            time_codecs(data, usable, n, plan.iterations, dictionaries,
+                        progress=lambda c, d=data: step(c, d, "codec"), into=results)
+            if plan.transport != "none":
+                from .transport import time_transport
 
-            latency: dict[str, Any] = {}
-            results = time_transport(data, results, n, plan, latency, dictionaries,
-                                     progress=lambda c, d=data: step(c, d))
-            run.latency.update({f"{data.name}: {label}": t for label, t in latency.items()})
-        run.measured[data.name] = [measured_from(data, r, n, run.latency.get(f"{data.name}: {r.combo.label}"))
-                                   for r in results]
-        for r in results:
-            run.raw_rows += raw_rows(run.run_id, data, r)
-    return run
+                latency: dict[str, Any] = {}
+                try:
+                    time_transport(data, list(results.values()), n, plan, latency, dictionaries,
+                                   progress=lambda c, d=data: step(c, d, "transport"))
+                finally:
+                    run.latency.update({f"{data.name}: {label}": t for label, t in latency.items()})
+        except KeyboardInterrupt:
+            run.interrupted = True
+        _keep(run, data, results, n)
+        if run.interrupted:
+            break
+
+
+def _keep(run: BenchRun, data: BenchData, results: dict[Combo, ComboResult], n: int) -> None:
+    """Add a dataset's results; after an interruption, only what finished (the rest is listed as not measured)."""
+    wire = run.plan.transport != "none"
+    kept = []
+    for r in results.values():
+        finished = bool(r.error) or (r.wire_done if wire else bool(r.iterations))
+        if run.interrupted and not finished:
+            run.not_measured.append(f"{data.name}: {r.combo.label}")
+            continue
+        kept.append(r)
+    if not kept:
+        return
+    run.measured[data.name] = [measured_from(data, r, n, run.latency.get(f"{data.name}: {r.combo.label}"))
+                               for r in kept]
+    for r in kept:
+        run.raw_rows += raw_rows(run.run_id, data, r)
 
 
 def rows_table(run: BenchRun) -> Any:
@@ -166,6 +230,8 @@ def write_results(run: BenchRun) -> Path:
     meta = run_metadata("wirepipe bench", _plan_dict(run.plan), run.run_id)
     failures = {f"{d}: {m.combo.label}": m.error for d, ms in run.measured.items() for m in ms if m.error}
     meta["wirepipe.bench.failures"] = json.dumps(failures)
+    meta["wirepipe.bench.interrupted"] = json.dumps(run.interrupted)
+    meta["wirepipe.bench.not_measured"] = json.dumps(run.not_measured)
     meta["wirepipe.bench.repetitions"] = json.dumps(
         {d: ms[0].repetitions for d, ms in run.measured.items() if ms})
     table = rows_table(run)
@@ -189,6 +255,7 @@ def _schema() -> Any:
         ("stage", pa.string()),
         ("operator", pa.string()), ("params", pa.string()), ("records", pa.int64()), ("rejected", pa.int64()),
         ("bytes_in", pa.int64()), ("bytes_out", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+        ("payload_digest", pa.string()),
     ])
 
 

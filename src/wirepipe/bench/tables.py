@@ -1,7 +1,8 @@
 """The seed-shaped tables, from measured combinations (the recommendation is the report's).
 
 Every time is the seed's: milliseconds for the N repetitions of one iteration, shown
-as mean [min - max] over the K iterations. Sizes are bytes per record (exact: the mean
+as median [min-max] over the K iterations (the median, not the mean: one iteration slowed
+by a busy machine does not move it); tables are sorted by it. Sizes are bytes per record (exact: the mean
 over the repetitions of a deterministic sample). The publish side is serialize +
 compress (+ publish), the consume side (consume +) decompress + deserialize.
 """
@@ -9,7 +10,6 @@ compress (+ publish), the consume side (consume +) decompress + deserialize.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..report.render import md_cell
 from .plan import Combo
@@ -20,7 +20,7 @@ CONSUME_SIDE = ("consume", "decompress", "deserialize")
 
 @dataclass
 class Spread:
-    """mean [min - max] of one figure over iterations."""
+    """median [min-max] of one figure over iterations."""
 
     values: list[float]
 
@@ -28,10 +28,16 @@ class Spread:
     def mean(self) -> float:
         return sum(self.values) / len(self.values)
 
+    @property
+    def median(self) -> float:
+        import statistics
+
+        return statistics.median(self.values)
+
     def __str__(self) -> str:
         if not self.values:
             return "n/a"
-        return f"{self.mean:.2f} [{min(self.values):.2f} - {max(self.values):.2f}]"
+        return f"{self.median:.2f} [{min(self.values):.2f}-{max(self.values):.2f}]"
 
 
 @dataclass
@@ -77,7 +83,7 @@ def size_cell(size: float | None, raw: float) -> str:
 def format_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
     """Formats alone (no compression, one record per message), sorted by Ser+Deser."""
     ok = [m for m in rows if m.combo.codec == "none" and not m.error]
-    ok.sort(key=lambda m: _ser_deser(m).mean)
+    ok.sort(key=lambda m: _ser_deser(m).median)
     header = ["Format", "Size (b) [±% vs raw]", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"]
     body = [[m.combo.label, size_cell(m.size, m.raw_bytes), str(m.stages["serialize"]),
              str(m.stages["deserialize"]), str(_ser_deser(m))] for m in ok]
@@ -90,7 +96,7 @@ def _ser_deser(m: Measured) -> Spread:
 
 def chain_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
     """Every combination with its compression (and transport) columns, sorted by total time."""
-    ok = sorted((m for m in rows if not m.error), key=lambda m: m.total.mean if m.total else float("inf"))
+    ok = sorted((m for m in rows if not m.error), key=lambda m: m.total.median if m.total else float("inf"))
     transport = any("publish" in m.stages for m in ok)
     header = ["Chain", "Size (b)", "Compressed (b) [±% vs raw]", "Ser. (ms)", "Comp. (ms)"]
     header += ["Publish (ms)", "Consume (ms)"] if transport else []
@@ -124,12 +130,16 @@ def markdown(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def rich_table(title: str, header: list[str], body: list[list[str]]) -> Any:
-    from rich.table import Table
+# Which columns a narrow terminal keeps (0 always; higher ranks are left out first): the sums, the size on
+# the wire and the latency say what to pick, the single stages say why.
+_RANK = {"Chain": 0, "Format": 0, "Compressed (b) [±% vs raw]": 0, "Size (b) [±% vs raw]": 0,
+         "Ser+Deser. (ms)": 0, "Publish-side sum (ms)": 0, "Consume-side sum (ms)": 0,
+         "Latency p50 / p99 (ms)": 1, "Size (b)": 3, "Publish (ms)": 2, "Consume (ms)": 2}
 
-    t = Table(title=title, title_justify="left")
-    for i, h in enumerate(header):
-        t.add_column(h, justify="left" if i == 0 else "right")
-    for row in body:
-        t.add_row(*row)
-    return t
+
+def text_table(title: str, header: list[str], body: list[list[str]], width: int | None = None) -> str:
+    """The table as plain text that fits the terminal (``report.layout``: never a split cell)."""
+    from ..report.layout import block
+
+    return block(title, header, body, [False] + [True] * (len(header) - 1), width=width,
+                 priority=[_RANK.get(h, 4) for h in header], elsewhere="bench.md")

@@ -300,6 +300,42 @@ def _receive_window(latency: Any) -> tuple[int, int]:
     return pc.min(received).as_py() + offset, pc.max(received).as_py() + offset
 
 
+def check_server(url: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, with one line, when nothing answers at ``url`` (before a long bench starts).
+
+    nats-py retries a refused first connect until its timeout even with ``allow_reconnect=False``
+    (FIELD-NOTES): the first error it reports ends the probe.
+    """
+    import contextlib
+
+    import nats
+
+    async def probe() -> str | None:
+        failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
+        async def first_error(exc: BaseException) -> None:
+            if not failed.done():
+                failed.set_result(exc)
+
+        task = asyncio.ensure_future(nats.connect(url, allow_reconnect=False, connect_timeout=timeout,
+                                                  max_reconnect_attempts=0, error_cb=first_error))
+        await asyncio.wait({task, failed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if task.done() and task.exception() is None:
+            await task.result().close()
+            return None
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        exc = failed.result() if failed.done() else (task.exception() if task.done() and not task.cancelled()
+                                                     else None)
+        return (str(exc) or type(exc).__name__) if exc is not None else f"no answer within {timeout:g}s"
+
+    reason = asyncio.run(probe())
+    if reason is not None:
+        raise WirepipeError(f"cannot reach a NATS server at {url}: {reason} (start one with `wirepipe server`, "
+                            "or leave out --url to use an embedded one)")
+
+
 async def _delete_stream(url: str, stream: str) -> None:
     import contextlib
 
@@ -335,22 +371,21 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
         for n_combo, r in enumerate(results):
             lat: list[Any] = []
             for i in range(len(r.iterations) if not r.error else plan.iterations):
-                if progress is not None:
+                if not r.error:
+                    subject = f"wirepipe.bench.{data.name}.c{n_combo}.i{i}".replace("-", "_")
+                    try:
+                        rows = _one_iteration(url, plan.transport, subject, data, r.combo, values, chunk,
+                                              dictionaries or {}, lat, verify=i == 0)
+                        r.iterations[i] = _merge(r.iterations[i], rows)
+                    except WirepipeError as exc:
+                        r.error = f"{plan.transport}: {exc}"
+                if progress is not None:  # after the step: the progress journal lists what finished
                     progress(r.combo)
-                if r.error:
-                    continue
-                subject = f"wirepipe.bench.{data.name}.c{n_combo}.i{i}".replace("-", "_")
-                try:
-                    rows = _one_iteration(url, plan.transport, subject, data, r.combo, values, chunk,
-                                          dictionaries or {}, lat, verify=i == 0)
-                except WirepipeError as exc:
-                    r.error = f"{plan.transport}: {exc}"
-                    continue
-                r.iterations[i] = _merge(r.iterations[i], rows)
             if lat and not r.error:
                 import pyarrow as pa
 
                 latency_out[r.combo.label] = pa.concat_tables(lat)
+            r.wire_done = True
     finally:
         if server is not None:
             server.close()

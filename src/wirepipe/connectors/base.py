@@ -57,6 +57,13 @@ class Source:
         params = {k: v for k, v in self.params.items() if k not in _NOT_IDENTITY}
         return f"{self.type}:{json.dumps(params, sort_keys=True, default=str)}"
 
+    def check_input(self) -> None:
+        """Raise ``WirepipeError`` if the input is not there (a missing file or capture).
+
+        ``wirepipe run`` calls it before anything opens, so a run that cannot read leaves no empty
+        output file or metrics behind and exits as a usage error. Sources that read files override it.
+        """
+
     async def open(self) -> None:
         """Connect or open files; called once before ``batches``."""
 

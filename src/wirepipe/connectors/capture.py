@@ -367,6 +367,7 @@ class CaptureSink(Sink):
 
     def __init__(self, folder: str | Path, **options: Any) -> None:
         self.writer = CaptureWriter(folder, **options)
+        self.commit_records: int | None = None  # the run loop commits (completes a file) after this many, if set
         self._schema: Any = None
         self._next_seq = 0
         self._executor: ThreadPoolExecutor | None = None
@@ -401,8 +402,10 @@ class CaptureSink(Sink):
         self._schema = self.writer.schema()
         self._ticker = asyncio.get_running_loop().create_task(self._rotate_when_due())
         w = self.writer
-        log.info("capturing into %s (a file is complete at about %s bytes or %gs after its first record)",
-                 folder, f"{w.max_file_size:,}", w.max_file_age)
+        every = (f", or every {self.commit_records:,} records (each commit of the run loop completes the file)"
+                 if self.commit_records else "")
+        log.info("capturing into %s (a file is complete at about %s bytes, %gs after its first record%s)",
+                 folder, f"{w.max_file_size:,}", w.max_file_age, every)
 
     async def _rotate_when_due(self) -> None:
         """Finish files by age even when no record arrives."""
@@ -646,6 +649,10 @@ class CaptureSource(Source):
     def params(self) -> dict[str, Any]:
         return {"path": self.path, "batch_size": self.batch_size, "count": self.count, "pace": self.pace,
                 "speed": self.speed}
+
+    def check_input(self) -> None:
+        if self.row_groups is None and self.path is not None:
+            capture_files(self.path)
 
     def plan(self) -> list[RowGroup]:
         if self.row_groups is None:

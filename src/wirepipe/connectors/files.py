@@ -210,6 +210,9 @@ class JsonlSource(Source):
     def params(self) -> dict[str, Any]:
         return {"path": self.path, "batch_size": self.batch_size, "count": self.count}
 
+    def check_input(self) -> None:
+        _expand(self.path)
+
     async def batches(self) -> AsyncIterator[Batch]:
         limit = self.count
         lines: list[tuple[Path, int, bytes]] = []
@@ -561,6 +564,9 @@ class ParquetSource(Source):
     @property
     def params(self) -> dict[str, Any]:
         return {"path": self.path, "batch_size": self.batch_size, "count": self.count}
+
+    def check_input(self) -> None:
+        _expand(self.path)
 
     async def batches(self) -> AsyncIterator[Batch]:
         import pyarrow as pa

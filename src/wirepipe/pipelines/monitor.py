@@ -20,6 +20,7 @@ import logging
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -38,6 +39,8 @@ class MonitorConfig(Strict):
     """``monitor: {status_interval: 10s, prometheus: {port: 9464}}``"""
 
     status_interval: Duration = Field(default=10.0, description="0 turns the status line off")
+    live: bool = Field(default=False, description="rewrite one status line in place (a terminal) "
+                                                   "instead of printing a line per interval")
     prometheus: PrometheusConfig | None = None
 
 
@@ -52,8 +55,9 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
-        # bytes_out is summed by the run loop only with metrics on; NATS sinks count their own.
-        "bytes_out": stats.bytes_out or getattr(pipeline.sink, "bytes", 0),
+        # bytes_out is summed by the run loop only with metrics on; NATS sinks count their own,
+        # file sinks are measured on disk.
+        "bytes_out": stats.bytes_out or sink_bytes(pipeline.sink),
         "rejected": stats.rejected,
         "acked": stats.acked,
         "nacked": stats.nacked,
@@ -72,28 +76,98 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
     }
 
 
+def sink_bytes(sink: Any) -> int:
+    """Bytes a sink has written: its own count (NATS sinks), else the size of its files on disk."""
+    if sink is None:
+        return 0
+    counted = getattr(sink, "bytes", None)
+    if isinstance(counted, int):
+        return counted
+    return sum(_size(p) for p in output_files(sink))
+
+
+def output_files(sink: Any) -> list[Path]:
+    """The files a file sink has written or is writing (its completed ``files`` and its current ``path``)."""
+    paths = [Path(p) for p in getattr(sink, "files", None) or []]
+    current = getattr(sink, "path", None)
+    if isinstance(current, (str, Path)) and str(current) != "-":
+        paths.append(Path(current))
+    return list(dict.fromkeys(paths))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+# Counters shown after the rates when they are not zero, in this order; a counter that a connector adds
+# to ``snapshot`` later and that is not listed here is shown too, by its name.
+STATUS_COUNTERS = (("rejected", "rejected"), ("sink_errors", "sink errors"), ("lost", "lost"),
+                   ("dropped", "dropped"), ("duplicates", "duplicates"),
+                   ("acked", "acked"), ("nacked", "nacked"), ("reconnects", "reconnects"))
+_NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
+                 "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
+
+
 def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:
+    """records/s and MB/s over the last interval, totals, lag, then every non-zero counter."""
     prev = before or {"records_out": 0, "bytes_out": 0}
     rate = (now["records_out"] - prev["records_out"]) / seconds if seconds > 0 else 0.0
     mbps = (now["bytes_out"] - prev["bytes_out"]) / seconds / 1e6 if seconds > 0 else 0.0
-    errors = now["rejected"] + now["sink_errors"]
-    parts = [f"{name}: {rate:,.0f} rec/s", f"{mbps:,.2f} MB/s", f"{now['records_out']:,} out",
-             f"{errors:,} errors"]
-    if now.get("lost"):
-        parts.append(f"{now['lost']:,} lost ({now['dropped']:,} dropped by the client)")
-    elif now["dropped"]:
-        parts.append(f"{now['dropped']:,} dropped")
-    if now.get("duplicates"):
-        parts.append(f"{now['duplicates']:,} duplicates")
-    if now["lag"] is not None:
+    parts = [f"{name}: {rate:,.0f} rec/s", f"{mbps:,.2f} MB/s", f"{now['records_out']:,} out"]
+    if now.get("lag") is not None:
         parts.append(f"lag {now['lag']:,}")
-    if now["acked"]:
-        parts.append(f"{now['acked']:,} acked")
-    if now["reconnects"] or now["disconnects"]:
-        parts.append(f"{now['reconnects']} reconnects")
+    shown = dict(STATUS_COUNTERS)
+    extra = [k for k, v in now.items() if k not in shown and k not in _NOT_COUNTERS
+             and isinstance(v, int) and not isinstance(v, bool)]
+    for key in [*shown, *extra]:
+        value = now.get(key)
+        if value:
+            parts.append(f"{value:,} {shown.get(key, key.replace('_', ' '))}")
     if now.get("sink_error"):
         parts.append(f"sink unavailable: {now['sink_error']}")
     return ", ".join(parts)
+
+
+def run_summary(pipeline: Any, stats: Any) -> str:
+    """The end of a run in words: counts, rate, rejects, and where the output, dead letters and metrics went."""
+    rate = stats.records_per_second
+    text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
+            f"({rate:,.0f} records/s), {stats.rejected} rejected")
+    where = [f"output: {describe_sink(pipeline.sink)}"]
+    if pipeline.dead_letter is not None:
+        where.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
+    spec = pipeline.metrics_spec
+    path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
+    if path is not None:
+        where.append(f"metrics: {path}")
+    return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(where)
+
+
+def loss_summary(losses: dict[str, int] | None) -> str:
+    """The run summary's loss figures (core NATS), empty for sources that cannot lose."""
+    if losses is None:
+        return ""
+    return (f", {losses['lost']} lost ({losses['missing']} missing from publisher sequences, {losses['dropped']} "
+            f"dropped by the client, {losses['discarded']} discarded at stop), {losses['duplicates']} duplicates")
+
+
+def describe_sink(sink: Any) -> str:
+    """``jsonl blocks.jsonl (1.2 MB)``, ``nats subject points``, ``null (discarded)``."""
+    if sink is None or sink.type == "null":
+        return "null (discarded)"
+    params = sink.params if hasattr(sink, "params") else {}
+    files = [p for p in output_files(sink) if p.exists()]
+    if files:
+        size = sum(_size(p) for p in files)
+        shown = ", ".join(map(str, files[:3])) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        return f"{sink.type} {shown} ({size / 1e6:,.2f} MB)"
+    for key, word in (("subject", "subject"), ("dir", "folder"), ("path", "")):
+        if params.get(key):
+            return f"{sink.type} {word + ' ' if word else ''}{params[key]}"
+    return str(sink.type)
 
 
 class Monitor:
@@ -126,12 +200,20 @@ class Monitor:
         interval = self.config.status_interval
         before = None
         t0 = time.monotonic()
-        while True:
-            await asyncio.sleep(interval)
-            now = snapshot(self.pipeline)
-            t1 = time.monotonic()
-            print(status_line(self.pipeline.name, now, before, t1 - t0), file=sys.stderr, flush=True)
-            before, t0 = now, t1
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                now = snapshot(self.pipeline)
+                t1 = time.monotonic()
+                line = status_line(self.pipeline.name, now, before, t1 - t0)
+                if self.config.live:  # one line, rewritten in place ("\x1b[K" clears the rest of it)
+                    print(f"\r{line}\x1b[K", end="", file=sys.stderr, flush=True)
+                else:
+                    print(line, file=sys.stderr, flush=True)
+                before, t0 = now, t1
+        finally:
+            if self.config.live and before is not None:
+                print(file=sys.stderr, flush=True)  # leave the last status on its own line
 
     def _serve(self, cfg: PrometheusConfig) -> None:
         pipeline = self.pipeline

@@ -1,16 +1,23 @@
 """The report's plots and the self-contained HTML page.
 
-Three plots: time per record stacked by stage for each pipeline, wire size vs time per
-record for each dataset with the Pareto front marked, and the latency CDF. The HTML
-page draws them with plotly, its JavaScript inlined once, so the file opens offline and
-loads nothing; without plotly it embeds matplotlib PNGs as data URIs; without either it
-still has every table and says why the plots are missing. PNGs (``--png DIR``) are
-drawn with matplotlib's Agg canvas, without pyplot, so no global backend is touched.
+Plots, per dataset (small multiples: a full study has 64 configurations, one chart of 64
+lines reads as noise): time per record stacked by stage, one horizontal bar per
+configuration; wire size vs time per record with the Pareto front named; latency p50 and
+p99 per configuration as bars; and the full latency CDF only for the recommended few.
+
+The HTML page opens offline and loads nothing. plotly's JavaScript is inlined once,
+gzip-compressed and base64-encoded (4.8 MB becomes 2 MB), unpacked in the browser with
+``DecompressionStream`` (every current browser has it); the figures are JSON, drawn after
+it. Latency CDFs are kept to ``CDF_POINTS`` points. Without plotly the page embeds
+matplotlib PNGs as data URIs; without either it still has every table and says why the
+plots are missing. PNGs (``--png DIR``) are drawn with matplotlib's Agg canvas, without
+pyplot, so no global backend is touched.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import importlib
 import io
@@ -22,7 +29,8 @@ from typing import Any
 from .render import html_table, runs_table, snippets, tables
 from .summary import SOURCE_STAGES, Report
 
-_CDF_POINTS = 2000
+CDF_POINTS = 100  # per latency CDF in the page: a smooth curve, a few kB
+CDF_CHOSEN = 6  # at most this many configurations get a full CDF (the recommended ones)
 
 
 @dataclass
@@ -46,6 +54,7 @@ class Cdf:
     name: str
     x_ms: list[float]
     y: list[float]
+    dataset: str = ""
 
 
 def available() -> dict[str, bool]:
@@ -63,16 +72,17 @@ def available() -> dict[str, bool]:
 # --- the data behind each plot -------------------------------------------------------------------
 
 
-def stage_bars(report: Report) -> Bars:
-    """Mean µs per record of each stage kind, per pipeline; sources that make data are left out."""
+def stage_bars(report: Report, dataset: str | None = None) -> Bars:
+    """Mean µs per record of each stage kind, per pipeline (of one dataset); sources that make data are left out."""
+    groups = [g for g in report.groups if dataset is None or g.dataset == dataset]
     stages: list[str] = []
-    for g in report.groups:
+    for g in groups:
         for s in g.stages:
             if s.stage not in SOURCE_STAGES and s.stage not in stages:
                 stages.append(s.stage)
-    values = {k: [sum(s.time.mean / 1e3 for s in g.stages if s.stage == k and s.time) for g in report.groups]
+    values = {k: [sum(s.time.mean / 1e3 for s in g.stages if s.stage == k and s.time) for g in groups]
               for k in stages}
-    return Bars([g.label for g in report.groups], stages, values)
+    return Bars([g.config if dataset is not None else g.label for g in groups], stages, values)
 
 
 def pareto_front(x: list[float], y: list[float]) -> list[int]:
@@ -100,44 +110,111 @@ def size_vs_time(report: Report) -> list[Scatter]:
     return out
 
 
+def _thin(xs: list[float], ys: list[float], points: int = CDF_POINTS) -> tuple[list[float], list[float]]:
+    """At most ``points`` of a CDF's points, evenly spaced in rank, both ends kept."""
+    if len(xs) <= points:
+        return xs, ys
+    step = (len(xs) - 1) / (points - 1)
+    idx = sorted({round(i * step) for i in range(points)})
+    return [xs[i] for i in idx], [ys[i] for i in idx]
+
+
+def chosen_groups(report: Report) -> list[Any]:
+    """The groups worth a full latency CDF: the recommended ones (all of them when there are few)."""
+    with_latency = [g for g in report.groups if g.latency_cdf]
+    if len(with_latency) <= CDF_CHOSEN:
+        return with_latency
+    picked: list[Any] = []
+    for r in report.recommendations:
+        if r.group.latency_cdf and all(r.group is not g for g in picked):
+            picked.append(r.group)
+    return picked[:CDF_CHOSEN]
+
+
 def latency_cdfs(report: Report) -> list[Cdf]:
-    """Each pipeline's latency CDFs (transit and end to end), in ms."""
-    return [Cdf(f"{g.label} ({kind.replace('_', ' ')})", [x / 1e6 for x in xs], ys)
-            for g in report.groups for kind, (xs, ys) in g.latency_cdf.items()]
+    """The chosen pipelines' latency CDFs (transit and end to end), in ms, thinned to ``CDF_POINTS``."""
+    out = []
+    for g in chosen_groups(report):
+        for kind, (xs, ys) in g.latency_cdf.items():
+            x, y = _thin(xs, ys)
+            out.append(Cdf(f"{g.label} ({kind.replace('_', ' ')})", [v / 1e6 for v in x], y, g.dataset))
+    return out
+
+
+@dataclass
+class LatencyBars:
+    dataset: str
+    names: list[str]
+    p50_ms: list[float]
+    p99_ms: list[float]
+
+
+def latency_bars(report: Report) -> list[LatencyBars]:
+    """End-to-end latency p50 and p99 of every configuration, per dataset, fastest p50 first."""
+    out = []
+    for dataset in report.datasets:
+        gs = [g for g in report.groups if g.dataset == dataset and "end_to_end" in g.latency]
+        gs.sort(key=lambda g: g.latency["end_to_end"].p50)
+        if gs:
+            out.append(LatencyBars(dataset, [g.config for g in gs], [g.latency["end_to_end"].p50 / 1e6 for g in gs],
+                                   [g.latency["end_to_end"].p99 / 1e6 for g in gs]))
+    return out
 
 
 # --- plotly (HTML) -------------------------------------------------------------------------------
+
+
+def _height(n: int) -> int:
+    return 140 + 22 * n
 
 
 def _plotly_figures(report: Report) -> list[tuple[str, Any]]:
     import plotly.graph_objects as go
 
     figs: list[tuple[str, Any]] = []
-    bars = stage_bars(report)
-    if bars.stages:
-        fig = go.Figure([go.Bar(name=k, x=bars.labels, y=v, hovertemplate="%{x}<br>" + k + ": %{y:.3g} µs<extra></extra>")
+    for dataset in report.datasets:
+        bars = stage_bars(report, dataset)
+        if not bars.stages:
+            continue
+        fig = go.Figure([go.Bar(name=k, y=bars.labels, x=v, orientation="h",
+                                hovertemplate="%{y}<br>" + k + ": %{x:.3g} µs<extra></extra>")
                          for k, v in bars.values.items()])
-        fig.update_layout(barmode="stack", title="Time per record by stage (µs, mean)", yaxis_title="µs per record",
-                          legend_title="stage")
-        figs.append(("stage_times", fig))
+        fig.update_layout(barmode="stack", title=f"{dataset}: time per record by stage (µs, mean)",
+                          xaxis_title="µs per record", legend_title="stage", height=_height(len(bars.labels)),
+                          yaxis={"autorange": "reversed", "automargin": True})
+        figs.append((f"stage_times-{dataset}", fig))
     for sc in size_vs_time(report):
         fig = go.Figure()
-        fig.add_trace(go.Scatter(x=sc.x_us, y=sc.y_bytes, mode="markers+text", text=sc.names, name="configurations",
-                                 textposition="top center",
+        fig.add_trace(go.Scatter(x=sc.x_us, y=sc.y_bytes, mode="markers", text=sc.names, name="configurations",
                                  hovertemplate="%{text}<br>%{x:.3g} µs/record<br>%{y:.4g} B/record<extra></extra>"))
         fig.add_trace(go.Scatter(x=[sc.x_us[i] for i in sc.pareto], y=[sc.y_bytes[i] for i in sc.pareto],
-                                 mode="lines+markers", name="Pareto front", line={"shape": "hv", "dash": "dot"},
-                                 marker={"size": 12, "symbol": "circle-open"}))
+                                 mode="lines+markers+text", name="Pareto front", line={"shape": "hv", "dash": "dot"},
+                                 text=[sc.names[i] for i in sc.pareto], textposition="top right",
+                                 marker={"size": 12, "symbol": "circle-open"}, hoverinfo="skip"))
         fig.update_layout(title=f"{sc.dataset}: wire size vs time per record (publish + consume side)",
                           xaxis_title="µs per record", yaxis_title="bytes per record on the wire")
         figs.append((f"size_vs_time-{sc.dataset}", fig))
-    cdfs = latency_cdfs(report)
-    if cdfs:
+    for lb in latency_bars(report):
+        fig = go.Figure([go.Bar(name="p50", y=lb.names, x=lb.p50_ms, orientation="h"),
+                         go.Bar(name="p99", y=lb.names, x=lb.p99_ms, orientation="h")])
+        fig.update_layout(barmode="group", title=f"{lb.dataset}: end-to-end latency per record (ms), p50 and p99",
+                          xaxis_title="ms from Wirepipe-Sent-At", height=_height(2 * len(lb.names)) // 2 + 70,
+                          yaxis={"autorange": "reversed", "automargin": True})
+        figs.append((f"latency-{lb.dataset}", fig))
+    all_cdfs = latency_cdfs(report)
+    which = " of the recommended configurations" if len(chosen_groups(report)) < _with_latency(report) else ""
+    for dataset in dict.fromkeys(c.dataset for c in all_cdfs):  # one per dataset: their scales differ
+        cdfs = [c for c in all_cdfs if c.dataset == dataset]
         fig = go.Figure([go.Scatter(x=c.x_ms, y=c.y, mode="lines", name=c.name) for c in cdfs])
-        fig.update_layout(title="Latency per record: CDF", xaxis_title="ms from Wirepipe-Sent-At",
-                          yaxis_title="fraction of records", xaxis_type="log" if _wide(cdfs) else "linear")
-        figs.append(("latency_cdf", fig))
+        fig.update_layout(title=f"{dataset}: latency per record: CDF{which}",
+                          xaxis_title="ms from Wirepipe-Sent-At", yaxis_title="fraction of records",
+                          xaxis_type="log" if _wide(cdfs) else "linear")
+        figs.append((f"latency_cdf-{dataset}", fig))
     return figs
+
+
+def _with_latency(report: Report) -> int:
+    return sum(1 for g in report.groups if g.latency_cdf)
 
 
 def _wide(cdfs: list[Cdf]) -> bool:
@@ -232,26 +309,61 @@ def _plot_gaps(report: Report) -> list[str]:
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:.5em 0;font-size:13px}
+table{border-collapse:collapse;margin:.5em 0;font-size:13px;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:3px 8px}th{background:#f3f3f3;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .caption,.note{color:#555;font-size:12px}pre{background:#f6f6f6;padding:.7em;border-radius:4px}
 """
 
 
+# Unpacks plotly (gzip, base64) with the browser's DecompressionStream, then draws every figure.
+_LOADER = """
+(async () => {
+  const say = (text) => document.querySelectorAll('.plot').forEach((d) => { d.textContent = text; });
+  if (typeof DecompressionStream === 'undefined') { say('This browser cannot unpack the plots.'); return; }
+  const packed = document.getElementById('plotly-gz').textContent.trim();
+  const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  const script = document.createElement('script');
+  script.textContent = await new Response(stream).text();
+  document.head.appendChild(script);
+  const figures = JSON.parse(document.getElementById('figures').textContent);
+  for (const [id, fig] of Object.entries(figures)) {
+    Plotly.newPlot(id, fig.data, fig.layout, {displaylogo: false, responsive: true});
+  }
+  document.body.dataset.plotted = String(Object.keys(figures).length);
+})();
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _packed_plotly() -> str:
+    """plotly.js gzipped (level 6: 1% larger than 9, several times faster) and base64-encoded, once per process."""
+    import gzip
+
+    from plotly.offline import get_plotlyjs
+
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode(), 6, mtime=0)).decode()
+
+
 def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[str]]:
-    """The report as one self-contained HTML page; returns (page, notes)."""
+    """The report as one self-contained HTML page, the recommendation first; returns (page, notes)."""
     notes: list[str] = []
     libs = available()
-    head_js = ""
+    scripts = ""
     plots: list[str] = []
     if libs["plotly"]:
-        from plotly.offline import get_plotlyjs
+        import json
 
-        head_js = f'<script type="text/javascript" id="plotly-js">{get_plotlyjs()}</script>'
-        for _, fig in _plotly_figures(report):
-            plots.append(fig.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False,
-                                     config={"displaylogo": False, "responsive": True}))
+        figures = {}
+        for name, fig in _plotly_figures(report):
+            div = f"plot-{_safe_name(name)}"
+            figures[div] = json.loads(fig.to_json())
+            plots.append(f'<div class="plotly-graph-div" id="{html.escape(div)}"></div>')
+        data = json.dumps(figures, separators=(",", ":")).replace("</", "<\\/")
+        scripts = (f'<script type="application/json" id="figures">{data}</script>'
+                   f'<script type="application/gzip;base64" id="plotly-gz">{_packed_plotly()}</script>'
+                   f"<script>{_LOADER}</script>")
     elif libs["matplotlib"]:
         notes.append("plotly is not installed: the HTML shows static matplotlib images")
         for name, fig in _matplotlib_figures(report):
@@ -262,14 +374,15 @@ def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[s
     if plots:
         notes += _plot_gaps(report)
     esc = html.escape
-    body = [f"<h1>{esc(title)}</h1>", html_table(runs_table(report))]
-    body += [html_table(t) for t in tables(report)]
+    tabs = tables(report)
+    body = [f"<h1>{esc(title)}</h1>", html_table(tabs[0])]
     body += [f"<h3>{esc(name)}</h3><pre>{esc(yaml)}</pre>" for name, yaml in snippets(report)]
     body.append("<h2>Plots</h2>")
     body += [f"<div class=\"plot\">{p}</div>" for p in plots]
+    body += [html_table(runs_table(report)), *(html_table(t) for t in tabs[1:])]
     body += [f'<p class="note">note: {esc(n)}</p>' for n in [*report.notes, *notes]]
     page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{esc(title)}</title>"
-            f"<style>{_STYLE}</style>{head_js}</head><body>{''.join(body)}</body></html>")
+            f"<style>{_STYLE}</style></head><body>{''.join(body)}{scripts}</body></html>")
     return page, notes
 
 

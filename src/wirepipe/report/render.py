@@ -28,6 +28,7 @@ class Table:
     rows: list[list[str]]
     numeric: list[bool]
     caption: str = ""
+    priority: list[int] | None = None  # per column, for a narrow terminal: 0 always shown, higher left out first
 
 
 def num(x: float | int | None, unit_scale: float = 1.0) -> str:
@@ -64,21 +65,22 @@ def _sum_row(g: GroupSummary) -> list[str]:
 
 
 def tables(report: Report) -> list[Table]:
-    """Every table of the report, cells formatted."""
-    out = [
+    """Every table of the report, cells formatted; the recommendation first."""
+    out = [recommend_table(report),
         Table("Pipelines", ["pipeline", "dataset", "chain", "records in", "out", "rejected", "wall s", "records/s",
                             "MB/s", "µs/rec", "raw B/rec", "wire B/rec", "ratio"],
               [[g.label, g.dataset, g.chain or "–", num(g.records_in), num(g.records_out), num(g.rejected),
                 num(g.wall_seconds), num(g.records_per_s), num(g.mb_per_s), num(g.time.mean if g.time else None, 1e3),
                 num(g.raw_bytes_per_record), num(g.wire_bytes_per_record), num(g.ratio)] for g in report.groups],
               [False] * 3 + [True] * 10,
-              "records/s and MB/s over the wall time of each run (MB/s of wire bytes); µs/rec is the sum of all "
-              "stages; ratio = serialized / wire bytes."),
+              "records/s and MB/s over the wall time of each run (MB/s of wire bytes; for a bench's configuration, "
+              "over the time of its own stages); µs/rec is the sum of all stages; ratio = serialized / wire bytes.",
+              [0, 3, 2, 2, 1, 1, 0, 0, 1, 0, 2, 0, 1]),
         Table("Publish side and consume side (µs per record, the seed study's sums)",
               ["pipeline", "chain", "publish side", "of", "consume side", "of", "total"],
               [_sum_row(g) for g in report.groups], [False, False, True, False, True, False, True],
               "publish side = serialize + compress + publish, consume side = consume + decompress + deserialize: "
-              "the mean time per record of each of those stages the pipeline has."),
+              "the mean time per record of each of those stages the pipeline has.", [0, 1, 0, 2, 0, 2, 0]),
         Table("Stages: throughput and sizes",
               ["pipeline", "stage", "operator", "batches", "records", "rejected", "busy s", "records/s",
                "MB/s", "B/rec in", "B/rec out", "ratio"],
@@ -87,13 +89,15 @@ def tables(report: Report) -> list[Table]:
                 num(s.bytes_out_per_record), num(s.ratio)] for g in report.groups for s in g.stages],
               [False] * 3 + [True] * 9,
               "records/s and MB/s over the stage's own busy time (MB/s counts the larger of its input and "
-              "output, the uncompressed side for codecs); ratio = uncompressed / compressed."),
+              "output, the uncompressed side for codecs); ratio = uncompressed / compressed.",
+              [0, 0, 1, 3, 2, 2, 1, 0, 1, 2, 2, 1]),
         Table("Stages: time per record (µs)", ["pipeline", "stage", "operator", *TIME_COLUMNS],
               [row for g in report.groups for row in
                [*([g.label, s.stage, s.operator, *_times(s.time, 1e3)] for s in g.stages),
                 [g.label, "all stages", "", *_times(g.time, 1e3)]]],
               [False] * 3 + [True] * len(TIME_COLUMNS),
-              "from per-batch rows: each batch's time / its records, weighted by records (see the README)."),
+              "from per-batch rows: each batch's time / its records, weighted by records (see the README).",
+              [0, 0, 1, 1, 3, 2, 0, 2, 0, 3, 2]),
     ]
     lat = [[g.label, kind.replace("_", " "), num(s.count), *_times(s, 1e6)]
            for g in report.groups for kind, s in g.latency.items()]
@@ -101,17 +105,24 @@ def tables(report: Report) -> list[Table]:
         out.append(Table("End-to-end latency per record (ms)", ["pipeline", "from Sent-At to", "records",
                                                                  *TIME_COLUMNS], lat,
                          [False] * 2 + [True] * (1 + len(TIME_COLUMNS)),
-                         "transit: to receipt by the consumer; end to end: to the end of its last stage."))
-    out.append(Table(f"Recommend (link: {format_bandwidth(report.bandwidth_bps)})",
-                     ["dataset", "for", "configuration", "why", "publish side µs/rec", "consume side µs/rec",
-                      "wire B/rec"],
-                     [[r.dataset, _FOR[r.kind], r.group.config, r.why, _side(r.group, "publish"),
-                       _side(r.group, "consume"), num(r.group.wire_bytes_per_record)]
-                      for r in report.recommendations],
-                     [False] * 4 + [True] * 3,
-                     "best for the link: the most records/s when the publisher, the link and the consumer work "
-                     "at once, so the slowest of the three sets the rate."))
+                         "transit: to receipt by the consumer; end to end: to the end of its last stage.",
+                         [0, 0, 2, 1, 3, 2, 0, 2, 0, 3, 2]))
     return out
+
+
+def recommend_table(report: Report) -> Table:
+    return Table(f"Recommend (link: {format_bandwidth(report.bandwidth_bps)})",
+                 ["dataset", "for", "configuration", "why", "publish side µs/rec", "consume side µs/rec",
+                  "wire B/rec"],
+                 [[r.dataset, _FOR[r.kind], r.group.config, f"{r.why}; {r.sureness}" if r.sureness else r.why,
+                   _side(r.group, "publish"), _side(r.group, "consume"), num(r.group.wire_bytes_per_record)]
+                  for r in report.recommendations],
+                 [False] * 4 + [True] * 3,
+                 "fastest: the lowest median time per record, with every configuration whose interval overlaps it "
+                 "(tied within noise); best for the link: the most records/s when the publisher, the link and "
+                 "the consumer work at once, so the slowest of the three sets the rate. A configuration that "
+                 "writes the same bytes as a faster one is never picked over it.",
+                 [0, 0, 0, 0, 2, 2, 1])
 
 
 def runs_table(report: Report) -> Table:
@@ -121,7 +132,8 @@ def runs_table(report: Report) -> Table:
         rows.append([r.run_id, r.pipeline or "–", r.started_at or "–",
                      f"{host.get('hostname', '?')} ({host.get('cpus', '?')} cpus, Python {host.get('python', '?')})"
                      if host else "–", r.versions.get("wirepipe", "–")])
-    return Table("Runs", ["run", "pipeline", "started (UTC)", "host", "wirepipe"], rows, [False] * 5)
+    return Table("Runs", ["run", "pipeline", "started (UTC)", "host", "wirepipe"], rows, [False] * 5,
+                 priority=[0, 0, 1, 2, 3])
 
 
 def snippets(report: Report) -> list[tuple[str, str]]:
@@ -137,27 +149,42 @@ def snippets(report: Report) -> list[tuple[str, str]]:
 # --- terminal ----------------------------------------------------------------------------------
 
 
-def print_terminal(report: Report, console: Any = None) -> None:
-    """Rich tables on the terminal."""
-    from rich import box
-    from rich.console import Console
-    from rich.syntax import Syntax
-    from rich.table import Table as RichTable
+def print_terminal(report: Report, console: Any = None, width: int | None = None) -> None:
+    """Plain-text tables that fit the terminal (``layout``), recommended configurations first, YAML never cut."""
+    from .layout import terminal_width
 
-    console = console or Console()
-    for t in [runs_table(report), *tables(report)]:
-        rt = RichTable(title=t.title, caption=t.caption or None, title_justify="left", caption_justify="left",
-                       box=box.SIMPLE_HEAD, title_style="bold")
-        for header, numeric in zip(t.headers, t.numeric, strict=True):
-            rt.add_column(header, justify="right" if numeric else "left", overflow="fold")
-        for row in t.rows:
-            rt.add_row(*row)
-        console.print(rt)
-    for title, yaml in snippets(report):
-        console.print(f"[bold]{title}[/bold]")
-        console.print(Syntax(yaml, "yaml", theme="ansi_dark", background_color="default"))
-    for note in report.notes:
-        console.print(f"note: {note}")
+    width = width or terminal_width()
+    ts = tables(report)
+    parts = ["\n".join(recommend_lines(report, width))]
+    parts += [_table_text(t, width) for t in [runs_table(report), *ts[1:]]]
+    parts += [f"note: {note}" for note in report.notes]
+    text = "\n".join(parts)
+    if console is not None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        sys.stdout.write(text + "\n")
+
+
+def recommend_lines(report: Report, width: int) -> list[str]:
+    """The recommendations as text: per dataset, each pick, its figures and how sure, then its YAML (never cut)."""
+    from .layout import wrap
+
+    lines = [f"Recommendation (link: {format_bandwidth(report.bandwidth_bps)})"]
+    for dataset in report.datasets:
+        for r in (r for r in report.recommendations if r.dataset == dataset):
+            lines += ["", f"{dataset}: {_FOR[r.kind]}: {r.group.config}",
+                      *wrap(f"{r.why}; {r.sureness}" if r.sureness else r.why, width, "  "),
+                      *wrap(f"publish side {_side(r.group, 'publish')} µs/rec, consume side "
+                            f"{_side(r.group, 'consume')} µs/rec, {num(r.group.wire_bytes_per_record)} B/rec "
+                            "on the wire", width, "  "),
+                      *r.group.snippet(width).splitlines()]
+    return [*lines, ""]
+
+
+def _table_text(t: Table, width: int) -> str:
+    from .layout import block
+
+    return block(t.title, t.headers, t.rows, t.numeric, t.caption, width, t.priority, "--markdown FILE")
 
 
 # --- Markdown ----------------------------------------------------------------------------------
@@ -177,9 +204,11 @@ def markdown_table(t: Table) -> str:
 
 
 def to_markdown(report: Report, title: str = "wirepipe report") -> str:
-    parts = [f"# {title}\n", markdown_table(runs_table(report)), *map(markdown_table, tables(report))]
+    ts = tables(report)
+    parts = [f"# {title}\n", markdown_table(ts[0])]
     for name, yaml in snippets(report):
         parts.append(f"#### {name}\n\n```yaml\n{yaml}\n```\n")
+    parts += [markdown_table(runs_table(report)), *map(markdown_table, ts[1:])]
     if report.notes:
         parts.append("\n".join(f"- note: {n}" for n in report.notes) + "\n")
     return "\n".join(parts)

@@ -81,6 +81,30 @@ def time_stats(values: Any, weights: Any = None) -> TimeStats | None:
     return TimeStats(total, mean, std, float(v[0]), *p, float(v[-1]))
 
 
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median, low, high): the order statistics that hold the median with ``confidence``, distribution-free.
+
+    With n values the interval is [x(j), x(n-j+1)] for the largest j whose binomial tail
+    P(B(n, 1/2) < j) <= (1 - confidence) / 2; with fewer than 6 values that is the whole range
+    (the most a handful of iterations can say).
+    """
+    v = sorted(values)
+    n = len(v)
+    mid = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    tail, j, cumulative = (1 - confidence) / 2, 0, 0.0
+    while j < n // 2:
+        cumulative += math.comb(n, j) / 2 ** n
+        if cumulative > tail:
+            break
+        j += 1
+    j = max(j, 1)  # 1-based rank of the low end
+    return mid, v[j - 1], v[n - j]
+
+
+def overlaps(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+
 @dataclass
 class StageSummary:
     """One stage of one group: counts, busy time, sizes and time per record."""
@@ -156,6 +180,36 @@ class GroupSummary:
     time: TimeStats | None
     latency: dict[str, TimeStats] = field(default_factory=dict)
     latency_cdf: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # ns, fraction
+    path_samples: list[float] = field(default_factory=list)  # publish + consume side, ns/record, per batch
+    payload_digest: str | None = None  # of the serialized payloads (a bench measures it): equal = same bytes
+    labelled: bool = False  # a bench's configuration (its stages ran one after another, not as one pipeline)
+
+    @property
+    def path_median(self) -> float | None:
+        """The robust figure to rank by: the median over batches (a bench: over iterations)."""
+        if not self.path_samples:
+            return self.path_ns_per_record
+        return median_interval(self.path_samples)[0]
+
+    @property
+    def path_interval(self) -> tuple[float, float] | None:
+        """A distribution-free ~95% confidence interval of that median (the range, with few samples)."""
+        if not self.path_samples:
+            return None
+        _, lo, hi = median_interval(self.path_samples)
+        return lo, hi
+
+    @property
+    def format(self) -> str | None:
+        s = self._stage(("serialize",))
+        return s.operator if s is not None else None
+
+    def same_bytes_key(self) -> tuple[str, str, str] | None:
+        """Configurations with equal keys put the same bytes on the wire (same payloads, same codec steps)."""
+        fmt, config = self.format, self.label.split(": ", 1)[-1]
+        if self.payload_digest is None or fmt is None or not config.startswith(fmt):
+            return None
+        return self.dataset, self.payload_digest, config[len(fmt):]
 
     def _stage(self, kinds: tuple[str, ...], last: bool = False) -> StageSummary | None:
         found = [s for s in self.stages if s.stage in kinds]
@@ -235,14 +289,34 @@ class GroupSummary:
 
     @property
     def config(self) -> str:
-        return self.chain or self.label
+        """How a pick is named: a bench configuration by its label (chain, +dict, xN/msg), a pipeline run
+        by its name and chain."""
+        if self.labelled:
+            return self.label.removeprefix(f"{self.dataset}: ")
+        return f"{self.label} ({self.chain})" if self.chain else self.label
 
-    def snippet(self) -> str:
+    def snippet(self, width: int | None = None) -> str:
         """The YAML operators that run this configuration, publisher and consumer side.
 
         A plain chain is one ``encode``/``decode`` entry; a trained zstd dictionary or
         several records per message (a ``pack`` stage) are spelled out operator by operator.
+        With a ``width``, a snippet with a longer line is written in block style (a list item
+        per line), so a terminal never has to wrap, or cut, a line of config.
         """
+        text = self._snippet()
+        if width is None or max(map(len, text.splitlines())) <= width:
+            return text
+        import yaml
+
+        out = []
+        for part in text.split("# ")[1:]:
+            title, _, body = part.partition("\n")
+            data = yaml.safe_load(body)
+            out += [f"# {title}", yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=width,
+                                                 allow_unicode=True).rstrip()]
+        return "\n".join(out)
+
+    def _snippet(self) -> str:
         chain = self.chain
         if chain is None:
             return "# no codec chain in these rows: see the run's config in the results metadata"
@@ -276,6 +350,19 @@ class Recommendation:
     kind: str  # fastest | smallest | bandwidth
     group: GroupSummary
     why: str  # the figure that decided it, in words
+    tied: list[GroupSummary] = field(default_factory=list)  # others within noise of it
+    instead_of: GroupSummary | None = None  # a byte-identical, slower configuration the figures first picked
+
+    @property
+    def sureness(self) -> str:
+        """How sure the pick is, in words: ties within noise and byte-identical swaps."""
+        parts = []
+        if self.tied:
+            names = ", ".join(g.config for g in [self.group, *self.tied])
+            parts.append(f"tied within noise: {names}")
+        if self.instead_of is not None:
+            parts.append(f"writes the same bytes as {self.instead_of.config}, faster")
+        return "; ".join(parts)
 
 
 @dataclass
@@ -307,8 +394,7 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
     run_names = run_ids[1]
     for r in run_names:
         runs.setdefault(r, RunInfo(r))
-    labels = _labels(t, run_ids, runs)
-    group_codes, group_names = labels
+    group_codes, group_names, labelled = _labels(t, run_ids, runs)
     step = _steps(t, run_ids[0])
     stage = t.column("stage").to_pylist()
     operator = t.column("operator").to_pylist()
@@ -326,6 +412,8 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
     b_in = bytes_in.fill_null(0).to_numpy().astype(np.int64)
     b_out = bytes_out.fill_null(0).to_numpy().astype(np.int64)
     datasets = t.column("dataset").to_pylist() if "dataset" in t.column_names else None
+    digests = t.column("payload_digest").to_pylist() if "payload_digest" in t.column_names else [None] * n
+    on_path = np.isin(np.asarray(stage, dtype=object), np.asarray(PUBLISH_SIDE + CONSUME_SIDE, dtype=object))
 
     groups: list[GroupSummary] = []
     for g, label in enumerate(group_names):
@@ -354,9 +442,12 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
         # pipeline level: per run and per batch
         records_in_total = records_out = 0
         wall = 0.0
+        is_labelled = bool(labelled[rows[0]])
         for r in g_runs:
             rr = rows[run_ids[0][rows] == r]
-            wall += float(end[rr].max() - start[rr].min()) / 1e9
+            # A bench's configuration ran its stages one after another, sharing some rows' times with
+            # others (serialize is timed once per format): its time is its own stages' time, not a span.
+            wall += float(dur[rr].sum() if is_labelled else end[rr].max() - start[rr].min()) / 1e9
             first, last = step[rr].min(), step[rr].max()
             records_in_total += int(n_in[rr][step[rr] == first].sum())
             records_out += int(records[rr][step[rr] == last].sum())
@@ -367,13 +458,20 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
         np.maximum.at(per_batch_n, inverse, n_in[rows])
         per_rec = np.divide(per_batch_time, per_batch_n, out=np.full(len(per_batch_n), np.nan),
                             where=per_batch_n > 0)
+        path_mask = on_path[rows]
+        path_time = np.bincount(inverse, weights=np.where(path_mask, dur[rows], 0.0), minlength=len(per_batch_n))
+        path_rec = per_rec if not path_mask.any() else np.divide(
+            path_time, per_batch_n, out=np.full(len(per_batch_n), np.nan), where=per_batch_n > 0)
+        digest = next((digests[i] for i in rows.tolist() if digests[i]), None)
         pipelines = sorted({str(p) for p in t.column("pipeline").take(rows).unique().to_pylist()})
         dataset = (datasets[int(rows[0])] if datasets is not None and datasets[int(rows[0])] is not None
                    else _dataset(summaries))
         groups.append(GroupSummary(
             label=label, dataset=dataset, pipelines=pipelines, runs=[run_names[r] for r in g_runs],
             stages=summaries, records_in=records_in_total, records_out=records_out,
-            rejected=int(rejected[rows].sum()), wall_seconds=wall, time=time_stats(per_rec, per_batch_n)))
+            rejected=int(rejected[rows].sum()), wall_seconds=wall, time=time_stats(per_rec, per_batch_n),
+            path_samples=[float(x) for x in path_rec if np.isfinite(x)], payload_digest=digest,
+            labelled=is_labelled))
 
     notes: list[str] = []
     if latency is not None and latency.num_rows:
@@ -422,27 +520,57 @@ def cdf_points(values: Any, points: int = 2000) -> tuple[list[float], list[float
 
 
 def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommendation]:
-    """Per dataset: the fastest configuration, the smallest, and the best for a link of ``bandwidth_bps``."""
+    """Per dataset: the fastest configuration, the smallest, and the best for a link of ``bandwidth_bps``.
+
+    Ranked by the median (robust to one slow iteration); the fastest names every configuration
+    whose interval overlaps the winner's ("tied within noise"). A pick never names a slower
+    configuration that writes the same bytes as a faster one (``json`` and ``orjson``): the
+    faster one of the byte-identical group is recommended instead.
+    """
     out: list[Recommendation] = []
     for dataset in dict.fromkeys(g.dataset for g in groups):
-        cands = [g for g in groups if g.dataset == dataset and g.path_ns_per_record is not None]
+        cands = [g for g in groups if g.dataset == dataset and g.path_median is not None]
         if not cands:
             continue
-        fastest = min(cands, key=lambda g: (g.path_ns_per_record, g.wire_bytes_per_record or math.inf))
-        out.append(Recommendation(dataset, "fastest", fastest,
-                                  f"{fastest.path_ns_per_record / 1e3:.3g} µs per record (publish + consume side)"))
+        fastest = min(cands, key=lambda g: (g.path_median, g.wire_bytes_per_record or math.inf))
+        tied = [g for g in cands if g is not fastest and overlaps(g.path_interval, fastest.path_interval)]
+        tied.sort(key=lambda g: g.path_median)
+        out.append(_fastest_of_same_bytes(Recommendation(dataset, "fastest", fastest, _speed(fastest), tied), cands))
         sized = [g for g in cands if g.wire_bytes_per_record is not None]
         if not sized:
             continue
-        smallest = min(sized, key=lambda g: (g.wire_bytes_per_record, g.path_ns_per_record))
-        out.append(Recommendation(dataset, "smallest", smallest,
-                                  f"{smallest.wire_bytes_per_record:.4g} bytes per record on the wire"))
+        smallest = min(sized, key=lambda g: (g.wire_bytes_per_record, g.path_median))
+        out.append(_fastest_of_same_bytes(Recommendation(
+            dataset, "smallest", smallest, f"{smallest.wire_bytes_per_record:.4g} bytes per record on the wire"),
+            cands))
         best = max(sized, key=lambda g: (link_rate(g, bandwidth_bps), -g.wire_bytes_per_record))
-        out.append(Recommendation(
+        out.append(_fastest_of_same_bytes(Recommendation(
             dataset, "bandwidth", best,
             f"~{link_rate(best, bandwidth_bps):,.0f} records/s sustained on {format_bandwidth(bandwidth_bps)} "
-            f"(limited by {link_bottleneck(best, bandwidth_bps)})"))
+            f"(limited by {link_bottleneck(best, bandwidth_bps)})"), cands))
     return out
+
+
+def _speed(g: GroupSummary) -> str:
+    median = g.path_median or 0.0
+    interval = g.path_interval
+    spread = f" [{interval[0] / 1e3:.3g}-{interval[1] / 1e3:.3g}]" if interval and len(g.path_samples) > 1 else ""
+    what = f"median of {len(g.path_samples)}" if len(g.path_samples) > 1 else "publish + consume side"
+    return f"{median / 1e3:.3g}{spread} µs per record ({what})"
+
+
+def _fastest_of_same_bytes(rec: Recommendation, cands: list[GroupSummary]) -> Recommendation:
+    """The pick, or the faster configuration that writes the same bytes (the figures stay the faster one's)."""
+    key = rec.group.same_bytes_key()
+    if key is None:
+        return rec
+    same = [g for g in cands if g.same_bytes_key() == key]
+    faster = min(same, key=lambda g: g.path_median if g.path_median is not None else math.inf)
+    if faster is rec.group:
+        return rec
+    why = _speed(faster) if rec.kind == "fastest" else rec.why
+    tied = [g for g in rec.tied if g is not faster]
+    return Recommendation(rec.dataset, rec.kind, faster, why, tied, instead_of=rec.group)
 
 
 def _link_times(g: GroupSummary, bandwidth_bps: float) -> dict[str, float]:
@@ -491,25 +619,38 @@ def _codes(column: Any) -> tuple[Any, list[str]]:
     return enc.indices.to_numpy().astype(np.int64), [str(v) for v in enc.dictionary.to_pylist()]
 
 
-def _labels(t: Any, run_ids: tuple[Any, list[str]], runs: dict[str, RunInfo]) -> tuple[Any, list[str]]:
-    """Group of each row: the ``label`` column when present, else the run (named after its pipeline)."""
+def _labels(t: Any, run_ids: tuple[Any, list[str]], runs: dict[str, RunInfo]) -> tuple[Any, list[str], Any]:
+    """Group of each row, the groups' names, and whether each row is a labelled (bench) row.
+
+    A row with a ``label`` (a bench's configuration) belongs to that label in its run; a row
+    without one (a pipeline's metrics) to its run, named after its pipeline. Names that occur
+    in several runs get the run's last 6 characters (``quickstart #a1b2c3``), so results of
+    several runs are never merged into one row. Groups come in run start order, then table order.
+    """
     import numpy as np
 
-    if "label" in t.column_names:
-        return _codes(t.column("label"))
     codes, names = run_ids
-    first = {int(c): i for i, c in reversed(list(enumerate(codes.tolist())))}
-    pipeline = t.column("pipeline")
-    pipe_of = {names[c]: str(pipeline[i]) for c, i in first.items()}
-    counts: dict[str, int] = {}
-    for p in pipe_of.values():
-        counts[p] = counts.get(p, 0) + 1
-    label_of = [pipe_of[r] if counts[pipe_of[r]] == 1 else f"{pipe_of[r]} #{r[-6:]}" for r in names]
-    # runs in start order; without metadata, in the order the table has them
-    order = sorted(range(len(names)), key=lambda c: (runs[names[c]].started_ns, first[c]))
-    remap = np.empty(len(names), dtype=np.int64)
-    remap[order] = np.arange(len(names))
-    return remap[codes], [label_of[c] for c in order]
+    n = t.num_rows
+    label = t.column("label").to_pylist() if "label" in t.column_names else [None] * n
+    pipeline = t.column("pipeline").to_pylist()
+    keys: dict[tuple[int, str, bool], int] = {}
+    row_group = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        lab = label[i]
+        key = (int(codes[i]), lab, True) if lab else (int(codes[i]), str(pipeline[i]), False)
+        row_group[i] = keys.setdefault(key, len(keys))
+    runs_of: dict[tuple[str, bool], set[int]] = {}
+    for run, name, is_label in keys:
+        runs_of.setdefault((name, is_label), set()).add(run)
+    display = [name if len(runs_of[(name, is_label)]) == 1 else f"{name} #{names[run][-6:]}"
+               for run, name, is_label in keys]
+    first = {g: i for i, g in reversed(list(enumerate(row_group.tolist())))}
+    key_list = list(keys)
+    order = sorted(range(len(keys)), key=lambda g: (runs[names[key_list[g][0]]].started_ns, first[g]))
+    remap = np.empty(len(keys), dtype=np.int64)
+    remap[order] = np.arange(len(keys))
+    labelled = np.asarray([bool(label[i]) for i in range(n)], dtype=bool)
+    return remap[row_group], [display[g] for g in order], labelled
 
 
 def _steps(t: Any, runs: Any) -> Any:

@@ -1,0 +1,161 @@
+"""What a bench will cost, known before the first measurement: a short calibration and the plan in words.
+
+Each format's serialize + deserialize and each codec level's compress + decompress is
+timed on a few of the dataset's records (at most ``CALIBRATION_SECONDS`` per step, at least
+one call: ``xz:9`` on small records costs tens of ms per call and must not make the
+calibration itself long). Those per-record costs times N repetitions times K iterations
+(plus the warm-up), and one garbage collection per timed step (timed once here), give the
+codec phase; the transport phase adds a per-iteration cost
+(a publisher process, a connection, a stream) and a per-message cost measured on the
+2-core development machine (FIELD-NOTES: ~5 µs to publish, ~11 µs to receive; a JetStream
+pull consumer with acks ~30 µs). The progress bar advances in these estimated seconds,
+so its ETA holds from the first step, warm-up included.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .data import BenchData
+from .plan import BenchPlan, Combo, default_repetitions
+
+CALIBRATION_SECONDS = 0.02  # per timed step
+CALIBRATION_RECORDS = 50
+CONFIRM_ABOVE_SECONDS = 600.0  # plans longer than this ask first (or need --yes)
+# Transport cost model (seconds): per iteration, per message, and per record of codec work it redoes.
+TRANSPORT_PER_ITERATION = {"nats": 0.6, "jetstream": 1.0}
+TRANSPORT_PER_MESSAGE = {"nats": 8e-6, "jetstream": 30e-6}
+
+
+@dataclass
+class Estimate:
+    """Seconds each step of a plan should take; the sum is the announced duration."""
+
+    repetitions: dict[str, int] = field(default_factory=dict)  # dataset -> N
+    codec: dict[tuple[str, Combo], float] = field(default_factory=dict)  # one iteration, in-process
+    transport: dict[tuple[str, Combo], float] = field(default_factory=dict)  # one iteration over NATS
+    iterations: int = 1
+    calibration_seconds: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        codec = sum(self.codec.values()) * (self.iterations + 1)  # + the warm-up
+        return codec + sum(self.transport.values()) * self.iterations
+
+    def step(self, dataset: str, combo: Combo, phase: str) -> float:
+        table = self.codec if phase == "codec" else self.transport
+        return table.get((dataset, combo), 0.0)
+
+
+def _per_record(fn: Any, items: list[Any]) -> tuple[float, list[Any]]:
+    """Seconds per item of ``fn`` over at most ``CALIBRATION_SECONDS`` worth of ``items``; and its outputs.
+
+    One untimed call first: a first call may import a module or fill a cache.
+    """
+    if items:
+        fn(items[0])
+    out = []
+    start = time.perf_counter()
+    for item in items:
+        out.append(fn(item))
+        if time.perf_counter() - start > CALIBRATION_SECONDS:
+            break
+    return (time.perf_counter() - start) / max(len(out), 1), out
+
+
+def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> Estimate:
+    """Time each step briefly on each dataset; extrapolate to the plan's N, K and transport."""
+    import gc
+
+    from ..codecs.compression import get_codec
+    from ..codecs.formats import FORMATS, get_format
+
+    began = time.perf_counter()
+    est = Estimate(iterations=plan.iterations)
+    t0 = time.perf_counter()
+    gc.collect()  # the bench collects before every timed stage: with a large heap that is not free
+    collect = time.perf_counter() - t0
+    for data in datas:
+        n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
+        est.repetitions[data.name] = n
+        sample = data.records[:CALIBRATION_RECORDS]
+        payloads: dict[str, list[bytes]] = {}
+        fmt_cost: dict[str, float] = {}
+        for fmt in dict.fromkeys(c.format for c in combos):
+            f = get_format(fmt)
+            schema = data.fields if FORMATS[fmt].needs_schema else None
+            try:
+                ser, encoded = _per_record(f.encoder(schema), sample)
+                de, _ = _per_record(f.decoder(schema, allow_pickle=True), encoded)
+            except Exception:  # the measurement reports why; the estimate only needs a figure
+                ser, de, encoded = 1e-6, 0.0, [b"x" * int(data.raw_bytes)]
+            payloads[fmt], fmt_cost[fmt] = encoded, ser + de
+        codec_cost: dict[tuple[str, str, Any], float] = {}
+        for c in combos:
+            key = (c.format, c.codec, c.level)
+            if c.codec == "none" or key in codec_cost:
+                continue
+            codec = get_codec(c.codec)
+            try:
+                comp, packed = _per_record(codec.compressor(c.level), payloads[c.format])
+                dec, _ = _per_record(codec.decompressor(), packed)
+            except Exception:
+                comp, dec = 1e-6, 0.0
+            codec_cost[key] = comp + dec
+        shared: set[tuple[str, int]] = set()  # serialize/deserialize are timed once per format and framing
+        for c in combos:
+            per_record = codec_cost.get((c.format, c.codec, c.level), 0.0)
+            fmt_key = (c.format, c.records_per_message)
+            codec_seconds = per_record * n + (collect if c.codec != "none" else 0.0)
+            if fmt_key not in shared:
+                shared.add(fmt_key)
+                codec_seconds += fmt_cost[c.format] * n + collect
+            est.codec[(data.name, c)] = codec_seconds
+            if plan.transport != "none":
+                messages = -(-n // c.records_per_message)
+                est.transport[(data.name, c)] = (TRANSPORT_PER_ITERATION[plan.transport]
+                                                 + messages * TRANSPORT_PER_MESSAGE[plan.transport]
+                                                 + (fmt_cost[c.format] + per_record) * n)
+    est.calibration_seconds = time.perf_counter() - began
+    return est
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``12 min``, ``3.4 h``, ``2.1 days``."""
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
+             width: int | None = None) -> str:
+    """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
+    from ..report.layout import wrap
+
+    names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
+    transport = plan.transport + (f" ({plan.url})" if plan.url and plan.transport != "none" else "")
+    lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
+             f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
+             f"estimated duration: {duration(est.seconds)} (from a {est.calibration_seconds:.1f}s calibration "
+             "on this machine)"]
+    slow = sorted(((s, c) for (_, c), s in est.codec.items()), key=lambda x: x[0], reverse=True)[:3]
+    if est.seconds > CONFIRM_ABOVE_SECONDS and slow:
+        lines.append("the slowest steps: " + ", ".join(f"{c.label} ({duration(s * (plan.iterations + 1))})"
+                                                       for s, c in slow))
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        wrapped = wrap(line, (width or 80) - 6, "")
+        out += [("" if i == 0 and j == 0 else "      ") + w for j, w in enumerate(wrapped)]
+    return "\n".join(out)
+
+
+def narrower(plan: BenchPlan) -> str:
+    """What to run instead of a long plan."""
+    return ("run `wirepipe bench --quick` with the same --dataset/--input (a subset in about a minute), "
+            "narrow --format/--codec/--level, lower --iterations, or pass --yes to run it anyway")

@@ -1,0 +1,184 @@
+"""The command line a script can trust: exit codes, --version, help words, live status, where output went."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from tests.nats_fixtures import publish_numbered
+from wirepipe.cli import app
+from wirepipe.exit_codes import ExitCode, RejectLimit
+from wirepipe.server import EmbeddedServer
+
+ROOT = Path(__file__).parent.parent
+
+
+def wirepipe(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(ROOT)}
+    env.pop("NATS_URL", None)
+    return subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=cwd)
+
+
+def invoke(*args: str) -> object:
+    """In this process (faster than a subprocess) for commands that need no terminal or signal."""
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "100", "NATS_URL": ""})
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_version_and_help_placeholders_read_as_words() -> None:
+    out = wirepipe("--version")
+    assert out.returncode == 0 and re.fullmatch(r"wirepipe \d+\.\d+\.\d+\S*\n", out.stdout)
+    for command in ("run", "bench", "capture", "replay", "report", "validate", "server"):
+        text = invoke(command, "--help").stdout
+        assert "Usage:" in text, command
+        assert not re.search(r"<(bool|int|str|float|path|list\[[a-z]+\])>", text), (command, text)
+    run_help = invoke("run", "--help").stdout
+    assert "PATH=VALUE" in run_help and "N|P%" in run_help and "{PIPELINE}" in run_help
+
+
+@pytest.mark.parametrize(("text", "rejected", "records", "fails"), [
+    (None, 0, 100, False), (None, 3, 100, False), (None, 100, 100, True), ("100%", 100, 100, True),
+    ("2", 3, 100, True), ("3", 3, 100, False), ("2.5%", 3, 100, True), ("5%", 3, 100, False), ("0", 1, 10, True),
+])
+def test_reject_limit(text: str | None, rejected: int, records: int, fails: bool) -> None:
+    assert (RejectLimit.parse(text).verdict(rejected, records) is not None) is fails
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "120%", "%"])
+def test_bad_max_rejected_is_a_usage_error(bad: str, tmp_path: Path) -> None:
+    config = write(tmp_path / "p.yaml", "name: p\nsource: {type: generate, dataset: point, count: 10}\nsink: {type: \"null\"}\n")
+    out = invoke("run", str(config), "--max-rejected", bad)
+    assert out.exit_code == ExitCode.CONFIG and "--max-rejected" in out.stderr and out.exception is not None
+
+
+def _rejecting(tmp_path: Path) -> Path:
+    return write(tmp_path / "odd.yaml", """name: odd
+source: {type: generate, dataset: point, count: 400, batch_size: 100}
+operators:
+  - map: {function: "tests.records:fail_odd_x"}
+sink: {type: "null"}
+dead_letter: {type: jsonl, path: dead.jsonl}
+""")
+
+
+def test_rejections_are_reported_and_limited(tmp_path: Path) -> None:
+    config = _rejecting(tmp_path)
+    out = wirepipe("run", str(config), cwd=ROOT)
+    assert out.returncode == ExitCode.OK, out.stderr
+    rejected = int(re.search(r"([\d,]+) rejected", out.stderr).group(1).replace(",", ""))
+    assert 0 < rejected < 400
+    out = wirepipe("run", str(config), "--max-rejected", "10", cwd=ROOT)
+    assert out.returncode == ExitCode.REJECTED and "more than --max-rejected 10" in out.stderr
+    out = wirepipe("run", str(config), "--max-rejected", "90%", cwd=ROOT)
+    assert out.returncode == ExitCode.OK, out.stderr
+
+
+def test_every_record_rejected_is_never_success(tmp_path: Path) -> None:
+    config = write(tmp_path / "all.yaml", """name: all-bad
+source: {type: generate, dataset: point, count: 300}
+operators:
+  - serialize: {format: msgpack}
+  - deserialize: {format: json}
+sink: {type: "null"}
+""")
+    out = invoke("run", str(config), "--max-rejected", "100%", "--no-status")
+    assert out.exit_code == ExitCode.REJECTED and "every record was rejected" in out.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "replay"])
+def test_missing_capture_is_a_usage_error_and_leaves_nothing(command: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path / "replay.yaml", """name: r
+source: {type: capture, path: no-such-capture/}
+sink: {type: jsonl, path: out/records.jsonl}
+metrics: {path: out/metrics.parquet}
+""")
+    args = ["run", str(config)] if command == "run" else ["replay", "no-such-capture/", "-p", str(config)]
+    monkeypatch.chdir(tmp_path)
+    out = invoke(*args)
+    assert out.exit_code == ExitCode.CONFIG, out.stderr
+    assert out.stderr.strip() == "error: no-such-capture: no such file or folder"
+    assert not (tmp_path / "out").exists()  # no empty sink file, no 0-row metrics
+
+
+def test_run_status_shows_file_sink_mb_per_s_and_says_where_output_went(tmp_path: Path) -> None:
+    config = write(tmp_path / "slow.yaml", """name: to-file
+source: {type: generate, dataset: block, count: 2400, batch_size: 100, rate: 800}
+sink: {type: jsonl, path: blocks.jsonl}
+metrics: {path: metrics.parquet}
+""")
+    out = wirepipe("run", str(config), "--status", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    status = [line for line in out.stderr.splitlines() if "rec/s" in line]
+    assert status, out.stderr
+    rates = [float(m.group(1).replace(",", "")) for line in status if (m := re.search(r"([\d,.]+) MB/s", line))]
+    assert rates and max(rates) > 0  # a file sink's MB/s is measured on disk, not 0.00
+    size = (tmp_path / "blocks.jsonl").stat().st_size
+    assert re.search(rf"output: jsonl blocks\.jsonl \({size / 1e6:,.2f} MB\)", out.stderr), out.stderr
+    assert "metrics: metrics.parquet" in out.stderr
+    assert pq.read_table(tmp_path / "metrics.parquet").num_rows > 0
+
+
+def test_status_line_shows_every_counter_it_is_given() -> None:
+    from wirepipe.pipelines.monitor import status_line
+
+    now = {"records_out": 1000, "bytes_out": 2_000_000, "lag": 5, "rejected": 2, "sink_errors": 0, "dropped": 0,
+           "acked": 0, "nacked": 0, "reconnects": 0, "disconnects": 0, "running": True, "connected": True,
+           "lost": 7}  # a counter added later by a connector shows up by its name
+    line = status_line("p", now, {"records_out": 0, "bytes_out": 0}, 1.0)
+    assert line == "p: 1,000 rec/s, 2.00 MB/s, 1,000 out, lag 5, 2 rejected, 7 lost"
+
+
+def test_capture_from_a_position_stops_at_the_end_of_the_stream(tmp_path: Path) -> None:
+    with EmbeddedServer(store_dir=tmp_path / "js") as server:
+        asyncio.run(publish_numbered(server.url, 500))
+        out = wirepipe("capture", "--stream", "NUM", "--from-seq", "1", "--out", str(tmp_path / "cap"),
+                       "--url", server.url, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # the log says every rotation that happens: by size, by age, and at each commit of the run loop
+    assert re.search(r"a file is complete at about [\d,]+ bytes, 60s after its first record, or every [\d,]+ records",
+                     out.stderr), out.stderr
+    files = sorted((tmp_path / "cap").glob("*.parquet"))
+    assert sum(pq.read_metadata(f).num_rows for f in files) == 500
+
+
+def test_run_on_a_terminal_shows_a_live_status_line_by_default(tmp_path: Path) -> None:
+    import pty
+
+    config = write(tmp_path / "live.yaml", """name: live
+source: {type: generate, dataset: point, count: 3000, batch_size: 100, rate: 1000}
+sink: {type: jsonl, path: points.jsonl}
+""")
+    master, slave = pty.openpty()  # stderr is a terminal, as in a shell
+    env = {**os.environ, "COLUMNS": "100"}
+    proc = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(config)], cwd=tmp_path, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    text = seen.decode(errors="replace")
+    live = re.findall(r"\r(live: [^\r\n]*?)\x1b\[K", text)  # one line, rewritten in place
+    assert live and all("rec/s" in s and "MB/s" in s for s in live), text
+    assert "output: jsonl points.jsonl" in text

@@ -1,0 +1,170 @@
+"""Every example in the README runs as written (see its section "The examples in this README are tested").
+
+Blocks run in README order in one fresh folder (a copy of ``configs/`` and ``tests/bad_configs/``), so a later
+block can read what an earlier one wrote. Shell blocks run in bash with ``$NATS_URL`` set to an embedded
+server that has a ``BLOCKS`` stream; ``bench`` and ``capture`` get small sizes (the README says which).
+A block marked ``<!-- readme-test: skip (why) -->`` on the line before it is not run; the marks are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.nats_fixtures import fill_points
+from wirepipe.pipelines.config import interpolate, validate_config
+from wirepipe.server import EmbeddedServer
+
+ROOT = Path(__file__).parent.parent
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+SKIP = re.compile(r"<!-- readme-test: skip \((.+?)\) -->\s*$")
+
+# bench and capture in sizes a test affords (the README documents exactly this): a `wirepipe` script first on
+# PATH that execs the real one, so `wirepipe server &` then `kill %1` stops the server itself
+WRAPPER = r"""#!/usr/bin/env bash
+extra=()
+case "$1" in
+  bench)
+    extra=(--repetitions 50 --iterations 1 --yes)
+    case " $* " in *" --transport "*) ;; *) extra+=(--transport none) ;; esac
+    case " $* " in *" --format "*) ;; *) extra+=(--format msgpack,json) ;; esac ;;
+  capture) extra=(--duration 3s) ;;
+  run) case " $* " in *" --workers "*) extra=(--duration 3s) ;; esac ;;
+esac
+exec "$REAL_WIREPIPE" "$@" "${extra[@]}"
+"""
+
+
+MYAPP = '''import faust
+
+
+class Point(faust.Record, include_metadata=False):
+    x: int
+    y: int
+'''
+
+BLOCKS_PUBLISHER = """name: blocks-publish
+source: {type: generate, dataset: block, count: 1200, batch_size: 100}
+operators:
+  - encode: {chain: "msgpack|zstd"}
+sink:
+  type: jetstream
+  url: "${NATS_URL}"
+  subject: blocks.eu.one
+  stream: {name: BLOCKS, subjects: ["blocks.>"]}
+"""
+
+
+def blocks() -> list[dict[str, Any]]:
+    """Each fenced block: language, code, the line it starts on, and why it is skipped (or None)."""
+    text = README.read_text(encoding="utf-8")
+    out = []
+    for m in FENCE.finditer(text):
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        skip = SKIP.search(before)
+        out.append({"lang": m.group(1), "code": m.group(2), "line": text[: m.start()].count("\n") + 1,
+                    "skip": skip.group(1) if skip else None})
+    return out
+
+
+def _validate_yaml(code: str, where: str) -> None:
+    data = interpolate(yaml.safe_load(code), {"NATS_PASSWORD": "secret", "NKEY_SEED": "unused",
+                                              "NATS_URL": "nats://127.0.0.1:4222"})
+    assert isinstance(data, dict), where
+    if "fields" in data and not {"source", "sink", "operators"} & set(data):  # a typed schema file
+        from wirepipe.schema import parse_schema
+
+        parse_schema(data)
+        return
+    if "name" not in data:  # a fragment: inside a minimal pipeline
+        data = {"name": "fragment", "source": {"type": "generate", "dataset": "point", "count": 10},
+                "sink": {"type": "null"}, **data}
+    validate_config(data, file=where)
+
+
+def _run_shell(code: str, cwd: Path, env: dict[str, str], where: str) -> None:
+    script = "set -euo pipefail\n" + code
+    out = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"{where}\n{code}\nstdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}"
+    assert "Traceback" not in out.stderr, (where, out.stderr[-3000:])
+
+
+def _run_console(code: str, cwd: Path, env: dict[str, str], where: str) -> None:
+    """``$ command`` lines followed by the output they print (stdout and stderr)."""
+    for command, expected in re.findall(r"^\$ (.+)\n((?:(?!\$ ).*\n?)*)", code, re.M):
+        out = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+        assert (out.stdout + out.stderr).strip() == expected.strip(), (where, command)
+
+
+@pytest.mark.timeout(900)
+def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
+    found = blocks()
+    skipped = [b for b in found if b["skip"]]
+    assert len(skipped) == 6, [b["line"] for b in skipped]  # the README says "there are six"
+    assert all(b["lang"] for b in found), [b["line"] for b in found if not b["lang"]]  # the layout tree is `text`
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(ROOT / "configs", work / "configs")
+    shutil.copytree(ROOT / "tests" / "bad_configs", work / "tests" / "bad_configs")
+    (work / "myapp").mkdir()
+    (work / "myapp" / "__init__.py").write_text("")
+    (work / "myapp" / "models.py").write_text(MYAPP)
+    (work / "my-records.jsonl").write_text("".join(f'{{"id": {i}, "name": "n{i}", "tags": ["a", "b"]}}\n'
+                                                   for i in range(200)))
+    scripts = sysconfig.get_path("scripts")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "wirepipe").write_text(WRAPPER)
+    (shim / "wirepipe").chmod(0o755)
+    with EmbeddedServer(store_dir=tmp_path / "js") as server:
+        env = {k: v for k, v in os.environ.items() if k not in ("RESULTS", "COUNT", "COLUMNS")}
+        env.update(COUNT="2000", NATS_URL=server.url, PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
+                   REAL_WIREPIPE=str(Path(scripts) / "wirepipe"), COLUMNS="100",
+                   PYTHONPATH=str(work))  # the README's `PYTHONPATH=.` for myapp.models
+        asyncio.run(fill_points(server.url, 2000))  # the POINTS stream the example configs read
+        (work / "blocks.yaml").write_text(BLOCKS_PUBLISHER)
+        _run_shell("wirepipe run blocks.yaml --no-status", work, env, "setup: the BLOCKS stream")
+        ran: dict[str, int] = {}
+        for b in found:
+            where = f"README.md:{b['line']}"
+            if b["skip"]:
+                continue
+            lang, code = b["lang"], b["code"]
+            if lang == "bash":
+                _run_shell(code, work, env, where)
+            elif lang == "console":
+                _run_console(code, work, env, where)
+            elif lang == "yaml":
+                _validate_yaml(code, where)
+            elif lang == "python":
+                result = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True,
+                                        text=True, timeout=300)
+                assert result.returncode == 0, f"{where}\n{code}\n{result.stderr[-3000:]}"
+            elif lang == "sql":
+                import duckdb
+
+                con = duckdb.connect()
+                for statement in (s for s in code.split(";") if s.strip().strip("-").strip()):
+                    lines = [x for x in statement.splitlines() if not x.strip().startswith("--")]
+                    os.chdir(work)  # DuckDB resolves the README's relative paths from the working folder
+                    try:
+                        assert con.execute("\n".join(lines)).fetchall(), (where, statement)
+                    finally:
+                        os.chdir(ROOT)
+            elif lang == "text":
+                continue
+            else:
+                raise AssertionError(f"{where}: a ```{lang} block: run it, validate it or mark it")
+            ran[lang] = ran.get(lang, 0) + 1
+    assert {"bash", "console", "python", "yaml", "sql"} <= set(ran), ran
