@@ -289,15 +289,16 @@ def serve_forever(server: EmbeddedServer | LocalCluster, echo: Any = print) -> i
 
     A cluster keeps serving while any node runs; it stops when the last node exits.
     """
-    server.start()
-    echo(server.url)
     stop = threading.Event()
 
     def handle(_sig: int, _frame: Any) -> None:
         stop.set()
 
+    # Handlers first: whoever reads the URL may signal at once, and must get a clean stop.
     previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        server.start()
+        echo(server.url)
         while not stop.is_set() and server.running:
             stop.wait(0.2)
     finally:

@@ -33,7 +33,9 @@ from ..batch import Batch, Rejected
 from ..codecs.formats import FORMATS
 from ..connectors.base import Source
 from ..connectors.files import NullSink
+from ..connectors.natsconn import split_urls
 from ..errors import WirepipeError
+from ..redact import redact_url
 from .codec_timing import ComboResult, StageTime
 from .data import BenchData
 from .plan import BenchPlan, Combo
@@ -317,7 +319,7 @@ def check_server(url: str, timeout: float = 5.0) -> None:
             if not failed.done():
                 failed.set_result(exc)
 
-        task = asyncio.ensure_future(nats.connect(url, allow_reconnect=False, connect_timeout=timeout,
+        task = asyncio.ensure_future(nats.connect(split_urls(url), allow_reconnect=False, connect_timeout=timeout,
                                                   max_reconnect_attempts=0, error_cb=first_error))
         await asyncio.wait({task, failed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if task.done() and task.exception() is None:
@@ -332,7 +334,7 @@ def check_server(url: str, timeout: float = 5.0) -> None:
 
     reason = asyncio.run(probe())
     if reason is not None:
-        raise WirepipeError(f"cannot reach a NATS server at {url}: {reason} (start one with `wirepipe server`, "
+        raise WirepipeError(f"cannot reach a NATS server at {redact_url(url)}: {reason} (start one with `wirepipe server`, "
                             "or leave out --url to use an embedded one)")
 
 
@@ -341,7 +343,7 @@ async def _delete_stream(url: str, stream: str) -> None:
 
     import nats
 
-    nc = await asyncio.wait_for(nats.connect(url, allow_reconnect=False), 10)
+    nc = await asyncio.wait_for(nats.connect(split_urls(url), allow_reconnect=False), 10)
     try:
         with contextlib.suppress(Exception):
             await nc.jetstream().delete_stream(stream)
