@@ -11,6 +11,8 @@ dictionaries when asked for.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,8 +141,11 @@ def run_bench(plan: BenchPlan, on_step: Callable[[str, float, float], None] | No
     plan.out.mkdir(parents=True, exist_ok=True)
     journal = open(plan.out / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115 - closed below
 
+    interrupt = _Interrupt()
+
     def step(combo: Combo, data: BenchData, phase: str) -> None:
         nonlocal done
+        interrupt.check()  # before the journal line: what the journal lists finished is what is kept
         done += cost(data.name, combo, phase)
         journal.write(json.dumps({"dataset": data.name, "combination": combo.label, "phase": phase}) + "\n")
         journal.flush()
@@ -150,10 +155,43 @@ def run_bench(plan: BenchPlan, on_step: Callable[[str, float, float], None] | No
     if on_step is not None:
         on_step("warm-up", 0.0, total)
     try:
-        _measure(run, datas, combos, step)
+        with interrupt:
+            _measure(run, datas, combos, step)
+        run.interrupted = run.interrupted or interrupt.seen  # Ctrl-C after the last step still says so
     finally:
         journal.close()
     return run
+
+
+class _Interrupt:
+    """Ctrl-C as a flag the measuring checks between steps.
+
+    A ``KeyboardInterrupt`` raised wherever the signal lands can be swallowed (in a fork's
+    at-fork hooks, "Exception ignored in _releaseLock") or land between a step's end and its
+    record; a flag checked at step boundaries is never lost and keeps the journal and the kept
+    results equal. A second Ctrl-C interrupts at once (the default handler is back).
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def _on_sigint(self, _signum: int, _frame: Any) -> None:
+        self.seen = True
+        signal.signal(signal.SIGINT, self._previous)
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None and not self.seen:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def _measure(run: BenchRun, datas: list[BenchData], combos: list[Combo],
