@@ -41,7 +41,7 @@ from pydantic import Field, field_validator
 
 from ..batch import Batch, describe_error
 from ..errors import ConfigError, SinkUnavailable, WirepipeError
-from ..pipelines.models import Duration, Size, Strict
+from ..models import Duration, Size, Strict
 from ..spoolfile import SpoolingFile, check_writable
 from .base import Sink, Source
 
@@ -665,7 +665,7 @@ class CaptureSource(Source):
 
         pacer = self.pacer
         if pacer is None and self.pace == "original":
-            from ..replay.pacing import Pacer
+            from .pacing import Pacer
 
             pacer = self.pacer = Pacer(speed=self.speed, max_gap=self.max_gap)
         files: dict[str, Any] = {}

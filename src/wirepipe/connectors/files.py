@@ -51,7 +51,7 @@ from pydantic import Field
 from ..batch import Batch, describe_error
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
-from ..pipelines.models import Duration, Strict
+from ..models import Duration, Strict
 from ..spoolfile import SpoolingFile, check_writable
 from .base import Sink, Source
 

@@ -1,6 +1,6 @@
 """What runs on Beam workers: the DoFn that replays one row group, and its writers.
 
-Importing this module imports ``apache_beam`` (quietly, see ``beam.import_beam``); only
+Importing this module imports ``apache_beam`` (quietly, see ``beam_import.import_beam``); only
 the Beam runner and Beam workers (when they unpickle the DoFn) import it.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WirepipeError
-from .beam import import_beam
+from .beam_import import import_beam
 
 beam = import_beam()
 
@@ -87,7 +87,7 @@ class ReplayRowGroupFn(beam.DoFn):
             write_part(join(self.output, "results"), start, results)
         if rejected and pipe.dead_letter is not None:
             from ..connectors.files import batch_table
-            from ..pipelines.pipeline import dead_letter_batch
+            from ..deadletter import dead_letter_batch
 
             write_part(join(self.output, "dead_letter"), start, [batch_table(dead_letter_batch(rejected))])
         stages, _ = recorder.tables()
