@@ -70,22 +70,6 @@ def write_payloads(path: Path, values: list[bytes]) -> None:
     pq.write_table(pa.table({"value": pa.array(values, type=pa.binary())}), path)
 
 
-def collect_sink() -> Any:
-    """A sink that keeps the values it is given (typed records cannot go to Parquet or JSON)."""
-    from wirepipe.connectors.base import Sink
-
-    class CollectSink(Sink):
-        type = "collect"
-
-        def __init__(self) -> None:
-            self.values: list[Any] = []
-
-        async def write(self, batch: Any) -> None:
-            self.values += batch.values
-
-    return CollectSink()
-
-
 # Wirepipe chain -> the Faust serializer that must write the same bytes.
 CHAINS = {
     "msgpack|zstd": "msgpack|zstd",
@@ -277,11 +261,13 @@ def test_deserialize_schema_record_gives_typed_records_from_faust_bytes(codecs: 
           - deserialize: {{format: msgpack, schema: "tests.faust_records:Transaction"}}
     """))
     pipeline = load_pipeline(path)
-    pipeline.sink = sink = collect_sink()
+    from wirepipe.testing import TestingSink
+
+    pipeline.sink = sink = TestingSink()  # typed records cannot go to Parquet or JSON
     stats = pipeline.run()
     assert stats.rejected == 0
-    assert all(type(v) is Transaction for v in sink.values)
-    assert [v.asdict() for v in sink.values] == records
+    assert all(type(v) is Transaction for v in sink.records)
+    assert [v.asdict() for v in sink.records] == records
 
 
 def test_deserialize_schema_record_ignores_faust_namespace_of_unknown_class(codecs: Any) -> None:
