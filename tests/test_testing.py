@@ -85,3 +85,12 @@ def test_run_async_and_source_pipe_composition() -> None:
     sink = TestingSink()
     stats = asyncio.run(run_async(TestingSource("abc", batch_size=1), [], sink))
     assert sink.records == ["a", "b", "c"] and stats.batches == 3
+
+
+def test_the_readme_example_runs() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing a pipeline: `wirepipe.testing`", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
