@@ -23,6 +23,8 @@ from ..codecs.formats import FORMATS
 from ..operators.compress import Compress, Decompress
 from ..operators.framing import Pack, Unpack
 from ..operators.serialize import Deserialize, Serialize
+from ..pipelines.pipeline import Pipeline
+from ..testing import TestingSource
 from .data import BenchData
 from .plan import Combo
 
@@ -56,12 +58,13 @@ def _chunks(values: list[Any], size: int) -> list[list[Any]]:
 
 def _timed(op: Callable[[Batch], Batch], chunks: list[list[Any]], schema: tuple[str, ...] | None
            ) -> tuple[list[list[Any]], int, int, list[str]]:
-    """Run ``op`` over every chunk; (outputs, start, end, rejection reasons)."""
+    """Run ``op`` over every chunk, as a pipeline runs it; (outputs, start, end, rejection reasons)."""
+    process = Pipeline(TestingSource(()), [op], name="codec-timing").process_batch
     errors: list[str] = []
     start = _ns()
     out = []
     for chunk in chunks:
-        b = op(Batch(chunk, schema=schema))
+        b = process(Batch(chunk, schema=schema))
         out.append(b.values)
         if b.rejected:
             errors.append(b.rejected[0].error)

@@ -113,11 +113,12 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any) -> tuple[Any, li
     t0 = ns()
     batch = batch_from_arrow(rb, position)
     t1 = ns()
-    batch, nbytes = recorder.run_operators(position, batch, pipe.operators, t0, t1)
+    pipe.metrics = recorder
+    batch = pipe.process_batch(batch, position, (t0, t1))
     t0 = ns()
     table = batch_table(batch) if batch.values and pipe.sink.type != "null" else None
     t1 = ns()
-    recorder.stamp_sink(position, batch, nbytes, t0, t1)
+    recorder.stamp_sink(position, batch, t0, t1)
     return table, batch.rejected
 
 
