@@ -37,7 +37,6 @@ A Parquet file is only readable once its footer is written, so:
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import sys
@@ -53,27 +52,15 @@ from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
 from ..models import Duration, Strict
 from ..spoolfile import SpoolingFile, check_writable
+from ..storage import AtomicFile, find_files
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe")
 
 
 def _expand(paths: str | list[str]) -> list[Path]:
-    """Files named by a path, a glob, a folder (its files, sorted) or a list of those."""
-    items = [paths] if isinstance(paths, str) else list(paths)
-    out: list[Path] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            out += sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
-        elif any(ch in item for ch in "*?["):
-            out += sorted(Path(m) for m in glob.glob(item))
-        else:
-            out.append(p)
-    missing = [str(p) for p in out if not p.exists()]
-    if missing or not out:
-        raise WirepipeError(f"no such file: {', '.join(missing) or items}")
-    return out
+    """Files named by a path, a glob, a folder (its files, sorted) or a list of those (``storage.find_files``)."""
+    return find_files(paths, on_empty=lambda folder: f"{folder}: no files in this folder")
 
 
 # --- null ----------------------------------------------------------------------------------------
@@ -300,7 +287,9 @@ class ParquetSink(Sink):
         self._writer: Any = None
         self._writer_schema: Any = None
         self._spool: SpoolingFile | None = None
+        self._atomic: AtomicFile | None = None  # a part file being written, under its temporary name
         self._closing: SpoolingFile | None = None  # a finished file whose bytes are still spooled
+        self._closing_atomic: AtomicFile | None = None  # ... and, for a part, its rename still to do
         self._part_rows = 0
         self._part_index = 0
         self._file_index = 0
@@ -405,14 +394,15 @@ class ParquetSink(Sink):
         if self.parts:
             self._part_index += 1
             final = Path(self.template.replace("{part}", f"{self._run_tag}-{self._part_index:05d}"))
-            self.path = final.with_name(f".{final.name}.inprogress")
+            self._atomic = AtomicFile(final)
+            self.path, spool = self._atomic.temp, self._atomic.file
         else:
             self._file_index += 1
             base = Path(self.template)
             self.path = base if self._file_index == 1 else base.with_name(
                 f"{base.stem}-{self._file_index}{base.suffix}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        spool = SpoolingFile(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            spool = SpoolingFile(self.path)
         self._writer = pq.ParquetWriter(spool, schema, compression=self.compression)
         self._spool, self._writer_schema = spool, schema
 
@@ -423,20 +413,20 @@ class ParquetSink(Sink):
             return
         writer.close()
         self._closing, self._spool = self._spool, None
+        self._closing_atomic, self._atomic = self._atomic, None
         self._finish_closing()
 
     def _finish_closing(self) -> None:
         spool = self._closing
         if spool is None:
             return
-        spool.fsync()  # raises while the disk is full: the next flush resumes here
-        spool.close()
-        path = spool.path
-        if self.parts:
-            final = path.with_name(path.name[1:-len(".inprogress")])
-            if path.exists() or not final.exists():  # a retry after the rename went through: do not redo it
-                os.replace(path, final)
-            path = final
+        if self._closing_atomic is not None:  # a part: fsync, rename into place (resumable)
+            path = self._closing_atomic.commit(fsync=True)
+            self._closing_atomic = None
+        else:
+            spool.fsync()  # raises while the disk is full: the next flush resumes here
+            spool.close()
+            path = spool.path
         self._closing = None
         self.files.append(path)
         self._part_rows = 0

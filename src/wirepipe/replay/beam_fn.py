@@ -128,8 +128,11 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
     import pyarrow.parquet as pq
 
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    final = join(folder, f"part-{position:012d}.parquet")
-    temp = join(folder, f".part-{position:012d}.{uuid.uuid4().hex[:8]}.parquet.inprogress")
+    from ..storage import temp_path
+
+    name = f"part-{position:012d}.parquet"
+    final = join(folder, name)
+    temp = join(folder, temp_path(Path(name), owner=uuid.uuid4().hex[:8]).name)  # Beam's filesystems rename
     if "://" not in folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
     with FileSystems.create(temp) as f:
