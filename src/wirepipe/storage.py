@@ -13,6 +13,11 @@ when several processes write into one folder and a dead one's leftovers must be 
 from a live one's), through a ``SpoolingFile`` (a full disk loses nothing), then fsynced
 when asked and renamed into place. ``commit`` resumes after an error: called again, it
 goes on where it stopped and never renames twice.
+
+**Buffering tables into row groups** (``TableBuffer``): a Parquet writer makes good files
+from big row groups, and a pipeline hands it small batches. Sinks append each batch's
+table to a buffer and write from it once a row group is full; rows leave the buffer
+only once written, so a file that cannot be written now keeps them.
 """
 
 from __future__ import annotations
@@ -150,3 +155,50 @@ def write_atomic(final: str | Path, fill: Callable[[Any], None], *, owner: str |
     except BaseException:
         atomic.abort()
         raise
+
+
+# --- buffering tables into row groups ---------------------------------------------------------------
+
+
+class TableBuffer:
+    """Arrow tables waiting to be written as row groups, in order, with their row and byte counts."""
+
+    def __init__(self) -> None:
+        self.tables: list[Any] = []
+        self.rows = 0
+        self.nbytes = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.tables)
+
+    def append(self, table: Any) -> None:
+        self.tables.append(table)
+        self.rows += table.num_rows
+        self.nbytes += table.nbytes
+
+    def leading_run(self) -> tuple[int, Any]:
+        """The leading tables that share the first one's schema: (how many, concatenated).
+
+        They stay buffered until ``consume``: a write that fails leaves them in place.
+        """
+        import pyarrow as pa
+
+        tables = self.tables
+        schema = tables[0].schema
+        n = 1
+        while n < len(tables) and tables[n].schema == schema:
+            n += 1
+        return n, tables[0] if n == 1 else pa.concat_tables(tables[:n])
+
+    def consume(self, n: int, rest: Any = None) -> None:
+        """Drop the ``n`` leading tables (written); ``rest``, rows of them not written, goes back in front."""
+        taken, self.tables = self.tables[:n], self.tables[n:]
+        self.rows -= sum(t.num_rows for t in taken)
+        self.nbytes -= sum(t.nbytes for t in taken)
+        if rest is not None and rest.num_rows:
+            self.tables.insert(0, rest)
+            self.rows += rest.num_rows
+            self.nbytes += rest.nbytes
+
+    def clear(self) -> None:
+        self.tables, self.rows, self.nbytes = [], 0, 0

@@ -42,7 +42,7 @@ from ..batch import Batch, describe_error
 from ..errors import ConfigError, SinkUnavailable, WirepipeError
 from ..models import Duration, Size, Strict
 from ..spoolfile import check_writable
-from ..storage import TEMP_SUFFIX, AtomicFile, find_files
+from ..storage import TEMP_SUFFIX, AtomicFile, TableBuffer, find_files
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe.capture")
@@ -169,9 +169,7 @@ class CaptureWriter:
         self.clock = clock
         self.files: list[Path] = []  # completed files, in order
         self.records = 0  # rows appended so far (the next row's seq)
-        self._pending: list[Any] = []
-        self._pending_rows = 0
-        self._pending_bytes = 0
+        self._pending = TableBuffer()
         self._writer: Any = None
         self._file: AtomicFile | None = None  # the file being written, under its temporary name
         self._started: float | None = None  # when the current file got its first row
@@ -198,11 +196,9 @@ class CaptureWriter:
         if self._started is None:
             self._started = self.clock()
         self._pending.append(table)
-        self._pending_rows += table.num_rows
-        self._pending_bytes += table.nbytes
         self.records += table.num_rows
         try:
-            if self._pending_rows >= self._group_rows():
+            if self._pending.rows >= self._group_rows():
                 self._write_row_groups(final=False)
             if self._failed is None and (self.due() or self._size() >= self.max_file_size):
                 self._finish()
@@ -228,33 +224,27 @@ class CaptureWriter:
 
     def _size(self) -> int:
         written = self._file.file.tell() if self._file is not None else 0
-        return written + self._pending_bytes
+        return written + self._pending.nbytes
 
     def _group_rows(self) -> int:
         """Rows per row group: ``row_group_rows``, fewer when their bytes would pass ``row_group_size``."""
-        if not self._pending_rows:
+        if not self._pending.rows:
             return self.row_group_rows
-        per_row = max(1.0, self._pending_bytes / self._pending_rows)
+        per_row = max(1.0, self._pending.nbytes / self._pending.rows)
         return max(1, min(self.row_group_rows, int(self.row_group_size // per_row)))
 
     def _write_row_groups(self, *, final: bool) -> None:
         """Write pending rows as full row groups; the rest waits for more rows unless ``final``."""
-        import pyarrow as pa
-
         if not self._pending:
             return
         step = self._group_rows()
         self._open()  # before the rows leave _pending: a file that cannot be created keeps them
-        table = pa.concat_tables(self._pending)
-        self._pending = []
+        n, table = self._pending.leading_run()  # capture rows share one schema: all of them
         full = table.num_rows if final else table.num_rows // step * step
         if full:
             for start in range(0, full, step):
                 self._writer.write_table(table.slice(start, min(step, full - start)), row_group_size=step)
-        rest = table.slice(full)
-        self._pending = [rest] if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-        self._pending_bytes = rest.nbytes if rest.num_rows else 0
+        self._pending.consume(n, rest=table.slice(full))
 
     def _open(self) -> None:
         if self._writer is not None:
@@ -317,8 +307,7 @@ class CaptureWriter:
 
     def abort(self) -> None:
         """Drop the unfinished file and the rows not yet written (their records were never acknowledged)."""
-        self._pending = []
-        self._pending_rows = self._pending_bytes = 0
+        self._pending.clear()
         self._started = None
         if self._writer is not None:
             with contextlib.suppress(Exception):

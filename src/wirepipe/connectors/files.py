@@ -52,7 +52,7 @@ from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
 from ..models import Duration, Strict
 from ..spoolfile import SpoolingFile, check_writable
-from ..storage import AtomicFile, find_files
+from ..storage import AtomicFile, TableBuffer, find_files
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe")
@@ -268,7 +268,7 @@ class ParquetSink(Sink):
     """Writes Parquet in row groups of ``row_group_rows``; a file is complete after ``close``.
 
     With ``{part}`` in the path, every ``flush`` completes a part file (see the module doc).
-    Rows wait in ``_pending`` as (schema, table) until a row group is full or a flush; the
+    Rows wait in a ``TableBuffer`` until a row group is full or a flush; the
     schema of the open file changes only by starting a new file.
     """
 
@@ -281,8 +281,7 @@ class ParquetSink(Sink):
         self.path = Path(path)
         self.row_group_rows = row_group_rows
         self.compression = compression
-        self._pending: list[tuple[Any, Any]] = []  # (schema, table), in order
-        self._pending_rows = 0
+        self._pending = TableBuffer()
         self._schema: Any = None  # the schema new rows are conformed to (the newest file's)
         self._writer: Any = None
         self._writer_schema: Any = None
@@ -311,10 +310,9 @@ class ParquetSink(Sink):
         table = self._conform(table, batch)
         if table is None or not table.num_rows:
             return
-        self._pending.append((table.schema, table))
-        self._pending_rows += table.num_rows
+        self._pending.append(table)
         self.records += table.num_rows
-        if self._pending_rows >= self.row_group_rows:
+        if self._pending.rows >= self.row_group_rows:
             try:
                 self._write_pending()
             except OSError as exc:  # the rows stay pending: the next flush tries again and reports it
@@ -369,23 +367,16 @@ class ParquetSink(Sink):
 
     def _write_pending(self) -> None:
         """Write pending rows as row groups, opening a new file when the schema changed."""
-        import pyarrow as pa
-
         self._finish_closing()
         pending = self._pending
         while pending:
-            schema = pending[0][0]
-            n = 1
-            while n < len(pending) and pending[n][0] == schema:
-                n += 1
-            if self._writer is not None and self._writer_schema != schema:
+            n, table = pending.leading_run()
+            if self._writer is not None and self._writer_schema != table.schema:
                 self._end_file()
             if self._writer is None:
-                self._open_file(schema)
-            table = pa.concat_tables([t for _, t in pending[:n]])
+                self._open_file(table.schema)
             self._writer.write_table(table, row_group_size=max(self.row_group_rows, table.num_rows))
-            del pending[:n]  # taken for good only once written (into the spool: no I/O error here)
-            self._pending_rows -= table.num_rows
+            pending.consume(n)  # taken for good only once written (into the spool: no I/O error here)
             self._part_rows += table.num_rows
 
     def _open_file(self, schema: Any) -> None:
