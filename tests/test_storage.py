@@ -36,7 +36,7 @@ def test_globs_paths_and_lists_keep_their_order(tmp_path: Path) -> None:
 
 def test_what_cannot_be_read_is_named(tmp_path: Path) -> None:
     tree(tmp_path)
-    with pytest.raises(WirepipeError, match="missing.jsonl: no such file or folder"):
+    with pytest.raises(WirepipeError, match=r"missing\.jsonl: no such file or folder"):
         find_files(tmp_path / "missing.jsonl")
     with pytest.raises(WirepipeError, match="no file matches this pattern"):
         find_files(str(tmp_path / "*.avro"))
