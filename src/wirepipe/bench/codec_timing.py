@@ -20,6 +20,7 @@ from typing import Any
 
 from ..batch import Batch
 from ..codecs.formats import FORMATS
+from ..operators.base import Operator
 from ..operators.compress import Compress, Decompress
 from ..operators.framing import Pack, Unpack
 from ..operators.serialize import Deserialize, Serialize
@@ -56,7 +57,7 @@ def _chunks(values: list[Any], size: int) -> list[list[Any]]:
     return [values[i:i + size] for i in range(0, len(values), size)]
 
 
-def _timed(op: Callable[[Batch], Batch], chunks: list[list[Any]], schema: tuple[str, ...] | None
+def _timed(op: Operator, chunks: list[list[Any]], schema: tuple[str, ...] | None
            ) -> tuple[list[list[Any]], int, int, list[str]]:
     """Run ``op`` over every chunk, as a pipeline runs it; (outputs, start, end, rejection reasons)."""
     process = Pipeline(TestingSource(()), [op], name="codec-timing").process_batch
