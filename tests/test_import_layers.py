@@ -60,3 +60,21 @@ def test_the_readme_states_the_layer_order() -> None:
     readme = (SRC.parent / "README.md").read_text(encoding="utf-8")
     for names in LAYERS:
         assert " ".join(f"`{n}`" for n in names) in readme, names
+
+
+def test_source_composition_needs_no_import_from_connectors_to_pipelines() -> None:
+    """``source | op | sink`` works once the pipelines layer is loaded (it registers the builder), and
+    says what to import when it is not (connectors never import the layer above them)."""
+    import subprocess
+    import sys
+
+    code = ("from wirepipe.connectors.generate import GenerateSource\n"
+            "from wirepipe.connectors.files import NullSink\n"
+            "try:\n    GenerateSource('point', count=3) | NullSink()\n"
+            "except TypeError as exc:\n    print('refused:', exc)\n"
+            "import wirepipe.pipelines.pipeline\n"
+            "print('stats:', (GenerateSource('point', count=3) | NullSink()).run().records_out)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "refused: source | ... builds a wirepipe Pipeline: import wirepipe.pipelines.pipeline" in out.stdout
+    assert "stats: 3" in out.stdout
