@@ -6,7 +6,7 @@
 - ``nats_url``: its URL.
 - ``run_wirepipe``: run the ``wirepipe`` CLI as a subprocess (real worker processes).
 - ``tls_files``: a CA, a server certificate for 127.0.0.1 and a client certificate.
-- ``ListSink`` (a sink that keeps what it got) and ``expected(dataset, n)``.
+- ``expected(dataset, n)`` (a sink that keeps what it got: ``wirepipe.testing.TestingSink``).
 - ``nats_cluster``: a local 3-node JetStream cluster (``LocalCluster``), each node its own store
   in ``tmp_path``; ``nats_cluster.url`` is the comma-separated URL list, ``node(name).kill()``.
 """

@@ -255,12 +255,12 @@ async def test_ack_modes_settle_every_record_once_written(nats_url: str, ack: st
 
     n = 3000
     await publish(nats_url, n)
-    out = ListSink()
+    out = TestingSink()
     source = JetStreamSource("pts", durable=f"modes-{ack}", options=ConnectionOptions(nats_url), count=n,
                              batch_size=250, ack=ack)
     stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto")], out).run_async()
     assert stats.records_out == n and stats.acked == n
-    assert out.values == expected("point", n)
+    assert out.records == expected("point", n)
     nc = await nats.connect(nats_url)
     info = await nc.jetstream().consumer_info("PTS", f"modes-{ack}")
     await nc.close()
@@ -276,7 +276,7 @@ async def test_ack_all_through_a_sink_outage_acks_every_record_once_written(nats
     n = 2000
     await publish(nats_url, n)
 
-    class FailOnce(ListSink):
+    class FailOnce(TestingSink):
         failed = False
 
         async def write(self, batch: Batch) -> None:
