@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import interleave, print_table
-from wirepipe.bench.transport import Records
 from wirepipe.connectors.base import Source
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
@@ -29,6 +28,7 @@ from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSource
 
 BATCH = 1000
 
@@ -85,9 +85,9 @@ def main() -> None:
                     "hand loop (generate+encode)")
         variants = {
             "hand loop (encode only)": lambda ch=chunks: hand_ops(ch),
-            "wirepipe (encode only)": lambda ch=chunks: wirepipe_run(Records(ch, None), None),
+            "wirepipe (encode only)": lambda ch=chunks: wirepipe_run(TestingSource.from_batches(ch), None),
             "wirepipe +metrics (encode only)": lambda ch=chunks, d=dataset: wirepipe_run(
-                Records(ch, None), tmp / f"{d}-ops.parquet"),
+                TestingSource.from_batches(ch), tmp / f"{d}-ops.parquet"),
         }
         results = interleave(variants, rounds=args.rounds)
         print_table(f"{dataset}: pre-generated records -> msgpack -> zstd:fastest -> null", results,

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_metrics_overhead.py [--records 200000] [--batch-size 1000] [--rounds 7]
 
-The pipeline is ``memory source (point records) -> msgpack -> zstd:fastest -> decompress
+The pipeline is ``TestingSource (point records) -> msgpack -> zstd:fastest -> decompress
 -> deserialize -> null``: small records, so the per-batch cost of metrics weighs as much
 as it can. The source replays pre-generated batches, so record generation is not timed.
 Metrics "on" writes real Parquet parts to a temporary folder. Prints records/s of each
@@ -15,39 +15,20 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-from wirepipe.batch import Batch
-from wirepipe.connectors.base import Source
 from wirepipe.connectors.files import NullSink
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress, Decompress
 from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-
-
-class MemorySource(Source):
-    """Replays pre-built value lists as fresh batches (operators replace columns, never mutate them)."""
-
-    type = "memory"
-    stage = "read"
-
-    def __init__(self, chunks: list[list[dict[str, int]]]) -> None:
-        super().__init__()
-        self.chunks = chunks
-
-    async def batches(self) -> AsyncIterator[Batch]:
-        seq = 0
-        for values in self.chunks:
-            yield Batch(values, meta={"seq": list(range(seq, seq + len(values)))}, raw_nbytes=8 * len(values))
-            seq += len(values)
+from wirepipe.testing import TestingSource
 
 
 def run_once(chunks: list[list[dict[str, int]]], metrics: Path | None) -> tuple[float, float]:
     """(records per wall second, records per CPU second of this process)."""
     ops = [Serialize("msgpack"), Compress("zstd", "fastest"), Decompress("zstd"), Deserialize("msgpack")]
-    pipe = Pipeline(MemorySource(chunks), ops, NullSink(), name="overhead", metrics=metrics)
+    pipe = Pipeline(TestingSource.from_batches(chunks, raw_record_nbytes=8), ops, NullSink(), name="overhead", metrics=metrics)
     wall, cpu = time.perf_counter(), time.process_time()
     stats = pipe.run()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -6,7 +6,7 @@
 - ``nats_url``: its URL.
 - ``run_wirepipe``: run the ``wirepipe`` CLI as a subprocess (real worker processes).
 - ``tls_files``: a CA, a server certificate for 127.0.0.1 and a client certificate.
-- ``ListSink`` (a sink that keeps what it got) and ``expected(dataset, n)``.
+- ``expected(dataset, n)`` (a sink that keeps what it got: ``wirepipe.testing.TestingSink``).
 - ``nats_cluster``: a local 3-node JetStream cluster (``LocalCluster``), each node its own store
   in ``tmp_path``; ``nats_cluster.url`` is the comma-separated URL list, ``node(name).kill()``.
 """
@@ -23,8 +23,6 @@ from typing import Any
 
 import pytest
 
-from wirepipe.batch import Batch
-from wirepipe.connectors.files import NullSink
 from wirepipe.datasets import get_dataset
 from wirepipe.server import EmbeddedServer, LocalCluster
 
@@ -133,24 +131,6 @@ def make_tls_files(folder: Path) -> dict[str, str]:
 @pytest.fixture
 def tls_files(tmp_path: Path) -> dict[str, str]:
     return make_tls_files(tmp_path / "tls")
-
-
-class ListSink(NullSink):
-    """Keeps every batch it is given (values, subjects, headers, meta) for assertions."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.values: list[Any] = []
-        self.subjects: list[Any] = []
-        self.meta: dict[str, list[Any]] = {}
-
-    async def write(self, batch: Batch) -> None:
-        await super().write(batch)
-        self.values += batch.values
-        n = len(batch.values)
-        self.subjects += batch.subjects if isinstance(batch.subjects, list) else [batch.subjects] * n
-        for k, col in batch.meta.items():
-            self.meta.setdefault(k, []).extend(col)
 
 
 def expected(dataset: str, n: int) -> list[Any]:

@@ -251,12 +251,13 @@ def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: Embedde
 
 async def test_an_ordered_consumer_holds_its_records_through_a_sink_error(nats_url: str) -> None:
     """Nothing redelivers what an ordered consumer handed over: a failed write is retried until it works."""
-    from tests.nats_fixtures import ListSink, publish_numbered
+    from tests.nats_fixtures import publish_numbered
     from wirepipe.connectors.jetstream import JetStreamSource
     from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.testing import TestingSink
 
-    class DiskFullThrice(ListSink):
+    class DiskFullThrice(TestingSink):
         failures = 0
 
         async def write(self, batch: Any) -> None:

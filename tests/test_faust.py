@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from wirepipe.operators.chain import chain_operators
+
 # Faust is imported inside the tests (collecting this file must not import it). The test
 # command installs the `faust` extra; without it these tests fail rather than hide.
 
@@ -66,22 +68,6 @@ def write_payloads(path: Path, values: list[bytes]) -> None:
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"value": pa.array(values, type=pa.binary())}), path)
-
-
-def collect_sink() -> Any:
-    """A sink that keeps the values it is given (typed records cannot go to Parquet or JSON)."""
-    from wirepipe.connectors.base import Sink
-
-    class CollectSink(Sink):
-        type = "collect"
-
-        def __init__(self) -> None:
-            self.values: list[Any] = []
-
-        async def write(self, batch: Any) -> None:
-            self.values += batch.values
-
-    return CollectSink()
 
 
 # Wirepipe chain -> the Faust serializer that must write the same bytes.
@@ -228,10 +214,9 @@ def test_record_with_wirepipe_serializer_round_trips(codecs: Any) -> None:
 def test_wirepipe_serialize_of_a_record_writes_what_faust_writes(codecs: Any) -> None:
     from tests.faust_records import Point, Reading
     from wirepipe.batch import Batch
-    from wirepipe.codecs.chain import Chain
 
     records = [Reading(sensor="a", value=1.0), Reading(sensor="b", value=2.5, raw=b"\x01")]
-    encode, decode = Chain.parse("msgpack|zstd").operators(schema=Reading)
+    encode, decode = chain_operators("msgpack|zstd", schema=Reading)
     batch = Batch(list(records))
     for op in encode:
         batch = op(batch)
@@ -242,7 +227,7 @@ def test_wirepipe_serialize_of_a_record_writes_what_faust_writes(codecs: Any) ->
 
     points = [Point(x=1, y=2)]
     batch = Batch(list(points))
-    for op in Chain.parse("msgpack|zstd").operators()[0]:
+    for op in chain_operators("msgpack|zstd")[0]:
         batch = op(batch)
     assert batch.values == [points[0].dumps()]
 
@@ -276,11 +261,13 @@ def test_deserialize_schema_record_gives_typed_records_from_faust_bytes(codecs: 
           - deserialize: {{format: msgpack, schema: "tests.faust_records:Transaction"}}
     """))
     pipeline = load_pipeline(path)
-    pipeline.sink = sink = collect_sink()
+    from wirepipe.testing import TestingSink
+
+    pipeline.sink = sink = TestingSink()  # typed records cannot go to Parquet or JSON
     stats = pipeline.run()
     assert stats.rejected == 0
-    assert all(type(v) is Transaction for v in sink.values)
-    assert [v.asdict() for v in sink.values] == records
+    assert all(type(v) is Transaction for v in sink.records)
+    assert [v.asdict() for v in sink.records] == records
 
 
 def test_deserialize_schema_record_ignores_faust_namespace_of_unknown_class(codecs: Any) -> None:
@@ -342,7 +329,7 @@ async def test_agent_receives_values_encoded_by_wirepipe(codecs: Any) -> None:
 
     records = sample("transaction", 10)
     batch = Batch(list(records))
-    for op in Chain.parse("msgpack|zstd:19").operators()[0]:
+    for op in chain_operators("msgpack|zstd:19")[0]:
         batch = op(batch)
     published = batch.values
 
@@ -523,7 +510,6 @@ async def test_bridge_faust_agent_forwards_kafka_bytes_to_nats_for_wirepipe(code
     import nats
 
     from wirepipe.batch import Batch
-    from wirepipe.codecs.chain import Chain
 
     records = sample("transaction", 25)
     kafka_values = [codecs.dumps("msgpack|zstd", r) for r in records]  # what Faust producers wrote
@@ -558,7 +544,7 @@ async def test_bridge_faust_agent_forwards_kafka_bytes_to_nats_for_wirepipe(code
     assert [m.data for m in received] == kafka_values
     # The NATS side decodes with wirepipe's operators: a fixed chain, or by header (format: auto).
     fixed = Batch([m.data for m in received], headers=[m.headers for m in received])
-    for op in Chain.parse("msgpack|zstd").operators()[1]:
+    for op in chain_operators("msgpack|zstd")[1]:
         fixed = op(fixed)
     assert fixed.values == records and fixed.rejected == []
     from wirepipe.operators.compress import Decompress

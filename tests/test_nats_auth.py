@@ -9,7 +9,7 @@ from pathlib import Path
 import nkeys
 import pytest
 
-from tests.nats_fixtures import ListSink, run_wirepipe, wirepipe_env
+from tests.nats_fixtures import run_wirepipe, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
 from wirepipe.connectors.nats import NatsSink
@@ -19,6 +19,7 @@ from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.config import validate_config
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer, ServerTLS, User
+from wirepipe.testing import TestingSink
 
 PASSWORD = "s3cret-Pa55word-xyz"
 TOKEN = "t0ken-abcdef-123456"
@@ -37,10 +38,10 @@ async def round_trip(opts: ConnectionOptions, n: int = 50) -> int:
     name = f"AUTH{next(_streams)}"
     sink = JetStreamSink(f"auth.{name}", options=opts, stream={"name": name})
     await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack")], sink).run_async()
-    out = ListSink()
+    out = TestingSink()
     source = JetStreamSource(f"auth.{name}", durable="auth", options=opts, count=n)
     await Pipeline(source, [Deserialize("msgpack")], out).run_async()
-    return len(out.values)
+    return len(out.records)
 
 
 async def refused(opts: ConnectionOptions) -> str:

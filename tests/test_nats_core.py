@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.nats_fixtures import ListSink, expected
+from tests.nats_fixtures import expected
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import JsonlSink, NullSink
 from wirepipe.connectors.generate import GenerateSource
@@ -18,6 +18,7 @@ from wirepipe.operators.route import Subject
 from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
+from wirepipe.testing import TestingSink
 
 
 async def consume_while(source: NatsSource, pipeline: Pipeline, produce: Any) -> Any:
@@ -36,7 +37,7 @@ async def consume_while(source: NatsSource, pipeline: Pipeline, produce: Any) ->
 async def test_core_round_trip_decodes_by_headers(nats_url: str, fmt: str, codec: str) -> None:
     n = 1500
     opts = ConnectionOptions(nats_url)
-    out = ListSink()
+    out = TestingSink()
     source = NatsSource("rt.>", options=opts, count=n, batch_size=256)
     consumer = Pipeline(source, [Decompress("auto"), Deserialize("auto", schema="point")], out)
     publisher = Pipeline(GenerateSource("point", count=n, batch_size=300),
@@ -44,7 +45,7 @@ async def test_core_round_trip_decodes_by_headers(nats_url: str, fmt: str, codec
 
     stats = await consume_while(source, consumer, publisher.run_async)
     assert stats.records_out == n and stats.rejected == 0
-    assert out.values == expected("point", n)
+    assert out.records == expected("point", n)
     assert out.subjects[:3] == ["rt.0", "rt.1", "rt.2"]
     # The wire contract: Wirepipe-Sent-At arrived as sent_ns, and the consumer stamped received_ns.
     assert all(isinstance(s, int) for s in out.meta["sent_ns"])
@@ -98,7 +99,7 @@ async def test_wire_headers_and_subject_from_record_fields(nats_url: str) -> Non
 async def test_queue_group_shares_messages(nats_url: str) -> None:
     n = 2000
     opts = ConnectionOptions(nats_url)
-    sinks = [ListSink(), ListSink()]
+    sinks = [TestingSink(), TestingSink()]
     sources = [NatsSource("work", queue="workers", options=opts, duration=30) for _ in sinks]
     pipes = [Pipeline(s, [Deserialize("msgpack")], k) for s, k in zip(sources, sinks, strict=True)]
     tasks = [asyncio.ensure_future(p.run_async()) for p in pipes]
@@ -107,13 +108,13 @@ async def test_queue_group_shares_messages(nats_url: str) -> None:
     await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack")],
                    NatsSink("work", options=opts)).run_async()
     for _ in range(1000):
-        if sum(len(k.values) for k in sinks) >= n:
+        if sum(len(k.records) for k in sinks) >= n:
             break
         await asyncio.sleep(0.01)
     for s in sources:
         s.stopping.set()
     await asyncio.wait_for(asyncio.gather(*tasks), 10)
-    got = sinks[0].values + sinks[1].values
+    got = sinks[0].records + sinks[1].records
     assert len(got) == n  # each message to one member of the group, none twice
     assert sorted(got, key=lambda p: (p["x"], p["y"])) == sorted(expected("point", n), key=lambda p: (p["x"], p["y"]))
 
@@ -187,7 +188,7 @@ async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
 
 async def test_embedded_url_shares_one_server_between_pipelines() -> None:
     source = NatsSource("shared", count=100)  # no url: the process's embedded server
-    sink = ListSink()
+    sink = TestingSink()
     consumer = Pipeline(source, [Deserialize("msgpack")], sink)
 
     async def produce() -> None:

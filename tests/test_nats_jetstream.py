@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.nats_fixtures import ListSink, consumer_info, expected
+from tests.nats_fixtures import consumer_info, expected
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
@@ -21,6 +21,7 @@ from wirepipe.operators.compress import Compress, Decompress
 from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
+from wirepipe.testing import TestingSink
 
 
 async def publish(url: str, n: int, *, fmt: str = "msgpack", codec: str = "zstd", subject: str = "pts",
@@ -48,11 +49,11 @@ async def test_jetstream_round_trip(nats_url: str, fmt: str, codec: str) -> None
     sink = await publish(nats_url, n, fmt=fmt, codec=codec)
     assert sink.acked == n and sink.republished == 0
     assert (await stream_state(nats_url, "PTS")).messages == n
-    out = ListSink()
+    out = TestingSink()
     source = JetStreamSource("pts", durable="rt", options=ConnectionOptions(nats_url), count=n, batch_size=400)
     stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto", schema="point")], out).run_async()
     assert stats.records_out == n and stats.acked == n
-    assert out.values == expected("point", n)
+    assert out.records == expected("point", n)
     assert out.meta["stream_seq"] == list(range(1, n + 1))
     assert all(isinstance(s, int) for s in out.meta["sent_ns"])
     # Everything written was acknowledged: nothing is pending on the durable consumer.
@@ -78,7 +79,7 @@ async def test_sigkill_of_the_server_mid_stream_loses_nothing(nats_server: Embed
     sink = JetStreamSink("fault", options=opts, stream={"name": "FAULT"}, ack_timeout=1.0)
     publisher = Pipeline(GenerateSource("point", count=n, rate=8000, batch_size=200),
                          [Serialize("msgpack")], sink, name="fault-pub")
-    out = ListSink()
+    out = TestingSink()
     source = JetStreamSource("fault", stream="FAULT", durable="fault-consumer", options=opts, batch_size=500,
                              heartbeat=1.0, expires=5.0, ack_wait=5.0, duration=120)
     consumer = Pipeline(source, [Deserialize("msgpack")], out, flush_interval=0.2)
@@ -107,7 +108,7 @@ async def test_sigkill_of_the_server_mid_stream_loses_nothing(nats_server: Embed
     assert set(seqs) == set(range(1, n + 1))  # none missing
     duplicates = len(seqs) - len(set(seqs))  # redeliveries after the restart are counted, not lost
     assert duplicates >= 0
-    assert sorted(out.values, key=lambda p: (p["x"], p["y"])) != []
+    assert sorted(out.records, key=lambda p: (p["x"], p["y"])) != []
 
 
 async def test_poison_records_go_to_a_dead_letter_subject_and_are_terminated(nats_url: str) -> None:
@@ -123,14 +124,14 @@ async def test_poison_records_go_to_a_dead_letter_subject_and_are_terminated(nat
     dlq = await nc.subscribe("dlq.>")
     await nc.flush()
 
-    out = ListSink()
+    out = TestingSink()
     opts = ConnectionOptions(nats_url)
     source = JetStreamSource(stream="MIXED", durable="mixed", options=opts, count=52, batch_size=10,
                              max_deliver=3)
     stats = await Pipeline(source, [Deserialize("auto")], out,
                            dead_letter=NatsSink("dlq.{subject}", options=opts)).run_async()
     assert stats.rejected == 2 and stats.records_out == 50  # the pipeline carried on
-    assert [v["x"] for v in out.values] == list(range(50))
+    assert [v["x"] for v in out.records] == list(range(50))
     dead = [await dlq.next_msg(timeout=5) for _ in range(2)]
     assert [m.data for m in dead] == poison  # the original payloads
     assert all(m.subject == "dlq.mixed" for m in dead)
@@ -149,7 +150,7 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
 
     await publish(nats_url, 20, codec="none")
 
-    class Flaky(ListSink):
+    class Flaky(TestingSink):
         """Fails while ``broken`` is set."""
 
         def __init__(self) -> None:
@@ -165,7 +166,7 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
 
     opts = ConnectionOptions(nats_url)
     flaky = Flaky()
-    dead = ListSink()
+    dead = TestingSink()
     source = JetStreamSource("pts", durable="flaky", options=opts, count=20, batch_size=20, max_deliver=2,
                              ack_wait=1.0)
     pipe = Pipeline(source, [Deserialize("msgpack")], flaky, dead_letter=dead)
@@ -180,8 +181,8 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
     await asyncio.sleep(3.0)  # three times ack_wait: the held records must not come back
     flaky.broken = False
     stats = await asyncio.wait_for(task, 30)
-    assert stats.sink_errors >= 3 and stats.nacked == 0 and stats.rejected == 0 and not dead.values
-    assert sorted(v["x"] for v in flaky.values) == sorted(p["x"] for p in expected("point", 20))
+    assert stats.sink_errors >= 3 and stats.nacked == 0 and stats.rejected == 0 and not dead.rejects and not dead.records
+    assert sorted(v["x"] for v in flaky.records) == sorted(p["x"] for p in expected("point", 20))
     assert pipe.sink_error is None and source.in_progress_sent >= 20
     info = await consumer_info(nats_url, "PTS", "flaky")
     assert info.num_redelivered == 0 and info.num_ack_pending == 0 and info.delivered.consumer_seq == 20
@@ -190,13 +191,13 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
 async def test_ordered_consumer_replays_from_a_sequence_and_a_time(nats_url: str) -> None:
     await publish(nats_url, 1000)
     opts = ConnectionOptions(nats_url)
-    out = ListSink()
+    out = TestingSink()
     source = JetStreamSource("pts", options=opts, ordered=True, deliver="by_start_sequence", start_seq=901,
                              stop_at_end=True)
     stats = await Pipeline(source, [Decompress("zstd"), Deserialize("msgpack")], out).run_async()
     assert stats.records_out == 100
     assert out.meta["stream_seq"] == list(range(901, 1001))
-    assert out.values == expected("point", 1000)[900:]
+    assert out.records == expected("point", 1000)[900:]
 
     future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
     source = JetStreamSource("pts", options=opts, ordered=True, deliver="by_start_time", start_time=future,
@@ -254,12 +255,12 @@ async def test_ack_modes_settle_every_record_once_written(nats_url: str, ack: st
 
     n = 3000
     await publish(nats_url, n)
-    out = ListSink()
+    out = TestingSink()
     source = JetStreamSource("pts", durable=f"modes-{ack}", options=ConnectionOptions(nats_url), count=n,
                              batch_size=250, ack=ack)
     stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto")], out).run_async()
     assert stats.records_out == n and stats.acked == n
-    assert out.values == expected("point", n)
+    assert out.records == expected("point", n)
     nc = await nats.connect(nats_url)
     info = await nc.jetstream().consumer_info("PTS", f"modes-{ack}")
     await nc.close()
@@ -275,7 +276,7 @@ async def test_ack_all_through_a_sink_outage_acks_every_record_once_written(nats
     n = 2000
     await publish(nats_url, n)
 
-    class FailOnce(ListSink):
+    class FailOnce(TestingSink):
         failed = False
 
         async def write(self, batch: Batch) -> None:

@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.nats_fixtures import (
-    ListSink,
     consumer_info,
     publish_numbered,
     run_wirepipe,
@@ -27,6 +26,7 @@ from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.serialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
+from wirepipe.testing import TestingSink
 
 TESTS = Path(__file__).parent
 
@@ -116,12 +116,12 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
 async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
     await publish_numbered(nats_url, 300)
     source = JetStreamSource(stream="NUM", durable="prom", options=ConnectionOptions(nats_url), duration=30)
-    sink = ListSink()
+    sink = TestingSink()
     pipe = Pipeline(source, [Deserialize("msgpack")], sink, name="prom-test",
                     monitor={"status_interval": 0, "prometheus": {"port": 0}})
     task = asyncio.ensure_future(pipe.run_async())
     for _ in range(500):
-        if len(sink.values) >= 300 and pipe.stats.acked >= 300:
+        if len(sink.records) >= 300 and pipe.stats.acked >= 300:
             break
         await asyncio.sleep(0.01)
     base = f"http://127.0.0.1:{pipe.active_monitor.port}"
@@ -141,7 +141,7 @@ async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
                              count=1500)
     high = {"buffer": 0, "requested": 0, "queue": 0}
 
-    class SlowSink(ListSink):
+    class SlowSink(TestingSink):
         async def write(self, batch: Batch) -> None:
             high["buffer"] = max(high["buffer"], len(source.buffer))
             high["requested"] = max(high["requested"], source._requested)

@@ -20,9 +20,9 @@ from wirepipe.batch import Batch
 from wirepipe.cli import app
 from wirepipe.codecs.formats import restore_bytes
 from wirepipe.connectors.capture import CaptureWriter, capture_table, plan_row_groups
+from wirepipe.connectors.pacing import LogicalClock, Pacer
 from wirepipe.datasets import get_dataset
 from wirepipe.replay import Replay, local
-from wirepipe.replay.pacing import LogicalClock, Pacer
 
 HEADERS = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
 

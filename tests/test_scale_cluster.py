@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.nats_fixtures import WIREPIPE, ListSink, wirepipe_env
+from tests.nats_fixtures import WIREPIPE, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource, StreamConfig
 from wirepipe.connectors.natsconn import ConnectionOptions, NatsConnectionConfig
@@ -19,6 +19,7 @@ from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.config import validate_config
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import LocalCluster
+from wirepipe.testing import TestingSink
 
 
 def test_url_fields_take_a_yaml_list_or_a_comma_separated_string() -> None:
@@ -105,7 +106,7 @@ async def test_sigkill_of_a_node_of_an_r3_cluster_loses_nothing(nats_cluster: Lo
     sink = JetStreamSink("r3fault", options=opts, stream={"name": "R3FAULT", "replicas": 3}, ack_timeout=2.0)
     publisher = Pipeline(GenerateSource("point", count=n, rate=6000, batch_size=200),
                          [Serialize("msgpack")], sink, name="r3-pub")
-    out = ListSink()
+    out = TestingSink()
     source = JetStreamSource("r3fault", stream="R3FAULT", durable="r3-consumer", options=opts, batch_size=500,
                              heartbeat=1.0, expires=5.0, ack_wait=5.0, duration=130)
     consumer = Pipeline(source, [Deserialize("msgpack")], out, flush_interval=0.2)
@@ -114,7 +115,7 @@ async def test_sigkill_of_a_node_of_an_r3_cluster_loses_nothing(nats_cluster: Lo
         assert not pub_task.done(), pub_task
         await asyncio.sleep(0.01)
     cons_task = asyncio.ensure_future(consumer.run_async())
-    while len(out.values) < n // 10:
+    while len(out.records) < n // 10:
         assert not cons_task.done(), cons_task
         await asyncio.sleep(0.01)
 

@@ -15,6 +15,7 @@ from .operators.compress import Compress, Decompress
 from .operators.framing import Pack, Unpack
 from .operators.serialize import Deserialize, Serialize
 from .operators.transform import Filter, Map, Select
+from .pipelines import pipeline as _pipeline  # noqa: F401 - registers ``source | ... | sink`` (Source.compose)
 
 
 def generate(dataset: str = "point", **kwargs: Any) -> GenerateSource:
@@ -39,16 +40,16 @@ def decompress(codec: str = "auto", **kwargs: Any) -> Decompress:
 
 def encode(chain: str, schema: Any = None) -> list[Any]:
     """The encode-side operators of a chain string, e.g. ``encode("msgpack|zstd:3")``."""
-    from .codecs.chain import Chain
+    from .operators.chain import chain_operators
 
-    return Chain.parse(chain).operators(schema)[0]
+    return chain_operators(chain, schema)[0]
 
 
 def decode(chain: str, schema: Any = None) -> list[Any]:
     """The decode-side operators of a chain string."""
-    from .codecs.chain import Chain
+    from .operators.chain import chain_operators
 
-    return Chain.parse(chain).operators(schema)[1]
+    return chain_operators(chain, schema)[1]
 
 
 def map_values(function: Any) -> Map:

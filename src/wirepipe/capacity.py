@@ -187,9 +187,10 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     from .batch import Batch
     from .codecs.chain import Chain
     from .datasets import get_dataset
+    from .operators.chain import chain_operators
 
     parsed = Chain.parse(chain)
-    encode_ops, decode_ops = parsed.operators(None)
+    encode_ops, decode_ops = chain_operators(parsed, None)
     values = get_dataset(dataset).sample(records)
     chunks = [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
     stages: dict[str, float] = {}

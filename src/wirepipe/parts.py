@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import WirepipeError
+from .storage import write_atomic
 
 PART = re.compile(r"^part-(?P<run>[A-Za-z0-9_.-]+?)-(?P<first>\d{6,})-(?P<last>\d{6,})\.parquet$")
-_TEMP = re.compile(r"^\.part-.*\.(?P<pid>\d+)\.tmp$")
+# A part being written: ``storage.temp_path(final, owner=pid)``; ``.tmp`` is what versions before it left.
+_TEMP = re.compile(r"^\.part-.*\.(?P<pid>\d+)\.(inprogress|tmp)$")
 _MERGE_ROW_GROUP = 65536
 log = logging.getLogger("wirepipe")
 
@@ -97,7 +99,7 @@ def clean_folder(folder: Path) -> None:
     for q in {q.path for p in parts for q in parts if p.covers(q)}:
         with contextlib.suppress(FileNotFoundError):
             q.unlink()
-    for f in folder.glob(".part-*.tmp"):
+    for f in folder.glob(".part-*"):
         m = _TEMP.match(f.name)
         if m is not None and not _alive(int(m["pid"])):
             with contextlib.suppress(FileNotFoundError):
@@ -238,12 +240,8 @@ class PartWriter:
     def _write_atomic(self, path: Path, fill: Any) -> None:
         import pyarrow.parquet as pq
 
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with pq.ParquetWriter(str(tmp), self.schema, compression=self.compression) as writer:
+        def write(file: Any) -> None:
+            with pq.ParquetWriter(file, self.schema, compression=self.compression) as writer:
                 fill(writer)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            raise
+
+        write_atomic(path, write, owner=os.getpid())  # not fsynced: see the module doc

@@ -197,14 +197,14 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
     """Core NATS cannot redeliver: a failing sink holds the batch and retries (backpressure), never drops it."""
     import nats
 
-    from tests.nats_fixtures import ListSink
     from wirepipe.batch import Batch
     from wirepipe.connectors.nats import NatsSource
     from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.pipelines.monitor import MetricsCollector, snapshot
     from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.testing import TestingSink
 
-    class FullDisk(ListSink):
+    class FullDisk(TestingSink):
         broken = True
 
         async def write(self, batch: Batch) -> None:
@@ -238,7 +238,7 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
     await asyncio.sleep(2.0)
     sink.broken = False
     stats = await asyncio.wait_for(task, 40)
-    got = [int.from_bytes(v, "big") for v in sink.values]
+    got = [int.from_bytes(v, "big") for v in sink.records]
     print("core NATS, sink down 2 s:", {"sent": n, "received": len(got), "lost": n - len(set(got)),
                                          "duplicated": len(got) - len(set(got))})
     assert got == list(range(n)), "every record once, in order"

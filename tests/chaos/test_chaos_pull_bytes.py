@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.nats_fixtures import ListSink
 from wirepipe.connectors.jetstream import JetStreamSource
 from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
+from wirepipe.testing import TestingSink
 
 
 async def _fill(url: str, n: int, size: int) -> list[str]:
@@ -40,12 +40,12 @@ async def test_large_messages_are_pulled_without_disconnects_or_stalls(tmp_path:
     n, size = 240, 512 * 1024  # 120 MiB: two default batches' worth of pull would ask for ~1 GB
     with EmbeddedServer(store_dir=tmp_path / "js", max_payload=1024 * 1024) as server:
         digests = await _fill(server.url, n, size)
-        sink = ListSink()
+        sink = TestingSink()
         # ack_wait is long: a pull the server gave up on would stall the run for minutes (the test times out)
         source = JetStreamSource("big", stream="BIG", durable="big", options=ConnectionOptions(server.url),
                                  count=n, ack_wait=300, pending_bytes_limit=16 * 1024 * 1024)
         stats = await Pipeline(source, [], sink, name="big").run_async()
     assert stats.records_out == n and stats.acked == n
-    assert [hashlib.sha256(v).hexdigest() for v in sink.values] == digests
+    assert [hashlib.sha256(v).hexdigest() for v in sink.records] == digests
     assert source.conn.stats.disconnects == 0 and source.repulls == 0
     assert source.nacked == 0

@@ -58,7 +58,6 @@ def test_a_cyclic_value_in_a_typed_column_is_rejected_not_a_crash(tmp_path: Path
     """Once a column has a type, conversion is typed (no inference); a cycle there must still be refused."""
     import asyncio
 
-    from wirepipe.batch import Batch
 
     cycle: list = []
     cycle.append(cycle)
@@ -66,16 +65,12 @@ def test_a_cyclic_value_in_a_typed_column_is_rejected_not_a_crash(tmp_path: Path
     dead = JsonlSink(tmp_path / "dead.jsonl")
 
     async def run() -> None:
-        from wirepipe.connectors.base import Source
+        from wirepipe.testing import TestingSource
 
-        class Batches(Source):
-            """Two batches: the first fixes `v` as list<int64>, the second holds the cycle."""
-
-            async def batches(self):  # type: ignore[no-untyped-def]
-                yield Batch([{"i": 0, "v": [1, 2]}])
-                yield Batch([{"i": 1, "v": [3]}, {"i": 2, "v": cycle}, {"i": 3, "v": []}])
-
-        stats = await Pipeline(Batches(), [], sink, dead_letter=dead).run_async()
+        # Two batches: the first fixes `v` as list<int64>, the second holds the cycle.
+        batches = TestingSource.from_batches([[{"i": 0, "v": [1, 2]}],
+                                              [{"i": 1, "v": [3]}, {"i": 2, "v": cycle}, {"i": 3, "v": []}]])
+        stats = await Pipeline(batches, [], sink, dead_letter=dead).run_async()
         assert stats.rejected == 1 and stats.records_out == 3
 
     asyncio.run(run())

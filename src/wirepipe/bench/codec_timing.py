@@ -20,9 +20,12 @@ from typing import Any
 
 from ..batch import Batch
 from ..codecs.formats import FORMATS
+from ..operators.base import Operator
 from ..operators.compress import Compress, Decompress
 from ..operators.framing import Pack, Unpack
 from ..operators.serialize import Deserialize, Serialize
+from ..pipelines.pipeline import Pipeline
+from ..testing import TestingSource
 from .data import BenchData
 from .plan import Combo
 
@@ -54,14 +57,15 @@ def _chunks(values: list[Any], size: int) -> list[list[Any]]:
     return [values[i:i + size] for i in range(0, len(values), size)]
 
 
-def _timed(op: Callable[[Batch], Batch], chunks: list[list[Any]], schema: tuple[str, ...] | None
+def _timed(op: Operator, chunks: list[list[Any]], schema: tuple[str, ...] | None
            ) -> tuple[list[list[Any]], int, int, list[str]]:
-    """Run ``op`` over every chunk; (outputs, start, end, rejection reasons)."""
+    """Run ``op`` over every chunk, as a pipeline runs it; (outputs, start, end, rejection reasons)."""
+    process = Pipeline(TestingSource(()), [op], name="codec-timing").process_batch
     errors: list[str] = []
     start = _ns()
     out = []
     for chunk in chunks:
-        b = op(Batch(chunk, schema=schema))
+        b = process(Batch(chunk, schema=schema))
         out.append(b.values)
         if b.rejected:
             errors.append(b.rejected[0].error)

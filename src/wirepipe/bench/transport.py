@@ -26,65 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-from ..batch import Batch, Rejected
 from ..codecs.formats import FORMATS
-from ..connectors.base import Source
-from ..connectors.files import NullSink
 from ..connectors.natsconn import split_urls
 from ..errors import WirepipeError
 from ..redact import redact_url
+from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime
 from .data import BenchData
 from .plan import BenchPlan, Combo
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
-
-
-class Records(Source):
-    """The benchmark's records as batches (the operators read, never mutate, the lists)."""
-
-    type = "records"
-    stage = "generate"
-
-    def __init__(self, chunks: list[list[Any]], schema: tuple[str, ...] | None) -> None:
-        super().__init__()
-        self.chunks = chunks
-        self.schema = schema
-
-    async def batches(self) -> AsyncIterator[Batch]:
-        seq = 0
-        for chunk in self.chunks:
-            yield Batch(chunk, meta={"seq": range(seq, seq + len(chunk))}, schema=self.schema)
-            seq += len(chunk)
-
-
-class Collect(NullSink):
-    """The consumer's sink: counts, and on the first iteration keeps the decoded records to compare."""
-
-    def __init__(self, keep: bool) -> None:
-        super().__init__()
-        self.keep = keep
-        self.values: list[Any] = []
-
-    async def write(self, batch: Batch) -> None:
-        self.records += len(batch.values)
-        if self.keep:
-            self.values += batch.values
-
-
-class FirstErrors(NullSink):
-    """A dead-letter sink that keeps the first reasons (why a publisher refused records)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.errors: list[str] = []
-
-    async def write_rejected(self, rejected: list[Rejected]) -> None:
-        self.records += len(rejected)
-        self.errors += [f"{r.stage}: {r.error}" for r in rejected[: max(0, 3 - len(self.errors))]]
 
 
 def _operators(combo: Combo, schema: tuple[str, ...] | None,
@@ -121,7 +75,7 @@ def _stage_total(rows: Any, stage: str) -> tuple[int, int, int | None]:
 
 
 def _publisher(url: str, transport: str, subject: str, data: BenchData, combo: Combo, chunks: list[list[Any]],
-               dictionaries: dict[str, str]) -> tuple[Any, Any, FirstErrors]:
+               dictionaries: dict[str, str]) -> tuple[Any, Any, TestingSink]:
     from ..connectors.natsconn import ConnectionOptions
     from ..operators.metrics import MetricsRecorder
     from ..pipelines.pipeline import Pipeline
@@ -136,9 +90,9 @@ def _publisher(url: str, transport: str, subject: str, data: BenchData, combo: C
         from ..connectors.nats import NatsSink
 
         sink = NatsSink(subject, options=options)
-    refused = FirstErrors()
+    refused = TestingSink(keep=False)  # the dead-letter destination: why the publisher refused records
     encode, _ = _operators(combo, data.fields, dictionaries)
-    pipe = Pipeline(Records(chunks, data.fields), encode, sink, name=f"{subject}-pub",
+    pipe = Pipeline(TestingSource.from_batches(chunks, schema=data.fields), encode, sink, name=f"{subject}-pub",
                     metrics=MetricsRecorder(None, flush_interval=None), dead_letter=refused, flush_interval=3600)
     return pipe, sink, refused
 
@@ -150,7 +104,8 @@ def _publish_in_child(go: Any, out: Any, *args: Any) -> None:
         go.wait(60)
         stats = asyncio.run(pipe.run_async())
         rows, _ = pipe.metrics.tables()
-        out.send(("ok", _ipc(rows), stats.records_out, stats.rejected, refused.errors, sink.name, sink.params))
+        out.send(("ok", _ipc(rows), stats.records_out, stats.rejected,
+                  [f"{r.stage}: {r.error}" for r in refused.rejects[:3]], sink.name, sink.params))
     except BaseException as exc:  # reported to the parent, which fails the combination with it
         out.send(("error", f"publisher: {type(exc).__name__}: {exc}"))
     finally:
@@ -225,7 +180,7 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     if received < n:
         raise WirepipeError(f"{n - received} of {n} records did not arrive"
                             + (" (core NATS is at-most-once: a slow consumer drops)" if transport == "nats" else ""))
-    if verify and consumer.sink.values != values:
+    if verify and consumer.sink.records != values:
         raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order)")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
@@ -259,7 +214,7 @@ def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Co
         source = NatsSource(subject, options=options, count=messages, pending_msgs_limit=messages + 16,
                             pending_bytes_limit=1 << 34)
     _, decode = _operators(combo, data.fields, dictionaries)
-    pipe = Pipeline(source, decode, Collect(keep=verify), name=f"{subject}-con",
+    pipe = Pipeline(source, decode, TestingSink(keep=verify), name=f"{subject}-con",
                     metrics=MetricsRecorder(None, flush_interval=None), flush_interval=0.2)
     return pipe, source
 

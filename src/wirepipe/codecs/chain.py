@@ -128,18 +128,6 @@ class Chain:
 
         return decode
 
-    def operators(self, schema: Schema = None) -> tuple[list[Any], list[Any]]:
-        """The encode-side and decode-side operators of this chain."""
-        from ..operators.compress import Compress, Decompress
-        from ..operators.serialize import Deserialize, Serialize
-
-        encode: list[Any] = [Serialize(self.format, schema=schema)] if self.format else []
-        encode += [Compress(s.name, s.level) for s in self.codecs]
-        decode: list[Any] = [Decompress(s.name) for s in reversed(self.codecs)]
-        if self.format:
-            decode.append(Deserialize(self.format, schema=schema))
-        return encode, decode
-
 
 def _codec_names() -> list[str]:
     from .compression import CODECS

@@ -14,7 +14,7 @@ written so far durable (or sent), ``close`` flushes and releases the resource.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
 from ..batch import Batch, Rejected
@@ -104,11 +104,16 @@ class Source:
         """True when the source waits for acks to go on (it read its ``count``): commit without delay."""
         return False
 
+    # The pipelines layer (above this one) registers how ``source | ...`` becomes a ``Pipeline``:
+    # sources do not import the run loop. ``wirepipe.pipelines.pipeline`` sets it at import.
+    compose: ClassVar[Callable[[Source], Any] | None] = None
+
     def __or__(self, other: Any) -> Any:
         """``source | op | ... | sink`` builds a ``Pipeline``."""
-        from ..pipelines.pipeline import Pipeline
-
-        return Pipeline(self) | other
+        if Source.compose is None:
+            raise TypeError("source | ... builds a wirepipe Pipeline: import wirepipe.pipelines.pipeline first "
+                            "(wirepipe.Pipeline and the wirepipe factories do)")
+        return Source.compose(self) | other
 
 
 class Sink:
@@ -134,7 +139,7 @@ class Sink:
     async def write_rejected(self, rejected: list[Rejected]) -> None:
         """Write dead letters (this sink is a ``dead_letter`` destination): envelopes by default,
         the original payloads with stage/error headers for NATS sinks."""
-        from ..pipelines.pipeline import dead_letter_batch
+        from ..deadletter import dead_letter_batch
 
         await self.write(dead_letter_batch(rejected))
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
 import json
 import logging
 import os
@@ -41,15 +40,15 @@ from pydantic import Field, field_validator
 
 from ..batch import Batch, describe_error
 from ..errors import ConfigError, SinkUnavailable, WirepipeError
-from ..pipelines.models import Duration, Size, Strict
-from ..spoolfile import SpoolingFile, check_writable
+from ..models import Duration, Size, Strict
+from ..spoolfile import check_writable
+from ..storage import TEMP_SUFFIX, AtomicFile, TableBuffer, find_files
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe.capture")
 
 SENT_AT = "Wirepipe-Sent-At"
 FORMAT_VERSION = 1
-TEMP_SUFFIX = ".inprogress"
 
 CAPTURE_COLUMNS: dict[str, str] = {
     "seq": "record number in the capture written by one sink, from 0, continuing across its rotated files",
@@ -170,13 +169,9 @@ class CaptureWriter:
         self.clock = clock
         self.files: list[Path] = []  # completed files, in order
         self.records = 0  # rows appended so far (the next row's seq)
-        self._pending: list[Any] = []
-        self._pending_rows = 0
-        self._pending_bytes = 0
+        self._pending = TableBuffer()
         self._writer: Any = None
-        self._temp: Path | None = None
-        self._final: Path | None = None
-        self._spool: SpoolingFile | None = None
+        self._file: AtomicFile | None = None  # the file being written, under its temporary name
         self._started: float | None = None  # when the current file got its first row
         self._index = 0
         self._last_stamp = ""
@@ -201,11 +196,9 @@ class CaptureWriter:
         if self._started is None:
             self._started = self.clock()
         self._pending.append(table)
-        self._pending_rows += table.num_rows
-        self._pending_bytes += table.nbytes
         self.records += table.num_rows
         try:
-            if self._pending_rows >= self._group_rows():
+            if self._pending.rows >= self._group_rows():
                 self._write_row_groups(final=False)
             if self._failed is None and (self.due() or self._size() >= self.max_file_size):
                 self._finish()
@@ -230,39 +223,33 @@ class CaptureWriter:
                 self._note_failure(exc)
 
     def _size(self) -> int:
-        written = self._spool.tell() if self._spool is not None else 0
-        return written + self._pending_bytes
+        written = self._file.file.tell() if self._file is not None else 0
+        return written + self._pending.nbytes
 
     def _group_rows(self) -> int:
         """Rows per row group: ``row_group_rows``, fewer when their bytes would pass ``row_group_size``."""
-        if not self._pending_rows:
+        if not self._pending.rows:
             return self.row_group_rows
-        per_row = max(1.0, self._pending_bytes / self._pending_rows)
+        per_row = max(1.0, self._pending.nbytes / self._pending.rows)
         return max(1, min(self.row_group_rows, int(self.row_group_size // per_row)))
 
     def _write_row_groups(self, *, final: bool) -> None:
         """Write pending rows as full row groups; the rest waits for more rows unless ``final``."""
-        import pyarrow as pa
-
         if not self._pending:
             return
         step = self._group_rows()
         self._open()  # before the rows leave _pending: a file that cannot be created keeps them
-        table = pa.concat_tables(self._pending)
-        self._pending = []
+        n, table = self._pending.leading_run()  # capture rows share one schema: all of them
         full = table.num_rows if final else table.num_rows // step * step
         if full:
             for start in range(0, full, step):
                 self._writer.write_table(table.slice(start, min(step, full - start)), row_group_size=step)
-        rest = table.slice(full)
-        self._pending = [rest] if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-        self._pending_bytes = rest.nbytes if rest.num_rows else 0
+        self._pending.consume(n, rest=table.slice(full))
 
     def _open(self) -> None:
         if self._writer is not None:
             return
-        if self._spool is not None:
+        if self._file is not None:
             self._complete()  # the previous file first
         import pyarrow.parquet as pq
 
@@ -271,14 +258,11 @@ class CaptureWriter:
         stamp = self._last_stamp = max(stamp, self._last_stamp)  # names keep capture order if the clock steps back
         while True:
             self._index += 1
-            name = f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
-            final = self.folder / name
-            temp = self.folder / f".{name}{TEMP_SUFFIX}"
-            if not final.exists() and not temp.exists():
+            final = self.folder / f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
+            if AtomicFile.free(final):
                 break
-        spool = SpoolingFile(temp)
-        self._final, self._temp, self._spool = final, temp, spool
-        self._writer = pq.ParquetWriter(spool, self.schema(), compression=self.compression)
+        self._file = AtomicFile(final)
+        self._writer = pq.ParquetWriter(self._file.file, self.schema(), compression=self.compression)
 
     def finish_file(self) -> Path | None:
         """Write what is pending and complete the current file; returns its final path.
@@ -299,7 +283,7 @@ class CaptureWriter:
 
     def _finish(self) -> Path | None:
         done = None
-        if self._spool is not None and self._writer is None:
+        if self._file is not None and self._writer is None:
             done = self._complete()  # a file finished before, not all on disk yet: its rows come first
         self._write_row_groups(final=True)
         self._started = None
@@ -311,18 +295,9 @@ class CaptureWriter:
 
     def _complete(self) -> Path:
         """Get the finished file's bytes to disk, fsync, rename it into place (resumable after an error)."""
-        spool = self._spool
-        assert spool is not None
-        if not spool.closed:
-            spool.fsync() if self.fsync else spool.drain()
-            spool.close()
-        temp, final = self._temp, self._final
-        assert temp is not None and final is not None
-        if temp.exists() or not final.exists():  # a retry after the rename went through: do not redo it
-            os.rename(temp, final)
-        if self.fsync:
-            _fsync(self.folder)
-        self._temp = self._final = self._spool = None
+        assert self._file is not None
+        final = self._file.commit(fsync=self.fsync)
+        self._file = None
         self.files.append(final)
         log.debug("capture file complete: %s", final)
         return final
@@ -332,27 +307,15 @@ class CaptureWriter:
 
     def abort(self) -> None:
         """Drop the unfinished file and the rows not yet written (their records were never acknowledged)."""
-        self._pending = []
-        self._pending_rows = self._pending_bytes = 0
+        self._pending.clear()
         self._started = None
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
             self._writer = None
-        if self._spool is not None:
-            self._spool.abandon()
-            self._spool = None
-        if self._temp is not None:
-            self._temp.unlink(missing_ok=True)
-            self._temp = self._final = None
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        if self._file is not None:
+            self._file.abort()
+            self._file = None
 
 
 class CaptureSink(Sink):
@@ -477,31 +440,11 @@ class CaptureSinkConfig(Strict):
 def capture_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The capture files named by files, folders (recursively, in name order) and globs, in capture order.
 
-    Hidden files, among them the ``.inprogress`` files of a running capture, are skipped.
+    Hidden files, among them the ``.inprogress`` files of a running capture, are skipped
+    (``storage.find_files`` is the rule).
     """
-    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    out: list[Path] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            found = [f for f in p.rglob("*.parquet")
-                     if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)]
-            if not found:
-                raise WirepipeError(f"{p}: no capture files (*.parquet) in this folder")
-            out += sorted(found, key=lambda f: f.relative_to(p).parts)
-        elif any(ch in str(item) for ch in "*?["):
-            matches = sorted(Path(m) for m in glob.glob(str(item), recursive=True))
-            if not matches:
-                raise WirepipeError(f"{item}: no file matches this pattern")
-            out += [m for m in matches if m.is_file() and not m.name.startswith(".")]
-        elif p.name.endswith(TEMP_SUFFIX):
-            raise WirepipeError(f"{p}: this capture file is still being written (or its writer died); "
-                                "replay the completed files")
-        elif not p.exists():
-            raise WirepipeError(f"{p}: no such file or folder")
-        else:
-            out.append(p)
-    return out
+    return find_files(paths, recursive=True, suffix=".parquet", what="capture file",
+                      on_empty=lambda folder: f"{folder}: no capture files (*.parquet) in this folder")
 
 
 @dataclass(frozen=True)
@@ -665,7 +608,7 @@ class CaptureSource(Source):
 
         pacer = self.pacer
         if pacer is None and self.pace == "original":
-            from ..replay.pacing import Pacer
+            from .pacing import Pacer
 
             pacer = self.pacer = Pacer(speed=self.speed, max_gap=self.max_gap)
         files: dict[str, Any] = {}

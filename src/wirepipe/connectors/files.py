@@ -37,7 +37,6 @@ A Parquet file is only readable once its footer is written, so:
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import sys
@@ -51,29 +50,17 @@ from pydantic import Field
 from ..batch import Batch, describe_error
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
-from ..pipelines.models import Duration, Strict
+from ..models import Duration, Strict
 from ..spoolfile import SpoolingFile, check_writable
+from ..storage import AtomicFile, TableBuffer, find_files
 from .base import Sink, Source
 
 log = logging.getLogger("wirepipe")
 
 
 def _expand(paths: str | list[str]) -> list[Path]:
-    """Files named by a path, a glob, a folder (its files, sorted) or a list of those."""
-    items = [paths] if isinstance(paths, str) else list(paths)
-    out: list[Path] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            out += sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
-        elif any(ch in item for ch in "*?["):
-            out += sorted(Path(m) for m in glob.glob(item))
-        else:
-            out.append(p)
-    missing = [str(p) for p in out if not p.exists()]
-    if missing or not out:
-        raise WirepipeError(f"no such file: {', '.join(missing) or items}")
-    return out
+    """Files named by a path, a glob, a folder (its files, sorted) or a list of those (``storage.find_files``)."""
+    return find_files(paths, on_empty=lambda folder: f"{folder}: no files in this folder")
 
 
 # --- null ----------------------------------------------------------------------------------------
@@ -281,7 +268,7 @@ class ParquetSink(Sink):
     """Writes Parquet in row groups of ``row_group_rows``; a file is complete after ``close``.
 
     With ``{part}`` in the path, every ``flush`` completes a part file (see the module doc).
-    Rows wait in ``_pending`` as (schema, table) until a row group is full or a flush; the
+    Rows wait in a ``TableBuffer`` until a row group is full or a flush; the
     schema of the open file changes only by starting a new file.
     """
 
@@ -294,13 +281,14 @@ class ParquetSink(Sink):
         self.path = Path(path)
         self.row_group_rows = row_group_rows
         self.compression = compression
-        self._pending: list[tuple[Any, Any]] = []  # (schema, table), in order
-        self._pending_rows = 0
+        self._pending = TableBuffer()
         self._schema: Any = None  # the schema new rows are conformed to (the newest file's)
         self._writer: Any = None
         self._writer_schema: Any = None
         self._spool: SpoolingFile | None = None
+        self._atomic: AtomicFile | None = None  # a part file being written, under its temporary name
         self._closing: SpoolingFile | None = None  # a finished file whose bytes are still spooled
+        self._closing_atomic: AtomicFile | None = None  # ... and, for a part, its rename still to do
         self._part_rows = 0
         self._part_index = 0
         self._file_index = 0
@@ -322,10 +310,9 @@ class ParquetSink(Sink):
         table = self._conform(table, batch)
         if table is None or not table.num_rows:
             return
-        self._pending.append((table.schema, table))
-        self._pending_rows += table.num_rows
+        self._pending.append(table)
         self.records += table.num_rows
-        if self._pending_rows >= self.row_group_rows:
+        if self._pending.rows >= self.row_group_rows:
             try:
                 self._write_pending()
             except OSError as exc:  # the rows stay pending: the next flush tries again and reports it
@@ -380,23 +367,16 @@ class ParquetSink(Sink):
 
     def _write_pending(self) -> None:
         """Write pending rows as row groups, opening a new file when the schema changed."""
-        import pyarrow as pa
-
         self._finish_closing()
         pending = self._pending
         while pending:
-            schema = pending[0][0]
-            n = 1
-            while n < len(pending) and pending[n][0] == schema:
-                n += 1
-            if self._writer is not None and self._writer_schema != schema:
+            n, table = pending.leading_run()
+            if self._writer is not None and self._writer_schema != table.schema:
                 self._end_file()
             if self._writer is None:
-                self._open_file(schema)
-            table = pa.concat_tables([t for _, t in pending[:n]])
+                self._open_file(table.schema)
             self._writer.write_table(table, row_group_size=max(self.row_group_rows, table.num_rows))
-            del pending[:n]  # taken for good only once written (into the spool: no I/O error here)
-            self._pending_rows -= table.num_rows
+            pending.consume(n)  # taken for good only once written (into the spool: no I/O error here)
             self._part_rows += table.num_rows
 
     def _open_file(self, schema: Any) -> None:
@@ -405,14 +385,15 @@ class ParquetSink(Sink):
         if self.parts:
             self._part_index += 1
             final = Path(self.template.replace("{part}", f"{self._run_tag}-{self._part_index:05d}"))
-            self.path = final.with_name(f".{final.name}.inprogress")
+            self._atomic = AtomicFile(final)
+            self.path, spool = self._atomic.temp, self._atomic.file
         else:
             self._file_index += 1
             base = Path(self.template)
             self.path = base if self._file_index == 1 else base.with_name(
                 f"{base.stem}-{self._file_index}{base.suffix}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        spool = SpoolingFile(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            spool = SpoolingFile(self.path)
         self._writer = pq.ParquetWriter(spool, schema, compression=self.compression)
         self._spool, self._writer_schema = spool, schema
 
@@ -423,20 +404,20 @@ class ParquetSink(Sink):
             return
         writer.close()
         self._closing, self._spool = self._spool, None
+        self._closing_atomic, self._atomic = self._atomic, None
         self._finish_closing()
 
     def _finish_closing(self) -> None:
         spool = self._closing
         if spool is None:
             return
-        spool.fsync()  # raises while the disk is full: the next flush resumes here
-        spool.close()
-        path = spool.path
-        if self.parts:
-            final = path.with_name(path.name[1:-len(".inprogress")])
-            if path.exists() or not final.exists():  # a retry after the rename went through: do not redo it
-                os.replace(path, final)
-            path = final
+        if self._closing_atomic is not None:  # a part: fsync, rename into place (resumable)
+            path = self._closing_atomic.commit(fsync=True)
+            self._closing_atomic = None
+        else:
+            spool.fsync()  # raises while the disk is full: the next flush resumes here
+            spool.close()
+            path = spool.path
         self._closing = None
         self.files.append(path)
         self._part_rows = 0

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from ..batch import Batch
 from ..datasets import DATASETS, get_dataset
-from ..pipelines.models import Duration, Strict
+from ..models import Duration, Strict
 from .base import Source
 
 

@@ -51,7 +51,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..batch import Batch, Rejected
 from ..errors import WirepipeError
-from ..pipelines.models import Duration, Size, Strict
+from ..models import Duration, Size, Strict
 from .base import Source
 from .gaps import PUBLISHER, SEQ
 from .inbox import RawInbox

@@ -34,7 +34,7 @@ from pydantic import Field, field_validator
 
 from ..batch import Batch, Rejected
 from ..errors import ConfigError, WirepipeError
-from ..pipelines.models import Duration, Size
+from ..models import Duration, Size
 from .base import Sink, Source
 from .gaps import PUBLISHER, SEQ, STAMP_SIZE, GapCounter, PublisherStamp
 from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ..errors import WirepipeError
-from ..pipelines.models import Duration, Size, Strict
+from ..models import Duration, Size, Strict
 from ..redact import redact_secrets, redact_url
 
 log = logging.getLogger("wirepipe.nats")

@@ -8,7 +8,7 @@ parameters and its canonical string, which is what metrics rows and chains recor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from ..batch import Batch
@@ -37,9 +37,18 @@ class Operator:
 
     def __or__(self, other: Any) -> Any:
         """``op | op`` builds an operator list for a pipeline."""
-        from ..pipelines.pipeline import OperatorChain
-
         return OperatorChain([self]) | other
+
+
+class OperatorChain(list):  # type: ignore[type-arg]
+    """Operators composed with ``|`` before they meet a source."""
+
+    def __or__(self, other: Any) -> OperatorChain:
+        if isinstance(other, Operator):
+            return OperatorChain([*self, other])
+        if isinstance(other, Iterable):
+            return OperatorChain([*self, *other])
+        return NotImplemented
 
 
 def failing(error: Exception) -> Callable[[Any], Any]:

@@ -1,9 +1,11 @@
 """The metrics recorder: one row per stage per batch, one row per record for end-to-end latency.
 
-The run loop hands every batch to ``run_operators`` (which times the source, each
-operator and the sizes between them) and to ``stamp_sink`` after the sink wrote it.
-Per batch the recorder appends one tuple per stage to a list: the operator's name and
-parameters are looked up once, at ``open``, not per row. On consumers, whose batches
+The operators run in one place, ``Pipeline.process_batch``: it reads the clock once per
+stage boundary (the end of one stage is the start of the next) and hands the recorder
+the batch's boundaries, record counts and output columns (``record_batch``); the sink
+stage follows with ``stamp_sink``. The recorder sizes the columns off the clock and
+appends the batch's rows to its column buffers in bulk, one ``extend`` per column (no
+tuple per row); the operator's name and parameters are looked up once, at ``open``. On consumers, whose batches
 carry ``meta["sent_ns"]`` (from ``Wirepipe-Sent-At``) and ``meta["received_ns"]``, the
 recorder also keeps per-record latency columns (references to the batch's own lists,
 no per-record work) with the wall-clock end of the batch's last stage.
@@ -31,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..batch import Batch
+from ..batch import Batch, payload_nbytes
 
 # name: (Arrow type, meaning). The README's schema table is this dict.
 STAGE_COLUMNS: dict[str, tuple[str, str]] = {
@@ -121,6 +123,11 @@ def arrow_schema(columns: dict[str, tuple[str, str]], metadata: dict[str, str] |
                      metadata=metadata)
 
 
+def _columns() -> tuple[list[Any], ...]:
+    """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost."""
+    return ([], [], [], [], [], [], [], [], [])
+
+
 def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tuple[str, str, Any]]:
     """``(stage, operator, params)`` of every stage in run order: source, operators, sink."""
     return [(source.stage, source.name, source.params), *((op.stage, op.name, op.params) for op in operators),
@@ -143,7 +150,8 @@ class MetricsRecorder:
         self.run_id = run_id or new_run_id()
         self.rows_written = 0
         self.latency_rows_written = 0
-        self._rows: list[tuple[Any, ...]] = []
+        self._cols: tuple[list[Any], ...] = _columns()  # the stage rows, column by column
+        self._pending_nbytes: int | None = None  # payload bytes the last operator left for the sink
         self._lat: list[tuple[Any, ...]] = []
         self._lat_records = 0
         self._stages: list[tuple[str, str, str]] = []
@@ -196,34 +204,51 @@ class MetricsRecorder:
 
     # --- the hot path ----------------------------------------------------------------------------
 
-    def run_operators(self, index: int, batch: Batch, operators: Sequence[Any], start: int,
-                      end: int, lost: int | None = None, rows: list[Any] | None = None) -> tuple[Batch, int | None]:
-        """Stamp the source stage, run and stamp each operator; returns the batch and its payload bytes.
+    def record_batch(self, index: int, read: tuple[int, int], clock: Sequence[int],
+                     columns: Sequence[tuple[Sequence[Any], int]], raw_nbytes: int | None = None,
+                     lost: int | None = None) -> None:
+        """The rows of the source stage and of every operator of one batch, appended column by column.
 
-        ``rows``: append the stage rows there instead (a caller running this in a thread hands
-        them to ``add_rows`` on the event loop, where the periodic flush runs).
+        ``read`` is when the source read the batch; ``clock`` holds the stage boundaries
+        (``clock[i]`` starts operator ``i + 1``, ``clock[i + 1]`` ends it); ``columns[0]`` is
+        the values column the source gave and the length of the batch's ``rejected`` list then,
+        ``columns[i]`` the same after operator ``i``; ``raw_nbytes`` the records' declared raw
+        size (the first operator's input when the source gave objects); ``lost`` what the source
+        found lost since the previous batch (the source row's ``lost``). Payload sizes are
+        computed here, after the clock stopped. Call it on the event loop (the periodic flush
+        runs there); the operators themselves may have run in a thread.
         """
-        rows = self._rows if rows is None else rows
-        ns = time.monotonic_ns
-        nbytes = batch.nbytes()
-        rows.append((index, 0, len(batch.values), len(batch.rejected), None, nbytes, start, end, lost))
-        prev = nbytes if nbytes is not None else batch.raw_nbytes
-        for i, op in enumerate(operators, 1):
-            rejected = len(batch.rejected)
-            t0 = ns()
-            batch = op(batch)
-            t1 = ns()
-            out = batch.nbytes()
-            rows.append((index, i, len(batch.values), len(batch.rejected) - rejected, prev, out, t0, t1, None))
-            prev = out
-        return batch, prev
+        n = len(columns)
+        sizes = [payload_nbytes(values) for values, _ in columns]
+        batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col = self._cols
+        batch += [index] * n
+        step += range(n)
+        rec += [len(values) for values, _ in columns]
+        before = 0
+        for _, total in columns:
+            rej.append(total - before)
+            before = total
+        bytes_in.append(None)
+        if n > 1:
+            bytes_in.append(sizes[0] if sizes[0] is not None else raw_nbytes)
+            bytes_in += sizes[1:-1]
+        bytes_out += sizes
+        start.append(read[0])
+        start += clock[:-1]
+        end.append(read[1])
+        end += clock[1:]
+        lost_col.append(lost)
+        lost_col += [None] * (n - 1)
+        last = sizes[-1]
+        self._pending_nbytes = last if last is not None or n > 1 else raw_nbytes
 
-    def add_rows(self, rows: list[Any]) -> None:
-        self._rows.extend(rows)
+    def stamp_sink(self, index: int, batch: Batch, start: int, end: int) -> int | None:
+        """Stamp the sink stage (the last one) and, on consumers, the batch's per-record latency.
 
-    def stamp_sink(self, index: int, batch: Batch, nbytes: int | None, start: int, end: int) -> None:
-        """Stamp the sink stage (the last one) and, on consumers, the batch's per-record latency."""
-        self._rows.append((index, len(self._stages) - 1, len(batch.values), 0, nbytes, nbytes, start, end, None))
+        Returns the payload bytes the sink was given (what ``record_batch`` measured last).
+        """
+        nbytes, self._pending_nbytes = self._pending_nbytes, None
+        self._append_row(index, len(self._stages) - 1, len(batch.values), 0, nbytes, nbytes, start, end, None)
         if self.latency:
             meta = batch.meta
             sent = meta.get("sent_ns")
@@ -232,24 +257,29 @@ class MetricsRecorder:
                 self._lat.append((index, len(batch.values), meta.get("seq"), meta.get("stream_seq"), sent,
                                   meta.get("received_ns"), time.time_ns()))
                 self._lat_records += len(batch.values)
-        if len(self._rows) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
+        if len(self._cols[0]) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
             self.flush()
+        return nbytes
 
     def stamp(self, batch: int, stage: int, records: int, rejected: int, bytes_in: int | None,
               bytes_out: int | None, start_ns: int, end_ns: int) -> None:
         """One stage row, for callers that run stages themselves (``stage`` indexes ``open``'s list)."""
-        self._rows.append((batch, stage, records, rejected, bytes_in, bytes_out, start_ns, end_ns, None))
-        if len(self._rows) >= self.row_group_rows:
+        self._append_row(batch, stage, records, rejected, bytes_in, bytes_out, start_ns, end_ns, None)
+        if len(self._cols[0]) >= self.row_group_rows:
             self.flush()
+
+    def _append_row(self, *row: Any) -> None:
+        for column, value in zip(self._cols, row, strict=True):
+            column.append(value)
 
     # --- writing ---------------------------------------------------------------------------------
 
     def flush(self) -> None:
         """Write the buffered rows: one part file per table that has rows."""
-        if self._rows:
-            rows, self._rows = self._rows, []
-            self._write("stages", self._stage_table(rows))
-            self.rows_written += len(rows)
+        if self._cols[0]:
+            cols, self._cols = self._cols, _columns()
+            self._write("stages", self._stage_table(cols))
+            self.rows_written += len(cols[0])
         if self._lat:
             lat, self._lat, self._lat_records = self._lat, [], 0
             table = self._latency_table(lat)
@@ -277,11 +307,11 @@ class MetricsRecorder:
                                                       compact_parts=self.compact_parts)
         writer.write(table)
 
-    def _stage_table(self, rows: list[tuple[Any, ...]]) -> Any:
+    def _stage_table(self, cols: tuple[list[Any], ...]) -> Any:
         import pyarrow as pa
 
-        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost = zip(*rows, strict=True)
-        n = len(rows)
+        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost = cols
+        n = len(batch)
         index = pa.array(stage, pa.int32())
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
         i64 = pa.int64()

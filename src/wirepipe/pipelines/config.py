@@ -37,8 +37,8 @@ from pydantic import (
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec
 from ..codecs.formats import FORMATS
 from ..errors import ConfigError
+from ..models import Duration, Size, Strict
 from ..schema import SchemaError
-from .models import Duration, Size, Strict
 
 # --- operator entries -----------------------------------------------------------------------
 
@@ -147,9 +147,9 @@ class ChainParams(Strict):
 
 class EncodeParams(ChainParams):
     def build(self, ctx: BuildContext) -> list[Any]:
-        from ..codecs.chain import Chain
+        from ..operators.chain import chain_operators
 
-        return Chain.parse(self.chain).operators(self.schema_)[0]
+        return chain_operators(self.chain, self.schema_)[0]
 
 
 class DecodeParams(ChainParams):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import os
 import time
@@ -33,7 +32,7 @@ from typing import Any
 from ..batch import Batch, Rejected, describe_error
 from ..connectors.base import Sink, Source
 from ..errors import ConfigError, WirepipeError, is_sink_failure
-from ..operators.base import Operator
+from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
@@ -49,20 +48,24 @@ _OFFLOAD_MODE = os.environ.get("WIREPIPE_OPERATOR_OFFLOAD", "slice")
 
 
 def _apply(operators: Sequence[Operator], batch: Batch) -> Batch:
+    """The operators over a batch (``Pipeline.process_batch`` without metrics; safe in a thread)."""
     for op in operators:
         batch = op(batch)
     return batch
 
 
-class OperatorChain(list):  # type: ignore[type-arg]
-    """Operators composed with ``|`` before they meet a source."""
-
-    def __or__(self, other: Any) -> OperatorChain:
-        if isinstance(other, Operator):
-            return OperatorChain([*self, other])
-        if isinstance(other, Iterable):
-            return OperatorChain([*self, *other])
-        return NotImplemented
+def _apply_timed(operators: Sequence[Operator], batch: Batch) -> tuple[Batch, list[int], list[Any]]:
+    """The operators over a batch, with one clock read per stage boundary and each stage's output column
+    (references: operators replace columns, never mutate them) for ``MetricsRecorder.record_batch``;
+    safe in a thread."""
+    columns = [(batch.values, len(batch.rejected))]
+    ns = _ns
+    clock = [ns()]
+    for op in operators:
+        batch = op(batch)
+        clock.append(ns())
+        columns.append((batch.values, len(batch.rejected)))
+    return batch, clock, columns
 
 
 @dataclass
@@ -299,13 +302,31 @@ class Pipeline:
                 await aclose()
             await queue.put(None)
 
+    def process_batch(self, batch: Batch, index: int = 0, read: tuple[int, int] | None = None,
+                      lost: int | None = None) -> Batch:
+        """Run the operators over one batch: the one place they run (the run loop, the Beam DoFn, the bench).
+
+        With a metrics recorder (``self.metrics``) the stages are stamped: one clock read per
+        stage boundary, the end of one operator being the start of the next, and the batch's
+        rows handed over at once; ``index`` is the batch's number in the run, ``read`` when the
+        source read it and ``lost`` what the source found lost before it. The records a stage
+        rejects are in the returned ``rejected``.
+        """
+        metrics = self.metrics
+        if metrics is None:
+            return _apply(self.operators, batch)
+        raw_nbytes = batch.raw_nbytes
+        batch, clock, columns = _apply_timed(self.operators, batch)
+        metrics.record_batch(index, read or (clock[0], clock[0]), clock, columns, raw_nbytes, lost)
+        return batch
+
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         metrics = self.metrics
         index = stats.batches
         stats.batches += 1
         received = batch.values
         stats.records_in += len(received) + len(batch.rejected)
-        batch, prev = await self._run_operators(index, batch, start, end)
+        batch = await self._run_operators(index, batch, start, end)
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
@@ -324,8 +345,7 @@ class Pipeline:
             batch.rejected = []
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
-            metrics.stamp_sink(index, batch, prev, t0, t1)
-            stats.bytes_out += prev or 0
+            stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1) or 0
         n = len(batch.values)
         if not self.source.redelivers:
             # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
@@ -334,7 +354,7 @@ class Pipeline:
         self._unacked.append((batch, n))
         self._unacked_records += n
 
-    async def _run_operators(self, index: int, batch: Batch, start: int, end: int) -> tuple[Batch, int | None]:
+    async def _run_operators(self, index: int, batch: Batch, start: int, end: int) -> Batch:
         """Run the operators over a batch; on a source that loses what it does not read (core NATS), a
         pass expected to take longer than ``_OFFLOAD_NS`` runs in a thread so the event loop keeps reading
         the socket (the GIL is handed back every few ms): a consumer that keeps up on average does not
@@ -350,26 +370,21 @@ class Pipeline:
             cost = self._op_ns_per_record
             offload = cost is None or cost * len(batch.values) > _OFFLOAD_NS
         t0 = _ns()
-        if metrics is None:
-            if offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
-                batch = await self._run_sliced(ops, batch)
-            elif offload:
-                batch = await asyncio.to_thread(_apply, ops, batch)
-            else:
-                for op in ops:
-                    batch = op(batch)
-            prev = None
-        elif offload:
-            rows: list[Any] = []
-            batch, prev = await asyncio.to_thread(metrics.run_operators, index, batch, ops, start, end, delta, rows)
-            metrics.add_rows(rows)
+        if metrics is None and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
+            batch = await self._run_sliced(ops, batch)
+        elif metrics is None and offload:
+            batch = await asyncio.to_thread(_apply, ops, batch)
+        elif offload:  # timed in the thread, recorded here on the event loop (where the periodic flush runs)
+            raw_nbytes = batch.raw_nbytes
+            batch, clock, columns = await asyncio.to_thread(_apply_timed, ops, batch)
+            metrics.record_batch(index, (start, end), clock, columns, raw_nbytes, delta)
         else:
-            batch, prev = metrics.run_operators(index, batch, ops, start, end, delta)
+            batch = self.process_batch(batch, index, (start, end), delta)
         if self.source.drops_when_unread and batch.values is not None:
             n = len(batch.values) + len(batch.rejected)
             if n:
                 self._op_ns_per_record = (_ns() - t0) / n
-        return batch, prev
+        return batch
 
     async def _run_sliced(self, ops: Sequence[Operator], batch: Batch) -> Batch:
         """The operators over slices of about ``_SLICE_NS`` of work, yielding to the event loop between
@@ -534,49 +549,4 @@ def _io_errors(what: str, path: Any) -> Any:
         raise WirepipeError(f"{what}: cannot write to {where}: {exc.strerror or exc}") from None
 
 
-def dead_letter_batch(rejected: list[Rejected]) -> Batch:
-    """Rejected records as a batch any sink can write.
-
-    Values are envelopes ``{stage, operator, error, subject, seq, payload, value_json}``:
-    ``payload`` is the record as it entered the failing stage when that was bytes, and
-    ``value_json`` is the record as JSON text when it was an object (one type per
-    column, so Parquet can hold both). Per-record headers carry ``Wirepipe-Stage`` and
-    ``Wirepipe-Error`` for sinks that publish the original payload (NATS); the original
-    values are in ``meta["payload"]``.
-    """
-    from ..codecs.formats import json_default
-
-    values = []
-    headers = []
-    for r in rejected:
-        raw = r.value if isinstance(r.value, (bytes, bytearray)) else None
-        values.append({
-            "stage": r.stage,
-            "operator": r.operator,
-            "error": r.error,
-            "subject": r.subject,
-            "seq": r.meta.get("seq"),
-            "payload": bytes(raw) if raw is not None else None,
-            "value_json": None if raw is not None else _json_text(r.value, json_default),
-        })
-        headers.append({**(r.headers or {}), "Wirepipe-Stage": r.stage, "Wirepipe-Error": r.error[:1024]})
-    return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers,
-                 meta={"payload": [r.value for r in rejected]})
-
-
-def _json_text(value: Any, default: Any) -> str:
-    """The value as JSON text, or its ``repr`` when JSON cannot hold it (a cycle, a huge int...)."""
-    try:
-        return json.dumps(value, default=_safe_json(default))
-    except (ValueError, TypeError, RecursionError):
-        return repr(value)
-
-
-def _safe_json(default: Any) -> Any:
-    def encode(obj: Any) -> Any:
-        try:
-            return default(obj)
-        except TypeError:
-            return repr(obj)
-
-    return encode
+Source.compose = Pipeline  # ``source | op | sink`` (connectors sit below this layer and cannot import it)

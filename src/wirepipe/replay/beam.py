@@ -19,7 +19,7 @@ The runner is ``FnApiRunner`` unless ``--beam-option runner=...`` says otherwise
 ``DirectRunner``: it first tries to download a Prism binary). ``--beam-option key=value``
 becomes ``--key=value`` for Beam's ``PipelineOptions``, so the same command targets Flink,
 Spark or Dataflow. ``apache_beam`` is imported only here, with its import-time logging
-contained (``quiet_import``).
+contained (``beam_import.quiet_import``).
 """
 
 from __future__ import annotations
@@ -33,40 +33,12 @@ from typing import Any
 
 from ..errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
+from .beam_import import import_beam
 
 log = logging.getLogger("wirepipe.replay.beam")
 
 RESULT_SINKS = ("null", "parquet", "jsonl")
 DEFAULT_RUNNER = "FnApiRunner"
-
-
-class _Held(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@contextlib.contextmanager
-def quiet_import() -> Iterator[None]:
-    """Hold what the root logger receives while a library is imported, and replay it at DEBUG.
-
-    ``apache_beam`` logs "apitools not found" with ``logging.warning`` at import; on a root
-    logger without handlers that also installs a stderr handler for the whole process.
-    With a handler of ours in place nothing is installed and nothing leaks.
-    """
-    root = logging.getLogger()
-    saved = root.handlers[:]
-    held = _Held()
-    root.handlers = [held]
-    try:
-        yield
-    finally:
-        root.handlers = saved
-        for record in held.records:
-            log.debug("at import: %s: %s", record.name, record.getMessage())
 
 
 HARNESS_NOISE = ("INFO:", "WARNING:root:apitools not found", "WARNING:__main__:No semi_persistent_directory")
@@ -109,26 +81,6 @@ def quiet_worker_processes() -> Iterator[None]:
         os.dup2(saved, 2)  # closes the pipe's last write end: the forwarder drains and stops
         os.close(saved)
         thread.join(5)
-
-
-def import_beam() -> Any:
-    """``apache_beam``, imported quietly; a clear error when the extra is not installed."""
-    import sys
-
-    if "apache_beam" in sys.modules:
-        return sys.modules["apache_beam"]
-    try:
-        with quiet_import():
-            import apache_beam
-            import apache_beam.io.parquetio
-    except ImportError as exc:
-        raise WirepipeError(f"the Beam runner needs Apache Beam: pip install 'wirepipe[beam]' ({exc})") from None
-    # Beam reports its progress at INFO; wirepipe's output keeps its warnings and errors only.
-    if not log.isEnabledFor(logging.DEBUG):
-        logging.getLogger("apache_beam").setLevel(logging.WARNING)
-        # It relays what worker processes log, start-up warnings included; their errors still show.
-        logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
-    return apache_beam
 
 
 def pipeline_options(options: list[str]) -> Any:

@@ -1,6 +1,6 @@
 """What runs on Beam workers: the DoFn that replays one row group, and its writers.
 
-Importing this module imports ``apache_beam`` (quietly, see ``beam.import_beam``); only
+Importing this module imports ``apache_beam`` (quietly, see ``beam_import.import_beam``); only
 the Beam runner and Beam workers (when they unpickle the DoFn) import it.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WirepipeError
-from .beam import import_beam
+from .beam_import import import_beam
 
 beam = import_beam()
 
@@ -87,7 +87,7 @@ class ReplayRowGroupFn(beam.DoFn):
             write_part(join(self.output, "results"), start, results)
         if rejected and pipe.dead_letter is not None:
             from ..connectors.files import batch_table
-            from ..pipelines.pipeline import dead_letter_batch
+            from ..deadletter import dead_letter_batch
 
             write_part(join(self.output, "dead_letter"), start, [batch_table(dead_letter_batch(rejected))])
         stages, _ = recorder.tables()
@@ -113,11 +113,12 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any) -> tuple[Any, li
     t0 = ns()
     batch = batch_from_arrow(rb, position)
     t1 = ns()
-    batch, nbytes = recorder.run_operators(position, batch, pipe.operators, t0, t1)
+    pipe.metrics = recorder
+    batch = pipe.process_batch(batch, position, (t0, t1))
     t0 = ns()
     table = batch_table(batch) if batch.values and pipe.sink.type != "null" else None
     t1 = ns()
-    recorder.stamp_sink(position, batch, nbytes, t0, t1)
+    recorder.stamp_sink(position, batch, t0, t1)
     return table, batch.rejected
 
 
@@ -127,8 +128,11 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
     import pyarrow.parquet as pq
 
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    final = join(folder, f"part-{position:012d}.parquet")
-    temp = join(folder, f".part-{position:012d}.{uuid.uuid4().hex[:8]}.parquet.inprogress")
+    from ..storage import temp_path
+
+    name = f"part-{position:012d}.parquet"
+    final = join(folder, name)
+    temp = join(folder, temp_path(Path(name), owner=uuid.uuid4().hex[:8]).name)  # Beam's filesystems rename
     if "://" not in folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
     with FileSystems.create(temp) as f:

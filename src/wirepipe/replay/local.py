@@ -143,7 +143,7 @@ def _pacing_states(replay: Replay, shares: list[list[RowGroup]]) -> list[tuple[i
     import pyarrow.parquet as pq
 
     from ..connectors.capture import pace_column
-    from .pacing import Pacer
+    from ..connectors.pacing import Pacer
 
     pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap)
     states = []
@@ -237,7 +237,7 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
         pipe.source.row_groups = share
         pipe.source.count = None  # the plan is already cut at --count
         if ready is not None:
-            from .pacing import Pacer, WallClock
+            from ..connectors.pacing import Pacer, WallClock
 
             ready.wait()
             go.wait()

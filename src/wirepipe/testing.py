@@ -1,0 +1,158 @@
+"""Testing a pipeline without NATS or files: records in from a list, records out into a list.
+
+``TestingSource`` gives the pipeline the records you hand it, in batches of ``batch_size``;
+``TestingSink`` keeps what the pipeline writes, in order (``.records``, with the subjects,
+headers and meta columns beside them) and the records a stage rejected (``.rejects``, when
+it is the dead-letter destination, which ``run`` makes it by default). ``run`` runs
+``source | operators | sink`` to the end and returns the run's stats. The same run loop
+the CLI uses runs here: the batching, the operators, the dead-letter routing and the
+commits are the real ones.
+
+>>> from wirepipe.operators.transform import Map
+>>> from wirepipe.testing import TestingSink, TestingSource, run
+>>> sink = TestingSink()
+>>> stats = run(TestingSource([1, 2, 3], batch_size=2), [Map(lambda v: 10 // (v - 2))], sink)
+>>> sink.records
+[-10, 10]
+>>> [(r.stage, r.value) for r in sink.rejects]
+[('map', 2)]
+>>> stats.batches, stats.records_out, stats.rejected
+(2, 2, 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from .batch import Batch, Rejected
+from .connectors.base import Sink, Source
+from .operators.base import Operator
+from .pipelines.pipeline import Pipeline, RunStats
+
+__all__ = ["TestingSink", "TestingSource", "run", "run_async"]
+
+
+class TestingSource(Source):
+    """The given records as batches of ``batch_size`` (the last one shorter), then the end.
+
+    Each batch carries a ``seq`` meta column (the records' positions, from 0), ``subjects``
+    and ``headers`` (one for all records, or one per record) when given, ``schema``, and
+    ``raw_nbytes`` when ``raw_record_nbytes`` declares one record's raw size.
+    ``TestingSource.from_batches`` takes the batches as they are (lists, not copied): the
+    benchmarks time operators, not slicing.
+    """
+
+    __test__ = False  # a class named Testing* is not a pytest test class
+    type = "testing"
+    stage = "generate"
+
+    def __init__(self, records: Iterable[Any], batch_size: int = 1000, *,
+                 subjects: Sequence[str] | str | None = None,
+                 headers: Sequence[dict[str, str]] | dict[str, str] | None = None,
+                 schema: tuple[str, ...] | None = None, raw_record_nbytes: int | None = None) -> None:
+        super().__init__()
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size: {batch_size!r} is not allowed, expected a whole number >= 1")
+        values = list(records)
+        self.schema = schema
+        self.batch_size = batch_size
+        self._chunks = [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
+        self._subjects = subjects
+        self._headers = headers
+        self.raw_record_nbytes = raw_record_nbytes  # declared raw size of one record (the seed tables' count)
+
+    @classmethod
+    def from_batches(cls, batches: Iterable[list[Any]], *, schema: tuple[str, ...] | None = None,
+                     raw_record_nbytes: int | None = None) -> TestingSource:
+        """One batch per list given, in order, the lists themselves (the operators read, never mutate, them)."""
+        source = cls((), schema=schema, raw_record_nbytes=raw_record_nbytes)
+        source._chunks = list(batches)
+        source.batch_size = max((len(c) for c in source._chunks), default=1)
+        return source
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"records": sum(len(c) for c in self._chunks), "batch_size": self.batch_size}
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        seq = 0
+        for chunk in self._chunks:
+            if self.stopping.is_set():
+                return
+            n = len(chunk)
+            yield Batch(chunk, subjects=_slice(self._subjects, seq, n), headers=_slice(self._headers, seq, n),
+                        meta={"seq": range(seq, seq + n)}, schema=self.schema,
+                        raw_nbytes=None if self.raw_record_nbytes is None else self.raw_record_nbytes * n)
+            seq += n
+
+
+def _slice(column: Any, start: int, n: int) -> Any:
+    """A per-record column cut to one batch; a shared value (str, dict) or None as it is."""
+    if column is None or isinstance(column, (str, dict)):
+        return column
+    return list(column[start:start + n])
+
+
+class TestingSink(Sink):
+    """Keeps what the pipeline writes, in order, for assertions.
+
+    ``records``  the values written, in order (``keep=False``: only counted, in ``count``)
+    ``subjects`` and ``headers``: one entry per kept record (``None`` where the batch had none)
+    ``meta``     each meta column of the kept records, by name
+    ``rejects``  the ``Rejected`` records, when this sink is the dead-letter destination
+    ``count``, ``batches``, ``flushes``: how many records and batches were written, flushes made
+    """
+
+    __test__ = False
+    type = "testing"
+    stage = "write"
+
+    def __init__(self, *, keep: bool = True) -> None:
+        self.keep = keep
+        self.records: list[Any] = []
+        self.subjects: list[str | None] = []
+        self.headers: list[dict[str, str] | None] = []
+        self.meta: dict[str, list[Any]] = {}
+        self.rejects: list[Rejected] = []
+        self.count = 0
+        self.batches = 0
+        self.flushes = 0
+
+    async def write(self, batch: Batch) -> None:
+        n = len(batch.values)
+        self.count += n
+        self.batches += 1
+        if not self.keep:
+            return
+        self.records += batch.values
+        self.subjects += [batch.subject_at(i) for i in range(n)]
+        self.headers += [batch.headers_at(i) for i in range(n)]
+        for name, column in batch.meta.items():
+            self.meta.setdefault(name, []).extend(column)
+
+    async def write_rejected(self, rejected: list[Rejected]) -> None:
+        self.rejects += rejected
+
+    async def flush(self) -> None:
+        self.flushes += 1
+
+
+def run(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+        dead_letter: Sink | None = None, **options: Any) -> RunStats:
+    """Run ``source | operators | sink`` to the end in a new event loop; its stats.
+
+    Rejected records go to ``dead_letter``, or to ``sink`` when it is a ``TestingSink``
+    (its ``rejects``). ``options`` are ``Pipeline``'s (``metrics``, ``queue_size`` ...).
+    """
+    return asyncio.run(run_async(source, operators, sink, dead_letter=dead_letter, **options))
+
+
+async def run_async(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+                    dead_letter: Sink | None = None, **options: Any) -> RunStats:
+    """``run`` inside a running event loop (a test that also runs a server or a publisher)."""
+    if dead_letter is None and isinstance(sink, TestingSink):
+        dead_letter = sink
+    options.setdefault("name", "testing")
+    return await Pipeline(source, operators, sink, dead_letter=dead_letter, **options).run_async()

@@ -1,0 +1,98 @@
+"""``wirepipe.storage``: the one file-discovery rule, the one atomic file, the one table buffer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from wirepipe.errors import WirepipeError
+from wirepipe.storage import AtomicFile, TableBuffer, find_files, temp_path, write_atomic
+
+
+def tree(root: Path) -> None:
+    for name in ("b.parquet", "a.parquet", "notes.txt", ".hidden.parquet", "sub/c.parquet", ".dot/d.parquet",
+                 "sub/.x.parquet.inprogress"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"x")
+
+
+def test_a_folder_names_its_visible_files_in_name_order(tmp_path: Path) -> None:
+    tree(tmp_path)
+    assert [p.name for p in find_files(tmp_path)] == ["a.parquet", "b.parquet", "notes.txt"]
+    deep = find_files(str(tmp_path), recursive=True, suffix=".parquet")
+    assert [p.relative_to(tmp_path).as_posix() for p in deep] == ["a.parquet", "b.parquet", "sub/c.parquet"]
+
+
+def test_globs_paths_and_lists_keep_their_order(tmp_path: Path) -> None:
+    tree(tmp_path)
+    got = find_files([str(tmp_path / "sub" / "c.parquet"), str(tmp_path / "*.parquet")])
+    assert [p.name for p in got] == ["c.parquet", "a.parquet", "b.parquet"]
+    assert [p.name for p in find_files(str(tmp_path / "**" / "*.parquet"), recursive=True)] == [
+        "a.parquet", "b.parquet", "c.parquet"]
+
+
+def test_what_cannot_be_read_is_named(tmp_path: Path) -> None:
+    tree(tmp_path)
+    with pytest.raises(WirepipeError, match=r"missing\.jsonl: no such file or folder"):
+        find_files(tmp_path / "missing.jsonl")
+    with pytest.raises(WirepipeError, match="no file matches this pattern"):
+        find_files(str(tmp_path / "*.avro"))
+    with pytest.raises(WirepipeError, match="still being written"):
+        find_files(tmp_path / "sub" / ".x.parquet.inprogress")
+    (tmp_path / "empty").mkdir()
+    assert find_files(tmp_path / "empty") == []
+    with pytest.raises(WirepipeError, match="empty: nothing here"):
+        find_files(tmp_path / "empty", on_empty=lambda folder: f"{folder.name}: nothing here")
+
+
+def test_an_atomic_file_is_invisible_until_committed_and_commit_resumes(tmp_path: Path) -> None:
+    final = tmp_path / "out" / "part-1.parquet"
+    atomic = AtomicFile(final, owner=42)
+    assert atomic.temp == tmp_path / "out" / ".part-1.parquet.42.inprogress" == temp_path(final, 42)
+    table = pa.table({"x": list(range(100))})
+    with pq.ParquetWriter(atomic.file, table.schema) as writer:
+        writer.write_table(table)
+    assert not final.exists() and atomic.temp.exists()
+    assert atomic.commit() == final and not atomic.temp.exists()
+    assert atomic.commit() == final  # a retry after the rename went through: nothing to redo
+    assert pq.read_table(final).column("x").to_pylist() == list(range(100))
+    assert not AtomicFile.free(final)
+
+
+def test_an_aborted_or_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    atomic = AtomicFile(tmp_path / "a.bin")
+    atomic.file.write(b"half")
+    atomic.abort()
+    assert list(tmp_path.iterdir()) == []
+
+    def fail(file: object) -> None:
+        raise ValueError("encoder broke")
+
+    with pytest.raises(ValueError):
+        write_atomic(tmp_path / "b.bin", fail)
+    assert list(tmp_path.iterdir()) == []
+    assert write_atomic(tmp_path / "c.bin", lambda f: f.write(b"whole")).read_bytes() == b"whole"
+
+
+def test_the_table_buffer_hands_out_runs_of_one_schema_and_keeps_what_was_not_written() -> None:
+    buffer = TableBuffer()
+    a, b = pa.table({"x": [1, 2]}), pa.table({"x": [3]})
+    c = pa.table({"x": [4], "y": ["new"]})
+    for t in (a, b, c):
+        buffer.append(t)
+    assert buffer.rows == 4 and buffer.nbytes == a.nbytes + b.nbytes + c.nbytes
+    n, run = buffer.leading_run()
+    assert n == 2 and run.column("x").to_pylist() == [1, 2, 3]
+    assert buffer.rows == 4  # nothing leaves before consume
+    buffer.consume(n, rest=run.slice(2))
+    assert buffer.rows == 2 and [t.num_rows for t in buffer.tables] == [1, 1]
+    n, run = buffer.leading_run()
+    assert n == 1 and run.column("x").to_pylist() == [3]
+    buffer.consume(1)
+    n, run = buffer.leading_run()
+    assert run.column_names == ["x", "y"]
+    buffer.clear()
+    assert not buffer and buffer.rows == buffer.nbytes == 0

@@ -1,0 +1,96 @@
+"""``wirepipe.testing``: the public harness tests and benchmarks run pipelines with."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from wirepipe.operators.compress import Compress, Decompress
+from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.transform import Filter, Map
+from wirepipe.testing import TestingSink, TestingSource, run, run_async
+
+
+def test_records_come_out_in_order_in_batches_of_batch_size() -> None:
+    sink = TestingSink()
+    stats = run(TestingSource(range(10), batch_size=4), [Map(lambda v: v + 100)], sink)
+    assert sink.records == list(range(100, 110))
+    assert stats.batches == sink.batches == 3  # 4 + 4 + 2
+    assert sink.meta["seq"] == list(range(10))
+    assert sink.count == stats.records_out == 10 and sink.flushes >= 1
+
+
+def test_a_real_codec_chain_round_trips() -> None:
+    records = [{"x": i, "y": -i} for i in range(250)]
+    sink = TestingSink()
+    run(TestingSource(records, batch_size=100),
+        [Serialize("msgpack"), Compress("zstd"), Decompress("zstd"), Deserialize("msgpack")], sink)
+    assert sink.records == records
+
+
+def test_rejects_reach_the_sink_by_default_and_the_given_dead_letter_otherwise() -> None:
+    sink = TestingSink()
+    stats = run(TestingSource([1, 0, 2, 0], batch_size=3), [Map(lambda v: 10 // v)], sink)
+    assert sink.records == [10, 5]
+    assert [(r.stage, r.value) for r in sink.rejects] == [("map", 0), ("map", 0)]
+    assert "ZeroDivisionError" in sink.rejects[0].error and stats.rejected == 2
+
+    dead = TestingSink()
+    sink = TestingSink()
+    run(TestingSource([1, 0]), [Map(lambda v: 10 // v)], sink, dead_letter=dead)
+    assert sink.rejects == [] and [r.value for r in dead.rejects] == [0]
+
+
+def test_subjects_and_headers_per_record_or_shared() -> None:
+    sink = TestingSink()
+    run(TestingSource(["a", "b", "c"], batch_size=2, subjects=["s.0", "s.1", "s.2"], headers={"k": "v"}),
+        [Filter(lambda v: v != "b")], sink)
+    assert sink.records == ["a", "c"]
+    assert sink.subjects == ["s.0", "s.2"]
+    assert sink.headers == [{"k": "v"}, {"k": "v"}]
+
+
+def test_from_batches_hands_over_the_lists_themselves() -> None:
+    chunks = [[1, 2], [3], [4, 5, 6]]
+    source = TestingSource.from_batches(chunks, schema=("x",), raw_record_nbytes=8)
+
+    async def collect() -> list:
+        return [b async for b in source.batches()]
+
+    batches = asyncio.run(collect())
+    assert [b.values for b in batches] == chunks and all(b.values is c for b, c in zip(batches, chunks, strict=True))
+    assert [list(b.meta["seq"]) for b in batches] == [[0, 1], [2], [3, 4, 5]]
+    assert [b.raw_nbytes for b in batches] == [16, 8, 24] and batches[0].schema == ("x",)
+
+
+def test_keep_false_only_counts() -> None:
+    sink = TestingSink(keep=False)
+    stats = run(TestingSource(range(1000), batch_size=100), [], sink)
+    assert sink.records == [] and sink.count == stats.records_out == 1000 and sink.batches == 10
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
+def test_batch_size_must_be_a_whole_number_of_at_least_one(bad: object) -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        TestingSource([1], batch_size=bad)  # type: ignore[arg-type]
+
+
+def test_run_async_and_source_pipe_composition() -> None:
+    sink = TestingSink()
+    pipeline = TestingSource([1, 2, 3]) | Map(lambda v: -v) | sink
+    asyncio.run(pipeline.run_async())
+    assert sink.records == [-1, -2, -3]
+
+    sink = TestingSink()
+    stats = asyncio.run(run_async(TestingSource("abc", batch_size=1), [], sink))
+    assert sink.records == ["a", "b", "c"] and stats.batches == 3
+
+
+def test_the_readme_example_runs() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing a pipeline: `wirepipe.testing`", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
