@@ -18,7 +18,7 @@ In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgp
 >>> from wirepipe.batch import Batch
 >>> payloads = Serialize("json")(Batch([{"x": 1}, {"x": 2}]))
 >>> payloads.values, payloads.headers
-([b'{"x": 1}', b'{"x": 2}'], {'Content-Type': 'application/json'})
+([b'{"x":1}', b'{"x":2}'], {'Content-Type': 'application/json'})
 >>> Deserialize("auto")(payloads).values
 [{'x': 1}, {'x': 2}]
 """
