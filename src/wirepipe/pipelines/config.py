@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Union
 
@@ -181,11 +181,31 @@ def validate_config(data: dict[str, Any], file: str | None = None) -> Any:
     try:
         return pipeline_model().model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors(include_url=False)]
-        if len(problems) == 1:
-            raise ConfigError(problems[0][1], file=file, path=problems[0][0]) from None
-        lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
-        raise ConfigError(f"{len(problems)} problems:\n{lines}", file=file) from None
+        raise _config_error(exc, file) from None
+
+
+def validate_entry(model: Any, data: Mapping[str, Any], where: str) -> Any:
+    """One operator's params or one connector's config validated alone, with the messages YAML gives
+    (``where`` is the field path's head: ``source``, ``sink``, ``serialize`` ...): the Python API's check."""
+    try:
+        return _adapter(model).validate_python(dict(data))
+    except ValidationError as exc:
+        raise _config_error(exc, None, (where,)) from None
+
+
+@cache
+def _adapter(model: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(model)
+
+
+def _config_error(exc: ValidationError, file: str | None, head: tuple[str, ...] = ()) -> ConfigError:
+    problems = [_describe({**err, "loc": (*head, *err["loc"])}) for err in exc.errors(include_url=False)]
+    if len(problems) == 1:
+        return ConfigError(problems[0][1], file=file, path=problems[0][0])
+    lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
+    return ConfigError(f"{len(problems)} problems:\n{lines}", file=file)
 
 
 def _describe(err: Any) -> tuple[str, str]:
@@ -238,35 +258,15 @@ def _short(value: Any, limit: int = 80) -> str:
 
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
-    from ..errors import WirepipeError
     from .pipeline import Pipeline
 
     ctx = BuildContext(allow_pickle=cfg.allow_pickle)
     operators: list[Any] = []
     for i, entry in enumerate(cfg.operators):
-        params = getattr(entry, entry.kind)
-        try:
-            operators += params.build(ctx)
-        except (ValueError, KeyError, WirepipeError) as exc:
-            detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-            where = f"operators[{i}].{entry.kind}"
-            if isinstance(exc, SchemaError):  # name the schema field that is wrong
-                where += ".schema" + (f".{exc.path}" if exc.path else "")
-                detail = exc.message
-            raise ConfigError(detail, file=file, path=where) from None
-    for where, model in (("source", cfg.source), ("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
-        if model is None:
-            continue
-        try:
-            built = model.build()
-        except (ValueError, KeyError, WirepipeError) as exc:
-            raise ConfigError(str(exc), file=file, path=where) from None
-        if where == "source":
-            source = built
-        elif where == "sink":
-            sink = built
-        else:
-            dead_letter = built
+        operators += build_operators(getattr(entry, entry.kind), ctx, f"operators[{i}].{entry.kind}", file)
+    source = build_connector(cfg.source, "source", file)
+    sink = build_connector(cfg.sink, "sink", file)
+    dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
     for where, model in (("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
         _refuse_single_parquet_behind_acks(source, model, where, file)
     return Pipeline(
@@ -275,13 +275,38 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
         sink,
         name=cfg.name,
         metrics=_metrics(cfg),
-        dead_letter=dead_letter if cfg.dead_letter is not None else None,
+        dead_letter=dead_letter,
         queue_size=cfg.queue_size,
         shutdown_timeout=cfg.shutdown_timeout,
         flush_interval=cfg.flush_interval,
         config=cfg.model_dump(mode="json", by_alias=True),
         monitor=cfg.monitor,
     )
+
+
+def build_operators(params: Any, ctx: BuildContext, where: str, file: str | None = None) -> list[Any]:
+    """The operators one validated entry stands for; a failure (a bad schema, a missing function) is a
+    ``ConfigError`` at ``where``, naming the schema field when the schema is wrong."""
+    from ..errors import WirepipeError
+
+    try:
+        return list(params.build(ctx))
+    except (ValueError, KeyError, WirepipeError) as exc:
+        detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        if isinstance(exc, SchemaError):  # name the schema field that is wrong
+            where += ".schema" + (f".{exc.path}" if exc.path else "")
+            detail = exc.message
+        raise ConfigError(detail, file=file, path=where) from None
+
+
+def build_connector(model: Any, where: str, file: str | None = None) -> Any:
+    """The source or sink a validated connector config stands for; a failure is a ``ConfigError`` at ``where``."""
+    from ..errors import WirepipeError
+
+    try:
+        return model.build()
+    except (ValueError, KeyError, WirepipeError) as exc:
+        raise ConfigError(str(exc), file=file, path=where) from None
 
 
 def _refuse_single_parquet_behind_acks(source: Any, model: Any, where: str, file: str | None) -> None:
@@ -317,4 +342,5 @@ def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[
     return build_pipeline(cfg, file=str(path))
 
 
-__all__ = ["OPERATORS", "build_pipeline", "load_pipeline", "read_config", "validate_config"]
+__all__ = ["OPERATORS", "BuildContext", "build_connector", "build_operators", "build_pipeline", "load_pipeline",
+           "read_config", "validate_config", "validate_entry"]
