@@ -1,8 +1,9 @@
-"""The ``encode`` and ``decode`` operators: a whole chain string (``msgpack|zstd:3``) in one entry.
+"""A codec chain as operators: ``msgpack|zstd:3`` becomes Serialize, Compress (and back).
 
-``encode`` expands to ``serialize`` then one ``compress`` per codec; ``decode`` to the
-``decompress`` steps in reverse order, then ``deserialize``. The chain syntax is
-``codecs.chain``'s; this module only turns it into operators.
+The chain itself (``codecs.chain.Chain``) is a codec-layer value; turning it into
+operators belongs to the operators layer, which sits above codecs. The ``encode`` entry
+expands to ``serialize`` then one ``compress`` per codec; ``decode`` to the ``decompress``
+steps in reverse order, then ``deserialize``.
 
 In YAML ``- encode: msgpack|zstd:3``; in Python ``wirepipe.encode("msgpack|zstd:3")``:
 
@@ -21,10 +22,23 @@ from pydantic import BeforeValidator, Field, field_validator
 
 from ..codecs.chain import Chain
 from ..codecs.compression import DEFAULT_MAX_OUTPUT
+from ..codecs.formats import Schema
 from ..pipelines.models import Size, Strict
 from .base import BuildContext, Operator
-from .compress import Decompress
-from .serialize import Deserialize, SchemaParam
+from .compress import Compress, Decompress
+from .serialize import Deserialize, SchemaParam, Serialize
+
+
+def chain_operators(chain: Chain | str, schema: Schema = None) -> tuple[list[Any], list[Any]]:
+    """The encode-side and decode-side operators of a chain (a ``Chain`` or its string)."""
+    if isinstance(chain, str):
+        chain = Chain.parse(chain)
+    encode: list[Any] = [Serialize(chain.format, schema=schema)] if chain.format else []
+    encode += [Compress(s.name, s.level) for s in chain.codecs]
+    decode: list[Any] = [Decompress(s.name) for s in reversed(chain.codecs)]
+    if chain.format:
+        decode.append(Deserialize(chain.format, schema=schema))
+    return encode, decode
 
 
 class ChainParams(Strict):
@@ -40,7 +54,7 @@ class ChainParams(Strict):
 
 class EncodeParams(ChainParams):
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return Chain.parse(self.chain).operators(self.schema_)[0]
+        return chain_operators(self.chain, self.schema_)[0]
 
 
 class DecodeParams(ChainParams):
