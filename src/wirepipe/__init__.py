@@ -20,7 +20,7 @@ _LAZY = {
     "RefusedError": "wirepipe.errors",
 }
 _API = ("generate", "serialize", "deserialize", "compress", "decompress", "encode", "decode", "map_values",
-        "filter_values", "select", "pack", "unpack", "subject", "null_sink", "jsonl_sink", "parquet_sink",
+        "filter_values", "select", "pack", "unpack", "subject", "operator", "null_sink", "jsonl_sink", "parquet_sink",
         "nats_sink", "jetstream_sink", "capture_sink", "jsonl_source", "parquet_source", "nats_source",
         "jetstream_source", "capture_source")
 

@@ -188,6 +188,16 @@ def subject(template: str) -> Operator:
     return op
 
 
+def operator(name: str, **fields: Any) -> list[Any]:
+    """Any registered operator by its YAML name, a plugin's too; the keyword arguments are its fields.
+
+    >>> operator("compress", codec="lz4")
+    [Compress(codec='lz4', level='default')]
+    """
+    return _operators(name, fields, schema=fields.pop("schema", None),
+                      allow_pickle=fields.pop("allow_pickle", False))
+
+
 # --- sources ------------------------------------------------------------------------------------------
 
 
@@ -309,5 +319,5 @@ def capture_sink(dir: Any, **kwargs: Any) -> Any:
 __all__ = [
     "capture_sink", "capture_source", "compress", "decode", "decompress", "deserialize", "encode", "filter_values",
     "generate", "jetstream_sink", "jetstream_source", "jsonl_sink", "jsonl_source", "map_values", "nats_sink",
-    "nats_source", "null_sink", "pack", "parquet_sink", "parquet_source", "select", "serialize", "subject", "unpack",
+    "nats_source", "null_sink", "operator", "pack", "parquet_sink", "parquet_source", "select", "serialize", "subject", "unpack",
 ]
