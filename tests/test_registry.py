@@ -8,11 +8,13 @@ way it finds an installed wheel. It runs in a subprocess so this test process's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -201,35 +203,35 @@ def test_wirepipe_codecs_lists_a_plugin_format(tmp_path: Path) -> None:
     assert "rot13" in out.stdout and "reverse" in out.stdout
 
 
+@contextlib.contextmanager
+def _entry_points_on_path(tmp_path: Path, entry_points: str) -> Iterator[None]:
+    """The plugin's dist-info declaring ``entry_points``, importable from this process while inside."""
+    site = _plugin_dir(tmp_path)
+    (site / "wp_plugin-0.1.dist-info" / "entry_points.txt").write_text(entry_points, encoding="utf-8")
+    sys.path.insert(0, str(site))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(site))
+
+
 def test_a_broken_plugin_names_itself(tmp_path: Path) -> None:
     from wirepipe.errors import WirepipeError
     from wirepipe.registry import Registry
 
-    site = _plugin_dir(tmp_path)
-    (site / "wp_plugin-0.1.dist-info" / "entry_points.txt").write_text(
-        "[wirepipe.test-broken]\nghost = wp_plugin_missing:THING\n", encoding="utf-8")
-    sys.path.insert(0, str(site))
-    try:
+    with _entry_points_on_path(tmp_path, "[wirepipe.test-broken]\nghost = wp_plugin_missing:THING\n"):
         reg: Registry[object] = Registry("wirepipe.test-broken", {"builtin": 1})
         assert list(reg) == ["builtin", "ghost"]  # listing imports nothing
         with pytest.raises(WirepipeError, match=r"entry point 'ghost' = 'wp_plugin_missing:THING'.*wirepipe.test-broken"):
             reg["ghost"]
-    finally:
-        sys.path.remove(str(site))
 
 
 def test_a_builtin_name_wins_over_a_plugin(tmp_path: Path) -> None:
     from wirepipe.registry import Registry
 
-    site = _plugin_dir(tmp_path)
-    (site / "wp_plugin-0.1.dist-info" / "entry_points.txt").write_text(
-        "[wirepipe.test-shadow]\nzstd = wp_plugin:REVERSE\n", encoding="utf-8")
-    sys.path.insert(0, str(site))
-    try:
+    with _entry_points_on_path(tmp_path, "[wirepipe.test-shadow]\nzstd = wp_plugin:REVERSE\n"):
         reg: Registry[object] = Registry("wirepipe.test-shadow", {"zstd": 19})
         assert list(reg) == ["zstd"] and reg["zstd"] == 19
-    finally:
-        sys.path.remove(str(site))
 
 
 # --- item 3: the Python API validates as YAML does, with the same messages ----------------------------
