@@ -17,12 +17,17 @@ wirepipe.errors.ConfigError: source.batch_size: Input should be greater than or 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .operators.base import BuildContext, Operator
 
+if TYPE_CHECKING:
+    from .connectors.base import Sink, Source
+
 _UNSET: Any = object()
+PathArg = str | os.PathLike[str]
+Paths = PathArg | Sequence[PathArg]  # a file, a glob, a folder, or a list of them
 
 
 def _fields(**fields: Any) -> dict[str, Any]:
@@ -45,7 +50,7 @@ def _operators(kind: str, fields: dict[str, Any], *, schema: Any = None, allow_p
     return build_operators(params, BuildContext(allow_pickle=allow_pickle), kind)
 
 
-def _connector(role: str, type_: str, fields: dict[str, Any]) -> Any:
+def _connector(role: str, type_: str, fields: dict[str, Any]) -> Any:  # a Source or a Sink, by role
     """The source (``role`` = ``source``) or sink of ``type_``, validated and built as in YAML."""
     from .connectors import SINKS, SOURCES
     from .pipelines.config import build_connector, validate_entry
@@ -54,11 +59,11 @@ def _connector(role: str, type_: str, fields: dict[str, Any]) -> Any:
     return build_connector(validate_entry(model, {"type": type_, **fields}, role), role)
 
 
-def _path(path: Any) -> Any:
+def _path(path: Paths) -> str | list[str]:
     """A path as config spells it: ``str`` (``pathlib.Path`` accepted), or a list of them."""
-    if isinstance(path, (list, tuple)):
-        return [os.fspath(p) for p in path]
-    return os.fspath(path) if isinstance(path, os.PathLike) else path
+    if isinstance(path, (str, os.PathLike)):
+        return os.fspath(path)
+    return [os.fspath(p) for p in path]
 
 
 # --- operators ------------------------------------------------------------------------------------
@@ -201,7 +206,7 @@ def operator(name: str, **fields: Any) -> list[Any]:
 # --- sources ------------------------------------------------------------------------------------------
 
 
-def generate(dataset: str = "point", **kwargs: Any) -> Any:
+def generate(dataset: str = "point", **kwargs: Any) -> Source:
     """``source: {type: generate, ...}``: a synthetic dataset.
 
     >>> generate("point", count=10, batch_size=4).params["batch_size"]
@@ -210,7 +215,7 @@ def generate(dataset: str = "point", **kwargs: Any) -> Any:
     return _connector("source", "generate", {"dataset": dataset, **kwargs})
 
 
-def jsonl_source(path: Any, **kwargs: Any) -> Any:
+def jsonl_source(path: Paths, **kwargs: Any) -> Source:
     """``source: {type: jsonl, path: ...}`` (a file, a glob, a folder or a list).
 
     >>> jsonl_source("in.jsonl", batch_size=500).batch_size
@@ -219,7 +224,7 @@ def jsonl_source(path: Any, **kwargs: Any) -> Any:
     return _connector("source", "jsonl", {"path": _path(path), **kwargs})
 
 
-def parquet_source(path: Any, **kwargs: Any) -> Any:
+def parquet_source(path: Paths, **kwargs: Any) -> Source:
     """``source: {type: parquet, path: ...}`` (a file, a glob, a folder or a list).
 
     >>> parquet_source(["a.parquet", "b.parquet"]).path
@@ -228,7 +233,7 @@ def parquet_source(path: Any, **kwargs: Any) -> Any:
     return _connector("source", "parquet", {"path": _path(path), **kwargs})
 
 
-def nats_source(subject: str, **kwargs: Any) -> Any:
+def nats_source(subject: str, **kwargs: Any) -> Source:
     """``source: {type: nats, subject: ...}``: core NATS, at-most-once (nothing connects until the run).
 
     >>> nats_source("points.>", queue="workers").type
@@ -237,7 +242,7 @@ def nats_source(subject: str, **kwargs: Any) -> Any:
     return _connector("source", "nats", {"subject": subject, **kwargs})
 
 
-def jetstream_source(stream: str | None = None, **kwargs: Any) -> Any:
+def jetstream_source(stream: str | None = None, **kwargs: Any) -> Source:
     """``source: {type: jetstream, stream: ..., durable: ...}``: at-least-once with a durable consumer.
 
     >>> jetstream_source("POINTS", durable="relay").type
@@ -246,7 +251,7 @@ def jetstream_source(stream: str | None = None, **kwargs: Any) -> Any:
     return _connector("source", "jetstream", {**_fields(stream=stream if stream is not None else _UNSET), **kwargs})
 
 
-def capture_source(path: Any, **kwargs: Any) -> Any:
+def capture_source(path: Paths, **kwargs: Any) -> Source:
     """``source: {type: capture, path: ...}``: replay captured files.
 
     >>> capture_source("captures/").type
@@ -258,7 +263,7 @@ def capture_source(path: Any, **kwargs: Any) -> Any:
 # --- sinks ----------------------------------------------------------------------------------------
 
 
-def null_sink() -> Any:
+def null_sink() -> Sink:
     """``sink: {type: null}``: discards and counts (the benchmark sink).
 
     >>> null_sink().records
@@ -267,25 +272,25 @@ def null_sink() -> Any:
     return _connector("sink", "null", {})
 
 
-def jsonl_sink(path: Any, **kwargs: Any) -> Any:
+def jsonl_sink(path: PathArg, **kwargs: Any) -> Sink:
     """``sink: {type: jsonl, path: ...}``.
 
     >>> jsonl_sink("out.jsonl", envelope=True).envelope
     True
     """
-    return _connector("sink", "jsonl", {"path": _path(path), **kwargs})
+    return _connector("sink", "jsonl", {"path": os.fspath(path), **kwargs})
 
 
-def parquet_sink(path: Any, **kwargs: Any) -> Any:
+def parquet_sink(path: PathArg, **kwargs: Any) -> Sink:
     """``sink: {type: parquet, path: ...}`` (``{part}`` in the path: one crash-safe file per flush).
 
     >>> parquet_sink("out/part-{part}.parquet").parts
     True
     """
-    return _connector("sink", "parquet", {"path": _path(path), **kwargs})
+    return _connector("sink", "parquet", {"path": os.fspath(path), **kwargs})
 
 
-def nats_sink(subject: str, **kwargs: Any) -> Any:
+def nats_sink(subject: str, **kwargs: Any) -> Sink:
     """``sink: {type: nats, subject: ...}``: core NATS publish (nothing connects until the run).
 
     >>> nats_sink("points", url="nats://127.0.0.1:4222").type
@@ -298,7 +303,7 @@ def nats_sink(subject: str, **kwargs: Any) -> Any:
     return _connector("sink", "nats", {"subject": subject, **kwargs})
 
 
-def jetstream_sink(subject: str, **kwargs: Any) -> Any:
+def jetstream_sink(subject: str, **kwargs: Any) -> Sink:
     """``sink: {type: jetstream, subject: ...}``: publish with acknowledgements.
 
     >>> jetstream_sink("points", stream={"name": "POINTS"}).type
@@ -307,13 +312,13 @@ def jetstream_sink(subject: str, **kwargs: Any) -> Any:
     return _connector("sink", "jetstream", {"subject": subject, **kwargs})
 
 
-def capture_sink(dir: Any, **kwargs: Any) -> Any:
+def capture_sink(dir: PathArg, **kwargs: Any) -> Sink:
     """``sink: {type: capture, dir: ...}``: rolling crash-safe Parquet capture files.
 
     >>> capture_sink("captures/", prefix="points").type
     'capture'
     """
-    return _connector("sink", "capture", {"dir": _path(dir), **kwargs})
+    return _connector("sink", "capture", {"dir": os.fspath(dir), **kwargs})
 
 
 __all__ = [
