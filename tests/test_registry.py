@@ -31,7 +31,7 @@ from wirepipe.codecs.compression import Codec
 from wirepipe.codecs.formats import Format
 from wirepipe.connectors.base import Sink, Source
 from wirepipe.operators.base import Operator
-from wirepipe.pipelines.models import Strict
+from wirepipe.models import Strict
 
 
 def _rot13_encoder(_schema):

@@ -23,7 +23,7 @@ from pydantic import BeforeValidator, Field, field_validator
 from ..codecs.chain import Chain
 from ..codecs.compression import DEFAULT_MAX_OUTPUT
 from ..codecs.formats import Schema
-from ..pipelines.models import Size, Strict
+from ..models import Size, Strict
 from .base import BuildContext, Operator
 from .compress import Compress, Decompress
 from .serialize import Deserialize, SchemaParam, Serialize

@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from ..batch import Batch
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
 from ..errors import StageError
-from ..pipelines.models import Size, Strict
+from ..models import Size, Strict
 from .base import BuildContext, Operator, failing
 
 

@@ -29,7 +29,7 @@ from typing import Annotated
 from pydantic import BeforeValidator, Field
 
 from ..batch import Batch
-from ..pipelines.models import Strict
+from ..models import Strict
 from .base import BuildContext, Operator
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from ..batch import Batch
-from ..pipelines.models import Strict
+from ..models import Strict
 from .base import BuildContext, Operator
 
 

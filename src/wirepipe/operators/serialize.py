@@ -35,7 +35,7 @@ from pydantic import Field, field_validator
 from ..batch import Batch
 from ..codecs.formats import Decoder, Encoder, format_for_content_type, get_format
 from ..errors import RefusedError, StageError
-from ..pipelines.models import Strict
+from ..models import Strict
 from ..schema import RecordSchema, SchemaError, explain, load_schema_file, parse_schema
 from .base import BuildContext, Operator, failing
 
