@@ -42,13 +42,6 @@ class Operator:
         return OperatorChain([self]) | other
 
 
-class BuildContext:
-    """Pipeline-wide settings operators need when they are built from their params."""
-
-    def __init__(self, allow_pickle: bool = False) -> None:
-        self.allow_pickle = allow_pickle
-
-
 def failing(error: Exception) -> Callable[[Any], Any]:
     """A per-record function that always raises ``error`` (a codec that cannot be built for a header)."""
 
@@ -56,3 +49,10 @@ def failing(error: Exception) -> Callable[[Any], Any]:
         raise error
 
     return fail
+
+
+class BuildContext:
+    """Pipeline-wide settings operators need when they are built from their params."""
+
+    def __init__(self, allow_pickle: bool = False) -> None:
+        self.allow_pickle = allow_pickle
