@@ -147,13 +147,14 @@ from wirepipe.connectors import SOURCES, SINKS
 stats = load_pipeline("pipeline.yaml").run()
 built = api.compress("reverse")
 shout = api.operator("shout", suffix="!")[0]
+words = api.source("words", words=["a"]).words
 try:
     api.serialize("rot14")
     refused = None
 except Exception as exc:
     refused = str(exc)
 print(json.dumps({"formats": list(FORMATS), "codecs": list(CODECS), "operators": list(OPERATORS),
-                  "sources": list(SOURCES), "sinks": list(SINKS), "api": built.name, "shout": shout.params,
+                  "sources": list(SOURCES), "sinks": list(SINKS), "api": built.name, "shout": shout.params, "words": words,
                   "refused": refused}))
 """
 
@@ -189,7 +190,7 @@ def test_a_package_adds_a_format_codec_operator_source_and_sink_by_entry_point(t
     assert seen["sources"][0] == "generate" and seen["sources"][-1] == "words"
     assert seen["sinks"][0] == "null" and seen["sinks"][-1] == "tally"
     assert seen["api"] == "reverse"  # the Python API sees plugins too
-    assert seen["shout"] == {"suffix": "!"}
+    assert seen["shout"] == {"suffix": "!"} and seen["words"] == ["a"]
     assert "allowed" in seen["refused"] and "rot13" in seen["refused"]  # and lists them when refusing
 
 

@@ -22,7 +22,7 @@ _LAZY = {
 _API = ("generate", "serialize", "deserialize", "compress", "decompress", "encode", "decode", "map_values",
         "filter_values", "select", "pack", "unpack", "subject", "operator", "null_sink", "jsonl_sink", "parquet_sink",
         "nats_sink", "jetstream_sink", "capture_sink", "jsonl_source", "parquet_source", "nats_source",
-        "jetstream_source", "capture_source")
+        "jetstream_source", "capture_source", "source", "sink")
 
 __all__ = [*_LAZY, *_API, "__version__"]
 

@@ -203,6 +203,24 @@ def operator(name: str, **fields: Any) -> list[Any]:
                       allow_pickle=fields.pop("allow_pickle", False))
 
 
+def source(type_name: str, **fields: Any) -> Source:
+    """Any registered source by its YAML ``type``, a plugin's too; the keyword arguments are its fields.
+
+    >>> source("generate", dataset="feed", count=3).name
+    'generate:feed'
+    """
+    return _connector("source", type_name, fields)
+
+
+def sink(type_name: str, **fields: Any) -> Sink:
+    """Any registered sink by its YAML ``type``, a plugin's too; the keyword arguments are its fields.
+
+    >>> sink("jsonl", path="out.jsonl").type
+    'jsonl'
+    """
+    return _connector("sink", type_name, fields)
+
+
 # --- sources ------------------------------------------------------------------------------------------
 
 
@@ -324,5 +342,6 @@ def capture_sink(dir: PathArg, **kwargs: Any) -> Sink:
 __all__ = [
     "capture_sink", "capture_source", "compress", "decode", "decompress", "deserialize", "encode", "filter_values",
     "generate", "jetstream_sink", "jetstream_source", "jsonl_sink", "jsonl_source", "map_values", "nats_sink",
-    "nats_source", "null_sink", "operator", "pack", "parquet_sink", "parquet_source", "select", "serialize", "subject", "unpack",
+    "nats_source", "null_sink", "operator", "pack", "parquet_sink", "parquet_source", "select", "serialize", "sink",
+    "source", "subject", "unpack",
 ]
