@@ -332,6 +332,19 @@ def test_factories_build_what_yaml_builds(tmp_path: Path) -> None:
     assert (sink.envelope, Path(sink.path).name) == (True, "out.jsonl")
 
 
+def test_python_only_values_pass_where_yaml_has_strings() -> None:
+    """A callable for ``function`` and bytes for ``dictionary``: YAML cannot spell them, Python may."""
+    import wirepipe
+    from wirepipe.batch import Batch
+
+    dictionary = b"sensor reading from the plant floor " * 40
+    packed = wirepipe.compress("zstd", 3, dictionary=dictionary)(Batch([b"sensor reading from the plant, again"]))
+    assert wirepipe.decompress("zstd", dictionary=dictionary)(packed).values == [b"sensor reading from the plant, again"]
+    assert wirepipe.map_values(len)(Batch([b"abc"])).values == [3]
+    with pytest.raises(ConfigError, match=r"map\.function: Input should be a valid string \(got 5\)"):
+        wirepipe.map_values(5)  # type: ignore[arg-type]
+
+
 def test_a_python_pipeline_from_the_factories_runs(tmp_path: Path) -> None:
     import wirepipe
 

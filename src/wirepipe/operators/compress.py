@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, WrapValidator, field_validator
 
 from ..batch import Batch
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
@@ -127,10 +127,18 @@ def known_codec(v: str) -> str:
         raise ValueError(exc.args[0]) from None
 
 
+def _bytes_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
+    """A dictionary's bytes as given in Python; anything else validated as YAML's path."""
+    return value if isinstance(value, bytes) else as_yaml(value)
+
+
+Dictionary = Annotated[str | None, WrapValidator(_bytes_or)]
+
+
 class CompressParams(Strict):
     codec: str
     level: str | int = "default"
-    dictionary: str | bytes | None = Field(default=None, description="path of a trained zstd dictionary")
+    dictionary: Dictionary = Field(default=None, description="path of a trained zstd dictionary (bytes in Python)")
 
     _codec = field_validator("codec")(known_codec)
 
@@ -149,7 +157,7 @@ class CompressParams(Strict):
 class DecompressParams(Strict):
     codec: str = "auto"
     max_output_size: Size = DEFAULT_MAX_OUTPUT
-    dictionary: str | bytes | None = None
+    dictionary: Dictionary = None
 
     @field_validator("codec")
     @classmethod

@@ -20,7 +20,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, WrapValidator
 
 from ..batch import Batch, describe_error
 from ..models import Strict
@@ -106,8 +106,14 @@ class Select(Operator):
 # --- config: ``- map: {...}``, ``- filter: {...}``, ``- select: [...]`` -----------------------------
 
 
+def _callable_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
+    """A Python callable as given (YAML cannot spell one); anything else validated as YAML's string."""
+    return value if callable(value) and not isinstance(value, str) else as_yaml(value)
+
+
 class FunctionParams(Strict):
-    function: str | Callable[..., Any] = Field(description="import path module:function (a callable in Python)")
+    function: Annotated[str, WrapValidator(_callable_or)] = Field(
+        description="import path module:function (a callable in Python)")
 
 
 class MapParams(FunctionParams):
