@@ -20,7 +20,9 @@ _LAZY = {
     "RefusedError": "wirepipe.errors",
 }
 _API = ("generate", "serialize", "deserialize", "compress", "decompress", "encode", "decode", "map_values",
-        "filter_values", "select", "pack", "unpack", "null_sink", "jsonl_sink", "parquet_sink", "jsonl_source", "parquet_source")
+        "filter_values", "select", "pack", "unpack", "subject", "operator", "null_sink", "jsonl_sink", "parquet_sink",
+        "nats_sink", "jetstream_sink", "capture_sink", "jsonl_source", "parquet_source", "nats_source",
+        "jetstream_source", "capture_source", "source", "sink")
 
 __all__ = [*_LAZY, *_API, "__version__"]
 

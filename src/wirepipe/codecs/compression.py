@@ -11,6 +11,7 @@ decompression bomb before it is allocated, never after.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from ..errors import RefusedError, StageError
+from ..registry import Registry
 
 Fn = Callable[[bytes], bytes]
 DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024
@@ -437,7 +439,7 @@ _zlib = _zlib_family("zlib", 15)
 _gzip = _zlib_family("gzip", 31)
 _deflate = _zlib_family("deflate", -15)
 
-CODECS: dict[str, Codec] = {
+CODECS: Registry[Codec] = Registry("wirepipe.codecs", {
     c.name: c
     for c in (
         Codec("zstd", "zstandard", "zstd", 1, 3, 19, -131072, 22, _zstd_compress, _zstd_decompress,
@@ -455,14 +457,19 @@ CODECS: dict[str, Codec] = {
               note="snappy framing format (CRC-32C per chunk), via cramjam; no levels"),
         Codec("none", "", "identity", 0, 0, 0, 0, 0, _none_compress, _none_decompress, aliases=("identity",)),
     )
-}
-_ALIASES = {alias: c.name for c in CODECS.values() for alias in c.aliases}
-_BY_ENCODING = {c.content_encoding: c for c in CODECS.values()}
+})
+
+
+@functools.cache
+def _lookups(_generation: int) -> tuple[dict[str, str], dict[str, Codec]]:
+    """(alias -> name, Content-Encoding -> codec), rebuilt when a codec is registered."""
+    aliases = {alias: c.name for c in CODECS.values() for alias in c.aliases}
+    return aliases, {c.content_encoding: c for c in CODECS.values()}
 
 
 def get_codec(name: str) -> Codec:
     """The codec called ``name`` (or one of its aliases); ``KeyError`` listing the known ones."""
-    codec = CODECS.get(name) or CODECS.get(_ALIASES.get(name, ""))
+    codec = CODECS.get(name) or CODECS.get(_lookups(CODECS.generation)[0].get(name, ""))
     if codec is None:
         raise KeyError(f"unknown codec {name!r}: allowed {', '.join(CODECS)}")
     return codec
@@ -472,7 +479,8 @@ def codec_for_encoding(content_encoding: str | None) -> Codec:
     """The codec a ``Content-Encoding`` header names (absent means identity)."""
     if not content_encoding:
         return CODECS["none"]
-    codec = _BY_ENCODING.get(content_encoding.strip().lower())
+    by_encoding = _lookups(CODECS.generation)[1]
+    codec = by_encoding.get(content_encoding.strip().lower())
     if codec is None:
-        raise KeyError(f"unknown Content-Encoding {content_encoding!r}: known {', '.join(_BY_ENCODING)}")
+        raise KeyError(f"unknown Content-Encoding {content_encoding!r}: known {', '.join(by_encoding)}")
     return codec

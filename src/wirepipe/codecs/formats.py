@@ -20,12 +20,14 @@ so ``wirepipe codecs`` lists it (installed or not) without importing it.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
 from ..errors import RefusedError, StageError
+from ..registry import Registry
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[bytes], Any]
@@ -423,7 +425,7 @@ def _toml() -> tuple[Encoder, Decoder]:
     return toml_codec(restore_bytes)
 
 
-FORMATS: dict[str, Format] = {
+FORMATS: Registry[Format] = Registry("wirepipe.formats", {
     f.name: f
     for f in (
         Format("json", "json", "application/json", _json_encoder, _json_decoder, binary=False,
@@ -454,10 +456,16 @@ FORMATS: dict[str, Format] = {
         Format("toml", "tomli_w", "application/toml", *_schemaless(_toml), binary=False,
                note='tomllib + tomli-w; bytes as {"$base64" = ...}; no null'),
     )
-}
-_BY_CONTENT_TYPE = {}
-for _f in FORMATS.values():
-    _BY_CONTENT_TYPE.setdefault(_f.content_type, _f)
+})
+
+
+@functools.cache
+def _by_content_type(_generation: int) -> dict[str, Format]:
+    """Content type -> format, the first registered format winning (rebuilt when a format is added)."""
+    table: dict[str, Format] = {}
+    for f in FORMATS.values():
+        table.setdefault(f.content_type, f)
+    return table
 
 
 def get_format(name: str) -> Format:
@@ -472,7 +480,8 @@ def format_for_content_type(content_type: str | None) -> Format:
     """The format a ``Content-Type`` header names (parameters after ``;`` ignored)."""
     if not content_type:
         raise KeyError("no Content-Type header: cannot pick a format automatically")
-    fmt = _BY_CONTENT_TYPE.get(content_type.split(";", 1)[0].strip().lower())
+    known = _by_content_type(FORMATS.generation)
+    fmt = known.get(content_type.split(";", 1)[0].strip().lower())
     if fmt is None:
-        raise KeyError(f"unknown Content-Type {content_type!r}: known {', '.join(_BY_CONTENT_TYPE)}")
+        raise KeyError(f"unknown Content-Type {content_type!r}: known {', '.join(known)}")
     return fmt

@@ -58,3 +58,10 @@ def failing(error: Exception) -> Callable[[Any], Any]:
         raise error
 
     return fail
+
+
+class BuildContext:
+    """Pipeline-wide settings operators need when they are built from their params."""
+
+    def __init__(self, allow_pickle: bool = False) -> None:
+        self.allow_pickle = allow_pickle

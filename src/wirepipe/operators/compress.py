@@ -3,17 +3,30 @@
 Both are one comprehension over the payload column. ``Decompress`` takes a maximum
 output size (a bomb is refused, the record dead-lettered) and, with ``codec: auto``,
 picks the codec of each record from its ``Content-Encoding`` header.
+
+In YAML ``- compress: {codec: zstd, level: fastest}``; in Python ``wirepipe.compress("zstd", "fastest")``:
+
+>>> from wirepipe.batch import Batch
+>>> packed = Compress("zstd", 3)(Batch([b"abc" * 100]))
+>>> len(packed.values[0]) < 300, packed.headers
+(True, {'Content-Encoding': 'zstd'})
+>>> Decompress("auto")(packed).values == [b"abc" * 100]
+True
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, WrapValidator, field_validator
 
 from ..batch import Batch
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
 from ..errors import StageError
-from .base import Operator, failing
+from ..models import Size, Strict
+from .base import BuildContext, Operator, failing
 
 
 def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
@@ -101,3 +114,59 @@ def _set_header(batch: Batch, key: str, value: str) -> None:
         batch.headers = {**h, key: value}
     else:
         batch.headers = [{**d, key: value} if d else {key: value} for d in h]
+
+
+# --- config: ``- compress: {...}`` and ``- decompress: {...}`` ------------------------------------
+
+
+def known_codec(v: str) -> str:
+    """The codec's own name for ``v`` (an alias resolved); ``ValueError`` listing the known ones."""
+    try:
+        return get_codec(v).name
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+
+
+def _bytes_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
+    """A dictionary's bytes as given in Python; anything else validated as YAML's path."""
+    return value if isinstance(value, bytes) else as_yaml(value)
+
+
+Dictionary = Annotated[str | None, WrapValidator(_bytes_or)]
+
+
+class CompressParams(Strict):
+    codec: str
+    level: str | int = "default"
+    dictionary: Dictionary = Field(default=None, description="path of a trained zstd dictionary (bytes in Python)")
+
+    _codec = field_validator("codec")(known_codec)
+
+    @field_validator("level")
+    @classmethod
+    def _level(cls, v: str | int, info: Any) -> str | int:
+        codec = info.data.get("codec")
+        if codec is not None:
+            get_codec(codec).resolve_level(v)  # ValueError names the codec's range
+        return v
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Compress(self.codec, self.level, dictionary=self.dictionary)]
+
+
+class DecompressParams(Strict):
+    codec: str = "auto"
+    max_output_size: Size = DEFAULT_MAX_OUTPUT
+    dictionary: Dictionary = None
+
+    @field_validator("codec")
+    @classmethod
+    def _codec(cls, v: str) -> str:
+        return v if v == "auto" else known_codec(v)
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary)]
+
+
+RANK = 20  # where these come in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"compress": CompressParams, "decompress": DecompressParams}

@@ -12,14 +12,25 @@ Per-record meta columns follow the records: a packed message keeps the meta of i
 first record; an unpacked record repeats its message's meta, except the ``ack``
 handle, which only the first record of the message carries (a message is acknowledged
 once, after all its records were written).
+
+In YAML ``- pack: {records: 100}`` and ``- unpack:``; in Python ``wirepipe.pack(100)``, ``wirepipe.unpack()``:
+
+>>> from wirepipe.batch import Batch
+>>> packed = Pack(2)(Batch([1, 2, 3]))
+>>> packed.values, Unpack()(packed).values
+([[1, 2], [3]], [1, 2, 3])
 """
 
 from __future__ import annotations
 
 from itertools import accumulate
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field
 
 from ..batch import Batch
-from .base import Operator
+from ..models import Strict
+from .base import BuildContext, Operator
 
 
 class Pack(Operator):
@@ -70,3 +81,23 @@ class Unpack(Operator):
             batch.meta["ack"] = [a if j in firsts else None for j, a in enumerate(batch.meta["ack"])]
         batch.values = [r for v in values for r in v]
         return batch
+
+
+# --- config: ``- pack: {records: k}`` and ``- unpack:`` ---------------------------------------------
+
+
+class PackParams(Strict):
+    records: int = Field(ge=1, description="records per message")
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Pack(self.records)]
+
+
+class UnpackParams(Strict):
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Unpack()]
+
+
+RANK = 50  # where these come in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"pack": PackParams,
+             "unpack": Annotated[UnpackParams, BeforeValidator(lambda v: {} if v is None else v)]}

@@ -4,15 +4,24 @@ A NATS sink sees payload bytes, not records, so subjects that depend on a field
 (``orders.{region}``) are rendered here, while the values are still records (before
 ``serialize``); the sink then publishes with ``subject: "{subject}"`` (or a template
 around it, e.g. ``out.{subject}``). ``{seq}`` and other per-record meta columns work too.
+
+In YAML ``- subject: orders.{region}``; in Python ``wirepipe.subject("orders.{region}")``:
+
+>>> from wirepipe.batch import Batch
+>>> Subject("orders.{region}")(Batch([{"region": "eu"}, {"region": "us"}])).subjects
+['orders.eu', 'orders.us']
 """
 
 from __future__ import annotations
 
 import string
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
 
 from ..batch import Batch
-from .base import Operator
+from ..models import Strict
+from .base import BuildContext, Operator
 
 
 class Subject(Operator):
@@ -55,3 +64,21 @@ def _fields(value: Any) -> dict[str, Any]:
     if hasattr(value, "model_dump"):
         return value.model_dump()
     return getattr(value, "__dict__", {})
+
+
+# --- config: ``- subject: orders.{region}`` ---------------------------------------------------------
+
+
+class SubjectParams(Strict):
+    template: str = Field(description="e.g. orders.{region} (record fields and meta columns such as seq)")
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Subject(self.template)]
+
+
+def _template_shorthand(v: Any) -> Any:
+    return {"template": v} if isinstance(v, str) else v
+
+
+RANK = 60  # where these come in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"subject": Annotated[SubjectParams, BeforeValidator(_template_shorthand)]}

@@ -12,6 +12,15 @@ generated protobuf class gives a typed schema; other classes give their field or
 on decode, typed records). Without one, positional formats use the schema the source
 attached to the batch. A value that does not fit a typed schema is rejected per record with
 the field path in the reason.
+
+In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgpack")``:
+
+>>> from wirepipe.batch import Batch
+>>> payloads = Serialize("json")(Batch([{"x": 1}, {"x": 2}]))
+>>> payloads.values, payloads.headers
+([b'{"x":1}', b'{"x":2}'], {'Content-Type': 'application/json'})
+>>> Deserialize("auto")(payloads).values
+[{'x': 1}, {'x': 2}]
 """
 
 from __future__ import annotations
@@ -21,11 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from ..batch import Batch
 from ..codecs.formats import Decoder, Encoder, format_for_content_type, get_format
 from ..errors import RefusedError, StageError
+from ..models import Strict
 from ..schema import RecordSchema, SchemaError, explain, load_schema_file, parse_schema
-from .base import Operator, failing
+from .base import BuildContext, Operator, failing
 
 SchemaSpec = str | Sequence[str] | Mapping[str, Any] | type | RecordSchema | None
 _SCHEMA_FILES = (".yaml", ".yml", ".json")
@@ -306,3 +318,48 @@ def _as_dict_encoder(encode: Encoder) -> Callable[[Any], bytes]:
         return dataclasses.asdict(value)
 
     return lambda value: encode(to_dict(value))
+
+
+# --- config: ``- serialize: {...}`` and ``- deserialize: {...}`` -----------------------------------
+
+SchemaParam = str | list[str] | dict[str, Any] | None  # YAML's spellings of a SchemaSpec (see resolve_schema)
+
+
+def _known_format(extra: tuple[str, ...] = ()) -> Callable[[str], str]:
+    def check(v: str) -> str:
+        from ..codecs.formats import FORMATS
+
+        if v not in FORMATS and v not in extra:
+            raise ValueError(f"unknown format {v!r}: allowed {', '.join([*FORMATS, *extra])}")
+        return v
+
+    return check
+
+
+class SerializeParams(Strict):
+    format: str
+    schema_: SchemaParam = Field(default=None, alias="schema")
+    schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
+
+    _format = field_validator("format")(_known_format())
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Serialize(self.format, schema=self.schema_, schema_id=self.schema_id)]
+
+
+class DeserializeParams(Strict):
+    format: str = "auto"
+    schema_: SchemaParam = Field(default=None, alias="schema")
+    typed: bool | None = None
+    framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
+    schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
+
+    _format = field_validator("format")(_known_format(("auto",)))
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed,
+                            framed=self.framed, schema_id=self.schema_id)]
+
+
+RANK = 10  # where these come in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"serialize": SerializeParams, "deserialize": DeserializeParams}

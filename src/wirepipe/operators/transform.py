@@ -3,16 +3,28 @@
 They run on decoded values (between ``deserialize`` and ``serialize``). ``map`` and
 ``filter`` take a Python callable, in config as an import path ``module:function``.
 A record whose callable raises is dead-lettered like a record that fails to decode.
+
+In YAML ``- map: {function: mymodule:fix}``, ``- filter: {function: ...}``, ``- select: [id, x]``;
+in Python ``wirepipe.map_values(fn)``, ``wirepipe.filter_values(fn)``, ``wirepipe.select("id", "x")``:
+
+>>> from wirepipe.batch import Batch
+>>> batch = Batch([{"id": 1, "x": 2.5}, {"id": 2, "x": -1.0}])
+>>> batch = Filter(lambda r: r["x"] > 0)(Map(lambda r: {**r, "y": 1})(batch))
+>>> Select(["id", "y"])(batch).values
+[{'id': 1, 'y': 1}]
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, WrapValidator
 
 from ..batch import Batch, describe_error
-from .base import Operator
+from ..models import Strict
+from .base import BuildContext, Operator
 
 
 def import_callable(ref: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -89,3 +101,42 @@ class Select(Operator):
 
     def __call__(self, batch: Batch) -> Batch:
         return batch.map_values(self._fn, self.stage, self.name)
+
+
+# --- config: ``- map: {...}``, ``- filter: {...}``, ``- select: [...]`` -----------------------------
+
+
+def _callable_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
+    """A Python callable as given (YAML cannot spell one); anything else validated as YAML's string."""
+    return value if callable(value) and not isinstance(value, str) else as_yaml(value)
+
+
+class FunctionParams(Strict):
+    function: Annotated[str, WrapValidator(_callable_or)] = Field(
+        description="import path module:function (a callable in Python)")
+
+
+class MapParams(FunctionParams):
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Map(self.function)]
+
+
+class FilterParams(FunctionParams):
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Filter(self.function)]
+
+
+class SelectParams(Strict):
+    fields: list[str] = Field(min_length=1)
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Select(self.fields)]
+
+
+def _fields_shorthand(v: Any) -> Any:
+    return {"fields": v} if isinstance(v, list) else v
+
+
+RANK = 40  # where these come in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"map": MapParams, "filter": FilterParams,
+             "select": Annotated[SelectParams, BeforeValidator(_fields_shorthand)]}

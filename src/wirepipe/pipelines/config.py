@@ -19,233 +19,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Mapping, Sequence
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Union
 
-from pydantic import (
-    BeforeValidator,
-    Discriminator,
-    Field,
-    Tag,
-    ValidationError,
-    create_model,
-    field_validator,
-)
+from pydantic import Discriminator, Field, Tag, ValidationError, create_model
 
-from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec
-from ..codecs.formats import FORMATS
 from ..errors import ConfigError
-from ..models import Duration, Size, Strict
+from ..operators import OPERATORS
+from ..operators.base import BuildContext
 from ..schema import SchemaError
+from ..models import Duration, Strict
 
-# --- operator entries -----------------------------------------------------------------------
-
-
-def _known(kind: str, names: Sequence[str], extra: Sequence[str] = ()) -> Callable[[str], str]:
-    def check(v: str) -> str:
-        if v not in names and v not in extra:
-            raise ValueError(f"unknown {kind} {v!r}: allowed {', '.join([*names, *extra])}")
-        return v
-
-    return check
-
-
-def _known_codec(v: str) -> str:
-    try:
-        return get_codec(v).name
-    except KeyError as exc:
-        raise ValueError(exc.args[0]) from None
-
-
-SchemaParam = str | list[str] | dict[str, Any] | None  # see operators/serialize.py: resolve_schema
-
-
-class SerializeParams(Strict):
-    format: str
-    schema_: SchemaParam = Field(default=None, alias="schema")
-    schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
-
-    _format = field_validator("format")(_known("format", list(FORMATS)))
-
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.serialize import Serialize
-
-        return [Serialize(self.format, schema=self.schema_, schema_id=self.schema_id)]
-
-
-class DeserializeParams(Strict):
-    format: str = "auto"
-    schema_: SchemaParam = Field(default=None, alias="schema")
-    typed: bool | None = None
-    framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
-    schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
-
-    _format = field_validator("format")(_known("format", list(FORMATS), ["auto"]))
-
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.serialize import Deserialize
-
-        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed,
-                            framed=self.framed, schema_id=self.schema_id)]
-
-
-class CompressParams(Strict):
-    codec: str
-    level: str | int = "default"
-    dictionary: str | None = Field(default=None, description="path of a trained zstd dictionary")
-
-    _codec = field_validator("codec")(_known_codec)
-
-    @field_validator("level")
-    @classmethod
-    def _level(cls, v: str | int, info: Any) -> str | int:
-        codec = info.data.get("codec")
-        if codec is not None:
-            get_codec(codec).resolve_level(v)  # ValueError names the codec's range
-        return v
-
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.compress import Compress
-
-        return [Compress(self.codec, self.level, dictionary=self.dictionary)]
-
-
-class DecompressParams(Strict):
-    codec: str = "auto"
-    max_output_size: Size = DEFAULT_MAX_OUTPUT
-    dictionary: str | None = None
-
-    @field_validator("codec")
-    @classmethod
-    def _codec(cls, v: str) -> str:
-        return v if v == "auto" else _known_codec(v)
-
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.compress import Decompress
-
-        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary)]
-
-
-def _chain_shorthand(v: Any) -> Any:
-    return {"chain": v} if isinstance(v, str) else v
-
-
-class ChainParams(Strict):
-    chain: str
-    schema_: SchemaParam = Field(default=None, alias="schema")
-    max_output_size: Size = DEFAULT_MAX_OUTPUT
-
-    @field_validator("chain")
-    @classmethod
-    def _parse(cls, v: str) -> str:
-        from ..codecs.chain import Chain
-
-        return str(Chain.parse(v))
-
-
-class EncodeParams(ChainParams):
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.chain import chain_operators
-
-        return chain_operators(self.chain, self.schema_)[0]
-
-
-class DecodeParams(ChainParams):
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..codecs.chain import Chain
-        from ..operators.compress import Decompress
-        from ..operators.serialize import Deserialize
-
-        chain = Chain.parse(self.chain)
-        ops: list[Any] = [Decompress(s.name, max_output_size=self.max_output_size) for s in reversed(chain.codecs)]
-        if chain.format:
-            ops.append(Deserialize(chain.format, schema=self.schema_, allow_pickle=ctx.allow_pickle))
-        return ops
-
-
-class FunctionParams(Strict):
-    function: str = Field(description="import path module:function")
-
-
-class MapParams(FunctionParams):
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.transform import Map
-
-        return [Map(self.function)]
-
-
-class FilterParams(FunctionParams):
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.transform import Filter
-
-        return [Filter(self.function)]
-
-
-class SelectParams(Strict):
-    fields: list[str] = Field(min_length=1)
-
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.transform import Select
-
-        return [Select(self.fields)]
-
-
-class PackParams(Strict):
-    records: int = Field(ge=1, description="records per message")
-
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.framing import Pack
-
-        return [Pack(self.records)]
-
-
-class UnpackParams(Strict):
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.framing import Unpack
-
-        return [Unpack()]
-
-
-class SubjectParams(Strict):
-    template: str = Field(description="e.g. orders.{region} (record fields and meta columns such as seq)")
-
-    def build(self, ctx: BuildContext) -> list[Any]:
-        from ..operators.route import Subject
-
-        return [Subject(self.template)]
-
-
-def _template_shorthand(v: Any) -> Any:
-    return {"template": v} if isinstance(v, str) else v
-
-
-def _fields_shorthand(v: Any) -> Any:
-    return {"fields": v} if isinstance(v, list) else v
-
-
-OPERATORS: dict[str, Any] = {
-    "serialize": SerializeParams,
-    "deserialize": DeserializeParams,
-    "compress": CompressParams,
-    "decompress": DecompressParams,
-    "encode": Annotated[EncodeParams, BeforeValidator(_chain_shorthand)],
-    "decode": Annotated[DecodeParams, BeforeValidator(_chain_shorthand)],
-    "map": MapParams,
-    "filter": FilterParams,
-    "select": Annotated[SelectParams, BeforeValidator(_fields_shorthand)],
-    "pack": PackParams,
-    "unpack": Annotated[UnpackParams, BeforeValidator(lambda v: {} if v is None else v)],
-    "subject": Annotated[SubjectParams, BeforeValidator(_template_shorthand)],
-}
-
-
-class BuildContext:
-    """Pipeline-wide settings operators need when they are built."""
-
-    def __init__(self, allow_pickle: bool = False) -> None:
-        self.allow_pickle = allow_pickle
+# --- operator entries: each operator module declares its params (see operators/__init__.py) ----------
 
 
 def _operator_key(value: Any) -> str | None:
@@ -394,11 +181,31 @@ def validate_config(data: dict[str, Any], file: str | None = None) -> Any:
     try:
         return pipeline_model().model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors(include_url=False)]
-        if len(problems) == 1:
-            raise ConfigError(problems[0][1], file=file, path=problems[0][0]) from None
-        lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
-        raise ConfigError(f"{len(problems)} problems:\n{lines}", file=file) from None
+        raise _config_error(exc, file) from None
+
+
+def validate_entry(model: Any, data: Mapping[str, Any], where: str) -> Any:
+    """One operator's params or one connector's config validated alone, with the messages YAML gives
+    (``where`` is the field path's head: ``source``, ``sink``, ``serialize`` ...): the Python API's check."""
+    try:
+        return _adapter(model).validate_python(dict(data))
+    except ValidationError as exc:
+        raise _config_error(exc, None, (where,)) from None
+
+
+@cache
+def _adapter(model: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(model)
+
+
+def _config_error(exc: ValidationError, file: str | None, head: tuple[str, ...] = ()) -> ConfigError:
+    problems = [_describe({**err, "loc": (*head, *err["loc"])}) for err in exc.errors(include_url=False)]
+    if len(problems) == 1:
+        return ConfigError(problems[0][1], file=file, path=problems[0][0])
+    lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
+    return ConfigError(f"{len(problems)} problems:\n{lines}", file=file)
 
 
 def _describe(err: Any) -> tuple[str, str]:
@@ -451,35 +258,15 @@ def _short(value: Any, limit: int = 80) -> str:
 
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
-    from ..errors import WirepipeError
     from .pipeline import Pipeline
 
     ctx = BuildContext(allow_pickle=cfg.allow_pickle)
     operators: list[Any] = []
     for i, entry in enumerate(cfg.operators):
-        params = getattr(entry, entry.kind)
-        try:
-            operators += params.build(ctx)
-        except (ValueError, KeyError, WirepipeError) as exc:
-            detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-            where = f"operators[{i}].{entry.kind}"
-            if isinstance(exc, SchemaError):  # name the schema field that is wrong
-                where += ".schema" + (f".{exc.path}" if exc.path else "")
-                detail = exc.message
-            raise ConfigError(detail, file=file, path=where) from None
-    for where, model in (("source", cfg.source), ("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
-        if model is None:
-            continue
-        try:
-            built = model.build()
-        except (ValueError, KeyError, WirepipeError) as exc:
-            raise ConfigError(str(exc), file=file, path=where) from None
-        if where == "source":
-            source = built
-        elif where == "sink":
-            sink = built
-        else:
-            dead_letter = built
+        operators += build_operators(getattr(entry, entry.kind), ctx, f"operators[{i}].{entry.kind}", file)
+    source = build_connector(cfg.source, "source", file)
+    sink = build_connector(cfg.sink, "sink", file)
+    dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
     for where, model in (("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
         _refuse_single_parquet_behind_acks(source, model, where, file)
     return Pipeline(
@@ -488,13 +275,38 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
         sink,
         name=cfg.name,
         metrics=_metrics(cfg),
-        dead_letter=dead_letter if cfg.dead_letter is not None else None,
+        dead_letter=dead_letter,
         queue_size=cfg.queue_size,
         shutdown_timeout=cfg.shutdown_timeout,
         flush_interval=cfg.flush_interval,
         config=cfg.model_dump(mode="json", by_alias=True),
         monitor=cfg.monitor,
     )
+
+
+def build_operators(params: Any, ctx: BuildContext, where: str, file: str | None = None) -> list[Any]:
+    """The operators one validated entry stands for; a failure (a bad schema, a missing function) is a
+    ``ConfigError`` at ``where``, naming the schema field when the schema is wrong."""
+    from ..errors import WirepipeError
+
+    try:
+        return list(params.build(ctx))
+    except (ValueError, KeyError, WirepipeError) as exc:
+        detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        if isinstance(exc, SchemaError):  # name the schema field that is wrong
+            where += ".schema" + (f".{exc.path}" if exc.path else "")
+            detail = exc.message
+        raise ConfigError(detail, file=file, path=where) from None
+
+
+def build_connector(model: Any, where: str, file: str | None = None) -> Any:
+    """The source or sink a validated connector config stands for; a failure is a ``ConfigError`` at ``where``."""
+    from ..errors import WirepipeError
+
+    try:
+        return model.build()
+    except (ValueError, KeyError, WirepipeError) as exc:
+        raise ConfigError(str(exc), file=file, path=where) from None
 
 
 def _refuse_single_parquet_behind_acks(source: Any, model: Any, where: str, file: str | None) -> None:
@@ -530,4 +342,5 @@ def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[
     return build_pipeline(cfg, file=str(path))
 
 
-__all__ = ["OPERATORS", "build_pipeline", "load_pipeline", "read_config", "validate_config"]
+__all__ = ["OPERATORS", "BuildContext", "build_connector", "build_operators", "build_pipeline", "load_pipeline",
+           "read_config", "validate_config", "validate_entry"]
