@@ -50,13 +50,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..batch import Batch, Rejected
-from ..errors import WirepipeError
+from ..errors import NotConnected, WirepipeError
 from ..pipelines.models import Duration, Size, Strict
-from .base import Source
-from .gaps import PUBLISHER, SEQ
+from ..wire import SENT_AT_SIZE, Header, dead_letter_payloads
+from .base import AtLeastOnce, Source
 from .inbox import RawInbox
 from .nats import (
-    _SENT_AT_SIZE,
     SENT_AT,
     NatsSink,
     Received,
@@ -64,7 +63,6 @@ from .nats import (
     SubscriptionReader,
     publish_many,
     refuse_oversized,
-    rejected_payloads,
     require_bytes,
     wire_headers,
 )
@@ -72,7 +70,9 @@ from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig, R
 
 log = logging.getLogger("wirepipe.jetstream")
 
-MSG_ID = "Nats-Msg-Id"
+MSG_ID = Header.MSG_ID.value
+PUBLISHER = Header.PUBLISHER.value
+SEQ = Header.SEQ.value
 _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
@@ -300,7 +300,7 @@ class JetStreamSink(NatsSink):
     async def _wait_connected(self) -> None:
         while not self.nc.is_connected:
             if self.nc.is_closed:
-                raise WirepipeError(f"NATS connection to {self.conn.public_url} is closed")
+                raise NotConnected(f"NATS connection to {self.conn.public_url} is closed")
             await asyncio.sleep(0.05)
 
     async def _republish(self) -> None:
@@ -342,7 +342,7 @@ class JetStreamSink(NatsSink):
         id_size = len(MSG_ID) + 4 + max(map(len, ids)) if isinstance(ids, list) else len(MSG_ID) + 4 + len(ids)
         before = len(batch.values)
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type,
-                         id_size + (_SENT_AT_SIZE if headers is not None else 0))
+                         id_size + (SENT_AT_SIZE if headers is not None else 0))
         if len(batch.values) != before:  # refused records left the columns: realign
             ids = self._ids(batch)
             headers = wire_headers(batch, self.headers_mode)
@@ -425,7 +425,7 @@ class JetStreamSink(NatsSink):
         return failed
 
     async def write_rejected(self, rejected: list[Rejected]) -> None:
-        batch = rejected_payloads(rejected)
+        batch = dead_letter_payloads(rejected)
         batch.meta["seq"] = [f"dlq-{r.meta.get('stream_seq', r.meta.get('seq'))}-{r.stage}" for r in rejected]
         await self.write(batch)
 
@@ -473,7 +473,7 @@ def parse_ack_reply(reply: str) -> tuple[int, int, int]:
     return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
 
 
-class JetStreamSource(Source):
+class JetStreamSource(Source, AtLeastOnce):
     """A durable pull consumer (default) or an ordered consumer (``ordered=True``) as batches."""
 
     type = "jetstream"
@@ -661,7 +661,7 @@ class JetStreamSource(Source):
         status = h.get("Status")
         if status == "100":
             return  # idle heartbeat: the pull request is alive
-        left = h.get("Nats-Pending-Messages")
+        left = h.get(Header.PENDING.value)
         if left is not None:
             with contextlib.suppress(ValueError):
                 self._requested = max(0, self._requested - int(left))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import string
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -33,19 +32,26 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ..batch import Batch, Rejected
-from ..errors import ConfigError, WirepipeError
+from ..errors import ConfigError, NotConnected, WirepipeError
 from ..pipelines.models import Duration, Size
+from ..wire import (
+    HDR_LINE,
+    SENT_AT_SIZE,
+    STAMP_SIZE,
+    Header,
+    dead_letter_payloads,
+    header_size,
+    template_fields,
+)
 from .base import Sink, Source
-from .gaps import PUBLISHER, SEQ, STAMP_SIZE, GapCounter, PublisherStamp
+from .gaps import PUBLISHER, SEQ, GapCounter, PublisherStamp
 from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
 
 log = logging.getLogger("wirepipe.nats")
 
-SENT_AT = "Wirepipe-Sent-At"
-STAGE_HEADER = "Wirepipe-Stage"
-ERROR_HEADER = "Wirepipe-Error"
-_HDR_LINE = len(b"NATS/1.0\r\n") + 2  # status line + the blank line that ends the block
-_SENT_AT_SIZE = len(SENT_AT) + 4 + 19  # "key: value\r\n" with a 19-digit ns timestamp
+SENT_AT = Header.SENT_AT.value
+STAGE_HEADER = Header.STAGE.value
+ERROR_HEADER = Header.ERROR.value
 # Per-record header blocks are measured exactly only for payloads this close to the limit.
 _HEADER_SLACK = 65536
 
@@ -58,14 +64,7 @@ class SubjectTemplate:
 
     def __init__(self, template: str) -> None:
         self.template = template
-        try:
-            self.fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-        except ValueError as exc:
-            raise ValueError(f"subject template {template!r}: {exc}") from None
-        if any(not f for f in self.fields):
-            raise ValueError(f"subject template {template!r}: empty {{}} placeholder; name a field such as {{seq}}")
-        if any(ch in template for ch in " \t\r\n"):
-            raise ValueError(f"subject {template!r} contains whitespace")
+        self.fields = template_fields(template)
 
     @property
     def fixed(self) -> bool:
@@ -99,13 +98,6 @@ class SubjectTemplate:
 # --- header sizes and the max_payload check ---------------------------------------------------------
 
 
-def header_size(headers: dict[str, str] | None) -> int:
-    """Bytes nats-py puts on the wire for a header block (0 without headers)."""
-    if not headers:
-        return 0
-    return _HDR_LINE + sum(len(k.encode()) + len(str(v).encode()) + 4 for k, v in headers.items())
-
-
 def refuse_oversized(batch: Batch, headers: dict[str, str] | list[dict[str, str] | None] | None,
                      max_payload: int, stage: str, operator: str, extra: int = 0) -> None:
     """Move records whose payload + headers exceed ``max_payload`` to ``batch.rejected``.
@@ -118,12 +110,12 @@ def refuse_oversized(batch: Batch, headers: dict[str, str] | list[dict[str, str]
         return
     longest = max(map(len, values))
     if isinstance(headers, list):
-        if longest + extra + _HDR_LINE <= max_payload - _HEADER_SLACK:
+        if longest + extra + HDR_LINE <= max_payload - _HEADER_SLACK:
             return
-        sizes = [header_size(h) + extra if h else (extra + _HDR_LINE if extra else 0) for h in headers]
+        sizes = [header_size(h) + extra if h else (extra + HDR_LINE if extra else 0) for h in headers]
         bad = [i for i, v in enumerate(values) if len(v) + sizes[i] > max_payload]
     else:
-        hsize = header_size(headers) + extra + (_HDR_LINE if extra and not headers else 0)
+        hsize = header_size(headers) + extra + (HDR_LINE if extra and not headers else 0)
         if longest + hsize <= max_payload:
             return
         sizes = None
@@ -156,39 +148,6 @@ def require_bytes(batch: Batch, stage: str, operator: str) -> None:
         raise ConfigError(
             f"{stage} ({operator}) needs bytes but got {type(values[0]).__name__}: add a `serialize` operator "
             "(and `compress`) before the NATS sink")
-
-
-def rejected_payloads(rejected: list[Rejected]) -> Batch:
-    """Dead letters for a NATS subject: the original payload (JSON when the record was an object)
-    with its headers plus ``Wirepipe-Stage`` and ``Wirepipe-Error``."""
-    import orjson
-
-    from ..codecs.formats import json_default
-
-    values: list[bytes] = []
-    headers: list[dict[str, str] | None] = []
-    for r in rejected:
-        v = r.value
-        if isinstance(v, (bytes, bytearray, memoryview)):
-            values.append(bytes(v))
-            h = dict(r.headers or {})
-        else:
-            try:
-                values.append(orjson.dumps(v, default=json_default))
-            except TypeError:
-                values.append(repr(v).encode())
-            h = {k: val for k, val in (r.headers or {}).items() if k not in ("Content-Type", "Content-Encoding")}
-            h["Content-Type"] = "application/json"
-        h.pop(SENT_AT, None)
-        h[STAGE_HEADER] = r.stage
-        h[ERROR_HEADER] = " ".join(r.error.split())[:1024]
-        if r.subject:
-            h["Wirepipe-Subject"] = r.subject
-        if r.meta.get("stream_seq") is not None:
-            h["Wirepipe-Stream-Seq"] = str(r.meta["stream_seq"])
-        headers.append(h)
-    meta: dict[str, list[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}
-    return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers, meta=meta)
 
 
 # --- sink -----------------------------------------------------------------------------------------
@@ -226,7 +185,7 @@ class NatsSink(Sink):
             return
         require_bytes(batch, self.stage, self.type)
         headers = wire_headers(batch, self.headers_mode)
-        extra = _SENT_AT_SIZE + STAMP_SIZE if headers is not None else 0
+        extra = SENT_AT_SIZE + STAMP_SIZE if headers is not None else 0
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type, extra)
         if isinstance(headers, list) and len(headers) != len(batch.values):
             headers = batch.headers  # refuse_oversized dropped records: the batch's column is aligned
@@ -284,21 +243,21 @@ class NatsSink(Sink):
 
         if not isinstance(exc, nats.errors.OutboundBufferLimitError):
             if isinstance(exc, nats.errors.ConnectionClosedError):
-                raise WirepipeError(f"NATS connection to {self.conn.public_url} is closed") from None
+                raise NotConnected(f"NATS connection to {self.conn.public_url} is closed") from None
             raise WirepipeError(f"publish to {self.conn.public_url} failed: {exc}") from None
         # Records before the failure are in the outbound buffer; republishing all of the batch may
         # duplicate some, which core NATS (at-most-once, no dedup) accepts as a trade for not losing them.
         # They keep their Wirepipe-Seq, so consumers count them as duplicates, not as new records.
         while not self.nc.is_connected:
             if self.nc.is_closed:
-                raise WirepipeError(f"NATS connection to {self.conn.public_url} is closed") from None
+                raise NotConnected(f"NATS connection to {self.conn.public_url} is closed") from None
             await asyncio.sleep(0.05)
         await self.publish(subjects, values, headers, first)
 
     async def write_rejected(self, rejected: list[Rejected]) -> None:
         """As a dead-letter destination: publish the original payloads with stage and error headers."""
-        batch = rejected_payloads(rejected)
-        refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type, _SENT_AT_SIZE + STAMP_SIZE)
+        batch = dead_letter_payloads(rejected)
+        refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type, SENT_AT_SIZE + STAMP_SIZE)
         if batch.rejected:
             log.error("%d dead letter(s) too large to publish to %s: dropped", len(batch.rejected),
                       self.subject.template)
