@@ -589,7 +589,7 @@ class JetStreamSource(Source, AtLeastOnce):
         self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
                                       config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
         self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
-        self.buffer.attach(self.sub._sub)  # the subscription nats-py feeds (the wrapper holds copies)
+        self.buffer.attach(self.sub)
         await self._check_empty(js)
 
     def _pull_config(self, name: str | None) -> Any:
@@ -719,7 +719,7 @@ class JetStreamSource(Source, AtLeastOnce):
     def _received(self) -> int:
         """Messages of any kind (records, statuses, heartbeats) the pull inbox has seen."""
         buf = self.buffer
-        return buf.received if isinstance(buf, RawInbox) else (self.sub._received if self.sub is not None else 0)
+        return buf.received
 
     def _byte_bound(self, want: int) -> tuple[int, int]:
         """Messages and bytes to ask for, so what is in flight plus what is buffered stays within half of

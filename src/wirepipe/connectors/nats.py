@@ -343,6 +343,15 @@ class Received:
         )
 
 
+# The private attributes of nats-py wirepipe relies on, per class (tests/test_nats_private.py checks them).
+NATS_PY_PRIVATE: dict[str, tuple[str, ...]] = {
+    "nats.aio.subscription.Subscription": ("_pending_queue", "_pending_size", "_id"),
+    "nats.js.client.JetStreamContext.PushSubscription": ("_sub",),
+    "nats.aio.client.Client": ("_send_command", "_flush_queue", "_flush_pending", "_process_msg"),
+    "asyncio.Queue": ("_queue",),
+}
+
+
 class SubscriptionReader:
     """Reads a nats-py subscription's pending queue a batch at a time.
 
@@ -354,6 +363,11 @@ class SubscriptionReader:
     ~40% faster than with a callback appending to a list) and keeps no ``Msg`` objects
     beyond the batch. ``received_ns`` is when the pipeline took the message.
     ``status`` (JetStream pulls) sees and removes the server's status messages.
+
+    nats-py has no public way to take a batch from a subscription without a coroutine per
+    message, so this class is the one place that touches a ``Subscription``'s private
+    attributes (``NATS_PY_PRIVATE`` lists them; tests/test_nats_private.py fails loudly when
+    a nats-py release renames one). Everything readable publicly (``delivered``) is read so.
     """
 
     def __init__(self, batch_size: int, batch_timeout: float, max_buffered: int,
@@ -367,8 +381,19 @@ class SubscriptionReader:
         self.delivered = 0
 
     def attach(self, sub: Any) -> None:
+        """Read ``sub``: a core ``Subscription``, or a JetStream push wrapper (nats-py feeds the
+        subscription it wraps; the wrapper holds copies of its fields)."""
+        from nats.aio.subscription import Subscription
+
+        if not isinstance(sub, Subscription):
+            sub = sub._sub
         self.sub = sub
         self.queue = sub._pending_queue  # nats-py keeps it there for next_msg()/messages
+
+    @property
+    def received(self) -> int:
+        """Messages of any kind nats-py has put in the subscription's queue so far (0 before ``attach``)."""
+        return self.sub.delivered if self.sub is not None else 0
 
     def __len__(self) -> int:
         return self.queue.qsize() if self.queue is not None else 0
@@ -428,7 +453,7 @@ class SubscriptionReader:
         now = time.time_ns()
         times += [now] * (len(msgs) - 1)  # received: when taken from the client's queue
         data = [m.data for m in msgs]
-        self.sub._pending_size -= sum(map(len, data))
+        self.sub._pending_size -= sum(map(len, data))  # as next_msg() does: pending_bytes stays true
         self.delivered += len(msgs)
         return Received(data, [m.subject for m in msgs], [m.headers for m in msgs], [m.reply for m in msgs], times)
 
@@ -532,10 +557,10 @@ class NatsSource(Source):
         """Yield until nats-py's reader stops finding messages (at most ~64 turns): it reads one socket
         chunk (tens of KB) per event-loop turn, so a single yield between operator slices reads too
         little while a burst arrives; reading gets priority over the operators."""
-        sub = self.sub
+        buffer = self.buffer
         seen = -1
         for _ in range(64):
-            received = sub._received if sub is not None else 0
+            received = buffer.received
             if received == seen:
                 return
             seen = received
