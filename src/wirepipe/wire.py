@@ -58,6 +58,21 @@ def entry_size(key: str, value_len: int) -> int:
     return len(key) + 4 + value_len
 
 
+def sent_at_column(headers: list[dict[str, str] | None]) -> list[int | None]:
+    """``Wirepipe-Sent-At`` of each record as int ns, None when absent or malformed."""
+    key = Header.SENT_AT.value
+    try:
+        return [int(h[key]) if h and key in h else None for h in headers]
+    except ValueError:  # a malformed value: redo record by record
+        out: list[int | None] = []
+        for h in headers:
+            try:
+                out.append(int(h[key]) if h and key in h else None)
+            except ValueError:
+                out.append(None)
+        return out
+
+
 # --- subject templates ----------------------------------------------------------------------------
 
 
