@@ -139,12 +139,24 @@ class NatsSink(Sink):
     type = "nats"
     stage = "publish"
 
-    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, headers: str = "wire",
-                 flush_timeout: float = 10.0) -> None:
-        self.subject = SubjectTemplate(subject)
-        self.options = options or ConnectionOptions()
-        self.headers_mode = headers
-        self.flush_timeout = flush_timeout
+    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, **fields: Any) -> None:
+        """``fields`` are ``NatsSinkConfig``'s (``headers``, ``flush_timeout``; the connection fields
+        when no ``options`` are given), validated as the YAML is: declared once, there."""
+        self._configure(NatsSinkConfig(type="nats", subject=subject, **fields), options)
+
+    @classmethod
+    def from_config(cls, config: NatsSinkConfig) -> NatsSink:
+        """The sink a validated config describes (no second validation)."""
+        sink = cls.__new__(cls)
+        sink._configure(config, None)
+        return sink
+
+    def _configure(self, config: NatsSinkConfig, options: ConnectionOptions | None) -> None:
+        self.config = config
+        self.subject = SubjectTemplate(config.subject)
+        self.options = options or config.connection_options()
+        self.headers_mode = config.headers
+        self.flush_timeout = config.flush_timeout
         self.conn = NatsConnection(self.options, role="publisher")
         self.nc: Any = None
         self.max_payload = 0
@@ -273,5 +285,4 @@ class NatsSinkConfig(NatsConnectionConfig):
         return v
 
     def build(self) -> NatsSink:
-        return NatsSink(self.subject, options=self.connection_options(), headers=self.headers,
-                        flush_timeout=self.flush_timeout)
+        return NatsSink.from_config(self)

@@ -40,23 +40,34 @@ class NatsSource(Source):
     stage = "consume"
     drops_when_unread = True
 
-    def __init__(self, subject: str, *, queue: str | None = None, options: ConnectionOptions | None = None,
-                 batch_size: int = 1000, batch_timeout: float = 0.005, pending_msgs_limit: int = 65536,
-                 pending_bytes_limit: int = 64 * 1024 * 1024, count: int | None = None,
-                 duration: float | None = None, gaps: bool | None = None) -> None:
-        super().__init__(count=count, duration=duration)
-        self.subject = subject
-        self.queue = queue
-        self.options = options or ConnectionOptions()
-        self.batch_size = batch_size
-        self.batch_timeout = batch_timeout
-        self.pending_msgs_limit = pending_msgs_limit
-        self.pending_bytes_limit = pending_bytes_limit
+    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, **fields: Any) -> None:
+        """``fields`` are ``NatsSourceConfig``'s (``queue``, ``batch_size``, ``count``...; the connection
+        fields when no ``options`` are given), validated as the YAML is: declared once, there."""
+        self._configure(NatsSourceConfig(type="nats", subject=subject, **fields), options)
+
+    @classmethod
+    def from_config(cls, config: NatsSourceConfig) -> NatsSource:
+        """The source a validated config describes (no second validation)."""
+        source = cls.__new__(cls)
+        source._configure(config, None)
+        return source
+
+    def _configure(self, config: NatsSourceConfig, options: ConnectionOptions | None) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.subject = config.subject
+        self.queue = config.queue
+        self.options = options or config.connection_options()
+        self.batch_size = config.batch_size
+        self.batch_timeout = config.batch_timeout
+        self.pending_msgs_limit = config.pending_msgs_limit
+        self.pending_bytes_limit = config.pending_bytes_limit
         self.conn = NatsConnection(self.options, role="consumer")
-        self.buffer = SubscriptionReader(batch_size, batch_timeout, max_buffered=pending_msgs_limit)
+        self.buffer = SubscriptionReader(self.batch_size, self.batch_timeout, max_buffered=self.pending_msgs_limit)
         self.sub: Any = None
         self.ready = asyncio.Event()
-        self.gaps = GapCounter() if (gaps if gaps is not None else not queue) else None
+        gaps = config.gaps
+        self.gaps = GapCounter() if (gaps if gaps is not None else not self.queue) else None
         self._drops_in_gaps = 0  # client-side drops a later gap already counted
         self.discarded = 0
 
@@ -151,7 +162,4 @@ class NatsSourceConfig(NatsConnectionConfig):
                               "Wirepipe-Seq; default on, off in a queue group (members see only a share)")
 
     def build(self) -> NatsSource:
-        return NatsSource(self.subject, queue=self.queue, options=self.connection_options(),
-                          batch_size=self.batch_size, batch_timeout=self.batch_timeout,
-                          pending_msgs_limit=self.pending_msgs_limit, pending_bytes_limit=self.pending_bytes_limit,
-                          count=self.count, duration=self.duration, gaps=self.gaps)
+        return NatsSource.from_config(self)
