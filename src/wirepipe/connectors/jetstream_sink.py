@@ -68,18 +68,28 @@ class JetStreamSink(NatsSink):
     type = "jetstream"
     stage = "publish"
 
-    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, headers: str = "wire",
-                 stream: StreamConfig | dict[str, Any] | None = None, msg_id: str = "auto",
-                 window: int = 4096, ack_timeout: float = 5.0, retry: ReconnectConfig | None = None,
-                 flush_timeout: float = 10.0) -> None:
-        super().__init__(subject, options=options, headers=headers, flush_timeout=flush_timeout)
+    def __init__(self, subject: str, *, options: ConnectionOptions | None = None,
+                 **fields: Any) -> None:
+        """``fields`` are ``JetStreamSinkConfig``'s (``stream``, ``msg_id``, ``window``...; the connection
+        fields when no ``options`` are given), validated as the YAML is: declared once, there."""
+        self._configure(JetStreamSinkConfig(type="jetstream", subject=subject, **fields), options)
+
+    @classmethod
+    def from_config(cls, config: JetStreamSinkConfig) -> JetStreamSink:  # type: ignore[override]
+        """The sink a validated config describes (no second validation)."""
+        sink = cls.__new__(cls)
+        sink._configure(config, None)
+        return sink
+
+    def _configure(self, config: JetStreamSinkConfig, options: ConnectionOptions | None) -> None:  # type: ignore[override]
+        super()._configure(config, options)
         self.conn.role = "jetstream publisher"
-        self.stream = StreamConfig.model_validate(stream) if isinstance(stream, dict) else stream
-        self.msg_id = msg_id
+        self.stream = config.stream
+        self.msg_id = config.msg_id
         self._msg_id_template: SubjectTemplate | None = None
-        self.window = window
-        self.ack_timeout = ack_timeout
-        self.retry = retry or ReconnectConfig(wait=0.2, max_wait=5.0)
+        self.window = config.window
+        self.ack_timeout = config.ack_timeout
+        self.retry = config.retry
         self.pipeline_name = "pipeline"
         self.source_identity = ""  # set by the pipeline: part of the default Nats-Msg-Id
         self._id_prefix = ""
@@ -357,6 +367,4 @@ class JetStreamSinkConfig(NatsConnectionConfig):
         lambda v: v if v == "auto" else (SubjectTemplate(v.replace("{pipeline}", "p")), v)[1])
 
     def build(self) -> JetStreamSink:
-        return JetStreamSink(self.subject, options=self.connection_options(), headers=self.headers,
-                             stream=self.stream, msg_id=self.msg_id, window=self.window,
-                             ack_timeout=self.ack_timeout, retry=self.retry, flush_timeout=self.flush_timeout)
+        return JetStreamSink.from_config(self)

@@ -63,35 +63,44 @@ class JetStreamSource(Source, AtLeastOnce):
     stage = "consume"
     redelivers = True
 
-    def __init__(self, subject: str | None = None, *, stream: str | None = None, durable: str | None = None,
-                 options: ConnectionOptions | None = None, ordered: bool = False, deliver: str = "all",
-                 start_seq: int | None = None, start_time: dt.datetime | None = None, batch_size: int = 1000,
-                 batch_timeout: float = 0.005, max_ack_pending: int = 20000, ack_wait: float = 30.0,
-                 max_deliver: int = 5, nak_delay: float = 1.0, expires: float = 30.0, heartbeat: float = 5.0,
-                 stop_at_end: bool = False, count: int | None = None, duration: float | None = None,
-                 ack: str = "explicit", pending_bytes_limit: int = 64 * 1024 * 1024) -> None:
-        super().__init__(count=count, duration=duration)
-        self.subject = subject
-        self.stream = stream
-        self.durable = durable
-        self.options = options or ConnectionOptions()
-        self.ordered = ordered
+    def __init__(self, subject: str | None = None, *, options: ConnectionOptions | None = None,
+                 **fields: Any) -> None:
+        """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``ordered``, ``batch_size``...;
+        the connection fields when no ``options`` are given), validated as the YAML is: declared once, there."""
+        self._configure(JetStreamSourceConfig(type="jetstream", subject=subject, **fields), options)
+
+    @classmethod
+    def from_config(cls, config: JetStreamSourceConfig) -> JetStreamSource:
+        """The source a validated config describes (no second validation)."""
+        source = cls.__new__(cls)
+        source._configure(config, None)
+        return source
+
+    def _configure(self, config: JetStreamSourceConfig, options: ConnectionOptions | None) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.subject = config.subject
+        self.stream = config.stream
+        self.durable = config.durable
+        self.options = options or config.connection_options()
+        self.ordered = ordered = config.ordered
         # An ordered consumer has no acks: a record the sink failed never comes back, so the
         # pipeline must stop on a sink error rather than nak (and lose) it.
         self.redelivers = not ordered
-        self.deliver = deliver
-        self.start_seq = start_seq
-        self.start_time = start_time
-        self.batch_size = batch_size
-        self.max_ack_pending = max_ack_pending
-        self.ack_wait = ack_wait
-        self.max_deliver = max_deliver
-        self.nak_delay = nak_delay
-        self.expires = expires
-        self.heartbeat = heartbeat
-        self.stop_at_end = stop_at_end
-        self.ack_mode = ack
-        self.pending_bytes_limit = pending_bytes_limit
+        self.deliver = config.deliver
+        self.start_seq = config.start_seq
+        self.start_time = config.start_time
+        self.batch_size = batch_size = config.batch_size
+        self.max_ack_pending = max_ack_pending = config.max_ack_pending
+        self.ack_wait = config.ack_wait
+        self.max_deliver = config.max_deliver
+        self.nak_delay = config.nak_delay
+        self.expires = config.expires
+        self.heartbeat = config.heartbeat
+        self.stop_at_end = config.stop_at_end
+        self.ack_mode = config.ack
+        self.pending_bytes_limit = config.pending_bytes_limit
+        batch_timeout = config.batch_timeout
         self.conn = NatsConnection(self.options, role="jetstream consumer")
         # Never hold more than the server lets us keep unacknowledged.
         self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout,
@@ -534,10 +543,4 @@ class JetStreamSourceConfig(NatsConnectionConfig):
         return self
 
     def build(self) -> JetStreamSource:
-        return JetStreamSource(
-            self.subject, stream=self.stream, durable=self.durable, options=self.connection_options(),
-            ordered=self.ordered, deliver=self.deliver, start_seq=self.start_seq, start_time=self.start_time,
-            batch_size=self.batch_size, batch_timeout=self.batch_timeout, max_ack_pending=self.max_ack_pending,
-            ack_wait=self.ack_wait, max_deliver=self.max_deliver, nak_delay=self.nak_delay, expires=self.expires,
-            heartbeat=self.heartbeat, stop_at_end=self.stop_at_end, count=self.count, duration=self.duration,
-            ack=self.ack, pending_bytes_limit=self.pending_bytes_limit)
+        return JetStreamSource.from_config(self)

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -35,6 +35,9 @@ from ..wire import (
 from .base import Sink
 from .gaps import PUBLISHER, SEQ, PublisherStamp
 from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
+
+if TYPE_CHECKING:
+    from .jetstream_sink import JetStreamSinkConfig
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -151,7 +154,7 @@ class NatsSink(Sink):
         sink._configure(config, None)
         return sink
 
-    def _configure(self, config: NatsSinkConfig, options: ConnectionOptions | None) -> None:
+    def _configure(self, config: NatsSinkConfig | JetStreamSinkConfig, options: ConnectionOptions | None) -> None:
         self.config = config
         self.subject = SubjectTemplate(config.subject)
         self.options = options or config.connection_options()
