@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..batch import Batch, Rejected
 from ..wire import dead_letter_batch
@@ -105,6 +105,24 @@ class Source(ABC):
         from ..pipelines.pipeline import Pipeline
 
         return Pipeline(self) | other
+
+
+_C = TypeVar("_C", bound="Configured")
+
+
+class Configured:
+    """A connector whose fields are declared once, in its config model: ``__init__`` validates its
+    keyword arguments with that model (as the YAML is), ``from_config`` takes a validated one."""
+
+    def _configure(self, config: Any, options: Any) -> None:  # pragma: no cover - each connector has one
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls: type[_C], config: Any) -> _C:
+        """The connector a validated config describes (no second validation)."""
+        part = cls.__new__(cls)
+        part._configure(config, None)
+        return part
 
 
 class AtLeastOnce(ABC):

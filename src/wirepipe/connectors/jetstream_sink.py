@@ -74,13 +74,6 @@ class JetStreamSink(NatsSink):
         fields when no ``options`` are given), validated as the YAML is: declared once, there."""
         self._configure(JetStreamSinkConfig(type="jetstream", subject=subject, **fields), options)
 
-    @classmethod
-    def from_config(cls, config: JetStreamSinkConfig) -> JetStreamSink:  # type: ignore[override]
-        """The sink a validated config describes (no second validation)."""
-        sink = cls.__new__(cls)
-        sink._configure(config, None)
-        return sink
-
     def _configure(self, config: JetStreamSinkConfig, options: ConnectionOptions | None) -> None:  # type: ignore[override]
         super()._configure(config, options)
         self.conn.role = "jetstream publisher"

@@ -38,7 +38,7 @@ from ..pipelines.models import Duration, Size
 from ..wire import (
     Header,
 )
-from .base import AtLeastOnce, Source
+from .base import AtLeastOnce, Configured, Source
 from .nats_reader import RawInbox, Received, SubscriptionReader, publish_many
 from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
 
@@ -56,7 +56,7 @@ def parse_ack_reply(reply: str) -> tuple[int, int, int]:
     return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
 
 
-class JetStreamSource(Source, AtLeastOnce):
+class JetStreamSource(Configured, Source, AtLeastOnce):
     """A durable pull consumer (default) or an ordered consumer (``ordered=True``) as batches."""
 
     type = "jetstream"
@@ -68,13 +68,6 @@ class JetStreamSource(Source, AtLeastOnce):
         """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``ordered``, ``batch_size``...;
         the connection fields when no ``options`` are given), validated as the YAML is: declared once, there."""
         self._configure(JetStreamSourceConfig(type="jetstream", subject=subject, **fields), options)
-
-    @classmethod
-    def from_config(cls, config: JetStreamSourceConfig) -> JetStreamSource:
-        """The source a validated config describes (no second validation)."""
-        source = cls.__new__(cls)
-        source._configure(config, None)
-        return source
 
     def _configure(self, config: JetStreamSourceConfig, options: ConnectionOptions | None) -> None:
         super().__init__(count=config.count, duration=config.duration)

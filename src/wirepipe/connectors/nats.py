@@ -10,15 +10,6 @@ The wire contract (DESIGN.md): payload = compress(serialize(value)); headers
 ``Nats-Msg-Id`` on JetStream. ``headers: none`` publishes bare payloads for pipelines
 whose two ends are configured alike.
 
-Subjects are templates: ``points`` (one subject), ``blocks.{seq}`` (any per-record meta
-column), ``out.{subject}`` (the subject the record came in on, for relays; a ``subject``
-operator sets it from record fields, e.g. ``orders.{region}``).
-
-Oversized records: nats-py sends a payload whose size plus headers exceeds the
-server's ``max_payload`` and the server then closes the connection. The sink checks
-payload + headers itself and refuses such a record (it goes to the dead-letter
-destination with a clear error); the connection stays up.
-
 Where each concept lives: the connection (options, auth, TLS, reconnects, client drops)
 in ``natsconn``; reading a subscription in batches (and every nats-py private attribute
 wirepipe touches) in ``nats_reader``; the sink in ``nats_sink``; the source in

@@ -32,7 +32,7 @@ from ..wire import (
     header_size,
     template_fields,
 )
-from .base import Sink
+from .base import Configured, Sink
 from .gaps import PUBLISHER, SEQ, PublisherStamp
 from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
 
@@ -136,7 +136,7 @@ def require_bytes(batch: Batch, stage: str, operator: str) -> None:
             "(and `compress`) before the NATS sink")
 
 
-class NatsSink(Sink):
+class NatsSink(Configured, Sink):
     """Publishes every record of a batch to core NATS with the wire-contract headers."""
 
     type = "nats"
@@ -146,13 +146,6 @@ class NatsSink(Sink):
         """``fields`` are ``NatsSinkConfig``'s (``headers``, ``flush_timeout``; the connection fields
         when no ``options`` are given), validated as the YAML is: declared once, there."""
         self._configure(NatsSinkConfig(type="nats", subject=subject, **fields), options)
-
-    @classmethod
-    def from_config(cls, config: NatsSinkConfig) -> NatsSink:
-        """The sink a validated config describes (no second validation)."""
-        sink = cls.__new__(cls)
-        sink._configure(config, None)
-        return sink
 
     def _configure(self, config: NatsSinkConfig | JetStreamSinkConfig, options: ConnectionOptions | None) -> None:
         self.config = config

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ..batch import Batch
 from ..pipelines.models import Duration, Size
-from .base import Source
+from .base import Configured, Source
 from .gaps import GapCounter
 from .nats_reader import SubscriptionReader
 from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
@@ -26,7 +26,7 @@ log = logging.getLogger("wirepipe.nats")
 
 
 
-class NatsSource(Source):
+class NatsSource(Configured, Source):
     """Subscribes (subject with wildcards, optional queue group) and yields batches of received messages.
 
     Core NATS loses messages under overload; the source counts every loss it can know of
@@ -44,13 +44,6 @@ class NatsSource(Source):
         """``fields`` are ``NatsSourceConfig``'s (``queue``, ``batch_size``, ``count``...; the connection
         fields when no ``options`` are given), validated as the YAML is: declared once, there."""
         self._configure(NatsSourceConfig(type="nats", subject=subject, **fields), options)
-
-    @classmethod
-    def from_config(cls, config: NatsSourceConfig) -> NatsSource:
-        """The source a validated config describes (no second validation)."""
-        source = cls.__new__(cls)
-        source._configure(config, None)
-        return source
 
     def _configure(self, config: NatsSourceConfig, options: ConnectionOptions | None) -> None:
         super().__init__(count=config.count, duration=config.duration)
