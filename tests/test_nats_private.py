@@ -59,11 +59,11 @@ async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(n
             if core.pending_msgs == 5:
                 break
             await asyncio.sleep(0.01)
-        assert core.pending_bytes == 15
+        assert core.pending_bytes == reader.pending_bytes == 15 and len(reader) == 5
         got = await reader.take(10, asyncio.Event())
         assert got is not None and [len(v) for v in got.data] == [1, 2, 3, 4, 5]
         assert reader.received == core.delivered == 5
-        assert core.pending_msgs == 0 and core.pending_bytes == 0
+        assert core.pending_msgs == len(reader) == 0 and core.pending_bytes == reader.pending_bytes == 0
 
         reader = SubscriptionReader(batch_size=10, batch_timeout=0.0, max_buffered=100)
         reader.attach(push)  # the wrapper: the reader reads the subscription nats-py feeds

@@ -318,7 +318,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         avg = self._avg_size
         if not avg:  # nothing seen yet: two requests of a quarter each
             return want, max(floor, budget // 4)
-        buffered = self.buffer.pending_bytes if isinstance(self.buffer, RawInbox) else 0
+        buffered = self.buffer.pending_bytes
         in_flight = max(0, self._requested - len(self.buffer))
         room = int((budget - buffered) / avg) - in_flight
         want = min(want, max(room, 0 if in_flight or len(self.buffer) else 1))

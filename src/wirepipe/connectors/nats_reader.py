@@ -115,7 +115,12 @@ class SubscriptionReader:
         return self.sub.delivered if self.sub is not None else 0
 
     def __len__(self) -> int:
-        return self.queue.qsize() if self.queue is not None else 0
+        return self.sub.pending_msgs if self.sub is not None else 0
+
+    @property
+    def pending_bytes(self) -> int:
+        """Payload bytes waiting in the subscription (nats-py's public count; ``take`` keeps it true)."""
+        return self.sub.pending_bytes if self.sub is not None else 0
 
     async def _first(self, stopping: asyncio.Event) -> Any:
         """Wait for one message (None when ``stopping`` is set first)."""
