@@ -33,6 +33,7 @@ from ..batch import Batch, Rejected, describe_error
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator
+from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
