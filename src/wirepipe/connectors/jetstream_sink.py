@@ -1,6 +1,6 @@
 """The ``jetstream`` sink: at-least-once publish with deterministic ``Nats-Msg-Id``.
 
-Sink. Every record carries a deterministic ``Nats-Msg-Id``, so a record published twice
+Every record carries a deterministic ``Nats-Msg-Id``, so a record published twice
 (a retry, a re-run of a crashed job) is stored once within the stream's duplicate window.
 The default (``msg_id: auto``) is ``{pipeline}-{source}-{position}-{payload hash}``: the
 source's identity (its type and parameters, e.g. the file it reads; ``Source.identity``),

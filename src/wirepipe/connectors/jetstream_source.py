@@ -1,6 +1,6 @@
 """The ``jetstream`` source: a durable pull consumer or an ordered consumer.
 
-Source, durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
+Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 (~15k records/s with an ack each); here pull requests go straight to
 ``$JS.API.CONSUMER.MSG.NEXT`` with replies on one inbox read as raw protocol tuples
 (``nats_reader.RawInbox``), a new request goes out as soon as the pipeline has taken a batch

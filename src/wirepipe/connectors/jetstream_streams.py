@@ -1,4 +1,4 @@
-"""JetStream stream management: the ``stream:`` block of a jetstream sink, created or checked on open."""
+"""JetStream stream management: the ``stream:`` block of a jetstream sink, created on open when missing."""
 
 from __future__ import annotations
 
