@@ -198,3 +198,45 @@ async def test_embedded_url_shares_one_server_between_pipelines() -> None:
     stats = await consume_while(source, consumer, produce)
     assert stats.records_out == 100
     assert EmbeddedServer._shared is None  # released and stopped when both pipelines ended
+
+
+def test_core_connectors_take_their_validated_config() -> None:
+    """Fields are declared once (the config models): Python construction validates exactly as YAML does."""
+    import pydantic
+
+    from wirepipe.connectors.nats import NatsSinkConfig, NatsSourceConfig
+
+    for build in (lambda: NatsSource("x", batch_size=0), lambda: NatsSink("x", headers="some"),
+                  lambda: NatsSink("a b"), lambda: NatsSource("x", no_such_field=1)):
+        with pytest.raises(pydantic.ValidationError):
+            build()
+    source = NatsSource("pts.>", queue="w", batch_timeout="20ms", url="nats://127.0.0.1:4999")
+    assert (source.batch_timeout, source.gaps, source.options.url) == (0.02, None, "nats://127.0.0.1:4999")
+    yaml_built = NatsSourceConfig.model_validate({"type": "nats", "subject": "pts.>", "queue": "w",
+                                                 "batch_timeout": "20ms", "url": "nats://127.0.0.1:4999"}).build()
+    assert yaml_built.params == source.params and yaml_built.config == source.config
+    sink = NatsSinkConfig.model_validate({"type": "nats", "subject": "out.{seq}", "flush_timeout": "2s"}).build()
+    assert (sink.subject.fields, sink.flush_timeout, sink.headers_mode) == (["seq"], 2.0, "wire")
+
+
+def test_jetstream_connectors_take_their_validated_config() -> None:
+    import pydantic
+
+    from wirepipe.connectors.jetstream import (
+        JetStreamSink,
+        JetStreamSinkConfig,
+        JetStreamSource,
+        JetStreamSourceConfig,
+    )
+
+    with pytest.raises(pydantic.ValidationError, match="heartbeat must be less than half of expires"):
+        JetStreamSource("x", heartbeat=20, expires=30)
+    with pytest.raises(pydantic.ValidationError, match="window"):
+        JetStreamSink("x", window=0)
+    source = JetStreamSource(stream="S", durable="d", ack_wait="10s", ack="all")
+    yaml_built = JetStreamSourceConfig.model_validate({"type": "jetstream", "stream": "S", "durable": "d",
+                                                       "ack_wait": "10s", "ack": "all"}).build()
+    assert (source.ack_wait, source.ack_mode) == (10.0, "all") and yaml_built.config == source.config
+    sink = JetStreamSinkConfig.model_validate({"type": "jetstream", "subject": "o.{seq}", "stream": {"name": "O"},
+                                               "msg_id": "{pipeline}-{seq}"}).build()
+    assert (sink.stream.name, sink.msg_id, sink.subject.fields, sink.retry.wait) == ("O", "{pipeline}-{seq}", ["seq"], 0.2)

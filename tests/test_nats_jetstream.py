@@ -230,7 +230,7 @@ async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> 
 
 
 def test_the_raw_inbox_finds_the_nats_py_internals_it_replaces() -> None:
-    """``connectors/inbox.py`` hooks ``Client._process_msg`` (called by the protocol parser for every
+    """``connectors/nats_reader.py`` (RawInbox) hooks ``Client._process_msg`` (called by the protocol parser for every
     message) and reads ``Subscription._id``; ``nats.publish_many`` calls ``_send_command`` and
     ``_flush_pending``: fail loudly if nats-py renames or reshapes them."""
     import inspect

@@ -271,7 +271,10 @@ def capture(
         fail(str(exc), EXIT_CONFIG)
     # A JetStream source makes the run loop commit, and so complete a file, every `ack_pressure` records too:
     # the log says so, since on a backlog that is what sets the files' size.
-    pipe.sink.commit_records = getattr(pipe.source, "ack_pressure", None)
+    from .connectors.base import AtLeastOnce
+
+    source = pipe.source
+    pipe.sink.commit_records = source.ack_pressure if isinstance(source, AtLeastOnce) else None
     stats = run_as_worker(pipe)
     files = pipe.sink.files
     typer.echo(f"{pipe.name}: {stats.records_out} records captured into {len(files)} file(s) in {out} "

@@ -51,6 +51,20 @@ class SinkUnavailable(WirepipeError):
     """
 
 
+class NotConnected(SinkUnavailable):
+    """A part's connection is down (closed, or reconnecting past its buffer): the loop holds the
+    records, keeps them alive upstream and retries with its bounded backoff until the client is back."""
+
+
+class BackOff(SinkUnavailable):
+    """A part asks to be retried no sooner than ``wait`` seconds (the server said when, e.g. a full
+    stream or a rate limit): the loop waits that long instead of its own backoff."""
+
+    def __init__(self, message: str, wait: float) -> None:
+        self.wait = wait
+        super().__init__(message)
+
+
 def is_sink_failure(exc: BaseException) -> bool:
     """True when ``exc`` from a sink is about the sink (retry later), not about a record (dead-letter it).
 

@@ -2,29 +2,34 @@
 
 A source produces ``Batch`` objects from ``batches()`` and stops on its own when it
 is exhausted, when ``count`` records or ``duration`` seconds are reached, or when the
-pipeline sets ``stopping``. Sources that need acknowledgements (JetStream) implement
-``ack`` and set ``redelivers``; the pipeline calls ``ack`` only after the sink has
-flushed the batch (made it durable), and ``in_progress`` while the sink is unavailable
-(a sink failure is never a reason to redeliver a record).
+pipeline sets ``stopping``. Sources that need acknowledgements (JetStream) also implement
+``AtLeastOnce`` (ack, in_progress, settle_rejected, ack_pressure, ack_wait); the pipeline
+calls ``ack`` only after the sink has flushed the batch (made it durable), and
+``in_progress`` while the sink is unavailable (a sink failure is never a reason to
+redeliver a record). The loop asks ``isinstance(source, AtLeastOnce)`` once, not each hook.
 
 A sink has ``write(batch)``, ``flush()`` and ``close()``; ``flush`` makes everything
-written so far durable (or sent), ``close`` flushes and releases the resource.
+written so far durable (or sent), ``close`` flushes and releases the resource. A sink
+that cannot work right now raises ``NotConnected`` or ``BackOff(wait)`` (errors.py):
+runtime signals the loop dispatches on, never reasons to reject a record.
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..batch import Batch, Rejected
+from ..wire import dead_letter_batch
 
 _NOT_IDENTITY = frozenset({"count", "duration", "batch_size", "batch_timeout", "rate", "url", "auth", "tls",
                            "durable", "ordered", "queue"})
 
 
-class Source:
-    """Base class of sources."""
+class Source(ABC):
+    """Base class of sources: ``batches`` is the one method every source writes."""
 
     type: ClassVar[str] = "source"
     stage: ClassVar[str] = "source"
@@ -57,31 +62,22 @@ class Source:
         params = {k: v for k, v in self.params.items() if k not in _NOT_IDENTITY}
         return f"{self.type}:{json.dumps(params, sort_keys=True, default=str)}"
 
-    def check_input(self) -> None:
+    def check_input(self) -> None:  # noqa: B027 - optional hook
         """Raise ``WirepipeError`` if the input is not there (a missing file or capture).
 
         ``wirepipe run`` calls it before anything opens, so a run that cannot read leaves no empty
         output file or metrics behind and exits as a usage error. Sources that read files override it.
         """
 
-    async def open(self) -> None:
+    async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect or open files; called once before ``batches``."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook
         """Release what ``open`` took; called once, also after errors."""
 
-    def batches(self) -> AsyncIterator[Batch]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    async def ack(self, batch: Batch) -> None:
-        """Acknowledge the records of a batch the sink has written (no-op for sources without acks)."""
-
-    async def settle_rejected(self, rejected: list[Rejected]) -> None:
-        """Settle records that went to the dead-letter destination (ack/term them; no-op by default)."""
-
-    async def in_progress(self, batches: list[Batch]) -> None:
-        """The sink is unavailable and these records wait for it: keep them from being redelivered
-        (JetStream: an in-progress ack extends their ack deadline). No-op for sources without acks."""
+    @abstractmethod
+    def batches(self) -> AsyncIterator[Batch]:
+        """The batches, in order; an async generator that ends when the source is done or ``stopping``."""
 
     def lag(self) -> int | None:
         """Records waiting upstream of this source (stream pending, buffered), when it knows."""
@@ -116,8 +112,57 @@ class Source:
         return Source.compose(self) | other
 
 
-class Sink:
-    """Base class of sinks."""
+_C = TypeVar("_C", bound="Configured")
+
+
+class Configured:
+    """A connector whose fields are declared once, in its config model: ``__init__`` validates its
+    keyword arguments with that model (as the YAML is), ``from_config`` takes a validated one."""
+
+    def _configure(self, config: Any, options: Any) -> None:  # pragma: no cover - each connector has one
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls: type[_C], config: Any) -> _C:
+        """The connector a validated config describes (no second validation)."""
+        part = cls.__new__(cls)
+        part._configure(config, None)
+        return part
+
+
+class AtLeastOnce(ABC):
+    """The at-least-once protocol of a source whose records come back until acknowledged (JetStream).
+
+    The loop keeps every record it read unacknowledged until the sink made it durable, then
+    ``ack``-s it; while the sink is down it calls ``in_progress`` (no record is ``nak``-ed for a
+    sink's failure); records that went to the dead letter are ``settle_rejected`` (terminated)
+    once the dead letter is flushed. ``ack_pressure`` bounds what the loop holds unacknowledged
+    before it commits early; ``ack_wait`` is how long the server waits before it redelivers (the
+    loop's backoff stays under a third of it, so in-progress acks arrive in time).
+    """
+
+    ack_wait: float
+
+    @property
+    @abstractmethod
+    def ack_pressure(self) -> int:
+        """Unacknowledged records at which the loop commits without waiting for ``flush_interval``."""
+
+    @abstractmethod
+    async def ack(self, batch: Batch) -> None:
+        """Acknowledge the records of a batch the sink has written and flushed."""
+
+    @abstractmethod
+    async def in_progress(self, batches: list[Batch]) -> None:
+        """The sink is unavailable and these records wait for it: keep them from being redelivered."""
+
+    @abstractmethod
+    async def settle_rejected(self, rejected: list[Rejected]) -> None:
+        """Settle records that went to the dead-letter destination (terminate them: never redelivered)."""
+
+
+class Sink(ABC):
+    """Base class of sinks: ``write`` is the one method every sink writes."""
 
     type: ClassVar[str] = "sink"
     stage: ClassVar[str] = "sink"
@@ -130,24 +175,23 @@ class Sink:
     def params(self) -> dict[str, Any]:
         return {}
 
-    async def open(self) -> None:
+    async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect or open files; called once before the first ``write``."""
 
-    async def write(self, batch: Batch) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    async def write(self, batch: Batch) -> None:
+        """Take a batch (buffer or send it); raise ``NotConnected``/``BackOff`` when the sink cannot now."""
 
     async def write_rejected(self, rejected: list[Rejected]) -> None:
         """Write dead letters (this sink is a ``dead_letter`` destination): envelopes by default,
         the original payloads with stage/error headers for NATS sinks."""
-        from ..deadletter import dead_letter_batch
-
         await self.write(dead_letter_batch(rejected))
 
     def take_rejected(self) -> list[Rejected]:
         """Records the sink refused after ``write`` returned (e.g. JetStream refused them at ack time)."""
         return []
 
-    async def flush(self) -> None:
+    async def flush(self) -> None:  # noqa: B027 - optional hook
         """Make everything written so far durable or sent."""
 
     async def close(self) -> None:

@@ -27,10 +27,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-PUBLISHER = "Wirepipe-Publisher"
-SEQ = "Wirepipe-Seq"
-# Header bytes the two stamps add per record: "Wirepipe-Publisher: <12 hex>\r\n" + "Wirepipe-Seq: <up to 12 digits>\r\n"
-STAMP_SIZE = len(PUBLISHER) + 4 + 12 + len(SEQ) + 4 + 12
+from ..wire import Header
+
+PUBLISHER = Header.PUBLISHER.value
+SEQ = Header.SEQ.value
 _OPEN_GAPS = 4096  # per publisher: gaps remembered to recognise a late (reordered) message
 
 

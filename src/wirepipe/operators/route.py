@@ -14,13 +14,13 @@ In YAML ``- subject: orders.{region}``; in Python ``wirepipe.subject("orders.{re
 
 from __future__ import annotations
 
-import string
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
 from ..batch import Batch
 from ..models import Strict
+from ..wire import template_fields
 from .base import BuildContext, Operator
 
 
@@ -30,11 +30,7 @@ class Subject(Operator):
     stage = "route"
 
     def __init__(self, template: str) -> None:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-        if any(not f for f in fields):
-            raise ValueError(f"subject template {template!r}: empty {{}} placeholder; name a field")
-        if any(ch in template for ch in " \t\r\n"):
-            raise ValueError(f"subject {template!r} contains whitespace")
+        fields = template_fields(template)
         self.template = template
         self.fields = fields
         self.name = template

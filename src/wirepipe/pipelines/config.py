@@ -27,10 +27,10 @@ from typing import Annotated, Any, Union
 from pydantic import Discriminator, Field, Tag, ValidationError, create_model
 
 from ..errors import ConfigError
+from ..models import Duration, Strict
 from ..operators import OPERATORS
 from ..operators.base import BuildContext
 from ..schema import SchemaError
-from ..models import Duration, Strict
 
 # --- operator entries: each operator module declares its params (see operators/__init__.py) ----------
 

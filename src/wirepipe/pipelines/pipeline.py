@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ..batch import Batch, Rejected, describe_error
-from ..connectors.base import Sink, Source
-from ..errors import ConfigError, WirepipeError, is_sink_failure
+from ..connectors.base import AtLeastOnce, Sink, Source
+from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
+from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
@@ -237,7 +238,7 @@ class Pipeline:
     async def _loop(self, source: Source, sink: Sink, stats: RunStats) -> None:
         queue: asyncio.Queue[tuple[Batch, int, int] | None] = asyncio.Queue(self.queue_size)
         producer = asyncio.create_task(self._produce(source, queue))
-        pressure = getattr(source, "ack_pressure", None)
+        pressure = source.ack_pressure if isinstance(source, AtLeastOnce) else None
         interval = self.flush_interval
         self._last_commit = time.monotonic()
         try:
@@ -427,12 +428,13 @@ class Pipeline:
         if self.dead_letter is not None and self._unsettled:
             await self._retry(self.dead_letter, self.dead_letter.flush, stats)
         source = self.source
-        for batch, n in written:
-            await source.ack(batch)
-            stats.acked += n
-        unsettled, self._unsettled = self._unsettled, []
-        for rejected in unsettled:
-            await source.settle_rejected(rejected)
+        if isinstance(source, AtLeastOnce):
+            for batch, _ in written:
+                await source.ack(batch)
+            for rejected in self._unsettled:
+                await source.settle_rejected(rejected)
+        stats.acked += sum(n for _, n in written)
+        self._unsettled = []
         stats.commits += 1
 
     # --- sink failures -------------------------------------------------------------------------
@@ -475,6 +477,9 @@ class Pipeline:
                 await sink.write(batch)
             except (ConfigError, asyncio.CancelledError):
                 raise
+            except SinkUnavailable as exc:  # NotConnected, BackOff: the sink's signal, never the records'
+                await self._sink_down(sink, exc, stats, [batch])
+                continue
             except Exception as exc:
                 if is_sink_failure(exc):
                     await self._sink_down(sink, exc, stats, [batch])
@@ -511,10 +516,23 @@ class Pipeline:
             self._last_sink_log = now
             log.error("sink unavailable: %s: %s (for %.0fs, %d failures; holding %d records unacknowledged, "
                       "retrying)", part.name, error, now - self._sink_down_since, self._sink_failures, held)
-        keep_alive = getattr(self.source, "ack_wait", None)
+        source = self.source
+        if isinstance(source, AtLeastOnce):
+            await source.in_progress([*holding, *(b for b, _ in self._unacked), *self._queued])
+        await asyncio.sleep(self._backoff(exc))
+
+    def _backoff(self, exc: BaseException) -> float:
+        """Seconds to wait before the next try: what a ``BackOff`` asks for, else bounded exponential
+        (``NotConnected``: the client reconnects meanwhile). Capped at a third of an at-least-once
+        source's ``ack_wait`` so the in-progress acks keep its records from being redelivered."""
+        source = self.source
+        keep_alive = source.ack_wait if isinstance(source, AtLeastOnce) else None
         cap = 5.0 if not keep_alive else max(0.05, min(5.0, keep_alive / 3))
-        await self.source.in_progress([*holding, *(b for b, _ in self._unacked), *self._queued])
-        await asyncio.sleep(min(cap, 0.05 * 2 ** min(self._sink_failures, 10)))
+        match exc:
+            case BackOff(wait=wait):
+                return min(cap, max(0.0, wait))
+            case _:
+                return min(cap, 0.05 * 2 ** min(self._sink_failures, 10))
 
     def _sink_up(self, part: Sink) -> None:
         if self.sink_error is None:

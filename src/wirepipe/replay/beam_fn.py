@@ -87,7 +87,7 @@ class ReplayRowGroupFn(beam.DoFn):
             write_part(join(self.output, "results"), start, results)
         if rejected and pipe.dead_letter is not None:
             from ..connectors.files import batch_table
-            from ..deadletter import dead_letter_batch
+            from ..wire import dead_letter_batch
 
             write_part(join(self.output, "dead_letter"), start, [batch_table(dead_letter_batch(rejected))])
         stages, _ = recorder.tables()

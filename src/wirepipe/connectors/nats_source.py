@@ -1,0 +1,158 @@
+"""The ``nats`` source: a core NATS subscription (wildcards, optional queue group) read in batches.
+
+Core NATS is at-most-once: a message published while no subscriber listens, or dropped
+because a subscriber's pending buffer was full (a slow consumer), is gone. The source
+counts every loss it can know of (gaps.py); use the ``jetstream`` source where every record must arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..batch import Batch
+from ..models import Duration, Size
+from .base import Configured, Source
+from .gaps import GapCounter
+from .nats_reader import SubscriptionReader
+from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
+
+log = logging.getLogger("wirepipe.nats")
+
+
+
+class NatsSource(Configured, Source):
+    """Subscribes (subject with wildcards, optional queue group) and yields batches of received messages.
+
+    Core NATS loses messages under overload; the source counts every loss it can know of
+    (``losses()``): numbers missing from each publisher's ``Wirepipe-Seq`` (``gaps.py``;
+    off in a queue group, where each member sees only its share), messages nats-py dropped
+    because the subscription's pending limits were reached and that no gap covers (the
+    tail), and messages received but never handed to the pipeline because it stopped.
+    """
+
+    type = "nats"
+    stage = "consume"
+    drops_when_unread = True
+
+    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, **fields: Any) -> None:
+        """``fields`` are ``NatsSourceConfig``'s (``queue``, ``batch_size``, ``count``...; the connection
+        fields when no ``options`` are given), validated as the YAML is: declared once, there."""
+        self._configure(NatsSourceConfig(type="nats", subject=subject, **fields), options)
+
+    def _configure(self, config: NatsSourceConfig, options: ConnectionOptions | None) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.subject = config.subject
+        self.queue = config.queue
+        self.options = options or config.connection_options()
+        self.batch_size = config.batch_size
+        self.batch_timeout = config.batch_timeout
+        self.pending_msgs_limit = config.pending_msgs_limit
+        self.pending_bytes_limit = config.pending_bytes_limit
+        self.conn = NatsConnection(self.options, role="consumer")
+        self.buffer = SubscriptionReader(self.batch_size, self.batch_timeout, max_buffered=self.pending_msgs_limit)
+        self.sub: Any = None
+        self.ready = asyncio.Event()
+        gaps = config.gaps
+        self.gaps = GapCounter() if (gaps if gaps is not None else not self.queue) else None
+        self._drops_in_gaps = 0  # client-side drops a later gap already counted
+        self.discarded = 0
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"subject": self.subject, "queue": self.queue, "batch_size": self.batch_size,
+                **self.options.public_params()}
+
+    @property
+    def dropped(self) -> int:
+        """Messages the server sent that were dropped because the pending limits were reached."""
+        return self.conn.stats.slow_consumer_drops
+
+    @property
+    def lost(self) -> int:
+        missing = self.gaps.missing if self.gaps is not None else 0
+        return missing + self.dropped - self._drops_in_gaps + self.discarded
+
+    def losses(self) -> dict[str, int]:
+        g = self.gaps
+        return {"lost": self.lost, "missing": g.missing if g else 0, "dropped": self.dropped,
+                "discarded": self.discarded, "duplicates": g.duplicates if g else 0,
+                "reordered": g.reordered if g else 0}
+
+    def lag(self) -> int | None:
+        """Messages received but not yet handed to the pipeline."""
+        return len(self.buffer)
+
+    async def let_read(self) -> None:
+        """Yield until nats-py's reader stops finding messages (at most ~64 turns): it reads one socket
+        chunk (tens of KB) per event-loop turn, so a single yield between operator slices reads too
+        little while a burst arrives; reading gets priority over the operators."""
+        buffer = self.buffer
+        seen = -1
+        for _ in range(64):
+            received = buffer.received
+            if received == seen:
+                return
+            seen = received
+            await asyncio.sleep(0)
+
+    async def open(self) -> None:
+        nc = await self.conn.connect()
+        self.sub = await nc.subscribe(self.subject, queue=self.queue or "",
+                                      pending_msgs_limit=self.pending_msgs_limit,
+                                      pending_bytes_limit=self.pending_bytes_limit)
+        self.buffer.attach(self.sub)
+        await nc.flush(timeout=10)  # the server knows the subscription before publishers start
+        self.ready.set()
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        left = self.count if self.count is not None else -1
+        gaps = self.gaps
+        while left != 0:
+            got = await self.buffer.take(left if left > 0 else self.batch_size, self.stopping)
+            if got is None:
+                return
+            if left > 0:
+                left -= len(got)
+            if gaps is not None:
+                missing = gaps.observe(got.headers)
+                if missing > 0:  # nats-py's drops before this batch show in its gaps: count them once
+                    self._drops_in_gaps += min(missing, self.dropped - self._drops_in_gaps)
+            yield got.batch()
+
+    async def close(self) -> None:
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
+            self.sub = None
+        # Received, never processed: core NATS will not send them again.
+        self.discarded += len(self.buffer.drop_replies())
+        if self.discarded:
+            log.warning("%s: %d message(s) received but not processed at stop (core NATS: lost)",
+                        self.subject, self.discarded)
+        await self.conn.close()
+
+
+class NatsSourceConfig(NatsConnectionConfig):
+    """``source: {type: nats, url: ..., subject: "points.>", queue: workers}``"""
+
+    type: Literal["nats"]
+    subject: str
+    queue: str | None = Field(default=None, description="queue group: the messages are shared among its members")
+    batch_size: int = Field(default=1000, ge=1)
+    batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
+    pending_msgs_limit: int = Field(default=65536, ge=1)
+    pending_bytes_limit: Size = 64 * 1024 * 1024
+    count: int | None = Field(default=None, ge=0)
+    duration: Duration | None = None
+    gaps: bool | None = Field(default=None, description="count messages missing from each publisher's "
+                              "Wirepipe-Seq; default on, off in a queue group (members see only a share)")
+
+    def build(self) -> NatsSource:
+        return NatsSource.from_config(self)

@@ -1,0 +1,96 @@
+"""The nats-py private attributes wirepipe relies on still exist (a nats-py upgrade that renames one fails here,
+by name, instead of as a silent slowdown or an AttributeError deep in a run)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+
+import nats
+from nats.js import api
+
+from wirepipe.connectors.nats import NATS_PY_PRIVATE, SubscriptionReader
+from wirepipe.wire import Header, dead_letter_batch, dead_letter_payloads, template_fields
+
+
+def _resolve(path: str) -> type:
+    """``"nats.js.client.JetStreamContext.PushSubscription"`` -> the class (modules, then nested classes)."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        assert isinstance(obj, type), path
+        return obj
+    raise AssertionError(f"cannot import {path}")
+
+
+async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(nats_url: str) -> None:
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="PRIV", subjects=["privjs.>"])
+        core = await nc.subscribe("priv.core")
+        push = await js.subscribe("privjs.>", stream="PRIV", ordered_consumer=True, config=api.ConsumerConfig())
+        live = {
+            "nats.aio.subscription.Subscription": core,
+            "nats.js.client.JetStreamContext.PushSubscription": push,
+            "nats.aio.client.Client": nc,
+            "asyncio.Queue": asyncio.Queue(),
+        }
+        assert set(live) == set(NATS_PY_PRIVATE), "every class in NATS_PY_PRIVATE needs a live object here"
+        missing = [f"{cls}.{attr}" for cls, attrs in NATS_PY_PRIVATE.items() for attr in attrs
+                   if not hasattr(live[cls], attr)]
+        assert not missing, (f"nats-py {nats.__version__ if hasattr(nats, '__version__') else ''} renamed or removed "
+                             f"private attributes wirepipe uses: {missing}; update SubscriptionReader/publish_many/RawInbox")
+        for cls, obj in live.items():
+            assert isinstance(obj, _resolve(cls)), cls
+
+        # The reader takes a batch through them and keeps nats-py's public counters true.
+        reader = SubscriptionReader(batch_size=10, batch_timeout=0.0, max_buffered=100)
+        reader.attach(core)
+        for i in range(5):
+            await nc.publish("priv.core", b"x" * (i + 1))
+        await nc.flush()
+        for _ in range(200):
+            if core.pending_msgs == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert core.pending_bytes == reader.pending_bytes == 15 and len(reader) == 5
+        got = await reader.take(10, asyncio.Event())
+        assert got is not None and [len(v) for v in got.data] == [1, 2, 3, 4, 5]
+        assert reader.received == core.delivered == 5
+        assert core.pending_msgs == len(reader) == 0 and core.pending_bytes == reader.pending_bytes == 0
+
+        reader = SubscriptionReader(batch_size=10, batch_timeout=0.0, max_buffered=100)
+        reader.attach(push)  # the wrapper: the reader reads the subscription nats-py feeds
+        await js.publish("privjs.a", b"js")
+        got = await asyncio.wait_for(reader.take(10, asyncio.Event()), 10)
+        assert got is not None and got.data == [b"js"] and reader.received >= 1
+    finally:
+        await nc.close()
+
+
+def test_wire_module_is_the_one_header_vocabulary_and_dead_letter_encoding() -> None:
+    from wirepipe.batch import Rejected
+
+    assert Header.SENT_AT == "Wirepipe-Sent-At" and {Header.MSG_ID: 1}["Nats-Msg-Id"] == 1
+    assert template_fields("orders.{region}.{seq}") == ["region", "seq"]
+    for bad, why in (("a.{}", "empty {} placeholder"), ("a b", "whitespace"), ("a.{x", "subject template")):
+        try:
+            template_fields(bad)
+        except ValueError as exc:
+            assert why in str(exc)
+        else:
+            raise AssertionError(f"{bad!r} accepted")
+    r = Rejected(value={"a": 1}, stage="serialize", operator="json", error="bad\nvalue", subject="s",
+                 headers={"Wirepipe-Sent-At": "1"}, meta={"seq": 3, "stream_seq": 9})
+    env = dead_letter_batch([r])
+    assert env.values[0]["value_json"] == '{"a": 1}' and env.headers[0]["Wirepipe-Stage"] == "serialize"
+    nats_dl = dead_letter_payloads([r])
+    assert nats_dl.values == [b'{"a":1}']
+    assert nats_dl.headers[0] == {"Content-Type": "application/json", "Wirepipe-Stage": "serialize",
+                                  "Wirepipe-Error": "bad value", "Wirepipe-Subject": "s", "Wirepipe-Stream-Seq": "9"}

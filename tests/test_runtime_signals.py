@@ -1,0 +1,56 @@
+"""The run loop dispatches on typed runtime signals: ``NotConnected`` and ``BackOff(wait)`` from a sink are the
+sink's (records held and retried, never dead-lettered), and ``BackOff`` sets the wait instead of the loop's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.nats_fixtures import ListSink
+from wirepipe.batch import Batch
+from wirepipe.connectors.base import AtLeastOnce, Configured, Sink, Source
+from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.jetstream import JetStreamSource
+from wirepipe.errors import BackOff, NotConnected, SinkUnavailable, is_sink_failure
+from wirepipe.pipelines.pipeline import Pipeline
+
+
+class FlakySink(ListSink):
+    """Raises each of ``signals`` on successive writes, then works."""
+
+    def __init__(self, signals: list[Exception]) -> None:
+        super().__init__()
+        self.signals = signals
+
+    async def write(self, batch: Batch) -> None:
+        if self.signals:
+            raise self.signals.pop(0)
+        await super().write(batch)
+
+
+@pytest.mark.timeout(60)
+def test_signals_from_a_sink_hold_the_records_and_retry() -> None:
+    sink = FlakySink([NotConnected("connection closed"), BackOff("stream full", 0.01), NotConnected("again")])
+    stats = Pipeline(GenerateSource("point", count=50, batch_size=10), [], sink).run()
+    assert len(sink.values) == 50 and stats.rejected == 0
+    assert stats.sink_errors == 3 and not sink.signals
+
+
+def test_backoff_wait_is_what_the_part_asked_for_within_the_ack_keep_alive() -> None:
+    plain = Pipeline(GenerateSource("point", count=1), [], ListSink())
+    assert plain._backoff(BackOff("x", 0.2)) == 0.2
+    assert plain._backoff(BackOff("x", 60.0)) == 5.0  # bounded
+    plain._sink_failures = 3
+    assert plain._backoff(NotConnected("down")) == plain._backoff(OSError("disk")) == 0.05 * 2 ** 3
+    acked = Pipeline(JetStreamSource(stream="S", durable="d", ack_wait=0.9), [], ListSink())
+    assert acked._backoff(BackOff("x", 60.0)) == pytest.approx(0.3)  # in-progress acks keep arriving in time
+
+
+def test_the_interfaces_are_abstract_and_the_signals_typed() -> None:
+    for abstract in (Source, Sink, AtLeastOnce):
+        with pytest.raises(TypeError, match="abstract"):
+            abstract()
+    assert issubclass(JetStreamSource, AtLeastOnce) and not issubclass(GenerateSource, AtLeastOnce)
+    assert issubclass(JetStreamSource, Configured)
+    for signal in (NotConnected("x"), BackOff("x", 1.0)):
+        assert isinstance(signal, SinkUnavailable) and is_sink_failure(signal)
+    assert BackOff("x", 2.5).wait == 2.5
