@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.nats_fixtures import ListSink
 from wirepipe.batch import Batch
 from wirepipe.connectors.base import AtLeastOnce, Configured, Sink, Source
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSource
 from wirepipe.errors import BackOff, NotConnected, SinkUnavailable, is_sink_failure
 from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSink
 
 
-class FlakySink(ListSink):
+class FlakySink(TestingSink):
     """Raises each of ``signals`` on successive writes, then works."""
 
     def __init__(self, signals: list[Exception]) -> None:
@@ -31,17 +31,17 @@ class FlakySink(ListSink):
 def test_signals_from_a_sink_hold_the_records_and_retry() -> None:
     sink = FlakySink([NotConnected("connection closed"), BackOff("stream full", 0.01), NotConnected("again")])
     stats = Pipeline(GenerateSource("point", count=50, batch_size=10), [], sink).run()
-    assert len(sink.values) == 50 and stats.rejected == 0
+    assert len(sink.records) == 50 and stats.rejected == 0
     assert stats.sink_errors == 3 and not sink.signals
 
 
 def test_backoff_wait_is_what_the_part_asked_for_within_the_ack_keep_alive() -> None:
-    plain = Pipeline(GenerateSource("point", count=1), [], ListSink())
+    plain = Pipeline(GenerateSource("point", count=1), [], TestingSink())
     assert plain._backoff(BackOff("x", 0.2)) == 0.2
     assert plain._backoff(BackOff("x", 60.0)) == 5.0  # bounded
     plain._sink_failures = 3
     assert plain._backoff(NotConnected("down")) == plain._backoff(OSError("disk")) == 0.05 * 2 ** 3
-    acked = Pipeline(JetStreamSource(stream="S", durable="d", ack_wait=0.9), [], ListSink())
+    acked = Pipeline(JetStreamSource(stream="S", durable="d", ack_wait=0.9), [], TestingSink())
     assert acked._backoff(BackOff("x", 60.0)) == pytest.approx(0.3)  # in-progress acks keep arriving in time
 
 
