@@ -242,8 +242,8 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _with_defaults(snap: dict[str, Any]) -> dict[str, Any]:
     """A pool total has only the keys its workers reported so far; the status line needs the usual ones."""
-    out = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped", "lost",
-                              "duplicates", "acked", "reconnects", "disconnects")}
+    out: dict[str, Any] = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped",
+                                              "lost", "duplicates", "acked", "reconnects", "disconnects")}
     out["lag"] = None
     out.update(snap)
     return out
