@@ -47,7 +47,18 @@ class Chain:
 
     @classmethod
     def parse(cls, text: str) -> Chain:
-        """Parse ``"msgpack|zstd:3"``; ``ValueError`` naming the bad part and what is allowed."""
+        """Parse ``"msgpack|zstd:3"``; ``ValueError`` naming the bad part and what is allowed.
+
+        >>> chain = Chain.parse("msgpack|zstd:3|none")
+        >>> str(chain), chain.format, [step.name for step in chain.codecs]
+        ('msgpack|zstd:3|none', 'msgpack', ['zstd', 'none'])
+        >>> str(Chain.parse("gzip:best"))  # codecs alone: bytes in, bytes out
+        'gzip:best'
+        >>> Chain.parse("zstd|msgpack")
+        Traceback (most recent call last):
+        ...
+        ValueError: format 'msgpack' must come first in chain 'zstd|msgpack'
+        """
         from .formats import FORMATS
 
         parts = [p.strip() for p in text.split("|")]
