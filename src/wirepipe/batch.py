@@ -44,9 +44,9 @@ class Batch:
 
     values: list[Any]
     subjects: list[str] | str | None = None
-    headers: list[dict[str, str]] | dict[str, str] | None = None
+    headers: list[dict[str, str] | None] | dict[str, str] | None = None
     meta: dict[str, Sequence[Any]] = field(default_factory=dict)
-    schema: tuple[str, ...] | None = None
+    schema: Sequence[str] | None = None  # a tuple of names, or a RecordSchema (a sequence of its names)
     raw_nbytes: int | None = None
     rejected: list[Rejected] = field(default_factory=list)
 
