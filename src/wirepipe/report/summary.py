@@ -595,6 +595,11 @@ def link_bottleneck(g: GroupSummary, bandwidth_bps: float) -> str:
 
 
 def format_bandwidth(bps: float) -> str:
+    """A link speed as people write it.
+
+    >>> format_bandwidth(1e8), format_bandwidth(2.5e9), format_bandwidth(500)
+    ('100 Mbit/s', '2.5 Gbit/s', '500 bit/s')
+    """
     for unit, scale in (("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
         if bps >= scale:
             return f"{bps / scale:g} {unit}/s"
