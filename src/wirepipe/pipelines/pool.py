@@ -41,9 +41,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError, WirepipeError
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline, RunStats
 
 log = logging.getLogger("wirepipe.pool")
 
@@ -476,7 +479,7 @@ class Pool:
 # --- one worker ------------------------------------------------------------------------------------
 
 
-async def _run_reporting(pipeline: Any, report: Any) -> Any:
+async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
     """Run the pipeline as ``wirepipe run`` does, writing its snapshot to the supervisor twice a second.
 
     If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker
