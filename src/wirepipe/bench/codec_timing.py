@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..batch import Batch
-from ..codecs.formats import FORMATS
+from ..codecs.formats import FORMATS, Schema
 from ..operators.compress import Compress, Decompress
 from ..operators.framing import Pack, Unpack
 from ..operators.serialize import Deserialize, Serialize
@@ -54,7 +54,7 @@ def _chunks(values: list[Any], size: int) -> list[list[Any]]:
     return [values[i:i + size] for i in range(0, len(values), size)]
 
 
-def _timed(op: Callable[[Batch], Batch], chunks: list[list[Any]], schema: tuple[str, ...] | None
+def _timed(op: Callable[[Batch], Batch], chunks: list[list[Any]], schema: Schema
            ) -> tuple[list[list[Any]], int, int, list[str]]:
     """Run ``op`` over every chunk; (outputs, start, end, rejection reasons)."""
     errors: list[str] = []

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..batch import Batch, Rejected
-from ..codecs.formats import FORMATS
+from ..codecs.formats import FORMATS, Schema
 from ..connectors.base import Source
 from ..connectors.files import NullSink
 from ..connectors.natsconn import split_urls
@@ -49,7 +49,7 @@ class Records(Source):
     type = "records"
     stage = "generate"
 
-    def __init__(self, chunks: list[list[Any]], schema: tuple[str, ...] | None) -> None:
+    def __init__(self, chunks: list[list[Any]], schema: Schema) -> None:
         super().__init__()
         self.chunks = chunks
         self.schema = schema
@@ -87,7 +87,7 @@ class FirstErrors(NullSink):
         self.errors += [f"{r.stage}: {r.error}" for r in rejected[: max(0, 3 - len(self.errors))]]
 
 
-def _operators(combo: Combo, schema: tuple[str, ...] | None,
+def _operators(combo: Combo, schema: Schema,
                dictionaries: dict[str, str]) -> tuple[list[Any], list[Any]]:
     from ..operators.compress import Compress, Decompress
     from ..operators.framing import Pack, Unpack

@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..batch import describe_error
 from ..errors import StageError
 from .compression import DEFAULT_MAX_OUTPUT, get_codec
 from .formats import Schema, get_format
+
+if TYPE_CHECKING:
+    from ..operators.serialize import SchemaSpec
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ class Chain:
 
         return decode
 
-    def operators(self, schema: Schema = None) -> tuple[list[Any], list[Any]]:
+    def operators(self, schema: SchemaSpec = None) -> tuple[list[Any], list[Any]]:
         """The encode-side and decode-side operators of this chain."""
         from ..operators.compress import Compress, Decompress
         from ..operators.serialize import Deserialize, Serialize

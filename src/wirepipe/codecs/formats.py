@@ -389,16 +389,20 @@ def _pair(build: Callable[..., tuple[Encoder, Decoder]]) -> tuple[Callable[..., 
 
 def _layout_format(name: str, varints: bool, note: str) -> Format:
     make = _layout(varints)
+
+    def decoder(schema: Schema, framed: bool = False) -> Decoder:
+        return _layout_decoder(make(schema), framed)
+
     return Format(name, "numpy", f"application/vnd.wirepipe.{name}",
                   lambda schema, **o: make(schema).encode,
-                  lambda schema, framed=False: _layout_decoder(make(schema), framed),
+                  decoder,
                   typed=True, needs_schema=True, options=("framed",), note=note,
                   make_column_encoder=lambda schema: make(schema).encode_column,
                   make_column_decoder=lambda schema: make(schema).decode_column)
 
 
 def _layout_decoder(layout: Any, framed: bool) -> Decoder:
-    return layout.decode_framed if framed else layout.decode  # type: ignore[no-any-return]
+    return layout.decode_framed if framed else layout.decode
 
 
 def _schemaless(build: Callable[[], tuple[Encoder, Decoder]]) -> tuple[Callable[..., Encoder], Callable[..., Decoder]]:
@@ -455,7 +459,7 @@ FORMATS: dict[str, Format] = {
                note='tomllib + tomli-w; bytes as {"$base64" = ...}; no null'),
     )
 }
-_BY_CONTENT_TYPE = {}
+_BY_CONTENT_TYPE: dict[str, Format] = {}
 for _f in FORMATS.values():
     _BY_CONTENT_TYPE.setdefault(_f.content_type, _f)
 

@@ -14,7 +14,7 @@ written so far durable (or sent), ``close`` flushes and releases the resource.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
 
 from ..batch import Batch, Rejected
@@ -37,7 +37,7 @@ class Source:
         self.count = count
         self.duration = duration
         self.stopping = asyncio.Event()
-        self.schema: tuple[str, ...] | None = None
+        self.schema: Sequence[str] | None = None  # field names, or a typed RecordSchema
 
     @property
     def name(self) -> str:

@@ -547,7 +547,7 @@ def dead_letter_batch(rejected: list[Rejected]) -> Batch:
     from ..codecs.formats import json_default
 
     values = []
-    headers = []
+    headers: list[dict[str, str] | None] = []
     for r in rejected:
         raw = r.value if isinstance(r.value, (bytes, bytearray)) else None
         values.append({
