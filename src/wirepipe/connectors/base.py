@@ -28,7 +28,7 @@ class Source:
 
     type: ClassVar[str] = "source"
     stage: ClassVar[str] = "source"
-    redelivers: ClassVar[bool] = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
+    redelivers: bool = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
     # True: messages are lost when the source is not read for a while (core NATS), so the
     # pipeline runs long operator passes off the event loop and the client keeps reading.
     drops_when_unread: ClassVar[bool] = False

@@ -107,7 +107,7 @@ class RawInbox:
 
     def _drain(self, want: int) -> list[tuple[bytes, bytes, bytes | None, bytes]]:
         items = self.items
-        out = []
+        out: list[tuple[bytes, bytes, bytes | None, bytes]] = []
         status = self.status
         pop = items.popleft
         while items and len(out) < want:

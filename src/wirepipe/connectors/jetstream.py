@@ -44,7 +44,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -353,7 +353,7 @@ class JetStreamSink(NatsSink):
         n = len(batch.values)
         subs = [subjects] * n if isinstance(subjects, str) else subjects
         id_col = [ids] * n if isinstance(ids, str) else ids
-        per_record = isinstance(headers, list)
+        per_record = headers if isinstance(headers, list) else None
         shared = headers if isinstance(headers, dict) else None
         now = time.time_ns
         window = self.window
@@ -361,7 +361,7 @@ class JetStreamSink(NatsSink):
         for i, v in enumerate(batch.values):
             if len(self._pending) >= window or self._retry:
                 await self._wait_space()
-            base = headers[i] if per_record else shared  # type: ignore[index]
+            base = per_record[i] if per_record is not None else shared
             h = dict(base) if base else {}
             h[MSG_ID] = id_col[i]
             if headers is not None:
@@ -588,8 +588,10 @@ class JetStreamSource(Source):
         self._deliver_config(cfg)
         self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
                                       config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
-        self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
-        self.buffer.attach(self.sub._sub)  # the subscription nats-py feeds (the wrapper holds copies)
+        reader = self.buffer
+        assert isinstance(reader, SubscriptionReader)  # the pull inbox replaces it in _open_pull only
+        reader.status = None  # nats-py's ordered consumer handles its own control messages
+        reader.attach(self.sub._sub)  # the subscription nats-py feeds (the wrapper holds copies)
         await self._check_empty(js)
 
     def _pull_config(self, name: str | None) -> Any:
@@ -822,7 +824,7 @@ class JetStreamSource(Source):
 
     # --- settling ------------------------------------------------------------------------------
 
-    async def _send_all(self, replies: list[str | None], body: bytes) -> None:
+    async def _send_all(self, replies: Sequence[str | None], body: bytes) -> None:
         await publish_many(self.nc, replies, body)
 
     async def ack(self, batch: Batch) -> None:

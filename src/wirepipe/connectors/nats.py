@@ -27,7 +27,7 @@ import contextlib
 import logging
 import string
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -75,7 +75,7 @@ class SubjectTemplate:
         if not self.fields:
             return self.template
         n = len(batch.values)
-        columns: dict[str, list[Any]] = {}
+        columns: dict[str, Sequence[Any]] = {}
         for f in self.fields:
             if f == "subject":
                 s = batch.subjects
@@ -187,7 +187,7 @@ def rejected_payloads(rejected: list[Rejected]) -> Batch:
         if r.meta.get("stream_seq") is not None:
             h["Wirepipe-Stream-Seq"] = str(r.meta["stream_seq"])
         headers.append(h)
-    meta: dict[str, list[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}
+    meta: dict[str, Sequence[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}
     return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers, meta=meta)
 
 
@@ -486,7 +486,7 @@ class SubscriptionReader:
         return [m.reply for m in msgs]
 
 
-async def publish_many(nc: Any, subjects: list[str | None], body: bytes) -> int:
+async def publish_many(nc: Any, subjects: Sequence[str | None], body: bytes) -> int:
     """One ``body`` to each subject, as one write of protocol lines (JetStream acks, naks).
 
     ``nc.publish`` costs a few microseconds of Python per message; acknowledging a batch
