@@ -321,7 +321,8 @@ def check_server(url: str, timeout: float = 5.0) -> None:
 
         task = asyncio.ensure_future(nats.connect(split_urls(url), allow_reconnect=False, connect_timeout=timeout,
                                                   max_reconnect_attempts=0, error_cb=first_error))
-        await asyncio.wait({task, failed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        first: set[asyncio.Future[Any]] = {task, failed}
+        await asyncio.wait(first, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if task.done() and task.exception() is None:
             await task.result().close()
             return None
