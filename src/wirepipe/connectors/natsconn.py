@@ -25,7 +25,7 @@ import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, overload
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -152,6 +152,10 @@ class NatsConnectionConfig(Strict):
         )
 
 
+@overload
+def split_urls(url: str | list[str]) -> str | list[str]: ...
+@overload
+def split_urls(url: None) -> None: ...
 def split_urls(url: str | list[str] | None) -> str | list[str] | None:
     """A cluster's URLs: ``"nats://a:4222, nats://b:4222"`` or a list -> a list (one URL stays a string)."""
     if url is None:
