@@ -44,9 +44,9 @@ class Batch:
 
     values: list[Any]
     subjects: list[str] | str | None = None
-    headers: list[dict[str, str]] | dict[str, str] | None = None
+    headers: list[dict[str, str] | None] | dict[str, str] | None = None
     meta: dict[str, Sequence[Any]] = field(default_factory=dict)
-    schema: tuple[str, ...] | None = None
+    schema: Sequence[str] | None = None  # a tuple of names, or a RecordSchema (a sequence of its names)
     raw_nbytes: int | None = None
     rejected: list[Rejected] = field(default_factory=list)
 
@@ -102,7 +102,7 @@ class Batch:
         if not (headers is None or (isinstance(headers, dict) and all(p.headers is headers for p in parts))):
             headers = [h for p in parts for h in (p.headers if isinstance(p.headers, list)
                                                   else [p.headers] * len(p.values))]
-        meta = {k: [x for p in parts for x in p.meta[k]] for k in first.meta}
+        meta: dict[str, Sequence[Any]] = {k: [x for p in parts for x in p.meta[k]] for k in first.meta}
         raw = [p.raw_nbytes for p in parts]
         return Batch(values, subjects, headers, meta, first.schema,
                      None if None in raw else sum(raw),  # type: ignore[arg-type]

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from .exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from .pipelines.pipeline import Pipeline, RunStats
 
 
 def _words_for_placeholders() -> None:
@@ -90,7 +93,7 @@ def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
 
 
-def run_as_worker(pipe: Any) -> Any:
+def run_as_worker(pipe: Pipeline) -> RunStats:
     """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes."""
     from .errors import WirepipeError
     from .pipelines.worker import run_worker

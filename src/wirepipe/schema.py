@@ -252,7 +252,20 @@ def _from_arrow_type(t: Any, nullable: bool, path: str) -> Type:
 
 
 def parse_schema(spec: Any, name: str = "Record") -> RecordSchema:
-    """A ``RecordSchema`` from its mapping: the fields alone, or ``{name:, fields:}``."""
+    """A ``RecordSchema`` from its mapping: the fields alone, or ``{name:, fields:}``.
+
+    >>> point = parse_schema({"name": "Point", "fields": {"x": "int32", "y": "int32", "label?": "string"}})
+    >>> print(point)
+    Point {x: int32, y: int32, label: string?}
+    >>> list(point), point.fixed_width  # its field names; label's width varies
+    (['x', 'y', 'label'], None)
+    >>> point.check({"x": 1, "y": "2"})
+    "y: expected int32, got str '2'"
+    >>> parse_schema({"x": "int8"})
+    Traceback (most recent call last):
+    ...
+    wirepipe.schema.SchemaError: schema field x: unknown type 'int8': allowed int32, int64, uint32, ...
+    """
     if isinstance(spec, RecordSchema):
         return spec
     if not isinstance(spec, Mapping) or not spec:

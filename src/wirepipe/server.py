@@ -28,7 +28,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,7 +284,7 @@ class EmbeddedServer:
                 server.close()
 
 
-def serve_forever(server: EmbeddedServer | LocalCluster, echo: Any = print) -> int:
+def serve_forever(server: EmbeddedServer | LocalCluster, echo: Callable[[str], object] = print) -> int:
     """Run until SIGINT/SIGTERM, printing the URL (a cluster: the URL list) first (``wirepipe server``).
 
     A cluster keeps serving while any node runs; it stops when the last node exits.

@@ -12,7 +12,15 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**
 
 
 def parse_duration(value: str | float | int) -> float:
-    """Seconds from ``1.5``, ``"30s"``, ``"500ms"``, ``"5m"``, ``"2h"`` (a bare number is seconds)."""
+    """Seconds from ``1.5``, ``"30s"``, ``"500ms"``, ``"5m"``, ``"2h"`` (a bare number is seconds).
+
+    >>> parse_duration("500ms"), parse_duration("5m"), parse_duration(2)
+    (0.5, 300.0, 2.0)
+    >>> parse_duration("5 minutes")
+    Traceback (most recent call last):
+    ...
+    ValueError: '5 minutes' is not a duration: use a number of seconds or e.g. 30s, 500ms, 5m, 2h
+    """
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration: use a number of seconds or e.g. 30s, 500ms, 5m, 2h")
     if isinstance(value, (int, float)):
@@ -26,7 +34,11 @@ def parse_duration(value: str | float | int) -> float:
 
 
 def parse_size(value: str | int) -> int:
-    """Bytes from ``1048576``, ``"64MiB"``, ``"1MB"``, ``"512k"`` (k/M/G are 1000s, Ki/Mi/Gi 1024s)."""
+    """Bytes from ``1048576``, ``"64MiB"``, ``"1MB"``, ``"512k"`` (k/M/G are 1000s, Ki/Mi/Gi 1024s).
+
+    >>> parse_size("64MiB"), parse_size("1MB"), parse_size("512k"), parse_size(4096)
+    (67108864, 1000000, 512000, 4096)
+    """
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a size: use bytes or e.g. 64MiB, 1MB, 512KiB")
     if isinstance(value, int):
@@ -45,7 +57,11 @@ _PREFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024, "mi": 102
 
 
 def parse_bandwidth(value: str | float | int) -> float:
-    """Bits per second from ``100Mbit``, ``1Gbps``, ``12.5MB/s`` (bytes), ``1e8`` (a bare number is bit/s)."""
+    """Bits per second from ``100Mbit``, ``1Gbps``, ``12.5MB/s`` (bytes), ``1e8`` (a bare number is bit/s).
+
+    >>> parse_bandwidth("100Mbit"), parse_bandwidth("12.5MB/s"), parse_bandwidth("1Gbps")
+    (100000000.0, 100000000.0, 1000000000.0)
+    """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value <= 0:
             raise ValueError(f"{value!r}: a bandwidth must be > 0")
@@ -62,7 +78,11 @@ _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*(?:/s|/sec|rps|msg/s|re
 
 
 def parse_rate(value: str | float | int) -> float:
-    """Records per second from ``2M/s``, ``500k``, ``120000`` (k, M, G are 1000s)."""
+    """Records per second from ``2M/s``, ``500k``, ``120000`` (k, M, G are 1000s).
+
+    >>> parse_rate("2M/s"), parse_rate("500k"), parse_rate(120000)
+    (2000000.0, 500000.0, 120000.0)
+    """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value <= 0:
             raise ValueError(f"{value!r}: a rate must be > 0")

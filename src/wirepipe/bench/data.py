@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..datasets import get_dataset
 from ..errors import WirepipeError
 from .plan import SAMPLE_RECORDS
+
+if TYPE_CHECKING:
+    from ..codecs.formats import Schema
 
 
 @dataclass
@@ -22,7 +25,7 @@ class BenchData:
     name: str
     records: list[Any]
     raw_bytes: float  # mean raw bytes per record
-    fields: tuple[str, ...] | None
+    fields: Schema  # a typed RecordSchema, or only the field names when none could be inferred
     raw_note: str = "raw"
 
     def values(self, n: int) -> list[Any]:
@@ -68,7 +71,7 @@ def from_file(path: Path) -> BenchData:
     return BenchData(path.stem, records, raw, fields, raw_note="JSON")
 
 
-def _infer_schema(records: list[Any], name: str) -> Any:
+def _infer_schema(records: list[Any], name: str) -> Schema:
     """The typed schema of the records as Arrow infers it (nullable only where a null was seen),
     so the schema'd formats can run on the user's data; their field names when Arrow cannot."""
     if not isinstance(records[0], dict):

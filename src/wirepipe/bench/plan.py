@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..codecs.chain import Chain
 from ..codecs.compression import get_codec
@@ -22,7 +22,19 @@ RAW_BYTES_PER_ITERATION = 4_000_000
 MIN_REPETITIONS, MAX_REPETITIONS = 100, 500_000
 SAMPLE_RECORDS = 1000  # distinct records cycled through the repetitions
 
-QUICK = {
+
+class QuickPreset(TypedDict):
+    """What ``--quick`` measures (the options it sets)."""
+
+    datasets: list[str]
+    formats: list[str]
+    codecs: list[str]
+    levels: list[str]
+    iterations: int
+    scale: float
+
+
+QUICK: QuickPreset = {
     "datasets": ["point", "block"],
     "formats": ["json", "orjson", "msgpack", "msgpack-array"],
     "codecs": ["none", "zstd", "lz4"],

@@ -10,6 +10,7 @@ dictionaries when asked for.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import threading
@@ -76,6 +77,14 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
     return paths
 
 
+def _per_record(total_bytes: int | None, repetitions: int) -> float | None:
+    return None if total_bytes is None else total_bytes / repetitions
+
+
+def _progress(step: Callable[[Combo, BenchData, str], None], data: BenchData, kind: str, combo: Combo) -> None:
+    step(combo, data, kind)
+
+
 def measured_from(data: BenchData, result: ComboResult, repetitions: int, latency: Any = None) -> Measured:
     m = Measured(data.name, result.combo, data.raw_bytes, repetitions, error=result.error)
     if result.error or not result.iterations:
@@ -85,8 +94,8 @@ def measured_from(data: BenchData, result: ComboResult, repetitions: int, latenc
         for row in rows:
             m.stages.setdefault(row.stage, Spread([])).values.append((row.end_ns - row.start_ns) / 1e6)
     first = {row.stage: row for row in result.iterations[0]}
-    m.size = first["serialize"].bytes_out / repetitions
-    m.compressed = first["compress"].bytes_out / repetitions if "compress" in first else m.size
+    m.size = _per_record(first["serialize"].bytes_out, repetitions)
+    m.compressed = _per_record(first["compress"].bytes_out, repetitions) if "compress" in first else m.size
     if latency is not None and latency.num_rows:
         import numpy as np
 
@@ -204,14 +213,14 @@ def _measure(run: BenchRun, datas: list[BenchData], combos: list[Combo],
             dictionaries = train_dictionaries(data, plan.formats, plan.out) if plan.zstd_dict else {}
             usable = [c for c in combos if not c.dictionary or c.format in dictionaries]
             time_codecs(data, usable, n, plan.iterations, dictionaries,
-                        progress=lambda c, d=data: step(c, d, "codec"), into=results)
+                        progress=functools.partial(_progress, step, data, "codec"), into=results)
             if plan.transport != "none":
                 from .transport import time_transport
 
                 latency: dict[str, Any] = {}
                 try:
                     time_transport(data, list(results.values()), n, plan, latency, dictionaries,
-                                   progress=lambda c, d=data: step(c, d, "transport"))
+                                   progress=functools.partial(_progress, step, data, "transport"))
                 finally:
                     run.latency.update({f"{data.name}: {label}": t for label, t in latency.items()})
         except KeyboardInterrupt:

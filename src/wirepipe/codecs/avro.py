@@ -156,6 +156,7 @@ def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = No
     prefix = b"" if schema_id is None else b"\x00" + int(schema_id).to_bytes(4, "big")
     skip = len(prefix)
     list_schema = fastavro.parse_schema({"type": "array", "items": parsed})
+    record_name = parsed["name"] if isinstance(parsed, dict) else schema.name  # a record's is a dict
 
     guard = range_guard(Type("record", record=schema))
     guard_list = range_guard(Type("list", item=Type("record", record=schema)))
@@ -179,7 +180,7 @@ def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = No
         try:
             value = read(buf, writer_schema, None)
         except (EOFError, ValueError, IndexError, UnicodeDecodeError, TypeError) as exc:
-            raise StageError("deserialize", "avro", f"not a {parsed['name']} record ({type(exc).__name__}: {exc})") \
+            raise StageError("deserialize", "avro", f"not a {record_name} record ({type(exc).__name__}: {exc})") \
                 from None
         if buf.tell() != len(data):
             raise StageError("deserialize", "avro", f"{len(data) - buf.tell()} trailing bytes after the record")

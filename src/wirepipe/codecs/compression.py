@@ -148,7 +148,7 @@ def train_zstd_dictionary(samples: list[bytes], size: int = 16 * 1024, level: in
 
     if len(samples) < 8:
         raise ValueError(f"need at least 8 samples to train a zstd dictionary, got {len(samples)}")
-    return zstandard.train_dictionary(size, samples, level=level).as_bytes()
+    return zstandard.train_dictionary(size, list(samples), level=level).as_bytes()
 
 
 # --- the zlib family: zlib, gzip, raw deflate -------------------------------------------------

@@ -61,7 +61,7 @@ _FLT_MAX = 3.4028234663852886e38
 def flexbuffers_codec() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
     from flatbuffers import flexbuffers
 
-    class Builder(flexbuffers.Builder):  # type: ignore[misc]
+    class Builder(flexbuffers.Builder):
         """flatbuffers' Builder tries float32 with struct.pack('<f'), which raises for finite values
         just above FLT_MAX instead of falling back to float64 (a library bug): pick 8 bytes for them."""
 

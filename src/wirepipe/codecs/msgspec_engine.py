@@ -18,6 +18,7 @@ Decoded records keep the keys that were sent (an absent optional field stays abs
 from __future__ import annotations
 
 import base64
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
@@ -69,9 +70,9 @@ def python_type(t: Type, json: bool, names: dict[str, int]) -> Any:
 
 def typed_dict(schema: RecordSchema, json: bool, names: dict[str, int] | None = None) -> Any:
     """A ``TypedDict`` for the record (optional fields may be absent), built at run time."""
-    try:
-        from typing import NotRequired  # type: ignore[attr-defined]
-    except ImportError:  # Python 3.10
+    if sys.version_info >= (3, 11):
+        from typing import NotRequired
+    else:  # pragma: no cover - Python 3.10
         from typing_extensions import NotRequired
 
     names = {} if names is None else names
@@ -134,11 +135,11 @@ def json_codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[An
     raw_encode = msgspec.json.Encoder().encode
     rec = Type("record", record=schema)
     prepare = _b64_writer(rec)
+    encode: Callable[[Any], bytes] = raw_encode
     if rec.contains("bytes", "fixed"):
-        def encode(value: Any) -> bytes:
+        def encode_b64(value: Any) -> bytes:
             return raw_encode([prepare(r) for r in value] if type(value) is list else prepare(value))
-    else:
-        encode = raw_encode
+        encode = encode_b64
     td = typed_dict(schema, json=True)
     decode = msgspec.json.Decoder(list[td] if framed else td, dec_hook=_dec_hook).decode  # type: ignore[valid-type]
     return encode, decode

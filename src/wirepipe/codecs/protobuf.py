@@ -22,6 +22,7 @@ A framed message (several records) is ``message Records { repeated Record record
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..errors import StageError
@@ -196,14 +197,11 @@ def _to_dict(descriptor: Any) -> Callable[[Any], dict[str, Any]]:
         repeated = _repeated(f)
         if f.type == FD.TYPE_MESSAGE:
             sub = _to_dict(f.message_type)
-            if repeated:
-                special.append((name, lambda m, n=name, s=sub: [s(x) for x in getattr(m, n)]))
-            else:
-                special.append((name, lambda m, n=name, s=sub: s(getattr(m, n)) if m.HasField(n) else None))
+            special.append((name, partial(_messages if repeated else _message_or_none, name, sub)))
         elif repeated:
-            special.append((name, lambda m, n=name: list(getattr(m, n))))
+            special.append((name, partial(_values, name)))
         elif f.has_presence:
-            special.append((name, lambda m, n=name: getattr(m, n) if m.HasField(n) else None))
+            special.append((name, partial(_value_or_none, name)))
         else:
             plain.append(name)
     if not special and len(plain) == 2:
@@ -216,6 +214,23 @@ def _to_dict(descriptor: Any) -> Callable[[Any], dict[str, Any]]:
         return {n: fns[n](m) if n in fns else getattr(m, n) for n in order}
 
     return convert
+
+
+# The field readers of ``_to_dict`` (bound to a field name, and a sub-message's converter, with partial).
+def _messages(name: str, convert: Callable[[Any], Any], m: Any) -> list[Any]:
+    return [convert(x) for x in getattr(m, name)]
+
+
+def _message_or_none(name: str, convert: Callable[[Any], Any], m: Any) -> Any:
+    return convert(getattr(m, name)) if m.HasField(name) else None
+
+
+def _values(name: str, m: Any) -> list[Any]:
+    return list(getattr(m, name))
+
+
+def _value_or_none(name: str, m: Any) -> Any:
+    return getattr(m, name) if m.HasField(name) else None
 
 
 def _fixed_checks(schema: RecordSchema | None) -> Callable[[Any], None] | None:

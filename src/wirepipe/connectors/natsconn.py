@@ -25,7 +25,7 @@ import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, overload
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -152,6 +152,10 @@ class NatsConnectionConfig(Strict):
         )
 
 
+@overload
+def split_urls(url: str | list[str]) -> str | list[str]: ...
+@overload
+def split_urls(url: None) -> None: ...
 def split_urls(url: str | list[str] | None) -> str | list[str] | None:
     """A cluster's URLs: ``"nats://a:4222, nats://b:4222"`` or a list -> a list (one URL stays a string)."""
     if url is None:
@@ -299,9 +303,9 @@ class NatsConnection:
         self._connecting = True
         self._fail_fast = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(nc.connect(**kwargs))
+        first: set[asyncio.Future[Any]] = {task, self._fail_fast}
         try:
-            done, _ = await asyncio.wait({task, self._fail_fast}, timeout=opts.connect_timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(first, timeout=opts.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 task.result()  # raises the connect error, if any
             else:
@@ -331,9 +335,10 @@ class NatsConnection:
         where = self.public_url
         how = self.options.auth.describe() if self.options.auth is not None else "no credentials"
         err = self._first_error
-        fast = self._fail_fast is not None and self._fail_fast in done
-        if fast:
-            err = self._fail_fast.result()  # the error that ended the attempt, not a later reset
+        fail_fast = self._fail_fast
+        fast = fail_fast is not None and fail_fast in done
+        if fast and fail_fast is not None:
+            err = fail_fast.result()  # the error that ended the attempt, not a later reset
         reason = _describe(err) if err is not None else "no answer"
         if fast:
             if "authoriz" in reason.lower() or "authentic" in reason.lower():

@@ -170,7 +170,7 @@ class WirepipeCodec(faust_codecs.Codec):
         return self._fns.decode(s)
 
 
-class GuardedRegistry(MutableMapping):  # type: ignore[type-arg]
+class GuardedRegistry(MutableMapping[str, CodecT]):
     """Faust's codec registry, same storage, whose misses say what is wrong.
 
     Faust's ``get_codec`` reads the registry with ``codecs[name]`` and, for the first

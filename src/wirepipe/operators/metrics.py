@@ -292,7 +292,7 @@ class MetricsRecorder:
 
         self.flush()
         return tuple(pa.concat_tables(self._memory[k]) if self._memory[k] else self._schemas[k].empty_table()
-                     for k in ("stages", "latency"))  # type: ignore[return-value]
+                     for k in ("stages", "latency"))
 
     def _write(self, kind: str, table: Any) -> None:
         if self.path is None:

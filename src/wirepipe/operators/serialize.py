@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ..batch import Batch
-from ..codecs.formats import Decoder, Encoder, format_for_content_type, get_format
+from ..codecs.formats import Decoder, Encoder, Schema, format_for_content_type, get_format
 from ..errors import RefusedError, StageError
 from ..models import Strict
 from ..schema import RecordSchema, SchemaError, explain, load_schema_file, parse_schema
@@ -157,7 +157,7 @@ class Serialize(Operator):
         if schema_id is not None:
             self.params["schema_id"] = schema_id
         self._options = {"schema_id": schema_id}
-        self._schema = resolve_schema(schema)
+        self._schema: Schema = resolve_schema(schema)
         self._encode: Encoder | None = None
         self._column: Callable[[list[Any]], list[bytes]] | None = None
         if self._ready():
@@ -213,7 +213,7 @@ class Deserialize(Operator):
         self.params |= {k: v for k, v in (("framed", framed), ("schema_id", schema_id)) if v}
         self._options: dict[str, Any] = {"framed": framed, "schema_id": schema_id}
         self._column: Callable[[list[bytes]], list[Any]] | None = None
-        self._schema = resolve_schema(schema)
+        self._schema: Schema = resolve_schema(schema)
         record_class = _record_class(schema)
         # A record class in the schema gives typed records unless typed: false says otherwise.
         self._record_class = record_class if (typed is None or typed) else None

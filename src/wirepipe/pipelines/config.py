@@ -47,14 +47,16 @@ def pipeline_model() -> type[Strict]:
     """The pipeline config model, built once from the operator and connector registries."""
     from ..connectors import sink_models, source_models
 
-    entries = []
+    # Types built at run time from the registries: values to pydantic, so Any to mypy.
+    entries: list[Any] = []
     for name, params in OPERATORS.items():
-        entry = create_model(f"{name.title()}Entry", __base__=Strict, **{name: (params, ...)})
+        field_def: dict[str, Any] = {name: (params, ...)}
+        entry = create_model(f"{name.title()}Entry", __base__=Strict, **field_def)
         entry.kind = name  # type: ignore[attr-defined]
         entries.append(Annotated[entry, Tag(name)])
-    operator = Annotated[Union[tuple(entries)], Discriminator(_operator_key)]  # noqa: UP007
-    source = Annotated[Union[tuple(source_models())], Field(discriminator="type")]  # noqa: UP007
-    sink = Annotated[Union[tuple(sink_models())], Field(discriminator="type")]  # noqa: UP007
+    operator: Any = Annotated[Union[tuple(entries)], Discriminator(_operator_key)]  # noqa: UP007
+    source: Any = Annotated[Union[tuple(source_models())], Field(discriminator="type")]  # noqa: UP007
+    sink: Any = Annotated[Union[tuple(sink_models())], Field(discriminator="type")]  # noqa: UP007
 
     from .monitor import MonitorConfig
 
@@ -67,9 +69,7 @@ def pipeline_model() -> type[Strict]:
         latency: bool = Field(default=True, description="per-record latency rows on consumers")
         compact_parts: int = Field(default=16, ge=0, description="merge this many small parts into one; 0 = never")
 
-    return create_model(
-        "PipelineConfig",
-        __base__=Strict,
+    fields: dict[str, Any] = dict(
         name=(str, Field(min_length=1)),
         description=(str | None, None),
         source=(source, ...),
@@ -83,6 +83,7 @@ def pipeline_model() -> type[Strict]:
         flush_interval=(Duration, 1.0),
         monitor=(MonitorConfig | None, None),
     )
+    return create_model("PipelineConfig", __base__=Strict, **fields)
 
 
 # --- loading ------------------------------------------------------------------------------------

@@ -48,8 +48,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
     """The counters of a running pipeline, for the status line, Prometheus and tests."""
     stats = pipeline.stats
     source = pipeline.source
-    conns = [getattr(part, "conn", None) for part in (source, pipeline.sink, pipeline.dead_letter)]
-    conns = [c for c in conns if c is not None and hasattr(c, "stats")]
+    conns = [c for c in (getattr(part, "conn", None) for part in (source, pipeline.sink, pipeline.dead_letter))
+             if c is not None and hasattr(c, "stats")]
     lag = source.lag()
     losses = source.losses() or {}
     return {

@@ -41,9 +41,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError, WirepipeError
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline, RunStats
 
 log = logging.getLogger("wirepipe.pool")
 
@@ -242,8 +245,8 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _with_defaults(snap: dict[str, Any]) -> dict[str, Any]:
     """A pool total has only the keys its workers reported so far; the status line needs the usual ones."""
-    out = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped", "lost",
-                              "duplicates", "acked", "reconnects", "disconnects")}
+    out: dict[str, Any] = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped",
+                                              "lost", "duplicates", "acked", "reconnects", "disconnects")}
     out["lag"] = None
     out.update(snap)
     return out
@@ -476,7 +479,7 @@ class Pool:
 # --- one worker ------------------------------------------------------------------------------------
 
 
-async def _run_reporting(pipeline: Any, report: Any) -> Any:
+async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
     """Run the pipeline as ``wirepipe run`` does, writing its snapshot to the supervisor twice a second.
 
     If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker

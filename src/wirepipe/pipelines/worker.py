@@ -15,9 +15,12 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import WirepipeError
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline, RunStats
 
 log = logging.getLogger("wirepipe")
 _CLOSE_GRACE = 5.0  # seconds the cancelled run (and leftover tasks) get to close after shutdown_timeout
@@ -27,7 +30,7 @@ class ShutdownTimeout(WirepipeError):
     """The drain after a stop signal did not finish within ``shutdown_timeout``."""
 
 
-async def run_worker_async(pipeline: Any, stop: asyncio.Event | None = None) -> Any:
+async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None) -> RunStats:
     """Run ``pipeline`` until its source ends or a signal arrives, then drain within its deadline."""
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
@@ -90,7 +93,7 @@ async def run_worker_async(pipeline: Any, stop: asyncio.Event | None = None) -> 
             loop.remove_signal_handler(sig)
 
 
-def _timeout_message(pipeline: Any) -> str:
+def _timeout_message(pipeline: Pipeline) -> str:
     """What the drain could not settle, for the error that ends the process."""
     unacked = getattr(pipeline, "_unacked_records", 0)
     unconfirmed = getattr(pipeline.sink, "unconfirmed", 0)
@@ -110,7 +113,7 @@ def _timeout_message(pipeline: Any) -> str:
             f"{left}")
 
 
-def run_worker(pipeline: Any) -> Any:
+def run_worker(pipeline: Pipeline) -> RunStats:
     """Run ``run_worker_async`` in a new event loop: the entry point of ``wirepipe run``.
 
     Unlike ``asyncio.run``, leftover tasks get a bounded wait after cancellation: a task stuck

@@ -15,9 +15,10 @@ from typing import Any
 from ..errors import WirepipeError
 from .beam_import import import_beam
 
-beam = import_beam()
+import_beam()  # quietly, before the apache_beam imports below
 
-from apache_beam.io.filesystems import FileSystems  # noqa: E402 - after the quiet import
+from apache_beam import DoFn  # noqa: E402 - after the quiet import
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.metrics import Metrics  # noqa: E402
 
 
@@ -26,7 +27,7 @@ def join(folder: str, *parts: str) -> str:
     return FileSystems.join(folder, *parts)
 
 
-class ReplayRowGroupFn(beam.DoFn):
+class ReplayRowGroupFn(DoFn):
     """One row group through the operator chain: writes its results part, yields its metrics rows (a table).
 
     Holds only plain data (the validated config, file positions, paths); the pipeline's

@@ -23,18 +23,22 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..connectors.capture import RowGroup, plan_row_groups
+from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
 from ..errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
+
+if TYPE_CHECKING:
+    from ..pipelines.pipeline import Pipeline
+    from .pacing import Pacer
 
 log = logging.getLogger("wirepipe.replay")
 
 OUTPUT_SECTIONS = ("sink", "dead_letter")
 
 
-def run(replay: Replay, *, workers: int = 1, pacer: Any = None) -> ReplayResult:
+def run(replay: Replay, *, workers: int = 1, pacer: Pacer | None = None) -> ReplayResult:
     """Replay a capture through its pipeline; ``pacer`` replaces the pacing (e.g. on a test clock)."""
     data = replay.config()
     if workers <= 1:
@@ -42,17 +46,23 @@ def run(replay: Replay, *, workers: int = 1, pacer: Any = None) -> ReplayResult:
     return _run_workers(replay, data, workers)
 
 
-def build(replay: Replay, data: dict[str, Any] | None = None) -> Any:
+def build(replay: Replay, data: dict[str, Any] | None = None) -> Pipeline:
     """The replay pipeline, built but not run."""
     from ..pipelines.config import build_pipeline
 
     return build_pipeline(replay.validated(data), file=replay.pipeline)
 
 
-def _run_single(replay: Replay, data: dict[str, Any], pacer: Any) -> ReplayResult:
+def _capture_source(pipe: Pipeline) -> CaptureSource:
+    source = pipe.source
+    assert isinstance(source, CaptureSource), "a replay reads its capture"  # Replay.validated makes it so
+    return source
+
+
+def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> ReplayResult:
     pipe = build(replay, data)
     if pacer is not None:
-        pipe.source.pacer = pacer
+        _capture_source(pipe).pacer = pacer
     stats = pipe.run()
     return ReplayResult(pipeline=pipe.name, runner="local", records_in=stats.records_in,
                         records_out=stats.records_out, rejected=stats.rejected, elapsed=stats.elapsed,
@@ -234,15 +244,16 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
     try:
         pipe = build(replay, data)
-        pipe.source.row_groups = share
-        pipe.source.count = None  # the plan is already cut at --count
+        source = _capture_source(pipe)
+        source.row_groups = share
+        source.count = None  # the plan is already cut at --count
         if ready is not None:
             from ..connectors.pacing import Pacer, WallClock
 
             ready.wait()
             go.wait()
-            pipe.source.pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap, clock=WallClock(),
-                                      origin=origin.value, last_ns=state[0], virtual_ns=state[1])
+            source.pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap, clock=WallClock(),
+                                 origin=origin.value, last_ns=state[0], virtual_ns=state[1])
         stats = pipe.run()
         results.put((k, True, {key: v for key, v in asdict(stats).items() if not isinstance(v, dict)}))
     except Exception as exc:

@@ -77,8 +77,8 @@ def time_stats(values: Any, weights: Any = None) -> TimeStats | None:
         k = max(math.ceil(total * Fraction(str(q))), 1)  # exact: 0.9 * 10 is 9, not 9.000000000000002
         return float(v[int(np.searchsorted(cum, k, side="left"))])
 
-    p = [quantile(q) for _, q in QUANTILES]
-    return TimeStats(total, mean, std, float(v[0]), *p, float(v[-1]))
+    p50, p90, p99, p999 = (quantile(q) for _, q in QUANTILES)
+    return TimeStats(total, mean, std, float(v[0]), p50, p90, p99, p999, float(v[-1]))
 
 
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -534,7 +534,7 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
             continue
         fastest = min(cands, key=lambda g: (g.path_median, g.wire_bytes_per_record or math.inf))
         tied = [g for g in cands if g is not fastest and overlaps(g.path_interval, fastest.path_interval)]
-        tied.sort(key=lambda g: g.path_median)
+        tied.sort(key=lambda g: g.path_median or 0.0)  # every candidate has one
         out.append(_fastest_of_same_bytes(Recommendation(dataset, "fastest", fastest, _speed(fastest), tied), cands))
         sized = [g for g in cands if g.wire_bytes_per_record is not None]
         if not sized:
@@ -543,7 +543,7 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
         out.append(_fastest_of_same_bytes(Recommendation(
             dataset, "smallest", smallest, f"{smallest.wire_bytes_per_record:.4g} bytes per record on the wire"),
             cands))
-        best = max(sized, key=lambda g: (link_rate(g, bandwidth_bps), -g.wire_bytes_per_record))
+        best = max(sized, key=lambda g: (link_rate(g, bandwidth_bps), -(g.wire_bytes_per_record or 0.0)))
         out.append(_fastest_of_same_bytes(Recommendation(
             dataset, "bandwidth", best,
             f"~{link_rate(best, bandwidth_bps):,.0f} records/s sustained on {format_bandwidth(bandwidth_bps)} "
@@ -595,6 +595,11 @@ def link_bottleneck(g: GroupSummary, bandwidth_bps: float) -> str:
 
 
 def format_bandwidth(bps: float) -> str:
+    """A link speed as people write it.
+
+    >>> format_bandwidth(1e8), format_bandwidth(2.5e9), format_bandwidth(500)
+    ('100 Mbit/s', '2.5 Gbit/s', '500 bit/s')
+    """
     for unit, scale in (("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
         if bps >= scale:
             return f"{bps / scale:g} {unit}/s"
