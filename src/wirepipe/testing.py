@@ -51,7 +51,7 @@ class TestingSource(Source):
     def __init__(self, records: Iterable[Any], batch_size: int = 1000, *,
                  subjects: Sequence[str] | str | None = None,
                  headers: Sequence[dict[str, str]] | dict[str, str] | None = None,
-                 schema: tuple[str, ...] | None = None, raw_record_nbytes: int | None = None) -> None:
+                 schema: Any = None, raw_record_nbytes: int | None = None) -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: {batch_size!r} is not allowed, expected a whole number >= 1")
@@ -64,7 +64,7 @@ class TestingSource(Source):
         self.raw_record_nbytes = raw_record_nbytes  # declared raw size of one record (the seed tables' count)
 
     @classmethod
-    def from_batches(cls, batches: Iterable[list[Any]], *, schema: tuple[str, ...] | None = None,
+    def from_batches(cls, batches: Iterable[list[Any]], *, schema: Any = None,
                      raw_record_nbytes: int | None = None) -> TestingSource:
         """One batch per list given, in order, the lists themselves (the operators read, never mutate, them)."""
         source = cls((), schema=schema, raw_record_nbytes=raw_record_nbytes)

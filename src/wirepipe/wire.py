@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
@@ -159,7 +160,7 @@ def dead_letter_payloads(rejected: list[Rejected]) -> Batch:
         if r.meta.get("stream_seq") is not None:
             h[Header.STREAM_SEQ.value] = str(r.meta["stream_seq"])
         headers.append(h)
-    meta: dict[str, list[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}
+    meta: dict[str, Sequence[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}
     return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers, meta=meta)
 
 

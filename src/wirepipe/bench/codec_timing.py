@@ -57,7 +57,7 @@ def _chunks(values: list[Any], size: int) -> list[list[Any]]:
     return [values[i:i + size] for i in range(0, len(values), size)]
 
 
-def _timed(op: Operator, chunks: list[list[Any]], schema: tuple[str, ...] | None
+def _timed(op: Operator, chunks: list[list[Any]], schema: Any
            ) -> tuple[list[list[Any]], int, int, list[str]]:
     """Run ``op`` over every chunk, as a pipeline runs it; (outputs, start, end, rejection reasons)."""
     process = Pipeline(TestingSource(()), [op], name="codec-timing").process_batch

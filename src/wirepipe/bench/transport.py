@@ -41,7 +41,7 @@ from .plan import BenchPlan, Combo
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
 
-def _operators(combo: Combo, schema: tuple[str, ...] | None,
+def _operators(combo: Combo, schema: Any,
                dictionaries: dict[str, str]) -> tuple[list[Any], list[Any]]:
     from ..operators.compress import Compress, Decompress
     from ..operators.framing import Pack, Unpack
@@ -276,7 +276,8 @@ def check_server(url: str, timeout: float = 5.0) -> None:
 
         task = asyncio.ensure_future(nats.connect(split_urls(url), allow_reconnect=False, connect_timeout=timeout,
                                                   max_reconnect_attempts=0, error_cb=first_error))
-        await asyncio.wait({task, failed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        racing: set[asyncio.Future[Any]] = {task, failed}
+        await asyncio.wait(racing, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if task.done() and task.exception() is None:
             await task.result().close()
             return None

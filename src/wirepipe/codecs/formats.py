@@ -393,14 +393,19 @@ def _layout_format(name: str, varints: bool, note: str) -> Format:
     make = _layout(varints)
     return Format(name, "numpy", f"application/vnd.wirepipe.{name}",
                   lambda schema, **o: make(schema).encode,
-                  lambda schema, framed=False: _layout_decoder(make(schema), framed),
+                  functools.partial(_layout_decoder_for, make),
                   typed=True, needs_schema=True, options=("framed",), note=note,
                   make_column_encoder=lambda schema: make(schema).encode_column,
                   make_column_decoder=lambda schema: make(schema).decode_column)
 
 
 def _layout_decoder(layout: Any, framed: bool) -> Decoder:
-    return layout.decode_framed if framed else layout.decode  # type: ignore[no-any-return]
+    decode: Decoder = layout.decode_framed if framed else layout.decode
+    return decode
+
+
+def _layout_decoder_for(make: Any, schema: Any, framed: bool = False) -> Decoder:
+    return _layout_decoder(make(schema), framed)
 
 
 def _schemaless(build: Callable[[], tuple[Encoder, Decoder]]) -> tuple[Callable[..., Encoder], Callable[..., Decoder]]:

@@ -33,7 +33,7 @@ class Source(ABC):
 
     type: ClassVar[str] = "source"
     stage: ClassVar[str] = "source"
-    redelivers: ClassVar[bool] = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
+    redelivers: bool = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
     # True: messages are lost when the source is not read for a while (core NATS), so the
     # pipeline runs long operator passes off the event loop and the client keeps reading.
     drops_when_unread: ClassVar[bool] = False
@@ -42,7 +42,7 @@ class Source(ABC):
         self.count = count
         self.duration = duration
         self.stopping = asyncio.Event()
-        self.schema: tuple[str, ...] | None = None
+        self.schema: Any = None  # field names, or a typed schema (positional and schema'd formats read it)
 
     @property
     def name(self) -> str:

@@ -25,7 +25,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, field_validator
 
@@ -263,7 +263,7 @@ class JetStreamSink(NatsSink):
         for i, v in enumerate(batch.values):
             if len(self._pending) >= window or self._retry:
                 await self._wait_space()
-            base = headers[i] if per_record else shared  # type: ignore[index]
+            base = cast("dict[str, str] | None", headers[i] if per_record else shared)  # type: ignore[index]
             h = dict(base) if base else {}
             h[MSG_ID] = id_col[i]
             if headers is not None:

@@ -27,7 +27,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -174,6 +174,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
                                       config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
         self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
+        assert isinstance(self.buffer, SubscriptionReader)  # the raw inbox is the pull path's
         self.buffer.attach(self.sub)
         await self._check_empty(js)
 
@@ -407,7 +408,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
     # --- settling ------------------------------------------------------------------------------
 
-    async def _send_all(self, replies: list[str | None], body: bytes) -> None:
+    async def _send_all(self, replies: Sequence[str | None], body: bytes) -> None:
         await publish_many(self.nc, replies, body)
 
     async def ack(self, batch: Batch) -> None:

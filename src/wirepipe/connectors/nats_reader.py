@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from ..batch import Batch
@@ -194,7 +195,7 @@ class SubscriptionReader:
         return [m.reply for m in msgs]
 
 
-async def publish_many(nc: Any, subjects: list[str | None], body: bytes) -> int:
+async def publish_many(nc: Any, subjects: Sequence[str | None], body: bytes) -> int:
     """One ``body`` to each subject, as one write of protocol lines (JetStream acks, naks).
 
     ``nc.publish`` costs a few microseconds of Python per message; acknowledging a batch
@@ -303,7 +304,7 @@ class RawInbox:
 
     def _drain(self, want: int) -> list[tuple[bytes, bytes, bytes | None, bytes]]:
         items = self.items
-        out = []
+        out: list[tuple[bytes, bytes, bytes | None, bytes]] = []
         status = self.status
         pop = items.popleft
         while items and len(out) < want:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
@@ -63,7 +64,7 @@ class SubjectTemplate:
         if not self.fields:
             return self.template
         n = len(batch.values)
-        columns: dict[str, list[Any]] = {}
+        columns: dict[str, Sequence[Any]] = {}
         for f in self.fields:
             if f == "subject":
                 s = batch.subjects

@@ -16,7 +16,7 @@ In YAML ``- encode: msgpack|zstd:3``; in Python ``wirepipe.encode("msgpack|zstd:
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BeforeValidator, Field, field_validator
 
@@ -54,7 +54,7 @@ class ChainParams(Strict):
 
 class EncodeParams(ChainParams):
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return chain_operators(self.chain, self.schema_)[0]
+        return chain_operators(self.chain, cast(Schema, self.schema_))[0]
 
 
 class DecodeParams(ChainParams):

@@ -169,4 +169,4 @@ class DecompressParams(Strict):
 
 
 RANK = 20  # where these come in "allowed operators" lists (see operators/__init__.py)
-OPERATORS = {"compress": CompressParams, "decompress": DecompressParams}
+OPERATORS: dict[str, type[Any]] = {"compress": CompressParams, "decompress": DecompressParams}

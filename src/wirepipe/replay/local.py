@@ -30,8 +30,8 @@ from ..errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
 
 if TYPE_CHECKING:
+    from ..connectors.pacing import Pacer
     from ..pipelines.pipeline import Pipeline
-    from .pacing import Pacer
 
 log = logging.getLogger("wirepipe.replay")
 
