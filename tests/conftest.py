@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,11 @@ import pytest
 
 from tests.nats_fixtures import nats_cluster, nats_server, nats_url, tls_files  # noqa: F401 - pytest fixtures
 from wirepipe.server import EmbeddedServer
+
+# Under CI=true (hypothesis's "ci" profile) each @settings test's settings fall back to the previous
+# one's, and reading them recurses once per earlier test: past ~1,000 hypothesis tests in one session
+# that hit Python's default limit of 1,000 frames (hypothesis 6.15x; reproduced with CI=true only).
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 50_000))
 
 
 @pytest.fixture
