@@ -65,12 +65,12 @@ def test_bad_max_rejected_is_a_usage_error(bad: str, tmp_path: Path) -> None:
 
 
 def _rejecting(tmp_path: Path) -> Path:
-    return write(tmp_path / "odd.yaml", """name: odd
-source: {type: generate, dataset: point, count: 400, batch_size: 100}
+    return write(tmp_path / "odd.yaml", f"""name: odd
+source: {{type: generate, dataset: point, count: 400, batch_size: 100}}
 operators:
-  - map: {function: "tests.records:fail_odd_x"}
-sink: {type: "null"}
-dead_letter: {type: jsonl, path: dead.jsonl}
+  - map: {{function: "tests.records:fail_odd_x"}}
+sink: {{type: "null"}}
+dead_letter: {{type: jsonl, path: "{tmp_path / 'dead.jsonl'}"}}
 """)
 
 
