@@ -62,13 +62,9 @@ def parse_bandwidth(value: str | float | int) -> float:
     >>> parse_bandwidth("100Mbit"), parse_bandwidth("12.5MB/s"), parse_bandwidth("1Gbps")
     (100000000.0, 100000000.0, 1000000000.0)
     """
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value <= 0:
-            raise ValueError(f"{value!r}: a bandwidth must be > 0")
-        return float(value)
-    m = _BANDWIDTH.match(str(value))
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"{value!r} is not a bandwidth: use e.g. 100Mbit, 1Gbit, 10Mbps or 12.5MB/s")
+    m = _positive(value, _BANDWIDTH, "bandwidth", "100Mbit, 1Gbit, 10Mbps or 12.5MB/s")
+    if isinstance(m, float):
+        return m
     unit = m.group(3) or "bit"
     bits = 8 if unit in ("B/s", "Bps", "B") else 1
     return float(m.group(1)) * _PREFIX[m.group(2).lower()] * bits
@@ -83,11 +79,17 @@ def parse_rate(value: str | float | int) -> float:
     >>> parse_rate("2M/s"), parse_rate("500k"), parse_rate(120000)
     (2000000.0, 500000.0, 120000.0)
     """
+    m = _positive(value, _RATE, "rate", "2M/s, 500k/s or 120000")
+    return m if isinstance(m, float) else float(m.group(1)) * _PREFIX[m.group(2).lower()]
+
+
+def _positive(value: str | float | int, pattern: re.Pattern[str], what: str, examples: str) -> float | re.Match[str]:
+    """A bare positive number as a float, or the match of a positive ``pattern`` (group 1 the number)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value <= 0:
-            raise ValueError(f"{value!r}: a rate must be > 0")
+            raise ValueError(f"{value!r}: a {what} must be > 0")
         return float(value)
-    m = _RATE.match(str(value))
+    m = pattern.match(str(value))
     if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"{value!r} is not a rate: use e.g. 2M/s, 500k/s or 120000")
-    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()]
+        raise ValueError(f"{value!r} is not a {what}: use e.g. {examples}")
+    return m
