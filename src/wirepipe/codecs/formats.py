@@ -54,7 +54,7 @@ class Format:
     note: str = ""
     typed: bool = False  # needs a typed RecordSchema, not only field names
     options: tuple[str, ...] = ()  # keyword options its factories take (framed, schema_id)
-    make_column_encoder: Callable[..., ColumnEncoder] | None = field(default=None, repr=False)
+    make_column_encoder: Callable[..., ColumnEncoder | None] | None = field(default=None, repr=False)
     make_column_decoder: Callable[..., ColumnDecoder] | None = field(default=None, repr=False)
 
     def available(self) -> bool:
@@ -220,6 +220,15 @@ def _msgpack_encoder(schema: Schema, framed: bool = False) -> Encoder:
     import msgpack
 
     return msgpack.Packer(use_bin_type=True, default=_msgpack_default).pack
+
+
+def _msgspec_column_encoder(schema: Schema, framed: bool = False, *, json: bool) -> ColumnEncoder | None:
+    """With a typed schema, msgspec's batch encoder (same bytes); untyped, None: the per-record path as is."""
+    if not _is_typed(schema):
+        return None
+    from .msgspec_engine import json_column_encoder, msgpack_column_encoder
+
+    return (json_column_encoder if json else msgpack_column_encoder)(schema)  # type: ignore[arg-type]
 
 
 def _msgpack_decoder(schema: Schema, framed: bool = False) -> Decoder:
@@ -434,12 +443,13 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
     f.name: f
     for f in (
         Format("json", "json", "application/json", _json_encoder, _json_decoder, binary=False,
-               options=("framed",),
+               options=("framed",), make_column_encoder=functools.partial(_msgspec_column_encoder, json=True),
                note='stdlib; bytes as {"$base64": ...}; msgspec with a typed schema (same bytes)'),
         Format("orjson", "orjson", "application/json", _orjson_encoder, _orjson_decoder, binary=False,
                note='same JSON as json, faster; bytes as {"$base64": ...}'),
         Format("msgpack", "msgpack", "application/msgpack", _msgpack_encoder, _msgpack_decoder,
-               options=("framed",), note="msgspec with a typed schema (same bytes, validated on decode)"),
+               options=("framed",), make_column_encoder=functools.partial(_msgspec_column_encoder, json=False),
+               note="msgspec with a typed schema (same bytes, validated on decode)"),
         Format("msgpack-array", "msgpack", "application/vnd.wirepipe.msgpack-array",
                _msgpack_array_encoder, _msgpack_array_decoder, needs_schema=True,
                note="positional: a msgpack array in schema field order"),
