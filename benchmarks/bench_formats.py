@@ -59,12 +59,7 @@ def _hand_msgspec(fmt: str, dataset: str, chunks: list[list[Any]]) -> Any:
 
     encode, decode = (msgpack_codec if fmt == "msgpack" else json_codec)(get_dataset(dataset).schema)
     if dataset != "block":
-        def run() -> int:
-            n = 0
-            for chunk in chunks:
-                n += len([decode(p) for p in [encode(r) for r in chunk]])
-            return n
-        return run
+        return _bare_loop(encode, decode, chunks)
 
     import base64
 
@@ -92,8 +87,10 @@ def _hand_untyped(fmt: str, chunks: list[list[Any]]) -> Any:
     """Today's untyped encoder and decoder (msgpack-python, stdlib json) in a bare loop: no operators."""
     from wirepipe.codecs.formats import FORMATS
 
-    encode, decode = FORMATS[fmt].encoder(), FORMATS[fmt].decoder()
+    return _bare_loop(FORMATS[fmt].encoder(), FORMATS[fmt].decoder(), chunks)
 
+
+def _bare_loop(encode: Any, decode: Any, chunks: list[list[Any]]) -> Any:
     def run() -> int:
         n = 0
         for chunk in chunks:

@@ -125,7 +125,7 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
 LARGE_PAYLOAD = 512
 
 
-def column_encoder(encode: Callable[[Any], bytes], encode_into: Callable[[Any, bytearray], None],
+def column_encoder(encode: Callable[[Any], bytes], encode_into: Callable[[Any, bytearray], Any],
                    prepare: Callable[[Any], Any] | None = None) -> Callable[[list[Any]], list[bytes]]:
     """A whole-batch encoder writing the bytes ``encode`` writes; the first record's size picks the way.
 
