@@ -1,18 +1,26 @@
-"""The pydantic building blocks every config model shares.
+"""The pydantic building blocks every config model shares, and the messages a bad value gets.
 
 ``Strict`` rejects unknown fields with a message that lists the allowed ones (a typo
 in ``subjcet`` should say which names exist); ``Duration`` and ``Size`` accept human
-units (``30s``, ``64MiB``).
+units (``30s``, ``64MiB``). ``validate`` checks one entry (a connector's fields given in
+Python) and raises the ``ConfigError`` the same entry gets in YAML: the pipeline loader
+(``pipelines/config.py``) adds only what belongs to a whole pipeline (which ``type`` or
+operator names are allowed).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from .errors import ConfigError
 from .units import parse_duration, parse_size
+
+M = TypeVar("M")
 
 
 class Strict(BaseModel):
@@ -46,3 +54,75 @@ def _size(value: Any) -> Any:
 
 Duration = Annotated[float, BeforeValidator(_duration)]
 Size = Annotated[int, BeforeValidator(_size)]
+
+
+# --- the messages of a bad value ---------------------------------------------------------------------
+
+Describe = Callable[[Any], tuple[str, str]]
+
+
+def validate(model: type[M], data: Mapping[str, Any], where: str, describe: Describe | None = None) -> M:
+    """``data`` checked by ``model`` as the YAML entry at ``where`` (``source``, ``sink``, ...) is: a bad
+    value raises that entry's ``ConfigError`` (field path, bad value, what is allowed).
+
+    >>> class Limits(Strict):
+    ...     batch_size: int = 1
+    >>> validate(Limits, {"batch_size": "many"}, "source")
+    Traceback (most recent call last):
+    ...
+    wirepipe.errors.ConfigError: source.batch_size: Input should be a valid integer, unable to parse string as an integer (got 'many')
+    """
+    try:
+        value: M = _adapter(model).validate_python(dict(data))
+    except ValidationError as exc:
+        raise config_error(exc, None, (where,), describe) from None
+    return value
+
+
+@cache
+def _adapter(model: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(model)
+
+
+def config_error(exc: ValidationError, file: str | None, head: tuple[str, ...] = (),
+                 describe: Describe | None = None) -> ConfigError:
+    """One ``ConfigError`` for every problem pydantic found (``head`` is prepended to each field path)."""
+    describe = describe or describe_problem
+    problems = [describe({**err, "loc": (*head, *err["loc"])}) for err in exc.errors(include_url=False)]
+    if len(problems) == 1:
+        return ConfigError(problems[0][1], file=file, path=problems[0][0])
+    lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
+    return ConfigError(f"{len(problems)} problems:\n{lines}", file=file)
+
+
+def field_path(parts: Sequence[Any]) -> str:
+    """``("operators", 0, "compress", "level")`` -> ``operators[0].compress.level``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(parts))
+
+
+def describe_problem(err: Any) -> tuple[str, str]:
+    """(field path, message with the bad value) for one pydantic error of one entry."""
+    return field_path(err["loc"]), problem_message(err)
+
+
+def problem_message(err: Any) -> str:
+    """What is wrong with the value: pydantic's message without its prefixes, with the value shown."""
+    kind = err["type"]
+    if kind == "missing":
+        return "required field is missing"
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if kind in ("unknown_field", "value_error"):
+        return str(msg)
+    value = err.get("input")
+    shown = repr(value) if not isinstance(value, (dict, list)) else short_repr(value)
+    return f"{msg} (got {shown})"
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

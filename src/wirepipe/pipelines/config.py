@@ -20,14 +20,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Union
 
 from pydantic import Discriminator, Field, Tag, ValidationError, create_model
 
 from ..errors import ConfigError
-from ..models import Duration, Strict
+from ..models import Duration, Strict, config_error, field_path, problem_message, short_repr, validate
 from ..operators import OPERATORS
 from ..operators.base import BuildContext
 from ..schema import SchemaError
@@ -182,35 +182,17 @@ def validate_config(data: dict[str, Any], file: str | None = None) -> Any:
     try:
         return pipeline_model().model_validate(data)
     except ValidationError as exc:
-        raise _config_error(exc, file) from None
+        raise config_error(exc, file, describe=_describe) from None
 
 
 def validate_entry(model: Any, data: Mapping[str, Any], where: str) -> Any:
     """One operator's params or one connector's config validated alone, with the messages YAML gives
     (``where`` is the field path's head: ``source``, ``sink``, ``serialize`` ...): the Python API's check."""
-    try:
-        return _adapter(model).validate_python(dict(data))
-    except ValidationError as exc:
-        raise _config_error(exc, None, (where,)) from None
-
-
-@cache
-def _adapter(model: Any) -> Any:
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(model)
-
-
-def _config_error(exc: ValidationError, file: str | None, head: tuple[str, ...] = ()) -> ConfigError:
-    problems = [_describe({**err, "loc": (*head, *err["loc"])}) for err in exc.errors(include_url=False)]
-    if len(problems) == 1:
-        return ConfigError(problems[0][1], file=file, path=problems[0][0])
-    lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
-    return ConfigError(f"{len(problems)} problems:\n{lines}", file=file)
+    return validate(model, data, where, _describe)
 
 
 def _describe(err: Any) -> tuple[str, str]:
-    """(field path, message with the bad value and what is allowed) for one pydantic error."""
+    """(field path, message with the bad value and what is allowed) for one pydantic error of a pipeline."""
     from ..connectors import SINKS, SOURCES
 
     loc = list(err["loc"])
@@ -228,33 +210,19 @@ def _describe(err: Any) -> tuple[str, str]:
         if (part in ("source", "sink", "dead_letter") and len(parts) == 1 and nxt in tags) or (isinstance(part, int) and parts[:1] == ["operators"] and i + 2 < len(loc) and loc[i + 2] == nxt):
             i += 1
         i += 1
-    path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(parts))
-    if kind == "missing":
-        return path, "required field is missing"
+    path = field_path(parts)
     if kind == "union_tag_invalid":
         allowed = ctx.get("expected_tags", "").replace("'", "")
         what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
         return path, f"unknown {what} {ctx.get('tag')!r}: allowed {allowed}"
     if kind == "union_tag_not_found" and parts[:1] == ["operators"]:
-        got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else _short(value)
+        got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else short_repr(value)
         return path, (f"each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got {got} "
                       f"(allowed operators: {', '.join(OPERATORS)})")
     if kind == "union_tag_not_found":
         allowed = ", ".join(SOURCES if parts[:1] == ["source"] else SINKS)
         return path, f"`type` is required: allowed {allowed}"
-    msg = err["msg"]
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
-    if kind in ("unknown_field", "value_error"):
-        return path, msg
-    shown = repr(value) if not isinstance(value, (dict, list)) else _short(value)
-    return path, f"{msg} (got {shown})"
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return path, problem_message(err)
 
 
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
