@@ -138,13 +138,12 @@ VARIANTS = {"bincode x100/msg": ("bincode", 100), "msgpack x1/msg": ("msgpack", 
 async def _publish(url: str, subject: str, count: int, fmt: str, per_message: int) -> None:
     from wirepipe.connectors.generate import GenerateSource
     from wirepipe.connectors.nats import NatsSink
-    from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.operators.framing import Pack
     from wirepipe.pipelines.pipeline import Pipeline
 
     ops: list[Any] = [Pack(per_message)] if per_message > 1 else []
     ops.append(Serialize(fmt, schema="point" if fmt == "bincode" else None))
-    sink = NatsSink(subject, options=ConnectionOptions(url, pending_size=64 * 1024 * 1024))
+    sink = NatsSink(subject, url=url, pending_size=64 * 1024 * 1024)
     await Pipeline(GenerateSource("point", count=count, batch_size=1000), ops, sink).run_async()
     print("done", flush=True)
 
@@ -152,12 +151,11 @@ async def _publish(url: str, subject: str, count: int, fmt: str, per_message: in
 async def _consume_once(url: str, count: int, fmt: str, per_message: int) -> float:
     from nats_consume import LatencySink, stalled
     from wirepipe.connectors.nats import NatsSource
-    from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.operators.framing import Unpack
     from wirepipe.pipelines.pipeline import Pipeline
 
     messages = count // per_message
-    source = NatsSource("bench.formats", options=ConnectionOptions(url), count=messages,
+    source = NatsSource("bench.formats", url=url, count=messages,
                         pending_msgs_limit=messages + 10, pending_bytes_limit=0)
     ops: list[Any] = [Deserialize(fmt, schema="point" if fmt == "bincode" else None, framed=per_message > 1)]
     if per_message > 1:

@@ -23,7 +23,6 @@ from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.compress import Compress, Decompress
 from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.pipeline import Pipeline
@@ -44,7 +43,7 @@ class Lat(NullSink):
 
 async def wirepipe_run(url: str, n: int, batch: int, lat: list[float], ack: str = "explicit") -> float:
     sink = Lat()
-    source = JetStreamSource("jsc", durable=f"wp{next(_ids)}", options=ConnectionOptions(url), count=n,
+    source = JetStreamSource("jsc", durable=f"wp{next(_ids)}", url=url, count=n,
                              batch_size=batch, max_ack_pending=8 * batch, ack=ack)
     t0 = time.perf_counter()
     stats = await Pipeline(source, [Decompress("zstd"), Deserialize("msgpack")], sink).run_async()
@@ -98,7 +97,7 @@ async def main() -> None:
     results = {k: Result(k) for k in runs}
     lats: dict[str, list[float]] = {k: [] for k in runs}
     async with EmbeddedServer() as srv:
-        sink = JetStreamSink("jsc", options=ConnectionOptions(srv.url), stream={"name": "JSC"})
+        sink = JetStreamSink("jsc", url=srv.url, stream={"name": "JSC"})
         await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack"), Compress("zstd", "fastest")],
                        sink).run_async()
         size = sink.bytes / n

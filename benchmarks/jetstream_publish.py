@@ -18,7 +18,6 @@ import time
 from natsbench import SENT_AT, finish_subscriber, interleave, paced_points, report, start_subscriber
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
@@ -40,7 +39,7 @@ async def fresh_stream(url: str) -> str:
 async def wirepipe_run(url: str, n: int, window: int, rate: float | None = None,
                        stream: str | None = None) -> tuple[int, int]:
     stream = stream or await fresh_stream(url)
-    sink = JetStreamSink(f"js.{stream}", options=ConnectionOptions(url), window=window)
+    sink = JetStreamSink(f"js.{stream}", url=url, window=window)
     stats = await Pipeline(GenerateSource("point", count=n, batch_size=1000, rate=rate),
                            [Serialize("msgpack"), Compress("zstd", "fastest")], sink,
                            flush_interval=3600).run_async()

@@ -20,7 +20,6 @@ from natsbench import SENT_AT, Result, attach_latency, report, start_publisher
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.nats import NatsSource
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.compress import Decompress
 from wirepipe.operators.serialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
@@ -64,7 +63,7 @@ async def stalled(progress: Any, n: int, waiter: Any, patience: float = 5.0) -> 
 
 
 async def wirepipe_run(url: str, n: int, lat: list[float]) -> tuple[float, float]:
-    source = NatsSource("bench.con", options=ConnectionOptions(url), count=n, pending_msgs_limit=n + 10,
+    source = NatsSource("bench.con", url=url, count=n, pending_msgs_limit=n + 10,
                         pending_bytes_limit=0)
     sink = LatencySink()
     pipe = Pipeline(source, [Decompress("zstd"), Deserialize("msgpack")], sink, flush_interval=3600)

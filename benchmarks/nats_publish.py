@@ -18,7 +18,6 @@ import time
 from natsbench import SENT_AT, finish_subscriber, interleave, paced_points, report, start_subscriber
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats import NatsSink
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
@@ -28,7 +27,7 @@ from wirepipe.server import EmbeddedServer
 def pipeline(url: str, n: int, subject: str, rate: float | None = None) -> Pipeline:
     return Pipeline(GenerateSource("point", count=n, batch_size=1000, rate=rate),
                     [Serialize("msgpack"), Compress("zstd", "fastest")],
-                    NatsSink(subject, options=ConnectionOptions(url)), flush_interval=3600)
+                    NatsSink(subject, url=url), flush_interval=3600)
 
 
 async def hand_loop(url: str, n: int, subject: str, rate: float | None = None) -> tuple[int, int]:

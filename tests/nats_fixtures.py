@@ -141,12 +141,11 @@ async def fill_points(url: str, n: int) -> None:
     """The POINTS stream of the example configs (subject points.js), with n msgpack+zstd point records."""
     from wirepipe.connectors.generate import GenerateSource
     from wirepipe.connectors.jetstream import JetStreamSink
-    from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.operators.compress import Compress
     from wirepipe.operators.serialize import Serialize
     from wirepipe.pipelines.pipeline import Pipeline
 
-    sink = JetStreamSink("points.js", options=ConnectionOptions(url),
+    sink = JetStreamSink("points.js", url=url,
                          stream={"name": "POINTS", "subjects": ["points.js"]})
     await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack"), Compress("zstd", "fastest")], sink,
                    name="fill-points").run_async()

@@ -253,7 +253,6 @@ async def test_an_ordered_consumer_holds_its_records_through_a_sink_error(nats_u
     """Nothing redelivers what an ordered consumer handed over: a failed write is retried until it works."""
     from tests.nats_fixtures import publish_numbered
     from wirepipe.connectors.jetstream import JetStreamSource
-    from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSink
 
@@ -267,7 +266,7 @@ async def test_an_ordered_consumer_holds_its_records_through_a_sink_error(nats_u
             await super().write(batch)
 
     await publish_numbered(nats_url, 200)
-    source = JetStreamSource(stream="NUM", ordered=True, options=ConnectionOptions(nats_url), stop_at_end=True)
+    source = JetStreamSource(stream="NUM", ordered=True, url=nats_url, stop_at_end=True)
     sink = DiskFullThrice()
     stats = await Pipeline(source, [], sink).run_async()
     assert sink.failures == 3 and stats.sink_errors == 3

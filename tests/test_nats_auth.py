@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
+from typing import Any
 
 import nkeys
 import pytest
@@ -13,7 +14,6 @@ from tests.nats_fixtures import run_wirepipe, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
 from wirepipe.connectors.nats import NatsSink
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.errors import ConfigError, WirepipeError
 from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.config import validate_config
@@ -33,21 +33,21 @@ def new_nkey() -> tuple[str, str]:
     return seed.decode(), kp.public_key.decode()
 
 
-async def round_trip(opts: ConnectionOptions, n: int = 50) -> int:
+async def round_trip(opts: dict[str, Any], n: int = 50) -> int:
     """Publish n records to a new stream and consume them back with the same connection options."""
     name = f"AUTH{next(_streams)}"
-    sink = JetStreamSink(f"auth.{name}", options=opts, stream={"name": name})
+    sink = JetStreamSink(f"auth.{name}", **opts, stream={"name": name})
     await Pipeline(GenerateSource("point", count=n), [Serialize("msgpack")], sink).run_async()
     out = TestingSink()
-    source = JetStreamSource(f"auth.{name}", durable="auth", options=opts, count=n)
+    source = JetStreamSource(f"auth.{name}", durable="auth", **opts, count=n)
     await Pipeline(source, [Deserialize("msgpack")], out).run_async()
     return len(out.records)
 
 
-async def refused(opts: ConnectionOptions) -> str:
+async def refused(opts: dict[str, Any]) -> str:
     with pytest.raises(WirepipeError) as info:
         await Pipeline(GenerateSource("point", count=1), [Serialize("msgpack")],
-                       NatsSink("auth.test", options=opts)).run_async()
+                       NatsSink("auth.test", **opts)).run_async()
     return str(info.value)
 
 
@@ -58,25 +58,25 @@ async def test_user_password_and_nkey_users(tmp_path: Path) -> None:
     seed_file.write_text(seed)
     users = [User(user="alice", password=PASSWORD), User(nkey=public)]
     with EmbeddedServer(users=users, store_dir=tmp_path / "js") as srv:
-        ok = ConnectionOptions(srv.url, auth={"user": "alice", "password": PASSWORD})
+        ok = dict(url=srv.url, auth={"user": "alice", "password": PASSWORD})
         assert await round_trip(ok) == 50
-        assert await round_trip(ConnectionOptions(srv.url, auth={"nkey_seed": seed})) == 50
-        assert await round_trip(ConnectionOptions(srv.url, auth={"nkey_seed_file": str(seed_file)})) == 50
+        assert await round_trip(dict(url=srv.url, auth={"nkey_seed": seed})) == 50
+        assert await round_trip(dict(url=srv.url, auth={"nkey_seed_file": str(seed_file)})) == 50
 
-        wrong = await refused(ConnectionOptions(srv.url, auth={"user": "alice", "password": "nope-" + PASSWORD},
+        wrong = await refused(dict(url=srv.url, auth={"user": "alice", "password": "nope-" + PASSWORD},
                                                 connect_timeout=5))
         assert "refused the connection with user 'alice'" in wrong and "check auth" in wrong
         assert PASSWORD not in wrong
-        wrong = await refused(ConnectionOptions(srv.url, auth={"nkey_seed": other_seed}, connect_timeout=5))
+        wrong = await refused(dict(url=srv.url, auth={"nkey_seed": other_seed}, connect_timeout=5))
         assert "an nkey" in wrong and other_seed not in wrong
-        missing = await refused(ConnectionOptions(srv.url, connect_timeout=5))
+        missing = await refused(dict(url=srv.url, connect_timeout=5))
         assert "no credentials" in missing
 
 
 async def test_token(tmp_path: Path) -> None:
     with EmbeddedServer(token=TOKEN, store_dir=tmp_path / "js") as srv:
-        assert await round_trip(ConnectionOptions(srv.url, auth={"token": TOKEN})) == 50
-        wrong = await refused(ConnectionOptions(srv.url, auth={"token": TOKEN[::-1]}, connect_timeout=5))
+        assert await round_trip(dict(url=srv.url, auth={"token": TOKEN})) == 50
+        wrong = await refused(dict(url=srv.url, auth={"token": TOKEN[::-1]}, connect_timeout=5))
         assert "a token" in wrong and TOKEN[::-1] not in wrong and TOKEN not in wrong
 
 
@@ -85,16 +85,16 @@ async def test_mutual_tls(tmp_path: Path, tls_files: dict[str, str]) -> None:
     with EmbeddedServer(tls=tls, store_dir=tmp_path / "js") as srv:
         assert srv.url.startswith("tls://")
         good = {"ca": tls_files["ca"], "cert": tls_files["client"], "key": tls_files["client-key"]}
-        assert await round_trip(ConnectionOptions(srv.url, tls=good)) == 50
+        assert await round_trip(dict(url=srv.url, tls=good)) == 50
         # No client certificate: the server refuses the handshake; the error says what to check.
-        msg = await refused(ConnectionOptions(srv.url, tls={"ca": tls_files["ca"]}, connect_timeout=3))
+        msg = await refused(dict(url=srv.url, tls={"ca": tls_files["ca"]}, connect_timeout=3))
         assert "NATS at tls://127.0.0.1" in msg
         # A CA that did not sign the server certificate: verification fails, clearly.
         other_ca = tmp_path / "other-ca.pem"
         from tests.nats_fixtures import make_tls_files
 
         other_ca.write_text(Path(make_tls_files(tmp_path / "other")["ca"]).read_text())
-        msg = await refused(ConnectionOptions(srv.url, tls={**good, "ca": str(other_ca)}, connect_timeout=3))
+        msg = await refused(dict(url=srv.url, tls={**good, "ca": str(other_ca)}, connect_timeout=3))
         assert "certificate" in msg.lower()
 
 
@@ -142,6 +142,6 @@ async def test_first_connect_has_its_own_timeout_and_a_clear_error() -> None:
     from wirepipe.server import free_port
 
     url = f"nats://user:{PASSWORD}@127.0.0.1:{free_port()}"  # nothing listens there
-    msg = await refused(ConnectionOptions(url, connect_timeout=1))
+    msg = await refused(dict(url=url, connect_timeout=1))
     assert "cannot connect to NATS at nats://***@127.0.0.1:" in msg and "within 1s" in msg
     assert PASSWORD not in msg

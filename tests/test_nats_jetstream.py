@@ -16,7 +16,6 @@ from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
 from wirepipe.connectors.nats import NatsSink
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.compress import Compress, Decompress
 from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.pipeline import Pipeline
@@ -26,7 +25,7 @@ from wirepipe.testing import TestingSink
 
 async def publish(url: str, n: int, *, fmt: str = "msgpack", codec: str = "zstd", subject: str = "pts",
                   stream: str = "PTS", **kwargs: Any) -> JetStreamSink:
-    sink = JetStreamSink(subject, options=ConnectionOptions(url), stream={"name": stream, "subjects": [subject]},
+    sink = JetStreamSink(subject, url=url, stream={"name": stream, "subjects": [subject]},
                          **kwargs)
     await Pipeline(GenerateSource("point", count=n, batch_size=500), [Serialize(fmt), Compress(codec)], sink,
                    name="pub").run_async()
@@ -50,7 +49,7 @@ async def test_jetstream_round_trip(nats_url: str, fmt: str, codec: str) -> None
     assert sink.acked == n and sink.republished == 0
     assert (await stream_state(nats_url, "PTS")).messages == n
     out = TestingSink()
-    source = JetStreamSource("pts", durable="rt", options=ConnectionOptions(nats_url), count=n, batch_size=400)
+    source = JetStreamSource("pts", durable="rt", url=nats_url, count=n, batch_size=400)
     stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto", schema="point")], out).run_async()
     assert stats.records_out == n and stats.acked == n
     assert out.records == expected("point", n)
@@ -75,12 +74,12 @@ async def test_msg_id_deduplicates_a_rerun(nats_url: str) -> None:
 async def test_sigkill_of_the_server_mid_stream_loses_nothing(nats_server: EmbeddedServer) -> None:
     n = 20000
     url = nats_server.url
-    opts = ConnectionOptions(url, reconnect={"wait": 0.05, "max_wait": 0.5})
-    sink = JetStreamSink("fault", options=opts, stream={"name": "FAULT"}, ack_timeout=1.0)
+    opts = dict(url=url, reconnect={"wait": 0.05, "max_wait": 0.5})
+    sink = JetStreamSink("fault", **opts, stream={"name": "FAULT"}, ack_timeout=1.0)
     publisher = Pipeline(GenerateSource("point", count=n, rate=8000, batch_size=200),
                          [Serialize("msgpack")], sink, name="fault-pub")
     out = TestingSink()
-    source = JetStreamSource("fault", stream="FAULT", durable="fault-consumer", options=opts, batch_size=500,
+    source = JetStreamSource("fault", stream="FAULT", durable="fault-consumer", **opts, batch_size=500,
                              heartbeat=1.0, expires=5.0, ack_wait=5.0, duration=120)
     consumer = Pipeline(source, [Deserialize("msgpack")], out, flush_interval=0.2)
     pub_task = asyncio.ensure_future(publisher.run_async())
@@ -125,11 +124,11 @@ async def test_poison_records_go_to_a_dead_letter_subject_and_are_terminated(nat
     await nc.flush()
 
     out = TestingSink()
-    opts = ConnectionOptions(nats_url)
-    source = JetStreamSource(stream="MIXED", durable="mixed", options=opts, count=52, batch_size=10,
+    opts = dict(url=nats_url)
+    source = JetStreamSource(stream="MIXED", durable="mixed", **opts, count=52, batch_size=10,
                              max_deliver=3)
     stats = await Pipeline(source, [Deserialize("auto")], out,
-                           dead_letter=NatsSink("dlq.{subject}", options=opts)).run_async()
+                           dead_letter=NatsSink("dlq.{subject}", **opts)).run_async()
     assert stats.rejected == 2 and stats.records_out == 50  # the pipeline carried on
     assert [v["x"] for v in out.records] == list(range(50))
     dead = [await dlq.next_msg(timeout=5) for _ in range(2)]
@@ -164,10 +163,10 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
                 raise OSError(28, "No space left on device")
             await super().write(batch)
 
-    opts = ConnectionOptions(nats_url)
+    opts = dict(url=nats_url)
     flaky = Flaky()
     dead = TestingSink()
-    source = JetStreamSource("pts", durable="flaky", options=opts, count=20, batch_size=20, max_deliver=2,
+    source = JetStreamSource("pts", durable="flaky", **opts, count=20, batch_size=20, max_deliver=2,
                              ack_wait=1.0)
     pipe = Pipeline(source, [Deserialize("msgpack")], flaky, dead_letter=dead)
     task = asyncio.ensure_future(pipe.run_async())
@@ -190,9 +189,9 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
 
 async def test_ordered_consumer_replays_from_a_sequence_and_a_time(nats_url: str) -> None:
     await publish(nats_url, 1000)
-    opts = ConnectionOptions(nats_url)
+    opts = dict(url=nats_url)
     out = TestingSink()
-    source = JetStreamSource("pts", options=opts, ordered=True, deliver="by_start_sequence", start_seq=901,
+    source = JetStreamSource("pts", **opts, ordered=True, deliver="by_start_sequence", start_seq=901,
                              stop_at_end=True)
     stats = await Pipeline(source, [Decompress("zstd"), Deserialize("msgpack")], out).run_async()
     assert stats.records_out == 100
@@ -200,21 +199,21 @@ async def test_ordered_consumer_replays_from_a_sequence_and_a_time(nats_url: str
     assert out.records == expected("point", 1000)[900:]
 
     future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
-    source = JetStreamSource("pts", options=opts, ordered=True, deliver="by_start_time", start_time=future,
+    source = JetStreamSource("pts", **opts, ordered=True, deliver="by_start_time", start_time=future,
                              stop_at_end=True)
     assert (await Pipeline(source, [], NullSink()).run_async()).records_out == 0
 
     past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
-    source = JetStreamSource("pts", options=opts, ordered=True, deliver="by_start_time", start_time=past,
+    source = JetStreamSource("pts", **opts, ordered=True, deliver="by_start_time", start_time=past,
                              stop_at_end=True)
     assert (await Pipeline(source, [], NullSink()).run_async()).records_out == 1000
 
 
 async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> None:
     await publish(nats_url, 300, fmt="json", codec="gzip")
-    opts = ConnectionOptions(nats_url)
-    relay_sink = JetStreamSink("relayed", options=opts, stream={"name": "RELAYED"}, msg_id="relay-{stream_seq}")
-    source = JetStreamSource("pts", durable="relay", options=opts, count=300)
+    opts = dict(url=nats_url)
+    relay_sink = JetStreamSink("relayed", **opts, stream={"name": "RELAYED"}, msg_id="relay-{stream_seq}")
+    source = JetStreamSource("pts", durable="relay", **opts, count=300)
     await Pipeline(source, [Decompress("auto"), Deserialize("auto"), Serialize("msgpack"), Compress("zstd")],
                    relay_sink).run_async()
     import nats
@@ -256,7 +255,7 @@ async def test_ack_modes_settle_every_record_once_written(nats_url: str, ack: st
     n = 3000
     await publish(nats_url, n)
     out = TestingSink()
-    source = JetStreamSource("pts", durable=f"modes-{ack}", options=ConnectionOptions(nats_url), count=n,
+    source = JetStreamSource("pts", durable=f"modes-{ack}", url=nats_url, count=n,
                              batch_size=250, ack=ack)
     stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto")], out).run_async()
     assert stats.records_out == n and stats.acked == n
@@ -286,7 +285,7 @@ async def test_ack_all_through_a_sink_outage_acks_every_record_once_written(nats
             await super().write(batch)
 
     out = FailOnce()
-    source = JetStreamSource("pts", durable="ackall-nak", options=ConnectionOptions(nats_url), count=n,
+    source = JetStreamSource("pts", durable="ackall-nak", url=nats_url, count=n,
                              batch_size=100, ack="all", ack_wait=60)
     stats = await Pipeline(source, [Decompress("auto"), Deserialize("auto")], out, flush_interval=0.05).run_async()
     assert out.failed and stats.sink_errors > 0

@@ -22,7 +22,6 @@ from tests.nats_fixtures import (
 )
 from wirepipe.batch import Batch
 from wirepipe.connectors.jetstream import JetStreamSource
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.serialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
@@ -115,7 +114,7 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
 
 async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
     await publish_numbered(nats_url, 300)
-    source = JetStreamSource(stream="NUM", durable="prom", options=ConnectionOptions(nats_url), duration=30)
+    source = JetStreamSource(stream="NUM", durable="prom", url=nats_url, duration=30)
     sink = TestingSink()
     pipe = Pipeline(source, [Deserialize("msgpack")], sink, name="prom-test",
                     monitor={"status_interval": 0, "prometheus": {"port": 0}})
@@ -137,7 +136,7 @@ async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
 
 async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
     await publish_numbered(nats_url, 5000)
-    source = JetStreamSource(stream="NUM", durable="slow", options=ConnectionOptions(nats_url), batch_size=100,
+    source = JetStreamSource(stream="NUM", durable="slow", url=nats_url, batch_size=100,
                              count=1500)
     high = {"buffer": 0, "requested": 0, "queue": 0}
 

@@ -13,7 +13,7 @@ import pytest
 from tests.nats_fixtures import WIREPIPE, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource, StreamConfig
-from wirepipe.connectors.natsconn import ConnectionOptions, NatsConnectionConfig
+from wirepipe.connectors.natsconn import NatsConnectionConfig
 from wirepipe.errors import ConfigError
 from wirepipe.operators.serialize import Deserialize, Serialize
 from wirepipe.pipelines.config import validate_config
@@ -28,7 +28,7 @@ def test_url_fields_take_a_yaml_list_or_a_comma_separated_string() -> None:
     assert listed.url == ["nats://a:4222", "nats://b:4222"]
     assert comma.url == ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
     assert NatsConnectionConfig(url="nats://a:4222").url == "nats://a:4222"
-    assert ConnectionOptions("nats://a:1,nats://b:2").url == ["nats://a:1", "nats://b:2"]
+    assert NatsConnectionConfig(url="nats://a:1,nats://b:2").url == ["nats://a:1", "nats://b:2"]
     with pytest.raises(ConfigError, match=r"source.url: `embedded` cannot be part of a url list"):
         validate_config({"name": "x", "source": {"type": "nats", "subject": "s", "url": "embedded,nats://a:1"}},
                         file="p.yaml")
@@ -102,12 +102,12 @@ async def test_sigkill_of_a_node_of_an_r3_cluster_loses_nothing(nats_cluster: Lo
     exactly N in the stream (retries carry the same Nats-Msg-Id), all N in the output (duplicates counted)."""
     n = 20000
     url = nats_cluster.url  # "nats://...,nats://...,nats://...": the client fails over between them
-    opts = ConnectionOptions(url, reconnect={"wait": 0.05, "max_wait": 0.5})
-    sink = JetStreamSink("r3fault", options=opts, stream={"name": "R3FAULT", "replicas": 3}, ack_timeout=2.0)
+    opts = dict(url=url, reconnect={"wait": 0.05, "max_wait": 0.5})
+    sink = JetStreamSink("r3fault", **opts, stream={"name": "R3FAULT", "replicas": 3}, ack_timeout=2.0)
     publisher = Pipeline(GenerateSource("point", count=n, rate=6000, batch_size=200),
                          [Serialize("msgpack")], sink, name="r3-pub")
     out = TestingSink()
-    source = JetStreamSource("r3fault", stream="R3FAULT", durable="r3-consumer", options=opts, batch_size=500,
+    source = JetStreamSource("r3fault", stream="R3FAULT", durable="r3-consumer", **opts, batch_size=500,
                              heartbeat=1.0, expires=5.0, ack_wait=5.0, duration=130)
     consumer = Pipeline(source, [Deserialize("msgpack")], out, flush_interval=0.2)
     pub_task = asyncio.ensure_future(publisher.run_async())

@@ -17,18 +17,17 @@ wirepipe.errors.ConfigError: source.batch_size: Input should be greater than or 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .operators.base import BuildContext, Operator
 from .pipelines import pipeline as _pipeline  # noqa: F401 - registers ``source | ... | sink`` (Source.compose)
+from .storage import PathArg, Paths, fspaths
 
 if TYPE_CHECKING:
     from .connectors.base import Sink, Source
 
 _UNSET: Any = object()
-PathArg = str | os.PathLike[str]
-Paths = PathArg | Sequence[PathArg]  # a file, a glob, a folder, or a list of them
 
 
 def _fields(**fields: Any) -> dict[str, Any]:
@@ -58,13 +57,6 @@ def _connector(role: str, type_: str, fields: dict[str, Any]) -> Any:  # a Sourc
 
     model = (SOURCES if role == "source" else SINKS)[type_]
     return build_connector(validate_entry(model, {"type": type_, **fields}, role), role)
-
-
-def _path(path: Paths) -> str | list[str]:
-    """A path as config spells it: ``str`` (``pathlib.Path`` accepted), or a list of them."""
-    if isinstance(path, (str, os.PathLike)):
-        return os.fspath(path)
-    return [os.fspath(p) for p in path]
 
 
 # --- operators ------------------------------------------------------------------------------------
@@ -240,7 +232,7 @@ def jsonl_source(path: Paths, **kwargs: Any) -> Source:
     >>> jsonl_source("in.jsonl", batch_size=500).batch_size
     500
     """
-    return _connector("source", "jsonl", {"path": _path(path), **kwargs})
+    return _connector("source", "jsonl", {"path": fspaths(path), **kwargs})
 
 
 def parquet_source(path: Paths, **kwargs: Any) -> Source:
@@ -249,7 +241,7 @@ def parquet_source(path: Paths, **kwargs: Any) -> Source:
     >>> parquet_source(["a.parquet", "b.parquet"]).path
     ['a.parquet', 'b.parquet']
     """
-    return _connector("source", "parquet", {"path": _path(path), **kwargs})
+    return _connector("source", "parquet", {"path": fspaths(path), **kwargs})
 
 
 def nats_source(subject: str, **kwargs: Any) -> Source:
@@ -276,7 +268,7 @@ def capture_source(path: Paths, **kwargs: Any) -> Source:
     >>> capture_source("captures/").type
     'capture'
     """
-    return _connector("source", "capture", {"path": _path(path), **kwargs})
+    return _connector("source", "capture", {"path": fspaths(path), **kwargs})
 
 
 # --- sinks ----------------------------------------------------------------------------------------

@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError
 from .units import parse_duration, parse_size
 
-M = TypeVar("M")
+M = TypeVar("M", bound=BaseModel)
 
 
 class Strict(BaseModel):
@@ -54,6 +54,13 @@ def _size(value: Any) -> Any:
 
 Duration = Annotated[float, BeforeValidator(_duration)]
 Size = Annotated[int, BeforeValidator(_size)]
+
+
+class SourceLimits(Strict):
+    """The fields of every source config: where a source stops on its own (``Source(count, duration)``)."""
+
+    count: int | None = Field(default=None, ge=0, description="stop after this many records")
+    duration: Duration | None = Field(default=None, description="stop after this long")
 
 
 # --- the messages of a bad value ---------------------------------------------------------------------

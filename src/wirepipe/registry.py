@@ -100,6 +100,31 @@ class Registry(Mapping[str, T], Generic[T]):
         return f"Registry({self.group!r}, {list(self)!r})"
 
 
+def declared_in(package: str, attribute: str) -> dict[str, Any]:
+    """name -> entry of every module of ``package`` that declares ``attribute`` (a dict), in ``RANK`` order.
+
+    How a package's own entries register: each module says what it provides, e.g.
+    ``OPERATORS = {"name": Params}`` or ``SINKS = {"type": Config}``, with a ``RANK`` (where its
+    names come in "allowed" lists; the module name breaks ties); nothing else lists them. Every
+    module of the package is imported, so they keep heavy imports inside functions. A name two
+    modules declare is an error naming both (one would hide the other).
+    """
+    import pkgutil
+
+    modules = [importlib.import_module(f"{package}.{m.name}")
+               for m in pkgutil.iter_modules(importlib.import_module(package).__path__)]
+    declaring = sorted((m for m in modules if hasattr(m, attribute)), key=lambda m: (m.RANK, m.__name__))
+    found: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    for module in declaring:
+        for name, entry in getattr(module, attribute).items():
+            if name in where:
+                raise WirepipeError(f"{attribute} {name!r} is declared twice: in {where[name]} and {module.__name__}")
+            found[name] = entry
+            where[name] = module.__name__
+    return found
+
+
 def _loader(entry: Any) -> Callable[[], Any]:
     if isinstance(entry, str):
         return lambda: load_ref(entry)

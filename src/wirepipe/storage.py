@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,16 @@ TEMP_SUFFIX = ".inprogress"
 
 
 # --- finding files --------------------------------------------------------------------------------
+
+PathArg = str | os.PathLike[str]
+Paths = PathArg | Sequence[PathArg]  # a file, a glob, a folder, or a list of them
+
+
+def fspaths(paths: Paths) -> str | list[str]:
+    """Paths as a config spells them: a ``str`` (a ``pathlib.Path`` is accepted), or a list of them."""
+    if isinstance(paths, (str, os.PathLike)):
+        return os.fspath(paths)
+    return [os.fspath(p) for p in paths]
 
 
 def is_pattern(item: str | Path) -> bool:

@@ -93,11 +93,10 @@ def _burst_source(count: int, rate: float | None, burst: int | None, pause: floa
 def publish(url: str, subject: str, count: int, rate: float | None, burst: int | None, pause: float,
             pad: int = 0, tail: int = 0) -> int:
     from wirepipe.connectors.nats import NatsSink
-    from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.operators.serialize import Serialize
     from wirepipe.pipelines.pipeline import Pipeline
 
-    sink = NatsSink(subject, options=ConnectionOptions(url))
+    sink = NatsSink(subject, url=url)
     stats = Pipeline(_burst_source(count, rate, burst, pause, pad, tail), [Serialize("msgpack")], sink, name="publisher").run()
     return stats.records_out
 

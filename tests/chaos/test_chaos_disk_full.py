@@ -199,7 +199,6 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
 
     from wirepipe.batch import Batch
     from wirepipe.connectors.nats import NatsSource
-    from wirepipe.connectors.natsconn import ConnectionOptions
     from wirepipe.pipelines.monitor import MetricsCollector, snapshot
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSink
@@ -214,7 +213,7 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
 
     n = 3000
     sink = FullDisk()
-    pipe = Pipeline(NatsSource("held", options=ConnectionOptions(nats_url), batch_size=100, count=n), [], sink,
+    pipe = Pipeline(NatsSource("held", url=nats_url, batch_size=100, count=n), [], sink,
                     name="held")
     task = asyncio.ensure_future(pipe.run_async())
     while not pipe.running:

@@ -21,7 +21,6 @@ import pytest
 from wirepipe.connectors.files import JsonlSink, ParquetSink
 from wirepipe.connectors.jetstream import JetStreamSource
 from wirepipe.connectors.nats import NatsSource
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.operators.serialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 
@@ -90,12 +89,12 @@ async def test_each_odd_value_is_dead_lettered_alone(nats_url: str, tmp_path: Pa
                                                      sink_kind: str) -> None:
     msgs, bad = messages()
     good = len(msgs) - len(bad)
-    opts = ConnectionOptions(nats_url)
+    opts = dict(url=nats_url)
     if source_kind == "jetstream":
         await publish(nats_url, True, msgs)
-        source: Any = JetStreamSource(stream="ODD", durable="odd", options=opts, count=len(msgs), max_deliver=2)
+        source: Any = JetStreamSource(stream="ODD", durable="odd", **opts, count=len(msgs), max_deliver=2)
     else:
-        source = NatsSource("odd", options=opts, count=len(msgs))
+        source = NatsSource("odd", **opts, count=len(msgs))
     dead = JsonlSink(tmp_path / "dead.jsonl")
     pipe = Pipeline(source, [Deserialize("auto")], make_sink(sink_kind, tmp_path), dead_letter=dead,
                     flush_interval=0.2)

@@ -18,7 +18,6 @@ from tests.chaos.overload import run_scenario
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.gaps import PUBLISHER, SEQ
 from wirepipe.connectors.nats import NatsSource
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer, ServerOptions
 
@@ -58,7 +57,7 @@ async def test_gaps_reordering_and_duplicates_reach_prometheus(nats_url: str) ->
     """Stamped messages with a gap (6, 7), a late one (4) and a duplicate (5): counted exactly, scraped."""
     import nats
 
-    source = NatsSource("stamped", options=ConnectionOptions(nats_url), duration=60)
+    source = NatsSource("stamped", url=nats_url, duration=60)
     pipe = Pipeline(source, [], NullSink(), name="gaps", monitor={"status_interval": 0, "prometheus": {"port": 0}})
     stop = asyncio.Event()
     run = asyncio.ensure_future(pipe.run_async(stop))

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from wirepipe.connectors.jetstream import JetStreamSource
-from wirepipe.connectors.natsconn import ConnectionOptions
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink
@@ -42,7 +41,7 @@ async def test_large_messages_are_pulled_without_disconnects_or_stalls(tmp_path:
         digests = await _fill(server.url, n, size)
         sink = TestingSink()
         # ack_wait is long: a pull the server gave up on would stall the run for minutes (the test times out)
-        source = JetStreamSource("big", stream="BIG", durable="big", options=ConnectionOptions(server.url),
+        source = JetStreamSource("big", stream="BIG", durable="big", url=server.url,
                                  count=n, ack_wait=300, pending_bytes_limit=16 * 1024 * 1024)
         stats = await Pipeline(source, [], sink, name="big").run_async()
     assert stats.records_out == n and stats.acked == n

@@ -76,20 +76,18 @@ def _stage_total(rows: Any, stage: str) -> tuple[int, int, int | None]:
 
 def _publisher(url: str, transport: str, subject: str, data: BenchData, combo: Combo, chunks: list[list[Any]],
                dictionaries: dict[str, str]) -> tuple[Any, Any, TestingSink]:
-    from ..connectors.natsconn import ConnectionOptions
     from ..operators.metrics import MetricsRecorder
     from ..pipelines.pipeline import Pipeline
 
-    options = ConnectionOptions(url)
     if transport == "jetstream":
         from ..connectors.jetstream import JetStreamSink
 
-        sink: Any = JetStreamSink(subject, options=options, stream={"name": _stream(subject), "subjects": [subject]},
+        sink: Any = JetStreamSink(subject, url=url, stream={"name": _stream(subject), "subjects": [subject]},
                                   msg_id="{pipeline}-{seq}")
     else:
         from ..connectors.nats import NatsSink
 
-        sink = NatsSink(subject, options=options)
+        sink = NatsSink(subject, url=url)
     refused = TestingSink(keep=False)  # the dead-letter destination: why the publisher refused records
     encode, _ = _operators(combo, data.fields, dictionaries)
     pipe = Pipeline(TestingSource.from_batches(chunks, schema=data.fields), encode, sink, name=f"{subject}-pub",
@@ -197,21 +195,19 @@ def _stream(subject: str) -> str:
 
 def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Combo, messages: int, chunk: int,
               dictionaries: dict[str, str], verify: bool) -> tuple[Any, Any]:
-    from ..connectors.natsconn import ConnectionOptions
     from ..operators.metrics import MetricsRecorder
     from ..pipelines.pipeline import Pipeline
 
-    options = ConnectionOptions(url)
     if transport == "jetstream":
         from ..connectors.jetstream import JetStreamSource
 
         stream = _stream(subject)
-        source: Any = JetStreamSource(subject, stream=stream, durable=f"{stream}_C", options=options,
+        source: Any = JetStreamSource(subject, stream=stream, durable=f"{stream}_C", url=url,
                                       count=messages, max_ack_pending=max(20000, chunk * 4))
     else:
         from ..connectors.nats import NatsSource
 
-        source = NatsSource(subject, options=options, count=messages, pending_msgs_limit=messages + 16,
+        source = NatsSource(subject, url=url, count=messages, pending_msgs_limit=messages + 16,
                             pending_bytes_limit=1 << 34)
     _, decode = _operators(combo, data.fields, dictionaries)
     pipe = Pipeline(source, decode, TestingSink(keep=verify), name=f"{subject}-con",

@@ -1,39 +1,27 @@
 """Connector registry: the ``type`` of a source or sink in config, and the model that validates it.
 
-Entries are ``module:ConfigClass`` strings so that nothing is imported until a config
-is validated; every config class has a ``type: Literal[...]`` field and ``build()``, and
-is the one declaration of the connector's fields: YAML and the Python factories in
-``wirepipe.api`` both validate with it. Adding a connector is its module plus its line
-here; another package adds one through the ``wirepipe.connectors`` entry-point group,
+A connector lives in one module here, holding all of it: the runtime class, its config model
+(``type: Literal[...]``, every field with its default and constraint, ``build()``; YAML, the
+runtime class's own keyword arguments and the factories in ``wirepipe.api`` all validate with
+it) and its registration at the bottom, ``SOURCES = {"type": Config}`` and/or ``SINKS = {...}``
+with ``RANK`` (where its types come in the "allowed" lists). ``SOURCES`` and ``SINKS`` below
+find them by scanning this package on first lookup, so adding a connector touches its own
+module only. Another package adds one through the ``wirepipe.connectors`` entry-point group,
 named ``source.<type>`` or ``sink.<type>`` (see ``wirepipe.registry``).
 
->>> SOURCES["generate"].__name__, "jetstream" in SINKS
-('GenerateConfig', True)
+>>> SOURCES["generate"].__name__, list(SINKS)[:3]
+('GenerateConfig', ['null', 'jsonl', 'parquet'])
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry
+from ..registry import Registry, declared_in
 
-SOURCES: Registry[Any] = Registry("wirepipe.connectors", {
-    "generate": "wirepipe.connectors.generate:GenerateConfig",
-    "jsonl": "wirepipe.connectors.files:JsonlSourceConfig",
-    "parquet": "wirepipe.connectors.files:ParquetSourceConfig",
-    "nats": "wirepipe.connectors.nats:NatsSourceConfig",
-    "jetstream": "wirepipe.connectors.jetstream:JetStreamSourceConfig",
-    "capture": "wirepipe.connectors.capture:CaptureSourceConfig",
-}, prefix="source.")
+SOURCES: Registry[Any] = Registry("wirepipe.connectors", lambda: declared_in(__name__, "SOURCES"), prefix="source.")
+SINKS: Registry[Any] = Registry("wirepipe.connectors", lambda: declared_in(__name__, "SINKS"), prefix="sink.")
 
-SINKS: Registry[Any] = Registry("wirepipe.connectors", {
-    "null": "wirepipe.connectors.files:NullSinkConfig",
-    "jsonl": "wirepipe.connectors.files:JsonlSinkConfig",
-    "parquet": "wirepipe.connectors.files:ParquetSinkConfig",
-    "nats": "wirepipe.connectors.nats:NatsSinkConfig",
-    "jetstream": "wirepipe.connectors.jetstream:JetStreamSinkConfig",
-    "capture": "wirepipe.connectors.capture:CaptureSinkConfig",
-}, prefix="sink.")
 
 def source_models() -> list[Any]:
     return list(SOURCES.values())

@@ -19,10 +19,13 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, get_args
 
 from ..batch import Batch, Rejected
 from ..wire import dead_letter_batch
+
+if TYPE_CHECKING:
+    from ..models import Strict
 
 _NOT_IDENTITY = frozenset({"count", "duration", "batch_size", "batch_timeout", "rate", "url", "auth", "tls",
                            "durable", "ordered", "queue"})
@@ -112,21 +115,34 @@ class Source(ABC):
         return Source.compose(self) | other
 
 
-_C = TypeVar("_C", bound="Configured")
-
-
 class Configured:
-    """A connector whose fields are declared once, in its config model: ``__init__`` validates its
-    keyword arguments with that model (as the YAML is), ``from_config`` takes a validated one."""
+    """A connector whose fields are declared once, in its config model (``type: Literal[...]``, the
+    fields with their defaults and constraints, ``build()``).
 
-    def _configure(self, config: Any, options: Any) -> None:  # pragma: no cover - each connector has one
+    ``from_config`` takes a validated model (what ``build()`` and YAML use); ``__init__`` takes the
+    same fields as keyword arguments and checks them with the model through ``_init``, which raises
+    the ``ConfigError`` the YAML entry gets. Either way ``_configure`` sets the connector up from the
+    model, kept as ``self.config``.
+    """
+
+    config: Any
+
+    def _configure(self, config: Any) -> None:  # pragma: no cover - each connector has one
         raise NotImplementedError
 
+    def _init(self, model: type[Strict], **fields: Any) -> None:
+        """Set up from ``fields`` checked by ``model`` as the ``source:`` or ``sink:`` entry of a YAML file is."""
+        from ..models import validate  # pydantic: not imported until a connector is built
+
+        role = "source" if isinstance(self, Source) else "sink"
+        (tag,) = get_args(model.model_fields["type"].annotation)
+        self._configure(validate(model, {"type": tag, **fields}, role))
+
     @classmethod
-    def from_config(cls: type[_C], config: Any) -> _C:
+    def from_config(cls, config: Any) -> Self:
         """The connector a validated config describes (no second validation)."""
         part = cls.__new__(cls)
-        part._configure(config, None)
+        part._configure(config)
         return part
 
 

@@ -40,10 +40,10 @@ from pydantic import Field, field_validator
 
 from ..batch import Batch, describe_error
 from ..errors import ConfigError, SinkUnavailable, WirepipeError
-from ..models import Duration, Size, Strict
+from ..models import Duration, Size, SourceLimits, Strict
 from ..spoolfile import check_writable
-from ..storage import TEMP_SUFFIX, AtomicFile, TableBuffer, find_files
-from .base import Sink, Source
+from ..storage import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths
+from .base import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe.capture")
 
@@ -145,28 +145,35 @@ def _map_array(headers: list[dict[str, str] | None]) -> Any:
                                    pa.array(items, pa.string()), mask=mask)
 
 
-class CaptureWriter:
+class CaptureWriter(Configured):
     """Writes capture rows into rotating Parquet files (synchronous; the sink runs it in a thread).
 
     Rows accumulate until a row group is full (``row_group_rows`` rows or ``row_group_size``
     bytes); a file is finished (footer, fsync, rename) when it reaches ``max_file_size``
-    bytes or ``max_file_age`` seconds, on ``finish_file()`` and on ``close()``.
+    bytes or ``max_file_age`` seconds, on ``finish_file()`` and on ``close()``. Its settings are
+    the capture sink's (``CaptureSinkConfig``); ``clock`` (a test's) measures file age.
     """
 
-    def __init__(self, folder: str | Path, *, prefix: str = "capture", max_file_size: int = 256 << 20,
-                 max_file_age: float = 60.0, row_group_rows: int = 65536, row_group_size: int = 64 << 20,
-                 compression: str = "zstd", fsync: bool = True, metadata: dict[str, Any] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.folder = Path(folder)
-        self.prefix = prefix
-        self.max_file_size = max_file_size
-        self.max_file_age = max_file_age
-        self.row_group_rows = row_group_rows
-        self.row_group_size = row_group_size
-        self.compression = compression
-        self.fsync = fsync
-        self.metadata = metadata or {}
+    clock: Callable[[], float]
+
+    def __init__(self, folder: str | os.PathLike[str], *, clock: Callable[[], float] = time.monotonic,
+                 **fields: Any) -> None:
+        """``fields`` are ``CaptureSinkConfig``'s (``prefix``, ``max_file_size``, ``row_group_rows``, ``fsync``...)."""
+        self._init(CaptureSinkConfig, dir=os.fspath(folder), **fields)
         self.clock = clock
+
+    def _configure(self, config: CaptureSinkConfig) -> None:
+        self.config = config
+        self.clock = time.monotonic
+        self.folder = Path(config.dir)
+        self.prefix = config.prefix
+        self.max_file_size = config.max_file_size
+        self.max_file_age = config.max_file_age
+        self.row_group_rows = config.row_group_rows
+        self.row_group_size = config.row_group_size
+        self.compression = config.compression
+        self.fsync = config.fsync
+        self.metadata = config.metadata
         self.files: list[Path] = []  # completed files, in order
         self.records = 0  # rows appended so far (the next row's seq)
         self._pending = TableBuffer()
@@ -318,7 +325,7 @@ class CaptureWriter:
             self._file = None
 
 
-class CaptureSink(Sink):
+class CaptureSink(Configured, Sink):
     """The ``capture`` sink: payloads as received, with subject, headers and timings, in Parquet.
 
     Parquet encoding and file I/O run on one background thread (so a consumer keeps
@@ -328,8 +335,13 @@ class CaptureSink(Sink):
     type = "capture"
     stage = "write"
 
-    def __init__(self, folder: str | Path, **options: Any) -> None:
-        self.writer = CaptureWriter(folder, **options)
+    def __init__(self, folder: str | os.PathLike[str], **fields: Any) -> None:
+        """``fields`` are ``CaptureSinkConfig``'s (``prefix``, ``max_file_size``, ``max_file_age``, ``fsync``...)."""
+        self._init(CaptureSinkConfig, dir=os.fspath(folder), **fields)
+
+    def _configure(self, config: CaptureSinkConfig) -> None:
+        self.config = config
+        self.writer = CaptureWriter.from_config(config)
         self.commit_records: int | None = None  # the run loop commits (completes a file) after this many, if set
         self._schema: Any = None
         self._next_seq = 0
@@ -428,10 +440,7 @@ class CaptureSinkConfig(Strict):
         return v
 
     def build(self) -> CaptureSink:
-        return CaptureSink(self.dir, prefix=self.prefix, max_file_size=self.max_file_size,
-                           max_file_age=self.max_file_age, row_group_rows=self.row_group_rows,
-                           row_group_size=self.row_group_size, compression=self.compression, fsync=self.fsync,
-                           metadata=self.metadata)
+        return CaptureSink.from_config(self)
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -560,33 +569,34 @@ def _headers(col: Any) -> list[dict[str, str] | None] | dict[str, str] | None:
     return out
 
 
-class CaptureSource(Source):
+class CaptureSource(Configured, Source):
     """Reads a capture in capture order, row group by row group, optionally at the original pace.
 
     ``pace="original"`` releases records at their recorded inter-arrival times (by
     ``received_ns``, or ``sent_ns`` with ``pace_by="sent"``) divided by ``speed``; gaps
-    longer than ``max_gap`` seconds are shortened to it. ``row_groups`` restricts the read
-    to a share of the capture (what a replay worker gets); ``pacer`` overrides the pacing
-    (a replay worker's, or one on a test clock).
+    longer than ``max_gap`` seconds are shortened to it. Set after building: ``row_groups``
+    restricts the read to a share of the capture (what a replay worker gets); ``pacer``
+    overrides the pacing (a replay worker's, or one on a test clock).
     """
 
     type = "capture"
     stage = "read"
 
-    def __init__(self, path: str | list[str] | None = None, *, batch_size: int = 8192, count: int | None = None,
-                 duration: float | None = None, pace: str = "max", speed: float = 1.0, pace_by: str = "received",
-                 max_gap: float | None = None, row_groups: list[RowGroup] | None = None, pacer: Any = None) -> None:
-        super().__init__(count=count, duration=duration)
-        if path is None and row_groups is None:
-            raise WirepipeError("a capture source needs a path (files, folders or globs)")
-        self.path = path
-        self.batch_size = batch_size
-        self.pace = pace
-        self.speed = speed
-        self.pace_by = pace_by
-        self.max_gap = max_gap
-        self.row_groups = row_groups
-        self.pacer = pacer
+    def __init__(self, path: Paths, **fields: Any) -> None:
+        """``fields`` are ``CaptureSourceConfig``'s (``batch_size``, ``count``, ``pace``, ``speed``...)."""
+        self._init(CaptureSourceConfig, path=fspaths(path), **fields)
+
+    def _configure(self, config: CaptureSourceConfig) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.path = config.path
+        self.batch_size = config.batch_size
+        self.pace = config.pace
+        self.speed = config.speed
+        self.pace_by = config.pace_by
+        self.max_gap = config.max_gap
+        self.row_groups: list[RowGroup] | None = None
+        self.pacer: Any = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -594,12 +604,11 @@ class CaptureSource(Source):
                 "speed": self.speed}
 
     def check_input(self) -> None:
-        if self.row_groups is None and self.path is not None:
+        if self.row_groups is None:
             capture_files(self.path)
 
     def plan(self) -> list[RowGroup]:
         if self.row_groups is None:
-            assert self.path is not None
             self.row_groups = plan_row_groups(self.path)
         return self.row_groups
 
@@ -662,19 +671,21 @@ def pace_column(rb: Any, pace_by: str) -> Any:
     return col
 
 
-class CaptureSourceConfig(Strict):
+class CaptureSourceConfig(SourceLimits):
     """``source: {type: capture, path: captures/blocks, pace: original, speed: 2}``"""
 
     type: Literal["capture"]
     path: str | list[str]
     batch_size: int = Field(default=8192, ge=1)
-    count: int | None = Field(default=None, ge=0)
-    duration: Duration | None = None
     pace: Literal["max", "original"] = "max"
     speed: float = Field(default=1.0, gt=0, description="with pace: original, how many times faster than recorded")
     pace_by: Literal["received", "sent"] = "received"
     max_gap: Duration | None = Field(default=None, description="with pace: original, shorten longer pauses to this")
 
     def build(self) -> CaptureSource:
-        return CaptureSource(self.path, batch_size=self.batch_size, count=self.count, duration=self.duration,
-                             pace=self.pace, speed=self.speed, pace_by=self.pace_by, max_gap=self.max_gap)
+        return CaptureSource.from_config(self)
+
+
+SOURCES = {"capture": CaptureSourceConfig}
+SINKS = {"capture": CaptureSinkConfig}
+RANK = 4  # where its types come in the "allowed" lists (connectors/__init__.py)

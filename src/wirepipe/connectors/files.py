@@ -50,10 +50,10 @@ from pydantic import Field
 from ..batch import Batch, describe_error
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..errors import WirepipeError
-from ..models import Duration, Strict
+from ..models import SourceLimits, Strict
 from ..spoolfile import SpoolingFile, check_writable
-from ..storage import AtomicFile, TableBuffer, find_files
-from .base import Sink, Source
+from ..storage import AtomicFile, Paths, TableBuffer, find_files, fspaths
+from .base import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe")
 
@@ -66,13 +66,17 @@ def _expand(paths: str | list[str]) -> list[Path]:
 # --- null ----------------------------------------------------------------------------------------
 
 
-class NullSink(Sink):
+class NullSink(Configured, Sink):
     """Discards every record and counts them (the sink for benchmarks)."""
 
     type = "null"
     stage = "write"
 
     def __init__(self) -> None:
+        self._init(NullSinkConfig)
+
+    def _configure(self, config: NullSinkConfig) -> None:
+        self.config = config
         self.records = 0
 
     async def write(self, batch: Batch) -> None:
@@ -83,22 +87,27 @@ class NullSinkConfig(Strict):
     type: Literal["null"]
 
     def build(self) -> NullSink:
-        return NullSink()
+        return NullSink.from_config(self)
 
 
 # --- JSON Lines ------------------------------------------------------------------------------------
 
 
-class JsonlSink(Sink):
+class JsonlSink(Configured, Sink):
     """One JSON value per line; bytes as ``{"$base64": ...}``. ``path: "-"`` writes to stdout."""
 
     type = "jsonl"
     stage = "write"
 
-    def __init__(self, path: str | Path, *, envelope: bool = False, append: bool = False) -> None:
-        self.path = str(path)
-        self.envelope = envelope
-        self.append = append
+    def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
+        """``fields`` are ``JsonlSinkConfig``'s (``envelope``, ``append``)."""
+        self._init(JsonlSinkConfig, path=os.fspath(path), **fields)
+
+    def _configure(self, config: JsonlSinkConfig) -> None:
+        self.config = config
+        self.path = config.path
+        self.envelope = config.envelope
+        self.append = config.append
         self._file: IO[bytes] | SpoolingFile | None = None
         self.records = 0
 
@@ -177,21 +186,25 @@ class JsonlSinkConfig(Strict):
     append: bool = False
 
     def build(self) -> JsonlSink:
-        return JsonlSink(self.path, envelope=self.envelope, append=self.append)
+        return JsonlSink.from_config(self)
 
 
-class JsonlSource(Source):
+class JsonlSource(Configured, Source):
     """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
 
     type = "jsonl"
     stage = "read"
 
-    def __init__(self, path: str | list[str], *, batch_size: int = 1000, count: int | None = None,
-                 duration: float | None = None, envelope: bool = False) -> None:
-        super().__init__(count=count, duration=duration)
-        self.path = path
-        self.batch_size = batch_size
-        self.envelope = envelope
+    def __init__(self, path: Paths, **fields: Any) -> None:
+        """``fields`` are ``JsonlSourceConfig``'s (``batch_size``, ``count``, ``duration``, ``envelope``)."""
+        self._init(JsonlSourceConfig, path=fspaths(path), **fields)
+
+    def _configure(self, config: JsonlSourceConfig) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.path = config.path
+        self.batch_size = config.batch_size
+        self.envelope = config.envelope
 
     @property
     def params(self) -> dict[str, Any]:
@@ -246,25 +259,22 @@ class JsonlSource(Source):
         return batch
 
 
-class JsonlSourceConfig(Strict):
+class JsonlSourceConfig(SourceLimits):
     """``source: {type: jsonl, path: in.jsonl}`` (a file, a glob, a folder or a list)"""
 
     type: Literal["jsonl"]
     path: str | list[str]
     batch_size: int = Field(default=1000, ge=1)
-    count: int | None = Field(default=None, ge=0)
-    duration: Duration | None = None
     envelope: bool = False
 
     def build(self) -> JsonlSource:
-        return JsonlSource(self.path, batch_size=self.batch_size, count=self.count, duration=self.duration,
-                           envelope=self.envelope)
+        return JsonlSource.from_config(self)
 
 
 # --- Parquet ----------------------------------------------------------------------------------------
 
 
-class ParquetSink(Sink):
+class ParquetSink(Configured, Sink):
     """Writes Parquet in row groups of ``row_group_rows``; a file is complete after ``close``.
 
     With ``{part}`` in the path, every ``flush`` completes a part file (see the module doc).
@@ -275,12 +285,17 @@ class ParquetSink(Sink):
     type = "parquet"
     stage = "write"
 
-    def __init__(self, path: str | Path, *, row_group_rows: int = 65536, compression: str = "zstd") -> None:
-        self.template = str(path)
+    def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
+        """``fields`` are ``ParquetSinkConfig``'s (``row_group_rows``, ``compression``)."""
+        self._init(ParquetSinkConfig, path=os.fspath(path), **fields)
+
+    def _configure(self, config: ParquetSinkConfig) -> None:
+        self.config = config
+        self.template = config.path
         self.parts = "{part}" in self.template
-        self.path = Path(path)
-        self.row_group_rows = row_group_rows
-        self.compression = compression
+        self.path = Path(config.path)
+        self.row_group_rows = config.row_group_rows
+        self.compression = config.compression
         self._pending = TableBuffer()
         self._schema: Any = None  # the schema new rows are conformed to (the newest file's)
         self._writer: Any = None
@@ -527,20 +542,24 @@ class ParquetSinkConfig(Strict):
     compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = "zstd"
 
     def build(self) -> ParquetSink:
-        return ParquetSink(self.path, row_group_rows=self.row_group_rows, compression=self.compression)
+        return ParquetSink.from_config(self)
 
 
-class ParquetSource(Source):
+class ParquetSource(Configured, Source):
     """Reads Parquet row group by row group: a ``value`` binary column as payloads, else rows as dicts."""
 
     type = "parquet"
     stage = "read"
 
-    def __init__(self, path: str | list[str], *, batch_size: int = 65536, count: int | None = None,
-                 duration: float | None = None) -> None:
-        super().__init__(count=count, duration=duration)
-        self.path = path
-        self.batch_size = batch_size
+    def __init__(self, path: Paths, **fields: Any) -> None:
+        """``fields`` are ``ParquetSourceConfig``'s (``batch_size``, ``count``, ``duration``)."""
+        self._init(ParquetSourceConfig, path=fspaths(path), **fields)
+
+    def _configure(self, config: ParquetSourceConfig) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.path = config.path
+        self.batch_size = config.batch_size
 
     @property
     def params(self) -> dict[str, Any]:
@@ -591,14 +610,17 @@ def _from_record_batch(rb: Any, payload: bool) -> Batch:
     return batch
 
 
-class ParquetSourceConfig(Strict):
+class ParquetSourceConfig(SourceLimits):
     """``source: {type: parquet, path: in.parquet}`` (a file, a glob, a folder or a list)"""
 
     type: Literal["parquet"]
     path: str | list[str]
     batch_size: int = Field(default=65536, ge=1)
-    count: int | None = Field(default=None, ge=0)
-    duration: Duration | None = None
 
     def build(self) -> ParquetSource:
-        return ParquetSource(self.path, batch_size=self.batch_size, count=self.count, duration=self.duration)
+        return ParquetSource.from_config(self)
+
+
+SOURCES = {"jsonl": JsonlSourceConfig, "parquet": ParquetSourceConfig}
+SINKS = {"null": NullSinkConfig, "jsonl": JsonlSinkConfig, "parquet": ParquetSinkConfig}
+RANK = 1  # where its types come in the "allowed" lists (connectors/__init__.py)

@@ -12,23 +12,33 @@ from pydantic import Field, field_validator
 
 from ..batch import Batch
 from ..datasets import DATASETS, get_dataset
-from ..models import Duration, Strict
-from .base import Source
+from ..models import SourceLimits
+from .base import Configured, Source
 
 
-class GenerateSource(Source):
-    """Records of a dataset in batches; ``rate`` (records/s) paces them, else as fast as possible."""
+class GenerateSource(Configured, Source):
+    """Records of a dataset in batches; ``rate`` (records/s) paces them, else as fast as possible.
+
+    >>> GenerateSource("point", count=10, batch_size=0)
+    Traceback (most recent call last):
+    ...
+    wirepipe.errors.ConfigError: source.batch_size: Input should be greater than or equal to 1 (got 0)
+    """
 
     type = "generate"
     stage = "generate"
 
-    def __init__(self, dataset: str = "point", *, count: int | None = None, duration: float | None = None,
-                 batch_size: int = 1000, seed: int = 0, rate: float | None = None) -> None:
-        super().__init__(count=count, duration=duration)
-        self.dataset = get_dataset(dataset)
-        self.batch_size = batch_size
-        self.seed = seed
-        self.rate = rate
+    def __init__(self, dataset: str = "point", **fields: Any) -> None:
+        """``fields`` are ``GenerateConfig``'s (``count``, ``batch_size``, ``seed``, ``rate``, ``duration``)."""
+        self._init(GenerateConfig, dataset=dataset, **fields)
+
+    def _configure(self, config: GenerateConfig) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.dataset = get_dataset(config.dataset)
+        self.batch_size = config.batch_size
+        self.seed = config.seed
+        self.rate = config.rate
         self.schema = self.dataset.schema  # typed: positional and schema'd formats read it
 
     @property
@@ -60,13 +70,11 @@ class GenerateSource(Source):
                         await asyncio.wait_for(self.stopping.wait(), ahead)
 
 
-class GenerateConfig(Strict):
+class GenerateConfig(SourceLimits):
     """``source: {type: generate, dataset: point, count: 1000000, batch_size: 1000}``"""
 
     type: Literal["generate"]
     dataset: str = "point"
-    count: int | None = Field(default=None, ge=0)
-    duration: Duration | None = None
     batch_size: int = Field(default=1000, ge=1)
     seed: int = 0
     rate: float | None = Field(default=None, gt=0, description="records per second; unset = as fast as possible")
@@ -79,5 +87,8 @@ class GenerateConfig(Strict):
         return v
 
     def build(self) -> GenerateSource:
-        return GenerateSource(self.dataset, count=self.count, duration=self.duration,
-                              batch_size=self.batch_size, seed=self.seed, rate=self.rate)
+        return GenerateSource.from_config(self)
+
+
+SOURCES = {"generate": GenerateConfig}
+RANK = 0  # where its types come in the "allowed" lists (connectors/__init__.py)

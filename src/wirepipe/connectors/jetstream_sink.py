@@ -39,8 +39,16 @@ from ..wire import (
 )
 from .gaps import PUBLISHER, SEQ
 from .jetstream_streams import StreamConfig, ensure_stream
-from .nats_sink import SENT_AT, NatsSink, SubjectTemplate, refuse_oversized, require_bytes, wire_headers
-from .natsconn import ConnectionOptions, NatsConnectionConfig, ReconnectConfig
+from .nats_sink import (
+    SENT_AT,
+    NatsSink,
+    PublishConfig,
+    SubjectTemplate,
+    refuse_oversized,
+    require_bytes,
+    wire_headers,
+)
+from .natsconn import ReconnectConfig
 
 log = logging.getLogger("wirepipe.jetstream")
 
@@ -68,14 +76,13 @@ class JetStreamSink(NatsSink):
     type = "jetstream"
     stage = "publish"
 
-    def __init__(self, subject: str, *, options: ConnectionOptions | None = None,
-                 **fields: Any) -> None:
-        """``fields`` are ``JetStreamSinkConfig``'s (``stream``, ``msg_id``, ``window``...; the connection
-        fields when no ``options`` are given), validated as the YAML is: declared once, there."""
-        self._configure(JetStreamSinkConfig(type="jetstream", subject=subject, **fields), options)
+    def __init__(self, subject: str, **fields: Any) -> None:
+        """``fields`` are ``JetStreamSinkConfig``'s (``stream``, ``msg_id``, ``window``..., the connection's
+        ``url``, ``auth``, ``reconnect``...), validated as the YAML is: declared once, there."""
+        self._init(JetStreamSinkConfig, subject=subject, **fields)
 
-    def _configure(self, config: JetStreamSinkConfig, options: ConnectionOptions | None) -> None:  # type: ignore[override]
-        super()._configure(config, options)
+    def _configure(self, config: JetStreamSinkConfig) -> None:  # type: ignore[override]
+        super()._configure(config)
         self.conn.role = "jetstream publisher"
         self.stream = config.stream
         self.msg_id = config.msg_id
@@ -341,23 +348,23 @@ class JetStreamSink(NatsSink):
         await self.conn.close()
 
 
-class JetStreamSinkConfig(NatsConnectionConfig):
+class JetStreamSinkConfig(PublishConfig):
     """``sink: {type: jetstream, subject: points, stream: {name: POINTS}}``"""
 
     type: Literal["jetstream"]
-    subject: str
-    headers: Literal["wire", "none"] = "wire"
     stream: StreamConfig | None = Field(default=None, description="create this stream if it does not exist")
     msg_id: str = Field(default="auto", description="Nats-Msg-Id: auto (source identity, position and payload "
                         "hash), or a template such as {pipeline}-{seq}")
     window: int = Field(default=4096, ge=1, description="unacknowledged publishes in flight")
     ack_timeout: Duration = Field(default=5.0, gt=0)
     retry: ReconnectConfig = Field(default_factory=lambda: ReconnectConfig(wait=0.2, max_wait=5.0))
-    flush_timeout: Duration = 10.0
 
-    _subject = field_validator("subject")(lambda v: (SubjectTemplate(v), v)[1])
     _msg_id = field_validator("msg_id")(
         lambda v: v if v == "auto" else (SubjectTemplate(v.replace("{pipeline}", "p")), v)[1])
 
     def build(self) -> JetStreamSink:
         return JetStreamSink.from_config(self)
+
+
+SINKS = {"jetstream": JetStreamSinkConfig}
+RANK = 3  # where its types come in the "allowed" lists (connectors/__init__.py)

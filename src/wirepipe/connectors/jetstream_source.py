@@ -34,13 +34,13 @@ from pydantic import Field, model_validator
 
 from ..batch import Batch, Rejected
 from ..errors import WirepipeError
-from ..models import Duration, Size
+from ..models import Duration, Size, SourceLimits
 from ..wire import (
     Header,
 )
 from .base import AtLeastOnce, Configured, Source
 from .nats_reader import RawInbox, Received, SubscriptionReader, publish_many
-from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
+from .natsconn import NatsConnection, NatsConnectionConfig
 
 log = logging.getLogger("wirepipe.jetstream")
 
@@ -63,19 +63,17 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     stage = "consume"
     redelivers = True
 
-    def __init__(self, subject: str | None = None, *, options: ConnectionOptions | None = None,
-                 **fields: Any) -> None:
-        """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``ordered``, ``batch_size``...;
-        the connection fields when no ``options`` are given), validated as the YAML is: declared once, there."""
-        self._configure(JetStreamSourceConfig(type="jetstream", subject=subject, **fields), options)
+    def __init__(self, subject: str | None = None, **fields: Any) -> None:
+        """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``ordered``, ``batch_size``...,
+        the connection's ``url``, ``auth``, ``reconnect``...), validated as the YAML is: declared once, there."""
+        self._init(JetStreamSourceConfig, subject=subject, **fields)
 
-    def _configure(self, config: JetStreamSourceConfig, options: ConnectionOptions | None) -> None:
+    def _configure(self, config: JetStreamSourceConfig) -> None:
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
         self.subject = config.subject
         self.stream = config.stream
         self.durable = config.durable
-        self.options = options or config.connection_options()
         self.ordered = ordered = config.ordered
         # An ordered consumer has no acks: a record the sink failed never comes back, so the
         # pipeline must stop on a sink error rather than nak (and lose) it.
@@ -94,7 +92,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.ack_mode = config.ack
         self.pending_bytes_limit = config.pending_bytes_limit
         batch_timeout = config.batch_timeout
-        self.conn = NatsConnection(self.options, role="jetstream consumer")
+        self.conn = NatsConnection(config, role="jetstream consumer")
         # Never hold more than the server lets us keep unacknowledged.
         self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout,
                                          max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)),
@@ -124,7 +122,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     @property
     def params(self) -> dict[str, Any]:
         return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
-                "batch_size": self.batch_size, **self.options.public_params()}
+                "batch_size": self.batch_size, **self.config.public_params()}
 
     def lag(self) -> int | None:
         """Messages in the stream not yet delivered to this consumer (from the last message's metadata)."""
@@ -492,7 +490,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         await self.conn.close()
 
 
-class JetStreamSourceConfig(NatsConnectionConfig):
+class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     """``source: {type: jetstream, stream: POINTS, durable: points-worker}``"""
 
     type: Literal["jetstream"]
@@ -512,8 +510,6 @@ class JetStreamSourceConfig(NatsConnectionConfig):
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")
-    count: int | None = Field(default=None, ge=0)
-    duration: Duration | None = None
     ack: Literal["explicit", "all"] = Field(
         default="explicit", description="explicit: every message acked (safe when workers share the durable); "
         "all: one AckAll per commit, only when this worker is the durable's sole consumer")
@@ -538,3 +534,7 @@ class JetStreamSourceConfig(NatsConnectionConfig):
 
     def build(self) -> JetStreamSource:
         return JetStreamSource.from_config(self)
+
+
+SOURCES = {"jetstream": JetStreamSourceConfig}
+RANK = 3  # where its types come in the "allowed" lists (connectors/__init__.py)

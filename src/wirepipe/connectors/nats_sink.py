@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -35,10 +35,7 @@ from ..wire import (
 )
 from .base import Configured, Sink
 from .gaps import PUBLISHER, SEQ, PublisherStamp
-from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
-
-if TYPE_CHECKING:
-    from .jetstream_sink import JetStreamSinkConfig
+from .natsconn import NatsConnection, NatsConnectionConfig
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -143,18 +140,17 @@ class NatsSink(Configured, Sink):
     type = "nats"
     stage = "publish"
 
-    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, **fields: Any) -> None:
-        """``fields`` are ``NatsSinkConfig``'s (``headers``, ``flush_timeout``; the connection fields
-        when no ``options`` are given), validated as the YAML is: declared once, there."""
-        self._configure(NatsSinkConfig(type="nats", subject=subject, **fields), options)
+    def __init__(self, subject: str, **fields: Any) -> None:
+        """``fields`` are ``NatsSinkConfig``'s (``headers``, ``flush_timeout``, the connection's ``url``,
+        ``auth``, ``reconnect``...), validated as the YAML is: declared once, there."""
+        self._init(NatsSinkConfig, subject=subject, **fields)
 
-    def _configure(self, config: NatsSinkConfig | JetStreamSinkConfig, options: ConnectionOptions | None) -> None:
+    def _configure(self, config: PublishConfig) -> None:
         self.config = config
         self.subject = SubjectTemplate(config.subject)
-        self.options = options or config.connection_options()
         self.headers_mode = config.headers
         self.flush_timeout = config.flush_timeout
-        self.conn = NatsConnection(self.options, role="publisher")
+        self.conn = NatsConnection(config, role="publisher")
         self.nc: Any = None
         self.max_payload = 0
         self.records = 0
@@ -163,7 +159,7 @@ class NatsSink(Configured, Sink):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"subject": self.subject.template, "headers": self.headers_mode, **self.options.public_params()}
+        return {"subject": self.subject.template, "headers": self.headers_mode, **self.config.public_params()}
 
     async def open(self) -> None:
         self.nc = await self.conn.connect()
@@ -267,10 +263,9 @@ class NatsSink(Configured, Sink):
         await self.conn.close()
 
 
-class NatsSinkConfig(NatsConnectionConfig):
-    """``sink: {type: nats, url: "${NATS_URL:-embedded}", subject: points}``"""
+class PublishConfig(NatsConnectionConfig):
+    """The fields both NATS sinks have (``nats``, ``jetstream``): the connection, where and how they publish."""
 
-    type: Literal["nats"]
     subject: str = Field(description="subject or template: points, blocks.{seq}, out.{subject}")
     headers: Literal["wire", "none"] = "wire"
     flush_timeout: Duration = 10.0
@@ -281,5 +276,15 @@ class NatsSinkConfig(NatsConnectionConfig):
         SubjectTemplate(v)
         return v
 
+
+class NatsSinkConfig(PublishConfig):
+    """``sink: {type: nats, url: "${NATS_URL:-embedded}", subject: points}``"""
+
+    type: Literal["nats"]
+
     def build(self) -> NatsSink:
         return NatsSink.from_config(self)
+
+
+SINKS = {"nats": NatsSinkConfig}
+RANK = 2  # where its types come in the "allowed" lists (connectors/__init__.py)

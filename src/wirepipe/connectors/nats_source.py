@@ -16,11 +16,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ..batch import Batch
-from ..models import Duration, Size
+from ..models import Duration, Size, SourceLimits
 from .base import Configured, Source
 from .gaps import GapCounter
 from .nats_reader import SubscriptionReader
-from .natsconn import ConnectionOptions, NatsConnection, NatsConnectionConfig
+from .natsconn import NatsConnection, NatsConnectionConfig
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -40,22 +40,21 @@ class NatsSource(Configured, Source):
     stage = "consume"
     drops_when_unread = True
 
-    def __init__(self, subject: str, *, options: ConnectionOptions | None = None, **fields: Any) -> None:
-        """``fields`` are ``NatsSourceConfig``'s (``queue``, ``batch_size``, ``count``...; the connection
-        fields when no ``options`` are given), validated as the YAML is: declared once, there."""
-        self._configure(NatsSourceConfig(type="nats", subject=subject, **fields), options)
+    def __init__(self, subject: str, **fields: Any) -> None:
+        """``fields`` are ``NatsSourceConfig``'s (``queue``, ``batch_size``, ``count``..., the connection's
+        ``url``, ``auth``, ``reconnect``...), validated as the YAML is: declared once, there."""
+        self._init(NatsSourceConfig, subject=subject, **fields)
 
-    def _configure(self, config: NatsSourceConfig, options: ConnectionOptions | None) -> None:
+    def _configure(self, config: NatsSourceConfig) -> None:
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
         self.subject = config.subject
         self.queue = config.queue
-        self.options = options or config.connection_options()
         self.batch_size = config.batch_size
         self.batch_timeout = config.batch_timeout
         self.pending_msgs_limit = config.pending_msgs_limit
         self.pending_bytes_limit = config.pending_bytes_limit
-        self.conn = NatsConnection(self.options, role="consumer")
+        self.conn = NatsConnection(config, role="consumer")
         self.buffer = SubscriptionReader(self.batch_size, self.batch_timeout, max_buffered=self.pending_msgs_limit)
         self.sub: Any = None
         self.ready = asyncio.Event()
@@ -67,7 +66,7 @@ class NatsSource(Configured, Source):
     @property
     def params(self) -> dict[str, Any]:
         return {"subject": self.subject, "queue": self.queue, "batch_size": self.batch_size,
-                **self.options.public_params()}
+                **self.config.public_params()}
 
     @property
     def dropped(self) -> int:
@@ -139,7 +138,7 @@ class NatsSource(Configured, Source):
         await self.conn.close()
 
 
-class NatsSourceConfig(NatsConnectionConfig):
+class NatsSourceConfig(NatsConnectionConfig, SourceLimits):
     """``source: {type: nats, url: ..., subject: "points.>", queue: workers}``"""
 
     type: Literal["nats"]
@@ -149,10 +148,12 @@ class NatsSourceConfig(NatsConnectionConfig):
     batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
     pending_msgs_limit: int = Field(default=65536, ge=1)
     pending_bytes_limit: Size = 64 * 1024 * 1024
-    count: int | None = Field(default=None, ge=0)
-    duration: Duration | None = None
     gaps: bool | None = Field(default=None, description="count messages missing from each publisher's "
                               "Wirepipe-Seq; default on, off in a queue group (members see only a share)")
 
     def build(self) -> NatsSource:
         return NatsSource.from_config(self)
+
+
+SOURCES = {"nats": NatsSourceConfig}
+RANK = 2  # where its types come in the "allowed" lists (connectors/__init__.py)

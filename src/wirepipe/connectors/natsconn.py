@@ -122,7 +122,8 @@ class ReconnectConfig(Strict):
 
 
 class NatsConnectionConfig(Strict):
-    """The connection fields every NATS connector config has (flat, as in Benthos)."""
+    """The connection fields every NATS connector config has (flat, as in Benthos): what ``NatsConnection``
+    takes, a connector's whole config or this alone (``NatsConnectionConfig(url=...)``)."""
 
     url: str | list[str] | None = Field(default=None, description="nats://host:port, a list (YAML or comma-separated: "
                                                                  "the client fails over between them), or `embedded`")
@@ -145,11 +146,19 @@ class NatsConnectionConfig(Strict):
             raise ValueError("auth and tls need a NATS url; the embedded server runs without them")
         return self
 
-    def connection_options(self) -> ConnectionOptions:
-        return ConnectionOptions(
-            url=self.url, name=self.name, auth=self.auth, tls=self.tls, connect_timeout=self.connect_timeout,
-            reconnect=self.reconnect, ping_interval=self.ping_interval, pending_size=self.pending_size,
-        )
+    @property
+    def embedded(self) -> bool:
+        return is_embedded(self.url)
+
+    def public_params(self) -> dict[str, Any]:
+        """What metrics rows and logs may show: the URL without user info, the auth method, never a secret."""
+        urls = self.url if isinstance(self.url, list) else [self.url or EMBEDDED]
+        out: dict[str, Any] = {"url": ",".join(redact_url(u) for u in urls)}
+        if self.auth is not None:
+            out["auth"] = self.auth.describe()
+        if self.tls is not None:
+            out["tls"] = True
+        return out
 
 
 @overload
@@ -171,38 +180,6 @@ def split_urls(url: str | list[str] | None) -> str | list[str] | None:
 
 def is_embedded(url: str | list[str] | None) -> bool:
     return url is None or url == EMBEDDED or url == [EMBEDDED]
-
-
-class ConnectionOptions:
-    """The runtime form of ``NatsConnectionConfig`` (also built directly from Python)."""
-
-    def __init__(self, url: str | list[str] | None = None, *, name: str | None = None,
-                 auth: AuthConfig | dict[str, Any] | None = None, tls: TLSConfig | dict[str, Any] | None = None,
-                 connect_timeout: float = 10.0, reconnect: ReconnectConfig | dict[str, Any] | None = None,
-                 ping_interval: float = 20.0, pending_size: int = 8 * 1024 * 1024) -> None:
-        self.url = split_urls(url)
-        self.name = name
-        self.auth = AuthConfig.model_validate(auth) if isinstance(auth, dict) else auth
-        self.tls = TLSConfig.model_validate(tls) if isinstance(tls, dict) else tls
-        self.connect_timeout = connect_timeout
-        self.reconnect = (ReconnectConfig.model_validate(reconnect) if isinstance(reconnect, dict)
-                          else reconnect or ReconnectConfig())
-        self.ping_interval = ping_interval
-        self.pending_size = pending_size
-
-    @property
-    def embedded(self) -> bool:
-        return is_embedded(self.url)
-
-    def public_params(self) -> dict[str, Any]:
-        """What metrics rows and logs may show: the URL without user info, the auth method, never a secret."""
-        urls = self.url if isinstance(self.url, list) else [self.url or EMBEDDED]
-        out: dict[str, Any] = {"url": ",".join(redact_url(u) for u in urls)}
-        if self.auth is not None:
-            out["auth"] = self.auth.describe()
-        if self.tls is not None:
-            out["tls"] = True
-        return out
 
 
 # --- the managed connection ----------------------------------------------------------------------------
@@ -231,8 +208,8 @@ class NatsConnection:
     source re-issues its pull requests there).
     """
 
-    def __init__(self, options: ConnectionOptions, *, role: str = "client") -> None:
-        self.options = options
+    def __init__(self, options: NatsConnectionConfig, *, role: str = "client") -> None:
+        self.options = options  # a connector's config (every NATS connector config is one), or this alone
         self.role = role
         self.stats = ConnectionStats()
         self.nc: Any = None

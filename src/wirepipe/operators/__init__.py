@@ -15,19 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry
+from ..registry import Registry, declared_in
 
-
-def _builtin_operators() -> dict[str, Any]:
-    """name -> params model of every module in this package that declares ``OPERATORS``."""
-    import importlib
-    import pkgutil
-
-    modules = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
-    declaring = sorted((m for m in modules if hasattr(m, "OPERATORS")), key=lambda m: (m.RANK, m.__name__))
-    return {name: params for m in declaring for name, params in m.OPERATORS.items()}
-
-
-OPERATORS: Registry[Any] = Registry("wirepipe.operators", _builtin_operators)
+OPERATORS: Registry[Any] = Registry("wirepipe.operators", lambda: declared_in(__name__, "OPERATORS"))
 
 __all__ = ["OPERATORS"]
