@@ -228,7 +228,7 @@ def test_jetstream_connectors_take_their_validated_config() -> None:
     )
     from wirepipe.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="^source: heartbeat must be less than half of expires"):
+    with pytest.raises(ConfigError, match=r"^source: heartbeat must be less than half of expires"):
         JetStreamSource("x", heartbeat=20, expires=30)
     with pytest.raises(ConfigError, match=r"^sink\.window: Input should be greater than or equal to 1 \(got 0\)"):
         JetStreamSink("x", window=0)

@@ -188,7 +188,7 @@ def validate_config(data: dict[str, Any], file: str | None = None) -> Any:
 def validate_entry(model: Any, data: Mapping[str, Any], where: str) -> Any:
     """One operator's params or one connector's config validated alone, with the messages YAML gives
     (``where`` is the field path's head: ``source``, ``sink``, ``serialize`` ...): the Python API's check."""
-    return validate(model, data, where, _describe)
+    return validate(model, data, where, lambda err: _describe_at(list(err["loc"]), err))
 
 
 def _describe(err: Any) -> tuple[str, str]:
@@ -196,9 +196,6 @@ def _describe(err: Any) -> tuple[str, str]:
     from ..connectors import SINKS, SOURCES
 
     loc = list(err["loc"])
-    kind = err["type"]
-    ctx = err.get("ctx") or {}
-    value = err.get("input")
     # Drop the union tags pydantic puts in the location (source.generate.count -> source.count).
     tags = set(SOURCES) | set(SINKS)
     parts: list[Any] = []
@@ -210,6 +207,17 @@ def _describe(err: Any) -> tuple[str, str]:
         if (part in ("source", "sink", "dead_letter") and len(parts) == 1 and nxt in tags) or (isinstance(part, int) and parts[:1] == ["operators"] and i + 2 < len(loc) and loc[i + 2] == nxt):
             i += 1
         i += 1
+    return _describe_at(parts, err)
+
+
+def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
+    """The message of one error at the field path ``parts`` (one entry alone has no union tags to drop:
+    ``source.words`` stays that even where ``words`` is also a connector type)."""
+    from ..connectors import SINKS, SOURCES
+
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
     path = field_path(parts)
     if kind == "union_tag_invalid":
         allowed = ctx.get("expected_tags", "").replace("'", "")

@@ -1,0 +1,287 @@
+"""Connectors: one module each (found by scanning the package), fields declared once (in the config model).
+
+Issue 10 items 2 and 3 for connectors: a connector module declares ``SOURCES``/``SINKS`` and ``RANK``
+and nothing else lists it; its runtime class takes the validated config, and its own keyword
+arguments are checked by that model with the messages YAML gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import wirepipe
+from wirepipe.connectors import SINKS, SOURCES
+from wirepipe.connectors.capture import CaptureSink, CaptureSource, CaptureWriter
+from wirepipe.connectors.files import JsonlSink, JsonlSource, NullSink, ParquetSink, ParquetSource
+from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
+from wirepipe.connectors.nats import NatsSink, NatsSource
+from wirepipe.connectors.natsconn import NatsConnection, NatsConnectionConfig
+from wirepipe.errors import ConfigError, WirepipeError
+from wirepipe.registry import declared_in
+
+SRC = Path(wirepipe.__file__).parent
+
+WORDS_MODULE = '''
+"""A connector added as one module: nothing else in wirepipe names it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..batch import Batch
+from ..models import SourceLimits
+from .base import Configured, Source
+
+
+class WordsSource(Configured, Source):
+    type = "words"
+
+    def __init__(self, words: list[str], **fields: Any) -> None:
+        self._init(WordsConfig, words=words, **fields)
+
+    def _configure(self, config: WordsConfig) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.words = config.words
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        words = self.words[: self.count] if self.count is not None else self.words
+        yield Batch(list(words), meta={"seq": list(range(len(words)))})
+
+
+class WordsConfig(SourceLimits):
+    type: Literal["words"]
+    words: list[str] = Field(min_length=1)
+
+    def build(self) -> WordsSource:
+        return WordsSource.from_config(self)
+
+
+SOURCES = {"words": WordsConfig}
+RANK = 1.5  # after the file connectors, before NATS
+'''
+
+CHECK = '''
+import json, sys
+import wirepipe
+from wirepipe import api
+from wirepipe.connectors import SOURCES, SINKS
+from wirepipe.connectors.words import WordsSource
+from wirepipe.errors import ConfigError
+from wirepipe.pipelines.config import load_pipeline
+
+assert wirepipe.__file__.startswith(sys.argv[1]), wirepipe.__file__  # the copy, not the checkout
+stats = load_pipeline("words.yaml").run()
+refused = {}
+for name, call in (("yaml", lambda: load_pipeline("typo.yaml")), ("api", lambda: api.source("words", words=[])),
+                   ("class", lambda: WordsSource([]))):
+    try:
+        call()
+    except ConfigError as exc:
+        refused[name] = [exc.path, exc.detail]
+print(json.dumps({"sources": list(SOURCES), "sinks": list(SINKS), "records": stats.records_out,
+                  "refused": refused}))
+'''
+
+
+@pytest.mark.timeout(120)
+def test_a_connector_added_as_one_module_is_found_without_touching_another_file(tmp_path: Path) -> None:
+    """A copy of the package plus one new file in ``connectors/``: YAML, the API and the allowed lists see it."""
+    copy = tmp_path / "src"
+    shutil.copytree(SRC, copy / "wirepipe", ignore=shutil.ignore_patterns("__pycache__"))
+    before = {p.relative_to(copy).as_posix(): p.read_bytes() for p in copy.rglob("*.py")}
+    (copy / "wirepipe" / "connectors" / "words.py").write_text(WORDS_MODULE, encoding="utf-8")
+    after = {p.relative_to(copy).as_posix(): p.read_bytes() for p in copy.rglob("*.py")}
+    assert set(after) - set(before) == {"wirepipe/connectors/words.py"}
+    assert all(after[name] == data for name, data in before.items())  # no other file changed
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "words.yaml").write_text(textwrap.dedent("""\
+        name: words
+        source: {type: words, words: [hello, nats, again]}
+        sink: {type: jsonl, path: out.jsonl}
+        """), encoding="utf-8")
+    (work / "typo.yaml").write_text("name: typo\nsource: {type: wordz, words: [a]}\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run([sys.executable, "-c", CHECK, str(copy)], cwd=work, env=env, capture_output=True,
+                         text=True, timeout=100)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["sources"] == ["generate", "jsonl", "parquet", "words", "nats", "jetstream", "capture"]  # by RANK
+    assert seen["sinks"] == list(SINKS)
+    assert seen["records"] == 3
+    assert (work / "out.jsonl").read_text(encoding="utf-8").splitlines() == ['"hello"', '"nats"', '"again"']
+    path, detail = seen["refused"]["yaml"]
+    assert (path, detail) == ("source", "unknown type 'wordz': allowed generate, jsonl, parquet, words, nats, jetstream, "
+                              "capture")
+    # The module's own class and the generic factory check its fields as YAML would, with the same message.
+    assert seen["refused"]["api"] == seen["refused"]["class"]
+    assert seen["refused"]["api"][0] == "source.words" and "at least 1 item" in seen["refused"]["api"][1]
+
+
+def test_the_scan_orders_by_rank_and_refuses_a_name_declared_twice(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "wp_scan_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "late.py").write_text("SINKS = {'z': 'late'}\nRANK = 2\n")
+    (package / "early.py").write_text("SINKS = {'b': 'early', 'a': 'early'}\nRANK = 1\n")
+    (package / "silent.py").write_text("HELPER = 1\n")  # declares nothing: imported, not listed
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert list(declared_in("wp_scan_probe", "SINKS").items()) == [("b", "early"), ("a", "early"), ("z", "late")]
+    assert declared_in("wp_scan_probe", "SOURCES") == {}
+    (package / "again.py").write_text("SINKS = {'z': 'again'}\nRANK = 3\n")
+    with pytest.raises(WirepipeError, match=r"SINKS 'z' is declared twice: in wp_scan_probe.late and "
+                                            r"wp_scan_probe.again"):
+        declared_in("wp_scan_probe", "SINKS")
+
+
+def test_the_builtin_connectors_keep_their_types_and_order() -> None:
+    assert list(SOURCES) == ["generate", "jsonl", "parquet", "nats", "jetstream", "capture"]
+    assert list(SINKS) == ["null", "jsonl", "parquet", "nats", "jetstream", "capture"]
+    # the names stay importable where they were (user code, entry points written against them)
+    from wirepipe.connectors.jetstream import JetStreamSinkConfig
+    from wirepipe.connectors.nats import NatsSourceConfig
+
+    assert SINKS["jetstream"] is JetStreamSinkConfig and SOURCES["nats"] is NatsSourceConfig
+
+
+def test_scanning_the_connectors_imports_nothing_heavy() -> None:
+    """Validating a config imports every connector module: the clients and Arrow stay deferred."""
+    code = ("import sys\nfrom wirepipe.connectors import SOURCES, SINKS\n"
+            "models = [SOURCES[t] for t in SOURCES] + [SINKS[t] for t in SINKS]\n"
+            "heavy = [m for m in ('pyarrow', 'nats', 'numpy', 'orjson', 'zstandard', 'msgpack', 'apache_beam')"
+            " if m in sys.modules]\nprint(len(models), ','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["12"]
+
+
+# --- item 3: fields declared once; the runtime classes validate as YAML does ---------------------------
+
+def _yaml_error(tmp_path: Path, text: str) -> ConfigError:
+    from wirepipe.pipelines.config import load_pipeline
+
+    path = tmp_path / "p.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(path)
+    return info.value
+
+
+SOURCE_ONLY = "source: {type: generate}\n"
+
+# (the runtime class called from Python, the same entry in YAML)
+BAD: list[tuple[Callable[[], Any], str]] = [
+    (lambda: GenerateSource("point", count=10, batch_size=0),
+     "source: {type: generate, dataset: point, count: 10, batch_size: 0}"),
+    (lambda: GenerateSource("nope"), "source: {type: generate, dataset: nope}"),
+    (lambda: JsonlSource("in.jsonl", batch_size=0), "source: {type: jsonl, path: in.jsonl, batch_size: 0}"),
+    (lambda: JsonlSink("out.jsonl", envelope="sometimes"),
+     SOURCE_ONLY + "sink: {type: jsonl, path: out.jsonl, envelope: sometimes}"),
+    (lambda: ParquetSource("in.parquet", count=-1), "source: {type: parquet, path: in.parquet, count: -1}"),
+    (lambda: ParquetSink("out.parquet", compression="zip"),
+     SOURCE_ONLY + "sink: {type: parquet, path: out.parquet, compression: zip}"),
+    (lambda: CaptureSource("cap/", speed=0), "source: {type: capture, path: cap/, speed: 0}"),
+    (lambda: CaptureSink("cap/", max_file_size="huge"),
+     SOURCE_ONLY + "sink: {type: capture, dir: cap/, max_file_size: huge}"),
+    (lambda: CaptureWriter("cap/", row_group_rows=0), SOURCE_ONLY + "sink: {type: capture, dir: cap/, row_group_rows: 0}"),
+    (lambda: CaptureWriter("cap/", prefix=".hidden"), SOURCE_ONLY + "sink: {type: capture, dir: cap/, prefix: .hidden}"),
+    (lambda: NatsSource("points", duration="soon"), "source: {type: nats, subject: points, duration: soon}"),
+    (lambda: NatsSink("points", url="embedded", auth={"token": "t"}),
+     SOURCE_ONLY + "sink: {type: nats, subject: points, url: embedded, auth: {token: t}}"),
+    (lambda: JetStreamSource(ordered=True, durable="d"), "source: {type: jetstream, ordered: true, durable: d}"),
+    (lambda: JetStreamSink("points", window=0), SOURCE_ONLY + "sink: {type: jetstream, subject: points, window: 0}"),
+    (lambda: JetStreamSink("points", subjcet="x"), SOURCE_ONLY + "sink: {type: jetstream, subject: points, subjcet: x}"),
+]
+
+
+@pytest.mark.parametrize(("build", "yaml_part"), BAD, ids=[y.splitlines()[-1][:60] for _, y in BAD])
+def test_a_runtime_class_refuses_a_bad_field_with_the_yaml_message(tmp_path: Path, build: Callable[[], Any],
+                                                                   yaml_part: str) -> None:
+    from_yaml = _yaml_error(tmp_path, f"name: x\n{yaml_part}\n")
+    with pytest.raises(ConfigError) as info:
+        build()
+    assert (info.value.path, info.value.detail) == (from_yaml.path, from_yaml.detail)
+
+
+def test_generate_with_batch_size_zero_no_longer_loops() -> None:
+    """The issue's example: refused when built, instead of a run that never ends."""
+    with pytest.raises(ConfigError, match=r"^source\.batch_size: Input should be greater than or equal to 1 \(got 0\)$"):
+        GenerateSource("point", count=10, batch_size=0)
+
+
+@pytest.mark.parametrize(("yaml_entry", "python"), [
+    ({"type": "generate", "dataset": "feed", "count": 7, "batch_size": 3, "seed": 5, "duration": "2s"},
+     lambda: GenerateSource("feed", count=7, batch_size=3, seed=5, duration="2s")),
+    ({"type": "jsonl", "path": ["a.jsonl", "b/"], "batch_size": 10, "envelope": True},
+     lambda: JsonlSource([Path("a.jsonl"), "b/"], batch_size=10, envelope=True)),
+    ({"type": "parquet", "path": "in/*.parquet", "count": 5}, lambda: ParquetSource("in/*.parquet", count=5)),
+    ({"type": "capture", "path": "cap", "pace": "original", "speed": 2, "max_gap": "1s"},
+     lambda: CaptureSource(Path("cap"), pace="original", speed=2, max_gap="1s")),
+    ({"type": "nats", "subject": "pts.>", "queue": "w", "url": "nats://a:1, nats://b:2"},
+     lambda: NatsSource("pts.>", queue="w", url=["nats://a:1", "nats://b:2"])),
+    ({"type": "jetstream", "stream": "S", "durable": "d", "ack_wait": "10s", "ack": "all"},
+     lambda: JetStreamSource(stream="S", durable="d", ack_wait=10, ack="all")),
+])
+def test_a_source_from_python_equals_the_yaml_one(yaml_entry: dict[str, Any], python: Callable[[], Any]) -> None:
+    """Same fields in, same config and parameters out: the runtime class and YAML share the model."""
+    yaml_built = SOURCES[yaml_entry["type"]].model_validate(yaml_entry).build()
+    built = python()
+    assert type(built) is type(yaml_built)
+    assert built.config == yaml_built.config
+    assert (built.params, built.count, built.duration) == (yaml_built.params, yaml_built.count, yaml_built.duration)
+
+
+@pytest.mark.parametrize(("yaml_entry", "python"), [
+    ({"type": "null"}, NullSink),
+    ({"type": "jsonl", "path": "out.jsonl", "append": True}, lambda: JsonlSink(Path("out.jsonl"), append=True)),
+    ({"type": "parquet", "path": "out/part-{part}.parquet", "row_group_rows": 100},
+     lambda: ParquetSink("out/part-{part}.parquet", row_group_rows=100)),
+    ({"type": "capture", "dir": "cap", "max_file_size": "1MiB", "metadata": {"env": "t"}},
+     lambda: CaptureSink(Path("cap"), max_file_size=1 << 20, metadata={"env": "t"})),
+    ({"type": "nats", "subject": "out.{seq}", "flush_timeout": "2s"}, lambda: NatsSink("out.{seq}", flush_timeout=2)),
+    ({"type": "jetstream", "subject": "o", "stream": {"name": "O"}, "retry": {"wait": "1s"}},
+     lambda: JetStreamSink("o", stream={"name": "O"}, retry={"wait": 1})),
+])
+def test_a_sink_from_python_equals_the_yaml_one(yaml_entry: dict[str, Any], python: Callable[[], Any]) -> None:
+    yaml_built = SINKS[yaml_entry["type"]].model_validate(yaml_entry).build()
+    built = python()
+    assert type(built) is type(yaml_built)
+    assert built.config == yaml_built.config and built.params == yaml_built.params
+
+
+def test_build_hands_the_validated_config_to_the_runtime_class() -> None:
+    """No second copy of the fields: the runtime object keeps the very model YAML validated."""
+    for entry in ({"type": "generate", "count": 3}, {"type": "jsonl", "path": "x"}, {"type": "capture", "path": "c"},
+                  {"type": "nats", "subject": "s"}, {"type": "jetstream", "stream": "S"}):
+        model = SOURCES[entry["type"]].model_validate(entry)
+        assert model.build().config is model
+    capture = SINKS["capture"].model_validate({"type": "capture", "dir": "c", "row_group_rows": 10})
+    sink = capture.build()
+    assert sink.config is capture and sink.writer.config is capture and sink.writer.row_group_rows == 10
+
+
+def test_the_nats_connection_takes_the_connector_config() -> None:
+    """``ConnectionOptions`` is gone: the connection reads the validated fields of the connector's config."""
+    sink = JetStreamSink("s", url="nats://u:pw@h:1, nats://h:2", reconnect={"wait": "50ms"}, connect_timeout="3s")
+    assert isinstance(sink.conn, NatsConnection) and sink.conn.options is sink.config
+    assert sink.config.url == ["nats://u:pw@h:1", "nats://h:2"] and sink.config.reconnect.wait == 0.05
+    assert sink.params["url"] == "nats://***@h:1,nats://h:2"  # the public form: no credentials
+    alone = NatsConnection(NatsConnectionConfig(url="embedded"))
+    assert alone.options.embedded and alone.options.public_params() == {"url": "embedded"}
+    assert not hasattr(__import__("wirepipe.connectors.natsconn").connectors.natsconn, "ConnectionOptions")
