@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import wirepipe
-from wirepipe.connectors import SINKS, SOURCES
+from wirepipe.connectors import SINKS, SOURCES, natsconn
 from wirepipe.connectors.capture import CaptureSink, CaptureSource, CaptureWriter
 from wirepipe.connectors.files import JsonlSink, JsonlSource, NullSink, ParquetSink, ParquetSource
 from wirepipe.connectors.generate import GenerateSource
@@ -284,4 +284,4 @@ def test_the_nats_connection_takes_the_connector_config() -> None:
     assert sink.params["url"] == "nats://***@h:1,nats://h:2"  # the public form: no credentials
     alone = NatsConnection(NatsConnectionConfig(url="embedded"))
     assert alone.options.embedded and alone.options.public_params() == {"url": "embedded"}
-    assert not hasattr(__import__("wirepipe.connectors.natsconn").connectors.natsconn, "ConnectionOptions")
+    assert not hasattr(natsconn, "ConnectionOptions")
