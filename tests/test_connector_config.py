@@ -279,9 +279,9 @@ def test_build_hands_the_validated_config_to_the_runtime_class() -> None:
 def test_the_nats_connection_takes_the_connector_config() -> None:
     """``ConnectionOptions`` is gone: the connection reads the validated fields of the connector's config."""
     sink = JetStreamSink("s", url="nats://u:pw@h:1, nats://h:2", reconnect={"wait": "50ms"}, connect_timeout="3s")
-    assert isinstance(sink.conn, NatsConnection) and sink.conn.options is sink.config
+    assert isinstance(sink.conn, NatsConnection) and sink.conn.config is sink.config
     assert sink.config.url == ["nats://u:pw@h:1", "nats://h:2"] and sink.config.reconnect.wait == 0.05
     assert sink.params["url"] == "nats://***@h:1,nats://h:2"  # the public form: no credentials
     alone = NatsConnection(NatsConnectionConfig(url="embedded"))
-    assert alone.options.embedded and alone.options.public_params() == {"url": "embedded"}
+    assert alone.config.embedded and alone.config.public_params() == {"url": "embedded"}
     assert not hasattr(natsconn, "ConnectionOptions")

@@ -1,4 +1,4 @@
-"""Connection options and the managed connection every NATS connector shares.
+"""The connection config and the managed connection every NATS connector shares.
 
 One place decides how wirepipe talks to NATS, so the core and JetStream connectors
 behave alike:
@@ -208,8 +208,8 @@ class NatsConnection:
     source re-issues its pull requests there).
     """
 
-    def __init__(self, options: NatsConnectionConfig, *, role: str = "client") -> None:
-        self.options = options  # a connector's config (every NATS connector config is one), or this alone
+    def __init__(self, config: NatsConnectionConfig, *, role: str = "client") -> None:
+        self.config = config  # a connector's config (every NATS connector config is one), or this alone
         self.role = role
         self.stats = ConnectionStats()
         self.nc: Any = None
@@ -233,7 +233,7 @@ class NatsConnection:
     async def connect(self) -> Any:
         import nats
 
-        opts = self.options
+        opts = self.config
         if opts.embedded:
             from ..server import EmbeddedServer
 
@@ -310,7 +310,7 @@ class NatsConnection:
 
     def _connect_failure(self, done: set[Any]) -> str:
         where = self.public_url
-        how = self.options.auth.describe() if self.options.auth is not None else "no credentials"
+        how = self.config.auth.describe() if self.config.auth is not None else "no credentials"
         err = self._first_error
         fail_fast = self._fail_fast
         fast = fail_fast is not None and fail_fast in done
@@ -322,13 +322,13 @@ class NatsConnection:
                 return (f"NATS at {where} refused the connection with {how}: {reason} "
                         "(check auth: user/password, token, creds or nkey)")
             return f"NATS at {where}: TLS failed: {reason} (check tls: ca, cert, key and the url scheme)"
-        return (f"cannot connect to NATS at {where} within {self.options.connect_timeout:g}s "
+        return (f"cannot connect to NATS at {where} within {self.config.connect_timeout:g}s "
                 f"(connect_timeout): {reason}")
 
     def _next_server(self, servers: list[Any], _info: dict[str, Any]) -> tuple[Any, float]:
         """nats-py's reconnect hook: round-robin over the pool with exponential backoff."""
         server = min(servers, key=lambda s: (s.reconnects, getattr(s, "last_attempt", 0) or 0))
-        return server, self.options.reconnect.delay(server.reconnects)
+        return server, self.config.reconnect.delay(server.reconnects)
 
     async def _on_error(self, exc: Exception) -> None:
         import nats.errors
