@@ -198,6 +198,8 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     from .codecs.chain import Chain
     from .datasets import get_dataset
     from .operators.chain import chain_operators
+    from .pipelines.pipeline import Pipeline
+    from .testing import TestingSource
 
     parsed = Chain.parse(chain)
     encode_ops, decode_ops = chain_operators(parsed, None)
@@ -206,6 +208,7 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     stages: dict[str, float] = {}
 
     def timed(stage: str, ops: list[Any], inputs: list[list[Any]]) -> list[list[Any]]:
+        process = Pipeline(TestingSource(()), ops, name=f"plan-{stage}").process_batch  # as a pipeline runs them
         best = math.inf
         outputs: list[list[Any]] = []
         for _ in range(rounds):
@@ -215,10 +218,7 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
                 t0 = time.perf_counter()
                 outputs = []
                 for chunk in inputs:
-                    batch = Batch(list(chunk))
-                    for op in ops:
-                        batch = op(batch)
-                    outputs.append(batch.values)
+                    outputs.append(process(Batch(list(chunk))).values)
                 best = min(best, time.perf_counter() - t0)
             finally:
                 gc.enable()

@@ -48,25 +48,28 @@ _SLICE_NS = 1_000_000
 _OFFLOAD_MODE = os.environ.get("WIREPIPE_OPERATOR_OFFLOAD", "slice")
 
 
-def _apply(operators: Sequence[Operator], batch: Batch) -> Batch:
-    """The operators over a batch (``Pipeline.process_batch`` without metrics; safe in a thread)."""
-    for op in operators:
-        batch = op(batch)
-    return batch
+# What a timed pass hands the metrics recorder: the stage boundaries (one clock read each) and each
+# stage's output column with the running count of rejects (see ``MetricsRecorder.record_batch``).
+Stamps = tuple[list[int], list[tuple[Any, int]]]
 
 
-def _apply_timed(operators: Sequence[Operator], batch: Batch) -> tuple[Batch, list[int], list[Any]]:
-    """The operators over a batch, with one clock read per stage boundary and each stage's output column
-    (references: operators replace columns, never mutate them) for ``MetricsRecorder.record_batch``;
-    safe in a thread."""
-    columns = [(batch.values, len(batch.rejected))]
-    ns = _ns
-    clock = [ns()]
+def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = False) -> tuple[Batch, Stamps | None]:
+    """The one loop over the operators (``Pipeline.process_batch`` and its sliced and threaded forms run it).
+
+    ``timed`` reads the clock once per stage boundary (the end of one operator is the start of
+    the next) and keeps each stage's output column by reference (operators replace columns,
+    never mutate them), sized later, off the clock. Safe in a thread: it touches no shared state.
+    """
+    if timed:
+        ns = _ns
+        clock = [ns()]
+        columns: list[tuple[Any, int]] = [(batch.values, len(batch.rejected))]
     for op in operators:
         batch = op(batch)
-        clock.append(ns())
-        columns.append((batch.values, len(batch.rejected)))
-    return batch, clock, columns
+        if timed:
+            clock.append(ns())
+            columns.append((batch.values, len(batch.rejected)))
+    return batch, ((clock, columns) if timed else None)
 
 
 @dataclass
@@ -305,7 +308,8 @@ class Pipeline:
 
     def process_batch(self, batch: Batch, index: int = 0, read: tuple[int, int] | None = None,
                       lost: int | None = None) -> Batch:
-        """Run the operators over one batch: the one place they run (the run loop, the Beam DoFn, the bench).
+        """Run the operators over one batch: the one place they run (the run loop, the Beam DoFn, the bench,
+        the capacity plan; the run loop's sliced and threaded forms run its loop, ``run_operators``).
 
         With a metrics recorder (``self.metrics``) the stages are stamped: one clock read per
         stage boundary, the end of one operator being the start of the next, and the batch's
@@ -313,13 +317,19 @@ class Pipeline:
         source read it and ``lost`` what the source found lost before it. The records a stage
         rejects are in the returned ``rejected``.
         """
-        metrics = self.metrics
-        if metrics is None:
-            return _apply(self.operators, batch)
+        if self.metrics is None:
+            return run_operators(self.operators, batch)[0]
         raw_nbytes = batch.raw_nbytes
-        batch, clock, columns = _apply_timed(self.operators, batch)
-        metrics.record_batch(index, read or (clock[0], clock[0]), clock, columns, raw_nbytes, lost)
+        batch, stamps = run_operators(self.operators, batch, timed=True)
+        assert stamps is not None
+        self._record(stamps, raw_nbytes, index, read, lost)
         return batch
+
+    def _record(self, stamps: Stamps, raw_nbytes: int | None, index: int, read: tuple[int, int] | None,
+                lost: int | None) -> None:
+        """Hand a timed pass's stage rows to the recorder (on the event loop, where its periodic flush runs)."""
+        clock, columns = stamps
+        self.metrics.record_batch(index, read or (clock[0], clock[0]), clock, columns, raw_nbytes, lost)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         metrics = self.metrics
@@ -372,13 +382,12 @@ class Pipeline:
             offload = cost is None or cost * len(batch.values) > _OFFLOAD_NS
         t0 = _ns()
         if metrics is None and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
-            batch = await self._run_sliced(ops, batch)
-        elif metrics is None and offload:
-            batch = await asyncio.to_thread(_apply, ops, batch)
-        elif offload:  # timed in the thread, recorded here on the event loop (where the periodic flush runs)
+            batch = await self._run_sliced(batch)
+        elif offload:  # the pass in a thread; its rows recorded here, on the event loop (where the flush runs)
             raw_nbytes = batch.raw_nbytes
-            batch, clock, columns = await asyncio.to_thread(_apply_timed, ops, batch)
-            metrics.record_batch(index, (start, end), clock, columns, raw_nbytes, delta)
+            batch, stamps = await asyncio.to_thread(run_operators, ops, batch, metrics is not None)
+            if stamps is not None:
+                self._record(stamps, raw_nbytes, index, (start, end), delta)
         else:
             batch = self.process_batch(batch, index, (start, end), delta)
         if self.source.drops_when_unread and batch.values is not None:
@@ -387,9 +396,10 @@ class Pipeline:
                 self._op_ns_per_record = (_ns() - t0) / n
         return batch
 
-    async def _run_sliced(self, ops: Sequence[Operator], batch: Batch) -> Batch:
-        """The operators over slices of about ``_SLICE_NS`` of work, yielding to the event loop between
-        slices: nats-py's reader runs first at every yield, so reading keeps priority over operators."""
+    async def _run_sliced(self, batch: Batch) -> Batch:
+        """``process_batch`` over slices of about ``_SLICE_NS`` of work (metrics off), yielding to the event
+        loop between slices: nats-py's reader runs first at every yield, so reading keeps priority over
+        operators."""
         n = len(batch.values)
         cost = self._op_ns_per_record
         size = max(1, int(_SLICE_NS // cost)) if cost else 16
@@ -397,10 +407,7 @@ class Pipeline:
         i = 0
         while i < n:
             t0 = _ns()
-            part = batch.slice(i, i + size)
-            for op in ops:
-                part = op(part)
-            parts.append(part)
+            parts.append(self.process_batch(batch.slice(i, i + size)))
             i += size
             took = _ns() - t0
             size = max(1, int(_SLICE_NS * size // took)) if took > 0 else size * 2
