@@ -26,7 +26,8 @@ from typing import Any
 from common import interleave, ratio
 from wirepipe.batch import Batch
 from wirepipe.datasets import get_dataset
-from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.serialize import Serialize
 
 # --- A. in process ------------------------------------------------------------------------------------
 
@@ -138,7 +139,7 @@ VARIANTS = {"bincode x100/msg": ("bincode", 100), "msgpack x1/msg": ("msgpack", 
 async def _publish(url: str, subject: str, count: int, fmt: str, per_message: int) -> None:
     from wirepipe.connectors.generate import GenerateSource
     from wirepipe.connectors.nats import NatsSink
-    from wirepipe.operators.framing import Pack
+    from wirepipe.operators.pack import Pack
     from wirepipe.pipelines.pipeline import Pipeline
 
     ops: list[Any] = [Pack(per_message)] if per_message > 1 else []
@@ -151,7 +152,7 @@ async def _publish(url: str, subject: str, count: int, fmt: str, per_message: in
 async def _consume_once(url: str, count: int, fmt: str, per_message: int) -> float:
     from nats_consume import LatencySink, stalled
     from wirepipe.connectors.nats import NatsSource
-    from wirepipe.operators.framing import Unpack
+    from wirepipe.operators.unpack import Unpack
     from wirepipe.pipelines.pipeline import Pipeline
 
     messages = count // per_message

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from wirepipe.connectors.files import NullSink
 from wirepipe.datasets import get_dataset
-from wirepipe.operators.compress import Compress, Decompress
-from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.decompress import Decompress
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSource
 

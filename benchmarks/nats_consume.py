@@ -20,8 +20,8 @@ from natsbench import SENT_AT, Result, attach_latency, report, start_publisher
 from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.nats import NatsSource
-from wirepipe.operators.compress import Decompress
-from wirepipe.operators.serialize import Deserialize
+from wirepipe.operators.decompress import Decompress
+from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
 

@@ -234,7 +234,7 @@ def test_wirepipe_serialize_of_a_record_writes_what_faust_writes(codecs: Any) ->
 
 def test_record_schema_gives_field_order() -> None:
     from tests.faust_records import Point3, Renamed, Transaction
-    from wirepipe.operators.serialize import resolve_schema
+    from wirepipe.operators.schema_options import resolve_schema
 
     assert resolve_schema("tests.faust_records:Point3") == ("x", "y", "z")
     assert resolve_schema(Point3) == ("x", "y", "z")
@@ -275,7 +275,7 @@ def test_deserialize_schema_record_ignores_faust_namespace_of_unknown_class(code
     from tests.faust_records import Reading
     from wirepipe.batch import Batch
     from wirepipe.codecs.chain import Chain
-    from wirepipe.operators.serialize import Deserialize
+    from wirepipe.operators.deserialize import Deserialize
 
     data = Chain.parse("msgpack").encoder()({"sensor": "s", "value": 1.0, "raw": b"", "__faust": {"ns": "elsewhere.Reading"}})
     batch = Deserialize("msgpack", schema="tests.faust_records:Reading")(Batch([data]))
@@ -547,8 +547,8 @@ async def test_bridge_faust_agent_forwards_kafka_bytes_to_nats_for_wirepipe(code
     for op in chain_operators("msgpack|zstd")[1]:
         fixed = op(fixed)
     assert fixed.values == records and fixed.rejected == []
-    from wirepipe.operators.compress import Decompress
-    from wirepipe.operators.serialize import Deserialize
+    from wirepipe.operators.decompress import Decompress
+    from wirepipe.operators.deserialize import Deserialize
 
     auto = Batch([m.data for m in received], headers=[m.headers for m in received])
     auto = Deserialize("auto")(Decompress("auto")(auto))

@@ -19,7 +19,9 @@ from wirepipe.codecs import CODECS, FORMATS, Chain, get_codec
 from wirepipe.codecs.compression import deflate_libraries
 from wirepipe.datasets import DATASETS
 from wirepipe.errors import StageError
-from wirepipe.operators.serialize import Deserialize, Serialize, resolve_schema
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.schema_options import resolve_schema
+from wirepipe.operators.serialize import Serialize
 from wirepipe.schema import SchemaError, Type, parse_schema, with_defaults
 
 TYPED = ["protobuf", "avro", "bincode", "postcard"]
@@ -84,7 +86,8 @@ def test_flexbuffers_large_vectors_round_trip() -> None:
 @pytest.mark.parametrize("fmt", ["protobuf", "avro", "bincode", "postcard", "msgpack", "json", "bson"])
 def test_framed_messages_of_many_records(fmt: str) -> None:
     """pack -> serialize -> deserialize(framed) -> unpack gives the records back."""
-    from wirepipe.operators.framing import Pack, Unpack
+    from wirepipe.operators.pack import Pack
+    from wirepipe.operators.unpack import Unpack
 
     schema = DATASETS["point"].schema
     records = DATASETS["point"].sample(250)

@@ -12,9 +12,11 @@ from wirepipe.batch import Batch
 from wirepipe.connectors.files import JsonlSink, NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats import SENT_AT, NatsSink, NatsSource
-from wirepipe.operators.compress import Compress, Decompress
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.decompress import Decompress
+from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.route import Subject
-from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink

@@ -16,8 +16,10 @@ from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
 from wirepipe.connectors.nats import NatsSink
-from wirepipe.operators.compress import Compress, Decompress
-from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.decompress import Decompress
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink

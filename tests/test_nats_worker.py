@@ -22,7 +22,7 @@ from tests.nats_fixtures import (
 )
 from wirepipe.batch import Batch
 from wirepipe.connectors.jetstream import JetStreamSource
-from wirepipe.operators.serialize import Deserialize
+from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink

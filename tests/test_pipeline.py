@@ -13,8 +13,10 @@ import pytest
 import wirepipe as wp
 from wirepipe.batch import Batch
 from wirepipe.datasets import get_dataset
-from wirepipe.operators.compress import Compress, Decompress
-from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.decompress import Decompress
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.serialize import Serialize
 
 
 def test_pipe_syntax_and_constructor_are_the_same_pipeline(tmp_path: Path) -> None:
@@ -160,7 +162,9 @@ def test_typed_records_from_a_dataclass_schema() -> None:
 
 
 def test_select_map_filter() -> None:
-    from wirepipe.operators.transform import Filter, Map, Select
+    from wirepipe.operators.filter import Filter
+    from wirepipe.operators.map import Map
+    from wirepipe.operators.select import Select
 
     batch = Batch([{"a": i, "b": i * 2, "c": 0} for i in range(6)], meta={"seq": list(range(6))})
     batch = Select(["b", "a"])(batch)
@@ -172,7 +176,8 @@ def test_select_map_filter() -> None:
 
 @pytest.mark.parametrize("fmt", ["msgpack", "json", "cbor", "arrow"])
 def test_pack_and_unpack_carry_several_records_per_message(fmt: str, tmp_path: Path) -> None:
-    from wirepipe.operators.framing import Pack, Unpack
+    from wirepipe.operators.pack import Pack
+    from wirepipe.operators.unpack import Unpack
 
     records = get_dataset("block").sample(25, seed=4)
     batch = Batch(list(records), meta={"seq": list(range(25)), "ack": [f"a{i}" for i in range(25)]})
@@ -186,7 +191,7 @@ def test_pack_and_unpack_carry_several_records_per_message(fmt: str, tmp_path: P
 
 
 def test_unpack_dead_letters_a_value_that_is_not_a_list() -> None:
-    from wirepipe.operators.framing import Unpack
+    from wirepipe.operators.unpack import Unpack
 
     out = Unpack()(Batch([[1, 2], {"not": "a list"}, [3]], meta={"seq": [0, 1, 2]}))
     assert out.values == [1, 2, 3] and out.meta["seq"] == [0, 0, 2]

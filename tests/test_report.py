@@ -22,9 +22,11 @@ from tests.stamped import StampedSource
 from wirepipe.cli import app
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.operators.compress import Compress, Decompress
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.decompress import Decompress
+from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.metrics import STAGE_COLUMNS, latency_path
-from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import build_pipeline, validate_config
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.report import load_results, summarize

@@ -15,7 +15,8 @@ from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource, StreamConfig
 from wirepipe.connectors.natsconn import NatsConnectionConfig
 from wirepipe.errors import ConfigError
-from wirepipe.operators.serialize import Deserialize, Serialize
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import validate_config
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import LocalCluster

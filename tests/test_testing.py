@@ -6,9 +6,12 @@ import asyncio
 
 import pytest
 
-from wirepipe.operators.compress import Compress, Decompress
-from wirepipe.operators.serialize import Deserialize, Serialize
-from wirepipe.operators.transform import Filter, Map
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.decompress import Decompress
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.filter import Filter
+from wirepipe.operators.map import Map
+from wirepipe.operators.serialize import Serialize
 from wirepipe.testing import TestingSink, TestingSource, run, run_async
 
 

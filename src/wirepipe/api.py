@@ -157,7 +157,7 @@ def select(*fields: str) -> Operator:
 
 
 def pack(records: int) -> Operator:
-    """``- pack: {records: k}``: several records per message (see ``operators.framing``).
+    """``- pack: {records: k}``: several records per message (see ``operators.pack``).
 
     >>> pack(100).name
     'pack:100'

@@ -376,16 +376,17 @@ def codecs() -> None:
 
     from .codecs.compression import CODECS
     from .codecs.formats import FORMATS
+    from .wire import Header
 
     console = Console()
     t = Table(title="formats (serialize / deserialize)")
-    for col in ("format", "Content-Type", "installed", "notes"):
+    for col in ("format", Header.CONTENT_TYPE.value, "installed", "notes"):
         t.add_column(col)
     for f in FORMATS.values():
         t.add_row(f.name, f.content_type, _yes(f.available()), f.note)
     console.print(t)
     t = Table(title="codecs (compress / decompress)")
-    for col in ("codec", "Content-Encoding", "fastest", "default", "best", "range", "installed", "notes"):
+    for col in ("codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed", "notes"):
         t.add_column(col)
     for c in CODECS.values():
         t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),

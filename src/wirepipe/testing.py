@@ -8,7 +8,7 @@ it is the dead-letter destination, which ``run`` makes it by default). ``run`` r
 the CLI uses runs here: the batching, the operators, the dead-letter routing and the
 commits are the real ones.
 
->>> from wirepipe.operators.transform import Map
+>>> from wirepipe.operators.map import Map
 >>> from wirepipe.testing import TestingSink, TestingSource, run
 >>> sink = TestingSink()
 >>> stats = run(TestingSource([1, 2, 3], batch_size=2), [Map(lambda v: 10 // (v - 2))], sink)

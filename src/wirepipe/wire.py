@@ -39,6 +39,18 @@ class Header(str, Enum):
         return self.value
 
 
+def set_header(batch: Batch, key: str, value: str) -> None:
+    """Set a wire header on every record of a batch: one shared dict when the batch has one, per record
+    otherwise (the one way operators add a header)."""
+    h = batch.headers
+    if h is None:
+        batch.headers = {key: value}
+    elif isinstance(h, dict):
+        batch.headers = {**h, key: value}
+    else:
+        batch.headers = [{**d, key: value} if d else {key: value} for d in h]
+
+
 # --- header-block sizes ---------------------------------------------------------------------------
 
 HDR_LINE = len(b"NATS/1.0\r\n") + 2  # status line + the blank line that ends the block

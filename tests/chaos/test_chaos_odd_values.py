@@ -21,7 +21,7 @@ import pytest
 from wirepipe.connectors.files import JsonlSink, ParquetSink
 from wirepipe.connectors.jetstream import JetStreamSource
 from wirepipe.connectors.nats import NatsSource
-from wirepipe.operators.serialize import Deserialize
+from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 
 MSGPACK = {"Content-Type": "application/msgpack"}

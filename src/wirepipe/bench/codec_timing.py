@@ -21,9 +21,12 @@ from typing import Any
 from ..batch import Batch
 from ..codecs.formats import FORMATS
 from ..operators.base import Operator
-from ..operators.compress import Compress, Decompress
-from ..operators.framing import Pack, Unpack
-from ..operators.serialize import Deserialize, Serialize
+from ..operators.compress import Compress
+from ..operators.decompress import Decompress
+from ..operators.deserialize import Deserialize
+from ..operators.pack import Pack
+from ..operators.serialize import Serialize
+from ..operators.unpack import Unpack
 from ..pipelines.pipeline import Pipeline
 from ..testing import TestingSource
 from .data import BenchData

@@ -44,7 +44,8 @@ from typing import Any
 from ..batch import Batch
 from ..codecs.formats import FORMATS
 from ..datasets import get_dataset
-from ..operators.serialize import Deserialize, Serialize
+from ..operators.deserialize import Deserialize
+from ..operators.serialize import Serialize
 
 SEED_ROWS: list[tuple[str, str | None, bool]] = [
     # (seed row, wirepipe format, with the dataset's typed schema)

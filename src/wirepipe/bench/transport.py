@@ -43,9 +43,12 @@ STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
 def _operators(combo: Combo, schema: Any,
                dictionaries: dict[str, str]) -> tuple[list[Any], list[Any]]:
-    from ..operators.compress import Compress, Decompress
-    from ..operators.framing import Pack, Unpack
-    from ..operators.serialize import Deserialize, Serialize
+    from ..operators.compress import Compress
+    from ..operators.decompress import Decompress
+    from ..operators.deserialize import Deserialize
+    from ..operators.pack import Pack
+    from ..operators.serialize import Serialize
+    from ..operators.unpack import Unpack
 
     positional = schema if FORMATS[combo.format].needs_schema else None
     d = dictionaries.get(combo.format) if combo.dictionary else None

@@ -43,11 +43,12 @@ from ..errors import ConfigError, SinkUnavailable, WirepipeError
 from ..models import Duration, Size, SourceLimits, Strict
 from ..spoolfile import check_writable
 from ..storage import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths
+from ..wire import Header
 from .base import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe.capture")
 
-SENT_AT = "Wirepipe-Sent-At"
+SENT_AT = Header.SENT_AT.value
 FORMAT_VERSION = 1
 
 CAPTURE_COLUMNS: dict[str, str] = {

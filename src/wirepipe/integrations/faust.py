@@ -39,8 +39,8 @@ from ..codecs.chain import Chain
 from ..codecs.compression import CODECS, DEFAULT_MAX_OUTPUT, get_codec
 from ..codecs.formats import FORMATS
 from ..errors import RefusedError, WirepipeError
-from ..operators.compress import load_dictionary
-from ..operators.serialize import SchemaSpec, resolve_schema
+from ..operators.codec_options import load_dictionary
+from ..operators.schema_options import SchemaSpec, resolve_schema
 
 #: Names Faust registers itself: wirepipe never takes them (its json and pickle are wp-json, wp-pickle).
 FAUST_BUILTINS = frozenset({"json", "pickle", "pickle_restricted", "pickle_fickling", "binary", "raw", "yaml"})

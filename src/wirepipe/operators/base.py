@@ -60,6 +60,20 @@ def failing(error: Exception) -> Callable[[Any], Any]:
     return fail
 
 
+def import_path(path: str) -> Any:
+    """The object a config names as ``module:attr`` (``attr`` may be dotted); ``ValueError`` saying why not."""
+    import importlib
+
+    module, _, attr = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import {path!r}: {exc}") from None
+    return obj
+
+
 class BuildContext:
     """Pipeline-wide settings operators need when they are built from their params."""
 

@@ -1,12 +1,14 @@
-"""The compress and decompress operators.
+"""The compress operator: every payload compressed with one codec at one level.
 
-Both are one comprehension over the payload column. ``Decompress`` takes a maximum
-output size (a bomb is refused, the record dead-lettered) and, with ``codec: auto``,
-picks the codec of each record from its ``Content-Encoding`` header.
+One comprehension over the payload column; sets ``Content-Encoding`` (``Header.CONTENT_ENCODING``)
+so a consumer with ``decompress: {codec: auto}`` (``operators/decompress.py``) picks the codec.
+Levels are ``fastest``, ``default``, ``best`` or the codec's own integers; zstd takes a trained
+dictionary (``operators/codec_options.py``).
 
 In YAML ``- compress: {codec: zstd, level: fastest}``; in Python ``wirepipe.compress("zstd", "fastest")``:
 
 >>> from wirepipe.batch import Batch
+>>> from wirepipe.operators.decompress import Decompress
 >>> packed = Compress("zstd", 3)(Batch([b"abc" * 100]))
 >>> len(packed.values[0]) < 300, packed.headers
 (True, {'Content-Encoding': 'zstd'})
@@ -16,24 +18,17 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, WrapValidator, field_validator
+from pydantic import Field, field_validator
 
 from ..batch import Batch
-from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
-from ..errors import StageError
-from ..models import Size, Strict
-from .base import BuildContext, Operator, failing
-
-
-def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
-    """A zstd dictionary given inline (bytes) or as a file path."""
-    if dictionary is None or isinstance(dictionary, bytes):
-        return dictionary
-    return Path(dictionary).read_bytes()
+from ..codecs.compression import get_codec
+from ..models import Strict
+from ..wire import Header, set_header
+from .base import BuildContext, Operator
+from .codec_options import Dictionary, known_codec, load_dictionary
 
 
 class Compress(Operator):
@@ -56,83 +51,12 @@ class Compress(Operator):
     def __call__(self, batch: Batch) -> Batch:
         if self.codec.name != "none":
             batch.map_values(self._fn, self.stage, self.name)
-        _set_header(batch, "Content-Encoding", self._encoding)
+        set_header(batch, Header.CONTENT_ENCODING.value, self._encoding)
         return batch
 
 
-class Decompress(Operator):
-    """Decompress every payload, refusing output past ``max_output_size``."""
 
-    stage = "decompress"
-
-    def __init__(self, codec: str = "auto", max_output_size: int = DEFAULT_MAX_OUTPUT,
-                 dictionary: bytes | str | Path | None = None) -> None:
-        self.auto = codec == "auto"
-        self.max_output_size = max_output_size
-        self._dictionary = load_dictionary(dictionary)
-        self.params = {"codec": codec, "max_output_size": max_output_size}
-        self.name = codec if self.auto else get_codec(codec).name
-        self._fn = None if self.auto else self._build(self.name)
-        self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
-
-    def _build(self, codec_name: str) -> Callable[[bytes], bytes]:
-        codec = get_codec(codec_name)
-        return codec.decompressor(self.max_output_size, self._dictionary if codec.supports_dictionary else None)
-
-    def _for_encoding(self, encoding: str | None) -> Callable[[bytes], bytes]:
-        fn = self._by_encoding.get(encoding)
-        if fn is None:
-            try:
-                fn = self._build(codec_for_encoding(encoding).name)
-            except KeyError as exc:
-                fn = failing(StageError("decompress", "auto", exc.args[0]))
-            self._by_encoding[encoding] = fn
-        return fn
-
-    def __call__(self, batch: Batch) -> Batch:
-        if self._fn is not None:
-            batch.map_values(self._fn, self.stage, self.name)
-            return batch
-        headers = batch.headers
-        if headers is None or isinstance(headers, dict):
-            encoding = headers.get("Content-Encoding") if headers else None
-            batch.map_values(self._for_encoding(encoding), self.stage, "auto")
-            return batch
-        # Per-record headers: decode each record with the codec its header names.
-        pick = self._for_encoding
-        batch.map_values(lambda v, h: pick(h.get("Content-Encoding") if h else None)(v),
-                         self.stage, "auto", with_column=headers)
-        return batch
-
-
-def _set_header(batch: Batch, key: str, value: str) -> None:
-    """Set a wire header on every record: shared dict when possible, per record otherwise."""
-    h = batch.headers
-    if h is None:
-        batch.headers = {key: value}
-    elif isinstance(h, dict):
-        batch.headers = {**h, key: value}
-    else:
-        batch.headers = [{**d, key: value} if d else {key: value} for d in h]
-
-
-# --- config: ``- compress: {...}`` and ``- decompress: {...}`` ------------------------------------
-
-
-def known_codec(v: str) -> str:
-    """The codec's own name for ``v`` (an alias resolved); ``ValueError`` listing the known ones."""
-    try:
-        return get_codec(v).name
-    except KeyError as exc:
-        raise ValueError(exc.args[0]) from None
-
-
-def _bytes_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
-    """A dictionary's bytes as given in Python; anything else validated as YAML's path."""
-    return value if isinstance(value, bytes) else as_yaml(value)
-
-
-Dictionary = Annotated[str | None, WrapValidator(_bytes_or)]
+# --- config: ``- compress: {...}`` ----------------------------------------------------------------
 
 
 class CompressParams(Strict):
@@ -154,19 +78,16 @@ class CompressParams(Strict):
         return [Compress(self.codec, self.level, dictionary=self.dictionary)]
 
 
-class DecompressParams(Strict):
-    codec: str = "auto"
-    max_output_size: Size = DEFAULT_MAX_OUTPUT
-    dictionary: Dictionary = None
-
-    @field_validator("codec")
-    @classmethod
-    def _codec(cls, v: str) -> str:
-        return v if v == "auto" else known_codec(v)
-
-    def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary)]
+RANK = 20  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS: dict[str, type[Any]] = {"compress": CompressParams}
 
 
-RANK = 20  # where these come in "allowed operators" lists (see operators/__init__.py)
-OPERATORS: dict[str, type[Any]] = {"compress": CompressParams, "decompress": DecompressParams}
+def __getattr__(name: str) -> Any:
+    """Names that lived here before each operator had its own module (code written against them)."""
+    if name in ("Decompress", "DecompressParams"):
+        from . import decompress
+
+        return getattr(decompress, name)
+    if name == "load_dictionary":
+        return load_dictionary
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

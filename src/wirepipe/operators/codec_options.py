@@ -1,0 +1,41 @@
+"""What ``compress`` and ``decompress`` share: the codec-name check and the zstd dictionary option.
+
+A dictionary is given as a file path in YAML (both ends load the same file) or as bytes in
+Python; a codec name may be an alias (``br`` for brotli), resolved to the codec's own name.
+
+>>> known_codec("zstd"), load_dictionary(b"raw")
+('zstd', b'raw')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import WrapValidator
+
+from ..codecs.compression import get_codec
+
+
+def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
+    """A zstd dictionary given inline (bytes) or as a file path."""
+    if dictionary is None or isinstance(dictionary, bytes):
+        return dictionary
+    return Path(dictionary).read_bytes()
+
+
+def known_codec(v: str) -> str:
+    """The codec's own name for ``v`` (an alias resolved); ``ValueError`` listing the known ones."""
+    try:
+        return get_codec(v).name
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+
+
+def _bytes_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
+    """A dictionary's bytes as given in Python; anything else validated as YAML's path."""
+    return value if isinstance(value, bytes) else as_yaml(value)
+
+
+Dictionary = Annotated[str | None, WrapValidator(_bytes_or)]

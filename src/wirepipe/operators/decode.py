@@ -1,0 +1,32 @@
+"""The decode entry: a codec chain's decode side, the ``decompress`` steps in reverse order, then ``deserialize``.
+
+In YAML ``- decode: msgpack|zstd:3``; in Python ``wirepipe.decode("msgpack|zstd:3")``:
+
+>>> [op.stage for op in DecodeParams(chain="msgpack|zstd:3").build(BuildContext())]
+['decompress', 'deserialize']
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+from ..codecs.chain import Chain
+from .base import BuildContext, Operator
+from .chain import ChainParams, chain_shorthand
+from .decompress import Decompress
+from .deserialize import Deserialize
+
+
+class DecodeParams(ChainParams):
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        chain = Chain.parse(self.chain)
+        ops: list[Operator] = [Decompress(s.name, max_output_size=self.max_output_size) for s in reversed(chain.codecs)]
+        if chain.format:
+            ops.append(Deserialize(chain.format, schema=self.schema_, allow_pickle=ctx.allow_pickle))
+        return ops
+
+
+RANK = 31  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"decode": Annotated[DecodeParams, BeforeValidator(chain_shorthand)]}

@@ -1,0 +1,150 @@
+"""The deserialize operator: payload bytes back to records, by one format or by ``Content-Type``.
+
+``Deserialize`` decodes every payload with one format or, with ``format: auto``, by each
+record's ``Content-Type`` (``Header.CONTENT_TYPE``, which ``serialize`` sets). A payload that
+does not decode is rejected per record with the reason. With a ``module:Class`` schema the
+records are instances of that class (``typed: false`` keeps dicts). The ``schema`` option is
+described in ``operators/schema_options.py``.
+
+In YAML ``- deserialize: {format: auto}``; in Python ``wirepipe.deserialize("auto")``:
+
+>>> from wirepipe.batch import Batch
+>>> Deserialize("json")(Batch([b'{"x":1}', b'oops'])).values
+[{'x': 1}]
+>>> Deserialize("auto")(Batch([b'{"x":1}'], headers={"Content-Type": "application/json"})).values
+[{'x': 1}]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from ..batch import Batch
+from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
+from ..errors import RefusedError, StageError
+from ..models import Strict
+from ..wire import Header
+from .base import BuildContext, Operator, failing, import_path
+from .schema_options import SchemaParam, SchemaSpec, known_format, resolve_schema, schema_param
+
+
+class Deserialize(Operator):
+    """Decode every payload with one format, or by ``Content-Type`` with ``format: auto``."""
+
+    stage = "deserialize"
+
+    def __init__(self, format: str = "auto", schema: SchemaSpec = None, *, allow_pickle: bool = False,
+                 typed: bool | None = None, framed: bool = False, schema_id: int | None = None) -> None:
+        self.auto = format == "auto"
+        self.allow_pickle = allow_pickle
+        self.name = format if self.auto else get_format(format).name
+        self.params = {"format": self.name} | ({"schema": schema_param(schema)} if schema else {})
+        self.params |= {k: v for k, v in (("framed", framed), ("schema_id", schema_id)) if v}
+        self._options: dict[str, Any] = {"framed": framed, "schema_id": schema_id}
+        self._column: Callable[[list[bytes]], list[Any]] | None = None
+        self._schema: Schema = resolve_schema(schema)
+        record_class = _record_class(schema)
+        # A record class in the schema gives typed records unless typed: false says otherwise.
+        self._record_class = record_class if (typed is None or typed) else None
+        if typed and record_class is None:
+            raise ValueError("typed: true needs schema: module:RecordClass")
+        self._fixed: Decoder | None = None
+        if not self.auto:
+            fmt = get_format(format)
+            if not fmt.needs_schema or self._schema is not None:
+                self._build(fmt)
+        self._by_type: dict[str | None, Decoder] = {}
+
+    def _build(self, fmt: Any) -> None:
+        self._fixed = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle, **self._options))
+        if self._record_class is None:
+            self._column = fmt.column_decoder(self._schema, **self._options)
+
+    def _typed(self, decode: Decoder) -> Decoder:
+        cls = self._record_class
+        if cls is None:
+            return decode
+        build = _builder(cls)
+        return lambda data: build(decode(data))
+
+    def _for_type(self, content_type: str | None) -> Decoder:
+        fn = self._by_type.get(content_type)
+        if fn is None:
+            try:
+                fmt = format_for_content_type(content_type)
+                fn = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle, **self._options))
+            except (KeyError, ValueError, RefusedError) as exc:
+                fn = failing(exc if isinstance(exc, StageError) else
+                              StageError("deserialize", "auto", str(exc.args[0]) if exc.args else str(exc)))
+            self._by_type[content_type] = fn
+        return fn
+
+    def __call__(self, batch: Batch) -> Batch:
+        if self._fixed is None and not self.auto:  # positional format waiting for the source's schema
+            self._schema = self._schema or batch.schema
+            self._build(get_format(self.name))
+        fn = self._fixed
+        if fn is not None:
+            column = self._column
+            if column is not None and batch.values:
+                values = batch.values
+                try:  # a batch of fixed-size records at once
+                    batch.values = column(values)
+                    return batch
+                except Exception:  # redo record by record: each bad payload rejected with its reason
+                    batch.values = values
+            batch.map_values(fn, self.stage, self.name)
+            return batch
+        headers = batch.headers
+        if headers is None or isinstance(headers, dict):
+            batch.map_values(self._for_type(headers.get(Header.CONTENT_TYPE.value) if headers else None), self.stage, "auto")
+            return batch
+        pick, content_type = self._for_type, Header.CONTENT_TYPE.value
+        batch.map_values(lambda v, h: pick(h.get(content_type) if h else None)(v),
+                         self.stage, "auto", with_column=headers)
+        return batch
+
+
+def _record_class(spec: SchemaSpec) -> type | None:
+    """The class a ``module:Class`` schema names, when it can build typed records."""
+    cls = import_path(spec) if isinstance(spec, str) and ":" in spec and "#" not in spec else spec
+    if not isinstance(cls, type) or hasattr(cls, "DESCRIPTOR"):  # protobuf classes give typed dicts
+        return None
+    return cls
+
+
+def _builder(cls: type) -> Callable[[Any], Any]:
+    """dict -> instance of ``cls``: ``from_data`` where the class has it, else ``cls(**d)``."""
+    from_data = getattr(cls, "from_data", None)
+    if from_data is None:
+        return lambda d: cls(**d)
+    if getattr(cls, "__is_model__", False):
+        # faust.Record: without preferred_type a "__faust" key in the payload picks the
+        # class (another one, or a KeyError when that one is not imported here).
+        return functools.partial(from_data, preferred_type=cls)
+    return from_data
+
+
+# --- config: ``- deserialize: {...}`` -------------------------------------------------------------
+
+
+class DeserializeParams(Strict):
+    format: str = "auto"
+    schema_: SchemaParam = Field(default=None, alias="schema")
+    typed: bool | None = None
+    framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
+    schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
+
+    _format = field_validator("format")(known_format(("auto",)))
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed,
+                            framed=self.framed, schema_id=self.schema_id)]
+
+
+RANK = 11  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"deserialize": DeserializeParams}

@@ -1,0 +1,26 @@
+"""The encode entry: a codec chain's encode side, ``serialize`` then one ``compress`` per codec.
+
+In YAML ``- encode: msgpack|zstd:3``; in Python ``wirepipe.encode("msgpack|zstd:3")``:
+
+>>> [op.canonical() for op in EncodeParams(chain="msgpack|zstd:3").build(BuildContext())]
+['msgpack', 'zstd:3']
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+from pydantic import BeforeValidator
+
+from ..codecs.formats import Schema
+from .base import BuildContext, Operator
+from .chain import ChainParams, chain_operators, chain_shorthand
+
+
+class EncodeParams(ChainParams):
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return chain_operators(self.chain, cast(Schema, self.schema_))[0]
+
+
+RANK = 30  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"encode": Annotated[EncodeParams, BeforeValidator(chain_shorthand)]}

@@ -1,0 +1,48 @@
+"""The map operator: every value replaced by ``function(value)``.
+
+It runs on decoded values (between ``deserialize`` and ``serialize``). In config the function is
+an import path ``module:function`` (``operators/function_options.py``). A record whose function
+raises is dead-lettered like a record that fails to decode; the others carry on.
+
+In YAML ``- map: {function: mymodule:fix}``; in Python ``wirepipe.map_values(fn)``:
+
+>>> from wirepipe.batch import Batch
+>>> Map(lambda r: {**r, "y": 1})(Batch([{"id": 1}])).values
+[{'id': 1, 'y': 1}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..batch import Batch
+from .base import BuildContext, Operator
+from .function_options import FunctionParams, import_callable, ref_name
+
+
+class Map(Operator):
+    """Replace every value by ``function(value)``."""
+
+    stage = "map"
+
+    def __init__(self, function: str | Callable[[Any], Any]) -> None:
+        self._fn = import_callable(function)
+        self.name = ref_name(function)
+        self.params = {"function": self.name}
+
+    def __call__(self, batch: Batch) -> Batch:
+        return batch.map_values(self._fn, self.stage, self.name)
+
+
+
+# --- config: ``- map: {function: module:function}`` -----------------------------------------------
+
+
+class MapParams(FunctionParams):
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Map(self.function)]
+
+
+RANK = 40  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"map": MapParams}

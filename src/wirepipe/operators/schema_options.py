@@ -1,0 +1,132 @@
+"""What ``serialize`` and ``deserialize`` share: the ``schema:`` option and the format-name check.
+
+``schema`` is one of: a dataset name (its typed schema), a schema file (``.yaml``/``.yml``/
+``.json`` in wirepipe's schema language, an Avro ``.avsc``, a protobuf ``FileDescriptorSet``
+``.desc``/``.pb``, optionally ``FILE#package.Message``), an inline mapping ``{field: type}``,
+a list of field names (untyped: enough for ``msgpack-array``), or ``module:Class`` (a
+generated protobuf class gives a typed schema; other classes give their field order and,
+on decode, typed records). Without one, positional formats use the schema the source
+attached to the batch.
+
+>>> resolve_schema(["id", "x"])
+('id', 'x')
+>>> schema_param(["id", "x"])
+['id', 'x']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..schema import RecordSchema, SchemaError, load_schema_file, parse_schema
+from .base import import_path
+
+SchemaSpec = str | Sequence[str] | Mapping[str, Any] | type | RecordSchema | None
+SchemaParam = str | list[str] | dict[str, Any] | None  # YAML's spellings of a SchemaSpec (see resolve_schema)
+_SCHEMA_FILES = (".yaml", ".yml", ".json")
+_DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")
+
+
+def resolve_schema(spec: SchemaSpec) -> RecordSchema | tuple[str, ...] | None:
+    """The typed schema (or, for a list of names and plain classes, the field order) ``spec`` names."""
+    if spec is None or isinstance(spec, RecordSchema):
+        return spec
+    if isinstance(spec, Mapping):
+        return parse_schema(spec)
+    if isinstance(spec, str):
+        return _schema_from_text(spec)
+    if isinstance(spec, type):
+        return _protobuf_schema(spec) if hasattr(spec, "DESCRIPTOR") else _fields_of(spec)
+    return tuple(spec)
+
+
+def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
+    path, _, message = spec.partition("#")
+    suffix = Path(path).suffix.lower()
+    if suffix in _SCHEMA_FILES:
+        return load_schema_file(path)
+    if suffix == ".avsc":
+        import json
+
+        from ..codecs.avro import schema_of_avsc
+
+        try:
+            return schema_of_avsc(json.loads(Path(path).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            if isinstance(exc, SchemaError):
+                raise
+            raise SchemaError("", f"{path} is not valid JSON: {exc}") from None
+    if suffix in _DESCRIPTOR_SETS:
+        from ..codecs.protobuf import load_descriptor_set
+
+        try:
+            return _protobuf_schema(load_descriptor_set(path, message or None))
+        except OSError as exc:
+            raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
+    if suffix == ".proto":
+        raise SchemaError("", f"{path}: .proto sources are not parsed (that needs protoc); compile it with "
+                              "`protoc --descriptor_set_out=FILE.desc --include_imports` and give FILE.desc, "
+                              "or give the generated class as module:Class")
+    if ":" in spec:
+        obj = import_path(spec)
+        return _protobuf_schema(obj) if hasattr(obj, "DESCRIPTOR") else _fields_of(obj)
+    from ..datasets import DATASETS
+
+    if spec not in DATASETS:
+        raise SchemaError("", f"{spec!r} is neither a dataset ({', '.join(DATASETS)}) nor a schema file "
+                              f"(.yaml, .yml, .json, .avsc, {', '.join(_DESCRIPTOR_SETS)}) nor module:Class")
+    return DATASETS[spec].schema
+
+
+def _protobuf_schema(cls: Any) -> RecordSchema:
+    from ..codecs.protobuf import schema_of_message
+
+    return schema_of_message(cls.DESCRIPTOR)
+
+
+def _fields_of(cls: Any) -> tuple[str, ...]:
+    """Field order of a dataclass, a faust.Record, a pydantic model or an annotated class."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls):
+        return tuple(f.name for f in dataclasses.fields(cls))
+    options = getattr(cls, "_options", None)
+    if options is not None and getattr(options, "fields", None):
+        # faust.Record: declaration order (inherited fields first), under the names its
+        # records carry on the wire (a field's output_name, as asdict() writes them).
+        descriptors = getattr(options, "descriptors", None) or {}
+        return tuple(getattr(descriptors.get(f), "output_name", None) or f for f in options.fields)
+    model_fields = getattr(cls, "model_fields", None)
+    if isinstance(model_fields, dict):
+        return tuple(model_fields)
+    annotations = getattr(cls, "__annotations__", None)
+    if annotations:
+        return tuple(k for k in annotations if not k.startswith("_"))
+    raise ValueError(f"{cls!r} has no fields to use as a schema")
+
+
+def schema_param(schema: SchemaSpec) -> Any:
+    """The schema as its ``params`` entry records it (what a metrics row and a YAML file can hold)."""
+    if isinstance(schema, type):
+        return f"{schema.__module__}:{schema.__qualname__}"
+    if isinstance(schema, RecordSchema):
+        return schema.to_document()
+    if isinstance(schema, Mapping):
+        return dict(schema)
+    return schema if isinstance(schema, str) else list(schema or ())
+
+
+def known_format(extra: tuple[str, ...] = ()) -> Callable[[str], str]:
+    """A params validator: a registered format name (or one of ``extra``), else the allowed ones."""
+    def check(v: str) -> str:
+        from ..codecs.formats import FORMATS
+
+        if v not in FORMATS and v not in extra:
+            raise ValueError(f"unknown format {v!r}: allowed {', '.join([*FORMATS, *extra])}")
+        return v
+
+    return check

@@ -1,0 +1,60 @@
+"""The select operator: keep only the named fields of every (dict) record, in that order.
+
+It runs on decoded values, typically to drop what a relay does not forward. A record that
+lacks a field is dead-lettered with the missing name.
+
+In YAML ``- select: [id, x]``; in Python ``wirepipe.select("id", "x")``:
+
+>>> from wirepipe.batch import Batch
+>>> Select(["id", "y"])(Batch([{"id": 1, "x": 2.5, "y": 1}])).values
+[{'id': 1, 'y': 1}]
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from ..batch import Batch
+from ..models import Strict
+from .base import BuildContext, Operator
+
+
+class Select(Operator):
+    """Keep only the named fields of every (dict) record, in that order."""
+
+    stage = "select"
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        if not fields:
+            raise ValueError("select needs at least one field")
+        self.fields = tuple(fields)
+        self.name = ",".join(self.fields)
+        self.params = {"fields": list(self.fields)}
+        get = operator.itemgetter(*self.fields)
+        names = self.fields
+        self._fn = (lambda r: {names[0]: get(r)}) if len(names) == 1 else (lambda r: dict(zip(names, get(r), strict=False)))
+
+    def __call__(self, batch: Batch) -> Batch:
+        return batch.map_values(self._fn, self.stage, self.name)
+
+
+# --- config: ``- select: [field, ...]`` -------------------------------------------------------------
+
+
+class SelectParams(Strict):
+    fields: list[str] = Field(min_length=1)
+
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Select(self.fields)]
+
+
+def _fields_shorthand(v: Any) -> Any:
+    return {"fields": v} if isinstance(v, list) else v
+
+
+RANK = 42  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"select": Annotated[SelectParams, BeforeValidator(_fields_shorthand)]}

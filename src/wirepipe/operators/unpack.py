@@ -1,0 +1,65 @@
+"""The unpack operator: every list value (a message ``pack`` made) back into its records.
+
+It runs after ``deserialize``; see ``operators/pack.py`` for the framing. An unpacked record
+repeats its message's meta columns, except the ``ack`` handle, which only the first record of
+the message carries (a message is acknowledged once, after all its records were written). A
+value that is not a list is dead-lettered.
+
+In YAML ``- unpack:``; in Python ``wirepipe.unpack()``:
+
+>>> from wirepipe.batch import Batch
+>>> out = Unpack()(Batch([[1, 2], 3]))
+>>> out.values, [r.error for r in out.rejected]
+([1, 2], ['expected a list of records, got int'])
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+from ..batch import Batch
+from ..models import Strict
+from .base import BuildContext, Operator
+
+
+class Unpack(Operator):
+    """Turn every list value back into its records."""
+
+    stage = "unpack"
+    name = "unpack"
+
+    def __init__(self) -> None:
+        self.params = {}
+
+    def __call__(self, batch: Batch) -> Batch:
+        values = batch.values
+        bad = [i for i, v in enumerate(values) if type(v) is not list]
+        if bad:
+            for i in bad:
+                batch.rejected.append(batch.reject(i, self.stage, self.name,
+                                                   f"expected a list of records, got {type(values[i]).__name__}"))
+            keep = sorted(set(range(len(values))) - set(bad))
+            batch.keep(keep)
+            values = batch.values
+        counts = [len(v) for v in values]
+        batch.keep([i for i, n in enumerate(counts) for _ in range(n)])
+        if "ack" in batch.meta:
+            firsts = set(accumulate([0, *counts[:-1]]))
+            batch.meta["ack"] = [a if j in firsts else None for j, a in enumerate(batch.meta["ack"])]
+        batch.values = [r for v in values for r in v]
+        return batch
+
+
+# --- config: ``- unpack:`` -------------------------------------------------------------------------
+
+
+class UnpackParams(Strict):
+    def build(self, ctx: BuildContext) -> list[Operator]:
+        return [Unpack()]
+
+
+RANK = 51  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"unpack": Annotated[UnpackParams, BeforeValidator(lambda v: {} if v is None else v)]}

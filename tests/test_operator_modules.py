@@ -1,0 +1,100 @@
+"""One module per operator, found by the registry scan in the same order; header names from ``wire.Header``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import wirepipe.operators as operators_package
+from wirepipe.operators import OPERATORS
+from wirepipe.wire import Header
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "wirepipe"
+
+# The order of the "allowed operators" lists before the split: a config error lists them so.
+ALLOWED_ORDER = ["serialize", "deserialize", "compress", "decompress", "encode", "decode", "map", "filter",
+                 "select", "pack", "unpack", "subject"]
+
+
+def _declaring_modules() -> dict[str, list[str]]:
+    out = {}
+    for info in pkgutil.iter_modules(operators_package.__path__):
+        module = importlib.import_module(f"wirepipe.operators.{info.name}")
+        if "OPERATORS" in vars(module):
+            out[info.name] = list(module.OPERATORS)
+    return out
+
+
+def test_every_operator_module_registers_one_operator() -> None:
+    declaring = _declaring_modules()
+    assert all(len(names) == 1 for names in declaring.values()), declaring
+    assert sorted(n for names in declaring.values() for n in names) == sorted(ALLOWED_ORDER)
+    # named for its operator (``subject`` sets the route of a record: route.py)
+    assert {m: names[0] for m, names in declaring.items() if m != names[0]} == {"route": "subject"}
+
+
+def test_the_registry_finds_them_in_the_same_order() -> None:
+    assert list(OPERATORS)[:len(ALLOWED_ORDER)] == ALLOWED_ORDER
+
+
+def test_an_unknown_operator_lists_the_allowed_ones_in_that_order(tmp_path: Path) -> None:
+    from wirepipe.errors import ConfigError
+    from wirepipe.pipelines.config import load_pipeline
+
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text("source: {type: generate, dataset: point, count: 1}\noperators:\n  - squash: {}\n"
+                   "sink: {type: null}\n")
+    with pytest.raises(ConfigError) as err:
+        load_pipeline(cfg)
+    message = str(err.value)
+    assert "squash" in message
+    positions = [message.index(name) for name in ("deserialize", "decompress", "encode", "unpack", "subject")]
+    assert positions == sorted(positions), message
+
+
+def test_old_homes_still_import() -> None:
+    """Code written before the split (``from wirepipe.operators.serialize import Deserialize``) keeps working."""
+    from wirepipe.operators.compress import Decompress, load_dictionary
+    from wirepipe.operators.decompress import Decompress as NewDecompress
+    from wirepipe.operators.deserialize import Deserialize as NewDeserialize
+    from wirepipe.operators.schema_options import resolve_schema as new_resolve
+    from wirepipe.operators.serialize import Deserialize, resolve_schema
+
+    assert (Deserialize, resolve_schema, Decompress) == (NewDeserialize, new_resolve, NewDecompress)
+    assert load_dictionary(b"d") == b"d"
+    with pytest.raises(ImportError):
+        from wirepipe.operators.serialize import Nothing  # noqa: F401
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def _literal_header_names(path: Path, root: Path = SRC) -> list[str]:
+    names = {h.value for h in Header}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = _docstrings(tree)
+    return [f"{path.relative_to(root)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs]
+
+
+def test_header_names_are_spelled_only_in_wire() -> None:
+    found = [hit for path in sorted(SRC.rglob("*.py")) if path.name != "wire.py"
+             for hit in _literal_header_names(path)]
+    # The monitor's HTTP response sets an HTTP Content-Type: not the NATS wire contract.
+    assert [hit for hit in found if not hit.startswith("pipelines/monitor.py")] == []
+
+
+def test_the_header_check_sees_a_literal(tmp_path: Path) -> None:
+    (tmp_path / "x.py").write_text('"""Sets Content-Type."""\nh = {"Content-Type": "application/json"}\n')
+    assert _literal_header_names(tmp_path / "x.py", tmp_path) == ["x.py:2: 'Content-Type'"]
