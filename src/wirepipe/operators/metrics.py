@@ -30,6 +30,7 @@ import platform
 import secrets
 import time
 from collections.abc import Iterable, Sequence
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -178,17 +179,27 @@ class MetricsRecorder:
             check_writable(self.path)  # fail at start, not at the first flush
 
     def close(self) -> None:
-        """Flush the buffers and finish the part files: everything recorded is on disk after this."""
+        """Flush the buffers and finish the part files: everything recorded is on disk after this.
+
+        The last rows go to each writer with its ``close``: a short run that never flushed
+        writes its one file here, without starting a writer thread (see ``PartWriter``).
+        """
         if not self._schemas:
             return
-        self.flush()
-        if self.path is not None and "stages" not in self._writers:  # a run with no batches is still listed
-            self._write("stages", self._schemas["stages"].empty_table())
+        last = self._take()
+        if self.path is None:
+            for kind, table in last.items():
+                self._memory[kind].append(table)
+            return
+        if "stages" not in self._writers and "stages" not in last:  # a run with no batches is still listed
+            last["stages"] = self._schemas["stages"].empty_table()
+        for kind in last:
+            self._writer(kind)
         writers, self._writers = self._writers, {}
         errors = []
-        for writer in writers.values():
+        for kind, writer in writers.items():
             try:
-                writer.close()
+                writer.close(last.get(kind))
             except Exception as exc:
                 errors.append(exc)
         if errors:
@@ -218,27 +229,27 @@ class MetricsRecorder:
         computed here, after the clock stopped. Call it on the event loop (the periodic flush
         runs there); the operators themselves may have run in a thread.
         """
-        n = len(columns)
         sizes = [payload_nbytes(values) for values, _ in columns]
+        n = len(sizes)
         batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col = self._cols
-        batch += [index] * n
+        batch += repeat(index, n)
         step += range(n)
-        rec += [len(values) for values, _ in columns]
         before = 0
-        for _, total in columns:
+        for values, total in columns:
+            rec.append(len(values))
             rej.append(total - before)
             before = total
         bytes_in.append(None)
         if n > 1:
             bytes_in.append(sizes[0] if sizes[0] is not None else raw_nbytes)
-            bytes_in += sizes[1:-1]
+            bytes_in += islice(sizes, 1, n - 1)
         bytes_out += sizes
         start.append(read[0])
-        start += clock[:-1]
+        start += islice(clock, n - 1)
         end.append(read[1])
-        end += clock[1:]
+        end += islice(clock, 1, None)
         lost_col.append(lost)
-        lost_col += [None] * (n - 1)
+        lost_col += repeat(None, n - 1)
         last = sizes[-1]
         self._pending_nbytes = last if last is not None or n > 1 else raw_nbytes
 
@@ -248,16 +259,26 @@ class MetricsRecorder:
         Returns the payload bytes the sink was given (what ``record_batch`` measured last).
         """
         nbytes, self._pending_nbytes = self._pending_nbytes, None
-        self._append_row(index, len(self._stages) - 1, len(batch.values), 0, nbytes, nbytes, start, end, None)
+        records = len(batch.values)
+        cols = self._cols
+        cols[0].append(index)
+        cols[1].append(len(self._stages) - 1)
+        cols[2].append(records)
+        cols[3].append(0)
+        cols[4].append(nbytes)
+        cols[5].append(nbytes)
+        cols[6].append(start)
+        cols[7].append(end)
+        cols[8].append(None)
         if self.latency:
             meta = batch.meta
             sent = meta.get("sent_ns")
             # Without the header (``headers: none``) the column is all None: no rows, no cost.
             if sent and (sent[0] is not None or sent[-1] is not None):
-                self._lat.append((index, len(batch.values), meta.get("seq"), meta.get("stream_seq"), sent,
+                self._lat.append((index, records, meta.get("seq"), meta.get("stream_seq"), sent,
                                   meta.get("received_ns"), time.time_ns()))
-                self._lat_records += len(batch.values)
-        if len(self._cols[0]) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
+                self._lat_records += records
+        if len(cols[0]) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
             self.flush()
         return nbytes
 
@@ -276,15 +297,21 @@ class MetricsRecorder:
 
     def flush(self) -> None:
         """Write the buffered rows: one part file per table that has rows."""
+        for kind, table in self._take().items():
+            self._write(kind, table)
+
+    def _take(self) -> dict[str, Any]:
+        """The buffered rows as Arrow tables by kind (``stages``, ``latency``); the buffers start empty."""
+        tables = {}
         if self._cols[0]:
             cols, self._cols = self._cols, _columns()
-            self._write("stages", self._stage_table(cols))
+            tables["stages"] = self._stage_table(cols)
             self.rows_written += len(cols[0])
         if self._lat:
             lat, self._lat, self._lat_records = self._lat, [], 0
-            table = self._latency_table(lat)
-            self._write("latency", table)
+            tables["latency"] = table = self._latency_table(lat)
             self.latency_rows_written += table.num_rows
+        return tables
 
     def tables(self) -> tuple[Any, Any]:
         """(stage rows, latency rows) recorded so far by an in-memory recorder (``path=None``)."""
@@ -298,14 +325,19 @@ class MetricsRecorder:
         if self.path is None:
             self._memory[kind].append(table)
             return
+        self._writer(kind).write(table)
+
+    def _writer(self, kind: str) -> Any:
+        """The part writer of ``kind``'s folder, made at its first table."""
         writer = self._writers.get(kind)
         if writer is None:
             from ..parts import PartWriter
 
+            assert self.path is not None
             folder = self.path if kind == "stages" else latency_path(self.path)
             writer = self._writers[kind] = PartWriter(folder, self.run_id, self._schemas[kind],
                                                       compact_parts=self.compact_parts)
-        writer.write(table)
+        return writer
 
     def _stage_table(self, cols: tuple[list[Any], ...]) -> Any:
         import pyarrow as pa
