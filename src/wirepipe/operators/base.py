@@ -9,7 +9,7 @@ parameters and its canonical string, which is what metrics rows and chains recor
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from ..batch import Batch
 
@@ -58,6 +58,14 @@ def failing(error: Exception) -> Callable[[Any], Any]:
         raise error
 
     return fail
+
+
+def with_shorthand(params: type, field: str, kind: type | tuple[type, ...]) -> Any:
+    """``params`` as a YAML entry that may give its one field alone: with ``("fields", list)``,
+    ``- select: [id, x]`` is ``- select: {fields: [id, x]}``."""
+    from pydantic import BeforeValidator
+
+    return Annotated[params, BeforeValidator(lambda v: {field: v} if isinstance(v, kind) else v)]
 
 
 def import_path(path: str) -> Any:

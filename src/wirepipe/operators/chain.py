@@ -50,8 +50,3 @@ class ChainParams(Strict):
     @classmethod
     def _parse(cls, v: str) -> str:
         return str(Chain.parse(v))
-
-
-def chain_shorthand(v: Any) -> Any:
-    """``- encode: msgpack|zstd:3`` is ``- encode: {chain: msgpack|zstd:3}``."""
-    return {"chain": v} if isinstance(v, str) else v

@@ -55,7 +55,6 @@ class Compress(Operator):
         return batch
 
 
-
 # --- config: ``- compress: {...}`` ----------------------------------------------------------------
 
 

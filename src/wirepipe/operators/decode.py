@@ -8,13 +8,9 @@ In YAML ``- decode: msgpack|zstd:3``; in Python ``wirepipe.decode("msgpack|zstd:
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import BeforeValidator
-
 from ..codecs.chain import Chain
-from .base import BuildContext, Operator
-from .chain import ChainParams, chain_shorthand
+from .base import BuildContext, Operator, with_shorthand
+from .chain import ChainParams
 from .decompress import Decompress
 from .deserialize import Deserialize
 
@@ -29,4 +25,4 @@ class DecodeParams(ChainParams):
 
 
 RANK = 31  # where it comes in "allowed operators" lists (see operators/__init__.py)
-OPERATORS = {"decode": Annotated[DecodeParams, BeforeValidator(chain_shorthand)]}
+OPERATORS = {"decode": with_shorthand(DecodeParams, "chain", str)}  # - decode: msgpack|zstd:3

@@ -8,13 +8,11 @@ In YAML ``- encode: msgpack|zstd:3``; in Python ``wirepipe.encode("msgpack|zstd:
 
 from __future__ import annotations
 
-from typing import Annotated, cast
-
-from pydantic import BeforeValidator
+from typing import cast
 
 from ..codecs.formats import Schema
-from .base import BuildContext, Operator
-from .chain import ChainParams, chain_operators, chain_shorthand
+from .base import BuildContext, Operator, with_shorthand
+from .chain import ChainParams, chain_operators
 
 
 class EncodeParams(ChainParams):
@@ -23,4 +21,4 @@ class EncodeParams(ChainParams):
 
 
 RANK = 30  # where it comes in "allowed operators" lists (see operators/__init__.py)
-OPERATORS = {"encode": Annotated[EncodeParams, BeforeValidator(chain_shorthand)]}
+OPERATORS = {"encode": with_shorthand(EncodeParams, "chain", str)}  # - encode: msgpack|zstd:3

@@ -13,23 +13,15 @@ In YAML ``- filter: {function: mymodule:wanted}``; in Python ``wirepipe.filter_v
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from ..batch import Batch, describe_error
 from .base import BuildContext, Operator
-from .function_options import FunctionParams, import_callable, ref_name
+from .function_options import FunctionOperator, FunctionParams
 
 
-class Filter(Operator):
+class Filter(FunctionOperator):
     """Keep the records for which ``function(value)`` is true."""
 
     stage = "filter"
-
-    def __init__(self, function: str | Callable[[Any], bool]) -> None:
-        self._fn = import_callable(function)
-        self.name = ref_name(function)
-        self.params = {"function": self.name}
 
     def __call__(self, batch: Batch) -> Batch:
         fn = self._fn
@@ -46,7 +38,6 @@ class Filter(Operator):
         if len(kept) != len(batch.values):
             batch.keep(kept)
         return batch
-
 
 
 # --- config: ``- filter: {function: module:function}`` --------------------------------------------

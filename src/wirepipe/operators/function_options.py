@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field, WrapValidator
 
 from ..models import Strict
-from .base import import_path
+from .base import Operator, import_path
 
 
 def import_callable(ref: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -28,6 +28,15 @@ def import_callable(ref: str | Callable[..., Any]) -> Callable[..., Any]:
 def ref_name(ref: str | Callable[..., Any]) -> str:
     """The function as its ``params`` record it: the import path (a callable's module and qualified name)."""
     return ref if isinstance(ref, str) else f"{ref.__module__}:{getattr(ref, '__qualname__', repr(ref))}"
+
+
+class FunctionOperator(Operator):
+    """An operator built on one function: ``map`` and ``filter`` (its name and params are the import path)."""
+
+    def __init__(self, function: str | Callable[[Any], Any]) -> None:
+        self._fn = import_callable(function)
+        self.name = ref_name(function)
+        self.params = {"function": self.name}
 
 
 def _callable_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:

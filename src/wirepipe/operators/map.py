@@ -13,27 +13,18 @@ In YAML ``- map: {function: mymodule:fix}``; in Python ``wirepipe.map_values(fn)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from ..batch import Batch
 from .base import BuildContext, Operator
-from .function_options import FunctionParams, import_callable, ref_name
+from .function_options import FunctionOperator, FunctionParams
 
 
-class Map(Operator):
+class Map(FunctionOperator):
     """Replace every value by ``function(value)``."""
 
     stage = "map"
 
-    def __init__(self, function: str | Callable[[Any], Any]) -> None:
-        self._fn = import_callable(function)
-        self.name = ref_name(function)
-        self.params = {"function": self.name}
-
     def __call__(self, batch: Batch) -> Batch:
         return batch.map_values(self._fn, self.stage, self.name)
-
 
 
 # --- config: ``- map: {function: module:function}`` -----------------------------------------------

@@ -55,7 +55,6 @@ class Pack(Operator):
         return batch
 
 
-
 # --- config: ``- pack: {records: k}`` ---------------------------------------------------------------
 
 

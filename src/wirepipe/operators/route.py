@@ -14,14 +14,14 @@ In YAML ``- subject: orders.{region}``; in Python ``wirepipe.subject("orders.{re
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from ..batch import Batch
 from ..models import Strict
 from ..wire import template_fields
-from .base import BuildContext, Operator
+from .base import BuildContext, Operator, with_shorthand
 
 
 class Subject(Operator):
@@ -72,9 +72,5 @@ class SubjectParams(Strict):
         return [Subject(self.template)]
 
 
-def _template_shorthand(v: Any) -> Any:
-    return {"template": v} if isinstance(v, str) else v
-
-
-RANK = 60  # where these come in "allowed operators" lists (see operators/__init__.py)
-OPERATORS = {"subject": Annotated[SubjectParams, BeforeValidator(_template_shorthand)]}
+RANK = 60  # where it comes in "allowed operators" lists (see operators/__init__.py)
+OPERATORS = {"subject": with_shorthand(SubjectParams, "template", str)}

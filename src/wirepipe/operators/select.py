@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from ..batch import Batch
 from ..models import Strict
-from .base import BuildContext, Operator
+from .base import BuildContext, Operator, with_shorthand
 
 
 class Select(Operator):
@@ -52,9 +51,5 @@ class SelectParams(Strict):
         return [Select(self.fields)]
 
 
-def _fields_shorthand(v: Any) -> Any:
-    return {"fields": v} if isinstance(v, list) else v
-
-
 RANK = 42  # where it comes in "allowed operators" lists (see operators/__init__.py)
-OPERATORS = {"select": Annotated[SelectParams, BeforeValidator(_fields_shorthand)]}
+OPERATORS = {"select": with_shorthand(SelectParams, "fields", list)}
