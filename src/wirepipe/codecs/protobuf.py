@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type
+from .protofile import is_repeated
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
             "float64": "TYPE_DOUBLE", "bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES",
@@ -137,7 +138,7 @@ def schema_of_message(descriptor: Any, path: str = "") -> RecordSchema:
             t = Type(kinds[f.type])
         else:
             raise SchemaError(where, f"protobuf type {f.type} (uint64/fixed64/group) has no equivalent")
-        repeated = _repeated(f)
+        repeated = is_repeated(f)
         optional = not repeated and (f.type == FD.TYPE_MESSAGE or f.has_presence)
         if repeated:
             t = Type("list", item=t)
@@ -157,33 +158,15 @@ def load_descriptor_set(path: str, message: str | None) -> Any:
         fds.ParseFromString(data)
     except Exception as exc:
         raise SchemaError("", f"{path} is not a protobuf FileDescriptorSet ({exc})") from None
+    from .protofile import find_message
+
     pool = descriptor_pool.DescriptorPool()
-    names = []
     for f in fds.file:
         pool.Add(f)
-        names += [f"{f.package}.{m.name}" if f.package else m.name for m in f.message_type]
-    if not names:
-        raise SchemaError("", f"{path} declares no message")
-    if message is None:
-        if len(names) > 1:
-            raise SchemaError("", f"{path} declares {', '.join(names)}: name one as {path}#Message")
-        message = names[0]
-    try:
-        desc = pool.FindMessageTypeByName(message)
-    except KeyError:
-        raise SchemaError("", f"{path} has no message {message!r}: it declares {', '.join(names)}") from None
-    return message_factory.GetMessageClass(desc)
+    return message_factory.GetMessageClass(find_message(pool, fds.file, message, path))
 
 
 # --- encode and decode -----------------------------------------------------------------------------
-
-
-def _repeated(f: Any) -> bool:
-    """protobuf >= 6 names it ``is_repeated`` (``label`` is deprecated there); older ones have ``label``."""
-    flag = getattr(type(f), "is_repeated", None)
-    if flag is not None:
-        return bool(f.is_repeated)
-    return bool(f.label == f.LABEL_REPEATED)
 
 
 def _to_dict(descriptor: Any) -> Callable[[Any], dict[str, Any]]:
@@ -194,7 +177,7 @@ def _to_dict(descriptor: Any) -> Callable[[Any], dict[str, Any]]:
     special: list[tuple[str, Callable[[Any], Any]]] = []
     for f in descriptor.fields:
         name = f.name
-        repeated = _repeated(f)
+        repeated = is_repeated(f)
         if f.type == FD.TYPE_MESSAGE:
             sub = _to_dict(f.message_type)
             special.append((name, partial(_messages if repeated else _message_or_none, name, sub)))

@@ -19,7 +19,7 @@ comments; messages, nested messages and enums; enums with ``allow_alias`` and ne
 every scalar type; ``repeated``, ``optional``, ``required`` (proto2); ``map<K, V>``; ``oneof``;
 ``reserved`` numbers, ranges (``to max``) and names; ``extensions`` ranges; field options
 ``[packed = false, deprecated = true, json_name = "..."]`` and ``default`` (proto2); ``service`` and
-``rpc`` (kept, as protoc does). Parsed and skipped: ``extend`` blocks.
+``rpc``, ``extend`` blocks (kept in the descriptor, as protoc keeps them).
 
 Refused with a ``SchemaError`` naming ``file:line:column`` and what was found: groups, editions
 (``edition = "2023"``), syntax errors, unknown or not-imported types, duplicate field numbers or
@@ -86,6 +86,7 @@ _ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92
 def tokenize(text: str, where: str) -> list[Token]:
     """The tokens of a ``.proto`` source (comments dropped); ``where`` names the file in errors."""
     tokens: list[Token] = []
+    value: Any
     pos, line, line_start, n = 0, 1, 0, len(text)
     while pos < n:
         m = _SCAN.match(text, pos)
@@ -162,7 +163,7 @@ def _string(text: str, start: int, where: str) -> tuple[bytes, int]:
             i += 2 + len(digits.group())
         elif e in "uU" and e:
             size = 4 if e == "u" else 8
-            digits = re.match(r"[0-9A-Fa-f]{%d}" % size, text[i + 2:i + 2 + size])
+            digits = re.match(f"[0-9A-Fa-f]{{{size}}}", text[i + 2:i + 2 + size])
             if digits is None:
                 raise SchemaError("", f"{where}: \\{e} needs {size} hex digits")
             out += chr(int(digits.group(), 16)).encode("utf-8", "surrogatepass")
@@ -220,13 +221,26 @@ def _float_text(value: float, single: bool) -> str:
         return "inf" if value > 0 else "-inf"
     if single:
         exact = struct.unpack("<f", struct.pack("<f", value))[0]
-        text = "%.6g" % exact
-        return text if struct.unpack("<f", struct.pack("<f", float(text)))[0] == exact else "%.9g" % exact
-    text = "%.15g" % value
-    return text if float(text) == value else "%.17g" % value
+        text = f"{exact:.6g}"
+        return text if struct.unpack("<f", struct.pack("<f", float(text)))[0] == exact else f"{exact:.9g}"
+    text = f"{value:.15g}"
+    return text if float(text) == value else f"{value:.17g}"
+
+
+def is_repeated(f: Any) -> bool:
+    """Whether a field descriptor is repeated: protobuf >= 6 names it ``is_repeated`` (``label`` is
+    deprecated there); older ones have ``label``."""
+    flag = getattr(type(f), "is_repeated", None)
+    if flag is not None:
+        return bool(f.is_repeated)
+    return bool(f.label == f.LABEL_REPEATED)
 
 
 # --- the parser -----------------------------------------------------------------------------------
+
+
+def _join(scope: str, name: str) -> str:
+    return f"{scope}.{name}" if scope else name
 
 
 @dataclass
@@ -370,7 +384,7 @@ class _Parser:
             elif word == "service":
                 self.service(f)
             elif word == "extend":
-                self.skip_extend()
+                self.extend(f.extension, f.package)
             elif word in ("syntax", "edition"):
                 raise self.fail(tok, f"{word} must be the first statement of the file")
             else:
@@ -489,7 +503,7 @@ class _Parser:
         else:
             value, tok = self.integer(f"option {where}")
         try:
-            if fd.label == F.LABEL_REPEATED:
+            if is_repeated(fd):
                 getattr(target, fd.name).append(value)
             else:
                 setattr(target, fd.name, value)
@@ -509,7 +523,7 @@ class _Parser:
     def message(self, msg: descriptor_pb2.DescriptorProto, parent: str) -> None:
         self.expect("message")
         msg.name = self.ident("a message name").text
-        full = f"{parent}.{msg.name}" if parent else msg.name
+        full = _join(parent, msg.name)
         self.expect("{", "'{' to open the message")
         numbers: dict[int, tuple[str, Token]] = {}
         while not self.accept("}"):
@@ -532,13 +546,14 @@ class _Parser:
             elif word == "extensions":
                 self.extensions(msg)
             elif word == "extend":
-                self.skip_extend()
+                self.extend(msg.extension, full)
             else:
                 self.field(msg, full, numbers, None)
         self.synthetic_oneofs(msg)
 
     def field(self, msg: descriptor_pb2.DescriptorProto, scope: str, numbers: dict[int, tuple[str, Token]],
-              oneof: int | None) -> None:
+              oneof: int | None, into: Any = None) -> None:
+        """One field of ``msg`` (added to ``into`` instead for the fields of an ``extend`` block)."""
         tok = self.peek()
         label = FD.LABEL_OPTIONAL
         proto3_optional = False
@@ -558,16 +573,18 @@ class _Parser:
         if type_tok.text == "group" and type_tok.kind == "ident":
             raise self.fail(type_tok, "groups are not supported: declare a nested message and a field of its type")
         if type_tok.text == "map" and type_tok.kind == "ident" and self.peek(1).text == "<":
+            if into is not None:
+                raise self.fail(type_tok, "map fields cannot be extensions")
             self.map_field(msg, scope, numbers, oneof, label != FD.LABEL_OPTIONAL or word == "optional")
             return
-        f = msg.field.add(label=label)
+        f = (msg.field if into is None else into).add(label=label)
         type_name, type_tok = self.dotted("a field type")
         name_tok = self.ident("a field name")
         f.name = name_tok.text
         if type_name in SCALARS:
-            f.type = SCALARS[type_name]  # type: ignore[assignment]
+            f.type = SCALARS[type_name]
         else:
-            self.out.refs.append(_Ref(f, "type_name", type_name, f"{scope}.{f.name}", type_tok))
+            self.out.refs.append(_Ref(f, "type_name", type_name, _join(scope, f.name), type_tok))
         self.expect("=", "'=' and the field number")
         f.number, num_tok = self.integer("a field number")
         self.check_number(f.name, f.number, num_tok, msg.name, numbers)
@@ -607,7 +624,7 @@ class _Parser:
         entry.field.add(name="key", number=1, label=FD.LABEL_OPTIONAL, type=SCALARS[key], json_name="key")
         v = entry.field.add(name="value", number=2, label=FD.LABEL_OPTIONAL, json_name="value")
         if value in SCALARS:
-            v.type = SCALARS[value]  # type: ignore[assignment]
+            v.type = SCALARS[value]
         else:
             self.out.refs.append(_Ref(v, "type_name", value, f"{scope}.{entry_name}.value", value_tok))
         if self.accept("["):
@@ -755,18 +772,22 @@ class _Parser:
                 r.options.CopyFrom(options)
         self.end()
 
-    def skip_extend(self) -> None:
-        """``extend Foo { ... }``: extensions are not part of the messages wirepipe encodes."""
+    def extend(self, into: Any, scope: str) -> None:
+        """``extend Foo { ... }``: its fields go to the ``extension`` list of the file or message."""
         self.expect("extend")
-        self.dotted("the extended message")
-        tok = self.expect("{", "'{' to open the extend block")
-        depth = 1
-        while depth:
-            t = self.next()
-            if t.kind == "eof":
+        extendee, tok = self.dotted("the extended message")
+        self.expect("{", "'{' to open the extend block")
+        start = len(into)
+        numbers: dict[int, tuple[str, Token]] = {}
+        holder = descriptor_pb2.DescriptorProto(name=extendee)
+        while not self.accept("}"):
+            if self.peek().kind == "eof":
                 raise self.fail(tok, "extend block not closed: expected '}'")
-            if t.kind == "symbol" and t.text in "{}":
-                depth += 1 if t.text == "{" else -1
+            if not self.accept(";"):
+                self.field(holder, scope, numbers, None, into)
+        for ext in into[start:]:
+            ext.extendee = extendee
+            self.out.refs.append(_Ref(ext, "extendee", extendee, _join(scope, ext.name), tok))
 
     # -- enums and services --
     def enum(self, enum: descriptor_pb2.EnumDescriptorProto, parent: str) -> None:
@@ -806,7 +827,7 @@ class _Parser:
     def service(self, f: descriptor_pb2.FileDescriptorProto) -> None:
         self.expect("service")
         svc = f.service.add(name=self.ident("a service name").text)
-        scope = f"{f.package}.{svc.name}" if f.package else svc.name
+        scope = _join(f.package, svc.name)
         self.expect("{", "'{' to open the service")
         while not self.accept("}"):
             tok = self.peek()
@@ -830,6 +851,7 @@ class _Parser:
                 self.out.refs.append(_Ref(m, attr, name, f"{scope}.{m.name}", name_tok))
                 self.expect(")")
             if self.accept("{"):
+                m.options.SetInParent()  # protoc keeps an empty options message for a `{}` body
                 while not self.accept("}"):
                     if self.peek().kind == "eof":
                         raise self.fail(self.peek(), f"rpc {m.name} not closed: expected '}}'")
@@ -887,7 +909,7 @@ class _Loader:
             raise SchemaError("", f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         parsed = parse(text, name, str(path))
         self.loading.append(name)
-        for dep, tok in zip(parsed.proto.dependency, parsed.imports):
+        for dep, tok in zip(parsed.proto.dependency, parsed.imports, strict=True):
             self.dependency(dep, tok, path.parent, parsed)
         self.loading.pop()
         self.files[name] = parsed
@@ -935,8 +957,10 @@ class _Symbols:
             self.add_enum(e, prefix, proto.name)
         for s in proto.service:
             self.kinds[prefix + s.name] = ("service", proto.name)
-            for m in s.method:
-                self.kinds[f"{prefix}{s.name}.{m.name}"] = ("method", proto.name)
+            for method in s.method:
+                self.kinds[f"{prefix}{s.name}.{method.name}"] = ("method", proto.name)
+        for x in proto.extension:
+            self.kinds.setdefault(prefix + x.name, ("field", proto.name))
 
     def add_message(self, m: descriptor_pb2.DescriptorProto, prefix: str, file: str) -> None:
         full = prefix + m.name
@@ -945,6 +969,8 @@ class _Symbols:
             self.kinds.setdefault(f"{full}.{f.name}", ("field", file))
         for o in m.oneof_decl:
             self.kinds.setdefault(f"{full}.{o.name}", ("oneof", file))
+        for x in m.extension:
+            self.kinds.setdefault(f"{full}.{x.name}", ("field", file))
         for n in m.nested_type:
             self.add_message(n, full + ".", file)
         for e in m.enum_type:

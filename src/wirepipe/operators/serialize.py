@@ -5,8 +5,9 @@
 ``format: auto``, by each record's ``Content-Type``.
 
 ``schema`` is one of: a dataset name (its typed schema), a schema file (``.yaml``/``.yml``/
-``.json`` in wirepipe's schema language, an Avro ``.avsc``, a protobuf ``FileDescriptorSet``
-``.desc``/``.pb``, optionally ``FILE#package.Message``), an inline mapping ``{field: type}``,
+``.json`` in wirepipe's schema language, an Avro ``.avsc``, a protobuf ``.proto`` source or
+``FileDescriptorSet`` ``.desc``/``.pb``, the message named by ``message:`` or ``FILE#Message``
+when the file declares several), an inline mapping ``{field: type}``,
 a list of field names (untyped: enough for ``msgpack-array``), or ``module:Class`` (a
 generated protobuf class gives a typed schema; other classes give their field order and,
 on decode, typed records). Without one, positional formats use the schema the source
@@ -83,9 +84,9 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
         except OSError as exc:
             raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
     if suffix == ".proto":
-        raise SchemaError("", f"{path}: .proto sources are not parsed (that needs protoc); compile it with "
-                              "`protoc --descriptor_set_out=FILE.desc --include_imports` and give FILE.desc, "
-                              "or give the generated class as module:Class")
+        from ..codecs.protofile import load_message
+
+        return _protobuf_schema(load_message(path, message or None))
     if ":" in spec:
         obj = import_path(spec)
         return _protobuf_schema(obj) if hasattr(obj, "DESCRIPTOR") else _fields_of(obj)
@@ -93,7 +94,7 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
 
     if spec not in DATASETS:
         raise SchemaError("", f"{spec!r} is neither a dataset ({', '.join(DATASETS)}) nor a schema file "
-                              f"(.yaml, .yml, .json, .avsc, {', '.join(_DESCRIPTOR_SETS)}) nor module:Class")
+                              f"(.yaml, .yml, .json, .avsc, .proto, {', '.join(_DESCRIPTOR_SETS)}) nor module:Class")
     return DATASETS[spec].schema
 
 
@@ -336,20 +337,38 @@ def _known_format(extra: tuple[str, ...] = ()) -> Callable[[str], str]:
     return check
 
 
+def _with_message(schema: SchemaSpec, message: str | None) -> SchemaSpec:
+    """``schema: x.proto`` and ``message: Point`` as the one spelling ``x.proto#Point``."""
+    if message is None:
+        return schema
+    suffixes = (".proto", *_DESCRIPTOR_SETS)
+    if not isinstance(schema, str) or Path(schema.partition("#")[0]).suffix.lower() not in suffixes:
+        raise SchemaError("", f"message: {message!r} names a message of a protobuf schema file; schema: must then be "
+                              f"a {', '.join(suffixes)} file, got {_schema_param(schema)!r}")
+    if "#" in schema:
+        raise SchemaError("", f"message: {message!r} and {schema!r} both name the message: give one of them")
+    return f"{schema}#{message}"
+
+
+_MESSAGE = Field(default=None, description="protobuf: the message of a .proto/.desc schema that declares several")
+
+
 class SerializeParams(Strict):
     format: str
     schema_: SchemaParam = Field(default=None, alias="schema")
+    message: str | None = _MESSAGE
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
 
     _format = field_validator("format")(_known_format())
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Serialize(self.format, schema=self.schema_, schema_id=self.schema_id)]
+        return [Serialize(self.format, schema=_with_message(self.schema_, self.message), schema_id=self.schema_id)]
 
 
 class DeserializeParams(Strict):
     format: str = "auto"
     schema_: SchemaParam = Field(default=None, alias="schema")
+    message: str | None = _MESSAGE
     typed: bool | None = None
     framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
@@ -357,8 +376,9 @@ class DeserializeParams(Strict):
     _format = field_validator("format")(_known_format(("auto",)))
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed,
-                            framed=self.framed, schema_id=self.schema_id)]
+        return [Deserialize(self.format, schema=_with_message(self.schema_, self.message),
+                            allow_pickle=ctx.allow_pickle, typed=self.typed, framed=self.framed,
+                            schema_id=self.schema_id)]
 
 
 RANK = 10  # where these come in "allowed operators" lists (see operators/__init__.py)
