@@ -11,10 +11,16 @@ list<T> -> repeated T (packed for numbers, proto3's default), record -> a nested
 T? -> proto3 ``optional T``. A list of lists or a list of optionals has no protobuf form and
 is refused when the format is built.
 
-A user's own message comes as a generated class (``schema: my_pb2:Point``) or a
-``FileDescriptorSet`` file (``protoc --descriptor_set_out=points.desc``, or ``buf build -o``)
-with ``message:`` naming the type. A ``.proto`` source file is not parsed (that needs
-protoc): compile it to one of those two.
+A user's own message comes as a ``.proto`` source (``schema: points.proto``), a generated
+class (``schema: my_pb2:Point``) or a ``FileDescriptorSet`` file (``protoc
+--descriptor_set_out=points.desc``, or ``buf build -o``), with ``message:`` (or ``FILE#Message``)
+naming the type when the file declares several: ``Point`` inside the file's package, or the
+full name ``geo.Point``. A ``.proto`` is read by wirepipe's own parser (``codecs/protofile.py``,
+no protoc): proto2 and proto3 with imports, maps, oneofs, optionals, enums, nested types,
+reserved ranges, options and defaults, to the descriptor protoc would build; groups and
+editions are refused with the file, line and column. The user's message then gives the typed
+schema every other format uses; a message whose fields that schema cannot express (a map,
+``uint64``/``fixed64``) is refused, naming the field.
 
 A framed message (several records) is ``message Records { repeated Record records = 1; }``.
 """
