@@ -95,6 +95,25 @@ def test_descriptors_equal_protocs(root: str, tmp_path: Path) -> None:
     assert compared >= 1
 
 
+def test_descriptors_equal_protocs_for_the_protobuf_projects_own_files(tmp_path: Path) -> None:
+    """Real-world sources: descriptor.proto (proto2, options with aggregate values, extension range
+    declarations), plugin.proto, the well-known types and the feature files that extend FeatureSet."""
+    import grpc_tools
+
+    include = Path(grpc_tools.__file__).parent / "_proto"
+    names = sorted(p.relative_to(include).as_posix() for p in include.rglob("*.proto"))
+    assert "google/protobuf/descriptor.proto" in names and len(names) >= 10
+    for name in names:
+        done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{include}", "--include_imports",
+                               f"--descriptor_set_out={tmp_path / 'x.desc'}", name], cwd=include,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        theirs = descriptor_pb2.FileDescriptorSet.FromString((tmp_path / "x.desc").read_bytes()).file
+        ours = protofile.load(include / name, include=[include])
+        assert [f.name for f in ours] == [f.name for f in theirs]
+        assert ours[-1] == theirs[-1], name
+
+
 @pytest.mark.parametrize("root", list(SAMPLES))
 def test_classes_from_either_encode_identical_bytes(root: str, tmp_path: Path) -> None:
     name, sample = SAMPLES[root]

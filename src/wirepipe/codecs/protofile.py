@@ -446,6 +446,9 @@ class _Parser:
             known = ", ".join(n for n in target.DESCRIPTOR.fields_by_name if n not in ("uninterpreted_option",
                                                                                        "features"))
             raise self.fail(tok, f"option {'.'.join(names)!r} unknown: allowed {known}, or a custom (name)")
+        if fd.GetOptions().retention == descriptor_pb2.FieldOptions.RETENTION_SOURCE:
+            self.value()  # protoc leaves source-only options out of the descriptors it writes
+            return
         self.set_value(target, fd, names)
 
     def value(self) -> Token:
@@ -479,8 +482,9 @@ class _Parser:
             from google.protobuf import text_format
 
             body = " ".join(t.text for t in self.tokens[start + 1:self.i - 1])
+            sub = getattr(target, fd.name)
             try:
-                text_format.Merge(body, getattr(target, fd.name))
+                text_format.Merge(body, sub.add() if is_repeated(fd) else sub)
             except text_format.ParseError as exc:
                 raise self.fail(tok, f"option {where}: {exc}") from None
             return
@@ -769,7 +773,8 @@ class _Parser:
                     break
                 self.expect(",", "',' or ']'")
             for r in added:
-                r.options.CopyFrom(options)
+                if options.ListFields():
+                    r.options.CopyFrom(options)
         self.end()
 
     def extend(self, into: Any, scope: str) -> None:
@@ -1055,10 +1060,19 @@ def _resolve(f: ParsedFile, symbols: _Symbols, files: dict[str, ParsedFile]) -> 
 
 def load(path: str | Path, include: Iterable[str | Path] = ()) -> list[descriptor_pb2.FileDescriptorProto]:
     """The ``FileDescriptorProto`` of ``path`` and of everything it imports, dependencies first (the
-    order ``protoc --include_imports --descriptor_set_out`` writes them in)."""
+    order ``protoc --include_imports --descriptor_set_out`` writes them in). Imports are looked up
+    beside the importing file, then in the ``include`` folders, then beside ``path``; ``path`` is
+    named as protoc names it: relative to the first ``include`` folder that holds it, else by its
+    file name."""
     p = Path(path)
-    loader = _Loader([Path(d) for d in include] + [p.parent])
-    loader.load(p.name, p)
+    folders = [Path(d) for d in include]
+    loader = _Loader([*folders, p.parent])
+    name = p.name
+    for d in folders:
+        if p.resolve().is_relative_to(d.resolve()):
+            name = p.resolve().relative_to(d.resolve()).as_posix()
+            break
+    loader.load(name, p)
     symbols = _Symbols()
     for f in loader.order:
         symbols.add_file(f)
