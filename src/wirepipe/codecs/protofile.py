@@ -23,8 +23,10 @@ every scalar type; ``repeated``, ``optional``, ``required`` (proto2); ``map<K, V
 
 Refused with a ``SchemaError`` naming ``file:line:column`` and what was found: groups, editions
 (``edition = "2023"``), syntax errors, unknown or not-imported types, duplicate field numbers or
-names, field numbers out of range, missing imports, and what protoc itself refuses in proto3
-(``required``, defaults, a first enum value other than zero).
+names, field numbers out of range, numbers or names a ``reserved`` line holds, an enum number used
+twice without ``allow_alias``, missing imports, and what protoc itself refuses in proto3
+(``required``, defaults, a first enum value other than zero). What the runtime refuses when it
+builds the classes (two messages of one name ...) is a ``SchemaError`` naming the file.
 """
 
 from __future__ import annotations
@@ -553,7 +555,20 @@ class _Parser:
                 self.extend(msg.extension, full)
             else:
                 self.field(msg, full, numbers, None)
+        self.check_reserved(msg, [(number, name, tok) for number, (name, tok) in numbers.items()], "field",
+                            exclusive=True)
         self.synthetic_oneofs(msg)
+
+    def check_reserved(self, target: Any, used: list[tuple[int, str, Token]], what: str, exclusive: bool) -> None:
+        """No field (or enum value) may take a number or name its message (or enum) reserves."""
+        for number, name, tok in used:
+            for r in target.reserved_range:
+                if r.start <= number < r.end + (0 if exclusive else 1):
+                    last = r.end - 1 if exclusive else r.end
+                    raise self.fail(tok, f"{what} {name} = {number}: {number} is reserved in {target.name} "
+                                         f"({r.start} to {last})")
+            if name in target.reserved_name:
+                raise self.fail(tok, f"{what} {name}: the name is reserved in {target.name}")
 
     def field(self, msg: descriptor_pb2.DescriptorProto, scope: str, numbers: dict[int, tuple[str, Token]],
               oneof: int | None, into: Any = None) -> None:
@@ -800,6 +815,7 @@ class _Parser:
         name_tok = self.ident("an enum name")
         enum.name = name_tok.text
         self.expect("{", "'{' to open the enum")
+        used: list[tuple[int, str, Token]] = []
         while not self.accept("}"):
             tok = self.peek()
             if tok.kind == "eof":
@@ -811,11 +827,15 @@ class _Parser:
             elif self.at("reserved"):
                 self.reserved(enum, 2**31 - 1, exclusive=False)
             else:
-                value = enum.value.add(name=self.ident("an enum value name").text)
+                value_tok = self.ident("an enum value name")
+                value = enum.value.add(name=value_tok.text)
                 self.expect("=", "'=' and the value's number")
                 value.number, num_tok = self.integer("an enum value")
                 if not -(2**31) <= value.number < 2**31:
                     raise self.fail(num_tok, f"enum value {value.number} is out of the int32 range")
+                if any(name == value.name for _, name, _ in used):
+                    raise self.fail(value_tok, f"enum value {value.name} is declared twice in enum {enum.name}")
+                used.append((value.number, value.name, num_tok))
                 if self.accept("["):
                     while True:
                         self.option_body(value.options)
@@ -825,6 +845,14 @@ class _Parser:
                 self.end()
         if not enum.value:
             raise self.fail(name_tok, f"enum {enum.name} has no values")
+        self.check_reserved(enum, used, "enum value", exclusive=False)
+        if not enum.options.allow_alias:  # (the option may come after the values)
+            first: dict[int, str] = {}
+            for number, name, tok in used:
+                if number in first:
+                    raise self.fail(tok, f"{name} = {number}: {number} is already used by {first[number]} in enum "
+                                         f"{enum.name} (set option allow_alias = true; to allow it)")
+                first[number] = name
         if self.proto3 and enum.value[0].number != 0:
             raise self.fail(name_tok, f"the first value of enum {enum.name} must be 0 in proto3 "
                                       f"({enum.value[0].name} = {enum.value[0].number})")
