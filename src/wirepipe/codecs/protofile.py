@@ -548,7 +548,7 @@ class _Parser:
             elif word == "oneof":
                 self.oneof(msg, full, numbers)
             elif word == "reserved":
-                self.reserved(msg, MAX_FIELD_NUMBER, exclusive=True)
+                self.reserved(msg, 1, MAX_FIELD_NUMBER, exclusive=True)
             elif word == "extensions":
                 self.extensions(msg)
             elif word == "extend":
@@ -605,8 +605,9 @@ class _Parser:
         else:
             self.out.refs.append(_Ref(f, "type_name", type_name, _join(scope, f.name), type_tok))
         self.expect("=", "'=' and the field number")
-        f.number, num_tok = self.integer("a field number")
-        self.check_number(f.name, f.number, num_tok, msg.name, numbers)
+        number, num_tok = self.integer("a field number")
+        self.check_number(f.name, number, num_tok, msg.name, numbers)
+        f.number = number
         f.json_name = json_name(f.name)
         if proto3_optional:
             f.proto3_optional = True
@@ -744,7 +745,7 @@ class _Parser:
         if len(msg.field) == start:
             raise self.fail(self.tokens[self.i - 1], f"oneof {decl.name} has no fields")
 
-    def reserved(self, target: Any, max_number: int, exclusive: bool) -> None:
+    def reserved(self, target: Any, min_number: int, max_number: int, exclusive: bool) -> None:
         """``reserved 2, 15, 9 to 11, 40 to max;`` or ``reserved "foo", "bar";`` (message or enum)."""
         self.expect("reserved")
         if self.peek().kind == "string":
@@ -755,11 +756,11 @@ class _Parser:
         elif self.peek().kind == "ident":
             raise self.fail(self.peek(), "reserved names are quoted strings (\"name\") in proto2 and proto3")
         else:
-            for start, end in self.ranges(max_number, "a reserved number"):
+            for start, end in self.ranges(min_number, max_number, "a reserved number"):
                 target.reserved_range.add(start=start, end=end + 1 if exclusive else end)
         self.end()
 
-    def ranges(self, max_number: int, what: str) -> Iterator[tuple[int, int]]:
+    def ranges(self, min_number: int, max_number: int, what: str) -> Iterator[tuple[int, int]]:
         while True:
             start, tok = self.integer(what)
             end = start
@@ -770,6 +771,8 @@ class _Parser:
                     end, _ = self.integer(what)
             if end < start:
                 raise self.fail(tok, f"range {start} to {end} ends before it starts")
+            if not min_number <= start <= end <= max_number:
+                raise self.fail(tok, f"{start} to {end} is outside {min_number}..{max_number}")
             yield start, end
             if not self.accept(","):
                 return
@@ -778,7 +781,7 @@ class _Parser:
         tok = self.expect("extensions")
         if self.proto3:
             raise self.fail(tok, "extension ranges are not allowed in proto3")
-        added = [msg.extension_range.add(start=s, end=e + 1) for s, e in self.ranges(MAX_FIELD_NUMBER,
+        added = [msg.extension_range.add(start=s, end=e + 1) for s, e in self.ranges(1, MAX_FIELD_NUMBER,
                                                                                       "an extension number")]
         if self.accept("["):
             options = descriptor_pb2.ExtensionRangeOptions()
@@ -825,14 +828,15 @@ class _Parser:
             if self.at("option"):
                 self.option(enum.options)
             elif self.at("reserved"):
-                self.reserved(enum, 2**31 - 1, exclusive=False)
+                self.reserved(enum, -(2**31), 2**31 - 1, exclusive=False)
             else:
                 value_tok = self.ident("an enum value name")
                 value = enum.value.add(name=value_tok.text)
                 self.expect("=", "'=' and the value's number")
-                value.number, num_tok = self.integer("an enum value")
-                if not -(2**31) <= value.number < 2**31:
-                    raise self.fail(num_tok, f"enum value {value.number} is out of the int32 range")
+                number, num_tok = self.integer("an enum value")
+                if not -(2**31) <= number < 2**31:
+                    raise self.fail(num_tok, f"enum value {number} is out of the int32 range")
+                value.number = number
                 if any(name == value.name for _, name, _ in used):
                     raise self.fail(value_tok, f"enum value {value.name} is declared twice in enum {enum.name}")
                 used.append((value.number, value.name, num_tok))
