@@ -60,14 +60,21 @@ SAMPLES = {
 }
 
 
+# The folder protoc gets as -I for each root: the one that holds the package's folders (geo/ spells
+# package geo), else the file's own; wirepipe names the files the same way.
+PROTOC_ROOT = {"geo/points.proto": PROTOS}
+
+
 def protoc(proto: Path, out: Path) -> descriptor_pb2.FileDescriptorSet:
     """``proto`` compiled by real protoc (grpcio-tools) with its imports, as a FileDescriptorSet."""
     import grpc_tools
 
     well_known = Path(grpc_tools.__file__).parent / "_proto"
-    done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{proto.parent}", f"-I{well_known}",
-                           "--include_imports", f"--descriptor_set_out={out}", proto.name],
-                          cwd=proto.parent, capture_output=True, text=True, timeout=120)
+    root = PROTOC_ROOT.get(proto.relative_to(PROTOS).as_posix(), proto.parent) if proto.is_relative_to(PROTOS) \
+        else proto.parent
+    done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{root}", f"-I{well_known}",
+                           "--include_imports", f"--descriptor_set_out={out}", proto.relative_to(root).as_posix()],
+                          cwd=root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
 
@@ -93,6 +100,24 @@ def test_descriptors_equal_protocs(root: str, tmp_path: Path) -> None:
         assert f == by_name[f.name]
         compared += 1
     assert compared >= 1
+
+
+def test_a_package_folder_layout_names_files_and_finds_imports_as_protoc_does(tmp_path: Path) -> None:
+    """proto/shop/v1/order.proto (package shop.v1) imports "shop/v1/money.proto" relative to proto/, as
+    in buf-style repositories; the schema path is the file itself, no include folder given."""
+    v1 = tmp_path / "proto" / "shop" / "v1"
+    v1.mkdir(parents=True)
+    (v1 / "money.proto").write_text('syntax = "proto3";\npackage shop.v1;\nmessage Money { int64 units = 1; }\n')
+    (v1 / "order.proto").write_text('syntax = "proto3";\npackage shop.v1;\nimport "shop/v1/money.proto";\n'
+                                    'message Order { string id = 1; Money total = 2; }\n')
+    ours = protofile.load(v1 / "order.proto")
+    assert [f.name for f in ours] == ["shop/v1/money.proto", "shop/v1/order.proto"]
+    done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-Iproto", "--include_imports",
+                           f"--descriptor_set_out={tmp_path / 'o.desc'}", "shop/v1/order.proto"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ours == list(descriptor_pb2.FileDescriptorSet.FromString((tmp_path / "o.desc").read_bytes()).file)
+    assert resolve_schema(f"{v1 / 'order.proto'}#Order").names == ("id", "total")
 
 
 def test_descriptors_equal_protocs_for_the_protobuf_projects_own_files(tmp_path: Path) -> None:

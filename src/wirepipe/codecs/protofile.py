@@ -11,8 +11,8 @@ compare the descriptors with protoc's (from ``grpcio-tools``) field for field.
 
 Supported, in ``syntax = "proto2"`` and ``"proto3"`` (no ``syntax`` line means proto2, as protoc):
 ``package``; ``import`` (also ``public``/``weak``) of other ``.proto`` files, looked up beside the
-importing file, then beside the first file, then in ``include`` folders; ``google/protobuf/*.proto``
-come from the runtime's own pool when not on disk; ``option`` at every level, standard options
+importing file, then in ``include`` folders, then in the root folder of the first file (see
+``load``); ``google/protobuf/*.proto`` come from the runtime's own pool when not on disk; ``option`` at every level, standard options
 kept in the descriptor as protoc keeps them (``packed``, ``deprecated``, ``allow_alias``,
 ``java_package`` ...) and custom ``(my.option)`` ones parsed and ignored; ``//`` and ``/* */``
 comments; messages, nested messages and enums; enums with ``allow_alias`` and negative values;
@@ -1092,18 +1092,26 @@ def _resolve(f: ParsedFile, symbols: _Symbols, files: dict[str, ParsedFile]) -> 
 
 def load(path: str | Path, include: Iterable[str | Path] = ()) -> list[descriptor_pb2.FileDescriptorProto]:
     """The ``FileDescriptorProto`` of ``path`` and of everything it imports, dependencies first (the
-    order ``protoc --include_imports --descriptor_set_out`` writes them in). Imports are looked up
-    beside the importing file, then in the ``include`` folders, then beside ``path``; ``path`` is
-    named as protoc names it: relative to the first ``include`` folder that holds it, else by its
-    file name."""
+    order ``protoc --include_imports --descriptor_set_out`` writes them in).
+
+    ``path`` is named as protoc (``-I ROOT``) would name it: relative to the first ``include`` folder
+    that holds it; else, when its folders spell its package (``proto/shop/v1/order.proto`` declaring
+    ``package shop.v1``, the layout buf and most repositories use), relative to the folder above
+    them (``shop/v1/order.proto``); else by its file name. Imports are looked up beside the importing
+    file, then in the ``include`` folders, then in that root folder."""
     p = Path(path)
     folders = [Path(d) for d in include]
-    loader = _Loader([*folders, p.parent])
-    name = p.name
-    for d in folders:
-        if p.resolve().is_relative_to(d.resolve()):
-            name = p.resolve().relative_to(d.resolve()).as_posix()
-            break
+    name, root = p.name, p.parent
+    inside = [d for d in folders if p.resolve().is_relative_to(d.resolve())]
+    if inside:
+        name, root = p.resolve().relative_to(inside[0].resolve()).as_posix(), inside[0]
+    else:
+        package = _package_of(p)
+        parts = package.split(".") if package else []
+        if parts and p.resolve().parent.parts[-len(parts):] == tuple(parts):
+            root = p.resolve().parents[len(parts)]
+            name = "/".join([*parts, p.name])
+    loader = _Loader([*folders, root])
     loader.load(name, p)
     symbols = _Symbols()
     for f in loader.order:
@@ -1111,6 +1119,14 @@ def load(path: str | Path, include: Iterable[str | Path] = ()) -> list[descripto
     for f in loader.order:
         _resolve(f, symbols, loader.files)
     return [f.proto for f in loader.order]
+
+
+def _package_of(path: Path) -> str:
+    """The package a file declares ("" when it declares none, or cannot be read: ``load`` says why)."""
+    try:
+        return parse(path.read_text(encoding="utf-8"), path.name, str(path)).proto.package
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def find_message(pool: Any, files: Sequence[descriptor_pb2.FileDescriptorProto], message: str | None,
