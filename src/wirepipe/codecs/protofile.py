@@ -346,6 +346,17 @@ class _Parser:
     def end(self) -> None:
         self.expect(";", "';'")
 
+    def block(self, what: str) -> Iterator[Token]:
+        """The statements of a ``{ ... }`` body: yields at the start of each (empty ``;`` ones skipped)
+        and returns after the closing brace."""
+        self.expect("{", f"'{{' to open {what}")
+        while not self.accept("}"):
+            tok = self.peek()
+            if tok.kind == "eof":
+                raise self.fail(tok, f"{what} not closed: expected '}}'")
+            if not self.accept(";"):
+                yield tok
+
     # -- the file --
     def parse(self) -> ParsedFile:
         f = self.out.proto
@@ -530,15 +541,9 @@ class _Parser:
         self.expect("message")
         msg.name = self.ident("a message name").text
         full = _join(parent, msg.name)
-        self.expect("{", "'{' to open the message")
         numbers: dict[int, tuple[str, Token]] = {}
-        while not self.accept("}"):
-            tok = self.peek()
+        for tok in self.block(f"message {msg.name}"):
             word = tok.text if tok.kind == "ident" else ""
-            if tok.kind == "eof":
-                raise self.fail(tok, f"message {msg.name} not closed: expected '}}'")
-            if self.accept(";"):
-                continue
             if word == "message":
                 self.message(msg.nested_type.add(), full)
             elif word == "enum":
@@ -730,14 +735,8 @@ class _Parser:
         self.expect("oneof")
         index = len(msg.oneof_decl)
         decl = msg.oneof_decl.add(name=self.ident("a oneof name").text)
-        self.expect("{", "'{' to open the oneof")
         start = len(msg.field)
-        while not self.accept("}"):
-            tok = self.peek()
-            if tok.kind == "eof":
-                raise self.fail(tok, f"oneof {decl.name} not closed: expected '}}'")
-            if self.accept(";"):
-                continue
+        for _ in self.block(f"oneof {decl.name}"):
             if self.at("option"):
                 self.option(decl.options)
             else:
@@ -799,15 +798,11 @@ class _Parser:
         """``extend Foo { ... }``: its fields go to the ``extension`` list of the file or message."""
         self.expect("extend")
         extendee, tok = self.dotted("the extended message")
-        self.expect("{", "'{' to open the extend block")
         start = len(into)
         numbers: dict[int, tuple[str, Token]] = {}
         holder = descriptor_pb2.DescriptorProto(name=extendee)
-        while not self.accept("}"):
-            if self.peek().kind == "eof":
-                raise self.fail(tok, "extend block not closed: expected '}'")
-            if not self.accept(";"):
-                self.field(holder, scope, numbers, None, into)
+        for _ in self.block(f"extend {extendee}"):
+            self.field(holder, scope, numbers, None, into)
         for ext in into[start:]:
             ext.extendee = extendee
             self.out.refs.append(_Ref(ext, "extendee", extendee, _join(scope, ext.name), tok))
@@ -817,14 +812,8 @@ class _Parser:
         self.expect("enum")
         name_tok = self.ident("an enum name")
         enum.name = name_tok.text
-        self.expect("{", "'{' to open the enum")
         used: list[tuple[int, str, Token]] = []
-        while not self.accept("}"):
-            tok = self.peek()
-            if tok.kind == "eof":
-                raise self.fail(tok, f"enum {enum.name} not closed: expected '}}'")
-            if self.accept(";"):
-                continue
+        for _ in self.block(f"enum {enum.name}"):
             if self.at("option"):
                 self.option(enum.options)
             elif self.at("reserved"):
@@ -865,13 +854,7 @@ class _Parser:
         self.expect("service")
         svc = f.service.add(name=self.ident("a service name").text)
         scope = _join(f.package, svc.name)
-        self.expect("{", "'{' to open the service")
-        while not self.accept("}"):
-            tok = self.peek()
-            if tok.kind == "eof":
-                raise self.fail(tok, f"service {svc.name} not closed: expected '}}'")
-            if self.accept(";"):
-                continue
+        for _ in self.block(f"service {svc.name}"):
             if self.at("option"):
                 self.option(svc.options)
                 continue
@@ -887,13 +870,10 @@ class _Parser:
                 name, name_tok = self.dotted("a message type")
                 self.out.refs.append(_Ref(m, attr, name, f"{scope}.{m.name}", name_tok))
                 self.expect(")")
-            if self.accept("{"):
+            if self.at("{"):
                 m.options.SetInParent()  # protoc keeps an empty options message for a `{}` body
-                while not self.accept("}"):
-                    if self.peek().kind == "eof":
-                        raise self.fail(self.peek(), f"rpc {m.name} not closed: expected '}}'")
-                    if not self.accept(";"):
-                        self.option(m.options)
+                for _ in self.block(f"rpc {m.name}"):
+                    self.option(m.options)
             else:
                 self.end()
 
