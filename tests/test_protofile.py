@@ -328,6 +328,9 @@ def test_python_api_encodes_protocs_bytes(tmp_path: Path) -> None:
     payloads = ser(Batch(list(records))).values
     assert payloads == [ref(**r).SerializeToString() for r in records]
     assert wp.deserialize("protobuf", schema=str(points), message="Point")(Batch(payloads)).values == records
+    # message: names a message of protoc's own descriptor set the same way
+    assert wp.serialize("protobuf", schema=str(tmp_path / "p.desc"), message="Point")(
+        Batch(list(records))).values == payloads
     # the .proto is a schema for the other formats too
     assert Deserialize("avro", schema=f"{points}#Point")(Serialize("avro", schema=f"{points}#Point")(
         Batch(list(records)))).values == records
