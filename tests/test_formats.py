@@ -259,8 +259,8 @@ def test_protobuf_from_a_descriptor_set_and_a_generated_class(tmp_path, monkeypa
         assert Deserialize("protobuf", schema=spec)(Batch([payload])).values == [rec]
     # the same descriptor drives the other formats too
     assert Deserialize("msgpack", schema=str(path))(Batch([msgpack.packb(rec)])).values == [rec]
-    with pytest.raises(SchemaError, match="protoc"):
-        resolve_schema(str(tmp_path / "ref.proto"))
+    with pytest.raises(SchemaError, match="cannot read"):
+        resolve_schema(str(tmp_path / "ref.proto"))  # no such file
 
 
 def test_avro_bytes_equal_fastavro_and_confluent_framing() -> None:

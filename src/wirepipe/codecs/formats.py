@@ -35,7 +35,7 @@ ColumnEncoder = Callable[[list[Any]], list[bytes]]
 ColumnDecoder = Callable[[list[bytes]], list[Any]]
 Schema = Sequence[str] | None  # a RecordSchema is a Sequence of its field names, with types
 B64 = "$base64"
-TYPED_HELP = ("a dataset name, a schema file (.yaml, .json, .avsc, or a protobuf descriptor set .desc), "
+TYPED_HELP = ("a dataset name, a schema file (.yaml, .json, .avsc, a protobuf .proto or descriptor set .desc), "
               "an inline mapping {field: type}, or module:Class")
 
 
@@ -460,7 +460,7 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
                unsafe=True, note="never decoded unless allow_pickle: true"),
         Format("protobuf", "google.protobuf", "application/x-protobuf", *_pair(_protobuf), typed=True, needs_schema=True,
                options=("framed",),
-               note="message built at run time from the schema (no protoc), or module:Class / .desc"),
+               note="message built at run time from the schema (no protoc), or .proto / .desc / module:Class"),
         Format("avro", "fastavro", "application/avro", *_pair(_avro), typed=True, needs_schema=True, options=("framed", "schema_id"),
                note="schemaless Avro binary; schema_id: N adds the Confluent framing"),
         _layout_format("bincode", False, "fixed layout: little-endian fixint, as Rust bincode 1 / legacy()"),

@@ -11,10 +11,16 @@ list<T> -> repeated T (packed for numbers, proto3's default), record -> a nested
 T? -> proto3 ``optional T``. A list of lists or a list of optionals has no protobuf form and
 is refused when the format is built.
 
-A user's own message comes as a generated class (``schema: my_pb2:Point``) or a
-``FileDescriptorSet`` file (``protoc --descriptor_set_out=points.desc``, or ``buf build -o``)
-with ``message:`` naming the type. A ``.proto`` source file is not parsed (that needs
-protoc): compile it to one of those two.
+A user's own message comes as a ``.proto`` source (``schema: points.proto``), a generated
+class (``schema: my_pb2:Point``) or a ``FileDescriptorSet`` file (``protoc
+--descriptor_set_out=points.desc``, or ``buf build -o``), with ``message:`` (or ``FILE#Message``)
+naming the type when the file declares several: ``Point`` inside the file's package, or the
+full name ``geo.Point``. A ``.proto`` is read by wirepipe's own parser (``codecs/protofile.py``,
+no protoc): proto2 and proto3 with imports, maps, oneofs, optionals, enums, nested types,
+reserved ranges, options and defaults, to the descriptor protoc would build; groups and
+editions are refused with the file, line and column. The user's message then gives the typed
+schema every other format uses; a message whose fields that schema cannot express (a map,
+``uint64``/``fixed64``) is refused, naming the field.
 
 A framed message (several records) is ``message Records { repeated Record records = 1; }``.
 """
@@ -27,6 +33,7 @@ from typing import Any
 
 from ..errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type
+from .protofile import is_repeated
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
             "float64": "TYPE_DOUBLE", "bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES",
@@ -137,7 +144,7 @@ def schema_of_message(descriptor: Any, path: str = "") -> RecordSchema:
             t = Type(kinds[f.type])
         else:
             raise SchemaError(where, f"protobuf type {f.type} (uint64/fixed64/group) has no equivalent")
-        repeated = _repeated(f)
+        repeated = is_repeated(f)
         optional = not repeated and (f.type == FD.TYPE_MESSAGE or f.has_presence)
         if repeated:
             t = Type("list", item=t)
@@ -157,33 +164,15 @@ def load_descriptor_set(path: str, message: str | None) -> Any:
         fds.ParseFromString(data)
     except Exception as exc:
         raise SchemaError("", f"{path} is not a protobuf FileDescriptorSet ({exc})") from None
+    from .protofile import find_message
+
     pool = descriptor_pool.DescriptorPool()
-    names = []
     for f in fds.file:
         pool.Add(f)
-        names += [f"{f.package}.{m.name}" if f.package else m.name for m in f.message_type]
-    if not names:
-        raise SchemaError("", f"{path} declares no message")
-    if message is None:
-        if len(names) > 1:
-            raise SchemaError("", f"{path} declares {', '.join(names)}: name one as {path}#Message")
-        message = names[0]
-    try:
-        desc = pool.FindMessageTypeByName(message)
-    except KeyError:
-        raise SchemaError("", f"{path} has no message {message!r}: it declares {', '.join(names)}") from None
-    return message_factory.GetMessageClass(desc)
+    return message_factory.GetMessageClass(find_message(pool, fds.file, message, path))
 
 
 # --- encode and decode -----------------------------------------------------------------------------
-
-
-def _repeated(f: Any) -> bool:
-    """protobuf >= 6 names it ``is_repeated`` (``label`` is deprecated there); older ones have ``label``."""
-    flag = getattr(type(f), "is_repeated", None)
-    if flag is not None:
-        return bool(f.is_repeated)
-    return bool(f.label == f.LABEL_REPEATED)
 
 
 def _to_dict(descriptor: Any) -> Callable[[Any], dict[str, Any]]:
@@ -194,7 +183,7 @@ def _to_dict(descriptor: Any) -> Callable[[Any], dict[str, Any]]:
     special: list[tuple[str, Callable[[Any], Any]]] = []
     for f in descriptor.fields:
         name = f.name
-        repeated = _repeated(f)
+        repeated = is_repeated(f)
         if f.type == FD.TYPE_MESSAGE:
             sub = _to_dict(f.message_type)
             special.append((name, partial(_messages if repeated else _message_or_none, name, sub)))

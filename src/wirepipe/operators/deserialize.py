@@ -29,7 +29,15 @@ from ..errors import RefusedError, StageError
 from ..models import Strict
 from ..wire import Header
 from .base import BuildContext, Operator, failing, import_path
-from .schema_options import SchemaParam, SchemaSpec, known_format, resolve_schema, schema_param
+from .schema_options import (
+    MESSAGE_FIELD,
+    SchemaParam,
+    SchemaSpec,
+    known_format,
+    resolve_schema,
+    schema_param,
+    with_message,
+)
 
 
 class Deserialize(Operator):
@@ -135,6 +143,7 @@ def _builder(cls: type) -> Callable[[Any], Any]:
 class DeserializeParams(Strict):
     format: str = "auto"
     schema_: SchemaParam = Field(default=None, alias="schema")
+    message: str | None = MESSAGE_FIELD
     typed: bool | None = None
     framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
@@ -142,8 +151,9 @@ class DeserializeParams(Strict):
     _format = field_validator("format")(known_format(("auto",)))
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Deserialize(self.format, schema=self.schema_, allow_pickle=ctx.allow_pickle, typed=self.typed,
-                            framed=self.framed, schema_id=self.schema_id)]
+        return [Deserialize(self.format, schema=with_message(self.schema_, self.message),
+                            allow_pickle=ctx.allow_pickle, typed=self.typed, framed=self.framed,
+                            schema_id=self.schema_id)]
 
 
 RANK = 11  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -1,8 +1,9 @@
 """What ``serialize`` and ``deserialize`` share: the ``schema:`` option and the format-name check.
 
 ``schema`` is one of: a dataset name (its typed schema), a schema file (``.yaml``/``.yml``/
-``.json`` in wirepipe's schema language, an Avro ``.avsc``, a protobuf ``FileDescriptorSet``
-``.desc``/``.pb``, optionally ``FILE#package.Message``), an inline mapping ``{field: type}``,
+``.json`` in wirepipe's schema language, an Avro ``.avsc``, a protobuf ``.proto`` source or
+``FileDescriptorSet`` ``.desc``/``.pb``, the message named by ``message:`` or ``FILE#Message``
+when the file declares several), an inline mapping ``{field: type}``,
 a list of field names (untyped: enough for ``msgpack-array``), or ``module:Class`` (a
 generated protobuf class gives a typed schema; other classes give their field order and,
 on decode, typed records). Without one, positional formats use the schema the source
@@ -19,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from pydantic import Field
 
 from ..schema import RecordSchema, SchemaError, load_schema_file, parse_schema
 from .base import import_path
@@ -68,9 +71,9 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
         except OSError as exc:
             raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
     if suffix == ".proto":
-        raise SchemaError("", f"{path}: .proto sources are not parsed (that needs protoc); compile it with "
-                              "`protoc --descriptor_set_out=FILE.desc --include_imports` and give FILE.desc, "
-                              "or give the generated class as module:Class")
+        from ..codecs.protofile import load_message
+
+        return _protobuf_schema(load_message(path, message or None))
     if ":" in spec:
         obj = import_path(spec)
         return _protobuf_schema(obj) if hasattr(obj, "DESCRIPTOR") else _fields_of(obj)
@@ -78,7 +81,7 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
 
     if spec not in DATASETS:
         raise SchemaError("", f"{spec!r} is neither a dataset ({', '.join(DATASETS)}) nor a schema file "
-                              f"(.yaml, .yml, .json, .avsc, {', '.join(_DESCRIPTOR_SETS)}) nor module:Class")
+                              f"(.yaml, .yml, .json, .avsc, .proto, {', '.join(_DESCRIPTOR_SETS)}) nor module:Class")
     return DATASETS[spec].schema
 
 
@@ -130,3 +133,19 @@ def known_format(extra: tuple[str, ...] = ()) -> Callable[[str], str]:
         return v
 
     return check
+
+
+def with_message(schema: SchemaSpec, message: str | None) -> SchemaSpec:
+    """``schema: x.proto`` and ``message: Point`` as the one spelling ``x.proto#Point``."""
+    if message is None:
+        return schema
+    suffixes = (".proto", *_DESCRIPTOR_SETS)
+    if not isinstance(schema, str) or Path(schema.partition("#")[0]).suffix.lower() not in suffixes:
+        raise SchemaError("", f"message: {message!r} names a message of a protobuf schema file; schema: must then be "
+                              f"a {', '.join(suffixes)} file, got {schema_param(schema)!r}")
+    if "#" in schema:
+        raise SchemaError("", f"message: {message!r} and {schema!r} both name the message: give one of them")
+    return f"{schema}#{message}"
+
+
+MESSAGE_FIELD = Field(default=None, description="protobuf: the message of a .proto/.desc schema that declares several")

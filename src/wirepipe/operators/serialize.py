@@ -31,7 +31,15 @@ from ..models import Strict
 from ..schema import RecordSchema, explain
 from ..wire import Header
 from .base import BuildContext, Operator
-from .schema_options import SchemaParam, SchemaSpec, known_format, resolve_schema, schema_param
+from .schema_options import (
+    MESSAGE_FIELD,
+    SchemaParam,
+    SchemaSpec,
+    known_format,
+    resolve_schema,
+    schema_param,
+    with_message,
+)
 
 
 class Serialize(Operator):
@@ -116,12 +124,13 @@ def _as_dict_encoder(encode: Encoder) -> Callable[[Any], bytes]:
 class SerializeParams(Strict):
     format: str
     schema_: SchemaParam = Field(default=None, alias="schema")
+    message: str | None = MESSAGE_FIELD
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
 
     _format = field_validator("format")(known_format())
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Serialize(self.format, schema=self.schema_, schema_id=self.schema_id)]
+        return [Serialize(self.format, schema=with_message(self.schema_, self.message), schema_id=self.schema_id)]
 
 
 RANK = 10  # where it comes in "allowed operators" lists (see operators/__init__.py)
