@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sysconfig
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +21,7 @@ from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.errors import WirepipeError
 from wirepipe.operators.compress import Compress
+from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.metrics import LATENCY_COLUMNS, STAGE_COLUMNS, MetricsRecorder, latency_path
 from wirepipe.operators.serialize import Serialize
@@ -43,6 +46,29 @@ def test_point_through_msgpack_is_seven_bytes_per_record(tmp_path: Path) -> None
     assert {r["step"] for r in rows} == {0, 1, 2}
     assert all(r["end_ns"] >= r["start_ns"] for r in rows)
     assert {r["operator"] for r in ser} == {"msgpack"} and ser[0]["params"] == '{"format": "msgpack"}'
+
+
+def test_stages_of_a_batch_follow_one_another_and_sizing_is_not_timed(tmp_path: Path) -> None:
+    """Each operator's output is sized between its end and the next operator's start, so the stage rows
+    of one batch are ordered and disjoint, and every column's bytes are exact."""
+    path = tmp_path / "m.parquet"
+    ops = [Serialize("msgpack"), Compress("zstd", "fastest"), Decompress("zstd"), Deserialize("msgpack")]
+    Pipeline(GenerateSource("point", count=3000, batch_size=1000), ops, NullSink(), metrics=path).run()
+    rows = sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["batch"], r["step"]))
+    by_batch: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_batch.setdefault(r["batch"], []).append(r)
+    assert len(by_batch) == 3
+    for stages in by_batch.values():
+        assert [r["stage"] for r in stages] == ["generate", "serialize", "compress", "decompress", "deserialize",
+                                                 "write"]
+        for before, after in itertools.pairwise(stages):
+            assert before["end_ns"] <= after["start_ns"] and after["start_ns"] <= after["end_ns"]
+            if after["stage"] != "write":
+                assert after["bytes_in"] == (before["bytes_out"] if before["stage"] != "generate" else 8000)
+        ser, comp, dec = stages[1:4]
+        assert ser["bytes_out"] == dec["bytes_out"] == 7000 and 7000 < comp["bytes_out"] < 30000
+        assert stages[4]["bytes_out"] is None  # objects have no wire size
 
 
 def test_every_file_carries_the_run_metadata_and_schema(tmp_path: Path) -> None:

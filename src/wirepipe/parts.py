@@ -132,13 +132,17 @@ class PartWriter:
     """
 
     def __init__(self, folder: str | Path, run: str, schema: Any, *, compact_parts: int = 16,
-                 max_file_rows: int = 1_000_000, compression: str = "zstd") -> None:
+                 max_file_rows: int = 1_000_000, compression: str = "zstd",
+                 part_compression: str = "snappy") -> None:
         self.folder = Path(folder)
         self.run = run
         self.schema = schema
         self.compact_parts = compact_parts
         self.max_file_rows = max_file_rows
-        self.compression = compression
+        self.compression = compression  # merged files: the ones that last
+        # A flush's own part is small and soon merged: zstd's set-up per column chunk cost a 1,200-row
+        # part 1.5 ms against snappy's 0.8 ms, for 6.9 KB against 7.8 KB.
+        self.part_compression = part_compression
         self.parts: list[Part] = []
         self.error: BaseException | None = None
         self._next = 0
@@ -193,7 +197,7 @@ class PartWriter:
         n = self._next
         self._next += 1
         part = Part(self.folder / part_name(self.run, n, n), self.run, n, n, table.num_rows)
-        self._write_atomic(part.path, lambda w: w.write_table(table))
+        self._write_atomic(part.path, lambda w: w.write_table(table), self.part_compression)
         self.parts.append(part)
 
     def _due(self) -> list[Part] | None:
@@ -247,11 +251,11 @@ class PartWriter:
             with contextlib.suppress(FileNotFoundError):
                 p.path.unlink()
 
-    def _write_atomic(self, path: Path, fill: Any) -> None:
+    def _write_atomic(self, path: Path, fill: Any, compression: str | None = None) -> None:
         import pyarrow.parquet as pq
 
         def write(file: Any) -> None:
-            with pq.ParquetWriter(file, self.schema, compression=self.compression) as writer:
+            with pq.ParquetWriter(file, self.schema, compression=compression or self.compression) as writer:
                 fill(writer)
 
         write_atomic(path, write, owner=os.getpid())  # not fsynced: see the module doc

@@ -1,11 +1,12 @@
 """The metrics recorder: one row per stage per batch, one row per record for end-to-end latency.
 
-The operators run in one place, ``Pipeline.process_batch``: it reads the clock once per
-stage boundary (the end of one stage is the start of the next) and hands the recorder
-the batch's boundaries, record counts and output columns (``record_batch``); the sink
-stage follows with ``stamp_sink``. The recorder sizes the columns off the clock and
-appends the batch's rows to its column buffers in bulk, one ``extend`` per column (no
-tuple per row); the operator's name and parameters are looked up once, at ``open``. On consumers, whose batches
+The operators run in one place, ``Pipeline.process_batch``: it reads the clock when each
+operator starts and ends, sizes each output column between the two (off the stage's
+clock, while the column is in the CPU's cache) and hands the recorder the batch's
+stamps at once (``record_batch``); the sink stage follows with ``stamp_sink``. The
+recorder appends the batch's rows to its column buffers in bulk, one ``extend`` per
+column (no tuple per row); the operator's name and parameters are looked up once, at
+``open``. On consumers, whose batches
 carry ``meta["sent_ns"]`` (from ``Wirepipe-Sent-At``) and ``meta["received_ns"]``, the
 recorder also keeps per-record latency columns (references to the batch's own lists,
 no per-record work) with the wall-clock end of the batch's last stage.
@@ -31,10 +32,11 @@ import secrets
 import time
 from collections.abc import Iterable, Sequence
 from itertools import islice, repeat
+from operator import sub
 from pathlib import Path
 from typing import Any
 
-from ..batch import Batch, payload_nbytes
+from ..batch import Batch
 
 # name: (Arrow type, meaning). The README's schema table is this dict.
 STAGE_COLUMNS: dict[str, tuple[str, str]] = {
@@ -67,6 +69,11 @@ LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
     "received_ns": ("int64", "when the consumer received the record, ns since the Unix epoch"),
     "done_ns": ("int64", "end of the batch's last stage (the sink write), ns since the Unix epoch"),
 }
+
+# What a timed pass measured (``run_operators``): each operator's start and end (monotonic ns) and, per
+# stage, entry 0 being the batch as the source gave it, the records that left it, the running count of
+# the batch's rejects and the payload bytes that left it (None while values are objects).
+Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"]]
 
 _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4")
 _LATENCY_FLUSH_RECORDS = 65536
@@ -215,39 +222,39 @@ class MetricsRecorder:
 
     # --- the hot path ----------------------------------------------------------------------------
 
-    def record_batch(self, index: int, read: tuple[int, int], clock: Sequence[int],
-                     columns: Sequence[tuple[Sequence[Any], int]], raw_nbytes: int | None = None,
-                     lost: int | None = None) -> None:
+    def record_batch(self, index: int, read: tuple[int, int] | None, stamps: Stamps,
+                     raw_nbytes: int | None = None, lost: int | None = None) -> None:
         """The rows of the source stage and of every operator of one batch, appended column by column.
 
-        ``read`` is when the source read the batch; ``clock`` holds the stage boundaries
-        (``clock[i]`` starts operator ``i + 1``, ``clock[i + 1]`` ends it); ``columns[0]`` is
-        the values column the source gave and the length of the batch's ``rejected`` list then,
-        ``columns[i]`` the same after operator ``i``; ``raw_nbytes`` the records' declared raw
-        size (the first operator's input when the source gave objects); ``lost`` what the source
-        found lost since the previous batch (the source row's ``lost``). Payload sizes are
-        computed here, after the clock stopped. Call it on the event loop (the periodic flush
-        runs there); the operators themselves may have run in a thread.
+        ``read`` is when the source read the batch (``None``: when the pass began); ``stamps``
+        what ``run_operators`` measured: each operator's start and end, and per stage (entry 0
+        the batch as the source gave it) the records that left it, the running count of the
+        batch's rejects and the payload bytes that left it; ``raw_nbytes`` the records'
+        declared raw size (the first operator's input when the source gave objects); ``lost``
+        what the source found lost since the previous batch (the source row's ``lost``). Call
+        it on the event loop (the periodic flush runs there); the operators may have run in a
+        thread.
         """
-        sizes = [payload_nbytes(values) for values, _ in columns]
+        starts, ends, records, rejected, sizes = stamps
+        if read is None:
+            t = starts[0] if starts else time.monotonic_ns()
+            read = (t, t)
         n = len(sizes)
         batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col = self._cols
         batch += repeat(index, n)
         step += range(n)
-        before = 0
-        for values, total in columns:
-            rec.append(len(values))
-            rej.append(total - before)
-            before = total
+        rec += records
+        rej.append(rejected[0])
+        rej += map(sub, islice(rejected, 1, None), rejected)
         bytes_in.append(None)
         if n > 1:
             bytes_in.append(sizes[0] if sizes[0] is not None else raw_nbytes)
             bytes_in += islice(sizes, 1, n - 1)
         bytes_out += sizes
         start.append(read[0])
-        start += islice(clock, n - 1)
+        start += starts
         end.append(read[1])
-        end += islice(clock, 1, None)
+        end += ends
         lost_col.append(lost)
         lost_col += repeat(None, n - 1)
         last = sizes[-1]

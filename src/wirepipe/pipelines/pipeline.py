@@ -27,13 +27,16 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..batch import Batch, Rejected, describe_error
+from ..batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
+
+if TYPE_CHECKING:
+    from ..operators.metrics import Stamps
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
@@ -48,28 +51,38 @@ _SLICE_NS = 1_000_000
 _OFFLOAD_MODE = os.environ.get("WIREPIPE_OPERATOR_OFFLOAD", "slice")
 
 
-# What a timed pass hands the metrics recorder: the stage boundaries (one clock read each) and each
-# stage's output column with the running count of rejects (see ``MetricsRecorder.record_batch``).
-Stamps = tuple[list[int], list[tuple[Any, int]]]
-
-
 def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = False) -> tuple[Batch, Stamps | None]:
     """The one loop over the operators (``Pipeline.process_batch`` and its sliced and threaded forms run it).
 
-    ``timed`` reads the clock once per stage boundary (the end of one operator is the start of
-    the next) and keeps each stage's output column by reference (operators replace columns,
-    never mutate them), sized later, off the clock. Safe in a thread: it touches no shared state.
+    ``timed`` reads the clock when each operator starts and ends and sizes each operator's
+    output column between the two, off the stage's clock, while the column is still in the
+    CPU's cache (sized after the pass, the same sums took ~1.3x as long); the columns
+    themselves are not kept, so each is freed as soon as the next stage replaced it.
+    Safe in a thread: it touches no shared state.
     """
+    ns = _ns
+    starts: list[int] = []
+    ends: list[int] = []
+    records: list[int] = []
+    rejected: list[int] = []
+    sizes: list[int | None] = []
     if timed:
-        ns = _ns
-        clock = [ns()]
-        columns: list[tuple[Any, int]] = [(batch.values, len(batch.rejected))]
+        records.append(len(batch.values))
+        rejected.append(len(batch.rejected))
+        sizes.append(payload_nbytes(batch.values))
     for op in operators:
+        if timed:
+            starts.append(ns())
         batch = op(batch)
         if timed:
-            clock.append(ns())
-            columns.append((batch.values, len(batch.rejected)))
-    return batch, ((clock, columns) if timed else None)
+            ends.append(ns())
+            values = batch.values
+            records.append(len(values))
+            rejected.append(len(batch.rejected))
+            sizes.append(payload_nbytes(values))
+    if not timed:
+        return batch, None
+    return batch, (starts, ends, records, rejected, sizes)
 
 
 @dataclass
@@ -311,9 +324,9 @@ class Pipeline:
         """Run the operators over one batch: the one place they run (the run loop, the Beam DoFn, the bench,
         the capacity plan; the run loop's sliced and threaded forms run its loop, ``run_operators``).
 
-        With a metrics recorder (``self.metrics``) the stages are stamped: one clock read per
-        stage boundary, the end of one operator being the start of the next, and the batch's
-        rows handed over at once; ``index`` is the batch's number in the run, ``read`` when the
+        With a metrics recorder (``self.metrics``) the stages are stamped: a clock read when
+        each operator starts and ends, its output sized in between, and the batch's rows
+        handed over at once; ``index`` is the batch's number in the run, ``read`` when the
         source read it and ``lost`` what the source found lost before it. The records a stage
         rejects are in the returned ``rejected``.
         """
@@ -328,8 +341,7 @@ class Pipeline:
     def _record(self, stamps: Stamps, raw_nbytes: int | None, index: int, read: tuple[int, int] | None,
                 lost: int | None) -> None:
         """Hand a timed pass's stage rows to the recorder (on the event loop, where its periodic flush runs)."""
-        clock, columns = stamps
-        self.metrics.record_batch(index, read or (clock[0], clock[0]), clock, columns, raw_nbytes, lost)
+        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         metrics = self.metrics
