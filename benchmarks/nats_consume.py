@@ -29,6 +29,9 @@ from wirepipe.server import EmbeddedServer
 class LatencySink(NullSink):
     """Null sink that also keeps first/last arrival and per-record latency (from the source's meta)."""
 
+    # Not TestingSink: keep=False drops the meta columns and keep=True copies every record, subject and
+    # header inside the timed run; this needs the arrival times and one latency per record only.
+
     def __init__(self) -> None:
         super().__init__()
         self.first = 0.0

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.stamped import StampedSource
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.errors import WirepipeError
@@ -28,6 +27,7 @@ from wirepipe.operators.serialize import Serialize
 from wirepipe.parts import PartWriter, list_parts, part_name
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.report import load_results, summarize
+from wirepipe.testing import TestingSource
 
 
 def test_point_through_msgpack_is_seven_bytes_per_record(tmp_path: Path) -> None:
@@ -86,6 +86,13 @@ def test_every_file_carries_the_run_metadata_and_schema(tmp_path: Path) -> None:
     assert '"pyarrow"' in meta["wirepipe.versions"] and '"cpus"' in meta["wirepipe.host"]
 
 
+def stamped(batches: list[tuple[list[int | None], list[int]]]) -> TestingSource:
+    """Consumer-like batches: ``sent_ns`` / ``received_ns`` in the meta, as the NATS sources fill them."""
+    return TestingSource.from_batches([[b"\x82\xa1x\x01\xa1y\x02"] * len(sent) for sent, _ in batches],
+                                      meta={"sent_ns": [s for sent, _ in batches for s in sent],
+                                            "received_ns": [r for _, received in batches for r in received]})
+
+
 def test_latency_rows_per_record(tmp_path: Path) -> None:
     now = time.time_ns()
     first = ([now - 5_000_000 + i for i in range(4)], [now - 4_000_000 + i for i in range(4)])  # 1 ms transit
@@ -93,7 +100,7 @@ def test_latency_rows_per_record(tmp_path: Path) -> None:
     no_header = ([None, None], [now, now])  # headers: none -> no latency rows at all
     path = tmp_path / "consume.parquet"
     before = time.time_ns()
-    Pipeline(StampedSource([first, second, no_header]), [Deserialize("msgpack")], NullSink(), name="consumer",
+    Pipeline(stamped([first, second, no_header]), [Deserialize("msgpack")], NullSink(), name="consumer",
              metrics=path).run()
     after = time.time_ns()
     lat = pq.read_table(latency_path(path))
@@ -118,7 +125,7 @@ def test_latency_rows_per_record(tmp_path: Path) -> None:
 def test_latency_off_records_none(tmp_path: Path) -> None:
     now = time.time_ns()
     rec = MetricsRecorder(tmp_path / "x.parquet", latency=False)
-    Pipeline(StampedSource([([now], [now])]), [], NullSink(), metrics=rec).run()
+    Pipeline(stamped([([now], [now])]), [], NullSink(), metrics=rec).run()
     assert not latency_path(tmp_path / "x.parquet").exists()
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.nats_fixtures import expected
 from wirepipe.batch import Batch
-from wirepipe.connectors.files import JsonlSink, NullSink
+from wirepipe.connectors.files import JsonlSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats import SENT_AT, NatsSink, NatsSource
 from wirepipe.operators.compress import Compress
@@ -19,7 +19,8 @@ from wirepipe.operators.route import Subject
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
-from wirepipe.testing import TestingSink
+from wirepipe.testing import TestingSink, TestingSource
+from wirepipe.wire import Header
 
 
 async def consume_while(source: NatsSource, pipeline: Pipeline, produce: Any) -> Any:
@@ -133,12 +134,8 @@ async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: An
         # The payload alone is exactly max_payload: with headers it is over the limit.
         values = [b"a" * 4096, b"small", b"b" * 3900, b"c" * 4050]
 
-        class Fixed(GenerateSource):
-            async def batches(self) -> Any:
-                yield Batch(list(values), headers={"Content-Type": "application/octet-stream"},
-                            meta={"seq": list(range(len(values)))})
-
-        stats = await Pipeline(Fixed("point"), [], sink, dead_letter=dead).run_async()
+        source = TestingSource(values, headers={Header.CONTENT_TYPE.value: "application/octet-stream"})
+        stats = await Pipeline(source, [], sink, dead_letter=dead).run_async()
         assert stats.rejected == 2 and stats.records_out == 2
         got = [await sub.next_msg(timeout=5) for _ in range(2)]
         assert [m.data for m in got] == [b"small", b"b" * 3900]  # 3900 B + ~140 B of headers fit
@@ -160,12 +157,12 @@ async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
     opts = dict(url=nats_url)
     source = NatsSource("flood", **opts, batch_size=10, pending_msgs_limit=20, duration=30)
 
-    class SlowSink(NullSink):
+    class SlowSink(TestingSink):
         async def write(self, batch: Batch) -> None:
             await super().write(batch)
             await asyncio.sleep(0.05)
 
-    sink = SlowSink()
+    sink = SlowSink(keep=False)
     task = asyncio.ensure_future(Pipeline(source, [], sink, queue_size=1).run_async())
     while not source.ready.is_set():
         await asyncio.sleep(0.01)
@@ -175,14 +172,14 @@ async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
     await nc.flush()
     await nc.close()
     for _ in range(300):
-        if source.dropped and sink.records + source.dropped + (source.lag() or 0) >= 5000:
+        if source.dropped and sink.count + source.dropped + (source.lag() or 0) >= 5000:
             break
         await asyncio.sleep(0.02)
     source.stopping.set()
     await asyncio.wait_for(task, 20)
     # Core NATS is at-most-once: what the pipeline could not keep up with was dropped and counted.
     assert source.dropped > 0
-    assert sink.records + source.dropped <= 5000
+    assert sink.count + source.dropped <= 5000
     # The client-side queue between nats-py and the pipeline is bounded by the pending limit.
     assert source.buffer.queue.maxsize == 20
 

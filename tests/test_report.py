@@ -18,7 +18,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.stamped import StampedSource
 from wirepipe.cli import app
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
@@ -33,6 +32,7 @@ from wirepipe.report import load_results, summarize
 from wirepipe.report.plots import to_html, write_pngs
 from wirepipe.report.render import csv_rows, to_markdown
 from wirepipe.report.summary import QUANTILES, time_stats
+from wirepipe.testing import TestingSource
 from wirepipe.units import parse_bandwidth
 
 runner = CliRunner()
@@ -48,9 +48,12 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Pipeline(GenerateSource("point", count=3000, batch_size=700), [Serialize("json"), Deserialize("json")],
              NullSink(), name="points-json", metrics=root / "json.parquet").run()
     now = time.time_ns()
-    batches = [([now - 9_000_000 + 1000 * i for i in range(n)], [now - 9_000_000 + 1000 * i + 37_000 * (i % 7)
-                                                                  for i in range(n)]) for n in (300, 200, 250)]
-    Pipeline(StampedSource(batches), [Decompress("none"), Deserialize("msgpack")], NullSink(), name="consumer",
+    sizes = (300, 200, 250)
+    sent = [now - 9_000_000 + 1000 * i for n in sizes for i in range(n)]
+    received = [now - 9_000_000 + 1000 * i + 37_000 * (i % 7) for n in sizes for i in range(n)]
+    stamped = TestingSource.from_batches([[b"\x82\xa1x\x01\xa1y\x02"] * n for n in sizes], subjects="stamped",
+                                         meta={"sent_ns": sent, "received_ns": received})  # as a NATS source fills them
+    Pipeline(stamped, [Decompress("none"), Deserialize("msgpack")], NullSink(), name="consumer",
              metrics=root / "consumer.parquet").run()
     return root
 

@@ -67,6 +67,35 @@ def test_from_batches_hands_over_the_lists_themselves() -> None:
     assert [b.raw_nbytes for b in batches] == [16, 8, 24] and batches[0].schema == ("x",)
 
 
+def test_meta_columns_are_cut_per_batch_like_subjects_and_headers() -> None:
+    sent = [100, None, 300, 400, 500]
+    source = TestingSource(list("abcde"), batch_size=2, meta={"sent_ns": sent, "received_ns": range(5)})
+
+    async def collect(s: TestingSource) -> list:
+        return [b async for b in s.batches()]
+
+    batches = asyncio.run(collect(source))
+    assert [b.meta["sent_ns"] for b in batches] == [[100, None], [300, 400], [500]]
+    assert [b.meta["received_ns"] for b in batches] == [[0, 1], [2, 3], [4]]
+    assert [list(b.meta["seq"]) for b in batches] == [[0, 1], [2, 3], [4]]
+    sink = TestingSink()
+    run(TestingSource.from_batches([[1, 2, 3], [4]], meta={"sent_ns": [7, 8, 9, 10], "seq": [50, 51, 52, 53]}),
+        [Filter(lambda v: v != 2)], sink)
+    assert sink.meta == {"seq": [50, 52, 53], "sent_ns": [7, 9, 10]}  # a given seq replaces the positions
+
+
+def test_a_meta_column_needs_one_value_per_record() -> None:
+    with pytest.raises(ValueError, match=r"meta\['sent_ns'\]: expected one value per record \(3\), got 2 values"):
+        TestingSource([1, 2, 3], meta={"sent_ns": [1, 2]})
+    with pytest.raises(ValueError, match="got a str"):
+        TestingSource.from_batches([["x"]], meta={"tag": "x"})
+
+
+def test_a_single_subject_names_the_records() -> None:
+    assert TestingSource([1], subjects="orders.eu").params == {"records": 1, "batch_size": 1000, "subject": "orders.eu"}
+    assert "subject" not in TestingSource([1], subjects=["a"]).params
+
+
 def test_keep_false_only_counts() -> None:
     sink = TestingSink(keep=False)
     stats = run(TestingSource(range(1000), batch_size=100), [], sink)

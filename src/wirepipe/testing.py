@@ -23,7 +23,7 @@ commits are the real ones.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from .batch import Batch, Rejected
@@ -39,9 +39,20 @@ class TestingSource(Source):
 
     Each batch carries a ``seq`` meta column (the records' positions, from 0), ``subjects``
     and ``headers`` (one for all records, or one per record) when given, ``schema``, and
-    ``raw_nbytes`` when ``raw_record_nbytes`` declares one record's raw size.
-    ``TestingSource.from_batches`` takes the batches as they are (lists, not copied): the
-    benchmarks time operators, not slicing.
+    ``raw_nbytes`` when ``raw_record_nbytes`` declares one record's raw size. ``meta`` adds
+    meta columns by name, one value per record, cut per batch as ``subjects`` and ``headers``
+    are: what a NATS source fills (``sent_ns``, ``received_ns``), chosen by the test (a
+    ``seq`` given there replaces the positions). ``TestingSource.from_batches`` takes the
+    batches as they are (lists, not copied): the benchmarks time operators, not slicing.
+    A single subject names the records in the source's ``params`` (a report calls them so,
+    as it does a NATS source's).
+
+    >>> from wirepipe.testing import TestingSink, TestingSource, run
+    >>> sink = TestingSink()
+    >>> _ = run(TestingSource.from_batches([[b"a", b"b"], [b"c"]], subjects="orders",
+    ...                                    meta={"sent_ns": [10, None, 30], "received_ns": [15, 25, 35]}), [], sink)
+    >>> sink.meta["sent_ns"], sink.meta["received_ns"], sink.meta["seq"]
+    ([10, None, 30], [15, 25, 35], [0, 1, 2])
     """
 
     __test__ = False  # a class named Testing* is not a pytest test class
@@ -51,6 +62,7 @@ class TestingSource(Source):
     def __init__(self, records: Iterable[Any], batch_size: int = 1000, *,
                  subjects: Sequence[str] | str | None = None,
                  headers: Sequence[dict[str, str]] | dict[str, str] | None = None,
+                 meta: Mapping[str, Sequence[Any]] | None = None,
                  schema: Any = None, raw_record_nbytes: int | None = None) -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -59,22 +71,40 @@ class TestingSource(Source):
         self.schema = schema
         self.batch_size = batch_size
         self._chunks = [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
-        self._subjects = subjects
-        self._headers = headers
+        self._columns(subjects, headers, meta)
         self.raw_record_nbytes = raw_record_nbytes  # declared raw size of one record (the seed tables' count)
 
     @classmethod
-    def from_batches(cls, batches: Iterable[list[Any]], *, schema: Any = None,
+    def from_batches(cls, batches: Iterable[list[Any]], *, subjects: Sequence[str] | str | None = None,
+                     headers: Sequence[dict[str, str]] | dict[str, str] | None = None,
+                     meta: Mapping[str, Sequence[Any]] | None = None, schema: Any = None,
                      raw_record_nbytes: int | None = None) -> TestingSource:
-        """One batch per list given, in order, the lists themselves (the operators read, never mutate, them)."""
+        """One batch per list given, in order, the lists themselves (the operators read, never mutate, them).
+
+        ``subjects``, ``headers`` and ``meta`` run over all the records, cut at the batches' ends.
+        """
         source = cls((), schema=schema, raw_record_nbytes=raw_record_nbytes)
         source._chunks = list(batches)
         source.batch_size = max((len(c) for c in source._chunks), default=1)
+        source._columns(subjects, headers, meta)
         return source
+
+    def _columns(self, subjects: Any, headers: Any, meta: Mapping[str, Sequence[Any]] | None) -> None:
+        n = sum(len(c) for c in self._chunks)
+        for name, column in (meta or {}).items():
+            got = f"a {type(column).__name__}" if isinstance(column, (str, bytes, dict)) else f"{len(column)} values"
+            if got != f"{n} values":
+                raise ValueError(f"meta[{name!r}]: expected one value per record ({n}), got {got}")
+        self._subjects = subjects
+        self._headers = headers
+        self._meta = dict(meta or {})
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"records": sum(len(c) for c in self._chunks), "batch_size": self.batch_size}
+        out: dict[str, Any] = {"records": sum(len(c) for c in self._chunks), "batch_size": self.batch_size}
+        if isinstance(self._subjects, str):
+            out["subject"] = self._subjects
+        return out
 
     async def batches(self) -> AsyncIterator[Batch]:
         seq = 0
@@ -82,8 +112,9 @@ class TestingSource(Source):
             if self.stopping.is_set():
                 return
             n = len(chunk)
+            meta = {"seq": range(seq, seq + n), **{k: _slice(c, seq, n) for k, c in self._meta.items()}}
             yield Batch(chunk, subjects=_slice(self._subjects, seq, n), headers=_slice(self._headers, seq, n),
-                        meta={"seq": range(seq, seq + n)}, schema=self.schema,
+                        meta=meta, schema=self.schema,
                         raw_nbytes=None if self.raw_record_nbytes is None else self.raw_record_nbytes * n)
             seq += n
 
