@@ -1,7 +1,7 @@
 """Typed schemas and the fixed layout, side by side in one run.
 
-A. In process, per record (serialize + deserialize, batches of 1000, the operators a pipeline
-   runs): msgpack and json on ``point`` and ``block`` with the dataset's typed schema (the
+A. In process, per record (serialize + deserialize, batches of 1000, through ``run_operators``,
+   the loop ``Pipeline.process_batch`` runs): msgpack and json on ``point`` and ``block`` with the dataset's typed schema (the
    msgspec engine) against today's untyped path, against a hand-written msgspec loop doing
    the same work, and against today's libraries (msgpack-python, stdlib json) in a bare loop:
    the last ratio is what the engines give with no wirepipe around them. Target: typed >= 1.3x
@@ -12,7 +12,7 @@ B. Over core NATS (publisher in its own process, consumer here, records/s from t
    (generate -> [pack] -> serialize -> nats | nats -> deserialize -> [unpack] -> null).
    Target: bincode x100 >= 5x the records/s.
 
-    python benchmarks/bench_formats.py [--rounds 5] [--count 200000] [--skip-nats]
+    python benchmarks/bench_formats.py [--rounds 5] [--count 200000] [--skip-nats] [--scale 1]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from wirepipe.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
+from wirepipe.pipelines.pipeline import run_operators
 
 # --- A. in process ------------------------------------------------------------------------------------
 
@@ -37,14 +38,15 @@ def _chunks(values: list[Any], size: int = 1000) -> list[list[Any]]:
 
 
 def _operators(fmt: str, schema: Any, chunks: list[list[Any]]) -> Any:
-    ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
+    """serialize + deserialize through ``run_operators``, the loop ``Pipeline.process_batch`` runs."""
+    ops = [Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)]
 
     def run() -> int:
         n = 0
         for chunk in chunks:
             # a batch's records are let go before the next batch runs, as the pipeline drops them
             # once the sink wrote them (and as the hand-written loops below do)
-            n += len(deser(ser(Batch(list(chunk)))).values)
+            n += len(run_operators(ops, Batch(list(chunk)))[0].values)
         return n
 
     return run
@@ -105,9 +107,10 @@ def _median_ns(r: Any) -> float:
     return statistics.median(r.seconds) / r.records * 1e9
 
 
-def in_process(rounds: int) -> dict[str, float]:
+def in_process(rounds: int, scale: float = 1.0) -> dict[str, float]:
     out = {}
-    for dataset, count in (("point", 200_000), ("block", 2_000)):
+    for dataset, full in (("point", 200_000), ("block", 2_000)):
+        count = max(1, int(full * scale))
         records = get_dataset(dataset).sample(count)
         chunks = _chunks(records)
         for fmt in ("msgpack", "json"):
@@ -205,8 +208,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--count", type=int, default=200_000, help="records per NATS round")
     ap.add_argument("--skip-nats", action="store_true")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="in-process record counts times this (1: 200,000 points and 2,000 blocks)")
     args = ap.parse_args()
-    in_process(args.rounds)
+    in_process(args.rounds, args.scale)
     if not args.skip_nats:
         asyncio.run(over_nats(args.rounds, args.count))
 
