@@ -1,11 +1,12 @@
 """Typed schemas and the fixed layout, side by side in one run.
 
 A. In process, per record (serialize + deserialize, batches of 1000, through ``run_operators``,
-   the loop ``Pipeline.process_batch`` runs): msgpack and json on ``point`` and ``block`` with the dataset's typed schema (the
-   msgspec engine) against today's untyped path, against a hand-written msgspec loop doing
-   the same work, and against today's libraries (msgpack-python, stdlib json) in a bare loop:
-   the last ratio is what the engines give with no wirepipe around them. Target: typed >= 1.3x
-   untyped. Times are medians over the rounds (best also shown); ratios medians of per-round ratios.
+   the loop ``Pipeline.process_batch`` runs): msgpack and json on ``point`` and ``block`` with
+   the dataset's typed schema (the msgspec engine) against today's untyped path, against a
+   hand-written msgspec loop doing the same work, and against today's libraries (msgpack-python,
+   stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
+   them. Target: typed >= 1.3x untyped. Times are medians over the rounds (best also shown);
+   ratios medians of per-round ratios.
 B. Over core NATS (publisher in its own process, consumer here, records/s from the first record
    consumed to the last): ``point`` as bincode, 100
    records framed per message, against msgpack one record per message, both wirepipe pipelines
