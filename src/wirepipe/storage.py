@@ -12,7 +12,16 @@ hidden temporary name beside its final one, ``.NAME.inprogress`` (``.NAME.OWNER.
 when several processes write into one folder and a dead one's leftovers must be told
 from a live one's), through a ``SpoolingFile`` (a full disk loses nothing), then fsynced
 when asked and renamed into place. ``commit`` resumes after an error: called again, it
-goes on where it stopped and never renames twice.
+goes on where it stopped and never renames twice. Every local writer goes through it: the
+file sinks, captures, metrics parts (``parts.py``) and ``wirepipe bench``'s results.
+
+The one exception is a Beam worker's results part (``replay/beam_fn.write_part``): it
+writes through Beam's ``FileSystems`` (``gs://``, ``s3://``, ``hdfs://`` as well as local
+folders), which has no ``os.replace``, no fsync and no local disk to spool to; on object
+stores a rename is a copy and a delete, and not every filesystem lets a rename replace a
+file (HDFS refuses). So it keeps this module's temporary name (``temp_path``, owned by a
+random id: bundles of one worker write concurrently) and commits Beam's way: a retried
+bundle's earlier file (same records, same name) is deleted, then the temporary renamed.
 
 **Buffering tables into row groups** (``TableBuffer``): a Parquet writer makes good files
 from big row groups, and a pipeline hands it small batches. Sinks append each batch's

@@ -61,6 +61,7 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
 
     from ..codecs.compression import train_zstd_dictionary
     from ..codecs.formats import get_format
+    from ..storage import write_atomic
 
     paths: dict[str, str] = {}
     out.mkdir(parents=True, exist_ok=True)
@@ -71,8 +72,7 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
             d = train_zstd_dictionary(samples, size=min(16384, max(1024, sum(map(len, samples)) // 10)))
         except (ValueError, zstandard.ZstdError):  # too little or too uniform data: no +dict rows then
             continue
-        path = out / f"{data.name}-{fmt}.zdict"
-        path.write_bytes(d)
+        path = write_atomic(out / f"{data.name}-{fmt}.zdict", lambda f, d=d: f.write(d))
         paths[fmt] = str(path)
     return paths
 
@@ -266,10 +266,15 @@ def latency_table(run: BenchRun) -> Any:
 
 
 def write_results(run: BenchRun) -> Path:
-    """``bench.parquet`` with the raw rows and the run metadata."""
+    """``bench.parquet`` with the raw rows and the run metadata, and the latency file beside it.
+
+    Each is written atomically (``storage.write_atomic``): ``wirepipe report`` on the folder never
+    reads half a file, and a bench killed while writing leaves the previous run's file whole.
+    """
     import pyarrow.parquet as pq
 
     from ..operators.metrics import run_metadata
+    from ..storage import write_atomic
 
     out = run.plan.out
     out.mkdir(parents=True, exist_ok=True)
@@ -282,14 +287,14 @@ def write_results(run: BenchRun) -> Path:
     meta["wirepipe.bench.repetitions"] = json.dumps(
         {d: ms[0].repetitions for d, ms in run.measured.items() if ms})
     table = rows_table(run)
-    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), path,
-                   compression="zstd")
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    write_atomic(path, lambda f: pq.write_table(table, f, compression="zstd"))
     latency = latency_table(run)
     if latency is not None:
         from ..operators.metrics import latency_path
 
-        pq.write_table(latency.replace_schema_metadata({**meta, "wirepipe.table": "latency"}), latency_path(path),
-                       compression="zstd")
+        latency = latency.replace_schema_metadata({**meta, "wirepipe.table": "latency"})
+        write_atomic(latency_path(path), lambda f: pq.write_table(latency, f, compression="zstd"))
     return path
 
 

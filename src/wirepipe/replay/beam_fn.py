@@ -124,7 +124,11 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any) -> tuple[Any, li
 
 
 def write_part(folder: str, position: int, tables: list[Any]) -> str:
-    """Tables as one Parquet file ``folder/part-<position>.parquet``, written under a temporary name first."""
+    """Tables as one Parquet file ``folder/part-<position>.parquet``, written under a temporary name first.
+
+    Through Beam's ``FileSystems``, not ``storage.AtomicFile`` (local files only): ``storage``'s
+    module docstring says why, and which of its rules this writer keeps.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
