@@ -9,12 +9,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from wirepipe.errors import WirepipeError
-from wirepipe.storage import AtomicFile, TableBuffer, find_files, temp_path, write_atomic
+from wirepipe.storage import (
+    AtomicFile,
+    TableBuffer,
+    find_files,
+    is_hidden,
+    sub_folders,
+    temp_path,
+    write_atomic,
+)
+
+HIDDEN = (".hidden.parquet", "_metadata.parquet", "_SUCCESS", "late.parquet.inprogress", ".dot/d.parquet",
+          "_temporary/0/e.parquet", "sub/.x.parquet.inprogress", "sub/_common_metadata")
 
 
 def tree(root: Path) -> None:
-    for name in ("b.parquet", "a.parquet", "notes.txt", ".hidden.parquet", "sub/c.parquet", ".dot/d.parquet",
-                 "sub/.x.parquet.inprogress"):
+    for name in ("b.parquet", "a.parquet", "notes.txt", "sub/c.parquet", *HIDDEN):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(b"x")
 
@@ -24,6 +34,26 @@ def test_a_folder_names_its_visible_files_in_name_order(tmp_path: Path) -> None:
     assert [p.name for p in find_files(tmp_path)] == ["a.parquet", "b.parquet", "notes.txt"]
     deep = find_files(str(tmp_path), recursive=True, suffix=".parquet")
     assert [p.relative_to(tmp_path).as_posix() for p in deep] == ["a.parquet", "b.parquet", "sub/c.parquet"]
+    assert [d.relative_to(tmp_path).as_posix() for d in sub_folders(tmp_path)] == ["sub"]
+    assert [is_hidden(n) for n in ("_SUCCESS", ".x", "a.parquet.inprogress", "a_b.parquet")] == [True, True, True, False]
+
+
+def test_one_rule_for_every_reader_of_folders(tmp_path: Path) -> None:
+    """The file sources, the metrics part folders and ``wirepipe report`` skip the same names."""
+    from wirepipe.parts import list_parts
+    from wirepipe.report.results import _discover
+
+    tree(tmp_path)
+    visible = ["a.parquet", "b.parquet"]
+    assert [p.name for p in find_files(tmp_path, suffix=".parquet")] == visible
+    assert [p.name for p in list_parts(tmp_path)] == visible
+    assert [p.relative_to(tmp_path).as_posix() for p in _discover(tmp_path)] == [*visible, "sub/c.parquet"]
+    assert [p.name for p in find_files(str(tmp_path / "*"))] == [*visible, "notes.txt"]
+    # named by its own path (or by a glob's literal folders), a hidden file is read; a temporary one refused
+    assert find_files(tmp_path / "_metadata.parquet") == [tmp_path / "_metadata.parquet"]
+    assert [p.name for p in find_files(str(tmp_path / "_temporary" / "*" / "*.parquet"))] == ["e.parquet"]
+    with pytest.raises(WirepipeError, match="still being written"):
+        find_files(tmp_path / "late.parquet.inprogress")
 
 
 def test_globs_paths_and_lists_keep_their_order(tmp_path: Path) -> None:

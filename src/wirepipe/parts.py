@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import WirepipeError
-from .storage import write_atomic
+from .storage import folder_files, write_atomic
 
 PART = re.compile(r"^part-(?P<run>[A-Za-z0-9_.-]+?)-(?P<first>\d{6,})-(?P<last>\d{6,})\.parquet$")
 # A part being written: ``storage.temp_path(final, owner=pid)``; ``.tmp`` is what versions before it left.
@@ -82,11 +82,9 @@ def list_parts(folder: str | Path) -> list[Path]:
     """The complete Parquet files of a dataset folder, in run and flush order, without covered parts.
 
     Files that do not follow the part naming (copied in by hand, written by another
-    tool) are listed too; hidden and temporary files are not.
+    tool) are listed too; hidden and temporary files are not (``storage.folder_files``).
     """
-    folder = Path(folder)
-    files = sorted(p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))
-                   and p.is_file())
+    files = folder_files(Path(folder), suffix=".parquet")
     parts = [Part.parse(p) for p in files]
     named = [p for p in parts if p is not None]
     covered = {q.path for p in named for q in named if p.covers(q)}

@@ -1,10 +1,15 @@
 """Files on disk, one rule each: which files a path names, how a file is written atomically.
 
-**Finding files** (``find_files``): a path names itself; a folder names its files (hidden
-ones skipped; with ``recursive``, those of its sub-folders too, hidden folders skipped),
-in the order of their names; a glob (``*``, ``?``, ``[``) names the files it matches,
-sorted, hidden ones skipped. ``suffix`` keeps the files of a folder that end with it.
-Every source that reads files (JSON Lines, Parquet, captures, replays) finds them so.
+**Finding files** (``find_files``): a path names itself; a folder names its files (with
+``recursive``, those of its sub-folders too), in the order of their names; a glob (``*``,
+``?``, ``[``) names the files it matches, sorted. ``suffix`` keeps the files of a folder
+that end with it. A listing (a folder's, a glob's past its literal part) never returns a
+hidden name (``is_hidden``): one that starts with ``.`` or ``_``, as pyarrow datasets,
+Spark and Hadoop skip them (``_SUCCESS``, ``_metadata``, ``_temporary/``), nor anything
+under a hidden folder, nor a temporary still being written (``TEMP_SUFFIX``); a hidden
+file named by its own path is read, a temporary one refused. Every reader of files finds
+them so: the JSON Lines, Parquet and capture sources, replays, the metrics part folders
+(``parts.list_parts``) and ``wirepipe report``'s folder walk (``sub_folders``).
 
 **Writing a file atomically** (``AtomicFile``): readers must never see half a file (a
 Parquet file is readable only once its footer is written). So a file is written under a
@@ -62,18 +67,35 @@ def is_pattern(item: str | Path) -> bool:
     return any(ch in str(item) for ch in "*?[")
 
 
+HIDDEN_PREFIXES = (".", "_")
+
+
+def is_hidden(name: str) -> bool:
+    """A file or folder name no listing returns: hidden (``.`` or ``_`` first) or a temporary being written."""
+    return name.startswith(HIDDEN_PREFIXES) or name.endswith(TEMP_SUFFIX)
+
+
 def folder_files(folder: Path, *, recursive: bool = False, suffix: str | None = None) -> list[Path]:
-    """The files of a folder, hidden ones skipped, in the order of their names (relative paths)."""
+    """The files of a folder, hidden ones (and those under hidden folders) skipped, in the order of their names."""
     found = folder.rglob("*") if recursive else folder.iterdir()
     out = [f for f in found if f.is_file() and (suffix is None or f.name.endswith(suffix))
-           and not any(part.startswith(".") for part in f.relative_to(folder).parts)]
+           and not any(is_hidden(part) for part in f.relative_to(folder).parts)]
     return sorted(out, key=lambda f: f.relative_to(folder).parts)
 
 
+def sub_folders(folder: Path) -> list[Path]:
+    """Every folder under ``folder``, hidden ones and what is under them skipped, in the order of their names."""
+    out = [d for d in folder.rglob("*") if d.is_dir()
+           and not any(is_hidden(part) for part in d.relative_to(folder).parts)]
+    return sorted(out, key=lambda d: d.relative_to(folder).parts)
+
+
 def pattern_files(pattern: str | Path, *, recursive: bool = False) -> list[Path]:
-    """The files a glob matches, sorted, hidden ones skipped."""
+    """The files a glob matches, sorted; hidden names past the pattern's literal folders skipped."""
+    parts = Path(pattern).parts
+    literal = next((i for i, part in enumerate(parts) if is_pattern(part)), len(parts))
     return [m for m in sorted(Path(m) for m in glob.glob(str(pattern), recursive=recursive))
-            if m.is_file() and not m.name.startswith(".")]
+            if m.is_file() and not any(is_hidden(part) for part in m.parts[literal:])]
 
 
 def find_files(paths: str | Path | Iterable[str | Path], *, recursive: bool = False,

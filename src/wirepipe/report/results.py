@@ -120,13 +120,14 @@ def _discover(path: Path) -> list[Path]:
     """Parquet files under ``path``, and the latency folder beside a stage folder named directly."""
     from ..operators.metrics import latency_path
     from ..parts import list_parts
+    from ..storage import sub_folders
 
     if not path.exists():
         raise WirepipeError(f"{path}: no such file or folder")
     if path.is_file():
         return [path]
     out: list[Path] = []
-    folders = [path, *sorted(p for p in path.rglob("*") if p.is_dir() and not p.name.startswith((".", "_")))]
+    folders = [path, *sub_folders(path)]  # storage's rule: hidden folders and what is under them skipped
     for folder in folders:
         out += list_parts(folder)
     beside = latency_path(path)
