@@ -398,6 +398,47 @@ def test_value_that_does_not_fit_is_rejected_with_its_field_path(fmt: str) -> No
     assert len(b.values) == 1 and "y: 1099511627776 is out of range for int32" in b.rejected[0].error
 
 
+@pytest.mark.parametrize("fmt", TYPED)
+def test_nested_fixed_bytes_of_another_length_are_rejected_with_their_path(fmt: str) -> None:
+    """bytes[N] at any depth: inside a list of records (transaction) and as list items (block)."""
+    import copy
+
+    good = DATASETS["transaction"].sample(3)
+    short = copy.deepcopy(good[1])
+    short["inputs"][-1]["previous_outpoint"]["transaction_id"] = b"x" * 31
+    last = len(short["inputs"]) - 1
+    b = Serialize(fmt, schema="transaction")(Batch([good[0], short, good[2]]))
+    assert len(b.values) == 2 and [r.value for r in b.rejected] == [short]
+    assert f"inputs[{last}].previous_outpoint.transaction_id: expected exactly 32 bytes, got 31" in b.rejected[0].error
+    block = DATASETS["block"].sample(1)[0]
+    b = Serialize(fmt, schema="block")(Batch([block, {**block, "assets": [*block["assets"], b"y" * 33]}]))
+    assert len(b.values) == 1 and f"assets[{len(block['assets'])}]: expected exactly 32 bytes, got 33" in \
+        b.rejected[0].error
+
+
+def test_protobuf_decode_refuses_nested_fixed_bytes_of_another_length() -> None:
+    """A peer's message whose bytes[N] field has another length (protobuf's bytes carry any) is refused
+    with the field path, framed or not; the rest of the batch is decoded."""
+    from wirepipe.operators.pack import Pack
+
+    tight = DATASETS["transaction"].schema
+    loose = parse_schema(json.loads(json.dumps(tight.to_spec()).replace("bytes[32]", "bytes")
+                                    .replace("bytes[20]", "bytes")), name=tight.name)
+    good = DATASETS["transaction"].sample(3)
+    short = {**good[1], "inputs": [*good[1]["inputs"], {**good[1]["inputs"][0], "previous_outpoint": {
+        "transaction_id": b"x" * 31, "index": 0}}]}
+    records = [good[0], short, {**good[2], "subnetwork_id": b""}]
+    b = Deserialize("protobuf", schema=tight)(Serialize("protobuf", schema=loose)(Batch(list(records))))
+    assert b.values == [good[0]]
+    where = f"inputs[{len(short['inputs']) - 1}].previous_outpoint.transaction_id"
+    assert [r.error for r in b.rejected] == [f"{where}: expected exactly 32 bytes, got 31",
+                                             "subnetwork_id: expected exactly 20 bytes, got 0"]
+    b = Serialize("protobuf", schema=loose)(Pack(2)(Batch(list(records))))
+    b = Deserialize("protobuf", schema=tight, framed=True)(b)
+    assert b.values == [] and [r.error for r in b.rejected] == [
+        f"record 1: {where}: expected exactly 32 bytes, got 31", "record 0: subnetwork_id: expected exactly 20 bytes, got 0"]
+
+
 @pytest.mark.parametrize("fmt", ["msgpack", "json"])
 def test_msgspec_engine_rejects_misfits_on_decode_with_the_path(fmt: str) -> None:
     s = DATASETS["point"].schema
