@@ -36,6 +36,7 @@ from wirepipe.capacity import measure_costs, predict_rate
 from wirepipe.datasets import get_dataset
 from wirepipe.pipelines.pool import Pool, RestartPolicy, usable_cores
 from wirepipe.server import EmbeddedServer, LocalCluster
+from wirepipe.wire import Header
 
 SUBJECT = "bench.blocks"
 STREAM = "BLOCKS"
@@ -61,12 +62,12 @@ async def fill(url: str, n: int, payloads: list[bytes], replicas: int) -> float:
     with contextlib.suppress(Exception):  # it may not exist
         await js.delete_stream(STREAM)
     await js.add_stream(name=STREAM, subjects=[SUBJECT], num_replicas=replicas)
-    headers = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
+    headers = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
     t0 = time.perf_counter()
     window: list[Any] = []
     for i in range(n):
         window.append(await js.publish_async(SUBJECT, payloads[i % len(payloads)],
-                                             headers={**headers, "Nats-Msg-Id": str(i)}))
+                                             headers={**headers, Header.MSG_ID.value: str(i)}))
         if len(window) >= 2000:
             await asyncio.gather(*window)
             window = []

@@ -22,6 +22,7 @@ from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
+from wirepipe.wire import Header
 
 _ids = itertools.count()
 
@@ -59,7 +60,7 @@ async def hand_run(url: str, n: int, window: int, rate: float | None = None,
     js = nc.jetstream(publish_async_max_pending=window)
     pack = msgpack.Packer(use_bin_type=True).pack
     compress = zstandard.ZstdCompressor(level=1).compress
-    base = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
+    base = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
     nbytes = 0
     seq = 0
     async for chunk in paced_points(n, rate):
@@ -67,7 +68,7 @@ async def hand_run(url: str, n: int, window: int, rate: float | None = None,
             payload = compress(pack(rec))
             nbytes += len(payload)
             await js.publish_async(subject, payload, headers={**base, SENT_AT: str(time.time_ns()),
-                                                             "Nats-Msg-Id": f"hand-{seq}"})
+                                                             Header.MSG_ID.value: f"hand-{seq}"})
             seq += 1
     await asyncio.wait_for(js.publish_async_completed(), 60)
     await nc.close()

@@ -22,6 +22,7 @@ from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
+from wirepipe.wire import Header
 
 
 def pipeline(url: str, n: int, subject: str, rate: float | None = None) -> Pipeline:
@@ -38,7 +39,7 @@ async def hand_loop(url: str, n: int, subject: str, rate: float | None = None) -
     nc = await nats.connect(url)
     pack = msgpack.Packer(use_bin_type=True).pack
     compress = zstandard.ZstdCompressor(level=1).compress
-    headers = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
+    headers = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
     nbytes = 0
     async for chunk in paced_points(n, rate):
         for rec in chunk:

@@ -19,7 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-SENT_AT = "Wirepipe-Sent-At"
+from wirepipe.wire import Header
+
+SENT_AT = Header.SENT_AT.value
 
 
 @dataclass
@@ -153,7 +155,7 @@ async def _publish(url: str, subject: str, count: int, dataset: str) -> None:
     compress = zstandard.ZstdCompressor(level=1).compress
     payloads = [compress(msgpack.packb(r)) for chunk in get_dataset(dataset).records(count, 0, 1000) for r in chunk]
     nc = await nats.connect(url, pending_size=64 * 1024 * 1024)
-    base = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
+    base = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
     for p in payloads:
         await nc.publish(subject, p, headers={**base, SENT_AT: str(time.time_ns())})
     await nc.flush(timeout=60)
