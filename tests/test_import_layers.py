@@ -47,6 +47,23 @@ def test_the_checker_finds_a_deferred_cycle(tmp_path: Path) -> None:
     assert report(str(tmp_path), "pkg") == ["unit cycle: pkg.high <-> pkg.low", "file cycle: pkg.high <-> pkg.low.a"]
 
 
+def test_the_checker_counts_the_else_branch_of_type_checking(tmp_path: Path) -> None:
+    """Only the ``if TYPE_CHECKING:`` body never runs: its ``else:`` (or ``elif``) runs at import time, and
+    a cycle through it is one; ``if not TYPE_CHECKING:`` the other way round."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import typing\nif typing.TYPE_CHECKING:\n    from .c import C\n"
+                              "else:\n    from .b import B\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif not TYPE_CHECKING:\n    from . import a\n"
+                              "else:\n    from .c import C\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n"
+                              "elif True:\n    from .b import B\n")
+    edges = file_graph(str(tmp_path), "pkg")
+    assert edges == {"pkg": set(), "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": {"pkg.b"}}
+    assert report(str(tmp_path), "pkg") == ["unit cycle: pkg.a <-> pkg.b", "file cycle: pkg.a <-> pkg.b"]
+
+
 def test_every_unit_has_a_layer_and_imports_only_down() -> None:
     edges = file_graph(str(SRC), "wirepipe")
     units = {unit(m).split(".")[1] for m in edges if m != "wirepipe"}

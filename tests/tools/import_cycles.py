@@ -1,7 +1,8 @@
 """Import cycles and layer order in a package tree, counting every import (deferred ones too).
 
 Adapted from the project's shared ``import_cycles.py`` so the test suite does not depend on a
-path outside the clone. An import inside ``if TYPE_CHECKING:`` is not counted (it never runs).
+path outside the clone. An import inside the body of ``if TYPE_CHECKING:`` is not counted (it
+never runs); one in its ``else:`` branch is (it runs at import time).
 A *unit* is a top-level module or subpackage of the package (``wirepipe.codecs``,
 ``wirepipe.batch``); the package's own ``__init__`` is not a unit (its names are lazy).
 
@@ -28,11 +29,30 @@ def modules(src: str, pkg: str) -> dict[str, str]:
     return out
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` (any module's attribute of that name)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """The lines that never run: the body of ``if TYPE_CHECKING:``, the ``else`` of ``if not TYPE_CHECKING:``.
+
+    Only that branch: the other one (an ``else:``, an ``elif``) runs at import time and its
+    imports count. A test that merely mentions the name (``if TYPE_CHECKING or x:``) excepts nothing.
+    """
     lines: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            lines.update(n.lineno for n in ast.walk(node) if hasattr(n, "lineno"))
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
+        if _is_type_checking(test):
+            branch = node.body
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _is_type_checking(test.operand):
+            branch = node.orelse
+        else:
+            continue
+        lines.update(n.lineno for stmt in branch for n in ast.walk(stmt) if hasattr(n, "lineno"))
     return lines
 
 
