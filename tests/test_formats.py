@@ -439,6 +439,16 @@ def test_protobuf_decode_refuses_nested_fixed_bytes_of_another_length() -> None:
         f"record 1: {where}: expected exactly 32 bytes, got 31", "record 0: subnetwork_id: expected exactly 20 bytes, got 0"]
 
 
+def test_avro_range_check_takes_nulls_among_list_items() -> None:
+    s = parse_schema({"b": "list<int32?>", "c": "list<list<uint32?>>?"})
+    good = [{"b": [None, 1], "c": [[None, 2], []]}, {"b": [], "c": None}, {"b": [2**31 - 1, None], "c": [[0]]}]
+    bad = [{"b": [None, 2**31], "c": None}, {"b": [1], "c": [[1], [None, -1]]}, {"b": [None, "1"], "c": None}]
+    b = Serialize("avro", schema=s)(Batch(good + bad))
+    assert Deserialize("avro", schema=s)(b).values == good
+    assert [r.value for r in b.rejected] == bad
+    assert [r.error.split(":")[0] for r in b.rejected] == ["b[1]", "c[1][1]", "b[1]"]
+
+
 @pytest.mark.parametrize("fmt", ["msgpack", "json"])
 def test_msgspec_engine_rejects_misfits_on_decode_with_the_path(fmt: str) -> None:
     s = DATASETS["point"].schema

@@ -100,7 +100,12 @@ def schema_of_avsc(avsc: Any, path: str = "") -> RecordSchema:
 
 def range_guard(t: Type) -> Callable[[Any], None]:
     """A check of the int32 / uint32 values of ``t``: fastavro writes any integer as a varint, so an
-    out-of-range int32 (or a negative uint32, carried as a long) would reach the wire unnoticed."""
+    out-of-range int32 (or a negative uint32, carried as a long) would reach the wire unnoticed.
+
+    It raises without the field path (``schema.explain`` finds it when the record is refused). A
+    list of plain ints is one ``min`` and one ``max``, in C; a list with nulls in it (``list<int32?>``)
+    or a numpy array (which fastavro writes as it writes a list) goes item by item.
+    """
     if not t.contains("int32", "uint32"):
         return lambda v: None
     if t.kind in ("int32", "uint32"):
@@ -114,20 +119,21 @@ def range_guard(t: Type) -> Callable[[Any], None]:
     if t.kind == "list":
         item = t.item
         assert item is not None
-        if item.kind in ("int32", "uint32"):
+        each = range_guard(item)
+        if item.kind in ("int32", "uint32") and not item.optional:
             lo, hi = INTS[item.kind]
 
             def ints(v: Any) -> None:
-                if v and type(v) is list and (min(v) < lo or max(v) > hi):
+                if type(v) is not list:
+                    v = _listed(v)
+                if v and (min(v) < lo or max(v) > hi):
                     raise ValueError(f"a value is out of range for {item.kind}")
 
             return ints
-        each = range_guard(item)
 
         def items(v: Any) -> None:
-            if type(v) is list:
-                for x in v:
-                    each(x)
+            for x in v if type(v) is list else _listed(v):
+                each(x)
 
         return items
     guards = [(f.name, range_guard(f.type)) for f in t.record.fields if f.type.contains("int32", "uint32")]  # type: ignore[union-attr]
@@ -140,6 +146,31 @@ def range_guard(t: Type) -> Callable[[Any], None]:
                     guard(x)
 
     return record
+
+
+def _plain(v: Any) -> Any:
+    """``v`` with numpy arrays and tuples as lists and numpy scalars as Python numbers, or ``v`` itself
+    when it holds none. fastavro writes a numpy array as a list, but neither its items where the
+    schema has a union (``list<float64?>``) nor a tuple there (a tuple is its notation for a branch):
+    the encoder retries with this when a write fails, so plain lists pay nothing for it."""
+    t = type(v)
+    if t is dict:
+        out = {k: _plain(x) for k, x in v.items()}
+        return v if all(out[k] is x for k, x in v.items()) else out
+    if t is list or t is tuple:
+        items = [_plain(x) for x in v]
+        return v if t is list and all(a is b for a, b in zip(items, v, strict=True)) else items
+    if t is not memoryview and hasattr(v, "tolist"):
+        return _plain(v.tolist())
+    return v
+
+
+def _listed(v: Any) -> list[Any]:
+    """A numpy array (or tuple) as the list fastavro writes from it; anything else as no items (not
+    this check's to refuse: fastavro or ``schema.check`` does)."""
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    return list(v) if isinstance(v, (list, tuple)) else []
 
 
 def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = None
@@ -162,11 +193,17 @@ def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = No
     guard_list = range_guard(Type("list", item=Type("record", record=schema)))
 
     def encode(value: Any) -> bytes:
-        (guard_list if type(value) is list else guard)(value)
-        buf = BytesIO()
-        buf.write(prefix)
-        write(buf, list_schema if type(value) is list else parsed, value)
-        return buf.getvalue()
+        try:
+            (guard_list if type(value) is list else guard)(value)
+            buf = BytesIO()
+            buf.write(prefix)
+            write(buf, list_schema if type(value) is list else parsed, value)
+            return buf.getvalue()
+        except Exception:
+            plain = _plain(value)  # only on failure: numpy arrays and scalars, tuples
+            if plain is value:
+                raise
+        return encode(plain)
 
     def decode(data: bytes) -> Any:
         if skip:
