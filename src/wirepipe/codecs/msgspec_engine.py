@@ -14,6 +14,10 @@ cannot tell which engine a publisher ran. What the schema adds:
   encode), and the schema'd binary formats (bincode, postcard, protobuf, avro) refuse
   misfits on encode anyway.
 
+A numpy array (or scalar) where the schema has a list (or a number) is written as the untyped
+formats write it, as its ``tolist()``: the same bytes as the list, through msgspec's ``enc_hook``,
+which msgspec calls only for types it does not know, so plain lists pay nothing for it.
+
 Decoded records keep the keys that were sent (an absent optional field stays absent).
 """
 
@@ -42,6 +46,15 @@ def _dec_hook(t: type, obj: Any) -> Any:
             raise ValueError(f"expected exactly {t.size} bytes, got {len(b)}")
         return t(b)
     raise NotImplementedError(f"type {t!r}")
+
+
+def _enc_hook(obj: Any) -> Any:
+    """What msgspec cannot write: a numpy array or scalar as its list or number, as the untyped
+    formats write it (``tolist``), so a ``list<float64>`` field takes an array. msgspec calls this only
+    for types it does not know, so plain lists pay nothing for it."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"Encoding objects of type {type(obj).__name__} is unsupported")
 
 
 def python_type(t: Type, json: bool, names: dict[str, int]) -> Any:
@@ -102,7 +115,15 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
         return tag
     if t.kind == "list":
         item = _b64_writer(t.item)  # type: ignore[arg-type]
-        return lambda v: [item(x) for x in v] if type(v) is list else v
+
+        def items(v: Any) -> Any:
+            if type(v) is not list:
+                if not hasattr(v, "tolist"):
+                    return v  # None or a misfit
+                v = v.tolist()  # a numpy array of bytes: tagged like a list
+            return [item(x) for x in v]
+
+        return items
     fields = [(f.name, _b64_writer(f.type), f.type.contains("bytes", "fixed")) for f in t.record.fields]  # type: ignore[union-attr]
     with_bytes = [(name, fn) for name, fn, has in fields if has]
 
@@ -147,7 +168,7 @@ def msgpack_column_encoder(schema: RecordSchema) -> Callable[[list[Any]], list[b
     """The batch form of ``msgpack_codec``'s encoder (same bytes)."""
     import msgspec
 
-    encoder = msgspec.msgpack.Encoder()
+    encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
     return column_encoder(encoder.encode, encoder.encode_into)
 
 
@@ -155,7 +176,7 @@ def json_column_encoder(schema: RecordSchema) -> Callable[[list[Any]], list[byte
     """The batch form of ``json_codec``'s encoder (same bytes)."""
     import msgspec
 
-    encoder = msgspec.json.Encoder()
+    encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
     prepare = _json_writer(schema)
     return column_encoder(_prepared(encoder.encode, prepare), encoder.encode_into, prepare)
 
@@ -179,7 +200,7 @@ def msgpack_codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[
     """(encode, decode) for msgpack with ``schema``; ``framed``: a message is a list of records."""
     import msgspec
 
-    encode = msgspec.msgpack.Encoder().encode
+    encode = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode
     td = typed_dict(schema, json=False)
     decode = msgspec.msgpack.Decoder(list[td] if framed else td).decode  # type: ignore[valid-type]
     # msgspec's own errors name the path (``Expected `int`, got `str` - at `$.y```); the batch turns
@@ -191,7 +212,7 @@ def json_codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[An
     """(encode, decode) for json with ``schema``: the wirepipe JSON dialect, bytes as ``{"$base64": ...}``."""
     import msgspec
 
-    encode = _prepared(msgspec.json.Encoder().encode, _json_writer(schema))
+    encode = _prepared(msgspec.json.Encoder(enc_hook=_enc_hook).encode, _json_writer(schema))
     td = typed_dict(schema, json=True)
     decode = msgspec.json.Decoder(list[td] if framed else td, dec_hook=_dec_hook).decode  # type: ignore[valid-type]
     return encode, decode
