@@ -273,6 +273,7 @@ def write_results(run: BenchRun) -> Path:
     """
     import pyarrow.parquet as pq
 
+    from ..codecs.compression import deflate_choice
     from ..operators.metrics import run_metadata
     from ..storage import write_atomic
 
@@ -286,6 +287,7 @@ def write_results(run: BenchRun) -> Path:
     meta["wirepipe.bench.not_measured"] = json.dumps(run.not_measured)
     meta["wirepipe.bench.repetitions"] = json.dumps(
         {d: ms[0].repetitions for d, ms in run.measured.items() if ms})
+    meta["wirepipe.bench.deflate"] = deflate_choice()  # which library ran zlib/gzip/deflate, by level and size
     table = rows_table(run)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     write_atomic(path, lambda f: pq.write_table(table, f, compression="zstd"))

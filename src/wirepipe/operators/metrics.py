@@ -75,7 +75,8 @@ LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
 # the batch's rejects and the payload bytes that left it (None while values are objects).
 Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"]]
 
-_LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4")
+_LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4", "zlib-ng", "isal",
+              "cramjam", "msgspec", "fastavro", "protobuf", "pymongo")
 _LATENCY_FLUSH_RECORDS = 65536
 
 
