@@ -72,9 +72,13 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
             d = train_zstd_dictionary(samples, size=min(16384, max(1024, sum(map(len, samples)) // 10)))
         except (ValueError, zstandard.ZstdError):  # too little or too uniform data: no +dict rows then
             continue
-        path = write_atomic(out / f"{data.name}-{fmt}.zdict", lambda f, d=d: f.write(d))
+        path = write_atomic(out / f"{data.name}-{fmt}.zdict", functools.partial(_write, d))
         paths[fmt] = str(path)
     return paths
+
+
+def _write(data: bytes, file: Any) -> None:
+    file.write(data)
 
 
 def _per_record(total_bytes: int | None, repetitions: int) -> float | None:
