@@ -384,7 +384,7 @@ def _avro(schema: Schema, framed: bool = False, schema_id: int | None = None) ->
     return codec(schema, framed, schema_id)  # type: ignore[arg-type]
 
 
-def _layout(varints: bool) -> Callable[..., Any]:
+def _layout(varints: bool | str) -> Callable[..., Any]:
     def make(schema: Schema, framed: bool = False) -> Any:
         from .layout import Layout
 
@@ -398,7 +398,7 @@ def _pair(build: Callable[..., tuple[Encoder, Decoder]]) -> tuple[Callable[..., 
     return (lambda schema, **o: build(schema, **o)[0]), (lambda schema, **o: build(schema, **o)[1])
 
 
-def _layout_format(name: str, varints: bool, note: str) -> Format:
+def _layout_format(name: str, varints: bool | str, note: str) -> Format:
     make = _layout(varints)
     return Format(name, "numpy", f"application/vnd.wirepipe.{name}",
                   lambda schema, **o: make(schema).encode,
@@ -465,6 +465,8 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
                note="schemaless Avro binary; schema_id: N adds the Confluent framing"),
         _layout_format("bincode", False, "fixed layout: little-endian fixint, as Rust bincode 1 / legacy()"),
         _layout_format("postcard", True, "fixed layout with varints/zigzag, as Rust postcard"),
+        _layout_format("bincode-varint", "bincode-varint",
+                       "fixed layout with bincode 2's varints (251/252/253 + u16/u32/u64), as config::standard()"),
         Format("bson", "bson", "application/bson", *_schemaless(_bson), note="pymongo's bson"),
         Format("flexbuffers", "flatbuffers", "application/vnd.google.flexbuffers", *_schemaless(_flexbuffers),
                note="flatbuffers package (pure Python: slow)"),

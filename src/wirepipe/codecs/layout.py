@@ -1,37 +1,47 @@
-"""Fixed binary layouts from a typed schema: ``bincode`` (fixint) and ``postcard`` (varint).
+"""Fixed binary layouts from a typed schema: ``bincode`` (fixint), ``postcard`` (LEB128 varints)
+and ``bincode-varint`` (bincode 2's default ``config::standard()`` varints).
 
 These are the Python counterparts of the seed tables' bincode and postcard rows, and their
-bytes are the bytes Rust's serde writes for the same struct, so a Rust peer reads them with
-``bincode::deserialize`` (bincode 1.x, or bincode 2 with ``config::legacy()``) or
-``postcard::from_bytes``. The layout, field by field in schema order, nothing between fields:
+bytes are the bytes Rust writes for the same struct, so a Rust peer reads them with
+``bincode::deserialize`` (bincode 1.x, or bincode 2 with ``config::legacy()``),
+``postcard::from_bytes``, or bincode 2's ``decode_from_slice(.., config::standard())`` (the
+seed's "bincode (schema)" row, 2 bytes for its Point). The layout, field by field in schema
+order, nothing between fields:
 
-=================  =======================================  =======================================
-type               bincode (fixint, little-endian)          postcard
-=================  =======================================  =======================================
-int32 / uint32     4 bytes LE (two's complement)             zigzag varint / varint (LEB128, <= 5 B)
-int64              8 bytes LE                                zigzag varint (<= 10 B)
-float32 / float64  4 / 8 bytes LE IEEE 754                   4 / 8 bytes LE IEEE 754
-bool               1 byte, 0 or 1                            1 byte, 0 or 1
-string, bytes      u64 LE length, then the bytes (UTF-8)     varint length, then the bytes
-bytes[N]           the N bytes, no length ([u8; N])          the N bytes, no length
-list<T>            u64 LE count, then each item              varint count, then each item
-record             its fields in order, no header            its fields in order, no header
-T? (optional)      1 byte 0 (None) or 1 then the value       1 byte 0 (None) or 1 then the value
-=================  =======================================  =======================================
+=================  ==========================  ===========================  ============================
+type               bincode (fixint, LE)        postcard                     bincode-varint (LE)
+=================  ==========================  ===========================  ============================
+int32 / uint32     4 bytes (two's complement)  zigzag / plain LEB128 (<=5)  zigzag / plain bvarint (<=5)
+int64              8 bytes                     zigzag LEB128 (<= 10 B)      zigzag bvarint (<= 9 B)
+float32 / float64  4 / 8 bytes IEEE 754        4 / 8 bytes IEEE 754         4 / 8 bytes IEEE 754
+bool               1 byte, 0 or 1              1 byte, 0 or 1               1 byte, 0 or 1
+string, bytes      u64 length, then the bytes  LEB128 length, the bytes     bvarint length, the bytes
+bytes[N]           the N bytes ([u8; N])       the N bytes                  the N bytes
+list<T>            u64 count, then each item   LEB128 count, each item      bvarint count, each item
+record             its fields in order         its fields in order          its fields in order
+T? (optional)      1 byte 0 (None) or 1, value same                         same
+=================  ==========================  ===========================  ============================
 
-zigzag(n) = (n << 1) ^ (n >> 63): 0, -1, 1, -2 ... become 0, 1, 2, 3 ... A varint writes 7 bits
-per byte, least significant group first, the high bit set on every byte but the last.
+zigzag(n) = (n << 1) ^ (n >> 63): 0, -1, 1, -2 ... become 0, 1, 2, 3 ... A LEB128 varint writes
+7 bits per byte, least significant group first, the high bit set on every byte but the last. A
+bvarint (bincode 2) of u is the byte u when u < 251, else 251 then u as u16 LE (u < 2**16), 252
+then u32 LE (u < 2**32), 253 then u64 LE: 250 -> ``fa``, 251 -> ``fb fb 00``, 65536 -> ``fc 00
+00 01 00``. The decoder takes the longer forms (bincode's does), and refuses 254, 255 and a tag
+wider than the field (253 in a 32-bit field), as bincode's ``InvalidIntegerType``.
 A message framed with several records (``pack`` before ``serialize``) is ``Vec<Record>``: the
 count (u64 LE / varint) then the records. A message is one record or one Vec, never both: the
 decoder is told which (``framed: true``), as a Rust peer would be by its type.
 
 Speed: records whose fields all have a fixed width (``point``) are packed and unpacked a batch
-at a time with numpy (one structured array, or one varint matrix for postcard), not record by
-record; numeric lists (``large_vectors``) are one numpy call per list.
+at a time with numpy (one structured array, one varint matrix, or for bincode-varint one numpy
+step per field across the batch), not record by record; numeric lists (``large_vectors``) are
+one numpy call per list (bincode-varint decodes a list of mixed widths with a Python walk over
+the first bytes, ~60 ns a value, then one numpy gather).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +58,7 @@ _ST = {"int32": struct.Struct("<i"), "int64": struct.Struct("<q"), "uint32": str
 _U64 = struct.Struct("<Q")
 _VARINT_MAX = {"int32": 5, "uint32": 5, "int64": 10}
 _BYTES_LIKE = (bytes, bytearray, memoryview)
+BINCODE, POSTCARD, BINCODE_VARINT = "bincode", "postcard", "bincode-varint"  # the layouts, by format name
 
 
 def _corrupt(fmt: str, reason: str) -> StageError:
@@ -145,6 +156,134 @@ def _unzigzag_array(v: Any) -> Any:
     return (v >> np.uint64(1)).astype(np.int64) ^ -(v & np.uint64(1)).astype(np.int64)
 
 
+# --- bincode 2's varints (config::standard()) ------------------------------------------------------
+#
+# u < 251 is the byte u; else a tag byte then the value little-endian: 251 + u16, 252 + u32,
+# 253 + u64 (254 + u128 never occurs here: the widest type is 64-bit). Signed values are zigzagged
+# first. The decoder takes the longer forms for small values as bincode's does (251 00 05 reads
+# 5), and refuses a tag wider than the field (253 in an i32/u32: bincode's InvalidIntegerType),
+# 254 and 255.
+
+_U16_TAG, _U32_TAG, _U64_TAG = 251, 252, 253
+_MAX_TAG = {"int32": _U32_TAG, "uint32": _U32_TAG, "int64": _U64_TAG}
+_ONE_BYTE = [bytes((i,)) for i in range(251)]
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+
+
+def bvarint(n: int) -> bytes:
+    """bincode 2's varint of an unsigned ``n`` (< 2**64)."""
+    if n < 251:
+        return _ONE_BYTE[n]
+    if n < 0x10000:
+        return b"\xfb" + _U16.pack(n)
+    if n < 0x100000000:
+        return b"\xfc" + _U32.pack(n)
+    return b"\xfd" + _U64.pack(n)
+
+
+def _bvarint_lengths(max_tag: int) -> bytes:
+    """Bytes a varint takes, by its first byte; 0 for a tag the field does not allow."""
+    return bytes([1] * 251 + [3, 5, 9][: max_tag - 250] + [0] * (255 - max_tag))
+
+
+_BLEN = {tag: _bvarint_lengths(tag) for tag in (_U32_TAG, _U64_TAG)}
+
+
+def _bad_tag(fmt: str, tag: int, pos: int, max_tag: int) -> StageError:
+    wide = "a 64-bit" if max_tag == _U64_TAG else "a 32-bit"
+    return _corrupt(fmt, f"corrupt varint tag {tag} at byte {pos} (0..250 or 251..{max_tag} in {wide} field)")
+
+
+def _read_bvarint(buf: bytes, pos: int, max_tag: int, fmt: str) -> tuple[int, int]:
+    try:
+        tag = buf[pos]
+    except IndexError:
+        raise _corrupt(fmt, "truncated: the message ends before a varint") from None
+    if tag < 251:
+        return tag, pos + 1
+    size = _BLEN[max_tag][tag] - 1
+    if size < 0:
+        raise _bad_tag(fmt, tag, pos, max_tag)
+    end = pos + 1 + size
+    if end > len(buf):
+        raise _corrupt(fmt, "truncated: the message ends inside a varint")
+    return int.from_bytes(buf[pos + 1:end], "little"), end
+
+
+def _bvarint_matrix(u: Any) -> tuple[Any, Any]:
+    """bincode 2 varints of a uint64 array as an (n x 9) byte matrix and the mask of the bytes used."""
+    import numpy as np
+
+    n = len(u)
+    m = np.empty((n, 9), dtype=np.uint8)
+    m[:, 1:] = u.astype("<u8").view(np.uint8).reshape(n, 8)
+    tag = np.full(n, _U64_TAG, dtype=np.uint8)
+    tag[u < np.uint64(0x100000000)] = _U32_TAG
+    tag[u < np.uint64(0x10000)] = _U16_TAG
+    small = u < np.uint64(251)
+    tag[small] = u[small]
+    m[:, 0] = tag
+    lengths = np.frombuffer(_BLEN[_U64_TAG], dtype=np.uint8)[tag]
+    return m, np.arange(9) < lengths[:, None]
+
+
+def _bvarint_values(w: Any, starts: Any) -> tuple[Any, Any]:
+    """The varints starting at ``starts`` in the byte array ``w`` (padded with 8 bytes); (values, first bytes)."""
+    import numpy as np
+
+    tag = w[starts]
+    body = w[starts[:, None] + np.arange(1, 9)].copy().view("<u8")[:, 0]
+    width = np.asarray([0, 0xFFFF, 0xFFFFFFFF, 2**64 - 1], dtype=np.uint64)[np.clip(tag.astype(np.int64) - 250, 0, 3)]
+    return np.where(tag < 251, tag.astype(np.uint64), body & width), tag
+
+
+def _read_bvarints(buf: bytes, pos: int, count: int, max_tag: int, fmt: str) -> tuple[Any, int]:
+    """``count`` bincode 2 varints from ``pos`` as a uint64 array; (values, new position).
+
+    Where every varint has the width of the first (200..220 zigzagged are all 251 + u16), one
+    numpy pass; otherwise a Python walk over the first bytes (~60 ns a varint) finds where each
+    starts, and numpy reads them all at once.
+    """
+    import numpy as np
+
+    if count == 0:
+        return np.zeros(0, dtype=np.uint64), pos
+    if pos >= len(buf):
+        raise _corrupt(fmt, f"truncated: {count} varints announced, the message ends at byte {pos}")
+    lengths = _BLEN[max_tag]
+    window = np.frombuffer(buf, dtype=np.uint8, count=min(len(buf) - pos, count * 9), offset=pos)
+    first = int(window[0])
+    step = lengths[first]
+    if step == 0:
+        raise _bad_tag(fmt, first, pos, max_tag)
+    span = step * count
+    if span <= len(window):
+        tags = window[:span:step]
+        if step == 1 and bool((tags < 251).all()):
+            return tags.astype(np.uint64), pos + count
+        if step > 1 and bool((tags == first).all()):
+            body = window[:span].reshape(count, step)[:, 1:]
+            return body.copy().view(f"<u{step - 1}")[:, 0].astype(np.uint64), pos + span
+    table = bytes(buf[pos:pos + count * 9]).translate(lengths)  # each byte -> the length of a varint it starts
+    starts = [0] * count
+    p = 0
+    try:
+        for i in range(count):
+            starts[i] = p
+            n = table[p]
+            if n == 0:
+                raise _bad_tag(fmt, int(window[p]), pos + p, max_tag)
+            p += n
+    except IndexError:
+        raise _corrupt(fmt, f"truncated: {count} varints announced at byte {pos}") from None
+    if p > len(window):
+        raise _corrupt(fmt, f"truncated: {count} varints announced at byte {pos}")
+    padded = np.concatenate([window[:p], np.zeros(8, dtype=np.uint8)])
+    values, _ = _bvarint_values(padded, np.asarray(starts, dtype=np.int64))
+    return values, pos + p
+
+
 # --- per-record encoders and decoders, built once per schema -----------------------------------------
 
 
@@ -178,8 +317,8 @@ def _float_array(v: Any, kind: str) -> Any:
     return a.astype(_NP[kind])
 
 
-def _encoder(t: Type, varints: bool) -> Enc:
-    enc = _required_encoder(t, varints)
+def _encoder(t: Type, fmt: str) -> Enc:
+    enc = _required_encoder(t, fmt)
     if not t.optional:
         return enc
 
@@ -193,21 +332,24 @@ def _encoder(t: Type, varints: bool) -> Enc:
     return optional
 
 
-def _length(varints: bool) -> Callable[[int], bytes]:
-    return varint if varints else _U64.pack
+def _length(fmt: str) -> Callable[[int], bytes]:
+    return {POSTCARD: varint, BINCODE_VARINT: bvarint}.get(fmt, _U64.pack)
 
 
-def _required_encoder(t: Type, varints: bool) -> Enc:
+def _required_encoder(t: Type, fmt: str) -> Enc:
     kind = t.kind
-    length = _length(varints)
-    if kind in INTS and varints:
+    length = _length(fmt)
+    if kind in INTS and fmt != BINCODE:
         signed = kind != "uint32"
         bits = 64 if kind == "int64" else 32
-        pack = _ST[kind].pack  # range and type check, as bincode's would fail to compile
+        pack = _ST[kind].pack  # range and type check, as Rust's would fail to compile
+        write = varint if fmt == POSTCARD else bvarint
 
         def int_varint(v: Any, out: list[bytes]) -> None:
+            if type(v) is bool:
+                raise TypeError("expected an integer, got bool")
             pack(v)
-            out.append(varint(_zigzag(v, bits) if signed else v))
+            out.append(write(_zigzag(v, bits) if signed else v))
 
         return int_varint
     if kind in _ST:
@@ -255,8 +397,8 @@ def _required_encoder(t: Type, varints: bool) -> Enc:
 
         return fixed
     if kind == "list":
-        return _list_encoder(t.item, varints)  # type: ignore[arg-type]
-    fields = [(f.name, _encoder(f.type, varints), f.type.optional)
+        return _list_encoder(t.item, fmt)  # type: ignore[arg-type]
+    fields = [(f.name, _encoder(f.type, fmt), f.type.optional)
               for f in t.record.fields]  # type: ignore[union-attr]
 
     def record(v: Any, out: list[bytes]) -> None:
@@ -266,19 +408,20 @@ def _required_encoder(t: Type, varints: bool) -> Enc:
     return record
 
 
-def _list_encoder(item: Type, varints: bool) -> Enc:
-    length = _length(varints)
+def _list_encoder(item: Type, fmt: str) -> Enc:
+    length = _length(fmt)
     if not item.optional and item.kind in _NP:
         kind = item.kind
-        if kind in INTS and varints:
+        if kind in INTS and fmt != BINCODE:
             bits = 64 if kind == "int64" else 32
             maxlen = _VARINT_MAX[kind]
             signed = kind != "uint32"
+            matrix = functools.partial(_varint_matrix, maxlen=maxlen) if fmt == POSTCARD else _bvarint_matrix
 
             def int_list_varint(v: Any, out: list[bytes]) -> None:
                 a = _int_array(v, kind)
                 u = _zigzag_array(a, bits) if signed else a.astype("uint64")
-                m, mask = _varint_matrix(u, maxlen)
+                m, mask = matrix(u)
                 out.append(length(len(a)))
                 out.append(m[mask].tobytes())
 
@@ -291,7 +434,7 @@ def _list_encoder(item: Type, varints: bool) -> Enc:
             out.append(a.tobytes())
 
         return numeric_list
-    enc = _encoder(item, varints)
+    enc = _encoder(item, fmt)
 
     def items(v: Any, out: list[bytes]) -> None:
         if not isinstance(v, (list, tuple)):
@@ -303,8 +446,8 @@ def _list_encoder(item: Type, varints: bool) -> Enc:
     return items
 
 
-def _decoder(t: Type, varints: bool, fmt: str) -> Dec:
-    dec = _required_decoder(t, varints, fmt)
+def _decoder(t: Type, fmt: str) -> Dec:
+    dec = _required_decoder(t, fmt)
     if not t.optional:
         return dec
 
@@ -321,9 +464,11 @@ def _decoder(t: Type, varints: bool, fmt: str) -> Dec:
     return optional
 
 
-def _read_length(varints: bool, fmt: str) -> Callable[[bytes, int], tuple[int, int]]:
-    if varints:
+def _read_length(fmt: str) -> Callable[[bytes, int], tuple[int, int]]:
+    if fmt == POSTCARD:
         return lambda buf, pos: _read_varint(buf, pos, 10, fmt)
+    if fmt == BINCODE_VARINT:
+        return lambda buf, pos: _read_bvarint(buf, pos, _U64_TAG, fmt)
     unpack = _U64.unpack_from
 
     def u64(buf: bytes, pos: int) -> tuple[int, int]:
@@ -341,16 +486,17 @@ def _take(buf: bytes, pos: int, n: int, fmt: str) -> tuple[bytes, int]:
     return buf[pos:end], end
 
 
-def _required_decoder(t: Type, varints: bool, fmt: str) -> Dec:
+def _required_decoder(t: Type, fmt: str) -> Dec:
     kind = t.kind
-    read_length = _read_length(varints, fmt)
-    if kind in INTS and varints:
+    read_length = _read_length(fmt)
+    if kind in INTS and fmt != BINCODE:
         signed = kind != "uint32"
         maxlen = _VARINT_MAX[kind]
+        max_tag = _MAX_TAG[kind]
         lo, hi = INTS[kind]
 
         def int_varint(buf: bytes, pos: int) -> tuple[Any, int]:
-            n, pos = _read_varint(buf, pos, maxlen, fmt)
+            n, pos = _read_varint(buf, pos, maxlen, fmt) if fmt == POSTCARD else _read_bvarint(buf, pos, max_tag, fmt)
             v = _unzigzag(n) if signed else n
             if not lo <= v <= hi:
                 raise _corrupt(fmt, f"varint {v} out of range for {kind}")
@@ -396,8 +542,8 @@ def _required_decoder(t: Type, varints: bool, fmt: str) -> Dec:
         size = t.size
         return lambda buf, pos: _take(buf, pos, size, fmt)
     if kind == "list":
-        return _list_decoder(t.item, varints, fmt)  # type: ignore[arg-type]
-    fields = [(f.name, _decoder(f.type, varints, fmt)) for f in t.record.fields]  # type: ignore[union-attr]
+        return _list_decoder(t.item, fmt)  # type: ignore[arg-type]
+    fields = [(f.name, _decoder(f.type, fmt)) for f in t.record.fields]  # type: ignore[union-attr]
 
     def record(buf: bytes, pos: int) -> tuple[Any, int]:
         out = {}
@@ -408,20 +554,22 @@ def _required_decoder(t: Type, varints: bool, fmt: str) -> Dec:
     return record
 
 
-def _list_decoder(item: Type, varints: bool, fmt: str) -> Dec:
+def _list_decoder(item: Type, fmt: str) -> Dec:
     import numpy as np
 
-    read_length = _read_length(varints, fmt)
+    read_length = _read_length(fmt)
     if not item.optional and item.kind in _NP:
         kind = item.kind
-        if kind in INTS and varints:
+        if kind in INTS and fmt != BINCODE:
             maxlen = _VARINT_MAX[kind]
+            max_tag = _MAX_TAG[kind]
             signed = kind != "uint32"
             lo, hi = INTS[kind]
 
             def int_list_varint(buf: bytes, pos: int) -> tuple[Any, int]:
                 n, pos = read_length(buf, pos)
-                u, pos = _read_varints(buf, pos, n, maxlen, fmt)
+                u, pos = _read_varints(buf, pos, n, maxlen, fmt) if fmt == POSTCARD else \
+                    _read_bvarints(buf, pos, n, max_tag, fmt)
                 a = _unzigzag_array(u) if signed else u
                 if n and (int(a.min()) < lo or int(a.max()) > hi):
                     raise _corrupt(fmt, f"a varint is out of range for {kind}")
@@ -438,7 +586,7 @@ def _list_decoder(item: Type, varints: bool, fmt: str) -> Dec:
             return np.frombuffer(buf, dtype, n, pos).tolist(), end
 
         return numeric_list
-    dec = _decoder(item, varints, fmt)
+    dec = _decoder(item, fmt)
 
     def items(buf: bytes, pos: int) -> tuple[Any, int]:
         n, pos = read_length(buf, pos)
@@ -457,17 +605,24 @@ def _list_decoder(item: Type, varints: bool, fmt: str) -> Dec:
 
 
 class Layout:
-    """bincode (``varints=False``) or postcard (``varints=True``) for one record schema."""
+    """One of the three layouts for one record schema: ``bincode`` (fixint), ``postcard``
+    (LEB128 varints) or ``bincode-varint`` (bincode 2's ``standard()`` varints).
 
-    def __init__(self, schema: RecordSchema, varints: bool) -> None:
+    ``layout`` is the format name; ``False`` and ``True`` still mean bincode and postcard.
+    """
+
+    def __init__(self, schema: RecordSchema, layout: str | bool) -> None:
+        fmt = layout if isinstance(layout, str) else (POSTCARD if layout else BINCODE)
+        if fmt not in (BINCODE, POSTCARD, BINCODE_VARINT):
+            raise ValueError(f"unknown layout {fmt!r}: allowed {BINCODE}, {POSTCARD}, {BINCODE_VARINT}")
         self.schema = schema
-        self.varints = varints
-        self.fmt = "postcard" if varints else "bincode"
+        self.fmt = fmt
+        self.varints = fmt != BINCODE
         rec = Type("record", record=schema)
-        self._enc = _encoder(rec, varints)
-        self._dec = _decoder(rec, varints, self.fmt)
-        self._vec_enc = _list_encoder(rec, varints)
-        self._vec_dec = _list_decoder(rec, varints, self.fmt)
+        self._enc = _encoder(rec, fmt)
+        self._dec = _decoder(rec, fmt)
+        self._vec_enc = _list_encoder(rec, fmt)
+        self._vec_dec = _list_decoder(rec, fmt)
         self._flat = all(f.type.kind in _NP or f.type.kind == "bool" for f in schema.fields) and \
             not any(f.type.optional for f in schema.fields)
         self._dtype = self._struct_dtype() if self._flat else None
@@ -484,7 +639,7 @@ class Layout:
             if self._flat and value and type(value[0]) is dict:
                 # a framed message of fixed-size records: the whole Vec in one numpy pass
                 if self.varints:
-                    return varint(len(value)) + b"".join(self._encode_postcard(value))
+                    return _length(self.fmt)(len(value)) + b"".join(self._encode_varint_rows(value))
                 return _U64.pack(len(value)) + self._bincode_array(value).tobytes()
             self._vec_enc(value, out)
         else:
@@ -524,7 +679,7 @@ class Layout:
         """Every record of the batch (dicts, not lists) at once; raises on anything else."""
         if not self._flat or not values or type(values[0]) is not dict:
             return [self.encode(v) for v in values]
-        return self._encode_postcard(values) if self.varints else self._encode_bincode(values)
+        return self._encode_varint_rows(values) if self.varints else self._encode_bincode(values)
 
     def _bincode_array(self, values: list[Any]) -> Any:
         import numpy as np
@@ -567,11 +722,12 @@ class Layout:
         kind = f.type.kind
         if kind in INTS:
             u = _zigzag_array(col, 64 if kind == "int64" else 32) if kind != "uint32" else col.astype(np.uint64)
-            return _varint_matrix(u, _VARINT_MAX[kind])
+            return _varint_matrix(u, _VARINT_MAX[kind]) if self.fmt == POSTCARD else _bvarint_matrix(u)
         m = col.astype(_NP.get(kind, "u1")).view(np.uint8).reshape(len(col), -1)
         return m, np.ones(m.shape, dtype=bool)
 
-    def _encode_postcard(self, values: list[Any]) -> list[bytes]:
+    def _encode_varint_rows(self, values: list[Any]) -> list[bytes]:
+        """postcard or bincode-varint: each field's bytes as a matrix with a mask, all fields side by side."""
         import numpy as np
 
         parts = [self._field_matrix(f, c) for f, c in zip(self.schema.fields, self._columns(values), strict=True)]
@@ -586,6 +742,8 @@ class Layout:
         """Every payload of the batch at once (one record each); raises if any does not fit."""
         if not self._flat or not payloads:
             return [self.decode(p) for p in payloads]
+        if self.fmt == BINCODE_VARINT:
+            return self._records(self._decode_bincode_varint(payloads))
         return self._records(self._decode_postcard(payloads) if self.varints else self._decode_bincode(payloads))
 
     def _decode_bincode(self, payloads: list[bytes]) -> list[list[Any]]:
@@ -634,4 +792,40 @@ class Layout:
             if int(v.min()) < lo or int(v.max()) > hi:
                 raise _corrupt(self.fmt, f"{f.name}: a varint is out of range for {f.type.kind}")
             cols.append(v.tolist())
+        return cols
+
+    def _decode_bincode_varint(self, payloads: list[bytes]) -> list[list[Any]]:
+        """Field by field across the batch: every message's next field read at once (a varint's width
+        is in its first byte), so a record of k fields is k numpy steps whatever the batch size."""
+        import numpy as np
+
+        sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
+        ends = np.cumsum(sizes)
+        pos = ends - sizes
+        w = np.frombuffer(b"".join(payloads) + bytes(9), dtype=np.uint8)
+        cols = []
+        for f in self.schema.fields:
+            kind = f.type.kind
+            if (pos >= ends).any():
+                raise _corrupt(self.fmt, f"truncated: a message ends before {f.name}")
+            if kind in INTS:
+                u, tag = _bvarint_values(w, pos)
+                width = np.frombuffer(_BLEN[_MAX_TAG[kind]], dtype=np.uint8)[tag]
+                if not width.all():
+                    bad = int(np.flatnonzero(width == 0)[0])
+                    raise _bad_tag(self.fmt, int(tag[bad]), int(pos[bad]), _MAX_TAG[kind])
+                pos = pos + width
+                cols.append((_unzigzag_array(u) if kind != "uint32" else u).tolist())
+                continue
+            size = np.dtype(_NP.get(kind, "u1")).itemsize
+            raw = w[pos[:, None] + np.arange(size)].copy()
+            if kind == "bool":
+                if (raw > 1).any():
+                    raise _corrupt(self.fmt, f"corrupt bool in {f.name} (0 or 1 allowed)")
+                cols.append((raw[:, 0] == 1).tolist())
+            else:
+                cols.append(raw.view(_NP[kind])[:, 0].tolist())
+            pos = pos + size
+        if not np.array_equal(pos, ends):
+            raise _corrupt(self.fmt, "a message is not one record long")
         return cols
