@@ -421,16 +421,22 @@ def _schemaless(build: Callable[[], tuple[Encoder, Decoder]]) -> tuple[Callable[
     return (lambda _schema: build()[0]), (lambda _schema: build()[1])
 
 
-def _bson() -> tuple[Encoder, Decoder]:
+def _typed_document(build: Callable[[Any], tuple[Encoder, Decoder]]) -> tuple[Callable[..., Encoder], Callable[..., Decoder]]:
+    """A document format that writes the schema's types when given a typed schema (bson, flexbuffers)."""
+    return (lambda schema: build(schema if _is_typed(schema) else None)[0]), \
+        (lambda schema: build(schema if _is_typed(schema) else None)[1])
+
+
+def _bson(schema: Any) -> tuple[Encoder, Decoder]:
     from .documents import bson_codec
 
-    return bson_codec()
+    return bson_codec(schema)
 
 
-def _flexbuffers() -> tuple[Encoder, Decoder]:
+def _flexbuffers(schema: Any) -> tuple[Encoder, Decoder]:
     from .documents import flexbuffers_codec
 
-    return flexbuffers_codec()
+    return flexbuffers_codec(schema)
 
 
 def _toml() -> tuple[Encoder, Decoder]:
@@ -467,9 +473,10 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
         _layout_format("postcard", True, "fixed layout with varints/zigzag, as Rust postcard"),
         _layout_format("bincode-varint", "bincode-varint",
                        "fixed layout with bincode 2's varints (251/252/253 + u16/u32/u64), as config::standard()"),
-        Format("bson", "bson", "application/bson", *_schemaless(_bson), note="pymongo's bson"),
-        Format("flexbuffers", "flatbuffers", "application/vnd.google.flexbuffers", *_schemaless(_flexbuffers),
-               note="flatbuffers package (pure Python: slow)"),
+        Format("bson", "bson", "application/bson", *_typed_document(_bson),
+               note="pymongo's bson; typed schema: uint32/int64 as int64, as Rust's bson"),
+        Format("flexbuffers", "flatbuffers", "application/vnd.google.flexbuffers", *_typed_document(_flexbuffers),
+               note="flatbuffers package (pure Python: slow); typed schema: numeric lists as narrowest typed vectors"),
         Format("toml", "tomli_w", "application/toml", *_schemaless(_toml), binary=False,
                note='tomllib + tomli-w; bytes as {"$base64" = ...}; no null'),
     )
