@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Self, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, get_args
 
 from ..batch import Batch, Rejected
 from ..wire import dead_letter_batch
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 _NOT_IDENTITY = frozenset({"count", "duration", "batch_size", "batch_timeout", "rate", "url", "auth", "tls",
                            "durable", "ordered", "queue"})
+_C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
 
 
 class Source(ABC):
@@ -139,7 +140,7 @@ class Configured:
         self._configure(validate(model, {"type": tag, **fields}, role))
 
     @classmethod
-    def from_config(cls, config: Any) -> Self:
+    def from_config(cls: type[_C], config: Any) -> _C:
         """The connector a validated config describes (no second validation)."""
         part = cls.__new__(cls)
         part._configure(config)
