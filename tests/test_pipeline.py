@@ -221,3 +221,43 @@ async def test_appending_to_a_jsonl_file_a_killed_writer_tore_cuts_the_torn_line
     await sink.write(Batch([{"i": 3}]))
     await sink.close()
     assert path.read_bytes().splitlines() == [b'{"i": 0}', b'{"i": 1}', b'{"i":3}']
+
+
+# --- headers records come with survive the codecs ----------------------------------------------------
+
+
+def test_a_per_record_header_survives_serialize_and_compress_to_the_sink(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace header a source gave each record (as a NATS source does) reaches the sink, with the wire headers
+    added beside it; the columnar pass does it (the per-record fallback would reject every record here)."""
+    from wirepipe.testing import TestingSink, TestingSource, run
+
+    def no_fallback(self: Serialize, value: object) -> bytes:
+        raise AssertionError("serialize fell back to the record-by-record pass")
+
+    monkeypatch.setattr(Serialize, "_explained", no_fallback)
+    traces = [{"traceparent": f"00-{i:032x}-{i:016x}-01"} for i in range(10)]
+    traces[3] = {"traceparent": traces[3]["traceparent"], "Content-Encoding": "gzip"}  # as received: now stale
+    sink = TestingSink()
+    stats = run(TestingSource([{"i": i} for i in range(10)], batch_size=4, headers=traces),
+                [wp.serialize("msgpack"), wp.compress("zstd")], sink)
+    assert stats.rejected == 0 and stats.records_out == 10
+    assert [h["traceparent"] for h in sink.headers] == [t["traceparent"] for t in traces]
+    assert all(h["Content-Type"] == "application/msgpack" and h["Content-Encoding"] == "zstd" for h in sink.headers)
+    back = Deserialize("auto")(Decompress("auto")(Batch(sink.records, headers=sink.headers)))
+    assert back.values == [{"i": i} for i in range(10)]
+    # serialize alone: the bytes are new and uncompressed, so a Content-Encoding they came with is dropped
+    plain = Serialize("json")(Batch([{"i": 1}], headers=[{"traceparent": "t", "Content-Encoding": "gzip"}]))
+    assert plain.headers == [{"traceparent": "t", "Content-Type": "application/json"}]
+    # records without headers keep the one shared dict (the sinks' fast path)
+    assert Serialize("json")(Batch([{"i": 1}, {"i": 2}], headers=[None, {}])).headers == \
+        {"Content-Type": "application/json"}
+
+
+def test_the_operators_declare_the_headers_they_set() -> None:
+    from wirepipe.operators.base import Operator
+    from wirepipe.wire import Header
+
+    assert Serialize.adds_headers == (Header.CONTENT_TYPE.value,)
+    assert Operator.adds_headers == ()
+    batch = Serialize("json")(Batch([{"i": 1}]))
+    assert set(Serialize.adds_headers) <= set(batch.headers)

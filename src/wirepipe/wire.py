@@ -39,16 +39,33 @@ class Header(str, Enum):
         return self.value
 
 
-def set_header(batch: Batch, key: str, value: str) -> None:
-    """Set a wire header on every record of a batch: one shared dict when the batch has one, per record
-    otherwise (the one way operators add a header)."""
+def set_header(batch: Batch, key: str, value: str, drop: str | None = None) -> None:
+    """Set a wire header on every record of a batch, keeping the headers the records came with (a trace
+    id from the source): one shared dict when the batch has one, per record otherwise (the one way
+    operators add a header; they declare which in ``Operator.adds_headers``). ``drop`` names a header
+    the new value makes wrong (``serialize`` writes fresh bytes: an old ``Content-Encoding`` goes).
+
+    >>> b = Batch([b"a", b"b"], headers=[{"traceparent": "00-1"}, None])
+    >>> set_header(b, "Content-Type", "application/json")
+    >>> b.headers
+    [{'traceparent': '00-1', 'Content-Type': 'application/json'}, {'Content-Type': 'application/json'}]
+    """
     h = batch.headers
-    if h is None:
+    if h is None or (not isinstance(h, dict) and not any(h)):  # no record has a header: one shared dict
         batch.headers = {key: value}
     elif isinstance(h, dict):
-        batch.headers = {**h, key: value}
-    else:
+        batch.headers = _merged(h, key, value, drop)
+    elif drop is None:
         batch.headers = [{**d, key: value} if d else {key: value} for d in h]
+    else:
+        batch.headers = [_merged(d, key, value, drop) if d else {key: value} for d in h]
+
+
+def _merged(headers: dict[str, str], key: str, value: str, drop: str | None) -> dict[str, str]:
+    out = {**headers, key: value}
+    if drop is not None:
+        out.pop(drop, None)
+    return out
 
 
 # --- header-block sizes ---------------------------------------------------------------------------

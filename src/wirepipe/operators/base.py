@@ -21,6 +21,9 @@ class Operator:
     # True: running it over consecutive slices of a batch and joining the results equals running it
     # over the batch (the run loop slices long passes so a core NATS consumer keeps reading).
     per_record: ClassVar[bool] = True
+    # The wire headers it sets on every record (``wire.set_header``, keeping the ones records came
+    # with): what a header-aware sink or dead letter can expect a record to carry past this stage.
+    adds_headers: ClassVar[tuple[str, ...]] = ()
     name: str = ""
     params: dict[str, Any]
 

@@ -2,6 +2,8 @@
 
 ``Serialize`` turns the value column into payload bytes with one format and sets
 ``Content-Type`` (``Header.CONTENT_TYPE``), so a consumer with ``format: auto`` decodes it;
+the other headers records came with (a trace id from a NATS source) stay, except a
+``Content-Encoding``: the bytes are new and not compressed (``compress`` sets its own);
 ``deserialize`` (``operators/deserialize.py``) is the reverse. The ``schema`` option is
 described in ``operators/schema_options.py``. A value that does not fit a typed schema is
 rejected per record with the field path in the reason.
@@ -15,6 +17,8 @@ In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgp
 ([b'{"x":1}', b'{"x":2}'], {'Content-Type': 'application/json'})
 >>> Deserialize("auto")(payloads).values
 [{'x': 1}, {'x': 2}]
+>>> Serialize("json")(Batch([{"x": 1}], headers=[{"traceparent": "00-1", "Content-Encoding": "gzip"}])).headers
+[{'traceparent': '00-1', 'Content-Type': 'application/json'}]
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from ..codecs.formats import Encoder, Schema, get_format
 from ..errors import StageError
 from ..models import Strict
 from ..schema import RecordSchema, explain
-from ..wire import Header
+from ..wire import Header, set_header
 from .base import BuildContext, Operator
 from .schema_options import (
     MESSAGE_FIELD,
@@ -46,6 +50,7 @@ class Serialize(Operator):
     """Encode every value with one format; sets ``Content-Type``."""
 
     stage = "serialize"
+    adds_headers = (Header.CONTENT_TYPE.value,)
 
     def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None) -> None:
         self.format = get_format(format)
@@ -85,7 +90,7 @@ class Serialize(Operator):
             except Exception:  # redo record by record: each misfit rejected with its field path
                 batch.values = values
                 batch.map_values(self._explained, self.stage, self.name)
-        batch.headers = {Header.CONTENT_TYPE.value: self._content_type}
+        set_header(batch, Header.CONTENT_TYPE.value, self._content_type, drop=Header.CONTENT_ENCODING.value)
         return batch
 
     def _explained(self, value: Any) -> bytes:
