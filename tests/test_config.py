@@ -105,3 +105,41 @@ def test_pipeline_without_sink_runs_into_the_null_sink(tmp_path: Path) -> None:
     pipeline = load_pipeline(path)
     assert isinstance(pipeline.sink, NullSink)
     assert pipeline.run().records_out == 10
+
+
+# --- a pipeline built in Python keeps the rules of a YAML one --------------------------------------------
+
+
+def _yaml_error(data: dict) -> ConfigError:
+    from wirepipe.pipelines.config import build_pipeline, validate_config
+
+    with pytest.raises(ConfigError) as info:
+        build_pipeline(validate_config(data, file="p.yaml"), file="p.yaml")
+    return info.value
+
+
+def test_a_whole_pipeline_rule_holds_for_a_pipeline_built_in_python(tmp_path: Path) -> None:
+    """One Parquet file behind a JetStream durable: refused in YAML (with the file) and in Python (at ``|``, at
+    construction, and at the start of a run whose sink was swapped in afterwards), with the same message."""
+    import wirepipe as wp
+
+    yaml_error = _yaml_error({"name": "p", "source": {"type": "jetstream", "stream": "S", "durable": "d"},
+                              "sink": {"type": "parquet", "path": "out.parquet"}})
+    assert str(yaml_error).startswith("p.yaml: sink.path: 'out.parquet' is one Parquet file, readable only once")
+    source = wp.jetstream_source("S", durable="d")
+    for build in (lambda: source | wp.parquet_sink("out.parquet"),
+                  lambda: wp.Pipeline(source, [], wp.parquet_sink("out.parquet"))):
+        with pytest.raises(ConfigError) as info:
+            build()
+        assert (info.value.path, info.value.detail) == (yaml_error.path, yaml_error.detail)
+    with pytest.raises(ConfigError, match=r"^dead_letter\.path: 'dead\.parquet' is one Parquet file"):
+        wp.Pipeline(source, [], wp.null_sink(), dead_letter=wp.parquet_sink("dead.parquet"))
+    pipe = wp.Pipeline(source, [], wp.null_sink())
+    pipe.sink = wp.parquet_sink(tmp_path / "late.parquet")
+    with pytest.raises(ConfigError, match="is one Parquet file"):
+        pipe.run()
+    assert not (tmp_path / "late.parquet").exists()  # refused before anything opened
+    # what stays allowed: part files behind the durable, one file behind an ordered consumer or a file source
+    wp.jetstream_source("S", durable="d") | wp.parquet_sink("out/part-{part}.parquet")
+    wp.jetstream_source("S", ordered=True) | wp.parquet_sink("out.parquet")
+    wp.generate("point", count=1) | wp.parquet_sink("out.parquet")

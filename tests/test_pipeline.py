@@ -223,7 +223,30 @@ async def test_appending_to_a_jsonl_file_a_killed_writer_tore_cuts_the_torn_line
     assert path.read_bytes().splitlines() == [b'{"i": 0}', b'{"i": 1}', b'{"i":3}']
 
 
-# --- headers records come with survive the codecs ----------------------------------------------------
+# --- `|` builds new pipelines; headers records come with survive the codecs ------------------------------
+
+
+def test_pipe_returns_a_new_pipeline_and_leaves_the_base_as_it_was(tmp_path: Path) -> None:
+    dead = wp.jsonl_sink(tmp_path / "dead.jsonl")
+    base = wp.Pipeline(wp.generate("point", count=20, batch_size=8), [Serialize("msgpack")], name="base",
+                       dead_letter=dead, queue_size=3, flush_interval=0.25, shutdown_timeout=7.0)
+    zstd = base | wp.compress("zstd")
+    lz4 = base | [wp.compress("lz4")]
+    assert zstd is not base and lz4 is not base and zstd is not lz4
+    assert [op.name for op in base.operators] == ["msgpack"]
+    assert [op.name for op in zstd.operators] == ["msgpack", "zstd"]
+    assert [op.name for op in lz4.operators] == ["msgpack", "lz4"]
+    out = zstd | wp.jsonl_sink(tmp_path / "zstd.jsonl")
+    assert zstd.sink is None and out.sink is not None and out.operators == zstd.operators
+    assert out.operators is not zstd.operators  # a list of its own: extending one never changes the other
+    # everything else of the original is kept
+    for p in (zstd, lz4, out):
+        assert (p.name, p.dead_letter, p.queue_size, p.flush_interval, p.shutdown_timeout, p.source) == \
+            ("base", dead, 3, 0.25, 7.0, base.source)
+    assert out.run().records_out == 20
+    assert base.sink is None  # running the derived pipeline did not touch the base
+    with pytest.raises(TypeError):
+        base | 42
 
 
 def test_a_per_record_header_survives_serialize_and_compress_to_the_sink(monkeypatch: pytest.MonkeyPatch) -> None:

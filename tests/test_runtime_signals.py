@@ -54,3 +54,34 @@ def test_the_interfaces_are_abstract_and_the_signals_typed() -> None:
     for signal in (NotConnected("x"), BackOff("x", 1.0)):
         assert isinstance(signal, SinkUnavailable) and is_sink_failure(signal)
     assert BackOff("x", 2.5).wait == 2.5
+
+
+def test_the_run_loop_calls_the_sink_hooks_the_abc_declares() -> None:
+    """``bind`` (name and source, before ``open``) and ``unconfirmed`` are ``Sink``'s, with defaults: the loop calls
+    them plainly on any sink, and a sink that overrides ``bind`` gets the pipeline's name and its source."""
+
+    class Bound(TestingSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bound: list[tuple[str, str]] = []
+
+        def bind(self, pipeline: str, source: Source) -> None:
+            self.bound.append((pipeline, source.identity))
+
+    sink, dead = Bound(), Bound()
+    source = GenerateSource("point", count=5)
+    pipe = Pipeline(source, [], sink, name="named", dead_letter=dead)
+    pipe.run()
+    assert sink.bound == dead.bound == [("named", source.identity)]
+    for name in ("bind", "unconfirmed", "refuse_source", "refuse_workers", "worker_fields"):
+        assert name in vars(Sink)
+    assert TestingSink().unconfirmed == 0 and pipe.unacked_records == 0
+    with pytest.raises(AttributeError):
+        pipe.unacked_records = 3  # type: ignore[misc]  # read-only
+
+
+def test_the_module_doc_says_what_a_sink_failure_does() -> None:
+    import wirepipe.pipelines.pipeline as module
+
+    doc = " ".join((module.__doc__ or "").split())
+    assert "nak-ed back" not in doc and "nothing is ``nak``-ed" in doc

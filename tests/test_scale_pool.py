@@ -11,15 +11,18 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow.parquet as pq
 import pytest
 
 from tests.nats_fixtures import WIREPIPE, publish_numbered, run_wirepipe, wirepipe_env
+from wirepipe.batch import Batch
+from wirepipe.connectors.base import Configured, Refusal, Sink, Source
 from wirepipe.errors import ConfigError
+from wirepipe.models import Strict
 from wirepipe.pipelines.pool import Pool, combine, pool_config, resolve_workers, worker_config
 from wirepipe.server import EmbeddedServer, ServerOptions, free_port
 
@@ -161,6 +164,168 @@ def test_pool_totals_sum_counters_and_take_the_max_lag() -> None:
     total = combine([{"records_out": 5, "lag": 10, "running": True, "dropped": 1, "new_counter": 2},
                      {"records_out": 7, "lag": 4, "running": False, "dropped": 0, "new_counter": 3}])
     assert total == {"records_out": 12, "lag": 10, "running": 1, "dropped": 1, "new_counter": 5}
+
+
+# --- a plugin's connectors declare what the pool and the config checks need ---------------------------
+
+
+class FeedSource(Configured, Source):
+    """A plugin's partitioned log whose readers share it in a consumer group (as Kafka's do)."""
+
+    type = "feed"
+    shared_by = "group"  # N workers join one group, named after the pipeline unless given
+    identity_ignores = Source.identity_ignores | {"group"}
+
+    def __init__(self, **fields: Any) -> None:
+        self._init(FeedConfig, **fields)
+
+    def _configure(self, config: FeedConfig) -> None:
+        super().__init__(count=config.count)
+        self.config = config
+        self.redelivers = config.acked
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"topic": self.config.topic, "group": self.config.group, "count": self.count}
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        if not self.config.from_start:
+            return None
+        return Refusal("from_start", f"true: each of the {workers} workers would read the topic from its start")
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        yield Batch([b"a", b"b"], meta={"seq": [0, 1]})
+
+
+class FeedConfig(Strict):
+    type: Literal["feed"]
+    topic: str
+    group: str | None = None
+    from_start: bool = False
+    acked: bool = False
+    count: int | None = None
+
+    def build(self) -> FeedSource:
+        return FeedSource.from_config(self)
+
+
+class DumpSource(Source):
+    """A plugin's finite export: every reader reads all of it."""
+
+    type = "dump"
+    bounded = True
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        yield Batch([b"x"])
+
+
+class DumpConfig(Strict):
+    type: Literal["dump"]
+
+    def build(self) -> DumpSource:
+        return DumpSource()
+
+
+class BlobSink(Configured, Sink):
+    """A plugin's object-store sink: one object per worker, uploaded only when closed."""
+
+    type = "blob"
+    batch_results = "files"
+
+    def __init__(self, **fields: Any) -> None:
+        self._init(BlobConfig, **fields)
+
+    def _configure(self, config: BlobConfig) -> None:
+        self.config = config
+
+    def refuse_source(self, source: Source) -> Refusal | None:
+        if source.redelivers and not self.config.multipart:
+            return Refusal("multipart", f"false: the object is uploaded at close, after the {source.type} source "
+                                        "acknowledged its records")
+        return None
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        return Refusal("key", f"{self.config.key!r} is one object for {workers} writers") if self.config.shared \
+            else None
+
+    def worker_fields(self, index: int) -> dict[str, Any]:
+        return {"key": f"{self.config.key}.w{index}"}
+
+    async def write(self, batch: Batch) -> None:
+        pass
+
+
+class BlobConfig(Strict):
+    type: Literal["blob"]
+    key: str
+    multipart: bool = True
+    shared: bool = False
+
+    def build(self) -> BlobSink:
+        return BlobSink.from_config(self)
+
+
+@pytest.fixture
+def plugin_connectors(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``feed`` and ``dump`` sources and a ``blob`` sink registered as a plugin's entry points would be, for one
+    test (the registries and the pipeline model are put back afterwards)."""
+    from wirepipe.connectors import SINKS, SOURCES
+    from wirepipe.pipelines.config import pipeline_model
+
+    for registry in (SOURCES, SINKS):
+        monkeypatch.setattr(registry, "_pending", dict(registry._table()))
+        monkeypatch.setattr(registry, "_loaded", dict(registry._loaded))
+    SOURCES.register("feed", FeedConfig)
+    SOURCES.register("dump", DumpConfig)
+    SINKS.register("blob", BlobConfig)
+    pipeline_model.cache_clear()
+    yield
+    pipeline_model.cache_clear()
+
+
+def test_a_plugin_connector_declares_how_n_workers_share_it(plugin_connectors: None) -> None:
+    feed = {"type": "feed", "topic": "orders"}
+    cfg = pool_config(base(source=feed, sink={"type": "blob", "key": "out"}), 3)
+    assert cfg["source"]["group"] == "p"  # shared_by: the pool names the group after the pipeline
+    assert pool_config(base(source={**feed, "group": "mine"}), 2)["source"]["group"] == "mine"
+    assert [worker_config(cfg, i)["sink"]["key"] for i in range(3)] == ["out.w0", "out.w1", "out.w2"]
+    assert pool_config(base(source={"type": "dump"}), 1)["source"] == {"type": "dump"}  # one worker: as it is
+    for over, message in [
+        ({"source": {"type": "dump"}}, r"p.yaml: source.type: 'dump' is a bounded source that every worker would "
+                                       r"read whole: --workers 2 would process its records 2 times"),
+        ({"source": {**feed, "from_start": True}}, r"p.yaml: source.from_start: true: each of the 2 workers"),
+        ({"source": feed, "sink": {"type": "blob", "key": "k", "shared": True}},
+         r"p.yaml: sink.key: 'k' is one object for 2 writers"),
+        ({"source": feed, "dead_letter": {"type": "blob", "key": "d", "shared": True}},
+         r"p.yaml: dead_letter.key: 'd' is one object for 2 writers"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            pool_config(base(**over), 2, file="p.yaml")
+
+
+def test_a_plugin_sink_declares_the_source_it_cannot_follow(plugin_connectors: None) -> None:
+    from wirepipe.pipelines.config import build_pipeline, validate_config
+    from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.replay.beam import result_sinks
+
+    message = "sink.multipart: false: the object is uploaded at close, after the feed source acknowledged"
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        Pipeline(FeedSource(topic="t", acked=True), [], BlobSink(key="k", multipart=False))
+    data = {"name": "p", "source": {"type": "feed", "topic": "t", "acked": True},
+            "sink": {"type": "blob", "key": "k", "multipart": False}}
+    with pytest.raises(ConfigError, match=f"^p.yaml: {message}"):
+        build_pipeline(validate_config(data, file="p.yaml"), file="p.yaml")
+    Pipeline(FeedSource(topic="t"), [], BlobSink(key="k", multipart=False))  # nothing acked: nothing to lose
+    assert "blob" in result_sinks() and "nats" not in result_sinks()  # Beam replay may stand in for it
+    assert FeedSource(topic="t", group="g", count=5).identity == FeedSource(topic="t").identity
+
+
+def test_the_pool_names_no_connector_type() -> None:
+    """What the pool, the config checks and Beam replay know about connectors, the connectors declare."""
+    for module in ("pipelines/pool.py", "pipelines/config.py", "replay/beam.py", "pipelines/pipeline.py"):
+        text = (TESTS.parent / "src" / "wirepipe" / module).read_text(encoding="utf-8")
+        for name in ("generate", "jsonl", "parquet", "capture", "nats", "jetstream", "null"):
+            assert not re.search(rf"""[=!]= ["']{name}["']|in \(["']{name}["']|["']{name}["'],""", text), (module, name)
 
 
 # --- real pools --------------------------------------------------------------------------------------

@@ -12,6 +12,19 @@ A sink has ``write(batch)``, ``flush()`` and ``close()``; ``flush`` makes everyt
 written so far durable (or sent), ``close`` flushes and releases the resource. A sink
 that cannot work right now raises ``NotConnected`` or ``BackOff(wait)`` (errors.py):
 runtime signals the loop dispatches on, never reasons to reject a record.
+
+What the pipelines layer needs to know about a connector, the connector declares (a plugin's
+as well as wirepipe's own; nothing above this layer knows connector types by name):
+
+- sources: ``bounded`` (a finite input every reader reads whole: refused with ``--workers N``),
+  ``shared_by`` (the config field naming what N workers share, e.g. a queue group),
+  ``identity_ignores`` (parameters that do not say what is read) and ``refuse_workers``;
+- sinks: ``bind`` (the pipeline's name and source, before ``open``), ``refuse_source`` (a
+  source this sink cannot follow safely), ``refuse_workers`` and ``worker_fields`` (what N
+  writers must not share), ``unconfirmed`` and ``batch_results`` (Beam replay may stand in).
+
+A ``Refusal`` names the field at fault (under the part's own path: ``path`` is reported as
+``sink.path``) and the message, which is the ``ConfigError`` the user sees.
 """
 
 from __future__ import annotations
@@ -19,7 +32,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar, get_args
 
 from ..batch import Batch, Rejected
 from ..wire import dead_letter_batch
@@ -27,9 +40,15 @@ from ..wire import dead_letter_batch
 if TYPE_CHECKING:
     from ..models import Strict
 
-_NOT_IDENTITY = frozenset({"count", "duration", "batch_size", "batch_timeout", "rate", "url", "auth", "tls",
-                           "durable", "ordered", "queue"})
 _C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
+
+
+class Refusal(NamedTuple):
+    """Why a connector cannot be used as configured: the config field at fault and the message (the bad
+    value, why, the fix). The pipelines layer raises it as a ``ConfigError`` at ``<part>.<field>``."""
+
+    field: str
+    message: str
 
 
 class Source(ABC):
@@ -41,6 +60,18 @@ class Source(ABC):
     # True: messages are lost when the source is not read for a while (core NATS), so the
     # pipeline runs long operator passes off the event loop and the client keeps reading.
     drops_when_unread: ClassVar[bool] = False
+    # True: a finite input that every reader reads whole (a file, a generated dataset): N worker
+    # processes (``wirepipe run --workers N``) would each process all of it, so N > 1 is refused.
+    bounded: ClassVar[bool] = False
+    # The config field naming what N worker processes share so that each record goes to one of them
+    # (a core NATS queue group, a JetStream durable): the pool sets it to the pipeline's name when unset.
+    shared_by: ClassVar[str | None] = None
+    # ``params`` that say how much or how the source reads, not what: left out of ``identity``.
+    identity_ignores: ClassVar[frozenset[str]] = frozenset({"count", "duration", "batch_size", "batch_timeout"})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _declare_builtin(cls, "source")
 
     def __init__(self, *, count: int | None = None, duration: float | None = None) -> None:
         self.count = count
@@ -63,8 +94,15 @@ class Source(ABC):
         ``Nats-Msg-Id`` deduplicates a re-run of it."""
         import json
 
-        params = {k: v for k, v in self.params.items() if k not in _NOT_IDENTITY}
+        ignored = self.identity_ignores
+        params = {k: v for k, v in self.params.items() if k not in ignored}
         return f"{self.type}:{json.dumps(params, sort_keys=True, default=str)}"
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        """Why ``workers`` (> 1) processes of one pipeline cannot share this source as configured, or None
+        (``bounded`` and ``shared_by`` cover the common cases; this hook is for a setting such as an
+        ordered consumer, which hands each reader the whole stream)."""
+        return None
 
     def check_input(self) -> None:  # noqa: B027 - optional hook
         """Raise ``WirepipeError`` if the input is not there (a missing file or capture).
@@ -183,6 +221,14 @@ class Sink(ABC):
 
     type: ClassVar[str] = "sink"
     stage: ClassVar[str] = "sink"
+    # What batch replay on Beam writes in this sink's place: "files" (the records, as its own Parquet result
+    # files: a file sink), "nothing" (a sink that keeps nothing: null), or None: the sink talks to a system
+    # (NATS), so a replay into it needs the local runner.
+    batch_results: ClassVar[Literal["files", "nothing"] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _declare_builtin(cls, "sink")
 
     @property
     def name(self) -> str:
@@ -191,6 +237,32 @@ class Sink(ABC):
     @property
     def params(self) -> dict[str, Any]:
         return {}
+
+    def bind(self, pipeline: str, source: Source) -> None:  # noqa: B027 - optional hook
+        """Called by the run loop before ``open`` with the pipeline's name and its source (the JetStream
+        sink's default ``Nats-Msg-Id`` names both, so a re-run of the same input is deduplicated)."""
+
+    def refuse_source(self, source: Source) -> Refusal | None:
+        """Why this sink cannot follow ``source`` safely (checked for every pipeline, YAML or Python, when it
+        is built), or None. E.g. one Parquet file, complete only when closed, behind a source acknowledged
+        at every flush: a killed worker would lose acknowledged records."""
+        return None
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        """Why ``workers`` (> 1) processes of one pipeline cannot each write this sink as configured (one
+        file that N writers would overwrite), or None."""
+        return None
+
+    def worker_fields(self, index: int) -> dict[str, Any]:
+        """Config fields worker ``index`` of a pool sets so that N writers never collide (Parquet part
+        names, a capture's file prefix); ``{}`` when they do not (a NATS subject is shared on purpose)."""
+        return {}
+
+    @property
+    def unconfirmed(self) -> int:
+        """Records handed to the sink that the destination has not confirmed yet (published to JetStream,
+        no ack yet); what a drain that times out reports as unsettled."""
+        return 0
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect or open files; called once before the first ``write``."""
@@ -214,3 +286,60 @@ class Sink(ABC):
     async def close(self) -> None:
         """Flush and release; called once, also after errors."""
         await self.flush()
+
+
+# --- declarations of the built-in connectors whose modules do not make them yet ------------------------
+# generate.py, capture.py, nats_source.py, jetstream_source.py and nats_sink.py were written before the
+# declarations above existed. Until each module declares its own (the same attributes and methods, in its
+# class), its classes get them here when they are defined: what the pool and the config checks used to
+# know by type name. A class's own declaration always wins; this table goes once the last module declares.
+
+
+def _embedded_refusal(part: Any, workers: int) -> Refusal | None:
+    """A NATS connector on the embedded server (the default url): each worker would start its own."""
+    config = part.config
+    if not config.embedded:
+        return None
+    return Refusal("url", f"{config.url or 'embedded'!r} (the default) starts a private server in each process, "
+                          f"so {workers} workers would not share one: start one with `wirepipe server` (or use "
+                          "your NATS) and give its url")
+
+
+def _jetstream_refusal(source: Any, workers: int) -> Refusal | None:
+    if source.ordered:
+        return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
+                                  f"--workers {workers} would process every record {workers} times; use a durable "
+                                  "(drop `ordered`) or --workers 1")
+    if source.ack_mode == "all":
+        return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
+                              f"including messages the other {workers - 1} worker(s) of the shared durable have not "
+                              "written yet; use ack: explicit (the default) with --workers > 1")
+    return _embedded_refusal(source, workers)
+
+
+def _capture_worker_fields(sink: Any, index: int) -> dict[str, Any]:
+    return {"prefix": f"{sink.config.prefix}-w{index}"}
+
+
+_CONNECTION = frozenset({"url", "auth", "tls"})  # NatsConnectionConfig.public_params(): how, not what
+_BUILTIN: dict[tuple[str, str, str], dict[str, Any]] = {
+    ("generate", "source", "generate"): {"bounded": True,
+                                         "identity_ignores": Source.identity_ignores | {"rate"}},
+    ("capture", "source", "capture"): {"bounded": True},
+    ("capture", "sink", "capture"): {"worker_fields": _capture_worker_fields},
+    ("nats_source", "source", "nats"): {"shared_by": "queue", "refuse_workers": _embedded_refusal,
+                                        "identity_ignores": Source.identity_ignores | _CONNECTION | {"queue"}},
+    ("jetstream_source", "source", "jetstream"): {
+        "shared_by": "durable", "refuse_workers": _jetstream_refusal,
+        "identity_ignores": Source.identity_ignores | _CONNECTION | {"durable", "ordered"}},
+    ("nats_sink", "sink", "nats"): {"refuse_workers": _embedded_refusal},
+}
+
+
+def _declare_builtin(cls: type, role: str) -> None:
+    module = cls.__module__
+    if not module.startswith("wirepipe.connectors."):
+        return
+    for name, value in _BUILTIN.get((module.rsplit(".", 1)[1], role, cls.__dict__.get("type", "")), {}).items():
+        if name not in cls.__dict__:
+            setattr(cls, name, value)

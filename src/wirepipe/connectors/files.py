@@ -53,7 +53,7 @@ from ..errors import WirepipeError
 from ..models import SourceLimits, Strict
 from ..spoolfile import SpoolingFile, check_writable
 from ..storage import AtomicFile, Paths, TableBuffer, find_files, fspaths
-from .base import Configured, Sink, Source
+from .base import Configured, Refusal, Sink, Source
 
 log = logging.getLogger("wirepipe")
 
@@ -71,6 +71,7 @@ class NullSink(Configured, Sink):
 
     type = "null"
     stage = "write"
+    batch_results = "nothing"  # Beam replay: no results to write
 
     def __init__(self) -> None:
         self._init(NullSinkConfig)
@@ -98,6 +99,7 @@ class JsonlSink(Configured, Sink):
 
     type = "jsonl"
     stage = "write"
+    batch_results = "files"  # Beam replay writes Parquet result files instead
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
         """``fields`` are ``JsonlSinkConfig``'s (``envelope``, ``append``)."""
@@ -114,6 +116,13 @@ class JsonlSink(Configured, Sink):
     @property
     def params(self) -> dict[str, Any]:
         return {"path": self.path, "envelope": self.envelope}
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        if "{worker}" in self.path:
+            return None
+        return Refusal("path", f"{self.path!r} is one JSONL file, and {workers} workers would write over each other: "
+                               "put {worker} in the path (one file per worker), e.g. out/records-{worker}.jsonl, or "
+                               "use a parquet sink with {part}")
 
     async def open(self) -> None:
         if self.path == "-":
@@ -194,6 +203,7 @@ class JsonlSource(Configured, Source):
 
     type = "jsonl"
     stage = "read"
+    bounded = True
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``JsonlSourceConfig``'s (``batch_size``, ``count``, ``duration``, ``envelope``)."""
@@ -284,6 +294,7 @@ class ParquetSink(Configured, Sink):
 
     type = "parquet"
     stage = "write"
+    batch_results = "files"  # Beam replay writes Parquet result files in its own layout
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
         """``fields`` are ``ParquetSinkConfig``'s (``row_group_rows``, ``compression``)."""
@@ -314,6 +325,28 @@ class ParquetSink(Configured, Sink):
     @property
     def params(self) -> dict[str, Any]:
         return {"path": self.template, "row_group_rows": self.row_group_rows}
+
+    def refuse_source(self, source: Source) -> Refusal | None:
+        """One Parquet file gets its footer only at close: behind a source that is acknowledged at each
+        flush (a JetStream durable), a SIGKILL would lose acknowledged records. Part files do not."""
+        if self.parts or not source.redelivers:
+            return None
+        fix = str(Path(self.template).with_suffix("")) + "/part-{part}.parquet"
+        return Refusal("path", f"{self.template!r} is one Parquet file, readable only once closed: behind a "
+                               f"{source.type} source that is acknowledged at every flush, a killed worker would lose "
+                               "acknowledged records. Write part files instead (each flush completes one): "
+                               f"path: {fix!r}")
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        if self.parts or "{worker}" in self.template:
+            return None
+        return Refusal("path", f"{self.template!r} is one Parquet file, and {workers} workers would overwrite each "
+                               "other's: put {part} in the path (a folder of part files, distinct per worker), e.g. "
+                               "out/part-{part}.parquet")
+
+    def worker_fields(self, index: int) -> dict[str, Any]:
+        """``{part}`` becomes ``w<index>-{part}``: each worker's part files have names of their own."""
+        return {"path": self.template.replace("{part}", f"w{index}-{{part}}")} if self.parts else {}
 
     async def open(self) -> None:
         check_writable(Path(self.template).parent)
@@ -550,6 +583,7 @@ class ParquetSource(Configured, Source):
 
     type = "parquet"
     stage = "read"
+    bounded = True
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``ParquetSourceConfig``'s (``batch_size``, ``count``, ``duration``)."""

@@ -37,6 +37,7 @@ from ..wire import (
     Header,
     dead_letter_payloads,
 )
+from .base import Source
 from .gaps import PUBLISHER, SEQ
 from .jetstream_streams import StreamConfig, ensure_stream
 from .nats_sink import (
@@ -112,6 +113,11 @@ class JetStreamSink(NatsSink):
     @property
     def params(self) -> dict[str, Any]:
         return {**super().params, "stream": self.stream.name if self.stream else None, "window": self.window}
+
+    def bind(self, pipeline: str, source: Source) -> None:
+        """The default ``Nats-Msg-Id`` names the pipeline and its source's identity (see the module doc)."""
+        self.pipeline_name = pipeline
+        self.source_identity = source.identity
 
     async def open(self) -> None:
         await super().open()

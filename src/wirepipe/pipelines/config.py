@@ -235,7 +235,7 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
 
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
-    from .pipeline import Pipeline
+    from .pipeline import Pipeline, check_parts
 
     ctx = BuildContext(allow_pickle=cfg.allow_pickle)
     operators: list[Any] = []
@@ -244,8 +244,12 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     source = build_connector(cfg.source, "source", file)
     sink = build_connector(cfg.sink, "sink", file)
     dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
-    for where, model in (("sink", cfg.sink), ("dead_letter", cfg.dead_letter)):
-        _refuse_single_parquet_behind_acks(source, model, where, file)
+    try:
+        # The whole-pipeline rules (``check_parts``: e.g. one Parquet file behind a source acknowledged at
+        # every flush) run here as for a pipeline built in Python; YAML adds the file to the message.
+        check_parts(source, sink, dead_letter)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=file, path=exc.path) from None
     return Pipeline(
         source,
         operators,
@@ -284,21 +288,6 @@ def build_connector(model: Any, where: str, file: str | None = None) -> Any:
         return model.build()
     except (ValueError, KeyError, WirepipeError) as exc:
         raise ConfigError(str(exc), file=file, path=where) from None
-
-
-def _refuse_single_parquet_behind_acks(source: Any, model: Any, where: str, file: str | None) -> None:
-    """One Parquet file gets its footer only at close: behind a source that is acknowledged at each
-    flush (a JetStream durable), a SIGKILL would lose acknowledged records. Part files do not."""
-    if model is None or getattr(model, "type", None) != "parquet" or "{part}" in model.path:
-        return
-    if not source.redelivers:
-        return
-    stem = Path(model.path)
-    fix = str(stem.with_suffix("")) + "/part-{part}.parquet"
-    raise ConfigError(
-        f"{model.path!r} is one Parquet file, readable only once closed: behind a {source.type} source that is "
-        f"acknowledged at every flush, a killed worker would lose acknowledged records. Write part files "
-        f"instead (each flush completes one): path: {fix!r}", file=file, path=f"{where}.path")
 
 
 def _metrics(cfg: Any) -> Any:

@@ -11,9 +11,18 @@ only once the sink has made it durable. Every ``flush_interval`` (sooner when th
 source's unacknowledged records reach its ``ack_pressure``) the loop *commits*: it
 calls ``sink.flush()`` (durable: see each sink), dead-letters what the sink refused
 late, flushes the dead-letter sink, and only then acks the batches written before the
-flush and settles (terminates) the dead-lettered records. A failed write or flush is
-``nak``-ed back to a redelivering source instead of stopping the worker; records past
-their last delivery go to the dead-letter destination.
+flush and settles (terminates) the dead-lettered records.
+
+A failed write or flush is the sink's condition, never the records' (``connectors/base.py``):
+the loop holds every record it has (in the sink, in the queue), keeps a redelivering source
+from sending them again (``in_progress``; nothing is ``nak``-ed), waits (what a ``BackOff``
+asks for, else its own bounded exponential backoff) and retries the same write or flush for
+as long as it takes. Only records a stage or the sink refuses for their own sake (a value it
+cannot represent) go to the dead-letter destination.
+
+The parts declare what the pipeline must check (``Sink.refuse_source``: e.g. one Parquet file
+behind a source acknowledged at every flush): ``check_parts`` runs it for every pipeline, built
+from YAML or in Python, when it is constructed and again when it starts.
 """
 
 from __future__ import annotations
@@ -113,17 +122,35 @@ class RunStats:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
 
 
+def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None) -> None:
+    """The rules that belong to a whole pipeline, as its parts declare them: ``ConfigError`` at the field of
+    the part that cannot follow the source (YAML adds the file; the message is the same)."""
+    for where, part in (("sink", sink), ("dead_letter", dead_letter)):
+        refusal = part.refuse_source(source) if part is not None else None
+        if refusal is not None:
+            raise ConfigError(refusal.message, path=f"{where}.{refusal.field}")
+
+
 class Pipeline:
     """A source, CPU operators and a sink, run as one asyncio task.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
-    or from YAML with ``wirepipe.pipelines.config.load_pipeline``.
+    or from YAML with ``wirepipe.pipelines.config.load_pipeline``. ``|`` returns a new
+    pipeline (the operators added, or the sink set) and leaves the one it was applied to
+    as it was, so one base can be extended two ways:
+
+    >>> from wirepipe import compress, generate, serialize
+    >>> base = generate("point", count=10) | serialize("msgpack")
+    >>> zstd, lz4 = base | compress("zstd"), base | compress("lz4")
+    >>> [op.name for op in zstd.operators], [op.name for op in lz4.operators], len(base.operators)
+    (['msgpack', 'zstd'], ['msgpack', 'lz4'], 1)
     """
 
     def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
                  config: dict[str, Any] | None = None, monitor: Any = None) -> None:
+        check_parts(source, sink, dead_letter)
         self.source = source
         self.operators = list(operators)
         self.sink = sink
@@ -152,15 +179,26 @@ class Pipeline:
         self._lost_seen = 0
 
     def __or__(self, other: Any) -> Pipeline:
+        """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
+        settings (name, dead letter, metrics, timeouts...); this one is left as it was."""
+        operators, sink = self.operators, self.sink
         if isinstance(other, Operator):
-            self.operators.append(other)
+            operators = [*operators, other]
         elif isinstance(other, Sink):
-            self.sink = other
-        elif isinstance(other, Iterable):
-            self.operators.extend(other)
+            sink = other
+        elif isinstance(other, Iterable) and not isinstance(other, (str, bytes)):
+            operators = [*operators, *other]
         else:
             return NotImplemented
-        return self
+        return type(self)(self.source, operators, sink, name=self.name, metrics=self.metrics_spec,
+                          dead_letter=self.dead_letter, queue_size=self.queue_size,
+                          shutdown_timeout=self.shutdown_timeout, flush_interval=self.flush_interval,
+                          config=self.config, monitor=self.monitor)
+
+    @property
+    def unacked_records(self) -> int:
+        """Records written to the sink and not yet committed (flushed and acknowledged upstream)."""
+        return self._unacked_records
 
     def __repr__(self) -> str:
         ops = " | ".join(f"{op.stage}({op.name})" for op in self.operators)
@@ -178,6 +216,7 @@ class Pipeline:
 
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
+        check_parts(source, sink, self.dead_letter)  # the attributes may have been set since construction
         if stop is not None:
             source.stopping = stop
         # Batches keep thousands of young objects alive across collections, which promotes them
@@ -197,10 +236,8 @@ class Pipeline:
             flusher = asyncio.create_task(self.metrics.flush_periodically())
         opened: list[Any] = []
         for part in (sink, self.dead_letter):
-            if part is not None and hasattr(part, "pipeline_name"):
-                part.pipeline_name = self.name  # e.g. the default Nats-Msg-Id prefix
-            if part is not None and hasattr(part, "source_identity"):
-                part.source_identity = source.identity  # the default Nats-Msg-Id names the input
+            if part is not None:
+                part.bind(self.name, source)  # e.g. the JetStream sink's default Nats-Msg-Id names both
         monitor = None
         if self.monitor is not None:
             from .monitor import Monitor

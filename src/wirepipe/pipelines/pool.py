@@ -18,11 +18,14 @@ restarted with exponential backoff; one that dies ``max_failures`` times in a ro
 time before ``stable_after`` seconds of life, makes the pool give up: the others drain and
 the pool exits 1 with a message naming it.
 
-Files: ``{worker}`` in a file sink path becomes the worker's index, and a Parquet sink's
-``{part}`` becomes ``w<index>-{part}`` so parts never collide; a single-file sink (a
-Parquet path without ``{part}``, a JSONL path) with N > 1 is a config error, because N
-writers of one file would overwrite each other. A bounded source (generate, jsonl,
-parquet, capture) with N > 1 is a config error too: each worker would read all of it.
+What can be shared, the connectors declare (``connectors/base.py``; a plugin's too), and the
+pool asks them, never a type name: a ``bounded`` source (generate, jsonl, parquet, capture)
+with N > 1 is a config error, since each worker would read all of it; a source's ``shared_by``
+field (a queue group, a durable) defaults to the pipeline's name; ``refuse_workers`` of the
+source, the sink and the dead letter says what else cannot be shared (an ordered consumer,
+the embedded server, a single file that N writers would overwrite); ``Sink.worker_fields``
+gives each worker its own file names (a Parquet sink's ``{part}`` becomes ``w<index>-{part}``).
+``{worker}`` in a sink's ``path`` becomes the worker's index (0 in a single process).
 """
 
 from __future__ import annotations
@@ -53,7 +56,6 @@ log = logging.getLogger("wirepipe.pool")
 WORKER_ENV = "WIREPIPE_WORKER"  # the worker's index, 0..N-1, in its environment
 WORKERS_ENV = "WIREPIPE_WORKERS"
 REPORT_INTERVAL = 0.5
-BOUNDED_SOURCES = ("generate", "jsonl", "parquet", "capture")
 GAUGES = ("lag",)  # a shared durable's pending count is the same for every worker: the pool shows the max
 LOSS_WORDS = ("drop", "lost", "loss", "gap")  # counters of records lost upstream (slow consumers, sequence gaps)
 
@@ -85,78 +87,53 @@ def resolve_workers(value: str | int) -> int:
 def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) -> dict[str, Any]:
     """The config every worker of an N-worker pool runs: validated, with the sharing rules applied.
 
-    Raises ``ConfigError`` (file, field, value, fix) for what cannot be shared.
+    Raises ``ConfigError`` (file, field, value, fix) for what cannot be shared, as the parts declare it
+    (see the module doc).
     """
-    from ..connectors.natsconn import is_embedded
-    from .config import validate_config
-
-    validate_config(data, file=file)
+    cfg_parts = _parts(data, file)
     out = copy.deepcopy(data)
     if workers == 1:
         return out
     name = out["name"]
-    source = out["source"]
-    kind = source.get("type")
-    if kind in BOUNDED_SOURCES:
+    source = cfg_parts["source"]
+    if source.bounded:
         raise ConfigError(
-            f"{kind!r} is a bounded source that every worker would read whole: --workers {workers} would process "
-            f"its records {workers} times; run it with --workers 1, or publish the records to a JetStream stream "
-            f"and consume that with --workers {workers} (one durable shared by all)", file=file, path="source.type")
-    if kind == "nats" and not source.get("queue"):
-        source["queue"] = name
-        log.info("source.queue: the %d workers share queue group %r", workers, name)
-    if kind == "jetstream":
-        if source.get("ordered"):
-            raise ConfigError(
-                f"true: an ordered consumer delivers the whole stream to each reader, so --workers {workers} would "
-                f"process every record {workers} times; use a durable (drop `ordered`) or --workers 1",
-                file=file, path="source.ordered")
-        if source.get("ack") == "all":
-            raise ConfigError(
-                f"'all': one worker's AckAll acknowledges every message up to a stream sequence, including "
-                f"messages the other {workers - 1} worker(s) of the shared durable have not written yet; use "
-                "ack: explicit (the default) with --workers > 1", file=file, path="source.ack")
-        if not source.get("durable"):
-            source["durable"] = name
-            log.info("source.durable: the %d workers share durable consumer %r", workers, name)
-    for where in ("source", "sink", "dead_letter"):
-        part = out.get(where)
-        if isinstance(part, dict) and part.get("type") in ("nats", "jetstream") and is_embedded(part.get("url")):
-            raise ConfigError(
-                f"{part.get('url') or 'embedded'!r} (the default) starts a private server in each process, so "
-                f"{workers} workers would not share one: start one with `wirepipe server` (or use your NATS) "
-                "and give its url", file=file, path=f"{where}.url")
-    for where in ("sink", "dead_letter"):
-        sink = out.get(where)
-        if not isinstance(sink, dict):
-            continue
-        path = str(sink.get("path", ""))
-        if sink.get("type") == "parquet" and "{part}" not in path and "{worker}" not in path:
-            raise ConfigError(
-                f"{path!r} is one Parquet file, and {workers} workers would overwrite each other's: put {{part}} "
-                f"in the path (a folder of part files, distinct per worker), e.g. out/part-{{part}}.parquet",
-                file=file, path=f"{where}.path")
-        if sink.get("type") == "jsonl" and "{worker}" not in path:
-            raise ConfigError(
-                f"{path!r} is one JSONL file, and {workers} workers would write over each other: put {{worker}} "
-                f"in the path (one file per worker), e.g. out/records-{{worker}}.jsonl, or use a parquet sink "
-                "with {part}", file=file, path=f"{where}.path")
+            f"{source.type!r} is a bounded source that every worker would read whole: --workers {workers} would "
+            f"process its records {workers} times; run it with --workers 1, or publish the records to a JetStream "
+            f"stream and consume that with --workers {workers} (one durable shared by all)",
+            file=file, path="source.type")
+    for where, part in cfg_parts.items():
+        refusal = part.refuse_workers(workers)
+        if refusal is not None:
+            raise ConfigError(refusal.message, file=file, path=f"{where}.{refusal.field}")
+    shared = source.shared_by
+    if shared is not None and not out["source"].get(shared):
+        out["source"][shared] = name
+        log.info("source.%s: the %d workers share %r", shared, workers, name)
     return out
 
 
 def worker_config(data: dict[str, Any], index: int) -> dict[str, Any]:
     """Worker ``index``'s own config: its file names, and no monitor of its own (the pool reports)."""
     out = expand_worker(data, index)
-    for where in ("sink", "dead_letter"):
-        sink = out.get(where)
-        if not isinstance(sink, dict):
-            continue
-        if sink.get("type") == "parquet" and isinstance(sink.get("path"), str):
-            sink["path"] = sink["path"].replace("{part}", f"w{index}-{{part}}")
-        if sink.get("type") == "capture":
-            sink["prefix"] = f"{sink.get('prefix', 'capture')}-w{index}"
+    for where, part in _parts(out).items():
+        if where != "source":
+            out[where].update(part.worker_fields(index))
     out["monitor"] = None
     return out
+
+
+def _parts(data: dict[str, Any], file: str | None = None) -> dict[str, Any]:
+    """The source, sink and dead letter (when configured) a validated config builds, to ask what they declare
+    (building connects nothing and opens no file)."""
+    from .config import build_connector, validate_config
+
+    cfg = validate_config(data, file=file)
+    parts = {"source": build_connector(cfg.source, "source", file)}
+    for where in ("sink", "dead_letter"):
+        if isinstance(data.get(where), dict):
+            parts[where] = build_connector(getattr(cfg, where), where, file)
+    return parts
 
 
 def expand_worker(data: dict[str, Any], index: int) -> dict[str, Any]:

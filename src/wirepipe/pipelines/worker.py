@@ -95,8 +95,8 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
 
 def _timeout_message(pipeline: Pipeline) -> str:
     """What the drain could not settle, for the error that ends the process."""
-    unacked = getattr(pipeline, "_unacked_records", 0)
-    unconfirmed = getattr(pipeline.sink, "unconfirmed", 0)
+    unacked = pipeline.unacked_records
+    unconfirmed = pipeline.sink.unconfirmed if pipeline.sink is not None else 0
     what = []
     if unconfirmed:
         what.append(f"{unconfirmed} record(s) published but unconfirmed by the server")

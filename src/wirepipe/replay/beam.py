@@ -37,7 +37,6 @@ from .beam_import import import_beam
 
 log = logging.getLogger("wirepipe.replay.beam")
 
-RESULT_SINKS = ("null", "parquet", "jsonl")
 DEFAULT_RUNNER = "FnApiRunner"
 
 
@@ -160,14 +159,34 @@ def _check_output(output: str) -> None:
                                 "remove it or give another --output")
 
 
+def result_sinks() -> list[str]:
+    """The sink types whose runtime class says Beam replay may stand in for it (``Sink.batch_results``), in
+    registry order (the class is what the config model's ``build()`` is annotated to return)."""
+    import typing
+
+    from ..connectors import SINKS
+
+    names = []
+    for name in SINKS:
+        try:
+            cls = typing.get_type_hints(SINKS[name].build).get("return")
+        except (AttributeError, NameError, TypeError):  # a plugin's model without a resolvable annotation
+            continue
+        if getattr(cls, "batch_results", None) is not None:
+            names.append(name)
+    return names
+
+
 def run(replay: Replay, *, output: str | None = None, options: list[str] | None = None) -> ReplayResult:
     """Replay a capture on a Beam runner; results and metrics under ``output`` (default: a new folder in results/)."""
+    from ..pipelines.config import build_connector
+
     data = replay.config()
     cfg = replay.validated(data)
-    sink_type = str(cfg.sink.type)
-    if sink_type not in RESULT_SINKS:
-        raise ConfigError(f"sink type {sink_type!r}: the Beam runner writes results to Parquet files "
-                          f"(sinks {', '.join(RESULT_SINKS)}); replay to {sink_type} with the local runner",
+    sink = build_connector(cfg.sink, "sink", replay.pipeline)  # what it declares: Sink.batch_results
+    if sink.batch_results is None:
+        raise ConfigError(f"sink type {sink.type!r}: the Beam runner writes results to Parquet files "
+                          f"(sinks {', '.join(result_sinks())}); replay to {sink.type} with the local runner",
                           file=replay.pipeline, path="sink.type")
     if replay.pace != "max":
         raise ConfigError("--pace original needs the local runner: Beam processes row groups in any order")
@@ -185,7 +204,7 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     _check_output(output)
     config = cfg.model_dump(mode="json", by_alias=True)
     dofn = ReplayRowGroupFn(config, replay.pipeline, positions, limit, output, replay.batch_size, run_id,
-                            sink_type != "null")
+                            sink.batch_results == "files")
     started = time.monotonic()
     p = beam.Pipeline(options=opts)
     rows = (p
