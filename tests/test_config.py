@@ -107,7 +107,7 @@ def test_pipeline_without_sink_runs_into_the_null_sink(tmp_path: Path) -> None:
     assert pipeline.run().records_out == 10
 
 
-# --- a pipeline built in Python keeps the rules of a YAML one --------------------------------------------
+# --- the Python API refuses what YAML refuses, with the same message ------------------------------------
 
 
 def _yaml_error(data: dict) -> ConfigError:
@@ -116,6 +116,31 @@ def _yaml_error(data: dict) -> ConfigError:
     with pytest.raises(ConfigError) as info:
         build_pipeline(validate_config(data, file="p.yaml"), file="p.yaml")
     return info.value
+
+
+def test_an_unknown_name_in_python_is_the_yaml_error() -> None:
+    import wirepipe as wp
+
+    base = {"name": "p", "source": {"type": "generate"}}
+    cases = [
+        (lambda: wp.source("bogus"), {**base, "source": {"type": "bogus"}}),
+        (lambda: wp.sink("bogus", path="x"), {**base, "sink": {"type": "bogus"}}),
+        (lambda: wp.operator("bogus", level=1), {**base, "operators": [{"bogus": {}}]}),
+    ]
+    for python, data in cases:
+        with pytest.raises(ConfigError) as info:
+            python()
+        yaml_error = _yaml_error(data)
+        assert info.value.detail == yaml_error.detail and "allowed" in info.value.detail
+        assert not isinstance(info.value, KeyError)
+    assert str(_yaml_error(cases[0][1])) == f"p.yaml: {_raises(cases[0][0])}"  # source: unknown type 'bogus': ...
+    assert _raises(lambda: wp.sink(["not", "hashable"])).startswith("sink: unknown type ['not', 'hashable']")
+
+
+def _raises(call: object) -> str:
+    with pytest.raises(ConfigError) as info:
+        call()  # type: ignore[operator]
+    return str(info.value)
 
 
 def test_a_whole_pipeline_rule_holds_for_a_pipeline_built_in_python(tmp_path: Path) -> None:

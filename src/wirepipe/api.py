@@ -12,6 +12,18 @@ bad value raises the ``ConfigError`` YAML gives, naming the field:
 Traceback (most recent call last):
 ...
 wirepipe.errors.ConfigError: source.batch_size: Input should be greater than or equal to 1 (got 0)
+
+An unknown name is refused as YAML refuses it, and so is a pipeline whose parts cannot go
+together (the rules a whole pipeline has, checked when it is built):
+
+>>> source("bogus")
+Traceback (most recent call last):
+...
+wirepipe.errors.ConfigError: source: unknown type 'bogus': allowed generate, jsonl, parquet, nats, jetstream, capture
+>>> jetstream_source("S", durable="d") | parquet_sink("out.parquet")
+Traceback (most recent call last):
+...
+wirepipe.errors.ConfigError: sink.path: 'out.parquet' is one Parquet file, readable only once closed: ...
 """
 
 from __future__ import annotations
@@ -42,9 +54,9 @@ def _operators(kind: str, fields: dict[str, Any], *, schema: Any = None, allow_p
     a tuple of names, which YAML cannot spell; it is checked when the operator is built.
     """
     from .operators import OPERATORS
-    from .pipelines.config import build_operators, validate_entry
+    from .pipelines.config import build_operators, registered, validate_entry
 
-    params = validate_entry(OPERATORS[kind], fields, kind)
+    params = validate_entry(registered(OPERATORS, kind, "operator"), fields, kind)
     if schema is not None:
         params.schema_ = schema
     return build_operators(params, BuildContext(allow_pickle=allow_pickle), kind)
@@ -53,9 +65,9 @@ def _operators(kind: str, fields: dict[str, Any], *, schema: Any = None, allow_p
 def _connector(role: str, type_: str, fields: dict[str, Any]) -> Any:  # a Source or a Sink, by role
     """The source (``role`` = ``source``) or sink of ``type_``, validated and built as in YAML."""
     from .connectors import SINKS, SOURCES
-    from .pipelines.config import build_connector, validate_entry
+    from .pipelines.config import build_connector, registered, validate_entry
 
-    model = (SOURCES if role == "source" else SINKS)[type_]
+    model = registered(SOURCES if role == "source" else SINKS, type_, "type", role)
     return build_connector(validate_entry(model, {"type": type_, **fields}, role), role)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Union
@@ -185,6 +185,20 @@ def validate_config(data: dict[str, Any], file: str | None = None) -> Any:
         raise config_error(exc, file, describe=_describe) from None
 
 
+def registered(registry: Mapping[str, Any], name: Any, what: str, where: str | None = None) -> Any:
+    """The entry ``name`` of an operator or connector registry, or the ``ConfigError`` YAML gives for it
+    (``unknown type 'x': allowed ...``; ``what`` is ``type`` or ``operator``): the Python API's lookup."""
+    try:
+        return registry[name]
+    except (KeyError, TypeError):  # TypeError: an unhashable name
+        raise ConfigError(unknown_message(what, name, registry), path=where) from None
+
+
+def unknown_message(what: str, name: Any, allowed: Iterable[str]) -> str:
+    """The one message for a name no registry holds, in YAML and in Python."""
+    return f"unknown {what} {name!r}: allowed {', '.join(allowed)}"
+
+
 def validate_entry(model: Any, data: Mapping[str, Any], where: str) -> Any:
     """One operator's params or one connector's config validated alone, with the messages YAML gives
     (``where`` is the field path's head: ``source``, ``sink``, ``serialize`` ...): the Python API's check."""
@@ -220,9 +234,9 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
     value = err.get("input")
     path = field_path(parts)
     if kind == "union_tag_invalid":
-        allowed = ctx.get("expected_tags", "").replace("'", "")
+        allowed = ctx.get("expected_tags", "").replace("'", "").split(", ")
         what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
-        return path, f"unknown {what} {ctx.get('tag')!r}: allowed {allowed}"
+        return path, unknown_message(what, ctx.get("tag"), allowed)
     if kind == "union_tag_not_found" and parts[:1] == ["operators"]:
         got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else short_repr(value)
         return path, (f"each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got {got} "
@@ -309,4 +323,4 @@ def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[
 
 
 __all__ = ["OPERATORS", "BuildContext", "build_connector", "build_operators", "build_pipeline", "load_pipeline",
-           "read_config", "validate_config", "validate_entry"]
+           "read_config", "registered", "unknown_message", "validate_config", "validate_entry"]
