@@ -296,3 +296,116 @@ async def test_ack_all_through_a_sink_outage_acks_every_record_once_written(nats
     info = await nc.jetstream().consumer_info("PTS", "ackall-nak")
     await nc.close()
     assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+# --- a stream that cannot store now: BackOff, never the dead letter -----------------------------------------
+
+
+async def _wait_until(condition: Any, timeout: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.timeout(120)
+async def test_a_full_stream_backs_off_and_every_record_lands_once(nats_url: str) -> None:
+    """A `discard: new` stream at max_msgs answers each publish "maximum messages exceeded" (503, err_code 10077):
+    the sink raises BackOff, the run loop waits and keeps the records unacknowledged upstream (no redelivery, no
+    dead letter); a worker on the WorkQueue stream frees room, and every record lands exactly once."""
+    import nats
+    from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
+
+    from tests.nats_fixtures import publish_numbered
+
+    n = 400
+    await publish_numbered(nats_url, n, stream="IN", subject="in")
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="OUT", subjects=["out"], max_msgs=50, discard=DiscardPolicy.NEW,
+                                     retention=RetentionPolicy.WORK_QUEUE))
+    dead = TestingSink()
+    source = JetStreamSource(stream="IN", durable="relay", url=nats_url, count=n, batch_size=100, ack_wait=2.0)
+    sink = JetStreamSink("out", url=nats_url, window=64, retry={"wait": 0.05, "max_wait": 0.3})
+    pipe = Pipeline(source, [], sink, dead_letter=dead, name="relay", flush_interval=0.1)
+    task = asyncio.ensure_future(pipe.run_async())
+    try:
+        await _wait_until(lambda: pipe.sink_error and "maximum messages exceeded" in pipe.sink_error, 30,
+                          "the sink to back off")
+        assert "err_code 10077" in (pipe.sink_error or "") and sink.unconfirmed > 0
+        assert (await js.stream_info("OUT")).state.messages == 50  # full: nothing past max_msgs is stored
+        await asyncio.sleep(2.5)  # longer than ack_wait: what the sink holds must not come back upstream
+        held_errors = pipe.stats.sink_errors
+        assert held_errors >= 2 and not task.done()
+        # Room comes: a worker takes (and acks) what the WorkQueue stream stores, which removes it.
+        drain = await js.pull_subscribe("out", durable="drain", stream="OUT")
+        got: list[int] = []
+        deadline = asyncio.get_running_loop().time() + 60
+        while len(got) < n and asyncio.get_running_loop().time() < deadline:
+            try:
+                msgs = await drain.fetch(50, timeout=1)
+            except nats.errors.TimeoutError:
+                continue
+            for m in msgs:
+                got.append(msgpack.unpackb(m.data)["i"])
+                await m.ack()
+        stats = await asyncio.wait_for(task, 60)
+        with pytest.raises(nats.errors.TimeoutError):  # and nothing after: no record stored twice
+            await drain.fetch(1, timeout=1)
+        assert sorted(got) == list(range(n))  # every record, exactly once
+        assert stats.sink_errors >= held_errors and stats.rejected == 0 and not dead.rejects and not dead.records
+        assert stats.records_out == n and stats.acked == n and pipe.sink_error is None and sink.unconfirmed == 0
+        info = await js.consumer_info("IN", "relay")
+        assert info.num_ack_pending == 0 and info.num_pending == 0 and info.num_redelivered == 0
+    finally:
+        if not task.done():
+            task.cancel()
+        await nc.close()
+
+
+@pytest.mark.timeout(60)
+async def test_a_record_larger_than_the_stream_is_dead_lettered_not_waited_for(nats_url: str) -> None:
+    """No room will ever come for a record larger than max_bytes: it is the record's problem (dead-lettered with
+    why); the records around it are stored, and the run ends."""
+    import nats
+    from nats.js.api import DiscardPolicy, StreamConfig
+
+    from wirepipe.testing import TestingSource
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="SMALL", subjects=["small"], max_bytes=2000, discard=DiscardPolicy.NEW))
+    dead = TestingSink()
+    values = [b"a" * 10, b"x" * 5000, b"b" * 10]
+    stats = await Pipeline(TestingSource(values, batch_size=3), [], JetStreamSink("small", url=nats_url),
+                           dead_letter=dead).run_async()
+    state = (await js.stream_info("SMALL")).state
+    await nc.close()
+    assert state.messages == 2 and stats.rejected == 1 and stats.sink_errors == 0  # no wait for room
+    (letter,) = dead.rejects
+    assert letter.value == b"x" * 5000 and "maximum bytes exceeded" in letter.error
+    assert "can never fit in stream SMALL (max_bytes 2,000)" in letter.error
+
+
+async def test_a_relay_keeps_the_headers_records_came_with_through_serialize(nats_url: str) -> None:
+    """A trace header on the messages a JetStream source reads reaches the stream the sink publishes to, past
+    decode and re-encode (serialize once replaced the headers); the stale Content-Encoding does not."""
+    import nats
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await js.add_stream(name="TRACED", subjects=["traced"])
+    for i in range(5):
+        await js.publish("traced", Compress("gzip")(Serialize("json")(Batch([{"i": i}]))).values[0],
+                         headers={"traceparent": f"00-{i:032x}-{i:016x}-01", "Content-Type": "application/json",
+                                  "Content-Encoding": "gzip"})
+    sink = JetStreamSink("relayed", url=nats_url, stream={"name": "RELAYED2"})
+    source = JetStreamSource(stream="TRACED", durable="tracer", url=nats_url, count=5)
+    await Pipeline(source, [Decompress("auto"), Deserialize("auto"), Serialize("msgpack")], sink).run_async()
+    msgs = [await js.get_msg("RELAYED2", seq) for seq in range(1, 6)]
+    await nc.close()
+    assert [m.headers["traceparent"] for m in msgs] == [f"00-{i:032x}-{i:016x}-01" for i in range(5)]
+    assert all(m.headers["Content-Type"] == "application/msgpack" and "Content-Encoding" not in m.headers
+               for m in msgs)
+    assert [msgpack.unpackb(m.data) for m in msgs] == [{"i": i} for i in range(5)]

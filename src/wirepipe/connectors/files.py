@@ -19,6 +19,11 @@ of the batch is written. No field is dropped silently.
 Full disk: files are written through a ``SpoolingFile``: a write that finds no space
 leaves the rest in memory, ``flush`` fails (the pipeline holds the records and retries)
 and continues exactly where it stopped once there is room. Nothing is written twice.
+The failure is the ``OSError`` itself (``ENOSPC``, or ``EDQUOT``, ``EIO``), not a ``BackOff``:
+the OS does not say when room comes back, and the run loop already treats an ``OSError``
+from a sink as the sink's condition, retried with its own bounded backoff (50 ms doubling
+to 5 s, under a third of a JetStream source's ``ack_wait``). ``BackOff(wait)`` is for a
+part that knows how long to wait (a server that says "retry later").
 
 What ``flush()`` makes durable (the pipeline acknowledges a JetStream source only
 after it): a JSONL file is flushed to the OS, which survives a kill of the process.

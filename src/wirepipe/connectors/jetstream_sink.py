@@ -13,6 +13,19 @@ unresolved forever and leak their window slot when a publish raises), gives ever
 its own deadline, and republishes unacknowledged records with the same id, with
 backoff, until the server has them. ``flush()`` returns once every record written so
 far is stored: that is when the pipeline acknowledges its own source.
+
+A stream that cannot store now says so in the ack: a 503 (Service Unavailable). A stream with
+``discard: new`` at one of its limits answers ``err_code`` 10077 (``JSStreamStoreFailedF``) with
+``maximum messages exceeded``, ``maximum bytes exceeded`` or ``maximum messages per subject
+exceeded`` (nats-server ``ErrMaxMsgs``, ``ErrMaxBytes``, ``ErrMaxMsgsPerSubject``); the same code
+is a store that failed, and 10008/10023 a cluster without a leader or resources. That is the
+sink's condition, not the records': they are *held* (never dead-lettered), the rest of the batch
+waits with them unsent, and the next ``write`` or ``flush`` publishes the first one alone as a
+probe and raises ``BackOff`` while the server still refuses it, so the run loop waits (the sink's
+``retry`` delays), keeps the records unacknowledged upstream (in-progress acks) and counts a sink
+error. Once a probe is stored, the held records go out in order, same ``Nats-Msg-Id``. A record
+the server refuses for itself (400: larger than ``max_msg_size``), or one larger than the
+stream's ``max_bytes`` (it can never fit), is dead-lettered.
 """
 
 from __future__ import annotations
@@ -30,12 +43,13 @@ from typing import Any, Literal, cast
 from pydantic import Field, field_validator
 
 from ..batch import Batch, Rejected
-from ..errors import NotConnected, WirepipeError
+from ..errors import BackOff, NotConnected, WirepipeError
 from ..models import Duration
 from ..wire import (
     SENT_AT_SIZE,
     Header,
     dead_letter_payloads,
+    header_size,
 )
 from .base import Source
 from .gaps import PUBLISHER, SEQ
@@ -54,6 +68,11 @@ from .natsconn import ReconnectConfig
 log = logging.getLogger("wirepipe.jetstream")
 
 MSG_ID = Header.MSG_ID.value
+# The ack of a publish the server cannot store now (retry later): Service Unavailable. With err_code
+# STORE_FAILED and a description in STREAM_FULL, a `discard: new` stream is at a limit.
+UNAVAILABLE = 503
+STORE_FAILED = 10077  # JSStreamStoreFailedF
+STREAM_FULL = ("maximum messages exceeded", "maximum bytes exceeded", "maximum messages per subject exceeded")
 
 
 class _Pending:
@@ -100,10 +119,14 @@ class JetStreamSink(NatsSink):
         self._token = 0
         self._pending: dict[str, _Pending] = {}
         self._retry: deque[_Pending] = deque()
+        self._held: deque[_Pending] = deque()  # refused by a server that cannot store now (a full stream)
+        self._refusal: str | None = None  # why, while it refuses
+        self._refused_stream: str | None = None
+        self._probes_refused = 0  # in a row: the BackOff's wait grows with them
         self._space = asyncio.Event()
         self._space.set()
-        self._drained = asyncio.Event()
-        self._drained.set()
+        self._quiet = asyncio.Event()  # set while no publish waits for its ack
+        self._quiet.set()
         self._failed: list[Rejected] = []
         self.acked = 0
         self.duplicates = 0
@@ -162,21 +185,31 @@ class JetStreamSink(NatsSink):
 
     def _api_error(self, entry: _Pending, data: bytes) -> None:
         try:
-            err = json.loads(data)["error"]
+            reply = json.loads(data)
+            err = reply["error"]
             text = f"{err.get('description', 'error')} (code {err.get('code')}, err_code {err.get('err_code')})"
-        except (ValueError, KeyError, TypeError):
-            text = data[:200].decode(errors="replace")
-        # The server refused the record for good (stream limits, message size): dead-letter it.
-        self._failed.append(Rejected(stage=self.stage, operator=self.type, error=f"JetStream refused: {text}",
-                                     value=entry.payload, subject=entry.subject,
-                                     headers=entry.headers, meta={"msg_id": entry.msg_id}))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            reply, err, text = {}, {}, data[:200].decode(errors="replace")
+        if err.get("code") == UNAVAILABLE:
+            # Not now (a full `discard: new` stream, a store or cluster that cannot take it): the sink's
+            # condition. Held for the next probe; the loop backs off (see the module doc).
+            self._held.append(entry)
+            self._refusal = text
+            self._refused_stream = reply.get("stream") or self._refused_stream
+            return
+        self._reject(entry, f"JetStream refused: {text}")
+
+    def _reject(self, entry: _Pending, error: str) -> None:
+        """The server refused the record for itself (its size): dead-letter it at the next commit."""
+        self._failed.append(Rejected(stage=self.stage, operator=self.type, error=error, value=entry.payload,
+                                     subject=entry.subject, headers=entry.headers, meta={"msg_id": entry.msg_id}))
 
     def _wake(self) -> None:
         n = len(self._pending)
         if n < self.window:
             self._space.set()
-        if n == 0 and not self._retry:
-            self._drained.set()
+        if n == 0:
+            self._quiet.set()
 
     def _expire(self) -> None:
         """Move records whose ack is overdue to the retry queue (the ack may never come)."""
@@ -199,7 +232,7 @@ class JetStreamSink(NatsSink):
         token = str(self._token)
         entry.deadline = time.monotonic() + self.ack_timeout
         self._pending[token] = entry
-        self._drained.clear()
+        self._quiet.clear()
         await self.nc.publish(entry.subject, entry.payload, reply=self._prefix + token, headers=headers)
 
     async def _wait_space(self) -> None:
@@ -231,20 +264,82 @@ class JetStreamSink(NatsSink):
         batch = list(retry)
         retry.clear()
         for entry in batch:
-            entry.attempts += 1
-            headers = dict(entry.headers) if entry.headers else {}
-            headers[MSG_ID] = entry.msg_id
-            if self.headers_mode != "none":
-                headers[SENT_AT] = str(time.time_ns())
-            while len(self._pending) >= self.window:
-                self._space.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._space.wait(), self.ack_timeout / 4)
-                self._expire()
-            await self._send(entry, headers)
+            await self._resend(entry)
         self.republished += len(batch)
         log.warning("republished %d record(s) without an ack (attempt %d; same Nats-Msg-Id, deduplicated)",
                     len(batch), attempts + 1)
+
+    async def _resend(self, entry: _Pending) -> None:
+        """Publish a record again with its ``Nats-Msg-Id`` (a new ``Wirepipe-Sent-At``), within the window."""
+        entry.attempts += 1
+        headers = dict(entry.headers) if entry.headers else {}
+        headers[MSG_ID] = entry.msg_id
+        if self.headers_mode != "none":
+            headers[SENT_AT] = str(time.time_ns())
+        while len(self._pending) >= self.window:
+            self._space.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._space.wait(), self.ack_timeout / 4)
+            self._expire()
+        await self._send(entry, headers)
+
+    async def _settle(self) -> None:
+        """Wait until every publish has its ack (or is overdue and queued for a retry)."""
+        while self._pending:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), self.ack_timeout / 4)
+            self._expire()
+
+    async def _probe_held(self) -> None:
+        """The server refused records for now: publish the first alone; while it is refused again, raise
+        ``BackOff`` (nothing else goes out meanwhile); once it is stored, publish the others, in order."""
+        await self._wait_connected()
+        await self._settle()  # what is in flight answers first: it may be refused too
+        while self._held:
+            probe = self._held.popleft()
+            self._refusal = None
+            await self._resend(probe)
+            await self._settle()
+            if self._refusal is None:
+                break
+            if self._held and self._held[-1] is probe:  # refused again: it stays first in line
+                self._held.rotate(1)
+            if not await self._never_fits(probe):
+                self._probes_refused += 1
+                raise BackOff(f"JetStream cannot store now: {self._refusal}; holding {len(self._held)} record(s) "
+                              "unsent until it can", self.retry.delay(self._probes_refused - 1))
+        self._probes_refused = 0
+        self._refusal = None
+        held = deque(self._held)
+        self._held.clear()
+        while held:
+            await self._resend(held.popleft())
+            if self._held:  # refused again on the way: the rest waits behind them for the next probe
+                self._held.extend(held)
+                return
+
+    async def _never_fits(self, probe: _Pending) -> bool:
+        """A record larger than the stream's ``max_bytes`` is refused as "maximum bytes exceeded" like any
+        record a full stream refuses, but no room will ever come: it is the record's problem (dead-lettered),
+        not a wait. Known when its subject, headers and payload alone exceed ``max_bytes`` (the server adds
+        a few bytes per message), or when even the empty stream refuses it."""
+        import nats.errors
+
+        if self._refusal is None or "maximum bytes" not in self._refusal or not self._refused_stream:
+            return False
+        try:
+            info = await self.nc.jetstream().stream_info(self._refused_stream)
+        except (nats.errors.Error, asyncio.TimeoutError):
+            return False
+        limit = info.config.max_bytes or 0
+        size = len(probe.subject) + len(probe.payload) + header_size(
+            {**(probe.headers or {}), MSG_ID: probe.msg_id, SENT_AT: "0" * 19})
+        if info.state.messages and not 0 < limit < size:
+            return False
+        self._held.remove(probe)
+        self._reject(probe, f"JetStream refused: {self._refusal}: the record ({size:,} bytes with subject and "
+                            f"headers) can never fit in stream {self._refused_stream} (max_bytes {limit:,})")
+        return True
 
     async def write(self, batch: Batch) -> None:
         if not batch.values:
@@ -252,6 +347,8 @@ class JetStreamSink(NatsSink):
         require_bytes(batch, self.stage, self.type)
         if self._fatal:
             raise WirepipeError(self._fatal)
+        if self._held:  # BackOff while the server still refuses: nothing of this batch is published
+            await self._probe_held()
         headers = wire_headers(batch, self.headers_mode)
         ids = self._ids(batch)
         id_size = len(MSG_ID) + 4 + max(map(len, ids)) if isinstance(ids, list) else len(MSG_ID) + 4 + len(ids)
@@ -273,8 +370,14 @@ class JetStreamSink(NatsSink):
         now = time.time_ns
         window = self.window
         send = self._send
+        held = self._held
         for i, v in enumerate(batch.values):
-            if len(self._pending) >= window or self._retry:
+            if len(self._pending) >= window or self._retry or held:
+                if held:  # the server refuses for now: the rest of the batch waits, unsent, behind what it holds
+                    for j in range(i, n):
+                        base = cast("dict[str, str] | None", headers[j] if per_record else shared)  # type: ignore[index]
+                        held.append(_Pending(subs[j], batch.values[j], base, id_col[j], 0.0))
+                    break
                 await self._wait_space()
             base = cast("dict[str, str] | None", headers[i] if per_record else shared)  # type: ignore[index]
             h = dict(base) if base else {}
@@ -319,21 +422,24 @@ class JetStreamSink(NatsSink):
         """Return when every record written so far is stored (acked), republishing as needed."""
         if self.nc is None:
             return
-        while self._pending or self._retry:
-            if self._retry:
-                await self._republish()
-                continue
-            self._drained.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._drained.wait(), self.ack_timeout / 4)
-            self._expire()
+        while self._pending or self._retry or self._held:
             if self._fatal:
                 raise WirepipeError(self._fatal)
+            if self._retry:
+                await self._republish()
+            elif self._pending:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._quiet.wait(), self.ack_timeout / 4)
+                self._expire()
+            else:
+                await self._probe_held()  # BackOff while the server still refuses
+        if self._fatal:
+            raise WirepipeError(self._fatal)
 
     @property
     def unconfirmed(self) -> int:
-        """Records published and not yet stored (no ack from the server)."""
-        return len(self._pending) + len(self._retry)
+        """Records taken and not yet stored: published without an ack yet, or held while the server refuses."""
+        return len(self._pending) + len(self._retry) + len(self._held)
 
     def take_rejected(self) -> list[Rejected]:
         failed, self._failed = self._failed, []
@@ -350,7 +456,7 @@ class JetStreamSink(NatsSink):
                 await asyncio.wait_for(self.flush(), self.flush_timeout)
         except (asyncio.TimeoutError, WirepipeError) as exc:
             log.error("closing the JetStream sink with %d record(s) unconfirmed: %s",
-                      len(self._pending) + len(self._retry), exc or "flush timed out")
+                      self.unconfirmed, exc or "flush timed out")
         await self.conn.close()
 
 
