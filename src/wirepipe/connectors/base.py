@@ -69,10 +69,6 @@ class Source(ABC):
     # ``params`` that say how much or how the source reads, not what: left out of ``identity``.
     identity_ignores: ClassVar[frozenset[str]] = frozenset({"count", "duration", "batch_size", "batch_timeout"})
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _declare_builtin(cls, "source")
-
     def __init__(self, *, count: int | None = None, duration: float | None = None) -> None:
         self.count = count
         self.duration = duration
@@ -226,10 +222,6 @@ class Sink(ABC):
     # (NATS), so a replay into it needs the local runner.
     batch_results: ClassVar[Literal["files", "nothing"] | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _declare_builtin(cls, "sink")
-
     @property
     def name(self) -> str:
         return self.type
@@ -287,59 +279,3 @@ class Sink(ABC):
         """Flush and release; called once, also after errors."""
         await self.flush()
 
-
-# --- declarations of the built-in connectors whose modules do not make them yet ------------------------
-# generate.py, capture.py, nats_source.py, jetstream_source.py and nats_sink.py were written before the
-# declarations above existed. Until each module declares its own (the same attributes and methods, in its
-# class), its classes get them here when they are defined: what the pool and the config checks used to
-# know by type name. A class's own declaration always wins; this table goes once the last module declares.
-
-
-def _embedded_refusal(part: Any, workers: int) -> Refusal | None:
-    """A NATS connector on the embedded server (the default url): each worker would start its own."""
-    config = part.config
-    if not config.embedded:
-        return None
-    return Refusal("url", f"{config.url or 'embedded'!r} (the default) starts a private server in each process, "
-                          f"so {workers} workers would not share one: start one with `wirepipe server` (or use "
-                          "your NATS) and give its url")
-
-
-def _jetstream_refusal(source: Any, workers: int) -> Refusal | None:
-    if source.ordered:
-        return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
-                                  f"--workers {workers} would process every record {workers} times; use a durable "
-                                  "(drop `ordered`) or --workers 1")
-    if source.ack_mode == "all":
-        return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
-                              f"including messages the other {workers - 1} worker(s) of the shared durable have not "
-                              "written yet; use ack: explicit (the default) with --workers > 1")
-    return _embedded_refusal(source, workers)
-
-
-def _capture_worker_fields(sink: Any, index: int) -> dict[str, Any]:
-    return {"prefix": f"{sink.config.prefix}-w{index}"}
-
-
-_CONNECTION = frozenset({"url", "auth", "tls"})  # NatsConnectionConfig.public_params(): how, not what
-_BUILTIN: dict[tuple[str, str, str], dict[str, Any]] = {
-    ("generate", "source", "generate"): {"bounded": True,
-                                         "identity_ignores": Source.identity_ignores | {"rate"}},
-    ("capture", "source", "capture"): {"bounded": True},
-    ("capture", "sink", "capture"): {"worker_fields": _capture_worker_fields},
-    ("nats_source", "source", "nats"): {"shared_by": "queue", "refuse_workers": _embedded_refusal,
-                                        "identity_ignores": Source.identity_ignores | _CONNECTION | {"queue"}},
-    ("jetstream_source", "source", "jetstream"): {
-        "shared_by": "durable", "refuse_workers": _jetstream_refusal,
-        "identity_ignores": Source.identity_ignores | _CONNECTION | {"durable", "ordered"}},
-    ("nats_sink", "sink", "nats"): {"refuse_workers": _embedded_refusal},
-}
-
-
-def _declare_builtin(cls: type, role: str) -> None:
-    module = cls.__module__
-    if not module.startswith("wirepipe.connectors."):
-        return
-    for name, value in _BUILTIN.get((module.rsplit(".", 1)[1], role, cls.__dict__.get("type", "")), {}).items():
-        if name not in cls.__dict__:
-            setattr(cls, name, value)

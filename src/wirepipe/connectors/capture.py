@@ -355,6 +355,10 @@ class CaptureSink(Configured, Sink):
         return {"dir": str(w.folder), "max_file_size": w.max_file_size, "max_file_age": w.max_file_age,
                 "row_group_rows": w.row_group_rows}
 
+    def worker_fields(self, index: int) -> dict[str, Any]:
+        """Each worker of a pool writes files of its own: ``<prefix>-w<index>-...``."""
+        return {"prefix": f"{self.config.prefix}-w{index}"}
+
     @property
     def files(self) -> list[Path]:
         return self.writer.files
@@ -582,6 +586,7 @@ class CaptureSource(Configured, Source):
 
     type = "capture"
     stage = "read"
+    bounded = True  # replay --workers N splits row groups; a pool would read all of it N times
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``CaptureSourceConfig``'s (``batch_size``, ``count``, ``pace``, ``speed``...)."""

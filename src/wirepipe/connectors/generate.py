@@ -27,6 +27,8 @@ class GenerateSource(Configured, Source):
 
     type = "generate"
     stage = "generate"
+    bounded = True  # every worker of a pool would generate all of it
+    identity_ignores = Source.identity_ignores | {"rate"}  # the pace, not the records
 
     def __init__(self, dataset: str = "point", **fields: Any) -> None:
         """``fields`` are ``GenerateConfig``'s (``count``, ``batch_size``, ``seed``, ``rate``, ``duration``)."""

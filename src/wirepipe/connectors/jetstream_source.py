@@ -38,9 +38,9 @@ from ..models import Duration, Size, SourceLimits
 from ..wire import (
     Header,
 )
-from .base import AtLeastOnce, Configured, Source
+from .base import AtLeastOnce, Configured, Refusal, Source
 from .nats_reader import RawInbox, Received, SubscriptionReader, publish_many
-from .natsconn import NatsConnection, NatsConnectionConfig
+from .natsconn import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 
 log = logging.getLogger("wirepipe.jetstream")
 
@@ -62,6 +62,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     type = "jetstream"
     stage = "consume"
     redelivers = True
+    shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
+    identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
 
     def __init__(self, subject: str | None = None, **fields: Any) -> None:
         """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``ordered``, ``batch_size``...,
@@ -123,6 +125,17 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     def params(self) -> dict[str, Any]:
         return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
                 "batch_size": self.batch_size, **self.config.public_params()}
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        if self.ordered:
+            return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
+                                      f"--workers {workers} would process every record {workers} times; use a "
+                                      "durable (drop `ordered`) or --workers 1")
+        if self.ack_mode == "all":
+            return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
+                                  f"including messages the other {workers - 1} worker(s) of the shared durable have "
+                                  "not written yet; use ack: explicit (the default) with --workers > 1")
+        return embedded_refusal(self.config, workers)
 
     def lag(self) -> int | None:
         """Messages in the stream not yet delivered to this consumer (from the last message's metadata)."""

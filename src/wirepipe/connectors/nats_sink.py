@@ -33,9 +33,9 @@ from ..wire import (
     header_size,
     template_fields,
 )
-from .base import Configured, Sink
+from .base import Configured, Refusal, Sink
 from .gaps import PUBLISHER, SEQ, PublisherStamp
-from .natsconn import NatsConnection, NatsConnectionConfig
+from .natsconn import NatsConnection, NatsConnectionConfig, embedded_refusal
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -160,6 +160,9 @@ class NatsSink(Configured, Sink):
     @property
     def params(self) -> dict[str, Any]:
         return {"subject": self.subject.template, "headers": self.headers_mode, **self.config.public_params()}
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        return embedded_refusal(self.config, workers)
 
     async def open(self) -> None:
         self.nc = await self.conn.connect()

@@ -17,10 +17,10 @@ from pydantic import Field
 
 from ..batch import Batch
 from ..models import Duration, Size, SourceLimits
-from .base import Configured, Source
+from .base import Configured, Refusal, Source
 from .gaps import GapCounter
 from .nats_reader import SubscriptionReader
-from .natsconn import NatsConnection, NatsConnectionConfig
+from .natsconn import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -39,6 +39,8 @@ class NatsSource(Configured, Source):
     type = "nats"
     stage = "consume"
     drops_when_unread = True
+    shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)
+    identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"queue"}
 
     def __init__(self, subject: str, **fields: Any) -> None:
         """``fields`` are ``NatsSourceConfig``'s (``queue``, ``batch_size``, ``count``..., the connection's
@@ -67,6 +69,9 @@ class NatsSource(Configured, Source):
     def params(self) -> dict[str, Any]:
         return {"subject": self.subject, "queue": self.queue, "batch_size": self.batch_size,
                 **self.config.public_params()}
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        return embedded_refusal(self.config, workers)
 
     @property
     def dropped(self) -> int:

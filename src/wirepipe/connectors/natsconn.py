@@ -32,6 +32,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from ..errors import WirepipeError
 from ..models import Duration, Size, Strict
 from ..redact import redact_secrets, redact_url
+from .base import Refusal
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -180,6 +181,18 @@ def split_urls(url: str | list[str] | None) -> str | list[str] | None:
 
 def is_embedded(url: str | list[str] | None) -> bool:
     return url is None or url == EMBEDDED or url == [EMBEDDED]
+
+
+def embedded_refusal(config: NatsConnectionConfig, workers: int) -> Refusal | None:
+    """``refuse_workers`` of every NATS connector: the embedded server is private to each process."""
+    if not config.embedded:
+        return None
+    return Refusal("url", f"{config.url or 'embedded'!r} (the default) starts a private server in each process, "
+                          f"so {workers} workers would not share one: start one with `wirepipe server` (or use "
+                          "your NATS) and give its url")
+
+
+CONNECTION_PARAMS = frozenset({"url", "auth", "tls"})  # public_params(): how a connector connects, not what it reads
 
 
 # --- the managed connection ----------------------------------------------------------------------------

@@ -35,6 +35,7 @@ class Compress(Operator):
     """Compress every payload with one codec at one level; sets ``Content-Encoding``."""
 
     stage = "compress"
+    adds_headers = (Header.CONTENT_ENCODING.value,)
 
     def __init__(self, codec: str = "zstd", level: str | int | None = None,
                  dictionary: bytes | str | Path | None = None) -> None:
