@@ -392,10 +392,9 @@ def codecs() -> None:
         t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
                   f"{c.min_level}..{c.max_level}", _yes(c.available()), c.note)
     console.print(t)
-    from .codecs.compression import deflate_libraries
+    from .codecs.compression import deflate_choice
 
-    comp, decomp = deflate_libraries()
-    console.print(f"zlib, gzip, deflate: compressed by {comp}, decompressed by {decomp} (standard bytes)")
+    console.print(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
     console.print("chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best")
 
 

@@ -145,6 +145,10 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
              f"estimated duration: {duration(est.seconds)} (from a {est.calibration_seconds:.1f}s calibration "
              "on this machine)"]
+    if any(c.codec in ("zlib", "gzip", "deflate") for c in combos):
+        from ..codecs.compression import deflate_choice
+
+        lines.append(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
     slow = sorted(((s, c) for (_, c), s in est.codec.items()), key=lambda x: x[0], reverse=True)[:3]
     if est.seconds > CONFIRM_ABOVE_SECONDS and slow:
         lines.append("the slowest steps: " + ", ".join(f"{c.label} ({duration(s * (plan.iterations + 1))})"
