@@ -201,6 +201,7 @@ BAD: list[tuple[Callable[[], Any], str]] = [
      SOURCE_ONLY + "sink: {type: capture, dir: cap/, max_file_size: huge}"),
     (lambda: CaptureWriter("cap/", row_group_rows=0), SOURCE_ONLY + "sink: {type: capture, dir: cap/, row_group_rows: 0}"),
     (lambda: CaptureWriter("cap/", prefix=".hidden"), SOURCE_ONLY + "sink: {type: capture, dir: cap/, prefix: .hidden}"),
+    (lambda: CaptureWriter("cap/", prefix="_hidden"), SOURCE_ONLY + "sink: {type: capture, dir: cap/, prefix: _hidden}"),
     (lambda: NatsSource("points", duration="soon"), "source: {type: nats, subject: points, duration: soon}"),
     (lambda: NatsSink("points", url="embedded", auth={"token": "t"}),
      SOURCE_ONLY + "sink: {type: nats, subject: points, url: embedded, auth: {token: t}}"),

@@ -42,7 +42,7 @@ from ..batch import Batch, describe_error
 from ..errors import ConfigError, SinkUnavailable, WirepipeError
 from ..models import Duration, Size, SourceLimits, Strict
 from ..spoolfile import check_writable
-from ..storage import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths
+from ..storage import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, is_hidden
 from ..wire import Header
 from .base import Configured, Sink, Source
 
@@ -440,8 +440,9 @@ class CaptureSinkConfig(Strict):
     @field_validator("prefix")
     @classmethod
     def _plain_name(cls, v: str) -> str:
-        if not v or "/" in v or os.sep in v or v.startswith("."):
-            raise ValueError(f"prefix {v!r} must be a plain file name prefix (no '/', not starting with '.')")
+        if not v or "/" in v or os.sep in v or is_hidden(v):
+            raise ValueError(f"prefix {v!r} must be a plain file name prefix (no '/', not starting with '.' "
+                             "or '_': readers skip such files as hidden)")
         return v
 
     def build(self) -> CaptureSink:

@@ -103,7 +103,8 @@ def pipeline_options(options: list[str]) -> Any:
 
 def _capture_files(captures: list[str]) -> list[str]:
     """Capture files: local ones as ``capture_files`` orders them, remote ones (``scheme://``) by Beam's match."""
-    from ..connectors.capture import TEMP_SUFFIX, capture_files
+    from ..connectors.capture import capture_files
+    from ..storage import is_hidden
 
     out: list[str] = []
     for item in captures:
@@ -114,7 +115,7 @@ def _capture_files(captures: list[str]) -> list[str]:
 
         pattern = item if any(ch in item for ch in "*?[") or item.endswith(".parquet") else item.rstrip("/") + "/**.parquet"
         found = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
-        found = [f for f in found if not f.rsplit("/", 1)[-1].startswith(".") and not f.endswith(TEMP_SUFFIX)]
+        found = [f for f in found if not is_hidden(f.rsplit("/", 1)[-1])]  # the rule local listings keep
         if not found:
             raise WirepipeError(f"{item}: no capture files match")
         out += found

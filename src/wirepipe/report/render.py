@@ -281,6 +281,7 @@ def _write_text(path: str | Path, text: str) -> None:
     if str(path) == "-":
         sys.stdout.write(text)
         return
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
+    from ..storage import write_atomic
+
+    data = text.encode("utf-8")
+    write_atomic(path, lambda f: f.write(data))  # a reader never opens half a report
