@@ -365,6 +365,28 @@ async def test_a_full_stream_backs_off_and_every_record_lands_once(nats_url: str
 
 
 @pytest.mark.timeout(60)
+async def test_the_sinks_stream_block_sets_the_discard_policy(nats_url: str) -> None:
+    """`stream: {discard: new}` makes the created stream refuse at its limits (the sink then backs off, above);
+    without it the stream keeps NATS's default, discard old."""
+    import nats
+    from nats.js.api import DiscardPolicy
+
+    from wirepipe.testing import TestingSource
+
+    for name, discard in (("PUSHBACK", "new"), ("RETAIN", None)):
+        block = {"name": name, "subjects": [name.lower()], "max_msgs": 5, **({"discard": discard} if discard else {})}
+        sink = JetStreamSink(name.lower(), url=nats_url, stream=block)
+        await Pipeline(TestingSource([b"x"] * 3, batch_size=3), [], sink).run_async()
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        assert (await js.stream_info("PUSHBACK")).config.discard == DiscardPolicy.NEW
+        assert (await js.stream_info("RETAIN")).config.discard == DiscardPolicy.OLD
+    finally:
+        await nc.close()
+
+
+@pytest.mark.timeout(60)
 async def test_a_record_larger_than_the_stream_is_dead_lettered_not_waited_for(nats_url: str) -> None:
     """No room will ever come for a record larger than max_bytes: it is the record's problem (dead-lettered with
     why); the records around it are stored, and the run ends."""

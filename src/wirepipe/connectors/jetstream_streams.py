@@ -32,6 +32,9 @@ class StreamConfig(Strict):
     max_bytes: Size | None = None
     max_msgs: int | None = None
     max_msg_size: Size | None = None
+    # At a limit: "old" (NATS's default) deletes the oldest messages, retention as the stream's owner chose it;
+    # "new" refuses the publish, and the sink holds the records and backs off until room comes (BackOff).
+    discard: Literal["old", "new"] = "old"
     replicas: int = Field(default=1, ge=1, le=5, description="R1..R5: copies on distinct servers of a cluster")
     placement: PlacementConfig | None = None
 
@@ -55,6 +58,7 @@ class StreamConfig(Strict):
             max_bytes=self.max_bytes,
             max_msgs=self.max_msgs,
             max_msg_size=self.max_msg_size,
+            discard=api.DiscardPolicy(self.discard),
             num_replicas=self.replicas,
             placement=(api.Placement(cluster=self.placement.cluster, tags=self.placement.tags or None)
                        if self.placement is not None else None),
