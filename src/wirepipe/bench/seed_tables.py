@@ -1,11 +1,14 @@
 """``wirepipe bench --seed-tables``: the seed studies' tables, reproduced with wirepipe's formats.
 
 Seeds 001 (``Point``, k=10 x n=500,000) and 002 (``LargeVectors``, k=10 x n=100): one record
-(the dataset's first for the seed) serialized n times, then deserialized n times, per
-iteration, through the same ``Serialize``/``Deserialize`` operators a pipeline runs (batches of
-1000, so bincode and postcard pack a batch at a time). Each time is the mean [min - max] over
-the k iterations, in milliseconds; the size is the exact size of that record's payload and its
-difference to the raw struct. One row per seed row, named by its Python counterpart:
+serialized n times, then deserialized n times, per iteration, through the same
+``Serialize``/``Deserialize`` operators a pipeline runs (batches of 1000, so the fixed layouts
+pack a batch at a time). The record is the seed's own: ``Point {x: -12, y: 110}`` (the values
+seed 001's sizes pin down, see ``SEED_POINT``) and the dataset's first ``large_vectors`` record
+(seed 002 gives ranges, not values). Each time is the mean [min - max] over the k iterations,
+in milliseconds; the size is the exact size of that record's payload, its difference to the raw
+struct, and next to it the seed's own (Linux) size. One row per seed row, named by its Python
+counterpart:
 
 =================  ================================  ===========================================
 seed row           wirepipe row                      note
@@ -13,23 +16,26 @@ seed row           wirepipe row                      note
 FlatMessage        n/a                               a Rust-only zero-copy format; the nearest
                                                      thing here is ``arrow`` (an extra row)
 postcard (schema)  postcard                          same bytes as Rust postcard
-bincode (schema)   bincode                           fixint (bincode 1 / legacy()); the seed's
-                                                     2-byte Point is bincode 2's varint config,
-                                                     which is postcard-like in size
+bincode (schema)   bincode-varint                    bincode 2's default ``config::standard()``
+                                                     (the seed's 2-byte Point)
 rmp (schema)       msgpack-array                     positional msgpack
 rmp                msgpack                           msgpack map
 protobuf (schema)  protobuf                          official runtime, descriptor from the schema
 json               json                              stdlib json
-bson               bson                              pymongo's bson
+bson               bson (typed schema)               pymongo's bson; u32 and i64 as int64, as
+                                                     Rust's bson crate writes a struct
 cbor               cbor                              cbor2
 simd_json          orjson                            the fast JSON library of Python
-flexbuffers        flexbuffers                       flatbuffers' pure-Python flexbuffers
+flexbuffers        flexbuffers (typed schema)        flatbuffers' pure-Python flexbuffers; numeric
+                                                     lists as typed vectors, as Rust's serializer
 toml               toml                              tomllib + tomli-w
 =================  ================================  ===========================================
 
-Extra rows: msgpack and json with the typed schema (the msgspec engine), avro, arrow.
-Seeds 003 and 004 become two small tables: ``transaction`` with its byte fields as bytes
-versus as lists of ints, and the whole ``feed`` as compact JSON (base64 signatures) versus
+Extra rows: ``bincode`` (fixint: bincode 1 / ``legacy()``, wirepipe's default bincode), msgpack
+and json with the typed schema (the msgspec engine), avro, arrow. Where a size differs from the
+seed's, the row's note says why (``SEED_NOTES``); the README's seed-tables section has the
+arithmetic. Seeds 003 and 004 become two small tables: ``transaction`` with its byte fields as
+bytes versus as lists of ints, and the whole ``feed`` as compact JSON (base64 signatures) versus
 binary formats.
 """
 
@@ -51,18 +57,19 @@ SEED_ROWS: list[tuple[str, str | None, bool]] = [
     # (seed row, wirepipe format, with the dataset's typed schema)
     ("FlatMessage", None, False),
     ("postcard (schema)", "postcard", True),
-    ("bincode (schema)", "bincode", True),
+    ("bincode (schema)", "bincode-varint", True),
     ("rmp (schema)", "msgpack-array", True),
     ("rmp", "msgpack", False),
     ("protobuf (schema)", "protobuf", True),
     ("json", "json", False),
-    ("bson", "bson", False),
+    ("bson", "bson", True),  # Rust's bson serializes the typed struct: the schema gives u32 its int64
     ("cbor", "cbor", False),
     ("simd_json", "orjson", False),
-    ("flexbuffers", "flexbuffers", False),
+    ("flexbuffers", "flexbuffers", True),  # and Rust's flexbuffers its typed vectors
     ("toml", "toml", False),
 ]
 EXTRA_ROWS: list[tuple[str, str, bool]] = [
+    ("bincode (fixint)", "bincode", True),
     ("msgpack (schema)", "msgpack", True),
     ("json (schema)", "json", True),
     ("avro (schema)", "avro", True),
@@ -72,10 +79,47 @@ SEED_SHAPES = {"point": (10, 500_000), "large_vectors": (10, 100)}
 # Seed 001's sizes pin its Point down: protobuf's 13 bytes need one negative int32 (10-byte varint),
 # json's 17 characters, cbor's 8 and postcard's 3 bytes leave x in -10..-24 and y in 100..125.
 SEED_POINT = {"x": -12, "y": 110}
-SEED_POINT_SIZES = {"postcard (schema)": 3, "bincode (schema)": 2, "rmp (schema)": 3, "rmp": 7,
-                    "protobuf (schema)": 13, "json": 17, "bson": 19, "cbor": 8, "simd_json": 17,
-                    "flexbuffers": 17, "toml": 16}
+# The seeds' sizes (their Linux tables; Windows and macOS print the same), by seed row.
+SEED_SIZES: dict[str, dict[str, int]] = {
+    "point": {"FlatMessage": 26, "postcard (schema)": 3, "bincode (schema)": 2, "rmp (schema)": 3, "rmp": 7,
+              "protobuf (schema)": 13, "json": 17, "bson": 19, "cbor": 8, "simd_json": 17, "flexbuffers": 17,
+              "toml": 16},
+    "large_vectors": {"FlatMessage": 388060, "bincode (schema)": 407012, "postcard (schema)": 358260,
+                      "protobuf (schema)": 358265, "rmp": 445039, "rmp (schema)": 445013, "cbor": 320339,
+                      "flexbuffers": 264099, "json": 539243, "simd_json": 539243, "bson": 960615,
+                      "toml": 606238},
+}
+# Rows whose size does not depend on the values drawn (fixed widths, or widths the ranges fix):
+# there wirepipe's size must be the seed's, and tests/test_seed_tables.py holds it to that.
+EXACT = {
+    "point": {name for name in SEED_SIZES["point"] if name != "FlatMessage"},
+    "large_vectors": {"bson", "flexbuffers"},
+}
+# Why a size differs from the seed's, in a few words (the README's seed-tables section has the arithmetic).
+_NA = "n/a: Rust-only zero-copy (nearest: arrow)"
+SEED_NOTES: dict[str, dict[str, str]] = {
+    "point": {"FlatMessage": _NA, "bincode (fixint)": "fixint, bincode 1 / legacy()",
+              "msgpack (schema)": "msgspec: the msgpack bytes", "json (schema)": "msgspec: the json bytes"},
+    "large_vectors": {
+        "FlatMessage": _NA,
+        "postcard (schema)": "u32 varints: the seed's draw",
+        "bincode (schema)": "u32 varints: the seed's draw",
+        "protobuf (schema)": "u32 varints: the seed's draw",
+        "rmp (schema)": "f32 as float64 (+4 B each); u32: draw",
+        "rmp": "f32 as float64 (+4 B each); u32: draw",
+        "cbor": "floats as float64 (Rust: narrower); u32: draw",
+        "json": "digits: the seed's draw",
+        "simd_json": "digits: the seed's draw",
+        "toml": "an item a line (+4 B each); digits: draw",
+        "bson": "schema: u32 as int64, as Rust's bson",
+        "flexbuffers": "schema: typed vectors, narrowest width",
+        "bincode (fixint)": "fixint: raw + four u64 lengths",
+        "msgpack (schema)": "msgspec: the msgpack bytes",
+        "json (schema)": "msgspec: the json bytes",
+    },
+}
 BATCH = 1000
+WARMUP = 5000  # repetitions of the warm-up (at most n/10): the round-trip check, the size and the time estimate
 _ns = time.perf_counter_ns
 
 
@@ -104,36 +148,52 @@ def _run(op: Callable[[Batch], Batch], chunks: list[list[Any]]) -> tuple[list[li
     return out, (_ns() - t0) / 1e6, errors
 
 
-ROW_BUDGET_S = 60.0  # a row whose warm-up shows k iterations would take longer runs fewer
+ROW_BUDGET_S = 30.0  # a row whose warm-up shows k iterations would take longer runs fewer
+
+
+def seed_record(dataset: str, seed: int = 0) -> Any:
+    """The record a seed table measures: the seed's own Point, or the dataset's first record."""
+    if dataset == "point":
+        return dict(SEED_POINT)
+    return get_dataset(dataset).sample(1, seed=seed)[0]
+
+
+def row_size(fmt: str, typed: bool, dataset: str, seed: int = 0) -> int:
+    """The exact payload size of the table's record in ``fmt`` (what the Size column shows)."""
+    ds = get_dataset(dataset)
+    schema = ds.schema if typed or FORMATS[fmt].needs_schema else None
+    return len(Serialize(fmt, schema=schema)(Batch([seed_record(dataset, seed)])).values[0])
 
 
 def measure_row(name: str, fmt: str | None, typed: bool, dataset: str, k: int, n: int, seed: int = 0,
                 budget_s: float = ROW_BUDGET_S) -> Row:
     """One row: k iterations of n serializations and n deserializations of one record.
 
-    The pure-Python formats (flexbuffers, toml) take seconds per ``large_vectors`` record: when
-    the warm-up shows k iterations would pass ``budget_s``, the row runs fewer and says so.
+    A warm-up of ``WARMUP`` repetitions (at most a tenth of n) checks the round trip, gives the
+    size and estimates an iteration; when k iterations would pass ``budget_s`` (the pure-Python
+    flexbuffers and toml, arrow's one IPC stream per record on ``point``), the row runs fewer,
+    at least one, and says so.
     """
-    row = Row(name, fmt)
+    row = Row(name, fmt, note=SEED_NOTES.get(dataset, {}).get(name, ""))
     if fmt is None:
-        row.note = "n/a: Rust-only zero-copy format (nearest here: arrow)"
         return row
     if not FORMATS[fmt].available():
         row.note = f"n/a: {FORMATS[fmt].library} is not installed"
         return row
     ds = get_dataset(dataset)
-    record = ds.sample(1, seed=seed)[0]
+    record = seed_record(dataset, seed)
     schema = ds.schema if typed or FORMATS[fmt].needs_schema else None
     ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
+    warm = max(1, min(n // 10, WARMUP))
     chunks = _chunks([record] * n, BATCH)
     row.ser_ms, row.deser_ms = [], []
     gc_was_enabled = gc.isenabled()
     try:
         it = 0
-        while it <= k:  # iteration 0 warms up and checks the round trip
+        while it <= k:  # iteration 0 warms up (on `warm` repetitions) and checks the round trip
             gc.collect()
             gc.disable()
-            payloads, ser_ms, ser_err = _run(ser, chunks)
+            payloads, ser_ms, ser_err = _run(ser, chunks if it else _chunks([record] * warm, BATCH))
             decoded, deser_ms, deser_err = _run(deser, payloads)
             gc.enable()
             if ser_err or deser_err:
@@ -146,14 +206,11 @@ def measure_row(name: str, fmt: str | None, typed: bool, dataset: str, k: int, n
                     row.note = "failed: decoded record differs from the input"
                     row.ser_ms = row.deser_ms = None
                     return row
-                if ser_ms + deser_ms > budget_s * 1000:  # over budget already: the warm-up is the one iteration
-                    row.ser_ms, row.deser_ms = [ser_ms], [deser_ms]
-                    row.note = "k=1, no warm-up (time budget)"
-                    return row
-                fits = max(1, int(budget_s * 1000 / max(ser_ms + deser_ms, 1e-3)))
+                per_iteration = (ser_ms + deser_ms) * n / warm
+                fits = max(1, int(budget_s * 1000 / max(per_iteration, 1e-3)))
                 if fits < k:
                     k = fits
-                    row.note = f"k={k} (time budget)"
+                    row.note = "; ".join(x for x in (f"k={k} (time budget)", row.note) if x)
             else:
                 row.ser_ms.append(ser_ms)
                 row.deser_ms.append(deser_ms)
@@ -185,32 +242,23 @@ def _stat(values: list[float]) -> str:
     return f"{sum(values) / len(values):.2f} [{min(values):.2f} - {max(values):.2f}]"
 
 
-def table_lines(rows: list[Row], raw: int) -> list[list[str]]:
-    """The seed's columns: Algorithm, Size (b) [±% vs raw], Ser. (ms), Deser. (ms), Ser+Deser. (ms)."""
+def table_lines(rows: list[Row], raw: int, dataset: str | None = None) -> list[list[str]]:
+    """The seed's columns (Algorithm, Size (b) [±% vs raw], Ser. (ms), Deser. (ms), Ser+Deser. (ms)),
+    with the seed's size after Size ("-" for a row the seed has not) and a note."""
+    seed_sizes = SEED_SIZES.get(dataset or "", {})
     out = []
     for r in rows:
         label = r.name if r.fmt in (None, r.name) else f"{r.name} → {r.fmt}"
+        theirs = seed_sizes.get(r.name)
+        seed_cell = "-" if theirs is None else f"{theirs} (same)" if theirs == r.size else str(theirs)
         if r.ser_ms is None or r.deser_ms is None or r.size is None:
-            out.append([label, "-", "-", "-", "-", r.note or "-"])
+            out.append([label, "-", seed_cell, "-", "-", "-", r.note or "-"])
             continue
         pct = round((r.size - raw) * 100 / raw) if raw else 0
         both = [a + b for a, b in zip(r.ser_ms, r.deser_ms, strict=True)]
-        out.append([label, f"{r.size} [{pct:+d}%]", _stat(r.ser_ms), _stat(r.deser_ms), _stat(both), r.note])
+        out.append([label, f"{r.size} [{pct:+d}%]", seed_cell, _stat(r.ser_ms), _stat(r.deser_ms), _stat(both),
+                    r.note])
     return out
-
-
-def seed_point_sizes() -> list[list[str]]:
-    """Seed 001's sizes next to wirepipe's for the seed's own Point (every seed row with a size)."""
-    schema = get_dataset("point").schema
-    rows = []
-    for name, fmt, typed in SEED_ROWS:
-        if fmt is None or name not in SEED_POINT_SIZES or not FORMATS[fmt].available():
-            continue
-        ours = len(FORMATS[fmt].encoder(schema if typed else None)(SEED_POINT))
-        seed = SEED_POINT_SIZES[name]
-        why = "" if ours == seed else "the seed ran bincode 2's varint config; wirepipe's bincode is fixint"
-        rows.append([name, fmt, str(seed), str(ours), "yes" if ours == seed else f"no: {why}"])
-    return rows
 
 
 # --- seeds 003 and 004 -----------------------------------------------------------------------------
@@ -288,7 +336,7 @@ def print_seed_tables(console: Any, iterations: int | None = None, repetitions: 
     from ..codecs.compression import deflate_libraries
 
     if not console.is_terminal:  # a pipe or a file: wide enough that no row wraps
-        console = Console(width=160, stderr=console.stderr)
+        console = Console(width=200, stderr=console.stderr)
     chosen = list(tables or SEED_TABLES)
     out: dict[str, Any] = {}
     for dataset, (k, n) in SEED_SHAPES.items():
@@ -297,22 +345,18 @@ def print_seed_tables(console: Any, iterations: int | None = None, repetitions: 
         k, n = iterations or k, repetitions or n
         with console.status("measuring") as status:
             rows, raw = seed_table(dataset, k, n, seed, progress=lambda text: status.update(text))
-        t = Table(title=f"seed table: {dataset} (k={k} x n={n}, raw {raw} bytes)")
-        for col in ("Algorithm", "Size (b)", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)", "note"):
-            t.add_column(col)
-        lines = table_lines(rows, raw)
-        for line in lines:
+        what = f"the seed's Point {SEED_POINT}" if dataset == "point" else f"record 0 of seed {seed}"
+        t = Table(title=f"seed table: {dataset} (k={k} x n={n}, raw {raw} bytes; {what})")
+        t.add_column("Algorithm", no_wrap=True)
+        for col in ("Size (b)", "seed (b)"):  # the sizes stay whole; a narrow terminal wraps times and notes
+            t.add_column(col, no_wrap=True, justify="right")
+        for col in ("Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"):
+            t.add_column(col, justify="right")
+        t.add_column("note", min_width=12)
+        for line in table_lines(rows, raw, dataset):
             t.add_row(*line)
         console.print(t)
         out[dataset] = rows
-        if dataset == "point":
-            t = Table(title=f"seed 001 sizes on the seed's own Point {SEED_POINT}")
-            for col in ("seed row", "wirepipe", "seed size (b)", "wirepipe size (b)", "same"):
-                t.add_column(col)
-            out["seed_point"] = seed_point_sizes()
-            for line in out["seed_point"]:
-                t.add_row(*line)
-            console.print(t)
     if "transaction" in chosen:
         t = Table(title=f"seed 003: transaction byte fields ({small_count} records, best of 5, per record)")
         for col in ("format", "byte fields as", "mean size (b)", "ser. (µs)", "deser. (µs)", "ser+deser. (µs)"):
