@@ -306,6 +306,22 @@ def test_avsc_file_is_a_schema_for_every_format(tmp_path) -> None:
         assert Deserialize(fmt, schema=str(tmp_path / "p.avsc"))(b).values == [{"x": 5, "tag": None}]
 
 
+def test_avsc_field_with_a_default_may_be_left_out(tmp_path) -> None:
+    """fastavro writes an .avsc field's default for a record that leaves the field out: the check
+    before it takes that (a nested record's too); a field without a default is still required."""
+    avsc = {"type": "record", "name": "P", "fields": [
+        {"name": "x", "type": "int"}, {"name": "n", "type": "long", "default": 7},
+        {"name": "in", "type": {"type": "record", "name": "In", "fields": [
+            {"name": "flag", "type": "boolean", "default": False}, {"name": "k", "type": "int"}]}}]}
+    (tmp_path / "p.avsc").write_text(json.dumps(avsc))
+    spec = str(tmp_path / "p.avsc")
+    b = Serialize("avro", schema=spec)(Batch([{"x": 1, "in": {"k": 2}}, {"n": 1, "in": {"k": 2}},
+                                              {"x": 1, "in": {"flag": True}}]))
+    assert Deserialize("avro", schema=spec)(b).values == [{"x": 1, "n": 7, "in": {"flag": False, "k": 2}}]
+    # the reason is schema.check's, which knows no .avsc defaults: the third names n, not in.k
+    assert [r.error for r in b.rejected] == ["x: missing (expected int32)", "n: missing (expected int64)"]
+
+
 def test_bson_bytes_equal_pymongo_and_the_spec() -> None:
     import bson
 
@@ -396,6 +412,27 @@ def test_value_that_does_not_fit_is_rejected_with_its_field_path(fmt: str) -> No
     assert "inputs[0].sig_op_count: expected int32, got str" in b.rejected[0].error
     b = Serialize(fmt, schema=DATASETS["point"].schema)(Batch([{"x": 1, "y": 2}, {"x": 1, "y": 2**40}]))
     assert len(b.values) == 1 and "y: 1099511627776 is out of range for int32" in b.rejected[0].error
+
+
+@pytest.mark.parametrize("fmt", TYPED)
+def test_misfits_a_library_would_write_as_another_value_are_rejected(fmt: str) -> None:
+    """fastavro writes 1.5 for an int as 1 and None or 1 for a bool as false/true; protobuf writes None
+    (and an absent field) as its default and takes True for an int32, 1 for a bool, bytes for a string.
+    Each is refused with its path, the good records kept."""
+    s = parse_schema({"x": "int32", "n": "int64", "ok": "bool", "s": "string", "tags": "list<string>",
+                      "r": {"v": "float64"}})
+    good = {"x": 1, "n": 2, "ok": True, "s": "a", "tags": ["t"], "r": {"v": 0.5}}
+    misfits = [({"x": 1.5}, "x: expected int32, got float"), ({"n": 2.5}, "n: expected int64, got float"),
+               ({"x": True}, "x: expected int32, got bool"), ({"x": None}, "x: null but int32 is not optional"),
+               ({"ok": 1}, "ok: expected bool, got int"), ({"ok": None}, "ok: null but bool is not optional"),
+               ({"s": b"a"}, "s: expected string, got bytes"), ({"tags": {"t": 1}}, "tags: expected list<string>"),
+               ({"r": {"v": None}}, "r.v: null but float64"), ({"r": None}, "r: null but {v: float64}")]
+    bad = [{**good, **change} for change, _ in misfits] + [{k: v for k, v in good.items() if k != "s"}]
+    b = Serialize(fmt, schema=s)(Batch([good, *bad, good]))
+    assert Deserialize(fmt, schema=s)(b).values == [good, good]
+    assert [r.value for r in b.rejected] == bad
+    for r, why in zip(b.rejected, [w for _, w in misfits] + ["s: missing"], strict=True):
+        assert why in r.error, (r.error, why)
 
 
 @pytest.mark.parametrize("fmt", TYPED)

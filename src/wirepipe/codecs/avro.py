@@ -8,6 +8,12 @@ list<T> -> array<T>, record -> record, T? -> ["null", T].
 A payload is the record's Avro binary and nothing else; with ``schema_id: N`` it is prefixed
 by the Confluent framing (byte 0, then N as 4 bytes big-endian), so a consumer of a schema
 registry reads it. A framed message (several records) is an Avro ``array`` of the record.
+
+fastavro writes a value that does not fit as some other value (1.5 for an int as 1, None or "x"
+for a boolean as false or true, an out-of-range int32 as a long), so each record is checked
+against the schema first (``msgspec_engine.validator``, in C: less than the range check it
+replaces took) and a misfit is refused with its field path. A numpy array where the schema has a
+list is written as that list.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import StageError
-from ..schema import INTS, Field, RecordSchema, SchemaError, Type
+from ..schema import Field, RecordSchema, SchemaError, Type
+from .msgspec_engine import as_lists, validator
 
 _AVRO = {"int32": "int", "int64": "long", "uint32": "long", "float32": "float", "float64": "double",
          "bool": "boolean", "string": "string", "bytes": "bytes"}
@@ -98,79 +105,26 @@ def schema_of_avsc(avsc: Any, path: str = "") -> RecordSchema:
     return RecordSchema(out.name, out.fields, source=avsc)
 
 
-def range_guard(t: Type) -> Callable[[Any], None]:
-    """A check of the int32 / uint32 values of ``t``: fastavro writes any integer as a varint, so an
-    out-of-range int32 (or a negative uint32, carried as a long) would reach the wire unnoticed.
+def _defaults(avsc: Any) -> dict[str, set[str]]:
+    """Record name -> its fields that have a ``default`` in an ``.avsc`` (fastavro writes it for them)."""
+    out: dict[str, set[str]] = {}
 
-    It raises without the field path (``schema.explain`` finds it when the record is refused). A
-    list of plain ints is one ``min`` and one ``max``, in C; a list with nulls in it (``list<int32?>``)
-    or a numpy array (which fastavro writes as it writes a list) goes item by item.
-    """
-    if not t.contains("int32", "uint32"):
-        return lambda v: None
-    if t.kind in ("int32", "uint32"):
-        lo, hi = INTS[t.kind]
+    def walk(a: Any) -> None:
+        if isinstance(a, list):
+            for x in a:
+                walk(x)
+        elif isinstance(a, dict):
+            if a.get("type") == "record":
+                out[str(a.get("name", "")).split(".")[-1]] = {f["name"] for f in a.get("fields", ())
+                                                              if "default" in f}
+                for f in a.get("fields", ()):
+                    walk(f.get("type"))
+            else:
+                walk(a.get("type"))
+                walk(a.get("items"))
 
-        def scalar(v: Any) -> None:
-            if type(v) is int and not lo <= v <= hi:
-                raise ValueError(f"{v} is out of range for {t.kind}")
-
-        return scalar
-    if t.kind == "list":
-        item = t.item
-        assert item is not None
-        each = range_guard(item)
-        if item.kind in ("int32", "uint32") and not item.optional:
-            lo, hi = INTS[item.kind]
-
-            def ints(v: Any) -> None:
-                if type(v) is not list:
-                    v = _listed(v)
-                if v and (min(v) < lo or max(v) > hi):
-                    raise ValueError(f"a value is out of range for {item.kind}")
-
-            return ints
-
-        def items(v: Any) -> None:
-            for x in v if type(v) is list else _listed(v):
-                each(x)
-
-        return items
-    guards = [(f.name, range_guard(f.type)) for f in t.record.fields if f.type.contains("int32", "uint32")]  # type: ignore[union-attr]
-
-    def record(v: Any) -> None:
-        if type(v) is dict:
-            for name, guard in guards:
-                x = v.get(name)
-                if x is not None:
-                    guard(x)
-
-    return record
-
-
-def _plain(v: Any) -> Any:
-    """``v`` with numpy arrays and tuples as lists and numpy scalars as Python numbers, or ``v`` itself
-    when it holds none. fastavro writes a numpy array as a list, but neither its items where the
-    schema has a union (``list<float64?>``) nor a tuple there (a tuple is its notation for a branch):
-    the encoder retries with this when a write fails, so plain lists pay nothing for it."""
-    t = type(v)
-    if t is dict:
-        out = {k: _plain(x) for k, x in v.items()}
-        return v if all(out[k] is x for k, x in v.items()) else out
-    if t is list or t is tuple:
-        items = [_plain(x) for x in v]
-        return v if t is list and all(a is b for a, b in zip(items, v, strict=True)) else items
-    if t is not memoryview and hasattr(v, "tolist"):
-        return _plain(v.tolist())
-    return v
-
-
-def _listed(v: Any) -> list[Any]:
-    """A numpy array (or tuple) as the list fastavro writes from it; anything else as no items (not
-    this check's to refuse: fastavro or ``schema.check`` does)."""
-    if hasattr(v, "tolist"):
-        v = v.tolist()
-    return list(v) if isinstance(v, (list, tuple)) else []
+    walk(avsc)
+    return out
 
 
 def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = None
@@ -189,21 +143,22 @@ def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = No
     list_schema = fastavro.parse_schema({"type": "array", "items": parsed})
     record_name = parsed["name"] if isinstance(parsed, dict) else schema.name  # a record's is a dict
 
-    guard = range_guard(Type("record", record=schema))
-    guard_list = range_guard(Type("list", item=Type("record", record=schema)))
+    # fastavro writes what does not fit as some other value (1.5 for an int as 1, None for a bool as
+    # false, an out-of-range int32 as a long): each record is checked first, in C
+    validate = validator(schema, may_be_absent=_defaults(avsc) if schema.source is avsc else None)
 
     def encode(value: Any) -> bytes:
         try:
-            (guard_list if type(value) is list else guard)(value)
+            validate(value)
             buf = BytesIO()
             buf.write(prefix)
             write(buf, list_schema if type(value) is list else parsed, value)
             return buf.getvalue()
         except Exception:
-            plain = _plain(value)  # only on failure: numpy arrays and scalars, tuples
-            if plain is value:
+            lists = as_lists(value)  # only when refused: numpy arrays and scalars, tuples
+            if lists is value:
                 raise
-        return encode(plain)
+        return encode(lists)
 
     def decode(data: bytes) -> Any:
         if skip:

@@ -11,6 +11,13 @@ on encode and on decode), list<T> -> repeated T (packed for numbers, proto3's de
 record -> a nested message, T? -> proto3 ``optional T``. A list of lists or a list of optionals
 has no protobuf form and is refused when the format is built.
 
+The runtime writes some values that do not fit as others (None as "unset", read back as 0; True
+for an int32; bytes for a string; bytes[N] of any length), so a record of wirepipe's own schema
+is checked before it is written (``msgspec_engine.validator``, in C; the repeated numbers are left
+to the runtime, which checks them) and a misfit is refused with its field path; on decode, the
+bytes[N] lengths of a peer's message are checked. A message of your own (``.proto``, ``.desc``,
+class) keeps proto3's rules: an absent field is its default.
+
 A user's own message comes as a ``.proto`` source (``schema: points.proto``), a generated
 class (``schema: my_pb2:Point``) or a ``FileDescriptorSet`` file (``protoc
 --descriptor_set_out=points.desc``, or ``buf build -o``), with ``message:`` (or ``FILE#Message``)
@@ -33,6 +40,7 @@ from typing import Any
 
 from ..errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
+from .msgspec_engine import as_lists, validator
 from .protofile import is_repeated
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
@@ -224,15 +232,16 @@ def _value_or_none(name: str, m: Any) -> Any:
 
 def _fixed_test(t: Type) -> Callable[[Any], bool] | None:
     """A yes/no test that every bytes[N] value inside ``t`` holds its N bytes, or None when ``t`` has
-    no bytes[N]: protobuf's bytes take any length, so wirepipe checks N itself, at every depth.
+    no bytes[N]: protobuf's bytes take any length, so a peer's message may carry a bytes[N] field of
+    another length, and the decoder checks N itself, at every depth. (On encode ``validator`` checks
+    it with the rest.)
 
     Built once per schema, and only down the branches that hold a bytes[N]: a list of bytes[N] is
     one ``map`` over the lengths, in C; a record looks at its bytes[N] fields and at the fields
-    that hold one, nothing else (measured: ~0.7 us a ``transaction`` record, against ~4 us for
-    protobuf's encode and ~8 us for its decode; loops, not ``all()`` over a generator, which took
-    twice as long). It says only yes or no: the reason with the field path is looked for
-    (``schema.explain``) when it says no. A record read as None (an unset sub-message) has nothing
-    to check.
+    that hold one, nothing else (measured: ~0.7 us a ``transaction`` record, against ~8 us for
+    protobuf's decode; loops, not ``all()`` over a generator, which took twice as long). It says
+    only yes or no: the reason with the field path is looked for (``schema.explain``) when it says
+    no. A record read as None (an unset sub-message) has nothing to check.
     """
     if not t.contains("fixed"):
         return None
@@ -257,8 +266,8 @@ def _fixed_test(t: Type) -> Callable[[Any], bool] | None:
     rec = t.record
     assert rec is not None
     fixed = [(f.name, f.type.size) for f in rec.fields if f.type.kind == "fixed" and not f.type.optional]
-    others = [(f.name, test) for f in rec.fields
-              if (f.type.kind != "fixed" or f.type.optional) and (test := _fixed_test(f.type)) is not None]
+    maybe = [(f.name, f.type.size) for f in rec.fields if f.type.kind == "fixed" and f.type.optional]
+    others = [(f.name, test) for f in rec.fields if f.type.kind != "fixed" and (test := _fixed_test(f.type))]
 
     def record(v: Any) -> bool:
         if v is None:
@@ -267,6 +276,10 @@ def _fixed_test(t: Type) -> Callable[[Any], bool] | None:
             if len(v[name]) != size:
                 return False
         get = v.get
+        for name, size in maybe:
+            x = get(name)
+            if x is not None and len(x) != size:
+                return False
         for name, test in others:  # noqa: SIM110 - a loop: all() over a generator takes twice as long
             if not test(get(name)):
                 return False
@@ -275,23 +288,7 @@ def _fixed_test(t: Type) -> Callable[[Any], bool] | None:
     return record
 
 
-def _fixed_check(schema: RecordSchema) -> Callable[[Any], str | None] | None:
-    """The reason a record (or a list of records: a framed message) has a bytes[N] value of another
-    length, naming the field path, or None; itself None when the schema has no bytes[N]."""
-    test = _fixed_test(Type("record", record=schema))
-    if test is None:
-        return None
-    wrong = ValueError("a bytes[N] value of another length")
-
-    def check(value: Any) -> str | None:
-        if type(value) is list:
-            if all(map(test, value)):
-                return None
-        elif test(value):
-            return None
-        return explain(schema, value, wrong)
-
-    return check
+_WRONG_LENGTH = ValueError("a bytes[N] value of another length")  # explain's fallback: never shown
 
 
 def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
@@ -309,18 +306,29 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
     else:
         cls = message_class(schema)
     to_dict = _to_dict(cls.DESCRIPTOR)
-    check = _fixed_check(schema)
     from_string = cls.FromString
+    # The runtime writes None as "unset" (read back as 0), True for an int32, 1 for a bool, bytes for
+    # a string, and bytes[N] of any length: a record of wirepipe's own schema is checked first, in C
+    # (its repeated numbers are left to the runtime, which checks them). A message of the user's own
+    # (.proto, .desc, class) keeps proto3's rules: an absent field is its default.
+    validate = validator(schema, numeric_lists=False) if source is None else None
+    fixed = _fixed_test(Type("record", record=schema))
 
-    def encode(value: Any) -> bytes:
-        if check is not None:
-            why = check(value)
-            if why:
-                raise ValueError(why)
+    def write(value: Any) -> bytes:
         if type(value) is list:
             msgs = [cls(**r) for r in value]
             return b"".join(_length_delimited(m.SerializeToString()) for m in msgs)
         return cls(**value).SerializeToString()
+
+    def checked_write(value: Any) -> bytes:
+        try:
+            validate(value)  # type: ignore[misc]
+        except Exception:
+            lists = as_lists(value)  # numpy arrays where the schema has lists of records or strings
+            if lists is value:
+                raise
+            return checked_write(lists)
+        return write(value)
 
     def read(data: bytes) -> Any:
         try:
@@ -328,17 +336,18 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
         except DecodeError as exc:
             raise StageError("deserialize", "protobuf", f"not a {cls.DESCRIPTOR.name} message ({exc})") from None
 
-    def checked(value: Any) -> Any:
-        why = check(value)  # type: ignore[misc]
-        if why:
-            raise StageError("deserialize", "protobuf", why)
+    def checked_read(data: bytes) -> Any:
+        try:
+            value = to_dict(from_string(data))
+        except DecodeError as exc:
+            raise StageError("deserialize", "protobuf", f"not a {cls.DESCRIPTOR.name} message ({exc})") from None
+        if not fixed(value):  # type: ignore[misc]
+            raise StageError("deserialize", "protobuf", explain(schema, value, _WRONG_LENGTH))
         return value
 
-    def decode(data: bytes) -> Any:
-        return checked(read(data))
-
+    encode = write if validate is None else checked_write
     if not framed:
-        return encode, decode if check is not None else read
+        return encode, read if fixed is None else checked_read
 
     def decode_framed(data: bytes) -> Any:
         out = []
@@ -351,7 +360,9 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
                 raise StageError("deserialize", "protobuf", "truncated record")
             out.append(read(data[pos:pos + size]))
             pos += size
-        return out if check is None else checked(out)
+        if fixed is not None and not all(map(fixed, out)):
+            raise StageError("deserialize", "protobuf", explain(schema, out, _WRONG_LENGTH))
+        return out
 
     return encode, decode_framed
 
