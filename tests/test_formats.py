@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import struct
 import zlib
 
@@ -236,6 +237,18 @@ def test_protobuf_bytes_equal_the_official_runtime() -> None:
                                                                               ref.In()], values=[1.5, -2.0],
                                                            note="").SerializeToString()
     assert FORMATS["protobuf"].decoder(schema)(ours)["note"] is None
+
+
+def test_protobuf_refuses_fields_whose_json_names_collide() -> None:
+    """protoc and the runtime refuse two fields whose lowerCamelCase names are one (d and d_, a_b and aB):
+    a SchemaError naming the field when the format is built (found by the generated schemas), not the
+    runtime's TypeError; the other formats take the schema."""
+    for spec, where in (({"d": "int32", "d_": "int32"}, "d_"), ({"r": {"a_b": "int32", "aB": "bool"}}, "r.aB"),
+                        ({"x": [{"_x": "string", "X": "string"}]}, "x.X")):
+        with pytest.raises(SchemaError, match=rf"schema field {re.escape(where)}: has no protobuf form"):
+            Serialize("protobuf", schema=parse_schema(spec))
+        Serialize("avro", schema=parse_schema(spec))
+    Serialize("protobuf", schema=parse_schema({"ab": "int32", "a_b": "int32", "a": "int32", "A": "int32"}))
 
 
 def test_protobuf_from_a_descriptor_set_and_a_generated_class(tmp_path, monkeypatch) -> None:

@@ -9,7 +9,8 @@ int32 -> int32, int64 -> int64, uint32 -> uint32, float32 -> float, float64 -> d
 bool -> bool, string -> string, bytes and bytes[N] -> bytes (N checked by wirepipe at any depth,
 on encode and on decode), list<T> -> repeated T (packed for numbers, proto3's default),
 record -> a nested message, T? -> proto3 ``optional T``. A list of lists or a list of optionals
-has no protobuf form and is refused when the format is built.
+has no protobuf form, nor two fields whose JSON (lowerCamelCase) names are one (``d`` and ``d_``,
+``a_b`` and ``aB``: protoc refuses them), and is refused when the format is built.
 
 The runtime writes some values that do not fit as others (None as "unset", read back as 0; True
 for an int32; bytes for a string; bytes[N] of any length), so a record of wirepipe's own schema
@@ -56,8 +57,13 @@ def _message_proto(schema: RecordSchema, path: str) -> Any:
     fd = descriptor_pb2.FieldDescriptorProto
     msg = descriptor_pb2.DescriptorProto(name=schema.name)
     nested_names: set[str] = set()
+    json_names: dict[str, str] = {}
     for number, f in enumerate(schema.fields, start=1):
         where = f"{path}.{f.name}" if path else f.name
+        other = json_names.setdefault(_json_name(f.name), f.name)
+        if other != f.name:
+            raise SchemaError(where, f"has no protobuf form next to field {other}: protobuf refuses two fields "
+                                     f"whose JSON (lowerCamelCase) names are the same, {_json_name(f.name)!r}")
         t = f.type
         label = fd.LABEL_OPTIONAL
         if t.kind == "list":
@@ -88,6 +94,20 @@ def _message_proto(schema: RecordSchema, path: str) -> Any:
             field.oneof_index = len(msg.oneof_decl)
             msg.oneof_decl.add(name=f"_{f.name}")
     return msg
+
+
+def _json_name(name: str) -> str:
+    """The JSON name protobuf gives a field (protoc's ToJsonName: each ``_`` dropped, the letter after it
+    upper-cased): two fields with the same one are refused, by protoc and by the runtime."""
+    out: list[str] = []
+    upper = False
+    for c in name:
+        if c == "_":
+            upper = True
+        else:
+            out.append(c.upper() if upper else c)
+            upper = False
+    return "".join(out)
 
 
 def message_class(schema: RecordSchema, package: str = "wirepipe.generated") -> Any:
