@@ -42,7 +42,7 @@ from typing import Any
 from ..errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
 from .msgspec_engine import as_lists, validator
-from .protofile import is_repeated
+from .protofile import is_repeated, json_name
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
             "float64": "TYPE_DOUBLE", "bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES",
@@ -60,10 +60,10 @@ def _message_proto(schema: RecordSchema, path: str) -> Any:
     json_names: dict[str, str] = {}
     for number, f in enumerate(schema.fields, start=1):
         where = f"{path}.{f.name}" if path else f.name
-        other = json_names.setdefault(_json_name(f.name), f.name)
+        other = json_names.setdefault(json_name(f.name), f.name)
         if other != f.name:
             raise SchemaError(where, f"has no protobuf form next to field {other}: protobuf refuses two fields "
-                                     f"whose JSON (lowerCamelCase) names are the same, {_json_name(f.name)!r}")
+                                     f"whose JSON (lowerCamelCase) names are the same, {json_name(f.name)!r}")
         t = f.type
         label = fd.LABEL_OPTIONAL
         if t.kind == "list":
@@ -94,20 +94,6 @@ def _message_proto(schema: RecordSchema, path: str) -> Any:
             field.oneof_index = len(msg.oneof_decl)
             msg.oneof_decl.add(name=f"_{f.name}")
     return msg
-
-
-def _json_name(name: str) -> str:
-    """The JSON name protobuf gives a field (protoc's ToJsonName: each ``_`` dropped, the letter after it
-    upper-cased): two fields with the same one are refused, by protoc and by the runtime."""
-    out: list[str] = []
-    upper = False
-    for c in name:
-        if c == "_":
-            upper = True
-        else:
-            out.append(c.upper() if upper else c)
-            upper = False
-    return "".join(out)
 
 
 def message_class(schema: RecordSchema, package: str = "wirepipe.generated") -> Any:
