@@ -459,7 +459,9 @@ def _snappy_compress(_level: int, _d: bytes | None) -> Fn:
     import cramjam
 
     compress = cramjam.snappy.compress
-    return lambda data: bytes(compress(data))
+    # cramjam frames an empty payload as b"", which is no stream: the framing format's empty stream is the
+    # stream identifier alone (what python-snappy and Go's snappy writer produce), so a peer can read it.
+    return lambda data: bytes(compress(data)) if data else _SNAPPY_STREAM
 
 
 def _snappy_size(data: bytes) -> int:
@@ -498,6 +500,8 @@ def _snappy_decompress(cap: int, _d: bytes | None) -> Fn:
     error = cramjam.DecompressionError
 
     def decompress_capped(data: bytes) -> bytes:
+        if not data:  # an empty payload, as cramjam's own writer frames nothing
+            return b""
         if _snappy_size(data) > cap:
             raise _bomb("snappy", cap)
         try:
