@@ -333,7 +333,7 @@ def print_seed_tables(console: Any, iterations: int | None = None, repetitions: 
     from rich.console import Console
     from rich.table import Table
 
-    from ..codecs.compression import deflate_libraries
+    from ..codecs.compression import deflate_choice
 
     if not console.is_terminal:  # a pipe or a file: wide enough that no row wraps
         console = Console(width=200, stderr=console.stderr)
@@ -373,7 +373,6 @@ def print_seed_tables(console: Any, iterations: int | None = None, repetitions: 
         for line in out["feed"]:
             t.add_row(*line)
         console.print(t)
-    comp, decomp = deflate_libraries()
-    console.print(f"zlib/gzip/deflate ran on: compress {comp}, decompress {decomp}; "
-                  "times under load swing 2-3x: compare rows of one run")
+    console.print(f"zlib/gzip/deflate ran on: {deflate_choice()}; times under load swing 2-3x: compare rows "
+                  "of one run")
     return out
