@@ -500,8 +500,8 @@ def _snappy_decompress(cap: int, _d: bytes | None) -> Fn:
     error = cramjam.DecompressionError
 
     def decompress_capped(data: bytes) -> bytes:
-        if not data:  # an empty payload, as cramjam's own writer frames nothing
-            return b""
+        # b"" (what cramjam itself frames an empty payload as) is refused like any stream without its
+        # identifier: a message cut to nothing must not read as an empty record.
         if _snappy_size(data) > cap:
             raise _bomb("snappy", cap)
         try:
