@@ -445,6 +445,14 @@ def test_a_misfit_at_a_random_path_is_refused_with_its_path(schema: RecordSchema
         assert_names_the_path(v, misfit, r.stage, r.error)
 
 
+@EXAMPLES
+@given(schemas)
+def test_a_generated_schema_reads_back_from_its_spelling(schema: RecordSchema) -> None:
+    """to_spec writes what parse_schema reads: records in lists of lists, optional lists of records
+    (both were once spelled in ways the parser refused or lost the `?` of)."""
+    assert parse_schema(schema.to_spec(), name=schema.name) == schema
+
+
 def test_snappy_round_trips_an_empty_payload() -> None:
     """Found by the round trips above: a protobuf record whose fields are all defaults is b"". Snappy frames it
     as the framing format's empty stream (the stream identifier alone), which reads back as empty."""

@@ -119,8 +119,8 @@ class Type:
         if self.kind == "record":
             inner: Any = self.record.to_spec()  # type: ignore[union-attr]
             return inner
-        if self.kind == "list" and self.item is not None and self.item.kind == "record":
-            return [self.item.to_spec()]
+        if self.kind == "list" and self.item is not None and self.item.contains("record"):
+            return [self.item.to_spec()]  # a record inside has no string spelling: [T], nested as deep as it goes
         return str(self)
 
 
@@ -177,7 +177,7 @@ class RecordSchema(Sequence[str]):
         out: dict[str, Any] = {}
         for f in self.fields:
             t = f.type
-            if t.optional and t.kind == "record":
+            if t.optional and t.contains("record"):  # no `?` after a mapping or [T]: the field's name says it
                 out[f.name + "?"] = t.required().to_spec()
             else:
                 out[f.name] = t.to_spec()
