@@ -241,7 +241,7 @@ def _from_arrow_type(t: Any, nullable: bool, path: str) -> Type:
         fields = tuple(Field(t.field(i).name, _from_arrow_type(t.field(i).type, t.field(i).nullable,
                                                                 f"{path}.{t.field(i).name}"))
                        for i in range(t.num_fields))
-        return Type("record", record=RecordSchema(path.split(".")[-1].title().replace("[]", ""), fields),
+        return Type("record", record=RecordSchema(_record_name(path), fields),
                     optional=nullable)
     if pt.is_integer(t) and t.bit_width < 32:  # int8/int16/uint8/uint16 widen to int32
         return Type("int32", optional=nullable)
