@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type
-from .msgspec_engine import as_lists, validator
+from .msgspec_engine import checked, validator
 
 _AVRO = {"int32": "int", "int64": "long", "uint32": "long", "float32": "float", "float64": "double",
          "bool": "boolean", "string": "string", "bytes": "bytes"}
@@ -147,18 +147,13 @@ def codec(schema: RecordSchema, framed: bool = False, schema_id: int | None = No
     # false, an out-of-range int32 as a long): each record is checked first, in C
     validate = validator(schema, may_be_absent=_defaults(avsc) if schema.source is avsc else None)
 
-    def encode(value: Any) -> bytes:
-        try:
-            validate(value)
-            buf = BytesIO()
-            buf.write(prefix)
-            write(buf, list_schema if type(value) is list else parsed, value)
-            return buf.getvalue()
-        except Exception:
-            lists = as_lists(value)  # only when refused: numpy arrays and scalars, tuples
-            if lists is value:
-                raise
-        return encode(lists)
+    def written(value: Any) -> bytes:
+        buf = BytesIO()
+        buf.write(prefix)
+        write(buf, list_schema if type(value) is list else parsed, value)
+        return buf.getvalue()
+
+    encode = checked(validate, written)  # numpy arrays and tuples as lists, only when refused
 
     def decode(data: bytes) -> Any:
         if skip:

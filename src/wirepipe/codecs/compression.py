@@ -206,12 +206,6 @@ def deflate_library(direction: str, level: int = 6, size: int | None = None) -> 
     return small if size is not None and size < limit else large
 
 
-def deflate_libraries(level: int = 6) -> tuple[str, str]:
-    """(compressing, decompressing) library of the zlib family at ``level`` (the default, 6) for payloads
-    past the small-payload limit; ``deflate_choice`` says the whole rule."""
-    return deflate_library("compress", level), deflate_library("decompress", level)
-
-
 def deflate_choice() -> str:
     """Which library runs when, in one line (what a benchmark's output names)."""
     def says(rule: tuple[str, int, str]) -> str:

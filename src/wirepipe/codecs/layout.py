@@ -492,11 +492,15 @@ def _required_decoder(t: Type, fmt: str) -> Dec:
     if kind in INTS and fmt != BINCODE:
         signed = kind != "uint32"
         maxlen = _VARINT_MAX[kind]
-        max_tag = _MAX_TAG[kind]
         lo, hi = INTS[kind]
+        # the layout's varint reader, chosen once (not per value)
+        max_tag = _MAX_TAG[kind]
+        read: Callable[[bytes, int], tuple[int, int]] = (
+            (lambda buf, pos: _read_varint(buf, pos, maxlen, fmt)) if fmt == POSTCARD
+            else (lambda buf, pos: _read_bvarint(buf, pos, max_tag, fmt)))
 
         def int_varint(buf: bytes, pos: int) -> tuple[Any, int]:
-            n, pos = _read_varint(buf, pos, maxlen, fmt) if fmt == POSTCARD else _read_bvarint(buf, pos, max_tag, fmt)
+            n, pos = read(buf, pos)
             v = _unzigzag(n) if signed else n
             if not lo <= v <= hi:
                 raise _corrupt(fmt, f"varint {v} out of range for {kind}")
@@ -561,15 +565,16 @@ def _list_decoder(item: Type, fmt: str) -> Dec:
     if not item.optional and item.kind in _NP:
         kind = item.kind
         if kind in INTS and fmt != BINCODE:
-            maxlen = _VARINT_MAX[kind]
-            max_tag = _MAX_TAG[kind]
             signed = kind != "uint32"
             lo, hi = INTS[kind]
+            maxlen, max_tag = _VARINT_MAX[kind], _MAX_TAG[kind]
+            read_all: Callable[[bytes, int, int], tuple[Any, int]] = (
+                (lambda buf, pos, n: _read_varints(buf, pos, n, maxlen, fmt)) if fmt == POSTCARD
+                else (lambda buf, pos, n: _read_bvarints(buf, pos, n, max_tag, fmt)))
 
             def int_list_varint(buf: bytes, pos: int) -> tuple[Any, int]:
                 n, pos = read_length(buf, pos)
-                u, pos = _read_varints(buf, pos, n, maxlen, fmt) if fmt == POSTCARD else \
-                    _read_bvarints(buf, pos, n, max_tag, fmt)
+                u, pos = read_all(buf, pos, n)
                 a = _unzigzag_array(u) if signed else u
                 if n and (int(a.min()) < lo or int(a.max()) > hi):
                     raise _corrupt(fmt, f"a varint is out of range for {kind}")

@@ -98,9 +98,7 @@ def typed_dict(schema: RecordSchema, json: bool, names: dict[str, int] | None = 
     for f in schema.fields:
         ann = python_type(f.type, json, names)
         annotations[f.name] = NotRequired[ann] if f.type.optional else ann
-    n = names.get(schema.name, 0)
-    names[schema.name] = n + 1
-    return TypedDict(schema.name if not n else f"{schema.name}{n}", annotations)  # type: ignore[operator]
+    return TypedDict(_unique_name(schema.name, names), annotations)  # type: ignore[operator]
 
 
 # --- a validator for the formats whose library writes what it is given ---------------------------
@@ -156,6 +154,31 @@ def as_lists(v: Any) -> Any:
     return v
 
 
+def checked(validate: Callable[[Any], None], write: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """``write`` behind ``validate``; a value refused (by either) is tried once more as plain lists
+    (``as_lists``: a numpy array where the schema has a list, a tuple), so plain values pay nothing
+    for taking arrays, and a real misfit raises as it was refused."""
+    def encode(value: Any) -> bytes:
+        try:
+            validate(value)
+            return write(value)
+        except Exception:
+            lists = as_lists(value)
+            if lists is value:
+                raise
+        validate(lists)
+        return write(lists)
+
+    return encode
+
+
+def _unique_name(name: str, names: dict[str, int]) -> str:
+    """``name``, or ``name<k>`` for its k-th reuse in one schema (two nested records may share a name)."""
+    n = names.get(name, 0)
+    names[name] = n + 1
+    return name if not n else f"{name}{n}"
+
+
 def _struct(schema: RecordSchema, names: dict[str, int], numeric_lists: bool,
             may_be_absent: Mapping[str, Collection[str]]) -> Any:
     import msgspec
@@ -165,9 +188,7 @@ def _struct(schema: RecordSchema, names: dict[str, int], numeric_lists: bool,
     for f in schema.fields:
         t = _checked_type(f.type, names, numeric_lists, may_be_absent)
         fields.append((f.name, t, None) if f.type.optional or f.name in absent else (f.name, t))
-    n = names.get(schema.name, 0)
-    names[schema.name] = n + 1
-    return msgspec.defstruct(schema.name if not n else f"{schema.name}{n}", fields, kw_only=True)
+    return msgspec.defstruct(_unique_name(schema.name, names), fields, kw_only=True)
 
 
 def _checked_type(t: Type, names: dict[str, int], numeric_lists: bool,

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
-from .msgspec_engine import as_lists, validator
+from .msgspec_engine import checked, validator
 from .protofile import is_repeated, json_name
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
@@ -326,16 +326,6 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
             return b"".join(_length_delimited(m.SerializeToString()) for m in msgs)
         return cls(**value).SerializeToString()
 
-    def checked_write(value: Any) -> bytes:
-        try:
-            validate(value)  # type: ignore[misc]
-        except Exception:
-            lists = as_lists(value)  # numpy arrays where the schema has lists of records or strings
-            if lists is value:
-                raise
-            return checked_write(lists)
-        return write(value)
-
     def read(data: bytes) -> Any:
         try:
             return to_dict(from_string(data))
@@ -351,7 +341,8 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
             raise StageError("deserialize", "protobuf", explain(schema, value, _WRONG_LENGTH))
         return value
 
-    encode = write if validate is None else checked_write
+    # numpy arrays where the schema has lists of records or strings are taken as lists, only when refused
+    encode = write if validate is None else checked(validate, write)
     if not framed:
         return encode, read if fixed is None else checked_read
 

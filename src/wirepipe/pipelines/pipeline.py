@@ -70,28 +70,21 @@ def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = Fal
     Safe in a thread: it touches no shared state.
     """
     ns = _ns
-    starts: list[int] = []
-    ends: list[int] = []
-    records: list[int] = []
-    rejected: list[int] = []
-    sizes: list[int | None] = []
+    stamps: Stamps | None = None  # nothing is allocated for an untimed pass (the sliced path runs many)
     if timed:
-        records.append(len(batch.values))
-        rejected.append(len(batch.rejected))
-        sizes.append(payload_nbytes(batch.values))
+        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)])
     for op in operators:
-        if timed:
-            starts.append(ns())
+        if stamps is not None:
+            stamps[0].append(ns())
         batch = op(batch)
-        if timed:
+        if stamps is not None:
+            _, ends, records, rejected, sizes = stamps
             ends.append(ns())
             values = batch.values
             records.append(len(values))
             rejected.append(len(batch.rejected))
             sizes.append(payload_nbytes(values))
-    if not timed:
-        return batch, None
-    return batch, (starts, ends, records, rejected, sizes)
+    return batch, stamps
 
 
 @dataclass
