@@ -5,8 +5,11 @@ A. In process, per record (serialize + deserialize, batches of 1000, through ``r
    the dataset's typed schema (the msgspec engine) against today's untyped path, against a
    hand-written msgspec loop doing the same work, and against today's libraries (msgpack-python,
    stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
-   them. Target: typed >= 1.3x untyped. Times are medians over the rounds (best also shown);
-   ratios medians of per-round ratios.
+   them. All four run in the conditions a run gives its
+   operators (the allocator policy of ``wirepipe.allocator``, which a process building a pipeline
+   applies, and the records that existed at the start frozen out of the collector's walks);
+   ``WIREPIPE_MALLOC=default`` measures with glibc's default. Target: typed >= 1.3x untyped.
+   Times are medians over the rounds (best also shown); ratios medians of per-round ratios.
 B. Over core NATS (publisher in its own process, consumer here, records/s from the first record
    consumed to the last): ``point`` as bincode, 100
    records framed per message, against msgpack one record per message, both wirepipe pipelines
@@ -20,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import sys
 from typing import Any
 
 from common import interleave, ratio
+from wirepipe.allocator import keep_freed_memory
 from wirepipe.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.deserialize import Deserialize
@@ -49,6 +54,19 @@ def _operators(fmt: str, schema: Any, chunks: list[list[Any]]) -> Any:
             # once the sink wrote them (and as the hand-written loops below do)
             n += len(run_operators(ops, Batch(list(chunk)))[0].values)
         return n
+
+    return run
+
+
+def _as_a_run(loop: Any) -> Any:
+    """``loop`` in the conditions a pipeline's run gives its operators: what existed at the start (here the
+    pre-generated records) frozen out of the collector's walks, as ``Pipeline.run_async`` does."""
+    def run() -> int:
+        gc.freeze()
+        try:
+            return int(loop())
+        finally:
+            gc.unfreeze()
 
     return run
 
@@ -116,10 +134,10 @@ def in_process(rounds: int, scale: float = 1.0) -> dict[str, float]:
         chunks = _chunks(records)
         for fmt in ("msgpack", "json"):
             variants = {
-                "untyped (today)": _operators(fmt, None, chunks),
-                "typed schema (msgspec)": _operators(fmt, dataset, chunks),
-                "hand-written msgspec loop": _hand_msgspec(fmt, dataset, chunks),
-                "hand-written untyped loop": _hand_untyped(fmt, chunks),
+                "untyped (today)": _as_a_run(_operators(fmt, None, chunks)),
+                "typed schema (msgspec)": _as_a_run(_operators(fmt, dataset, chunks)),
+                "hand-written msgspec loop": _as_a_run(_hand_msgspec(fmt, dataset, chunks)),
+                "hand-written untyped loop": _as_a_run(_hand_untyped(fmt, chunks)),
             }
             res = interleave(variants, rounds=rounds)
             print(f"\n{fmt} on {dataset}: {count:,} records, serialize + deserialize, {rounds} rounds")
@@ -212,6 +230,8 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0,
                     help="in-process record counts times this (1: 200,000 points and 2,000 blocks)")
     args = ap.parse_args()
+    # what a process running pipelines does (a Pipeline applies it when built); WIREPIPE_MALLOC=default: glibc's
+    print(f"allocator: {keep_freed_memory()}")
     in_process(args.rounds, args.scale)
     if not args.skip_nats:
         asyncio.run(over_nats(args.rounds, args.count))

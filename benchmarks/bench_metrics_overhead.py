@@ -1,6 +1,6 @@
 """Throughput of one in-memory pipeline with metrics on vs off, in the same process, interleaved.
 
-    python benchmarks/bench_metrics_overhead.py [--records 200000] [--batch-size 1000] [--rounds 15]
+    python benchmarks/bench_metrics_overhead.py [--records 200000] [--batch-size 1000] [--rounds 31]
 
 The pipeline is ``TestingSource (point records) -> msgpack -> zstd:fastest -> decompress
 -> deserialize -> null``: small records, so the per-batch cost of metrics weighs as much
@@ -41,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=15)  # 0.4 s a round; 7 swung +-10% here
+    parser.add_argument("--rounds", type=int, default=31)  # 0.4 s a round; 7 swung +-10% here, 15 +-3%
     args = parser.parse_args()
     chunks = list(get_dataset("point").records(args.records, seed=0, batch_size=args.batch_size))
     off: list[tuple[float, float]] = []
