@@ -34,7 +34,7 @@ _GLIBC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOL
 
 @functools.cache
 def keep_freed_memory() -> str:
-    """Apply the policy (once per process); returns what was done, for logs and benchmarks."""
+    """Apply the policy (once per process); returns what was done (``policy()`` after)."""
     if os.environ.get("WIREPIPE_MALLOC", "").lower() == "default":
         return "glibc default (WIREPIPE_MALLOC=default)"
     chosen = [name for name in _GLIBC_ENV if name in os.environ]
@@ -53,3 +53,10 @@ def keep_freed_memory() -> str:
     if not (mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)):
         return "glibc default (mallopt refused)"
     return f"glibc keeping up to {TRIM_THRESHOLD >> 20} MiB freed (trim threshold), mmap from {MMAP_THRESHOLD >> 20} MiB"
+
+
+def policy() -> str:
+    """What this process runs with, without applying anything (the metrics' run metadata records it)."""
+    if keep_freed_memory.cache_info().currsize:
+        return keep_freed_memory()
+    return "the C library's default (no pipeline built in this process)"

@@ -102,9 +102,12 @@ def _environment() -> tuple[str, str]:
         except PackageNotFoundError:
             return "not installed"
 
+    from ..allocator import policy
+
     versions = {"wirepipe": v("wirepipe"), **{lib: v(lib) for lib in _LIBRARIES}}
     host = {"hostname": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "implementation": platform.python_implementation(), "platform": platform.platform()}
+            "implementation": platform.python_implementation(), "platform": platform.platform(),
+            "allocator": policy()}  # it changes what large payloads cost (wirepipe.allocator)
     return json.dumps(versions), json.dumps(host)
 
 
