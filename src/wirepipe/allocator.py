@@ -3,10 +3,11 @@
 Why: glibc hands the top of its heap back to the kernel as soon as 128 KiB of it is free
 (``M_TRIM_THRESHOLD``). A pipeline frees one batch and then allocates the next of about
 the same size, so every batch's payloads land on pages the kernel has to map and zero
-again: a page fault per 4 KiB, ~1-2 µs each on a VM. That was most of the cost of
-writing large payloads: a 10 KB ``block`` record encoded by msgspec in 5.9 µs instead of
-0.9, by msgpack in 7.3 instead of 2.1 (``benchmarks/bench_allocator.py``). Small payloads
-(under 512 bytes, CPython's own allocator) are not affected.
+again: a page fault per 4 KiB, ~1-2 µs each on a VM. Encoding 10 KB ``block`` records on
+their own, those faults were most of the cost: msgspec 5.9 µs a record against 0.9 with
+the policy, msgpack 7.3 against 2.1; whole ``block`` pipelines run 1.06-1.17x
+(``benchmarks/bench_allocator.py``). Small payloads (under 512 bytes, CPython's own
+allocator) are not affected.
 
 ``keep_freed_memory`` raises the trim threshold to ``TRIM_THRESHOLD`` and fixes the mmap
 threshold at ``MMAP_THRESHOLD`` (setting either stops glibc's own adjustment of the mmap
@@ -15,8 +16,8 @@ that maximum keeps what the adjustment gave large payloads). The cost is memory:
 ``TRIM_THRESHOLD`` that the process keeps mapped after it freed it, reused by the next
 batch and never returned while the process lives.
 
-It is applied once per process (the run loop and the measuring harnesses call it) and is
-left alone where the user chose: ``WIREPIPE_MALLOC=default`` skips it, and so does any
+It is applied once per process, when the first ``Pipeline`` is built (the run loop, the
+Beam DoFn and the measuring harnesses all build one), and left alone where the user chose: ``WIREPIPE_MALLOC=default`` skips it, and so does any
 ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_`` or ``MALLOC_MMAP_THRESHOLD_`` in the
 environment (glibc read those at start). Off glibc (musl, macOS) it does nothing.
 """
