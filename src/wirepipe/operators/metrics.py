@@ -293,17 +293,6 @@ class MetricsRecorder:
             self.flush()
         return nbytes
 
-    def stamp(self, batch: int, stage: int, records: int, rejected: int, bytes_in: int | None,
-              bytes_out: int | None, start_ns: int, end_ns: int) -> None:
-        """One stage row, for callers that run stages themselves (``stage`` indexes ``open``'s list)."""
-        self._append_row(batch, stage, records, rejected, bytes_in, bytes_out, start_ns, end_ns, None)
-        if len(self._cols[0]) >= self.row_group_rows:
-            self.flush()
-
-    def _append_row(self, *row: Any) -> None:
-        for column, value in zip(self._cols, row, strict=True):
-            column.append(value)
-
     # --- writing ---------------------------------------------------------------------------------
 
     def flush(self) -> None:
