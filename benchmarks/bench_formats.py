@@ -5,11 +5,11 @@ A. In process, per record (serialize + deserialize, batches of 1000, through ``r
    the dataset's typed schema (the msgspec engine) against today's untyped path, against a
    hand-written msgspec loop doing the same work, and against today's libraries (msgpack-python,
    stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
-   them. All four run in the conditions a run gives its
-   operators (the allocator policy of ``wirepipe.allocator``, which a process building a pipeline
-   applies, and the records that existed at the start frozen out of the collector's walks);
-   ``WIREPIPE_MALLOC=default`` measures with glibc's default. Target: typed >= 1.3x untyped.
-   Times are medians over the rounds (best also shown); ratios medians of per-round ratios.
+   them. All four run in the conditions a run gives its operators: the allocator policy of
+   ``wirepipe.allocator`` (a process that builds a pipeline applies it; ``WIREPIPE_MALLOC=default``
+   measures with glibc's default), and what existed at the start (the pre-generated records)
+   frozen out of the collector's walks. Target: typed >= 1.3x untyped. Times are medians over
+   the rounds (best also shown); ratios medians of per-round ratios.
 B. Over core NATS (publisher in its own process, consumer here, records/s from the first record
    consumed to the last): ``point`` as bincode, 100
    records framed per message, against msgpack one record per message, both wirepipe pipelines
