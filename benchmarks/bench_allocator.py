@@ -20,12 +20,12 @@ import subprocess
 import sys
 import time
 
+# label: (dataset, chain, sides of it to run, typed schema)
 CHAINS = {
-    "block: msgpack -> deserialize": ("block", ["serialize:msgpack", "deserialize:msgpack"], None),
-    "block: msgpack (schema) -> deserialize": ("block", ["serialize:msgpack", "deserialize:msgpack"], "block"),
-    "block: msgpack -> zstd:fastest": ("block", ["serialize:msgpack", "compress:zstd:fastest"], None),
-    "point: msgpack -> zstd -> back": ("point", ["serialize:msgpack", "compress:zstd:fastest",
-                                                 "decompress:zstd", "deserialize:msgpack"], None),
+    "block: msgpack -> deserialize": ("block", "msgpack", "both", False),
+    "block: msgpack (schema) -> deserialize": ("block", "msgpack", "both", True),
+    "block: msgpack -> zstd:fastest": ("block", "msgpack|zstd:fastest", "encode", False),
+    "point: msgpack -> zstd -> back": ("point", "msgpack|zstd:fastest", "both", False),
 }
 COUNTS = {"block": 4000, "point": 200_000}
 
@@ -33,29 +33,20 @@ COUNTS = {"block": 4000, "point": 200_000}
 def child(runs: int) -> None:
     from wirepipe.connectors.files import NullSink
     from wirepipe.datasets import get_dataset
-    from wirepipe.operators.compress import Compress
-    from wirepipe.operators.decompress import Decompress
-    from wirepipe.operators.deserialize import Deserialize
-    from wirepipe.operators.serialize import Serialize
+    from wirepipe.operators.chain import chain_operators
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSource
 
-    def op(step: str, schema: str | None) -> object:
-        kind, _, rest = step.partition(":")
-        typed = get_dataset(schema).schema if schema else None
-        if kind == "serialize":
-            return Serialize(rest, schema=typed)
-        if kind == "deserialize":
-            return Deserialize(rest, schema=typed)
-        name, _, level = rest.partition(":")
-        return Compress(name, level or None) if kind == "compress" else Decompress(name)
+    def operators(dataset: str, chain: str, sides: str, typed: bool) -> list[object]:
+        encode, decode = chain_operators(chain, schema=get_dataset(dataset).schema if typed else None)
+        return encode + decode if sides == "both" else encode
 
     out = {}
-    for label, (dataset, steps, schema) in CHAINS.items():
+    for label, (dataset, chain, sides, typed) in CHAINS.items():
         chunks = list(get_dataset(dataset).records(COUNTS[dataset], seed=0, batch_size=1000))
         best = 0.0
         for _ in range(runs + 1):  # the first warms up
-            pipe = Pipeline(TestingSource.from_batches(chunks), [op(s, schema) for s in steps], NullSink())
+            pipe = Pipeline(TestingSource.from_batches(chunks), operators(dataset, chain, sides, typed), NullSink())
             t = time.perf_counter()
             stats = pipe.run()
             best = max(best, stats.records_out / (time.perf_counter() - t))

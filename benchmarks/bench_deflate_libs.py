@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import Result, interleave, ratio
 from wirepipe.codecs.compression import (
-    DEFLATE_LIBRARIES,
     deflate_choice,
     deflate_compressor,
     deflate_decompressor,
+    deflate_installed,
     deflate_library,
     get_codec,
 )
@@ -48,12 +48,6 @@ LEVELS = {"fastest": 1, "default": 6, "best": 9}
 WBITS = {"zlib": 15, "gzip": 31, "deflate": -15}
 SWEEP = (64, 256, 512, 1024, 2048, 4096, 8192)
 CAP = 64 << 20
-
-
-def installed() -> list[str]:
-    from importlib.util import find_spec
-
-    return [lib for lib in DEFLATE_LIBRARIES if lib == "zlib" or find_spec(lib) is not None]
 
 
 def compresses(library: str, level: int) -> bool:
@@ -168,7 +162,7 @@ def main() -> None:
     args = ap.parse_args()
     levels = {name: LEVELS[name] if name in LEVELS else int(name) for name in args.levels.split(",")}
     names = args.datasets.split(",")
-    libs = installed()
+    libs = deflate_installed()
     encode: Any = FORMATS["msgpack"].encoder()
     datasets = {name: [encode(r) for r in get_dataset(name).sample(max(1, int(n * args.scale)))]
                 for name, n in COUNTS.items() if name in names or (name == "block" and not args.no_sweep)}

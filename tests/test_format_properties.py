@@ -59,7 +59,7 @@ VARIANTS = [
     Variant("bincode-varint", "bincode-varint", positional=True, checks="serialize"),
     Variant("msgpack+schema", "msgpack", checks="deserialize"),
     Variant("json+schema", "json", checks="deserialize"),
-    Variant("bson+schema", "bson"),  # the schema gives the integers' widths; no check
+    Variant("bson+schema", "bson", checks="serialize"),  # the schema gives the integers' widths
     Variant("flexbuffers+schema", "flexbuffers", positional=True),  # typed vectors, absent optionals as null
     Variant("bson", "bson", typed=False),
     Variant("flexbuffers", "flexbuffers", typed=False),

@@ -253,6 +253,11 @@ def test_avsc_file_is_a_schema_for_every_format(tmp_path) -> None:
     for fmt in ("avro", "bincode", "protobuf", "msgpack"):
         b = Serialize(fmt, schema=str(tmp_path / "p.avsc"))(Batch([{"x": 5, "tag": None}]))
         assert Deserialize(fmt, schema=str(tmp_path / "p.avsc"))(b).values == [{"x": 5, "tag": None}]
+    # an .avsc gives protobuf the class wirepipe builds: its records are checked as a typed schema's are
+    # (the runtime alone would write True as 1 and None as unset)
+    out = Serialize("protobuf", schema=str(tmp_path / "p.avsc"))(Batch([{"x": True, "tag": None}, {"x": None}]))
+    assert out.values == [] and [r.error for r in out.rejected] == ["x: expected int32, got bool True",
+                                                                    "x: null but int32 is not optional"]
 
 
 def test_avsc_field_with_a_default_may_be_left_out(tmp_path) -> None:

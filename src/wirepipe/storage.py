@@ -198,6 +198,11 @@ def write_atomic(final: str | Path, fill: Callable[[Any], None], *, owner: str |
         raise
 
 
+def write_bytes_atomic(final: str | Path, data: bytes) -> Path:
+    """``data`` as the whole of ``final``, written under its temporary name and renamed (``write_atomic``)."""
+    return write_atomic(final, lambda file: file.write(data))
+
+
 # --- buffering tables into row groups ---------------------------------------------------------------
 
 

@@ -92,8 +92,8 @@ class TestingSource(Source):
     def _columns(self, subjects: Any, headers: Any, meta: Mapping[str, Sequence[Any]] | None) -> None:
         n = sum(len(c) for c in self._chunks)
         for name, column in (meta or {}).items():
-            got = f"a {type(column).__name__}" if isinstance(column, (str, bytes, dict)) else f"{len(column)} values"
-            if got != f"{n} values":
+            if isinstance(column, (str, bytes, dict)) or len(column) != n:
+                got = f"a {type(column).__name__}" if isinstance(column, (str, bytes, dict)) else f"{len(column)} values"
                 raise ValueError(f"meta[{name!r}]: expected one value per record ({n}), got {got}")
         self._subjects = subjects
         self._headers = headers

@@ -57,8 +57,9 @@ def set_header(batch: Batch, key: str, value: str, drop: str | None = None) -> N
         batch.headers = _merged(h, key, value, drop)
     elif drop is None:
         batch.headers = [{**d, key: value} if d else {key: value} for d in h]
-    else:
-        batch.headers = [_merged(d, key, value, drop) if d else {key: value} for d in h]
+    else:  # a record's headers are copied once; only one that holds ``drop`` pays for dropping it
+        batch.headers = [({**d, key: value} if drop not in d else _merged(d, key, value, drop)) if d else {key: value}
+                         for d in h]
 
 
 def _merged(headers: dict[str, str], key: str, value: str, drop: str | None) -> dict[str, str]:

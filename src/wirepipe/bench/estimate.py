@@ -145,7 +145,9 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
              f"estimated duration: {duration(est.seconds)} (from a {est.calibration_seconds:.1f}s calibration "
              "on this machine)"]
-    if any(c.codec in ("zlib", "gzip", "deflate") for c in combos):
+    from ..codecs.compression import get_codec
+
+    if any(get_codec(c.codec).library == "zlib" for c in combos):  # the deflate family (zlib, gzip, deflate)
         from ..codecs.compression import deflate_choice
 
         lines.append(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")

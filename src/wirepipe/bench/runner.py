@@ -61,7 +61,7 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
 
     from ..codecs.compression import train_zstd_dictionary
     from ..codecs.formats import get_format
-    from ..storage import write_atomic
+    from ..storage import write_bytes_atomic
 
     paths: dict[str, str] = {}
     out.mkdir(parents=True, exist_ok=True)
@@ -72,13 +72,9 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
             d = train_zstd_dictionary(samples, size=min(16384, max(1024, sum(map(len, samples)) // 10)))
         except (ValueError, zstandard.ZstdError):  # too little or too uniform data: no +dict rows then
             continue
-        path = write_atomic(out / f"{data.name}-{fmt}.zdict", functools.partial(_write, d))
+        path = write_bytes_atomic(out / f"{data.name}-{fmt}.zdict", d)
         paths[fmt] = str(path)
     return paths
-
-
-def _write(data: bytes, file: Any) -> None:
-    file.write(data)
 
 
 def _per_record(total_bytes: int | None, repetitions: int) -> float | None:

@@ -180,6 +180,11 @@ def _installed(libraries: tuple[str, ...]) -> str:
     return next(lib for lib in libraries if lib == "zlib" or _has(lib))
 
 
+def deflate_installed() -> list[str]:
+    """The deflate libraries this process can run (stdlib zlib always)."""
+    return [lib for lib in DEFLATE_LIBRARIES if lib == "zlib" or _has(lib)]
+
+
 def deflate_rule(direction: str, level: int = 6) -> tuple[str, int, str]:
     """(library under ``limit`` bytes, ``limit``, library for the others) that ``direction``
     (``compress``/``decompress``) runs at ``level``, each the first installed of the measured order."""

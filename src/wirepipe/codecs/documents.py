@@ -5,7 +5,8 @@ list of records framed into one message, a bare number) is carried as ``{"$value
 unwrapped on decode, so framing works with every format.
 
 - ``bson`` (pymongo's ``bson``): bytes as binary subtype 0, integers as int32 or int64 by value;
-  integers past int64 are refused per record. With a typed schema, integers take the schema's
+  integers past int64 are refused per record. With a typed schema a record that does not fit it
+  is refused with the field path (``msgspec_engine.validator``), and integers take the schema's
   BSON type as Rust's ``bson`` crate writes them: int32 as int32, uint32 and int64 as int64
   (a u32 may not fit an int32), so a Rust peer's struct and wirepipe write the same document
   (seed 002's 960,615 bytes). int64 values read back as ``bson.Int64``, an ``int``.
@@ -66,6 +67,10 @@ def bson_codec(schema: RecordSchema | None = None) -> tuple[Callable[[Any], byte
             raise StageError("deserialize", "bson", f"not a BSON document ({type(exc).__name__}: {exc})") from None
         return _unwrap(doc)
 
+    if schema is not None:  # BSON writes any value as what it is: the schema's check refuses a misfit first
+        from .msgspec_engine import checked, validator
+
+        return checked(validator(schema), encode), decode
     return encode, decode
 
 
@@ -88,29 +93,13 @@ def _int_checker(kind: str) -> Callable[[Any], None]:
 def _bson_ints(t: Type, int64: Callable[[int], Any]) -> Callable[[Any], Any] | None:
     """A function that wraps the uint32 and int64 values of ``t`` in ``bson.Int64``, or None if it has none."""
     kind = t.kind
-    if kind in _WIDE:
-        check = _int_checker(kind)
-
-        def wide(v: Any) -> Any:
-            if v is None:
-                return None
-            check(v)
-            return int64(v)
-
-        return wide
+    if kind in _WIDE:  # the values were checked by the encoder's validator
+        return lambda v: None if v is None else int64(v)
     if kind == "list":
         item = t.item
         assert item is not None
         if item.kind in _WIDE and not item.optional:
-            code = _ARRAY_CODE[item.kind]
-
-            def wide_list(v: Any) -> Any:
-                if v is None:
-                    return None
-                array.array(code, v)  # every item an int in range, at C speed; bool passes, as int
-                return list(map(int64, v))
-
-            return wide_list
+            return lambda v: None if v is None else list(map(int64, v))
         each = _bson_ints(item, int64)
         if each is None:
             return None
@@ -196,10 +185,7 @@ def _flex_writer(t: Type) -> Callable[[Any, Any], None]:
         def floating(b: Any, v: Any) -> None:
             if type(v) is bool or not isinstance(v, (int, float)):
                 raise TypeError(f"expected {kind}, got {type(v).__name__}")
-            if width == 0 and _FLT_MAX < abs(v) < float("inf"):
-                b.Float(float(v), 8)  # the library's float32 probe raises here (see Builder.Float below)
-            else:
-                b.Float(float(v), width)
+            b.Float(float(v), width)  # Builder.Float below takes the values past FLT_MAX the library's cannot
 
         return nullable(floating)
     if kind == "bool":

@@ -384,11 +384,11 @@ def _avro(schema: Schema, framed: bool = False, schema_id: int | None = None) ->
     return codec(schema, framed, schema_id)  # type: ignore[arg-type]
 
 
-def _layout(varints: bool | str) -> Callable[..., Any]:
+def _layout(name: str) -> Callable[..., Any]:
     def make(schema: Schema, framed: bool = False) -> Any:
         from .layout import Layout
 
-        return Layout(schema, varints)  # type: ignore[arg-type]
+        return Layout(schema, name)  # type: ignore[arg-type]
 
     return make
 
@@ -398,8 +398,8 @@ def _pair(build: Callable[..., tuple[Encoder, Decoder]]) -> tuple[Callable[..., 
     return (lambda schema, **o: build(schema, **o)[0]), (lambda schema, **o: build(schema, **o)[1])
 
 
-def _layout_format(name: str, varints: bool | str, note: str) -> Format:
-    make = _layout(varints)
+def _layout_format(name: str, note: str) -> Format:
+    make = _layout(name)
     return Format(name, "numpy", f"application/vnd.wirepipe.{name}",
                   lambda schema, **o: make(schema).encode,
                   functools.partial(_layout_decoder_for, make),
@@ -469,9 +469,9 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
                note="message built at run time from the schema (no protoc), or .proto / .desc / module:Class"),
         Format("avro", "fastavro", "application/avro", *_pair(_avro), typed=True, needs_schema=True, options=("framed", "schema_id"),
                note="schemaless Avro binary; schema_id: N adds the Confluent framing"),
-        _layout_format("bincode", False, "fixed layout: little-endian fixint, as Rust bincode 1 / legacy()"),
-        _layout_format("postcard", True, "fixed layout with varints/zigzag, as Rust postcard"),
-        _layout_format("bincode-varint", "bincode-varint",
+        _layout_format("bincode", "fixed layout: little-endian fixint, as Rust bincode 1 / legacy()"),
+        _layout_format("postcard", "fixed layout with varints/zigzag, as Rust postcard"),
+        _layout_format("bincode-varint",
                        "fixed layout with bincode 2's varints (251/252/253 + u16/u32/u64), as config::standard()"),
         Format("bson", "bson", "application/bson", *_typed_document(_bson),
                note="pymongo's bson; typed schema: uint32/int64 as int64, as Rust's bson"),

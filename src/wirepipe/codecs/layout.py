@@ -613,11 +613,11 @@ class Layout:
     """One of the three layouts for one record schema: ``bincode`` (fixint), ``postcard``
     (LEB128 varints) or ``bincode-varint`` (bincode 2's ``standard()`` varints).
 
-    ``layout`` is the format name; ``False`` and ``True`` still mean bincode and postcard.
+    ``layout`` is the format name.
     """
 
-    def __init__(self, schema: RecordSchema, layout: str | bool) -> None:
-        fmt = layout if isinstance(layout, str) else (POSTCARD if layout else BINCODE)
+    def __init__(self, schema: RecordSchema, layout: str) -> None:
+        fmt = layout
         if fmt not in (BINCODE, POSTCARD, BINCODE_VARINT):
             raise ValueError(f"unknown layout {fmt!r}: allowed {BINCODE}, {POSTCARD}, {BINCODE_VARINT}")
         self.schema = schema

@@ -303,21 +303,22 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
     from google.protobuf.message import DecodeError
 
     source = schema.source
+    validate = None
     if source is not None and hasattr(source, "fields_by_name"):
         from google.protobuf import message_factory
 
         cls = message_factory.GetMessageClass(source)
     elif source is not None and hasattr(source, "DESCRIPTOR"):
         cls = source
-    else:
+    else:  # wirepipe's own class, from the schema (a typed schema, or one read from an .avsc)
         cls = message_class(schema)
+        validate = validator(schema, numeric_lists=False)
     to_dict = _to_dict(cls.DESCRIPTOR)
     from_string = cls.FromString
     # The runtime writes None as "unset" (read back as 0), True for an int32, 1 for a bool, bytes for
-    # a string, and bytes[N] of any length: a record of wirepipe's own schema is checked first, in C
-    # (its repeated numbers are left to the runtime, which checks them). A message of the user's own
-    # (.proto, .desc, class) keeps proto3's rules: an absent field is its default.
-    validate = validator(schema, numeric_lists=False) if source is None else None
+    # a string, and bytes[N] of any length: a record for a class built from the schema is checked first,
+    # in C (its repeated numbers are left to the runtime, which checks them). A message of the user's
+    # own (.proto, .desc, class) keeps proto3's rules: an absent field is its default.
     fixed = _fixed_test(Type("record", record=schema))
 
     def write(value: Any) -> bytes:

@@ -90,8 +90,7 @@ class Source(ABC):
         ``Nats-Msg-Id`` deduplicates a re-run of it."""
         import json
 
-        ignored = self.identity_ignores
-        params = {k: v for k, v in self.params.items() if k not in ignored}
+        params = {k: v for k, v in self.params.items() if k not in self.identity_ignores}
         return f"{self.type}:{json.dumps(params, sort_keys=True, default=str)}"
 
     def refuse_workers(self, workers: int) -> Refusal | None:
@@ -278,4 +277,3 @@ class Sink(ABC):
     async def close(self) -> None:
         """Flush and release; called once, also after errors."""
         await self.flush()
-

@@ -68,11 +68,9 @@ from .natsconn import ReconnectConfig
 log = logging.getLogger("wirepipe.jetstream")
 
 MSG_ID = Header.MSG_ID.value
-# The ack of a publish the server cannot store now (retry later): Service Unavailable. With err_code
-# STORE_FAILED and a description in STREAM_FULL, a `discard: new` stream is at a limit.
+# The ack of a publish the server cannot store now (retry later): Service Unavailable (a `discard: new`
+# stream at a limit answers so, err_code 10077).
 UNAVAILABLE = 503
-STORE_FAILED = 10077  # JSStreamStoreFailedF
-STREAM_FULL = ("maximum messages exceeded", "maximum bytes exceeded", "maximum messages per subject exceeded")
 
 
 class _Pending:
@@ -237,13 +235,17 @@ class JetStreamSink(NatsSink):
 
     async def _wait_space(self) -> None:
         """Block while the window is full; overdue acks free their slot and are retried."""
+        await self._wait_window()
+        if self._retry:
+            await self._republish()
+
+    async def _wait_window(self) -> None:
+        """Block while the window is full; an overdue ack frees its slot (and queues its record for a retry)."""
         while len(self._pending) >= self.window:
             self._space.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._space.wait(), self.ack_timeout / 4)
             self._expire()
-        if self._retry:
-            await self._republish()
 
     async def _wait_connected(self) -> None:
         while not self.nc.is_connected:
@@ -276,11 +278,7 @@ class JetStreamSink(NatsSink):
         headers[MSG_ID] = entry.msg_id
         if self.headers_mode != "none":
             headers[SENT_AT] = str(time.time_ns())
-        while len(self._pending) >= self.window:
-            self._space.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._space.wait(), self.ack_timeout / 4)
-            self._expire()
+        await self._wait_window()
         await self._send(entry, headers)
 
     async def _settle(self) -> None:
@@ -332,8 +330,8 @@ class JetStreamSink(NatsSink):
         except (nats.errors.Error, asyncio.TimeoutError):
             return False
         limit = info.config.max_bytes or 0
-        size = len(probe.subject) + len(probe.payload) + header_size(
-            {**(probe.headers or {}), MSG_ID: probe.msg_id, SENT_AT: "0" * 19})
+        size = (len(probe.subject) + len(probe.payload) + header_size({**(probe.headers or {}), MSG_ID: probe.msg_id})
+                + (SENT_AT_SIZE if self.headers_mode != "none" else 0))  # as _resend sends it
         if info.state.messages and not 0 < limit < size:
             return False
         self._held.remove(probe)

@@ -92,8 +92,8 @@ def latency_path(path: str | Path) -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _environment() -> tuple[str, str]:
-    """Library versions and host, as JSON: looked up once per process (it takes milliseconds)."""
+def _environment() -> tuple[str, dict[str, Any]]:
+    """Library versions (as JSON) and host: looked up once per process (it takes milliseconds)."""
     from importlib.metadata import PackageNotFoundError, version
 
     def v(name: str) -> str:
@@ -102,17 +102,15 @@ def _environment() -> tuple[str, str]:
         except PackageNotFoundError:
             return "not installed"
 
-    from ..allocator import policy
-
     versions = {"wirepipe": v("wirepipe"), **{lib: v(lib) for lib in _LIBRARIES}}
     host = {"hostname": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "implementation": platform.python_implementation(), "platform": platform.platform(),
-            "allocator": policy()}  # it changes what large payloads cost (wirepipe.allocator)
-    return json.dumps(versions), json.dumps(host)
+            "implementation": platform.python_implementation(), "platform": platform.platform()}
+    return json.dumps(versions), host
 
 
 def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
     """What a reader of a results file needs to trust and reproduce it."""
+    from ..allocator import policy
     from ..redact import redact_tree
 
     versions, host = _environment()
@@ -121,7 +119,9 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
         "wirepipe.pipeline": pipeline,
         "wirepipe.config": json.dumps(redact_tree(config or {}), default=str, sort_keys=True),
         "wirepipe.versions": versions,
-        "wirepipe.host": host,
+        # the allocator policy is read per run, not cached: it changes what large payloads cost and is applied
+        # when the process builds its first pipeline, which may come after the first run's metadata (Beam)
+        "wirepipe.host": json.dumps({**host, "allocator": policy()}),
         "wirepipe.started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         # One reading of both clocks: unix_ns = start_ns - monotonic_ns + unix_ns.
         "wirepipe.clock": json.dumps({"unix_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()}),

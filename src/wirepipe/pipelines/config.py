@@ -249,7 +249,7 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
 
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
-    from .pipeline import Pipeline, check_parts
+    from .pipeline import Pipeline
 
     ctx = BuildContext(allow_pickle=cfg.allow_pickle)
     operators: list[Any] = []
@@ -259,24 +259,23 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     sink = build_connector(cfg.sink, "sink", file)
     dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
     try:
-        # The whole-pipeline rules (``check_parts``: e.g. one Parquet file behind a source acknowledged at
-        # every flush) run here as for a pipeline built in Python; YAML adds the file to the message.
-        check_parts(source, sink, dead_letter)
+        # The whole-pipeline rules (``check_parts``, run by ``Pipeline``: e.g. one Parquet file behind a source
+        # acknowledged at every flush) are the ones a pipeline built in Python meets; YAML adds the file.
+        return Pipeline(
+            source,
+            operators,
+            sink,
+            name=cfg.name,
+            metrics=_metrics(cfg),
+            dead_letter=dead_letter,
+            queue_size=cfg.queue_size,
+            shutdown_timeout=cfg.shutdown_timeout,
+            flush_interval=cfg.flush_interval,
+            config=cfg.model_dump(mode="json", by_alias=True),
+            monitor=cfg.monitor,
+        )
     except ConfigError as exc:
         raise ConfigError(exc.detail, file=file, path=exc.path) from None
-    return Pipeline(
-        source,
-        operators,
-        sink,
-        name=cfg.name,
-        metrics=_metrics(cfg),
-        dead_letter=dead_letter,
-        queue_size=cfg.queue_size,
-        shutdown_timeout=cfg.shutdown_timeout,
-        flush_interval=cfg.flush_interval,
-        config=cfg.model_dump(mode="json", by_alias=True),
-        monitor=cfg.monitor,
-    )
 
 
 def build_operators(params: Any, ctx: BuildContext, where: str, file: str | None = None) -> list[Any]:

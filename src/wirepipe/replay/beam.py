@@ -104,7 +104,7 @@ def pipeline_options(options: list[str]) -> Any:
 def _capture_files(captures: list[str]) -> list[str]:
     """Capture files: local ones as ``capture_files`` orders them, remote ones (``scheme://``) by Beam's match."""
     from ..connectors.capture import capture_files
-    from ..storage import is_hidden
+    from ..storage import is_hidden, is_pattern
 
     out: list[str] = []
     for item in captures:
@@ -113,9 +113,12 @@ def _capture_files(captures: list[str]) -> list[str]:
             continue
         from apache_beam.io.filesystems import FileSystems
 
-        pattern = item if any(ch in item for ch in "*?[") or item.endswith(".parquet") else item.rstrip("/") + "/**.parquet"
+        pattern = item if is_pattern(item) or item.endswith(".parquet") else item.rstrip("/") + "/**.parquet"
+        segments = pattern.split("/")
+        literal = next((i for i, part in enumerate(segments) if is_pattern(part)), len(segments) - 1)
         found = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
-        found = [f for f in found if not is_hidden(f.rsplit("/", 1)[-1])]  # the rule local listings keep
+        # the rule local listings keep (storage.pattern_files): no hidden name past the pattern's literal folders
+        found = [f for f in found if not any(is_hidden(part) for part in f.split("/")[literal:])]
         if not found:
             raise WirepipeError(f"{item}: no capture files match")
         out += found
@@ -194,9 +197,11 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     beam = import_beam()
     from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquetBatched
 
+    from ..allocator import keep_freed_memory
     from ..operators.metrics import new_run_id
     from .beam_fn import ReplayRowGroupFn, join, metrics_schema
 
+    keep_freed_memory()  # before the metadata records it: the DoFns build their pipelines later (in process, too)
     opts = pipeline_options(list(options or []))
     files = _capture_files(replay.captures)
     positions, limit = file_positions(files, replay.count)

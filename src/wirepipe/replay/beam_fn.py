@@ -79,7 +79,7 @@ class ReplayRowGroupFn(DoFn):
         rejected: list[Any] = []
         position = start
         for rb in table.to_batches(max_chunksize=self.batch_size):
-            out, bad = run_chain(pipe, rb, position, recorder)
+            out, bad = run_chain(pipe, rb, position, recorder, self.write_results)
             if out is not None:
                 results.append(out)
             rejected += bad
@@ -100,12 +100,13 @@ class ReplayRowGroupFn(DoFn):
         yield stages
 
 
-def run_chain(pipe: Any, rb: Any, position: int, recorder: Any) -> tuple[Any, list[Any]]:
+def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: bool) -> tuple[Any, list[Any]]:
     """One batch of capture rows through the operators, stamped as the local run loop stamps it.
 
     The batch index in the metrics rows is the capture position of the batch's first
     record: unique in the run whichever worker ran it. Returns the results as an Arrow
-    table (``None`` when no record is left or the sink is ``null``) and the rejected records.
+    table (``None`` when no record is left or the sink keeps no results: ``write_results``) and the
+    rejected records.
     """
     from ..connectors.capture import batch_from_arrow
     from ..connectors.files import batch_table
@@ -117,7 +118,7 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any) -> tuple[Any, li
     pipe.metrics = recorder
     batch = pipe.process_batch(batch, position, (t0, t1))
     t0 = ns()
-    table = batch_table(batch) if batch.values and pipe.sink.type != "null" else None
+    table = batch_table(batch) if write_results and batch.values else None
     t1 = ns()
     recorder.stamp_sink(position, batch, t0, t1)
     return table, batch.rejected

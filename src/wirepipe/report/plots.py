@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..storage import write_atomic
+from ..storage import write_bytes_atomic
 from .render import html_table, runs_table, snippets, tables
 from .summary import SOURCE_STAGES, Report
 
@@ -295,7 +295,7 @@ def write_pngs(report: Report, folder: str | Path) -> tuple[list[Path], list[str
     files = []
     for name, fig in _matplotlib_figures(report):
         path = out / f"{_safe_name(name)}.png"
-        write_atomic(path, functools.partial(_write_bytes, _png_bytes(fig)))
+        write_bytes_atomic(path, _png_bytes(fig))
         files.append(path)
     return files, _plot_gaps(report)
 
@@ -387,12 +387,8 @@ def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[s
     return page, notes
 
 
-def _write_bytes(data: bytes, file: Any) -> None:
-    file.write(data)
-
-
 def write_html(report: Report, path: str | Path) -> list[str]:
     page, notes = to_html(report)
     data = page.encode("utf-8")
-    write_atomic(path, lambda f: f.write(data))  # a browser never loads half a page
+    write_bytes_atomic(path, data)  # a browser never loads half a page
     return notes

@@ -281,7 +281,6 @@ def _write_text(path: str | Path, text: str) -> None:
     if str(path) == "-":
         sys.stdout.write(text)
         return
-    from ..storage import write_atomic
+    from ..storage import write_bytes_atomic
 
-    data = text.encode("utf-8")
-    write_atomic(path, lambda f: f.write(data))  # a reader never opens half a report
+    write_bytes_atomic(path, text.encode("utf-8"))  # a reader never opens half a report
