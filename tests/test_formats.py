@@ -285,6 +285,18 @@ def test_bson_bytes_equal_pymongo_and_the_spec() -> None:
             assert FORMATS["bson"].encoder()(r) == bson.encode(r)
 
 
+def test_typed_bson_refuses_what_does_not_fit_with_the_path() -> None:
+    """BSON writes any value as it is (a str where the schema has bytes, 2**40 in an int32): with a
+    schema each record is checked before it is written, as avro and protobuf check theirs."""
+    schema = parse_schema({"x": "int32", "blobs": "list<bytes>"}, name="T")
+    out = Serialize("bson", schema=schema)(Batch([{"x": 1, "blobs": [b"a"]}, {"x": 2**40, "blobs": []},
+                                                 {"x": 1, "blobs": [b"a", "text"]}, {"x": True, "blobs": []}]))
+    assert len(out.values) == 1
+    assert [r.error for r in out.rejected] == ["x: 1099511627776 is out of range for int32 (-2147483648..2147483647)",
+                                               "blobs[1]: expected bytes, got str 'text'",
+                                               "x: expected int32, got bool True"]
+
+
 @pytest.mark.parametrize("name", list(DATASETS))
 @pytest.mark.parametrize("fmt", ["msgpack", "json"])
 def test_msgspec_engine_writes_the_untyped_bytes(fmt: str, name: str) -> None:

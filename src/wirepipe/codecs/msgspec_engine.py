@@ -117,8 +117,8 @@ def validator(schema: RecordSchema, *, numeric_lists: bool = True,
     built once from the schema, in C, and the result thrown away: measured ~0.25 us a ``point`` or
     ``feed`` record, ~0.8 us a ``transaction`` (TypedDicts, which the decoders use, take ~4x as long
     to convert to). It takes what ``schema.check`` takes, numpy values excepted (the caller retries
-    with ``as_lists``), and base64 text for bytes (the formats refuse a str there themselves);
-    unknown fields are ignored, as fastavro ignores them.
+    with ``as_lists``); a str for bytes is refused (msgspec alone would read it as base64, and bson
+    would write it as a string); unknown fields are ignored, as fastavro ignores them.
 
     ``numeric_lists=False`` leaves lists of numbers to the format (protobuf checks its repeated
     scalars itself; converting the 67k numbers of a ``large_vectors`` record would cost ~400 us).
@@ -130,9 +130,10 @@ def validator(schema: RecordSchema, *, numeric_lists: bool = True,
     record = _struct(schema, {}, numeric_lists, may_be_absent or {})
     framed = list[record]  # type: ignore[valid-type]
     convert = msgspec.convert
+    native = (bytes, bytearray, memoryview)  # taken as they are: a str is not base64 for a bytes field here
 
     def check(value: Any) -> None:
-        convert(value, framed if type(value) is list else record)
+        convert(value, framed if type(value) is list else record, builtin_types=native)
 
     return check
 

@@ -70,25 +70,22 @@ def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = Fal
     themselves are not kept, so each is freed as soon as the next stage replaced it.
     Safe in a thread: it touches no shared state.
     """
-    if not timed:  # nothing is allocated for an untimed pass (the sliced path runs many)
-        for op in operators:
-            batch = op(batch)
-        return batch, None
     ns = _ns
-    starts: list[int] = []
-    ends: list[int] = []
-    records = [len(batch.values)]
-    rejected = [len(batch.rejected)]
-    sizes = [payload_nbytes(batch.values)]
+    stamps: Stamps | None = None  # nothing is allocated for an untimed pass (the sliced path runs many)
+    if timed:
+        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)])
     for op in operators:
-        starts.append(ns())
+        if stamps is not None:
+            stamps[0].append(ns())
         batch = op(batch)
-        ends.append(ns())
-        values = batch.values
-        records.append(len(values))
-        rejected.append(len(batch.rejected))
-        sizes.append(payload_nbytes(values))
-    return batch, (starts, ends, records, rejected, sizes)
+        if stamps is not None:
+            _, ends, records, rejected, sizes = stamps
+            ends.append(ns())
+            values = batch.values
+            records.append(len(values))
+            rejected.append(len(batch.rejected))
+            sizes.append(payload_nbytes(values))
+    return batch, stamps
 
 
 @dataclass
