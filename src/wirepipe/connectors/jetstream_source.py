@@ -249,7 +249,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         if not self.stop_at_end:
             return
         info = await self.sub.consumer_info() if self.ordered else await js.consumer_info(self.stream, self.consumer)
-        if not info.num_pending and not info.num_ack_pending:
+        # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
+        # reader, not pending any more, and its last message's metadata ends the run (``_batch``).
+        pushed = self.ordered and info.delivered is not None and bool(info.delivered.consumer_seq)
+        if not info.num_pending and not info.num_ack_pending and not pushed:
             self._at_end.set()
 
     # --- receiving -----------------------------------------------------------------------------
