@@ -141,6 +141,10 @@ class PartWriter:
         # A flush's own part is small and soon merged: zstd's set-up per column chunk cost a 1,200-row
         # part 1.5 ms against snappy's 0.8 ms, for 6.9 KB against 7.8 KB.
         self.part_compression = part_compression
+        # Dictionary pages for the text columns only (run id, stage, operator: a handful of values each);
+        # the numbers (batch index, clock readings) are mostly distinct, where a dictionary is work for
+        # nothing: measured on a 1,200-row part, 1.21 -> 1.03 ms and 6% smaller.
+        self._dictionary = [f.name for f in schema if str(f.type) in ("string", "large_string")]
         self.parts: list[Part] = []
         self.error: BaseException | None = None
         self._next = 0
@@ -253,7 +257,8 @@ class PartWriter:
         import pyarrow.parquet as pq
 
         def write(file: Any) -> None:
-            with pq.ParquetWriter(file, self.schema, compression=compression or self.compression) as writer:
+            with pq.ParquetWriter(file, self.schema, compression=compression or self.compression,
+                                  use_dictionary=self._dictionary) as writer:
                 fill(writer)
 
         write_atomic(path, write, owner=os.getpid())  # not fsynced: see the module doc
