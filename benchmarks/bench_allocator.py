@@ -1,13 +1,16 @@
-"""What the allocator policy (``wirepipe.allocator``) gives: the same pipelines with glibc's default and with it.
+"""What the allocator policy (``wirepipe.allocator``) gives: the same pipelines with the allocators' defaults,
+with its glibc part only, and whole.
 
     python benchmarks/bench_allocator.py [--rounds 3] [--runs 5]
 
 The policy is per process, so each side runs in its own child process (``WIREPIPE_MALLOC=default``
-for glibc's default), launched alternately ``--rounds`` times; each child runs every pipeline
-``--runs`` times over pre-generated records (TestingSource -> operators -> null, batches of 1000)
-and reports its best. Printed: records/s of both sides and the ratio policy / default, the median
+for the defaults, ``WIREPIPE_MALLOC=glibc`` for glibc's thresholds without CPython's arenas kept),
+launched in turn ``--rounds`` times; each child runs every pipeline ``--runs`` times over
+pre-generated records (TestingSource -> operators -> null, batches of 1000) and reports its best.
+Printed: records/s of each side and the ratios policy / default and policy / glibc only, medians
 over the rounds. Small records (``point``, under CPython's 512-byte allocator limit) should not
-move; large ones (``block``, ~10 KB) are where the page faults were.
+move; large ones (``block``, ~10 KB) are where the page faults were: glibc's for the payloads,
+CPython's arenas for what decoding makes.
 """
 
 from __future__ import annotations
@@ -61,23 +64,29 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    sides = {"default": {**os.environ, "WIREPIPE_MALLOC": "default"},
-             "policy": {k: v for k, v in os.environ.items() if k != "WIREPIPE_MALLOC"}}
-    rates: dict[str, list[dict[str, float]]] = {"default": [], "policy": []}
+    base = {k: v for k, v in os.environ.items() if k != "WIREPIPE_MALLOC"}
+    sides = {"default": {**base, "WIREPIPE_MALLOC": "default"}, "glibc only": {**base, "WIREPIPE_MALLOC": "glibc"},
+             "policy": base}
+    names = list(sides)
+    rates: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     for r in range(args.rounds):
-        for side in (("default", "policy") if r % 2 == 0 else ("policy", "default")):
+        for side in names[r % 3:] + names[:r % 3]:  # each side goes first in turn
             done = subprocess.run([sys.executable, __file__, "--child", str(args.runs)], env=sides[side],
                                   check=True, capture_output=True, text=True)
             result = json.loads(done.stdout.strip().splitlines()[-1])
             rates[side].append(result["rates"])
             print(f"round {r}, {side}: {result['allocator']}")
-    print(f"\n  {'pipeline':<40} {'default rec/s':>14} {'policy rec/s':>14} {'policy/default':>15}")
+
+    def paired(label: str, a: str, b: str) -> float:
+        return statistics.median(y[label] / x[label] for x, y in zip(rates[b], rates[a], strict=True))
+
+    print(f"\n  {'pipeline':<40} {'default rec/s':>14} {'glibc only':>12} {'policy rec/s':>14} "
+          f"{'policy/default':>15} {'policy/glibc only':>18}")
     for label in CHAINS:
-        a = statistics.median(x[label] for x in rates["default"])
-        b = statistics.median(x[label] for x in rates["policy"])
-        paired = statistics.median(y[label] / x[label] for x, y in zip(rates["default"], rates["policy"], strict=True))
-        print(f"  {label:<40} {a:>14,.0f} {b:>14,.0f} {paired:>15.2f}")
-    print(f"\n(best of {args.runs} runs in each child; medians over {args.rounds} rounds; ratio: median of the rounds')")
+        medians = [statistics.median(x[label] for x in rates[side]) for side in names]
+        print(f"  {label:<40} {medians[0]:>14,.0f} {medians[1]:>12,.0f} {medians[2]:>14,.0f} "
+              f"{paired(label, 'policy', 'default'):>15.2f} {paired(label, 'policy', 'glibc only'):>18.2f}")
+    print(f"\n(best of {args.runs} runs in each child; medians over {args.rounds} rounds; ratios: medians of the rounds')")
 
 
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--child":

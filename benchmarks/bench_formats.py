@@ -9,7 +9,9 @@ A. In process, per record (serialize + deserialize, batches of 1000, through ``r
    ``wirepipe.allocator`` (a process that builds a pipeline applies it; ``WIREPIPE_MALLOC=default``
    measures with glibc's default), and what existed at the start (the pre-generated records)
    frozen out of the collector's walks. Target: typed >= 1.3x untyped. Times are medians over
-   the rounds (best also shown); ratios medians of per-round ratios.
+   the rounds (best also shown); ratios medians of per-round ratios. Every variant calls
+   ``allocator.between_batches`` before each batch, as the run loop does (CPython's arenas kept
+   where batches churn them).
 B. Over core NATS (publisher in its own process, consumer here, records/s from the first record
    consumed to the last): ``point`` as bincode, 100
    records framed per message, against msgpack one record per message, both wirepipe pipelines
@@ -29,7 +31,7 @@ import sys
 from typing import Any
 
 from common import interleave, ratio
-from wirepipe.allocator import keep_freed_memory
+from wirepipe.allocator import between_batches, keep_freed_memory
 from wirepipe.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.deserialize import Deserialize
@@ -50,6 +52,7 @@ def _operators(fmt: str, schema: Any, chunks: list[list[Any]]) -> Any:
     def run() -> int:
         n = 0
         for chunk in chunks:
+            between_batches()  # as the run loop does before each batch (and the loops below)
             # a batch's records are let go before the next batch runs, as the pipeline drops them
             # once the sink wrote them (and as the hand-written loops below do)
             n += len(run_operators(ops, Batch(list(chunk)))[0].values)
@@ -96,6 +99,7 @@ def _hand_msgspec(fmt: str, dataset: str, chunks: list[list[Any]]) -> Any:
     def run_block() -> int:
         n = 0
         for chunk in chunks:
+            between_batches()
             buf = bytearray()
             payloads = [into(r, buf) or bytes(buf) for r in chunk] if fmt == "msgpack" else \
                 [into(tagged(r), buf) or bytes(buf) for r in chunk]
@@ -116,6 +120,7 @@ def _bare_loop(encode: Any, decode: Any, chunks: list[list[Any]]) -> Any:
     def run() -> int:
         n = 0
         for chunk in chunks:
+            between_batches()
             n += len([decode(p) for p in [encode(r) for r in chunk]])
         return n
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -44,9 +45,10 @@ def _libc() -> str:
 glibc = pytest.mark.skipif(not _libc().startswith("glibc"), reason="the policy is glibc's mallopt (elsewhere a no-op)")
 
 
-def _child(**env: str) -> dict[str, object]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "WIREPIPE_MALLOC"}
-    out = subprocess.run([sys.executable, "-c", _CHILD], env={**environ, **env}, check=True,
+def _child(code: str = _CHILD, **env: str) -> dict[str, Any]:
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith("MALLOC_") and k not in ("WIREPIPE_MALLOC", "PYTHONMALLOC")}
+    out = subprocess.run([sys.executable, "-c", code], env={**environ, **env}, check=True,
                          capture_output=True, text=True, timeout=60)
     return json.loads(out.stdout)
 
@@ -71,4 +73,60 @@ def test_glibc_default_gives_it_back_when_asked() -> None:
 def test_the_users_own_glibc_settings_win() -> None:
     result = _child(MALLOC_TRIM_THRESHOLD_="131072")
     assert result["returned"] > 25_000_000, result  # glibc's 128 KiB, as the user set it
-    assert result["policy"] == "glibc as the environment set it (MALLOC_TRIM_THRESHOLD_)"
+    assert result["policy"].startswith("glibc as the environment set it (MALLOC_TRIM_THRESHOLD_)")
+
+
+# CPython's arenas: eight "batches" of ~12 MB of small strings (pymalloc's, under 512 bytes each), each
+# freed before the next, as a pipeline frees the records it decoded; or kept, as a buffer that grows.
+_BATCHES = """
+import json, resource, time
+from wirepipe.allocator import arena_reserve, between_batches, keep_freed_memory
+from wirepipe.connectors.files import NullSink
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSource
+
+Pipeline(TestingSource([1]), [], NullSink())
+keep = KEEP
+faults, held = [], []
+for i in range(8):
+    time.sleep(0.006)  # past between_batches' reading interval
+    between_batches()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    batch = [("x" * 100) + str(i * 100_000 + j) for j in range(80_000)]
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    if keep:
+        held.append(batch)
+    del batch
+reserve = arena_reserve()
+print(json.dumps({"faults": faults, "reserved": reserve.reserved if reserve else None,
+                  "policy": keep_freed_memory()}))
+"""
+
+
+def test_arenas_a_batch_gave_back_are_kept_for_the_next() -> None:
+    result = _child(_BATCHES.replace("KEEP", "False"))
+    first, *_, = result["faults"]
+    assert first > 2000, result  # ~12 MB of fresh arenas: ~3,000 pages
+    assert max(result["faults"][-4:]) < first // 10, result  # the next batches find them mapped
+    assert 8 << 20 <= result["reserved"] <= 64 << 20, result
+    assert "pymalloc arenas kept up to 64 MiB" in result["policy"]
+
+
+def test_without_the_reserve_every_batch_maps_its_arenas_again() -> None:
+    result = _child(_BATCHES.replace("KEEP", "False"), WIREPIPE_MALLOC="glibc")
+    first = result["faults"][0]
+    assert min(result["faults"][-4:]) > first // 2, result
+    assert result["reserved"] is None
+    assert result["policy"].endswith("(WIREPIPE_MALLOC=glibc)")
+
+
+def test_memory_a_batch_keeps_grows_no_reserve() -> None:
+    result = _child(_BATCHES.replace("KEEP", "True"))
+    assert min(result["faults"]) > 2000, result  # every batch is new memory, kept
+    assert result["reserved"] == 0, result
+
+
+def test_pythons_own_allocator_choice_keeps_no_reserve() -> None:
+    result = _child(_BATCHES.replace("KEEP", "False"), PYTHONMALLOC="malloc")
+    assert result["reserved"] is None
+    assert "pymalloc" not in result["policy"]

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..allocator import keep_freed_memory
+from ..allocator import between_batches, keep_freed_memory
 from ..batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
@@ -378,6 +378,7 @@ class Pipeline:
         self.metrics.record_batch(index, read, stamps, raw_nbytes, lost)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
+        between_batches()  # the allocator keeps what the last batch gave back, where it churns (allocator.py)
         metrics = self.metrics
         index = stats.batches
         stats.batches += 1

@@ -108,9 +108,11 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: b
     table (``None`` when no record is left or the sink keeps no results: ``write_results``) and the
     rejected records.
     """
+    from ..allocator import between_batches
     from ..connectors.capture import batch_from_arrow
     from ..connectors.files import batch_table
 
+    between_batches()  # as the local run loop does before each batch
     ns = time.monotonic_ns
     t0 = ns()
     batch = batch_from_arrow(rb, position)
