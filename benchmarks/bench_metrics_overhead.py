@@ -1,6 +1,6 @@
 """Throughput of one in-memory pipeline with metrics on vs off, in the same process, interleaved.
 
-    python benchmarks/bench_metrics_overhead.py [--records 200000] [--batch-size 1000] [--rounds 151]
+    python benchmarks/bench_metrics_overhead.py [--records 200000] [--batch-size 1000] [--rounds 201]
 
 The pipeline is ``TestingSource (point records) -> msgpack -> zstd:fastest -> decompress
 -> deserialize -> null``: small records, so the per-batch cost of metrics weighs as much
@@ -8,10 +8,10 @@ as it can. The source replays pre-generated batches, so record generation is not
 Metrics "on" writes real Parquet parts to a temporary folder. Prints records/s of each
 round and the median of the rounds' on/off ratios (target >= 0.95) with its 95% interval.
 
-Why 151 rounds (~2 minutes): on the 2-core VMs this runs on, one 0.4 s run's speed swings
+Why 201 rounds (~3 minutes): on the 2-core VMs this runs on, one 0.4 s run's speed swings
 ~20% from the next one's (runs of the same pipeline, same process; an A/A test of "off"
 against "off" spread 0.97-1.09 over five runs of 31 rounds), so the median of 31 ratios
-has ~4.5% of noise against an effect of ~2%. With 151 rounds it has ~2%, and the interval
+has ~4.5% of noise against an effect of ~2%. With 201 rounds it has ~1.7%, and the interval
 printed says how far the figure can be trusted.
 """
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=151)  # ~0.8 s a round: see the docstring
+    parser.add_argument("--rounds", type=int, default=201)  # ~0.8 s a round: see the docstring
     args = parser.parse_args()
     chunks = list(get_dataset("point").records(args.records, seed=0, batch_size=args.batch_size))
     off: list[tuple[float, float]] = []

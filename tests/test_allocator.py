@@ -130,3 +130,28 @@ def test_pythons_own_allocator_choice_keeps_no_reserve() -> None:
     result = _child(_BATCHES.replace("KEEP", "False"), PYTHONMALLOC="malloc")
     assert result["reserved"] is None
     assert "pymalloc" not in result["policy"]
+
+
+_OTHER_CHURN = """
+import json, mmap, time
+from wirepipe.allocator import arena_reserve, between_batches
+from wirepipe.connectors.files import NullSink
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSource
+
+Pipeline(TestingSource([1]), [], NullSink())
+for i in range(8):
+    time.sleep(0.006)
+    between_batches()
+    m = mmap.mmap(-1, 6 << 20)  # memory of another allocator (as pyarrow's): faulted in, then unmapped
+    m.write(b"x" * (6 << 20))
+    m.close()
+reserve = arena_reserve()
+print(json.dumps({"reserved": reserve.reserved, "stopped": reserve.stopped}))
+"""
+
+
+def test_churn_the_reserve_cannot_take_away_stops_its_growth() -> None:
+    result = _child(_OTHER_CHURN)
+    assert result["stopped"] is True, result
+    assert result["reserved"] <= 8 << 20, result  # one growth of ~6 MiB, not the 64 MiB cap

@@ -32,7 +32,9 @@ record against 9.7 once the arenas stayed. ``ArenaReserve`` keeps them: after a 
 pages were faulted in and given back (faults counted by ``getrusage``, resident memory read
 from ``/proc/self/statm``: what a batch keeps is not given back, and is left alone), it maps
 that much more in arenas and pins each with one small object, so pymalloc never empties them
-and the next batch finds them mapped. Growth stops at ``ARENA_RESERVE`` (64 MiB), kept
+and the next batch finds them mapped. A growth that does not take the churn away (as much of
+it comes back: another allocator's, such as pyarrow's at each metrics flush) ends the growing
+for good; it stops anyway at ``ARENA_RESERVE`` (64 MiB), kept
 resident for the life of the process (``WIREPIPE_MALLOC=glibc`` keeps none; nor does a
 ``PYTHONMALLOC`` other than pymalloc). The run loop and the Beam DoFn call ``between_batches``
 before each batch; it reads the counters at most every 5 ms (~3 µs a reading). Whole
@@ -121,6 +123,8 @@ class ArenaReserve:
         self._page = os.sysconf("SC_PAGE_SIZE")
         self._statm = os.open("/proc/self/statm", os.O_RDONLY)
         self._next_read = 0
+        self._grew_for = 0  # the churn the last growth answered
+        self.stopped = False  # a growth did not take the churn away: it is not CPython's arenas
         self._faults, self._resident = self._read()
         os.register_at_fork(after_in_child=self._forked)
 
@@ -137,7 +141,7 @@ class ArenaReserve:
             return None
         try:
             return cls()
-        except OSError:  # no /proc
+        except (OSError, ImportError):  # no /proc (macOS), no resource module (Windows)
             return None
 
     def _read(self) -> tuple[int, int]:
@@ -153,9 +157,16 @@ class ArenaReserve:
         faults, resident = self._read()
         churned = (faults - self._faults - max(resident - self._resident, 0)) * self._page
         self._faults, self._resident = faults, resident
-        if churned >= _GROW_FROM and self.reserved < self.limit:
-            self.grow(min(churned, self.limit - self.reserved))
-            self._faults, self._resident = self._read()  # the reserve's own pages are not a batch's
+        if churned < _GROW_FROM or self.reserved >= self.limit or self.stopped:
+            return
+        if churned * 2 >= self._grew_for > 0:
+            # As much churn as before the last growth: it is not CPython's arenas that churn (a library's
+            # own allocator, pyarrow's at a metrics flush; mappings past glibc's threshold). Grow no more.
+            self.stopped = True
+            return
+        self.grow(min(churned, self.limit - self.reserved))
+        self._grew_for = churned
+        self._faults, self._resident = self._read()  # the reserve's own pages are not a batch's
 
     def grow(self, nbytes: int) -> None:
         """Map about ``nbytes`` more of arenas and pin each (four 433-byte objects pinned per MiB)."""
