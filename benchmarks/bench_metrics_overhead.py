@@ -30,6 +30,7 @@ from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.report.summary import median_interval  # the bench report's: exact binomial order statistics
 from wirepipe.testing import TestingSource
 
 
@@ -41,13 +42,6 @@ def run_once(chunks: list[list[dict[str, int]]], metrics: Path | None) -> tuple[
     stats = pipe.run()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return stats.records_out / wall, stats.records_out / cpu
-
-
-def median_interval(values: list[float]) -> tuple[float, float]:
-    """A distribution-free 95% interval of the median: the order statistics n/2 -+ 0.98 sqrt(n)."""
-    ordered = sorted(values)
-    k = max(0, int(len(ordered) / 2 - 0.98 * len(ordered) ** 0.5))
-    return ordered[k], ordered[len(ordered) - 1 - k]
 
 
 def main() -> None:
@@ -74,8 +68,8 @@ def main() -> None:
         a = statistics.median(x[i] for x in off)
         b = statistics.median(x[i] for x in on)
         ratios = [y[i] / x[i] for x, y in zip(off, on, strict=True)]
-        low, high = median_interval(ratios)
-        print(f"{what:>10}: median records/s off {a:,.0f}, on {b:,.0f}: ratio on/off = {statistics.median(ratios):.3f} "
+        mid, low, high = median_interval(ratios)
+        print(f"{what:>10}: median records/s off {a:,.0f}, on {b:,.0f}: ratio on/off = {mid:.3f} "
               f"[95% {low:.3f}-{high:.3f}] (median of the rounds' ratios; ratio of the medians {b / a:.3f})")
     print(f"batch size {args.batch_size}, {args.rounds} interleaved rounds; target ratio >= 0.95. The rounds' "
           "ratios are the figure, as in the other benchmarks (benchmarks/common.py): on a machine whose speed "

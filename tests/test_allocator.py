@@ -105,7 +105,7 @@ print(json.dumps({"faults": faults, "reserved": reserve.reserved if reserve else
 
 def test_arenas_a_batch_gave_back_are_kept_for_the_next() -> None:
     result = _child(_BATCHES.replace("KEEP", "False"))
-    first, *_, = result["faults"]
+    first = result["faults"][0]
     assert first > 2000, result  # ~12 MB of fresh arenas: ~3,000 pages
     assert max(result["faults"][-4:]) < first // 10, result  # the next batches find them mapped
     assert 8 << 20 <= result["reserved"] <= 64 << 20, result

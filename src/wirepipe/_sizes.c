@@ -28,10 +28,7 @@ payload_nbytes(PyObject *module, PyObject *values)
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = PyList_GET_ITEM(values, i);
-        if (PyBytes_CheckExact(v)) {
-            total += PyBytes_GET_SIZE(v);
-        }
-        else if (PyBytes_Check(v)) {
+        if (PyBytes_Check(v)) {
             total += PyBytes_GET_SIZE(v);
         }
         else if (PyByteArray_Check(v)) {

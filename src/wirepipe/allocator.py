@@ -105,6 +105,7 @@ def policy() -> str:
 ARENA_RESERVE = 64 << 20
 _PIN = 1 << 18  # one pinned object per 256 KiB: at least one in every arena (1 MiB; 256 KiB on some builds)
 _BLOCK = 400  # bytes(400) is a 433-byte object: pymalloc's 448-byte size class, under its 512-byte limit
+_SIZE_CLASS = 448
 _GROW_FROM = 1 << 20  # faulted in and given back between two readings, before the reserve grows
 _READ_EVERY_NS = 5_000_000  # a reading is ~3 µs: at most 0.06% of a busy loop
 
@@ -170,11 +171,11 @@ class ArenaReserve:
 
     def grow(self, nbytes: int) -> None:
         """Map about ``nbytes`` more of arenas and pin each (four 433-byte objects pinned per MiB)."""
-        count = nbytes // 448
+        count = nbytes // _SIZE_CLASS
         objects = [bytes(_BLOCK) for _ in range(count)]
         self._pinned += {id(o) // _PIN: o for o in objects}.values()  # CPython: id() is the address
         del objects
-        self.reserved += count * 448
+        self.reserved += count * _SIZE_CLASS
 
 
 _ARENAS: ArenaReserve | None = None

@@ -190,4 +190,3 @@ def _python_nbytes(values: Sequence[Any]) -> int | None:
         return sum([memoryview(v).nbytes for v in values])
     except TypeError:  # an item that is not bytes-like: the column is not payloads
         return None
-

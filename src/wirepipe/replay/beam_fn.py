@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..allocator import between_batches
 from ..errors import WirepipeError
 from .beam_import import import_beam
 
@@ -108,7 +109,6 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: b
     table (``None`` when no record is left or the sink keeps no results: ``write_results``) and the
     rejected records.
     """
-    from ..allocator import between_batches
     from ..connectors.capture import batch_from_arrow
     from ..connectors.files import batch_table
 
