@@ -349,6 +349,35 @@ def replay(
     typer.echo(result.summary(), err=True)
 
 
+@app.command("test")
+def test_pipelines(
+    paths: Annotated[list[str] | None, typer.Argument(metavar="PATH", help=(
+        "test files (*.test.yaml), pipeline files (their test file beside them) or folders (searched "
+        "recursively); default: the current folder"))] = None,
+    update: Annotated[bool, typer.Option("--update", help=(
+        "record what each failing (or unrecorded) case produces as its expect: (snapshot mode)"))] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="also write JUnit XML to FILE")] = None,
+) -> None:
+    """Run pipeline test files: each case's input through the pipeline, no server; exit 1 if a case fails."""
+    from .errors import ConfigError
+    from .pipetest import collect, report, run_files
+
+    try:
+        files = collect(list(paths or []))  # every file valid before any case runs (exit 2, as a config error)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    session = run_files(files, update=update, echo=typer.echo)
+    for block in report.failure_blocks(session.results):
+        typer.echo(block)
+    for path in session.rewritten:
+        typer.echo(f"updated {path}: review the change (git diff) before committing it", err=True)
+    typer.echo(report.summary_line(session.results, session.elapsed))
+    if junit is not None:
+        report.write_junit(session.results, junit, session.elapsed)
+    if session.failed:
+        raise typer.Exit(EXIT_RUNTIME)
+
+
 @app.command()
 def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
     """Validate pipeline files without running them (exit 2 if any is invalid)."""
