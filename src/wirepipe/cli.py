@@ -285,6 +285,74 @@ def capture(
 
 
 @app.command()
+def tap(
+    subject: Annotated[str | None, typer.Argument(metavar="SUBJECT", help=(
+        "subject to watch, wildcards allowed ('points.>'); with --stream, a filter within the stream"))] = None,
+    stream: Annotated[str | None, typer.Option(help="JetStream stream to watch (an ephemeral ordered consumer: "
+                                                    "no acks, no durable touched)")] = None,
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    deliver: Annotated[str, typer.Option(help="--stream: new (what arrives from now), all, or last")] = "new",
+    from_seq: Annotated[int | None, typer.Option(help="--stream: start at this stream sequence")] = None,
+    from_time: Annotated[str | None, typer.Option(help="--stream: start at this time (ISO 8601) or this long "
+                                                       "ago (10m)")] = None,
+    filter_: Annotated[list[str] | None, typer.Option("--filter", metavar="EXPR", help=(
+        "show records where EXPR holds: field == value, !=, <, <=, >, >=, in [a, b], matches 'regex', "
+        "field exists (repeatable: all must hold)"))] = None,
+    sample: Annotated[int, typer.Option(help="show one message in N (the table counts them all)")] = 1,
+    limit: Annotated[int | None, typer.Option(help="stop after showing N messages")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="print messages that do not decode: the reason and the "
+                                                    "payload in hex")] = False,
+    envelope: Annotated[bool, typer.Option("--envelope", help=(
+        "print {value, subject, headers} per message instead of the record alone"))] = False,
+    table: Annotated[bool, typer.Option("--table", help=(
+        "a live table per publisher instead of the records: rate, bytes per record on the wire and before "
+        "compression, latency from Wirepipe-Sent-At, loss from Wirepipe-Seq gaps"))] = False,
+    schema: Annotated[str | None, typer.Option(help=(
+        "schema for the formats that carry none on the wire (protobuf, avro, bincode, postcard, msgpack-array): "
+        "a dataset name, a schema file (x.proto#Message, x.avsc, x.yaml) or module:Class"))] = None,
+    allow_pickle: Annotated[bool, typer.Option("--allow-pickle", help=(
+        "decode pickle payloads (runs code from the payload: only for trusted publishers)"))] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE",
+                                                   help="override a field of the tap's source: path=value")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Watch what flows on a subject or stream, decoded from each message's headers, without consuming it."""
+    from .errors import ConfigError
+    from .fields import parse_condition
+    from .pipelines.config import apply_override
+
+    if sample < 1 or (limit is not None and limit < 1):
+        fail("--sample and --limit take a number >= 1", EXIT_CONFIG)
+    try:
+        filters = [parse_condition(text) for text in filter_ or []]
+    except ValueError as exc:
+        fail(f"--filter {exc}", EXIT_CONFIG)
+    import logging
+
+    setup_logging(verbose)
+    if not verbose:
+        logging.getLogger("wirepipe").setLevel(logging.WARNING)  # the records are the output
+    from .tap import TapSink, TapStats, build, tap_config
+
+    try:
+        data = tap_config(subject=subject, stream=stream, url=url, deliver=deliver, from_seq=from_seq,
+                          from_time=from_time)
+        for assignment in set_ or []:
+            apply_override(data, assignment)
+        what = f"stream {stream}" + (f" ({subject})" if subject else "") if stream else f"subject {subject}"
+        sink = TapSink(schema=schema, allow_pickle=allow_pickle, filters=filters, sample=sample, limit=limit, raw=raw,
+                       envelope=envelope, stats=TapStats() if table else None, lines=not table,
+                       announce=f"tap: watching {what} (Ctrl-C stops)")
+        pipe = build(data, sink)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    except ValueError as exc:  # a --schema that cannot be read
+        fail(f"--schema: {exc}", EXIT_CONFIG)
+    run_as_worker(pipe)
+    typer.echo(sink.summary(), err=True)
+
+
+@app.command()
 def replay(
     captures: Annotated[list[str], typer.Argument(metavar="CAPTURE", help="capture files, folders or globs, in capture order")],
     pipeline: Annotated[Path, typer.Option("--pipeline", "-p", help="pipeline YAML: its source is replaced by the capture")],

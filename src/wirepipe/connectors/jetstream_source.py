@@ -47,6 +47,7 @@ log = logging.getLogger("wirepipe.jetstream")
 _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
+_WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream requires explicit ack"
 
 
 def parse_ack_reply(reply: str) -> tuple[int, int, int]:
@@ -178,12 +179,20 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             cfg.opt_start_time = self.start_time
 
     async def _open_ordered(self, js: Any) -> None:
+        import nats.js.errors
         from nats.js import api
 
         cfg = api.ConsumerConfig()
         self._deliver_config(cfg)
-        self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
-                                      config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
+        try:
+            self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
+                                          config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
+        except nats.js.errors.APIError as exc:
+            hint = ("; it is a work queue (each message goes to one consumer, which acknowledges it): read its "
+                    "subjects on core NATS to see messages as they are published"
+                    if exc.err_code == _WORKQUEUE_NEEDS_ACK else "")
+            raise WirepipeError(f"cannot create an ordered consumer on stream {self.stream}: "
+                                f"{exc.description}{hint}") from None
         self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
         assert isinstance(self.buffer, SubscriptionReader)  # the raw inbox is the pull path's
         self.buffer.attach(self.sub)
