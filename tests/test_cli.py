@@ -14,7 +14,7 @@ from wirepipe.codecs import CODECS, FORMATS
 from wirepipe.datasets import DATASETS
 
 ROOT = Path(__file__).parent.parent
-CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if not p.name.endswith(".test.yaml"))  # pipelines
 
 
 def wirepipe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -448,12 +448,23 @@ def test_pipelines(
 
 @app.command()
 def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
-    """Validate pipeline files without running them (exit 2 if any is invalid)."""
+    """Validate pipeline files (and test files, *.test.yaml) without running them (exit 2 if any is invalid)."""
     from .errors import ConfigError
     from .pipelines.config import load_pipeline
 
     bad = 0
     for path in pipelines:
+        if path.name.endswith((".test.yaml", ".test.yml")):  # a test file beside its pipeline: `configs/*.yaml`
+            from .pipetest import collect
+
+            try:
+                cases = sum(len(f.spec.tests) for f in collect([str(path)]))
+            except ConfigError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                bad += 1
+                continue
+            typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
+            continue
         try:
             pipe = load_pipeline(path)
         except ConfigError as exc:

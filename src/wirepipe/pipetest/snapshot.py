@@ -22,11 +22,23 @@ def _end(node: Any) -> int:
     return int(node.end_mark.index)
 
 
+class _Block(dict):  # type: ignore[type-arg]
+    """A mapping written in block style whatever it holds (``expect:``'s own keys, one per line)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Block, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=False))
+
+
 def _render(expect: dict[str, Any], indent: int, flow: bool) -> str:
     if flow:
         return "expect: " + yaml.safe_dump(expect, default_flow_style=True, sort_keys=False, width=1 << 16,
                                            allow_unicode=True).strip()
-    body = yaml.safe_dump(expect, default_flow_style=None, sort_keys=False, width=110, allow_unicode=True)
+    body = yaml.dump(_Block(expect), Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=110,
+                     allow_unicode=True)
     pad = " " * (indent + 2)
     return "expect:\n" + "".join(pad + line if line.strip() else line for line in body.splitlines(keepends=True)).rstrip("\n")
 
