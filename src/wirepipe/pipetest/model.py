@@ -51,8 +51,8 @@ class ConditionSpec(Strict):
     matches: str | None = None
     exists: bool | None = None
     in_: list[Any] | None = Field(default=None, alias="in")
-    min: float | None = None
-    max: float | None = None
+    min: int | float | None = None
+    max: int | float | None = None
     size: SizeBounds | None = None
 
     @field_validator("matches")
@@ -246,15 +246,6 @@ class TestFile(Strict):
     set_: list[str] = Field(default_factory=list, alias="set")
     tests: list[Case] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> TestFile:
-        seen: set[str] = set()
-        for case in self.tests:
-            if case.name in seen:
-                raise ValueError(f"two cases are named {case.name!r}: a case's name is its id (reports, JUnit)")
-            seen.add(case.name)
-        return self
-
 
 def load_test_file(path: Path) -> TestFile:
     """Read and validate a test file; ``ConfigError`` naming the file, the field path and the value."""
@@ -275,6 +266,13 @@ def load_test_file(path: Path) -> TestFile:
         raise ConfigError("a test file is a YAML mapping with `tests:` (and optionally pipeline, env, set)",
                           file=file)
     try:
-        return TestFile.model_validate(data)
+        spec = TestFile.model_validate(data)
     except ValidationError as exc:
         raise config_error(exc, file) from None
+    seen: set[str] = set()
+    for i, case in enumerate(spec.tests):
+        if case.name in seen:
+            raise ConfigError(f"{case.name!r} names an earlier case too: a case's name is its id (in reports, "
+                              "in JUnit)", file=file, path=f"tests[{i}].name")
+        seen.add(case.name)
+    return spec
