@@ -287,3 +287,29 @@ def test_a_case_fed_by_a_real_capture_sliced_by_subject_time_and_count(nats_serv
     lines = result.stdout.splitlines()
     assert [line.rsplit(" ", 1)[1] for line in lines[:5]] == ["PASSED"] * 4 + ["FAILED"]
     assert 'records[1].region: expected "eu", got "asia"' in result.stdout
+
+
+def test_a_snapshot_of_payloads_is_recorded_decoded_by_their_headers(tmp_path: Path) -> None:
+    write(tmp_path, "publish.yaml", """\
+        name: publish
+        source: {type: generate, dataset: point, count: 1}
+        operators: [{serialize: {format: cbor}}, {compress: {codec: xz}}]
+        sink: {type: nats, url: "nats://127.0.0.1:1", subject: "out.{seq}"}
+        """)
+    test_file = write(tmp_path, "publish.test.yaml", """\
+        tests:
+          - name: points as cbor + xz
+            input: {records: [{x: 1, y: 2}, {x: 3, y: 4}]}
+        """)
+    assert run_wirepipe("test", str(test_file), "--update").returncode == 0
+    import yaml
+
+    expect = yaml.safe_load(test_file.read_text())["tests"][0]["expect"]
+    headers = {"Content-Type": "application/cbor", "Content-Encoding": "xz"}
+    assert expect == {"decode": True, "count": 2, "rejected": 0, "outputs": [
+        {"value": {"x": 1, "y": 2}, "subject": "out.0", "headers": headers},
+        {"value": {"x": 3, "y": 4}, "subject": "out.1", "headers": headers}]}
+    assert run_wirepipe("test", str(test_file)).returncode == 0
+    test_file.write_text(test_file.read_text().replace("x: 3, y: 4}\n", "x: 3, y: 5}\n"))
+    result = run_wirepipe("test", str(test_file))
+    assert result.returncode == 1 and "outputs[1].value.y: expected 5, got 4" in result.stdout

@@ -18,6 +18,7 @@ from ..batch import Batch
 from ..errors import ConfigError, WirepipeError
 from ..fields import MISSING, first_difference, plain
 from ..models import field_path
+from ..wire import Header
 from .model import Case, DecodeSpec, Expect, InputSpec, TestFile, load_test_file
 
 SUFFIXES = (".test.yaml", ".test.yml")
@@ -418,9 +419,12 @@ def snapshot(result: CaseResult) -> dict[str, Any]:
     if old is not None and old.decode is not False:
         expect["decode"] = old.decode if isinstance(old.decode, bool) else old.decode.model_dump(
             by_alias=True, exclude_unset=True)
-    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get("Content-Type") for o in result.outputs):
-        expect["decode"] = True
-        result.outputs = _redecode(result)
+    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE.value)
+             for o in result.outputs):
+        decoded = _redecode(result)
+        if decoded is not None:  # payloads recorded as what they decode to: readable, and stable across libraries
+            expect["decode"] = True
+            result.outputs = decoded
     expect["count"] = len(result.outputs)
     if all(o.subject is None and not o.headers for o in result.outputs):
         expect["records"] = [plain(o.value) for o in result.outputs]
@@ -437,11 +441,11 @@ def snapshot(result: CaseResult) -> dict[str, Any]:
     return expect
 
 
-def _redecode(result: CaseResult) -> list[Output]:
-    """The outputs decoded by their headers (a snapshot of payloads is recorded readable)."""
+def _redecode(result: CaseResult) -> list[Output] | None:
+    """The outputs decoded by their headers, or None when one does not decode (then they stay bytes)."""
     try:
         values, sizes = _decoded([o.value for o in result.outputs], [o.headers for o in result.outputs],
                                  DecodeSpec())
     except UndecodableOutput:
-        return result.outputs
+        return None
     return [Output(v, o.subject, o.headers, n) for v, o, n in zip(values, result.outputs, sizes, strict=True)]
