@@ -174,6 +174,9 @@ def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[st
         raise ConfigError(f"{where}not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file) from None
     if not isinstance(data, dict):
         raise ConfigError("a pipeline is a YAML mapping with name, source, operators, sink", file=file)
+    if "tests" in data and "source" not in data:
+        raise ConfigError("this is a test file (it has `tests:`), not a pipeline: run it with wirepipe test",
+                          file=file)
     try:
         data = interpolate(data, os.environ if env is None else env)
         for assignment in overrides:
