@@ -313,3 +313,20 @@ def test_a_snapshot_of_payloads_is_recorded_decoded_by_their_headers(tmp_path: P
     test_file.write_text(test_file.read_text().replace("x: 3, y: 4}\n", "x: 3, y: 5}\n"))
     result = run_wirepipe("test", str(test_file))
     assert result.returncode == 1 and "outputs[1].value.y: expected 5, got 4" in result.stdout
+
+
+def test_inline_records_carry_the_schema_the_pipelines_source_attaches(tmp_path: Path) -> None:
+    """A positional format without `schema:` reads the generate dataset's; inline records get the same."""
+    write(tmp_path, "arr.yaml", """\
+        name: arr
+        source: {type: generate, dataset: point, count: 10}
+        operators: [{serialize: {format: msgpack-array}}, {deserialize: {format: msgpack-array}}]
+        """)
+    write(tmp_path, "arr.test.yaml", """\
+        tests:
+          - name: positional
+            input: {records: [{x: 1, y: 2}]}
+            expect: {records: [{x: 1, y: 2}]}
+        """)
+    result = run_wirepipe("test", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -147,9 +147,10 @@ def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
         raise ConfigError(str(exc), file=str(loaded.path), path=f"{where}.{'file' if spec.file else 'capture'}") from None
 
 
-def source_for(loaded: LoadedFile, spec: InputSpec, where: str) -> Any:
-    """The source that replaces the pipeline's: a ``TestingSource`` for inline records, else the
-    connector that reads the file or the capture as a pipeline would."""
+def source_for(loaded: LoadedFile, spec: InputSpec, where: str, schema: Any = None) -> Any:
+    """The source that replaces the pipeline's: a ``TestingSource`` for inline records (with ``schema``,
+    the one the pipeline's own source attaches to its batches: a generate dataset's, which positional
+    formats read), else the connector that reads the file or the capture as a pipeline would."""
     from ..codecs.formats import restore_bytes
     from ..testing import TestingSource
 
@@ -179,7 +180,7 @@ def source_for(loaded: LoadedFile, spec: InputSpec, where: str) -> Any:
         values = values[:n]
         subjects = subjects[:n] if isinstance(subjects, list) else subjects
         headers = headers[:n] if isinstance(headers, list) else headers
-    return TestingSource(values, spec.batch_size, subjects=subjects, headers=headers)
+    return TestingSource(values, spec.batch_size, subjects=subjects, headers=headers, schema=schema)
 
 
 def _encoded(spec: InputSpec, values: list[Any], where: str) -> tuple[list[Any], Any, Any]:
@@ -209,7 +210,7 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
     started = time.monotonic()
     try:
         pipe = build(loaded, case)
-        source = source_for(loaded, case.input, f"tests[{index}].input")
+        source = source_for(loaded, case.input, f"tests[{index}].input", getattr(pipe.source, "schema", None))
         sink = TestingSink()
         between(pipe, source, sink).run()
         result.outputs = outputs(pipe, sink, _decode_spec(case.expect))
