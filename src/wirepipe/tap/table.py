@@ -19,6 +19,7 @@ from ..wire import Header
 
 UNSTAMPED = "-"
 _LATENCIES = 4096  # per publisher: the latest latencies the percentiles are taken over
+_SUBJECTS = 1000  # per publisher: distinct subjects counted (a subject per record would grow without end)
 
 
 @dataclass
@@ -72,7 +73,7 @@ class TapStats:
             if i in undecoded:
                 row.undecoded += 1
             subject = subjects[i]
-            if subject is not None and len(row.subjects) < 1000:
+            if subject is not None and len(row.subjects) < _SUBJECTS:
                 row.subjects.add(subject)
             row.encoding = h.get(Header.CONTENT_ENCODING.value, "identity")
             row.content_type = h.get(Header.CONTENT_TYPE.value, "?")
@@ -89,7 +90,7 @@ class TapStats:
 
         t = Table(title="wirepipe tap", title_justify="left")
         for col in ("publisher", "subjects", "format", "codec", "msgs", "msg/s", "B/rec wire", "B/rec raw",
-                    "ratio", "p50 ms", "p99 ms", "missing", "undecoded"):
+                    "raw/wire", "p50 ms", "p99 ms", "missing", "undecoded"):
             t.add_column(col, justify="left" if col in ("publisher", "subjects", "format", "codec") else "right")
         for pid, row in sorted(self.rows.items()):
             span = row.last - row.first
@@ -97,7 +98,8 @@ class TapStats:
             raw = row.serialized_bytes / row.decoded if row.decoded else None
             missing = self.missing(pid)
             p50, p99 = row.percentile(0.5), row.percentile(0.99)
-            subjects = next(iter(row.subjects)) if len(row.subjects) == 1 else f"{len(row.subjects)} subjects"
+            many = f"{len(row.subjects)}{'+' if len(row.subjects) >= _SUBJECTS else ''} subjects"
+            subjects = next(iter(row.subjects)) if len(row.subjects) == 1 else many
             t.add_row(pid, subjects, row.content_type.removeprefix("application/"), row.encoding,
                       f"{row.messages:,}", f"{row.messages / span:,.0f}" if span > 0 else "-", f"{wire:,.1f}",
                       "-" if raw is None else f"{raw:,.1f}",
