@@ -383,14 +383,14 @@ def codecs() -> None:
     for col in ("format", Header.CONTENT_TYPE.value, "installed", "notes"):
         t.add_column(col)
     for f in FORMATS.values():
-        t.add_row(f.name, f.content_type, _yes(f.available()), f.note)
+        t.add_row(f.name, f.content_type, _installed(f), f.note)
     console.print(t)
     t = Table(title="codecs (compress / decompress)")
     for col in ("codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed", "notes"):
         t.add_column(col)
     for c in CODECS.values():
         t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
-                  f"{c.min_level}..{c.max_level}", _yes(c.available()), c.note)
+                  f"{c.min_level}..{c.max_level}", _installed(c), c.note)
     console.print(t)
     from .codecs.compression import deflate_choice
 
@@ -398,8 +398,9 @@ def codecs() -> None:
     console.print("chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best")
 
 
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "[red]no[/red]"
+def _installed(entry: Any) -> str:
+    """``yes``, or the extra that installs the entry's library."""
+    return "yes" if entry.available() else f"[red]no[/red]: wirepipe\\[{entry.extra}]" if entry.extra else "[red]no[/red]"
 
 
 @app.command()
