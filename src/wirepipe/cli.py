@@ -77,6 +77,13 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
+def owned_process() -> None:
+    """This process runs pipelines for wirepipe's own command: apply the allocator policy (see wirepipe.allocator)."""
+    from .allocator import keep_freed_memory
+
+    keep_freed_memory()
+
+
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
@@ -133,6 +140,7 @@ def run(
     from .units import parse_duration
 
     setup_logging(verbose)
+    owned_process()
     overrides = list(set_ or [])
     try:
         n_workers = resolve_workers(workers)
@@ -247,6 +255,7 @@ def capture(
     from .units import parse_duration, parse_size
 
     setup_logging(verbose)
+    owned_process()
     if follow and stop_at_end:
         fail("--follow and --stop-at-end: give one", EXIT_CONFIG)
     # A one-off read from a position is a copy of the stream so far: it ends at the end, like `nats stream view`.
@@ -308,6 +317,7 @@ def replay(
     from .units import parse_duration
 
     setup_logging(verbose)
+    owned_process()
     choices = {"--pace": (pace, ("max", "original")), "--pace-by": (pace_by, ("received", "sent")),
                "--runner": (runner, ("local", "beam"))}
     for flag, (value, allowed) in choices.items():
@@ -501,6 +511,7 @@ def bench(
     """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
     from rich.console import Console
 
+    owned_process()
     if seed_tables:
         from .bench.seed_tables import print_seed_tables
 
