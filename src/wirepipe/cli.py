@@ -77,6 +77,13 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
+def owned_process() -> None:
+    """This process runs pipelines for wirepipe's own command: apply the allocator policy (see wirepipe.allocator)."""
+    from .allocator import keep_freed_memory
+
+    keep_freed_memory()
+
+
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
@@ -133,6 +140,7 @@ def run(
     from .units import parse_duration
 
     setup_logging(verbose)
+    owned_process()
     overrides = list(set_ or [])
     try:
         n_workers = resolve_workers(workers)
@@ -247,6 +255,7 @@ def capture(
     from .units import parse_duration, parse_size
 
     setup_logging(verbose)
+    owned_process()
     if follow and stop_at_end:
         fail("--follow and --stop-at-end: give one", EXIT_CONFIG)
     # A one-off read from a position is a copy of the stream so far: it ends at the end, like `nats stream view`.
@@ -376,6 +385,7 @@ def replay(
     from .units import parse_duration
 
     setup_logging(verbose)
+    owned_process()
     choices = {"--pace": (pace, ("max", "original")), "--pace-by": (pace_by, ("received", "sent")),
                "--runner": (runner, ("local", "beam"))}
     for flag, (value, allowed) in choices.items():
@@ -491,14 +501,14 @@ def codecs() -> None:
     for col in ("format", Header.CONTENT_TYPE.value, "installed", "notes"):
         t.add_column(col)
     for f in FORMATS.values():
-        t.add_row(f.name, f.content_type, _yes(f.available()), f.note)
+        t.add_row(f.name, f.content_type, _installed(f), f.note)
     console.print(t)
     t = Table(title="codecs (compress / decompress)")
     for col in ("codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed", "notes"):
         t.add_column(col)
     for c in CODECS.values():
         t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
-                  f"{c.min_level}..{c.max_level}", _yes(c.available()), c.note)
+                  f"{c.min_level}..{c.max_level}", _installed(c), c.note)
     console.print(t)
     from .codecs.compression import deflate_choice
 
@@ -506,8 +516,9 @@ def codecs() -> None:
     console.print("chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best")
 
 
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "[red]no[/red]"
+def _installed(entry: Any) -> str:
+    """``yes``, or the extra that installs the entry's library."""
+    return "yes" if entry.available() else f"[red]no[/red]: wirepipe\\[{entry.extra}]" if entry.extra else "[red]no[/red]"
 
 
 @app.command()
@@ -608,6 +619,7 @@ def bench(
     """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
     from rich.console import Console
 
+    owned_process()
     if seed_tables:
         from .bench.seed_tables import print_seed_tables
 

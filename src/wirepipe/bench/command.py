@@ -10,6 +10,7 @@ from ..codecs.compression import CODECS, get_codec
 from ..codecs.formats import FORMATS
 from ..datasets import DATASETS
 from ..errors import ConfigError
+from ..registry import install_hint
 from .estimate import Estimate
 from .plan import ALL_LEVELS, QUICK, BenchPlan
 from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
@@ -98,7 +99,20 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
             raise ConfigError("records per message must be >= 1", path="--records-per-message")
     if not plan.datasets and not plan.inputs:
         raise ConfigError("nothing to measure: give --dataset or --input", path="--dataset")
+    plan.formats = _installed_only("format", plan.formats, FORMATS, named=bool(format), plan=plan)
+    plan.codecs = _installed_only("codec", plan.codecs, CODECS, named=bool(codec), plan=plan)
     return plan
+
+
+def _installed_only(kind: str, names: list[str], registry: Any, *, named: bool, plan: BenchPlan) -> list[str]:
+    """The entries whose library is installed. One the user named and cannot run is a ``ConfigError`` naming
+    the extra; the defaults' missing ones are left out and listed in ``plan.left_out`` (the run says so)."""
+    missing = [n for n in names if not registry[n].available()]
+    if missing and named:
+        hints = ", ".join(f"{n} ({install_hint(registry[n].extra)})" for n in missing)
+        raise ConfigError(f"not installed: {hints}", path=f"--{kind}")
+    plan.left_out += [f"{kind} {n} ({install_hint(registry[n].extra)})" for n in missing]
+    return [n for n in names if n not in missing]
 
 
 def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> tuple[list[Any], Estimate]:
@@ -118,6 +132,9 @@ def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> t
     estimate = calibrate(plan, datas, combos)
     console.print(describe(plan, datas, combos, estimate, console.width), markup=False, highlight=False,
                   soft_wrap=True)
+    if plan.left_out:
+        console.print(f"left out, not installed: {'; '.join(plan.left_out)}", markup=False, highlight=False,
+                      soft_wrap=True)
     if estimate.seconds > CONFIRM_ABOVE_SECONDS and not yes:
         if not interactive:
             raise ConfigError(f"this plan should take about {duration(estimate.seconds)}, more than "

@@ -93,6 +93,7 @@ class BenchPlan:
     seed: int = 0
     quick: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)  # formats and codecs not installed ("format cbor (pip ...)")
 
     def combos(self) -> list[Combo]:
         """Every format x codec x level (levels that resolve to the same number measured once).

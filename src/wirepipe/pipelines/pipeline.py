@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..allocator import between_batches, keep_freed_memory
+from ..allocator import between_batches
 from ..batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
@@ -145,9 +145,6 @@ class Pipeline:
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
                  config: dict[str, Any] | None = None, monitor: Any = None) -> None:
         check_parts(source, sink, dead_letter)
-        # A process that builds a pipeline keeps the memory a batch frees for the next one, instead of the
-        # kernel faulting it in again for every batch (once per process; see wirepipe.allocator).
-        keep_freed_memory()
         self.source = source
         self.operators = list(operators)
         self.sink = sink
