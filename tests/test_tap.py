@@ -261,3 +261,29 @@ def test_a_work_queue_stream_is_refused_with_the_way_to_see_it(nats_server: Embe
 def test_stream_options_need_a_stream_and_one_start(args: list[str]) -> None:
     result = run_wirepipe("tap", *args, "--url", "nats://127.0.0.1:1")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_a_codec_or_format_whose_library_is_missing_is_not_decoded_with_the_extra_to_install() -> None:
+    """In a lean install (brotli and cbor2 absent, simulated in a child process), such messages are refused
+    one by one with the reason; the others decode (``decompress: auto`` and ``deserialize: auto`` alike)."""
+    import sys
+
+    code = """import sys
+sys.modules["brotli"] = None
+sys.modules["cbor2"] = None
+from wirepipe.batch import Batch
+from wirepipe.operators.by_headers import HeaderDecoder
+decode = HeaderDecoder()
+for headers in ({"Content-Type": "application/json", "Content-Encoding": "br"},
+                {"Content-Type": "application/cbor"}, {"Content-Type": "application/json"}):
+    b = decode(Batch([b'{"x": 1}'], headers=headers))
+    print(b.values, [r.stage + ": " + r.error for r in b.rejected])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("[] ") and "decompress: codec brotli needs brotli, which is not installed" in lines[0]
+    assert "wirepipe[brotli]" in lines[0]
+    assert lines[1].startswith("[] ") and "deserialize: format cbor needs cbor2, which is not installed" in lines[1]
+    assert "wirepipe[cbor]" in lines[1]
+    assert lines[2] == "[{'x': 1}] []"
