@@ -182,3 +182,28 @@ sink: {type: jsonl, path: points.jsonl}
     live = re.findall(r"\r(live: [^\r\n]*?)\x1b\[K", text)  # one line, rewritten in place
     assert live and all("rec/s" in s and "MB/s" in s for s in live), text
     assert "output: jsonl points.jsonl" in text
+
+
+def test_run_and_bench_say_at_once_what_they_wait_for_and_wait_alike(tmp_path: Path) -> None:
+    """A refused connection: `run` logs what it waits for the moment the server refuses, and its status line
+    says so while it waits; `bench --url` waits through the same connection, with the same words and the
+    same connect_timeout, and both exit 1 with the same error."""
+    from wirepipe.server import free_port
+
+    url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
+    cfg = write(tmp_path / "pub.yaml", f"name: pub\nsource: {{type: generate, dataset: point, count: 10}}\n"
+                f"operators: [{{serialize: {{format: msgpack}}}}]\n"
+                f"sink: {{type: nats, url: '{url}', subject: s, connect_timeout: 3s}}\n")
+    ran = wirepipe("run", str(cfg), "--status")
+    waiting = f"waiting for NATS at {url} (connection refused), up to 3s (connect_timeout)"
+    lines = ran.stderr.splitlines()
+    assert ran.returncode == ExitCode.RUNTIME, ran.stderr
+    assert waiting in lines[0], ran.stderr  # the first thing it says
+    assert re.search(rf"^pub: 0 rec/s, .*waiting for NATS at {url} \(connection refused\)$", ran.stderr, re.M)
+    assert f"error: cannot connect to NATS at {url} within 3s (connect_timeout): connection refused" in ran.stderr
+    benched = wirepipe("bench", "--quick", "--url", url, "--out", str(tmp_path / "bench"))
+    assert benched.returncode == ExitCode.RUNTIME, benched.stderr
+    default = f"waiting for NATS at {url} (connection refused), up to 10s (connect_timeout)"
+    assert benched.stderr.splitlines()[0].endswith(default), benched.stderr
+    assert f"error: cannot connect to NATS at {url} within 10s (connect_timeout): connection refused" \
+        in benched.stderr
