@@ -114,6 +114,22 @@ metrics: {path: out/metrics.parquet}
     assert not (tmp_path / "out").exists()  # no empty sink file, no 0-row metrics
 
 
+@pytest.mark.parametrize("command", ["run", "replay", "bench", "report"])
+def test_a_missing_input_file_exits_2_in_every_command(command: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """One exit code for one mistake: the input file is not there (exit_codes.exit_code)."""
+    config = write(tmp_path / "read.yaml", "name: r\nsource: {type: jsonl, path: missing.jsonl}\n"
+                                           "sink: {type: jsonl, path: out/records.jsonl}\n")
+    args = {"run": ["run", str(config)], "replay": ["replay", "missing.parquet", "-p", str(config)],
+            "bench": ["bench", "--input", "missing.jsonl", "--transport", "none", "--out", "out"],
+            "report": ["report", "missing.parquet"]}[command]
+    monkeypatch.chdir(tmp_path)
+    out = invoke(*args)
+    assert out.exit_code == ExitCode.CONFIG, out.stderr
+    assert "missing." in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
 def test_run_status_shows_file_sink_mb_per_s_and_says_where_output_went(tmp_path: Path) -> None:
     config = write(tmp_path / "slow.yaml", """name: to-file
 source: {type: generate, dataset: block, count: 2400, batch_size: 100, rate: 800}

@@ -4,7 +4,8 @@ Every command imports what it needs inside its body, so ``wirepipe --help`` answ
 without loading pyarrow, nats or pydantic. Errors wirepipe raises on purpose are
 printed as one clear message, never as a traceback, and every command exits with a
 code from the one table in ``exit_codes`` (0 ok, 1 runtime, 2 usage/config, 3 rejected
-records, 4 failed bench combinations, 130 interrupted).
+records, 4 failed bench combinations, 130 interrupted); ``exit_codes.exit_code`` says which
+code an error gets, so the same mistake exits alike in every command.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from .exit_codes import ExitCode
+from .exit_codes import ExitCode, exit_code
 
 if TYPE_CHECKING:
     from .pipelines.pipeline import Pipeline, RunStats
@@ -103,7 +104,7 @@ def run_as_worker(pipe: Pipeline) -> RunStats:
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
         fail(f"{exc.filename or pipe.name}: {exc.strerror or exc}", EXIT_RUNTIME)
 
@@ -212,7 +213,7 @@ def server(
                   else EmbeddedServer(port=port or None, store_dir=store))
         code = serve_forever(target, echo=lambda url: typer.echo(url))
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     raise typer.Exit(code)
 
 
@@ -345,7 +346,7 @@ def replay(
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     typer.echo(result.summary(), err=True)
 
 
@@ -447,7 +448,7 @@ def report(
         res = load_results(results)
         rep = summarize(res.stages, res.latency, res.runs, bandwidth_bps=bps)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     notes: list[str] = []
     if not quiet and csv != "-":
         print_terminal(rep)
@@ -532,7 +533,7 @@ def bench(
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     except KeyboardInterrupt:  # before the first measurement (calibration, confirmation)
         fail("interrupted before anything was measured", ExitCode.INTERRUPTED)
     if run.interrupted:
@@ -592,7 +593,7 @@ def plan(
     except (ValueError, KeyError) as exc:
         fail(str(exc.args[0] if exc.args else exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     for line in make_plan(costs, dep).lines():
         typer.echo(line)
 

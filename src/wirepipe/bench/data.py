@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..datasets import get_dataset
-from ..errors import WirepipeError
+from ..errors import MissingInput, WirepipeError
 from .plan import SAMPLE_RECORDS
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def from_file(path: Path) -> BenchData:
     from ..codecs.formats import json_default, restore_bytes
 
     if not path.exists():
-        raise WirepipeError(f"--input {path}: no such file")
+        raise MissingInput(f"--input {path}: no such file")
     records: list[Any] = []
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq

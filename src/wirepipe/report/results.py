@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import WirepipeError
+from ..errors import MissingInput, WirepipeError
 
 
 @dataclass
@@ -123,7 +123,7 @@ def _discover(path: Path) -> list[Path]:
     from ..storage import sub_folders
 
     if not path.exists():
-        raise WirepipeError(f"{path}: no such file or folder")
+        raise MissingInput(f"{path}: no such file or folder")
     if path.is_file():
         return [path]
     out: list[Path] = []
