@@ -22,35 +22,13 @@ if TYPE_CHECKING:
     from .pipelines.pipeline import Pipeline, RunStats
 
 
-def _words_for_placeholders() -> None:
-    """Help shows a word for an option's value (``COUNT``, ``FILE``) and nothing after a flag.
-
-    typer >= 0.20 prints the Python type instead (``<bool>``, ``<list[str]>``), which reads as code.
-    """
-    from typer import core
-
-    def option_type(self: Any, ctx: Any) -> str | None:
-        if getattr(self, "is_flag", False) or getattr(self, "count", False):
-            return None
-        return self.metavar or self.name.upper().replace("_", "-")
-
-    def argument_type(self: Any, ctx: Any) -> str | None:
-        return None
-
-    if hasattr(core.TyperOption, "display_type_rich"):
-        core.TyperOption.display_type_rich = option_type  # type: ignore[method-assign]
-    if hasattr(core.TyperArgument, "display_type_rich"):
-        core.TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign]
-
-
-_words_for_placeholders()
-
 app = typer.Typer(
     name="wirepipe",
     help="Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wraps at the terminal's width, never cuts an option's name
 )
 
 EXIT_CONFIG = ExitCode.CONFIG
@@ -68,7 +46,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                                 help="print the version and exit")] = False) -> None:
-    """Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure."""
+    """Stream-processing pipelines for the payload path on NATS."""
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -201,7 +179,9 @@ def server(
     cluster: Annotated[int, typer.Option(help="N > 1: a local N-node JetStream cluster on loopback (prints the URL "
                                               "list; each node its own store)")] = 1,
 ) -> None:
-    """Run an embedded nats-server (JetStream on) in the foreground; prints its URL. Ctrl-C stops it."""
+    """Run an embedded nats-server in the foreground.
+
+    JetStream on; prints its URL; Ctrl-C stops it."""
     from .errors import WirepipeError
     from .server import EmbeddedServer, LocalCluster, serve_forever
 
@@ -241,7 +221,9 @@ def capture(
     print_config: Annotated[bool, typer.Option(help="print the pipeline this command runs (YAML) and exit")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Capture what flows on NATS into Parquet files (see README: Capture), until stopped."""
+    """Capture what flows on NATS into Parquet files.
+
+    Until stopped, or to the end of a stream (see README: Capture)."""
     from .errors import ConfigError
     from .pipelines.capture import capture_config
     from .pipelines.config import apply_override, build_pipeline, validate_config
@@ -303,7 +285,9 @@ def replay(
     beam_option: Annotated[list[str] | None, typer.Option("--beam-option", help="beam runner: key=value pipeline option (repeatable)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Replay a capture through a pipeline's operators and sink, locally or on Apache Beam."""
+    """Replay a capture through a pipeline.
+
+    Its operators and sink, locally or on Apache Beam."""
     from .errors import ConfigError, WirepipeError
     from .replay import Replay
     from .units import parse_duration
@@ -352,7 +336,9 @@ def replay(
 
 @app.command()
 def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
-    """Validate pipeline files without running them (exit 2 if any is invalid)."""
+    """Validate pipeline files without running them.
+
+    Exit 2 if any is invalid."""
     from .errors import ConfigError
     from .pipelines.config import load_pipeline
 
@@ -371,36 +357,65 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE",
 
 @app.command()
 def codecs() -> None:
-    """List every format and compression codec, its levels and whether its library is installed."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from .codecs.compression import CODECS
+    """List every format and codec, its levels, if installed."""
+    from .codecs.compression import CODECS, deflate_choice
     from .codecs.formats import FORMATS
+    from .report.layout import noted, terminal_width, wrap
     from .wire import Header
 
-    console = Console()
-    t = Table(title="formats (serialize / deserialize)")
-    for col in ("format", Header.CONTENT_TYPE.value, "installed", "notes"):
-        t.add_column(col)
-    for f in FORMATS.values():
-        t.add_row(f.name, f.content_type, _yes(f.available()), f.note)
-    console.print(t)
-    t = Table(title="codecs (compress / decompress)")
-    for col in ("codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed", "notes"):
-        t.add_column(col)
-    for c in CODECS.values():
-        t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
-                  f"{c.min_level}..{c.max_level}", _yes(c.available()), c.note)
-    console.print(t)
-    from .codecs.compression import deflate_choice
-
-    console.print(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
-    console.print("chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best")
+    # Plain text that fits the terminal: a name or a content type is what a reader copies into a config or a
+    # peer, so it is never cut; the notes wrap beneath their row when they do not fit beside it.
+    width = terminal_width()
+    formats = noted("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE.value, "installed"],
+                    [[f.name, f.content_type, _yes(f.available())] for f in FORMATS.values()],
+                    [f.note for f in FORMATS.values()], width)
+    codecs = noted("codecs (compress / decompress)",
+                   ["codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed"],
+                   [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
+                     f"{c.min_level}..{c.max_level}", _yes(c.available())] for c in CODECS.values()],
+                   [c.note for c in CODECS.values()], width)
+    tail = [f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)",
+            "chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best"]
+    typer.echo("\n".join([formats, codecs, *(line for text in tail for line in wrap(text, width))]))
 
 
 def _yes(ok: bool) -> str:
-    return "yes" if ok else "[red]no[/red]"
+    return "yes" if ok else "no"
+
+
+schema_app = typer.Typer(help="Typed schemas: infer one from your records.", no_args_is_help=True,
+                         rich_markup_mode=None)
+app.add_typer(schema_app, name="schema")
+INFER_LIMIT = 100_000  # records read by `schema infer` (a field absent only later than this is not seen)
+
+
+@schema_app.command("infer")
+def schema_infer(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="records: FILE.jsonl or FILE.parquet")],
+    name: Annotated[str | None, typer.Option(help="the record's name (default: from the file name)")] = None,
+) -> None:
+    """Print the typed schema of FILE's records.
+
+    YAML, with `?` where a field is absent or null in some records: what serialize and deserialize take as
+    `schema:`, as it is."""
+    import yaml
+
+    from .bench.data import read_records, schema_name
+    from .errors import WirepipeError
+    from .schema import SchemaError, infer_schema
+
+    try:
+        records = read_records(file, INFER_LIMIT)
+        if not all(isinstance(r, dict) for r in records):
+            raise WirepipeError(f"{file}: the records are not all objects (mappings): no fields to type")
+        schema = infer_schema(records, name or schema_name(file.stem))
+    except SchemaError as exc:
+        fail(f"{file}: {exc}", EXIT_CONFIG)
+    except WirepipeError as exc:
+        fail(str(exc), exit_code(exc))
+    more = "" if len(records) < INFER_LIMIT else f" (the first {INFER_LIMIT:,})"
+    typer.echo(f"# inferred by `wirepipe schema infer` from {len(records):,} records{more} of {file}")
+    typer.echo(yaml.safe_dump(schema.to_document(), sort_keys=False, allow_unicode=True), nl=False)
 
 
 @app.command()
@@ -430,7 +445,9 @@ def report(
     bandwidth: Annotated[str, typer.Option(help="link for the recommendation, e.g. 100Mbit, 1Gbit, 12.5MB/s")] = "100Mbit",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no terminal tables")] = False,
 ) -> None:
-    """Summarize results: per stage and per pipeline timing, sizes, latency, recommendations."""
+    """Tables, plots and recommendations from results.
+
+    Per stage and per pipeline: timing, sizes, latency; a flow's publisher and consumer joined."""
     from .errors import WirepipeError
     from .units import parse_bandwidth
 
@@ -498,7 +515,9 @@ def bench(
                                               "formats (k/n overridable with -k/-n)")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="run a plan estimated over 10 minutes without asking")] = False,
 ) -> None:
-    """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
+    """The study: every format x codec x level, every stage timed.
+
+    On the built-in datasets or your own records; tables and a recommendation."""
     from rich.console import Console
 
     if seed_tables:
@@ -564,7 +583,9 @@ def plan(
     consumers: Annotated[int, typer.Option(help="pipelines consuming the stream")] = 1,
     utilization: Annotated[float, typer.Option(help="plan cores to be at most this busy (0..1)")] = 0.7,
 ) -> None:
-    """Turn per-record costs into a deployment: cores, workers, wire bytes/s, JetStream storage, the first limit."""
+    """Turn per-record costs into a deployment plan.
+
+    Cores, workers, wire bytes/s, JetStream storage, and the first limit."""
     from .capacity import Deployment, costs_from_bench, measure_costs
     from .capacity import plan as make_plan
     from .errors import WirepipeError
