@@ -74,7 +74,9 @@ def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
     assert "2 combination(s) failed" in result.stderr
     md = (tmp_path / "bench.md").read_text()
     assert "### Failed combinations" in md
-    assert "`arrow x10/msg`: arrow: decoded records differ from the input" in md
+    # the first record and field that differ, with both sides
+    assert re.search(r"`arrow x10/msg`: arrow: decoded records differ from the input: record \d+, field "
+                     r"content\.\w+: \(absent\) in the input, None decoded", md), md
     assert "failed" in result.stdout and "arrow x10/msg" in result.stdout
     failures = json.loads(pq.read_schema(tmp_path / "bench.parquet").metadata[b"wirepipe.bench.failures"])
     assert set(failures) == {"feed: arrow x10/msg", "feed: arrow|lz4:fastest x10/msg"}
@@ -170,3 +172,21 @@ def test_oversized_messages_fail_the_combination_with_the_reason(tmp_path: Path)
     error = rows["msgpack"].error or ""
     assert re.search(r"the publisher refused \d+ of 100 records", error) and "max_payload 8192 B" in error
     assert rows["msgpack|zstd:fastest"].error is None and rows["msgpack|zstd:fastest"].stages["publish"].values
+
+
+def test_a_round_trip_failure_names_the_record_and_the_field(tmp_path: Path) -> None:
+    """A user's Parquet file with a timestamp: orjson writes it as text, so its records do not come back as
+    they went in; the failure names the first record and field that differ, with both values."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    src = tmp_path / "events.parquet"
+    at = [dt.datetime(2026, 1, 2, 3, 4, i, tzinfo=dt.timezone.utc) for i in range(20)]
+    pq.write_table(pa.table({"id": list(range(20)), "at": pa.array(at, pa.timestamp("us", tz="UTC"))}), src)
+    plan = BenchPlan(datasets=[], inputs=[src], formats=["orjson"], codecs=["none"], transport="none",
+                     iterations=1, repetitions=20, out=tmp_path / "out")
+    [measured] = run_bench(plan).measured["events"]
+    assert measured.error == ("orjson: decoded records differ from the input: record 0, field at: "
+                              "2026-01-02 03:04:00+00:00 (datetime) in the input, "
+                              "'2026-01-02T03:04:00+00:00' (str) decoded")

@@ -33,7 +33,7 @@ from ..codecs.formats import FORMATS
 from ..connectors.natsconn import split_urls
 from ..errors import WirepipeError
 from ..testing import TestingSink, TestingSource
-from .codec_timing import ComboResult, StageTime
+from .codec_timing import ComboResult, StageTime, first_difference
 from .data import BenchData
 from .plan import BenchPlan, Combo
 
@@ -181,7 +181,8 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
         raise WirepipeError(f"{n - received} of {n} records did not arrive"
                             + (" (core NATS is at-most-once: a slow consumer drops)" if transport == "nats" else ""))
     if verify and consumer.sink.records != values:
-        raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order)")
+        raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order): "
+                            f"{first_difference(consumer.sink.records, values)}")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
     p0, p1, p_bytes = _stage_total(pub_rows, "publish")
