@@ -190,3 +190,24 @@ def test_a_round_trip_failure_names_the_record_and_the_field(tmp_path: Path) -> 
     assert measured.error == ("orjson: decoded records differ from the input: record 0, field at: "
                               "2026-01-02 03:04:00+00:00 (datetime) in the input, "
                               "'2026-01-02T03:04:00+00:00' (str) decoded")
+
+
+def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_path: Path) -> None:
+    """--quick --input on small records (log lines) measures zstd with a dictionary trained on them; records
+    larger than a few kB do not get the row (a dictionary pays little there)."""
+    small = tmp_path / "logs.jsonl"
+    small.write_text("".join(json.dumps({"ts": 1700000000 + i, "level": "info" if i % 5 else "error",
+                                         "msg": f"request {i} served in {i % 17} ms", "path": "/api/v1/items"})
+                             + "\n" for i in range(300)))
+    large = tmp_path / "docs.jsonl"
+    large.write_text("".join(json.dumps({"id": i, "body": " ".join(f"w{(i * j) % 97}" for j in range(800))}) + "\n"
+                             for i in range(40)))
+    result = bench_cli("--input", str(small), "--input", str(large), "--quick", "--format", "msgpack",
+                       "--transport", "none", "--repetitions", "200", "--iterations", "1", "--out",
+                       str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "+dict rows for logs: zstd with a dictionary trained on the records" in result.stdout
+    md = (tmp_path / "out" / "bench.md").read_text()
+    logs, docs = md.split("## docs")[0], md.split("## docs")[1]
+    assert "| msgpack\\|zstd +dict |" in logs and "+dict" not in docs
+    assert (tmp_path / "out" / "logs-msgpack.zdict").exists() and not (tmp_path / "out" / "docs-msgpack.zdict").exists()

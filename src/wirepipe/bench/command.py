@@ -88,6 +88,7 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
     plan.zstd_dict = zstd_dict == "train"
     if plan.zstd_dict and "zstd" not in plan.codecs:
         plan.codecs.append("zstd")
+    plan.small_dict = quick and bool(inputs) and not plan.zstd_dict and "zstd" in plan.codecs
     if records_per_message:
         try:
             plan.records_per_message = [int(v) for v in _split(records_per_message)]

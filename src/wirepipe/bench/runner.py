@@ -210,7 +210,8 @@ def _measure(run: BenchRun, datas: list[BenchData], combos: list[Combo],
         n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
         results: dict[Combo, ComboResult] = {}
         try:
-            dictionaries = train_dictionaries(data, plan.formats, plan.out) if plan.zstd_dict else {}
+            dictionaries = (train_dictionaries(data, plan.formats, plan.out)
+                            if plan.dictionary_for(data.name, data.raw_bytes) else {})
             usable = [c for c in combos if not c.dictionary or c.format in dictionaries]
             time_codecs(data, usable, n, plan.iterations, dictionaries,
                         progress=functools.partial(_progress, step, data, "codec"), into=results)
