@@ -569,7 +569,9 @@ def plan(
     rate: Annotated[str, typer.Option(help="target records/s, e.g. 2M/s, 500k")],
     bench: Annotated[list[str] | None, typer.Option("--bench", help="wirepipe bench results to take the costs "
                                                                     "from (default: measure in-process now)")] = None,
-    dataset: Annotated[str, typer.Option(help="dataset whose records are planned for")] = "block",
+    dataset: Annotated[str | None, typer.Option(help=(
+        "dataset whose records are planned for (default: with --bench, each dataset of the results, your own "
+        "from bench --input too; without, block)"))] = None,
     chain: Annotated[str | None, typer.Option(help="codec chain, e.g. msgpack|zstd:best (with --bench: default "
                                                    "the fastest measured)")] = None,
     transport: Annotated[str, typer.Option(help="jetstream or nats")] = "jetstream",
@@ -605,18 +607,24 @@ def plan(
                          disk_bytes=parse_size(disk), utilization=utilization, consumers=consumers)
     except ValueError as exc:
         fail(str(exc), EXIT_CONFIG)
+    from .datasets import DATASETS
+
+    if sink not in ("null", "parquet"):
+        fail(f"--sink {sink!r}: allowed null, parquet", EXIT_CONFIG)
+    if not bench and dataset is not None and dataset not in DATASETS:
+        fail(f"--dataset {dataset!r}: not a built-in dataset ({', '.join(DATASETS)}); for records of your own, "
+             "give --bench RESULTS of `wirepipe bench --input FILE`", EXIT_CONFIG)
     try:
         if bench:
-            sink_us = measure_costs(dataset, chain, sink=sink).sink_us if sink != "null" and chain else 0.0
-            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink_us=sink_us)
+            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink)
         else:
-            costs = measure_costs(dataset, chain or "msgpack|zstd:fastest", transport=transport, sink=sink)
+            costs = [measure_costs(dataset or "block", chain or "msgpack|zstd:fastest", transport=transport,
+                                   sink=sink)]
     except (ValueError, KeyError) as exc:
         fail(str(exc.args[0] if exc.args else exc), EXIT_CONFIG)
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
-    for line in make_plan(costs, dep).lines():
-        typer.echo(line)
+    typer.echo("\n\n".join("\n".join(make_plan(c, dep).lines()) for c in costs))
 
 
 def main() -> None:
