@@ -174,6 +174,7 @@ def write_outputs(run: BenchRun, console: Any, seconds: float) -> None:
     plan = run.plan
     path = write_results(run)
     report = summarize(rows_table(run), latency_table(run), bandwidth_bps=run.bandwidth)
+    report.failures = run.errors
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
     notes = write_html(report, plan.out / "report.html")
@@ -197,7 +198,8 @@ def _protocol(run: BenchRun, dataset: str) -> str:
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 
 
-_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
+_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
+         "only": "one configuration measured"}
 
 
 def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[str, str, str, str]]:

@@ -45,7 +45,12 @@ class BenchRun:
 
     @property
     def failed(self) -> list[str]:
-        return [f"{d}: {m.combo.label}" for d, ms in self.measured.items() for m in ms if m.error]
+        return list(self.errors)
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Why each failed combination failed, by ``dataset: label``."""
+        return {f"{d}: {m.combo.label}": m.error for d, ms in self.measured.items() for m in ms if m.error}
 
 
 def load_data(plan: BenchPlan) -> list[BenchData]:
@@ -282,8 +287,7 @@ def write_results(run: BenchRun) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "bench.parquet"
     meta = run_metadata("wirepipe bench", _plan_dict(run.plan), run.run_id)
-    failures = {f"{d}: {m.combo.label}": m.error for d, ms in run.measured.items() for m in ms if m.error}
-    meta["wirepipe.bench.failures"] = json.dumps(failures)
+    meta["wirepipe.bench.failures"] = json.dumps(run.errors)
     meta["wirepipe.bench.interrupted"] = json.dumps(run.interrupted)
     meta["wirepipe.bench.not_measured"] = json.dumps(run.not_measured)
     meta["wirepipe.bench.repetitions"] = json.dumps(

@@ -108,13 +108,22 @@ def _environment() -> tuple[str, dict[str, Any]]:
     return json.dumps(versions), host
 
 
+# A worker pool (pipelines/pool.py) sets these in each worker's environment: the pool's id, the worker's index
+# and the number of workers. A run's metadata names them, so a report merges a pool's runs into one pipeline.
+POOL_ENV, WORKER_ENV, WORKERS_ENV = "WIREPIPE_POOL", "WIREPIPE_WORKER", "WIREPIPE_WORKERS"
+
+
 def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
     """What a reader of a results file needs to trust and reproduce it."""
     from ..allocator import policy
     from ..redact import redact_tree
 
     versions, host = _environment()
-    return {
+    pool = {}
+    if os.environ.get(POOL_ENV):
+        pool = {"wirepipe.worker": json.dumps({"pool": os.environ[POOL_ENV], "index": int(os.environ[WORKER_ENV]),
+                                               "workers": int(os.environ[WORKERS_ENV])})}
+    return {**pool,
         "wirepipe.run_id": run_id,
         "wirepipe.pipeline": pipeline,
         "wirepipe.config": json.dumps(redact_tree(config or {}), default=str, sort_keys=True),

@@ -48,14 +48,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError, WirepipeError
+from ..operators.metrics import POOL_ENV, WORKER_ENV, WORKERS_ENV  # each worker's environment
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
 
 log = logging.getLogger("wirepipe.pool")
 
-WORKER_ENV = "WIREPIPE_WORKER"  # the worker's index, 0..N-1, in its environment
-WORKERS_ENV = "WIREPIPE_WORKERS"
 REPORT_INTERVAL = 0.5
 OUTPUTS_EVERY = 10  # reports between two that say where the worker's output goes
 GAUGES = ("lag",)  # a shared durable's pending count is the same for every worker: the pool shows the max
@@ -182,7 +181,8 @@ class Slot:
     working: float = 0.0
     reported: float = 0.0
     spans: list[tuple[float, float]] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)  # where its processes' output went (``run_outputs``)
+    outputs: list[str] = field(default_factory=list)  # where its current process's output goes (``run_outputs``)
+    outputs_before: list[str] = field(default_factory=list)  # and its earlier processes'
 
     def totals(self) -> dict[str, Any]:
         """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
@@ -203,6 +203,11 @@ class Slot:
         self.snapshot = {}
         self.spans += self.current_span()
         self.working = 0.0
+        self.outputs_before = list(dict.fromkeys([*self.outputs_before, *self.outputs]))
+        self.outputs = []
+
+    def all_outputs(self) -> list[str]:
+        return list(dict.fromkeys([*self.outputs_before, *self.outputs]))
 
     def current_span(self) -> list[tuple[float, float]]:
         return [(self.reported - self.working, self.reported)] if self.working > 0 else []
@@ -274,6 +279,7 @@ class Pool:
         self.gave_up: str | None = None
         self.port: int | None = None  # the Prometheus port, once serving
         self.started = time.monotonic()
+        self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"  # in each worker's run metadata
         self._dir = ""
         self._stopped = asyncio.Event()  # set once by stop(): wakes every slot's waits
 
@@ -349,7 +355,7 @@ class Pool:
     async def _start(self, slot: Slot) -> None:
         cfg = Path(self._dir) / f"worker-{slot.index}.json"
         cfg.write_text(json.dumps(worker_config(self.data, slot.index), default=str), encoding="utf-8")
-        env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers)}
+        env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers), POOL_ENV: self.id}
         slot.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "wirepipe.pipelines.pool", str(cfg), str(slot.index), self.file or "",
             stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env, start_new_session=True,
@@ -430,7 +436,7 @@ class Pool:
                 if isinstance(report, dict) and isinstance(report.get("snapshot"), dict):
                     slot.snapshot = report["snapshot"]
                     slot.working, slot.reported = float(report.get("working") or 0.0), time.monotonic()
-                    slot.outputs = list(dict.fromkeys([*slot.outputs, *report.get("outputs", ())]))
+                    slot.outputs = list(report.get("outputs") or slot.outputs)  # the latest says it all
 
     async def _status_loop(self) -> None:
         interval = self.monitor.status_interval
@@ -482,8 +488,10 @@ class Pool:
         restarts = sum(s.restarts for s in self.slots)
         text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {work:.2f}s "
                 f"of work ({rate:,.0f} records/s), {t.get('rejected', 0)} rejected, {restarts} restarts")
-        shared = [line for line in self.slots[0].outputs if all(line in s.outputs for s in self.slots)]
-        where = [*(f"w{s.index} {line}" for s in self.slots for line in s.outputs if line not in shared), *shared]
+        outputs = [s.all_outputs() for s in self.slots]
+        shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
+        where = [*(f"w{s.index} {line}" for s, mine in zip(self.slots, outputs, strict=True) for line in mine
+                   if line not in shared), *shared]
         return "\n  ".join([text, *where])
 
 

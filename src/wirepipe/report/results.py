@@ -29,6 +29,9 @@ class RunInfo:
     versions: dict[str, str] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
     started_ns: int = 0  # Unix ns when the recorder opened (from ``wirepipe.clock``), 0 when unknown
+    clock_offset: int = 0  # Unix ns minus monotonic ns of the run's process: its rows' times on one clock
+    worker: dict[str, Any] = field(default_factory=dict)  # a pool worker's run: {pool, index, workers}
+    failures: dict[str, str] = field(default_factory=dict)  # a bench's failed combinations and why
 
     @classmethod
     def from_metadata(cls, meta: dict[bytes, bytes]) -> RunInfo | None:
@@ -46,8 +49,10 @@ class RunInfo:
         run_id = get("run_id")
         if run_id is None:
             return None
+        clock = obj("clock")
+        offset = int(clock["unix_ns"]) - int(clock["monotonic_ns"]) if "monotonic_ns" in clock else 0
         return cls(run_id, get("pipeline") or "", get("started_at") or "", obj("config"), obj("versions"),
-                   obj("host"), int(obj("clock").get("unix_ns", 0)))
+                   obj("host"), int(clock.get("unix_ns", 0)), offset, obj("worker"), obj("bench.failures"))
 
 
 @dataclass
