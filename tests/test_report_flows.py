@@ -127,3 +127,25 @@ def test_bench_failures_are_in_report_md_and_html(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "Failed combinations" in again.stdout and why in again.stdout.replace("\n", " ")
     assert f"### Failed combinations\n\n- {why}" in (tmp_path / "r.md").read_text()
+
+
+def test_the_terminal_report_fits_80_columns_with_a_long_dataset_path(tmp_path: Path) -> None:
+    """Two configurations of a pipeline over a file deep in a folder (its path is the dataset): every line of
+    the terminal report, the recommendation's headings included, fits 80 columns."""
+    folder = tmp_path / "a-folder-with-a-rather-long-name" / "and-another-one-below-it"
+    folder.mkdir(parents=True)
+    (folder / "application-events.jsonl").write_text("".join(
+        json.dumps({"ts": 1700000000 + i, "msg": f"request {i} served"}) + "\n" for i in range(2000)))
+    for name, chain in (("events-msgpack-zstd", "msgpack|zstd"), ("events-json-lz4", "json|lz4")):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"name: {name}\nsource: {{type: jsonl, path: '{folder / 'application-events.jsonl'}', batch_size: 200}}\n"
+            f"operators: [{{encode: {{chain: '{chain}'}}}}, {{decode: {{chain: '{chain}'}}}}]\n"
+            f"metrics: {{path: results/{name}.parquet}}\n")
+        ran = run_wirepipe("run", f"{name}.yaml", cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+    out = subprocess.run([*WIREPIPE, "report", "results"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120, env={**wirepipe_env(), "COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    assert "fastest end to end" in out.stdout  # two configurations: ranked
+    assert max(len(line) for line in out.stdout.splitlines()) <= 80, \
+        [x for x in out.stdout.splitlines() if len(x) > 80]

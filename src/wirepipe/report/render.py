@@ -237,7 +237,7 @@ def recommend_lines(report: Report, width: int) -> list[str]:
             if r.kind == "only":  # one line: nothing was compared
                 lines += ["", *wrap(f"{dataset}: {_FOR[r.kind]}: {r.group.config}: {r.why}", width)]
                 continue
-            lines += ["", f"{dataset}: {_FOR[r.kind]}: {r.group.config}",
+            lines += ["", *wrap(f"{dataset}: {_FOR[r.kind]}: {r.group.config}", width),
                       *wrap(f"{r.why}; {r.sureness}" if r.sureness else r.why, width, "  "),
                       *wrap(f"publish side {_side(r.group, 'publish')} µs/rec, consume side "
                             f"{_side(r.group, 'consume')} µs/rec, {num(r.group.wire_bytes_per_record)} B/rec "

@@ -741,10 +741,11 @@ def _json(text: str | None) -> dict[str, Any]:
 
 
 def _dataset(stages: list[StageSummary]) -> str:
-    """What the records were: the generate source's dataset, else the source's subject or path, else its type."""
+    """What the records were: the generate source's dataset, else the source's subject, file name (not its
+    folders: a heading, not a location) or stream, else its type."""
     source = min(stages, key=lambda s: s.step)
     p = source.params
     for key in ("dataset", "subject", "path", "stream"):
         if p.get(key):
-            return str(p[key])
+            return str(p[key]).rstrip("/").rsplit("/", 1)[-1] if key == "path" else str(p[key])
     return source.operator
