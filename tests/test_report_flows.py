@@ -30,10 +30,11 @@ metrics: {path: results/publish.parquet}
 
 CONSUME = """
 name: events-consume
-source: {type: jetstream, url: "${NATS_URL}", stream: EVENTS, batch_size: 250, connect_timeout: 500ms}
+source: {type: jetstream, url: "${NATS_URL}", stream: EVENTS, batch_size: 100, connect_timeout: 500ms}
 operators:
   - decompress: {codec: auto}
   - deserialize: {format: auto}
+  - map: {function: "nats_fixtures:slow_identity"}   # 0.2 ms a record: both workers get batches
 sink: {type: parquet, path: "out/part-{part}.parquet"}
 metrics: {path: results/consume.parquet}
 flush_interval: 200ms
@@ -51,7 +52,7 @@ def deployment(nats_server: EmbeddedServer, tmp_path: Path) -> Path:
         for i in range(N)))
     (tmp_path / "publish.yaml").write_text(PUBLISH)
     (tmp_path / "consume.yaml").write_text(CONSUME)
-    env = wirepipe_env(NATS_URL=nats_server.url)
+    env = wirepipe_env(NATS_URL=nats_server.url, PYTHONPATH=str(Path(__file__).parent))
     with open(tmp_path / "pool.log", "w") as log:
         pool = subprocess.Popen([*WIREPIPE, "run", "consume.yaml", "--workers", "2"], stdout=subprocess.DEVNULL,
                                 stderr=log, text=True, env=env, cwd=tmp_path)
@@ -70,8 +71,7 @@ def deployment(nats_server: EmbeddedServer, tmp_path: Path) -> Path:
     finally:
         if pool.poll() is None:
             pool.kill()
-    failed = run_wirepipe("run", "consume.yaml", cwd=tmp_path,
-                          env=wirepipe_env(NATS_URL=f"nats://127.0.0.1:{free_port()}"))
+    failed = run_wirepipe("run", "consume.yaml", cwd=tmp_path, env={**env, "NATS_URL": f"nats://127.0.0.1:{free_port()}"})
     assert failed.returncode == 1 and "cannot connect" in failed.stderr
     return tmp_path
 
@@ -99,7 +99,8 @@ def test_report_joins_the_flow_merges_the_pool_and_lists_failed_starts(deploymen
     assert sorted(w for w, _ in workers) == ["0", "1"]
     assert sum(int(n.replace(",", "")) for _, n in workers) == N
     # the failed start is listed apart, not as a run or a pipeline
-    failed = re.search(r"Failed starts: 1 run\(s\) that recorded no batch\n.*\n-+\n(\S+)\s+events-consume", text)
+    failed = re.search(r"Failed starts: 1 run\(s\) that stopped before they could read\n.*\n-+\n(\S+)\s+"
+                       r"events-consume", text)
     assert failed, text
     runs = text.split("\nRuns\n")[1].split("\n\n")[0]
     assert failed[1] not in runs and runs.count("events-consume") == 2 and "w0 of 2" in runs and "w1 of 2" in runs

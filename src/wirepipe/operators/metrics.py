@@ -198,6 +198,13 @@ class MetricsRecorder:
             check_folder(latency_path(self.path))
             check_writable(self.path)  # fail at start, not at the first flush
 
+    def mark_opened(self) -> None:
+        """The pipeline's parts are open (it connected, its stream is there): the files written from now on
+        say so, so a run that then recorded no batch reads as idle, not as a failed start."""
+        opened = {"wirepipe.opened_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self._schemas = {kind: schema.with_metadata({**(schema.metadata or {}), **opened})
+                         for kind, schema in self._schemas.items()}
+
     def close(self) -> None:
         """Flush the buffers and finish the part files: everything recorded is on disk after this.
 

@@ -263,6 +263,8 @@ class Pipeline:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
             stats.opened = time.monotonic() - stats.started
+            if self.metrics is not None:
+                self.metrics.mark_opened()
             await self._loop(source, sink, stats)
         finally:
             self.running = False

@@ -175,11 +175,12 @@ def runs_table(report: Report) -> Table:
 
 
 def failed_starts_table(report: Report) -> Table:
-    return Table(f"Failed starts: {len(report.failed_starts)} run(s) that recorded no batch",
+    return Table(f"Failed starts: {len(report.failed_starts)} run(s) that stopped before they could read",
                  ["run", "pipeline", "worker", "started (UTC)"],
                  [[r.run_id, r.pipeline or "–", _worker(r), r.started_at or "–"] for r in report.failed_starts],
-                 [False] * 4, "a run that stopped before its first batch (it could not connect, its source was "
-                 "missing, it was stopped while it waited): the log of that run says why.", [0, 0, 1, 1])
+                 [False] * 4, "a run that stopped before its source and sink were open (it could not connect, "
+                 "its input was missing, it was stopped while it waited): the log of that run says why.",
+                 [0, 0, 1, 1])
 
 
 def _worker(r: Any) -> str:

@@ -32,6 +32,7 @@ class RunInfo:
     clock_offset: int = 0  # Unix ns minus monotonic ns of the run's process: its rows' times on one clock
     worker: dict[str, Any] = field(default_factory=dict)  # a pool worker's run: {pool, index, workers}
     failures: dict[str, str] = field(default_factory=dict)  # a bench's failed combinations and why
+    opened: bool = False  # its pipeline's parts opened (a run without batches was idle, not a failed start)
 
     @classmethod
     def from_metadata(cls, meta: dict[bytes, bytes]) -> RunInfo | None:
@@ -52,7 +53,8 @@ class RunInfo:
         clock = obj("clock")
         offset = int(clock["unix_ns"]) - int(clock["monotonic_ns"]) if "monotonic_ns" in clock else 0
         return cls(run_id, get("pipeline") or "", get("started_at") or "", obj("config"), obj("versions"),
-                   obj("host"), int(clock.get("unix_ns", 0)), offset, obj("worker"), obj("bench.failures"))
+                   obj("host"), int(clock.get("unix_ns", 0)), offset, obj("worker"), obj("bench.failures"),
+                   get("opened_at") is not None)
 
 
 @dataclass
@@ -93,7 +95,7 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
         meta = schema.metadata or {}
         info = RunInfo.from_metadata(meta)
         if info is not None:
-            runs.setdefault(info.run_id, info)
+            runs.setdefault(info.run_id, info).opened |= info.opened  # any of its files may say it opened
         tables[kind].append(pq.read_table(f).replace_schema_metadata(None))
         used.append(f)
     if not tables["stages"]:

@@ -377,7 +377,7 @@ class Report:
     bandwidth_bps: float
     notes: list[str] = field(default_factory=list)
     flows: list[GroupSummary] = field(default_factory=list)  # publisher and consumer of one stream, joined
-    failed_starts: list[RunInfo] = field(default_factory=list)  # runs that recorded no batch
+    failed_starts: list[RunInfo] = field(default_factory=list)  # runs that stopped before their parts opened
     failures: dict[str, str] = field(default_factory=dict)  # a bench's failed combinations and why
 
     @property
@@ -505,7 +505,7 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
     joined = {id(member) for f in flows if f.flow for member in f.flow}
     candidates = [*flows, *(g for g in groups if id(g) not in joined)]
     recorded = set(run_names)
-    failed = [r for r in runs.values() if r.run_id not in recorded]
+    failed = [r for r in runs.values() if r.run_id not in recorded and not r.opened]
     failures = {k: v for r in runs.values() for k, v in r.failures.items()}
     return Report(groups, recommend(candidates, bandwidth_bps), runs, bandwidth_bps, notes, flows, failed,
                   failures)
