@@ -456,6 +456,25 @@ def test_counters_stay_monotonic_across_restarts_and_the_status_line_shows_each_
     assert line.endswith("| w0 down 65/s 1 err 1 restarts; w1 down 35/s 0 err 4 lost")  # no process yet: down
 
 
+def test_the_final_line_counts_records_per_second_of_work_and_where_each_worker_wrote() -> None:
+    """Work is the time at least one worker had its parts open: a wait before opening, the gap between a
+    death and the restart, are not work. Output lines the workers share are said once."""
+    pool = Pool(base(), 2)
+    w0, w1 = pool.slots
+    w0.snapshot, w0.working, w0.reported = {"records_out": 600}, 10.0, 10.0  # worked 0..10 s, then died
+    w0.outputs = ["output: parquet part-w0-a.parquet (0.10 MB)", "metrics: m.parquet"]
+    w0.retire()
+    w0.snapshot, w0.working, w0.reported = {"records_out": 100}, 5.0, 25.0  # restarted: worked 20..25 s
+    w0.outputs = ["output: parquet part-w0-b.parquet (0.02 MB)", "metrics: m.parquet"]
+    w1.snapshot, w1.working, w1.reported = {"records_out": 1000}, 7.0, 12.0  # waited 5 s for its stream: 5..12 s
+    w1.outputs = ["output: parquet part-w1-a.parquet (0.20 MB)", "metrics: m.parquet"]
+    assert pool.work_seconds() == 17.0  # 0..12 and 20..25
+    assert pool.summary().splitlines() == [
+        "p: 2 workers, 1700 records out of 0 in 17.00s of work (100 records/s), 0 rejected, 0 restarts",
+        "  w0 output: parquet part-w0-a.parquet (0.10 MB)", "  w0 output: parquet part-w0-b.parquet (0.02 MB)",
+        "  w1 output: parquet part-w1-a.parquet (0.20 MB)", "  metrics: m.parquet"]
+
+
 CONSUME_EVENTS = """
 name: events
 source: {type: jetstream, url: "${NATS_URL}", stream: EVENTS, batch_size: 200}

@@ -22,6 +22,29 @@ if TYPE_CHECKING:
     from .pipelines.pipeline import Pipeline, RunStats
 
 
+def _words_for_placeholders() -> None:
+    """Help shows a word for an option's value (``COUNT``, ``FILE``) and nothing after a flag.
+
+    typer >= 0.20 prints the Python type instead (``<bool>``, ``<list[str]>``), which reads as code.
+    """
+    from typer import core
+
+    def option_type(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return None
+        return self.metavar or self.name.upper().replace("_", "-")
+
+    def argument_type(self: Any, ctx: Any) -> str | None:
+        return None
+
+    if hasattr(core.TyperOption, "display_type_rich"):
+        core.TyperOption.display_type_rich = option_type  # type: ignore[method-assign]
+    if hasattr(core.TyperArgument, "display_type_rich"):
+        core.TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign]
+
+
+_words_for_placeholders()
+
 app = typer.Typer(
     name="wirepipe",
     help="Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure.",

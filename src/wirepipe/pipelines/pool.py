@@ -35,7 +35,6 @@ import contextlib
 import copy
 import json
 import logging
-import math
 import os
 import shutil
 import signal
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError, WirepipeError
 from ..operators.metrics import POOL_ENV, WORKER_ENV, WORKERS_ENV  # each worker's environment
+from ..units import covered
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
@@ -472,12 +472,7 @@ class Pool:
     def work_seconds(self) -> float:
         """Seconds during which at least one worker worked (its parts open): the waits for a server or a
         stream and the time between a worker's death and its restart are left out."""
-        spans = sorted(span for s in self.slots for span in [*s.spans, *s.current_span()])
-        total, end = 0.0, -math.inf
-        for lo, hi in spans:
-            total += max(0.0, hi - max(lo, end))
-            end = max(end, hi)
-        return total
+        return float(covered(span for s in self.slots for span in [*s.spans, *s.current_span()]))
 
     def summary(self) -> str:
         """The pool's final line, as a single run's: counts, records per second of work, and where each

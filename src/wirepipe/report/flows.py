@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..units import covered
+
 if TYPE_CHECKING:
     from .summary import GroupSummary, StageSummary
 
@@ -49,26 +51,9 @@ def flow(publisher: GroupSummary, consumer: GroupSummary) -> GroupSummary:
         publisher, label=f"{publisher.label} -> {consumer.label}",
         pipelines=[*publisher.pipelines, *consumer.pipelines], runs=[*publisher.runs, *consumer.runs],
         stages=stages, records_out=consumer.records_out, rejected=publisher.rejected + consumer.rejected,
-        wall_seconds=union_seconds(spans), time=None, latency=consumer.latency, latency_cdf=consumer.latency_cdf,
+        wall_seconds=covered(spans) / 1e9, time=None, latency=consumer.latency, latency_cdf=consumer.latency_cdf,
         path_samples=[], span=(min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None,
         workers=[], flow=(publisher, consumer))
-
-
-def union_seconds(spans: list[tuple[int, int]]) -> float:
-    """Seconds covered by at least one of the (start, end) ns spans: the time a pool's runs, or a flow's two
-    sides, worked together.
-
-    >>> union_seconds([(0, 2_000_000_000), (1_000_000_000, 3_000_000_000), (5_000_000_000, 6_000_000_000)])
-    4.0
-    """
-    total, reach = 0, None
-    for lo, hi in sorted(spans):
-        if reach is not None and lo < reach:
-            lo = reach
-        if hi > lo:
-            total += hi - lo
-        reach = hi if reach is None else max(reach, hi)
-    return total / 1e9
 
 
 def overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> int:

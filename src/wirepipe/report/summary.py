@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .flows import join_flows, union_seconds
+from ..units import covered
+from .flows import join_flows
 from .results import RunInfo
 
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
@@ -463,7 +464,7 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
             records_in_total += int(n_in[rr][step[rr] == first].sum())
             records_out += int(records[rr][step[rr] == last].sum())
         # the runs of a pool work at the same time: their time is the union of their spans, not the sum
-        wall = sum(hi - lo for lo, hi in spans) / 1e9 if is_labelled else union_seconds(spans)
+        wall = (sum(hi - lo for lo, hi in spans) if is_labelled else covered(spans)) / 1e9
         key = run_ids[0][rows].astype(np.int64) * (1 << 40) + batch[rows]
         _, inverse = np.unique(key, return_inverse=True)
         per_batch_time = np.bincount(inverse, weights=dur[rows])
