@@ -211,3 +211,19 @@ def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_pa
     logs, docs = md.split("## docs")[0], md.split("## docs")[1]
     assert "| msgpack\\|zstd +dict |" in logs and "+dict" not in docs
     assert (tmp_path / "out" / "logs-msgpack.zdict").exists() and not (tmp_path / "out" / "docs-msgpack.zdict").exists()
+
+
+def test_a_format_that_cannot_write_the_records_gets_no_dictionary_and_stops_nothing(tmp_path: Path) -> None:
+    """Training the +dict rows encodes the sample with every format: one that cannot write these records (a
+    positional format and a field some records lack) is left without a dictionary, its rows fail with the
+    reason, and the rest is measured."""
+    src = tmp_path / "logs.jsonl"
+    src.write_text("".join(json.dumps({"ts": i, "msg": f"request {i}", **({"error": "timeout"} if i % 7 == 0 else {})})
+                           + "\n" for i in range(200)))
+    plan = make_plan(dataset=None, inputs=[src], format="msgpack,msgpack-array", codec="zstd", level=None,
+                     transport="none", url=None, iterations=1, repetitions=200, out=tmp_path / "out", quick=True,
+                     zstd_dict=None, records_per_message=None, seed=0)
+    rows = {m.combo.label: m for m in run_bench(plan).measured["logs"]}
+    assert rows["msgpack|zstd +dict"].error is None and rows["msgpack|zstd +dict"].compressed > 0
+    assert all(m.error is None or "error" in m.error for label, m in rows.items() if label.startswith("msgpack-array"))
+    assert "msgpack-array|zstd +dict" not in rows or rows["msgpack-array|zstd +dict"].error is None
