@@ -43,7 +43,7 @@ def test_the_registry_finds_them_in_the_same_order() -> None:
 
 
 def test_an_unknown_operator_lists_the_allowed_ones_in_that_order(tmp_path: Path) -> None:
-    from wirepipe.errors import ConfigError
+    from wirepipe.core.errors import ConfigError
     from wirepipe.pipelines.config import load_pipeline
 
     cfg = tmp_path / "p.yaml"
@@ -55,20 +55,6 @@ def test_an_unknown_operator_lists_the_allowed_ones_in_that_order(tmp_path: Path
     assert "squash" in message
     positions = [message.index(name) for name in ("deserialize", "decompress", "encode", "unpack", "subject")]
     assert positions == sorted(positions), message
-
-
-def test_old_homes_still_import() -> None:
-    """Code written before the split (``from wirepipe.operators.serialize import Deserialize``) keeps working."""
-    from wirepipe.operators.compress import Decompress, load_dictionary
-    from wirepipe.operators.decompress import Decompress as NewDecompress
-    from wirepipe.operators.deserialize import Deserialize as NewDeserialize
-    from wirepipe.operators.schema_options import resolve_schema as new_resolve
-    from wirepipe.operators.serialize import Deserialize, resolve_schema
-
-    assert (Deserialize, resolve_schema, Decompress) == (NewDeserialize, new_resolve, NewDecompress)
-    assert load_dictionary(b"d") == b"d"
-    with pytest.raises(ImportError):
-        from wirepipe.operators.serialize import Nothing  # noqa: F401
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wirepipe import batch
 from wirepipe._sizes import payload_nbytes as c_nbytes  # the test command's install builds it
+from wirepipe.core import batch
 
 payloads = st.one_of(st.binary(max_size=600), st.binary(max_size=600).map(bytearray),
                      st.binary(max_size=600).map(memoryview))

@@ -14,7 +14,6 @@ import bson
 import msgpack
 import pytest
 
-from wirepipe.batch import Batch
 from wirepipe.bench.seed_tables import (
     EXACT,
     EXTRA_ROWS,
@@ -26,8 +25,9 @@ from wirepipe.bench.seed_tables import (
     seed_record,
 )
 from wirepipe.codecs import FORMATS
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import StageError
 from wirepipe.datasets import DATASETS
-from wirepipe.errors import StageError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.schema import parse_schema
@@ -281,8 +281,9 @@ def test_bincode_varint_refuses_corrupt_input_never_crashes() -> None:
 def test_bincode_varint_is_listed_by_the_codecs_command() -> None:
     out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "codecs"], capture_output=True, text=True,
                          timeout=60, env={"COLUMNS": "250", "PATH": ""}).stdout
-    line = next(x for x in out.splitlines() if "│ bincode-varint " in x)
-    assert "application/vnd.wirepipe.bincode-varint" in line and "bincode 2" in line
+    at = out.splitlines().index(next(x for x in out.splitlines() if x.startswith("bincode-varint ")))
+    row = " ".join(out.splitlines()[at:at + 3])  # the notes wrap beneath their row
+    assert "application/vnd.wirepipe.bincode-varint" in row and "bincode 2" in row
 
 
 # --- bson and flexbuffers with a typed schema: what Rust's serializers write ----------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..models import Duration, Strict
+from ..core.models import Duration, Strict
 
 log = logging.getLogger("wirepipe")
 
@@ -66,7 +66,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "sink_error": getattr(pipeline, "sink_error", None),  # text for the status line; sink_up for Prometheus
         "sink_up": 0 if getattr(pipeline, "sink_error", None) else 1,
         "dropped": sum(c.stats.slow_consumer_drops for c in conns),
-        # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see gaps.py
+        # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see connectors/nats/gaps.py
         "lost": losses.get("lost", 0),
         "duplicates": losses.get("duplicates", 0),
         "reconnects": sum(c.stats.reconnects for c in conns),

@@ -1,0 +1,145 @@
+"""The seed-shaped tables, from measured combinations (the recommendation is the report's).
+
+Every time is the seed's: milliseconds for the N repetitions of one iteration, shown
+as median [min-max] over the K iterations (the median, not the mean: one iteration slowed
+by a busy machine does not move it); tables are sorted by it. Sizes are bytes per record (exact: the mean
+over the repetitions of a deterministic sample). The publish side is serialize +
+compress (+ publish), the consume side (consume +) decompress + deserialize.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..report.render import md_cell
+from .combos import Combo
+
+PUBLISH_SIDE = ("serialize", "compress", "publish")
+CONSUME_SIDE = ("consume", "decompress", "deserialize")
+
+
+@dataclass
+class Spread:
+    """median [min-max] of one figure over iterations."""
+
+    values: list[float]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+    @property
+    def median(self) -> float:
+        import statistics
+
+        return statistics.median(self.values)
+
+    def __str__(self) -> str:
+        if not self.values:
+            return "n/a"
+        return f"{self.median:.2f} [{min(self.values):.2f}-{max(self.values):.2f}]"
+
+
+@dataclass
+class Measured:
+    """One combination's figures on one dataset."""
+
+    dataset: str
+    combo: Combo
+    raw_bytes: float
+    repetitions: int
+    stages: dict[str, Spread] = field(default_factory=dict)  # ms per iteration
+    size: float | None = None  # bytes per record after serialize
+    compressed: float | None = None  # bytes per record after compress (= size without a codec)
+    latency_ms: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 end-to-end, per record
+    error: str | None = None
+
+    def side(self, stages: tuple[str, ...]) -> Spread | None:
+        present = [self.stages[s] for s in stages if s in self.stages]
+        if not present:
+            return None
+        return Spread([sum(vals) for vals in zip(*(p.values for p in present), strict=True)])
+
+    @property
+    def total(self) -> Spread | None:
+        pub, con = self.side(PUBLISH_SIDE), self.side(CONSUME_SIDE)
+        if pub is None or con is None:
+            return None
+        return Spread([a + b for a, b in zip(pub.values, con.values, strict=True)])
+
+    @property
+    def wire_bytes(self) -> float | None:
+        return self.compressed if self.compressed is not None else self.size
+
+
+def size_cell(size: float | None, raw: float) -> str:
+    if size is None:
+        return "n/a"
+    pct = (size - raw) / raw * 100 if raw else 0.0
+    text = f"{size:.0f}" if float(size).is_integer() else f"{size:.1f}"
+    return f"{text} [{pct:+.0f}%]"
+
+
+def format_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
+    """Formats alone (no compression, one record per message), sorted by Ser+Deser."""
+    ok = [m for m in rows if m.combo.codec == "none" and not m.error]
+    ok.sort(key=lambda m: _ser_deser(m).median)
+    header = ["Format", "Size (b) [±% vs raw]", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"]
+    body = [[m.combo.label, size_cell(m.size, m.raw_bytes), str(m.stages["serialize"]),
+             str(m.stages["deserialize"]), str(_ser_deser(m))] for m in ok]
+    return header, body
+
+
+def _ser_deser(m: Measured) -> Spread:
+    return Spread([a + b for a, b in zip(m.stages["serialize"].values, m.stages["deserialize"].values, strict=True)])
+
+
+def chain_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
+    """Every combination with its compression (and transport) columns, sorted by total time."""
+    ok = sorted((m for m in rows if not m.error), key=lambda m: m.total.median if m.total else float("inf"))
+    transport = any("publish" in m.stages for m in ok)
+    header = ["Chain", "Size (b)", "Compressed (b) [±% vs raw]", "Ser. (ms)", "Comp. (ms)"]
+    header += ["Publish (ms)", "Consume (ms)"] if transport else []
+    header += ["Decomp. (ms)", "Deser. (ms)", "Publish-side sum (ms)", "Consume-side sum (ms)"]
+    header += ["Latency p50 / p99 (ms)"] if transport else []
+    body = []
+    for m in ok:
+        row = [m.combo.label, size_cell(m.size, m.raw_bytes).split(" ")[0], size_cell(m.wire_bytes, m.raw_bytes),
+               _cell(m, "serialize"), _cell(m, "compress")]
+        row += [_cell(m, "publish"), _cell(m, "consume")] if transport else []
+        row += [_cell(m, "decompress"), _cell(m, "deserialize"), str(m.side(PUBLISH_SIDE)), str(m.side(CONSUME_SIDE))]
+        if transport:
+            lat = m.latency_ms
+            row.append(f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "n/a")
+        body.append(row)
+    return header, body
+
+
+def _cell(m: Measured, stage: str) -> str:
+    return str(m.stages[stage]) if stage in m.stages else "-"
+
+
+def failures(rows: list[Measured]) -> list[tuple[str, str]]:
+    return [(m.combo.label, m.error or "") for m in rows if m.error]
+
+
+def markdown(header: list[str], body: list[list[str]]) -> str:
+    """A Markdown table; ``|`` inside a cell (every chain has one) is escaped."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+# Which columns a narrow terminal keeps (0 always; higher ranks are left out first): the sums, the size on
+# the wire and the latency say what to pick, the single stages say why.
+_RANK = {"Chain": 0, "Format": 0, "Compressed (b) [±% vs raw]": 0, "Size (b) [±% vs raw]": 0,
+         "Ser+Deser. (ms)": 0, "Publish-side sum (ms)": 0, "Consume-side sum (ms)": 0,
+         "Latency p50 / p99 (ms)": 1, "Size (b)": 3, "Publish (ms)": 2, "Consume (ms)": 2}
+
+
+def text_table(title: str, header: list[str], body: list[list[str]], width: int | None = None) -> str:
+    """The table as plain text that fits the terminal (``report.layout``: never a split cell)."""
+    from ..report.text import block
+
+    return block(title, header, body, [False] + [True] * (len(header) - 1), width=width,
+                 priority=[_RANK.get(h, 4) for h in header], elsewhere="bench.md")

@@ -1,0 +1,135 @@
+"""The ``wirepipe`` command line.
+
+Every command imports what it needs inside its body, so ``wirepipe --help`` answers
+without loading pyarrow, nats or pydantic. Errors wirepipe raises on purpose are
+printed as one clear message, never as a traceback, and every command exits with a
+code from the one table in ``exit_codes`` (0 ok, 1 runtime, 2 usage/config, 3 rejected
+records, 4 failed bench combinations, 130 interrupted); ``exit_codes.exit_code`` says which
+code an error gets, so the same mistake exits alike in every command.
+
+``app`` is the typer application; each command group registers on it from its own module
+(``runs``, ``traffic``, ``pipetests``, ``study``, ``schemas``), imported by the package."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from typer.core import TyperCommand
+
+from ..core.exit_codes import ExitCode, exit_code
+
+if TYPE_CHECKING:
+    from ..pipelines.pipeline import Pipeline, RunStats
+
+
+class WordsHelp(TyperCommand):
+    """Help that names an argument by its word (``PIPELINE``), as it names an option's value (``--count N``).
+
+    typer prints an argument's Python type after it (``CAPTURE <list[str]>``), which reads as code; the
+    options get words from their ``metavar``. click's ``cls=`` is how a command chooses its help."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:  # click's Context, HelpFormatter
+        params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
+        arguments = [(p.metavar or (p.name or "").upper(), f"{getattr(p, 'help', None) or ''}"
+                      f"{'  [required]' if p.required else ''}".strip())
+                     for p in params if p.param_type_name == "argument"]
+        options = [r for p in params if p.param_type_name == "option" and (r := p.get_help_record(ctx))]
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+app = typer.Typer(
+    name="wirepipe",
+    help="Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wraps at the terminal's width, never cuts an option's name
+)
+
+
+def command(name: str | None = None) -> Any:
+    """``@command()``: a command of ``app`` with the help above."""
+    return app.command(name, cls=WordsHelp)
+
+
+
+EXIT_CONFIG = ExitCode.CONFIG
+
+
+
+EXIT_RUNTIME = ExitCode.RUNTIME
+
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"wirepipe {version('wirepipe')}")
+        raise typer.Exit()
+
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="print the version and exit")] = False) -> None:
+    """Stream-processing pipelines for the payload path on NATS."""
+
+
+
+def fail(message: str, code: int) -> NoReturn:
+    from ..core.redact import redact_secrets
+
+    typer.echo(f"error: {redact_secrets(message)}", err=True)
+    raise typer.Exit(code)
+
+
+
+def owned_process() -> None:
+    """This process runs pipelines for wirepipe's own command: apply the allocator policy (see wirepipe.core.allocator)."""
+    from ..core.allocator import keep_freed_memory
+
+    keep_freed_memory()
+
+
+
+def setup_logging(verbose: bool = False) -> None:
+    import logging
+
+    from ..core.redact import redact_secrets
+
+    class Redacting(logging.Formatter):
+        """No log line shows a URL's credentials, whoever logged it (wirepipe, nats-py, asyncio)."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return redact_secrets(super().format(record))
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+
+
+
+def run_as_worker(pipe: Pipeline) -> RunStats:
+    """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes."""
+    from ..core.errors import WirepipeError
+    from ..pipelines.worker import run_worker
+
+    try:
+        return run_worker(pipe)
+    except KeyboardInterrupt:
+        fail("interrupted", ExitCode.INTERRUPTED)
+    except WirepipeError as exc:
+        fail(str(exc), exit_code(exc))
+    except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
+        fail(f"{exc.filename or pipe.name}: {exc.strerror or exc}", EXIT_RUNTIME)
+
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,166 @@
+"""``wirepipe run``, ``validate`` and ``server``: running pipelines and the embedded server."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..core.exit_codes import ExitCode, exit_code
+from .app import (
+    EXIT_CONFIG,
+    EXIT_RUNTIME,
+    command,
+    fail,
+    owned_process,
+    run_as_worker,
+    setup_logging,
+)
+
+
+@command()
+def run(
+    pipeline: Annotated[Path, typer.Argument(metavar="PIPELINE", help="pipeline YAML file")],
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE",
+                                                   help="override a field: path=value (repeatable)")] = None,
+    count: Annotated[int | None, typer.Option(help="stop after N records (overrides source.count)", metavar="COUNT")] = None,
+    duration: Annotated[str | None, typer.Option(help="stop after a time, e.g. 30s (overrides source.duration)", metavar="DURATION")] = None,
+    workers: Annotated[str, typer.Option(help="N worker processes sharing the source (a JetStream durable or a "
+                                              "core NATS queue group), or auto (one per CPU); --count and "
+                                              "--duration apply to each", metavar="WORKERS")] = "1",
+    max_rejected: Annotated[str | None, typer.Option(metavar="N|P%", help=(
+        "exit 3 when more records than this are rejected (a count or a percentage of the records read); "
+        "default: rejections are reported, and every record rejected exits 3"))] = None,
+    status: Annotated[bool | None, typer.Option("--status/--no-status", help=(
+        "a live status line on stderr (default: on a terminal)"))] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Validate and run a pipeline."""
+    from ..core.errors import ConfigError, WirepipeError
+    from ..core.exit_codes import RejectLimit
+    from ..core.units import parse_duration
+    from ..pipelines.config import read_config
+    from ..pipelines.pool import resolve_workers
+
+    setup_logging(verbose)
+    owned_process()
+    overrides = list(set_ or [])
+    try:
+        n_workers = resolve_workers(workers)
+        limit = RejectLimit.parse(max_rejected)
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    try:
+        if count is not None:
+            overrides.append(f"source.count={count}")
+        if duration is not None:
+            overrides.append(f"source.duration={parse_duration(duration)}")
+        if n_workers > 1:
+            from ..pipelines.pool import Pool
+
+            pool = Pool(read_config(pipeline, overrides), n_workers, file=str(pipeline))
+        else:
+            from ..pipelines.config import build_pipeline, validate_config
+            from ..pipelines.pool import expand_worker
+
+            data = expand_worker(read_config(pipeline, overrides), 0)
+            pipe = build_pipeline(validate_config(data, file=str(pipeline)), file=str(pipeline))
+            pipe.source.check_input()
+    except ValueError as exc:
+        fail(f"--duration: {exc}", EXIT_CONFIG)
+    except (ConfigError, WirepipeError) as exc:  # a missing input file or capture is a usage error too
+        fail(str(exc), EXIT_CONFIG)
+    if n_workers > 1:
+        import asyncio
+
+        code = asyncio.run(pool.run())
+        typer.echo(pool.summary(), err=True)
+        if pool.gave_up:
+            fail(f"{pool.name}: {pool.gave_up}", EXIT_RUNTIME)
+        raise typer.Exit(code)
+    _show_status(pipe, status)
+    stats = run_as_worker(pipe)
+    from ..pipelines.monitor import run_summary
+
+    typer.echo(run_summary(pipe, stats), err=True)
+    verdict = limit.verdict(stats.rejected, stats.records_in)
+    if verdict is not None:
+        fail(verdict, ExitCode.REJECTED)
+
+
+
+def _show_status(pipe: Any, wanted: bool | None) -> None:
+    """A live status line, rewritten in place, when stderr is a terminal (or ``--status``).
+
+    A ``monitor:`` section in the pipeline keeps its own settings; ``--no-status`` turns the line off.
+    """
+    from ..pipelines.monitor import MonitorConfig
+
+    live = sys.stderr.isatty()
+    if wanted is False:
+        if pipe.monitor is not None:
+            pipe.monitor = MonitorConfig.model_validate(pipe.monitor).model_copy(update={"status_interval": 0})
+        return
+    if pipe.monitor is None and (wanted or live):
+        pipe.monitor = MonitorConfig(status_interval=1.0, live=live)
+
+
+
+@command()
+def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
+    """Validate pipeline and test files without running them.
+
+    Exit 2 if any is invalid."""
+    from ..core.errors import ConfigError
+    from ..pipelines.config import load_pipeline
+
+    bad = 0
+    for path in pipelines:
+        if path.name.endswith((".test.yaml", ".test.yml")):  # a test file beside its pipeline: `configs/*.yaml`
+            from ..pipetest import collect
+
+            try:
+                cases = sum(len(f.spec.tests) for f in collect([str(path)]))
+            except ConfigError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                bad += 1
+                continue
+            typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
+            continue
+        try:
+            pipe = load_pipeline(path)
+        except ConfigError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            bad += 1
+            continue
+        typer.echo(f"ok: {path}: {pipe!r}")
+    if bad:
+        raise typer.Exit(EXIT_CONFIG)
+
+
+
+@command()
+def server(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)", metavar="PORT")] = 0,
+    store: Annotated[Path | None, typer.Option(help="JetStream store directory (default: a temporary one)", metavar="STORE")] = None,
+    cluster: Annotated[int, typer.Option(help="N > 1: a local N-node JetStream cluster on loopback (prints the URL "
+                                              "list; each node its own store)", metavar="CLUSTER")] = 1,
+) -> None:
+    """Run an embedded nats-server in the foreground.
+
+    JetStream on; prints its URL; Ctrl-C stops it."""
+    from ..connectors.nats.server import EmbeddedServer, LocalCluster, serve_forever
+    from ..core.errors import WirepipeError
+
+    if not 1 <= cluster <= 9 or (cluster > 1 and port):
+        fail(f"--cluster {cluster}: give 1..9 nodes; --port is for one node (a cluster picks free ports)",
+             EXIT_CONFIG)
+    try:
+        target = (LocalCluster(cluster, store_dir=store) if cluster > 1
+                  else EmbeddedServer(port=port or None, store_dir=store))
+        code = serve_forever(target, echo=lambda url: typer.echo(url))
+    except WirepipeError as exc:
+        fail(str(exc), exit_code(exc))
+    raise typer.Exit(code)

@@ -1,0 +1,426 @@
+"""The connection config and the managed connection every NATS connector shares.
+
+One place decides how wirepipe talks to NATS, so the core and JetStream connectors
+behave alike:
+
+- ``url: embedded`` (or no url) starts the process's shared embedded nats-server for
+  the connector's lifetime (``wirepipe.connectors.nats.server``).
+- Auth: user/password, token, a ``.creds`` file, an nkey seed (inline or a file); TLS
+  with a CA, a client certificate and key. Secrets are ``SecretStr`` and never reach a
+  log line or an error message (a URL is always shown without its user info).
+- Reconnects forever (by default) with exponential backoff and jitter; each disconnect
+  and reconnect is logged once and counted.
+- The first connect has its own timeout (nats-py's can block for minutes otherwise) and
+  fails fast, with a message a user can act on, on an authorization or TLS error. While it
+  retries a server that does not answer, ``waiting`` says so (the status line shows it) and
+  one log line says it at once, with how long it will wait: ``wirepipe run`` and
+  ``wirepipe bench`` connect through here, so they wait alike.
+- Slow-consumer drops (nats-py calls ``error_cb`` once per dropped message) are counted
+  and logged as a periodic summary, never one line per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, overload
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from ...core.errors import WirepipeError
+from ...core.models import Duration, Size, Strict
+from ...core.redact import redact_secrets, redact_url
+from ..base import Refusal
+
+log = logging.getLogger("wirepipe.nats")
+
+EMBEDDED = "embedded"
+
+
+# --- config ------------------------------------------------------------------------------------------
+
+
+class AuthConfig(Strict):
+    """``auth: {user, password}`` | ``{token}`` | ``{creds: file.creds}`` | ``{nkey_seed}`` | ``{nkey_seed_file}``"""
+
+    user: str | None = None
+    password: SecretStr | None = None
+    token: SecretStr | None = None
+    creds: str | None = Field(default=None, description="path of a .creds file (user JWT + nkey seed)")
+    nkey_seed: SecretStr | None = Field(default=None, description="an nkey seed (SU...), e.g. ${NKEY_SEED}")
+    nkey_seed_file: str | None = Field(default=None, description="path of a file holding an nkey seed")
+
+    @model_validator(mode="after")
+    def _one_method(self) -> AuthConfig:
+        methods = [name for name, on in (
+            ("user/password", self.user is not None or self.password is not None),
+            ("token", self.token is not None),
+            ("creds", self.creds is not None),
+            ("nkey_seed", self.nkey_seed is not None),
+            ("nkey_seed_file", self.nkey_seed_file is not None),
+        ) if on]
+        if len(methods) > 1:
+            raise ValueError(f"choose one auth method, got {', '.join(methods)}")
+        if (self.user is None) != (self.password is None):
+            raise ValueError("user and password go together")
+        return self
+
+    def describe(self) -> str:
+        """The method, for messages: never the secret."""
+        if self.user is not None:
+            return f"user {self.user!r}"
+        if self.token is not None:
+            return "a token"
+        if self.creds is not None:
+            return f"creds file {self.creds}"
+        if self.nkey_seed is not None or self.nkey_seed_file is not None:
+            return "an nkey"
+        return "no credentials"
+
+
+class TLSConfig(Strict):
+    """``tls: {ca: ca.pem, cert: client.pem, key: client-key.pem}``"""
+
+    ca: str | None = Field(default=None, description="CA bundle that signed the server certificate")
+    cert: str | None = Field(default=None, description="client certificate (mutual TLS)")
+    key: str | None = Field(default=None, description="client private key")
+    hostname: str | None = Field(default=None, description="server name to verify, when not the URL's host")
+    handshake_first: bool = False
+    insecure: bool = Field(default=False, description="skip server certificate verification (tests only)")
+
+    @model_validator(mode="after")
+    def _pair(self) -> TLSConfig:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("tls.cert and tls.key go together")
+        return self
+
+    def context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ca)
+        if self.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if self.cert and self.key:
+            try:
+                ctx.load_cert_chain(self.cert, self.key)
+            except (OSError, ssl.SSLError) as exc:
+                raise WirepipeError(f"cannot load the TLS client certificate {self.cert}: {exc}") from None
+        return ctx
+
+
+class ReconnectConfig(Strict):
+    """``reconnect: {wait: 100ms, max_wait: 5s, max_attempts: -1}`` (-1: forever)"""
+
+    wait: Duration = 0.1
+    max_wait: Duration = 5.0
+    jitter: float = Field(default=0.2, ge=0, le=1)
+    max_attempts: int = Field(default=-1, ge=-1)
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_wait, self.wait * (2 ** min(attempt, 30)))
+        return base * (1 + random.uniform(-self.jitter, self.jitter))
+
+
+class NatsConnectionConfig(Strict):
+    """The connection fields every NATS connector config has (flat, as in Benthos): what ``NatsConnection``
+    takes, a connector's whole config or this alone (``NatsConnectionConfig(url=...)``)."""
+
+    url: str | list[str] | None = Field(default=None, description="nats://host:port, a list (YAML or comma-separated: "
+                                                                 "the client fails over between them), or `embedded`")
+    name: str | None = Field(default=None, description="connection name shown in the server's monitoring")
+    auth: AuthConfig | None = None
+    tls: TLSConfig | None = None
+    connect_timeout: Duration = Field(default=10.0, description="first connect, including every retry")
+    reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
+    ping_interval: Duration = 20.0
+    pending_size: Size = Field(default=8 * 1024 * 1024, description="outbound buffer kept while disconnected")
+
+    @field_validator("url")
+    @classmethod
+    def _url_list(cls, v: str | list[str] | None) -> str | list[str] | None:
+        return split_urls(v)
+
+    @model_validator(mode="after")
+    def _embedded_has_no_auth(self) -> NatsConnectionConfig:
+        if is_embedded(self.url) and (self.auth is not None or self.tls is not None):
+            raise ValueError("auth and tls need a NATS url; the embedded server runs without them")
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        return is_embedded(self.url)
+
+    def public_params(self) -> dict[str, Any]:
+        """What metrics rows and logs may show: the URL without user info, the auth method, never a secret."""
+        urls = self.url if isinstance(self.url, list) else [self.url or EMBEDDED]
+        out: dict[str, Any] = {"url": ",".join(redact_url(u) for u in urls)}
+        if self.auth is not None:
+            out["auth"] = self.auth.describe()
+        if self.tls is not None:
+            out["tls"] = True
+        return out
+
+
+@overload
+def split_urls(url: str | list[str]) -> str | list[str]: ...
+@overload
+def split_urls(url: None) -> None: ...
+def split_urls(url: str | list[str] | None) -> str | list[str] | None:
+    """A cluster's URLs: ``"nats://a:4222, nats://b:4222"`` or a list -> a list (one URL stays a string)."""
+    if url is None:
+        return None
+    items = [url] if isinstance(url, str) else list(url)
+    urls = [u.strip() for item in items for u in item.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("the url list is empty: give nats://host:port, several comma-separated, or `embedded`")
+    if len(urls) > 1 and EMBEDDED in urls:
+        raise ValueError("`embedded` cannot be part of a url list: give it alone or list real servers")
+    return urls[0] if len(urls) == 1 else urls
+
+
+def is_embedded(url: str | list[str] | None) -> bool:
+    return url is None or url == EMBEDDED or url == [EMBEDDED]
+
+
+def embedded_refusal(config: NatsConnectionConfig, workers: int) -> Refusal | None:
+    """``refuse_workers`` of every NATS connector: the embedded server is private to each process."""
+    if not config.embedded:
+        return None
+    return Refusal("url", f"{config.url or 'embedded'!r} (the default) starts a private server in each process, "
+                          f"so {workers} workers would not share one: start one with `wirepipe server` (or use "
+                          "your NATS) and give its url")
+
+
+CONNECTION_PARAMS = frozenset({"url", "auth", "tls"})  # public_params(): how a connector connects, not what it reads
+
+
+# --- the managed connection ----------------------------------------------------------------------------
+
+
+class ConnectionStats:
+    """Counters a status line, Prometheus and tests read."""
+
+    def __init__(self) -> None:
+        self.disconnects = 0
+        self.reconnects = 0
+        self.errors = 0
+        self.slow_consumer_drops = 0
+
+
+_FAIL_FAST = ("authorization violation", "authentication", "user authentication", "certificate",
+              "tls", "ssl")
+
+
+class NatsConnection:
+    """One nats-py client with wirepipe's options, callbacks and counters.
+
+    ``await connect()`` returns the nats-py ``Client``; ``await close()`` drains nothing
+    (the connectors flush what they need first) and releases the embedded server.
+    Callbacks registered with ``on_reconnect`` run after every reconnect (the JetStream
+    source re-issues its pull requests there).
+    """
+
+    def __init__(self, config: NatsConnectionConfig, *, role: str = "client") -> None:
+        self.config = config  # a connector's config (every NATS connector config is one), or this alone
+        self.role = role
+        self.stats = ConnectionStats()
+        self.nc: Any = None
+        self.url = ""
+        self._server: Any = None
+        self._reconnect_hooks: list[Callable[[], Awaitable[None]]] = []
+        self._connecting = False
+        self._first_error: BaseException | None = None
+        self._fail_fast: asyncio.Future[BaseException] | None = None
+        self._last_drop_log = 0.0
+        self._drops_logged = 0
+        self._last_error_log: dict[str, float] = {}
+        self.waiting: str | None = None  # "NATS at nats://...: <why>" while the first connect retries
+
+    def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
+        self._reconnect_hooks.append(hook)
+
+    @property
+    def public_url(self) -> str:
+        return redact_url(self.url) if self.url else EMBEDDED
+
+    async def connect(self) -> Any:
+        import nats
+
+        opts = self.config
+        if opts.embedded:
+            from .server import EmbeddedServer
+
+            self._server = await asyncio.to_thread(EmbeddedServer.acquire_shared)
+            servers: list[str] = [self._server.url]
+        else:
+            servers = opts.url if isinstance(opts.url, list) else [str(opts.url)]
+        self.url = servers[0]
+        kwargs: dict[str, Any] = {
+            "servers": servers,
+            "name": opts.name or f"wirepipe-{self.role}",
+            "error_cb": self._on_error,
+            "disconnected_cb": self._on_disconnect,
+            "reconnected_cb": self._on_reconnect,
+            "closed_cb": self._on_closed,
+            "allow_reconnect": True,
+            "max_reconnect_attempts": opts.reconnect.max_attempts,
+            "reconnect_time_wait": opts.reconnect.wait,
+            "reconnect_to_server_handler": self._next_server,
+            "connect_timeout": max(1, min(5, int(opts.connect_timeout))),
+            "ping_interval": max(1, int(opts.ping_interval)),
+            "pending_size": opts.pending_size,
+            "flush_timeout": 10.0,
+        }
+        auth = opts.auth
+        if auth is not None:
+            if auth.user is not None and auth.password is not None:
+                kwargs["user"] = auth.user
+                kwargs["password"] = auth.password.get_secret_value()
+            elif auth.token is not None:
+                kwargs["token"] = auth.token.get_secret_value()
+            elif auth.creds is not None:
+                kwargs["user_credentials"] = auth.creds
+            elif auth.nkey_seed is not None:
+                kwargs["nkeys_seed_str"] = auth.nkey_seed.get_secret_value()
+            elif auth.nkey_seed_file is not None:
+                kwargs["nkeys_seed"] = auth.nkey_seed_file
+        if opts.tls is not None:
+            kwargs["tls"] = opts.tls.context()
+            if opts.tls.hostname:
+                kwargs["tls_hostname"] = opts.tls.hostname
+            kwargs["tls_handshake_first"] = opts.tls.handshake_first
+        nc = nats.NATS()
+        self._connecting = True
+        self._fail_fast = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(nc.connect(**kwargs))
+        first: set[asyncio.Future[Any]] = {task, self._fail_fast}
+        try:
+            done, _ = await asyncio.wait(first, timeout=opts.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                task.result()  # raises the connect error, if any
+            else:
+                # Bounded: nats-py's connect may not end promptly when cancelled, nor close when it
+                # never connected (seen hanging a worker under load).
+                task.cancel()
+                await asyncio.wait({task}, timeout=5)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(nc.close(), 5)
+                await self._release_server()
+                raise WirepipeError(self._connect_failure(done))
+        except WirepipeError:
+            raise
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), 5)
+            await self._release_server()
+            self._first_error = self._first_error or exc
+            raise WirepipeError(self._connect_failure(set())) from None
+        finally:
+            self._connecting = False
+            self.waiting = None
+        self.nc = nc
+        log.debug("%s connected to %s", self.role, self.public_url)
+        return nc
+
+    def _connect_failure(self, done: set[Any]) -> str:
+        where = self.public_url
+        how = self.config.auth.describe() if self.config.auth is not None else "no credentials"
+        err = self._first_error
+        fail_fast = self._fail_fast
+        fast = fail_fast is not None and fail_fast in done
+        if fast and fail_fast is not None:
+            err = fail_fast.result()  # the error that ended the attempt, not a later reset
+        reason = _describe(err) if err is not None else "no answer"
+        if fast:
+            if "authoriz" in reason.lower() or "authentic" in reason.lower():
+                return (f"NATS at {where} refused the connection with {how}: {reason} "
+                        "(check auth: user/password, token, creds or nkey)")
+            return f"NATS at {where}: TLS failed: {reason} (check tls: ca, cert, key and the url scheme)"
+        return (f"cannot connect to NATS at {where} within {self.config.connect_timeout:g}s "
+                f"(connect_timeout): {reason}")
+
+    def _next_server(self, servers: list[Any], _info: dict[str, Any]) -> tuple[Any, float]:
+        """nats-py's reconnect hook: round-robin over the pool with exponential backoff."""
+        server = min(servers, key=lambda s: (s.reconnects, getattr(s, "last_attempt", 0) or 0))
+        return server, self.config.reconnect.delay(server.reconnects)
+
+    async def _on_error(self, exc: Exception) -> None:
+        import nats.errors
+
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            self.stats.slow_consumer_drops += 1
+            now = time.monotonic()
+            if now - self._last_drop_log >= 10.0:
+                log.warning("slow consumer: %d message(s) dropped so far on %s (the subscription's pending "
+                            "limits were reached; raise pending_msgs_limit or speed up the pipeline)",
+                            self.stats.slow_consumer_drops, self.public_url)
+                self._last_drop_log = now
+            return
+        self.stats.errors += 1
+        if self._connecting:
+            self._first_error = exc
+            text = _describe(exc).lower()
+            fut = self._fail_fast
+            if fut is not None and not fut.done() and any(k in text for k in _FAIL_FAST):
+                fut.set_result(exc)
+            elif self.waiting is None:
+                self.waiting = f"NATS at {self.public_url} ({_describe(exc)})"
+                log.warning("waiting for %s, up to %gs (connect_timeout)", self.waiting, self.config.connect_timeout)
+            return
+        key = type(exc).__name__
+        now = time.monotonic()
+        if now - self._last_error_log.get(key, 0.0) >= 5.0:
+            self._last_error_log[key] = now
+            log.warning("NATS %s (%s): %s", self.role, self.public_url, _describe(exc))
+
+    async def _on_disconnect(self) -> None:
+        if self._connecting or self.nc is None or self.nc.is_closed:
+            return
+        self.stats.disconnects += 1
+        log.warning("NATS %s disconnected from %s (disconnect #%d); reconnecting", self.role, self.public_url,
+                    self.stats.disconnects)
+
+    async def _on_reconnect(self) -> None:
+        self.stats.reconnects += 1
+        log.warning("NATS %s reconnected to %s (reconnect #%d)", self.role, self.public_url, self.stats.reconnects)
+        for hook in self._reconnect_hooks:
+            try:
+                await hook()
+            except Exception as exc:  # a hook must not break nats-py's reconnect task
+                log.error("after reconnect: %s", _describe(exc))
+
+    async def _on_closed(self) -> None:
+        log.debug("NATS %s connection to %s closed", self.role, self.public_url)
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        """Round trip to the server: everything published before was received (``flush()`` without timeout can hang)."""
+        if self.nc is not None and self.nc.is_connected:
+            await self.nc.flush(timeout=timeout)
+
+    async def close(self) -> None:
+        nc, self.nc = self.nc, None
+        if nc is not None and not nc.is_closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), 10.0)
+        await self._release_server()
+
+    async def _release_server(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            from .server import EmbeddedServer
+
+            await asyncio.to_thread(EmbeddedServer.release_shared, server)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"  # asyncio words it "[Errno 111] Connect call failed ('127.0.0.1', 4222)"
+    text = str(exc).strip() or type(exc).__name__
+    if text.startswith("nats: "):
+        text = text[6:]
+    return redact_secrets(text)
+

@@ -1,0 +1,480 @@
+"""The ``jetstream`` sink: at-least-once publish with deterministic ``Nats-Msg-Id``.
+
+Every record carries a deterministic ``Nats-Msg-Id``, so a record published twice
+(a retry, a re-run of a crashed job) is stored once within the stream's duplicate window.
+The default (``msg_id: auto``) is ``{pipeline}-{source}-{position}-{payload hash}``: the
+source's identity (its type and parameters, e.g. the file it reads; ``Source.identity``),
+the record's position in it (``seq``; for a core NATS source, the publisher's
+``Wirepipe-Publisher.Wirepipe-Seq``, else a per-run counter) and a BLAKE2b hash of the
+payload: a re-run of the same input is deduplicated, different content never is.
+Publishes are asynchronous inside a bounded window; the sink tracks each ack itself (one
+reply subscription, no future per record: nats-py's ``publish_async`` futures can stay
+unresolved forever and leak their window slot when a publish raises), gives every ack
+its own deadline, and republishes unacknowledged records with the same id, with
+backoff, until the server has them. ``flush()`` returns once every record written so
+far is stored: that is when the pipeline acknowledges its own source.
+
+A stream that cannot store now says so in the ack: a 503 (Service Unavailable). A stream with
+``discard: new`` at one of its limits answers ``err_code`` 10077 (``JSStreamStoreFailedF``) with
+``maximum messages exceeded``, ``maximum bytes exceeded`` or ``maximum messages per subject
+exceeded`` (nats-server ``ErrMaxMsgs``, ``ErrMaxBytes``, ``ErrMaxMsgsPerSubject``); the same code
+is a store that failed, and 10008/10023 a cluster without a leader or resources. That is the
+sink's condition, not the records': they are *held* (never dead-lettered), the rest of the batch
+waits with them unsent, and the next ``write`` or ``flush`` publishes the first one alone as a
+probe and raises ``BackOff`` while the server still refuses it, so the run loop waits (the sink's
+``retry`` delays), keeps the records unacknowledged upstream (in-progress acks) and counts a sink
+error. Once a probe is stored, the held records go out in order, same ``Nats-Msg-Id``. A record
+the server refuses for itself (400: larger than ``max_msg_size``), or one larger than the
+stream's ``max_bytes`` (it can never fit), is dead-lettered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import secrets
+import time
+from collections import deque
+from typing import Any, Literal, cast
+
+from pydantic import Field, field_validator
+
+from ...core.batch import Batch, Rejected
+from ...core.errors import BackOff, NotConnected, WirepipeError
+from ...core.models import Duration
+from ...wire import (
+    SENT_AT_SIZE,
+    Header,
+    dead_letter_payloads,
+    header_size,
+)
+from ..base import Source
+from .connection import ReconnectConfig
+from .core_sink import (
+    SENT_AT,
+    NatsSink,
+    PublishConfig,
+    SubjectTemplate,
+    refuse_oversized,
+    require_bytes,
+    wire_headers,
+)
+from .gaps import PUBLISHER, SEQ
+from .streams import StreamConfig, ensure_stream
+
+log = logging.getLogger("wirepipe.jetstream")
+
+MSG_ID = Header.MSG_ID.value
+# The ack of a publish the server cannot store now (retry later): Service Unavailable (a `discard: new`
+# stream at a limit answers so, err_code 10077).
+UNAVAILABLE = 503
+
+
+class _Pending:
+    """One published record waiting for its ack: enough to publish it again with the same id."""
+
+    __slots__ = ("attempts", "deadline", "headers", "msg_id", "payload", "subject")
+
+    def __init__(self, subject: str, payload: bytes, headers: dict[str, str] | None, msg_id: str,
+                 deadline: float) -> None:
+        self.subject = subject
+        self.payload = payload
+        self.headers = headers
+        self.msg_id = msg_id
+        self.deadline = deadline
+        self.attempts = 1
+
+
+class JetStreamSink(NatsSink):
+    """Publishes to JetStream inside a bounded window of unacknowledged records."""
+
+    type = "jetstream"
+    stage = "publish"
+
+    def __init__(self, subject: str, **fields: Any) -> None:
+        """``fields`` are ``JetStreamSinkConfig``'s (``stream``, ``msg_id``, ``window``..., the connection's
+        ``url``, ``auth``, ``reconnect``...), validated as the YAML is: declared once, there."""
+        self._init(JetStreamSinkConfig, subject=subject, **fields)
+
+    def _configure(self, config: JetStreamSinkConfig) -> None:  # type: ignore[override]
+        super()._configure(config)
+        self.conn.role = "jetstream publisher"
+        self.stream = config.stream
+        self.msg_id = config.msg_id
+        self._msg_id_template: SubjectTemplate | None = None
+        self.window = config.window
+        self.ack_timeout = config.ack_timeout
+        self.retry = config.retry
+        self.pipeline_name = "pipeline"
+        self.source_identity = ""  # set by the pipeline: part of the default Nats-Msg-Id
+        self._id_prefix = ""
+        self._unplaced = 0  # records without a position (no seq, no publisher stamp): numbered per run
+        self._run = secrets.token_hex(4)
+        self._prefix = ""
+        self._token = 0
+        self._pending: dict[str, _Pending] = {}
+        self._retry: deque[_Pending] = deque()
+        self._held: deque[_Pending] = deque()  # refused by a server that cannot store now (a full stream)
+        self._refusal: str | None = None  # why, while it refuses
+        self._refused_stream: str | None = None
+        self._probes_refused = 0  # in a row: the BackOff's wait grows with them
+        self._space = asyncio.Event()
+        self._space.set()
+        self._quiet = asyncio.Event()  # set while no publish waits for its ack
+        self._quiet.set()
+        self._failed: list[Rejected] = []
+        self.acked = 0
+        self.duplicates = 0
+        self.republished = 0
+        self._fatal: str | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {**super().params, "stream": self.stream.name if self.stream else None, "window": self.window}
+
+    def bind(self, pipeline: str, source: Source) -> None:
+        """The default ``Nats-Msg-Id`` names the pipeline and its source's identity (see the module doc)."""
+        self.pipeline_name = pipeline
+        self.source_identity = source.identity
+
+    async def open(self) -> None:
+        await super().open()
+        nc = self.nc
+        if self.stream is not None:
+            await ensure_stream(nc.jetstream(), self.stream, self.subject.template.split("{")[0] + ">"
+                                if not self.subject.fixed else self.subject.template)
+        if self.msg_id == "auto":
+            source = hashlib.blake2b(self.source_identity.encode(), digest_size=4).hexdigest()
+            self._id_prefix = f"{self.pipeline_name}-{source}-"
+        else:
+            self._msg_id_template = SubjectTemplate(self.msg_id.replace("{pipeline}", self.pipeline_name))
+        self._prefix = nc.new_inbox() + "."
+        await nc.subscribe(self._prefix + "*", cb=self._on_ack, pending_msgs_limit=4 * self.window + 1024)
+        await nc.flush(timeout=10)
+
+    # --- acks --------------------------------------------------------------------------------
+
+    async def _on_ack(self, msg: Any) -> None:
+        entry = self._pending.pop(msg.subject[len(self._prefix):], None)
+        if entry is None:
+            return  # an ack for a record already retried or expired
+        data = msg.data
+        if not data:
+            # A status reply (503 no responders: JetStream is not ready, or no stream listens).
+            status = msg.headers.get("Status") if msg.headers else None
+            self._retry.append(entry)
+            if status == "503" and self.stream is None and not self._fatal:
+                self._no_stream_seen(entry)
+        elif b'"error"' in data:
+            self._api_error(entry, data)
+        else:
+            self.acked += 1
+            if b'"duplicate"' in data:
+                self.duplicates += 1
+        self._wake()
+
+    def _no_stream_seen(self, entry: _Pending) -> None:
+        if entry.attempts >= 3:
+            self._fatal = (f"no JetStream stream stores subject {entry.subject!r} (publish got 'no responders'); "
+                           "create one or give the sink a `stream:` to create")
+
+    def _api_error(self, entry: _Pending, data: bytes) -> None:
+        try:
+            reply = json.loads(data)
+            err = reply["error"]
+            text = f"{err.get('description', 'error')} (code {err.get('code')}, err_code {err.get('err_code')})"
+        except (ValueError, KeyError, TypeError, AttributeError):
+            reply, err, text = {}, {}, data[:200].decode(errors="replace")
+        if err.get("code") == UNAVAILABLE:
+            # Not now (a full `discard: new` stream, a store or cluster that cannot take it): the sink's
+            # condition. Held for the next probe; the loop backs off (see the module doc).
+            self._held.append(entry)
+            self._refusal = text
+            self._refused_stream = reply.get("stream") or self._refused_stream
+            return
+        self._reject(entry, f"JetStream refused: {text}")
+
+    def _reject(self, entry: _Pending, error: str) -> None:
+        """The server refused the record for itself (its size): dead-letter it at the next commit."""
+        self._failed.append(Rejected(stage=self.stage, operator=self.type, error=error, value=entry.payload,
+                                     subject=entry.subject, headers=entry.headers, meta={"msg_id": entry.msg_id}))
+
+    def _wake(self) -> None:
+        n = len(self._pending)
+        if n < self.window:
+            self._space.set()
+        if n == 0:
+            self._quiet.set()
+
+    def _expire(self) -> None:
+        """Move records whose ack is overdue to the retry queue (the ack may never come)."""
+        now = time.monotonic()
+        pending = self._pending
+        expired = []
+        for token, entry in pending.items():
+            if entry.deadline > now:
+                break  # insertion order is deadline order
+            expired.append(token)
+        for token in expired:
+            self._retry.append(pending.pop(token))
+        if expired:
+            self._wake()
+
+    # --- publishing ----------------------------------------------------------------------------
+
+    async def _send(self, entry: _Pending, headers: dict[str, str]) -> None:
+        self._token += 1
+        token = str(self._token)
+        entry.deadline = time.monotonic() + self.ack_timeout
+        self._pending[token] = entry
+        self._quiet.clear()
+        await self.nc.publish(entry.subject, entry.payload, reply=self._prefix + token, headers=headers)
+
+    async def _wait_space(self) -> None:
+        """Block while the window is full; overdue acks free their slot and are retried."""
+        await self._wait_window()
+        if self._retry:
+            await self._republish()
+
+    async def _wait_window(self) -> None:
+        """Block while the window is full; an overdue ack frees its slot (and queues its record for a retry)."""
+        while len(self._pending) >= self.window:
+            self._space.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._space.wait(), self.ack_timeout / 4)
+            self._expire()
+
+    async def _wait_connected(self) -> None:
+        while not self.nc.is_connected:
+            if self.nc.is_closed:
+                raise NotConnected(f"NATS connection to {self.conn.public_url} is closed")
+            await asyncio.sleep(0.05)
+
+    async def _republish(self) -> None:
+        """Publish the records whose ack failed or timed out again, same ``Nats-Msg-Id``, with backoff."""
+        retry = self._retry
+        if not retry:
+            return
+        if self._fatal:
+            raise WirepipeError(self._fatal)
+        attempts = max(e.attempts for e in retry)
+        await asyncio.sleep(self.retry.delay(attempts - 1))
+        await self._wait_connected()
+        batch = list(retry)
+        retry.clear()
+        for entry in batch:
+            await self._resend(entry)
+        self.republished += len(batch)
+        log.warning("republished %d record(s) without an ack (attempt %d; same Nats-Msg-Id, deduplicated)",
+                    len(batch), attempts + 1)
+
+    async def _resend(self, entry: _Pending) -> None:
+        """Publish a record again with its ``Nats-Msg-Id`` (a new ``Wirepipe-Sent-At``), within the window."""
+        entry.attempts += 1
+        headers = dict(entry.headers) if entry.headers else {}
+        headers[MSG_ID] = entry.msg_id
+        if self.headers_mode != "none":
+            headers[SENT_AT] = str(time.time_ns())
+        await self._wait_window()
+        await self._send(entry, headers)
+
+    async def _settle(self) -> None:
+        """Wait until every publish has its ack (or is overdue and queued for a retry)."""
+        while self._pending:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), self.ack_timeout / 4)
+            self._expire()
+
+    async def _probe_held(self) -> None:
+        """The server refused records for now: publish the first alone; while it is refused again, raise
+        ``BackOff`` (nothing else goes out meanwhile); once it is stored, publish the others, in order."""
+        await self._wait_connected()
+        await self._settle()  # what is in flight answers first: it may be refused too
+        while self._held:
+            probe = self._held.popleft()
+            self._refusal = None
+            await self._resend(probe)
+            await self._settle()
+            if self._refusal is None:
+                break
+            if self._held and self._held[-1] is probe:  # refused again: it stays first in line
+                self._held.rotate(1)
+            if not await self._never_fits(probe):
+                self._probes_refused += 1
+                raise BackOff(f"JetStream cannot store now: {self._refusal}; holding {len(self._held)} record(s) "
+                              "unsent until it can", self.retry.delay(self._probes_refused - 1))
+        self._probes_refused = 0
+        self._refusal = None
+        held = deque(self._held)
+        self._held.clear()
+        while held:
+            await self._resend(held.popleft())
+            if self._held:  # refused again on the way: the rest waits behind them for the next probe
+                self._held.extend(held)
+                return
+
+    async def _never_fits(self, probe: _Pending) -> bool:
+        """A record larger than the stream's ``max_bytes`` is refused as "maximum bytes exceeded" like any
+        record a full stream refuses, but no room will ever come: it is the record's problem (dead-lettered),
+        not a wait. Known when its subject, headers and payload alone exceed ``max_bytes`` (the server adds
+        a few bytes per message), or when even the empty stream refuses it."""
+        import nats.errors
+
+        if self._refusal is None or "maximum bytes" not in self._refusal or not self._refused_stream:
+            return False
+        try:
+            info = await self.nc.jetstream().stream_info(self._refused_stream)
+        except (nats.errors.Error, asyncio.TimeoutError):
+            return False
+        limit = info.config.max_bytes or 0
+        size = (len(probe.subject) + len(probe.payload) + header_size({**(probe.headers or {}), MSG_ID: probe.msg_id})
+                + (SENT_AT_SIZE if self.headers_mode != "none" else 0))  # as _resend sends it
+        if info.state.messages and not 0 < limit < size:
+            return False
+        self._held.remove(probe)
+        self._reject(probe, f"JetStream refused: {self._refusal}: the record ({size:,} bytes with subject and "
+                            f"headers) can never fit in stream {self._refused_stream} (max_bytes {limit:,})")
+        return True
+
+    async def write(self, batch: Batch) -> None:
+        if not batch.values:
+            return
+        require_bytes(batch, self.stage, self.type)
+        if self._fatal:
+            raise WirepipeError(self._fatal)
+        if self._held:  # BackOff while the server still refuses: nothing of this batch is published
+            await self._probe_held()
+        headers = wire_headers(batch, self.headers_mode)
+        ids = self._ids(batch)
+        id_size = len(MSG_ID) + 4 + max(map(len, ids)) if isinstance(ids, list) else len(MSG_ID) + 4 + len(ids)
+        before = len(batch.values)
+        refuse_oversized(batch, headers, self.max_payload, self.stage, self.type,
+                         id_size + (SENT_AT_SIZE if headers is not None else 0))
+        if len(batch.values) != before:  # refused records left the columns: realign
+            ids = self._ids(batch)
+            headers = wire_headers(batch, self.headers_mode)
+        if not batch.values:
+            return
+        subjects = self.subject.render(batch)
+        await self._wait_connected()
+        n = len(batch.values)
+        subs = [subjects] * n if isinstance(subjects, str) else subjects
+        id_col = [ids] * n if isinstance(ids, str) else ids
+        per_record = isinstance(headers, list)
+        shared = headers if isinstance(headers, dict) else None
+        now = time.time_ns
+        window = self.window
+        send = self._send
+        held = self._held
+        for i, v in enumerate(batch.values):
+            if len(self._pending) >= window or self._retry or held:
+                if held:  # the server refuses for now: the rest of the batch waits, unsent, behind what it holds
+                    for j in range(i, n):
+                        base = cast("dict[str, str] | None", headers[j] if per_record else shared)  # type: ignore[index]
+                        held.append(_Pending(subs[j], batch.values[j], base, id_col[j], 0.0))
+                    break
+                await self._wait_space()
+            base = cast("dict[str, str] | None", headers[i] if per_record else shared)  # type: ignore[index]
+            h = dict(base) if base else {}
+            h[MSG_ID] = id_col[i]
+            if headers is not None:
+                h[SENT_AT] = str(now())
+            await send(_Pending(subs[i], v, base, id_col[i], 0.0), h)
+        self.records += n
+        self.bytes += sum(map(len, batch.values))
+
+    def _ids(self, batch: Batch) -> str | list[str]:
+        """The ``Nats-Msg-Id`` column: the template's, or the default (see the module docstring)."""
+        if self._msg_id_template is not None:
+            return self._msg_id_template.render(batch)
+        positions = batch.meta.get("seq")
+        if positions is None:
+            positions = self._positions(batch)
+        prefix = self._id_prefix
+        digest = hashlib.blake2b
+        return [f"{prefix}{p}-{digest(v, digest_size=8).hexdigest()}"
+                for p, v in zip(positions, batch.values, strict=True)]
+
+    def _positions(self, batch: Batch) -> list[str]:
+        """Positions of records from a source without ``seq`` (core NATS): the publisher's stamp when the
+        message has one (a duplicate delivery gets the same id), else this run's own counter."""
+        headers = batch.headers
+        n = len(batch.values)
+        if isinstance(headers, list):
+            out = []
+            for h in headers:
+                if h and PUBLISHER in h and SEQ in h:
+                    out.append(f"{h[PUBLISHER]}.{h[SEQ]}")
+                else:
+                    self._unplaced += 1
+                    out.append(f"{self._run}.{self._unplaced}")
+            return out
+        first = self._unplaced + 1
+        self._unplaced += n
+        return [f"{self._run}.{i}" for i in range(first, first + n)]
+
+    async def flush(self) -> None:
+        """Return when every record written so far is stored (acked), republishing as needed."""
+        if self.nc is None:
+            return
+        while self._pending or self._retry or self._held:
+            if self._fatal:
+                raise WirepipeError(self._fatal)
+            if self._retry:
+                await self._republish()
+            elif self._pending:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._quiet.wait(), self.ack_timeout / 4)
+                self._expire()
+            else:
+                await self._probe_held()  # BackOff while the server still refuses
+        if self._fatal:
+            raise WirepipeError(self._fatal)
+
+    @property
+    def unconfirmed(self) -> int:
+        """Records taken and not yet stored: published without an ack yet, or held while the server refuses."""
+        return len(self._pending) + len(self._retry) + len(self._held)
+
+    def take_rejected(self) -> list[Rejected]:
+        failed, self._failed = self._failed, []
+        return failed
+
+    async def write_rejected(self, rejected: list[Rejected]) -> None:
+        batch = dead_letter_payloads(rejected)
+        batch.meta["seq"] = [f"dlq-{r.meta.get('stream_seq', r.meta.get('seq'))}-{r.stage}" for r in rejected]
+        await self.write(batch)
+
+    async def close(self) -> None:
+        try:
+            if self.nc is not None and self.nc.is_connected:
+                await asyncio.wait_for(self.flush(), self.flush_timeout)
+        except (asyncio.TimeoutError, WirepipeError) as exc:
+            log.error("closing the JetStream sink with %d record(s) unconfirmed: %s",
+                      self.unconfirmed, exc or "flush timed out")
+        await self.conn.close()
+
+
+class JetStreamSinkConfig(PublishConfig):
+    """``sink: {type: jetstream, subject: points, stream: {name: POINTS}}``"""
+
+    type: Literal["jetstream"]
+    stream: StreamConfig | None = Field(default=None, description="create this stream if it does not exist")
+    msg_id: str = Field(default="auto", description="Nats-Msg-Id: auto (source identity, position and payload "
+                        "hash), or a template such as {pipeline}-{seq}")
+    window: int = Field(default=4096, ge=1, description="unacknowledged publishes in flight")
+    ack_timeout: Duration = Field(default=5.0, gt=0)
+    retry: ReconnectConfig = Field(default_factory=lambda: ReconnectConfig(wait=0.2, max_wait=5.0))
+
+    _msg_id = field_validator("msg_id")(
+        lambda v: v if v == "auto" else (SubjectTemplate(v.replace("{pipeline}", "p")), v)[1])
+
+    def build(self) -> JetStreamSink:
+        return JetStreamSink.from_config(self)
+
+
+SINKS = {"jetstream": JetStreamSinkConfig}
+RANK = 3  # where its types come in the "allowed" lists (connectors/__init__.py)

@@ -1,0 +1,611 @@
+"""The ``jetstream`` source: a durable pull consumer or an ordered consumer.
+
+Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
+(~15k records/s with an ack each); here pull requests go straight to
+``$JS.API.CONSUMER.MSG.NEXT`` with replies on one inbox read as raw protocol tuples
+(``reader.RawInbox``), a new request goes out as soon as the pipeline has taken a batch
+(about two batches asked for, and never more bytes than half of ``pending_bytes_limit``:
+requests carry ``max_bytes``), and a commit's acks are written as one buffer, or as one
+AckAll (``ack: all``, a worker that owns its durable). Measured on 2 shared cores:
+~9-10 us of consumer CPU per record against ~66 for a ``fetch`` + ack loop
+(benchmarks/jetstream_consume.py). A pull request the server forgot (it restarted) is
+detected by the idle heartbeat and on reconnect, and pulled again. Records are
+acknowledged only after the sink has made them durable; while the sink is unavailable
+they are kept with in-progress acks (``+WPI``), never nak-ed (a sink failure must not
+count toward ``max_deliver``); a record a stage rejected goes to the dead-letter
+destination and is terminated.
+
+Source, ordered consumer (``ordered: true``): nats-py's ordered push consumer (no acks,
+gaps repaired by the client), from a start sequence or time: the replay path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ...core.batch import Batch, Rejected
+from ...core.errors import WirepipeError
+from ...core.models import Duration, Size, SourceLimits
+from ...wire import (
+    Header,
+)
+from ..base import AtLeastOnce, Configured, Refusal, Source
+from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from .reader import RawInbox, Received, SubscriptionReader, publish_many
+
+log = logging.getLogger("wirepipe.jetstream")
+
+STREAM_POLL = 0.5  # seconds between looks for a stream that does not exist yet
+LAG_REFRESH = 1.0  # seconds without messages after which the lag is asked of the consumer
+_ACK = b"+ACK"
+_TERM = b"+TERM"
+_WPI = b"+WPI"
+_WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream requires explicit ack"
+
+
+def parse_ack_reply(reply: str) -> tuple[int, int, int]:
+    """(stream sequence, delivery count, pending) from a ``$JS.ACK...`` reply subject (v1 and v2 forms)."""
+    t = reply.split(".")
+    off = 0 if len(t) == 9 else 2
+    return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
+
+
+class JetStreamSource(Configured, Source, AtLeastOnce):
+    """A durable pull consumer (default) or an ordered consumer (``ordered=True``) as batches."""
+
+    type = "jetstream"
+    stage = "consume"
+    redelivers = True
+    shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
+    identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
+
+    def __init__(self, subject: str | None = None, **fields: Any) -> None:
+        """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``ordered``, ``batch_size``...,
+        the connection's ``url``, ``auth``, ``reconnect``...), validated as the YAML is: declared once, there."""
+        self._init(JetStreamSourceConfig, subject=subject, **fields)
+
+    def _configure(self, config: JetStreamSourceConfig) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.subject = config.subject
+        self.stream = config.stream
+        self.durable = config.durable
+        self.ordered = ordered = config.ordered
+        # An ordered consumer has no acks: a record the sink failed never comes back, so the
+        # pipeline must stop on a sink error rather than nak (and lose) it.
+        self.redelivers = not ordered
+        self.deliver = config.deliver
+        self.start_seq = config.start_seq
+        self.start_time = config.start_time
+        self.batch_size = batch_size = config.batch_size
+        self.max_ack_pending = max_ack_pending = config.max_ack_pending
+        self.ack_wait = config.ack_wait
+        self.max_deliver = config.max_deliver
+        self.nak_delay = config.nak_delay
+        self.expires = config.expires
+        self.heartbeat = config.heartbeat
+        self.stop_at_end = config.stop_at_end
+        self.ack_mode = config.ack
+        self.pending_bytes_limit = config.pending_bytes_limit
+        batch_timeout = config.batch_timeout
+        self.conn = NatsConnection(config, role="jetstream consumer")
+        # Never hold more than the server lets us keep unacknowledged.
+        self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout,
+                                         max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)),
+                                         status=self._on_status)
+        self.nc: Any = None
+        self.sub: Any = None
+        self.consumer = ""
+        self._next_subject = ""
+        self._inbox = ""
+        self._requested = 0  # messages asked for and not yet taken by the pipeline (nor given up by the server)
+        self._pull_wake = asyncio.Event()
+        self._last_activity = time.monotonic()
+        self._puller: asyncio.Task[None] | None = None
+        self._seen = 0
+        self._lag: int | None = None
+        self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the lag last asked
+        self._at_end = asyncio.Event()
+        self.acked = 0
+        self.nacked = 0
+        self.terminated = 0
+        self.in_progress_sent = 0
+        self.repulls = 0
+        self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
+        self._settle_event = asyncio.Event()
+        self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
+        self._max_payload = 1024 * 1024
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
+                "batch_size": self.batch_size, **self.config.public_params()}
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        if self.ordered:
+            return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
+                                      f"--workers {workers} would process every record {workers} times; use a "
+                                      "durable (drop `ordered`) or --workers 1")
+        if self.ack_mode == "all":
+            return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
+                                  f"including messages the other {workers - 1} worker(s) of the shared durable have "
+                                  "not written yet; use ack: explicit (the default) with --workers > 1")
+        return embedded_refusal(self.config, workers)
+
+    def lag(self) -> int | None:
+        """Messages in the stream not yet delivered to this consumer (from the last message's metadata)."""
+        return self._lag
+
+    def wants_commit(self) -> bool:
+        return self.count is not None and self._seen >= self.count
+
+    @property
+    def ack_pressure(self) -> int:
+        """Unacknowledged records after which the pipeline should commit (half of ``max_ack_pending``)."""
+        return max(1, self.max_ack_pending // 2)
+
+    # --- setup ---------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self.nc = nc = await self.conn.connect()
+        js = nc.jetstream()
+        if self.stream is None and not self.subject:
+            raise WirepipeError("the jetstream source needs a stream or a subject")
+        if not await self._wait_for_stream(js):
+            return  # stopped while waiting: ``batches`` ends at once
+        if self.ordered:
+            await self._open_ordered(js)
+        else:
+            await self._open_pull(js)
+
+    async def _wait_for_stream(self, js: Any) -> bool:
+        """Wait until the stream exists (a consumer may start before the publisher creates it), as the
+        connection waits for a server: ``waiting`` names it for the status line and one log line says so at
+        once. False when the source was stopped first. A one-off copy (``stop_at_end``) has nothing to
+        wait for: a missing stream is an error there."""
+        import nats.js.errors
+
+        what = f"stream {self.stream}" if self.stream else f"a stream that stores subject {self.subject!r}"
+        since = time.monotonic()
+        while True:
+            try:
+                if self.stream is None:
+                    self.stream = await js.find_stream_name_by_subject(self.subject)
+                else:
+                    await js.stream_info(self.stream)
+                break
+            except nats.js.errors.NotFoundError:
+                if self.stop_at_end:
+                    raise WirepipeError(f"no JetStream {what}" if self.stream else
+                                        f"no JetStream stream stores subject {self.subject!r}") from None
+            if self.waiting is None:
+                self.waiting = what
+                log.warning("waiting for %s (it does not exist yet)", what)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), STREAM_POLL)
+            if self.stopping.is_set():
+                self._at_end.set()
+                return False
+        if self.waiting is not None:
+            log.info("%s is there after %.1fs: consuming", what, time.monotonic() - since)
+            self.waiting = None
+        return True
+
+    def _deliver_config(self, cfg: Any) -> None:
+        from nats.js import api
+
+        cfg.deliver_policy = api.DeliverPolicy(self.deliver)
+        if self.deliver == "by_start_sequence":
+            cfg.opt_start_seq = self.start_seq
+        elif self.deliver == "by_start_time":
+            cfg.opt_start_time = self.start_time
+
+    async def _open_ordered(self, js: Any) -> None:
+        import nats.js.errors
+        from nats.js import api
+
+        cfg = api.ConsumerConfig()
+        self._deliver_config(cfg)
+        try:
+            self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
+                                          config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
+        except nats.js.errors.APIError as exc:
+            hint = ("; it is a work queue (each message goes to one consumer, which acknowledges it): read its "
+                    "subjects on core NATS to see messages as they are published"
+                    if exc.err_code == _WORKQUEUE_NEEDS_ACK else "")
+            raise WirepipeError(f"cannot create an ordered consumer on stream {self.stream}: "
+                                f"{exc.description}{hint}") from None
+        self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
+        assert isinstance(self.buffer, SubscriptionReader)  # the raw inbox is the pull path's
+        self.buffer.attach(self.sub)
+        await self._check_empty(js)
+
+    def _pull_config(self, name: str | None) -> Any:
+        from nats.js import api
+
+        cfg = api.ConsumerConfig(
+            durable_name=self.durable, name=name, ack_wait=self.ack_wait,
+            ack_policy=api.AckPolicy.ALL if self.ack_mode == "all" else api.AckPolicy.EXPLICIT,
+            max_deliver=self.max_deliver if self.max_deliver > 0 else -1, max_ack_pending=self.max_ack_pending,
+            filter_subject=self.subject, max_waiting=512,
+            inactive_threshold=None if self.durable else 300.0,
+        )
+        self._deliver_config(cfg)
+        return cfg
+
+    async def _open_pull(self, js: Any) -> None:
+        import nats.js.errors
+        from nats.js import api
+
+        self._max_payload = int(self.nc.max_payload)
+        name = self.durable
+        cfg = self._pull_config(name)
+        existing = None
+        if name:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                existing = await js.consumer_info(self.stream, name)
+        try:
+            if existing is None:
+                info = await js.add_consumer(self.stream, cfg)
+            else:
+                # Deliver policy and start position cannot change on an existing durable: keep them.
+                old = existing.config
+                for keep in ("deliver_policy", "opt_start_seq", "opt_start_time", "filter_subject"):
+                    setattr(cfg, keep, getattr(old, keep))
+                if old.ack_policy != cfg.ack_policy:  # the server cannot change it: use the durable's
+                    log.warning("durable %s acknowledges with ack policy %s, not %s: using it as it is", name,
+                                old.ack_policy.value, cfg.ack_policy.value)
+                    cfg.ack_policy = old.ack_policy
+                    self.ack_mode = "all" if old.ack_policy == api.AckPolicy.ALL else "explicit"
+                if old.filter_subject != self.subject and self.subject:
+                    log.warning("durable %s filters %r, not %r: using it as it is", name, old.filter_subject,
+                                self.subject)
+                info = await js.add_consumer(self.stream, cfg)
+        except nats.js.errors.APIError as exc:
+            raise WirepipeError(f"cannot create consumer {name or '(ephemeral)'} on stream {self.stream}: "
+                                f"{exc.description}") from None
+        self.consumer = info.name
+        self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}"
+        self._inbox = self.nc.new_inbox()
+        self.sub = await self.nc.subscribe(self._inbox, pending_msgs_limit=self.buffer.max_buffered + 1024,
+                                           pending_bytes_limit=0)
+        inbox = RawInbox(self.batch_size, self.buffer.batch_timeout, self.buffer.max_buffered, status=self._on_status)
+        inbox.attach(self.nc, self.sub)
+        self.buffer = inbox
+        self.conn.on_reconnect(self._repull)
+        await self._check_empty(js)
+        self._puller = asyncio.ensure_future(self._pull_loop())
+
+    async def _check_empty(self, js: Any) -> None:
+        if not self.stop_at_end:
+            return
+        info = await self.sub.consumer_info() if self.ordered else await js.consumer_info(self.stream, self.consumer)
+        # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
+        # reader, not pending any more, and its last message's metadata ends the run (``_batch``).
+        pushed = self.ordered and info.delivered is not None and bool(info.delivered.consumer_seq)
+        if not info.num_pending and not info.num_ack_pending and not pushed:
+            self._at_end.set()
+
+    # --- receiving -----------------------------------------------------------------------------
+
+    def _on_status(self, h: dict[str, str]) -> None:
+        status = h.get("Status")
+        if status == "100":
+            return  # idle heartbeat: the pull request is alive
+        left = h.get(Header.PENDING.value)
+        if left is not None:
+            with contextlib.suppress(ValueError):
+                self._requested = max(0, self._requested - int(left))
+        elif status in ("404", "408", "409"):
+            self._requested = 0
+        if status == "409":
+            desc = h.get("Description", "")
+            if "Deleted" in desc or "Leadership" in desc:
+                log.warning("pull consumer %s: %s", self.consumer, desc)
+        self._pull_wake.set()
+
+    async def _repull(self) -> None:
+        """After a reconnect the server may have forgotten our pull requests: ask again."""
+        self._requested = len(self.buffer)  # what arrived is still to be taken; the rest is forgotten
+        self.repulls += 1
+        self._pull_wake.set()
+
+    async def _pull_loop(self) -> None:
+        """Keep about two batches requested; refill when half has arrived; stop with ``stopping``."""
+        target = self.buffer.max_buffered
+        received = -1
+        expires_ns = int(self.expires * 1e9)
+        hb = self.heartbeat
+        body_extra = {"expires": expires_ns, "idle_heartbeat": int(hb * 1e9)} if hb > 0 else {"expires": expires_ns}
+        while not self.stopping.is_set():
+            try:
+                want = target - self._requested
+                if self.count is not None:
+                    want = min(want, self.count - self._seen - self._requested)
+                want, max_bytes = self._byte_bound(want)
+                worth = want >= min(self.batch_size, target // 2) or (want > 0 and self._requested == 0)
+                if worth and self.nc.is_connected:
+                    body = json.dumps({"batch": want, "max_bytes": max_bytes, **body_extra}).encode()
+                    await self.nc.publish(self._next_subject, body, reply=self._inbox)
+                    self._requested += want
+                    self._last_activity = time.monotonic()
+                self._pull_wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._pull_wake.wait(), max(0.05, hb or 1.0))
+                if self._received() != received:  # any message, heartbeat or status: the request is alive
+                    received = self._received()
+                    self._last_activity = time.monotonic()
+                await self._refresh_lag()
+                if self._requested and hb > 0 and time.monotonic() - self._last_activity > 2 * hb + 1:
+                    # No message, heartbeat or status for two heartbeats: the request is lost.
+                    log.warning("pull consumer %s: no heartbeat for %.0fs, pulling again", self.consumer,
+                                time.monotonic() - self._last_activity)
+                    await self._repull()
+                    await self._ensure_consumer()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("pull request failed (%s); retrying", type(exc).__name__)
+                await asyncio.sleep(0.2)
+
+    async def _refresh_lag(self) -> None:
+        """The lag is the pending count a message's metadata carried, so it stands still once messages stop
+        coming: when nothing came for a while and the last count was not 0, ask the consumer (workers of a
+        pool share the durable, and one of them may have taken the last messages)."""
+        now = time.monotonic()
+        if not self._lag or now - self._last_taken < LAG_REFRESH or now - self._lag_checked < LAG_REFRESH:
+            return
+        self._lag_checked = now
+        with contextlib.suppress(Exception):  # the server is restarting: the next look tries again
+            info = await self.nc.jetstream().consumer_info(self.stream, self.consumer, timeout=2)
+            if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
+                self._lag = int(info.num_pending)
+
+    def _received(self) -> int:
+        """Messages of any kind (records, statuses, heartbeats) the pull inbox has seen."""
+        buf = self.buffer
+        return buf.received
+
+    def _byte_bound(self, want: int) -> tuple[int, int]:
+        """Messages and bytes to ask for, so what is in flight plus what is buffered stays within half of
+        ``pending_bytes_limit`` (the server's own per-client limit is 64 MiB by default; a pull for 2,000
+        messages of 512 KiB would ask for 1 GB and get the client disconnected). A request may always
+        take one message of the server's ``max_payload``, or it could never deliver a large one."""
+        budget = self.pending_bytes_limit // 2
+        floor = self._max_payload + 4096
+        if budget <= 0:
+            return want, 0
+        avg = self._avg_size
+        if not avg:  # nothing seen yet: two requests of a quarter each
+            return want, max(floor, budget // 4)
+        buffered = self.buffer.pending_bytes
+        in_flight = max(0, self._requested - len(self.buffer))
+        room = int((budget - buffered) / avg) - in_flight
+        want = min(want, max(room, 0 if in_flight or len(self.buffer) else 1))
+        return want, max(floor, min(budget, int(want * avg * 1.5)))
+
+    async def _ensure_consumer(self) -> None:
+        """Re-create a consumer the server lost (memory storage, a reset): same name and settings."""
+        import nats.js.errors
+
+        js = self.nc.jetstream()
+        try:
+            await js.consumer_info(self.stream, self.consumer)
+        except nats.js.errors.NotFoundError:
+            log.warning("consumer %s is gone from stream %s: re-creating it", self.consumer, self.stream)
+            await js.add_consumer(self.stream, self._pull_config(self.consumer))
+        except Exception as exc:  # the server is still recovering: the next heartbeat check tries again
+            log.debug("consumer check failed: %s", type(exc).__name__)
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        while True:
+            # An ordered consumer has nothing to settle (no acks): its count is reached when it is read.
+            if (self.count is not None and self._seen >= self.count
+                    and (self.ordered or not await self._count_settled())):
+                return
+            if self._at_end.is_set() and not len(self.buffer):
+                return
+            left = self.batch_size if self.count is None else self.count - self._seen
+            got = await self._take(left)
+            if got is None:
+                return
+            self._seen += len(got)
+            self._last_taken = time.monotonic()
+            size = sum(map(len, got.data)) / len(got)
+            self._avg_size = size if size > self._avg_size else 0.9 * self._avg_size + 0.1 * size
+            if not self.ordered:
+                self._requested = max(0, self._requested - len(got))
+                self._pull_wake.set()
+            yield self._batch(got)
+
+    async def _count_settled(self) -> bool:
+        """``count`` records were read: wait until they are settled; False when done, True if some came back."""
+        while self._settled < self._seen and not self.stopping.is_set():
+            self._settle_event.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._settle_event.wait(), 0.5)
+        return self._seen < self.count if self.count is not None and not self.stopping.is_set() else False
+
+    async def _take(self, left: int) -> Received | None:
+        if not self.stop_at_end:
+            return await self.buffer.take(left, self.stopping)
+        # Stop at the end of the stream: also wake up when the last message was seen.
+        stop = asyncio.Event()
+
+        async def watch() -> None:
+            waits = [asyncio.ensure_future(e.wait()) for e in (self.stopping, self._at_end)]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if not len(self.buffer):
+                stop.set()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            return await self.buffer.take(left, stop)
+        finally:
+            watcher.cancel()
+
+    def _batch(self, got: Received) -> Batch:
+        batch = got.batch()
+        replies = got.replies
+        try:
+            parsed = [parse_ack_reply(r) for r in replies]
+        except (IndexError, ValueError):
+            parsed = [(0, 1, 0)] * len(replies)
+        seqs = [p[0] for p in parsed]
+        batch.meta["seq"] = seqs
+        batch.meta["stream_seq"] = seqs
+        batch.meta["delivered"] = [p[1] for p in parsed]
+        self._lag = parsed[-1][2] if parsed else self._lag
+        if not self.ordered:
+            batch.meta["ack"] = replies
+        if self.stop_at_end and self._lag == 0:
+            self._at_end.set()
+        return batch
+
+    # --- settling ------------------------------------------------------------------------------
+
+    async def _send_all(self, replies: Sequence[str | None], body: bytes) -> None:
+        await publish_many(self.nc, replies, body)
+
+    async def ack(self, batch: Batch) -> None:
+        """Acknowledge a batch the sink made durable: every message (``ack: explicit``, one write of
+        protocol lines), or only the one with the highest stream sequence (``ack: all``: the server
+        acks every pending message up to that sequence). That is safe for a worker that owns its
+        durable because first deliveries come in stream order, batches are acked in that order, and
+        a batch the sink failed is retried in place (kept with ``+WPI``), never given back, so no
+        later batch is acked before it is written."""
+        replies = batch.meta.get("ack")
+        if not replies:
+            return
+        n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
+        if self.ack_mode == "all":
+            seqs = batch.meta.get("stream_seq") or ()
+            if seqs:
+                # AckAll acks up to a *stream* sequence: send the highest written (a message the server
+                # redelivered after ack_wait can sit in a later batch with a lower one).
+                i = max(range(len(seqs)), key=seqs.__getitem__)
+                while i > 0 and not replies[i]:
+                    i -= 1  # records unpacked from one message: its handle is on the first
+                await self._send_all([replies[i]], _ACK)
+        else:
+            await self._send_all(replies, _ACK)
+        self.acked += n
+        self._settled_more(n)
+
+    async def settle_rejected(self, rejected: list[Rejected]) -> None:
+        """Dead-lettered records: terminate them (the dead letter holds them; no redelivery).
+
+        With ``ack: all`` a term also acks every message up to its stream sequence: the pipeline settles
+        dead letters at a commit, after the batches they came from were written and acked."""
+        replies = [r.meta.get("ack") for r in rejected]
+        if any(replies):
+            await self._send_all(replies, _TERM)
+            n = sum(1 for r in replies if r)
+            self.terminated += n
+            self._settled_more(n)
+
+    def _settled_more(self, n: int) -> None:
+        self._settled += n
+        self._settle_event.set()
+
+    async def in_progress(self, batches: list[Batch]) -> None:
+        """The sink is unavailable: ``+WPI`` every record held (in these batches and in our buffer) so the
+        server extends their ack deadline instead of redelivering them (no delivery is counted)."""
+        replies = [r for b in batches for r in (b.meta.get("ack") or ()) if r]
+        replies += self.buffer.waiting_replies()  # received, not yet taken by the pipeline
+        if replies and self.nc is not None and self.nc.is_connected:
+            await self._send_all(replies, _WPI)
+            self.in_progress_sent += len(replies)
+
+    async def close(self) -> None:
+        if self._puller is not None:
+            self._puller.cancel()
+            with contextlib.suppress(BaseException):
+                await self._puller
+        if self.nc is not None and not self.ordered and self.nc.is_connected and self.sub is not None:
+            # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
+            # Let what the server is still sending for our pull requests arrive first (until the queue
+            # stops growing, at most a second), then unsubscribe and nak everything queued.
+            with contextlib.suppress(Exception):
+                deadline = time.monotonic() + 1.0
+                seen = -1
+                while time.monotonic() < deadline and self._received() != seen:
+                    seen = self._received()
+                    await asyncio.sleep(0.05)
+                await self.nc.flush(timeout=2)
+                await self.sub.unsubscribe()
+            self.sub = None
+            left = self.buffer.drop_replies()
+            with contextlib.suppress(Exception):
+                await self._send_all(left, b"-NAK")
+                await self.nc.flush(timeout=5)
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
+            self.sub = None
+        if isinstance(self.buffer, RawInbox):
+            self.buffer.detach()
+        await self.conn.close()
+
+
+class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
+    """``source: {type: jetstream, stream: POINTS, durable: points-worker}``"""
+
+    type: Literal["jetstream"]
+    stream: str | None = Field(default=None, description="default: the stream that stores `subject`")
+    subject: str | None = Field(default=None, description="filter subject")
+    durable: str | None = Field(default=None, description="durable consumer name; unset: an ephemeral consumer")
+    ordered: bool = Field(default=False, description="ordered consumer (replay): no acks, no durable")
+    deliver: Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"] = "all"
+    start_seq: int | None = Field(default=None, ge=1)
+    start_time: dt.datetime | None = None
+    batch_size: int = Field(default=1000, ge=1, description="messages per pull request / batch")
+    batch_timeout: Duration = 0.005
+    max_ack_pending: int = Field(default=20000, ge=1)
+    ack_wait: Duration = Field(default=30.0, gt=0)
+    max_deliver: int = Field(default=5, ge=-1)
+    nak_delay: Duration = Field(default=1.0, description="unused: a sink failure is no longer nak-ed (kept so configs validate)")
+    expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
+    heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
+    stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")
+    ack: Literal["explicit", "all"] = Field(
+        default="explicit", description="explicit: every message acked (safe when workers share the durable); "
+        "all: one AckAll per commit, only when this worker is the durable's sole consumer")
+    pending_bytes_limit: Size = Field(default=64 * 1024 * 1024, description="bytes buffered plus asked for "
+                                      "stay within half of this (pull requests carry max_bytes)")
+
+    @model_validator(mode="after")
+    def _start(self) -> JetStreamSourceConfig:
+        if self.deliver == "by_start_sequence" and self.start_seq is None:
+            raise ValueError("deliver: by_start_sequence needs start_seq")
+        if self.deliver == "by_start_time" and self.start_time is None:
+            raise ValueError("deliver: by_start_time needs start_time (ISO 8601)")
+        if self.ordered and self.durable:
+            raise ValueError("an ordered consumer is never durable: drop `durable` or `ordered`")
+        if self.stream is None and self.subject is None:
+            raise ValueError("give `stream` or `subject`")
+        if self.heartbeat and self.heartbeat * 2 >= self.expires:
+            raise ValueError("heartbeat must be less than half of expires")
+        if self.ack == "all" and self.ordered:
+            raise ValueError("an ordered consumer has no acks: drop `ack: all`")
+        return self
+
+    def build(self) -> JetStreamSource:
+        return JetStreamSource.from_config(self)
+
+
+SOURCES = {"jetstream": JetStreamSourceConfig}
+RANK = 3  # where its types come in the "allowed" lists (connectors/__init__.py)

@@ -1,0 +1,149 @@
+"""The pydantic building blocks every config model shares, and the messages a bad value gets.
+
+``Strict`` rejects unknown fields with a message that lists the allowed ones (a typo
+in ``subjcet`` should say which names exist); ``Duration`` and ``Size`` accept human
+units (``30s``, ``64MiB``). ``validate`` checks one entry (a connector's fields given in
+Python) and raises the ``ConfigError`` the same entry gets in YAML: the pipeline loader
+(``pipelines/config.py``) adds only what belongs to a whole pipeline (which ``type`` or
+operator names are allowed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from .errors import ConfigError
+from .units import parse_duration, parse_size
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    """A config model that names the allowed fields when it meets an unknown one."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            allowed = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+            unknown = [k for k in data if k not in allowed]
+            if unknown:
+                raise PydanticCustomError(
+                    "unknown_field",
+                    "unknown field {unknown}: allowed {allowed}",
+                    {"unknown": ", ".join(map(repr, unknown)),
+                     "allowed": ", ".join(sorted(f.alias or n for n, f in cls.model_fields.items()))},
+                )
+        return data
+
+
+def _duration(value: Any) -> Any:
+    return None if value is None else parse_duration(value)
+
+
+def _size(value: Any) -> Any:
+    return None if value is None else parse_size(value)
+
+
+Duration = Annotated[float, BeforeValidator(_duration)]
+Size = Annotated[int, BeforeValidator(_size)]
+
+
+class SourceLimits(Strict):
+    """The fields of every source config: where a source stops on its own (``Source(count, duration)``)."""
+
+    count: int | None = Field(default=None, ge=0, description="stop after this many records")
+    duration: Duration | None = Field(default=None, description="stop after this long")
+
+
+# --- the messages of a bad value ---------------------------------------------------------------------
+
+Describe = Callable[[Any], tuple[str, str]]
+
+
+def validate(model: type[M], data: Mapping[str, Any], where: str, describe: Describe | None = None) -> M:
+    """``data`` checked by ``model`` as the YAML entry at ``where`` (``source``, ``sink``, ...) is: a bad
+    value raises that entry's ``ConfigError`` (field path, bad value, what is allowed).
+
+    >>> class Limits(Strict):
+    ...     batch_size: int = 1
+    >>> validate(Limits, {"batch_size": "many"}, "source")
+    Traceback (most recent call last):
+    ...
+    wirepipe.core.errors.ConfigError: source.batch_size: Input should be a valid integer, unable to parse string as an integer (got 'many')
+    """
+    try:
+        value: M = _adapter(model).validate_python(dict(data))
+    except ValidationError as exc:
+        raise config_error(exc, None, (where,), describe) from None
+    return value
+
+
+@cache
+def _adapter(model: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(model)
+
+
+def config_error(exc: ValidationError, file: str | None, head: tuple[str, ...] = (),
+                 describe: Describe | None = None) -> ConfigError:
+    """One ``ConfigError`` for every problem pydantic found (``head`` is prepended to each field path)."""
+    describe = describe or describe_problem
+    problems = [describe({**err, "loc": (*head, *err["loc"])}) for err in exc.errors(include_url=False)]
+    if len(problems) == 1:
+        return ConfigError(problems[0][1], file=file, path=problems[0][0])
+    lines = "\n".join(f"  {p}: {m}" if p else f"  {m}" for p, m in problems)
+    return ConfigError(f"{len(problems)} problems:\n{lines}", file=file)
+
+
+def field_path(parts: Sequence[Any]) -> str:
+    """``("operators", 0, "compress", "level")`` -> ``operators[0].compress.level``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(parts))
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parse_field_path(text: str) -> list[str | int]:
+    """``operators[1].compress.level`` -> ``["operators", 1, "compress", "level"]``: ``field_path`` read back
+    (a part of digits alone, ``items.0``, is an index too). What ``--set`` and the conditions on records take.
+
+    >>> parse_field_path("items[2].price"), parse_field_path("a.0.b")
+    (['items', 2, 'price'], ['a', 0, 'b'])
+    """
+    return [int(i) if i else (int(n) if n.isdigit() else n) for n, i in _PATH_PART.findall(text.strip())]
+
+
+def describe_problem(err: Any) -> tuple[str, str]:
+    """(field path, message with the bad value) for one pydantic error of one entry."""
+    return field_path(err["loc"]), problem_message(err)
+
+
+def problem_message(err: Any) -> str:
+    """What is wrong with the value: pydantic's message without its prefixes, with the value shown."""
+    kind = err["type"]
+    if kind == "missing":
+        return "required field is missing"
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if kind in ("unknown_field", "value_error"):
+        return str(msg)
+    value = err.get("input")
+    shown = repr(value) if not isinstance(value, (dict, list)) else short_repr(value)
+    return f"{msg} (got {shown})"
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,385 @@
+"""The metrics recorder: one row per stage per batch, one row per record for end-to-end latency.
+
+The operators run in one place, ``Pipeline.process_batch``: it reads the clock when each
+operator starts and ends, sizes each output column between the two (off the stage's
+clock, while the column is in the CPU's cache) and hands the recorder the batch's
+stamps at once (``record_batch``); the sink stage follows with ``stamp_sink``. The
+recorder appends the batch's rows to its column buffers in bulk, one ``extend`` per
+column (no tuple per row); the operator's name and parameters are looked up once, at
+``open``. On consumers, whose batches
+carry ``meta["sent_ns"]`` (from ``Wirepipe-Sent-At``) and ``meta["received_ns"]``, the
+recorder also keeps per-record latency columns (references to the batch's own lists,
+no per-record work) with the wall-clock end of the batch's last stage.
+
+Rows are flushed as Arrow tables by rows (``row_group_rows``) and by time
+(``flush_interval``, so an idle or slow worker's results still grow) into two crash-safe
+Parquet dataset folders (``storage/parts.py``): ``PATH`` (stage rows) and its sibling
+``<PATH stem>.latency<suffix>`` (latency rows). Every file carries the run metadata in
+its Parquet key-value metadata. With ``path=None`` the rows stay in memory
+(``tables()``), for benchmarks that build their own results.
+
+Columns: ``STAGE_COLUMNS`` and ``LATENCY_COLUMNS`` (also in the README).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import platform
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from itertools import islice, repeat
+from operator import sub
+from pathlib import Path
+from typing import Any
+
+from ..core.batch import Batch
+
+# name: (Arrow type, meaning). The README's schema table is this dict.
+STAGE_COLUMNS: dict[str, tuple[str, str]] = {
+    "run_id": ("string", "id of the run: `<UTC start>-<random>`, the same in every row of one run"),
+    "pipeline": ("string", "pipeline name"),
+    "batch": ("int64", "index of the batch in the run, from 0 (joins the latency rows)"),
+    "step": ("int32", "position of the stage in the pipeline: 0 is the source, the highest is the sink"),
+    "stage": ("string", "stage kind: generate/read/consume, serialize, compress, decompress, deserialize, "
+                        "map/filter/select, write/publish"),
+    "operator": ("string", "the operator as a chain step (`msgpack`, `zstd:fastest`, `auto`) or the connector"),
+    "params": ("string", "the operator's parameters as JSON"),
+    "records": ("int64", "records that left the stage"),
+    "rejected": ("int64", "records the stage sent to the dead-letter destination"),
+    "bytes_in": ("int64", "payload bytes entering the stage; for `serialize`, the declared raw size of the "
+                          "records (null when the source does not know it)"),
+    "bytes_out": ("int64", "payload bytes leaving the stage (null while values are objects)"),
+    "start_ns": ("int64", "stage start, `time.monotonic_ns()` of the worker (see `wirepipe.clock`)"),
+    "end_ns": ("int64", "stage end, `time.monotonic_ns()`; the stage took `end_ns - start_ns`"),
+    "lost": ("int64", "source row only: messages the source found lost since the previous batch (core NATS: "
+                      "Wirepipe-Seq gaps, client drops; see README, Delivery); null on other rows"),
+}
+
+LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
+    "run_id": ("string", "id of the run"),
+    "batch": ("int64", "batch index: joins the stage rows of the same run"),
+    "seq": ("int64", "record sequence from the source (null if the source has none)"),
+    "stream_seq": ("int64", "JetStream stream sequence (null on core NATS)"),
+    "sent_ns": ("int64", "`Wirepipe-Sent-At`: publish time, ns since the Unix epoch, publisher's clock "
+                         "(null when the header was absent)"),
+    "received_ns": ("int64", "when the consumer received the record, ns since the Unix epoch"),
+    "done_ns": ("int64", "end of the batch's last stage (the sink write), ns since the Unix epoch"),
+}
+
+# What a timed pass measured (``run_operators``): each operator's start and end (monotonic ns) and, per
+# stage, entry 0 being the batch as the source gave it, the records that left it, the running count of
+# the batch's rejects and the payload bytes that left it (None while values are objects).
+Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"]]
+
+_LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4", "zlib-ng", "isal",
+              "cramjam", "msgspec", "fastavro", "protobuf", "pymongo")
+_LATENCY_FLUSH_RECORDS = 65536
+
+
+def new_run_id() -> str:
+    """Sortable by start time, unique across workers: ``20260115T101500Z-3f9a1c``."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def latency_path(path: str | Path) -> Path:
+    """The latency folder beside a stage-rows folder: ``results/x.parquet`` -> ``results/x.latency.parquet``."""
+    p = Path(path)
+    return p.with_name(f"{p.stem}.latency{p.suffix}") if p.suffix else p.with_name(f"{p.name}.latency")
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> tuple[str, dict[str, Any]]:
+    """Library versions (as JSON) and host: looked up once per process (it takes milliseconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    versions = {"wirepipe": v("wirepipe"), **{lib: v(lib) for lib in _LIBRARIES}}
+    host = {"hostname": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "implementation": platform.python_implementation(), "platform": platform.platform()}
+    return json.dumps(versions), host
+
+
+# A worker pool (pipelines/pool.py) sets these in each worker's environment: the pool's id, the worker's index
+# and the number of workers. A run's metadata names them, so a report merges a pool's runs into one pipeline.
+POOL_ENV, WORKER_ENV, WORKERS_ENV = "WIREPIPE_POOL", "WIREPIPE_WORKER", "WIREPIPE_WORKERS"
+
+
+def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
+    """What a reader of a results file needs to trust and reproduce it."""
+    from ..core.allocator import policy
+    from ..core.redact import redact_tree
+
+    versions, host = _environment()
+    pool = {}
+    if os.environ.get(POOL_ENV):
+        pool = {"wirepipe.worker": json.dumps({"pool": os.environ[POOL_ENV], "index": int(os.environ[WORKER_ENV]),
+                                               "workers": int(os.environ[WORKERS_ENV])})}
+    return {**pool,
+        "wirepipe.run_id": run_id,
+        "wirepipe.pipeline": pipeline,
+        "wirepipe.config": json.dumps(redact_tree(config or {}), default=str, sort_keys=True),
+        "wirepipe.versions": versions,
+        # the allocator policy is read per run, not cached: it changes what large payloads cost and is applied
+        # when the process builds its first pipeline, which may come after the first run's metadata (Beam)
+        "wirepipe.host": json.dumps({**host, "allocator": policy()}),
+        "wirepipe.started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # One reading of both clocks: unix_ns = start_ns - monotonic_ns + unix_ns.
+        "wirepipe.clock": json.dumps({"unix_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()}),
+    }
+
+
+def arrow_schema(columns: dict[str, tuple[str, str]], metadata: dict[str, str] | None = None) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, getattr(pa, kind)()) for name, (kind, _) in columns.items()],
+                     metadata=metadata)
+
+
+def _columns() -> tuple[list[Any], ...]:
+    """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost."""
+    return ([], [], [], [], [], [], [], [], [])
+
+
+def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tuple[str, str, Any]]:
+    """``(stage, operator, params)`` of every stage in run order: source, operators, sink."""
+    return [(source.stage, source.name, source.params), *((op.stage, op.name, op.params) for op in operators),
+            (sink.stage, sink.name, sink.params)]
+
+
+class MetricsRecorder:
+    """Buffers stage and latency rows; writes them as crash-safe Parquet parts by rows and by time."""
+
+    def __init__(self, path: str | Path | None, *, pipeline: str = "pipeline", config: dict[str, Any] | None = None,
+                 row_group_rows: int = 8192, flush_interval: float | None = 5.0, latency: bool = True,
+                 compact_parts: int = 16, run_id: str | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.pipeline = pipeline
+        self.config = config
+        self.row_group_rows = row_group_rows
+        self.flush_interval = flush_interval
+        self.latency = latency
+        self.compact_parts = compact_parts
+        self.run_id = run_id or new_run_id()
+        self.rows_written = 0
+        self.latency_rows_written = 0
+        self._cols: tuple[list[Any], ...] = _columns()  # the stage rows, column by column
+        self._pending_nbytes: int | None = None  # payload bytes the last operator left for the sink
+        self._lat: list[tuple[Any, ...]] = []
+        self._lat_records = 0
+        self._stages: list[tuple[str, str, str]] = []
+        self._writers: dict[str, Any] = {}
+        self._memory: dict[str, list[Any]] = {"stages": [], "latency": []}
+        self._schemas: dict[str, Any] = {}
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def open(self, stages: Iterable[tuple[str, str, Any]]) -> None:
+        """Fix the run's stages (index = position) and prepare the output; call once before stamping."""
+        from ..storage.parts import check_folder
+
+        self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str, sort_keys=True))
+                        for s, o, p in stages]
+        meta = run_metadata(self.pipeline, self.config, self.run_id)
+        self._schemas = {"stages": arrow_schema(STAGE_COLUMNS, {**meta, "wirepipe.table": "stages"}),
+                         "latency": arrow_schema(LATENCY_COLUMNS, {**meta, "wirepipe.table": "latency"})}
+        if self.path is not None:
+            from ..storage.spool import check_writable
+
+            check_folder(self.path)
+            check_folder(latency_path(self.path))
+            check_writable(self.path)  # fail at start, not at the first flush
+
+    def mark_opened(self) -> None:
+        """The pipeline's parts are open (it connected, its stream is there): the files written from now on
+        say so, so a run that then recorded no batch reads as idle, not as a failed start."""
+        opened = {"wirepipe.opened_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self._schemas = {kind: schema.with_metadata({**(schema.metadata or {}), **opened})
+                         for kind, schema in self._schemas.items()}
+
+    def close(self) -> None:
+        """Flush the buffers and finish the part files: everything recorded is on disk after this.
+
+        The last rows go to each writer with its ``close``: a short run that never flushed
+        writes its one file here, without starting a writer thread (see ``PartWriter``).
+        """
+        if not self._schemas:
+            return
+        last = self._take()
+        if self.path is None:
+            for kind, table in last.items():
+                self._memory[kind].append(table)
+            return
+        if "stages" not in self._writers and "stages" not in last:  # a run with no batches is still listed
+            last["stages"] = self._schemas["stages"].empty_table()
+        for kind in last:
+            self._writer(kind)
+        writers, self._writers = self._writers, {}
+        errors = []
+        for kind, writer in writers.items():
+            try:
+                writer.close(last.get(kind))
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    async def flush_periodically(self) -> None:
+        """Flush every ``flush_interval`` seconds; the pipeline runs this as a task and cancels it at the end."""
+        if not self.flush_interval:
+            return
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            self.flush()
+
+    # --- the hot path ----------------------------------------------------------------------------
+
+    def record_batch(self, index: int, read: tuple[int, int] | None, stamps: Stamps,
+                     raw_nbytes: int | None = None, lost: int | None = None) -> None:
+        """The rows of the source stage and of every operator of one batch, appended column by column.
+
+        ``read`` is when the source read the batch (``None``: when the pass began); ``stamps``
+        what ``run_operators`` measured: each operator's start and end, and per stage (entry 0
+        the batch as the source gave it) the records that left it, the running count of the
+        batch's rejects and the payload bytes that left it; ``raw_nbytes`` the records'
+        declared raw size (the first operator's input when the source gave objects); ``lost``
+        what the source found lost since the previous batch (the source row's ``lost``). Call
+        it on the event loop (the periodic flush runs there); the operators may have run in a
+        thread.
+        """
+        starts, ends, records, rejected, sizes = stamps
+        if read is None:
+            t = starts[0] if starts else time.monotonic_ns()
+            read = (t, t)
+        n = len(sizes)
+        batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col = self._cols
+        batch += repeat(index, n)
+        step += range(n)
+        rec += records
+        rej.append(rejected[0])
+        rej += map(sub, islice(rejected, 1, None), rejected)
+        bytes_in.append(None)
+        if n > 1:
+            bytes_in.append(sizes[0] if sizes[0] is not None else raw_nbytes)
+            bytes_in += islice(sizes, 1, n - 1)
+        bytes_out += sizes
+        start.append(read[0])
+        start += starts
+        end.append(read[1])
+        end += ends
+        lost_col.append(lost)
+        lost_col += repeat(None, n - 1)
+        last = sizes[-1]
+        self._pending_nbytes = last if last is not None or n > 1 else raw_nbytes
+
+    def stamp_sink(self, index: int, batch: Batch, start: int, end: int) -> int | None:
+        """Stamp the sink stage (the last one) and, on consumers, the batch's per-record latency.
+
+        Returns the payload bytes the sink was given (what ``record_batch`` measured last).
+        """
+        nbytes, self._pending_nbytes = self._pending_nbytes, None
+        records = len(batch.values)
+        cols = self._cols
+        cols[0].append(index)
+        cols[1].append(len(self._stages) - 1)
+        cols[2].append(records)
+        cols[3].append(0)
+        cols[4].append(nbytes)
+        cols[5].append(nbytes)
+        cols[6].append(start)
+        cols[7].append(end)
+        cols[8].append(None)
+        if self.latency:
+            meta = batch.meta
+            sent = meta.get("sent_ns")
+            # Without the header (``headers: none``) the column is all None: no rows, no cost.
+            if sent and (sent[0] is not None or sent[-1] is not None):
+                self._lat.append((index, records, meta.get("seq"), meta.get("stream_seq"), sent,
+                                  meta.get("received_ns"), time.time_ns()))
+                self._lat_records += records
+        if len(cols[0]) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
+            self.flush()
+        return nbytes
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the buffered rows: one part file per table that has rows."""
+        for kind, table in self._take().items():
+            self._write(kind, table)
+
+    def _take(self) -> dict[str, Any]:
+        """The buffered rows as Arrow tables by kind (``stages``, ``latency``); the buffers start empty."""
+        tables = {}
+        if self._cols[0]:
+            cols, self._cols = self._cols, _columns()
+            tables["stages"] = self._stage_table(cols)
+            self.rows_written += len(cols[0])
+        if self._lat:
+            lat, self._lat, self._lat_records = self._lat, [], 0
+            tables["latency"] = table = self._latency_table(lat)
+            self.latency_rows_written += table.num_rows
+        return tables
+
+    def tables(self) -> tuple[Any, Any]:
+        """(stage rows, latency rows) recorded so far by an in-memory recorder (``path=None``)."""
+        import pyarrow as pa
+
+        self.flush()
+        return tuple(pa.concat_tables(self._memory[k]) if self._memory[k] else self._schemas[k].empty_table()
+                     for k in ("stages", "latency"))
+
+    def _write(self, kind: str, table: Any) -> None:
+        if self.path is None:
+            self._memory[kind].append(table)
+            return
+        self._writer(kind).write(table)
+
+    def _writer(self, kind: str) -> Any:
+        """The part writer of ``kind``'s folder, made at its first table."""
+        writer = self._writers.get(kind)
+        if writer is None:
+            from ..storage.parts import PartWriter
+
+            assert self.path is not None
+            folder = self.path if kind == "stages" else latency_path(self.path)
+            writer = self._writers[kind] = PartWriter(folder, self.run_id, self._schemas[kind],
+                                                      compact_parts=self.compact_parts)
+        return writer
+
+    def _stage_table(self, cols: tuple[list[Any], ...]) -> Any:
+        import pyarrow as pa
+
+        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost = cols
+        n = len(batch)
+        index = pa.array(stage, pa.int32())
+        names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
+        i64 = pa.int64()
+        return pa.Table.from_arrays(
+            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), index, *names,
+             pa.array(records, i64), pa.array(rejected, i64), pa.array(bytes_in, i64), pa.array(bytes_out, i64),
+             pa.array(start, i64), pa.array(end, i64), pa.array(lost, i64)],
+            schema=self._schemas["stages"])
+
+    def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:
+        import pyarrow as pa
+
+        i64 = pa.int64()
+
+        def column(pos: int) -> Any:
+            return pa.concat_arrays([pa.array(t[pos], i64) if t[pos] is not None else pa.nulls(t[1], i64)
+                                     for t in lat])
+
+        n = sum(t[1] for t in lat)
+        batch = pa.concat_arrays([pa.repeat(pa.scalar(t[0], i64), t[1]) for t in lat])
+        done = pa.concat_arrays([pa.repeat(pa.scalar(t[6], i64), t[1]) for t in lat])
+        return pa.Table.from_arrays([pa.repeat(self.run_id, n), batch, column(2), column(3), column(4),
+                                     column(5), done], schema=self._schemas["latency"])

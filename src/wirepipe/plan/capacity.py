@@ -1,0 +1,357 @@
+"""The capacity model behind ``wirepipe plan``: from microseconds per record to a deployment.
+
+Inputs are what one record costs, per stage, on one core: the publish side (serialize +
+compress + publish), the consume side (consume + decompress + deserialize) and the sink's
+write, plus its size on the wire. They come from ``wirepipe bench`` results (``--bench``),
+or are measured here in-process on a sample of the dataset, in a second or two, with the
+same operators pipelines run; the transport stages (a publish, a pull + ack) are then taken
+from the measured figures in FIELD-NOTES and ``benchmarks/`` (``TRANSPORT_US``).
+
+The arithmetic, for a target rate R records/s:
+
+- a worker is one process and holds one core at most (the GIL): cores of a side are
+  ``R * us / 1e6``; workers are that divided by the planned ``utilization`` (0.7: headroom for
+  bursts, GC and redeliveries), rounded up;
+- the wire carries ``R * (payload + headers)`` bytes/s into the servers, ``replicas - 1`` times
+  that between them (JetStream replication) and once more out to each consuming pipeline;
+- JetStream stores ``R * (payload + headers + per-message overhead) * replicas`` bytes/s across
+  the cluster: per hour, and per retention period;
+- nats-server itself spends ``SERVER_US`` per message per replica (an estimate, see below).
+
+Each figure is set against what the deployment has (cores, link, disk per node) and the
+resource used most is the one that runs out first. ``predict_rate`` turns the same figures
+back into records/s for a number of workers on a machine, which ``benchmarks/bench_workers.py``
+checks against a measured pool (README: "Scaling out").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+# One record's transport cost on one core, microseconds: the README's NATS benchmarks (quiet 2-core machine,
+# point records, wirepipe's own connectors) minus the ~2-3 us of msgpack + zstd in them. Core publish
+# 155k rec/s -> 3.5; core consume 92k -> 8.5; JetStream publish (window 4096) 69k -> 12; durable pull +
+# ack after flush 65k -> 13. Issue 14 item 7 works on the last one: re-measure and update together.
+TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish": 12.0, "consume": 13.0}}
+HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
+STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
+SERVER_US = 4.0  # nats-server CPU per message per replica (route + store), an estimate to re-measure
+
+
+@dataclass
+class Costs:
+    """What one record costs on one core (microseconds) and weighs on the wire (bytes)."""
+
+    label: str
+    publish_us: float
+    consume_us: float
+    sink_us: float
+    wire_bytes: float
+    raw_bytes: float | None = None
+    origin: str = ""
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def consume_total_us(self) -> float:
+        return self.consume_us + self.sink_us
+
+
+@dataclass
+class Deployment:
+    """What a deployment has and keeps: nodes, their cores, link and disk; replicas and retention."""
+
+    rate: float
+    transport: str = "jetstream"
+    replicas: int = 3
+    retention_s: float = 7 * 86400.0
+    nodes: int = 3
+    cores_per_node: int = 8
+    link_bps: float = 10e9
+    disk_bytes: float = 1e12
+    utilization: float = 0.7
+    consumers: int = 1  # pipelines reading the stream
+
+
+@dataclass
+class Need:
+    resource: str
+    needed: float
+    available: float
+    unit: str
+
+    @property
+    def used(self) -> float:
+        return self.needed / self.available if self.available else math.inf
+
+
+@dataclass
+class CapacityPlan:
+    costs: Costs
+    deployment: Deployment
+    publish_workers: int
+    consume_workers: int
+    server_cores: float
+    wire_in_bps: float  # bytes/s from publishers into the servers
+    replication_bps: float  # bytes/s between servers
+    wire_out_bps: float  # bytes/s to consumers
+    store_per_hour: float  # bytes, whole cluster
+    store_retention: float
+    needs: list[Need]
+
+    @property
+    def first_to_run_out(self) -> Need:
+        return max(self.needs, key=lambda n: n.used)
+
+    def lines(self) -> list[str]:
+        c, d = self.costs, self.deployment
+        replicas = d.replicas if d.transport == "jetstream" else 1
+        out = [
+            f"plan for {fmt_count(d.rate)} records/s of {c.label} over {d.transport}"
+            + (f" (R{replicas}, retention {fmt_duration(d.retention_s)})" if d.transport == "jetstream" else ""),
+            f"  per record: publish side {c.publish_us:.1f} us, consume side {c.consume_us:.1f} us, "
+            f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire"
+            + (f" ({c.raw_bytes:,.0f} B raw)" if c.raw_bytes else "") + f"  [{c.origin}]",
+            f"  publishers: {self.publish_workers} worker processes ({d.rate * c.publish_us / 1e6:,.1f} cores busy)",
+            f"  consumers:  {self.consume_workers} worker processes per pipeline "
+            f"({d.rate * c.consume_total_us / 1e6:,.1f} cores busy), x{d.consumers} pipeline(s)",
+            f"  nats-server: ~{self.server_cores:,.1f} cores across the cluster",
+            f"  wire: {fmt_bytes(self.wire_in_bps)}/s in ({fmt_bits(self.wire_in_bps)}), "
+            f"{fmt_bytes(self.replication_bps)}/s replication, {fmt_bytes(self.wire_out_bps)}/s out",
+        ]
+        if d.transport == "jetstream":
+            out.append(f"  JetStream storage: {fmt_bytes(self.store_per_hour)} per hour, "
+                       f"{fmt_bytes(self.store_retention)} per {fmt_duration(d.retention_s)} "
+                       f"({fmt_bytes(self.store_retention / d.nodes)} per node)")
+        out.append(f"  against {d.nodes} nodes x {d.cores_per_node} cores, {fmt_bits(d.link_bps / 8)} links, "
+                   f"{fmt_bytes(d.disk_bytes)} disks, planned at {d.utilization:.0%} busy:")
+        for n in sorted(self.needs, key=lambda n: -n.used):
+            out.append(f"    {n.resource:28s} {n.used:7.0%}  ({fmt_num(n.needed)} of {fmt_num(n.available)} {n.unit})")
+        first = self.first_to_run_out
+        verdict = "fits" if first.used <= 1 else "does not fit"
+        out.append(f"  runs out first: {first.resource} ({first.used:.0%}); the plan {verdict}"
+                   + ("" if first.used <= 1 else f": scale {first.resource} by {first.used:.1f}x"))
+        return out
+
+
+def plan(costs: Costs, dep: Deployment) -> CapacityPlan:
+    """Cores, workers, wire and storage for ``dep.rate`` records/s, and which resource runs out first.
+
+    A million records/s at 5 us to publish and 10 us to consume each, over core NATS:
+
+    >>> costs = Costs("point", publish_us=5.0, consume_us=10.0, sink_us=0.0, wire_bytes=100)
+    >>> p = plan(costs, Deployment(rate=1_000_000, transport="core"))
+    >>> p.publish_workers, p.consume_workers  # 5 and 10 cores busy, planned at 70%
+    (8, 15)
+    >>> p.first_to_run_out.resource, p.first_to_run_out.used > 1  # 3 nodes x 8 cores are too few
+    ('cores', True)
+    """
+    rate = dep.rate
+    replicas = dep.replicas if dep.transport == "jetstream" else 1
+    pub_cores = rate * costs.publish_us / 1e6
+    con_cores = rate * costs.consume_total_us / 1e6
+    publish_workers = max(1, math.ceil(pub_cores / dep.utilization))
+    consume_workers = max(1, math.ceil(con_cores / dep.utilization))
+    server_cores = rate * SERVER_US * (replicas + dep.consumers) / 1e6
+    message = costs.wire_bytes + HEADER_BYTES
+    wire_in = rate * message
+    replication = wire_in * (replicas - 1)
+    wire_out = wire_in * dep.consumers
+    stored = rate * (message + STORE_OVERHEAD) * replicas if dep.transport == "jetstream" else 0.0
+    per_hour, per_retention = stored * 3600, stored * dep.retention_s
+    cores_needed = (publish_workers + consume_workers * dep.consumers) + server_cores / dep.utilization
+    # Each node's link carries its share of client traffic and of replication, both directions summed.
+    link_needed = (wire_in + wire_out + 2 * replication) / dep.nodes
+    needs = [
+        Need("cores", cores_needed, dep.nodes * dep.cores_per_node, "cores"),
+        Need("network link per node", link_needed * 8, dep.link_bps, "bit/s"),
+    ]
+    if dep.transport == "jetstream":
+        needs.append(Need("disk per node (retention)", per_retention / dep.nodes, dep.disk_bytes, "bytes"))
+    return CapacityPlan(costs, dep, publish_workers, consume_workers * dep.consumers, server_cores, wire_in,
+                        replication, wire_out, per_hour, per_retention, needs)
+
+
+def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1, server_us: float = SERVER_US) -> float:
+    """Records/s a pool of ``workers`` consuming processes reaches on a machine of ``cores`` cores.
+
+    Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
+    per message per replica (+1 for the delivery) from the same cores.
+    """
+    per_record = costs.consume_total_us
+    by_workers = workers * 1e6 / per_record
+    by_cores = cores * 1e6 / (per_record + server_us * (replicas + 1))
+    return min(by_workers, by_cores)
+
+
+# --- where the costs come from ---------------------------------------------------------------------
+
+
+def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sink: str = "null",
+                  records: int = 2000, batch_size: int = 500, rounds: int = 3) -> Costs:
+    """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``."""
+    import gc
+
+    from ..codecs.chain import Chain
+    from ..core.batch import Batch
+    from ..datasets import get_dataset
+    from ..operators.chain_operators import chain_operators
+    from ..pipelines.pipeline import Pipeline
+    from ..testing import TestingSource
+
+    parsed = Chain.parse(chain)
+    encode_ops, decode_ops = chain_operators(parsed, None)
+    values = get_dataset(dataset).sample(records)
+    chunks = [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
+    stages: dict[str, float] = {}
+
+    def timed(stage: str, ops: list[Any], inputs: list[list[Any]]) -> list[list[Any]]:
+        process = Pipeline(TestingSource(()), ops, name=f"plan-{stage}").process_batch  # as a pipeline runs them
+        best = math.inf
+        outputs: list[list[Any]] = []
+        for _ in range(rounds):
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                outputs = []
+                for chunk in inputs:
+                    outputs.append(process(Batch(list(chunk))).values)
+                best = min(best, time.perf_counter() - t0)
+            finally:
+                gc.enable()
+        stages[stage] = best / records * 1e6
+        return outputs
+
+    encoded = timed("encode", encode_ops, chunks)
+    decoded = timed("decode", decode_ops, encoded)
+    stages["sink"] = _sink_us(sink, decoded, rounds) if sink != "null" else 0.0
+    wire = sum(len(v) for chunk in encoded for v in chunk) / records
+    raw = get_dataset(dataset).raw_size(values) / records
+    t = TRANSPORT_US[transport]
+    return Costs(f"{dataset} {parsed}", stages["encode"] + t["publish"], stages["decode"] + t["consume"],
+                 stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
+                 f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
+
+
+def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
+    """A Parquet sink's cost per record: Arrow table from the records, written with zstd to memory."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..connectors.files import batch_table
+    from ..core.batch import Batch
+
+    if sink != "parquet":
+        raise ValueError(f"sink {sink!r}: measured sinks are null and parquet")
+    best = math.inf
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        buf = io.BytesIO()
+        tables = [batch_table(Batch(values)) for values in decoded]
+        pq.write_table(pa.concat_tables(tables), buf, compression="zstd")
+        best = min(best, time.perf_counter() - t0)
+    return best / sum(map(len, decoded)) * 1e6
+
+
+def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
+                     sink: str = "null") -> list[Costs]:
+    """Per-record costs from ``wirepipe bench`` results: for ``dataset``, else for every dataset the results
+    hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
+    A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
+    input file the results name)."""
+    from ..codecs.chain import Chain
+    from ..core.errors import WirepipeError
+    from ..report import load_results, summarize
+
+    res = load_results(paths)
+    report = summarize(res.stages, res.latency, res.runs)
+    want = str(Chain.parse(chain)) if chain else None
+    held = list(dict.fromkeys(g.dataset for g in report.groups if g.path_ns_per_record))
+    out = []
+    for name in [dataset] if dataset else held:
+        groups = [g for g in report.groups if g.dataset == name and (want is None or g.chain == want)
+                  and g.path_ns_per_record]
+        if not groups:
+            have = sorted({f"{g.dataset} {g.chain}" for g in report.groups})
+            raise WirepipeError(f"no configuration {name or ''} {want or ''} in {', '.join(paths)}; "
+                                f"it has: {', '.join(have[:20]) or 'no stage rows'}")
+        g = min(groups, key=lambda g: g.path_ns_per_record or math.inf)
+        t = TRANSPORT_US[transport]
+        pub, con = g.publish_side, g.consume_side
+        pub_us = pub.ns_per_record / 1e3 if pub else 0.0
+        con_us = con.ns_per_record / 1e3 if con else 0.0
+        measured = {s.stage for s in g.stages}
+        if "publish" not in measured:
+            pub_us += t["publish"]
+        if "consume" not in measured:
+            con_us += t["consume"]
+        sink_us = _sink_us(sink, _chunks(_bench_records(name, res.runs))) if sink != "null" else 0.0
+        origin = f"wirepipe bench results ({', '.join(paths)})" + (f"; {sink} sink measured in-process now"
+                                                                    if sink != "null" else "")
+        out.append(Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
+                         g.raw_bytes_per_record, origin=origin))
+    return out
+
+
+def _bench_records(dataset: str, runs: dict[str, Any], records: int = 2000) -> list[Any]:
+    """A sample of the records a bench measured: a built-in dataset's, or those of the ``--input`` file the
+    results' run metadata names (its name is the dataset's)."""
+    from pathlib import Path
+
+    from ..bench.data import read_records
+    from ..core.errors import MissingInput
+    from ..datasets import DATASETS
+
+    if dataset in DATASETS:
+        return DATASETS[dataset].sample(records)
+    inputs = [Path(p) for run in runs.values() for p in (run.config or {}).get("inputs") or ()]
+    named = [p for p in inputs if p.stem == dataset]
+    for path in named:
+        if path.exists():
+            return read_records(path, records)
+    where = f"its input file {named[0]} is not there any more" if named else "the results name no input file for it"
+    raise MissingInput(f"--sink: the records of dataset {dataset!r} are needed to time the sink, and {where} "
+                        "(run the plan where `wirepipe bench --input FILE` ran)")
+
+
+def _chunks(values: list[Any], batch_size: int = 500) -> list[list[Any]]:
+    return [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
+
+
+# --- formatting ------------------------------------------------------------------------------------
+
+
+def _scaled(x: float, units: tuple[str, str, str, str, str], sep: str = "", digits: int = 1) -> str:
+    """``x`` with a 1000s prefix: units for T, G, M, k and 1."""
+    for unit, size in zip(units, (1e12, 1e9, 1e6, 1e3), strict=False):
+        if abs(x) >= size:
+            return f"{x / size:,.1f}{sep}{unit}"
+    return f"{x:,.{digits}f}{sep}{units[4]}".rstrip()
+
+
+def fmt_num(x: float) -> str:
+    return _scaled(x, ("T", "G", "M", "k", ""))
+
+
+def fmt_count(x: float) -> str:
+    return fmt_num(x).replace(".0", "")
+
+
+def fmt_bytes(x: float) -> str:
+    return _scaled(x, ("TB", "GB", "MB", "kB", "B"), " ", 0)
+
+
+def fmt_bits(bytes_per_s: float) -> str:
+    return _scaled(bytes_per_s * 8, ("Tbit/s", "Gbit/s", "Mbit/s", "kbit/s", "bit/s"), " ", 0)
+
+
+def fmt_duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"

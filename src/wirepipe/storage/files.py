@@ -1,0 +1,250 @@
+"""Files on disk, one rule each: which files a path names, how a file is written atomically.
+
+**Finding files** (``find_files``): a path names itself; a folder names its files (with
+``recursive``, those of its sub-folders too), in the order of their names; a glob (``*``,
+``?``, ``[``) names the files it matches, sorted. ``suffix`` keeps the files of a folder
+that end with it. A listing (a folder's, a glob's past its literal part) never returns a
+hidden name (``is_hidden``): one that starts with ``.`` or ``_``, as pyarrow datasets,
+Spark and Hadoop skip them (``_SUCCESS``, ``_metadata``, ``_temporary/``), nor anything
+under a hidden folder, nor a temporary still being written (``TEMP_SUFFIX``); a hidden
+file named by its own path is read, a temporary one refused. Every reader of files finds
+them so: the JSON Lines, Parquet and capture sources, replays, the metrics part folders
+(``parts.list_parts``) and ``wirepipe report``'s folder walk (``sub_folders``).
+
+**Writing a file atomically** (``AtomicFile``): readers must never see half a file (a
+Parquet file is readable only once its footer is written). So a file is written under a
+hidden temporary name beside its final one, ``.NAME.inprogress`` (``.NAME.OWNER.inprogress``
+when several processes write into one folder and a dead one's leftovers must be told
+from a live one's), through a ``SpoolingFile`` (a full disk loses nothing), then fsynced
+when asked and renamed into place. ``commit`` resumes after an error: called again, it
+goes on where it stopped and never renames twice. Every local writer goes through it: the
+file sinks, captures, metrics parts (``storage/parts.py``) and ``wirepipe bench``'s results.
+
+The one exception is a Beam worker's results part (``replay/beam_fn.write_part``): it
+writes through Beam's ``FileSystems`` (``gs://``, ``s3://``, ``hdfs://`` as well as local
+folders), which has no ``os.replace``, no fsync and no local disk to spool to; on object
+stores a rename is a copy and a delete, and not every filesystem lets a rename replace a
+file (HDFS refuses). So it keeps this module's temporary name (``temp_path``, owned by a
+random id: bundles of one worker write concurrently) and commits Beam's way: a retried
+bundle's earlier file (same records, same name) is deleted, then the temporary renamed.
+
+**Buffering tables into row groups** (``TableBuffer``): a Parquet writer makes good files
+from big row groups, and a pipeline hands it small batches. Sinks append each batch's
+table to a buffer and write from it once a row group is full; rows leave the buffer
+only once written, so a file that cannot be written now keeps them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import MissingInput, WirepipeError
+from .spool import SpoolingFile
+
+TEMP_SUFFIX = ".inprogress"
+
+
+# --- finding files --------------------------------------------------------------------------------
+
+PathArg = str | os.PathLike[str]
+Paths = PathArg | Sequence[PathArg]  # a file, a glob, a folder, or a list of them
+
+
+def fspaths(paths: Paths) -> str | list[str]:
+    """Paths as a config spells them: a ``str`` (a ``pathlib.Path`` is accepted), or a list of them."""
+    if isinstance(paths, (str, os.PathLike)):
+        return os.fspath(paths)
+    return [os.fspath(p) for p in paths]
+
+
+def is_pattern(item: str | Path) -> bool:
+    """A glob, not a plain path."""
+    return any(ch in str(item) for ch in "*?[")
+
+
+HIDDEN_PREFIXES = (".", "_")
+
+
+def is_hidden(name: str) -> bool:
+    """A file or folder name no listing returns: hidden (``.`` or ``_`` first) or a temporary being written."""
+    return name.startswith(HIDDEN_PREFIXES) or name.endswith(TEMP_SUFFIX)
+
+
+def folder_files(folder: Path, *, recursive: bool = False, suffix: str | None = None) -> list[Path]:
+    """The files of a folder, hidden ones (and those under hidden folders) skipped, in the order of their names."""
+    found = folder.rglob("*") if recursive else folder.iterdir()
+    out = [f for f in found if f.is_file() and (suffix is None or f.name.endswith(suffix))
+           and not any(is_hidden(part) for part in f.relative_to(folder).parts)]
+    return sorted(out, key=lambda f: f.relative_to(folder).parts)
+
+
+def sub_folders(folder: Path) -> list[Path]:
+    """Every folder under ``folder``, hidden ones and what is under them skipped, in the order of their names."""
+    out = [d for d in folder.rglob("*") if d.is_dir()
+           and not any(is_hidden(part) for part in d.relative_to(folder).parts)]
+    return sorted(out, key=lambda d: d.relative_to(folder).parts)
+
+
+def pattern_files(pattern: str | Path, *, recursive: bool = False) -> list[Path]:
+    """The files a glob matches, sorted; hidden names past the pattern's literal folders skipped."""
+    parts = Path(pattern).parts
+    literal = next((i for i, part in enumerate(parts) if is_pattern(part)), len(parts))
+    return [m for m in sorted(Path(m) for m in glob.glob(str(pattern), recursive=recursive))
+            if m.is_file() and not any(is_hidden(part) for part in m.parts[literal:])]
+
+
+def find_files(paths: str | Path | Iterable[str | Path], *, recursive: bool = False,
+               suffix: str | None = None, on_empty: Callable[[Path], str] | None = None,
+               what: str = "file") -> list[Path]:
+    """The files named by paths, folders and globs (or a list of those), in that order.
+
+    A name that does not exist, a glob that matches nothing and, when ``on_empty`` gives
+    its message, a folder without files raise ``MissingInput`` (a usage error); a temporary file still
+    being written (``TEMP_SUFFIX``) is refused by name.
+    """
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = folder_files(p, recursive=recursive, suffix=suffix)
+            if not found and on_empty is not None:
+                raise MissingInput(on_empty(p))
+            out += found
+        elif is_pattern(item):
+            matches = pattern_files(item, recursive=recursive)
+            if not matches:
+                raise MissingInput(f"{item}: no file matches this pattern")
+            out += matches
+        elif p.name.endswith(TEMP_SUFFIX):
+            raise WirepipeError(f"{p}: this {what} is still being written (or its writer died); "
+                                "read the completed files")
+        elif not p.exists():
+            raise MissingInput(f"{p}: no such file or folder")
+        else:
+            out.append(p)
+    return out
+
+
+# --- writing a file atomically ----------------------------------------------------------------------
+
+
+def temp_path(final: Path, owner: str | int | None = None) -> Path:
+    """The hidden name a file is written under until it is complete: ``.NAME[.OWNER].inprogress``."""
+    return final.with_name(f".{final.name}{'' if owner is None else f'.{owner}'}{TEMP_SUFFIX}")
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class AtomicFile:
+    """A file written under its temporary name and renamed into place by ``commit``.
+
+    ``file`` is the ``SpoolingFile`` to write (a ``ParquetWriter`` writes through it).
+    ``commit`` gets every byte to disk (fsynced when ``fsync``), renames the file into
+    place (the folder fsynced too) and returns the final path; after an ``OSError`` (a
+    full disk) call it again: it resumes, and a rename that went through is not redone.
+    """
+
+    def __init__(self, final: str | Path, *, owner: str | int | None = None) -> None:
+        self.final = Path(final)
+        self.temp = temp_path(self.final, owner)
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        self.file = SpoolingFile(self.temp)
+
+    @classmethod
+    def free(cls, final: Path) -> bool:
+        """Neither ``final`` nor its temporary name exists (a writer choosing a new name)."""
+        return not final.exists() and not temp_path(final).exists()
+
+    def commit(self, *, fsync: bool = True) -> Path:
+        file = self.file
+        if not file.closed:
+            file.fsync() if fsync else file.drain()
+            file.close()
+        if self.temp.exists() or not self.final.exists():  # a retry after the rename went through: not again
+            os.replace(self.temp, self.final)
+        if fsync:
+            fsync_folder(self.final.parent)
+        return self.final
+
+    def abort(self) -> None:
+        """Drop the file: its bytes were never meant to be seen."""
+        self.file.abandon()
+        with contextlib.suppress(FileNotFoundError):
+            self.temp.unlink()
+
+
+def write_atomic(final: str | Path, fill: Callable[[Any], None], *, owner: str | int | None = None,
+                 fsync: bool = False) -> Path:
+    """Write a whole file at once: ``fill(file)`` writes it, then it is committed (removed on any error)."""
+    atomic = AtomicFile(final, owner=owner)
+    try:
+        fill(atomic.file)
+        return atomic.commit(fsync=fsync)
+    except BaseException:
+        atomic.abort()
+        raise
+
+
+def write_bytes_atomic(final: str | Path, data: bytes) -> Path:
+    """``data`` as the whole of ``final``, written under its temporary name and renamed (``write_atomic``)."""
+    return write_atomic(final, lambda file: file.write(data))
+
+
+# --- buffering tables into row groups ---------------------------------------------------------------
+
+
+class TableBuffer:
+    """Arrow tables waiting to be written as row groups, in order, with their row and byte counts."""
+
+    def __init__(self) -> None:
+        self.tables: list[Any] = []
+        self.rows = 0
+        self.nbytes = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.tables)
+
+    def append(self, table: Any) -> None:
+        self.tables.append(table)
+        self.rows += table.num_rows
+        self.nbytes += table.nbytes
+
+    def leading_run(self) -> tuple[int, Any]:
+        """The leading tables that share the first one's schema: (how many, concatenated).
+
+        They stay buffered until ``consume``: a write that fails leaves them in place.
+        """
+        import pyarrow as pa
+
+        tables = self.tables
+        schema = tables[0].schema
+        n = 1
+        while n < len(tables) and tables[n].schema == schema:
+            n += 1
+        return n, tables[0] if n == 1 else pa.concat_tables(tables[:n])
+
+    def consume(self, n: int, rest: Any = None) -> None:
+        """Drop the ``n`` leading tables (written); ``rest``, rows of them not written, goes back in front."""
+        taken, self.tables = self.tables[:n], self.tables[n:]
+        self.rows -= sum(t.num_rows for t in taken)
+        self.nbytes -= sum(t.nbytes for t in taken)
+        if rest is not None and rest.num_rows:
+            self.tables.insert(0, rest)
+            self.rows += rest.num_rows
+            self.nbytes += rest.nbytes
+
+    def clear(self) -> None:
+        self.tables, self.rows, self.nbytes = [], 0, 0
