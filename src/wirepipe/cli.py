@@ -80,16 +80,10 @@ def fail(message: str, code: int) -> NoReturn:
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
-    from .redact import redact_secrets
-
-    class Redacting(logging.Formatter):
-        """No log line shows a URL's credentials, whoever logged it (wirepipe, nats-py, asyncio)."""
-
-        def format(self, record: logging.LogRecord) -> str:
-            return redact_secrets(super().format(record))
+    from .redact import RedactingFormatter
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
 
 

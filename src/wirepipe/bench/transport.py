@@ -32,7 +32,7 @@ from typing import Any
 from ..codecs.formats import FORMATS
 from ..connectors.natsconn import split_urls
 from ..errors import WirepipeError
-from ..redact import redact_url
+from ..redact import redact_secrets
 from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime
 from .data import BenchData
@@ -289,7 +289,7 @@ def check_server(url: str, timeout: float = 5.0) -> None:
 
     reason = asyncio.run(probe())
     if reason is not None:
-        raise WirepipeError(f"cannot reach a NATS server at {redact_url(url)}: {reason} (start one with `wirepipe server`, "
+        raise WirepipeError(f"cannot reach a NATS server at {redact_secrets(url)}: {reason} (start one with `wirepipe server`, "
                             "or leave out --url to use an embedded one)")
 
 

@@ -27,11 +27,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..errors import WirepipeError
-from ..models import Duration, Size, Strict
-from ..redact import redact_secrets, redact_url
+from ..models import Duration, Secret, Size, Strict, refuse_unshown
+from ..redact import redact_secrets
 from .base import Refusal
 
 log = logging.getLogger("wirepipe.nats")
@@ -46,11 +46,19 @@ class AuthConfig(Strict):
     """``auth: {user, password}`` | ``{token}`` | ``{creds: file.creds}`` | ``{nkey_seed}`` | ``{nkey_seed_file}``"""
 
     user: str | None = None
-    password: SecretStr | None = None
-    token: SecretStr | None = None
+    password: Secret | None = None
+    token: Secret | None = None
     creds: str | None = Field(default=None, description="path of a .creds file (user JWT + nkey seed)")
-    nkey_seed: SecretStr | None = Field(default=None, description="an nkey seed (SU...), e.g. ${NKEY_SEED}")
+    nkey_seed: Secret | None = Field(default=None, description="an nkey seed (SU...), e.g. ${NKEY_SEED}")
     nkey_seed_file: str | None = Field(default=None, description="path of a file holding an nkey seed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, data: Any) -> Any:
+        if data is not None and not isinstance(data, (dict, AuthConfig)):  # `auth: "TOKEN"`: never echoed
+            raise refuse_unshown("auth is a mapping: {user, password}, {token}, {creds}, {nkey_seed} or "
+                                 "{nkey_seed_file}", data)
+        return data
 
     @model_validator(mode="after")
     def _one_method(self) -> AuthConfig:
@@ -154,7 +162,7 @@ class NatsConnectionConfig(Strict):
     def public_params(self) -> dict[str, Any]:
         """What metrics rows and logs may show: the URL without user info, the auth method, never a secret."""
         urls = self.url if isinstance(self.url, list) else [self.url or EMBEDDED]
-        out: dict[str, Any] = {"url": ",".join(redact_url(u) for u in urls)}
+        out: dict[str, Any] = {"url": ",".join(redact_secrets(u) for u in urls)}
         if self.auth is not None:
             out["auth"] = self.auth.describe()
         if self.tls is not None:
@@ -171,12 +179,35 @@ def split_urls(url: str | list[str] | None) -> str | list[str] | None:
     if url is None:
         return None
     items = [url] if isinstance(url, str) else list(url)
-    urls = [u.strip() for item in items for u in item.split(",") if u.strip()]
+    urls = [u for item in items for u in _split_list(item)]
     if not urls:
         raise ValueError("the url list is empty: give nats://host:port, several comma-separated, or `embedded`")
     if len(urls) > 1 and EMBEDDED in urls:
         raise ValueError("`embedded` cannot be part of a url list: give it alone or list real servers")
     return urls[0] if len(urls) == 1 else urls
+
+
+def _split_list(text: str) -> list[str]:
+    """The servers of one comma-separated string. A comma is part of a password when what follows it up to the
+    next comma or scheme has no scheme of its own and the part before has no user info yet: ``nats://u:p,w@h``
+    is one server, ``nats://a:1,nats://u:p@b:2`` two (a list that mixes servers with and without credentials
+    needs the scheme on each)."""
+    pieces = [p.strip() for p in text.split(",")]
+    out: list[str] = []
+    i = 0
+    while i < len(pieces):
+        piece = pieces[i]
+        j = i + 1
+        if "@" not in piece:
+            k = j
+            while k < len(pieces) and "://" not in pieces[k] and "@" not in pieces[k]:
+                k += 1
+            if k < len(pieces) and "://" not in pieces[k] and "@" in pieces[k]:
+                piece, j = ",".join(pieces[i:k + 1]), k + 1
+        if piece:
+            out.append(piece)
+        i = j
+    return out
 
 
 def is_embedded(url: str | list[str] | None) -> bool:
@@ -241,7 +272,7 @@ class NatsConnection:
 
     @property
     def public_url(self) -> str:
-        return redact_url(self.url) if self.url else EMBEDDED
+        return redact_secrets(self.url) if self.url else EMBEDDED
 
     async def connect(self) -> Any:
         import nats

@@ -130,6 +130,7 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {assignment!r}: expected path=value, e.g. source.count=1000")
+    shown = f"--set {key.strip()}=..."  # the value is not echoed: it may be a secret
     parts: list[str | int] = [int(i) if i else (int(n) if n.isdigit() else n) for n, i in _SET_PATH.findall(key.strip())]
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
@@ -143,12 +144,12 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
             else:
                 node = node.setdefault(part, {} if not isinstance(parts[i + 1], int) else [])
         except (IndexError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"--set {assignment!r}: {key!r} does not exist in the config") from None
+            raise ConfigError(f"{shown}: {key!r} does not exist in the config") from None
     last = parts[-1]
     try:
         node[last] = value
     except (IndexError, TypeError):
-        raise ConfigError(f"--set {assignment!r}: {key!r} does not exist in the config") from None
+        raise ConfigError(f"{shown}: {key!r} does not exist in the config") from None
 
 
 def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from ..batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
+from ..redact import redact_secrets
 from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
 if TYPE_CHECKING:
@@ -563,7 +564,7 @@ class Pipeline:
         first = self.sink_error is None
         if first:
             self._sink_down_since = now
-        self.sink_error = f"{part.name}: {error}"
+        self.sink_error = redact_secrets(f"{part.name}: {error}")  # the status line prints it as it is
         self._sink_failures += 1
         held = sum(len(b.values) for b in holding) + self._unacked_records + sum(len(b.values) for b in self._queued)
         if first or now - self._last_sink_log >= 30.0:
