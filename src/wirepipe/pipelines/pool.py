@@ -10,7 +10,9 @@ the work the way N deployed replicas would, through NATS itself:
 
 The supervisor (this process) starts the workers as child processes (``python -m
 wirepipe.pipelines.pool``), each in its own session so a Ctrl-C reaches the supervisor only
-and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``. A worker reports
+and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``. A worker reads its
+config (with its secrets: ``${NATS_PASSWORD}`` expanded) from its stdin, a pipe, so no file on
+disk ever holds it, not even after a SIGKILL of the supervisor. A worker reports
 its monitor snapshot (``monitor.snapshot``: whatever counters it has) as one JSON line per
 ``REPORT_INTERVAL`` on its stdout; the supervisor sums them into one status line and
 serves them on one Prometheus endpoint with a ``worker`` label. A worker that dies is
@@ -36,14 +38,11 @@ import copy
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError, WirepipeError
@@ -258,7 +257,6 @@ class Pool:
         self.gave_up: str | None = None
         self.port: int | None = None  # the Prometheus port, once serving
         self.started = time.monotonic()
-        self._dir = ""
         self._stopped = asyncio.Event()  # set once by stop(): wakes every slot's waits
 
     # --- snapshots ---------------------------------------------------------------------------
@@ -279,7 +277,6 @@ class Pool:
         from .monitor import MetricsCollector, serve_prometheus
 
         loop = asyncio.get_running_loop()
-        self._dir = tempfile.mkdtemp(prefix="wirepipe-pool-")
         http = None
         if self.monitor.prometheus is not None:
             http, self.port = serve_prometheus(self.monitor.prometheus, MetricsCollector(self.snapshots), self.healthy)
@@ -302,7 +299,6 @@ class Pool:
             if http is not None:
                 http.shutdown()
                 http.server_close()
-            shutil.rmtree(self._dir, ignore_errors=True)
         if self.gave_up:
             return 1
         # -SIGTERM: a worker stopped before its drain handler was installed (still importing): it had read nothing.
@@ -331,13 +327,17 @@ class Pool:
                     slot.proc.send_signal(sig)
 
     async def _start(self, slot: Slot) -> None:
-        cfg = Path(self._dir) / f"worker-{slot.index}.json"
-        cfg.write_text(json.dumps(worker_config(self.data, slot.index), default=str), encoding="utf-8")
+        config = json.dumps(worker_config(self.data, slot.index), default=str).encode()
         env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers)}
-        slot.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "wirepipe.pipelines.pool", str(cfg), str(slot.index), self.file or "",
-            stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env, start_new_session=True,
+        slot.proc = proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wirepipe.pipelines.pool", str(slot.index), self.file or "",
+            stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE, env=env, start_new_session=True,
             limit=1 << 20)
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it died at once: _follow sees it
+            proc.stdin.write(config)
+            await proc.stdin.drain()
+        proc.stdin.close()
         slot.started = time.monotonic()
         log.info("%s: worker %d started (pid %d)", self.name, slot.index, slot.proc.pid)
 
@@ -494,30 +494,32 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
 
 
 def worker_main(argv: list[str]) -> int:
-    """``python -m wirepipe.pipelines.pool CONFIG.json INDEX [FILE]``: one worker of a pool."""
+    """``python -m wirepipe.pipelines.pool INDEX [FILE]``: one worker of a pool; its config (JSON) on stdin."""
+    from ..redact import RedactingFormatter, redact_secrets
     from .config import build_pipeline, validate_config
     from .worker import ShutdownTimeout
 
     # Told to stop while still starting (imports, connect): nothing was read, so there is nothing to
     # drain; the run installs its own handlers (the drain) once it starts.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    config, index = argv[0], int(argv[1])
-    file = argv[2] if len(argv) > 2 and argv[2] else config
+    index = int(argv[0])
+    file = argv[1] if len(argv) > 1 and argv[1] else f"worker {index}"
     report = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed goes to stderr: stdout is the report channel
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     try:
-        data = json.loads(Path(config).read_text(encoding="utf-8"))
+        data = json.loads(sys.stdin.read())
         pipe = build_pipeline(validate_config(data, file=file), file=file)
         stats = asyncio.run(_run_reporting(pipe, report))
     except ConfigError as exc:
-        print(f"error: [w{index}] {exc}", file=sys.stderr)
+        print(f"error: [w{index}] {redact_secrets(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     except (WirepipeError, ShutdownTimeout) as exc:
-        print(f"error: [w{index}] {exc}", file=sys.stderr)
+        print(f"error: [w{index}] {redact_secrets(str(exc))}", file=sys.stderr)
         return 1
     log.info("%s: %d records out of %d in %.2fs", pipe.name, stats.records_out, stats.records_in, stats.elapsed)
     return 0

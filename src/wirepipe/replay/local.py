@@ -240,8 +240,12 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     """One replay process: its share of row groups through the pipeline."""
     import signal
 
+    from ..redact import RedactingFormatter
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     try:
         pipe = build(replay, data)
         source = _capture_source(pipe)
