@@ -12,6 +12,7 @@ for every secret.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -113,10 +114,8 @@ def _tree_hits(root: Path, secrets: list[str]) -> list[str]:
 def _cmdlines(pids: list[int]) -> str:
     out = []
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            pass
     return "\n".join(out)
 
 

@@ -42,7 +42,16 @@ from ..batch import Batch, describe_error
 from ..errors import ConfigError, SinkUnavailable, WirepipeError
 from ..models import Duration, Size, SourceLimits, Strict
 from ..spoolfile import check_writable
-from ..storage import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, is_hidden
+from ..storage import (
+    TEMP_SUFFIX,
+    AtomicFile,
+    Paths,
+    TableBuffer,
+    find_files,
+    fspaths,
+    is_hidden,
+    report_unfinished,
+)
 from ..wire import Header
 from .base import Configured, Sink, Source
 
@@ -269,7 +278,7 @@ class CaptureWriter(Configured):
             final = self.folder / f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
             if AtomicFile.free(final):
                 break
-        self._file = AtomicFile(final)
+        self._file = AtomicFile(final, owner=os.getpid())  # a pool's other workers tell it from a leftover
         self._writer = pq.ParquetWriter(self._file.file, self.schema(), compression=self.compression)
 
     def finish_file(self) -> Path | None:
@@ -375,10 +384,7 @@ class CaptureSink(Configured, Sink):
     async def open(self) -> None:
         folder = self.writer.folder
         check_writable(folder)
-        stale = sorted(p.name for p in folder.glob(f".*{TEMP_SUFFIX}"))
-        if stale:
-            log.warning("%s has %d unfinished capture file(s) from a run that did not stop cleanly "
-                        "(their records were not acknowledged): %s", folder, len(stale), ", ".join(stale[:5]))
+        report_unfinished(folder, f".{self.writer.prefix}-*{TEMP_SUFFIX}", "capture")
         self._schema = self.writer.schema()
         self._ticker = asyncio.get_running_loop().create_task(self._rotate_when_due())
         w = self.writer
