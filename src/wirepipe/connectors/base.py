@@ -133,6 +133,12 @@ class Source(ABC):
         """Records known lost so far (the ``lost`` of ``losses()``; 0 for a source that cannot lose)."""
         return 0
 
+    @property
+    def redelivered(self) -> int:
+        """Records read so far that had been delivered before (``Batch.redelivered``): every duplicate a sink
+        writes after a lost ack or a dead worker is among them. 0 for a source that never redelivers."""
+        return 0
+
     def wants_commit(self) -> bool:
         """True when the source waits for acks to go on (it read its ``count``): commit without delay."""
         return False
@@ -248,6 +254,12 @@ class Sink(ABC):
         """Config fields worker ``index`` of a pool sets so that N writers never collide (Parquet part
         names, a capture's file prefix); ``{}`` when they do not (a NATS subject is shared on purpose)."""
         return {}
+
+    @property
+    def deduplicated(self) -> int:
+        """Records the destination already had and kept once (a JetStream stream that knew the
+        ``Nats-Msg-Id``): what a redelivery upstream did not turn into a duplicate."""
+        return 0
 
     @property
     def unconfirmed(self) -> int:

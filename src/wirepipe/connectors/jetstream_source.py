@@ -27,8 +27,8 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -39,14 +39,21 @@ from ..wire import (
     Header,
 )
 from .base import AtLeastOnce, Configured, Refusal, Source
+from .jetstream_streams import when_available
 from .nats_reader import RawInbox, Received, SubscriptionReader, publish_many
 from .natsconn import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 
 log = logging.getLogger("wirepipe.jetstream")
+T = TypeVar("T")
 
+_LAG_IDLE = 2.0  # seconds without a record after which the lag is asked of the server
 _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
+
+
+class _StoppedWaiting(Exception):
+    """The source was stopped while JetStream did not answer (``open``): nothing to read."""
 
 
 def parse_ack_reply(reply: str) -> tuple[int, int, int]:
@@ -110,12 +117,15 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._puller: asyncio.Task[None] | None = None
         self._seen = 0
         self._lag: int | None = None
+        self._last_taken = time.monotonic()  # when the pipeline last took a batch (an idle consumer asks for its lag)
+        self._lag_asked = 0.0
         self._at_end = asyncio.Event()
         self.acked = 0
         self.nacked = 0
         self.terminated = 0
         self.in_progress_sent = 0
         self.repulls = 0
+        self._redelivered = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
         self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
@@ -138,8 +148,14 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return embedded_refusal(self.config, workers)
 
     def lag(self) -> int | None:
-        """Messages in the stream not yet delivered to this consumer (from the last message's metadata)."""
+        """Messages in the stream not yet delivered to this consumer: from the last message's metadata, and
+        from the server while no message comes (a drained stream shows 0, not what was pending at the last
+        message this worker got)."""
         return self._lag
+
+    @property
+    def redelivered(self) -> int:
+        return self._redelivered
 
     def wants_commit(self) -> bool:
         return self.count is not None and self._seen >= self.count
@@ -152,21 +168,34 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     # --- setup ---------------------------------------------------------------------------------
 
     async def open(self) -> None:
+        """Connect and create (or join) the consumer. A cluster without a leader is waited for (the consumer
+        cannot be created before it has one); stopped meanwhile, the source opens nothing and yields nothing."""
         import nats.js.errors
 
         self.nc = nc = await self.conn.connect()
         js = nc.jetstream()
-        if self.stream is None:
-            if not self.subject:
-                raise WirepipeError("the jetstream source needs a stream or a subject")
-            try:
-                self.stream = await js.find_stream_name_by_subject(self.subject)
-            except nats.js.errors.NotFoundError:
-                raise WirepipeError(f"no JetStream stream stores subject {self.subject!r}") from None
-        if self.ordered:
-            await self._open_ordered(js)
-        else:
-            await self._open_pull(js)
+        subject = self.subject
+        try:
+            if self.stream is None:
+                if not subject:
+                    raise WirepipeError("the jetstream source needs a stream or a subject")
+                try:
+                    self.stream = await self._api(lambda: js.find_stream_name_by_subject(subject))
+                except nats.js.errors.NotFoundError:
+                    raise WirepipeError(f"no JetStream stream stores subject {subject!r}") from None
+            if self.ordered:
+                await self._open_ordered(js)
+            else:
+                await self._open_pull(js)
+        except _StoppedWaiting:
+            log.info("stopped while waiting for JetStream: nothing was read")
+
+    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A JetStream API request, made again while the cluster has no leader (``when_available``)."""
+        result = await when_available(call, f"jetstream consumer of {self.stream or self.subject}", self.stopping)
+        if result is None:
+            raise _StoppedWaiting
+        return result
 
     def _deliver_config(self, cfg: Any) -> None:
         from nats.js import api
@@ -182,8 +211,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
         cfg = api.ConsumerConfig()
         self._deliver_config(cfg)
-        self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
-                                      config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
+        self.sub = await self._api(lambda: js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
+                                                        config=cfg, pending_msgs_limit=4 * self.batch_size + 65536))
         self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
         assert isinstance(self.buffer, SubscriptionReader)  # the raw inbox is the pull path's
         self.buffer.attach(self.sub)
@@ -212,10 +241,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         existing = None
         if name:
             with contextlib.suppress(nats.js.errors.NotFoundError):
-                existing = await js.consumer_info(self.stream, name)
+                existing = await self._api(lambda: js.consumer_info(self.stream, name))
         try:
             if existing is None:
-                info = await js.add_consumer(self.stream, cfg)
+                info = await self._api(lambda: js.add_consumer(self.stream, cfg))
             else:
                 # Deliver policy and start position cannot change on an existing durable: keep them.
                 old = existing.config
@@ -229,7 +258,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 if old.filter_subject != self.subject and self.subject:
                     log.warning("durable %s filters %r, not %r: using it as it is", name, old.filter_subject,
                                 self.subject)
-                info = await js.add_consumer(self.stream, cfg)
+                info = await self._api(lambda: js.add_consumer(self.stream, cfg))
         except nats.js.errors.APIError as exc:
             raise WirepipeError(f"cannot create consumer {name or '(ephemeral)'} on stream {self.stream}: "
                                 f"{exc.description}") from None
@@ -248,7 +277,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     async def _check_empty(self, js: Any) -> None:
         if not self.stop_at_end:
             return
-        info = await self.sub.consumer_info() if self.ordered else await js.consumer_info(self.stream, self.consumer)
+        info = await self._api(self.sub.consumer_info if self.ordered
+                               else lambda: js.consumer_info(self.stream, self.consumer))
         # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
         # reader, not pending any more, and its last message's metadata ends the run (``_batch``).
         pushed = self.ordered and info.delivered is not None and bool(info.delivered.consumer_seq)
@@ -304,6 +334,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 if self._received() != received:  # any message, heartbeat or status: the request is alive
                     received = self._received()
                     self._last_activity = time.monotonic()
+                await self._refresh_lag()
                 if self._requested and hb > 0 and time.monotonic() - self._last_activity > 2 * hb + 1:
                     # No message, heartbeat or status for two heartbeats: the request is lost.
                     log.warning("pull consumer %s: no heartbeat for %.0fs, pulling again", self.consumer,
@@ -315,6 +346,20 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             except Exception as exc:
                 log.warning("pull request failed (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(0.2)
+
+    async def _refresh_lag(self) -> None:
+        """While no record comes (for ``_LAG_IDLE`` seconds), ask the server what is pending, at most that often."""
+        now = time.monotonic()
+        if now - self._last_taken < _LAG_IDLE or now - self._lag_asked < _LAG_IDLE or not self.nc.is_connected:
+            return
+        self._lag_asked = now
+        try:
+            info = await self.nc.jetstream().consumer_info(self.stream, self.consumer, timeout=2.0)
+        except Exception as exc:  # a cluster electing a leader, a reconnect: the next idle period asks again
+            log.debug("consumer info for the lag failed: %s", type(exc).__name__)
+            return
+        if time.monotonic() - self._last_taken >= _LAG_IDLE:  # no record came meanwhile
+            self._lag = info.num_pending
 
     def _received(self) -> int:
         """Messages of any kind (records, statuses, heartbeats) the pull inbox has seen."""
@@ -353,6 +398,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             log.debug("consumer check failed: %s", type(exc).__name__)
 
     async def batches(self) -> AsyncIterator[Batch]:
+        if self.sub is None:  # stopped while waiting for JetStream at open
+            return
         while True:
             # An ordered consumer has nothing to settle (no acks): its count is reached when it is read.
             if (self.count is not None and self._seen >= self.count
@@ -365,6 +412,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             if got is None:
                 return
             self._seen += len(got)
+            self._last_taken = time.monotonic()
             size = sum(map(len, got.data)) / len(got)
             self._avg_size = size if size > self._avg_size else 0.9 * self._avg_size + 0.1 * size
             if not self.ordered:
@@ -413,6 +461,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         batch.meta["seq"] = seqs
         batch.meta["stream_seq"] = seqs
         batch.meta["delivered"] = [p[1] for p in parsed]
+        self._redelivered += batch.redelivered() or 0
         self._lag = parsed[-1][2] if parsed else self._lag
         if not self.ordered:
             batch.meta["ack"] = replies

@@ -257,7 +257,9 @@ class NatsConnection:
         self.role = role
         self.stats = ConnectionStats()
         self.nc: Any = None
-        self.url = ""
+        self.url = ""  # the server connected to (while reconnecting: the one that was lost)
+        self._servers: list[str] = []
+        self._trying = ""  # the server a reconnect attempt is connecting to
         self._server: Any = None
         self._reconnect_hooks: list[Callable[[], Awaitable[None]]] = []
         self._connecting = False
@@ -272,7 +274,12 @@ class NatsConnection:
 
     @property
     def public_url(self) -> str:
+        """The server this connection is on (or lost), without its credentials: what its messages name."""
         return redact_secrets(self.url) if self.url else EMBEDDED
+
+    def _connected_url(self) -> str:
+        url = self.nc.connected_url if self.nc is not None else None
+        return url.geturl() if url is not None else self.url
 
     async def connect(self) -> Any:
         import nats
@@ -285,6 +292,7 @@ class NatsConnection:
             servers: list[str] = [self._server.url]
         else:
             servers = opts.url if isinstance(opts.url, list) else [str(opts.url)]
+        self._servers = servers
         self.url = servers[0]
         kwargs: dict[str, Any] = {
             "servers": servers,
@@ -349,11 +357,12 @@ class NatsConnection:
         finally:
             self._connecting = False
         self.nc = nc
+        self.url = self._connected_url()
         log.debug("%s connected to %s", self.role, self.public_url)
         return nc
 
     def _connect_failure(self, done: set[Any]) -> str:
-        where = self.public_url
+        where = ", ".join(redact_secrets(u) for u in self._servers) or self.public_url
         how = self.config.auth.describe() if self.config.auth is not None else "no credentials"
         err = self._first_error
         fail_fast = self._fail_fast
@@ -372,6 +381,7 @@ class NatsConnection:
     def _next_server(self, servers: list[Any], _info: dict[str, Any]) -> tuple[Any, float]:
         """nats-py's reconnect hook: round-robin over the pool with exponential backoff."""
         server = min(servers, key=lambda s: (s.reconnects, getattr(s, "last_attempt", 0) or 0))
+        self._trying = server.uri.geturl()  # an error before the reconnect is about this one
         return server, self.config.reconnect.delay(server.reconnects)
 
     async def _on_error(self, exc: Exception) -> None:
@@ -394,11 +404,13 @@ class NatsConnection:
             if fut is not None and not fut.done() and any(k in text for k in _FAIL_FAST):
                 fut.set_result(exc)
             return
-        key = type(exc).__name__
+        # The server at fault: the one connected to, or, while reconnecting, the one being tried.
+        where = self.url if self.nc is None or self.nc.is_connected or not self._trying else self._trying
+        key = f"{type(exc).__name__} {where}"
         now = time.monotonic()
         if now - self._last_error_log.get(key, 0.0) >= 5.0:
             self._last_error_log[key] = now
-            log.warning("NATS %s (%s): %s", self.role, self.public_url, _describe(exc))
+            log.warning("NATS %s (%s): %s", self.role, redact_secrets(where), _describe(exc))
 
     async def _on_disconnect(self) -> None:
         if self._connecting or self.nc is None or self.nc.is_closed:
@@ -408,6 +420,7 @@ class NatsConnection:
                     self.stats.disconnects)
 
     async def _on_reconnect(self) -> None:
+        self.url = self._connected_url()
         self.stats.reconnects += 1
         log.warning("NATS %s reconnected to %s (reconnect #%d)", self.role, self.public_url, self.stats.reconnects)
         for hook in self._reconnect_hooks:

@@ -177,7 +177,7 @@ class Slot:
 
     def totals(self) -> dict[str, Any]:
         """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
-        out = dict(self.snapshot)
+        out = committed(self.snapshot)
         for key, value in self.carried.items():
             out[key] = out.get(key, 0) + value if isinstance(out.get(key, 0), (int, float)) else value
         out["restarts"] = self.restarts
@@ -187,11 +187,21 @@ class Slot:
         return out
 
     def retire(self) -> None:
-        """The current process ended: keep its counters, forget its gauges."""
-        for key, value in self.snapshot.items():
+        """The current process ended: keep its counters (records out: what it committed), forget its gauges."""
+        for key, value in committed(self.snapshot).items():
             if key not in GAUGES and isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.carried[key] = self.carried.get(key, 0) + value
         self.snapshot = {}
+
+
+def committed(snap: dict[str, Any]) -> dict[str, Any]:
+    """A worker's snapshot as the pool counts it: its records out are the records it committed (the sink flushed
+    them, the source was acknowledged: ``acked``). What a worker had written but not committed when it was
+    killed is not in its output for good: a durable redelivers it to another worker (``redelivered``), which
+    writes and counts it; core NATS counts it lost."""
+    if isinstance(snap.get("acked"), int) and not isinstance(snap.get("acked"), bool):
+        return {**snap, "records_out": snap["acked"]}
+    return dict(snap)
 
 
 def describe_exit(code: int | None) -> str:
@@ -222,7 +232,8 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
 def _with_defaults(snap: dict[str, Any]) -> dict[str, Any]:
     """A pool total has only the keys its workers reported so far; the status line needs the usual ones."""
     out: dict[str, Any] = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped",
-                                              "lost", "duplicates", "acked", "reconnects", "disconnects")}
+                                              "lost", "duplicates", "redelivered", "acked", "reconnects",
+                                              "disconnects")}
     out["lag"] = None
     out.update(snap)
     return out
@@ -245,6 +256,7 @@ class Pool:
 
         self.data = pool_config(data, workers, file=file)
         cfg = validate_config(self.data, file=file)  # what the workers will run
+        self.redelivers = bool(_parts(self.data, file)["source"].redelivers)
         self.file = file
         self.workers = workers
         self.name = cfg.name
@@ -445,12 +457,17 @@ class Pool:
         return f"{line} | {'; '.join(parts)}"
 
     def summary(self) -> str:
+        """The pool's run in words: records out are the records the workers committed (``committed``)."""
+        from .monitor import redelivery_summary
+
         t = self.total()
         elapsed = time.monotonic() - self.started
         out, rate = t.get("records_out", 0), t.get("records_out", 0) / elapsed if elapsed > 0 else 0.0
         restarts = sum(s.restarts for s in self.slots)
+        redelivered = int(t.get("redelivered", 0)) if self.redelivers else None
         return (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {elapsed:.2f}s "
-                f"({rate:,.0f} records/s), {t.get('rejected', 0)} rejected, {restarts} restarts")
+                f"({rate:,.0f} records/s), {t.get('rejected', 0)} rejected"
+                f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)))}, {restarts} restarts")
 
 
 # --- one worker ------------------------------------------------------------------------------------
@@ -484,6 +501,10 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
                 return
 
     task = asyncio.ensure_future(reporter())
+    def report_commit() -> None:  # counted at once: a SIGKILL right after a commit loses none of it
+        send()
+
+    pipeline.after_commit.append(report_commit)
     try:
         return await run_worker_async(pipeline)
     finally:
