@@ -166,6 +166,10 @@ def run(
     from .pipelines.monitor import run_summary
 
     typer.echo(run_summary(pipe, stats), err=True)
+    if stats.unreadable:  # the input was read past a damaged part: every readable record ran, and the run says so
+        from .connectors.base import describe_unreadable
+
+        fail(describe_unreadable(stats.unreadable), EXIT_RUNTIME)
     verdict = limit.verdict(stats.rejected, stats.records_in)
     if verdict is not None:
         fail(verdict, ExitCode.REJECTED)
@@ -294,6 +298,9 @@ def replay(
     output: Annotated[str | None, typer.Option(help="beam runner: a new folder for results and metrics "
                                                     "(default results/replay-NAME-RUN)")] = None,
     beam_option: Annotated[list[str] | None, typer.Option("--beam-option", help="beam runner: key=value pipeline option (repeatable)")] = None,
+    stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help=(
+        "stop at the first capture file or row group that cannot be read (default: replay every readable one, "
+        "list the others and exit 1)"))] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Replay a capture through a pipeline's operators and sink, locally or on Apache Beam."""
@@ -324,7 +331,7 @@ def replay(
     except WirepipeError as exc:
         fail(str(exc), EXIT_CONFIG)
     spec = Replay(str(pipeline), captures, list(set_ or []), pace=pace, speed=speed, pace_by=pace_by,
-                  max_gap=gap, batch_size=batch_size, count=count)
+                  max_gap=gap, batch_size=batch_size, count=count, stop_on_error=stop_on_error)
     try:
         if runner == "beam":
             from .replay import beam
@@ -341,6 +348,10 @@ def replay(
     except WirepipeError as exc:
         fail(str(exc), EXIT_RUNTIME)
     typer.echo(result.summary(), err=True)
+    if result.unreadable:
+        from .connectors.base import describe_unreadable
+
+        fail(describe_unreadable(result.unreadable, "capture"), EXIT_RUNTIME)
 
 
 @app.command()

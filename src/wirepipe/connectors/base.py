@@ -51,6 +51,30 @@ class Refusal(NamedTuple):
     message: str
 
 
+class Unreadable(NamedTuple):
+    """Input a source could not read and went past (a damaged file): the file, the part of it (a Parquet row group;
+    None: the whole file), the records it held that were not read (None: unknown) and why."""
+
+    path: str
+    part: int | None
+    records: int | None
+    reason: str
+
+    def describe(self) -> str:
+        where = f"{self.path} row group {self.part}" if self.part is not None else f"{self.path} (the whole file)"
+        held = f", {self.records:,} records" if self.records is not None else ""
+        return f"{where}{held}: {self.reason}"
+
+
+def describe_unreadable(unreadable: list[Unreadable], what: str = "input") -> str:
+    """One line for what a run could not read: how many parts, how many records, then each part."""
+    known = sum(u.records or 0 for u in unreadable)
+    whole = sum(1 for u in unreadable if u.records is None)
+    records = f"{known:,} records" + (f" and {whole} whole file(s) of unknown size" if whole else "")
+    return (f"{len(unreadable)} part(s) of the {what} could not be read ({records} not read): "
+            + "; ".join(u.describe() for u in unreadable))
+
+
 class Source(ABC):
     """Base class of sources: ``batches`` is the one method every source writes."""
 
@@ -132,6 +156,11 @@ class Source(ABC):
     def lost(self) -> int:
         """Records known lost so far (the ``lost`` of ``losses()``; 0 for a source that cannot lose)."""
         return 0
+
+    def unreadable(self) -> list[Unreadable]:
+        """What the source could not read and went past (a damaged file), for the run to report and end non-zero;
+        ``[]`` for a source that stops at the first such error (or never meets one)."""
+        return []
 
     @property
     def redelivered(self) -> int:

@@ -149,6 +149,10 @@ def run_summary(pipeline: Any, stats: Any) -> str:
         where.append(f"metrics: {path}")
     text += loss_summary(getattr(stats, "losses", None))
     text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
+    if stats.unreadable:
+        from ..connectors.base import describe_unreadable
+
+        where.insert(0, f"not read: {describe_unreadable(stats.unreadable)}")
     return text + "\n  " + "\n  ".join(where)
 
 

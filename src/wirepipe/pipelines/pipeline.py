@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..allocator import between_batches, keep_freed_memory
 from ..batch import Batch, Rejected, describe_error, payload_nbytes
-from ..connectors.base import AtLeastOnce, Sink, Source
+from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..redact import redact_secrets
@@ -109,6 +109,7 @@ class RunStats:
     losses: dict[str, int] | None = None
     redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
     deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
+    unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
 
     @property
     def lost(self) -> int:
@@ -281,6 +282,7 @@ class Pipeline:
             stats.losses = source.losses()
             stats.redelivered = source.redelivered
             stats.deduplicated = sink.deduplicated
+            stats.unreadable = source.unreadable()
         return stats
 
     def _open_metrics(self) -> Any:
