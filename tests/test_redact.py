@@ -85,6 +85,9 @@ def test_a_config_tree_masks_secret_fields_and_url_user_info() -> None:
     assert not leaked(json.dumps(out)) and "12345678901" not in json.dumps(out)
     assert out["sink"]["auth"] == {"user": "svc", "password": "***"}
     assert out["dead_letter"]["auth"]["creds"] == "svc.creds" and out["sink"]["url"] == ["***@h:1"]
+    # a plain ${VAR} names a secret and holds none: a printed config keeps running; a default may hold one
+    named = redact_tree({"auth": {"password": "${NATS_PASSWORD}", "token": f"${{T:-{PASSWORD}}}"}})
+    assert named == {"auth": {"password": "${NATS_PASSWORD}", "token": "***"}}
 
 
 def test_log_lines_and_their_tracebacks_are_redacted() -> None:

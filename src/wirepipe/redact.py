@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 MASK = "***"
-# The config fields that hold secrets (typed ``models.Secret``; tests/test_secrets.py keeps the two in step),
+# The config fields that hold secrets (typed ``models.Secret``; tests/test_redact.py keeps the two in step),
 # and the mapping that holds them: a value there that is not a mapping (``auth: "TOKEN"``) is masked whole.
 SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
 SECRET_HOLDERS = frozenset({"auth"})
@@ -35,6 +35,7 @@ _SPACED = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)((?:(?!://)[^\n@])*?)@(?=[\w\
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _AT_HOST = re.compile(r"@(?=[\w\[])")  # an '@' before a host name or an IPv6 literal
 _OPENERS = "'\"([{<"  # what may open a word before a URL without a scheme (a quoted value, a list)
+_ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")  # "${NATS_PASSWORD}" names a secret, holds none
 
 
 def redact_secrets(text: str) -> str:
@@ -73,7 +74,8 @@ def _redact_word(match: re.Match[str]) -> str:
 
 def redact_tree(value: Any) -> Any:
     """A copy of a config-like tree (dicts, lists, strings): URL user info redacted in every string, the
-    values of secret fields (``SECRET_FIELDS``, a ``SecretStr``, a non-mapping ``auth``) masked."""
+    values of secret fields (``SECRET_FIELDS``, a ``SecretStr``, a non-mapping ``auth``) masked, unless
+    the value is a plain ``${VAR}`` (a printed config keeps running)."""
     if isinstance(value, str):
         return redact_secrets(value)
     if isinstance(value, dict):
@@ -86,7 +88,7 @@ def redact_tree(value: Any) -> Any:
 
 
 def _secret(key: Any, value: Any) -> bool:
-    if value is None:
+    if value is None or (isinstance(value, str) and _ENV_REFERENCE.fullmatch(value)):
         return False
     return key in SECRET_FIELDS or (key in SECRET_HOLDERS and not isinstance(value, dict))
 
