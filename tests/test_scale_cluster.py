@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.nats_fixtures import WIREPIPE, wirepipe_env
+from tests.test_scale_pool import column, drain, per_worker, running_pool, scrape, wait_for
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource, StreamConfig
 from wirepipe.connectors.natsconn import NatsConnectionConfig
@@ -224,20 +225,6 @@ async def _publish_r3(url: str, n: int) -> None:
     await nc.close()
 
 
-def _column(out: Path) -> list[int]:
-    import pyarrow.parquet as pq
-
-    return [v for f in sorted(out.glob("part-*.parquet")) for v in pq.read_table(f).column("i").to_pylist()]
-
-
-def _prometheus(port: int, name: str) -> dict[str, float]:
-    import urllib.request
-
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {m[1]: float(m[2]) for m in re.finditer(rf'^wirepipe_{name}{{pipeline="r3pool",worker="(\d+)"}} (\S+)$',
-                                                 body, re.M)}
-
-
 def _leader(cluster: LocalCluster, stream: str) -> str:
     """The stream's leader, once the cluster is whole and has elected one."""
     import nats.errors
@@ -252,17 +239,6 @@ def _leader(cluster: LocalCluster, stream: str) -> str:
     raise AssertionError(f"stream {stream} has no leader")
 
 
-def _waiting(proc: subprocess.Popen[str], log: Path, check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        assert proc.poll() is None, f"the pool exited ({proc.returncode}): {log.read_text()[-3000:]}"
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: {log.read_text()[-3000:]}")
-
-
 @pytest.mark.timeout(240)
 def test_a_pool_counts_every_duplicate_of_a_stream_leader_failover(nats_cluster: LocalCluster,
                                                                    tmp_path: Path) -> None:
@@ -272,8 +248,6 @@ def test_a_pool_counts_every_duplicate_of_a_stream_leader_failover(nats_cluster:
     duplicate rows. Records out are exactly the rows written; the lag of the drained stream is 0."""
     import pyarrow.dataset as ds
 
-    from tests.nats_fixtures import wirepipe_env
-
     n = 20000
     asyncio.run(_publish_r3(nats_cluster.url, n))
     out, metrics = tmp_path / "out", tmp_path / "metrics"
@@ -282,38 +256,31 @@ def test_a_pool_counts_every_duplicate_of_a_stream_leader_failover(nats_cluster:
     log = tmp_path / "pool.log"
     tests = Path(__file__).parent
     env = wirepipe_env(NATS_URL=nats_cluster.url, OUT=str(out), METRICS=str(metrics), PYTHONPATH=str(tests))
-    with open(log, "w") as err:
-        proc = subprocess.Popen([*WIREPIPE, "run", str(cfg), "--workers", "2"], stdout=subprocess.PIPE, stderr=err,
-                                text=True, env=env, cwd=tests)
-    try:
-        port = int(_waiting(proc, log, lambda: re.search(r"metrics on http://127.0.0.1:(\d+)/metrics",
-                                                          log.read_text()), 60, "no Prometheus endpoint")[1])
+    with running_pool(cfg, 2, env, log) as proc:
+        port = int(wait_for(lambda: re.search(r"metrics on http://127.0.0.1:(\d+)/metrics", log.read_text()), 60,
+                            proc, log)[1])
         for share in (4, 2):  # a failover at a quarter of the stream and another at half
-            _waiting(proc, log, lambda share=share: len(_column(out)) >= n // share, 120, "no progress")
+            wait_for(lambda share=share: len(column(out, "i")) >= n // share, 120, proc, log)
             node = nats_cluster.node(_leader(nats_cluster, "R3POOL"))
             node.kill()
             time.sleep(1.0)
             node.start()
-        _waiting(proc, log, lambda: set(_column(out)) >= set(range(n)), 150, "not every record was written")
+        wait_for(lambda: set(column(out, "i")) >= set(range(n)), 150, proc, log)
         nats_cluster.wait_healthy(60)
 
         def settled() -> dict[str, float] | None:  # every row committed and counted, the stream drained
-            rows = len(_column(out))
-            out_, lag = _prometheus(port, "records_out_total"), _prometheus(port, "lag")
+            rows = len(column(out, "i"))
+            body = scrape(port, "") or ""
+            out_, lag = per_worker(body, "records_out_total"), per_worker(body, "lag")
             if sum(out_.values()) != rows or len(lag) != 2 or any(lag.values()):
                 return None
-            return _prometheus(port, "redelivered_total")
+            return per_worker(body, "redelivered_total")
 
-        redelivered = _waiting(proc, log, settled, 60, "the counters did not settle")
+        redelivered = wait_for(settled, 60, proc, log)
         time.sleep(1.0)  # two more status lines
         status = log.read_text().strip().splitlines()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    rows = _column(out)
+        drain(proc, log)
+    rows = column(out, "i")
     assert set(rows) == set(range(n))  # no row missing
     duplicates = len(rows) - n
     counted = int(sum(redelivered.values()))
@@ -337,8 +304,6 @@ def test_a_pool_started_while_the_cluster_has_no_leader_waits_for_it(nats_cluste
     traceback, no restart; once the nodes are back they consume every record once and drain (exit 0)."""
     import json
 
-    from tests.nats_fixtures import wirepipe_env
-
     n = 3000
     asyncio.run(_publish_r3(nats_cluster.url, n))
     down = nats_cluster.nodes[1:]
@@ -352,26 +317,18 @@ def test_a_pool_started_while_the_cluster_has_no_leader_waits_for_it(nats_cluste
         "sink": {"type": "jsonl", "path": str(tmp_path / "out-{worker}.jsonl")},
         "flush_interval": "200ms", "monitor": {"status_interval": "1s"}}))
     log = tmp_path / "pool.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([*WIREPIPE, "run", str(cfg), "--workers", "2"], stdout=subprocess.PIPE, stderr=err,
-                                text=True, env=wirepipe_env())
 
     def written() -> list[int]:
         return [json.loads(line)["i"] for f in sorted(tmp_path.glob("out-*.jsonl")) for line in f.open()]
 
-    try:
+    with running_pool(cfg, 2, wirepipe_env(), log) as proc:
         waiting = "jetstream consumer of R3POOL: JetStream does not answer"
-        _waiting(proc, log, lambda: log.read_text().count(waiting) >= 2, 60, "the workers did not say they wait")
+        wait_for(lambda: log.read_text().count(waiting) >= 2, 60, proc, log)  # both workers say they wait
         time.sleep(3.0)  # longer than a request's timeout: still waiting, not dying
         for node in down:
             node.start()
-        _waiting(proc, log, lambda: len(written()) >= n, 90, "the records were not consumed")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        wait_for(lambda: len(written()) >= n, 90, proc, log)
+        drain(proc, log)
     text = log.read_text()
     assert "Traceback" not in text and " died " not in text, text[-3000:]
     assert "answers again after" in text

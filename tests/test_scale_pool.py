@@ -331,7 +331,7 @@ def test_the_pool_names_no_connector_type() -> None:
 # --- real pools --------------------------------------------------------------------------------------
 
 
-def _totals(body: str, name: str) -> dict[str, float]:
+def per_worker(body: str, name: str) -> dict[str, float]:
     """``wirepipe_<name>`` (``records_out_total``, ``lag``) per worker from a Prometheus scrape."""
     return {m[1]: float(m[2]) for m in re.finditer(rf'^wirepipe_{name}{{pipeline="[^"]+",worker="(\d+)"}} (\S+)$', body,
                                                  re.M)}
@@ -359,14 +359,14 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
         wait_for(lambda: "worker 1 died (killed by SIGKILL)" in log.read_text(), 30, proc, log)
         wait_for(lambda: len(re.findall(r"worker 1 started", log.read_text())) >= 2, 30, proc, log)
         wait_for(lambda: len(set(column(out, "i"))) >= n, 120, proc, log)
-        metrics = wait_for(lambda: _scrape(port, 'wirepipe_restarts_total{pipeline="archive",worker="1"} 1.0'),
+        metrics = wait_for(lambda: scrape(port, 'wirepipe_restarts_total{pipeline="archive",worker="1"} 1.0'),
                            30, proc, log)
 
         def settled() -> str | None:  # every row committed and counted, nothing pending upstream
-            body = _scrape(port, "wirepipe_lag")
+            body = scrape(port, "wirepipe_lag")
             rows = len(column(out, "i"))
-            counted = [sum(_totals(body or "", k).values()) for k in ("records_out_total", "acked_total")]
-            lag = _totals(body or "", "lag")
+            counted = [sum(per_worker(body or "", k).values()) for k in ("records_out_total", "acked_total")]
+            lag = per_worker(body or "", "lag")
             return body if counted == [rows, rows] and len(lag) == 3 and not any(lag.values()) else None
 
         metrics = wait_for(settled, 30, proc, log)
@@ -386,7 +386,7 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
     assert int(summary[3]) >= duplicates  # every duplicate row is among the redelivered records
 
 
-def _scrape(port: int, wanted: str) -> str | None:
+def scrape(port: int, wanted: str) -> str | None:
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     return body if wanted in body else None
 

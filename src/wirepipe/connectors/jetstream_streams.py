@@ -79,7 +79,8 @@ async def when_available(call: Callable[[], Awaitable[T]], what: str,
     A cluster without a leader for the stream (or its meta group) while it elects one, or while a
     quorum of its nodes is down, lets requests time out or answers 503: that is a wait, not a
     failure, so the request is made again (backoff up to 5 s), said once and then every 30 s, until
-    it is answered or ``stopping`` is set (then None). Every other error is raised as it is.
+    it is answered or ``stopping`` is set (then None). Every other error is raised as it is ("no
+    responders": a server without JetStream, which waiting would not change).
     """
     import nats.errors
     import nats.js.errors
@@ -90,7 +91,7 @@ async def when_available(call: Callable[[], Awaitable[T]], what: str,
     while True:
         try:
             result = await call()
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
+        except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError,
                 nats.errors.ConnectionReconnectingError) as exc:
             now = time.monotonic()
             if since is None:
