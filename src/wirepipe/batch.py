@@ -58,7 +58,7 @@ class Batch:
         JetStream message whose ack did not reach the server in time, or whose earlier reader died); None
         when the source does not say."""
         delivered = self.meta.get("delivered")
-        return None if delivered is None else len(delivered) - list(delivered).count(1)
+        return None if delivered is None else len(delivered) - delivered.count(1)
 
     def nbytes(self) -> int | None:
         """Total payload bytes when the values are bytes-like, else ``None`` (objects have no wire size)."""
