@@ -80,11 +80,9 @@ def fail(message: str, code: int) -> NoReturn:
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
-    from .redact import RedactingFormatter
+    from .redact import log_redacted
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    log_redacted(logging.DEBUG if verbose else logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def run_as_worker(pipe: Pipeline) -> RunStats:

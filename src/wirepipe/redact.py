@@ -98,3 +98,13 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return redact_secrets(super().format(record))  # the message and its traceback
+
+
+def log_redacted(level: int, fmt: str) -> None:
+    """Log to stderr through ``RedactingFormatter``: every process that runs pipelines (the CLI, a pool's
+    workers, a replay's workers) logs so."""
+    import sys
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter(fmt))
+    logging.basicConfig(level=level, handlers=[handler])

@@ -516,7 +516,7 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
 
 def worker_main(argv: list[str]) -> int:
     """``python -m wirepipe.pipelines.pool INDEX [FILE]``: one worker of a pool; its config (JSON) on stdin."""
-    from ..redact import RedactingFormatter, redact_secrets
+    from ..redact import log_redacted, redact_secrets
     from .config import build_pipeline, validate_config
     from .worker import ShutdownTimeout
 
@@ -527,9 +527,7 @@ def worker_main(argv: list[str]) -> int:
     file = argv[1] if len(argv) > 1 and argv[1] else f"worker {index}"
     report = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed goes to stderr: stdout is the report channel
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    log_redacted(logging.INFO, f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s")
     try:
         data = json.loads(sys.stdin.read())
         pipe = build_pipeline(validate_config(data, file=file), file=file)

@@ -245,12 +245,10 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     """One replay process: its share of row groups through the pipeline."""
     import signal
 
-    from ..redact import RedactingFormatter
+    from ..redact import log_redacted
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    handler = logging.StreamHandler()
-    handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
+    log_redacted(level, f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
     try:
         pipe = build(replay, data)
         source = _capture_source(pipe)
