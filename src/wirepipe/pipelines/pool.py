@@ -540,6 +540,10 @@ def worker_main(argv: list[str]) -> int:
     except (WirepipeError, ShutdownTimeout) as exc:
         print(f"error: [w{index}] {redact_secrets(str(exc))}", file=sys.stderr)
         return 1
+    except OSError as exc:  # an I/O or network error nothing described: one line, as `wirepipe run` prints it
+        print(f"error: [w{index}] {redact_secrets(f'{exc.filename or file}: {exc.strerror or exc}')}",
+              file=sys.stderr)
+        return 1
     log.info("%s: %d records out of %d in %.2fs", pipe.name, stats.records_out, stats.records_in, stats.elapsed)
     return 0
 
