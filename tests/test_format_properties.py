@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from wirepipe.batch import Batch
+from wirepipe.core.batch import Batch
 from wirepipe.codecs import FORMATS
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress

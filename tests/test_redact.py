@@ -12,11 +12,11 @@ import yaml
 from pydantic import SecretStr
 
 from wirepipe.connectors import sink_models, source_models
-from wirepipe.connectors.natsconn import split_urls
-from wirepipe.errors import ConfigError
-from wirepipe.models import Secret
+from wirepipe.connectors.nats.connection import split_urls
+from wirepipe.core.errors import ConfigError
+from wirepipe.core.models import Secret
 from wirepipe.pipelines.config import apply_override, validate_config
-from wirepipe.redact import SECRET_FIELDS, RedactingFormatter, redact_secrets, redact_tree
+from wirepipe.core.redact import SECRET_FIELDS, RedactingFormatter, redact_secrets, redact_tree
 
 PIECES = ("Alpha7Kq", "Bravo9Zx", "Charlie3Mv", "Delta5Wp", "Echo1Ty")
 PASSWORD = "Alpha7Kq,Bravo9Zx'Charlie3Mv:Delta5Wp@Echo1Ty"  # every character a parser may split on

@@ -16,7 +16,7 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from wirepipe.batch import Batch
+from wirepipe.core.batch import Batch
 from wirepipe.cli import app
 from wirepipe.codecs.formats import restore_bytes
 from wirepipe.connectors.capture import CaptureWriter, capture_table, plan_row_groups

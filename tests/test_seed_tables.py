@@ -14,7 +14,7 @@ import bson
 import msgpack
 import pytest
 
-from wirepipe.batch import Batch
+from wirepipe.core.batch import Batch
 from wirepipe.bench.seed_tables import (
     EXACT,
     EXTRA_ROWS,
@@ -27,7 +27,7 @@ from wirepipe.bench.seed_tables import (
 )
 from wirepipe.codecs import FORMATS
 from wirepipe.datasets import DATASETS
-from wirepipe.errors import StageError
+from wirepipe.core.errors import StageError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.schema import parse_schema

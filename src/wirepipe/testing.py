@@ -26,7 +26,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from .batch import Batch, Rejected
+from .core.batch import Batch, Rejected
 from .connectors.base import Sink, Source
 from .operators.base import Operator
 from .pipelines.pipeline import Pipeline, RunStats

@@ -76,7 +76,7 @@ def test_replaying_a_capture_with_a_corrupt_data_page_is_one_line(tmp_path: Path
 
     import pyarrow.parquet as pq
 
-    from wirepipe.batch import Batch
+    from wirepipe.core.batch import Batch
     from wirepipe.connectors.capture import CaptureWriter, capture_table
 
     writer = CaptureWriter(tmp_path / "cap", row_group_rows=500, compression="none", fsync=False)
@@ -106,7 +106,7 @@ def damaged_capture(folder: Path) -> tuple[Path, Path]:
     import msgpack
     import pyarrow.parquet as pq
 
-    from wirepipe.batch import Batch
+    from wirepipe.core.batch import Batch
     from wirepipe.connectors.capture import CaptureWriter, capture_table
 
     writer = CaptureWriter(folder, row_group_rows=100, compression="none", fsync=False)

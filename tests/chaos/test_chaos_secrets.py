@@ -25,7 +25,7 @@ import yaml
 
 from tests.nats_fixtures import WIREPIPE, run_wirepipe, wirepipe_env
 from tests.test_nats_auth import new_nkey
-from wirepipe.server import EmbeddedServer, User, free_port
+from wirepipe.connectors.nats.server import EmbeddedServer, User, free_port
 
 SECRET = "Sup3r-s3cret-pw"
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..batch import Batch
+from ..core.batch import Batch
 from ..codecs.formats import FORMATS
 from ..operators.base import Operator
 from ..operators.compress import Compress
@@ -30,7 +30,7 @@ from ..operators.unpack import Unpack
 from ..pipelines.pipeline import Pipeline
 from ..testing import TestingSource
 from .data import BenchData
-from .plan import Combo
+from .combos import Combo
 
 _ns = time.monotonic_ns
 

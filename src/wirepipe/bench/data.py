@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..datasets import get_dataset
-from ..errors import WirepipeError
-from .plan import SAMPLE_RECORDS
+from ..core.errors import WirepipeError
+from .combos import SAMPLE_RECORDS
 
 if TYPE_CHECKING:
     from ..codecs.formats import Schema

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..batch import Batch
+from ..core.batch import Batch
 from ..codecs.formats import FORMATS
 from ..datasets import get_dataset
 from ..operators.deserialize import Deserialize

@@ -38,16 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..allocator import between_batches, keep_freed_memory
-from ..batch import Batch, Rejected, describe_error, payload_nbytes
+from ..core.allocator import between_batches, keep_freed_memory
+from ..core.batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
-from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
+from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
-from ..redact import redact_secrets
+from ..core.redact import redact_secrets
 from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
 if TYPE_CHECKING:
-    from ..operators.metrics import Stamps
+    from ..metrics.recorder import Stamps
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
@@ -150,7 +150,7 @@ class Pipeline:
                  config: dict[str, Any] | None = None, monitor: Any = None) -> None:
         check_parts(source, sink, dead_letter)
         # A process that builds a pipeline keeps the memory a batch frees for the next one, instead of the
-        # kernel faulting it in again for every batch (once per process; see wirepipe.allocator).
+        # kernel faulting it in again for every batch (once per process; see wirepipe.core.allocator).
         keep_freed_memory()
         self.source = source
         self.operators = list(operators)
@@ -233,7 +233,7 @@ class Pipeline:
         self.metrics = self._open_metrics()
         timer = flusher = None
         if self.metrics is not None:
-            from ..operators.metrics import pipeline_stages
+            from ..metrics.recorder import pipeline_stages
 
             with _io_errors("metrics", self.metrics.path):
                 self.metrics.open(pipeline_stages(source, self.operators, sink))
@@ -289,7 +289,7 @@ class Pipeline:
         spec = self.metrics_spec
         if spec is None:
             return None
-        from ..operators.metrics import MetricsRecorder
+        from ..metrics.recorder import MetricsRecorder
 
         if isinstance(spec, MetricsRecorder):
             return spec
@@ -388,7 +388,7 @@ class Pipeline:
         self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
-        between_batches()  # the allocator keeps what the last batch gave back, where it churns (allocator.py)
+        between_batches()  # the allocator keeps what the last batch gave back, where it churns (core/allocator.py)
         metrics = self.metrics
         index = stats.batches
         stats.batches += 1

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ConfigError, WirepipeError
+from ..core.errors import ConfigError, WirepipeError
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
@@ -516,7 +516,7 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
 
 def worker_main(argv: list[str]) -> int:
     """``python -m wirepipe.pipelines.pool INDEX [FILE]``: one worker of a pool; its config (JSON) on stdin."""
-    from ..redact import log_redacted, redact_secrets
+    from ..core.redact import log_redacted, redact_secrets
     from .config import build_pipeline, validate_config
     from .worker import ShutdownTimeout
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import Unreadable, describe_unreadable
 from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
-from ..errors import ConfigError, WirepipeError
+from ..core.errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
 
 if TYPE_CHECKING:
@@ -245,7 +245,7 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     """One replay process: its share of row groups through the pipeline."""
     import signal
 
-    from ..redact import log_redacted
+    from ..core.redact import log_redacted
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     log_redacted(level, f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")

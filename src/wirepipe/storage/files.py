@@ -18,7 +18,7 @@ when several processes write into one folder and a dead one's leftovers must be 
 from a live one's), through a ``SpoolingFile`` (a full disk loses nothing), then fsynced
 when asked and renamed into place. ``commit`` resumes after an error: called again, it
 goes on where it stopped and never renames twice. Every local writer goes through it: the
-file sinks, captures, metrics parts (``parts.py``) and ``wirepipe bench``'s results.
+file sinks, captures, metrics parts (``storage/parts.py``) and ``wirepipe bench``'s results.
 
 The one exception is a Beam worker's results part (``replay/beam_fn.write_part``): it
 writes through Beam's ``FileSystems`` (``gs://``, ``s3://``, ``hdfs://`` as well as local
@@ -31,7 +31,7 @@ bundle's earlier file (same records, same name) is deleted, then the temporary r
 **Unfinished files** (``unfinished_files``, ``report_unfinished``): a writer killed (SIGKILL) or
 stopped on an error (a full disk at shutdown) leaves its temporary file. Nothing reads it (listings
 skip it) and nothing in it was acknowledged, but it takes room: the next writer into the folder
-names it in a warning (capture files, Parquet parts) or deletes it (metrics parts, ``parts.py``).
+names it in a warning (capture files, Parquet parts) or deletes it (metrics parts, ``storage/parts.py``).
 A temporary named with its writer's process id is not reported while that process runs (a pool's
 other workers write into the same folder).
 
@@ -52,8 +52,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import WirepipeError
-from .spoolfile import SpoolingFile
+from ..core.errors import WirepipeError
+from .spool import SpoolingFile
 
 TEMP_SUFFIX = ".inprogress"
 _OWNER = re.compile(r"\.(?P<pid>\d+)" + re.escape(TEMP_SUFFIX) + "$")
