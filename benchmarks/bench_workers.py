@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wirepipe.plan.capacity import measure_costs, predict_rate
+from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.datasets import get_dataset
 from wirepipe.pipelines.pool import Pool, RestartPolicy, usable_cores
-from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
+from wirepipe.plan.capacity import measure_costs, predict_rate
 from wirepipe.wire import Header
 
 SUBJECT = "bench.blocks"

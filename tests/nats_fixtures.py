@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from wirepipe.datasets import get_dataset
 from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
+from wirepipe.datasets import get_dataset
 
 WIREPIPE = [sys.executable, "-m", "wirepipe.cli"]
 

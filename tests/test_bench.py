@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from wirepipe.bench.combos import BenchPlan, default_repetitions
 from wirepipe.bench.command import make_plan
 from wirepipe.bench.data import from_dataset
-from wirepipe.bench.combos import BenchPlan, default_repetitions
 from wirepipe.bench.runner import run_bench
 from wirepipe.core.errors import ConfigError
 

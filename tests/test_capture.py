@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.core.batch import Batch
 from wirepipe.connectors.capture import (
     SENT_AT,
     TEMP_SUFFIX,
@@ -23,6 +22,7 @@ from wirepipe.connectors.capture import (
     capture_table,
     plan_row_groups,
 )
+from wirepipe.core.batch import Batch
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.pipelines.config import validate_config
 

@@ -24,11 +24,11 @@ from wirepipe.connectors import SINKS, SOURCES, natsconn
 from wirepipe.connectors.capture import CaptureSink, CaptureSource, CaptureWriter
 from wirepipe.connectors.files import JsonlSink, JsonlSource, NullSink, ParquetSink, ParquetSource
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
-from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.connection import NatsConnection, NatsConnectionConfig
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.core_source import NatsSource
-from wirepipe.connectors.nats.connection import NatsConnection, NatsConnectionConfig
+from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.core.registry import declared_in
 
@@ -156,8 +156,8 @@ def test_the_builtin_connectors_keep_their_types_and_order() -> None:
     assert list(SOURCES) == ["generate", "jsonl", "parquet", "nats", "jetstream", "capture"]
     assert list(SINKS) == ["null", "jsonl", "parquet", "nats", "jetstream", "capture"]
     # the names stay importable where they were (user code, entry points written against them)
-    from wirepipe.connectors.nats.jetstream_sink import JetStreamSinkConfig
     from wirepipe.connectors.nats.core_source import NatsSourceConfig
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSinkConfig
 
     assert SINKS["jetstream"] is JetStreamSinkConfig and SOURCES["nats"] is NatsSourceConfig
 

@@ -273,8 +273,8 @@ def test_deserialize_schema_record_gives_typed_records_from_faust_bytes(codecs: 
 def test_deserialize_schema_record_ignores_faust_namespace_of_unknown_class(codecs: Any) -> None:
     """A payload whose "__faust" names a class this process never imported still builds the schema's class."""
     from tests.faust_records import Reading
-    from wirepipe.core.batch import Batch
     from wirepipe.codecs.chain import Chain
+    from wirepipe.core.batch import Batch
     from wirepipe.operators.deserialize import Deserialize
 
     data = Chain.parse("msgpack").encoder()({"sensor": "s", "value": 1.0, "raw": b"", "__faust": {"ns": "elsewhere.Reading"}})
@@ -324,8 +324,8 @@ async def test_agent_receives_values_encoded_by_wirepipe(codecs: Any) -> None:
     from faust.exceptions import ValueDecodeError
 
     from tests.faust_records import Transaction
-    from wirepipe.core.batch import Batch
     from wirepipe.codecs.chain import Chain
+    from wirepipe.core.batch import Batch
 
     records = sample("transaction", 10)
     batch = Batch(list(records))

@@ -12,15 +12,15 @@ import pytest
 
 from tests.nats_fixtures import run_wirepipe, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
-from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.server import EmbeddedServer, ServerTLS, User
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import validate_config
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.connectors.nats.server import EmbeddedServer, ServerTLS, User
 from wirepipe.testing import TestingSink
 
 PASSWORD = "s3cret-Pa55word-xyz"

@@ -8,18 +8,18 @@ from typing import Any
 import pytest
 
 from tests.nats_fixtures import expected
-from wirepipe.core.batch import Batch
 from wirepipe.connectors.files import JsonlSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import SENT_AT, NatsSink
 from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.batch import Batch
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.route import Subject
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.testing import TestingSink, TestingSource
 from wirepipe.wire import Header
 

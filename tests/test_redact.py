@@ -15,8 +15,8 @@ from wirepipe.connectors import sink_models, source_models
 from wirepipe.connectors.nats.connection import split_urls
 from wirepipe.core.errors import ConfigError
 from wirepipe.core.models import Secret
-from wirepipe.pipelines.config import apply_override, validate_config
 from wirepipe.core.redact import SECRET_FIELDS, RedactingFormatter, redact_secrets, redact_tree
+from wirepipe.pipelines.config import apply_override, validate_config
 
 PIECES = ("Alpha7Kq", "Bravo9Zx", "Charlie3Mv", "Delta5Wp", "Echo1Ty")
 PASSWORD = "Alpha7Kq,Bravo9Zx'Charlie3Mv:Delta5Wp@Echo1Ty"  # every character a parser may split on

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from wirepipe.core.batch import Batch
 from wirepipe.connectors.base import AtLeastOnce, Configured, Sink, Source
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.core.batch import Batch
 from wirepipe.core.errors import BackOff, NotConnected, SinkUnavailable, is_sink_failure
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSink

@@ -17,16 +17,16 @@ import pytest
 from tests.nats_fixtures import WIREPIPE, wirepipe_env
 from tests.test_scale_pool import column, drain, per_worker, running_pool, scrape, wait_for
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.nats.connection import NatsConnectionConfig
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.connectors.nats.streams import StreamConfig
-from wirepipe.connectors.nats.connection import NatsConnectionConfig
 from wirepipe.core.errors import ConfigError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import validate_config
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.testing import TestingSink
 
 
@@ -161,8 +161,8 @@ async def test_nats_warnings_name_the_server_that_failed(nats_server: EmbeddedSe
     reconnect names the server that refused, the reconnect names the node it found again, a connect that fails
     names every server of the list."""
     from wirepipe.connectors.nats.connection import NatsConnection
-    from wirepipe.core.errors import WirepipeError
     from wirepipe.connectors.nats.server import free_port
+    from wirepipe.core.errors import WirepipeError
 
     dead = f"nats://127.0.0.1:{free_port()}"
     node = nats_server

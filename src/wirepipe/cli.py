@@ -120,9 +120,9 @@ def run(
     """Validate and run a pipeline."""
     from .core.errors import ConfigError, WirepipeError
     from .core.exit_codes import RejectLimit
+    from .core.units import parse_duration
     from .pipelines.config import read_config
     from .pipelines.pool import resolve_workers
-    from .core.units import parse_duration
 
     setup_logging(verbose)
     overrides = list(set_ or [])
@@ -197,8 +197,8 @@ def server(
                                               "list; each node its own store)")] = 1,
 ) -> None:
     """Run an embedded nats-server (JetStream on) in the foreground; prints its URL. Ctrl-C stops it."""
-    from .core.errors import WirepipeError
     from .connectors.nats.server import EmbeddedServer, LocalCluster, serve_forever
+    from .core.errors import WirepipeError
 
     if not 1 <= cluster <= 9 or (cluster > 1 and port):
         fail(f"--cluster {cluster}: give 1..9 nodes; --port is for one node (a cluster picks free ports)",
@@ -238,9 +238,9 @@ def capture(
 ) -> None:
     """Capture what flows on NATS into Parquet files (see README: Capture), until stopped."""
     from .core.errors import ConfigError
+    from .core.units import parse_duration, parse_size
     from .pipelines.capture_worker import capture_config
     from .pipelines.config import apply_override, build_pipeline, validate_config
-    from .core.units import parse_duration, parse_size
 
     setup_logging(verbose)
     if follow and stop_at_end:
@@ -303,8 +303,8 @@ def replay(
 ) -> None:
     """Replay a capture through a pipeline's operators and sink, locally or on Apache Beam."""
     from .core.errors import ConfigError, WirepipeError
-    from .replay import Replay
     from .core.units import parse_duration
+    from .replay import Replay
 
     setup_logging(verbose)
     choices = {"--pace": (pace, ("max", "original")), "--pace-by": (pace_by, ("received", "sent")),
@@ -567,11 +567,11 @@ def plan(
     utilization: Annotated[float, typer.Option(help="plan cores to be at most this busy (0..1)")] = 0.7,
 ) -> None:
     """Turn per-record costs into a deployment: cores, workers, wire bytes/s, JetStream storage, the first limit."""
+    from .core.errors import WirepipeError
+    from .core.units import parse_bandwidth, parse_duration, parse_rate, parse_size
+    from .pipelines.pool import usable_cores
     from .plan.capacity import Deployment, costs_from_bench, measure_costs
     from .plan.capacity import plan as make_plan
-    from .core.errors import WirepipeError
-    from .pipelines.pool import usable_cores
-    from .core.units import parse_bandwidth, parse_duration, parse_rate, parse_size
 
     try:
         if transport not in ("jetstream", "nats"):

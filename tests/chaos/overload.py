@@ -54,8 +54,8 @@ class Outcome:
 
 def _burst_source(count: int, rate: float | None, burst: int | None, pause: float, pad: int = 0,
                   tail: int = 0) -> Any:
-    from wirepipe.core.batch import Batch
     from wirepipe.connectors.base import Source
+    from wirepipe.core.batch import Batch
     from wirepipe.datasets import get_dataset
 
     class Bursts(Source):

@@ -197,8 +197,8 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
     """Core NATS cannot redeliver: a failing sink holds the batch and retries (backpressure), never drops it."""
     import nats
 
-    from wirepipe.core.batch import Batch
     from wirepipe.connectors.nats.core_source import NatsSource
+    from wirepipe.core.batch import Batch
     from wirepipe.pipelines.monitor import MetricsCollector, snapshot
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSink
@@ -265,8 +265,8 @@ def test_a_spooling_file_resumes_exactly_where_the_disk_filled(small_disk: Path)
 def test_a_capture_file_is_completed_once_the_disk_has_room(small_disk: Path) -> None:
     import pyarrow.parquet as pq
 
-    from wirepipe.core.batch import Batch
     from wirepipe.connectors.capture import TEMP_SUFFIX, CaptureWriter, capture_table
+    from wirepipe.core.batch import Batch
     from wirepipe.core.errors import SinkUnavailable
 
     writer = CaptureWriter(small_disk, row_group_rows=500, compression="none", fsync=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
-from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSink
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from ..codecs.compression import CODECS, get_codec
 from ..codecs.formats import FORMATS
-from ..datasets import DATASETS
 from ..core.errors import ConfigError
-from .estimate import Estimate
+from ..datasets import DATASETS
 from .combos import ALL_LEVELS, QUICK, BenchPlan
+from .estimate import Estimate
 from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
 from .study_tables import chain_table, failures, format_table, markdown, text_table
 

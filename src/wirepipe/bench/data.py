@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..datasets import get_dataset
 from ..core.errors import WirepipeError
+from ..datasets import get_dataset
 from .combos import SAMPLE_RECORDS
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data import BenchData
 from .combos import BenchPlan, Combo, default_repetitions
+from .data import BenchData
 
 CALIBRATION_SECONDS = 0.02  # per timed step
 CALIBRATION_RECORDS = 50

@@ -22,9 +22,9 @@ from typing import Any
 
 from ..report.summary import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
+from .combos import BenchPlan, Combo, default_repetitions
 from .data import BenchData, from_dataset, from_file
 from .estimate import Estimate
-from .combos import BenchPlan, Combo, default_repetitions
 from .study_tables import Measured, Spread
 
 JOURNAL = "bench.progress.jsonl"  # a line per measured step, appended as it finishes

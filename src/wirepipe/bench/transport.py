@@ -35,8 +35,8 @@ from ..core.errors import WirepipeError
 from ..core.redact import redact_secrets
 from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime
-from .data import BenchData
 from .combos import BenchPlan, Combo
+from .data import BenchData
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 

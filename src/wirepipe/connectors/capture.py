@@ -41,7 +41,6 @@ from pydantic import Field, field_validator
 from ..core.batch import Batch, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.models import Duration, Size, SourceLimits, Strict
-from ..storage.spool import check_writable
 from ..storage.files import (
     TEMP_SUFFIX,
     AtomicFile,
@@ -52,6 +51,7 @@ from ..storage.files import (
     is_hidden,
     report_unfinished,
 )
+from ..storage.spool import check_writable
 from ..wire import Header
 from .base import Configured, Sink, Source, Unreadable
 

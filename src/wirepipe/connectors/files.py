@@ -52,12 +52,20 @@ from typing import IO, Any, Literal
 
 from pydantic import Field
 
-from ..core.batch import Batch, describe_error
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
+from ..core.batch import Batch, describe_error
 from ..core.errors import WirepipeError
 from ..core.models import SourceLimits, Strict
+from ..storage.files import (
+    TEMP_SUFFIX,
+    AtomicFile,
+    Paths,
+    TableBuffer,
+    find_files,
+    fspaths,
+    report_unfinished,
+)
 from ..storage.spool import SpoolingFile, check_writable
-from ..storage.files import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, report_unfinished
 from .base import Configured, Refusal, Sink, Source
 
 log = logging.getLogger("wirepipe")

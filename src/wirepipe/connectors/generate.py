@@ -11,8 +11,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ..core.batch import Batch
-from ..datasets import DATASETS, get_dataset
 from ..core.models import SourceLimits
+from ..datasets import DATASETS, get_dataset
 from .base import Configured, Source
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..core.batch import Batch
 from ..codecs.compression import get_codec
+from ..core.batch import Batch
 from ..core.models import Strict
 from ..wire import Header, set_header
 from .base import BuildContext, Operator

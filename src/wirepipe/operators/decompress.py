@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import field_validator
 
-from ..core.batch import Batch
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
+from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
 from ..wire import Header

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..core.batch import Batch
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
+from ..core.batch import Batch
 from ..core.errors import RefusedError, StageError
 from ..core.models import Strict
 from ..wire import Header

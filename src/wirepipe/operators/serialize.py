@@ -28,8 +28,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..core.batch import Batch
 from ..codecs.formats import Encoder, Schema, get_format
+from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Strict
 from ..schema import RecordSchema, explain

@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
 from ..core.allocator import between_batches, keep_freed_memory
 from ..core.batch import Batch, Rejected, describe_error, payload_nbytes
-from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
 from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
-from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..core.redact import redact_secrets
+from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
 if TYPE_CHECKING:

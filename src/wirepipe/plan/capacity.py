@@ -194,8 +194,8 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``."""
     import gc
 
-    from ..core.batch import Batch
     from ..codecs.chain import Chain
+    from ..core.batch import Batch
     from ..datasets import get_dataset
     from ..operators.chain_operators import chain_operators
     from ..pipelines.pipeline import Pipeline
@@ -243,8 +243,8 @@ def _sink_us(sink: str, decoded: list[list[Any]], records: int, rounds: int) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..core.batch import Batch
     from ..connectors.files import batch_table
+    from ..core.batch import Batch
 
     if sink != "parquet":
         raise ValueError(f"sink {sink!r}: measured sinks are null and parquet")

@@ -119,8 +119,8 @@ def _kind(schema: Any) -> str | None:
 def _discover(path: Path) -> list[Path]:
     """Parquet files under ``path``, and the latency folder beside a stage folder named directly."""
     from ..metrics.recorder import latency_path
-    from ..storage.parts import list_parts
     from ..storage.files import sub_folders
+    from ..storage.parts import list_parts
 
     if not path.exists():
         raise WirepipeError(f"{path}: no such file or folder")

@@ -34,8 +34,8 @@ from ...wire import (
     template_fields,
 )
 from ..base import Configured, Refusal, Sink
-from .gaps import PUBLISHER, SEQ, PublisherStamp
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
+from .gaps import PUBLISHER, SEQ, PublisherStamp
 
 log = logging.getLogger("wirepipe.nats")
 

@@ -18,9 +18,9 @@ from pydantic import Field
 from ...core.batch import Batch
 from ...core.models import Duration, Size, SourceLimits
 from ..base import Configured, Refusal, Source
+from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import GapCounter
 from .reader import SubscriptionReader
-from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 
 log = logging.getLogger("wirepipe.nats")
 

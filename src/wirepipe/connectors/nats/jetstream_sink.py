@@ -52,8 +52,7 @@ from ...wire import (
     header_size,
 )
 from ..base import Source
-from .gaps import PUBLISHER, SEQ
-from .streams import StreamConfig, ensure_stream
+from .connection import ReconnectConfig
 from .core_sink import (
     SENT_AT,
     NatsSink,
@@ -63,7 +62,8 @@ from .core_sink import (
     require_bytes,
     wire_headers,
 )
-from .connection import ReconnectConfig
+from .gaps import PUBLISHER, SEQ
+from .streams import StreamConfig, ensure_stream
 
 log = logging.getLogger("wirepipe.jetstream")
 

@@ -39,9 +39,9 @@ from ...wire import (
     Header,
 )
 from ..base import AtLeastOnce, Configured, Refusal, Source
-from .streams import when_available
-from .reader import RawInbox, Received, SubscriptionReader, publish_many
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from .reader import RawInbox, Received, SubscriptionReader, publish_many
+from .streams import when_available
 
 log = logging.getLogger("wirepipe.jetstream")
 T = TypeVar("T")
