@@ -111,6 +111,9 @@ def test_the_users_own_glibc_settings_win() -> None:
 _BATCHES = """
 import json, resource, time
 from wirepipe.core.allocator import arena_reserve, between_batches, keep_freed_memory
+from wirepipe.connectors.files import NullSink
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSource
 
 keep_freed_memory()
 keep = KEEP
@@ -162,6 +165,9 @@ def test_pythons_own_allocator_choice_keeps_no_reserve() -> None:
 _OTHER_CHURN = """
 import json, mmap, time
 from wirepipe.core.allocator import arena_reserve, between_batches, keep_freed_memory
+from wirepipe.connectors.files import NullSink
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSource
 
 keep_freed_memory()
 for i in range(8):

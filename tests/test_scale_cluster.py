@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import signal
 import socket
 import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.nats_fixtures import WIREPIPE, wirepipe_env
+from tests.test_scale_pool import column, drain, per_worker, running_pool, scrape, wait_for
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.connection import NatsConnectionConfig
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
-from wirepipe.connectors.nats.server import LocalCluster
+from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.connectors.nats.streams import StreamConfig
 from wirepipe.core.errors import ConfigError
 from wirepipe.operators.deserialize import Deserialize
@@ -147,3 +152,188 @@ async def test_sigkill_of_a_node_of_an_r3_cluster_loses_nothing(nats_cluster: Lo
     duplicates = len(seqs) - len(set(seqs))  # redeliveries after the kill: counted, not lost
     print(f"{victim} {name} killed: {duplicates} duplicates delivered, "
           f"{sink.conn.stats.reconnects + source.conn.stats.reconnects} reconnects")
+
+
+@pytest.mark.timeout(90)
+async def test_nats_warnings_name_the_server_that_failed(nats_server: EmbeddedServer,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A URL list whose first server never answers: the warnings of a node's death name that node, each refused
+    reconnect names the server that refused, the reconnect names the node it found again, a connect that fails
+    names every server of the list."""
+    from wirepipe.connectors.nats.connection import NatsConnection
+    from wirepipe.connectors.nats.server import free_port
+    from wirepipe.core.errors import WirepipeError
+
+    dead = f"nats://127.0.0.1:{free_port()}"
+    node = nats_server
+    conn = NatsConnection(NatsConnectionConfig(url=[dead, node.url], reconnect={"wait": 0.05, "max_wait": 0.2}),
+                          role="consumer")
+    await conn.connect()
+    try:
+        assert conn.url == node.url  # where it is connected, not the head of the list
+        with caplog.at_level("WARNING", logger="wirepipe.nats"):
+            await asyncio.to_thread(node.kill)
+            await asyncio.sleep(1.5)  # reconnect attempts: both servers refuse
+            await asyncio.to_thread(node.restart)
+            for _ in range(400):
+                if conn.stats.reconnects:
+                    break
+                await asyncio.sleep(0.05)
+        assert conn.stats.reconnects == 1 and conn.url == node.url
+        lines = [r.getMessage() for r in caplog.records]
+        assert f"NATS consumer disconnected from {node.url} (disconnect #1); reconnecting" in lines, lines
+        assert f"NATS consumer reconnected to {node.url} (reconnect #1)" in lines, lines
+        # each refused reconnect names the server being tried (before: the head of the list, every time)
+        refused = [re.fullmatch(r"NATS consumer \((nats://127.0.0.1:\d+)\): connection refused", line)
+                   for line in lines if line.endswith("connection refused") and line.startswith("NATS consumer")]
+        assert refused and all(m is not None for m in refused), lines
+        assert {m[1] for m in refused if m is not None} == {dead, node.url}, lines
+    finally:
+        await conn.close()
+    lost = NatsConnection(NatsConnectionConfig(url=[dead, f"nats://127.0.0.1:{free_port()}"], connect_timeout=1.0))
+    with pytest.raises(WirepipeError, match=rf"cannot connect to NATS at {dead}, nats://127.0.0.1:\d+ within 1s"):
+        await lost.connect()
+
+
+R3_POOL = """
+name: r3pool
+source: {type: jetstream, url: "${NATS_URL}", stream: R3POOL, batch_size: 200, ack_wait: 3s, heartbeat: 1s,
+         expires: 5s, reconnect: {wait: 50ms, max_wait: 500ms}}
+operators:
+  - deserialize: {format: msgpack}
+  - map: {function: "nats_fixtures:slow_identity"}
+sink: {type: parquet, path: "${OUT}/part-{part}.parquet"}
+metrics: {path: "${METRICS}"}
+flush_interval: 200ms
+shutdown_timeout: 20s
+monitor: {status_interval: 500ms, prometheus: {port: 0}}
+"""
+
+
+async def _publish_r3(url: str, n: int) -> None:
+    """``{"i": i}`` for i in 0..n-1 into a new R3 stream (each with its Nats-Msg-Id)."""
+    import msgpack
+    import nats
+
+    nc = await nats.connect(url.split(","))
+    js = nc.jetstream()
+    await js.add_stream(name="R3POOL", subjects=["r3pool"], num_replicas=3)
+    futures = []
+    for i in range(n):
+        futures.append(await js.publish_async("r3pool", msgpack.packb({"i": i}), headers={"Nats-Msg-Id": str(i)}))
+        if len(futures) >= 2000:
+            await asyncio.gather(*futures)
+            futures = []
+    await asyncio.gather(*futures)
+    await nc.close()
+
+
+def _leader(cluster: LocalCluster, stream: str) -> str:
+    """The stream's leader, once the cluster is whole and has elected one."""
+    import nats.errors
+
+    cluster.wait_healthy(60)
+    for _ in range(60):
+        with contextlib.suppress(nats.errors.TimeoutError):
+            leader = asyncio.run(stream_info(cluster.url, stream)).cluster.leader
+            if leader:
+                return str(leader)
+        time.sleep(0.5)
+    raise AssertionError(f"stream {stream} has no leader")
+
+
+@pytest.mark.timeout(240)
+def test_a_pool_counts_every_duplicate_of_a_stream_leader_failover(nats_cluster: LocalCluster,
+                                                                   tmp_path: Path) -> None:
+    """Pool of 2 on an R3 stream; the stream leader is SIGKILLed and restarted twice mid-consume. No row is
+    missing, and every duplicate row written is accounted for: the records read again (delivered before) are
+    counted alike in the status line, Prometheus, the run summary and the metrics Parquet, and are at least the
+    duplicate rows. Records out are exactly the rows written; the lag of the drained stream is 0."""
+    import pyarrow.dataset as ds
+
+    n = 20000
+    asyncio.run(_publish_r3(nats_cluster.url, n))
+    out, metrics = tmp_path / "out", tmp_path / "metrics"
+    cfg = tmp_path / "r3pool.yaml"
+    cfg.write_text(R3_POOL)
+    log = tmp_path / "pool.log"
+    tests = Path(__file__).parent
+    env = wirepipe_env(NATS_URL=nats_cluster.url, OUT=str(out), METRICS=str(metrics), PYTHONPATH=str(tests))
+    with running_pool(cfg, 2, env, log) as proc:
+        port = int(wait_for(lambda: re.search(r"metrics on http://127.0.0.1:(\d+)/metrics", log.read_text()), 60,
+                            proc, log)[1])
+        for share in (4, 2):  # a failover at a quarter of the stream and another at half
+            wait_for(lambda share=share: len(column(out, "i")) >= n // share, 120, proc, log)
+            node = nats_cluster.node(_leader(nats_cluster, "R3POOL"))
+            node.kill()
+            time.sleep(1.0)
+            node.start()
+        wait_for(lambda: set(column(out, "i")) >= set(range(n)), 150, proc, log)
+        nats_cluster.wait_healthy(60)
+
+        def settled() -> dict[str, float] | None:  # every row committed and counted, the stream drained
+            rows = len(column(out, "i"))
+            body = scrape(port, "") or ""
+            out_, lag = per_worker(body, "records_out_total"), per_worker(body, "lag")
+            if sum(out_.values()) != rows or len(lag) != 2 or any(lag.values()):
+                return None
+            return per_worker(body, "redelivered_total")
+
+        redelivered = wait_for(settled, 60, proc, log)
+        time.sleep(1.0)  # two more status lines
+        status = log.read_text().strip().splitlines()
+        drain(proc, log)
+    rows = column(out, "i")
+    assert set(rows) == set(range(n))  # no row missing
+    duplicates = len(rows) - n
+    counted = int(sum(redelivered.values()))
+    text = log.read_text()
+    summary = re.search(r"r3pool: 2 workers, (\d+) records out of (\d+) in .*, (\d+) redelivered, 0 restarts", text)
+    assert summary is not None, text[-3000:]
+    assert int(summary[1]) == len(rows)  # records out: the rows written, exactly
+    assert int(summary[3]) == counted  # the summary and Prometheus agree
+    line = [s for s in status if s.startswith("r3pool [2 workers]")][-1]
+    assert ", lag 0," in line and (f", {counted:,} redelivered," in line if counted else "redelivered" not in line)
+    stages = ds.dataset(str(metrics), format="parquet").to_table(columns=["redelivered"]).column(0).to_pylist()
+    assert sum(v for v in stages if v) == counted  # and the metrics Parquet
+    assert counted >= duplicates  # every duplicate row written is among the records counted as read again
+    print(f"{duplicates} duplicate rows, {counted} redelivered records counted")
+
+
+@pytest.mark.timeout(180)
+def test_a_pool_started_while_the_cluster_has_no_leader_waits_for_it(nats_cluster: LocalCluster,
+                                                                     tmp_path: Path) -> None:
+    """Two of three nodes down (no quorum, no leader): the workers of a pool say they wait for the leader, no
+    traceback, no restart; once the nodes are back they consume every record once and drain (exit 0)."""
+    import json
+
+    n = 3000
+    asyncio.run(_publish_r3(nats_cluster.url, n))
+    down = nats_cluster.nodes[1:]
+    for node in down:
+        node.kill()
+    cfg = tmp_path / "waits.yaml"
+    cfg.write_text(json.dumps({
+        "name": "waits", "source": {"type": "jetstream", "url": nats_cluster.url, "stream": "R3POOL",
+                                    "heartbeat": "1s", "expires": "5s"},
+        "operators": [{"deserialize": {"format": "msgpack"}}],
+        "sink": {"type": "jsonl", "path": str(tmp_path / "out-{worker}.jsonl")},
+        "flush_interval": "200ms", "monitor": {"status_interval": "1s"}}))
+    log = tmp_path / "pool.log"
+
+    def written() -> list[int]:
+        return [json.loads(line)["i"] for f in sorted(tmp_path.glob("out-*.jsonl")) for line in f.open()]
+
+    with running_pool(cfg, 2, wirepipe_env(), log) as proc:
+        waiting = "jetstream consumer of R3POOL: JetStream does not answer"
+        wait_for(lambda: log.read_text().count(waiting) >= 2, 60, proc, log)  # both workers say they wait
+        time.sleep(3.0)  # longer than a request's timeout: still waiting, not dying
+        for node in down:
+            node.start()
+        wait_for(lambda: len(written()) >= n, 90, proc, log)
+        drain(proc, log)
+    text = log.read_text()
+    assert "Traceback" not in text and " died " not in text, text[-3000:]
+    assert "answers again after" in text
+    assert sorted(written()) == list(range(n))  # each record once
+    assert re.search(rf"waits: 2 workers, {n} records out of {n} in .*, 0 redelivered, 0 restarts", text), text[-2000:]

@@ -283,17 +283,26 @@ def test_a_capture_file_is_completed_once_the_disk_has_room(small_disk: Path) ->
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.parametrize("sink", ["jsonl", "parquet parts"])
 def test_stopped_while_the_disk_is_full_a_worker_exits_non_zero_and_acks_nothing_unwritten(
-        nats_url: str, small_disk: Path, tmp_path: Path) -> None:
-    """The drain cannot flush: after shutdown_timeout the worker exits 1; what it held comes back to the next one."""
+        nats_url: str, small_disk: Path, tmp_path: Path, sink: str) -> None:
+    """The drain cannot flush: after shutdown_timeout the worker exits 1; what it held comes back to the next one,
+    and what it left unfinished (a part without its footer) is named by the next one."""
     asyncio.run(publish_random(nats_url, N))
-    out = small_disk / "out.jsonl"
+    if sink == "jsonl":
+        out = small_disk / "out.jsonl"
+        spec = {"type": "jsonl", "path": str(out), "append": True}
+        numbers = lambda: jsonl_numbers(out)  # noqa: E731
+    else:
+        out = small_disk / "parts"
+        spec = {"type": "parquet", "path": str(out / "part-{part}.parquet"), "compression": "none"}
+        numbers = lambda: parquet_numbers(out)  # noqa: E731
     config = tmp_path / "worker.yaml"
     config.write_text(json.dumps({
         "name": "disk-stop",
         "source": {"type": "jetstream", "url": nats_url, "stream": "DISK", "durable": "stop", "ack_wait": 4,
                    "batch_size": 200},
-        "sink": {"type": "jsonl", "path": str(out), "append": True},
+        "sink": spec,
         "flush_interval": 0.2,
         "shutdown_timeout": 3,
     }))
@@ -304,18 +313,28 @@ def test_stopped_while_the_disk_is_full_a_worker_exits_non_zero_and_acks_nothing
     assert code == 1, f"exit {code}: {log.read_text()[-2000:]}"
     assert "Traceback" not in log.read_text()
     acked = asyncio.run(consumer_info(nats_url, "DISK", "stop")).ack_floor.consumer_seq
-    lines = out.read_bytes().splitlines()
-    assert len(jsonl_numbers(out)) == len(lines), f"a torn line is left: {lines[-1][-80:]!r}; {log.read_text()[-2500:]}"
-    assert acked <= len(lines), "nothing acknowledged that is not on disk"
+    assert acked <= len(numbers()), "nothing acknowledged that is not on disk"
+    if sink == "jsonl":
+        lines = out.read_bytes().splitlines()
+        assert len(jsonl_numbers(out)) == len(lines), f"a torn line is left: {lines[-1][-80:]!r}; {log.read_text()[-2500:]}"
+        left: list[Path] = []
+    else:
+        left = list(out.glob(".part-*.inprogress"))
+        assert len(left) == 1 and left[0].stat().st_size > 0, "the part being written when the disk filled"
     grow(small_disk)
+    first = log.read_text()
     proc = start(["run", str(config)], log)  # the next worker gets what the first one held
     try:
-        wait_for(lambda: set(range(N)) <= set(jsonl_numbers(out)), 40, "the next worker did not complete it",
-                 proc, log)
+        wait_for(lambda: set(range(N)) <= set(numbers()), 40, "the next worker did not complete it", proc, log)
     finally:
         stop(proc)
-    numbers = jsonl_numbers(out)
-    counts = scenario("jsonl, stopped while full, then restarted", numbers, log)
+    counts = scenario(f"{sink}, stopped while full, then restarted", numbers(), log)
     assert counts["lost"] == 0
     assert counts["duplicated"] <= 1000, "at most what was written since the last flush (a few batches)"
-    assert len(jsonl_numbers(out)) == len(out.read_bytes().splitlines()), "every line whole"
+    if sink == "jsonl":
+        assert len(jsonl_numbers(out)) == len(out.read_bytes().splitlines()), "every line whole"
+    else:
+        second = log.read_text()
+        assert f"{out} has 1 unfinished parquet file(s), {left[0].stat().st_size:,} bytes, from a run that did not " \
+               f"stop cleanly" in second and left[0].name in second, second[-3000:]
+        assert "unfinished" not in first

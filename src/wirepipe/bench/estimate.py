@@ -136,11 +136,11 @@ def duration(seconds: float) -> str:
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
-    from ..core.redact import redact_url
+    from ..core.redact import redact_secrets
     from ..report.text import wrap
 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
-    transport = plan.transport + (f" ({redact_url(plan.url)})" if plan.url and plan.transport != "none" else "")
+    transport = plan.transport + (f" ({redact_secrets(plan.url)})" if plan.url and plan.transport != "none" else "")
     lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
              f"estimated duration: {duration(est.seconds)} (from a {est.calibration_seconds:.1f}s calibration "

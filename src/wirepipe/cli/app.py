@@ -12,7 +12,6 @@ code an error gets, so the same mistake exits alike in every command.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -101,17 +100,9 @@ def owned_process() -> None:
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
-    from ..core.redact import redact_secrets
+    from ..core.redact import log_redacted
 
-    class Redacting(logging.Formatter):
-        """No log line shows a URL's credentials, whoever logged it (wirepipe, nats-py, asyncio)."""
-
-        def format(self, record: logging.LogRecord) -> str:
-            return redact_secrets(super().format(record))
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    log_redacted(logging.DEBUG if verbose else logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 

@@ -85,6 +85,10 @@ def run(
     from ..pipelines.monitor import run_summary
 
     typer.echo(run_summary(pipe, stats), err=True)
+    if stats.unreadable:  # the input was read past a damaged part: every readable record ran, and the run says so
+        from ..connectors.base import describe_unreadable
+
+        fail(describe_unreadable(stats.unreadable), EXIT_RUNTIME)
     verdict = limit.verdict(stats.rejected, stats.records_in)
     if verdict is not None:
         fail(verdict, ExitCode.REJECTED)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..core.exit_codes import ExitCode, exit_code
-from .app import EXIT_CONFIG, command, fail, owned_process, run_as_worker, setup_logging
+from .app import EXIT_CONFIG, EXIT_RUNTIME, command, fail, owned_process, run_as_worker, setup_logging
 
 
 @command()
@@ -99,6 +99,9 @@ def replay(
     output: Annotated[str | None, typer.Option(help="beam runner: a new folder for results and metrics "
                                                     "(default results/replay-NAME-RUN)", metavar="OUTPUT")] = None,
     beam_option: Annotated[list[str] | None, typer.Option("--beam-option", help="beam runner: key=value pipeline option (repeatable)", metavar="BEAM-OPTION")] = None,
+    stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help=(
+        "stop at the first capture file or row group that cannot be read (default: replay every readable one, "
+        "list the others and exit 1)"))] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Replay a capture through a pipeline.
@@ -132,7 +135,7 @@ def replay(
     except WirepipeError as exc:
         fail(str(exc), EXIT_CONFIG)
     spec = Replay(str(pipeline), captures, list(set_ or []), pace=pace, speed=speed, pace_by=pace_by,
-                  max_gap=gap, batch_size=batch_size, count=count)
+                  max_gap=gap, batch_size=batch_size, count=count, stop_on_error=stop_on_error)
     try:
         if runner == "beam":
             from ..replay import beam
@@ -149,6 +152,10 @@ def replay(
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     typer.echo(result.summary(), err=True)
+    if result.unreadable:
+        from ..connectors.base import describe_unreadable
+
+        fail(describe_unreadable(result.unreadable, "capture"), EXIT_RUNTIME)
 
 
 

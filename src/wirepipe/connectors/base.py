@@ -51,6 +51,30 @@ class Refusal(NamedTuple):
     message: str
 
 
+class Unreadable(NamedTuple):
+    """Input a source could not read and went past (a damaged file): the file, the part of it (a Parquet row group;
+    None: the whole file), the records it held that were not read (None: unknown) and why."""
+
+    path: str
+    part: int | None
+    records: int | None
+    reason: str
+
+    def describe(self) -> str:
+        where = f"{self.path} row group {self.part}" if self.part is not None else f"{self.path} (the whole file)"
+        held = f", {self.records:,} records" if self.records is not None else ""
+        return f"{where}{held}: {self.reason}"
+
+
+def describe_unreadable(unreadable: list[Unreadable], what: str = "input") -> str:
+    """One line for what a run could not read: how many parts, how many records, then each part."""
+    known = sum(u.records or 0 for u in unreadable)
+    whole = sum(1 for u in unreadable if u.records is None)
+    records = f"{known:,} records" + (f" and {whole} whole file(s) of unknown size" if whole else "")
+    return (f"{len(unreadable)} part(s) of the {what} could not be read ({records} not read): "
+            + "; ".join(u.describe() for u in unreadable))
+
+
 class Source(ABC):
     """Base class of sources: ``batches`` is the one method every source writes."""
 
@@ -134,6 +158,17 @@ class Source(ABC):
     @property
     def lost(self) -> int:
         """Records known lost so far (the ``lost`` of ``losses()``; 0 for a source that cannot lose)."""
+        return 0
+
+    def unreadable(self) -> list[Unreadable]:
+        """What the source could not read and went past (a damaged file), for the run to report and end non-zero;
+        ``[]`` for a source that stops at the first such error (or never meets one)."""
+        return []
+
+    @property
+    def redelivered(self) -> int:
+        """Records read so far that had been delivered before (``Batch.redelivered``): every duplicate a sink
+        writes after a lost ack or a dead worker is among them. 0 for a source that never redelivers."""
         return 0
 
     def wants_commit(self) -> bool:
@@ -251,6 +286,12 @@ class Sink(ABC):
         """Config fields worker ``index`` of a pool sets so that N writers never collide (Parquet part
         names, a capture's file prefix); ``{}`` when they do not (a NATS subject is shared on purpose)."""
         return {}
+
+    @property
+    def deduplicated(self) -> int:
+        """Records the destination already had and kept once (a JetStream stream that knew the
+        ``Nats-Msg-Id``): what a redelivery upstream did not turn into a duplicate."""
+        return 0
 
     @property
     def unconfirmed(self) -> int:

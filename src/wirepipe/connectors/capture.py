@@ -42,10 +42,19 @@ from pydantic import Field, field_validator
 from ..core.batch import Batch, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.models import Duration, Size, SourceLimits, Strict
-from ..storage.files import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, is_hidden
+from ..storage.files import (
+    TEMP_SUFFIX,
+    AtomicFile,
+    Paths,
+    TableBuffer,
+    find_files,
+    fspaths,
+    is_hidden,
+    report_unfinished,
+)
 from ..storage.spool import check_writable
 from ..wire import Header, subject_regex
-from .base import Configured, Sink, Source
+from .base import Configured, Sink, Source, Unreadable
 
 log = logging.getLogger("wirepipe.capture")
 
@@ -270,7 +279,7 @@ class CaptureWriter(Configured):
             final = self.folder / f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
             if AtomicFile.free(final):
                 break
-        self._file = AtomicFile(final)
+        self._file = AtomicFile(final, owner=os.getpid())  # a pool's other workers tell it from a leftover
         self._writer = pq.ParquetWriter(self._file.file, self.schema(), compression=self.compression)
 
     def finish_file(self) -> Path | None:
@@ -376,10 +385,7 @@ class CaptureSink(Configured, Sink):
     async def open(self) -> None:
         folder = self.writer.folder
         check_writable(folder)
-        stale = sorted(p.name for p in folder.glob(f".*{TEMP_SUFFIX}"))
-        if stale:
-            log.warning("%s has %d unfinished capture file(s) from a run that did not stop cleanly "
-                        "(their records were not acknowledged): %s", folder, len(stale), ", ".join(stale[:5]))
+        report_unfinished(folder, f".{self.writer.prefix}-*{TEMP_SUFFIX}", "capture")
         self._schema = self.writer.schema()
         self._ticker = asyncio.get_running_loop().create_task(self._rotate_when_due())
         w = self.writer
@@ -473,8 +479,13 @@ class RowGroup:
     position: int
 
 
-def plan_row_groups(paths: str | Path | Iterable[str | Path]) -> list[RowGroup]:
-    """Every row group of a capture, in capture order, from the file footers alone."""
+def plan_row_groups(paths: str | Path | Iterable[str | Path],
+                    unreadable: list[Unreadable] | None = None) -> list[RowGroup]:
+    """Every row group of a capture, in capture order, from the file footers alone.
+
+    A file whose footer cannot be read (truncated, not Parquet) raises ``WirepipeError``, or, given
+    ``unreadable``, is added to it and left out of the plan.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -484,7 +495,11 @@ def plan_row_groups(paths: str | Path | Iterable[str | Path]) -> list[RowGroup]:
         try:
             meta = pq.ParquetFile(str(path)).metadata
         except (pa.ArrowInvalid, OSError) as exc:
-            raise WirepipeError(f"{path}: not a readable Parquet file ({exc})") from None
+            if unreadable is None:
+                raise WirepipeError(f"{path}: not a readable Parquet file ({exc})") from None
+            unreadable.append(Unreadable(str(path), None, None, f"not a readable Parquet file ({exc})"))
+            log.error("%s: not a readable Parquet file (%s): replaying the other files", path, exc)
+            continue
         names = set(meta.schema.to_arrow_schema().names)
         if "payload" not in names:
             raise WirepipeError(f"{path}: not a capture file (no payload column; columns: {', '.join(sorted(names))})")
@@ -583,7 +598,9 @@ class CaptureSource(Configured, Source):
 
     ``pace="original"`` releases records at their recorded inter-arrival times (by
     ``received_ns``, or ``sent_ns`` with ``pace_by="sent"``) divided by ``speed``; gaps
-    longer than ``max_gap`` seconds are shortened to it. Set after building: ``row_groups``
+    longer than ``max_gap`` seconds are shortened to it. A file or row group that cannot be
+    read (a truncated file, a corrupt page) is gone past and listed in ``unreadable()`` (the run
+    reports it and ends non-zero), unless ``stop_on_error``. Set after building: ``row_groups``
     restricts the read to a share of the capture (what a replay worker gets); ``pacer``
     overrides the pacing (a replay worker's, or one on a test clock). ``subject``, ``since`` and
     ``until`` read a slice: the records received on matching subjects in that time (each keeps its
@@ -607,8 +624,10 @@ class CaptureSource(Configured, Source):
         self.speed = config.speed
         self.pace_by = config.pace_by
         self.max_gap = config.max_gap
+        self.stop_on_error = config.stop_on_error
         self.row_groups: list[RowGroup] | None = None
         self.pacer: Any = None
+        self._unreadable: list[Unreadable] = []
 
     @property
     def params(self) -> dict[str, Any]:
@@ -621,8 +640,11 @@ class CaptureSource(Configured, Source):
 
     def plan(self) -> list[RowGroup]:
         if self.row_groups is None:
-            self.row_groups = plan_row_groups(self.path)
+            self.row_groups = plan_row_groups(self.path, None if self.stop_on_error else self._unreadable)
         return self.row_groups
+
+    def unreadable(self) -> list[Unreadable]:
+        return list(self._unreadable)
 
     async def batches(self) -> AsyncIterator[Batch]:
         import pyarrow.parquet as pq
@@ -646,8 +668,14 @@ class CaptureSource(Configured, Source):
                 try:
                     rb = await asyncio.to_thread(next, reader, None)
                 except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-                    raise WirepipeError(f"{group.path}: row group {group.index} cannot be read (a corrupt "
-                                        f"file?): {describe_error(exc)}") from None
+                    why = f"cannot be read (a corrupt file?): {describe_error(exc)}"
+                    if self.stop_on_error:
+                        raise WirepipeError(f"{group.path}: row group {group.index} {why}") from None
+                    self._unreadable.append(Unreadable(group.path, group.index, left, why))
+                    log.error("%s: row group %d %s: %d records not read; replaying the rest", group.path,
+                              group.index, why, left)
+                    files.clear()  # the next row group opens the file afresh
+                    break
                 if rb is None:
                     break
                 if rb.num_rows > left:
@@ -742,6 +770,8 @@ class CaptureSourceConfig(SourceLimits):
         if v is not None:
             subject_regex(v)
         return v
+    stop_on_error: bool = Field(default=False, description="stop at the first file or row group that cannot be "
+                                "read; default: read every readable one, list the others, end non-zero")
 
     def build(self) -> CaptureSource:
         return CaptureSource.from_config(self)

@@ -56,7 +56,15 @@ from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch, describe_error
 from ..core.errors import WirepipeError
 from ..core.models import SourceLimits, Strict
-from ..storage.files import AtomicFile, Paths, TableBuffer, find_files, fspaths
+from ..storage.files import (
+    TEMP_SUFFIX,
+    AtomicFile,
+    Paths,
+    TableBuffer,
+    find_files,
+    fspaths,
+    report_unfinished,
+)
 from ..storage.spool import SpoolingFile, check_writable
 from .base import Configured, Refusal, Sink, Source
 
@@ -354,7 +362,10 @@ class ParquetSink(Configured, Sink):
         return {"path": self.template.replace("{part}", f"w{index}-{{part}}")} if self.parts else {}
 
     async def open(self) -> None:
-        check_writable(Path(self.template).parent)
+        folder = Path(self.template).parent
+        check_writable(folder)
+        if self.parts:  # what a killed or stopped run left of its parts (ours would be named like them)
+            report_unfinished(folder, f".{Path(self.template).name.replace('{part}', '*')}*{TEMP_SUFFIX}", "parquet")
 
     async def write(self, batch: Batch) -> None:
         if not batch.values:
@@ -438,7 +449,7 @@ class ParquetSink(Configured, Sink):
         if self.parts:
             self._part_index += 1
             final = Path(self.template.replace("{part}", f"{self._run_tag}-{self._part_index:05d}"))
-            self._atomic = AtomicFile(final)
+            self._atomic = AtomicFile(final, owner=os.getpid())  # a pool's other workers tell it from a leftover
             self.path, spool = self._atomic.temp, self._atomic.file
         else:
             self._file_index += 1

@@ -53,6 +53,13 @@ class Batch:
     def __len__(self) -> int:
         return len(self.values)
 
+    def redelivered(self) -> int | None:
+        """Records delivered more than once (a redelivering source's ``delivered`` meta column above 1: a
+        JetStream message whose ack did not reach the server in time, or whose earlier reader died); None
+        when the source does not say."""
+        delivered = self.meta.get("delivered")
+        return None if delivered is None else len(delivered) - delivered.count(1)
+
     def nbytes(self) -> int | None:
         """Total payload bytes when the values are bytes-like, else ``None`` (objects have no wire size)."""
         return payload_nbytes(self.values)

@@ -15,10 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError
+from .redact import redact_tree
 from .units import parse_duration, parse_size
 
 M = TypeVar("M", bound=BaseModel)
@@ -55,6 +64,32 @@ def _size(value: Any) -> Any:
 
 Duration = Annotated[float, BeforeValidator(_duration)]
 Size = Annotated[int, BeforeValidator(_size)]
+
+# Errors whose input is never shown: a secret's (``Secret``, ``refuse_unshown``), and messages that already
+# say what is wrong in words.
+SECRET_ERROR = "secret"
+_UNSHOWN = frozenset({"unknown_field", "value_error", SECRET_ERROR})
+
+
+def refuse_unshown(what: str, value: Any) -> PydanticCustomError:
+    """The error for a value that may be a secret: what was expected and the kind of value, never the value."""
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "a mapping"}
+    kind = kinds.get(type(value), f"a value of type {type(value).__name__}")
+    return PydanticCustomError(SECRET_ERROR, "{what}; got {kind} (not shown: it may be a secret)",
+                               {"what": what, "kind": kind})
+
+
+def _secret(value: Any) -> Any:
+    if value is None or isinstance(value, (str, SecretStr)):
+        return value
+    # A number is refused, not converted: YAML reads 0123 as 83 and 1e5 as 100000.0, a wrong password.
+    raise refuse_unshown('a secret is a string: quote it ("...") or give it from the environment, '
+                         '"${NATS_PASSWORD}"', value)
+
+
+# A password, token or seed (``redact.SECRET_FIELDS`` names them): a ``SecretStr`` (shown as ``**********``,
+# dumped masked) whose bad values no error echoes.
+Secret = Annotated[SecretStr, BeforeValidator(_secret)]
 
 
 class SourceLimits(Strict):
@@ -137,13 +172,14 @@ def problem_message(err: Any) -> str:
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
-    if kind in ("unknown_field", "value_error"):
+    if kind in _UNSHOWN:
         return str(msg)
     value = err.get("input")
-    shown = repr(value) if not isinstance(value, (dict, list)) else short_repr(value)
+    shown = repr(redact_tree(value)) if not isinstance(value, (dict, list)) else short_repr(value)
     return f"{msg} (got {shown})"
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    """A value as a message shows it: secrets masked (``redact.redact_tree``), cut at ``limit`` characters."""
+    text = repr(redact_tree(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -57,6 +57,9 @@ STAGE_COLUMNS: dict[str, tuple[str, str]] = {
     "end_ns": ("int64", "stage end, `time.monotonic_ns()`; the stage took `end_ns - start_ns`"),
     "lost": ("int64", "source row only: messages the source found lost since the previous batch (core NATS: "
                       "Wirepipe-Seq gaps, client drops; see README, Delivery); null on other rows"),
+    "redelivered": ("int64", "source row only: records of the batch delivered before (JetStream: a lost ack, a "
+                             "dead worker; every duplicate written is among them); null on other rows and "
+                             "for sources that do not redeliver"),
 }
 
 LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
@@ -145,8 +148,9 @@ def arrow_schema(columns: dict[str, tuple[str, str]], metadata: dict[str, str] |
 
 
 def _columns() -> tuple[list[Any], ...]:
-    """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost."""
-    return ([], [], [], [], [], [], [], [], [])
+    """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost,
+    redelivered."""
+    return ([], [], [], [], [], [], [], [], [], [])
 
 
 def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tuple[str, str, Any]]:
@@ -243,7 +247,7 @@ class MetricsRecorder:
     # --- the hot path ----------------------------------------------------------------------------
 
     def record_batch(self, index: int, read: tuple[int, int] | None, stamps: Stamps,
-                     raw_nbytes: int | None = None, lost: int | None = None) -> None:
+                     raw_nbytes: int | None = None, lost: int | None = None, redelivered: int | None = None) -> None:
         """The rows of the source stage and of every operator of one batch, appended column by column.
 
         ``read`` is when the source read the batch (``None``: when the pass began); ``stamps``
@@ -251,7 +255,8 @@ class MetricsRecorder:
         the batch as the source gave it) the records that left it, the running count of the
         batch's rejects and the payload bytes that left it; ``raw_nbytes`` the records'
         declared raw size (the first operator's input when the source gave objects); ``lost``
-        what the source found lost since the previous batch (the source row's ``lost``). Call
+        what the source found lost since the previous batch and ``redelivered`` the batch's records
+        delivered before (the source row's ``lost`` and ``redelivered``). Call
         it on the event loop (the periodic flush runs there); the operators may have run in a
         thread.
         """
@@ -260,7 +265,7 @@ class MetricsRecorder:
             t = starts[0] if starts else time.monotonic_ns()
             read = (t, t)
         n = len(sizes)
-        batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col = self._cols
+        batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col, redelivered_col = self._cols
         batch += repeat(index, n)
         step += range(n)
         rec += records
@@ -277,6 +282,8 @@ class MetricsRecorder:
         end += ends
         lost_col.append(lost)
         lost_col += repeat(None, n - 1)
+        redelivered_col.append(redelivered)
+        redelivered_col += repeat(None, n - 1)
         last = sizes[-1]
         self._pending_nbytes = last if last is not None or n > 1 else raw_nbytes
 
@@ -297,6 +304,7 @@ class MetricsRecorder:
         cols[6].append(start)
         cols[7].append(end)
         cols[8].append(None)
+        cols[9].append(None)
         if self.latency:
             meta = batch.meta
             sent = meta.get("sent_ns")
@@ -358,7 +366,7 @@ class MetricsRecorder:
     def _stage_table(self, cols: tuple[list[Any], ...]) -> Any:
         import pyarrow as pa
 
-        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost = cols
+        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered = cols
         n = len(batch)
         index = pa.array(stage, pa.int32())
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
@@ -366,7 +374,7 @@ class MetricsRecorder:
         return pa.Table.from_arrays(
             [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), index, *names,
              pa.array(records, i64), pa.array(rejected, i64), pa.array(bytes_in, i64), pa.array(bytes_out, i64),
-             pa.array(start, i64), pa.array(end, i64), pa.array(lost, i64)],
+             pa.array(start, i64), pa.array(end, i64), pa.array(lost, i64), pa.array(redelivered, i64)],
             schema=self._schemas["stages"])
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:

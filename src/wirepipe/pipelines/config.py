@@ -136,6 +136,7 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {assignment!r}: expected path=value, e.g. source.count=1000")
+    shown = f"--set {key.strip()}=..."  # the value is not echoed: it may be a secret
     parts = parse_field_path(key)
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
@@ -149,12 +150,12 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
             else:
                 node = node.setdefault(part, {} if not isinstance(parts[i + 1], int) else [])
         except (IndexError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"--set {assignment!r}: {key!r} does not exist in the config") from None
+            raise ConfigError(f"{shown}: {key!r} does not exist in the config") from None
     last = parts[-1]
     try:
         node[last] = value
     except (IndexError, TypeError):
-        raise ConfigError(f"--set {assignment!r}: {key!r} does not exist in the config") from None
+        raise ConfigError(f"{shown}: {key!r} does not exist in the config") from None
 
 
 def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -69,6 +69,10 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see connectors/nats/gaps.py
         "lost": losses.get("lost", 0),
         "duplicates": losses.get("duplicates", 0),
+        # at-least-once: records read again after a lost ack or a dead worker (every duplicate written is among
+        # them), and records the sink's destination already had (kept once)
+        "redelivered": source.redelivered,
+        "deduplicated": pipeline.sink.deduplicated if pipeline.sink is not None else 0,
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
         "lag": lag,
@@ -108,8 +112,8 @@ def _size(path: Path) -> int:
 # Counters shown after the rates when they are not zero, in this order; a counter that a connector adds
 # to ``snapshot`` later and that is not listed here is shown too, by its name.
 STATUS_COUNTERS = (("rejected", "rejected"), ("sink_errors", "sink errors"), ("lost", "lost"),
-                   ("dropped", "dropped"), ("duplicates", "duplicates"),
-                   ("acked", "acked"), ("nacked", "nacked"), ("reconnects", "reconnects"))
+                   ("dropped", "dropped"), ("duplicates", "duplicates"), ("redelivered", "redelivered"),
+                   ("deduplicated", "already stored"), ("acked", "acked"), ("nacked", "nacked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
                  "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
 
@@ -141,7 +145,14 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     rate = stats.records_per_second
     text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
             f"({rate:,.0f} records/s), {stats.rejected} rejected")
-    return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(run_outputs(pipeline))
+    text += loss_summary(getattr(stats, "losses", None))
+    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
+    where = run_outputs(pipeline)
+    if stats.unreadable:
+        from ..connectors.base import describe_unreadable
+
+        where.insert(0, f"not read: {describe_unreadable(stats.unreadable)}")
+    return text + "\n  " + "\n  ".join(where)
 
 
 def run_outputs(pipeline: Any) -> list[str]:
@@ -155,6 +166,13 @@ def run_outputs(pipeline: Any) -> list[str]:
     if path is not None:
         where.append(f"metrics: {path}")
     return where
+
+
+def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
+    """The summary's at-least-once figures: records read again (None: the source never redelivers) and records
+    the sink's destination already had."""
+    text = f", {redelivered} redelivered" if redelivered is not None else ""
+    return text + (f", {deduplicated} already stored (deduplicated)" if deduplicated else "")
 
 
 def loss_summary(losses: dict[str, int] | None) -> str:
@@ -252,6 +270,10 @@ COUNTER_DOCS = {
     "lost": "messages known lost (core NATS): Wirepipe-Seq gaps, client drops no gap shows, "
             "received but unprocessed at stop",
     "duplicates": "messages received twice (same Wirepipe-Publisher and Wirepipe-Seq)",
+    "redelivered": "records read that had been delivered before (JetStream: a lost ack, a dead worker); every "
+                   "duplicate the sink writes is among them",
+    "deduplicated": "records the sink's destination already had and kept once (a JetStream stream that knew the "
+                    "Nats-Msg-Id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
 }

@@ -33,15 +33,16 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.base import AtLeastOnce, Sink, Source
+from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
 from ..core.allocator import between_batches
 from ..core.batch import Batch, Rejected, describe_error, payload_nbytes
 from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
+from ..core.redact import redact_secrets
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
@@ -107,6 +108,9 @@ class RunStats:
     rejected_by_stage: dict[str, int] = field(default_factory=dict)
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
+    redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
+    deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
+    unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
 
     @property
     def lost(self) -> int:
@@ -179,6 +183,9 @@ class Pipeline:
         self.active_monitor: Any = None  # the Monitor of the current run (its Prometheus port, for tests)
         self._op_ns_per_record: float | None = None  # measured cost of the operators, to decide offloading
         self._lost_seen = 0
+        # Called after every commit (a pool worker reports its counters then: what it committed is counted even
+        # if it is killed right after)
+        self.after_commit: list[Callable[[], None]] = []
 
     def __or__(self, other: Any) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
@@ -281,6 +288,9 @@ class Pipeline:
             gc.unfreeze()  # what became garbage since can be collected again
             stats.elapsed = time.monotonic() - stats.started
             stats.losses = source.losses()
+            stats.redelivered = source.redelivered
+            stats.deduplicated = sink.deduplicated
+            stats.unreadable = source.unreadable()
         return stats
 
     def _open_metrics(self) -> Any:
@@ -374,16 +384,16 @@ class Pipeline:
         """
         if self.metrics is None:
             return run_operators(self.operators, batch)[0]
-        raw_nbytes = batch.raw_nbytes
+        raw_nbytes, redelivered = batch.raw_nbytes, batch.redelivered()
         batch, stamps = run_operators(self.operators, batch, timed=True)
         assert stamps is not None
-        self._record(stamps, raw_nbytes, index, read, lost)
+        self._record(stamps, raw_nbytes, index, read, lost, redelivered)
         return batch
 
     def _record(self, stamps: Stamps, raw_nbytes: int | None, index: int, read: tuple[int, int] | None,
-                lost: int | None) -> None:
+                lost: int | None, redelivered: int | None) -> None:
         """Hand a timed pass's stage rows to the recorder (on the event loop, where its periodic flush runs)."""
-        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost)
+        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         between_batches()  # the allocator keeps what the last batch gave back, where it churns (core/allocator.py)
@@ -439,10 +449,10 @@ class Pipeline:
         if metrics is None and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
             batch = await self._run_sliced(batch)
         elif offload:  # the pass in a thread; its rows recorded here, on the event loop (where the flush runs)
-            raw_nbytes = batch.raw_nbytes
+            raw_nbytes, redelivered = batch.raw_nbytes, batch.redelivered()
             batch, stamps = await asyncio.to_thread(run_operators, ops, batch, metrics is not None)
             if stamps is not None:
-                self._record(stamps, raw_nbytes, index, (start, end), delta)
+                self._record(stamps, raw_nbytes, index, (start, end), delta, redelivered)
         else:
             batch = self.process_batch(batch, index, (start, end), delta)
         if self.source.drops_when_unread and batch.values is not None:
@@ -498,6 +508,8 @@ class Pipeline:
         stats.acked += sum(n for _, n in written)
         self._unsettled = []
         stats.commits += 1
+        for hook in self.after_commit:
+            hook()
 
     # --- sink failures -------------------------------------------------------------------------
 
@@ -571,7 +583,7 @@ class Pipeline:
         first = self.sink_error is None
         if first:
             self._sink_down_since = now
-        self.sink_error = f"{part.name}: {error}"
+        self.sink_error = redact_secrets(f"{part.name}: {error}")  # the status line prints it as it is
         self._sink_failures += 1
         held = sum(len(b.values) for b in holding) + self._unacked_records + sum(len(b.values) for b in self._queued)
         if first or now - self._last_sink_log >= 30.0:

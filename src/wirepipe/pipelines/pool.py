@@ -10,7 +10,9 @@ the work the way N deployed replicas would, through NATS itself:
 
 The supervisor (this process) starts the workers as child processes (``python -m
 wirepipe.pipelines.pool``), each in its own session so a Ctrl-C reaches the supervisor only
-and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``. A worker reports
+and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``. A worker reads its
+config (with its secrets: ``${NATS_PASSWORD}`` expanded) from its stdin, a pipe, so no file on
+disk ever holds it, not even after a SIGKILL of the supervisor. A worker reports
 its monitor snapshot (``monitor.snapshot``: whatever counters it has) as one JSON line per
 ``REPORT_INTERVAL`` on its stdout; the supervisor sums them into one status line and
 serves them on one Prometheus endpoint with a ``worker`` label. A worker that dies is
@@ -36,19 +38,16 @@ import copy
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core.errors import ConfigError, WirepipeError
 from ..core.units import covered
-from ..metrics.recorder import POOL_ENV, WORKER_ENV, WORKERS_ENV  # each worker's environment
+from ..metrics.recorder import POOL_ENV, WORKER_ENV, WORKERS_ENV
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
@@ -186,7 +185,7 @@ class Slot:
 
     def totals(self) -> dict[str, Any]:
         """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
-        out = dict(self.snapshot)
+        out = committed(self.snapshot)
         for key, value in self.carried.items():
             out[key] = out.get(key, 0) + value if isinstance(out.get(key, 0), (int, float)) else value
         out["restarts"] = self.restarts
@@ -196,8 +195,9 @@ class Slot:
         return out
 
     def retire(self) -> None:
-        """The current process ended: keep its counters and its span of work, forget its gauges."""
-        for key, value in self.snapshot.items():
+        """The current process ended: keep its counters (records out: what it committed) and its span of work,
+        forget its gauges."""
+        for key, value in committed(self.snapshot).items():
             if key not in GAUGES and isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.carried[key] = self.carried.get(key, 0) + value
         self.snapshot = {}
@@ -211,6 +211,16 @@ class Slot:
 
     def current_span(self) -> list[tuple[float, float]]:
         return [(self.reported - self.working, self.reported)] if self.working > 0 else []
+
+
+def committed(snap: dict[str, Any]) -> dict[str, Any]:
+    """A worker's snapshot as the pool counts it: its records out are the records it committed (the sink flushed
+    them, the source was acknowledged: ``acked``). What a worker had written but not committed when it was
+    killed is not in its output for good: a durable redelivers it to another worker (``redelivered``), which
+    writes and counts it; core NATS counts it lost."""
+    if isinstance(snap.get("acked"), int) and not isinstance(snap.get("acked"), bool):
+        return {**snap, "records_out": snap["acked"]}
+    return dict(snap)
 
 
 def describe_exit(code: int | None) -> str:
@@ -244,7 +254,8 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
 def _with_defaults(snap: dict[str, Any]) -> dict[str, Any]:
     """A pool total has only the keys its workers reported so far; the status line needs the usual ones."""
     out: dict[str, Any] = {key: 0 for key in ("records_out", "bytes_out", "rejected", "sink_errors", "dropped",
-                                              "lost", "duplicates", "acked", "reconnects", "disconnects")}
+                                              "lost", "duplicates", "redelivered", "acked", "reconnects",
+                                              "disconnects")}
     out["lag"] = None
     out.update(snap)
     return out
@@ -267,6 +278,7 @@ class Pool:
 
         self.data = pool_config(data, workers, file=file)
         cfg = validate_config(self.data, file=file)  # what the workers will run
+        self.redelivers = bool(_parts(self.data, file)["source"].redelivers)
         self.file = file
         self.workers = workers
         self.name = cfg.name
@@ -280,7 +292,6 @@ class Pool:
         self.port: int | None = None  # the Prometheus port, once serving
         self.started = time.monotonic()
         self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"  # in each worker's run metadata
-        self._dir = ""
         self._stopped = asyncio.Event()  # set once by stop(): wakes every slot's waits
 
     # --- snapshots ---------------------------------------------------------------------------
@@ -301,7 +312,6 @@ class Pool:
         from .monitor import MetricsCollector, serve_prometheus
 
         loop = asyncio.get_running_loop()
-        self._dir = tempfile.mkdtemp(prefix="wirepipe-pool-")
         http = None
         if self.monitor.prometheus is not None:
             http, self.port = serve_prometheus(self.monitor.prometheus, MetricsCollector(self.snapshots), self.healthy)
@@ -324,7 +334,6 @@ class Pool:
             if http is not None:
                 http.shutdown()
                 http.server_close()
-            shutil.rmtree(self._dir, ignore_errors=True)
         if self.gave_up:
             return 1
         # -SIGTERM: a worker stopped before its drain handler was installed (still importing): it had read nothing.
@@ -353,13 +362,17 @@ class Pool:
                     slot.proc.send_signal(sig)
 
     async def _start(self, slot: Slot) -> None:
-        cfg = Path(self._dir) / f"worker-{slot.index}.json"
-        cfg.write_text(json.dumps(worker_config(self.data, slot.index), default=str), encoding="utf-8")
+        config = json.dumps(worker_config(self.data, slot.index), default=str).encode()
         env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers), POOL_ENV: self.id}
-        slot.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "wirepipe.pipelines.pool", str(cfg), str(slot.index), self.file or "",
-            stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env, start_new_session=True,
+        slot.proc = proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wirepipe.pipelines.pool", str(slot.index), self.file or "",
+            stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE, env=env, start_new_session=True,
             limit=1 << 20)
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it died at once: _follow sees it
+            proc.stdin.write(config)
+            await proc.stdin.drain()
+        proc.stdin.close()
         slot.started = time.monotonic()
         log.info("%s: worker %d started (pid %d)", self.name, slot.index, slot.proc.pid)
 
@@ -475,14 +488,19 @@ class Pool:
         return float(covered(span for s in self.slots for span in [*s.spans, *s.current_span()]))
 
     def summary(self) -> str:
-        """The pool's final line, as a single run's: counts, records per second of work, and where each
-        worker's output, dead letters and metrics went (a line the workers share is shown once)."""
+        """The pool's final line, as a single run's: counts (records out: what the workers committed, see
+        ``committed``), records per second of work, and where each worker's output, dead letters and metrics
+        went (a line the workers share is shown once)."""
+        from .monitor import redelivery_summary
+
         t = self.total()
         work = self.work_seconds()
         out, rate = t.get("records_out", 0), t.get("records_out", 0) / work if work > 0 else 0.0
         restarts = sum(s.restarts for s in self.slots)
+        redelivered = int(t.get("redelivered", 0)) if self.redelivers else None
         text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {work:.2f}s "
-                f"of work ({rate:,.0f} records/s), {t.get('rejected', 0)} rejected, {restarts} restarts")
+                f"of work ({rate:,.0f} records/s), {t.get('rejected', 0)} rejected"
+                f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)))}, {restarts} restarts")
         outputs = [s.all_outputs() for s in self.slots]
         shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
         where = [*(f"w{s.index} {line}" for s, mine in zip(self.slots, outputs, strict=True) for line in mine
@@ -528,6 +546,10 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
                 return
 
     task = asyncio.ensure_future(reporter())
+    def report_commit() -> None:  # counted at once: a SIGKILL right after a commit loses none of it
+        send()
+
+    pipeline.after_commit.append(report_commit)
     try:
         return await run_worker_async(pipeline)
     finally:
@@ -538,32 +560,36 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
 
 
 def worker_main(argv: list[str]) -> int:
-    """``python -m wirepipe.pipelines.pool CONFIG.json INDEX [FILE]``: one worker of a pool."""
+    """``python -m wirepipe.pipelines.pool INDEX [FILE]``: one worker of a pool; its config (JSON) on stdin."""
     from ..core.allocator import keep_freed_memory
+    from ..core.redact import log_redacted, redact_secrets
     from .config import build_pipeline, validate_config
     from .worker import ShutdownTimeout
 
     # Told to stop while still starting (imports, connect): nothing was read, so there is nothing to
     # drain; the run installs its own handlers (the drain) once it starts.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    config, index = argv[0], int(argv[1])
-    file = argv[2] if len(argv) > 2 and argv[2] else config
+    index = int(argv[0])
+    file = argv[1] if len(argv) > 1 and argv[1] else f"worker {index}"
     report = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed goes to stderr: stdout is the report channel
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s")
+    log_redacted(logging.INFO, f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s")
     keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
     try:
-        data = json.loads(Path(config).read_text(encoding="utf-8"))
+        data = json.loads(sys.stdin.read())
         pipe = build_pipeline(validate_config(data, file=file), file=file)
         stats = asyncio.run(_run_reporting(pipe, report))
     except ConfigError as exc:
-        print(f"error: [w{index}] {exc}", file=sys.stderr)
+        print(f"error: [w{index}] {redact_secrets(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     except (WirepipeError, ShutdownTimeout) as exc:
-        print(f"error: [w{index}] {exc}", file=sys.stderr)
+        print(f"error: [w{index}] {redact_secrets(str(exc))}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an I/O or network error nothing described: one line, as `wirepipe run` prints it
+        print(f"error: [w{index}] {redact_secrets(f'{exc.filename or file}: {exc.strerror or exc}')}",
+              file=sys.stderr)
         return 1
     log.info("%s: %d records out of %d in %.2fs", pipe.name, stats.records_out, stats.records_in, stats.elapsed)
     return 0

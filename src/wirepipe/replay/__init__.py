@@ -10,7 +10,10 @@ so everything else in the file (operators, sink, dead letter, metrics) is used a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..connectors.base import Unreadable
 
 
 @dataclass
@@ -26,6 +29,7 @@ class Replay:
     max_gap: float | None = None
     batch_size: int = 8192
     count: int | None = None
+    stop_on_error: bool = False  # stop at the first unreadable file or row group (default: replay the rest)
 
     def config(self) -> dict[str, Any]:
         """The pipeline file's config (variables and overrides applied) with the capture as its source."""
@@ -35,7 +39,7 @@ class Replay:
         data["source"] = {
             "type": "capture", "path": [str(c) for c in self.captures], "batch_size": self.batch_size,
             "count": self.count, "pace": self.pace, "speed": self.speed, "pace_by": self.pace_by,
-            "max_gap": self.max_gap,
+            "max_gap": self.max_gap, "stop_on_error": self.stop_on_error,
         }
         if isinstance(data.get("metrics"), dict):
             # Latency rows (sent -> done) describe a live run; a capture already holds the recorded times.
@@ -62,6 +66,7 @@ class ReplayResult:
     workers: int = 1
     stage_records: dict[str, int] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
+    unreadable: list[Unreadable] = field(default_factory=list)  # parts of the capture that could not be read
 
     @property
     def records_per_second(self) -> float:
@@ -74,6 +79,10 @@ class ReplayResult:
         if self.outputs:
             shown = ", ".join(self.outputs[:4]) + (f" and {len(self.outputs) - 4} more" if len(self.outputs) > 4 else "")
             text += f"; output: {shown}"
+        if self.unreadable:
+            from ..connectors.base import describe_unreadable
+
+            text += f"\n  not replayed: {describe_unreadable(self.unreadable, 'capture')}"
         return text
 
 

@@ -131,14 +131,19 @@ def file_positions(files: list[str], count: int | None) -> tuple[dict[str, tuple
     Read from the footers alone; ``seq`` is consecutive within a capture file, so a row's
     position is ``position + seq - first seq``.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from apache_beam.io.filesystems import FileSystems
 
     positions: dict[str, tuple[int, int]] = {}
     total = 0
     for path in files:
-        with FileSystems.open(path) as f:
-            meta = pq.ParquetFile(f).metadata
+        try:
+            with FileSystems.open(path) as f:
+                meta = pq.ParquetFile(f).metadata
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise WirepipeError(f"{path}: not a readable Parquet file ({exc}); the Beam runner stops at a damaged "
+                                "capture file: the local runner replays the others and lists it") from None
         names = meta.schema.to_arrow_schema().names
         if "payload" not in names or "seq" not in names:
             raise WirepipeError(f"{path}: not a wirepipe capture file (it needs the payload and seq columns)")

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..connectors.base import Unreadable, describe_unreadable
 from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
 from ..core.errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
@@ -66,7 +67,7 @@ def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> Re
     stats = pipe.run()
     return ReplayResult(pipeline=pipe.name, runner="local", records_in=stats.records_in,
                         records_out=stats.records_out, rejected=stats.rejected, elapsed=stats.elapsed,
-                        outputs=[p for p in _outputs(data) if Path(p).exists()])
+                        outputs=[p for p in _outputs(data) if Path(p).exists()], unreadable=stats.unreadable)
 
 
 def _outputs(data: dict[str, Any]) -> list[str]:
@@ -169,8 +170,11 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
     import multiprocessing as mp
 
     replay.validated(data)  # config errors here, once, before any process starts
-    plan = limit(plan_row_groups(replay.captures), replay.count)
+    unreadable: list[Unreadable] = []  # files whose footer cannot be read: left out of the plan (or an error)
+    plan = limit(plan_row_groups(replay.captures, None if replay.stop_on_error else unreadable), replay.count)
     if not plan:
+        if unreadable:
+            raise WirepipeError(describe_unreadable(unreadable, "capture"))
         raise WirepipeError("the capture has no records to replay")
     shares = split(plan, workers)
     if len(shares) < workers:
@@ -207,11 +211,12 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
                 proc.terminate()
             proc.join(5)
     result = ReplayResult(pipeline=str(data.get("name")), runner="local", workers=len(shares),
-                          elapsed=time.monotonic() - started)
+                          elapsed=time.monotonic() - started, unreadable=unreadable)
     for stats in reports:
         result.records_in += stats["records_in"]
         result.records_out += stats["records_out"]
         result.rejected += stats["rejected"]
+        result.unreadable += [Unreadable(*u) for u in stats["unreadable"]]
     result.outputs = [p for cfg in configs for p in _outputs(cfg) if Path(p).exists()]
     return result
 
@@ -241,10 +246,11 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     import signal
 
     from ..core.allocator import keep_freed_memory
+    from ..core.redact import log_redacted
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
-    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
+    log_redacted(level, f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
     try:
         pipe = build(replay, data)
         source = _capture_source(pipe)

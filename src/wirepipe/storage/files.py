@@ -28,6 +28,13 @@ file (HDFS refuses). So it keeps this module's temporary name (``temp_path``, ow
 random id: bundles of one worker write concurrently) and commits Beam's way: a retried
 bundle's earlier file (same records, same name) is deleted, then the temporary renamed.
 
+**Unfinished files** (``unfinished_files``, ``report_unfinished``): a writer killed (SIGKILL) or
+stopped on an error (a full disk at shutdown) leaves its temporary file. Nothing reads it (listings
+skip it) and nothing in it was acknowledged, but it takes room: the next writer into the folder
+names it in a warning (capture files, Parquet parts) or deletes it (metrics parts, ``storage/parts.py``).
+A temporary named with its writer's process id is not reported while that process runs (a pool's
+other workers write into the same folder).
+
 **Buffering tables into row groups** (``TableBuffer``): a Parquet writer makes good files
 from big row groups, and a pipeline hands it small batches. Sinks append each batch's
 table to a buffer and write from it once a row group is full; rows leave the buffer
@@ -38,7 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +56,8 @@ from ..core.errors import MissingInput, WirepipeError
 from .spool import SpoolingFile
 
 TEMP_SUFFIX = ".inprogress"
+_OWNER = re.compile(r"\.(?P<pid>\d+)" + re.escape(TEMP_SUFFIX) + "$")
+log = logging.getLogger("wirepipe")
 
 
 # --- finding files --------------------------------------------------------------------------------
@@ -165,8 +176,8 @@ class AtomicFile:
 
     @classmethod
     def free(cls, final: Path) -> bool:
-        """Neither ``final`` nor its temporary name exists (a writer choosing a new name)."""
-        return not final.exists() and not temp_path(final).exists()
+        """Neither ``final`` nor a temporary name of it (whatever its owner) exists (a writer choosing a new name)."""
+        return not final.exists() and not any(final.parent.glob(f".{glob.escape(final.name)}*{TEMP_SUFFIX}"))
 
     def commit(self, *, fsync: bool = True) -> Path:
         file = self.file
@@ -201,6 +212,56 @@ def write_atomic(final: str | Path, fill: Callable[[Any], None], *, owner: str |
 def write_bytes_atomic(final: str | Path, data: bytes) -> Path:
     """``data`` as the whole of ``final``, written under its temporary name and renamed (``write_atomic``)."""
     return write_atomic(final, lambda file: file.write(data))
+
+
+# --- unfinished files ------------------------------------------------------------------------------
+
+
+def owner_alive(pid: int) -> bool:
+    """A process with this id runs (this one included)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def unfinished_files(folder: Path, pattern: str) -> list[Path]:
+    """The temporary files in ``folder`` that ``pattern`` (a glob of ``.NAME[.OWNER].inprogress`` names) matches
+    and that no running process writes: named with a dead process's id, or with none. In name order."""
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob(pattern)):
+        if not path.name.endswith(TEMP_SUFFIX) or not path.is_file():
+            continue
+        owner = _OWNER.search(path.name)
+        if owner is None or not owner_alive(int(owner["pid"])):
+            out.append(path)
+    return out
+
+
+def report_unfinished(folder: Path, pattern: str, what: str) -> list[Path]:
+    """Name the ``unfinished_files`` a writer finds where it starts, in one warning; returns them."""
+    left = unfinished_files(folder, pattern)
+    if left:
+        size = sum(_size(p) for p in left)
+        log.warning("%s has %d unfinished %s file(s), %s bytes, from a run that did not stop cleanly (killed, or "
+                    "stopped while its disk was full): never read and never acknowledged, they can be deleted: %s",
+                    folder, len(left), what, f"{size:,}", ", ".join(p.name for p in left[:5])
+                    + (f" and {len(left) - 5} more" if len(left) > 5 else ""))
+    return left
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 # --- buffering tables into row groups ---------------------------------------------------------------

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import WirepipeError
-from .files import folder_files, write_atomic
+from .files import folder_files, owner_alive, write_atomic
 
 PART = re.compile(r"^part-(?P<run>[A-Za-z0-9_.-]+?)-(?P<first>\d{6,})-(?P<last>\d{6,})\.parquet$")
 # A part being written: ``storage.temp_path(final, owner=pid)``; ``.tmp`` is what versions before it left.
@@ -99,21 +99,9 @@ def clean_folder(folder: Path) -> None:
             q.unlink()
     for f in folder.glob(".part-*"):
         m = _TEMP.match(f.name)
-        if m is not None and not _alive(int(m["pid"])):
+        if m is not None and not owner_alive(int(m["pid"])):
             with contextlib.suppress(FileNotFoundError):
                 f.unlink()
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class PartWriter:

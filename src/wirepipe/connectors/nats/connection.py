@@ -30,11 +30,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ...core.errors import WirepipeError
-from ...core.models import Duration, Size, Strict
-from ...core.redact import redact_secrets, redact_url
+from ...core.models import Duration, Secret, Size, Strict, refuse_unshown
+from ...core.redact import redact_secrets
 from ..base import Refusal
 
 log = logging.getLogger("wirepipe.nats")
@@ -49,11 +49,19 @@ class AuthConfig(Strict):
     """``auth: {user, password}`` | ``{token}`` | ``{creds: file.creds}`` | ``{nkey_seed}`` | ``{nkey_seed_file}``"""
 
     user: str | None = None
-    password: SecretStr | None = None
-    token: SecretStr | None = None
+    password: Secret | None = None
+    token: Secret | None = None
     creds: str | None = Field(default=None, description="path of a .creds file (user JWT + nkey seed)")
-    nkey_seed: SecretStr | None = Field(default=None, description="an nkey seed (SU...), e.g. ${NKEY_SEED}")
+    nkey_seed: Secret | None = Field(default=None, description="an nkey seed (SU...), e.g. ${NKEY_SEED}")
     nkey_seed_file: str | None = Field(default=None, description="path of a file holding an nkey seed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, data: Any) -> Any:
+        if data is not None and not isinstance(data, (dict, AuthConfig)):  # `auth: "TOKEN"`: never echoed
+            raise refuse_unshown("auth is a mapping: {user, password}, {token}, {creds}, {nkey_seed} or "
+                                 "{nkey_seed_file}", data)
+        return data
 
     @model_validator(mode="after")
     def _one_method(self) -> AuthConfig:
@@ -157,7 +165,7 @@ class NatsConnectionConfig(Strict):
     def public_params(self) -> dict[str, Any]:
         """What metrics rows and logs may show: the URL without user info, the auth method, never a secret."""
         urls = self.url if isinstance(self.url, list) else [self.url or EMBEDDED]
-        out: dict[str, Any] = {"url": ",".join(redact_url(u) for u in urls)}
+        out: dict[str, Any] = {"url": ",".join(redact_secrets(u) for u in urls)}
         if self.auth is not None:
             out["auth"] = self.auth.describe()
         if self.tls is not None:
@@ -174,12 +182,35 @@ def split_urls(url: str | list[str] | None) -> str | list[str] | None:
     if url is None:
         return None
     items = [url] if isinstance(url, str) else list(url)
-    urls = [u.strip() for item in items for u in item.split(",") if u.strip()]
+    urls = [u for item in items for u in _split_list(item)]
     if not urls:
         raise ValueError("the url list is empty: give nats://host:port, several comma-separated, or `embedded`")
     if len(urls) > 1 and EMBEDDED in urls:
         raise ValueError("`embedded` cannot be part of a url list: give it alone or list real servers")
     return urls[0] if len(urls) == 1 else urls
+
+
+def _split_list(text: str) -> list[str]:
+    """The servers of one comma-separated string. A comma is part of a password when what follows it up to the
+    next comma or scheme has no scheme of its own and the part before has no user info yet: ``nats://u:p,w@h``
+    is one server, ``nats://a:1,nats://u:p@b:2`` two (a list that mixes servers with and without credentials
+    needs the scheme on each)."""
+    pieces = [p.strip() for p in text.split(",")]
+    out: list[str] = []
+    i = 0
+    while i < len(pieces):
+        piece = pieces[i]
+        j = i + 1
+        if "@" not in piece:
+            k = j
+            while k < len(pieces) and "://" not in pieces[k] and "@" not in pieces[k]:
+                k += 1
+            if k < len(pieces) and "://" not in pieces[k] and "@" in pieces[k]:
+                piece, j = ",".join(pieces[i:k + 1]), k + 1
+        if piece:
+            out.append(piece)
+        i = j
+    return out
 
 
 def is_embedded(url: str | list[str] | None) -> bool:
@@ -229,7 +260,9 @@ class NatsConnection:
         self.role = role
         self.stats = ConnectionStats()
         self.nc: Any = None
-        self.url = ""
+        self.url = ""  # the server connected to (while reconnecting: the one that was lost)
+        self._servers: list[str] = []
+        self._trying = ""  # the server a reconnect attempt is connecting to
         self._server: Any = None
         self._reconnect_hooks: list[Callable[[], Awaitable[None]]] = []
         self._connecting = False
@@ -245,7 +278,12 @@ class NatsConnection:
 
     @property
     def public_url(self) -> str:
-        return redact_url(self.url) if self.url else EMBEDDED
+        """The server this connection is on (or lost), without its credentials: what its messages name."""
+        return redact_secrets(self.url) if self.url else EMBEDDED
+
+    def _connected_url(self) -> str:
+        url = self.nc.connected_url if self.nc is not None else None
+        return url.geturl() if url is not None else self.url
 
     async def connect(self) -> Any:
         import nats
@@ -258,6 +296,7 @@ class NatsConnection:
             servers: list[str] = [self._server.url]
         else:
             servers = opts.url if isinstance(opts.url, list) else [str(opts.url)]
+        self._servers = servers
         self.url = servers[0]
         kwargs: dict[str, Any] = {
             "servers": servers,
@@ -323,11 +362,12 @@ class NatsConnection:
             self._connecting = False
             self.waiting = None
         self.nc = nc
+        self.url = self._connected_url()
         log.debug("%s connected to %s", self.role, self.public_url)
         return nc
 
     def _connect_failure(self, done: set[Any]) -> str:
-        where = self.public_url
+        where = ", ".join(redact_secrets(u) for u in self._servers) or self.public_url
         how = self.config.auth.describe() if self.config.auth is not None else "no credentials"
         err = self._first_error
         fail_fast = self._fail_fast
@@ -346,6 +386,7 @@ class NatsConnection:
     def _next_server(self, servers: list[Any], _info: dict[str, Any]) -> tuple[Any, float]:
         """nats-py's reconnect hook: round-robin over the pool with exponential backoff."""
         server = min(servers, key=lambda s: (s.reconnects, getattr(s, "last_attempt", 0) or 0))
+        self._trying = server.uri.geturl()  # an error before the reconnect is about this one
         return server, self.config.reconnect.delay(server.reconnects)
 
     async def _on_error(self, exc: Exception) -> None:
@@ -371,11 +412,13 @@ class NatsConnection:
                 self.waiting = f"NATS at {self.public_url} ({_describe(exc)})"
                 log.warning("waiting for %s, up to %gs (connect_timeout)", self.waiting, self.config.connect_timeout)
             return
-        key = type(exc).__name__
+        # The server at fault: the one connected to, or, while reconnecting, the one being tried.
+        where = self.url if self.nc is None or self.nc.is_connected or not self._trying else self._trying
+        key = f"{type(exc).__name__} {where}"
         now = time.monotonic()
         if now - self._last_error_log.get(key, 0.0) >= 5.0:
             self._last_error_log[key] = now
-            log.warning("NATS %s (%s): %s", self.role, self.public_url, _describe(exc))
+            log.warning("NATS %s (%s): %s", self.role, redact_secrets(where), _describe(exc))
 
     async def _on_disconnect(self) -> None:
         if self._connecting or self.nc is None or self.nc.is_closed:
@@ -385,6 +428,7 @@ class NatsConnection:
                     self.stats.disconnects)
 
     async def _on_reconnect(self) -> None:
+        self.url = self._connected_url()
         self.stats.reconnects += 1
         log.warning("NATS %s reconnected to %s (reconnect #%d)", self.role, self.public_url, self.stats.reconnects)
         for hook in self._reconnect_hooks:

@@ -135,6 +135,10 @@ class JetStreamSink(NatsSink):
     def params(self) -> dict[str, Any]:
         return {**super().params, "stream": self.stream.name if self.stream else None, "window": self.window}
 
+    @property
+    def deduplicated(self) -> int:
+        return self.duplicates  # publish acks that said "duplicate": the stream had the Nats-Msg-Id
+
     def bind(self, pipeline: str, source: Source) -> None:
         """The default ``Nats-Msg-Id`` names the pipeline and its source's identity (see the module doc)."""
         self.pipeline_name = pipeline

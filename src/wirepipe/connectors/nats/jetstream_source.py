@@ -27,8 +27,8 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -41,8 +41,10 @@ from ...wire import (
 from ..base import AtLeastOnce, Configured, Refusal, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .reader import RawInbox, Received, SubscriptionReader, publish_many
+from .streams import when_available
 
 log = logging.getLogger("wirepipe.jetstream")
+T = TypeVar("T")
 
 STREAM_POLL = 0.5  # seconds between looks for a stream that does not exist yet
 LAG_REFRESH = 1.0  # seconds without messages after which the lag is asked of the consumer
@@ -50,6 +52,10 @@ _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
 _WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream requires explicit ack"
+
+
+class _StoppedWaiting(Exception):
+    """The source was stopped while JetStream did not answer (``open``): nothing to read."""
 
 
 def parse_ack_reply(reply: str) -> tuple[int, int, int]:
@@ -120,6 +126,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.terminated = 0
         self.in_progress_sent = 0
         self.repulls = 0
+        self._redelivered = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
         self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
@@ -142,8 +149,14 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return embedded_refusal(self.config, workers)
 
     def lag(self) -> int | None:
-        """Messages in the stream not yet delivered to this consumer (from the last message's metadata)."""
+        """Messages in the stream not yet delivered to this consumer: from the last message's metadata, and
+        from the server while no message comes (a drained stream shows 0, not what was pending at the last
+        message this worker got)."""
         return self._lag
+
+    @property
+    def redelivered(self) -> int:
+        return self._redelivered
 
     def wants_commit(self) -> bool:
         return self.count is not None and self._seen >= self.count
@@ -156,16 +169,29 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     # --- setup ---------------------------------------------------------------------------------
 
     async def open(self) -> None:
+        """Connect, wait for the stream (a consumer may start before the publisher creates it) and for a
+        cluster leader (the consumer cannot be created before it has one), and create or join the consumer;
+        stopped meanwhile, the source opens nothing and yields nothing."""
         self.nc = nc = await self.conn.connect()
         js = nc.jetstream()
         if self.stream is None and not self.subject:
             raise WirepipeError("the jetstream source needs a stream or a subject")
-        if not await self._wait_for_stream(js):
-            return  # stopped while waiting: ``batches`` ends at once
-        if self.ordered:
-            await self._open_ordered(js)
-        else:
-            await self._open_pull(js)
+        try:
+            if not await self._wait_for_stream(js):
+                return  # stopped while waiting: ``batches`` ends at once
+            if self.ordered:
+                await self._open_ordered(js)
+            else:
+                await self._open_pull(js)
+        except _StoppedWaiting:
+            log.info("stopped while waiting for JetStream: nothing was read")
+
+    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A JetStream API request, made again while the cluster has no leader (``when_available``)."""
+        result = await when_available(call, f"jetstream consumer of {self.stream or self.subject}", self.stopping)
+        if result is None:
+            raise _StoppedWaiting
+        return result
 
     async def _wait_for_stream(self, js: Any) -> bool:
         """Wait until the stream exists (a consumer may start before the publisher creates it), as the
@@ -179,9 +205,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         while True:
             try:
                 if self.stream is None:
-                    self.stream = await js.find_stream_name_by_subject(self.subject)
+                    self.stream = await self._api(lambda: js.find_stream_name_by_subject(self.subject))
                 else:
-                    await js.stream_info(self.stream)
+                    await self._api(lambda: js.stream_info(self.stream))
                 break
             except nats.js.errors.NotFoundError:
                 if self.stop_at_end:
@@ -216,8 +242,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         cfg = api.ConsumerConfig()
         self._deliver_config(cfg)
         try:
-            self.sub = await js.subscribe(self.subject or ">", stream=self.stream, ordered_consumer=True,
-                                          config=cfg, pending_msgs_limit=4 * self.batch_size + 65536)
+            self.sub = await self._api(lambda: js.subscribe(self.subject or ">", stream=self.stream,
+                                                            ordered_consumer=True, config=cfg,
+                                                            pending_msgs_limit=4 * self.batch_size + 65536))
         except nats.js.errors.APIError as exc:
             hint = ("; it is a work queue (each message goes to one consumer, which acknowledges it): read its "
                     "subjects on core NATS to see messages as they are published"
@@ -252,10 +279,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         existing = None
         if name:
             with contextlib.suppress(nats.js.errors.NotFoundError):
-                existing = await js.consumer_info(self.stream, name)
+                existing = await self._api(lambda: js.consumer_info(self.stream, name))
         try:
             if existing is None:
-                info = await js.add_consumer(self.stream, cfg)
+                info = await self._api(lambda: js.add_consumer(self.stream, cfg))
             else:
                 # Deliver policy and start position cannot change on an existing durable: keep them.
                 old = existing.config
@@ -269,7 +296,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 if old.filter_subject != self.subject and self.subject:
                     log.warning("durable %s filters %r, not %r: using it as it is", name, old.filter_subject,
                                 self.subject)
-                info = await js.add_consumer(self.stream, cfg)
+                info = await self._api(lambda: js.add_consumer(self.stream, cfg))
         except nats.js.errors.APIError as exc:
             raise WirepipeError(f"cannot create consumer {name or '(ephemeral)'} on stream {self.stream}: "
                                 f"{exc.description}") from None
@@ -288,7 +315,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     async def _check_empty(self, js: Any) -> None:
         if not self.stop_at_end:
             return
-        info = await self.sub.consumer_info() if self.ordered else await js.consumer_info(self.stream, self.consumer)
+        info = await self._api(self.sub.consumer_info if self.ordered
+                               else lambda: js.consumer_info(self.stream, self.consumer))
         # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
         # reader, not pending any more, and its last message's metadata ends the run (``_batch``).
         pushed = self.ordered and info.delivered is not None and bool(info.delivered.consumer_seq)
@@ -362,13 +390,17 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         coming: when nothing came for a while and the last count was not 0, ask the consumer (workers of a
         pool share the durable, and one of them may have taken the last messages)."""
         now = time.monotonic()
-        if not self._lag or now - self._last_taken < LAG_REFRESH or now - self._lag_checked < LAG_REFRESH:
+        if (not self._lag or now - self._last_taken < LAG_REFRESH or now - self._lag_checked < LAG_REFRESH
+                or not self.nc.is_connected):
             return
         self._lag_checked = now
-        with contextlib.suppress(Exception):  # the server is restarting: the next look tries again
+        try:
             info = await self.nc.jetstream().consumer_info(self.stream, self.consumer, timeout=2)
-            if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
-                self._lag = int(info.num_pending)
+        except Exception as exc:  # a cluster electing a leader, a reconnect: the next idle period asks again
+            log.debug("consumer info for the lag failed: %s", type(exc).__name__)
+            return
+        if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
+            self._lag = int(info.num_pending)
 
     def _received(self) -> int:
         """Messages of any kind (records, statuses, heartbeats) the pull inbox has seen."""
@@ -407,6 +439,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             log.debug("consumer check failed: %s", type(exc).__name__)
 
     async def batches(self) -> AsyncIterator[Batch]:
+        if self.sub is None:  # stopped while waiting for JetStream at open
+            return
         while True:
             # An ordered consumer has nothing to settle (no acks): its count is reached when it is read.
             if (self.count is not None and self._seen >= self.count
@@ -468,6 +502,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         batch.meta["seq"] = seqs
         batch.meta["stream_seq"] = seqs
         batch.meta["delivered"] = [p[1] for p in parsed]
+        self._redelivered += batch.redelivered() or 0
         self._lag = parsed[-1][2] if parsed else self._lag
         if not self.ordered:
             batch.meta["ack"] = replies

@@ -1,9 +1,14 @@
-"""JetStream stream management: the ``stream:`` block of a jetstream sink, created on open when missing."""
+"""JetStream stream management: the ``stream:`` block of a jetstream sink, created on open when missing, and
+waiting for JetStream to answer (a cluster without a leader) before a connector starts."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from typing import Any, Literal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, field_validator
 
@@ -11,6 +16,8 @@ from ...core.errors import WirepipeError
 from ...core.models import Duration, Size, Strict
 
 log = logging.getLogger("wirepipe.jetstream")
+T = TypeVar("T")
+_REPORT_EVERY = 30.0  # seconds between "still waiting" lines
 
 
 class PlacementConfig(Strict):
@@ -65,17 +72,67 @@ class StreamConfig(Strict):
         )
 
 
+async def when_available(call: Callable[[], Awaitable[T]], what: str,
+                         stopping: asyncio.Event | None = None) -> T | None:
+    """``await call()`` (a JetStream API request) once JetStream answers it.
+
+    A cluster without a leader for the stream (or its meta group) while it elects one, or while a
+    quorum of its nodes is down, lets requests time out or answers 503: that is a wait, not a
+    failure, so the request is made again (backoff up to 5 s), said once and then every 30 s, until
+    it is answered or ``stopping`` is set (then None). Every other error is raised as it is ("no
+    responders": a server without JetStream, which waiting would not change).
+    """
+    import nats.errors
+    import nats.js.errors
+
+    since: float | None = None
+    said = 0.0
+    delay = 0.25
+    while True:
+        try:
+            result = await call()
+        except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError,
+                nats.errors.ConnectionReconnectingError) as exc:
+            now = time.monotonic()
+            if since is None:
+                since = said = now
+                log.warning("%s: JetStream does not answer (%s): waiting for the cluster to have a leader (it is "
+                            "electing one, or a quorum of its nodes is down)", what, str(exc) or type(exc).__name__)
+            elif now - said >= _REPORT_EVERY:
+                said = now
+                log.warning("%s: still waiting for JetStream (%.0fs)", what, now - since)
+            if stopping is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), delay)
+                if stopping.is_set():
+                    return None
+            else:
+                await asyncio.sleep(delay)
+            delay = min(5.0, delay * 2)
+            continue
+        except BaseException:
+            _answered(what, since)  # an answer all the same (a consumer not found yet): the caller decides
+            raise
+        _answered(what, since)
+        return result
+
+
+def _answered(what: str, since: float | None) -> None:
+    if since is not None:
+        log.warning("%s: JetStream answers again after %.0fs", what, time.monotonic() - since)
+
+
 async def ensure_stream(js: Any, spec: StreamConfig, default_subject: str) -> None:
-    """Create the stream if it does not exist; an existing stream is used as it is."""
+    """Create the stream if it does not exist (once JetStream answers); an existing stream is used as it is."""
     import nats.js.errors
 
     try:
-        await js.stream_info(spec.name)
+        await when_available(lambda: js.stream_info(spec.name), f"stream {spec.name}")
         return
     except nats.js.errors.NotFoundError:
         pass
     try:
-        await js.add_stream(spec.api_config(default_subject))
+        await when_available(lambda: js.add_stream(spec.api_config(default_subject)), f"stream {spec.name}")
         log.info("created stream %s for %s", spec.name, ", ".join(spec.subjects or [default_subject]))
     except nats.js.errors.BadRequestError as exc:
         raise WirepipeError(f"cannot create stream {spec.name}: {exc.description}") from None
