@@ -477,10 +477,15 @@ class Pipeline:
         self._last_commit = time.monotonic()
         written, self._unacked, self._unacked_records = self._unacked, [], 0
         late = sink.take_rejected()
-        if late:
+        if late:  # counted out when the sink took them; refused since (JetStream: at their ack)
+            stats.records_out -= len(late)
             await self._dead_letter(late, stats)
         if self.dead_letter is not None and self._unsettled:
             await self._retry(self.dead_letter, self.dead_letter.flush, stats)
+            refused = self.dead_letter.take_rejected()
+            if refused:  # the dead-letter destination refused them for themselves (JetStream: no stream stores them)
+                log.error("%d dead letter(s) refused by %s and dropped: %s", len(refused), self.dead_letter.name,
+                          refused[0].error)
         source = self.source
         if isinstance(source, AtLeastOnce):
             for batch, _ in written:
