@@ -93,15 +93,18 @@ def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
 
 
-def run_as_worker(pipe: Pipeline) -> RunStats:
-    """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes."""
-    from .errors import WirepipeError
+def run_as_worker(pipe: Pipeline, file: str | None = None) -> RunStats:
+    """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes (a config error
+    found only once the parts run names ``file``, as validation would)."""
+    from .errors import ConfigError, WirepipeError
     from .pipelines.worker import run_worker
 
     try:
         return run_worker(pipe)
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
+    except ConfigError as exc:  # a rule only the running parts could check (a JetStream stream's subjects)
+        fail(str(ConfigError(exc.detail, file=exc.file or file, path=exc.path)), EXIT_CONFIG)
     except WirepipeError as exc:
         fail(str(exc), EXIT_RUNTIME)
     except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
@@ -168,7 +171,7 @@ def run(
             fail(f"{pool.name}: {pool.gave_up}", EXIT_RUNTIME)
         raise typer.Exit(code)
     _show_status(pipe, status)
-    stats = run_as_worker(pipe)
+    stats = run_as_worker(pipe, str(pipeline))
     from .pipelines.monitor import run_summary
 
     typer.echo(run_summary(pipe, stats), err=True)

@@ -120,6 +120,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._settle_event = asyncio.Event()
         self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
         self._max_payload = 1024 * 1024
+        self._stream_subjects: list[str] | None = None  # when no filter subject: the stream's, once open
 
     @property
     def params(self) -> dict[str, Any]:
@@ -140,6 +141,11 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     def lag(self) -> int | None:
         """Messages in the stream not yet delivered to this consumer (from the last message's metadata)."""
         return self._lag
+
+    @property
+    def subjects(self) -> list[str] | None:
+        """The filter subject, or (without one) the stream's subjects once the source is open."""
+        return [self.subject] if self.subject else self._stream_subjects
 
     def wants_commit(self) -> bool:
         return self.count is not None and self._seen >= self.count
@@ -163,6 +169,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 self.stream = await js.find_stream_name_by_subject(self.subject)
             except nats.js.errors.NotFoundError:
                 raise WirepipeError(f"no JetStream stream stores subject {self.subject!r}") from None
+        if not self.subject:
+            with contextlib.suppress(nats.errors.Error, asyncio.TimeoutError):  # a check, not a condition to run
+                self._stream_subjects = list((await js.stream_info(self.stream)).config.subjects or [])
         if self.ordered:
             await self._open_ordered(js)
         else:
