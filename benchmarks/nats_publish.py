@@ -9,7 +9,9 @@ process measures latency from Wirepipe-Sent-At to receipt.
 ``--subjects`` picks the subjects: ``fixed`` (one, ``bench.pub``), ``field`` (one per record from
 a field, ``bench.pub.{x}``: about 200 distinct subjects, as ``orders.{region}`` gives) or ``seq``
 (``bench.pub.{seq}``: a new subject for every record, the worst case of the sink's subject check).
-The pipeline renders them with a ``subject`` operator, the hand loop with an f-string.
+The pipeline renders them with a ``subject`` operator, the hand loop with an f-string. The
+script then times the sink's subject check alone (``wire.SubjectCheck``) over the same subject
+columns, batch by batch, and prints it per record and as a share of wirepipe's publish time.
 
     python benchmarks/nats_publish.py [--count 200000] [--rounds 5] [--subjects fixed|field|seq]
 """
@@ -28,7 +30,7 @@ from wirepipe.operators.route import Subject
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.server import EmbeddedServer
-from wirepipe.wire import Header
+from wirepipe.wire import Header, SubjectCheck, subject_room
 
 TEMPLATES = {"fixed": "", "field": ".{x}", "seq": ".{seq}"}
 
@@ -67,6 +69,28 @@ async def hand_loop(url: str, n: int, subject: str, rate: float | None = None,
     return n, nbytes
 
 
+def subject_check_us(n: int, subjects: str) -> float:
+    """Microseconds per record the sink's subject check takes over the columns this mode publishes
+    (best of three passes, a new check each pass, as a new sink starts)."""
+    from wirepipe.datasets import get_dataset
+
+    if subjects == "fixed":
+        columns: list[str | list[str]] = ["bench.pub"] * (n // 1000)
+    else:
+        columns, seq = [], 0
+        for chunk in get_dataset("point").records(n, 0, 1000):
+            columns.append([f"bench.pub.{r['x'] if subjects == 'field' else seq + i}" for i, r in enumerate(chunk)])
+            seq += len(chunk)
+    best = float("inf")
+    for _ in range(3):
+        check = SubjectCheck(subject_room(4096, 1 << 20))
+        t0 = time.perf_counter()
+        for col in columns:
+            check.problems(col)
+        best = min(best, time.perf_counter() - t0)
+    return best / n * 1e6
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=200_000)
@@ -97,6 +121,9 @@ async def main() -> None:
             results[name].latency = finish_subscriber(sub)
     report(f"core NATS publish ({mode} subjects), point -> msgpack -> zstd:fastest, {n:,} records x {args.rounds} rounds "
            f"(latency pass paced at {args.rate:,.0f} msg/s)", results, "wirepipe pipeline", "hand-written nats-py loop")
+    check = subject_check_us(n, mode)
+    publish = 1e6 / results["wirepipe pipeline"].best
+    print(f"subject check: {check:.3f} us per record, {check / publish:.1%} of wirepipe's {publish:.2f} us per record")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.nats_fixtures import run_wirepipe
 from wirepipe.connectors.files import JsonlSink
@@ -94,9 +96,9 @@ async def run_while_subscribed(url: str, config: Path) -> tuple[Any, Counter[int
 
 def test_core_nats_one_bad_subject_per_record_is_dead_lettered_and_the_rest_arrive_once(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    # Before: the 5,000-character subject closed the connection and 999 of the 1,999 good records were
-    # lost with "2000 records out of 2000, 0 rejected"; a CR/LF or a space held the batch forever and
-    # re-published the records before it on every retry; "b.>" and "*" went out as literal subjects.
+    # A subject too long closes the connection (what was buffered after it is lost); a CR/LF or a space is
+    # refused by nats-py mid-batch (not a sink outage: the batch must not be held nor the records before it
+    # published again); "b.>" and "*" would go out as literal wildcard subjects.
     config = write_config(tmp_path, nats_server.url, {"type": "nats"}, BAD)
     res, got, subjects = asyncio.run(run_while_subscribed(nats_server.url, config))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -114,8 +116,7 @@ def test_core_nats_one_bad_subject_per_record_is_dead_lettered_and_the_rest_arri
 
 def test_jetstream_bad_subjects_and_a_subject_no_stream_stores_are_dead_lettered(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    # Before: the long subject closed the connection for good and the worker stalled; a subject no stream
-    # stores was retried forever. Now the stream holds every good record once and the run ends.
+    # A subject no stream stores is answered "no responders" for ever: the record's problem, not an outage.
     bad = {**BAD, 1700: "nowhere"}
     sink = {"type": "jetstream", "stream": {"name": "ORDERS", "subjects": ["orders.eu", "orders.us", "orders.x.>"]}}
     config = write_config(tmp_path, nats_server.url, sink, bad)
@@ -146,8 +147,7 @@ async def stream_values(url: str, stream: str) -> list[int]:
 
 async def test_a_record_nats_py_refuses_mid_batch_is_rejected_alone(nats_url: str, tmp_path: Path) -> None:
     """A header key nats-py refuses (from a record's own headers, e.g. through a relay): that record is
-    dead-lettered; the records before it are not published again (before: the batch was retried as a sink
-    outage forever, re-publishing them every time)."""
+    dead-lettered; the records before it are published once, not again with every retry of the batch."""
     import nats
 
     nc = await nats.connect(nats_url)
@@ -176,7 +176,7 @@ async def test_a_record_nats_py_refuses_mid_batch_is_rejected_alone(nats_url: st
 async def test_subject_length_against_the_servers_max_control_line(tmp_path: Path) -> None:
     """A server with ``max_control_line: 1024`` (told to the sink): a subject exactly as long as a publish line
     allows arrives, longer ones are dead-lettered, and the connection stays up for the records after them
-    (before: the 2,000-byte subject closed it and the records buffered after it were lost)."""
+    (a 2,000-byte subject sent would close it, losing what was buffered after it)."""
     import nats
 
     mcl = 1024
@@ -201,3 +201,18 @@ async def test_subject_length_against_the_servers_max_control_line(tmp_path: Pat
         assert [d["seq"] for d in letters] == [2, 3]
         assert f"{room + 1:,} bytes" in letters[0]["error"] and f"max_control_line {mcl:,}" in letters[0]["error"]
         await nc.close()
+
+
+@given(st.lists(st.text(alphabet="ab.*> \r\n\t\x00\x7fü", min_size=0, max_size=8), min_size=1, max_size=30),
+       st.integers(min_value=1, max_value=12))
+@settings(max_examples=400, deadline=None)
+def test_the_column_check_refuses_exactly_the_subjects_refused_one_by_one(column: list[str], room: int) -> None:
+    """The hot path checks a column as one joined string; it must never pass a subject that the check of
+    that subject alone refuses, nor refuse a good one (remembered ones included: the column is checked
+    twice, then once more among new subjects)."""
+    from wirepipe.wire import SubjectCheck, subject_problem
+
+    check = SubjectCheck(room)
+    for col in (column, column, [*column, "x.y"]):
+        assert set(check.problems(col)) == {s for s in col if subject_problem(s, room) is not None}
+    assert {s for s in column if check.problems(s)} == {s for s in column if subject_problem(s, room) is not None}
