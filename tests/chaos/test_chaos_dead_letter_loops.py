@@ -1,8 +1,8 @@
 """Dead letters that would come back to the pipeline that wrote them: refused, or never dead-lettered twice.
 
 A dead letter published on a subject the pipeline's own source reads fails again, is dead-lettered
-again, and so on forever (a poison record gave 1,628 rejects in 10 s; on JetStream the dead-letter
-subject grew every round until the connection broke). ``validate`` and ``run`` refuse such a config
+again, and so on forever (on JetStream, with ``in7.dead.{subject}``, the subject grows every round until
+no publish can carry it). ``validate`` and ``run`` refuse such a config
 (exit 2, the file, ``dead_letter.subject``, both subjects); a JetStream source's stream subjects are
 known only once it runs, and ``run`` refuses at start with the same message; and a loop no config
 shows (through another process) is cut: a record carrying this pipeline's dead-letter headers is
@@ -106,7 +106,7 @@ def test_a_pipeline_built_in_python_is_refused_alike() -> None:
 async def test_a_loop_through_another_process_dead_letters_a_record_once(nats_url: str) -> None:
     """The dead letters go to ``dlq.in`` (the source reads ``in.>``: accepted), but a relay elsewhere copies
     ``dlq.>`` back into ``in.back``. The poison record comes back once, carrying this pipeline's dead-letter
-    headers, and is not dead-lettered again (before: it went round for ever, hundreds of times a second)."""
+    headers, and is not dead-lettered again: one dead letter, not one per round for ever."""
     import nats
 
     relay = await nats.connect(nats_url)

@@ -30,8 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 
 def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(nats_server: EmbeddedServer,
                                                                                  tmp_path: Path) -> None:
-    # Before: written + counted falls 5,000 short of 30,000 (the batches in the loop's queue and the one in
-    # the operators were dropped without a count).
+    # The cut run leaves records in the loop's queue and in the operators: they must be counted, not dropped.
     out = tmp_path / "out.jsonl"
     cfg = {
         "name": "backlog",

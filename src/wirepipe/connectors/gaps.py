@@ -8,8 +8,8 @@ wirepipe publisher stamps two headers (the wire contract, README):
 
 - ``Wirepipe-Publisher``: an id of this publishing sink for this run (random, 12 hex
   digits); a restarted publisher is a new publisher.
-- ``Wirepipe-Seq``: 1, 2, 3 ... per publisher, in publish order (a record published again
-  after a reconnect keeps its number).
+- ``Wirepipe-Seq``: 1, 2, 3 ... per publisher, in publish order, without holes (a record the
+  sink refuses takes no number; a batch an outage cut goes on with the next one).
 
 A consumer that receives everything a publisher sends (its subscription covers the
 publisher's subjects; no queue group, which shares the messages among consumers) counts,
