@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.nats_fixtures import run_wirepipe
+from wirepipe.batch import Batch
 from wirepipe.connectors.files import JsonlSink
 from wirepipe.connectors.nats import NatsSink
 from wirepipe.pipelines.pipeline import Pipeline
@@ -216,3 +217,43 @@ def test_the_column_check_refuses_exactly_the_subjects_refused_one_by_one(column
     for col in (column, column, [*column, "x.y"]):
         assert set(check.problems(col)) == {s for s in col if subject_problem(s, room) is not None}
     assert {s for s in column if check.problems(s)} == {s for s in column if subject_problem(s, room) is not None}
+
+
+async def test_an_outage_mid_batch_never_publishes_what_nats_py_already_took(nats_server: EmbeddedServer) -> None:
+    """The server dies while a batch is published: nats-py buffers what it can (``pending_size``) and then
+    refuses; the sink waits for the reconnect and goes on from the first record nats-py refused. The
+    buffered records go out once, at the reconnect, and are not published again behind them."""
+    import nats
+
+    got: list[int] = []
+
+    async def on_msg(msg: Any) -> None:
+        got.append(int(msg.headers["Wirepipe-Seq"]))
+
+    consumer = await nats.connect(nats_server.url, reconnect_time_wait=0.05, max_reconnect_attempts=-1)
+    await consumer.subscribe("outage", cb=on_msg)
+    await consumer.flush()
+    sink = NatsSink("outage", url=nats_server.url, pending_size="64KiB", stamp_interval=0,
+                    reconnect={"wait": 1.0, "jitter": 0})
+    await sink.open()
+    nats_server.kill()
+    for _ in range(200):  # what nats-py writes before it sees the dead socket is lost (core NATS): wait for it
+        if not sink.nc.is_connected:
+            break
+        await asyncio.sleep(0.01)
+    values = [b"x" * 100] * 2000  # ~250 kB with headers: nats-py's buffer fills a quarter of the way
+    write = asyncio.ensure_future(sink.write(Batch(values, headers={"Content-Type": "text/plain"})))
+    await asyncio.sleep(0.5)
+    assert not write.done()  # waiting for the server, the rest of the batch unsent
+    nats_server.start()
+    await asyncio.wait_for(write, 30)
+    await sink.flush()
+    for _ in range(200):
+        if len(got) >= 2000:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    await sink.close()
+    await consumer.close()
+    assert sorted(got) == list(range(1, 2001))  # each record once, none twice
+    assert (sink.records, sink.conn.stats.reconnects) == (2000, 1)
