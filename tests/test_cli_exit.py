@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from tests.nats_fixtures import publish_numbered
 from wirepipe.cli import app
-from wirepipe.exit_codes import ExitCode, RejectLimit
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.exit_codes import ExitCode, RejectLimit
 
 ROOT = Path(__file__).parent.parent
 

@@ -16,10 +16,10 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
 import wirepipe as wp
-from wirepipe.batch import Batch
 from wirepipe.codecs import protofile
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import ConfigError
 from wirepipe.datasets import DATASETS
-from wirepipe.errors import ConfigError
 from wirepipe.operators.serialize import Deserialize, Serialize, resolve_schema
 from wirepipe.pipelines.config import load_pipeline
 from wirepipe.schema import SchemaError

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from tests.nats_fixtures import fill_points
+from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.pipelines.config import interpolate, validate_config
-from wirepipe.server import EmbeddedServer
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
@@ -119,7 +119,7 @@ def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "tests" / "bad_configs", work / "tests" / "bad_configs")
     (work / "myapp").mkdir()
     (work / "myapp" / "__init__.py").write_text("")
-    (work / "myapp" / "models.py").write_text(MYAPP)
+    (work / "myapp" / "core/models.py").write_text(MYAPP)
     (work / "my-records.jsonl").write_text("".join(f'{{"id": {i}, "name": "n{i}", "tags": ["a", "b"]}}\n'
                                                    for i in range(200)))
     scripts = sysconfig.get_path("scripts")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from .exit_codes import ExitCode
+from .core.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from .pipelines.pipeline import Pipeline, RunStats
@@ -71,7 +71,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 def fail(message: str, code: int) -> NoReturn:
-    from .redact import redact_secrets
+    from .core.redact import redact_secrets
 
     typer.echo(f"error: {redact_secrets(message)}", err=True)
     raise typer.Exit(code)
@@ -80,7 +80,7 @@ def fail(message: str, code: int) -> NoReturn:
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
-    from .redact import redact_secrets
+    from .core.redact import redact_secrets
 
     class Redacting(logging.Formatter):
         """No log line shows a URL's credentials, whoever logged it (wirepipe, nats-py, asyncio)."""
@@ -96,7 +96,7 @@ def setup_logging(verbose: bool = False) -> None:
 def run_as_worker(pipe: Pipeline, file: str | None = None) -> RunStats:
     """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes (a config error
     found only once the parts run names ``file``, as validation would)."""
-    from .errors import ConfigError, WirepipeError
+    from .core.errors import ConfigError, WirepipeError
     from .pipelines.worker import run_worker
 
     try:
@@ -129,11 +129,11 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
-    from .errors import ConfigError, WirepipeError
-    from .exit_codes import RejectLimit
+    from .core.errors import ConfigError, WirepipeError
+    from .core.exit_codes import RejectLimit
+    from .core.units import parse_duration
     from .pipelines.config import read_config
     from .pipelines.pool import resolve_workers
-    from .units import parse_duration
 
     setup_logging(verbose)
     overrides = list(set_ or [])
@@ -204,8 +204,8 @@ def server(
                                               "list; each node its own store)")] = 1,
 ) -> None:
     """Run an embedded nats-server (JetStream on) in the foreground; prints its URL. Ctrl-C stops it."""
-    from .errors import WirepipeError
-    from .server import EmbeddedServer, LocalCluster, serve_forever
+    from .connectors.nats.server import EmbeddedServer, LocalCluster, serve_forever
+    from .core.errors import WirepipeError
 
     if not 1 <= cluster <= 9 or (cluster > 1 and port):
         fail(f"--cluster {cluster}: give 1..9 nodes; --port is for one node (a cluster picks free ports)",
@@ -244,10 +244,10 @@ def capture(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Capture what flows on NATS into Parquet files (see README: Capture), until stopped."""
-    from .errors import ConfigError
-    from .pipelines.capture import capture_config
+    from .core.errors import ConfigError
+    from .core.units import parse_duration, parse_size
+    from .pipelines.capture_worker import capture_config
     from .pipelines.config import apply_override, build_pipeline, validate_config
-    from .units import parse_duration, parse_size
 
     setup_logging(verbose)
     if follow and stop_at_end:
@@ -266,7 +266,7 @@ def capture(
         if print_config:
             import yaml
 
-            from .redact import redact_tree
+            from .core.redact import redact_tree
 
             typer.echo(yaml.safe_dump(redact_tree(data), sort_keys=False), nl=False)
             return
@@ -306,9 +306,9 @@ def replay(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Replay a capture through a pipeline's operators and sink, locally or on Apache Beam."""
-    from .errors import ConfigError, WirepipeError
+    from .core.errors import ConfigError, WirepipeError
+    from .core.units import parse_duration
     from .replay import Replay
-    from .units import parse_duration
 
     setup_logging(verbose)
     choices = {"--pace": (pace, ("max", "original")), "--pace-by": (pace_by, ("received", "sent")),
@@ -355,7 +355,7 @@ def replay(
 @app.command()
 def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
     """Validate pipeline files without running them (exit 2 if any is invalid)."""
-    from .errors import ConfigError
+    from .core.errors import ConfigError
     from .pipelines.config import load_pipeline
 
     bad = 0
@@ -433,8 +433,8 @@ def report(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no terminal tables")] = False,
 ) -> None:
     """Summarize results: per stage and per pipeline timing, sizes, latency, recommendations."""
-    from .errors import WirepipeError
-    from .units import parse_bandwidth
+    from .core.errors import WirepipeError
+    from .core.units import parse_bandwidth
 
     try:
         bps = parse_bandwidth(bandwidth)
@@ -517,8 +517,8 @@ def bench(
         return
 
     from .bench.command import execute, make_plan
-    from .errors import ConfigError, WirepipeError
-    from .units import parse_bandwidth
+    from .core.errors import ConfigError, WirepipeError
+    from .core.units import parse_bandwidth
 
     try:
         plan = make_plan(dataset=dataset, inputs=list(input or []), format=format, codec=codec, level=level,
@@ -567,11 +567,11 @@ def plan(
     utilization: Annotated[float, typer.Option(help="plan cores to be at most this busy (0..1)")] = 0.7,
 ) -> None:
     """Turn per-record costs into a deployment: cores, workers, wire bytes/s, JetStream storage, the first limit."""
-    from .capacity import Deployment, costs_from_bench, measure_costs
-    from .capacity import plan as make_plan
-    from .errors import WirepipeError
+    from .core.errors import WirepipeError
+    from .core.units import parse_bandwidth, parse_duration, parse_rate, parse_size
     from .pipelines.pool import usable_cores
-    from .units import parse_bandwidth, parse_duration, parse_rate, parse_size
+    from .plan.capacity import Deployment, costs_from_bench, measure_costs
+    from .plan.capacity import plan as make_plan
 
     try:
         if transport not in ("jetstream", "nats"):

@@ -19,11 +19,12 @@ import pytest
 import yaml
 
 from tests.nats_fixtures import run_wirepipe, wirepipe_env
-from wirepipe.connectors.nats import NatsSink, NatsSource
-from wirepipe.errors import ConfigError
+from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.errors import ConfigError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink
 from wirepipe.wire import Header
 

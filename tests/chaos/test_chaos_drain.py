@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.chaos.overload import ROOT
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
 
 pytestmark = pytest.mark.timeout(240)
 

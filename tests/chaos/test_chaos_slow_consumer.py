@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from tests.chaos.overload import run_scenario
-from wirepipe.batch import Batch
-from wirepipe.connectors.nats import NatsSink, NatsSource
+from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
+from wirepipe.core.batch import Batch
 from wirepipe.pipelines.monitor import loss_summary
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer, ServerOptions
 from wirepipe.testing import TestingSink
 
 pytestmark = pytest.mark.timeout(240)

@@ -24,11 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.nats_fixtures import run_wirepipe
-from wirepipe.batch import Batch
 from wirepipe.connectors.files import JsonlSink
-from wirepipe.connectors.nats import NatsSink
+from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
+from wirepipe.core.batch import Batch
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer, ServerOptions
 from wirepipe.testing import TestingSource
 from wirepipe.wire import Header, subject_room
 

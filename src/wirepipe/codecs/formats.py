@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
-from ..errors import RefusedError, StageError
-from ..registry import Registry
+from ..core.errors import RefusedError, StageError
+from ..core.registry import Registry
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[bytes], Any]

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ..errors import StageError
+from ..core.errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
 from .msgspec_engine import checked, validator
 from .protofile import is_repeated, json_name

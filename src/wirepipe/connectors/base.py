@@ -10,7 +10,7 @@ redeliver a record). The loop asks ``isinstance(source, AtLeastOnce)`` once, not
 
 A sink has ``write(batch)``, ``flush()`` and ``close()``; ``flush`` makes everything
 written so far durable (or sent), ``close`` flushes and releases the resource. A sink
-that cannot work right now raises ``NotConnected`` or ``BackOff(wait)`` (errors.py):
+that cannot work right now raises ``NotConnected`` or ``BackOff(wait)`` (core/errors.py):
 runtime signals the loop dispatches on, never reasons to reject a record.
 
 What the pipelines layer needs to know about a connector, the connector declares (a plugin's
@@ -38,11 +38,11 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar, get_args
 
-from ..batch import Batch, Rejected
+from ..core.batch import Batch, Rejected
 from ..wire import dead_letter_batch
 
 if TYPE_CHECKING:
-    from ..models import Strict
+    from ..core.models import Strict
 
 _C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
 
@@ -181,7 +181,7 @@ class Configured:
 
     def _init(self, model: type[Strict], **fields: Any) -> None:
         """Set up from ``fields`` checked by ``model`` as the ``source:`` or ``sink:`` entry of a YAML file is."""
-        from ..models import validate  # pydantic: not imported until a connector is built
+        from ..core.models import validate  # pydantic: not imported until a connector is built
 
         role = "source" if isinstance(self, Source) else "sink"
         (tag,) = get_args(model.model_fields["type"].annotation)

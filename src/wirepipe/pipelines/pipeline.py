@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..allocator import between_batches, keep_freed_memory
-from ..batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
-from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
+from ..core.allocator import between_batches, keep_freed_memory
+from ..core.batch import Batch, Rejected, describe_error, payload_nbytes
+from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..wire import (
     Header,
@@ -58,7 +58,7 @@ from ..wire import (
 )
 
 if TYPE_CHECKING:
-    from ..operators.metrics import Stamps
+    from ..metrics.recorder import Stamps
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
@@ -176,7 +176,7 @@ class Pipeline:
                  config: dict[str, Any] | None = None, monitor: Any = None) -> None:
         check_parts(source, sink, dead_letter)
         # A process that builds a pipeline keeps the memory a batch frees for the next one, instead of the
-        # kernel faulting it in again for every batch (once per process; see wirepipe.allocator).
+        # kernel faulting it in again for every batch (once per process; see wirepipe.core.allocator).
         keep_freed_memory()
         self.source = source
         self.operators = list(operators)
@@ -259,7 +259,7 @@ class Pipeline:
         self.metrics = self._open_metrics()
         timer = flusher = None
         if self.metrics is not None:
-            from ..operators.metrics import pipeline_stages
+            from ..metrics.recorder import pipeline_stages
 
             with _io_errors("metrics", self.metrics.path):
                 self.metrics.open(pipeline_stages(source, self.operators, sink))
@@ -313,7 +313,7 @@ class Pipeline:
         spec = self.metrics_spec
         if spec is None:
             return None
-        from ..operators.metrics import MetricsRecorder
+        from ..metrics.recorder import MetricsRecorder
 
         if isinstance(spec, MetricsRecorder):
             return spec
@@ -426,7 +426,7 @@ class Pipeline:
         self.metrics.record_batch(index, read, stamps, raw_nbytes, lost)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
-        between_batches()  # the allocator keeps what the last batch gave back, where it churns (allocator.py)
+        between_batches()  # the allocator keeps what the last batch gave back, where it churns (core/allocator.py)
         metrics = self.metrics
         index = stats.batches
         stats.batches += 1

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ConfigError, WirepipeError
+from ..core.errors import ConfigError, WirepipeError
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats

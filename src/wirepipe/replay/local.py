@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
-from ..errors import ConfigError, WirepipeError
+from ..core.errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
 
 if TYPE_CHECKING:

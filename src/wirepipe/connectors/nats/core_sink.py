@@ -37,10 +37,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch, Rejected
-from ..errors import ConfigError, NotConnected, WirepipeError
-from ..models import Duration
-from ..wire import (
+from ...core.batch import Batch, Rejected
+from ...core.errors import ConfigError, NotConnected, WirepipeError
+from ...core.models import Duration
+from ...wire import (
     HDR_LINE,
     MAX_CONTROL_LINE,
     SENT_AT_SIZE,
@@ -53,9 +53,9 @@ from ..wire import (
     subject_room,
     template_fields,
 )
-from .base import Configured, Refusal, Sink, Source
+from ..base import Configured, Refusal, Sink, Source
+from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import FINAL, LAST_SEQ, PUBLISHER, SEQ, PublisherStamp
-from .natsconn import NatsConnection, NatsConnectionConfig, embedded_refusal
 
 log = logging.getLogger("wirepipe.nats")
 

@@ -194,12 +194,12 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``."""
     import gc
 
-    from .batch import Batch
-    from .codecs.chain import Chain
-    from .datasets import get_dataset
-    from .operators.chain import chain_operators
-    from .pipelines.pipeline import Pipeline
-    from .testing import TestingSource
+    from ..codecs.chain import Chain
+    from ..core.batch import Batch
+    from ..datasets import get_dataset
+    from ..operators.chain_operators import chain_operators
+    from ..pipelines.pipeline import Pipeline
+    from ..testing import TestingSource
 
     parsed = Chain.parse(chain)
     encode_ops, decode_ops = chain_operators(parsed, None)
@@ -243,8 +243,8 @@ def _sink_us(sink: str, decoded: list[list[Any]], records: int, rounds: int) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .batch import Batch
-    from .connectors.files import batch_table
+    from ..connectors.files import batch_table
+    from ..core.batch import Batch
 
     if sink != "parquet":
         raise ValueError(f"sink {sink!r}: measured sinks are null and parquet")
@@ -261,9 +261,9 @@ def _sink_us(sink: str, decoded: list[list[Any]], records: int, rounds: int) -> 
 def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
                      sink_us: float = 0.0) -> Costs:
     """Per-record costs of one configuration of ``wirepipe bench`` results (the fastest one unless ``chain``)."""
-    from .codecs.chain import Chain
-    from .errors import WirepipeError
-    from .report import load_results, summarize
+    from ..codecs.chain import Chain
+    from ..core.errors import WirepipeError
+    from ..report import load_results, summarize
 
     res = load_results(paths)
     report = summarize(res.stages, res.latency, res.runs)

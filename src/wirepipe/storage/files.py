@@ -18,7 +18,7 @@ when several processes write into one folder and a dead one's leftovers must be 
 from a live one's), through a ``SpoolingFile`` (a full disk loses nothing), then fsynced
 when asked and renamed into place. ``commit`` resumes after an error: called again, it
 goes on where it stopped and never renames twice. Every local writer goes through it: the
-file sinks, captures, metrics parts (``parts.py``) and ``wirepipe bench``'s results.
+file sinks, captures, metrics parts (``storage/parts.py``) and ``wirepipe bench``'s results.
 
 The one exception is a Beam worker's results part (``replay/beam_fn.write_part``): it
 writes through Beam's ``FileSystems`` (``gs://``, ``s3://``, ``hdfs://`` as well as local
@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import WirepipeError
-from .spoolfile import SpoolingFile
+from ..core.errors import WirepipeError
+from .spool import SpoolingFile
 
 TEMP_SUFFIX = ".inprogress"
 
