@@ -1,13 +1,15 @@
-"""The wire contract in one place: header names, header-block sizes, dead letters, subject templates.
+"""The wire contract in one place: header names, header-block sizes, dead letters, subjects.
 
 A wirepipe record on NATS is payload = compress(serialize(value)) plus a header block
 (README, "The wire contract"). Every module that reads or writes those headers takes
-their names from ``Header``; the NATS sinks measure header blocks with ``header_size`` so
-they refuse a record the server would answer with a closed connection; the dead-letter
-encodings (envelopes for files, original payloads for NATS subjects) are built here from
-one per-record header rule; and the ``subject`` operator and the NATS sinks parse
-``orders.{region}``-style templates with the same ``template_fields``; ``subject_regex`` reads a
-subscription's wildcards (``orders.*.>``) where no server does (a capture sliced by subject).
+their names from ``Header``; the NATS sinks measure header blocks with ``header_size`` and
+check subjects with ``SubjectCheck``, so they refuse a record the server would answer with
+a closed connection; the dead-letter encodings (envelopes for files, original payloads for
+NATS subjects) are built here from one per-record header rule; the ``subject`` operator and
+the NATS sinks parse ``orders.{region}``-style templates with the same ``template_fields``;
+``subjects_overlap`` tells whether a subject a pipeline publishes can come back to it, and
+``subject_regex`` reads a subscription's wildcards (``orders.*.>``) where no server does (a capture
+sliced by subject).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -34,6 +36,9 @@ class Header(str, Enum):
     ERROR = "Wirepipe-Error"  # dead letters: why
     SUBJECT = "Wirepipe-Subject"  # dead letters: the subject the record had
     STREAM_SEQ = "Wirepipe-Stream-Seq"  # dead letters: its JetStream stream sequence
+    PIPELINE = "Wirepipe-Pipeline"  # dead letters on NATS: the pipeline that refused the record
+    LAST_SEQ = "Wirepipe-Last-Seq"  # a publisher's stamp (on ``STAMP_PREFIX`` + subject): its last Wirepipe-Seq
+    FINAL = "Wirepipe-Final"  # on the stamp a publisher sends when it closes: it publishes no more
     MSG_ID = "Nats-Msg-Id"  # JetStream deduplication id
     PENDING = "Nats-Pending-Messages"  # JetStream pull status: messages the request left undelivered
 
@@ -141,6 +146,199 @@ def subject_regex(pattern: str) -> str:
     return r"\.".join(parts)
 
 
+# --- subjects a publish can carry ---------------------------------------------------------------
+
+# nats-server's default ``max_control_line``: the longest protocol line it reads from a client. A longer
+# ``PUB``/``HPUB`` line ("maximum control line exceeded") closes the connection, and with it whatever the
+# client had buffered after that line. The server's INFO does not announce it: a server configured
+# otherwise is told to the sink (``max_control_line``).
+MAX_CONTROL_LINE = 4096
+# Publisher stamps travel on this prefix + the data subject (README, "The wire contract").
+STAMP_PREFIX = "_WIREPIPE.last."
+# Whitespace or a control character anywhere; or an empty token (leading, trailing or double dot, or an
+# empty subject), or a ``*``/``>`` token: a publish names one subject, wildcards are for subscriptions.
+_NOT_PUBLISHABLE = re.compile(r"[\x00-\x20\x7f]|(?:^|\.)[*>]?(?:\.|$)")
+_CHAR_NAMES = {" ": "a space", "\t": "a tab", "\r": "a CR", "\n": "an LF"}
+
+
+def subject_room(max_control_line: int, max_payload: int, reply: int = 0) -> int:
+    """The longest subject, in UTF-8 bytes, a publish line can carry.
+
+    The server measures ``<subject> [<reply>] <header size> <total size>`` (the line after ``HPUB``)
+    against ``max_control_line`` (nats-server 2.15 closed the connection at a line of exactly 4096 bytes,
+    so it must be shorter); both sizes are counted as long as ``max_payload`` allows, ``reply`` is the
+    length of the reply subject (a JetStream publish has one).
+
+    >>> subject_room(4096, 1048576), subject_room(4096, 1048576, reply=40)
+    (4079, 4038)
+    """
+    digits = len(str(max_payload))
+    return max_control_line - 1 - 2 * (digits + 1) - (reply + 1 if reply else 0)
+
+
+def shown_subject(subject: str) -> str:
+    """A subject as messages show it: quoted with its control characters escaped, cut at 64 characters."""
+    return repr(subject[:64]) + ("..." if len(subject) > 64 else "")
+
+
+def subject_problem(subject: str, room: int, max_control_line: int = MAX_CONTROL_LINE) -> str | None:
+    """Why a NATS client cannot publish on ``subject`` (None when it can): whitespace or a control
+    character (nats-py refuses CR, LF, space and tab; the others reach consumers as garbage), an empty
+    token, a ``*``/``>`` token, more than ``room`` bytes (``subject_room``), or text that is not UTF-8.
+
+    >>> subject_problem("orders.eu", 4079) is None
+    True
+    >>> subject_problem("orders.b.>", 4079)
+    "subject 'orders.b.>' has a wildcard token '>': a publish names one subject"
+    """
+    bad = _NOT_PUBLISHABLE.search(subject)
+    if bad is not None:
+        found = bad.group()
+        if not subject:
+            return "the subject is empty"
+        if found.strip(".") in ("*", ">"):
+            return (f"subject {shown_subject(subject)} has a wildcard token {found.strip('.')!r}: "
+                    "a publish names one subject")
+        if len(found) == 1 and found not in ".*>":
+            what = _CHAR_NAMES.get(found, f"the control character {found!r}")
+            return f"subject {shown_subject(subject)} contains {what} (at character {bad.start() + 1})"
+        return f"subject {shown_subject(subject)} has an empty token (a leading, trailing or double '.')"
+    try:
+        size = len(subject) if subject.isascii() else len(subject.encode())
+    except UnicodeEncodeError:
+        return f"subject {shown_subject(subject)} is not valid UTF-8"
+    if size > room:
+        return (f"subject {shown_subject(subject)} is {size:,} bytes: a publish line holds at most {room:,} "
+                f"(the server's max_control_line {max_control_line:,} less the line's other fields)")
+    return None
+
+
+class SubjectCheck:
+    """Which subjects of a column can be published (``subject_problem``), cheaply on the hot path.
+
+    A column of subjects is joined with spaces (a character no good subject holds) and searched as
+    one string by C-level scans (no control character, as many spaces as separators, no empty token,
+    no ``*``/``>`` token, none longer than ``room``): about 0.1-0.2 us a record. Only when that finds
+    something (or the text is not ASCII) is each distinct subject checked on its own. Subjects found
+    good are remembered while the columns repeat them (``orders.{region}``: a batch then costs a
+    ``set`` of its column, and a batch with one subject a set lookup); a template that makes a new
+    subject per record (``blocks.{seq}``) would only pay for remembering, so it is not done while
+    most subjects are new (looked at again every ``_RECHECK`` batches).
+    """
+
+    _REMEMBERED = 65536
+    _RECHECK = 16
+
+    def __init__(self, room: int, max_control_line: int = MAX_CONTROL_LINE) -> None:
+        self.room = room
+        self.max_control_line = max_control_line
+        self._good: set[str] = set()
+        self._columns = 0
+        self._recurring = True  # the last columns mostly repeated subjects seen before
+
+    def problems(self, subjects: str | Sequence[str]) -> dict[str, str]:
+        """``{subject: why}`` for the subjects of ``subjects`` that cannot be published (usually empty)."""
+        good = self._good
+        if isinstance(subjects, str):
+            if subjects in good:
+                return {}
+            new: list[str] = [subjects]
+        else:
+            self._columns += 1
+            if not self._recurring and self._columns % self._RECHECK:
+                return {} if self._all_publishable(subjects) else self._each(set(subjects))
+            distinct = set(subjects)
+            if distinct <= good:
+                return {}
+            new = list(distinct - good)
+            self._recurring = 2 * len(new) < len(subjects)
+        bad = {} if self._all_publishable(new) else self._each(new)
+        if len(good) + len(new) > self._REMEMBERED:
+            good.clear()
+        good.update(new if not bad else [s for s in new if s not in bad])
+        return bad
+
+    def _each(self, subjects: Iterable[str]) -> dict[str, str]:
+        bad: dict[str, str] = {}
+        for s in subjects:
+            why = subject_problem(s, self.room, self.max_control_line)
+            if why is not None:
+                bad[s] = why
+        return bad
+
+    def _all_publishable(self, subjects: Sequence[str]) -> bool:
+        """True when every subject is certainly fine; False when one may not be (then each is checked)."""
+        joined = " ".join(subjects)
+        if not (joined.isascii() and joined.isprintable()) or joined.count(" ") != len(subjects) - 1:
+            return False  # a control character or a space in a subject, or text the server may count longer
+        dotted = joined.replace(" ", ".")  # an empty subject or token is now a leading, trailing or double dot
+        if not dotted or dotted[0] == "." or dotted[-1] == "." or ".." in dotted:
+            return False
+        if ("*" in dotted or ">" in dotted) and _WILDCARD_TOKEN.search(dotted):
+            return False
+        return max(map(len, subjects)) <= self.room
+
+
+_WILDCARD_TOKEN = re.compile(r"(?:^|\.)[*>](?=\.|$)")
+
+
+def publishable_subject(subject: str, room: int) -> str:
+    """``subject`` made publishable for a dead letter: every character or token a publish cannot carry
+    becomes ``_``, cut to ``room`` bytes (the record's real subject goes in ``Wirepipe-Subject``, escaped)."""
+    if subject_problem(subject, room) is None:
+        return subject
+    text = re.sub(r"[\x00-\x20\x7f]", "_", subject.encode("utf-8", "replace").decode("utf-8", "replace"))
+    tokens = [t if t and t not in ("*", ">") else "_" for t in text.split(".")]
+    out = ".".join(tokens).encode()[:room].decode("utf-8", "ignore").rstrip(".")
+    return out or "_"
+
+
+# --- subjects that meet ---------------------------------------------------------------------------
+
+
+def subjects_overlap(pattern: str, template: str) -> bool:
+    """True when some subject matches the subscription ``pattern`` (``*`` one token, ``>`` one or more
+    at the end) and can be made by the publish ``template`` (its ``{field}`` placeholders stand for any
+    text, dots included: ``{subject}`` may be ``a.b.c``).
+
+    >>> subjects_overlap("in.>", "in.dead"), subjects_overlap("in7.>", "in7.dead.{subject}")
+    (True, True)
+    >>> subjects_overlap("in.*", "in.dead.{subject}"), subjects_overlap("in.>", "dlq.in.{subject}")
+    (False, False)
+    >>> subjects_overlap("orders.*", "orders.{region}-dead"), subjects_overlap("orders.eu", "orders.{r}-dead")
+    (True, False)
+    """
+    return _meet(pattern.split("."), [_template_token(t) for t in template.split(".")])
+
+
+def _template_token(token: str) -> str | tuple[str, str]:
+    """A literal token, or (text before the first placeholder, text after the last one)."""
+    if "{" not in token:
+        return token
+    return token[:token.index("{")], token[token.rindex("}") + 1:] if "}" in token else ""
+
+
+def _meet(pattern: list[str], template: list[str | tuple[str, str]]) -> bool:
+    if not pattern or not template:
+        return not pattern and not template
+    head = pattern[0]
+    if head == ">":
+        return True  # one or more tokens of anything: whatever the template makes from here on
+    t = template[0]
+    if isinstance(t, str):
+        return (head == "*" or head == t) and _meet(pattern[1:], template[1:])
+    prefix, suffix = t  # a placeholder token: one or more tokens, the first starting with prefix, the last
+    if head != "*" and not head.startswith(prefix):  # ending with suffix
+        return False
+    for k in range(1, len(pattern) + 1):
+        last = pattern[k - 1]
+        if last == ">":
+            return True
+        if (last == "*" or last.endswith(suffix)) and _meet(pattern[k:], template[1:]):
+            return True
+    return False
+
+
 # --- dead letters ---------------------------------------------------------------------------------
 
 
@@ -176,16 +374,21 @@ def dead_letter_batch(rejected: list[Rejected]) -> Batch:
                  meta={"payload": [r.value for r in rejected]})
 
 
-def dead_letter_payloads(rejected: list[Rejected]) -> Batch:
+def dead_letter_payloads(rejected: list[Rejected], pipeline: str | None = None, room: int | None = None) -> Batch:
     """Dead letters for a NATS subject: the original payload (JSON when the record was an object)
-    with its headers plus ``Wirepipe-Stage`` and ``Wirepipe-Error`` (one line), ``Wirepipe-Subject``
-    and ``Wirepipe-Stream-Seq`` when known; ``Wirepipe-Sent-At`` is dropped (the sink stamps its own)."""
+    with its headers plus ``Wirepipe-Stage`` and ``Wirepipe-Error`` (one line), ``Wirepipe-Pipeline``
+    (the pipeline that refused it: it never dead-letters the record again if it comes back),
+    ``Wirepipe-Subject`` and ``Wirepipe-Stream-Seq`` when known; ``Wirepipe-Sent-At`` is dropped (the
+    sink stamps its own). A subject no publish can carry (it may be why the record was refused) is made
+    publishable for the dead letter's own subject, cut to ``room`` bytes, and shown escaped in
+    ``Wirepipe-Subject``."""
     import orjson
 
     from .codecs.formats import json_default
 
     values: list[bytes] = []
     headers: list[dict[str, str] | None] = []
+    subjects: list[str] = []
     for r in rejected:
         v = r.value
         if isinstance(v, (bytes, bytearray, memoryview)):
@@ -202,13 +405,19 @@ def dead_letter_payloads(rejected: list[Rejected]) -> Batch:
         h.pop(Header.SENT_AT.value, None)
         h[Header.STAGE.value] = r.stage
         h[Header.ERROR.value] = " ".join(r.error.split())[:1024]
-        if r.subject:
-            h[Header.SUBJECT.value] = r.subject
+        if pipeline is not None:
+            h[Header.PIPELINE.value] = pipeline
+        subject = r.subject or ""
+        if subject:
+            safe = publishable_subject(subject, room if room is not None else MAX_CONTROL_LINE)
+            h[Header.SUBJECT.value] = subject if safe == subject else repr(subject)[:1024]
+            subject = safe
         if r.meta.get("stream_seq") is not None:
             h[Header.STREAM_SEQ.value] = str(r.meta["stream_seq"])
         headers.append(h)
+        subjects.append(subject)
     meta: dict[str, Sequence[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}
-    return Batch(values, subjects=[r.subject or "" for r in rejected], headers=headers, meta=meta)
+    return Batch(values, subjects=subjects, headers=headers, meta=meta)
 
 
 def _json_text(value: Any, default: Any) -> str:

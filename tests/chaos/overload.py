@@ -8,7 +8,7 @@ for a while, the worker is stopped with SIGTERM and its run summary is read back
 result says what was sent, what arrived, and what the worker counted as lost, so a caller
 can check that ``sent == received + lost`` (core NATS may lose; it must never hide it).
 
-    python -m tests.chaos.overload publish URL SUBJECT COUNT [--rate R] [--burst B --pause S]
+    python -m tests.chaos.overload publish URL SUBJECT COUNT [--rate R] [--burst B --pause S] [--linger S]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Outcome:
 
 
 def _burst_source(count: int, rate: float | None, burst: int | None, pause: float, pad: int = 0,
-                  tail: int = 0) -> Any:
+                  tail: int = 0, linger: float = 0.0) -> Any:
     from wirepipe.connectors.base import Source
     from wirepipe.core.batch import Batch
     from wirepipe.datasets import get_dataset
@@ -86,18 +86,21 @@ def _burst_source(count: int, rate: float | None, burst: int | None, pause: floa
                     yield Batch(values, meta={"seq": range(sent, sent + len(values))})
                     sent += len(values)
                     await asyncio.sleep(0.01)
+            if linger:  # a publisher that lives on (a worker): its periodic stamps go out meanwhile
+                await asyncio.sleep(linger)
 
     return Bursts()
 
 
 def publish(url: str, subject: str, count: int, rate: float | None, burst: int | None, pause: float,
-            pad: int = 0, tail: int = 0) -> int:
+            pad: int = 0, tail: int = 0, linger: float = 0.0, stamp_interval: float = 1.0) -> int:
     from wirepipe.connectors.nats.core_sink import NatsSink
     from wirepipe.operators.serialize import Serialize
     from wirepipe.pipelines.pipeline import Pipeline
 
-    sink = NatsSink(subject, url=url)
-    stats = Pipeline(_burst_source(count, rate, burst, pause, pad, tail), [Serialize("msgpack")], sink, name="publisher").run()
+    sink = NatsSink(subject, url=url, stamp_interval=stamp_interval)
+    stats = Pipeline(_burst_source(count, rate, burst, pause, pad, tail, linger), [Serialize("msgpack")], sink,
+                     name="publisher").run()
     return stats.records_out
 
 
@@ -105,14 +108,15 @@ def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: fl
                  burst: int | None = None, pause: float = 1.0, pad: int = 0, tail: int = 0,
                  stop_after: float | None = None, pending_msgs_limit: int = 65536,
                  idle: float = 3.0, timeout: float = 240.0, server_log: str | None = None,
-                 extra: dict[str, Any] | None = None) -> Outcome:
+                 extra: dict[str, Any] | None = None, batch_size: int = 1000, linger: float = 0.0,
+                 stamp_interval: float = 1.0) -> Outcome:
     """Run the publisher and the worker; stop the worker once it is idle after the publisher finished."""
     import yaml
 
     subject = "overload"
     cfg = {
         "name": "overload-consumer",
-        "source": {"type": "nats", "url": url, "subject": subject, "batch_size": 1000,
+        "source": {"type": "nats", "url": url, "subject": subject, "batch_size": batch_size,
                    "pending_msgs_limit": pending_msgs_limit},
         "operators": [{"map": {"function": "tests.chaos.busy:spin"}}],
         "sink": {"type": "null"},
@@ -144,6 +148,7 @@ def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: fl
             args += ["--pad", str(pad)]
         if tail:
             args += ["--tail", str(tail)]
+        args += ["--linger", str(linger), "--stamp-interval", str(stamp_interval)]
         pub = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
                              timeout=max(10.0, deadline - time.monotonic()))
         if pub.returncode != 0:
@@ -174,6 +179,12 @@ def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: fl
     received = int(re.search(r"records out of ([\d,]+)", summary).group(1).replace(",", ""))  # type: ignore[union-attr]
     counters = {k: int(v.replace(",", "")) for v, k in re.findall(
         r"([\d,]+) (lost|missing|dropped|discarded|duplicates)\b", summary)}
+    disconnects = re.search(r"([\d,]+) disconnect\(s\)", summary)
+    counters["disconnects"] = int(disconnects.group(1).replace(",", "")) if disconnects else 0
+    counted = re.search(r"lost: ([\d,]+) counted", summary)  # the figure when a tail could not be counted
+    if counted:
+        counters["lost"] = int(counted.group(1).replace(",", ""))
+        counters["unsure"] = 1
     log_text = Path(server_log).read_text(errors="replace") if server_log and Path(server_log).exists() else ""
     return Outcome(sent, received, summary.strip(), counters, [ln for ln in lines if " out" in ln], log_text)
 
@@ -190,8 +201,11 @@ def main() -> None:
     p.add_argument("--pause", type=float, default=1.0)
     p.add_argument("--pad", type=int, default=0, help="bytes of padding per record")
     p.add_argument("--tail", type=int, default=0, help="records sent slowly after a pause at the end")
+    p.add_argument("--linger", type=float, default=0.0, help="seconds the publisher stays up after its records")
+    p.add_argument("--stamp-interval", type=float, default=1.0, help="the sink's stamp_interval")
     args = ap.parse_args()
-    sent = publish(args.url, args.subject, args.count, args.rate, args.burst, args.pause, args.pad, args.tail)
+    sent = publish(args.url, args.subject, args.count, args.rate, args.burst, args.pause, args.pad, args.tail,
+                   args.linger, args.stamp_interval)
     print(json.dumps({"sent": sent}))
 
 

@@ -106,15 +106,18 @@ def setup_logging(verbose: bool = False) -> None:
 
 
 
-def run_as_worker(pipe: Pipeline) -> RunStats:
-    """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes."""
-    from ..core.errors import WirepipeError
+def run_as_worker(pipe: Pipeline, file: str | None = None) -> RunStats:
+    """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes (a config error
+    found only once the parts run names ``file``, as validation would)."""
+    from ..core.errors import ConfigError, WirepipeError
     from ..pipelines.worker import run_worker
 
     try:
         return run_worker(pipe)
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
+    except ConfigError as exc:  # a rule only the running parts could check (a JetStream stream's subjects)
+        fail(str(ConfigError(exc.detail, file=exc.file or file, path=exc.path)), EXIT_CONFIG)
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback

@@ -81,7 +81,7 @@ def run(
             fail(f"{pool.name}: {pool.gave_up}", EXIT_RUNTIME)
         raise typer.Exit(code)
     _show_status(pipe, status)
-    stats = run_as_worker(pipe)
+    stats = run_as_worker(pipe, str(pipeline))
     from ..pipelines.monitor import run_summary
 
     typer.echo(run_summary(pipe, stats), err=True)

@@ -18,10 +18,14 @@ as well as wirepipe's own; nothing above this layer knows connector types by nam
 
 - sources: ``bounded`` (a finite input every reader reads whole: refused with ``--workers N``),
   ``shared_by`` (the config field naming what N workers share, e.g. a queue group),
-  ``identity_ignores`` (parameters that do not say what is read) and ``refuse_workers``;
+  ``identity_ignores`` (parameters that do not say what is read), ``refuse_workers``,
+  ``subjects`` (the NATS subjects it reads, once known) and ``discard`` (records the pipeline
+  took and could not finish);
 - sinks: ``bind`` (the pipeline's name and source, before ``open``), ``refuse_source`` (a
   source this sink cannot follow safely), ``refuse_workers`` and ``worker_fields`` (what N
-  writers must not share), ``unconfirmed`` and ``batch_results`` (Beam replay may stand in).
+  writers must not share), ``unconfirmed`` and ``batch_results`` (Beam replay may stand in),
+  ``publishes_to`` (the NATS subject template it publishes on: a dead letter that its own source
+  reads would come back forever).
 
 A ``Refusal`` names the field at fault (under the part's own path: ``path`` is reported as
 ``sink.path``) and the message, which is the ``ConfigError`` the user sees.
@@ -146,6 +150,17 @@ class Source(ABC):
     def lag(self) -> int | None:
         """Records waiting upstream of this source (stream pending, buffered), when it knows."""
         return None
+
+    @property
+    def subjects(self) -> list[str] | None:
+        """The NATS subjects (patterns) this source reads, or None: not NATS, or not known yet (a JetStream
+        stream's subjects are known once it is open)."""
+        return None
+
+    def discard(self, records: int) -> None:  # noqa: B027 - optional hook
+        """The pipeline took ``records`` from this source and could not finish them (it stopped past its
+        ``shutdown_timeout``). A source that cannot give them back counts them lost; one that redelivers
+        gets them again and ignores this."""
 
     async def let_read(self) -> None:
         """Yield to the event loop between slices of a long operator pass so the client reads the socket."""
@@ -280,6 +295,11 @@ class Sink(ABC):
     def refuse_workers(self, workers: int) -> Refusal | None:
         """Why ``workers`` (> 1) processes of one pipeline cannot each write this sink as configured (one
         file that N writers would overwrite), or None."""
+        return None
+
+    @property
+    def publishes_to(self) -> str | None:
+        """The NATS subject template this sink publishes on (``dlq.{subject}``), or None: not NATS."""
         return None
 
     def worker_fields(self, index: int) -> dict[str, Any]:

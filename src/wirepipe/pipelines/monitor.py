@@ -68,6 +68,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "dropped": sum(c.stats.slow_consumer_drops for c in conns),
         # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see connectors/nats/gaps.py
         "lost": losses.get("lost", 0),
+        # core NATS: publishers not heard from since a disconnect (what they sent meanwhile is not counted yet)
+        "unsure": losses.get("unsure", 0),
         "duplicates": losses.get("duplicates", 0),
         # at-least-once: records read again after a lost ack or a dead worker (every duplicate written is among
         # them), and records the sink's destination already had (kept once)
@@ -112,7 +114,8 @@ def _size(path: Path) -> int:
 # Counters shown after the rates when they are not zero, in this order; a counter that a connector adds
 # to ``snapshot`` later and that is not listed here is shown too, by its name.
 STATUS_COUNTERS = (("rejected", "rejected"), ("sink_errors", "sink errors"), ("lost", "lost"),
-                   ("dropped", "dropped"), ("duplicates", "duplicates"), ("redelivered", "redelivered"),
+                   ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
+                   ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("acked", "acked"), ("nacked", "nacked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
                  "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
@@ -176,11 +179,22 @@ def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
 
 
 def loss_summary(losses: dict[str, int] | None) -> str:
-    """The run summary's loss figures (core NATS), empty for sources that cannot lose."""
+    """The run summary's loss figures (core NATS), empty for sources that cannot lose. When a publisher was
+    not heard from since a disconnect, what it sent meanwhile is lost and cannot be counted: the figure
+    says so instead of a count that reads as complete."""
     if losses is None:
         return ""
-    return (f", {losses['lost']} lost ({losses['missing']} missing from publisher sequences, {losses['dropped']} "
-            f"dropped by the client, {losses['discarded']} discarded at stop), {losses['duplicates']} duplicates")
+    parts = (f"{losses['missing']} missing from publisher sequences, {losses['dropped']} dropped by the client, "
+             f"{losses['discarded']} discarded at stop")
+    if losses.get("disconnects"):
+        parts += f", {losses['disconnects']} disconnect(s)"
+    unsure = losses.get("unsure", 0)
+    if unsure:
+        lost = (f"lost: {losses['lost']} counted ({parts}) and an unknown number more: {unsure} publisher(s) not "
+                "heard from since a disconnect")
+    else:
+        lost = f"{losses['lost']} lost ({parts})"
+    return f", {lost}, {losses['duplicates']} duplicates"
 
 
 def describe_sink(sink: Any) -> str:
@@ -278,6 +292,8 @@ COUNTER_DOCS = {
     "disconnects": "NATS disconnects",
 }
 GAUGE_DOCS = {"lag": "records waiting upstream of the source",
+              "unsure": "publishers not heard from since a disconnect of a core NATS source: what they published "
+                        "meanwhile is lost and not counted yet",
               "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1"}
 
 

@@ -22,7 +22,15 @@ cannot represent) go to the dead-letter destination.
 
 The parts declare what the pipeline must check (``Sink.refuse_source``: e.g. one Parquet file
 behind a source acknowledged at every flush): ``check_parts`` runs it for every pipeline, built
-from YAML or in Python, when it is constructed and again when it starts.
+from YAML or in Python, when it is constructed and again when it starts. It also refuses a dead
+letter published where the source reads (``Source.subjects``, ``Sink.publishes_to``): each
+dead letter would come back, fail again and be dead-lettered again, forever; a JetStream
+source's stream subjects are known once it is open, so the check runs again then. A record
+that still comes back with this pipeline's own dead-letter headers is not dead-lettered again.
+
+A stop past ``shutdown_timeout`` cancels the run: what the loop had read and not written (in
+its queue, in the operators, in the sink's write) is handed to ``Source.discard``, so a source
+that cannot redeliver (core NATS) counts it lost.
 """
 
 from __future__ import annotations
@@ -44,7 +52,11 @@ from ..core.batch import Batch, Rejected, describe_error, payload_nbytes
 from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..core.redact import redact_secrets
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
-from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
+from ..wire import (
+    Header,
+    dead_letter_batch,  # noqa: F401 - its old home; the encoding lives in wire
+    subjects_overlap,
+)
 
 if TYPE_CHECKING:
     from ..metrics.recorder import Stamps
@@ -135,6 +147,24 @@ def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None) -> 
         refusal = part.refuse_source(source) if part is not None else None
         if refusal is not None:
             raise ConfigError(refusal.message, path=f"{where}.{refusal.field}")
+    check_dead_letter_loop(source, dead_letter)
+
+
+def check_dead_letter_loop(source: Source, dead_letter: Sink | None) -> None:
+    """``ConfigError`` at ``dead_letter.subject`` when the source reads what the dead letter publishes."""
+    template = dead_letter.publishes_to if dead_letter is not None else None
+    read = source.subjects
+    if template is None or not read:
+        return
+    loops = [s for s in read if subjects_overlap(s, template)]
+    if not loops:
+        return
+    what = f"subject {loops[0]!r}" if len(read) == 1 else f"subjects {', '.join(map(repr, read))}"
+    other = "dlq." + template
+    hint = f" such as {other!r}" if not any(subjects_overlap(s, other) for s in read) else ""
+    raise ConfigError(f"{template!r} is read by the source ({source.type} {what}): every dead letter would come "
+                      f"back to this pipeline, fail again and be dead-lettered again, forever; publish dead "
+                      f"letters on a subject the source does not read{hint}", path="dead_letter.subject")
 
 
 class Pipeline:
@@ -186,6 +216,9 @@ class Pipeline:
         # Called after every commit (a pool worker reports its counters then: what it committed is counted even
         # if it is killed right after)
         self.after_commit: list[Callable[[], None]] = []
+        # The batch between the queue and the sink: (records read, stats.rejected when it started).
+        self._in_flight: tuple[int, int] | None = None
+        self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
 
     def __or__(self, other: Any) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
@@ -256,6 +289,7 @@ class Pipeline:
         try:
             await source.open()
             opened.append(source)
+            check_dead_letter_loop(source, self.dead_letter)  # a JetStream stream's subjects are known now
             with _io_errors(f"sink {sink.name}", None):
                 await sink.open()
             opened.append(sink)
@@ -341,6 +375,20 @@ class Pipeline:
                 await asyncio.wait({producer}, timeout=0.1)
             with contextlib.suppress(asyncio.CancelledError):
                 await producer
+            self._discard_unfinished(source, stats)
+
+    def _discard_unfinished(self, source: Source, stats: RunStats) -> None:
+        """Records read and never written (the run was cancelled): the source counts them (``Source.discard``)."""
+        left = sum(len(b.values) + len(b.rejected) for b in self._queued)
+        self._queued = []
+        if self._in_flight is not None:
+            n, rejected_before = self._in_flight
+            left += n - (stats.rejected - rejected_before)
+            self._in_flight = None
+        if left:
+            log.warning("%s: stopped with %d record(s) read and not written%s", self.name, left,
+                        "" if source.redelivers else " (the source cannot send them again: counted as discarded)")
+            source.discard(left)
 
     async def _produce(self, source: Source, queue: asyncio.Queue[tuple[Batch, int, int] | None]) -> None:
         """Read batches into the queue, enforcing ``count`` even if the source overshoots.
@@ -402,6 +450,7 @@ class Pipeline:
         stats.batches += 1
         received = batch.values
         stats.records_in += len(received) + len(batch.rejected)
+        self._in_flight = (len(received) + len(batch.rejected), stats.rejected)
         batch = await self._run_operators(index, batch, start, end)
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
@@ -410,6 +459,7 @@ class Pipeline:
         if len(received) == len(batch.values) and received is not batch.values:
             batch.meta[_RECEIVED] = received  # no copy: what a sink refuses is dead-lettered as received
         await self._write(sink, batch, stats)
+        self._in_flight = None  # written (or refused by the sink: dead-lettered next)
         t1 = _ns()
         batch.meta.pop(_RECEIVED, None)
         if batch.rejected:  # the sink refused records (a value it cannot represent, larger than max_payload)
@@ -495,10 +545,15 @@ class Pipeline:
         self._last_commit = time.monotonic()
         written, self._unacked, self._unacked_records = self._unacked, [], 0
         late = sink.take_rejected()
-        if late:
+        if late:  # counted out when the sink took them; refused since (JetStream: at their ack)
+            stats.records_out -= len(late)
             await self._dead_letter(late, stats)
         if self.dead_letter is not None and self._unsettled:
             await self._retry(self.dead_letter, self.dead_letter.flush, stats)
+            refused = self.dead_letter.take_rejected()
+            if refused:  # the dead-letter destination refused them for themselves (JetStream: no stream stores them)
+                log.error("%d dead letter(s) refused by %s and dropped: %s", len(refused), self.dead_letter.name,
+                          refused[0].error)
         source = self.source
         if isinstance(source, AtLeastOnce):
             for batch, _ in written:
@@ -622,12 +677,29 @@ class Pipeline:
             stats.rejected_by_stage[r.stage] = stats.rejected_by_stage.get(r.stage, 0) + 1
         if self.dead_letter is not None:
             dead_letter = self.dead_letter
-            await self._retry(dead_letter, lambda: dead_letter.write_rejected(rejected), stats)
+            fresh = self._not_come_back(rejected) if dead_letter.publishes_to is not None else rejected
+            if fresh:
+                await self._retry(dead_letter, lambda: dead_letter.write_rejected(fresh), stats)
         elif stats.rejected <= 10 or stats.rejected % 1000 == 0:
             first = rejected[0]
             log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
                         len(rejected), stats.rejected, first.stage, first.operator, first.error)
         self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
+
+    def _not_come_back(self, rejected: list[Rejected]) -> list[Rejected]:
+        """The rejected records that are not this pipeline's own dead letters come back through its source
+        (a loop the configuration check could not see, e.g. through a relay): those are not dead-lettered
+        again, the dead letter they were read from holds them."""
+        pipeline, stage = Header.PIPELINE.value, Header.STAGE.value
+        fresh = [r for r in rejected if not (r.headers and r.headers.get(pipeline) == self.name and stage in r.headers)]
+        back = len(rejected) - len(fresh)
+        if back:
+            self._came_back += back
+            if self._came_back <= 10 or self._came_back % 1000 == 0:
+                log.warning("%d record(s) came back with this pipeline's own dead-letter headers (%d so far): not "
+                            "dead-lettered again (a loop: the dead letter they were read from holds them)",
+                            back, self._came_back)
+        return fresh
 
 
 @contextlib.contextmanager

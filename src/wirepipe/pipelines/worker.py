@@ -42,8 +42,9 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
     def expire() -> None:
         nonlocal timed_out
         timed_out = True
-        log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; records not "
-                  "acknowledged will be redelivered", pipeline.shutdown_timeout)
+        log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; %s",
+                  pipeline.shutdown_timeout, "records not acknowledged will be redelivered"
+                  if pipeline.source.redelivers else "records read and not written are counted as discarded")
         task.cancel()
 
     def on_signal(signame: str) -> None:
@@ -105,9 +106,10 @@ def _timeout_message(pipeline: Pipeline) -> str:
     elif unacked:
         what.append(f"{unacked} record(s) written but not flushed")
     losses = pipeline.source.losses()
-    if losses and losses["lost"]:
-        what.append(f"{losses['lost']} message(s) lost (core NATS: {losses['missing']} missing from publisher "
-                    f"sequences, {losses['dropped']} dropped by the client, {losses['discarded']} discarded at stop)")
+    if losses and (losses["lost"] or losses.get("unsure")):
+        from .monitor import loss_summary
+
+        what.append("core NATS: " + loss_summary(losses).lstrip(", "))
     left = "; ".join(what) or "nothing known unsettled"
     return (f"{pipeline.name}: the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s): "
             f"{left}")

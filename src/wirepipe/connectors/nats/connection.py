@@ -252,7 +252,8 @@ class NatsConnection:
     ``await connect()`` returns the nats-py ``Client``; ``await close()`` drains nothing
     (the connectors flush what they need first) and releases the embedded server.
     Callbacks registered with ``on_reconnect`` run after every reconnect (the JetStream
-    source re-issues its pull requests there).
+    source re-issues its pull requests there), those registered with ``on_disconnect`` at every
+    disconnect (a core NATS consumer marks where its losses begin).
     """
 
     def __init__(self, config: NatsConnectionConfig, *, role: str = "client") -> None:
@@ -265,6 +266,7 @@ class NatsConnection:
         self._trying = ""  # the server a reconnect attempt is connecting to
         self._server: Any = None
         self._reconnect_hooks: list[Callable[[], Awaitable[None]]] = []
+        self._disconnect_hooks: list[Callable[[], None]] = []
         self._connecting = False
         self._first_error: BaseException | None = None
         self._fail_fast: asyncio.Future[BaseException] | None = None
@@ -275,6 +277,11 @@ class NatsConnection:
 
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         self._reconnect_hooks.append(hook)
+
+    def on_disconnect(self, hook: Callable[[], None]) -> None:
+        """``hook()`` runs at every disconnect, before anything is received again (a consumer marks where
+        its losses are)."""
+        self._disconnect_hooks.append(hook)
 
     @property
     def public_url(self) -> str:
@@ -426,6 +433,8 @@ class NatsConnection:
         self.stats.disconnects += 1
         log.warning("NATS %s disconnected from %s (disconnect #%d); reconnecting", self.role, self.public_url,
                     self.stats.disconnects)
+        for hook in self._disconnect_hooks:
+            hook()
 
     async def _on_reconnect(self) -> None:
         self.url = self._connected_url()

@@ -4,10 +4,26 @@ Subjects are templates: ``points`` (one subject), ``blocks.{seq}`` (any per-reco
 column), ``out.{subject}`` (the subject the record came in on, for relays; a ``subject``
 operator sets it from record fields, e.g. ``orders.{region}``).
 
-Oversized records: nats-py sends a payload whose size plus headers exceeds the
-server's ``max_payload`` and the server then closes the connection. The sink checks
-payload + headers itself and refuses such a record (it goes to the dead-letter
-destination with a clear error); the connection stays up.
+Refused records: nats-py sends a payload whose size plus headers exceeds the server's
+``max_payload``, and a subject longer than the server's ``max_control_line`` allows, and
+the server then closes the connection (what the client had buffered after that record is
+lost); it refuses a subject with whitespace itself. A subject is a property of one record
+(``orders.{region}`` renders it from a field), so the sink checks every record before it
+publishes: payload + headers against ``max_payload``, the subject with ``SubjectCheck``
+(whitespace and control characters, empty tokens, ``*``/``>`` tokens, its length), and
+refuses a record that fails (it goes to the dead-letter destination with the reason); the
+rest of the batch is published and the connection stays up.
+
+Outages: a publish that fails because of the connection (closed, or nats-py's outbound
+buffer full while it reconnects) is the sink's condition. The sink remembers how far the
+batch went: what nats-py had taken is not published again when the loop retries the
+batch (core NATS would deliver it twice), the rest follows with the same ``Wirepipe-Seq``
+numbers. A record nats-py refuses for itself in the middle of a batch is rejected alone.
+
+Stamps: a core NATS sink with headers announces the last ``Wirepipe-Seq`` it published,
+every ``stamp_interval`` and when it closes, on ``_WIREPIPE.last.<subject>`` (empty payload,
+``Wirepipe-Publisher`` and ``Wirepipe-Last-Seq`` headers), so a consumer counts a loss at
+the end of a run without waiting for a later record (``gaps.py``).
 """
 
 from __future__ import annotations
@@ -26,16 +42,20 @@ from ...core.errors import ConfigError, NotConnected, WirepipeError
 from ...core.models import Duration
 from ...wire import (
     HDR_LINE,
+    MAX_CONTROL_LINE,
     SENT_AT_SIZE,
+    STAMP_PREFIX,
     STAMP_SIZE,
     Header,
+    SubjectCheck,
     dead_letter_payloads,
     header_size,
+    subject_room,
     template_fields,
 )
-from ..base import Configured, Refusal, Sink
+from ..base import Configured, Refusal, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
-from .gaps import PUBLISHER, SEQ, PublisherStamp
+from .gaps import FINAL, LAST_SEQ, PUBLISHER, SEQ, PublisherStamp
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -116,6 +136,29 @@ def refuse_oversized(batch: Batch, headers: dict[str, str] | list[dict[str, str]
     batch.keep([i for i in range(len(values)) if i not in drop])
 
 
+def refuse_bad_subjects(batch: Batch, subjects: str | list[str], check: SubjectCheck, stage: str,
+                        operator: str) -> str | list[str]:
+    """Move records whose subject cannot be published (``SubjectCheck``) to ``batch.rejected``; returns the
+    subjects of the records kept. The common case, every subject seen and good before, is one set lookup
+    (one subject) or a ``set`` of the column."""
+    bad = check.problems(subjects)
+    if not bad:
+        return subjects
+    column = [subjects] * len(batch.values) if isinstance(subjects, str) else subjects
+    keep: list[int] = []
+    for i, s in enumerate(column):
+        why = bad.get(s)
+        if why is None:
+            keep.append(i)
+        else:
+            batch.rejected.append(batch.reject(i, stage, operator, f"{why}: refused (the rest is published)"))
+    if isinstance(subjects, str):
+        batch.keep([])
+        return subjects
+    batch.keep(keep)
+    return [subjects[i] for i in keep]
+
+
 def wire_headers(batch: Batch, mode: str) -> dict[str, str] | list[dict[str, str] | None] | None:
     """The headers to publish: the batch's (shared dict or per record), or none with ``headers: none``."""
     if mode == "none":
@@ -134,6 +177,39 @@ def require_bytes(batch: Batch, stage: str, operator: str) -> None:
             "(and `compress`) before the NATS sink")
 
 
+class _Progress:
+    """How far the publish of one batch went: records before ``next`` were taken by nats-py (published),
+    ``refused`` are ``(index, why)`` of records nats-py refused for themselves. Kept across an outage so the
+    retry of the same batch goes on from ``next``."""
+
+    __slots__ = ("headers", "key", "next", "refused", "subjects", "values")
+
+    def __init__(self, key: object, subjects: str | list[str], values: list[bytes],
+                 headers: dict[str, str] | list[dict[str, str] | None] | None) -> None:
+        self.key = key
+        self.subjects = subjects
+        self.values = values
+        self.headers = headers
+        self.next = 0
+        self.refused: list[tuple[int, str]] = []
+
+
+def _refused_by_client(exc: Exception) -> str | None:
+    """Why nats-py refused one record for itself (its subject, a header, its size), or None: the connection's
+    condition. Each of these is raised before nats-py takes the record into its outbound buffer."""
+    import nats.errors
+
+    if isinstance(exc, nats.errors.BadSubjectError):
+        return "nats-py refused the subject"
+    if isinstance(exc, nats.errors.BadHeaderError):
+        return f"nats-py refused a header: {exc}"
+    if isinstance(exc, nats.errors.MaxPayloadError):
+        return "larger than the server's max_payload"
+    if isinstance(exc, UnicodeEncodeError):
+        return f"the subject or a header is not valid UTF-8: {exc.reason}"
+    return None
+
+
 class NatsSink(Configured, Sink):
     """Publishes every record of a batch to core NATS with the wire-contract headers."""
 
@@ -150,108 +226,195 @@ class NatsSink(Configured, Sink):
         self.subject = SubjectTemplate(config.subject)
         self.headers_mode = config.headers
         self.flush_timeout = config.flush_timeout
+        self.max_control_line = config.max_control_line
         self.conn = NatsConnection(config, role="publisher")
         self.nc: Any = None
         self.max_payload = 0
+        self.subject_check = SubjectCheck(subject_room(self.max_control_line, 1 << 20), self.max_control_line)
         self.records = 0
         self.bytes = 0
+        self.pipeline_name = "pipeline"  # named in the Wirepipe-Pipeline header of dead letters
         self.stamp = PublisherStamp()  # Wirepipe-Publisher / Wirepipe-Seq: consumers count gaps
+        # Last-sequence stamps: every stamp_interval (None: this sink does not stamp, e.g. JetStream).
+        self.stamp_interval: float | None = config.stamp_interval if isinstance(config, NatsSinkConfig) else None
+        self._stamper: asyncio.Task[None] | None = None
+        self._last_subject: str | None = None
+        self._resume: _Progress | None = None  # a batch an outage interrupted (see the module doc)
 
     @property
     def params(self) -> dict[str, Any]:
         return {"subject": self.subject.template, "headers": self.headers_mode, **self.config.public_params()}
 
+    @property
+    def publishes_to(self) -> str:
+        return self.subject.template
+
     def refuse_workers(self, workers: int) -> Refusal | None:
         return embedded_refusal(self.config, workers)
+
+    def bind(self, pipeline: str, source: Source) -> None:
+        self.pipeline_name = pipeline
 
     async def open(self) -> None:
         self.nc = await self.conn.connect()
         self.max_payload = int(self.nc.max_payload)
+        self.check_subjects(reply=0)
+        if self.stamp_interval and self.headers_mode != "none":
+            self._stamper = asyncio.ensure_future(self._stamp_periodically(self.stamp_interval))
+
+    def check_subjects(self, reply: int) -> None:
+        """Subjects are checked against what a publish line with a reply subject of ``reply`` bytes leaves."""
+        self.subject_check = SubjectCheck(subject_room(self.max_control_line, self.max_payload, reply),
+                                          self.max_control_line)
 
     async def write(self, batch: Batch) -> None:
         if not batch.values:
             return
         require_bytes(batch, self.stage, self.type)
-        headers = wire_headers(batch, self.headers_mode)
-        extra = SENT_AT_SIZE + STAMP_SIZE if headers is not None else 0
-        refuse_oversized(batch, headers, self.max_payload, self.stage, self.type, extra)
-        if isinstance(headers, list) and len(headers) != len(batch.values):
-            headers = batch.headers  # refuse_oversized dropped records: the batch's column is aligned
-        if not batch.values:
-            return
-        first = self.stamp.take(len(batch.values)) if headers is not None else 0
-        await self.publish(self.subject.render(batch), batch.values, headers, first)
+        progress = self._resume
+        if progress is None or progress.key is not batch:
+            headers = wire_headers(batch, self.headers_mode)
+            extra = SENT_AT_SIZE + STAMP_SIZE if headers is not None else 0
+            refuse_oversized(batch, headers, self.max_payload, self.stage, self.type, extra)
+            subjects = refuse_bad_subjects(batch, self.subject.render(batch), self.subject_check, self.stage,
+                                           self.type)
+            if isinstance(headers, list) and len(headers) != len(batch.values):
+                headers = batch.headers  # records were refused: the batch's column is aligned
+            if not batch.values:
+                return
+            progress = _Progress(batch, subjects, batch.values, headers)
+        await self._publish(progress)
+        if progress.refused:
+            refused = dict(progress.refused)
+            for i, why in progress.refused:
+                batch.rejected.append(batch.reject(i, self.stage, self.type, f"{why}: refused (the rest is published)"))
+            batch.keep([i for i in range(len(batch.values)) if i not in refused])
 
-    async def publish(self, subjects: str | list[str], values: list[bytes],
-                      headers: dict[str, str] | list[dict[str, str] | None] | None, first: int = 0) -> None:
-        """The hot loop: one ``nc.publish`` per record, stamped just before it with ``Wirepipe-Sent-At``
-        and, from ``first`` on, ``Wirepipe-Seq`` (with headers; ``first`` is 0 only without them)."""
+    async def _publish(self, progress: _Progress) -> None:
+        """Publish what is left of ``progress``: a record nats-py refuses is set aside, an outage keeps the
+        progress for the retry of the same batch (``_resume``) and raises ``NotConnected``/``WirepipeError``."""
+        import nats.errors
+
+        self._resume = progress
+        while progress.next < len(progress.values):
+            try:
+                await self.publish(progress)
+            except Exception as exc:
+                why = _refused_by_client(exc)
+                if why is not None:
+                    progress.refused.append((progress.next, why))
+                    progress.next += 1
+                    continue
+                if isinstance(exc, nats.errors.OutboundBufferLimitError):
+                    await self._wait_connected()  # reconnecting, its buffer full: go on once it is back
+                    continue
+                if isinstance(exc, nats.errors.ConnectionClosedError):
+                    raise NotConnected(f"NATS connection to {self.conn.public_url} is closed") from None
+                raise WirepipeError(f"publish to {self.conn.public_url} failed: {exc}") from None
+        self._resume = None
+        values = progress.values
+        self.records += len(values) - len(progress.refused)
+        self.bytes += sum(map(len, values)) - sum(len(values[i]) for i, _ in progress.refused)
+
+    async def publish(self, progress: _Progress) -> None:
+        """The hot loop: one ``nc.publish`` per record from ``progress.next``, stamped just before it with
+        ``Wirepipe-Sent-At`` and, with headers, the next ``Wirepipe-Seq``. A publish that raises leaves
+        ``progress.next`` at its record (the numbers go on from there: a refused record takes none)."""
         pub = self.nc.publish
         now = time.time_ns
         pid = self.stamp.id
-        seq = first
+        subjects, headers = progress.subjects, progress.headers
+        start = progress.next
+        values = progress.values[start:] if start else progress.values
+        fixed = isinstance(subjects, str)
+        subs: Any = subjects if isinstance(subjects, str) or not start else subjects[start:]
+        base = seq = self.stamp.next
+        i = start  # without headers (no numbers to count by): the next record to publish
         try:
             if headers is None:
-                if isinstance(subjects, str):
+                if fixed:
                     for v in values:
-                        await pub(subjects, v)
+                        await pub(subs, v)
+                        i += 1
                 else:
-                    for s, v in zip(subjects, values, strict=True):
+                    for s, v in zip(subs, values, strict=True):
                         await pub(s, v)
+                        i += 1
             elif isinstance(headers, dict):
                 # nats-py encodes the headers before its first await, so one dict is reused.
                 h = headers
                 h[PUBLISHER] = pid
-                if isinstance(subjects, str):
+                if fixed:
                     for v in values:
                         h[SENT_AT] = str(now())
                         h[SEQ] = str(seq)
+                        await pub(subs, v, headers=h)
                         seq += 1
-                        await pub(subjects, v, headers=h)
                 else:
-                    for s, v in zip(subjects, values, strict=True):
+                    for s, v in zip(subs, values, strict=True):
                         h[SENT_AT] = str(now())
                         h[SEQ] = str(seq)
-                        seq += 1
                         await pub(s, v, headers=h)
+                        seq += 1
             else:
-                subs = [subjects] * len(values) if isinstance(subjects, str) else subjects
-                for s, v, hd in zip(subs, values, headers, strict=True):
+                hs = headers[start:] if start else headers
+                per = [subs] * len(values) if fixed else subs
+                for s, v, hd in zip(per, values, hs, strict=True):
                     await pub(s, v, headers={**(hd or {}), SENT_AT: str(now()), PUBLISHER: pid, SEQ: str(seq)})
                     seq += 1
-        except Exception as exc:
-            await self._publish_failed(exc, subjects, values, headers, first)
-        self.records += len(values)
-        self.bytes += sum(map(len, values))
+        finally:
+            self.stamp.next = seq
+            taken = start + (seq - base) if headers is not None else i
+            if taken > start:
+                self._last_subject = subjects if isinstance(subjects, str) else subjects[taken - 1]
+            progress.next = taken
 
-    async def _publish_failed(self, exc: Exception, subjects: Any, values: list[bytes], headers: Any,
-                              first: int) -> None:
-        """A full outbound buffer while disconnected: wait for the reconnect, then publish again (at-most-once)."""
-        import nats.errors
-
-        if not isinstance(exc, nats.errors.OutboundBufferLimitError):
-            if isinstance(exc, nats.errors.ConnectionClosedError):
-                raise NotConnected(f"NATS connection to {self.conn.public_url} is closed") from None
-            raise WirepipeError(f"publish to {self.conn.public_url} failed: {exc}") from None
-        # Records before the failure are in the outbound buffer; republishing all of the batch may
-        # duplicate some, which core NATS (at-most-once, no dedup) accepts as a trade for not losing them.
-        # They keep their Wirepipe-Seq, so consumers count them as duplicates, not as new records.
+    async def _wait_connected(self) -> None:
         while not self.nc.is_connected:
             if self.nc.is_closed:
                 raise NotConnected(f"NATS connection to {self.conn.public_url} is closed") from None
             await asyncio.sleep(0.05)
-        await self.publish(subjects, values, headers, first)
+
+    # --- stamps: the last Wirepipe-Seq published --------------------------------------------------
+
+    async def _stamp(self, final: bool = False) -> None:
+        """Announce the last number published on ``_WIREPIPE.last.<last subject>`` (see the module doc)."""
+        last = self.stamp.next - 1
+        subject = self._last_subject
+        if last < 1 or subject is None or self.nc is None or not self.nc.is_connected:
+            return
+        stamp_subject = STAMP_PREFIX + subject
+        if self.subject_check.problems(stamp_subject):
+            return  # a subject at the length limit leaves no room for the prefix: no stamp for it
+        headers = {PUBLISHER: self.stamp.id, LAST_SEQ: str(last)}
+        if final:
+            headers[FINAL] = "true"
+        await self.nc.publish(stamp_subject, b"", headers=headers)
+
+    async def _stamp_periodically(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._stamp()
+            except Exception as exc:  # the connection's condition: the next stamp (or the final one) says it
+                log.debug("stamp on %s not sent: %s", self.conn.public_url, exc)
 
     async def write_rejected(self, rejected: list[Rejected]) -> None:
         """As a dead-letter destination: publish the original payloads with stage and error headers."""
-        batch = dead_letter_payloads(rejected)
-        refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type, SENT_AT_SIZE + STAMP_SIZE)
-        if batch.rejected:
-            log.error("%d dead letter(s) too large to publish to %s: dropped", len(batch.rejected),
+        progress = self._resume
+        if progress is None or progress.key is not rejected:
+            batch = dead_letter_payloads(rejected, self.pipeline_name, self.subject_check.room
+                                         - len(self.subject.template))
+            refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type, SENT_AT_SIZE + STAMP_SIZE)
+            subjects = refuse_bad_subjects(batch, self.subject.render(batch), self.subject_check, self.stage,
+                                           self.type)
+            undeliverable(batch.rejected, self.subject.template)
+            if not batch.values:
+                return
+            progress = _Progress(rejected, subjects, batch.values, batch.headers)
+        await self._publish(progress)
+        undeliverable([Rejected(self.stage, self.type, why, None) for _, why in progress.refused],
                       self.subject.template)
-        if batch.values:
-            await self.publish(self.subject.render(batch), batch.values, batch.headers,
-                               self.stamp.take(len(batch.values)))
 
     async def flush(self) -> None:
         if self.nc is not None and self.nc.is_connected:
@@ -261,9 +424,25 @@ class NatsSink(Configured, Sink):
                 raise WirepipeError(f"flush to {self.conn.public_url} failed: {type(exc).__name__}") from None
 
     async def close(self) -> None:
+        if self._stamper is not None:
+            self._stamper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stamper
+            self._stamper = None
         with contextlib.suppress(WirepipeError):
             await self.flush()
+        if self.stamp_interval is not None and self.headers_mode != "none":
+            with contextlib.suppress(Exception):  # the final stamp: what a consumer counts the tail by
+                await self._stamp(final=True)
+                await self.flush()
         await self.conn.close()
+
+
+def undeliverable(rejected: list[Rejected], destination: str) -> None:
+    """Dead letters no NATS subject can carry (too large, a subject refused): logged, they go nowhere else."""
+    if rejected:
+        log.error("%d dead letter(s) cannot be published to %s and are dropped: %s", len(rejected), destination,
+                  rejected[0].error)
 
 
 class PublishConfig(NatsConnectionConfig):
@@ -272,6 +451,9 @@ class PublishConfig(NatsConnectionConfig):
     subject: str = Field(description="subject or template: points, blocks.{seq}, out.{subject}")
     headers: Literal["wire", "none"] = "wire"
     flush_timeout: Duration = 10.0
+    max_control_line: int = Field(default=MAX_CONTROL_LINE, ge=256, description=(
+        "the server's max_control_line (its INFO does not say it): a record whose subject makes a longer "
+        "publish line is refused"))
 
     @field_validator("subject")
     @classmethod
@@ -284,6 +466,9 @@ class NatsSinkConfig(PublishConfig):
     """``sink: {type: nats, url: "${NATS_URL:-embedded}", subject: points}``"""
 
     type: Literal["nats"]
+    stamp_interval: Duration = Field(default=1.0, description=(
+        "announce the last Wirepipe-Seq published this often (and at close) on _WIREPIPE.last.<subject>; "
+        "0: only at close"))
 
     def build(self) -> NatsSink:
         return NatsSink.from_config(self)

@@ -3,6 +3,12 @@
 Core NATS is at-most-once: a message published while no subscriber listens, or dropped
 because a subscriber's pending buffer was full (a slow consumer), is gone. The source
 counts every loss it can know of (gaps.py); use the ``jetstream`` source where every record must arrive.
+
+With gap counting on, the source also subscribes to the publishers' stamps
+(``_WIREPIPE.last.<its subject>``) and notes its disconnects. Both are *events* between
+messages: a stamp or a disconnect applies after every message that had entered the
+subscription's queue when it happened (``SubscriptionReader.position``), so the gap counter
+sees them in the order the socket delivered them.
 """
 
 from __future__ import annotations
@@ -10,16 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ...core.batch import Batch
 from ...core.models import Duration, Size, SourceLimits
+from ...wire import STAMP_PREFIX, subjects_overlap
 from ..base import Configured, Refusal, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
-from .gaps import GapCounter
+from .gaps import FINAL, LAST_SEQ, PUBLISHER, GapCounter
 from .reader import SubscriptionReader
 
 log = logging.getLogger("wirepipe.nats")
@@ -33,7 +41,9 @@ class NatsSource(Configured, Source):
     (``losses()``): numbers missing from each publisher's ``Wirepipe-Seq`` (``gaps.py``;
     off in a queue group, where each member sees only its share), messages nats-py dropped
     because the subscription's pending limits were reached and that no gap covers (the
-    tail), and messages received but never handed to the pipeline because it stopped.
+    tail), messages received but never handed to the pipeline because it stopped, and what
+    the pipeline took and could not finish (``discard``). Publishers' stamps count a lost tail;
+    a disconnect leaves the publishers not heard from since *unsure* (``losses()["unsure"]``).
     """
 
     type = "nats"
@@ -64,6 +74,10 @@ class NatsSource(Configured, Source):
         self.gaps = GapCounter() if (gaps if gaps is not None else not self.queue) else None
         self._drops_in_gaps = 0  # client-side drops a later gap already counted
         self.discarded = 0
+        self._stamps: Any = None  # the subscription to the publishers' stamps
+        # Stamps and disconnects waiting for the messages before them to be counted: (position, apply).
+        self._events: deque[tuple[int, Callable[[], int]]] = deque()
+        self._observed = 0  # messages the gap counter has seen (by queue position)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -87,7 +101,15 @@ class NatsSource(Configured, Source):
         g = self.gaps
         return {"lost": self.lost, "missing": g.missing if g else 0, "dropped": self.dropped,
                 "discarded": self.discarded, "duplicates": g.duplicates if g else 0,
-                "reordered": g.reordered if g else 0}
+                "reordered": g.reordered if g else 0, "disconnects": self.conn.stats.disconnects,
+                "unsure": g.unsure if g else 0}
+
+    def discard(self, records: int) -> None:
+        self.discarded += records
+
+    @property
+    def subjects(self) -> list[str]:
+        return [self.subject]
 
     def lag(self) -> int | None:
         """Messages received but not yet handed to the pipeline."""
@@ -112,34 +134,115 @@ class NatsSource(Configured, Source):
                                       pending_msgs_limit=self.pending_msgs_limit,
                                       pending_bytes_limit=self.pending_bytes_limit)
         self.buffer.attach(self.sub)
+        if self.gaps is not None:
+            self._stamps = await nc.subscribe(STAMP_PREFIX + self.subject, cb=self._on_stamp)
+            self.conn.on_disconnect(self._on_disconnect)
         await nc.flush(timeout=10)  # the server knows the subscription before publishers start
         self.ready.set()
+
+    @property
+    def reads_stamps(self) -> bool:
+        """The subscription itself matches stamp subjects (``>``, ``*.last.>``): they are not records."""
+        return subjects_overlap(self.subject, STAMP_PREFIX + "{subject}")
 
     async def batches(self) -> AsyncIterator[Batch]:
         left = self.count if self.count is not None else -1
         gaps = self.gaps
+        skip_stamps = self.reads_stamps
         while left != 0:
             got = await self.buffer.take(left if left > 0 else self.batch_size, self.stopping)
             if got is None:
                 return
-            if left > 0:
-                left -= len(got)
             if gaps is not None:
-                missing = gaps.observe(got.headers)
-                if missing > 0:  # nats-py's drops before this batch show in its gaps: count them once
-                    self._drops_in_gaps += min(missing, self.dropped - self._drops_in_gaps)
-            yield got.batch()
+                self._observe(got.headers, self.buffer.taken - len(got))
+            batch = got.batch()
+            if skip_stamps and any(s.startswith(STAMP_PREFIX) for s in got.subjects):
+                batch.keep([i for i, s in enumerate(got.subjects) if not s.startswith(STAMP_PREFIX)])
+                if not batch.values:
+                    continue
+            if left > 0:
+                left -= len(batch.values)
+            yield batch
+
+    # --- stamps and disconnects: events between messages ------------------------------------------
+
+    def _observe(self, headers: Sequence[dict[str, str] | None], start: int) -> None:
+        """Count the gaps of messages at queue positions ``start``... and the events that came between them."""
+        gaps = self.gaps
+        assert gaps is not None
+        end = start + len(headers)
+        events = self._events
+        missing = 0
+        done = 0
+        while events and events[0][0] < end:
+            position, apply = events.popleft()
+            cut = max(done, position - start)
+            if cut > done:
+                missing += gaps.observe(headers[done:cut])
+                done = cut
+            missing += apply()
+        missing += gaps.observe(headers[done:] if done else headers)
+        self._observed = end
+        self._counted(missing)
+
+    def _counted(self, missing: int) -> None:
+        if missing > 0:  # nats-py's drops before this show in its gaps: count them once
+            self._drops_in_gaps += min(missing, self.dropped - self._drops_in_gaps)
+
+    def _event(self, apply: Callable[[], int]) -> None:
+        """``apply`` once the messages that entered the queue before now are counted (at once if they are)."""
+        position = self.buffer.position
+        if position <= self._observed and not self._events:
+            self._counted(apply())
+        else:
+            self._events.append((position, apply))
+
+    async def _on_stamp(self, msg: Any) -> None:
+        h = msg.headers
+        try:
+            publisher, last = h[PUBLISHER], int(h[LAST_SEQ])
+        except (TypeError, KeyError, ValueError):
+            return  # not a stamp wirepipe reads
+        gaps = self.gaps
+        assert gaps is not None
+        final = FINAL in h
+        self._event(lambda: gaps.stamp(publisher, last, final))
+
+    def _on_disconnect(self) -> None:
+        gaps = self.gaps
+        assert gaps is not None
+
+        def disconnected() -> int:
+            gaps.disconnected()
+            return 0
+
+        self._event(disconnected)
+        log.warning("%s: disconnected while subscribed: what the server held for this consumer and what is "
+                    "published until it reconnects is lost (a server also closes a consumer that does not read "
+                    "fast enough: its max_pending); counted from each publisher's next message or stamp",
+                    self.subject)
 
     async def close(self) -> None:
-        if self.sub is not None:
-            with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
-            self.sub = None
-        # Received, never processed: core NATS will not send them again.
-        self.discarded += len(self.buffer.drop_replies())
+        for sub in (self.sub, self._stamps):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        self.sub = self._stamps = None
+        # Received, never processed: core NATS will not send them again. Their numbers were received (they
+        # are discarded, not missing), so the gap counter sees them before the last stamps apply.
+        dropped = self.buffer.drop_messages()
+        self.discarded += len(dropped)
+        if self.gaps is not None:
+            self._observe([m.headers for m in dropped], self.buffer.taken - len(dropped))
+            while self._events:
+                self._counted(self._events.popleft()[1]())
         if self.discarded:
             log.warning("%s: %d message(s) received but not processed at stop (core NATS: lost)",
                         self.subject, self.discarded)
+        unsure = self.gaps.unsure if self.gaps is not None else 0
+        if unsure:
+            log.warning("%s: %d publisher(s) not heard from since a disconnect: what they published meanwhile "
+                        "is lost and not counted (no later message or stamp)", self.subject, unsure)
         await self.conn.close()
 
 

@@ -8,16 +8,26 @@ wirepipe publisher stamps two headers (the wire contract, README):
 
 - ``Wirepipe-Publisher``: an id of this publishing sink for this run (random, 12 hex
   digits); a restarted publisher is a new publisher.
-- ``Wirepipe-Seq``: 1, 2, 3 ... per publisher, in publish order (a record published again
-  after a reconnect keeps its number).
+- ``Wirepipe-Seq``: 1, 2, 3 ... per publisher, in publish order, without holes (a record the
+  sink refuses takes no number; a batch an outage cut goes on with the next one).
 
 A consumer that receives everything a publisher sends (its subscription covers the
 publisher's subjects; no queue group, which shares the messages among consumers) counts,
 per publisher, the numbers it never saw: ``GapCounter``. Numbers before the first one a
 consumer sees were published before it listened and do not count. A number that arrives
 after a later one (reordering) cancels the gap it had opened; a number seen twice is a
-duplicate. Losses after the last message a consumer saw cannot show as gaps: nats-py's own
-drops still count them (``unmatched_drops``).
+duplicate.
+
+Losses after the last message a consumer saw (the tail of a run) cannot show as gaps, so a
+publisher also *stamps*: every second or so, and when it closes, it announces the last
+number it published on ``_WIREPIPE.last.<subject>`` (``Wirepipe-Last-Seq``; the final stamp
+also carries ``Wirepipe-Final``). A consumer subscribed to the same subjects counts the
+numbers up to that one it never received (``GapCounter.stamp``). A disconnect (the server
+closes a consumer that does not read fast enough, and drops what it held for it) makes every
+publisher still running *unsure* until the consumer hears from it again: its next message
+or stamp counts what the disconnect lost; a publisher never heard from again (it ended while
+the consumer was away) leaves its tail unknown, and the consumer says so (``unsure``) rather
+than report nothing lost.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from ...wire import Header
 
 PUBLISHER = Header.PUBLISHER.value
 SEQ = Header.SEQ.value
+LAST_SEQ = Header.LAST_SEQ.value
+FINAL = Header.FINAL.value
 _OPEN_GAPS = 4096  # per publisher: gaps remembered to recognise a late (reordered) message
 
 
@@ -39,14 +51,17 @@ def new_publisher_id() -> str:
 
 
 class _Publisher:
-    """What one consumer knows of one publisher: the next number expected and the open gaps."""
+    """What one consumer knows of one publisher: the next number expected, the open gaps, whether it said
+    it was done (its final stamp) and whether a disconnect since it was last heard from hides a loss."""
 
-    __slots__ = ("gaps", "missing", "next")
+    __slots__ = ("done", "gaps", "missing", "next", "unsure")
 
     def __init__(self, first: int) -> None:
         self.next = first
         self.gaps: list[tuple[int, int]] = []  # [start, end) ranges not received yet, sorted
         self.missing = 0  # this publisher's share of GapCounter.missing
+        self.done = False
+        self.unsure = False
 
     def late(self, n: int) -> bool:
         """``n`` < next: True if it fills an open gap (reordered), False if it was seen (duplicate)."""
@@ -80,6 +95,39 @@ class GapCounter:
         self.duplicates = 0
         self.reordered = 0
         self.unstamped = 0
+        self.disconnects = 0
+
+    @property
+    def unsure(self) -> int:
+        """Publishers not heard from since a disconnect: what they sent meanwhile is not counted yet."""
+        return sum(1 for p in self.publishers.values() if p.unsure)
+
+    def stamp(self, publisher: str, last: int, final: bool = False) -> int:
+        """A publisher's stamp: it published every number up to ``last`` (``final``: and no more). The ones
+        not received are missing (one that arrives later still cancels its gap). Returns how many it showed
+        missing. A publisher this consumer never heard from is not counted: it may have published before
+        the consumer listened."""
+        state = self.publishers.get(publisher)
+        if state is None:
+            return 0
+        state.unsure = False
+        state.done = state.done or final
+        if last < state.next:
+            return 0
+        missing = last + 1 - state.next
+        state.gap(state.next, last + 1)
+        self.missing += missing
+        state.missing += missing
+        state.next = last + 1
+        return missing
+
+    def disconnected(self) -> None:
+        """The consumer lost its connection: what the server held for it and what was published until it
+        reconnects is lost; every publisher still running is unsure until it is heard from again."""
+        self.disconnects += 1
+        for state in self.publishers.values():
+            if not state.done:
+                state.unsure = True
 
     def missing_from(self, publisher: str) -> int:
         """Messages missing (net of late arrivals) from one publisher, by its ``Wirepipe-Publisher`` id."""
@@ -114,6 +162,7 @@ class GapCounter:
                     state = pubs[pid] = _Publisher(n)
                 last_id = pid
             assert state is not None
+            state.unsure = False
             expected = state.next
             if n == expected:
                 state.next = n + 1
@@ -148,18 +197,14 @@ class GapCounter:
         except (KeyError, TypeError, ValueError):  # unstamped or malformed records: the full loop sorts them
             return False
         state.next = first + len(headers)
+        state.unsure = False
         return True
 
 
 class PublisherStamp:
-    """The sink side: this publisher's id and the next number to stamp."""
+    """The sink side: this publisher's id and the next number to stamp (it moves on only when nats-py took
+    the record, so a record refused or not yet published never leaves a number unused)."""
 
     def __init__(self) -> None:
         self.id = new_publisher_id()
         self.next = 1
-
-    def take(self, n: int) -> int:
-        """Reserve ``n`` consecutive numbers; returns the first (a republished batch reuses it)."""
-        first = self.next
-        self.next += n
-        return first

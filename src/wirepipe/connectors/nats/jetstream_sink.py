@@ -26,6 +26,14 @@ probe and raises ``BackOff`` while the server still refuses it, so the run loop 
 error. Once a probe is stored, the held records go out in order, same ``Nats-Msg-Id``. A record
 the server refuses for itself (400: larger than ``max_msg_size``), or one larger than the
 stream's ``max_bytes`` (it can never fit), is dead-lettered.
+
+A publish no stream listens to is answered "no responders" (a status 503 without a body). That is
+the record's subject when no stream stores it: the sink asks the server which stream stores the
+subject (``$JS.API.STREAM.NAMES``, once per distinct subject) and, when none does, dead-letters
+the record with that reason (a record-derived subject such as ``orders.{region}`` may name a
+subject nobody stores; retrying would never end). When a stream does store it, JetStream cannot
+answer now (a leader election): the record is published again, as for a missing ack. Subjects are
+checked before publishing, as the core sink does (``nats_sink.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from ...wire import (
     Header,
     dead_letter_payloads,
     header_size,
+    shown_subject,
 )
 from ..base import Source
 from .connection import ReconnectConfig
@@ -58,8 +67,10 @@ from .core_sink import (
     NatsSink,
     PublishConfig,
     SubjectTemplate,
+    refuse_bad_subjects,
     refuse_oversized,
     require_bytes,
+    undeliverable,
     wire_headers,
 )
 from .gaps import PUBLISHER, SEQ
@@ -117,6 +128,7 @@ class JetStreamSink(NatsSink):
         self._token = 0
         self._pending: dict[str, _Pending] = {}
         self._retry: deque[_Pending] = deque()
+        self._unrouted: deque[_Pending] = deque()  # answered "no responders": does any stream store them?
         self._held: deque[_Pending] = deque()  # refused by a server that cannot store now (a full stream)
         self._refusal: str | None = None  # why, while it refuses
         self._refused_stream: str | None = None
@@ -129,7 +141,6 @@ class JetStreamSink(NatsSink):
         self.acked = 0
         self.duplicates = 0
         self.republished = 0
-        self._fatal: str | None = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -141,7 +152,7 @@ class JetStreamSink(NatsSink):
 
     def bind(self, pipeline: str, source: Source) -> None:
         """The default ``Nats-Msg-Id`` names the pipeline and its source's identity (see the module doc)."""
-        self.pipeline_name = pipeline
+        super().bind(pipeline, source)
         self.source_identity = source.identity
 
     async def open(self) -> None:
@@ -156,6 +167,7 @@ class JetStreamSink(NatsSink):
         else:
             self._msg_id_template = SubjectTemplate(self.msg_id.replace("{pipeline}", self.pipeline_name))
         self._prefix = nc.new_inbox() + "."
+        self.check_subjects(reply=len(self._prefix) + 12)  # acks come to the prefix + a counter
         await nc.subscribe(self._prefix + "*", cb=self._on_ack, pending_msgs_limit=4 * self.window + 1024)
         await nc.flush(timeout=10)
 
@@ -167,11 +179,9 @@ class JetStreamSink(NatsSink):
             return  # an ack for a record already retried or expired
         data = msg.data
         if not data:
-            # A status reply (503 no responders: JetStream is not ready, or no stream listens).
+            # A status reply: 503 no responders (no stream listens, or JetStream cannot answer now).
             status = msg.headers.get("Status") if msg.headers else None
-            self._retry.append(entry)
-            if status == "503" and self.stream is None and not self._fatal:
-                self._no_stream_seen(entry)
+            (self._unrouted if status == "503" else self._retry).append(entry)
         elif b'"error"' in data:
             self._api_error(entry, data)
         else:
@@ -180,10 +190,33 @@ class JetStreamSink(NatsSink):
                 self.duplicates += 1
         self._wake()
 
-    def _no_stream_seen(self, entry: _Pending) -> None:
-        if entry.attempts >= 3:
-            self._fatal = (f"no JetStream stream stores subject {entry.subject!r} (publish got 'no responders'); "
-                           "create one or give the sink a `stream:` to create")
+    async def _route(self) -> None:
+        """Records answered "no responders": dead-letter those whose subject no stream stores, publish the
+        others again (see the module doc). ``BackOff`` while JetStream cannot say."""
+        import nats.errors
+        import nats.js.errors
+
+        entries = list(self._unrouted)
+        self._unrouted.clear()
+        stored: dict[str, bool] = {}
+        js = self.nc.jetstream()
+        for i, entry in enumerate(entries):
+            subject = entry.subject
+            if subject not in stored:
+                try:
+                    stored[subject] = bool(await js.find_stream_name_by_subject(subject))
+                except nats.js.errors.NotFoundError:
+                    stored[subject] = False
+                except (nats.errors.Error, asyncio.TimeoutError) as exc:
+                    self._retry.extend(entries[i:])
+                    raise BackOff(f"JetStream does not answer (publish got 'no responders'; which stream stores "
+                                  f"{shown_subject(subject)}? {type(exc).__name__})", self.retry.delay(0)) from None
+            if stored[subject]:
+                self._retry.append(entry)
+            else:
+                self._reject(entry, f"no JetStream stream stores subject {shown_subject(subject)} (the publish got "
+                                    "'no responders' and the server lists no stream for it): refused; create a "
+                                    "stream for it or give the sink a `stream:` to create")
 
     def _api_error(self, entry: _Pending, data: bytes) -> None:
         try:
@@ -240,7 +273,7 @@ class JetStreamSink(NatsSink):
     async def _wait_space(self) -> None:
         """Block while the window is full; overdue acks free their slot and are retried."""
         await self._wait_window()
-        if self._retry:
+        if self._retry or self._unrouted:
             await self._republish()
 
     async def _wait_window(self) -> None:
@@ -259,11 +292,11 @@ class JetStreamSink(NatsSink):
 
     async def _republish(self) -> None:
         """Publish the records whose ack failed or timed out again, same ``Nats-Msg-Id``, with backoff."""
+        if self._unrouted:
+            await self._route()
         retry = self._retry
         if not retry:
             return
-        if self._fatal:
-            raise WirepipeError(self._fatal)
         attempts = max(e.attempts for e in retry)
         await asyncio.sleep(self.retry.delay(attempts - 1))
         await self._wait_connected()
@@ -347,8 +380,6 @@ class JetStreamSink(NatsSink):
         if not batch.values:
             return
         require_bytes(batch, self.stage, self.type)
-        if self._fatal:
-            raise WirepipeError(self._fatal)
         if self._held:  # BackOff while the server still refuses: nothing of this batch is published
             await self._probe_held()
         headers = wire_headers(batch, self.headers_mode)
@@ -357,12 +388,12 @@ class JetStreamSink(NatsSink):
         before = len(batch.values)
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type,
                          id_size + (SENT_AT_SIZE if headers is not None else 0))
+        subjects = refuse_bad_subjects(batch, self.subject.render(batch), self.subject_check, self.stage, self.type)
         if len(batch.values) != before:  # refused records left the columns: realign
             ids = self._ids(batch)
             headers = wire_headers(batch, self.headers_mode)
         if not batch.values:
             return
-        subjects = self.subject.render(batch)
         await self._wait_connected()
         n = len(batch.values)
         subs = [subjects] * n if isinstance(subjects, str) else subjects
@@ -374,7 +405,7 @@ class JetStreamSink(NatsSink):
         send = self._send
         held = self._held
         for i, v in enumerate(batch.values):
-            if len(self._pending) >= window or self._retry or held:
+            if len(self._pending) >= window or self._retry or self._unrouted or held:
                 if held:  # the server refuses for now: the rest of the batch waits, unsent, behind what it holds
                     for j in range(i, n):
                         base = cast("dict[str, str] | None", headers[j] if per_record else shared)  # type: ignore[index]
@@ -424,10 +455,8 @@ class JetStreamSink(NatsSink):
         """Return when every record written so far is stored (acked), republishing as needed."""
         if self.nc is None:
             return
-        while self._pending or self._retry or self._held:
-            if self._fatal:
-                raise WirepipeError(self._fatal)
-            if self._retry:
+        while self._pending or self._retry or self._unrouted or self._held:
+            if self._retry or self._unrouted:
                 await self._republish()
             elif self._pending:
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -435,22 +464,21 @@ class JetStreamSink(NatsSink):
                 self._expire()
             else:
                 await self._probe_held()  # BackOff while the server still refuses
-        if self._fatal:
-            raise WirepipeError(self._fatal)
 
     @property
     def unconfirmed(self) -> int:
         """Records taken and not yet stored: published without an ack yet, or held while the server refuses."""
-        return len(self._pending) + len(self._retry) + len(self._held)
+        return len(self._pending) + len(self._retry) + len(self._unrouted) + len(self._held)
 
     def take_rejected(self) -> list[Rejected]:
         failed, self._failed = self._failed, []
         return failed
 
     async def write_rejected(self, rejected: list[Rejected]) -> None:
-        batch = dead_letter_payloads(rejected)
+        batch = dead_letter_payloads(rejected, self.pipeline_name, self.subject_check.room - len(self.subject.template))
         batch.meta["seq"] = [f"dlq-{r.meta.get('stream_seq', r.meta.get('seq'))}-{r.stage}" for r in rejected]
         await self.write(batch)
+        undeliverable(batch.rejected, self.subject.template)
 
     async def close(self) -> None:
         try:

@@ -131,6 +131,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._settle_event = asyncio.Event()
         self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
         self._max_payload = 1024 * 1024
+        self._stream_subjects: list[str] | None = None  # when no filter subject: the stream's, once open
 
     @property
     def params(self) -> dict[str, Any]:
@@ -157,6 +158,11 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     @property
     def redelivered(self) -> int:
         return self._redelivered
+
+    @property
+    def subjects(self) -> list[str] | None:
+        """The filter subject, or (without one) the stream's subjects once the source is open."""
+        return [self.subject] if self.subject else self._stream_subjects
 
     def wants_commit(self) -> bool:
         return self.count is not None and self._seen >= self.count
@@ -207,7 +213,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 if self.stream is None:
                     self.stream = await self._api(lambda: js.find_stream_name_by_subject(self.subject))
                 else:
-                    await self._api(lambda: js.stream_info(self.stream))
+                    info = await self._api(lambda: js.stream_info(self.stream))
+                    if not self.subject:  # what the pipeline reads: a dead letter must not land there
+                        self._stream_subjects = list(info.config.subjects or [])
                 break
             except nats.js.errors.NotFoundError:
                 if self.stop_at_end:

@@ -99,6 +99,8 @@ class SubscriptionReader:
         self.sub: Any = None
         self.queue: asyncio.Queue[Any] | None = None
         self.delivered = 0
+        self.taken = 0  # messages of any kind taken from the queue: where an event between them happened
+        self._in_hand: list[Any] = []  # taken by a ``take`` still waiting for its batch to fill
 
     def attach(self, sub: Any) -> None:
         """Read ``sub``: a core ``Subscription``, or a JetStream push wrapper (nats-py feeds the
@@ -123,12 +125,19 @@ class SubscriptionReader:
         """Payload bytes waiting in the subscription (nats-py's public count; ``take`` keeps it true)."""
         return self.sub.pending_bytes if self.sub is not None else 0
 
+    @property
+    def position(self) -> int:
+        """Messages that have entered the queue so far (taken or waiting): something that happens now
+        (a disconnect, a message on another subscription) comes after all of them."""
+        return self.taken + (self.queue.qsize() if self.queue is not None else 0)
+
     async def _first(self, stopping: asyncio.Event) -> Any:
         """Wait for one message (None when ``stopping`` is set first)."""
         q = self.queue
         assert q is not None
         while True:
             if not q.empty():
+                self.taken += 1
                 return q.get_nowait()
             if stopping.is_set():
                 return None
@@ -141,6 +150,7 @@ class SubscriptionReader:
                 if not getter.done():
                     getter.cancel()
             if getter.done() and not getter.cancelled():
+                self.taken += 1
                 return getter.result()
 
     def _drain(self, into: list[Any], want: int) -> None:
@@ -150,6 +160,7 @@ class SubscriptionReader:
         status = self.status
         while len(into) < want and not q.empty():
             msg = get()
+            self.taken += 1
             q.task_done()
             if status is not None and msg.headers is not None and not msg.data and "Status" in msg.headers:
                 status(msg.headers)
@@ -160,6 +171,7 @@ class SubscriptionReader:
         """Up to ``limit`` messages: waits for the first, then up to ``batch_timeout`` for a full batch."""
         want = min(limit, self.batch_size)
         msgs: list[Any] = []
+        self._in_hand = msgs  # a take cancelled while it waits leaves them for ``drop_messages``
         while not msgs:
             first = await self._first(stopping)
             if first is None:
@@ -177,6 +189,7 @@ class SubscriptionReader:
             self._drain(msgs, want)
         now = time.time_ns()
         times += [now] * (len(msgs) - 1)  # received: when taken from the client's queue
+        self._in_hand = []
         data = [m.data for m in msgs]
         self.sub._pending_size -= sum(map(len, data))  # as next_msg() does: pending_bytes stays true
         self.delivered += len(msgs)
@@ -189,10 +202,14 @@ class SubscriptionReader:
 
     def drop_replies(self) -> list[str]:
         """Empty the queue; the reply subjects of what it held (to give JetStream messages back)."""
-        msgs: list[Any] = []
+        return [m.reply for m in self.drop_messages()]
+
+    def drop_messages(self) -> list[Any]:
+        """Empty the queue: the messages it held (and those a cancelled ``take`` had in hand, first)."""
+        msgs, self._in_hand = self._in_hand, []
         if self.queue is not None:
             self._drain(msgs, 1 << 62)
-        return [m.reply for m in msgs]
+        return msgs
 
 
 async def publish_many(nc: Any, subjects: Sequence[str | None], body: bytes) -> int:

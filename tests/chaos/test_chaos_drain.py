@@ -1,0 +1,80 @@
+"""A core NATS worker stopped past its ``shutdown_timeout`` with a backlog: every record it took is accounted.
+
+Real nats-server, a real worker process (core NATS -> a 300 us/record ``map`` -> JSONL) and a
+real publisher process (30,000 stamped records). SIGTERM arrives while the worker is far behind;
+its drain cannot finish within ``shutdown_timeout``, so the run is cut. What was read is then
+either in the output file, or counted in the loss figure of the error that ends the process
+(discarded: read and never written; missing or dropped: never read). Read back: the file's lines
+and the figures of the final message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.chaos.overload import ROOT
+from wirepipe.connectors.nats.server import EmbeddedServer
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(nats_server: EmbeddedServer,
+                                                                                 tmp_path: Path) -> None:
+    # The cut run leaves records in the loop's queue and in the operators: they must be counted, not dropped.
+    out = tmp_path / "out.jsonl"
+    cfg = {
+        "name": "backlog",
+        "source": {"type": "nats", "url": nats_server.url, "subject": "backlog"},
+        "operators": [{"map": {"function": "tests.chaos.busy:spin"}}],
+        "sink": {"type": "jsonl", "path": str(out)},
+        "shutdown_timeout": "2s",
+    }
+    path = tmp_path / "backlog.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    env = dict(os.environ, WIREPIPE_TEST_SPIN_US="300", PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
+    env.pop("NATS_URL", None)
+    worker = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(path), "--status"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(worker.stderr or []), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any(ln.startswith("backlog:") for ln in lines):  # the first status line: subscribed
+            assert worker.poll() is None and time.monotonic() < deadline, "".join(lines[-20:])
+            time.sleep(0.1)
+        pub = subprocess.run([sys.executable, "-m", "tests.chaos.overload", "publish", nats_server.url, "backlog",
+                              "30000"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+        assert pub.returncode == 0, pub.stderr[-2000:]
+        time.sleep(1.0)
+        assert worker.poll() is None
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    reader.join(5)
+    err = "".join(lines)
+    assert worker.returncode == 1, err[-3000:]
+    final = lines[-1]
+    assert "the drain took longer than shutdown_timeout (2s)" in final, err[-3000:]
+    figures = [re.search(rf"(\d+) {what}", final) for what in (
+        r"(?:message\(s\) )?lost", "missing from publisher sequences", "dropped by the client", "discarded at stop")]
+    assert all(figures), final
+    lost, missing, dropped, discarded = (int(f.group(1)) for f in figures if f)
+    print(f"written {len(out.read_text().splitlines())}, {final.strip()}")
+    written = len(out.read_text(encoding="utf-8").splitlines())
+    assert (missing, dropped) == (0, 0)  # the worker kept up with reading: everything lost was read, then cut
+    assert written + discarded == 30_000, f"written {written} + discarded {discarded}"
+    assert lost == discarded and 0 < written < 30_000
