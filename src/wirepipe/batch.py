@@ -40,6 +40,8 @@ class Batch:
     schema    field order of the records, when the source knows it (used by ``msgpack-array``).
     raw_nbytes declared raw size of the records, as the seed tables count it, when the source knows it.
     rejected  records that failed a stage of this batch, in the order they failed.
+    projected records of this batch that lost fields their schema does not declare (``serialize``'s
+              ``extra_fields: drop``): counted, as rejects are, so a projection is never silent.
     """
 
     values: list[Any]
@@ -49,6 +51,7 @@ class Batch:
     schema: Sequence[str] | None = None  # a tuple of names, or a RecordSchema (a sequence of its names)
     raw_nbytes: int | None = None
     rejected: list[Rejected] = field(default_factory=list)
+    projected: int = 0
 
     def __len__(self) -> int:
         return len(self.values)
@@ -106,7 +109,7 @@ class Batch:
         raw = [p.raw_nbytes for p in parts]
         return Batch(values, subjects, headers, meta, first.schema,
                      None if None in raw else sum(raw),  # type: ignore[arg-type]
-                     [r for p in parts for r in p.rejected])
+                     [r for p in parts for r in p.rejected], sum(p.projected for p in parts))
 
     def reject(self, i: int, stage: str, operator: str, error: str) -> Rejected:
         """Describe record ``i`` as rejected (the caller removes it from the columns)."""

@@ -400,10 +400,18 @@ def _required_encoder(t: Type, fmt: str) -> Enc:
         return _list_encoder(t.item, fmt)  # type: ignore[arg-type]
     fields = [(f.name, _encoder(f.type, fmt), f.type.optional)
               for f in t.record.fields]  # type: ignore[union-attr]
+    n = len(fields)
+    declared = frozenset(t.record.names).issuperset  # type: ignore[union-attr]
+    any_optional = any(optional for _, _, optional in fields)
 
     def record(v: Any, out: list[bytes]) -> None:
         for name, enc, optional in fields:
             enc(v.get(name) if optional else v[name], out)
+        # Every field was read, so with no optional field a record of n keys declares no other one; else
+        # (or with more keys) the keys are compared. A field the schema does not declare is refused: the
+        # layout would leave it out (``explain`` names it).
+        if (any_optional or len(v) != n) and not declared(v):
+            raise ValueError("a field the schema does not declare")
 
     return record
 
@@ -713,6 +721,9 @@ class Layout:
             elif col.dtype.kind not in "iuf":
                 raise TypeError(f"{f.name}: expected {kind}")
             cols.append(col)
+        # every field was read from every record, so a record with more keys has one the schema does not declare
+        if values and max(map(len, values)) != len(cols):
+            raise ValueError("a field the schema does not declare")
         return cols
 
     def _encode_bincode(self, values: list[Any]) -> list[bytes]:
