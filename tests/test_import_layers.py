@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 # Lowest first. A unit may import units of its own layer (no cycles) and of the layers below.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "exit_codes", "units", "redact", "models", "batch", "schema", "registry", "allocator"),
+    ("errors", "exit_codes", "units", "redact", "models", "batch", "rejections", "schema", "registry", "allocator"),
     ("wire", "codecs", "storage", "parts", "spoolfile", "datasets", "server"),
     ("operators", "metrics", "connectors"),
     ("pipelines",),

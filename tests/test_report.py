@@ -24,7 +24,7 @@ from wirepipe.connectors.generate import GenerateSource
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
-from wirepipe.operators.metrics import STAGE_COLUMNS, latency_path
+from wirepipe.operators.metrics import STAGE_COLUMNS, arrow_schema, latency_path
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import build_pipeline, validate_config
 from wirepipe.pipelines.pipeline import Pipeline
@@ -213,7 +213,7 @@ def _config_rows(label: str, stages: list[tuple[str, str, float, int | None, int
                      "operator": op, "params": "{}", "records": 1000, "rejected": 0,
                      "bytes_in": b_in * 1000 if b_in is not None else None,
                      "bytes_out": b_out * 1000 if b_out is not None else None, "start_ns": t, "end_ns": t + d,
-                     "lost": None, "label": label, "dataset": "point"}.items():
+                     "lost": None, "reasons": None, "projected": 0, "label": label, "dataset": "point"}.items():
             cols[k].append(v)
         t += d
     return cols
@@ -232,8 +232,7 @@ def _bench_table() -> pa.Table:
     for label, stages in configs.items():
         for k, v in _config_rows(label, stages).items():
             merged.setdefault(k, []).extend(v)
-    schema = pa.schema([*((n, getattr(pa, kind)()) for n, (kind, _) in STAGE_COLUMNS.items()),
-                        ("label", pa.string()), ("dataset", pa.string())])
+    schema = pa.schema([*arrow_schema(STAGE_COLUMNS), ("label", pa.string()), ("dataset", pa.string())])
     return pa.Table.from_pydict(merged, schema=schema)
 
 

@@ -21,7 +21,8 @@ as well as wirepipe's own; nothing above this layer knows connector types by nam
   ``identity_ignores`` (parameters that do not say what is read) and ``refuse_workers``;
 - sinks: ``bind`` (the pipeline's name and source, before ``open``), ``refuse_source`` (a
   source this sink cannot follow safely), ``refuse_workers`` and ``worker_fields`` (what N
-  writers must not share), ``unconfirmed`` and ``batch_results`` (Beam replay may stand in).
+  writers must not share), ``unconfirmed`` and ``batch_results`` (Beam replay may stand in),
+  ``beside`` (where a file next to its output goes: the default dead-letter file).
 
 A ``Refusal`` names the field at fault (under the part's own path: ``path`` is reported as
 ``sink.path``) and the message, which is the ``ConfigError`` the user sees.
@@ -248,6 +249,12 @@ class Sink(ABC):
         """Config fields worker ``index`` of a pool sets so that N writers never collide (Parquet part
         names, a capture's file prefix); ``{}`` when they do not (a NATS subject is shared on purpose)."""
         return {}
+
+    def beside(self, suffix: str) -> str | None:
+        """A file name next to this sink's output, ending in ``suffix`` (``out.jsonl`` -> ``out.dead.jsonl``):
+        where a pipeline that names no ``dead_letter`` writes its rejected records. None for a sink that
+        writes no file of its own (NATS, null): the pipeline then picks its results folder."""
+        return None
 
     @property
     def unconfirmed(self) -> int:

@@ -359,6 +359,11 @@ class CaptureSink(Configured, Sink):
         """Each worker of a pool writes files of its own: ``<prefix>-w<index>-...``."""
         return {"prefix": f"{self.config.prefix}-w{index}"}
 
+    def beside(self, suffix: str) -> str | None:
+        """Next to the capture folder, not in it (a capture is read as every file of its folder)."""
+        folder = self.writer.folder
+        return str(folder.with_name(f"{folder.name}.{self.config.prefix}{suffix}"))
+
     @property
     def files(self) -> list[Path]:
         return self.writer.files

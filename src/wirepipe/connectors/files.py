@@ -129,6 +129,9 @@ class JsonlSink(Configured, Sink):
                                "put {worker} in the path (one file per worker), e.g. out/records-{worker}.jsonl, or "
                                "use a parquet sink with {part}")
 
+    def beside(self, suffix: str) -> str | None:
+        return None if self.path == "-" else beside_file(self.path, suffix)
+
     async def open(self) -> None:
         if self.path == "-":
             self._file = sys.stdout.buffer
@@ -164,6 +167,14 @@ class JsonlSink(Configured, Sink):
             file.close(rollback=True)  # a full disk at the end: no torn line is left (those records were not acked)
         elif file is not None:
             file.flush()
+
+
+def beside_file(path: str, suffix: str) -> str:
+    """``path``'s name with its suffix (and a ``{part}`` placeholder) replaced by ``suffix``:
+    ``out/records.jsonl`` -> ``out/records.dead.jsonl``, ``out/part-w0-{part}.parquet`` -> ``out/part-w0.dead.jsonl``."""
+    p = Path(path)
+    stem = (p.stem if p.suffix else p.name).replace("{part}", "").strip("-_.") or "records"
+    return str(p.with_name(stem + suffix))
 
 
 def _cut_torn_line(path: Path) -> None:
@@ -352,6 +363,9 @@ class ParquetSink(Configured, Sink):
     def worker_fields(self, index: int) -> dict[str, Any]:
         """``{part}`` becomes ``w<index>-{part}``: each worker's part files have names of their own."""
         return {"path": self.template.replace("{part}", f"w{index}-{{part}}")} if self.parts else {}
+
+    def beside(self, suffix: str) -> str | None:
+        return beside_file(self.template, suffix)
 
     async def open(self) -> None:
         check_writable(Path(self.template).parent)

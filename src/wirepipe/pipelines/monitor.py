@@ -5,7 +5,10 @@
   ``sink unavailable: <error>`` while the sink fails (the records wait, see pipeline.py).
 - Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
   ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
-  hot path pays nothing for them.
+  hot path pays nothing for them; ``wirepipe_rejections_total`` counts rejected records by
+  ``stage``, ``operator`` and ``reason`` (``rejections.py``).
+- At the end, ``run_summary``: counts, the rejections by reason, where output, rejected
+  records and metrics went.
 
 Configured in the pipeline YAML::
 
@@ -59,6 +62,10 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         # file sinks are measured on disk.
         "bytes_out": stats.bytes_out or sink_bytes(pipeline.sink),
         "rejected": stats.rejected,
+        # by stage, operator and reason: [[stage, operator, reason, count, example, seq], ...]
+        "rejections": stats.rejections.rows(),
+        "dead_letter": dead_letter_location(pipeline),
+        "projected": stats.projected,
         "acked": stats.acked,
         "nacked": stats.nacked,
         "sink_errors": stats.sink_errors,
@@ -104,7 +111,8 @@ def _size(path: Path) -> int:
 
 # Counters shown after the rates when they are not zero, in this order; a counter that a connector adds
 # to ``snapshot`` later and that is not listed here is shown too, by its name.
-STATUS_COUNTERS = (("rejected", "rejected"), ("sink_errors", "sink errors"), ("lost", "lost"),
+STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
+                   ("lost", "lost"),
                    ("dropped", "dropped"), ("duplicates", "duplicates"),
                    ("acked", "acked"), ("nacked", "nacked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
@@ -132,18 +140,61 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
 
 
 def run_summary(pipeline: Any, stats: Any) -> str:
-    """The end of a run in words: counts, rate, rejects, and where the output, dead letters and metrics went."""
+    """The end of a run in words: counts, rate, rejects by reason, and where the output, rejected records and
+    metrics went."""
     rate = stats.records_per_second
     text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
             f"({rate:,.0f} records/s), {stats.rejected} rejected")
-    where = [f"output: {describe_sink(pipeline.sink)}"]
-    if pipeline.dead_letter is not None:
-        where.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
+    if stats.projected:
+        text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
+    lines = rejection_lines(stats.rejections.rows(), [dead_letter_destination(pipeline)] if stats.rejected else [])
+    lines.append(f"output: {describe_sink(pipeline.sink)}")
+    if pipeline.dead_letter is not None and not stats.rejected:
+        lines.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
     if path is not None:
-        where.append(f"metrics: {path}")
-    return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(where)
+        lines.append(f"metrics: {path}")
+    return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(lines)
+
+
+def rejection_lines(rows: list[Any], destinations: list[str | None]) -> list[str]:
+    """The summary's rejections, one line per stage, operator and reason (``rejections.Rejections.lines``),
+    then where the rejected records went."""
+    from ..rejections import Rejections
+
+    if not rows:
+        return []
+    out = [f"rejected: {line}" for line in Rejections.from_rows(rows).lines()]
+    where = [d for d in dict.fromkeys(destinations) if d]
+    out.append(f"rejected records: {'; '.join(where) if where else 'nowhere known'}")
+    return out
+
+
+def dead_letter_destination(pipeline: Any) -> str | None:
+    """Where a run's rejected records went, at its end: its ``dead_letter`` (with the files' sizes), or the
+    default file and how many it appended."""
+    if pipeline.dead_letter is not None:
+        return f"dead_letter {describe_sink(pipeline.dead_letter)}"
+    default = getattr(pipeline, "default_dead_letter", None)
+    if default is None:
+        return None
+    return (f"{default.path} ({default.records} appended as JSONL dead-letter envelopes: the pipeline has no "
+            "dead_letter)")
+
+
+def dead_letter_location(pipeline: Any) -> str | None:
+    """Where a run's rejected records go, in words that do not change while it runs (a pool's summary
+    names each worker's)."""
+    dead_letter = pipeline.dead_letter
+    if dead_letter is not None:
+        params = dead_letter.params if hasattr(dead_letter, "params") else {}
+        target = next((str(params[k]) for k in ("subject", "path", "dir") if params.get(k)), "")
+        return f"dead_letter {dead_letter.type} {target}".rstrip()
+    default = getattr(pipeline, "default_dead_letter", None)
+    if default is None:
+        return None
+    return f"{default.path} (JSONL dead-letter envelopes: the pipeline has no dead_letter)"
 
 
 def loss_summary(losses: dict[str, int] | None) -> str:
@@ -234,6 +285,7 @@ COUNTER_DOCS = {
     "records_out": "records written to the sink",
     "bytes_out": "payload bytes written to the sink",
     "rejected": "records sent to the dead-letter destination",
+    "projected": "records whose fields the schema does not declare serialize dropped (extra_fields: drop)",
     "acked": "records acknowledged to the source after a durable flush",
     "nacked": "records handed back to the source after a sink failure",
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
@@ -302,6 +354,14 @@ class MetricsCollector:
         families: dict[str, Any] = {}
         for labels, snap in self.source():
             names, values = list(labels), list(labels.values())
+            rows = snap.get("rejections")
+            if rows:
+                reasons = families.get("rejections") or CounterMetricFamily(
+                    "wirepipe_rejections", "records sent to the dead-letter destination, by stage, operator and "
+                    "reason (the error without its values)", labels=[*names, "stage", "operator", "reason"])
+                families["rejections"] = reasons
+                for stage, operator, reason, count, *_ in rows:
+                    reasons.add_metric([*values, stage, operator, reason], float(count))
             for key, value in snap.items():
                 if isinstance(value, bool) or not isinstance(value, (int, float, type(None))):
                     continue

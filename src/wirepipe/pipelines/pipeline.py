@@ -4,7 +4,9 @@ A pipeline is a source, a list of CPU operators and a sink. The run loop reads
 batches from the source into a bounded queue (a slow sink slows the source down,
 memory stays flat), runs every operator over each batch, routes rejected records to
 the dead-letter destination and writes the batch to the sink. With metrics on, each
-stage of each batch is stamped.
+stage of each batch is stamped. A pipeline that names no dead-letter destination writes its
+rejected records to a JSONL file beside its output (``dead_letters.py``): none is thrown away,
+and the run's ``RunStats.rejections`` count them by stage, operator and reason.
 
 Acknowledgement (at-least-once sources such as JetStream): a record is acknowledged
 only once the sink has made it durable. Every ``flush_interval`` (sooner when the
@@ -43,6 +45,7 @@ from ..batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
+from ..rejections import Rejections
 from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
 if TYPE_CHECKING:
@@ -73,24 +76,26 @@ def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = Fal
     ns = _ns
     stamps: Stamps | None = None  # nothing is allocated for an untimed pass (the sliced path runs many)
     if timed:
-        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)])
+        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)],
+                  [batch.projected])
     for op in operators:
         if stamps is not None:
             stamps[0].append(ns())
         batch = op(batch)
         if stamps is not None:
-            _, ends, records, rejected, sizes = stamps
+            _, ends, records, rejected, sizes, projected = stamps
             ends.append(ns())
             values = batch.values
             records.append(len(values))
             rejected.append(len(batch.rejected))
             sizes.append(payload_nbytes(values))
+            projected.append(batch.projected)
     return batch, stamps
 
 
 @dataclass
 class RunStats:
-    """What a run did: counts in and out, rejects by stage, wall time."""
+    """What a run did: counts in and out, rejects by stage and by reason, wall time."""
 
     batches: int = 0
     records_in: int = 0
@@ -104,6 +109,8 @@ class RunStats:
     started: float = field(default_factory=time.monotonic)
     elapsed: float = 0.0
     rejected_by_stage: dict[str, int] = field(default_factory=dict)
+    rejections: Rejections = field(default_factory=Rejections)  # by stage, operator and reason
+    projected: int = 0  # records whose undeclared fields serialize dropped (extra_fields: drop)
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
 
@@ -154,6 +161,8 @@ class Pipeline:
         self.name = name
         self.metrics_spec = metrics
         self.dead_letter = dead_letter
+        # where rejects go in a run without ``dead_letter`` (dead_letters.py): set when a run starts
+        self.default_dead_letter: Sink | None = None
         self.queue_size = queue_size
         self.shutdown_timeout = shutdown_timeout
         self.flush_interval = flush_interval
@@ -223,6 +232,10 @@ class Pipeline:
         gc.freeze()
         self.stats = stats = RunStats()
         self._queued, self.sink_error, self._sink_failures = [], None, 0
+        if self.dead_letter is None:
+            from .dead_letters import DefaultDeadLetter, default_path
+
+            self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
         self.metrics = self._open_metrics()
         timer = flusher = None
         if self.metrics is not None:
@@ -261,6 +274,8 @@ class Pipeline:
                 await monitor.stop()
             if timer is not None:
                 timer.cancel()
+            if self.default_dead_letter is not None:
+                opened.insert(1, self.default_dead_letter)  # opened at its first record, closed after the sink
             for part in reversed(opened):
                 try:
                     await part.close()
@@ -369,13 +384,13 @@ class Pipeline:
         raw_nbytes = batch.raw_nbytes
         batch, stamps = run_operators(self.operators, batch, timed=True)
         assert stamps is not None
-        self._record(stamps, raw_nbytes, index, read, lost)
+        self._record(stamps, raw_nbytes, index, read, lost, batch.rejected)
         return batch
 
     def _record(self, stamps: Stamps, raw_nbytes: int | None, index: int, read: tuple[int, int] | None,
-                lost: int | None) -> None:
+                lost: int | None, rejected: list[Rejected]) -> None:
         """Hand a timed pass's stage rows to the recorder (on the event loop, where its periodic flush runs)."""
-        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost)
+        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, rejected)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         between_batches()  # the allocator keeps what the last batch gave back, where it churns (allocator.py)
@@ -385,6 +400,7 @@ class Pipeline:
         received = batch.values
         stats.records_in += len(received) + len(batch.rejected)
         batch = await self._run_operators(index, batch, start, end)
+        stats.projected += batch.projected
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
@@ -394,16 +410,17 @@ class Pipeline:
         await self._write(sink, batch, stats)
         t1 = _ns()
         batch.meta.pop(_RECEIVED, None)
-        if batch.rejected:  # the sink refused records (a value it cannot represent, larger than max_payload)
-            for r in batch.rejected:
+        refused = batch.rejected
+        if refused:  # the sink refused records (a value it cannot represent, larger than max_payload)
+            for r in refused:
                 original = r.meta.pop(_RECEIVED, None)
                 if isinstance(original, (bytes, bytearray, memoryview)):
                     r.value = original
-            await self._dead_letter(batch.rejected, stats)
+            await self._dead_letter(refused, stats)
             batch.rejected = []
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
-            stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1) or 0
+            stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
         n = len(batch.values)
         if not self.source.redelivers:
             # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
@@ -434,7 +451,7 @@ class Pipeline:
             raw_nbytes = batch.raw_nbytes
             batch, stamps = await asyncio.to_thread(run_operators, ops, batch, metrics is not None)
             if stamps is not None:
-                self._record(stamps, raw_nbytes, index, (start, end), delta)
+                self._record(stamps, raw_nbytes, index, (start, end), delta, batch.rejected)
         else:
             batch = self.process_batch(batch, index, (start, end), delta)
         if self.source.drops_when_unread and batch.values is not None:
@@ -479,8 +496,11 @@ class Pipeline:
         late = sink.take_rejected()
         if late:
             await self._dead_letter(late, stats)
-        if self.dead_letter is not None and self._unsettled:
-            await self._retry(self.dead_letter, self.dead_letter.flush, stats)
+            if self.metrics is not None:
+                self.metrics.stamp_sink_refused(max(stats.batches - 1, 0), late)
+        dead_letter = self.dead_letter or self.default_dead_letter
+        if dead_letter is not None and self._unsettled:
+            await self._retry(dead_letter, dead_letter.flush, stats)
         source = self.source
         if isinstance(source, AtLeastOnce):
             for batch, _ in written:
@@ -600,13 +620,14 @@ class Pipeline:
         stats.rejected += len(rejected)
         for r in rejected:
             stats.rejected_by_stage[r.stage] = stats.rejected_by_stage.get(r.stage, 0) + 1
-        if self.dead_letter is not None:
-            dead_letter = self.dead_letter
+        stats.rejections.add(rejected)
+        dead_letter = self.dead_letter or self.default_dead_letter
+        if dead_letter is not None:
+            if dead_letter is self.default_dead_letter and not getattr(dead_letter, "files", True):
+                first = rejected[0]
+                log.warning("records rejected (e.g. at %s (%s): %s); no dead_letter configured: they go to %s",
+                            first.stage, first.operator, first.error, getattr(dead_letter, "path", dead_letter.name))
             await self._retry(dead_letter, lambda: dead_letter.write_rejected(rejected), stats)
-        elif stats.rejected <= 10 or stats.rejected % 1000 == 0:
-            first = rejected[0]
-            log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
-                        len(rejected), stats.rejected, first.stage, first.operator, first.error)
         self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
 
 

@@ -47,14 +47,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError, WirepipeError
+from .worker import WORKER_ENV, WORKERS_ENV
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
 
 log = logging.getLogger("wirepipe.pool")
 
-WORKER_ENV = "WIREPIPE_WORKER"  # the worker's index, 0..N-1, in its environment
-WORKERS_ENV = "WIREPIPE_WORKERS"
 REPORT_INTERVAL = 0.5
 GAUGES = ("lag",)  # a shared durable's pending count is the same for every worker: the pool shows the max
 LOSS_WORDS = ("drop", "lost", "loss", "gap")  # counters of records lost upstream (slow consumers, sequence gaps)
@@ -175,12 +174,16 @@ class Slot:
     started: float = 0.0
     done: bool = False
     last_exit: int | None = None
+    rejections: list[Any] = field(default_factory=list)  # the rejection rows of earlier processes
+    dead_letters: list[str] = field(default_factory=list)  # where this slot's processes put rejected records
 
     def totals(self) -> dict[str, Any]:
         """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
         out = dict(self.snapshot)
         for key, value in self.carried.items():
             out[key] = out.get(key, 0) + value if isinstance(out.get(key, 0), (int, float)) else value
+        if self.rejections:
+            out["rejections"] = merge_rejections([self.rejections, out.get("rejections") or []])
         out["restarts"] = self.restarts
         out.setdefault("running", False)
         if self.proc is None or self.proc.returncode is not None:
@@ -192,7 +195,22 @@ class Slot:
         for key, value in self.snapshot.items():
             if key not in GAUGES and isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.carried[key] = self.carried.get(key, 0) + value
+        self.rejections = merge_rejections([self.rejections, self.snapshot.get("rejections") or []])
         self.snapshot = {}
+
+    def note(self, snapshot: dict[str, Any]) -> None:
+        """A report from the current process."""
+        self.snapshot = snapshot
+        where = snapshot.get("dead_letter")
+        if where and snapshot.get("rejected") and where not in self.dead_letters:
+            self.dead_letters.append(where)
+
+
+def merge_rejections(parts: list[list[Any]]) -> list[Any]:
+    """Rejection rows (``rejections.Rejections.rows``) of several processes as one set of groups."""
+    from ..rejections import Rejections
+
+    return Rejections.from_rows(row for rows in parts for row in rows).rows()
 
 
 def describe_exit(code: int | None) -> str:
@@ -207,8 +225,11 @@ def describe_exit(code: int | None) -> str:
 
 
 def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pool's snapshot: counters summed, gauges (lag) the max, flags counted."""
+    """The pool's snapshot: counters summed, gauges (lag) the max, flags counted, rejections merged by reason."""
     total: dict[str, Any] = {}
+    rows = [snap["rejections"] for snap in snapshots if snap.get("rejections")]
+    if rows:
+        total["rejections"] = merge_rejections(rows)
     for snap in snapshots:
         for key, value in snap.items():
             if isinstance(value, bool):
@@ -412,7 +433,7 @@ class Pool:
             with contextlib.suppress(ValueError):
                 report = json.loads(line)
                 if isinstance(report, dict) and isinstance(report.get("snapshot"), dict):
-                    slot.snapshot = report["snapshot"]
+                    slot.note(report["snapshot"])
 
     async def _status_loop(self) -> None:
         interval = self.monitor.status_interval
@@ -445,12 +466,18 @@ class Pool:
         return f"{line} | {'; '.join(parts)}"
 
     def summary(self) -> str:
+        """The pool's last line: its totals, then the rejections by reason and where each worker put them."""
+        from .monitor import rejection_lines
+
         t = self.total()
         elapsed = time.monotonic() - self.started
         out, rate = t.get("records_out", 0), t.get("records_out", 0) / elapsed if elapsed > 0 else 0.0
         restarts = sum(s.restarts for s in self.slots)
-        return (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {elapsed:.2f}s "
+        text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {elapsed:.2f}s "
                 f"({rate:,.0f} records/s), {t.get('rejected', 0)} rejected, {restarts} restarts")
+        lines = rejection_lines(t.get("rejections") or [], [f"w{s.index}: {where}" for s in self.slots
+                                                             for where in s.dead_letters])
+        return "\n  ".join([text, *lines])
 
 
 # --- one worker ------------------------------------------------------------------------------------
@@ -519,7 +546,9 @@ def worker_main(argv: list[str]) -> int:
     except (WirepipeError, ShutdownTimeout) as exc:
         print(f"error: [w{index}] {exc}", file=sys.stderr)
         return 1
-    log.info("%s: %d records out of %d in %.2fs", pipe.name, stats.records_out, stats.records_in, stats.elapsed)
+    from .monitor import run_summary
+
+    log.info("%s", run_summary(pipe, stats))
     return 0
 
 
