@@ -110,7 +110,9 @@ metrics: {path: out/metrics.parquet}
     monkeypatch.chdir(tmp_path)
     out = invoke(*args)
     assert out.exit_code == ExitCode.CONFIG, out.stderr
-    assert out.stderr.strip() == "error: no-such-capture: no such file or folder"
+    # run names the config file and its field; replay was given the capture on its command line
+    where = f"{config}: source.path: " if command == "run" else ""
+    assert out.stderr.strip() == f"error: {where}no-such-capture: no such file or folder"
     assert not (tmp_path / "out").exists()  # no empty sink file, no 0-row metrics
 
 

@@ -13,6 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The kinds of values a batch carries, as operators and connectors declare what they take and give:
+# decoded values (a record, a list) or payloads (bytes); SAME: what an operator was given.
+RECORDS, PAYLOADS, SAME = "records", "payloads", "same"
+
 
 @dataclass(slots=True)
 class Rejected:

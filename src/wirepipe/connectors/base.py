@@ -16,12 +16,14 @@ runtime signals the loop dispatches on, never reasons to reject a record.
 What the pipelines layer needs to know about a connector, the connector declares (a plugin's
 as well as wirepipe's own; nothing above this layer knows connector types by name):
 
-- sources: ``bounded`` (a finite input every reader reads whole: refused with ``--workers N``),
+- sources: ``gives`` (records or payloads, when it knows), ``bounded`` (a finite input every reader
+  reads whole: refused with ``--workers N``),
   ``shared_by`` (the config field naming what N workers share, e.g. a queue group),
   ``identity_ignores`` (parameters that do not say what is read) and ``refuse_workers``;
 - sinks: ``bind`` (the pipeline's name and source, before ``open``), ``refuse_source`` (a
   source this sink cannot follow safely), ``refuse_workers`` and ``worker_fields`` (what N
-  writers must not share), ``unconfirmed`` and ``batch_results`` (Beam replay may stand in),
+  writers must not share), ``takes`` (payloads only: a NATS or capture sink), ``unconfirmed`` and
+  ``batch_results`` (Beam replay may stand in),
   ``beside`` (where a file next to its output goes: the default dead-letter file).
 
 A ``Refusal`` names the field at fault (under the part's own path: ``path`` is reported as
@@ -69,6 +71,9 @@ class Source(ABC):
     shared_by: ClassVar[str | None] = None
     # ``params`` that say how much or how the source reads, not what: left out of ``identity``.
     identity_ignores: ClassVar[frozenset[str]] = frozenset({"count", "duration", "batch_size", "batch_timeout"})
+    # The kind of values it gives (``batch.RECORDS``, ``batch.PAYLOADS``; None: either, as a JSONL file may hold
+    # records or payloads): a pipeline whose operators or sink cannot take it is refused when built.
+    gives: ClassVar[str | None] = None
 
     def __init__(self, *, count: int | None = None, duration: float | None = None) -> None:
         self.count = count
@@ -221,6 +226,8 @@ class Sink(ABC):
     # files: a file sink), "nothing" (a sink that keeps nothing: null), or None: the sink talks to a system
     # (NATS), so a replay into it needs the local runner.
     batch_results: ClassVar[Literal["files", "nothing"] | None] = None
+    # The kind of values it writes (``batch.PAYLOADS`` for a NATS or capture sink; None: any value).
+    takes: ClassVar[str | None] = None
 
     @property
     def name(self) -> str:

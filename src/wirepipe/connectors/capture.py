@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch, describe_error
+from ..batch import PAYLOADS, Batch, describe_error
 from ..errors import ConfigError, SinkUnavailable, WirepipeError
 from ..models import Duration, Size, SourceLimits, Strict
 from ..spoolfile import check_writable
@@ -334,6 +334,7 @@ class CaptureSink(Configured, Sink):
     """
 
     type = "capture"
+    takes = PAYLOADS
     stage = "write"
 
     def __init__(self, folder: str | os.PathLike[str], **fields: Any) -> None:
@@ -591,6 +592,7 @@ class CaptureSource(Configured, Source):
     """
 
     type = "capture"
+    gives = PAYLOADS
     stage = "read"
     bounded = True  # replay --workers N splits row groups; a pool would read all of it N times
 

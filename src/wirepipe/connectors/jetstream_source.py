@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..batch import Batch, Rejected
+from ..batch import PAYLOADS, Batch, Rejected
 from ..errors import WirepipeError
 from ..models import Duration, Size, SourceLimits
 from ..wire import (
@@ -60,6 +60,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     """A durable pull consumer (default) or an ordered consumer (``ordered=True``) as batches."""
 
     type = "jetstream"
+    gives = PAYLOADS
     stage = "consume"
     redelivers = True
     shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)

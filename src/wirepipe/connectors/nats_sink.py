@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch, Rejected
+from ..batch import PAYLOADS, Batch, Rejected
 from ..errors import ConfigError, NotConnected, WirepipeError
 from ..models import Duration
 from ..wire import (
@@ -138,6 +138,7 @@ class NatsSink(Configured, Sink):
     """Publishes every record of a batch to core NATS with the wire-contract headers."""
 
     type = "nats"
+    takes = PAYLOADS
     stage = "publish"
 
     def __init__(self, subject: str, **fields: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..batch import Batch
+from ..batch import PAYLOADS, Batch
 from ..models import Duration, Size, SourceLimits
 from .base import Configured, Refusal, Source
 from .gaps import GapCounter
@@ -37,6 +37,7 @@ class NatsSource(Configured, Source):
     """
 
     type = "nats"
+    gives = PAYLOADS
     stage = "consume"
     drops_when_unread = True
     shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)

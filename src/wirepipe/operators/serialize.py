@@ -35,11 +35,12 @@ from pydantic import Field, field_validator
 
 from ..batch import Batch
 from ..codecs.formats import Encoder, Schema, get_format
+from ..connectors.base import Refusal
 from ..errors import StageError
 from ..models import Strict
 from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
-from .base import BuildContext, Operator
+from .base import PAYLOADS, BuildContext, Operator
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -47,6 +48,7 @@ from .schema_options import (
     known_format,
     resolve_schema,
     schema_param,
+    source_schema_refusal,
     with_message,
 )
 
@@ -56,6 +58,7 @@ class Serialize(Operator):
 
     stage = "serialize"
     adds_headers = (Header.CONTENT_TYPE.value,)
+    gives = PAYLOADS
 
     def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None,
                  extra_fields: str = "reject") -> None:
@@ -85,16 +88,10 @@ class Serialize(Operator):
     def _ready(self) -> bool:
         return not self.format.needs_schema or self._schema is not None
 
-    def refuse_source_schema(self, schema: Any) -> str | None:
-        """A positional format given no ``schema:`` takes the one its source attaches: refused now (not at
-        the first batch) when the source attaches none, or one without the types the format needs."""
-        if self._ready():
-            return None
-        try:
-            self.format.encoder(schema, **self._options)
-        except ValueError as exc:
-            return str(exc) + ("" if schema is None else " (the source's schema has no types)")
-        return None
+    def refuse_schema(self, schema: Any) -> Refusal | None:
+        """A positional format given no ``schema:`` takes the one its source attaches: refused when the pipeline
+        is built (not at its first batch) when the source attaches none, or one without the types it needs."""
+        return None if self._ready() else source_schema_refusal(self.format, schema, self._options)
 
     def _build(self) -> None:
         schema = self._schema

@@ -24,7 +24,10 @@ cannot represent) go to the dead-letter destination.
 
 The parts declare what the pipeline must check (``Sink.refuse_source``: e.g. one Parquet file
 behind a source acknowledged at every flush): ``check_parts`` runs it for every pipeline, built
-from YAML or in Python, when it is constructed and again when it starts.
+from YAML or in Python, when it is constructed and again when it starts. What flows between them
+is checked there too (``check_flow``): the kind of values each operator and the sink take (records
+or payloads) and the schema a positional format takes from its source, so ``wirepipe validate``
+refuses what a run would otherwise refuse at its first batch.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..allocator import between_batches, keep_freed_memory
-from ..batch import Batch, Rejected, describe_error, payload_nbytes
+from ..batch import PAYLOADS, SAME, Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
@@ -123,13 +126,42 @@ class RunStats:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
 
 
-def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None) -> None:
+def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None, operators: Sequence[Operator] = ()
+                ) -> None:
     """The rules that belong to a whole pipeline, as its parts declare them: ``ConfigError`` at the field of
     the part that cannot follow the source (YAML adds the file; the message is the same)."""
+    check_flow(source, operators, sink)
     for where, part in (("sink", sink), ("dead_letter", dead_letter)):
         refusal = part.refuse_source(source) if part is not None else None
         if refusal is not None:
             raise ConfigError(refusal.message, path=f"{where}.{refusal.field}")
+
+
+def check_flow(source: Source, operators: Sequence[Operator], sink: Sink | None,
+               where: Sequence[str] | None = None) -> None:
+    """What each operator and the sink declare they take from upstream (``operators/base.py``): the kind of
+    values, records or payloads, as far as the parts before them tell it, and the schema the source attaches
+    for a positional format given none. ``ConfigError`` at the part's field (``where``: each operator's path
+    in a YAML file; ``operators[i].<stage>`` by default)."""
+    kind, origin = source.gives, f"the source ({source.type})"
+    for i, op in enumerate(operators):
+        at = where[i] if where is not None else f"operators[{i}].{op.stage}"
+        refusal = op.refuse_schema(source.schema)
+        if refusal is not None:
+            raise ConfigError(refusal.message, path=f"{at}.{refusal.field}")
+        if op.takes is not None and kind is not None and kind != op.takes:
+            raise ConfigError(_misfit(f"{op.stage} ({op.name}) works on", op.takes, kind, origin), path=at)
+        if op.gives != SAME:
+            kind, origin = op.gives, f"{at} ({op.name})"
+    takes = sink.takes if sink is not None else None
+    if takes is not None and kind is not None and kind != takes:
+        raise ConfigError(_misfit(f"the {sink.type} sink writes", takes, kind, origin), path="sink")  # type: ignore[union-attr]
+
+
+def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
+    if takes == PAYLOADS:
+        return f"{what} payloads (bytes), but {origin} gives decoded {kind}: put a `serialize` before it"
+    return f"{what} decoded {takes}, but {origin} gives {kind} (bytes): put a `deserialize` before it"
 
 
 class Pipeline:
@@ -151,7 +183,8 @@ class Pipeline:
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
                  config: dict[str, Any] | None = None, monitor: Any = None) -> None:
-        check_parts(source, sink, dead_letter)
+        operators = list(operators)
+        check_parts(source, sink, dead_letter, operators)
         # A process that builds a pipeline keeps the memory a batch frees for the next one, instead of the
         # kernel faulting it in again for every batch (once per process; see wirepipe.allocator).
         keep_freed_memory()
@@ -222,7 +255,7 @@ class Pipeline:
 
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
-        check_parts(source, sink, self.dead_letter)  # the attributes may have been set since construction
+        check_parts(source, sink, self.dead_letter, self.operators)  # attributes may have been set since construction
         if stop is not None:
             source.stopping = stop
         # Batches keep thousands of young objects alive across collections, which promotes them
