@@ -23,6 +23,7 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,7 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(lines)
 
 
-def rejection_lines(rows: list[Any], destinations: list[str | None]) -> list[str]:
+def rejection_lines(rows: list[Any], destinations: Sequence[str | None]) -> list[str]:
     """The summary's rejections, one line per stage, operator and reason (``rejections.Rejections.lines``),
     then where the rejected records went."""
     from ..rejections import Rejections

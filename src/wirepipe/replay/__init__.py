@@ -62,6 +62,8 @@ class ReplayResult:
     workers: int = 1
     stage_records: dict[str, int] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
+    rejections: list[Any] = field(default_factory=list)  # by stage, operator and reason (``Rejections.rows``)
+    dead_letters: list[str] = field(default_factory=list)  # where the rejected records went
 
     @property
     def records_per_second(self) -> float:
@@ -74,7 +76,9 @@ class ReplayResult:
         if self.outputs:
             shown = ", ".join(self.outputs[:4]) + (f" and {len(self.outputs) - 4} more" if len(self.outputs) > 4 else "")
             text += f"; output: {shown}"
-        return text
+        from ..pipelines.monitor import rejection_lines
+
+        return "\n  ".join([text, *rejection_lines(self.rejections, self.dead_letters)])
 
 
 __all__ = ["Replay", "ReplayResult"]
