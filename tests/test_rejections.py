@@ -332,3 +332,25 @@ async def test_what_the_server_refuses_at_its_ack_is_counted_by_reason_in_the_me
     refused = [r for r in rows if r["stage"] == "publish" and r["rejected"]]
     assert sum(r["rejected"] for r in refused) == 5 and all(r["records"] == 0 for r in refused)
     assert sum(n for r in refused for why, n in r["reasons"] if why == reason) == 5
+
+
+def test_projected_records_are_counted_on_the_status_line_and_prometheus() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.pipelines.monitor import MetricsCollector, snapshot, status_line
+    from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.testing import TestingSink, TestingSource
+
+    records = [{"x": i, "y": i} | ({"note": "n"} if i % 4 == 0 else {}) for i in range(10)]
+    sink = TestingSink()
+    pipe = Pipeline(TestingSource(records, batch_size=3), [Serialize("bincode", schema="point", extra_fields="drop")],
+                    sink, name="proj", dead_letter=sink)
+    stats = pipe.run()
+    assert stats.projected == 3 and stats.rejected == 0 and len(sink.records) == 10
+    snap = snapshot(pipe)
+    assert snap["projected"] == 3
+    assert "3 projected" in status_line("proj", snap, None, 1.0)
+    registry = CollectorRegistry()
+    registry.register(MetricsCollector(lambda: [({"pipeline": "proj"}, snap)]))
+    assert 'wirepipe_projected_total{pipeline="proj"} 3.0' in generate_latest(registry).decode()

@@ -142,7 +142,7 @@ class Serialize(Operator):
 def _all_fit(test: Any, values: list[Any]) -> bool:
     try:
         return bool(test(values))
-    except TypeError:  # a column it cannot tell about (framed lists): the projection looks at each value
+    except Exception:  # a column it cannot tell about (framed lists, misfits): the projection looks at each value
         return False
 
 
