@@ -34,6 +34,9 @@ COUNTS = {"block": 4000, "point": 200_000}
 
 
 def child(runs: int) -> None:
+    from wirepipe.allocator import keep_freed_memory
+
+    policy = keep_freed_memory()  # what wirepipe's own commands do (WIREPIPE_MALLOC picks the side)
     from wirepipe.connectors.files import NullSink
     from wirepipe.datasets import get_dataset
     from wirepipe.operators.chain import chain_operators
@@ -54,9 +57,7 @@ def child(runs: int) -> None:
             stats = pipe.run()
             best = max(best, stats.records_out / (time.perf_counter() - t))
         out[label] = best
-    from wirepipe.allocator import keep_freed_memory
-
-    print(json.dumps({"allocator": keep_freed_memory(), "rates": out}))
+    print(json.dumps({"allocator": policy, "rates": out}))
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ A. In process, per record (serialize + deserialize, batches of 1000, through ``r
    hand-written msgspec loop doing the same work, and against today's libraries (msgpack-python,
    stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
    them. All four run in the conditions a run gives its operators: the allocator policy of
-   ``wirepipe.allocator`` (a process that builds a pipeline applies it; ``WIREPIPE_MALLOC=default``
+   ``wirepipe.allocator`` (as ``wirepipe run`` applies it; ``WIREPIPE_MALLOC=default``
    measures with glibc's default), and what existed at the start (the pre-generated records)
    frozen out of the collector's walks. Target: typed >= 1.3x untyped. Times are medians over
    the rounds (best also shown); ratios medians of per-round ratios. Every variant calls
@@ -236,7 +236,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0,
                     help="in-process record counts times this (1: 200,000 points and 2,000 blocks)")
     args = ap.parse_args()
-    # what a process running pipelines does (a Pipeline applies it when built); WIREPIPE_MALLOC=default: glibc's
+    # what wirepipe's own commands do (wirepipe run applies it); WIREPIPE_MALLOC=default: glibc's
     print(f"allocator: {keep_freed_memory()}")
     in_process(args.rounds, args.scale)
     if not args.skip_nats:

@@ -6,20 +6,24 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-# In a fresh process: build a pipeline (as any run does), then allocate and free 30 MB of 10 KB payloads
-# (large enough to come from glibc's heap, not CPython's small-object arenas) and measure resident memory.
+# In a fresh process: opt in (as wirepipe's own commands and workers do) and run a pipeline, then allocate
+# and free 30 MB of 10 KB payloads (large enough to come from glibc's heap, not CPython's small-object
+# arenas) and measure resident memory; then run it. OPT_IN False: a program that only builds and runs one.
 _CHILD = """
 import json, os
 from wirepipe.connectors.files import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSource
-from wirepipe.allocator import keep_freed_memory
+from wirepipe.allocator import arena_reserve, keep_freed_memory, policy
 
-Pipeline(TestingSource([1]), [], NullSink())
+if OPT_IN:
+    keep_freed_memory()
+pipeline = Pipeline(TestingSource([1]), [], NullSink())
 
 def rss():
     with open("/proc/self/statm") as f:
@@ -32,8 +36,9 @@ del batch
 returned = held - rss()  # read before anything else allocates: an import's objects on the heap's top keep it
 from wirepipe.operators.metrics import run_metadata
 recorded = json.loads(run_metadata("p", None, "r")["wirepipe.host"])["allocator"]
-print(json.dumps({"grew": held - before, "returned": returned, "policy": keep_freed_memory(),
-                  "recorded": recorded}))
+pipeline.run()  # after the measurement: what a run leaves on the heap's top would keep glibc from trimming
+print(json.dumps({"grew": held - before, "returned": returned, "policy": policy(),
+                  "recorded": recorded, "reserve": arena_reserve() is not None}))
 """
 
 def _libc() -> str:
@@ -46,7 +51,7 @@ def _libc() -> str:
 glibc = pytest.mark.skipif(not _libc().startswith("glibc"), reason="the policy is glibc's mallopt (elsewhere a no-op)")
 
 
-def _child(code: str = _CHILD, **env: str) -> dict[str, Any]:
+def _child(code: str = _CHILD.replace("OPT_IN", "True"), **env: str) -> dict[str, Any]:
     environ = {k: v for k, v in os.environ.items()
                if not k.startswith("MALLOC_") and k not in ("WIREPIPE_MALLOC", "PYTHONMALLOC")}
     out = subprocess.run([sys.executable, "-c", code], env={**environ, **env}, check=True,
@@ -61,6 +66,30 @@ def test_a_process_running_a_pipeline_keeps_what_a_batch_freed() -> None:
     assert result["returned"] < 5_000_000, result  # kept for the next batch, not faulted in again
     assert "64 MiB" in str(result["policy"])
     assert result["recorded"] == result["policy"]  # results files say what they were measured with
+
+
+@glibc
+def test_a_program_that_builds_and_runs_a_pipeline_keeps_its_allocator_settings() -> None:
+    """A service or a Faust app that runs a pipeline did not ask for wirepipe's policy: nothing changes."""
+    result = _child(_CHILD.replace("OPT_IN", "False"))
+    assert result["returned"] > 25_000_000, result  # glibc's own trim, as before the pipeline
+    assert result["policy"] == result["recorded"] == "the C library's default (not applied in this process)"
+    assert result["reserve"] is False
+
+
+@glibc
+def test_wirepipe_run_applies_it_and_its_metrics_say_so(tmp_path: Path) -> None:
+    config = tmp_path / "p.yaml"
+    config.write_text(f"name: p\nsource: {{type: generate, dataset: point, count: 10}}\nsink: {{type: 'null'}}\n"
+                      f"metrics: {{path: '{tmp_path / 'm.parquet'}'}}\n")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "WIREPIPE_MALLOC"}
+    subprocess.run([sys.executable, "-m", "wirepipe.cli", "run", str(config)], env=environ, check=True,
+                   capture_output=True, timeout=60)
+    import pyarrow.parquet as pq
+
+    files = sorted(p for p in (tmp_path / "m.parquet").rglob("*.parquet")) or [tmp_path / "m.parquet"]
+    host = json.loads(pq.read_schema(files[0]).metadata[b"wirepipe.host"])
+    assert "64 MiB" in host["allocator"], host
 
 
 @glibc
@@ -82,11 +111,8 @@ def test_the_users_own_glibc_settings_win() -> None:
 _BATCHES = """
 import json, resource, time
 from wirepipe.allocator import arena_reserve, between_batches, keep_freed_memory
-from wirepipe.connectors.files import NullSink
-from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.testing import TestingSource
 
-Pipeline(TestingSource([1]), [], NullSink())
+keep_freed_memory()
 keep = KEEP
 faults, held = [], []
 for i in range(8):
@@ -135,12 +161,9 @@ def test_pythons_own_allocator_choice_keeps_no_reserve() -> None:
 
 _OTHER_CHURN = """
 import json, mmap, time
-from wirepipe.allocator import arena_reserve, between_batches
-from wirepipe.connectors.files import NullSink
-from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.testing import TestingSource
+from wirepipe.allocator import arena_reserve, between_batches, keep_freed_memory
 
-Pipeline(TestingSource([1]), [], NullSink())
+keep_freed_memory()
 for i in range(8):
     time.sleep(0.006)
     between_batches()

@@ -15,11 +15,12 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 # Lowest first. A unit may import units of its own layer (no cycles) and of the layers below.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "exit_codes", "units", "redact", "models", "batch", "rejections", "schema", "registry", "allocator"),
+    ("errors", "exit_codes", "units", "redact", "models", "fields", "batch", "rejections", "schema", "registry",
+     "allocator"),
     ("wire", "codecs", "storage", "parts", "spoolfile", "datasets", "server"),
     ("operators", "metrics", "connectors"),
     ("pipelines",),
-    ("replay", "bench", "report", "integrations", "capacity", "testing"),
+    ("replay", "bench", "report", "integrations", "capacity", "testing", "pipetest", "tap"),
     ("api", "cli"),
 ]
 LAYER = {name: level for level, names in enumerate(LAYERS) for name in names}

@@ -82,6 +82,11 @@ def _validate_yaml(code: str, where: str) -> None:
     data = interpolate(yaml.safe_load(code), {"NATS_PASSWORD": "secret", "NKEY_SEED": "unused",
                                               "NATS_URL": "nats://127.0.0.1:4222"})
     assert isinstance(data, dict), where
+    if "tests" in data:  # a test file (wirepipe test)
+        from wirepipe.pipetest.model import TestFile
+
+        TestFile.model_validate(data)
+        return
     if "fields" in data and not {"source", "sink", "operators"} & set(data):  # a typed schema file
         from wirepipe.schema import parse_schema
 

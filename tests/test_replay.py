@@ -178,8 +178,11 @@ def test_local_and_beam_name_the_rejections_by_reason_and_where_they_went(both_r
     assert len(reason) == 1 and reason[0].startswith(f"  rejected: {2300 // 97} × decompress(auto): "), lines
     assert [line.split(" (first:")[0] for line in lines["beam"] if line.startswith("  rejected: ")] == \
         [reason[0].split(" (first:")[0]]  # one group, counted alike (Beam keeps no example)
-    assert lines["local"][-1].startswith(f"  rejected records: dead_letter parquet {both_runners['local']}/dead.parquet (")
-    assert lines["beam"][-1] == f"  rejected records: {both_runners['beam']}/dead_letter/ (dead-letter envelopes)"
+    dead = {name: [line for line in text.splitlines() if line.startswith("  dead letters: ")]
+            for name, text in both_runners["summaries"].items()}
+    assert len(dead["local"]) == 1 and dead["local"][0].startswith(
+        f"  dead letters: parquet {both_runners['local']}/dead.parquet (")
+    assert dead["beam"] == [f"  dead letters: {both_runners['beam']}/dead_letter/ (dead-letter envelopes)"]
 
 
 def test_rejected_records_are_kept_without_a_dead_letter_on_both_runners(tmp_path: Path) -> None:
@@ -192,12 +195,12 @@ def test_rejected_records_are_kept_without_a_dead_letter_on_both_runners(tmp_pat
     assert local_run.exit_code == 0, local_run.output
     dead = tmp_path / "out.dead.jsonl"
     assert [orjson.loads(line)["seq"] for line in dead.read_bytes().splitlines()] == list(range(49, 300, 50))
-    assert f"  rejected records: {dead} (6 appended as JSONL dead-letter envelopes" in local_run.stderr
+    assert f"  dead letters: {dead} (6 appended as JSONL dead-letter envelopes" in local_run.stderr
     beam_run = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline), "--runner", "beam",
                                    "--output", str(tmp_path / "beam"), "--beam-option", "direct_num_workers=1"])
     assert beam_run.exit_code == 0, beam_run.output
     assert [r["seq"] for r in read_parts(tmp_path / "beam" / "dead_letter").to_pylist()] == list(range(49, 300, 50))
-    assert f"  rejected records: {tmp_path / 'beam'}/dead_letter/ (dead-letter envelopes)" in beam_run.stderr
+    assert f"  dead letters: {tmp_path / 'beam'}/dead_letter/ (dead-letter envelopes)" in beam_run.stderr
 
 
 def test_beam_metrics_carry_the_run_metadata(both_runners: dict[str, Path]) -> None:

@@ -255,9 +255,10 @@ def test_recommended_snippet_is_a_valid_pipeline() -> None:
     report = summarize(_bench_table())
     mid = next(r.group for r in report.recommendations if r.kind == "bandwidth")
     publisher, consumer = mid.snippet().split("# consumer")
-    for part in (publisher, consumer):
+    # each side behind the source it has: records to publish, payloads from NATS to consume
+    for part, source in ((publisher, {"type": "generate", "count": 10}), (consumer, {"type": "nats", "subject": "x"})):
         ops = yaml.safe_load(part)["operators"]
-        cfg = validate_config({"name": "x", "source": {"type": "generate", "count": 10}, "operators": ops})
+        cfg = validate_config({"name": "x", "source": source, "operators": ops})
         build_pipeline(cfg)
     assert 'encode: {chain: "msgpack|zstd:fastest"}' in publisher
 

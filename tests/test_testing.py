@@ -126,3 +126,21 @@ def test_the_readme_example_runs() -> None:
     section = readme.split("## Testing a pipeline: `wirepipe.testing`", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
+
+
+def test_between_runs_a_yaml_pipeline_on_other_ends(tmp_path) -> None:
+    from wirepipe.pipelines.config import load_pipeline
+    from wirepipe.testing import between
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"""name: p
+source: {{type: nats, url: "nats://127.0.0.1:1", subject: "in.>"}}
+operators: [{{deserialize: {{format: json}}}}, {{select: [a]}}]
+sink: {{type: jsonl, path: "{tmp_path / 'out.jsonl'}"}}
+dead_letter: {{type: jsonl, path: "{tmp_path / 'dead.jsonl'}"}}
+""")
+    pipe = load_pipeline(path)
+    sink = TestingSink()
+    stats = between(pipe, TestingSource([b'{"a": 1, "b": 2}', b"{oops"]), sink).run()
+    assert sink.records == [{"a": 1}] and [r.stage for r in sink.rejects] == ["deserialize"]
+    assert stats.records_in == 2 and not (tmp_path / "out.jsonl").exists() and not (tmp_path / "dead.jsonl").exists()

@@ -16,9 +16,13 @@ that maximum keeps what the adjustment gave large payloads). The cost is memory:
 ``TRIM_THRESHOLD`` that the process keeps mapped after it freed it, reused by the next
 batch and never returned while the process lives.
 
-It is applied once per process, when the first ``Pipeline`` is built (the run loop, the
-Beam DoFn and the measuring harnesses all build one), and left alone where the user chose:
-``WIREPIPE_MALLOC=default`` skips it (and the arenas below), and so does any
+It changes the whole process, so it is applied only where wirepipe owns the process: the
+``wirepipe`` commands that run pipelines (``run``, ``replay``, ``capture``, ``bench``) and the
+worker processes they start. Building or running a ``Pipeline`` inside another program (a
+service, a Faust app) changes nothing; that program opts in with one call,
+``wirepipe.allocator.keep_freed_memory()``. A Beam worker belongs to its runner: the replay DoFn
+applies it there only when asked (``WIREPIPE_MALLOC=keep`` or ``glibc`` in the workers' environment).
+It is left alone where the user chose: ``WIREPIPE_MALLOC=default`` skips it (and the arenas below), and so does any
 ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_`` or ``MALLOC_MMAP_THRESHOLD_`` in the
 environment (glibc read those at start). Off glibc (musl, macOS) it does nothing.
 
@@ -58,7 +62,7 @@ def keep_freed_memory() -> str:
     """Apply the policy (once per process); returns what was done (``policy()`` after).
 
     ``WIREPIPE_MALLOC=default`` leaves both allocators alone, ``WIREPIPE_MALLOC=glibc`` applies the
-    glibc part only (CPython's arenas as CPython manages them).
+    glibc part only (CPython's arenas as CPython manages them); unset or ``keep``, both parts.
     """
     global _ARENAS
     choice = os.environ.get("WIREPIPE_MALLOC", "").lower()
@@ -97,7 +101,7 @@ def policy() -> str:
     """What this process runs with, without applying anything (the metrics' run metadata records it)."""
     if keep_freed_memory.cache_info().currsize:
         return keep_freed_memory()
-    return "the C library's default (no pipeline built in this process)"
+    return "the C library's default (not applied in this process)"
 
 
 # --- CPython's small-object arenas ----------------------------------------------------------------
@@ -185,6 +189,12 @@ def between_batches() -> None:
     """The run loop's call before each batch: grows the arena reserve where the policy keeps one."""
     if _ARENAS is not None:
         _ARENAS.between_batches()
+
+
+def asked_in_environment() -> bool:
+    """Whether this process's environment asks for the policy (``WIREPIPE_MALLOC=keep`` or ``glibc``): how a
+    process wirepipe does not own (a Beam worker) is told to apply it."""
+    return os.environ.get("WIREPIPE_MALLOC", "").lower() in ("keep", "glibc")
 
 
 def arena_reserve() -> ArenaReserve | None:

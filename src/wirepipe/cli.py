@@ -4,7 +4,8 @@ Every command imports what it needs inside its body, so ``wirepipe --help`` answ
 without loading pyarrow, nats or pydantic. Errors wirepipe raises on purpose are
 printed as one clear message, never as a traceback, and every command exits with a
 code from the one table in ``exit_codes`` (0 ok, 1 runtime, 2 usage/config, 3 rejected
-records, 4 failed bench combinations, 130 interrupted).
+records, 4 failed bench combinations, 130 interrupted); ``exit_codes.exit_code`` says which
+code an error gets, so the same mistake exits alike in every command.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from .exit_codes import ExitCode
+from .exit_codes import ExitCode, exit_code
 
 if TYPE_CHECKING:
     from .pipelines.pipeline import Pipeline, RunStats
@@ -50,6 +51,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wraps at the terminal's width, never cuts an option's name
 )
 
 EXIT_CONFIG = ExitCode.CONFIG
@@ -67,7 +69,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                                 help="print the version and exit")] = False) -> None:
-    """Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure."""
+    """Stream-processing pipelines for the payload path on NATS."""
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -75,6 +77,13 @@ def fail(message: str, code: int) -> NoReturn:
 
     typer.echo(f"error: {redact_secrets(message)}", err=True)
     raise typer.Exit(code)
+
+
+def owned_process() -> None:
+    """This process runs pipelines for wirepipe's own command: apply the allocator policy (see wirepipe.allocator)."""
+    from .allocator import keep_freed_memory
+
+    keep_freed_memory()
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -103,7 +112,7 @@ def run_as_worker(pipe: Pipeline) -> RunStats:
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
         fail(f"{exc.filename or pipe.name}: {exc.strerror or exc}", EXIT_RUNTIME)
 
@@ -131,6 +140,7 @@ def run(
     from .units import parse_duration
 
     setup_logging(verbose)
+    owned_process()
     overrides = list(set_ or [])
     try:
         n_workers = resolve_workers(workers)
@@ -213,7 +223,9 @@ def server(
     cluster: Annotated[int, typer.Option(help="N > 1: a local N-node JetStream cluster on loopback (prints the URL "
                                               "list; each node its own store)")] = 1,
 ) -> None:
-    """Run an embedded nats-server (JetStream on) in the foreground; prints its URL. Ctrl-C stops it."""
+    """Run an embedded nats-server in the foreground.
+
+    JetStream on; prints its URL; Ctrl-C stops it."""
     from .errors import WirepipeError
     from .server import EmbeddedServer, LocalCluster, serve_forever
 
@@ -225,7 +237,7 @@ def server(
                   else EmbeddedServer(port=port or None, store_dir=store))
         code = serve_forever(target, echo=lambda url: typer.echo(url))
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     raise typer.Exit(code)
 
 
@@ -253,13 +265,16 @@ def capture(
     print_config: Annotated[bool, typer.Option(help="print the pipeline this command runs (YAML) and exit")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Capture what flows on NATS into Parquet files (see README: Capture), until stopped."""
+    """Capture what flows on NATS into Parquet files.
+
+    Until stopped, or to the end of a stream (see README: Capture)."""
     from .errors import ConfigError
     from .pipelines.capture import capture_config
     from .pipelines.config import apply_override, build_pipeline, validate_config
     from .units import parse_duration, parse_size
 
     setup_logging(verbose)
+    owned_process()
     if follow and stop_at_end:
         fail("--follow and --stop-at-end: give one", EXIT_CONFIG)
     # A one-off read from a position is a copy of the stream so far: it ends at the end, like `nats stream view`.
@@ -298,6 +313,76 @@ def capture(
 
 
 @app.command()
+def tap(
+    subject: Annotated[str | None, typer.Argument(metavar="SUBJECT", help=(
+        "subject to watch, wildcards allowed ('points.>'); with --stream, a filter within the stream"))] = None,
+    stream: Annotated[str | None, typer.Option(help="JetStream stream to watch (an ephemeral ordered consumer: "
+                                                    "no acks, no durable touched)")] = None,
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    deliver: Annotated[str, typer.Option(help="--stream: new (what arrives from now), all, or last")] = "new",
+    from_seq: Annotated[int | None, typer.Option(help="--stream: start at this stream sequence")] = None,
+    from_time: Annotated[str | None, typer.Option(help="--stream: start at this time (ISO 8601) or this long "
+                                                       "ago (10m)")] = None,
+    filter_: Annotated[list[str] | None, typer.Option("--filter", metavar="EXPR", help=(
+        "show records where EXPR holds: field == value, !=, <, <=, >, >=, in \\[a, b], matches 'regex', "
+        "field exists (repeatable: all must hold)"))] = None,
+    sample: Annotated[int, typer.Option(help="show one message in N (the table counts them all)")] = 1,
+    limit: Annotated[int | None, typer.Option(help="stop after showing N messages")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="print messages that do not decode: the reason and the "
+                                                    "payload in hex")] = False,
+    envelope: Annotated[bool, typer.Option("--envelope", help=(
+        "print {value, subject, headers} per message instead of the record alone"))] = False,
+    table: Annotated[bool, typer.Option("--table", help=(
+        "a live table per publisher instead of the records: rate, bytes per record on the wire and before "
+        "compression, latency from Wirepipe-Sent-At, loss from Wirepipe-Seq gaps"))] = False,
+    schema: Annotated[str | None, typer.Option(help=(
+        "schema for the formats that carry none on the wire (protobuf, avro, bincode, postcard, msgpack-array): "
+        "a dataset name, a schema file (x.proto#Message, x.avsc, x.yaml) or module:Class"))] = None,
+    allow_pickle: Annotated[bool, typer.Option("--allow-pickle", help=(
+        "decode pickle payloads (runs code from the payload: only for trusted publishers)"))] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE",
+                                                   help="override a field of the tap's source: path=value")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Watch a subject or stream, decoded, without consuming it.
+
+    Each message is decoded from its headers alone (Content-Type, Content-Encoding)."""
+    from .errors import ConfigError
+    from .fields import parse_condition
+    from .pipelines.config import apply_override
+
+    if sample < 1 or (limit is not None and limit < 1):
+        fail("--sample and --limit take a number >= 1", EXIT_CONFIG)
+    try:
+        filters = [parse_condition(text) for text in filter_ or []]
+    except ValueError as exc:
+        fail(f"--filter {exc}", EXIT_CONFIG)
+    import logging
+
+    setup_logging(verbose)
+    if not verbose:
+        logging.getLogger("wirepipe").setLevel(logging.WARNING)  # the records are the output
+    from .tap import TapSink, TapStats, build, tap_config
+
+    try:
+        data = tap_config(subject=subject, stream=stream, url=url, deliver=deliver, from_seq=from_seq,
+                          from_time=from_time)
+        for assignment in set_ or []:
+            apply_override(data, assignment)
+        what = f"stream {stream}" + (f" ({subject})" if subject else "") if stream else f"subject {subject}"
+        sink = TapSink(schema=schema, allow_pickle=allow_pickle, filters=filters, sample=sample, limit=limit, raw=raw,
+                       envelope=envelope, stats=TapStats() if table else None, lines=not table,
+                       announce=f"tap: watching {what} (Ctrl-C stops)")
+        pipe = build(data, sink)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    except ValueError as exc:  # a --schema that cannot be read
+        fail(f"--schema: {exc}", EXIT_CONFIG)
+    run_as_worker(pipe)
+    typer.echo(sink.summary(), err=True)
+
+
+@app.command()
 def replay(
     captures: Annotated[list[str], typer.Argument(metavar="CAPTURE", help="capture files, folders or globs, in capture order")],
     pipeline: Annotated[Path, typer.Option("--pipeline", "-p", help="pipeline YAML: its source is replaced by the capture")],
@@ -315,12 +400,15 @@ def replay(
     beam_option: Annotated[list[str] | None, typer.Option("--beam-option", help="beam runner: key=value pipeline option (repeatable)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Replay a capture through a pipeline's operators and sink, locally or on Apache Beam."""
+    """Replay a capture through a pipeline.
+
+    Its operators and sink, locally or on Apache Beam."""
     from .errors import ConfigError, WirepipeError
     from .replay import Replay
     from .units import parse_duration
 
     setup_logging(verbose)
+    owned_process()
     choices = {"--pace": (pace, ("max", "original")), "--pace-by": (pace_by, ("received", "sent")),
                "--runner": (runner, ("local", "beam"))}
     for flag, (value, allowed) in choices.items():
@@ -358,8 +446,39 @@ def replay(
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     typer.echo(result.summary(), err=True)
+
+
+@app.command("test")
+def test_pipelines(
+    paths: Annotated[list[str] | None, typer.Argument(metavar="PATH", help=(
+        "test files (*.test.yaml), pipeline files (their test file beside them) or folders (searched "
+        "recursively); default: the current folder"))] = None,
+    update: Annotated[bool, typer.Option("--update", help=(
+        "record what each failing (or unrecorded) case produces as its expect: (snapshot mode)"))] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="also write JUnit XML to FILE")] = None,
+) -> None:
+    """Run pipeline test files in process, with no server.
+
+    Each case's input goes through the pipeline as written; exit 1 if a case fails."""
+    from .errors import ConfigError
+    from .pipetest import collect, report, run_files
+
+    try:
+        files = collect(list(paths or []))  # every file valid before any case runs (exit 2, as a config error)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    session = run_files(files, update=update, echo=typer.echo)
+    for block in report.failure_blocks(session.results):
+        typer.echo(block)
+    for path in session.rewritten:
+        typer.echo(f"updated {path}: review the change (git diff) before committing it", err=True)
+    typer.echo(report.summary_line(session.results, session.elapsed))
+    if junit is not None:
+        report.write_junit(session.results, junit, session.elapsed)
+    if session.failed:
+        raise typer.Exit(EXIT_RUNTIME)
 
 
 @app.command()
@@ -369,8 +488,10 @@ def validate(
                                                    help="override a field: path=value (repeatable)")] = None,
     workers: Annotated[str, typer.Option(help="check as `run --workers N` would (what N workers cannot share)")] = "1",
 ) -> None:
-    """Check pipeline files as `wirepipe run` does before its first record, without running them (exit 2 if any
-    is refused: the same message `run` gives)."""
+    """Check files as `run` does, without running them.
+
+    Everything `run` refuses before its first record; exit 2 if any is refused, with the message `run` gives."""
+    from .errors import ConfigError
     from .pipelines.pool import resolve_workers
 
     try:
@@ -379,6 +500,17 @@ def validate(
         fail(str(exc), EXIT_CONFIG)
     bad = 0
     for path in pipelines:
+        if path.name.endswith((".test.yaml", ".test.yml")):  # a test file beside its pipeline: `configs/*.yaml`
+            from .pipetest import collect
+
+            try:
+                cases = sum(len(f.spec.tests) for f in collect([str(path)]))
+            except ConfigError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                bad += 1
+                continue
+            typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
+            continue
         try:
             pool, pipe = _prepare(path, list(set_ or []), n_workers)
         except typer.Exit:  # _prepare printed the one line
@@ -391,36 +523,66 @@ def validate(
 
 @app.command()
 def codecs() -> None:
-    """List every format and compression codec, its levels and whether its library is installed."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from .codecs.compression import CODECS
+    """List every format and codec, its levels, if installed."""
+    from .codecs.compression import CODECS, deflate_choice
     from .codecs.formats import FORMATS
+    from .report.layout import noted, terminal_width, wrap
     from .wire import Header
 
-    console = Console()
-    t = Table(title="formats (serialize / deserialize)")
-    for col in ("format", Header.CONTENT_TYPE.value, "installed", "notes"):
-        t.add_column(col)
-    for f in FORMATS.values():
-        t.add_row(f.name, f.content_type, _yes(f.available()), f.note)
-    console.print(t)
-    t = Table(title="codecs (compress / decompress)")
-    for col in ("codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed", "notes"):
-        t.add_column(col)
-    for c in CODECS.values():
-        t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
-                  f"{c.min_level}..{c.max_level}", _yes(c.available()), c.note)
-    console.print(t)
-    from .codecs.compression import deflate_choice
-
-    console.print(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
-    console.print("chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best")
+    # Plain text that fits the terminal: a name or a content type is what a reader copies into a config or a
+    # peer, so it is never cut; the notes wrap beneath their row when they do not fit beside it.
+    width = terminal_width()
+    formats = noted("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE.value, "installed"],
+                    [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()],
+                    [f.note for f in FORMATS.values()], width)
+    codecs = noted("codecs (compress / decompress)",
+                   ["codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed"],
+                   [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
+                     f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()],
+                   [c.note for c in CODECS.values()], width)
+    tail = [f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)",
+            "chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best"]
+    typer.echo("\n".join([formats, codecs, *(line for text in tail for line in wrap(text, width))]))
 
 
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "[red]no[/red]"
+def _installed(entry: Any) -> str:
+    """``yes``, or the extra that installs the entry's library."""
+    return "yes" if entry.available() else f"no: wirepipe[{entry.extra}]" if entry.extra else "no"
+
+
+schema_app = typer.Typer(help="Typed schemas: infer one from your records.", no_args_is_help=True,
+                         rich_markup_mode=None)
+app.add_typer(schema_app, name="schema")
+INFER_LIMIT = 100_000  # records read by `schema infer` (a field absent only later than this is not seen)
+
+
+@schema_app.command("infer")
+def schema_infer(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="records: FILE.jsonl or FILE.parquet")],
+    name: Annotated[str | None, typer.Option(help="the record's name (default: from the file name)")] = None,
+) -> None:
+    """Print the typed schema of FILE's records.
+
+    YAML, with `?` where a field is absent or null in some records: what serialize and deserialize take as
+    `schema:`, as it is."""
+    import yaml
+
+    from .bench.data import read_records, schema_name
+    from .errors import WirepipeError
+    from .schema import SchemaError, infer_schema
+
+    try:
+        records = read_records(file, INFER_LIMIT)
+        if not all(isinstance(r, dict) for r in records):
+            raise WirepipeError(f"{file}: the records are not all objects (mappings): no fields to type")
+        schema = infer_schema(records, name or schema_name(file.stem))
+    except SchemaError as exc:
+        fail(f"{file}: {exc}", EXIT_CONFIG)
+    except WirepipeError as exc:
+        fail(str(exc), exit_code(exc))
+    more = "" if len(records) < INFER_LIMIT else f" (the first {INFER_LIMIT:,})"
+    typer.echo(f"# inferred by `wirepipe schema infer` from {len(records):,} records{more} of {file}")
+    typer.echo(yaml.safe_dump(schema.to_document(), sort_keys=False, allow_unicode=True), nl=False)
 
 
 @app.command()
@@ -450,7 +612,9 @@ def report(
     bandwidth: Annotated[str, typer.Option(help="link for the recommendation, e.g. 100Mbit, 1Gbit, 12.5MB/s")] = "100Mbit",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no terminal tables")] = False,
 ) -> None:
-    """Summarize results: per stage and per pipeline timing, sizes, latency, recommendations."""
+    """Tables, plots and recommendations from results.
+
+    Per stage and per pipeline: timing, sizes, latency; a flow's publisher and consumer joined."""
     from .errors import WirepipeError
     from .units import parse_bandwidth
 
@@ -468,7 +632,7 @@ def report(
         res = load_results(results)
         rep = summarize(res.stages, res.latency, res.runs, bandwidth_bps=bps)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     notes: list[str] = []
     if not quiet and csv != "-":
         print_terminal(rep)
@@ -518,9 +682,12 @@ def bench(
                                               "formats (k/n overridable with -k/-n)")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="run a plan estimated over 10 minutes without asking")] = False,
 ) -> None:
-    """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
+    """The study: every format x codec x level, every stage timed.
+
+    On the built-in datasets or your own records; tables and a recommendation."""
     from rich.console import Console
 
+    owned_process()
     if seed_tables:
         from .bench.seed_tables import print_seed_tables
 
@@ -553,7 +720,7 @@ def bench(
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     except KeyboardInterrupt:  # before the first measurement (calibration, confirmation)
         fail("interrupted before anything was measured", ExitCode.INTERRUPTED)
     if run.interrupted:
@@ -570,7 +737,9 @@ def plan(
     rate: Annotated[str, typer.Option(help="target records/s, e.g. 2M/s, 500k")],
     bench: Annotated[list[str] | None, typer.Option("--bench", help="wirepipe bench results to take the costs "
                                                                     "from (default: measure in-process now)")] = None,
-    dataset: Annotated[str, typer.Option(help="dataset whose records are planned for")] = "block",
+    dataset: Annotated[str | None, typer.Option(help=(
+        "dataset whose records are planned for (default: with --bench, each dataset of the results, your own "
+        "from bench --input too; without, block)"))] = None,
     chain: Annotated[str | None, typer.Option(help="codec chain, e.g. msgpack|zstd:best (with --bench: default "
                                                    "the fastest measured)")] = None,
     transport: Annotated[str, typer.Option(help="jetstream or nats")] = "jetstream",
@@ -584,7 +753,9 @@ def plan(
     consumers: Annotated[int, typer.Option(help="pipelines consuming the stream")] = 1,
     utilization: Annotated[float, typer.Option(help="plan cores to be at most this busy (0..1)")] = 0.7,
 ) -> None:
-    """Turn per-record costs into a deployment: cores, workers, wire bytes/s, JetStream storage, the first limit."""
+    """Turn per-record costs into a deployment plan.
+
+    Cores, workers, wire bytes/s, JetStream storage, and the first limit."""
     from .capacity import Deployment, costs_from_bench, measure_costs
     from .capacity import plan as make_plan
     from .errors import WirepipeError
@@ -604,18 +775,24 @@ def plan(
                          disk_bytes=parse_size(disk), utilization=utilization, consumers=consumers)
     except ValueError as exc:
         fail(str(exc), EXIT_CONFIG)
+    from .datasets import DATASETS
+
+    if sink not in ("null", "parquet"):
+        fail(f"--sink {sink!r}: allowed null, parquet", EXIT_CONFIG)
+    if not bench and dataset is not None and dataset not in DATASETS:
+        fail(f"--dataset {dataset!r}: not a built-in dataset ({', '.join(DATASETS)}); for records of your own, "
+             "give --bench RESULTS of `wirepipe bench --input FILE`", EXIT_CONFIG)
     try:
         if bench:
-            sink_us = measure_costs(dataset, chain, sink=sink).sink_us if sink != "null" and chain else 0.0
-            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink_us=sink_us)
+            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink)
         else:
-            costs = measure_costs(dataset, chain or "msgpack|zstd:fastest", transport=transport, sink=sink)
+            costs = [measure_costs(dataset or "block", chain or "msgpack|zstd:fastest", transport=transport,
+                                   sink=sink)]
     except (ValueError, KeyError) as exc:
         fail(str(exc.args[0] if exc.args else exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
-    for line in make_plan(costs, dep).lines():
-        typer.echo(line)
+        fail(str(exc), exit_code(exc))
+    typer.echo("\n\n".join("\n".join(make_plan(c, dep).lines()) for c in costs))
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ operator names are allowed).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Annotated, Any, TypeVar
@@ -107,6 +108,19 @@ def config_error(exc: ValidationError, file: str | None, head: tuple[str, ...] =
 def field_path(parts: Sequence[Any]) -> str:
     """``("operators", 0, "compress", "level")`` -> ``operators[0].compress.level``."""
     return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(parts))
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parse_field_path(text: str) -> list[str | int]:
+    """``operators[1].compress.level`` -> ``["operators", 1, "compress", "level"]``: ``field_path`` read back
+    (a part of digits alone, ``items.0``, is an index too). What ``--set`` and the conditions on records take.
+
+    >>> parse_field_path("items[2].price"), parse_field_path("a.0.b")
+    (['items', 2, 'price'], ['a', 0, 'b'])
+    """
+    return [int(i) if i else (int(n) if n.isdigit() else n) for n, i in _PATH_PART.findall(text.strip())]
 
 
 def describe_problem(err: Any) -> tuple[str, str]:

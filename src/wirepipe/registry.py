@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Mapping
+from importlib.util import find_spec
 from typing import Any, Generic, TypeVar
 
 from .errors import WirepipeError
@@ -146,3 +147,18 @@ def _entry_points(group: str) -> list[Any]:
     from importlib.metadata import entry_points
 
     return list(entry_points(group=group))
+
+
+def library_installed(library: str) -> bool:
+    """Whether the module ``library`` can be imported ("" is the standard library: always)."""
+    if library == "":
+        return True
+    try:
+        return find_spec(library) is not None
+    except (ModuleNotFoundError, ValueError):  # a dotted name whose parent is missing; a module set to None
+        return False
+
+
+def install_hint(extra: str) -> str:
+    """What to run to install an extra."""
+    return f"pip install 'wirepipe[{extra}]'" if extra else "reinstall wirepipe"

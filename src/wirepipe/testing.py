@@ -4,7 +4,8 @@
 ``TestingSink`` keeps what the pipeline writes, in order (``.records``, with the subjects,
 headers and meta columns beside them) and the records a stage rejected (``.rejects``, when
 it is the dead-letter destination, which ``run`` makes it by default). ``run`` runs
-``source | operators | sink`` to the end and returns the run's stats. The same run loop
+``source | operators | sink`` to the end and returns the run's stats; ``between`` puts a
+whole pipeline (one from YAML, say) between a testing source and sink. The same run loop
 the CLI uses runs here: the batching, the operators, the dead-letter routing and the
 commits are the real ones.
 
@@ -31,7 +32,7 @@ from .connectors.base import Sink, Source
 from .operators.base import Operator
 from .pipelines.pipeline import Pipeline, RunStats
 
-__all__ = ["TestingSink", "TestingSource", "run", "run_async"]
+__all__ = ["TestingSink", "TestingSource", "between", "run", "run_async"]
 
 
 class TestingSource(Source):
@@ -61,7 +62,7 @@ class TestingSource(Source):
 
     def __init__(self, records: Iterable[Any], batch_size: int = 1000, *,
                  subjects: Sequence[str] | str | None = None,
-                 headers: Sequence[dict[str, str]] | dict[str, str] | None = None,
+                 headers: Sequence[dict[str, str] | None] | dict[str, str] | None = None,
                  meta: Mapping[str, Sequence[Any]] | None = None,
                  schema: Any = None, raw_record_nbytes: int | None = None) -> None:
         super().__init__()
@@ -76,7 +77,7 @@ class TestingSource(Source):
 
     @classmethod
     def from_batches(cls, batches: Iterable[list[Any]], *, subjects: Sequence[str] | str | None = None,
-                     headers: Sequence[dict[str, str]] | dict[str, str] | None = None,
+                     headers: Sequence[dict[str, str] | None] | dict[str, str] | None = None,
                      meta: Mapping[str, Sequence[Any]] | None = None, schema: Any = None,
                      raw_record_nbytes: int | None = None) -> TestingSource:
         """One batch per list given, in order, the lists themselves (the operators read, never mutate, them).
@@ -178,6 +179,24 @@ def run(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = 
     (its ``rejects``). ``options`` are ``Pipeline``'s (``metrics``, ``queue_size`` ...).
     """
     return asyncio.run(run_async(source, operators, sink, dead_letter=dead_letter, **options))
+
+
+def between(pipeline: Pipeline, source: Source, sink: TestingSink) -> Pipeline:
+    """``pipeline`` as written (its operators, name, batching and flush settings) between other ends:
+    ``source`` instead of its source, ``sink`` instead of its sink, and ``sink.rejects`` where its
+    dead letter was (every rejected record is kept, whether the pipeline has a dead letter or not).
+    Its metrics and monitor are left out: a test writes no results. What ``wirepipe test`` runs.
+
+    >>> from wirepipe import generate, map_values, null_sink
+    >>> sink = TestingSink()
+    >>> _ = between(generate("point", count=5) | map_values(lambda r: r["x"]) | null_sink(),
+    ...             TestingSource([{"x": 1}, {"y": 2}]), sink).run()
+    >>> sink.records, [r.stage for r in sink.rejects]
+    ([1], ['map'])
+    """
+    return Pipeline(source, pipeline.operators, sink, name=pipeline.name, dead_letter=sink,
+                    queue_size=pipeline.queue_size, shutdown_timeout=pipeline.shutdown_timeout,
+                    flush_interval=pipeline.flush_interval, config=pipeline.config)
 
 
 async def run_async(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,

@@ -6,12 +6,14 @@ their names from ``Header``; the NATS sinks measure header blocks with ``header_
 they refuse a record the server would answer with a closed connection; the dead-letter
 encodings (envelopes for files, original payloads for NATS subjects) are built here from
 one per-record header rule; and the ``subject`` operator and the NATS sinks parse
-``orders.{region}``-style templates with the same ``template_fields``.
+``orders.{region}``-style templates with the same ``template_fields``; ``subject_regex`` reads a
+subscription's wildcards (``orders.*.>``) where no server does (a capture sliced by subject).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import string
 from collections.abc import Sequence
 from enum import Enum
@@ -122,6 +124,21 @@ def template_fields(template: str) -> list[str]:
     if any(ch in template for ch in " \t\r\n"):
         raise ValueError(f"subject {template!r} contains whitespace")
     return fields
+
+
+def subject_regex(pattern: str) -> str:
+    """A NATS subject pattern as a regular expression over whole subjects: ``*`` is one token, ``>`` one
+    or more tokens at the end (what a subscription to ``pattern`` receives).
+
+    >>> import re
+    >>> [bool(re.fullmatch(subject_regex("orders.*.>"), s)) for s in ("orders.eu.1", "orders.eu", "orders.eu.1.2")]
+    [True, False, True]
+    """
+    tokens = pattern.split(".")
+    if any(not t for t in tokens) or any(t == ">" for t in tokens[:-1]):
+        raise ValueError(f"subject pattern {pattern!r}: tokens are separated by single dots, and `>` comes last")
+    parts = ["[^.]+" if t == "*" else ".+" if t == ">" else re.escape(t) for t in tokens]
+    return r"\.".join(parts)
 
 
 # --- dead letters ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from ..codecs.compression import CODECS, get_codec
 from ..codecs.formats import FORMATS
 from ..datasets import DATASETS
 from ..errors import ConfigError
+from ..registry import install_hint
 from .estimate import Estimate
 from .plan import ALL_LEVELS, QUICK, BenchPlan
 from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
@@ -88,6 +89,7 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
     plan.zstd_dict = zstd_dict == "train"
     if plan.zstd_dict and "zstd" not in plan.codecs:
         plan.codecs.append("zstd")
+    plan.small_dict = quick and bool(inputs) and not plan.zstd_dict and "zstd" in plan.codecs
     if records_per_message:
         try:
             plan.records_per_message = [int(v) for v in _split(records_per_message)]
@@ -98,7 +100,20 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
             raise ConfigError("records per message must be >= 1", path="--records-per-message")
     if not plan.datasets and not plan.inputs:
         raise ConfigError("nothing to measure: give --dataset or --input", path="--dataset")
+    plan.formats = _installed_only("format", plan.formats, FORMATS, named=bool(format), plan=plan)
+    plan.codecs = _installed_only("codec", plan.codecs, CODECS, named=bool(codec), plan=plan)
     return plan
+
+
+def _installed_only(kind: str, names: list[str], registry: Any, *, named: bool, plan: BenchPlan) -> list[str]:
+    """The entries whose library is installed. One the user named and cannot run is a ``ConfigError`` naming
+    the extra; the defaults' missing ones are left out and listed in ``plan.left_out`` (the run says so)."""
+    missing = [n for n in names if not registry[n].available()]
+    if missing and named:
+        hints = ", ".join(f"{n} ({install_hint(registry[n].extra)})" for n in missing)
+        raise ConfigError(f"not installed: {hints}", path=f"--{kind}")
+    plan.left_out += [f"{kind} {n} ({install_hint(registry[n].extra)})" for n in missing]
+    return [n for n in names if n not in missing]
 
 
 def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> tuple[list[Any], Estimate]:
@@ -118,6 +133,9 @@ def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> t
     estimate = calibrate(plan, datas, combos)
     console.print(describe(plan, datas, combos, estimate, console.width), markup=False, highlight=False,
                   soft_wrap=True)
+    if plan.left_out:
+        console.print(f"left out, not installed: {'; '.join(plan.left_out)}", markup=False, highlight=False,
+                      soft_wrap=True)
     if estimate.seconds > CONFIRM_ABOVE_SECONDS and not yes:
         if not interactive:
             raise ConfigError(f"this plan should take about {duration(estimate.seconds)}, more than "
@@ -173,6 +191,7 @@ def write_outputs(run: BenchRun, console: Any, seconds: float) -> None:
     plan = run.plan
     path = write_results(run)
     report = summarize(rows_table(run), latency_table(run), bandwidth_bps=run.bandwidth)
+    report.failures = run.errors
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
     notes = write_html(report, plan.out / "report.html")
@@ -196,7 +215,8 @@ def _protocol(run: BenchRun, dataset: str) -> str:
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 
 
-_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
+_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
+         "only": "one configuration measured"}
 
 
 def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[str, str, str, str]]:

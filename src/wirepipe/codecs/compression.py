@@ -19,7 +19,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from ..errors import RefusedError, StageError
-from ..registry import Registry
+from ..registry import Registry, install_hint, library_installed
 
 Fn = Callable[[bytes], bytes]
 DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024
@@ -43,9 +43,16 @@ class Codec:
     aliases: tuple[str, ...] = ()
     supports_dictionary: bool = False
     note: str = ""
+    extra: str = ""  # the pip extra that installs its library (wirepipe[extra]); "" for the core
 
     def available(self) -> bool:
-        return self.library == "" or find_spec(self.library) is not None
+        return library_installed(self.library)
+
+    def require(self) -> None:
+        """``ValueError`` naming the extra to install when the codec's library is missing."""
+        if not self.available():
+            raise ValueError(f"codec {self.name} needs {self.library}, which is not installed: "
+                             f"{install_hint(self.extra)}")
 
     def level_help(self) -> str:
         return (
@@ -75,10 +82,12 @@ class Codec:
         return level
 
     def compressor(self, level: str | int | None = None, dictionary: bytes | None = None) -> Fn:
+        self.require()
         self._check_dictionary(dictionary)
         return self.make_compress(self.resolve_level(level), dictionary)
 
     def decompressor(self, max_output_size: int = DEFAULT_MAX_OUTPUT, dictionary: bytes | None = None) -> Fn:
+        self.require()
         self._check_dictionary(dictionary)
         return self.make_decompress(max_output_size, dictionary)
 
@@ -542,12 +551,14 @@ CODECS: Registry[Codec] = Registry("wirepipe.codecs", {
         Codec("gzip", "zlib", "gzip", 1, 6, 9, 0, 9, *_gzip, note=_DEFLATE_NOTE),
         Codec("deflate", "zlib", "deflate", 1, 6, 9, 0, 9, *_deflate,
               note="raw deflate, no zlib header; " + _DEFLATE_NOTE),
-        Codec("brotli", "brotli", "br", 0, 11, 11, 0, 11, _brotli_compress, _brotli_decompress, aliases=("br",)),
+        Codec("brotli", "brotli", "br", 0, 11, 11, 0, 11, _brotli_compress, _brotli_decompress, aliases=("br",),
+              extra="brotli"),
         Codec("bz2", "bz2", "bzip2", 1, 9, 9, 1, 9, _bz2_compress, _bz2_decompress, aliases=("bzip2", "bz")),
         Codec("xz", "lzma", "xz", 0, 6, 9, 0, 9, _xz_compress, _xz_decompress, aliases=("lzma",)),
-        Codec("lz4", "lz4", "lz4", 0, 0, 16, 0, 16, _lz4_compress, _lz4_decompress, note="lz4 frame format"),
+        Codec("lz4", "lz4", "lz4", 0, 0, 16, 0, 16, _lz4_compress, _lz4_decompress, note="lz4 frame format",
+              extra="lz4"),
         Codec("snappy", "cramjam", "snappy", 0, 0, 0, 0, 0, _snappy_compress, _snappy_decompress,
-              note="snappy framing format (CRC-32C per chunk), via cramjam; no levels"),
+              extra="snappy", note="snappy framing format (CRC-32C per chunk), via cramjam; no levels"),
         Codec("none", "", "identity", 0, 0, 0, 0, 0, _none_compress, _none_decompress, aliases=("identity",)),
     )
 })

@@ -26,11 +26,10 @@ import base64
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from typing import Any
 
 from ..errors import RefusedError, StageError
-from ..registry import Registry
+from ..registry import Registry, install_hint, library_installed
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[bytes], Any]
@@ -62,16 +61,19 @@ class Format:
     options: tuple[str, ...] = ()  # keyword options its factories take (framed, schema_id)
     make_column_encoder: Callable[..., ColumnEncoder | None] | None = field(default=None, repr=False)
     make_column_decoder: Callable[..., ColumnDecoder] | None = field(default=None, repr=False)
+    extra: str = ""  # the pip extra that installs its library (wirepipe[extra]); "" for the core
 
     def available(self) -> bool:
-        if self.library == "":
-            return True
-        try:
-            return find_spec(self.library) is not None
-        except ModuleNotFoundError:  # a dotted name whose parent package is missing
-            return False
+        return library_installed(self.library)
+
+    def require(self) -> None:
+        """``ValueError`` naming the extra to install when the format's library is missing."""
+        if not self.available():
+            raise ValueError(f"format {self.name} needs {self.library}, which is not installed: "
+                             f"{install_hint(self.extra)}")
 
     def encoder(self, schema: Schema = None, **options: Any) -> Encoder:
+        self.require()
         self._check_schema(schema)
         return self.make_encoder(schema, **self._options(options))
 
@@ -79,6 +81,7 @@ class Format:
         """A whole-batch encoder (one record per payload) when the format has one, else None."""
         if self.make_column_encoder is None:
             return None
+        self.require()
         self._check_schema(schema)
         return self.make_column_encoder(schema, **self._options(options))
 
@@ -86,6 +89,7 @@ class Format:
         """A whole-batch decoder (one record per payload) when the format has one, else None."""
         if self.make_column_decoder is None or options.get("framed"):
             return None
+        self.require()
         self._check_schema(schema)
         return self.make_column_decoder(schema, **self._options(options))
 
@@ -100,6 +104,7 @@ class Format:
         return given
 
     def decoder(self, schema: Schema = None, *, allow_pickle: bool = False, **options: Any) -> Decoder:
+        self.require()
         if self.unsafe and not allow_pickle:
             raise RefusedError(
                 "deserialize",
@@ -487,25 +492,28 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
         Format("msgpack-array", "msgpack", "application/vnd.wirepipe.msgpack-array",
                _msgpack_array_encoder, _msgpack_array_decoder, needs_schema=True, checks_schema=True,
                note="positional: a msgpack array in schema field order"),
-        Format("cbor", "cbor2", "application/cbor", _cbor_encoder, _cbor_decoder),
+        Format("cbor", "cbor2", "application/cbor", _cbor_encoder, _cbor_decoder, extra="cbor"),
         Format("arrow", "pyarrow", "application/vnd.apache.arrow.stream", _arrow_encoder, _arrow_decoder,
                note="Arrow IPC stream, one record per message; numpy arrays zero-copy"),
         Format("pickle", "pickle", "application/x-python-pickle", _pickle_encoder, _pickle_decoder,
                unsafe=True, note="never decoded unless allow_pickle: true"),
-        Format("protobuf", "google.protobuf", "application/x-protobuf", *_pair(_protobuf), typed=True, needs_schema=True, checks_schema=True,
-               options=("framed",),
-               note="message built at run time from the schema (no protoc), or .proto / .desc / module:Class"),
-        Format("avro", "fastavro", "application/avro", *_pair(_avro), typed=True, needs_schema=True, checks_schema=True, options=("framed", "schema_id"),
+        Format("protobuf", "google.protobuf", "application/x-protobuf", *_pair(_protobuf), typed=True, needs_schema=True,
+               checks_schema=True, options=("framed",), extra="protobuf",
+               note="message built at run time from the schema (no protoc), or .proto (the proto extra) / .desc / "
+                    "module:Class"),
+        Format("avro", "fastavro", "application/avro", *_pair(_avro), typed=True, needs_schema=True, checks_schema=True,
+               options=("framed", "schema_id"), extra="avro",
                note="schemaless Avro binary; schema_id: N adds the Confluent framing"),
         _layout_format("bincode", "fixed layout: little-endian fixint, as Rust bincode 1 / legacy()"),
         _layout_format("postcard", "fixed layout with varints/zigzag, as Rust postcard"),
         _layout_format("bincode-varint",
                        "fixed layout with bincode 2's varints (251/252/253 + u16/u32/u64), as config::standard()"),
         Format("bson", "bson", "application/bson", *_typed_document(_bson), checks_schema=True,
-               note="pymongo's bson; typed schema: uint32/int64 as int64, as Rust's bson"),
-        Format("flexbuffers", "flatbuffers", "application/vnd.google.flexbuffers", *_typed_document(_flexbuffers), checks_schema=True,
+               extra="bson", note="pymongo's bson; typed schema: uint32/int64 as int64, as Rust's bson"),
+        Format("flexbuffers", "flatbuffers", "application/vnd.google.flexbuffers", *_typed_document(_flexbuffers),
+               checks_schema=True, extra="flexbuffers",
                note="flatbuffers package (pure Python: slow); typed schema: numeric lists as narrowest typed vectors"),
-        Format("toml", "tomli_w", "application/toml", *_schemaless(_toml), binary=False,
+        Format("toml", "tomli_w", "application/toml", *_schemaless(_toml), binary=False, extra="toml",
                note='tomllib + tomli-w; bytes as {"$base64" = ...}; no null'),
     )
 })

@@ -19,14 +19,11 @@ to the runtime, which checks them) and a misfit is refused with its field path; 
 bytes[N] lengths of a peer's message are checked. A message of your own (``.proto``, ``.desc``,
 class) keeps proto3's rules: an absent field is its default.
 
-A user's own message comes as a ``.proto`` source (``schema: points.proto``), a generated
-class (``schema: my_pb2:Point``) or a ``FileDescriptorSet`` file (``protoc
---descriptor_set_out=points.desc``, or ``buf build -o``), with ``message:`` (or ``FILE#Message``)
-naming the type when the file declares several: ``Point`` inside the file's package, or the
-full name ``geo.Point``. A ``.proto`` is read by wirepipe's own parser (``codecs/protofile.py``,
-no protoc): proto2 and proto3 with imports, maps, oneofs, optionals, enums, nested types,
-reserved ranges, options and defaults, to the descriptor protoc would build; groups and
-editions are refused with the file, line and column. The user's message then gives the typed
+A user's own message comes as a ``.proto`` source (``schema: points.proto``, compiled by protoc from
+the ``proto`` extra: ``codecs/protoc.py``), a generated class (``schema: my_pb2:Point``) or a
+``FileDescriptorSet`` file (``protoc --descriptor_set_out=points.desc``, or ``buf build -o``), with
+``message:`` (or ``FILE#Message``) naming the type when the file declares several: ``Point`` inside
+the file's package, or the full name ``geo.Point``. The user's message then gives the typed
 schema every other format uses; a message whose fields that schema cannot express (a map,
 ``uint64``/``fixed64``) is refused, naming the field.
 
@@ -42,7 +39,6 @@ from typing import Any
 from ..errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
 from .msgspec_engine import checked, validator
-from .protofile import is_repeated, json_name
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
             "float64": "TYPE_DOUBLE", "bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES",
@@ -168,22 +164,70 @@ def schema_of_message(descriptor: Any, path: str = "") -> RecordSchema:
     return RecordSchema(descriptor.name, tuple(fields), source=descriptor)
 
 
-def load_descriptor_set(path: str, message: str | None) -> Any:
-    """The message class named ``message`` in a ``FileDescriptorSet`` file."""
+def json_name(name: str) -> str:
+    """protoc's JSON name of a field: drop each ``_`` and capitalise the letter after it.
+
+    >>> json_name("some_field_name"), json_name("x_1")
+    ('someFieldName', 'x1')
+    """
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def is_repeated(f: Any) -> bool:
+    """Whether a field descriptor is repeated: protobuf >= 6 names it ``is_repeated`` (``label`` is
+    deprecated there); older ones have ``label``."""
+    flag = getattr(type(f), "is_repeated", None)
+    if flag is not None:
+        return bool(f.is_repeated)
+    return bool(f.label == f.LABEL_REPEATED)
+
+
+def find_message(pool: Any, files: Any, message: str | None, path: str) -> Any:
+    """The descriptor of ``message`` among the messages ``files`` declare: by its full name, or by its
+    name inside its package (``Point`` for ``geo.Point``); without a name, the only top-level message."""
+    names = [f"{f.package}.{m.name}" if f.package else m.name for f in files for m in f.message_type]
+    if not names:
+        raise SchemaError("", f"{path} declares no message")
+    if message is None:
+        if len(names) > 1:
+            raise SchemaError("", f"{path} declares {', '.join(names)}: name one with message: (or {path}#Message)")
+        message = names[0]
+    message = message.lstrip(".")
+    for candidate in [message] + [f"{f.package}.{message}" for f in files if f.package]:
+        try:
+            return pool.FindMessageTypeByName(candidate)
+        except KeyError:
+            continue
+    raise SchemaError("", f"{path} has no message {message!r}: it declares {', '.join(names)}")
+
+
+def class_from_descriptor_set(data: bytes, message: str | None, path: str, own_file_only: bool = True) -> Any:
+    """The message class named ``message`` in a serialized ``FileDescriptorSet``: among the last file's
+    messages (protoc writes the file it compiled last, after its imports) or, with
+    ``own_file_only=False``, among every file's (a ``.desc`` the user compiled from several)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-    data = open(path, "rb").read()  # noqa: SIM115
     fds = descriptor_pb2.FileDescriptorSet()
     try:
         fds.ParseFromString(data)
     except Exception as exc:
         raise SchemaError("", f"{path} is not a protobuf FileDescriptorSet ({exc})") from None
-    from .protofile import find_message
-
     pool = descriptor_pool.DescriptorPool()
     for f in fds.file:
-        pool.Add(f)
-    return message_factory.GetMessageClass(find_message(pool, fds.file, message, path))
+        try:
+            pool.Add(f)
+        except Exception as exc:  # the runtime's own checks: name the file
+            raise SchemaError("", f"{path}: the protobuf runtime refuses {f.name}: {exc}") from None
+    files = list(fds.file)
+    return message_factory.GetMessageClass(find_message(pool, files[-1:] if own_file_only else files, message, path))
+
+
+def load_descriptor_set(path: str, message: str | None) -> Any:
+    """The message class named ``message`` in a ``FileDescriptorSet`` file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return class_from_descriptor_set(data, message, path, own_file_only=False)
 
 
 # --- encode and decode -----------------------------------------------------------------------------

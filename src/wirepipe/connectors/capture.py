@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ from ..errors import ConfigError, SinkUnavailable, WirepipeError
 from ..models import Duration, Size, SourceLimits, Strict
 from ..spoolfile import check_writable
 from ..storage import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, is_hidden
-from ..wire import Header
+from ..wire import Header, subject_regex
 from .base import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe.capture")
@@ -500,8 +501,9 @@ def plan_row_groups(paths: str | Path | Iterable[str | Path]) -> list[RowGroup]:
     return out
 
 
-def batch_from_arrow(rb: Any, position: int) -> Batch:
-    """Capture rows (an Arrow record batch or table) as a Batch like a NATS source yields.
+def batch_from_arrow(rb: Any, position: int | list[int]) -> Batch:
+    """Capture rows (an Arrow record batch or table) as a Batch like a NATS source yields; ``position`` is
+    the first row's place in the capture (its ``seq``), or each row's when they are a slice.
 
     ``Wirepipe-Sent-At`` leaves the headers for ``meta["sent_ns"]``; headers that are the
     same for every record (the common case: one publisher) become one shared dict, so
@@ -509,7 +511,8 @@ def batch_from_arrow(rb: Any, position: int) -> Batch:
     """
     n = rb.num_rows
     names = rb.schema.names
-    batch = Batch(rb.column("payload").to_pylist(), meta={"seq": list(range(position, position + n))})
+    seqs = list(range(position, position + n)) if isinstance(position, int) else list(position)
+    batch = Batch(rb.column("payload").to_pylist(), meta={"seq": seqs})
     if "subject" in names:
         batch.subjects = _subjects(rb.column("subject"))
     if "headers" in names:
@@ -588,7 +591,9 @@ class CaptureSource(Configured, Source):
     ``received_ns``, or ``sent_ns`` with ``pace_by="sent"``) divided by ``speed``; gaps
     longer than ``max_gap`` seconds are shortened to it. Set after building: ``row_groups``
     restricts the read to a share of the capture (what a replay worker gets); ``pacer``
-    overrides the pacing (a replay worker's, or one on a test clock).
+    overrides the pacing (a replay worker's, or one on a test clock). ``subject``, ``since`` and
+    ``until`` read a slice: the records received on matching subjects in that time (each keeps its
+    ``seq``, its place in the whole capture); ``count`` then takes the first N of the slice.
     """
 
     type = "capture"
@@ -655,16 +660,53 @@ class CaptureSource(Configured, Source):
                 if rb.num_rows > left:
                     rb = rb.slice(0, left)
                 left -= rb.num_rows
+                rows, seqs = self._selected(rb, position)
                 if pacer is None:
-                    yield batch_from_arrow(rb, position)
+                    if rows.num_rows:
+                        yield batch_from_arrow(rows, seqs)
                 else:
-                    for start, stop, due in pacer.schedule(pace_column(rb, self.pace_by)):
+                    for start, stop, due in pacer.schedule(pace_column(rows, self.pace_by)):
                         if not await pacer.wait(due, self.stopping):
                             return
-                        yield batch_from_arrow(rb.slice(start, stop - start), position + start)
+                        yield batch_from_arrow(rows.slice(start, stop - start),
+                                               position + start if isinstance(seqs, int) else seqs[start:stop])
                 position += rb.num_rows
                 if self.stopping.is_set():
                     return
+
+
+    def _selected(self, rb: Any, position: int) -> tuple[Any, int | list[int]]:
+        """The rows of the slice (``subject``, ``since``, ``until``) and their positions in the capture:
+        the first one's (all rows kept) or each one's."""
+        config = self.config
+        if config.subject is None and config.since is None and config.until is None:
+            return rb, position
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = rb.schema.names
+        keep = pa.array([True] * rb.num_rows)
+        if config.subject is not None:
+            if "subject" not in names:
+                return rb.slice(0, 0), []
+            pattern = "^(?:" + subject_regex(config.subject) + ")$"
+            keep = pc.and_(keep, pc.fill_null(pc.match_substring_regex(rb.column("subject"), pattern), False))
+        for bound, compare in ((config.since, pc.greater_equal), (config.until, pc.less)):
+            if bound is None:
+                continue
+            if "received_ns" not in names:
+                return rb.slice(0, 0), []
+            ns = pa.scalar(_epoch_ns(bound), pa.int64())
+            keep = pc.and_(keep, pc.fill_null(compare(rb.column("received_ns"), ns), False))
+        index = pc.indices_nonzero(keep).to_pylist()
+        return rb.take(pa.array(index, pa.int64())), [position + i for i in index]
+
+
+def _epoch_ns(when: dt.datetime) -> int:
+    """ns since the epoch; a time without a zone is UTC (as ``--from-time`` reads it)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
 
 
 def pace_column(rb: Any, pace_by: str) -> Any:
@@ -695,6 +737,18 @@ class CaptureSourceConfig(SourceLimits):
     speed: float = Field(default=1.0, gt=0, description="with pace: original, how many times faster than recorded")
     pace_by: Literal["received", "sent"] = "received"
     max_gap: Duration | None = Field(default=None, description="with pace: original, shorten longer pauses to this")
+    subject: str | None = Field(default=None, description="only the records received on subjects this pattern "
+                                "matches (NATS wildcards: orders.*.eu, orders.>)")
+    since: dt.datetime | None = Field(default=None, description="only the records received at or after this time "
+                                      "(ISO 8601; without a zone, UTC)")
+    until: dt.datetime | None = Field(default=None, description="only the records received before this time")
+
+    @field_validator("subject")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            subject_regex(v)
+        return v
 
     def build(self) -> CaptureSource:
         return CaptureSource.from_config(self)

@@ -41,11 +41,12 @@ def new_publisher_id() -> str:
 class _Publisher:
     """What one consumer knows of one publisher: the next number expected and the open gaps."""
 
-    __slots__ = ("gaps", "next")
+    __slots__ = ("gaps", "missing", "next")
 
     def __init__(self, first: int) -> None:
         self.next = first
         self.gaps: list[tuple[int, int]] = []  # [start, end) ranges not received yet, sorted
+        self.missing = 0  # this publisher's share of GapCounter.missing
 
     def late(self, n: int) -> bool:
         """``n`` < next: True if it fills an open gap (reordered), False if it was seen (duplicate)."""
@@ -79,6 +80,11 @@ class GapCounter:
         self.duplicates = 0
         self.reordered = 0
         self.unstamped = 0
+
+    def missing_from(self, publisher: str) -> int:
+        """Messages missing (net of late arrivals) from one publisher, by its ``Wirepipe-Publisher`` id."""
+        state = self.publishers.get(publisher)
+        return state.missing if state is not None else 0
 
     def observe(self, headers: Sequence[dict[str, str] | None] | None) -> int:
         """Account for one batch; returns how many messages it showed missing (net)."""
@@ -114,9 +120,11 @@ class GapCounter:
             elif n > expected:
                 state.gap(expected, n)
                 self.missing += n - expected
+                state.missing += n - expected
                 state.next = n + 1
             elif state.late(n):
                 self.missing -= 1
+                state.missing -= 1
                 self.reordered += 1
             else:
                 self.duplicates += 1

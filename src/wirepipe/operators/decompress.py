@@ -56,8 +56,8 @@ class Decompress(Operator):
         if fn is None:
             try:
                 fn = self._build(codec_for_encoding(encoding).name)
-            except KeyError as exc:
-                fn = failing(StageError("decompress", "auto", exc.args[0]))
+            except (KeyError, ValueError) as exc:  # an unknown encoding; a codec whose library is not installed
+                fn = failing(StageError("decompress", "auto", str(exc.args[0]) if exc.args else str(exc)))
             self._by_encoding[encoding] = fn
         return fn
 

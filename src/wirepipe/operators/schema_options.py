@@ -72,7 +72,7 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
         except OSError as exc:
             raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
     if suffix == ".proto":
-        from ..codecs.protofile import load_message
+        from ..codecs.protoc import load_message
 
         return _protobuf_schema(load_message(path, message or None))
     if ":" in spec:

@@ -27,7 +27,16 @@ from typing import Annotated, Any, Union
 from pydantic import Discriminator, Field, Tag, ValidationError, create_model
 
 from ..errors import ConfigError
-from ..models import Duration, Strict, config_error, field_path, problem_message, short_repr, validate
+from ..models import (
+    Duration,
+    Strict,
+    config_error,
+    field_path,
+    parse_field_path,
+    problem_message,
+    short_repr,
+    validate,
+)
 from ..operators import OPERATORS
 from ..operators.base import BuildContext
 from ..schema import SchemaError
@@ -120,9 +129,6 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-_SET_PATH = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
 def apply_override(data: dict[str, Any], assignment: str) -> None:
     """Apply one ``--set a.b[1].c=value`` (value parsed as YAML) to a raw config dict."""
     import yaml
@@ -130,7 +136,7 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {assignment!r}: expected path=value, e.g. source.count=1000")
-    parts: list[str | int] = [int(i) if i else (int(n) if n.isdigit() else n) for n, i in _SET_PATH.findall(key.strip())]
+    parts = parse_field_path(key)
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -168,6 +174,9 @@ def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[st
         raise ConfigError(f"{where}not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file) from None
     if not isinstance(data, dict):
         raise ConfigError("a pipeline is a YAML mapping with name, source, operators, sink", file=file)
+    if "tests" in data and "source" not in data:
+        raise ConfigError("this is a test file (it has `tests:`), not a pipeline: run it with wirepipe test",
+                          file=file)
     try:
         data = interpolate(data, os.environ if env is None else env)
         for assignment in overrides:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..batch import Batch
 from ..connectors.base import Sink
-from .worker import WORKER_ENV, WORKERS_ENV
+from ..operators.metrics import WORKER_ENV, WORKERS_ENV
 
 SUFFIX = ".dead.jsonl"
 

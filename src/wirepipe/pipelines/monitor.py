@@ -1,8 +1,9 @@
 """Progress for humans and for Prometheus while a pipeline runs.
 
 - A one-line status on stderr every ``status_interval``: records/s and MB/s over the
-  last interval, totals, errors, dropped (slow consumer), lag, reconnects, and
-  ``sink unavailable: <error>`` while the sink fails (the records wait, see pipeline.py).
+  last interval, totals, errors, dropped (slow consumer), lag, reconnects,
+  ``sink unavailable: <error>`` while the sink fails (the records wait, see pipeline.py), and
+  ``waiting for <what>`` while the run waits for a server or a stream before it can start.
 - Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
   ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
   hot path pays nothing for them; ``wirepipe_rejections_total`` counts rejected records by
@@ -23,7 +24,6 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,6 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "rejected": stats.rejected,
         # by stage, operator and reason: [[stage, operator, reason, count, example, seq], ...]
         "rejections": stats.rejections.rows(),
-        "dead_letter": dead_letter_location(pipeline),
         "projected": stats.projected,
         "acked": stats.acked,
         "nacked": stats.nacked,
@@ -81,6 +80,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "lag": lag,
         "running": pipeline.running,
         "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
+        # what the run waits for before it can read or write: a server that refuses, a stream not created yet
+        "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None),
     }
 
 
@@ -137,6 +138,8 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
             parts.append(f"{value:,} {shown.get(key, key.replace('_', ' '))}")
     if now.get("sink_error"):
         parts.append(f"sink unavailable: {now['sink_error']}")
+    if now.get("waiting"):
+        parts.append(f"waiting for {now['waiting']}")
     return ", ".join(parts)
 
 
@@ -148,54 +151,40 @@ def run_summary(pipeline: Any, stats: Any) -> str:
             f"({rate:,.0f} records/s), {stats.rejected} rejected")
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
-    lines = rejection_lines(stats.rejections.rows(), [dead_letter_destination(pipeline)] if stats.rejected else [])
-    lines.append(f"output: {describe_sink(pipeline.sink)}")
-    if pipeline.dead_letter is not None and not stats.rejected:
-        lines.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
-    spec = pipeline.metrics_spec
-    path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
-    if path is not None:
-        lines.append(f"metrics: {path}")
+    lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(lines)
 
 
-def rejection_lines(rows: list[Any], destinations: Sequence[str | None]) -> list[str]:
-    """The summary's rejections, one line per stage, operator and reason (``rejections.Rejections.lines``),
-    then where the rejected records went."""
+def rejection_lines(rows: list[Any]) -> list[str]:
+    """The summary's rejections, one line per stage, operator and reason (``rejections.Rejections.lines``)."""
     from ..rejections import Rejections
 
-    if not rows:
-        return []
-    out = [f"rejected: {line}" for line in Rejections.from_rows(rows).lines()]
-    where = [d for d in dict.fromkeys(destinations) if d]
-    out.append(f"rejected records: {'; '.join(where) if where else 'nowhere known'}")
-    return out
+    return [f"rejected: {line}" for line in Rejections.from_rows(rows).lines()] if rows else []
+
+
+def run_outputs(pipeline: Any) -> list[str]:
+    """Where a run's output, dead letters and metrics went (``output: jsonl out.jsonl (1.20 MB)``): the run
+    summary's lines, and each pool worker's."""
+    where = [f"output: {describe_sink(pipeline.sink)}"]
+    dead_letters = dead_letter_destination(pipeline)
+    if dead_letters is not None:
+        where.append(f"dead letters: {dead_letters}")
+    spec = pipeline.metrics_spec
+    path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
+    if path is not None:
+        where.append(f"metrics: {path}")
+    return where
 
 
 def dead_letter_destination(pipeline: Any) -> str | None:
-    """Where a run's rejected records went, at its end: its ``dead_letter`` (with the files' sizes), or the
-    default file and how many it appended."""
+    """Where a run's rejected records go: its ``dead_letter``, or once it has some, the default file (how many
+    the run appended to it), or None."""
     if pipeline.dead_letter is not None:
-        return f"dead_letter {describe_sink(pipeline.dead_letter)}"
+        return describe_sink(pipeline.dead_letter)
     default = getattr(pipeline, "default_dead_letter", None)
-    if default is None:
+    if default is None or not default.files:
         return None
-    return (f"{default.path} ({default.records} appended as JSONL dead-letter envelopes: the pipeline has no "
-            "dead_letter)")
-
-
-def dead_letter_location(pipeline: Any) -> str | None:
-    """Where a run's rejected records go, in words that do not change while it runs (a pool's summary
-    names each worker's)."""
-    dead_letter = pipeline.dead_letter
-    if dead_letter is not None:
-        params = dead_letter.params if hasattr(dead_letter, "params") else {}
-        target = next((str(params[k]) for k in ("subject", "path", "dir") if params.get(k)), "")
-        return f"dead_letter {dead_letter.type} {target}".rstrip()
-    default = getattr(pipeline, "default_dead_letter", None)
-    if default is None:
-        return None
-    return f"{default.path} (JSONL dead-letter envelopes: the pipeline has no dead_letter)"
+    return f"{default.path} ({default.records} appended as JSONL dead-letter envelopes: the pipeline has no dead_letter)"
 
 
 def loss_summary(losses: dict[str, int] | None) -> str:

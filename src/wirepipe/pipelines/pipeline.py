@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..allocator import between_batches, keep_freed_memory
+from ..allocator import between_batches
 from ..batch import PAYLOADS, SAME, Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
 from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
@@ -111,6 +111,7 @@ class RunStats:
     commits: int = 0
     started: float = field(default_factory=time.monotonic)
     elapsed: float = 0.0
+    opened: float | None = None  # seconds from the start until every part was open (a wait for a stream included)
     rejected_by_stage: dict[str, int] = field(default_factory=dict)
     rejections: Rejections = field(default_factory=Rejections)  # by stage, operator and reason
     projected: int = 0  # records whose undeclared fields serialize dropped (extra_fields: drop)
@@ -120,6 +121,13 @@ class RunStats:
     @property
     def lost(self) -> int:
         return self.losses["lost"] if self.losses else 0
+
+    def working(self) -> float:
+        """Seconds of work so far: since every part was open (0 while opening or waiting for a stream)."""
+        if self.opened is None:
+            return 0.0
+        end = self.started + self.elapsed if self.elapsed else time.monotonic()
+        return max(0.0, end - self.started - self.opened)
 
     @property
     def records_per_second(self) -> float:
@@ -185,9 +193,6 @@ class Pipeline:
                  config: dict[str, Any] | None = None, monitor: Any = None) -> None:
         operators = list(operators)
         check_parts(source, sink, dead_letter, operators)
-        # A process that builds a pipeline keeps the memory a batch frees for the next one, instead of the
-        # kernel faulting it in again for every batch (once per process; see wirepipe.allocator).
-        keep_freed_memory()
         self.source = source
         self.operators = list(operators)
         self.sink = sink
@@ -300,6 +305,9 @@ class Pipeline:
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
+            stats.opened = time.monotonic() - stats.started
+            if self.metrics is not None:
+                self.metrics.mark_opened()
             await self._loop(source, sink, stats)
         finally:
             self.running = False

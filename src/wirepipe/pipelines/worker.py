@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
 
 log = logging.getLogger("wirepipe")
-WORKER_ENV = "WIREPIPE_WORKER"  # a pool worker's index, 0..N-1, in its environment (pool.py sets it)
-WORKERS_ENV = "WIREPIPE_WORKERS"
 _CLOSE_GRACE = 5.0  # seconds the cancelled run (and leftover tasks) get to close after shutdown_timeout
 
 

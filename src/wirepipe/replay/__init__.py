@@ -78,7 +78,7 @@ class ReplayResult:
             text += f"; output: {shown}"
         from ..pipelines.monitor import rejection_lines
 
-        return "\n  ".join([text, *rejection_lines(self.rejections, self.dead_letters)])
+        return "\n  ".join([text, *rejection_lines(self.rejections), *(f"dead letters: {d}" for d in self.dead_letters)])
 
 
 __all__ = ["Replay", "ReplayResult"]

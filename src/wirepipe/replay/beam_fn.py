@@ -50,7 +50,11 @@ class ReplayRowGroupFn(DoFn):
         self.write_results = write_results
 
     def setup(self) -> None:
+        from ..allocator import asked_in_environment, keep_freed_memory
         from ..pipelines.config import build_pipeline, validate_config
+
+        if asked_in_environment():  # a runner's worker is not wirepipe's process: only when asked
+            keep_freed_memory()
 
         self.pipe = build_pipeline(validate_config(self.config, file=self.file), file=self.file)
         self.counters: dict[str, Any] = {}

@@ -247,9 +247,11 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     import os
     import signal
 
-    from ..pipelines.worker import WORKER_ENV, WORKERS_ENV
+    from ..allocator import keep_freed_memory
+    from ..operators.metrics import WORKER_ENV, WORKERS_ENV
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.allocator)
     os.environ.update({WORKER_ENV: str(k), WORKERS_ENV: str(workers)})  # files of its own (default dead letters)
     logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
     try:

@@ -1,0 +1,452 @@
+"""Finding test files, running their cases through the pipeline as written, checking what came out.
+
+A case runs in this process with no server: ``testing.between`` puts the pipeline (its operators,
+batching, dead-letter routing) between the case's input and a ``TestingSink``. The outputs are what
+the sink would have written: each record's value, the subject a NATS sink would publish it to
+(its subject template rendered), the headers it would carry (before the publish-time stamps).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..batch import Batch
+from ..errors import ConfigError, WirepipeError
+from ..fields import MISSING, first_difference, plain
+from ..models import field_path
+from ..wire import Header
+from .model import Case, DecodeSpec, Expect, InputSpec, TestFile, load_test_file
+
+SUFFIXES = (".test.yaml", ".test.yml")
+
+
+def find_test_files(paths: list[str]) -> list[Path]:
+    """Test files named by paths: a test file, a folder (its ``*.test.yaml`` files, recursively, in name
+    order), or a pipeline file (the test file beside it). ``ConfigError`` for a path that has none."""
+    from ..storage import folder_files
+
+    out: list[Path] = []
+    for item in paths or ["."]:
+        p = Path(item)
+        if p.is_dir():
+            found = [f for f in folder_files(p, recursive=True) if f.name.endswith(SUFFIXES)]
+            if not found:
+                raise ConfigError(f"{p}: no test files (*.test.yaml) in this folder")
+            out += found
+        elif p.name.endswith(SUFFIXES):
+            if not p.exists():
+                raise ConfigError(f"{p}: no such file")
+            out.append(p)
+        elif p.suffix in (".yaml", ".yml"):
+            sibling = [p.with_name(p.name[: -len(p.suffix)] + s) for s in SUFFIXES]
+            found = [s for s in sibling if s.exists()]
+            if not found:
+                raise ConfigError(f"{p}: no test file beside it (write {sibling[0].name})")
+            out.append(found[0])
+        else:
+            raise ConfigError(f"{p}: not a test file (*.test.yaml), a pipeline file or a folder")
+    return list(dict.fromkeys(out))
+
+
+def pipeline_path(test_file: Path, spec: TestFile) -> Path:
+    """The pipeline a test file tests: its ``pipeline`` (relative to it), or its own name without ``.test``."""
+    if spec.pipeline is not None:
+        return test_file.parent / spec.pipeline
+    for suffix in SUFFIXES:
+        if test_file.name.endswith(suffix):
+            return test_file.with_name(test_file.name[: -len(suffix)] + suffix[len(".test"):])
+    raise ConfigError("name the pipeline: `pipeline: FILE`", file=str(test_file))
+
+
+@dataclass
+class Output:
+    """One record the sink would have written."""
+
+    value: Any
+    subject: str | None
+    headers: dict[str, str] | None
+    payload_size: int | None = None  # bytes of the payload when the value was decoded from one
+
+
+@dataclass
+class CaseResult:
+    file: Path
+    case: Case
+    outputs: list[Output] = field(default_factory=list)
+    rejects: list[Any] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    error: str | None = None  # the case could not run (an exception, not a mismatch)
+    elapsed: float = 0.0
+    updated: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}::{self.case.name}"
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and self.error is None
+
+
+@dataclass
+class LoadedFile:
+    """A test file, validated, with its pipeline's config (validated once: each case builds its own)."""
+
+    path: Path
+    spec: TestFile
+    pipeline: Path
+
+
+def load(path: Path) -> LoadedFile:
+    """The test file and its pipeline, every problem a ``ConfigError`` (exit 2 before anything runs)."""
+    spec = load_test_file(path)
+    pipeline = pipeline_path(path, spec)
+    if not pipeline.exists():
+        where = "pipeline" if spec.pipeline is not None else None
+        raise ConfigError(f"the pipeline {pipeline} does not exist", file=str(path), path=where)
+    loaded = LoadedFile(path, spec, pipeline)
+    for i, case in enumerate(spec.tests):
+        build(loaded, case)  # the pipeline (and the case's --set) validate
+        _check_input_files(loaded, case.input, f"tests[{i}].input")
+    return loaded
+
+
+def build(loaded: LoadedFile, case: Case) -> Any:
+    """A fresh ``Pipeline`` from the pipeline file for one case (operators keep state: none is shared)."""
+    from ..pipelines.config import build_pipeline, read_config, validate_config
+
+    env = {**os.environ, **loaded.spec.env}
+    data = read_config(loaded.pipeline, [*loaded.spec.set_, *case.set_], env)
+    data.pop("metrics", None)  # a test writes no results
+    data.pop("monitor", None)
+    cfg = validate_config(data, file=str(loaded.pipeline))
+    return build_pipeline(cfg, file=str(loaded.pipeline))
+
+
+def _input_paths(loaded: LoadedFile, spec: InputSpec) -> list[str]:
+    given = spec.file if spec.file is not None else spec.capture
+    items = [given] if isinstance(given, str) else list(given or [])
+    base = loaded.path.parent
+    return [str(base / p) if not Path(p).is_absolute() else p for p in items]
+
+
+def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
+    from ..storage import find_files
+
+    if spec.file is None and spec.capture is None:
+        return
+    try:
+        find_files(_input_paths(loaded, spec), recursive=spec.capture is not None,
+                   suffix=".parquet" if spec.capture is not None else None,
+                   on_empty=lambda folder: f"{folder}: no capture files (*.parquet) in this folder")
+    except WirepipeError as exc:
+        raise ConfigError(str(exc), file=str(loaded.path), path=f"{where}.{'file' if spec.file else 'capture'}") from None
+
+
+def source_for(loaded: LoadedFile, spec: InputSpec, where: str, schema: Any = None) -> Any:
+    """The source that replaces the pipeline's: a ``TestingSource`` for inline records (with ``schema``,
+    the one the pipeline's own source attaches to its batches: a generate dataset's, which positional
+    formats read), else the connector that reads the file or the capture as a pipeline would."""
+    from ..codecs.formats import restore_bytes
+    from ..testing import TestingSource
+
+    if spec.file is not None or spec.capture is not None:
+        paths = _input_paths(loaded, spec)
+        fields: dict[str, Any] = {"batch_size": spec.batch_size, "count": spec.count}
+        if spec.capture is not None:
+            from ..connectors.capture import CaptureSource
+
+            return CaptureSource(paths, subject=spec.subject, since=spec.since, until=spec.until, **fields)
+        if paths[0].lower().endswith(".jsonl"):
+            from ..connectors.files import JsonlSource
+
+            return JsonlSource(paths, **fields)
+        from ..connectors.files import ParquetSource
+
+        return ParquetSource(paths, **fields)
+    if spec.records is not None:
+        values = restore_bytes(spec.records)
+    else:
+        values = [p.encode() if isinstance(p, str) else restore_bytes(p) for p in spec.payloads or []]
+    subjects, headers = spec.subjects, spec.headers
+    if spec.encode is not None:
+        values, subjects, headers = _encoded(spec, values, where)
+    if spec.count is not None:
+        n = spec.count
+        values = values[:n]
+        subjects = subjects[:n] if isinstance(subjects, list) else subjects
+        headers = headers[:n] if isinstance(headers, list) else headers
+    return TestingSource(values, spec.batch_size, subjects=subjects, headers=headers, schema=schema)
+
+
+def _encoded(spec: InputSpec, values: list[Any], where: str) -> tuple[list[Any], Any, Any]:
+    """The records as a wirepipe publisher sends them: payloads and Content-Type / Content-Encoding."""
+    from ..operators.base import BuildContext
+
+    assert spec.encode is not None
+    batch = Batch(values, subjects=spec.subjects, headers=spec.headers, meta={"seq": range(len(values))})
+    for op in spec.encode.build(BuildContext()):
+        batch = op(batch)
+    if batch.rejected:
+        r = batch.rejected[0]
+        raise ConfigError(f"cannot be encoded as {spec.encode.chain}: {r.error}",
+                          path=f"{where}.records[{r.meta.get('seq')}]")
+    return batch.values, batch.subjects, batch.headers
+
+
+# --- running -----------------------------------------------------------------------------------------
+
+
+def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseResult:
+    """Run one case and check it (``update``: record its outputs as the expectation instead)."""
+    from ..testing import TestingSink, between
+
+    case = loaded.spec.tests[index]
+    result = CaseResult(loaded.path, case)
+    started = time.monotonic()
+    try:
+        pipe = build(loaded, case)
+        source = source_for(loaded, case.input, f"tests[{index}].input", getattr(pipe.source, "schema", None))
+        sink = TestingSink()
+        between(pipe, source, sink).run()
+        result.outputs = outputs(pipe, sink, _decode_spec(case.expect))
+        result.rejects = list(sink.rejects)
+    except ConfigError as exc:
+        result.error = str(exc) if exc.file else str(ConfigError(exc.detail, file=str(loaded.path), path=exc.path))
+    except WirepipeError as exc:
+        result.error = str(exc)
+    except Exception as exc:  # a map function that raises outside a record, a broken plugin: the case errors
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.elapsed = time.monotonic() - started
+    if result.error is None:
+        if update:
+            result.updated = True
+        elif case.expect is None:
+            result.failures.append("no `expect:` (record what the case produces with: wirepipe test --update)")
+        else:
+            result.failures = check(case.expect, result.outputs, result.rejects)
+    return result
+
+
+def _decode_spec(expect: Expect | None) -> DecodeSpec | None:
+    if expect is None or expect.decode is False:
+        return None
+    return expect.decode if isinstance(expect.decode, DecodeSpec) else DecodeSpec()
+
+
+def outputs(pipe: Any, sink: Any, decode: DecodeSpec | None) -> list[Output]:
+    """What the pipeline's own sink would have written, from what the testing sink kept."""
+    from ..connectors.nats_sink import SubjectTemplate
+
+    records = sink.records
+    subjects: list[str | None] = list(sink.subjects)
+    template = getattr(pipe.sink, "subject", None)
+    if isinstance(template, SubjectTemplate) and records:
+        column: Any = subjects if any(subjects) else None  # None where a record had no subject
+        rendered = template.render(Batch(list(records), subjects=column, meta=sink.meta))
+        subjects = [rendered] * len(records) if isinstance(rendered, str) else list(rendered)
+    headers = list(sink.headers)
+    if getattr(pipe.sink, "headers_mode", None) == "none":
+        headers = [None] * len(records)
+    sizes: list[int | None] = [None] * len(records)
+    values = list(records)
+    if decode is not None:
+        values, sizes = _decoded(values, headers, decode)
+    return [Output(v, s, dict(h) if h else None, n) for v, s, h, n in zip(values, subjects, headers, sizes,
+                                                                             strict=True)]
+
+
+class UndecodableOutput(WirepipeError):
+    """``decode: true`` and an output that does not decode by its headers."""
+
+
+def _decoded(values: list[Any], headers: list[dict[str, str] | None], decode: DecodeSpec
+             ) -> tuple[list[Any], list[int | None]]:
+    from ..operators.by_headers import HeaderDecoder
+
+    payload = [isinstance(v, (bytes, bytearray, memoryview)) for v in values]
+    if not any(payload):
+        return values, [None] * len(values)
+    index = [i for i, p in enumerate(payload) if p]
+    batch = Batch([values[i] for i in index], headers=[headers[i] for i in index], meta={"i": index})
+    decoder = HeaderDecoder(decode.spec(), no_schema="give `decode: {schema: ...}`")
+    batch = decoder(batch)
+    if batch.rejected:
+        r = batch.rejected[0]
+        raise UndecodableOutput(f"outputs[{r.meta['i']}] does not decode by its headers "
+                                f"({r.stage}: {r.error}); compare it as bytes (decode: false)")
+    out = list(values)
+    sizes: list[int | None] = [None] * len(values)
+    for i, v in zip(batch.meta["i"], batch.values, strict=True):
+        sizes[i] = len(values[i])
+        out[i] = v
+    return out, sizes
+
+
+# --- checking ----------------------------------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    import json
+
+    if value is MISSING:
+        return "(missing)"
+    try:
+        text = json.dumps(plain(value), ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _mismatch(where: str, expected: Any, actual: Any) -> str | None:
+    """``where.path: expected X, got Y`` and both records, or None when they are equal."""
+    found = first_difference(plain(expected), plain(actual))
+    if found is None:
+        return None
+    path, e, a = found
+    at = where + ("." if path and not isinstance(path[0], int) else "") + field_path(path)
+    lines = [f"{at}: expected {_show(e)}, got {_show(a)}"]
+    if path:
+        lines += [f"  expected {where}: {_show(expected)}", f"  got      {where}: {_show(actual)}"]
+    return "\n".join(lines)
+
+
+def _target(output: Output, header: bool) -> Any:
+    return (output.headers or {}) if header else output.value
+
+
+def _condition_failures(specs: list[Any], output: Output, where: str) -> list[str]:
+    from ..fields import value_at
+
+    out = []
+    for spec in specs:
+        for cond in spec.conditions():
+            record = _target(output, spec.header is not None)
+            if cond.size and not cond.path and output.payload_size is not None:
+                record = b"\0" * output.payload_size  # a decoded output's size is its payload's
+            if not cond(record):
+                got = value_at(record, cond.path)
+                shown = _show(got) if not cond.size or got is MISSING else f"{_show(cond.value(record))}"
+                name = f"header {spec.header!r}" if spec.header is not None else (field_path(cond.path) or "value")
+                out.append(f"{where}: {cond} is false ({name}{' size' if cond.size else ''} is {shown})")
+    return out
+
+
+def check(expect: Expect, outs: list[Output], rejects: list[Any]) -> list[str]:
+    """Every way the outputs and rejections differ from ``expect``, one message each (empty: passed)."""
+    failures: list[str] = []
+    if expect.count is not None and expect.count != len(outs):
+        failures.append(f"count: expected {expect.count} outputs, got {len(outs)}")
+    if expect.records is not None:
+        failures += _sequence("records", expect.records, [o.value for o in outs])
+    if expect.outputs is not None:
+        if len(expect.outputs) != len(outs):
+            failures.append(f"outputs: expected {len(expect.outputs)}, got {len(outs)}")
+        for i, (spec, out) in enumerate(zip(expect.outputs, outs, strict=False)):
+            given = spec.model_fields_set
+            where = f"outputs[{i}]"
+            if "value" in given:
+                diff = _mismatch(f"{where}.value", spec.value, out.value)
+                if diff:
+                    failures.append(diff)
+            if "subject" in given and spec.subject != out.subject:
+                failures.append(f"{where}.subject: expected {_show(spec.subject)}, got {_show(out.subject)}")
+            if "headers" in given:
+                diff = _mismatch(f"{where}.headers", spec.headers or {}, out.headers or {})
+                if diff:
+                    failures.append(diff)
+            failures += _condition_failures(spec.where, out, where)
+    if expect.each:
+        bad = [f for i, out in enumerate(outs) for f in _condition_failures(expect.each, out, f"each: outputs[{i}]")]
+        failures += bad[:3] + ([f"each: ... and {len(bad) - 3} more"] if len(bad) > 3 else [])
+    failures += _rejection_failures(expect, rejects)
+    return failures
+
+
+def _sequence(name: str, expected: list[Any], actual: list[Any]) -> list[str]:
+    for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
+        diff = _mismatch(f"{name}[{i}]", e, a)
+        if diff:
+            return [diff]
+    if len(expected) != len(actual):
+        i = min(len(expected), len(actual))
+        extra = (f"first missing {name}[{i}]: {_show(expected[i])}" if len(expected) > len(actual)
+                 else f"first unexpected {name}[{i}]: {_show(actual[i])}")
+        return [f"{name}: expected {len(expected)}, got {len(actual)}; {extra}"]
+    return []
+
+
+def _describe(r: Any) -> str:
+    return f"{r.stage} ({r.operator}): {r.error} [seq {r.meta.get('seq')}]"
+
+
+def _rejection_failures(expect: Expect, rejects: list[Any]) -> list[str]:
+    out: list[str] = []
+    if expect.rejected is None and expect.rejections is None and rejects:
+        shown = "; ".join(_describe(r) for r in rejects[:3])
+        return [f"rejected: expected none, got {len(rejects)}: {shown}"
+                + (f" ... and {len(rejects) - 3} more" if len(rejects) > 3 else "")]
+    if expect.rejected is not None and expect.rejected != len(rejects):
+        shown = "; ".join(_describe(r) for r in rejects[:3])
+        out.append(f"rejected: expected {expect.rejected}, got {len(rejects)}" + (f": {shown}" if shown else ""))
+    if expect.rejections is not None:
+        if len(expect.rejections) != len(rejects):
+            out.append(f"rejections: expected {len(expect.rejections)}, got {len(rejects)}"
+                       + (f"; first: {_describe(rejects[0])}" if rejects else ""))
+        for i, (spec, r) in enumerate(zip(expect.rejections, rejects, strict=False)):
+            where = f"rejections[{i}]"
+            for name in ("stage", "operator", "seq"):
+                want = getattr(spec, name)
+                got = r.meta.get("seq") if name == "seq" else getattr(r, name)
+                if want is not None and want != got:
+                    out.append(f"{where}.{name}: expected {_show(want)}, got {_show(got)} ({_describe(r)})")
+            if spec.error is not None and spec.error not in r.error:
+                out.append(f"{where}.error: expected a reason containing {_show(spec.error)}, got {_show(r.error)}")
+    return out
+
+
+# --- snapshots ---------------------------------------------------------------------------------------
+
+
+def snapshot(result: CaseResult) -> dict[str, Any]:
+    """What ``--update`` records as the case's ``expect``: the outputs exactly and the rejections,
+    keeping the case's own ``decode`` and ``each``."""
+    old = result.case.expect
+    expect: dict[str, Any] = {}
+    if old is not None and old.decode is not False:
+        expect["decode"] = old.decode if isinstance(old.decode, bool) else old.decode.model_dump(
+            by_alias=True, exclude_unset=True)
+    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE.value)
+             for o in result.outputs):
+        decoded = _redecode(result)
+        if decoded is not None:  # payloads recorded as what they decode to: readable, and stable across libraries
+            expect["decode"] = True
+            result.outputs = decoded
+    expect["count"] = len(result.outputs)
+    if all(o.subject is None and not o.headers for o in result.outputs):
+        expect["records"] = [plain(o.value) for o in result.outputs]
+    else:
+        expect["outputs"] = [{"value": plain(o.value), **({"subject": o.subject} if o.subject is not None else {}),
+                              **({"headers": dict(o.headers)} if o.headers else {})} for o in result.outputs]
+    if old is not None and old.each:
+        expect["each"] = [c.model_dump(by_alias=True, exclude_unset=True) for c in old.each]
+    if result.rejects:
+        expect["rejections"] = [{"stage": r.stage, "operator": r.operator, "error": r.error, "seq": r.meta.get("seq")}
+                                for r in result.rejects]
+    else:
+        expect["rejected"] = 0
+    return expect
+
+
+def _redecode(result: CaseResult) -> list[Output] | None:
+    """The outputs decoded by their headers, or None when one does not decode (then they stay bytes)."""
+    try:
+        values, sizes = _decoded([o.value for o in result.outputs], [o.headers for o in result.outputs],
+                                 DecodeSpec())
+    except UndecodableOutput:
+        return None
+    return [Output(v, o.subject, o.headers, n) for v, o, n in zip(values, result.outputs, sizes, strict=True)]

@@ -1,0 +1,74 @@
+"""``wirepipe test --update``: a case's ``expect:`` rewritten in its test file, the rest of the file kept.
+
+The file is edited as text where the YAML parser says the case's ``expect`` is (its nodes' marks), so
+comments and formatting elsewhere stay as they were and the change reads as a diff of that block only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def _end(node: Any) -> int:
+    """Where a node's own text ends: a block collection's end mark lies past the comments and blank lines
+    after it, so take its last child's end instead."""
+    if isinstance(node, yaml.MappingNode) and not node.flow_style and node.value:
+        return _end(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and not node.flow_style and node.value:
+        return _end(node.value[-1])
+    return int(node.end_mark.index)
+
+
+class _Block(dict):  # type: ignore[type-arg]
+    """A mapping written in block style whatever it holds (``expect:``'s own keys, one per line)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Block, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=False))
+
+
+def _render(expect: dict[str, Any], indent: int, flow: bool) -> str:
+    if flow:
+        return "expect: " + yaml.safe_dump(expect, default_flow_style=True, sort_keys=False, width=1 << 16,
+                                           allow_unicode=True).strip()
+    body = yaml.dump(_Block(expect), Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=110,
+                     allow_unicode=True)
+    pad = " " * (indent + 2)
+    return "expect:\n" + "".join(pad + line if line.strip() else line for line in body.splitlines(keepends=True)).rstrip("\n")
+
+
+def rewrite(text: str, updates: dict[int, dict[str, Any]]) -> str:
+    """``text`` (a test file) with the ``expect`` of the cases ``updates`` names (by index) replaced or added."""
+    root = yaml.compose(text)
+    assert root is not None, "a test file that loaded is a mapping"
+    tests = next(v for k, v in root.value if k.value == "tests")
+    edits: list[tuple[int, int, str]] = []
+    for index, expect in updates.items():
+        case = tests.value[index]
+        flow = bool(case.flow_style)
+        pairs = case.value
+        indent = pairs[0][0].start_mark.column
+        found = [(k, v) for k, v in pairs if k.value == "expect"]
+        if found:
+            key, value = found[0]
+            edits.append((key.start_mark.index, _end(value), _render(expect, indent, flow)))
+        else:
+            at = _end(pairs[-1][1])
+            sep = ", " if flow else "\n" + " " * indent
+            edits.append((at, at, sep + _render(expect, indent, flow)))
+    for start, stop, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[stop:]
+    return text
+
+
+def write(path: Path, updates: dict[int, dict[str, Any]]) -> None:
+    from ..storage import write_bytes_atomic
+
+    text = rewrite(path.read_text(encoding="utf-8"), updates)
+    write_bytes_atomic(path, text.encode("utf-8"))

@@ -1,0 +1,150 @@
+"""The tap's sink: each message decoded from its headers, filtered, sampled, printed as a JSON line.
+
+A message that does not decode (no or an unknown ``Content-Type``, a corrupt frame, a format that
+carries no schema on the wire when no ``--schema`` was given) is counted with its reason; the first
+message of each reason is named on stderr, and ``--raw`` prints every one as a JSON line with the
+reason and the payload in hex.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from ..batch import Batch
+from ..connectors.base import Sink
+from ..fields import Condition, plain
+from ..operators.by_headers import SERIALIZED_SIZE, HeaderDecoder
+from .table import TapStats
+
+NO_SCHEMA = "give --schema (a dataset name, a schema file such as points.proto#Point, or module:Class)"
+
+
+def _column(value: Any, n: int) -> list[Any]:
+    return [value] * n if value is None or isinstance(value, (str, dict)) else list(value)
+
+
+class TapSink(Sink):
+    """Prints what it is given; never refuses a record (a tap must not dead-letter what it only watches)."""
+
+    type = "tap"
+    stage = "write"
+
+    def __init__(self, out: TextIO | None = None, *, schema: Any = None, allow_pickle: bool = False,
+                 filters: Sequence[Condition] = (), sample: int = 1, limit: int | None = None, raw: bool = False,
+                 envelope: bool = False, stats: TapStats | None = None, lines: bool = True,
+                 err: TextIO | None = None, announce: str | None = None) -> None:
+        """``announce`` is said on ``err`` once the source listens (a script waits for it before publishing)."""
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.decoder = HeaderDecoder(schema, allow_pickle=allow_pickle, no_schema=NO_SCHEMA)
+        self.filters = list(filters)
+        self.sample = sample
+        self.limit = limit
+        self.raw = raw
+        self.envelope = envelope
+        self.stats = stats
+        self.lines = lines  # False: the table only
+        self.messages = 0
+        self.matched = 0
+        self.shown = 0
+        self.undecoded: Counter[str] = Counter()
+        self.done = False
+        self.announce = announce
+        self._live: Any = None
+        self.on_done: Callable[[], None] = lambda: None  # set by the tap: stop the source at --limit
+
+    async def open(self) -> None:
+        """The source listens already (the run loop opens it first): say so; with the table on a terminal,
+        redraw it live (once a second) until the tap stops."""
+        if self.announce:
+            print(self.announce, file=self.err, flush=True)
+        if self.stats is not None and not self.lines and self.out.isatty():
+            from rich.live import Live
+
+            stats = self.stats
+            self._live = Live(get_renderable=stats.table, refresh_per_second=1, transient=False)
+            self._live.start()
+
+    async def close(self) -> None:
+        """The table as it ends: the live one's last frame, or printed once where there is no terminal."""
+        if self.stats is None or self.lines:
+            return
+        if self._live is not None:
+            self._live.stop()
+            return
+        from rich.console import Console
+
+        Console(file=self.out, width=160).print(self.stats.table())
+
+    async def write(self, batch: Batch) -> None:
+        n = len(batch.values)
+        if not n or self.done:
+            return
+        payloads = batch.values
+        subjects = _column(batch.subjects, n)
+        headers = _column(batch.headers, n)
+        work = self.decoder(Batch(list(payloads), subjects=subjects, headers=headers, meta={"i": range(n)}))
+        index = list(work.meta["i"])
+        values = dict(zip(index, work.values, strict=True))
+        sizes = dict(zip(index, work.meta[SERIALIZED_SIZE], strict=True))
+        why = {r.meta["i"]: f"{r.stage}: {r.error}" for r in work.rejected}
+        self.messages += n
+        if self.stats is not None:
+            meta = batch.meta
+            self.stats.observe(payloads, subjects, headers, meta.get("sent_ns") or [None] * n,
+                               meta.get("received_ns") or [None] * n, sizes, set(why))
+        printed: list[str] = []
+        for i in range(n):
+            reason = why.get(i)
+            if reason is not None:
+                self.undecoded[reason] += 1
+                if self.undecoded[reason] == 1 and not self.raw:
+                    print(f"tap: not decoded ({reason}), e.g. on {subjects[i]}: --raw prints such messages "
+                          "in hex", file=self.err)
+                if self.filters or not self.raw:
+                    continue
+            elif not all(c(values[i]) for c in self.filters):
+                continue
+            self.matched += 1
+            if (self.matched - 1) % self.sample:
+                continue
+            self.shown += 1
+            if self.lines:
+                printed.append(self._line(payloads[i], values.get(i), reason, subjects[i], headers[i]))
+            if self.limit is not None and self.shown >= self.limit:
+                self.done = True
+                break
+        if printed:
+            try:
+                self.out.write("\n".join(printed) + "\n")
+                self.out.flush()
+            except BrokenPipeError:  # `wirepipe tap ... | head`: the reader is gone
+                self.done = True
+        if self.done:
+            self.on_done()
+
+    def _line(self, payload: bytes, value: Any, reason: str | None, subject: str | None,
+              headers: dict[str, str] | None) -> str:
+        import orjson
+
+        if reason is not None:
+            line: dict[str, Any] = {"subject": subject, "error": reason, "size": len(payload),
+                                    "hex": bytes(payload).hex()}
+            if self.envelope:
+                line["headers"] = headers
+            return orjson.dumps(line).decode()
+        record = plain(value)
+        if self.envelope:
+            record = {"value": record, "subject": subject, "headers": headers}
+        return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+
+    def summary(self) -> str:
+        text = f"tap: {self.messages:,} messages, {self.shown:,} shown"
+        if self.undecoded:
+            total = sum(self.undecoded.values())
+            reasons = "; ".join(f"{count:,} x {reason}" for reason, count in self.undecoded.most_common(5))
+            text += f", {total:,} not decoded ({reasons})"
+        return text

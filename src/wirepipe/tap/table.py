@@ -1,0 +1,109 @@
+"""What ``wirepipe tap --table`` shows: per publisher, the rate, the bytes per record on the wire and
+before compression, the end-to-end latency and the messages missing from its sequence numbers.
+
+A publisher is what ``Wirepipe-Publisher`` names (a core ``nats`` sink, one id per run); messages
+without the stamp (a JetStream publisher, another client) share the row ``-``. Losses are counted by
+``connectors.gaps.GapCounter`` as any core NATS consumer counts them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..connectors.gaps import GapCounter
+from ..wire import Header
+
+UNSTAMPED = "-"
+_LATENCIES = 4096  # per publisher: the latest latencies the percentiles are taken over
+_SUBJECTS = 1000  # per publisher: distinct subjects counted (a subject per record would grow without end)
+
+
+@dataclass
+class PublisherRow:
+    messages: int = 0
+    wire_bytes: int = 0
+    decoded: int = 0
+    serialized_bytes: int = 0
+    undecoded: int = 0
+    first: float = 0.0
+    last: float = 0.0
+    subjects: set[str] = field(default_factory=set)
+    encoding: str = ""
+    content_type: str = ""
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=_LATENCIES))
+
+    def percentile(self, q: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class TapStats:
+    """Counts per publisher, fed one batch of received messages at a time."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.rows: dict[str, PublisherRow] = {}
+        self.gaps = GapCounter()
+        self.clock = clock
+
+    def observe(self, payloads: Sequence[bytes], subjects: Sequence[str | None], headers: Sequence[dict[str, str] | None],
+                sent_ns: Sequence[int | None], received_ns: Sequence[int | None],
+                serialized: dict[int, int], undecoded: set[int]) -> None:
+        """One batch: ``serialized`` is each decoded message's size before compression (by index),
+        ``undecoded`` the indices of messages that did not decode."""
+        self.gaps.observe(headers)
+        now = self.clock()
+        publisher = Header.PUBLISHER.value
+        for i, payload in enumerate(payloads):
+            h = headers[i] or {}
+            row = self.rows.get(h.get(publisher, UNSTAMPED))
+            if row is None:
+                row = self.rows[h.get(publisher, UNSTAMPED)] = PublisherRow(first=now)
+            row.messages += 1
+            row.last = now
+            row.wire_bytes += len(payload)
+            if i in serialized:
+                row.decoded += 1
+                row.serialized_bytes += serialized[i]
+            if i in undecoded:
+                row.undecoded += 1
+            subject = subjects[i]
+            if subject is not None and len(row.subjects) < _SUBJECTS:
+                row.subjects.add(subject)
+            row.encoding = h.get(Header.CONTENT_ENCODING.value, "identity")
+            row.content_type = h.get(Header.CONTENT_TYPE.value, "?")
+            sent, received = sent_ns[i], received_ns[i]
+            if sent is not None and received is not None:
+                row.latencies_ms.append((received - sent) / 1e6)
+
+    def missing(self, publisher: str) -> int | None:
+        return None if publisher == UNSTAMPED else self.gaps.missing_from(publisher)
+
+    def table(self) -> Any:
+        """The rows as a ``rich`` table (a terminal shows it live; elsewhere it is printed at the end)."""
+        from rich.table import Table
+
+        t = Table(title="wirepipe tap", title_justify="left")
+        for col in ("publisher", "subjects", "format", "codec", "msgs", "msg/s", "B/rec wire", "B/rec raw",
+                    "raw/wire", "p50 ms", "p99 ms", "missing", "undecoded"):
+            t.add_column(col, justify="left" if col in ("publisher", "subjects", "format", "codec") else "right")
+        for pid, row in sorted(self.rows.items()):
+            span = row.last - row.first
+            wire = row.wire_bytes / row.messages if row.messages else 0.0
+            raw = row.serialized_bytes / row.decoded if row.decoded else None
+            missing = self.missing(pid)
+            p50, p99 = row.percentile(0.5), row.percentile(0.99)
+            many = f"{len(row.subjects)}{'+' if len(row.subjects) >= _SUBJECTS else ''} subjects"
+            subjects = next(iter(row.subjects)) if len(row.subjects) == 1 else many
+            t.add_row(pid, subjects, row.content_type.removeprefix("application/"), row.encoding,
+                      f"{row.messages:,}", f"{row.messages / span:,.0f}" if span > 0 else "-", f"{wire:,.1f}",
+                      "-" if raw is None else f"{raw:,.1f}",
+                      "-" if raw is None or not wire else f"{raw / wire:.2f}x",
+                      "-" if p50 is None else f"{p50:.2f}", "-" if p99 is None else f"{p99:.2f}",
+                      "-" if missing is None else f"{missing:,}", f"{row.undecoded:,}")
+        return t

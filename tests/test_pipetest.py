@@ -1,0 +1,332 @@
+"""``wirepipe test``: the shipped test files pass, a failing case names the field path, a broken test file is
+a config error, snapshots, JUnit, inputs from files and from a real capture of a real server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.nats_fixtures import run_wirepipe, start_wirepipe, wirepipe_env
+from tests.test_capture_nats import wait_for_line
+from wirepipe import nats_sink, subject
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.serialize import Serialize
+from wirepipe.server import EmbeddedServer
+
+ROOT = Path(__file__).parent.parent
+DECODER = """name: decoder
+source: {type: nats, url: "${NATS_URL:-embedded}", subject: "orders.>"}
+operators:
+  - decompress: {codec: auto}
+  - deserialize: {format: auto}
+  - select: [id, region]
+sink: {type: jsonl, path: out.jsonl}
+dead_letter: {type: jsonl, path: dead.jsonl}
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_the_test_files_shipped_with_configs_pass() -> None:
+    cases = sum(len(json.loads(json.dumps(__import__("yaml").safe_load(p.read_text())))["tests"])
+                for p in (ROOT / "configs").glob("*.test.yaml"))
+    result = run_wirepipe("test", "configs", cwd=ROOT)  # relative paths as CI gives them (configs/points.proto)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(" PASSED\n") == cases >= 10
+    assert f"{cases} passed" in result.stdout.splitlines()[-1]
+
+
+def test_a_failing_case_shows_the_field_path_and_both_records(tmp_path: Path) -> None:
+    write(tmp_path, "decoder.yaml", DECODER)
+    write(tmp_path, "decoder.test.yaml", """\
+        tests:
+          - name: regions survive
+            input: {records: [{id: 1, region: eu, x: 0}, {id: 2, region: us}], encode: json|gzip}
+            expect: {records: [{id: 1, region: eu}, {id: 2, region: asia}]}
+          - name: right
+            input: {records: [{id: 1, region: eu}], encode: msgpack}
+            expect: {records: [{id: 1, region: eu}]}
+        """)
+    result = run_wirepipe("test", str(tmp_path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    out = result.stdout
+    assert f"{tmp_path / 'decoder.test.yaml'}::regions survive FAILED" in out
+    assert f"{tmp_path / 'decoder.test.yaml'}::right PASSED" in out
+    assert 'records[1].region: expected "asia", got "us"' in out
+    assert '  expected records[1]: {"id": 2, "region": "asia"}' in out
+    assert '  got      records[1]: {"id": 2, "region": "us"}' in out
+    assert out.splitlines()[-1].startswith("======== 1 failed, 1 passed in ")
+
+
+def test_outputs_subjects_headers_conditions_and_rejections_are_each_checked(tmp_path: Path) -> None:
+    write(tmp_path, "decoder.yaml", DECODER)
+    write(tmp_path, "decoder.test.yaml", """\
+        tests:
+          - name: everything that can differ
+            input:
+              payloads: ['{"id": 1, "region": "eu"}', "garbage", '{"id": 3, "region": "us"}']
+              subjects: [orders.eu, orders.x, orders.us]
+              headers: {Content-Type: application/json}
+            expect:
+              count: 3
+              outputs:
+                - {value: {id: 1, region: eu}, subject: orders.eu, headers: {Content-Type: application/json}}
+                - {subject: orders.uk, headers: {Content-Type: text/json}, where: [{field: id, equals: 4}]}
+              each:
+                - {field: region, matches: "^(eu|uk)$"}
+                - {field: id, max: 2}
+              rejections: [{stage: decompress, error: "not JSON", seq: 2}]
+        """)
+    result = run_wirepipe("test", str(tmp_path / "decoder.test.yaml"))
+    assert result.returncode == 1, result.stderr
+    failures = result.stdout.split("________\n", 1)[1].split("\n========")[0].splitlines()
+    assert failures[:8] == [
+        "count: expected 3 outputs, got 2",
+        'outputs[1].subject: expected "orders.uk", got "orders.us"',
+        'outputs[1].headers.Content-Type: expected "text/json", got "application/json"',
+        '  expected outputs[1].headers: {"Content-Type": "text/json"}',
+        '  got      outputs[1].headers: {"Content-Type": "application/json"}',
+        "outputs[1]: id == 4 is false (id is 3)",
+        "each: outputs[1]: region matches '^(eu|uk)$' is false (region is \"us\")",
+        "each: outputs[1]: id <= 2 is false (id is 3)",
+    ]
+    assert failures[8].startswith('rejections[0].stage: expected "decompress", got "deserialize" (deserialize (auto): ')
+    assert failures[9].startswith("rejections[0].seq: expected 2, got 1 (")
+    assert failures[10].startswith('rejections[0].error: expected a reason containing "not JSON", got ')
+    assert len(failures) == 11
+
+
+def test_unexpected_rejections_fail_a_case(tmp_path: Path) -> None:
+    write(tmp_path, "decoder.yaml", DECODER)
+    write(tmp_path, "decoder.test.yaml", """\
+        tests:
+          - name: only counts
+            input: {payloads: ["not json"], headers: {Content-Type: application/json}}
+            expect: {count: 0}
+        """)
+    result = run_wirepipe("test", str(tmp_path / "decoder.yaml"))  # a pipeline: its test file beside it
+    assert result.returncode == 1
+    assert "rejected: expected none, got 1: deserialize (auto): " in result.stdout
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tests:\n  - name: a\n    input: {records: [1]}\n    expect: {count: -1}\n",
+     "decoder.test.yaml: tests[0].expect.count: Input should be greater than or equal to 0 (got -1)"),
+    ("tests:\n  - name: a\n    input: {records: [1], capture: x}\n",
+     "decoder.test.yaml: tests[0].input: give one of records, payloads, file, capture (got records and capture)"),
+    ("tests:\n  - name: a\n    input: {records: [1]}\n    expect: {rejections: [{stag: map}]}\n",
+     "decoder.test.yaml: tests[0].expect.rejections[0]: unknown field 'stag': allowed error, operator, seq, stage"),
+    ("tests:\n  - name: a\n    input: {records: [1], subject: 'a.b'}\n",
+     "decoder.test.yaml: tests[0].input: `subject` slices a capture; inline records take `subjects`"),
+    ("tests:\n  - name: a\n    input: {capture: nowhere}\n",
+     "decoder.test.yaml: tests[0].input.capture: "),
+    ("tests:\n  - name: a\n    input: {records: [1]}\n    set: ['operators[0].decompress.codec=zzz']\n",
+     "decoder.yaml: operators[0].decompress.codec: unknown codec 'zzz'"),
+    ("tests:\n  - name: a\n    input: {records: [1]}\n  - name: a\n    input: {records: [2]}\n",
+     "decoder.test.yaml: tests[1].name: 'a' names an earlier case too"),
+    ("tests: [\n", "decoder.test.yaml: line 2, column 1: not valid YAML"),
+])
+def test_a_broken_test_file_exits_2_naming_the_file_field_and_value(tmp_path: Path, text: str, message: str) -> None:
+    write(tmp_path, "decoder.yaml", DECODER)
+    (tmp_path / "decoder.test.yaml").write_text(text)
+    result = run_wirepipe("test", str(tmp_path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "PASSED" not in result.stdout  # nothing ran
+    assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
+
+
+def test_no_test_file_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path, "decoder.yaml", DECODER)
+    result = run_wirepipe("test", str(tmp_path / "decoder.yaml"))
+    assert result.returncode == 2 and "no test file beside it (write decoder.test.yaml)" in result.stderr
+    result = run_wirepipe("test", str(tmp_path))
+    assert result.returncode == 2 and "no test files (*.test.yaml) in this folder" in result.stderr
+
+
+def test_update_records_a_snapshot_in_place_and_then_passes(tmp_path: Path) -> None:
+    write(tmp_path, "decoder.yaml", DECODER)
+    test_file = write(tmp_path, "decoder.test.yaml", """\
+        # kept: a comment before the cases
+        tests:
+          - name: new case   # kept: a comment on the name
+            input:
+              records: [{id: 1, region: eu, extra: true}, {id: 2, region: us}]
+              encode: cbor|brotli
+              subjects: [orders.eu, orders.us]
+          - name: stale case
+            input: {payloads: ["{]"], headers: {Content-Type: application/json}}
+            expect: {count: 1}
+          # kept: a comment between the cases
+          - name: right case
+            input: {records: [{id: 7, region: eu}], encode: json}
+            expect: {count: 1, each: [{field: id, equals: 7}]}
+        """)
+    result = run_wirepipe("test", str(test_file), "--update")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [line.rsplit(" ", 1)[1] for line in result.stdout.splitlines()[:3]] == ["UPDATED", "UPDATED", "PASSED"]
+    text = test_file.read_text()
+    for comment in ("# kept: a comment before the cases", "# kept: a comment on the name",
+                    "# kept: a comment between the cases"):
+        assert comment in text
+    import yaml
+
+    cases = yaml.safe_load(text)["tests"]
+    assert cases[0]["expect"] == {
+        "count": 2, "rejected": 0,
+        "outputs": [{"value": {"id": 1, "region": "eu"}, "subject": "orders.eu",
+                     "headers": {"Content-Type": "application/cbor", "Content-Encoding": "br"}},
+                    {"value": {"id": 2, "region": "us"}, "subject": "orders.us",
+                     "headers": {"Content-Type": "application/cbor", "Content-Encoding": "br"}}]}
+    assert cases[1]["expect"]["count"] == 0 and cases[1]["expect"]["rejections"][0]["stage"] == "deserialize"
+    assert cases[2]["expect"] == {"count": 1, "each": [{"field": "id", "equals": 7}]}  # untouched
+    again = run_wirepipe("test", str(test_file))
+    assert again.returncode == 0 and again.stdout.count(" PASSED\n") == 3, again.stdout
+
+
+def test_junit_xml(tmp_path: Path) -> None:
+    write(tmp_path, "decoder.yaml", DECODER)
+    write(tmp_path, "decoder.test.yaml", """\
+        tests:
+          - name: passes
+            input: {records: [{id: 1, region: eu}], encode: json}
+            expect: {count: 1}
+          - name: fails
+            input: {records: [{id: 1, region: eu}], encode: json}
+            expect: {records: [{id: 2, region: eu}]}
+        """)
+    report = tmp_path / "junit.xml"
+    assert run_wirepipe("test", str(tmp_path), "--junit", str(report)).returncode == 1
+    root = ET.parse(report).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "1", "0")
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert cases["passes"].find("failure") is None
+    failure = cases["fails"].find("failure")
+    assert failure is not None and failure.get("message") == "records[0].id: expected 2, got 1"
+
+
+def test_inputs_from_jsonl_and_parquet_files(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write(tmp_path, "select.yaml", """\
+        name: select
+        source: {type: generate, dataset: point, count: 1}
+        operators: [{select: [id]}]
+        """)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "in.jsonl").write_text('{"id": 1, "x": 2}\n{"id": 2}\nnot json\n{"id": 3}\n')
+    pq.write_table(pa.table({"id": [10, 11, 12], "x": [0, 0, 0]}), tmp_path / "data" / "in.parquet")
+    write(tmp_path, "select.test.yaml", """\
+        tests:
+          - name: jsonl, a line that is not JSON rejected where the source reads it
+            input: {file: data/in.jsonl}
+            expect:
+              records: [{id: 1}, {id: 2}, {id: 3}]
+              rejections: [{stage: read, error: "not a JSON line", seq: 2}]
+          - name: parquet, the first two
+            input: {file: data/in.parquet, count: 2}
+            expect: {records: [{id: 10}, {id: 11}]}
+        """)
+    result = run_wirepipe("test", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_case_fed_by_a_real_capture_sliced_by_subject_time_and_count(nats_server: EmbeddedServer,
+                                                                       tmp_path: Path) -> None:
+    """A publisher pipeline on a real server, ``wirepipe capture`` writing what flows, then ``wirepipe test``
+    on slices of that capture through a decoding pipeline."""
+    url = nats_server.url
+    capture_dir = tmp_path / "captures" / "orders"
+    capture = start_wirepipe("capture", "--url", url, "--subject", "orders.>", "--out", str(capture_dir),
+                             "--count", "60", "--max-file-age", "1s", env=wirepipe_env())
+    lines = wait_for_line(capture, "capturing into")  # subscribed: the source opens before the sink
+    records = [{"id": i, "region": ("eu", "us", "asia")[i % 3]} for i in range(60)]
+    from wirepipe.testing import TestingSource
+
+    started = dt.datetime.now(dt.timezone.utc)
+    (TestingSource(records, batch_size=10) | subject("orders.{region}.{id}") | Serialize("msgpack") | Compress("zstd")
+     | nats_sink("{subject}", url=url)).run()
+    assert capture.wait(timeout=60) == 0, "".join(lines)
+    assert "60 records captured" in "".join(lines)
+    write(tmp_path, "decoder.yaml", DECODER)
+    eu = [r for r in records if r["region"] == "eu"]
+    write(tmp_path, "decoder.test.yaml", f"""\
+        tests:
+          - name: the eu orders of the capture
+            input: {{capture: captures/orders, subject: "orders.eu.>"}}
+            expect:
+              records: {json.dumps(eu)}
+          - name: the first five us orders
+            input: {{capture: captures/orders, subject: "orders.us.*", count: 5}}
+            expect:
+              outputs: {json.dumps([{"value": r, "subject": f"orders.us.{r['id']}"} for r in records
+                                    if r["region"] == "us"][:5])}
+              each: [{{header: Content-Encoding, equals: zstd}}]
+          - name: everything received since the publisher started, and nothing after now
+            input: {{capture: captures/orders, since: "{started.isoformat()}",
+                     until: "{(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1)).isoformat()}"}}
+            expect: {{count: 60}}
+          - name: nothing was received before the publisher started
+            input: {{capture: captures/orders, until: "{started.isoformat()}"}}
+            expect: {{count: 0}}
+          - name: a wrong expectation on captured traffic names the record and field
+            input: {{capture: captures/orders, subject: "orders.asia.>", count: 2}}
+            expect: {{records: [{{id: 2, region: asia}}, {{id: 5, region: eu}}]}}
+        """)
+    result = run_wirepipe("test", str(tmp_path / "decoder.test.yaml"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.rsplit(" ", 1)[1] for line in lines[:5]] == ["PASSED"] * 4 + ["FAILED"]
+    assert 'records[1].region: expected "eu", got "asia"' in result.stdout
+
+
+def test_a_snapshot_of_payloads_is_recorded_decoded_by_their_headers(tmp_path: Path) -> None:
+    write(tmp_path, "publish.yaml", """\
+        name: publish
+        source: {type: generate, dataset: point, count: 1}
+        operators: [{serialize: {format: cbor}}, {compress: {codec: xz}}]
+        sink: {type: nats, url: "nats://127.0.0.1:1", subject: "out.{seq}"}
+        """)
+    test_file = write(tmp_path, "publish.test.yaml", """\
+        tests:
+          - name: points as cbor + xz
+            input: {records: [{x: 1, y: 2}, {x: 3, y: 4}]}
+        """)
+    assert run_wirepipe("test", str(test_file), "--update").returncode == 0
+    import yaml
+
+    expect = yaml.safe_load(test_file.read_text())["tests"][0]["expect"]
+    headers = {"Content-Type": "application/cbor", "Content-Encoding": "xz"}
+    assert expect == {"decode": True, "count": 2, "rejected": 0, "outputs": [
+        {"value": {"x": 1, "y": 2}, "subject": "out.0", "headers": headers},
+        {"value": {"x": 3, "y": 4}, "subject": "out.1", "headers": headers}]}
+    assert run_wirepipe("test", str(test_file)).returncode == 0
+    test_file.write_text(test_file.read_text().replace("x: 3, y: 4}\n", "x: 3, y: 5}\n"))
+    result = run_wirepipe("test", str(test_file))
+    assert result.returncode == 1 and "outputs[1].value.y: expected 5, got 4" in result.stdout
+
+
+def test_inline_records_carry_the_schema_the_pipelines_source_attaches(tmp_path: Path) -> None:
+    """A positional format without `schema:` reads the generate dataset's; inline records get the same."""
+    write(tmp_path, "arr.yaml", """\
+        name: arr
+        source: {type: generate, dataset: point, count: 10}
+        operators: [{serialize: {format: msgpack-array}}, {deserialize: {format: msgpack-array}}]
+        """)
+    write(tmp_path, "arr.test.yaml", """\
+        tests:
+          - name: positional
+            input: {records: [{x: 1, y: 2}]}
+            expect: {records: [{x: 1, y: 2}]}
+        """)
+    result = run_wirepipe("test", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
