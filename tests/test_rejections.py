@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.nats_fixtures import WIREPIPE, start_wirepipe, wirepipe_env
+from tests.nats_fixtures import WIREPIPE, wirepipe_env
 from tests.test_scale_pool import drain, running_pool, wait_for
 from wirepipe.batch import Rejected
 from wirepipe.rejections import MAX_GROUPS, OTHER, Rejections, reason_of
@@ -203,35 +203,9 @@ def _reason_metric(pipeline: str, n: int, worker: str = "") -> str:
 @pytest.mark.timeout(120)
 def test_a_worker_names_its_rejections_on_prometheus_and_in_its_final_summary(nats_server: EmbeddedServer,
                                                                               tmp_path: Path) -> None:
+    """A long-lived worker (`wirepipe run` on a JetStream durable, stopped by SIGTERM): Prometheus counts the
+    rejects by reason while it runs, its final summary names them and the default file beside its output."""
     n = 3000
-    asyncio.run(_publish(nats_server.url, n))
-    out = tmp_path / "out"
-    (tmp_path / "worker.yaml").write_text(WORKER)
-    worker = start_wirepipe("run", str(tmp_path / "worker.yaml"), cwd=tmp_path,
-                            env=wirepipe_env(NATS_URL=nats_server.url, OUT=str(out)))
-    try:
-        deadline = time.monotonic() + 60
-        while _written(out) < n - n // 10 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _written(out) == n - n // 10
-        time.sleep(0.6)  # a status interval: the line shows the rejects
-        worker.send_signal(signal.SIGTERM)
-        _, stderr = worker.communicate(timeout=60)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
-    assert worker.returncode == 0, stderr
-    assert f"notes: {n - n // 10} records out of {n}" in stderr and f", {n // 10} rejected" in stderr
-    assert f"  rejected: {n // 10} × {UNDECLARED} (first: seq 1)\n" in stderr  # the stream sequence
-    dead = out / "part.dead.jsonl"
-    assert f"  dead letters: {dead} ({n // 10} appended as JSONL dead-letter envelopes" in stderr
-    assert sorted(json.loads(line)["seq"] for line in dead.read_text().splitlines()) == list(range(1, n + 1, 10))
-
-
-@pytest.mark.timeout(120)
-def test_prometheus_counts_rejections_by_reason(nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    n = 1000
     asyncio.run(_publish(nats_server.url, n))
     out = tmp_path / "out"
     (tmp_path / "worker.yaml").write_text(WORKER)
@@ -244,11 +218,17 @@ def test_prometheus_counts_rejections_by_reason(nats_server: EmbeddedServer, tmp
         metrics = wait_for(lambda: _scrape(log, _reason_metric("notes", n // 10)), 30, None, log)
         assert f'wirepipe_rejected_total{{pipeline="notes"}} {float(n // 10)}' in metrics
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(60) == 0
+        assert worker.wait(60) == 0, log.read_text()[-3000:]
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+    text = log.read_text()
+    assert f"notes: {n - n // 10} records out of {n}" in text and f", {n // 10} rejected" in text
+    assert f"  rejected: {n // 10} × {UNDECLARED} (first: seq 1)\n" in text  # the stream sequence
+    dead = out / "part.dead.jsonl"
+    assert f"  dead letters: {dead} ({n // 10} appended as JSONL dead-letter envelopes" in text
+    assert sorted(json.loads(line)["seq"] for line in dead.read_text().splitlines()) == list(range(1, n + 1, 10))
 
 
 @pytest.mark.timeout(180)

@@ -28,6 +28,8 @@ bvarint (bincode 2) of u is the byte u when u < 251, else 251 then u as u16 LE (
 then u32 LE (u < 2**32), 253 then u64 LE: 250 -> ``fa``, 251 -> ``fb fb 00``, 65536 -> ``fc 00
 00 01 00``. The decoder takes the longer forms (bincode's does), and refuses 254, 255 and a tag
 wider than the field (253 in a 32-bit field), as bincode's ``InvalidIntegerType``.
+A record with a field the schema does not declare is refused, not written without it (one
+``len`` per record: every field was read, so more keys than fields is one too many).
 A message framed with several records (``pack`` before ``serialize``) is ``Vec<Record>``: the
 count (u64 LE / varint) then the records. A message is one record or one Vec, never both: the
 decoder is told which (``framed: true``), as a Rust peer would be by its type.
