@@ -86,7 +86,8 @@ def test_rejections_are_reported_and_limited(tmp_path: Path) -> None:
     assert out.returncode == ExitCode.OK, out.stderr
 
 
-def test_every_record_rejected_is_never_success(tmp_path: Path) -> None:
+def test_every_record_rejected_is_never_success(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a null sink: the rejects go to results/all-bad.dead.jsonl, here
     config = write(tmp_path / "all.yaml", """name: all-bad
 source: {type: generate, dataset: point, count: 300}
 operators:
@@ -96,6 +97,7 @@ sink: {type: "null"}
 """)
     out = invoke("run", str(config), "--max-rejected", "100%", "--no-status")
     assert out.exit_code == ExitCode.REJECTED and "every record was rejected" in out.stderr
+    assert len((tmp_path / "results" / "all-bad.dead.jsonl").read_text().splitlines()) == 300
 
 
 @pytest.mark.parametrize("command", ["run", "replay"])
