@@ -19,9 +19,9 @@ import pytest
 
 from tests.nats_fixtures import WIREPIPE, wirepipe_env
 from tests.test_scale_pool import drain, running_pool, wait_for
-from wirepipe.batch import Rejected
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.batch import Rejected
 from wirepipe.rejections import MAX_GROUPS, OTHER, Rejections, reason_of
-from wirepipe.server import EmbeddedServer
 
 TESTS = Path(__file__).parent
 TOML_REASON = "serialize(toml): user: null has no TOML form (TOML has no null)"
@@ -269,7 +269,7 @@ def test_a_pool_sums_its_workers_rejections_and_names_each_workers_file(nats_ser
 def test_the_default_file_is_beside_the_output_else_in_the_results_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     from wirepipe.connectors.capture import CaptureSink
     from wirepipe.connectors.files import JsonlSink, NullSink, ParquetSink
-    from wirepipe.connectors.nats import NatsSink
+    from wirepipe.connectors.nats.core_sink import NatsSink
     from wirepipe.pipelines.dead_letters import default_path
 
     monkeypatch.delenv("WIREPIPE_WORKER", raising=False)
@@ -293,7 +293,7 @@ async def test_what_the_server_refuses_at_its_ack_is_counted_by_reason_in_the_me
     count by reason, so the stage rows hold every reject the summary names."""
     import msgpack
 
-    from wirepipe.connectors.jetstream import JetStreamSink
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
     from wirepipe.operators.serialize import Serialize
     from wirepipe.testing import TestingSink, TestingSource, run_async
 

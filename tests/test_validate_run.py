@@ -21,10 +21,10 @@ import yaml
 from typer.testing import CliRunner
 
 import wirepipe.cli
-from wirepipe.batch import PAYLOADS
 from wirepipe.cli import app
 from wirepipe.codecs import CODECS, FORMATS
 from wirepipe.connectors import SINKS, SOURCES
+from wirepipe.core.batch import PAYLOADS
 from wirepipe.operators import OPERATORS
 
 ROOT = Path(__file__).parent.parent

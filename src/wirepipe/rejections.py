@@ -10,7 +10,7 @@ one too. Each group keeps its count and the first record's own error and sequenc
 The run summary, the status snapshot (and so Prometheus and a pool's summary) and the metrics
 Parquet (``reasons`` of each stage row) read the same groups.
 
->>> from wirepipe.batch import Rejected
+>>> from wirepipe.core.batch import Rejected
 >>> r = Rejections()
 >>> r.add([Rejected("serialize", "toml", "user: null has no TOML form", {}, meta={"seq": s}) for s in (3, 9)])
 >>> r.add([Rejected("serialize", "bincode", "ts: expected int64, got str '5'", {}, meta={"seq": 4})])
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .batch import Rejected
+from .core.batch import Rejected
 
 # Distinct reasons kept per run: past it, new ones count under OTHER (Prometheus labels stay bounded).
 MAX_GROUPS = 100

@@ -622,7 +622,7 @@ def _project_value(t: Type) -> Callable[[Any], Any]:
 
 def explain(schema: RecordSchema | None, value: Any, fallback: BaseException) -> str:
     """The reason a record failed to encode: the schema's field path when it finds one."""
-    from .batch import describe_error
+    from .core.batch import describe_error
 
     if schema is not None:
         if type(value) is list:  # a packed message: find the record that does not fit

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from ..batch import PAYLOADS, RECORDS, SAME, Batch
+from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
 
 if TYPE_CHECKING:
     from ..connectors.base import Refusal

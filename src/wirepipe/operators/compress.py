@@ -7,7 +7,7 @@ dictionary (``operators/codec_options.py``).
 
 In YAML ``- compress: {codec: zstd, level: fastest}``; in Python ``wirepipe.compress("zstd", "fastest")``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> from wirepipe.operators.decompress import Decompress
 >>> packed = Compress("zstd", 3)(Batch([b"abc" * 100]))
 >>> len(packed.values[0]) < 300, packed.headers
@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
 from ..codecs.compression import get_codec
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.models import Strict
 from ..wire import Header, set_header
 from .base import PAYLOADS, BuildContext, Operator
 from .codec_options import Dictionary, known_codec, load_dictionary

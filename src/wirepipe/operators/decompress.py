@@ -7,7 +7,7 @@ dead-lettered, the run goes on. With ``codec: auto`` each record's codec is the 
 In YAML ``- decompress: {codec: auto, max_output_size: 64MiB}``; in Python ``wirepipe.decompress("auto")``:
 
 >>> import zlib
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> Decompress("zlib")(Batch([zlib.compress(b"abc")])).values
 [b'abc']
 >>> Decompress("zlib", max_output_size=10)(Batch([zlib.compress(b"x" * 100)])).rejected[0].stage
@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import field_validator
 
-from ..batch import Batch
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
-from ..errors import StageError
-from ..models import Size, Strict
+from ..core.batch import Batch
+from ..core.errors import StageError
+from ..core.models import Size, Strict
 from ..wire import Header
 from .base import PAYLOADS, BuildContext, Operator, failing
 from .codec_options import Dictionary, known_codec, load_dictionary

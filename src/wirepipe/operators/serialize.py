@@ -14,7 +14,7 @@ have each record checked against it (``msgspec_engine.validator``) before they w
 
 In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgpack")``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> from wirepipe.operators.deserialize import Deserialize
 >>> payloads = Serialize("json")(Batch([{"x": 1}, {"x": 2}]))
 >>> payloads.values, payloads.headers
@@ -33,11 +33,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
 from ..codecs.formats import Encoder, Schema, get_format
 from ..connectors.base import Refusal
-from ..errors import StageError
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.errors import StageError
+from ..core.models import Strict
 from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
 from .base import PAYLOADS, BuildContext, Operator

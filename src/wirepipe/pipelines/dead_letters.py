@@ -24,9 +24,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..batch import Batch
 from ..connectors.base import Sink
-from ..operators.metrics import WORKER_ENV, WORKERS_ENV
+from ..core.batch import Batch
+from ..metrics.recorder import WORKER_ENV, WORKERS_ENV
 
 SUFFIX = ".dead.jsonl"
 

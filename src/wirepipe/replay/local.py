@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
-from ..errors import ConfigError, WirepipeError
+from ..core.errors import ConfigError, WirepipeError
 from ..pipelines.monitor import dead_letter_destination
 from ..pipelines.pool import merge_rejections
 from . import Replay, ReplayResult
@@ -247,11 +247,11 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     import os
     import signal
 
-    from ..allocator import keep_freed_memory
-    from ..operators.metrics import WORKER_ENV, WORKERS_ENV
+    from ..core.allocator import keep_freed_memory
+    from ..metrics.recorder import WORKER_ENV, WORKERS_ENV
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.allocator)
+    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
     os.environ.update({WORKER_ENV: str(k), WORKERS_ENV: str(workers)})  # files of its own (default dead letters)
     logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
     try:
