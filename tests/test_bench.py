@@ -214,16 +214,18 @@ def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_pa
 
 
 def test_a_format_that_cannot_write_the_records_gets_no_dictionary_and_stops_nothing(tmp_path: Path) -> None:
-    """Training the +dict rows encodes the sample with every format: one that cannot write these records (a
-    positional format and a field some records lack) is left without a dictionary, its rows fail with the
-    reason, and the rest is measured."""
+    """Training the +dict rows encodes the sample with every format: one that cannot write these records (TOML
+    and a null some records hold) is left without a dictionary, its rows fail with the reason, and the rest is
+    measured; a positional format writes a field some records lack as null (msgpack-array, as bincode)."""
     src = tmp_path / "logs.jsonl"
-    src.write_text("".join(json.dumps({"ts": i, "msg": f"request {i}", **({"error": "timeout"} if i % 7 == 0 else {})})
-                           + "\n" for i in range(200)))
-    plan = make_plan(dataset=None, inputs=[src], format="msgpack,msgpack-array", codec="zstd", level=None,
+    src.write_text("".join(json.dumps({"ts": i, "msg": f"request {i}", **({"error": "timeout"} if i % 7 == 0 else {}),
+                                       "user": None if i % 5 == 0 else "bob"}) + "\n" for i in range(200)))
+    plan = make_plan(dataset=None, inputs=[src], format="msgpack,msgpack-array,toml", codec="zstd", level=None,
                      transport="none", url=None, iterations=1, repetitions=200, out=tmp_path / "out", quick=True,
                      zstd_dict=None, records_per_message=None, seed=0)
     rows = {m.combo.label: m for m in run_bench(plan).measured["logs"]}
     assert rows["msgpack|zstd +dict"].error is None and rows["msgpack|zstd +dict"].compressed > 0
-    assert all(m.error is None or "error" in m.error for label, m in rows.items() if label.startswith("msgpack-array"))
-    assert "msgpack-array|zstd +dict" not in rows or rows["msgpack-array|zstd +dict"].error is None
+    assert rows["msgpack-array|zstd +dict"].error is None and rows["msgpack-array|zstd +dict"].compressed > 0
+    toml = [m for label, m in rows.items() if label.startswith("toml")]
+    assert toml and all("null has no TOML form" in (m.error or "") for m in toml), [m.error for m in toml]
+    assert "toml|zstd +dict" not in rows or rows["toml|zstd +dict"].error is not None

@@ -291,9 +291,13 @@ def test_written_records_are_not_held_until_the_commit(tmp_path: Path) -> None:
 
 
 def test_decoded_values_into_a_capture_stop_the_run_instead_of_being_retried(tmp_path: Path) -> None:
-    """Not a sink failure (that would be retried for ever) nor a record failure: the pipeline is wrong."""
+    """Not a sink failure (that would be retried for ever) nor a record failure: the pipeline is wrong. Refused
+    when the pipeline is built where the source says it gives records; at the first write where it cannot tell."""
     from wirepipe.connectors.generate import GenerateSource
     from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.testing import TestingSource
 
+    with pytest.raises(ConfigError, match=r"capture sink writes payloads .*source \(generate\) gives decoded records"):
+        Pipeline(GenerateSource("point", count=10), [], CaptureSink(tmp_path, fsync=False))
     with pytest.raises(ConfigError, match="put it before any deserialize"):
-        Pipeline(GenerateSource("point", count=10), [], CaptureSink(tmp_path, fsync=False)).run()
+        Pipeline(TestingSource([{"x": 1}] * 10), [], CaptureSink(tmp_path, fsync=False)).run()

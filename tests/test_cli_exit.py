@@ -86,7 +86,8 @@ def test_rejections_are_reported_and_limited(tmp_path: Path) -> None:
     assert out.returncode == ExitCode.OK, out.stderr
 
 
-def test_every_record_rejected_is_never_success(tmp_path: Path) -> None:
+def test_every_record_rejected_is_never_success(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a null sink: the rejects go to results/all-bad.dead.jsonl, here
     config = write(tmp_path / "all.yaml", """name: all-bad
 source: {type: generate, dataset: point, count: 300}
 operators:
@@ -96,6 +97,7 @@ sink: {type: "null"}
 """)
     out = invoke("run", str(config), "--max-rejected", "100%", "--no-status")
     assert out.exit_code == ExitCode.REJECTED and "every record was rejected" in out.stderr
+    assert len((tmp_path / "results" / "all-bad.dead.jsonl").read_text().splitlines()) == 300
 
 
 @pytest.mark.parametrize("command", ["run", "replay"])
@@ -110,7 +112,9 @@ metrics: {path: out/metrics.parquet}
     monkeypatch.chdir(tmp_path)
     out = invoke(*args)
     assert out.exit_code == ExitCode.CONFIG, out.stderr
-    assert out.stderr.strip() == "error: no-such-capture: no such file or folder"
+    # run names the config file and its field; replay was given the capture on its command line
+    where = f"{config}: source.path: " if command == "run" else ""
+    assert out.stderr.strip() == f"error: {where}no-such-capture: no such file or folder"
     assert not (tmp_path / "out").exists()  # no empty sink file, no 0-row metrics
 
 

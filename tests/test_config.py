@@ -30,6 +30,8 @@ CASES = {
     "pickle_not_allowed.yaml": ("operators[0].deserialize", "allow_pickle: true", ""),
     "single_parquet_behind_jetstream.yaml": ("sink.path", "'results/points.parquet'",
                                              "path: 'results/points/part-{part}.parquet'"),
+    "bincode_without_schema.yaml": ("operators[0].serialize.schema", "bincode needs a typed schema",
+                                    "a dataset name, a schema file"),
 }
 
 

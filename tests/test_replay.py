@@ -134,12 +134,15 @@ def both_runners(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     result = runner.invoke(app, ["replay", str(root / "cap"), "-p", str(local_pipeline), "--batch-size", "300",
                                  "--count", "2300"])
     assert result.exit_code == 0, result.output
+    summaries = {"local": result.stderr}
     result = runner.invoke(app, ["replay", str(root / "cap"), "-p", str(local_pipeline), "--runner", "beam",
                                  "--count", "2300", "--output", str(root / "beam"),
                                  "--beam-option", "direct_num_workers=1"])
     assert result.exit_code == 0, result.output
     assert "beam FnApiRunner" in result.output
-    return {"root": root, "local": root / "local", "beam": root / "beam", "output": Path(result.output)}
+    summaries["beam"] = result.stderr
+    return {"root": root, "local": root / "local", "beam": root / "beam", "output": Path(result.output),
+            "summaries": summaries}  # type: ignore[dict-item]
 
 
 def read_parts(folder: Path) -> pa.Table:
@@ -166,6 +169,38 @@ def test_local_and_beam_dead_letter_the_same_records(both_runners: dict[str, Pat
     beam_dead = read_parts(both_runners["beam"] / "dead_letter").to_pylist()
     assert beam_dead == local_dead
     assert [r["seq"] for r in local_dead] == list(range(96, 2300, 97))
+
+
+def test_local_and_beam_name_the_rejections_by_reason_and_where_they_went(both_runners: dict[str, Any]) -> None:
+    lines = {name: [line for line in text.splitlines() if line.startswith("  rejected")]
+             for name, text in both_runners["summaries"].items()}
+    reason = [line for line in lines["local"] if line.startswith("  rejected: ")]
+    assert len(reason) == 1 and reason[0].startswith(f"  rejected: {2300 // 97} × decompress(auto): "), lines
+    assert [line.split(" (first:")[0] for line in lines["beam"] if line.startswith("  rejected: ")] == \
+        [reason[0].split(" (first:")[0]]  # one group, counted alike (Beam keeps no example)
+    dead = {name: [line for line in text.splitlines() if line.startswith("  dead letters: ")]
+            for name, text in both_runners["summaries"].items()}
+    assert len(dead["local"]) == 1 and dead["local"][0].startswith(
+        f"  dead letters: parquet {both_runners['local']}/dead.parquet (")
+    assert dead["beam"] == [f"  dead letters: {both_runners['beam']}/dead_letter/ (dead-letter envelopes)"]
+
+
+def test_rejected_records_are_kept_without_a_dead_letter_on_both_runners(tmp_path: Path) -> None:
+    """No `dead_letter` in the pipeline: the local run writes its default file beside the output, Beam the
+    replay's dead_letter/ folder; each summary names it."""
+    make_capture(tmp_path / "cap", get_dataset("point").sample(300, seed=3), row_group_rows=100, corrupt_every=50)
+    pipeline = write_pipeline(tmp_path / "p.yaml", {"type": "jsonl", "path": str(tmp_path / "out.jsonl")})
+    runner = CliRunner()
+    local_run = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline)])
+    assert local_run.exit_code == 0, local_run.output
+    dead = tmp_path / "out.dead.jsonl"
+    assert [orjson.loads(line)["seq"] for line in dead.read_bytes().splitlines()] == list(range(49, 300, 50))
+    assert f"  dead letters: {dead} (6 appended as JSONL dead-letter envelopes" in local_run.stderr
+    beam_run = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline), "--runner", "beam",
+                                   "--output", str(tmp_path / "beam"), "--beam-option", "direct_num_workers=1"])
+    assert beam_run.exit_code == 0, beam_run.output
+    assert [r["seq"] for r in read_parts(tmp_path / "beam" / "dead_letter").to_pylist()] == list(range(49, 300, 50))
+    assert f"  dead letters: {tmp_path / 'beam'}/dead_letter/ (dead-letter envelopes)" in beam_run.stderr
 
 
 def test_beam_metrics_carry_the_run_metadata(both_runners: dict[str, Path]) -> None:

@@ -22,7 +22,7 @@ from wirepipe.cli import app
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.core.units import parse_bandwidth
-from wirepipe.metrics.recorder import STAGE_COLUMNS, latency_path
+from wirepipe.metrics.recorder import STAGE_COLUMNS, arrow_schema, latency_path
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
@@ -213,7 +213,8 @@ def _config_rows(label: str, stages: list[tuple[str, str, float, int | None, int
                      "operator": op, "params": "{}", "records": 1000, "rejected": 0,
                      "bytes_in": b_in * 1000 if b_in is not None else None,
                      "bytes_out": b_out * 1000 if b_out is not None else None, "start_ns": t, "end_ns": t + d,
-                     "lost": None, "redelivered": None, "label": label, "dataset": "point"}.items():
+                     "lost": None, "redelivered": None, "reasons": None, "projected": 0, "label": label,
+                     "dataset": "point"}.items():
             cols[k].append(v)
         t += d
     return cols
@@ -232,8 +233,7 @@ def _bench_table() -> pa.Table:
     for label, stages in configs.items():
         for k, v in _config_rows(label, stages).items():
             merged.setdefault(k, []).extend(v)
-    schema = pa.schema([*((n, getattr(pa, kind)()) for n, (kind, _) in STAGE_COLUMNS.items()),
-                        ("label", pa.string()), ("dataset", pa.string())])
+    schema = pa.schema([*arrow_schema(STAGE_COLUMNS), ("label", pa.string()), ("dataset", pa.string())])
     return pa.Table.from_pydict(merged, schema=schema)
 
 
@@ -256,9 +256,10 @@ def test_recommended_snippet_is_a_valid_pipeline() -> None:
     report = summarize(_bench_table())
     mid = next(r.group for r in report.recommendations if r.kind == "bandwidth")
     publisher, consumer = mid.snippet().split("# consumer")
-    for part in (publisher, consumer):
+    # each side behind the source it has: records to publish, payloads from NATS to consume
+    for part, source in ((publisher, {"type": "generate", "count": 10}), (consumer, {"type": "nats", "subject": "x"})):
         ops = yaml.safe_load(part)["operators"]
-        cfg = validate_config({"name": "x", "source": {"type": "generate", "count": 10}, "operators": ops})
+        cfg = validate_config({"name": "x", "source": source, "operators": ops})
         build_pipeline(cfg)
     assert 'encode: {chain: "msgpack|zstd:fastest"}' in publisher
 

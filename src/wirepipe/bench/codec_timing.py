@@ -78,14 +78,17 @@ def _timed(op: Operator, chunks: list[list[Any]], schema: Any
 
 def round_trip_error(decoded: list[Any], values: list[Any], fmt: str, schema: Any) -> str | None:
     """Why decoded differs from the input (the first differing record and field), or None when it equals it;
-    for typed formats, in the schema's shape (absent optional fields read as None)."""
+    for typed formats, in the schema's shape (absent optional fields read as None; msgpack-array, positional
+    at the top level only, there)."""
     if decoded == values:
         return None
     from ..schema import RecordSchema, with_defaults
 
-    if FORMATS[fmt].typed and isinstance(schema, RecordSchema):
+    if isinstance(schema, RecordSchema) and FORMATS[fmt].typed:
         fill = with_defaults(schema)
         values = [fill(v) for v in values]
+    elif isinstance(schema, RecordSchema) and FORMATS[fmt].needs_schema:
+        values = [{name: v.get(name) for name in schema.names} if type(v) is dict else v for v in values]
     return first_difference(decoded, values)
 
 

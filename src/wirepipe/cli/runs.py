@@ -38,10 +38,8 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
-    from ..core.errors import ConfigError, WirepipeError
     from ..core.exit_codes import RejectLimit
     from ..core.units import parse_duration
-    from ..pipelines.config import read_config
     from ..pipelines.pool import resolve_workers
 
     setup_logging(verbose)
@@ -52,27 +50,15 @@ def run(
         limit = RejectLimit.parse(max_rejected)
     except ValueError as exc:
         fail(str(exc), EXIT_CONFIG)
-    try:
-        if count is not None:
-            overrides.append(f"source.count={count}")
-        if duration is not None:
+    if count is not None:
+        overrides.append(f"source.count={count}")
+    if duration is not None:
+        try:
             overrides.append(f"source.duration={parse_duration(duration)}")
-        if n_workers > 1:
-            from ..pipelines.pool import Pool
-
-            pool = Pool(read_config(pipeline, overrides), n_workers, file=str(pipeline))
-        else:
-            from ..pipelines.config import build_pipeline, validate_config
-            from ..pipelines.pool import expand_worker
-
-            data = expand_worker(read_config(pipeline, overrides), 0)
-            pipe = build_pipeline(validate_config(data, file=str(pipeline)), file=str(pipeline))
-            pipe.source.check_input()
-    except ValueError as exc:
-        fail(f"--duration: {exc}", EXIT_CONFIG)
-    except (ConfigError, WirepipeError) as exc:  # a missing input file or capture is a usage error too
-        fail(str(exc), EXIT_CONFIG)
-    if n_workers > 1:
+        except ValueError as exc:
+            fail(f"--duration: {exc}", EXIT_CONFIG)
+    pool, pipe = _prepare(pipeline, overrides, n_workers)
+    if pool is not None:
         import asyncio
 
         code = asyncio.run(pool.run())
@@ -94,6 +80,32 @@ def run(
         fail(verdict, ExitCode.REJECTED)
 
 
+def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
+    """Everything ``run`` checks before its first record, and all ``validate`` does: the file read, validated and
+    built (what flows between the parts checked too), the input there, and with N workers what they cannot share
+    and each worker's pipeline. (pool, None) or (None, pipeline); a refusal is one line and exit 2, and nothing
+    has been opened or written."""
+    from ..core.errors import ConfigError, WirepipeError
+    from ..pipelines.config import build_pipeline, read_config, validate_config
+    from ..pipelines.pool import Pool, expand_worker, worker_config
+
+    file = str(path)
+    try:
+        data = read_config(path, overrides)
+        if workers > 1:
+            pool = Pool(data, workers, file=file)
+            build_pipeline(validate_config(worker_config(pool.data, 0), file=file), file=file)
+            return pool, None
+        pipe = build_pipeline(validate_config(expand_worker(data, 0), file=file), file=file)
+        try:
+            pipe.source.check_input()
+        except WirepipeError as exc:  # a missing input file or capture is a usage error too
+            raise ConfigError(str(exc), file=file, path="source.path" if "path" in pipe.source.params else "source") \
+                from None
+    except (ConfigError, WirepipeError) as exc:
+        fail(str(exc), EXIT_CONFIG)
+    return None, pipe
+
 
 def _show_status(pipe: Any, wanted: bool | None) -> None:
     """A live status line, rewritten in place, when stderr is a terminal (or ``--status``).
@@ -113,13 +125,24 @@ def _show_status(pipe: Any, wanted: bool | None) -> None:
 
 
 @command()
-def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
-    """Validate pipeline and test files without running them.
+def validate(
+    pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")],
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE",
+                                                   help="override a field: path=value (repeatable)")] = None,
+    workers: Annotated[str, typer.Option(help="check as `run --workers N` would (what N workers cannot share)",
+                                         metavar="N")] = "1",
+) -> None:
+    """Check files as `run` does, without running them.
 
-    Exit 2 if any is invalid."""
+    Everything `run` refuses before its first record; exit 2 if any is refused, with the message `run` gives.
+    Test files (*.test.yaml) are checked as `wirepipe test` reads them."""
     from ..core.errors import ConfigError
-    from ..pipelines.config import load_pipeline
+    from ..pipelines.pool import resolve_workers
 
+    try:
+        n_workers = resolve_workers(workers)
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
     bad = 0
     for path in pipelines:
         if path.name.endswith((".test.yaml", ".test.yml")):  # a test file beside its pipeline: `configs/*.yaml`
@@ -134,12 +157,11 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE",
             typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
             continue
         try:
-            pipe = load_pipeline(path)
-        except ConfigError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            pool, pipe = _prepare(path, list(set_ or []), n_workers)
+        except typer.Exit:  # _prepare printed the one line
             bad += 1
             continue
-        typer.echo(f"ok: {path}: {pipe!r}")
+        typer.echo(f"ok: {path}: {pipe!r}" if pipe is not None else f"ok: {path}: {n_workers} workers of {pool.name}")
     if bad:
         raise typer.Exit(EXIT_CONFIG)
 

@@ -12,7 +12,8 @@ registry reads it. A framed message (several records) is an Avro ``array`` of th
 fastavro writes a value that does not fit as some other value (1.5 for an int as 1, None or "x"
 for a boolean as false or true, an out-of-range int32 as a long), so each record is checked
 against the schema first (``msgspec_engine.validator``, in C: less than the range check it
-replaces took) and a misfit is refused with its field path. A numpy array where the schema has a
+replaces took) and a misfit is refused with its field path, as is a field the schema does not
+declare (fastavro would leave it out). A numpy array where the schema has a
 list is written as that list.
 """
 

@@ -17,7 +17,8 @@ unwrapped on decode, so framing works with every format.
   at the narrowest width that holds every item and the length (the C++ and Rust builders' rule;
   float64 items at 4 bytes when f32 holds them all exactly), uint32 as UInt, float32 at 4
   bytes, absent optional fields as null; any FlexBuffers reader reads it back (seed 002's
-  264,099 bytes, where the untyped vectors take 451,103).
+  264,099 bytes, where the untyped vectors take 451,103). A record with a field the schema does
+  not declare, or a value that does not fit, is refused.
 - ``toml`` (``tomllib``/``tomli`` + ``tomli-w``): TOML has neither bytes nor null. Bytes are
   written as ``{"$base64" = "..."}`` (the JSON dialect's marker, read back as bytes); a null is
   refused per record with its field path.
@@ -226,10 +227,13 @@ def _flex_writer(t: Type) -> Callable[[Any, Any], None]:
         return nullable(items)
     assert t.record is not None
     fields = [(f.name, _flex_writer(f.type), f.type.optional) for f in t.record.fields]
+    declared = frozenset(t.record.names).issuperset
 
     def record(b: Any, v: Any) -> None:
         if type(v) is not dict:
             raise TypeError(f"expected a record, got {type(v).__name__}")
+        if not declared(v):  # the map would leave the field out
+            raise ValueError("a field the schema does not declare")
         with b.Map():
             for name, write, opt in fields:
                 b.Key(name)
@@ -327,7 +331,7 @@ def _toml_ready(value: Any, path: str) -> Any:
     if t in (bytes, bytearray, memoryview):
         return {B64: base64.b64encode(value).decode("ascii")}
     if value is None:
-        raise ValueError(f"{path or 'value'}: null has no TOML form (TOML has no null)")
+        raise StageError("serialize", "toml", f"{path or 'value'}: null has no TOML form (TOML has no null)")
     return value
 
 

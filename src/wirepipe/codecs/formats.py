@@ -11,7 +11,10 @@ Rules every format follows:
 - ``typed`` formats (protobuf, avro, bincode, postcard) are built from a typed schema
   (``wirepipe.schema.RecordSchema``); ``msgpack`` and ``json`` given one run on msgspec
   (same bytes, validated on decode). Options a format takes (``framed``: a message is a list
-  of records; ``schema_id``: Avro's Confluent framing) are passed through ``encoder``/``decoder``.
+  of records; ``schema_id``: Avro's Confluent framing) are passed through ``encoder``/``decoder``;
+- a schema never drops a field: a format that ``checks_schema`` refuses, on encode, a record
+  with a field its schema does not declare (and, but for msgpack and json, which check types on
+  decode, a value that does not fit); ``serialize`` checks records itself for the others.
 
 A format is a plugin: a ``Format`` entry here whose factories import their library lazily,
 so ``wirepipe codecs`` lists it (installed or not) without importing it.
@@ -52,6 +55,9 @@ class Format:
     unsafe: bool = False
     note: str = ""
     typed: bool = False  # needs a typed RecordSchema, not only field names
+    # Given a schema, its encoder refuses a record with a field the schema does not declare (the typed
+    # formats also a value that does not fit, msgpack and json on decode): serialize checks the others.
+    checks_schema: bool = False
     options: tuple[str, ...] = ()  # keyword options its factories take (framed, schema_id)
     make_column_encoder: Callable[..., ColumnEncoder | None] | None = field(default=None, repr=False)
     make_column_decoder: Callable[..., ColumnDecoder] | None = field(default=None, repr=False)
@@ -249,17 +255,37 @@ def _msgpack_decoder(schema: Schema, framed: bool = False) -> Decoder:
 
 
 def _msgpack_array_encoder(schema: Schema) -> Encoder:
+    """Positional: the fields in schema order. With a typed schema each record is checked first
+    (``msgspec_engine.validator``: a misfit would be written as it is, a field the schema does not
+    declare left out); with field names alone, only that it declares no other field."""
     import operator
 
     import msgpack
 
+    from ..schema import undeclared, undeclared_test
+
     fields = tuple(schema or ())
     pack = msgpack.Packer(use_bin_type=True, default=_msgpack_default).pack
-    if len(fields) == 1:
+    if _is_typed(schema) and any(f.type.optional for f in schema.fields):  # type: ignore[union-attr]
+        write: Encoder = lambda record: pack([record.get(f) for f in fields])  # noqa: E731 - absent: None
+    elif len(fields) == 1:
         only = fields[0]
-        return lambda record: pack((record[only],))
-    get = operator.itemgetter(*fields)
-    return lambda record: pack(get(record))
+        write = lambda record: pack((record[only],))  # noqa: E731
+    else:
+        get = operator.itemgetter(*fields)
+        write = lambda record: pack(get(record))  # noqa: E731
+    if _is_typed(schema):
+        from .msgspec_engine import checked, validator
+
+        return checked(validator(schema), write)  # type: ignore[arg-type]
+    fits = undeclared_test(fields)
+
+    def encode(record: Any) -> bytes:
+        if not fits(record):
+            raise ValueError(undeclared(fields, record))
+        return write(record)
+
+    return encode
 
 
 def _msgpack_array_decoder(schema: Schema) -> Decoder:
@@ -408,7 +434,7 @@ def _layout_format(name: str, note: str) -> Format:
     return Format(name, "numpy", f"application/vnd.wirepipe.{name}",
                   lambda schema, **o: make(schema).encode,
                   functools.partial(_layout_decoder_for, make),
-                  typed=True, needs_schema=True, options=("framed",), note=note,
+                  typed=True, needs_schema=True, checks_schema=True, options=("framed",), note=note,
                   make_column_encoder=lambda schema: make(schema).encode_column,
                   make_column_decoder=lambda schema: make(schema).decode_column)
 
@@ -455,14 +481,16 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
     for f in (
         Format("json", "json", "application/json", _json_encoder, _json_decoder, binary=False,
                options=("framed",), make_column_encoder=functools.partial(_msgspec_column_encoder, json=True),
+               checks_schema=True,
                note='stdlib; bytes as {"$base64": ...}; msgspec with a typed schema (same bytes)'),
         Format("orjson", "orjson", "application/json", _orjson_encoder, _orjson_decoder, binary=False,
                note='same JSON as json, faster; bytes as {"$base64": ...}'),
         Format("msgpack", "msgpack", "application/msgpack", _msgpack_encoder, _msgpack_decoder,
                options=("framed",), make_column_encoder=functools.partial(_msgspec_column_encoder, json=False),
+               checks_schema=True,
                note="msgspec with a typed schema (same bytes, validated on decode)"),
         Format("msgpack-array", "msgpack", "application/vnd.wirepipe.msgpack-array",
-               _msgpack_array_encoder, _msgpack_array_decoder, needs_schema=True,
+               _msgpack_array_encoder, _msgpack_array_decoder, needs_schema=True, checks_schema=True,
                note="positional: a msgpack array in schema field order"),
         Format("cbor", "cbor2", "application/cbor", _cbor_encoder, _cbor_decoder, extra="cbor"),
         Format("arrow", "pyarrow", "application/vnd.apache.arrow.stream", _arrow_encoder, _arrow_decoder,
@@ -470,19 +498,20 @@ FORMATS: Registry[Format] = Registry("wirepipe.formats", {
         Format("pickle", "pickle", "application/x-python-pickle", _pickle_encoder, _pickle_decoder,
                unsafe=True, note="never decoded unless allow_pickle: true"),
         Format("protobuf", "google.protobuf", "application/x-protobuf", *_pair(_protobuf), typed=True, needs_schema=True,
-               options=("framed",), extra="protobuf",
+               checks_schema=True, options=("framed",), extra="protobuf",
                note="message built at run time from the schema (no protoc), or .proto (the proto extra) / .desc / "
                     "module:Class"),
-        Format("avro", "fastavro", "application/avro", *_pair(_avro), typed=True, needs_schema=True, options=("framed", "schema_id"),
-               extra="avro", note="schemaless Avro binary; schema_id: N adds the Confluent framing"),
+        Format("avro", "fastavro", "application/avro", *_pair(_avro), typed=True, needs_schema=True, checks_schema=True,
+               options=("framed", "schema_id"), extra="avro",
+               note="schemaless Avro binary; schema_id: N adds the Confluent framing"),
         _layout_format("bincode", "fixed layout: little-endian fixint, as Rust bincode 1 / legacy()"),
         _layout_format("postcard", "fixed layout with varints/zigzag, as Rust postcard"),
         _layout_format("bincode-varint",
                        "fixed layout with bincode 2's varints (251/252/253 + u16/u32/u64), as config::standard()"),
-        Format("bson", "bson", "application/bson", *_typed_document(_bson),
+        Format("bson", "bson", "application/bson", *_typed_document(_bson), checks_schema=True,
                extra="bson", note="pymongo's bson; typed schema: uint32/int64 as int64, as Rust's bson"),
         Format("flexbuffers", "flatbuffers", "application/vnd.google.flexbuffers", *_typed_document(_flexbuffers),
-               extra="flexbuffers",
+               checks_schema=True, extra="flexbuffers",
                note="flatbuffers package (pure Python: slow); typed schema: numeric lists as narrowest typed vectors"),
         Format("toml", "tomli_w", "application/toml", *_schemaless(_toml), binary=False, extra="toml",
                note='tomllib + tomli-w; bytes as {"$base64" = ...}; no null'),

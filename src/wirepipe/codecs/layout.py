@@ -28,6 +28,8 @@ bvarint (bincode 2) of u is the byte u when u < 251, else 251 then u as u16 LE (
 then u32 LE (u < 2**32), 253 then u64 LE: 250 -> ``fa``, 251 -> ``fb fb 00``, 65536 -> ``fc 00
 00 01 00``. The decoder takes the longer forms (bincode's does), and refuses 254, 255 and a tag
 wider than the field (253 in a 32-bit field), as bincode's ``InvalidIntegerType``.
+A record with a field the schema does not declare is refused, not written without it (one
+``len`` per record: every field was read, so more keys than fields is one too many).
 A message framed with several records (``pack`` before ``serialize``) is ``Vec<Record>``: the
 count (u64 LE / varint) then the records. A message is one record or one Vec, never both: the
 decoder is told which (``framed: true``), as a Rust peer would be by its type.
@@ -400,10 +402,18 @@ def _required_encoder(t: Type, fmt: str) -> Enc:
         return _list_encoder(t.item, fmt)  # type: ignore[arg-type]
     fields = [(f.name, _encoder(f.type, fmt), f.type.optional)
               for f in t.record.fields]  # type: ignore[union-attr]
+    n = len(fields)
+    declared = frozenset(t.record.names).issuperset  # type: ignore[union-attr]
+    any_optional = any(optional for _, _, optional in fields)
 
     def record(v: Any, out: list[bytes]) -> None:
         for name, enc, optional in fields:
             enc(v.get(name) if optional else v[name], out)
+        # Every field was read, so with no optional field a record of n keys declares no other one; else
+        # (or with more keys) the keys are compared. A field the schema does not declare is refused: the
+        # layout would leave it out (``explain`` names it).
+        if (any_optional or len(v) != n) and not declared(v):
+            raise ValueError("a field the schema does not declare")
 
     return record
 
@@ -713,6 +723,9 @@ class Layout:
             elif col.dtype.kind not in "iuf":
                 raise TypeError(f"{f.name}: expected {kind}")
             cols.append(col)
+        # every field was read from every record, so a record with more keys has one the schema does not declare
+        if values and max(map(len, values)) != len(cols):
+            raise ValueError("a field the schema does not declare")
         return cols
 
     def _encode_bincode(self, values: list[Any]) -> list[bytes]:

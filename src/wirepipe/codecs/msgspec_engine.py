@@ -12,7 +12,9 @@ cannot tell which engine a publisher ran. What the schema adds:
   path (``Expected `int` <= 2147483647 - at `$.x```). On encode the values are written as
   given: validating a dict costs more than encoding it (``msgspec.convert`` is ~10x the
   encode), and the schema'd binary formats (bincode, postcard, protobuf, avro) refuse
-  misfits on encode anyway.
+  misfits on encode anyway. What is checked on encode is that a record declares no field
+  outside the schema (``schema.undeclared_test``: one ``issuperset`` per record of a flat
+  schema), since the decoder would drop such a field without a word.
 
 A numpy array (or scalar) where the schema has a list (or a number) is written as the untyped
 formats write it, as its ``tolist()``: the same bytes as the list, through msgspec's ``enc_hook``,
@@ -31,7 +33,7 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Annotated, Any, TypedDict
 
-from ..schema import INTS, RecordSchema, Type
+from ..schema import INTS, RecordSchema, Type, undeclared_column_test, undeclared_test
 
 
 class B64(bytes):
@@ -118,7 +120,8 @@ def validator(schema: RecordSchema, *, numeric_lists: bool = True,
     ``feed`` record, ~0.8 us a ``transaction`` (TypedDicts, which the decoders use, take ~4x as long
     to convert to). It takes what ``schema.check`` takes, numpy values excepted (the caller retries
     with ``as_lists``); a str for bytes is refused (msgspec alone would read it as base64, and bson
-    would write it as a string); unknown fields are ignored, as fastavro ignores them.
+    would write it as a string); a field the schema does not declare is refused (fastavro and bson would
+    leave it out or write it: a schema never drops a field unless ``extra_fields: drop`` asks).
 
     ``numeric_lists=False`` leaves lists of numbers to the format (protobuf checks its repeated
     scalars itself; converting the 67k numbers of a ``large_vectors`` record would cost ~400 us).
@@ -173,6 +176,19 @@ def checked(validate: Callable[[Any], None], write: Callable[[Any], bytes]) -> C
     return encode
 
 
+def declared_only(schema: RecordSchema, write: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """``write`` for records (or a framed list of them) that declare no field outside ``schema``; a record
+    that does raises, naming the field(s) and their path."""
+    fits = undeclared_test(schema)
+
+    def encode(value: Any) -> bytes:
+        if fits(value):
+            return write(value)
+        raise ValueError(schema.check(value) or "a record has a field the schema does not declare")
+
+    return encode
+
+
 def _unique_name(name: str, names: dict[str, int]) -> str:
     """``name``, or ``name<k>`` for its k-th reuse in one schema (two nested records may share a name)."""
     n = names.get(name, 0)
@@ -189,7 +205,7 @@ def _struct(schema: RecordSchema, names: dict[str, int], numeric_lists: bool,
     for f in schema.fields:
         t = _checked_type(f.type, names, numeric_lists, may_be_absent)
         fields.append((f.name, t, None) if f.type.optional or f.name in absent else (f.name, t))
-    return msgspec.defstruct(_unique_name(schema.name, names), fields, kw_only=True)
+    return msgspec.defstruct(_unique_name(schema.name, names), fields, kw_only=True, forbid_unknown_fields=True)
 
 
 def _checked_type(t: Type, names: dict[str, int], numeric_lists: bool,
@@ -254,14 +270,20 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
 LARGE_PAYLOAD = 512
 
 
-def column_encoder(encode: Callable[[Any], bytes], encode_into: Callable[[Any, bytearray], Any],
+def column_encoder(schema: RecordSchema, encode: Callable[[Any], bytes], encode_into: Callable[[Any, bytearray], Any],
                    prepare: Callable[[Any], Any] | None = None) -> Callable[[list[Any]], list[bytes]]:
     """A whole-batch encoder writing the bytes ``encode`` writes; the first record's size picks the way.
 
     ``prepare`` turns a value into what msgspec writes (JSON's bytes tags), when the schema needs it.
-    The buffer is local to the call, so one operator may encode batches from several threads.
+    The buffer is local to the call, so one operator may encode batches from several threads. A batch
+    with a record that declares a field outside ``schema`` raises (``serialize`` redoes it record by
+    record, with ``declared_only``'s encoder, so only that record is refused).
     """
+    all_fit = undeclared_column_test(schema)
+
     def encode_column(values: list[Any]) -> list[bytes]:
+        if not all_fit(values):
+            raise ValueError("a record has a field the schema does not declare")
         if not values or len(encode(values[0])) < LARGE_PAYLOAD:
             return [encode(v) for v in values]
         buf = bytearray()
@@ -277,7 +299,7 @@ def msgpack_column_encoder(schema: RecordSchema) -> Callable[[list[Any]], list[b
     import msgspec
 
     encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
-    return column_encoder(encoder.encode, encoder.encode_into)
+    return column_encoder(schema, encoder.encode, encoder.encode_into)
 
 
 def json_column_encoder(schema: RecordSchema) -> Callable[[list[Any]], list[bytes]]:
@@ -286,7 +308,7 @@ def json_column_encoder(schema: RecordSchema) -> Callable[[list[Any]], list[byte
 
     encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
     prepare = _json_writer(schema)
-    return column_encoder(_prepared(encoder.encode, prepare), encoder.encode_into, prepare)
+    return column_encoder(schema, _prepared(encoder.encode, prepare), encoder.encode_into, prepare)
 
 
 def _prepared(encode: Callable[[Any], bytes], prepare: Callable[[Any], Any] | None) -> Callable[[Any], bytes]:
@@ -308,7 +330,7 @@ def msgpack_codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[
     """(encode, decode) for msgpack with ``schema``; ``framed``: a message is a list of records."""
     import msgspec
 
-    encode = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode
+    encode = declared_only(schema, msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode)
     td = typed_dict(schema, json=False)
     decode = msgspec.msgpack.Decoder(list[td] if framed else td).decode  # type: ignore[valid-type]
     # msgspec's own errors name the path (``Expected `int`, got `str` - at `$.y```); the batch turns
@@ -320,7 +342,7 @@ def json_codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[An
     """(encode, decode) for json with ``schema``: the wirepipe JSON dialect, bytes as ``{"$base64": ...}``."""
     import msgspec
 
-    encode = _prepared(msgspec.json.Encoder(enc_hook=_enc_hook).encode, _json_writer(schema))
+    encode = declared_only(schema, _prepared(msgspec.json.Encoder(enc_hook=_enc_hook).encode, _json_writer(schema)))
     td = typed_dict(schema, json=True)
     decode = msgspec.json.Decoder(list[td] if framed else td, dec_hook=_dec_hook).decode  # type: ignore[valid-type]
     return encode, decode

@@ -16,16 +16,18 @@ runtime signals the loop dispatches on, never reasons to reject a record.
 What the pipelines layer needs to know about a connector, the connector declares (a plugin's
 as well as wirepipe's own; nothing above this layer knows connector types by name):
 
-- sources: ``bounded`` (a finite input every reader reads whole: refused with ``--workers N``),
+- sources: ``gives`` (records or payloads, when it knows), ``bounded`` (a finite input every reader
+  reads whole: refused with ``--workers N``),
   ``shared_by`` (the config field naming what N workers share, e.g. a queue group),
   ``identity_ignores`` (parameters that do not say what is read), ``refuse_workers``,
   ``subjects`` (the NATS subjects it reads, once known) and ``discard`` (records the pipeline
   took and could not finish);
 - sinks: ``bind`` (the pipeline's name and source, before ``open``), ``refuse_source`` (a
   source this sink cannot follow safely), ``refuse_workers`` and ``worker_fields`` (what N
-  writers must not share), ``unconfirmed`` and ``batch_results`` (Beam replay may stand in),
-  ``publishes_to`` (the NATS subject template it publishes on: a dead letter that its own source
-  reads would come back forever).
+  writers must not share), ``takes`` (payloads only: a NATS or capture sink), ``unconfirmed`` and
+  ``batch_results`` (Beam replay may stand in), ``publishes_to`` (the NATS subject template it
+  publishes on: a dead letter that its own source reads would come back forever), ``beside``
+  (where a file next to its output goes: the default dead-letter file).
 
 A ``Refusal`` names the field at fault (under the part's own path: ``path`` is reported as
 ``sink.path``) and the message, which is the ``ConfigError`` the user sees.
@@ -39,20 +41,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar, get_args
 
 from ..core.batch import Batch, Rejected
+from ..core.errors import Refusal
 from ..wire import dead_letter_batch
 
 if TYPE_CHECKING:
     from ..core.models import Strict
 
 _C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
-
-
-class Refusal(NamedTuple):
-    """Why a connector cannot be used as configured: the config field at fault and the message (the bad
-    value, why, the fix). The pipelines layer raises it as a ``ConfigError`` at ``<part>.<field>``."""
-
-    field: str
-    message: str
 
 
 class Unreadable(NamedTuple):
@@ -96,6 +91,9 @@ class Source(ABC):
     shared_by: ClassVar[str | None] = None
     # ``params`` that say how much or how the source reads, not what: left out of ``identity``.
     identity_ignores: ClassVar[frozenset[str]] = frozenset({"count", "duration", "batch_size", "batch_timeout"})
+    # The kind of values it gives (``batch.RECORDS``, ``batch.PAYLOADS``; None: either, as a JSONL file may hold
+    # records or payloads): a pipeline whose operators or sink cannot take it is refused when built.
+    gives: ClassVar[str | None] = None
 
     def __init__(self, *, count: int | None = None, duration: float | None = None) -> None:
         self.count = count
@@ -273,6 +271,8 @@ class Sink(ABC):
     # files: a file sink), "nothing" (a sink that keeps nothing: null), or None: the sink talks to a system
     # (NATS), so a replay into it needs the local runner.
     batch_results: ClassVar[Literal["files", "nothing"] | None] = None
+    # The kind of values it writes (``batch.PAYLOADS`` for a NATS or capture sink; None: any value).
+    takes: ClassVar[str | None] = None
 
     @property
     def name(self) -> str:
@@ -306,6 +306,12 @@ class Sink(ABC):
         """Config fields worker ``index`` of a pool sets so that N writers never collide (Parquet part
         names, a capture's file prefix); ``{}`` when they do not (a NATS subject is shared on purpose)."""
         return {}
+
+    def beside(self, suffix: str) -> str | None:
+        """A file name next to this sink's output, ending in ``suffix`` (``out.jsonl`` -> ``out.dead.jsonl``):
+        where a pipeline that names no ``dead_letter`` writes its rejected records. None for a sink that
+        writes no file of its own (NATS, null): the pipeline then picks its results folder."""
+        return None
 
     @property
     def deduplicated(self) -> int:

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..core.batch import Batch, describe_error
+from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.models import Duration, Size, SourceLimits, Strict
 from ..storage.files import (
@@ -344,6 +344,7 @@ class CaptureSink(Configured, Sink):
     """
 
     type = "capture"
+    takes = PAYLOADS
     stage = "write"
 
     def __init__(self, folder: str | os.PathLike[str], **fields: Any) -> None:
@@ -368,6 +369,11 @@ class CaptureSink(Configured, Sink):
     def worker_fields(self, index: int) -> dict[str, Any]:
         """Each worker of a pool writes files of its own: ``<prefix>-w<index>-...``."""
         return {"prefix": f"{self.config.prefix}-w{index}"}
+
+    def beside(self, suffix: str) -> str | None:
+        """Next to the capture folder, not in it (a capture is read as every file of its folder)."""
+        folder = self.writer.folder
+        return str(folder.with_name(f"{folder.name}.{self.config.prefix}{suffix}"))
 
     @property
     def files(self) -> list[Path]:
@@ -608,6 +614,7 @@ class CaptureSource(Configured, Source):
     """
 
     type = "capture"
+    gives = PAYLOADS
     stage = "read"
     bounded = True  # replay --workers N splits row groups; a pool would read all of it N times
 

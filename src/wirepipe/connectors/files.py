@@ -54,7 +54,7 @@ from pydantic import Field
 
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch, describe_error
-from ..core.errors import WirepipeError
+from ..core.errors import Refusal, WirepipeError
 from ..core.models import SourceLimits, Strict
 from ..storage.files import (
     TEMP_SUFFIX,
@@ -66,7 +66,7 @@ from ..storage.files import (
     report_unfinished,
 )
 from ..storage.spool import SpoolingFile, check_writable
-from .base import Configured, Refusal, Sink, Source
+from .base import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe")
 
@@ -137,6 +137,9 @@ class JsonlSink(Configured, Sink):
                                "put {worker} in the path (one file per worker), e.g. out/records-{worker}.jsonl, or "
                                "use a parquet sink with {part}")
 
+    def beside(self, suffix: str) -> str | None:
+        return None if self.path == "-" else beside_file(self.path, suffix)
+
     async def open(self) -> None:
         if self.path == "-":
             self._file = sys.stdout.buffer
@@ -172,6 +175,14 @@ class JsonlSink(Configured, Sink):
             file.close(rollback=True)  # a full disk at the end: no torn line is left (those records were not acked)
         elif file is not None:
             file.flush()
+
+
+def beside_file(path: str, suffix: str) -> str:
+    """``path``'s name with its suffix (and a ``{part}`` placeholder) replaced by ``suffix``:
+    ``out/records.jsonl`` -> ``out/records.dead.jsonl``, ``out/part-w0-{part}.parquet`` -> ``out/part-w0.dead.jsonl``."""
+    p = Path(path)
+    stem = (p.stem if p.suffix else p.name).replace("{part}", "").strip("-_.") or "records"
+    return str(p.with_name(stem + suffix))
 
 
 def _cut_torn_line(path: Path) -> None:
@@ -360,6 +371,9 @@ class ParquetSink(Configured, Sink):
     def worker_fields(self, index: int) -> dict[str, Any]:
         """``{part}`` becomes ``w<index>-{part}``: each worker's part files have names of their own."""
         return {"path": self.template.replace("{part}", f"w{index}-{{part}}")} if self.parts else {}
+
+    def beside(self, suffix: str) -> str | None:
+        return beside_file(self.template, suffix)
 
     async def open(self) -> None:
         folder = Path(self.template).parent

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..core.batch import Batch
+from ..core.batch import RECORDS, Batch
 from ..core.models import SourceLimits
 from ..datasets import DATASETS, get_dataset
 from .base import Configured, Source
@@ -26,6 +26,7 @@ class GenerateSource(Configured, Source):
     """
 
     type = "generate"
+    gives = RECORDS
     stage = "generate"
     bounded = True  # every worker of a pool would generate all of it
     identity_ignores = Source.identity_ignores | {"rate"}  # the pace, not the records

@@ -13,6 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The kinds of values a batch carries, as operators and connectors declare what they take and give:
+# decoded values (a record, a list) or payloads (bytes); SAME: what an operator was given.
+RECORDS, PAYLOADS, SAME = "records", "payloads", "same"
+
 
 @dataclass(slots=True)
 class Rejected:
@@ -40,6 +44,8 @@ class Batch:
     schema    field order of the records, when the source knows it (used by ``msgpack-array``).
     raw_nbytes declared raw size of the records, as the seed tables count it, when the source knows it.
     rejected  records that failed a stage of this batch, in the order they failed.
+    projected records of this batch that lost fields their schema does not declare (``serialize``'s
+              ``extra_fields: drop``): counted, as rejects are, so a projection is never silent.
     """
 
     values: list[Any]
@@ -49,6 +55,7 @@ class Batch:
     schema: Sequence[str] | None = None  # a tuple of names, or a RecordSchema (a sequence of its names)
     raw_nbytes: int | None = None
     rejected: list[Rejected] = field(default_factory=list)
+    projected: int = 0
 
     def __len__(self) -> int:
         return len(self.values)
@@ -113,7 +120,7 @@ class Batch:
         raw = [p.raw_nbytes for p in parts]
         return Batch(values, subjects, headers, meta, first.schema,
                      None if None in raw else sum(raw),  # type: ignore[arg-type]
-                     [r for p in parts for r in p.rejected])
+                     [r for p in parts for r in p.rejected], sum(p.projected for p in parts))
 
     def reject(self, i: int, stage: str, operator: str, error: str) -> Rejected:
         """Describe record ``i`` as rejected (the caller removes it from the columns)."""

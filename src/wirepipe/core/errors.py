@@ -6,6 +6,8 @@ act on without a traceback; the CLI prints ``str(error)`` and exits non-zero.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class WirepipeError(Exception):
     """Base of every error wirepipe raises deliberately."""
@@ -80,3 +82,11 @@ def is_sink_failure(exc: BaseException) -> bool:
     if isinstance(exc, (StageError, ConfigError)):
         return False
     return isinstance(exc, (OSError, TimeoutError, WirepipeError))
+
+
+class Refusal(NamedTuple):
+    """Why a connector cannot be used as configured: the config field at fault and the message (the bad
+    value, why, the fix). The pipelines layer raises it as a ``ConfigError`` at ``<part>.<field>``."""
+
+    field: str
+    message: str

@@ -36,7 +36,7 @@ from operator import sub
 from pathlib import Path
 from typing import Any
 
-from ..core.batch import Batch
+from ..core.batch import Batch, Rejected
 
 # name: (Arrow type, meaning). The README's schema table is this dict.
 STAGE_COLUMNS: dict[str, tuple[str, str]] = {
@@ -60,6 +60,10 @@ STAGE_COLUMNS: dict[str, tuple[str, str]] = {
     "redelivered": ("int64", "source row only: records of the batch delivered before (JetStream: a lost ack, a "
                              "dead worker; every duplicate written is among them); null on other rows and "
                              "for sources that do not redeliver"),
+    "reasons": ("map<string, int64>", "the stage's `rejected` by reason (the error without its values, as the run "
+                                      "summary groups them: `rejections.reason_of`); null when it rejected none"),
+    "projected": ("int64", "records whose fields the schema does not declare the stage dropped (`serialize` with "
+                           "`extra_fields: drop`)"),
 }
 
 LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
@@ -75,8 +79,9 @@ LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
 
 # What a timed pass measured (``run_operators``): each operator's start and end (monotonic ns) and, per
 # stage, entry 0 being the batch as the source gave it, the records that left it, the running count of
-# the batch's rejects and the payload bytes that left it (None while values are objects).
-Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"]]
+# the batch's rejects, the payload bytes that left it (None while values are objects) and the running
+# count of its projected records.
+Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"], list[int]]
 
 _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4", "zlib-ng", "isal",
               "cramjam", "msgspec", "fastavro", "protobuf", "pymongo")
@@ -143,14 +148,30 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
 def arrow_schema(columns: dict[str, tuple[str, str]], metadata: dict[str, str] | None = None) -> Any:
     import pyarrow as pa
 
-    return pa.schema([pa.field(name, getattr(pa, kind)()) for name, (kind, _) in columns.items()],
-                     metadata=metadata)
+    def arrow_type(kind: str) -> Any:
+        if kind.startswith("map<"):
+            key, value = kind[4:-1].split(",")
+            return pa.map_(arrow_type(key.strip()), arrow_type(value.strip()))
+        return getattr(pa, kind)()
+
+    return pa.schema([pa.field(name, arrow_type(kind)) for name, (kind, _) in columns.items()], metadata=metadata)
 
 
 def _columns() -> tuple[list[Any], ...]:
     """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost,
-    redelivered."""
-    return ([], [], [], [], [], [], [], [], [], [])
+    redelivered, reasons, projected."""
+    return ([], [], [], [], [], [], [], [], [], [], [], [])
+
+
+def _reasons(rejected: Sequence[Rejected]) -> list[tuple[str, int]] | None:
+    """``rejected`` counted by reason (a map cell), or None when there are none."""
+    if not rejected:
+        return None
+    from collections import Counter
+
+    from ..core.rejections import reason_of
+
+    return list(Counter(reason_of(r.error) for r in rejected).items())
 
 
 def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tuple[str, str, Any]]:
@@ -247,7 +268,8 @@ class MetricsRecorder:
     # --- the hot path ----------------------------------------------------------------------------
 
     def record_batch(self, index: int, read: tuple[int, int] | None, stamps: Stamps,
-                     raw_nbytes: int | None = None, lost: int | None = None, redelivered: int | None = None) -> None:
+                     raw_nbytes: int | None = None, lost: int | None = None, redelivered: int | None = None,
+                     rejected: Sequence[Rejected] = ()) -> None:
         """The rows of the source stage and of every operator of one batch, appended column by column.
 
         ``read`` is when the source read the batch (``None``: when the pass began); ``stamps``
@@ -256,21 +278,28 @@ class MetricsRecorder:
         batch's rejects and the payload bytes that left it; ``raw_nbytes`` the records'
         declared raw size (the first operator's input when the source gave objects); ``lost``
         what the source found lost since the previous batch and ``redelivered`` the batch's records
-        delivered before (the source row's ``lost`` and ``redelivered``). Call
-        it on the event loop (the periodic flush runs there); the operators may have run in a
-        thread.
+        delivered before (the source row's ``lost`` and ``redelivered``); ``rejected`` the batch's
+        rejected records, in the order the stages rejected them (each stage's share counted by
+        reason). Call it on the event loop (the periodic flush runs there); the operators may have
+        run in a thread.
         """
-        starts, ends, records, rejected, sizes = stamps
+        starts, ends, records, running, sizes, projected = stamps
         if read is None:
             t = starts[0] if starts else time.monotonic_ns()
             read = (t, t)
         n = len(sizes)
-        batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col, redelivered_col = self._cols
+        batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col, redelivered_col, reasons, proj = self._cols
         batch += repeat(index, n)
         step += range(n)
         rec += records
-        rej.append(rejected[0])
-        rej += map(sub, islice(rejected, 1, None), rejected)
+        rej.append(running[0])
+        rej += map(sub, islice(running, 1, None), running)
+        if rejected:  # each stage's slice of the batch's rejects, by reason
+            reasons += (_reasons(rejected[a:b]) for a, b in zip([0, *running], running, strict=False))
+        else:
+            reasons += repeat(None, n)
+        proj.append(projected[0])
+        proj += map(sub, islice(projected, 1, None), projected)
         bytes_in.append(None)
         if n > 1:
             bytes_in.append(sizes[0] if sizes[0] is not None else raw_nbytes)
@@ -287,24 +316,17 @@ class MetricsRecorder:
         last = sizes[-1]
         self._pending_nbytes = last if last is not None or n > 1 else raw_nbytes
 
-    def stamp_sink(self, index: int, batch: Batch, start: int, end: int) -> int | None:
-        """Stamp the sink stage (the last one) and, on consumers, the batch's per-record latency.
+    def stamp_sink(self, index: int, batch: Batch, start: int, end: int,
+                   refused: Sequence[Rejected] = ()) -> int | None:
+        """Stamp the sink stage (the last one) and, on consumers, the batch's per-record latency;
+        ``refused`` are the records the sink refused (a value it cannot represent).
 
         Returns the payload bytes the sink was given (what ``record_batch`` measured last).
         """
         nbytes, self._pending_nbytes = self._pending_nbytes, None
         records = len(batch.values)
+        self._sink_row(index, records, refused, nbytes, start, end)
         cols = self._cols
-        cols[0].append(index)
-        cols[1].append(len(self._stages) - 1)
-        cols[2].append(records)
-        cols[3].append(0)
-        cols[4].append(nbytes)
-        cols[5].append(nbytes)
-        cols[6].append(start)
-        cols[7].append(end)
-        cols[8].append(None)
-        cols[9].append(None)
         if self.latency:
             meta = batch.meta
             sent = meta.get("sent_ns")
@@ -316,6 +338,28 @@ class MetricsRecorder:
         if len(cols[0]) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
             self.flush()
         return nbytes
+
+    def stamp_sink_refused(self, index: int, refused: Sequence[Rejected]) -> None:
+        """A sink row of no records for what the destination refused after the write (JetStream, at its
+        ack), so the stage rows count every reject the run summary does; ``index`` the last batch written."""
+        now = time.monotonic_ns()
+        self._sink_row(index, 0, refused, None, now, now)
+
+    def _sink_row(self, index: int, records: int, refused: Sequence[Rejected], nbytes: int | None, start: int,
+                  end: int) -> None:
+        cols = self._cols
+        cols[0].append(index)
+        cols[1].append(len(self._stages) - 1)
+        cols[2].append(records)
+        cols[3].append(len(refused))
+        cols[4].append(nbytes)
+        cols[5].append(nbytes)
+        cols[6].append(start)
+        cols[7].append(end)
+        cols[8].append(None)
+        cols[9].append(None)
+        cols[10].append(_reasons(refused))
+        cols[11].append(0)
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -366,16 +410,18 @@ class MetricsRecorder:
     def _stage_table(self, cols: tuple[list[Any], ...]) -> Any:
         import pyarrow as pa
 
-        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered = cols
+        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered, reasons, projected = cols
         n = len(batch)
         index = pa.array(stage, pa.int32())
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
         i64 = pa.int64()
+        schema = self._schemas["stages"]
         return pa.Table.from_arrays(
             [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), index, *names,
              pa.array(records, i64), pa.array(rejected, i64), pa.array(bytes_in, i64), pa.array(bytes_out, i64),
-             pa.array(start, i64), pa.array(end, i64), pa.array(lost, i64), pa.array(redelivered, i64)],
-            schema=self._schemas["stages"])
+             pa.array(start, i64), pa.array(end, i64), pa.array(lost, i64), pa.array(redelivered, i64),
+             pa.array(reasons, schema.field("reasons").type), pa.array(projected, i64)],
+            schema=schema)
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:
         import pyarrow as pa

@@ -4,14 +4,25 @@ CPU operators (codecs, transforms) are plain callables ``op(batch) -> batch`` so
 run loop calls them without awaiting anything; I/O lives in sources and sinks.
 Every operator knows its stage (``serialize``, ``compress`` ...), its name, its
 parameters and its canonical string, which is what metrics rows and chains record.
+
+What an operator needs from upstream it declares, so a pipeline is refused when it is built
+(``wirepipe validate`` as ``wirepipe run``), not at its first batch: ``takes`` the kind of value it
+works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the kind it leaves, and
+``refuse_schema`` the schema its source attaches (a positional format given none of its own).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from ..core.batch import Batch
+from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
+
+if TYPE_CHECKING:
+    from ..core.errors import Refusal
+
+__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Operator", "OperatorChain", "failing", "import_path",
+           "with_shorthand"]
 
 
 class Operator:
@@ -24,8 +35,17 @@ class Operator:
     # The wire headers it sets on every record (``wire.set_header``, keeping the ones records came
     # with): what a header-aware sink or dead letter can expect a record to carry past this stage.
     adds_headers: ClassVar[tuple[str, ...]] = ()
+    # The kind of values it works on (RECORDS: decoded values, PAYLOADS: bytes; None: either) and the kind it
+    # leaves (SAME as it took; None: it cannot tell, as a user's function).
+    takes: ClassVar[str | None] = None
+    gives: ClassVar[str | None] = SAME
     name: str = ""
     params: dict[str, Any]
+
+    def refuse_schema(self, schema: Any) -> Refusal | None:
+        """Why this operator cannot run on batches whose source attaches ``schema`` (field names or a typed
+        schema; None when it attaches none), or None: checked when a pipeline is built."""
+        return None
 
     def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError

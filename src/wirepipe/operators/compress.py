@@ -27,7 +27,7 @@ from ..codecs.compression import get_codec
 from ..core.batch import Batch
 from ..core.models import Strict
 from ..wire import Header, set_header
-from .base import BuildContext, Operator
+from .base import PAYLOADS, BuildContext, Operator
 from .codec_options import Dictionary, known_codec, load_dictionary
 
 
@@ -35,6 +35,7 @@ class Compress(Operator):
     """Compress every payload with one codec at one level; sets ``Content-Encoding``."""
 
     stage = "compress"
+    takes, gives = PAYLOADS, PAYLOADS
     adds_headers = (Header.CONTENT_ENCODING.value,)
 
     def __init__(self, codec: str = "zstd", level: str | int | None = None,

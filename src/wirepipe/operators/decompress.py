@@ -27,7 +27,7 @@ from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
 from ..wire import Header
-from .base import BuildContext, Operator, failing
+from .base import PAYLOADS, BuildContext, Operator, failing
 from .codec_options import Dictionary, known_codec, load_dictionary
 
 
@@ -35,6 +35,7 @@ class Decompress(Operator):
     """Decompress every payload, refusing output past ``max_output_size``."""
 
     stage = "decompress"
+    takes, gives = PAYLOADS, PAYLOADS
 
     def __init__(self, codec: str = "auto", max_output_size: int = DEFAULT_MAX_OUTPUT,
                  dictionary: bytes | str | Path | None = None) -> None:

@@ -25,10 +25,10 @@ from pydantic import Field, field_validator
 
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
 from ..core.batch import Batch
-from ..core.errors import RefusedError, StageError
+from ..core.errors import Refusal, RefusedError, StageError
 from ..core.models import Strict
 from ..wire import Header
-from .base import BuildContext, Operator, failing, import_path
+from .base import PAYLOADS, RECORDS, BuildContext, Operator, failing, import_path
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -36,6 +36,7 @@ from .schema_options import (
     known_format,
     resolve_schema,
     schema_param,
+    source_schema_refusal,
     with_message,
 )
 
@@ -44,6 +45,7 @@ class Deserialize(Operator):
     """Decode every payload with one format, or by ``Content-Type`` with ``format: auto``."""
 
     stage = "deserialize"
+    takes, gives = PAYLOADS, RECORDS
 
     def __init__(self, format: str = "auto", schema: SchemaSpec = None, *, allow_pickle: bool = False,
                  typed: bool | None = None, framed: bool = False, schema_id: int | None = None) -> None:
@@ -66,6 +68,13 @@ class Deserialize(Operator):
             if not fmt.needs_schema or self._schema is not None:
                 self._build(fmt)
         self._by_type: dict[str | None, Decoder] = {}
+
+    def refuse_schema(self, schema: Any) -> Refusal | None:
+        """A positional format given no ``schema:`` takes the one its source attaches: refused when the pipeline
+        is built when there is none (a NATS source attaches none)."""
+        if self.auto or self._fixed is not None:
+            return None
+        return source_schema_refusal(get_format(self.name), schema, self._options)
 
     def _build(self, fmt: Any) -> None:
         self._fixed = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle, **self._options))

@@ -22,6 +22,7 @@ class Map(FunctionOperator):
     """Replace every value by ``function(value)``."""
 
     stage = "map"
+    gives = None  # what the function returns
 
     def __call__(self, batch: Batch) -> Batch:
         return batch.map_values(self._fn, self.stage, self.name)

@@ -30,13 +30,14 @@ from pydantic import Field
 
 from ..core.batch import Batch
 from ..core.models import Strict
-from .base import BuildContext, Operator
+from .base import RECORDS, BuildContext, Operator
 
 
 class Pack(Operator):
     """Group every ``records`` consecutive records into one list value (one message)."""
 
     stage = "pack"
+    gives = RECORDS  # a list of values
     per_record = False  # a slice boundary would cut a group
 
     def __init__(self, records: int) -> None:

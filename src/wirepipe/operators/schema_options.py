@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ..core.errors import Refusal
 from ..schema import RecordSchema, SchemaError, load_schema_file, parse_schema
 from .base import import_path
 
@@ -121,6 +122,17 @@ def schema_param(schema: SchemaSpec) -> Any:
     if isinstance(schema, Mapping):
         return dict(schema)
     return schema if isinstance(schema, str) else list(schema or ())
+
+
+def source_schema_refusal(fmt: Any, schema: Any, options: dict[str, Any]) -> Refusal | None:
+    """Why ``fmt`` (a ``Format`` that needs a schema and was given none) cannot take the schema its source
+    attaches (``schema``, None when the source attaches none), or None."""
+    try:
+        fmt._check_schema(schema)
+    except ValueError as exc:
+        got = "the source attaches none" if schema is None else "the source's has no types"
+        return Refusal("schema", f"{exc} ({got})")
+    return None
 
 
 def known_format(extra: tuple[str, ...] = ()) -> Callable[[str], str]:

@@ -19,13 +19,14 @@ from pydantic import Field
 
 from ..core.batch import Batch
 from ..core.models import Strict
-from .base import BuildContext, Operator, with_shorthand
+from .base import RECORDS, BuildContext, Operator, with_shorthand
 
 
 class Select(Operator):
     """Keep only the named fields of every (dict) record, in that order."""
 
     stage = "select"
+    takes = RECORDS
 
     def __init__(self, fields: Sequence[str]) -> None:
         if not fields:

@@ -6,7 +6,11 @@ the other headers records came with (a trace id from a NATS source) stay, except
 ``Content-Encoding``: the bytes are new and not compressed (``compress`` sets its own);
 ``deserialize`` (``operators/deserialize.py``) is the reverse. The ``schema`` option is
 described in ``operators/schema_options.py``. A value that does not fit a typed schema is
-rejected per record with the field path in the reason.
+rejected per record with the field path in the reason, and so is a record with a field the
+schema does not declare (the format would leave it out): ``extra_fields: drop`` asks for that
+projection instead, and the records that lost fields are counted (``Batch.projected``: the run's
+``projected`` figure). Formats that take no schema (``arrow``, ``toml`` ...) given a typed one
+have each record checked against it (``msgspec_engine.validator``) before they write it.
 
 In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgpack")``:
 
@@ -24,17 +28,18 @@ In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from operator import is_not
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from ..codecs.formats import Encoder, Schema, get_format
 from ..core.batch import Batch
-from ..core.errors import StageError
+from ..core.errors import Refusal, StageError
 from ..core.models import Strict
-from ..schema import RecordSchema, explain
+from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
-from .base import BuildContext, Operator
+from .base import PAYLOADS, BuildContext, Operator
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -42,6 +47,7 @@ from .schema_options import (
     known_format,
     resolve_schema,
     schema_param,
+    source_schema_refusal,
     with_message,
 )
 
@@ -51,17 +57,29 @@ class Serialize(Operator):
 
     stage = "serialize"
     adds_headers = (Header.CONTENT_TYPE.value,)
+    gives = PAYLOADS
 
-    def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None) -> None:
+    def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None,
+                 extra_fields: str = "reject") -> None:
         self.format = get_format(format)
         self.name = self.format.name
         self.params = {"format": self.name} | ({"schema": schema_param(schema)} if schema else {})
         if schema_id is not None:
             self.params["schema_id"] = schema_id
+        if extra_fields not in EXTRA_FIELDS:
+            raise ValueError(f"extra_fields {extra_fields!r}: allowed {', '.join(EXTRA_FIELDS)}")
+        if extra_fields == "drop":
+            if schema is None and not self.format.needs_schema:
+                raise ValueError(f"extra_fields: drop keeps the fields a schema declares, and {self.name} is given "
+                                 "none: set `schema:` too")
+            self.params["extra_fields"] = extra_fields
+        self._drop = extra_fields == "drop"
         self._options = {"schema_id": schema_id}
         self._schema: Schema = resolve_schema(schema)
         self._encode: Encoder | None = None
         self._column: Callable[[list[Any]], list[bytes]] | None = None
+        self._project: Callable[[Any], Any] | None = None
+        self._all_fit: Callable[[list[Any]], bool] | None = None
         if self._ready():
             self._build()
         self._content_type = self.format.content_type
@@ -69,9 +87,24 @@ class Serialize(Operator):
     def _ready(self) -> bool:
         return not self.format.needs_schema or self._schema is not None
 
+    def refuse_schema(self, schema: Any) -> Refusal | None:
+        """A positional format given no ``schema:`` takes the one its source attaches: refused when the pipeline
+        is built (not at its first batch) when the source attaches none, or one without the types it needs."""
+        return None if self._ready() else source_schema_refusal(self.format, schema, self._options)
+
     def _build(self) -> None:
-        self._encode = self.format.encoder(self._schema, **self._options)
-        self._column = self.format.column_encoder(self._schema, **self._options)
+        schema = self._schema
+        self._encode = self.format.encoder(schema, **self._options)
+        self._column = self.format.column_encoder(schema, **self._options)
+        if isinstance(schema, RecordSchema) and not self.format.checks_schema:
+            # a format that takes no schema: each record is checked against it before it is written
+            from ..codecs.msgspec_engine import checked, validator
+
+            self._encode = checked(validator(schema), self._encode)
+            self._column = None
+        if self._drop and schema:
+            self._all_fit = undeclared_column_test(schema)
+            self._project = projection(schema)
 
     def __call__(self, batch: Batch) -> Batch:
         if self._encode is None:  # positional format waiting for the source's schema
@@ -80,6 +113,10 @@ class Serialize(Operator):
         encode = self._encode
         assert encode is not None
         values = batch.values
+        if self._project is not None and values and not _all_fit(self._all_fit, values):
+            projected = [self._project(v) for v in values]
+            batch.projected += sum(map(is_not, projected, values))
+            batch.values = values = projected
         if values and _is_record(values[0]):
             batch.map_values(_as_dict_encoder(encode), self.stage, self.name)
         else:
@@ -99,6 +136,13 @@ class Serialize(Operator):
         except Exception as exc:
             schema = self._schema if isinstance(self._schema, RecordSchema) else None
             raise StageError("serialize", self.name, explain(schema, value, exc)) from None
+
+
+def _all_fit(test: Any, values: list[Any]) -> bool:
+    try:
+        return bool(test(values))
+    except Exception:  # a column it cannot tell about (framed lists, misfits): the projection looks at each value
+        return False
 
 
 def _is_record(value: Any) -> bool:
@@ -126,16 +170,23 @@ def _as_dict_encoder(encode: Encoder) -> Callable[[Any], bytes]:
 # --- config: ``- serialize: {...}`` ---------------------------------------------------------------
 
 
+EXTRA_FIELDS = ("reject", "drop")
+
+
 class SerializeParams(Strict):
     format: str
     schema_: SchemaParam = Field(default=None, alias="schema")
     message: str | None = MESSAGE_FIELD
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
+    extra_fields: Literal["reject", "drop"] = Field(
+        default="reject", description="a record with a field the schema does not declare: rejected (dead-lettered), "
+                                      "or the field dropped and the record counted as projected")
 
     _format = field_validator("format")(known_format())
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Serialize(self.format, schema=with_message(self.schema_, self.message), schema_id=self.schema_id)]
+        return [Serialize(self.format, schema=with_message(self.schema_, self.message), schema_id=self.schema_id,
+                          extra_fields=self.extra_fields)]
 
 
 RANK = 10  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -22,13 +22,14 @@ from pydantic import BeforeValidator
 
 from ..core.batch import Batch
 from ..core.models import Strict
-from .base import BuildContext, Operator
+from .base import RECORDS, BuildContext, Operator
 
 
 class Unpack(Operator):
     """Turn every list value back into its records."""
 
     stage = "unpack"
+    takes, gives = RECORDS, None  # the values of each list
     name = "unpack"
 
     def __init__(self) -> None:

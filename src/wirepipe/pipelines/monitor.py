@@ -6,7 +6,10 @@
   ``waiting for <what>`` while the run waits for a server or a stream before it can start.
 - Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
   ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
-  hot path pays nothing for them.
+  hot path pays nothing for them; ``wirepipe_rejections_total`` counts rejected records by
+  ``stage``, ``operator`` and ``reason`` (``rejections.py``).
+- At the end, ``run_summary``: counts, the rejections by reason, where output, rejected
+  records and metrics went.
 
 Configured in the pipeline YAML::
 
@@ -60,6 +63,9 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         # file sinks are measured on disk.
         "bytes_out": stats.bytes_out or sink_bytes(pipeline.sink),
         "rejected": stats.rejected,
+        # by stage, operator and reason: [[stage, operator, reason, count, example, seq], ...]
+        "rejections": stats.rejections.rows(),
+        "projected": stats.projected,
         "acked": stats.acked,
         "nacked": stats.nacked,
         "sink_errors": stats.sink_errors,
@@ -113,8 +119,8 @@ def _size(path: Path) -> int:
 
 # Counters shown after the rates when they are not zero, in this order; a counter that a connector adds
 # to ``snapshot`` later and that is not listed here is shown too, by its name.
-STATUS_COUNTERS = (("rejected", "rejected"), ("sink_errors", "sink errors"), ("lost", "lost"),
-                   ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
+STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
+                   ("lost", "lost"), ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("acked", "acked"), ("nacked", "nacked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
@@ -144,26 +150,37 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
 
 
 def run_summary(pipeline: Any, stats: Any) -> str:
-    """The end of a run in words: counts, rate, rejects, and where the output, dead letters and metrics went."""
+    """The end of a run in words: counts, rate, rejects by reason, and where the output, rejected records and
+    metrics went."""
     rate = stats.records_per_second
     text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
             f"({rate:,.0f} records/s), {stats.rejected} rejected")
+    if stats.projected:
+        text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
     text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
-    where = run_outputs(pipeline)
+    lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     if stats.unreadable:
         from ..connectors.base import describe_unreadable
 
-        where.insert(0, f"not read: {describe_unreadable(stats.unreadable)}")
-    return text + "\n  " + "\n  ".join(where)
+        lines.insert(0, f"not read: {describe_unreadable(stats.unreadable)}")
+    return text + "\n  " + "\n  ".join(lines)
+
+
+def rejection_lines(rows: list[Any]) -> list[str]:
+    """The summary's rejections, one line per stage, operator and reason (``rejections.Rejections.lines``)."""
+    from ..core.rejections import Rejections
+
+    return [f"rejected: {line}" for line in Rejections.from_rows(rows).lines()] if rows else []
 
 
 def run_outputs(pipeline: Any) -> list[str]:
     """Where a run's output, dead letters and metrics went (``output: jsonl out.jsonl (1.20 MB)``): the run
     summary's lines, and each pool worker's."""
     where = [f"output: {describe_sink(pipeline.sink)}"]
-    if pipeline.dead_letter is not None:
-        where.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
+    dead_letters = dead_letter_destination(pipeline)
+    if dead_letters is not None:
+        where.append(f"dead letters: {dead_letters}")
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
     if path is not None:
@@ -176,6 +193,17 @@ def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
     the sink's destination already had."""
     text = f", {redelivered} redelivered" if redelivered is not None else ""
     return text + (f", {deduplicated} already stored (deduplicated)" if deduplicated else "")
+
+
+def dead_letter_destination(pipeline: Any) -> str | None:
+    """Where a run's rejected records go: its ``dead_letter``, or once it has some, the default file (how many
+    the run appended to it), or None."""
+    if pipeline.dead_letter is not None:
+        return describe_sink(pipeline.dead_letter)
+    default = getattr(pipeline, "default_dead_letter", None)
+    if default is None or not default.files:
+        return None
+    return f"{default.path} ({default.records} appended as JSONL dead-letter envelopes: the pipeline has no dead_letter)"
 
 
 def loss_summary(losses: dict[str, int] | None) -> str:
@@ -277,6 +305,7 @@ COUNTER_DOCS = {
     "records_out": "records written to the sink",
     "bytes_out": "payload bytes written to the sink",
     "rejected": "records sent to the dead-letter destination",
+    "projected": "records whose fields the schema does not declare serialize dropped (extra_fields: drop)",
     "acked": "records acknowledged to the source after a durable flush",
     "nacked": "records handed back to the source after a sink failure",
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
@@ -351,6 +380,14 @@ class MetricsCollector:
         families: dict[str, Any] = {}
         for labels, snap in self.source():
             names, values = list(labels), list(labels.values())
+            rows = snap.get("rejections")
+            if rows:
+                reasons = families.get("rejections") or CounterMetricFamily(
+                    "wirepipe_rejections", "records sent to the dead-letter destination, by stage, operator and "
+                    "reason (the error without its values)", labels=[*names, "stage", "operator", "reason"])
+                families["rejections"] = reasons
+                for stage, operator, reason, count, *_ in rows:
+                    reasons.add_metric([*values, stage, operator, reason], float(count))
             for key, value in snap.items():
                 if isinstance(value, bool) or not isinstance(value, (int, float, type(None))):
                     continue

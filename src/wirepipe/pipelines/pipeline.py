@@ -4,7 +4,9 @@ A pipeline is a source, a list of CPU operators and a sink. The run loop reads
 batches from the source into a bounded queue (a slow sink slows the source down,
 memory stays flat), runs every operator over each batch, routes rejected records to
 the dead-letter destination and writes the batch to the sink. With metrics on, each
-stage of each batch is stamped.
+stage of each batch is stamped. A pipeline that names no dead-letter destination writes its
+rejected records to a JSONL file beside its output (``dead_letters.py``): none is thrown away,
+and the run's ``RunStats.rejections`` count them by stage, operator and reason.
 
 Acknowledgement (at-least-once sources such as JetStream): a record is acknowledged
 only once the sink has made it durable. Every ``flush_interval`` (sooner when the
@@ -22,7 +24,10 @@ cannot represent) go to the dead-letter destination.
 
 The parts declare what the pipeline must check (``Sink.refuse_source``: e.g. one Parquet file
 behind a source acknowledged at every flush): ``check_parts`` runs it for every pipeline, built
-from YAML or in Python, when it is constructed and again when it starts. It also refuses a dead
+from YAML or in Python, when it is constructed and again when it starts. What flows between them
+is checked there too (``check_flow``): the kind of values each operator and the sink take (records
+or payloads) and the schema a positional format takes from its source, so ``wirepipe validate``
+refuses what a run would otherwise refuse at its first batch. It also refuses a dead
 letter published where the source reads (``Source.subjects``, ``Sink.publishes_to``): each
 dead letter would come back, fail again and be dead-lettered again, forever; a JetStream
 source's stream subjects are known once it is open, so the check runs again then. A record
@@ -48,9 +53,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
 from ..core.allocator import between_batches
-from ..core.batch import Batch, Rejected, describe_error, payload_nbytes
+from ..core.batch import PAYLOADS, SAME, Batch, Rejected, describe_error, payload_nbytes
 from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..core.redact import redact_secrets
+from ..core.rejections import Rejections
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..wire import (
     Header,
@@ -86,24 +92,26 @@ def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = Fal
     ns = _ns
     stamps: Stamps | None = None  # nothing is allocated for an untimed pass (the sliced path runs many)
     if timed:
-        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)])
+        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)],
+                  [batch.projected])
     for op in operators:
         if stamps is not None:
             stamps[0].append(ns())
         batch = op(batch)
         if stamps is not None:
-            _, ends, records, rejected, sizes = stamps
+            _, ends, records, rejected, sizes, projected = stamps
             ends.append(ns())
             values = batch.values
             records.append(len(values))
             rejected.append(len(batch.rejected))
             sizes.append(payload_nbytes(values))
+            projected.append(batch.projected)
     return batch, stamps
 
 
 @dataclass
 class RunStats:
-    """What a run did: counts in and out, rejects by stage, wall time."""
+    """What a run did: counts in and out, rejects by stage and by reason, wall time."""
 
     batches: int = 0
     records_in: int = 0
@@ -118,6 +126,8 @@ class RunStats:
     elapsed: float = 0.0
     opened: float | None = None  # seconds from the start until every part was open (a wait for a stream included)
     rejected_by_stage: dict[str, int] = field(default_factory=dict)
+    rejections: Rejections = field(default_factory=Rejections)  # by stage, operator and reason
+    projected: int = 0  # records whose undeclared fields serialize dropped (extra_fields: drop)
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
     redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
@@ -140,9 +150,11 @@ class RunStats:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
 
 
-def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None) -> None:
+def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None, operators: Sequence[Operator] = ()
+                ) -> None:
     """The rules that belong to a whole pipeline, as its parts declare them: ``ConfigError`` at the field of
     the part that cannot follow the source (YAML adds the file; the message is the same)."""
+    check_flow(source, operators, sink)
     for where, part in (("sink", sink), ("dead_letter", dead_letter)):
         refusal = part.refuse_source(source) if part is not None else None
         if refusal is not None:
@@ -167,6 +179,33 @@ def check_dead_letter_loop(source: Source, dead_letter: Sink | None) -> None:
                       f"letters on a subject the source does not read{hint}", path="dead_letter.subject")
 
 
+def check_flow(source: Source, operators: Sequence[Operator], sink: Sink | None,
+               where: Sequence[str] | None = None) -> None:
+    """What each operator and the sink declare they take from upstream (``operators/base.py``): the kind of
+    values, records or payloads, as far as the parts before them tell it, and the schema the source attaches
+    for a positional format given none. ``ConfigError`` at the part's field (``where``: each operator's path
+    in a YAML file; ``operators[i].<stage>`` by default)."""
+    kind, origin = source.gives, f"the source ({source.type})"
+    for i, op in enumerate(operators):
+        at = where[i] if where is not None else f"operators[{i}].{op.stage}"
+        refusal = op.refuse_schema(source.schema)
+        if refusal is not None:
+            raise ConfigError(refusal.message, path=f"{at}.{refusal.field}")
+        if op.takes is not None and kind is not None and kind != op.takes:
+            raise ConfigError(_misfit(f"{op.stage} ({op.name}) works on", op.takes, kind, origin), path=at)
+        if op.gives != SAME:
+            kind, origin = op.gives, f"{at} ({op.name})"
+    takes = sink.takes if sink is not None else None
+    if takes is not None and kind is not None and kind != takes:
+        raise ConfigError(_misfit(f"the {sink.type} sink writes", takes, kind, origin), path="sink")  # type: ignore[union-attr]
+
+
+def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
+    if takes == PAYLOADS:
+        return f"{what} payloads (bytes), but {origin} gives decoded {kind}: put a `serialize` before it"
+    return f"{what} decoded {takes}, but {origin} gives {kind} (bytes): put a `deserialize` before it"
+
+
 class Pipeline:
     """A source, CPU operators and a sink, run as one asyncio task.
 
@@ -186,13 +225,16 @@ class Pipeline:
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
                  config: dict[str, Any] | None = None, monitor: Any = None) -> None:
-        check_parts(source, sink, dead_letter)
+        operators = list(operators)
+        check_parts(source, sink, dead_letter, operators)
         self.source = source
         self.operators = list(operators)
         self.sink = sink
         self.name = name
         self.metrics_spec = metrics
         self.dead_letter = dead_letter
+        # where rejects go in a run without ``dead_letter`` (dead_letters.py): set when a run starts
+        self.default_dead_letter: Sink | None = None
         self.queue_size = queue_size
         self.shutdown_timeout = shutdown_timeout
         self.flush_interval = flush_interval
@@ -258,7 +300,7 @@ class Pipeline:
 
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
-        check_parts(source, sink, self.dead_letter)  # the attributes may have been set since construction
+        check_parts(source, sink, self.dead_letter, self.operators)  # attributes may have been set since construction
         if stop is not None:
             source.stopping = stop
         # Batches keep thousands of young objects alive across collections, which promotes them
@@ -268,6 +310,10 @@ class Pipeline:
         gc.freeze()
         self.stats = stats = RunStats()
         self._queued, self.sink_error, self._sink_failures = [], None, 0
+        if self.dead_letter is None:
+            from .dead_letters import DefaultDeadLetter, default_path
+
+            self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
         self.metrics = self._open_metrics()
         timer = flusher = None
         if self.metrics is not None:
@@ -310,6 +356,8 @@ class Pipeline:
                 await monitor.stop()
             if timer is not None:
                 timer.cancel()
+            if self.default_dead_letter is not None:
+                opened.insert(1, self.default_dead_letter)  # opened at its first record, closed after the sink
             for part in reversed(opened):
                 try:
                     await part.close()
@@ -435,13 +483,13 @@ class Pipeline:
         raw_nbytes, redelivered = batch.raw_nbytes, batch.redelivered()
         batch, stamps = run_operators(self.operators, batch, timed=True)
         assert stamps is not None
-        self._record(stamps, raw_nbytes, index, read, lost, redelivered)
+        self._record(stamps, raw_nbytes, index, read, lost, redelivered, batch.rejected)
         return batch
 
     def _record(self, stamps: Stamps, raw_nbytes: int | None, index: int, read: tuple[int, int] | None,
-                lost: int | None, redelivered: int | None) -> None:
+                lost: int | None, redelivered: int | None, rejected: list[Rejected]) -> None:
         """Hand a timed pass's stage rows to the recorder (on the event loop, where its periodic flush runs)."""
-        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered)
+        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered, rejected)
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         between_batches()  # the allocator keeps what the last batch gave back, where it churns (core/allocator.py)
@@ -452,6 +500,7 @@ class Pipeline:
         stats.records_in += len(received) + len(batch.rejected)
         self._in_flight = (len(received) + len(batch.rejected), stats.rejected)
         batch = await self._run_operators(index, batch, start, end)
+        stats.projected += batch.projected
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
@@ -462,16 +511,17 @@ class Pipeline:
         self._in_flight = None  # written (or refused by the sink: dead-lettered next)
         t1 = _ns()
         batch.meta.pop(_RECEIVED, None)
-        if batch.rejected:  # the sink refused records (a value it cannot represent, larger than max_payload)
-            for r in batch.rejected:
+        refused = batch.rejected
+        if refused:  # the sink refused records (a value it cannot represent, larger than max_payload)
+            for r in refused:
                 original = r.meta.pop(_RECEIVED, None)
                 if isinstance(original, (bytes, bytearray, memoryview)):
                     r.value = original
-            await self._dead_letter(batch.rejected, stats)
+            await self._dead_letter(refused, stats)
             batch.rejected = []
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
-            stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1) or 0
+            stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
         n = len(batch.values)
         if not self.source.redelivers:
             # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
@@ -502,7 +552,7 @@ class Pipeline:
             raw_nbytes, redelivered = batch.raw_nbytes, batch.redelivered()
             batch, stamps = await asyncio.to_thread(run_operators, ops, batch, metrics is not None)
             if stamps is not None:
-                self._record(stamps, raw_nbytes, index, (start, end), delta, redelivered)
+                self._record(stamps, raw_nbytes, index, (start, end), delta, redelivered, batch.rejected)
         else:
             batch = self.process_batch(batch, index, (start, end), delta)
         if self.source.drops_when_unread and batch.values is not None:
@@ -548,11 +598,14 @@ class Pipeline:
         if late:  # counted out when the sink took them; refused since (JetStream: at their ack)
             stats.records_out -= len(late)
             await self._dead_letter(late, stats)
-        if self.dead_letter is not None and self._unsettled:
-            await self._retry(self.dead_letter, self.dead_letter.flush, stats)
-            refused = self.dead_letter.take_rejected()
+            if self.metrics is not None:
+                self.metrics.stamp_sink_refused(max(stats.batches - 1, 0), late)
+        dead_letter = self.dead_letter or self.default_dead_letter
+        if dead_letter is not None and self._unsettled:
+            await self._retry(dead_letter, dead_letter.flush, stats)
+            refused = dead_letter.take_rejected()
             if refused:  # the dead-letter destination refused them for themselves (JetStream: no stream stores them)
-                log.error("%d dead letter(s) refused by %s and dropped: %s", len(refused), self.dead_letter.name,
+                log.error("%d dead letter(s) refused by %s and dropped: %s", len(refused), dead_letter.name,
                           refused[0].error)
         source = self.source
         if isinstance(source, AtLeastOnce):
@@ -675,15 +728,16 @@ class Pipeline:
         stats.rejected += len(rejected)
         for r in rejected:
             stats.rejected_by_stage[r.stage] = stats.rejected_by_stage.get(r.stage, 0) + 1
-        if self.dead_letter is not None:
-            dead_letter = self.dead_letter
+        stats.rejections.add(rejected)
+        dead_letter = self.dead_letter or self.default_dead_letter
+        if dead_letter is not None:
+            if dead_letter is self.default_dead_letter and not getattr(dead_letter, "files", True):
+                first = rejected[0]
+                log.warning("records rejected (e.g. at %s (%s): %s); no dead_letter configured: they go to %s",
+                            first.stage, first.operator, first.error, getattr(dead_letter, "path", dead_letter.name))
             fresh = self._not_come_back(rejected) if dead_letter.publishes_to is not None else rejected
             if fresh:
                 await self._retry(dead_letter, lambda: dead_letter.write_rejected(fresh), stats)
-        elif stats.rejected <= 10 or stats.rejected % 1000 == 0:
-            first = rejected[0]
-            log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
-                        len(rejected), stats.rejected, first.stage, first.operator, first.error)
         self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
 
     def _not_come_back(self, rejected: list[Rejected]) -> list[Rejected]:

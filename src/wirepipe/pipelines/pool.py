@@ -175,6 +175,7 @@ class Slot:
     started: float = 0.0
     done: bool = False
     last_exit: int | None = None
+    rejections: list[Any] = field(default_factory=list)  # the rejection rows of earlier processes
     # Seconds of work (every part open) of the current process at its last report, and when that report came
     # (the supervisor's clock); the spans of work of earlier processes. Waits and restarts are not work.
     working: float = 0.0
@@ -188,6 +189,8 @@ class Slot:
         out = committed(self.snapshot)
         for key, value in self.carried.items():
             out[key] = out.get(key, 0) + value if isinstance(out.get(key, 0), (int, float)) else value
+        if self.rejections:
+            out["rejections"] = merge_rejections([self.rejections, out.get("rejections") or []])
         out["restarts"] = self.restarts
         out.setdefault("running", False)
         if self.proc is None or self.proc.returncode is not None:
@@ -200,6 +203,7 @@ class Slot:
         for key, value in committed(self.snapshot).items():
             if key not in GAUGES and isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.carried[key] = self.carried.get(key, 0) + value
+        self.rejections = merge_rejections([self.rejections, self.snapshot.get("rejections") or []])
         self.snapshot = {}
         self.spans += self.current_span()
         self.working = 0.0
@@ -223,6 +227,13 @@ def committed(snap: dict[str, Any]) -> dict[str, Any]:
     return dict(snap)
 
 
+def merge_rejections(parts: list[list[Any]]) -> list[Any]:
+    """Rejection rows (``rejections.Rejections.rows``) of several processes as one set of groups."""
+    from ..core.rejections import Rejections
+
+    return Rejections.from_rows(row for rows in parts for row in rows).rows()
+
+
 def describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
@@ -236,8 +247,11 @@ def describe_exit(code: int | None) -> str:
 
 def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     """The pool's snapshot: counters summed, gauges (lag) the max, flags counted, texts (what a worker
-    waits for) the first one set."""
+    waits for) the first one set, rejections merged by reason."""
     total: dict[str, Any] = {}
+    rows = [snap["rejections"] for snap in snapshots if snap.get("rejections")]
+    if rows:
+        total["rejections"] = merge_rejections(rows)
     for snap in snapshots:
         for key, value in snap.items():
             if isinstance(value, str):
@@ -489,9 +503,9 @@ class Pool:
 
     def summary(self) -> str:
         """The pool's final line, as a single run's: counts (records out: what the workers committed, see
-        ``committed``), records per second of work, and where each worker's output, dead letters and metrics
-        went (a line the workers share is shown once)."""
-        from .monitor import redelivery_summary
+        ``committed``), records per second of work, the rejections by reason, and where each worker's output,
+        dead letters and metrics went (a line the workers share is shown once)."""
+        from .monitor import redelivery_summary, rejection_lines
 
         t = self.total()
         work = self.work_seconds()
@@ -505,7 +519,7 @@ class Pool:
         shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
         where = [*(f"w{s.index} {line}" for s, mine in zip(self.slots, outputs, strict=True) for line in mine
                    if line not in shared), *shared]
-        return "\n  ".join([text, *where])
+        return "\n  ".join([text, *rejection_lines(t.get("rejections") or []), *where])
 
 
 # --- one worker ------------------------------------------------------------------------------------
@@ -591,7 +605,9 @@ def worker_main(argv: list[str]) -> int:
         print(f"error: [w{index}] {redact_secrets(f'{exc.filename or file}: {exc.strerror or exc}')}",
               file=sys.stderr)
         return 1
-    log.info("%s: %d records out of %d in %.2fs", pipe.name, stats.records_out, stats.records_in, stats.elapsed)
+    from .monitor import run_summary
+
+    log.info("%s", run_summary(pipe, stats))
     return 0
 
 

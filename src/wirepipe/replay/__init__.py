@@ -67,6 +67,8 @@ class ReplayResult:
     stage_records: dict[str, int] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
     unreadable: list[Unreadable] = field(default_factory=list)  # parts of the capture that could not be read
+    rejections: list[Any] = field(default_factory=list)  # by stage, operator and reason (``Rejections.rows``)
+    dead_letters: list[str] = field(default_factory=list)  # where the rejected records went
 
     @property
     def records_per_second(self) -> float:
@@ -83,7 +85,9 @@ class ReplayResult:
             from ..connectors.base import describe_unreadable
 
             text += f"\n  not replayed: {describe_unreadable(self.unreadable, 'capture')}"
-        return text
+        from ..pipelines.monitor import rejection_lines
+
+        return "\n  ".join([text, *rejection_lines(self.rejections), *(f"dead letters: {d}" for d in self.dead_letters)])
 
 
 __all__ = ["Replay", "ReplayResult"]

@@ -12,8 +12,8 @@ group's results go to ``OUTPUT/results/part-<position>.parquet``, named by the p
 of the row group's first record in the capture, so the parts in name order are the
 results in capture order, whatever order the runner ran them in, and a retried bundle
 rewrites the same file (written under a temporary name, then renamed). Rejected records
-go to ``OUTPUT/dead_letter/`` the same way (when the pipeline has a dead letter), metrics
-rows to ``OUTPUT/metrics/``. A pipeline whose sink is ``null`` writes no results.
+go to ``OUTPUT/dead_letter/`` the same way (as dead-letter envelopes, whether or not the pipeline
+names a dead letter: none is thrown away), metrics rows to ``OUTPUT/metrics/``. A pipeline whose sink is ``null`` writes no results.
 
 The runner is ``FnApiRunner`` unless ``--beam-option runner=...`` says otherwise (never
 ``DirectRunner``: it first tries to download a Prism binary). ``--beam-option key=value``
@@ -239,6 +239,8 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     result = ReplayResult(pipeline=cfg.name, runner=f"beam {_runner_name(opts)}", elapsed=time.monotonic() - started)
     _fill_counts(result, state)
     result.outputs = [output]
+    if result.rejected:
+        result.dead_letters = [f"{output}/dead_letter/ (dead-letter envelopes)"]
     return result
 
 
@@ -262,8 +264,15 @@ def _fill_counts(result: ReplayResult, state: Any) -> None:
         counters = state.metrics().query(MetricsFilter().with_namespace("wirepipe"))["counters"]
     except Exception:  # some runners do not report metrics
         return
+    from .beam_fn import REASON
+
     for c in counters:
-        result.stage_records[c.key.metric.name] = int(c.committed if c.committed is not None else c.attempted)
+        name, n = c.key.metric.name, int(c.committed if c.committed is not None else c.attempted)
+        if name.startswith(f"{REASON}|"):  # rejected records by reason: stage, operator, reason
+            _, stage, operator, reason = name.split("|", 3)
+            result.rejections.append([stage, operator, reason, n, reason, None])
+        else:
+            result.stage_records[name] = n
     stages = result.stage_records
     result.records_in = sum(v for k, v in stages.items() if k.startswith("read|"))
     result.records_out = sum(v for k, v in stages.items() if k.startswith("write|"))

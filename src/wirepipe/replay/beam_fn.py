@@ -28,6 +28,8 @@ def join(folder: str, *parts: str) -> str:
     return FileSystems.join(folder, *parts)
 
 
+REASON = "reason"  # counters "reason|<stage>|<operator>|<reason>": rejected records by reason
+
 class ReplayRowGroupFn(DoFn):
     """One row group through the operator chain: writes its results part, yields its metrics rows (a table).
 
@@ -91,17 +93,19 @@ class ReplayRowGroupFn(DoFn):
             position += rb.num_rows
         if self.write_results and results:
             write_part(join(self.output, "results"), start, results)
-        if rejected and pipe.dead_letter is not None:
+        if rejected:  # the replay's own folder holds them, whether or not the pipeline names a dead letter
             from ..connectors.files import batch_table
             from ..wire import dead_letter_batch
 
             write_part(join(self.output, "dead_letter"), start, [batch_table(dead_letter_batch(rejected))])
         stages, _ = recorder.tables()
-        for stage, operator, records, bad in zip(*(stages.column(c).to_pylist()
-                                                   for c in ("stage", "operator", "records", "rejected")), strict=True):
+        for stage, operator, records, bad, reasons in zip(*(stages.column(c).to_pylist() for c in (
+                "stage", "operator", "records", "rejected", "reasons")), strict=True):
             self.count(stage, operator, records)
             if bad:
                 self.count("rejected", stage, bad)
+                for reason, n in reasons or ():  # by reason: the summary's groups (beam.py reads them back)
+                    self.count(f"{REASON}|{stage}", f"{operator}|{reason}", n)
         yield stages
 
 

@@ -21,13 +21,14 @@ import copy
 import logging
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import Unreadable, describe_unreadable
 from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
 from ..core.errors import ConfigError, WirepipeError
+from ..pipelines.monitor import dead_letter_destination
+from ..pipelines.pool import merge_rejections
 from . import Replay, ReplayResult
 
 if TYPE_CHECKING:
@@ -67,7 +68,9 @@ def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> Re
     stats = pipe.run()
     return ReplayResult(pipeline=pipe.name, runner="local", records_in=stats.records_in,
                         records_out=stats.records_out, rejected=stats.rejected, elapsed=stats.elapsed,
-                        outputs=[p for p in _outputs(data) if Path(p).exists()], unreadable=stats.unreadable)
+                        outputs=[p for p in _outputs(data) if Path(p).exists()], unreadable=stats.unreadable,
+                        rejections=stats.rejections.rows(),
+                        dead_letters=[d for d in [dead_letter_destination(pipe)] if d and stats.rejected])
 
 
 def _outputs(data: dict[str, Any]) -> list[str]:
@@ -190,7 +193,7 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
     origin = ctx.Value("d", 0.0)
     level = logging.getLogger().getEffectiveLevel()
     procs = [ctx.Process(target=_worker, name=f"wirepipe-replay-{k}", daemon=True,
-                         args=(k, replay, cfg, share, states[k], ready, go, origin, results, level))
+                         args=(k, replay, cfg, share, states[k], ready, go, origin, results, level, len(shares)))
              for k, (cfg, share) in enumerate(zip(configs, shares, strict=True))]
     started = time.monotonic()
     try:
@@ -217,6 +220,10 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
         result.records_out += stats["records_out"]
         result.rejected += stats["rejected"]
         result.unreadable += [Unreadable(*u) for u in stats["unreadable"]]
+        result.rejections += stats["rejections"]
+        if stats["rejected"] and stats["dead_letter"]:
+            result.dead_letters.append(stats["dead_letter"])
+    result.rejections = merge_rejections([result.rejections])
     result.outputs = [p for cfg in configs for p in _outputs(cfg) if Path(p).exists()]
     return result
 
@@ -241,15 +248,18 @@ def _collect(procs: list[Any], results: Any) -> list[dict[str, Any]]:
 
 
 def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup], state: tuple[int | None, int],
-            ready: Any, go: Any, origin: Any, results: Any, level: int) -> None:
+            ready: Any, go: Any, origin: Any, results: Any, level: int, workers: int) -> None:
     """One replay process: its share of row groups through the pipeline."""
+    import os
     import signal
 
     from ..core.allocator import keep_freed_memory
     from ..core.redact import log_redacted
+    from ..metrics.recorder import WORKER_ENV, WORKERS_ENV
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
+    os.environ.update({WORKER_ENV: str(k), WORKERS_ENV: str(workers)})  # files of its own (default dead letters)
     log_redacted(level, f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
     try:
         pipe = build(replay, data)
@@ -264,7 +274,10 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
             source.pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap, clock=WallClock(),
                                  origin=origin.value, last_ns=state[0], virtual_ns=state[1])
         stats = pipe.run()
-        results.put((k, True, {key: v for key, v in asdict(stats).items() if not isinstance(v, dict)}))
+        results.put((k, True, {"records_in": stats.records_in, "records_out": stats.records_out,
+                               "rejected": stats.rejected, "rejections": stats.rejections.rows(),
+                               "unreadable": [tuple(u) for u in stats.unreadable],
+                               "dead_letter": dead_letter_destination(pipe)}))
     except Exception as exc:
         if ready is not None:
             ready.abort()

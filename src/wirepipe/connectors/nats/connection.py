@@ -32,10 +32,9 @@ from typing import Any, overload
 
 from pydantic import Field, field_validator, model_validator
 
-from ...core.errors import WirepipeError
+from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Secret, Size, Strict, refuse_unshown
 from ...core.redact import redact_secrets
-from ..base import Refusal
 
 log = logging.getLogger("wirepipe.nats")
 

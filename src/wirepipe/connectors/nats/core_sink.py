@@ -37,8 +37,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...core.batch import Batch, Rejected
-from ...core.errors import ConfigError, NotConnected, WirepipeError
+from ...core.batch import PAYLOADS, Batch, Rejected
+from ...core.errors import ConfigError, NotConnected, Refusal, WirepipeError
 from ...core.models import Duration
 from ...wire import (
     HDR_LINE,
@@ -53,7 +53,7 @@ from ...wire import (
     subject_room,
     template_fields,
 )
-from ..base import Configured, Refusal, Sink, Source
+from ..base import Configured, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import FINAL, LAST_SEQ, PUBLISHER, SEQ, PublisherStamp
 
@@ -214,6 +214,7 @@ class NatsSink(Configured, Sink):
     """Publishes every record of a batch to core NATS with the wire-contract headers."""
 
     type = "nats"
+    takes = PAYLOADS
     stage = "publish"
 
     def __init__(self, subject: str, **fields: Any) -> None:

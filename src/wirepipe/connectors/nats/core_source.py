@@ -22,10 +22,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ...core.batch import Batch
+from ...core.batch import PAYLOADS, Batch
+from ...core.errors import Refusal
 from ...core.models import Duration, Size, SourceLimits
 from ...wire import STAMP_PREFIX, subjects_overlap
-from ..base import Configured, Refusal, Source
+from ..base import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import FINAL, LAST_SEQ, PUBLISHER, GapCounter
 from .reader import SubscriptionReader
@@ -47,6 +48,7 @@ class NatsSource(Configured, Source):
     """
 
     type = "nats"
+    gives = PAYLOADS
     stage = "consume"
     drops_when_unread = True
     shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)

@@ -32,13 +32,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
 
-from ...core.batch import Batch, Rejected
-from ...core.errors import WirepipeError
+from ...core.batch import PAYLOADS, Batch, Rejected
+from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
 from ...wire import (
     Header,
 )
-from ..base import AtLeastOnce, Configured, Refusal, Source
+from ..base import AtLeastOnce, Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .reader import RawInbox, Received, SubscriptionReader, publish_many
 from .streams import when_available
@@ -69,6 +69,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     """A durable pull consumer (default) or an ordered consumer (``ordered=True``) as batches."""
 
     type = "jetstream"
+    gives = PAYLOADS
     stage = "consume"
     redelivers = True
     shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)

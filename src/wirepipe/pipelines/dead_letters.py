@@ -1,0 +1,89 @@
+"""Where rejected records go when a pipeline names no ``dead_letter``: a JSONL file beside its output.
+
+A rejected record is never thrown away (the promise every connector keeps: delivered,
+dead-lettered, left for redelivery, or counted as lost). So a pipeline without a ``dead_letter``
+writes its rejects as the dead-letter envelopes a ``jsonl`` dead letter would
+(``{stage, operator, error, subject, seq, payload, value_json}``, ``wire.dead_letter_batch``) to
+a file it names after its output (``default_path``):
+
+- beside the sink's file (``Sink.beside``): ``out/records.jsonl`` -> ``out/records.dead.jsonl``,
+  ``out/part-w0-{part}.parquet`` -> ``out/part-w0.dead.jsonl``, a capture folder ``cap`` ->
+  ``cap.<prefix>.dead.jsonl`` (beside the folder: a capture is every file in it);
+- else (a NATS or null sink) beside the metrics folder, ``results/run.parquet`` ->
+  ``results/run.dead.jsonl``, else ``results/<pipeline>.dead.jsonl``; a worker of a pool adds
+  ``.w<index>`` (``results/run.w0.dead.jsonl``), since the workers share those folders.
+
+The file is created at the first rejected record (a run that rejects nothing leaves none) and
+appended to, so a re-run never overwrites rejects nobody has looked at yet. The run summary
+names it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..connectors.base import Sink
+from ..core.batch import Batch
+from ..metrics.recorder import WORKER_ENV, WORKERS_ENV
+
+SUFFIX = ".dead.jsonl"
+
+
+def default_path(name: str, sink: Sink | None, metrics: Any) -> Path:
+    """The default dead-letter file of pipeline ``name`` (see the module doc)."""
+    beside = sink.beside(SUFFIX) if sink is not None else None
+    if beside is not None:
+        return Path(beside)
+    in_pool = WORKER_ENV in os.environ and int(os.environ.get(WORKERS_ENV) or 1) > 1
+    tag = f".w{os.environ[WORKER_ENV]}" if in_pool else ""
+    path = metrics if isinstance(metrics, (str, Path)) else getattr(metrics, "path", None)
+    if path is not None:
+        p = Path(path)
+        return p.with_name(f"{p.stem if p.suffix else p.name}{tag}{SUFFIX}")
+    return Path("results") / f"{name}{tag}{SUFFIX}"
+
+
+class DefaultDeadLetter(Sink):
+    """The JSONL file of dead-letter envelopes a pipeline writes when it names no ``dead_letter``,
+    created at the first rejected record and appended to."""
+
+    type = "jsonl"
+    stage = "write"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records = 0
+        self._file: Any = None  # the JsonlSink, once a record was rejected
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"path": str(self.path), "default": True}
+
+    @property
+    def files(self) -> list[Path]:
+        """The file, once it exists (what the run summary names)."""
+        return [self.path] if self._file is not None else []
+
+    async def _opened(self) -> Any:
+        if self._file is None:
+            from ..connectors.files import JsonlSink
+
+            file = JsonlSink(self.path, append=True)
+            await file.open()
+            self._file = file
+        return self._file
+
+    async def write(self, batch: Batch) -> None:
+        file = await self._opened()
+        await file.write(batch)
+        self.records += len(batch.values)
+
+    async def flush(self) -> None:
+        if self._file is not None:
+            await self._file.flush()
+
+    async def close(self) -> None:
+        if self._file is not None:
+            await self._file.close()

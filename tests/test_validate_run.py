@@ -1,0 +1,267 @@
+"""`wirepipe validate` refuses exactly what `wirepipe run` refuses before its first record: the same one line
+(file, field path, value, what is allowed), exit 2, no traceback, and nothing written.
+
+The cases are made from the registries: every format behind a source that attaches no schema (the positional
+ones need one) and with its schema options, every codec with a level out of range and where its input is
+records, every operator and connector with each required field missing and with a field it does not have,
+every conflict a connector model refuses (the table must name a case for each validator a model declares),
+every part that takes payloads where the source gives records; then every config in configs/ and
+tests/bad_configs/. `run` is the real command: it runs the pipeline when it accepts it (local files, three
+records), and stops at the start for a pipeline that would connect to NATS."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import wirepipe.cli.runs
+from wirepipe.cli import app
+from wirepipe.codecs import CODECS, FORMATS
+from wirepipe.connectors import SINKS, SOURCES
+from wirepipe.core.batch import PAYLOADS
+from wirepipe.operators import OPERATORS
+
+ROOT = Path(__file__).parent.parent
+RECORDS_IN = {"type": "jsonl", "path": "in.jsonl"}  # three {x, y} records: a source that attaches no schema
+FILE_OUT = {"type": "jsonl", "path": "out.jsonl"}
+GENERATE = {"type": "generate", "dataset": "point", "count": 3}  # gives records, with a typed schema
+NATS_IN = {"type": "nats", "url": "nats://127.0.0.1:1", "subject": "in"}  # gives payloads, no schema
+NETWORK = ("nats", "jetstream")
+
+
+@dataclass
+class Case:
+    id: str
+    config: dict[str, Any]
+    refused: bool | None = None  # what the check must say (None: whatever it says, run says too)
+
+
+def pipeline(source: dict[str, Any] = RECORDS_IN, operators: list[Any] | None = None,
+             sink: dict[str, Any] = FILE_OUT, **more: Any) -> dict[str, Any]:
+    return {"name": "p", "source": source, "operators": operators or [], "sink": sink, **more}
+
+
+# --- the corpus, from the registries ------------------------------------------------------------------------
+
+
+def format_cases() -> list[Case]:
+    out = []
+    for name, fmt in FORMATS.items():
+        positional = fmt.needs_schema
+        out += [
+            Case(f"serialize {name}, no schema", pipeline(operators=[{"serialize": {"format": name}}]), positional),
+            Case(f"serialize {name}, extra_fields: drop, no schema",
+                 pipeline(operators=[{"serialize": {"format": name, "extra_fields": "drop"}}]), True),
+            Case(f"serialize {name}, field names only", pipeline(operators=[
+                {"serialize": {"format": name, "schema": ["x", "y"]}}]), fmt.typed),
+            Case(f"serialize {name} behind a typed source", pipeline(
+                GENERATE, [{"serialize": {"format": name}}]), False),
+            Case(f"deserialize {name} from NATS, no schema", pipeline(NATS_IN, [{"deserialize": {"format": name}}]),
+                 positional or fmt.unsafe),
+            Case(f"deserialize {name} behind records", pipeline(GENERATE, [{"deserialize": {"format": name}}]), True),
+        ]
+    return out
+
+
+def codec_cases() -> list[Case]:
+    out = []
+    for name, codec in CODECS.items():
+        out += [
+            Case(f"compress {name} at level 10**6", pipeline(operators=[
+                {"serialize": {"format": "json"}}, {"compress": {"codec": name, "level": 10**6}}]),
+                 codec.max_level < 10**6),
+            Case(f"compress {name} behind records", pipeline(GENERATE, [{"compress": {"codec": name}}]), True),
+            Case(f"decompress {name} behind records", pipeline(GENERATE, [{"decompress": {"codec": name}}]), True),
+        ]
+    return out
+
+
+def _model(entry: Any) -> Any:
+    return typing.get_args(entry)[0] if typing.get_origin(entry) is typing.Annotated else entry
+
+
+FILLED = {"path": "in.jsonl", "subject": "s", "dir": "cap", "format": "json", "codec": "zstd",
+          "chain": "json|zstd", "function": "json:dumps", "fields": ["x"], "records": 2, "template": "s.{x}"}
+
+
+def _required(model: Any) -> dict[str, Any]:
+    return {f.alias or n: FILLED[f.alias or n] for n, f in model.model_fields.items()
+            if f.is_required() and n != "type"}
+
+
+def operator_cases() -> list[Case]:
+    out = []
+    for name, entry in OPERATORS.items():
+        required = _required(_model(entry))
+        for field in required:
+            out.append(Case(f"{name} without {field}", pipeline(operators=[
+                {name: {k: v for k, v in required.items() if k != field}}]), True))
+        out.append(Case(f"{name} with a field it does not have", pipeline(operators=[
+            {name: {**required, "colour": "blue"}}]), True))
+    return out
+
+
+def connector_cases() -> list[Case]:
+    out = []
+    for role, registry in (("source", SOURCES), ("sink", SINKS)):
+        for kind, model in registry.items():
+            required = {"type": kind, **_required(model)}
+            if kind == "jetstream" and role == "source":
+                required["stream"] = "S"  # the model's own rule: stream or subject
+            part = {**required, "url": "nats://127.0.0.1:1"} if kind in NETWORK else required
+            for field in _required(model):
+                out.append(Case(f"{role} {kind} without {field}",
+                                pipeline(**{role: {k: v for k, v in part.items() if k != field}}), True))
+            out.append(Case(f"{role} {kind} with a field it does not have",
+                            pipeline(**{role: {**part, "colour": "blue"}}), True))
+            if role == "sink" and _takes(model, part) == PAYLOADS:
+                out.append(Case(f"sink {kind} behind records", pipeline(GENERATE, sink=part), True))
+    return out
+
+
+def _takes(model: Any, part: dict[str, Any]) -> str | None:
+    from wirepipe.pipelines.config import build_connector
+
+    return build_connector(model.model_validate(part), "sink").takes
+
+
+# Every validator a connector model declares (besides refusing unknown fields), with a config it refuses.
+JS = {"type": "jetstream", "url": "nats://127.0.0.1:1", "stream": "S"}
+CONFLICTS: dict[str, list[dict[str, Any]]] = {
+    "GenerateConfig._known_dataset": [pipeline({**GENERATE, "dataset": "pointz"})],
+    "NatsSourceConfig._embedded_has_no_auth": [pipeline({**NATS_IN, "url": "embedded", "auth": {"token": "t"}})],
+    "NatsSourceConfig._url_list": [pipeline({**NATS_IN, "url": "nats://a:1, embedded"})],
+    "AuthConfig._one_method": [pipeline({**NATS_IN, "auth": {"token": "t", "user": "u", "password": "p"}}),
+                               pipeline({**NATS_IN, "auth": {"user": "u"}})],
+    "AuthConfig._mapping": [pipeline({**NATS_IN, "auth": "TOKEN"})],
+    "TLSConfig._pair": [pipeline({**NATS_IN, "tls": {"cert": "c.pem"}})],
+    "JetStreamSourceConfig._start": [
+        pipeline({**JS, "deliver": "by_start_sequence"}), pipeline({**JS, "deliver": "by_start_time"}),
+        pipeline({**JS, "ordered": True, "durable": "d"}), pipeline({**JS, "stream": None}),
+        pipeline({**JS, "heartbeat": "30s", "expires": "30s"}), pipeline({**JS, "ordered": True, "ack": "all"})],
+    "JetStreamSourceConfig._embedded_has_no_auth": [pipeline({**JS, "url": "embedded", "tls": {"ca": "ca.pem"}})],
+    "JetStreamSourceConfig._url_list": [pipeline({**JS, "url": "nats://a:1, embedded"})],
+    "NatsSinkConfig._embedded_has_no_auth": [pipeline(sink={"type": "nats", "subject": "s", "auth": {"token": "t"}})],
+    "NatsSinkConfig._url_list": [pipeline(sink={"type": "nats", "subject": "s", "url": "nats://a:1, embedded"})],
+    "NatsSinkConfig._template": [pipeline(sink={"type": "nats", "subject": "s.{}", "url": "nats://a:1"})],
+    "JetStreamSinkConfig._embedded_has_no_auth": [pipeline(sink={"type": "jetstream", "subject": "s",
+                                                                 "auth": {"token": "t"}})],
+    "JetStreamSinkConfig._url_list": [pipeline(sink={"type": "jetstream", "subject": "s", "url": "nats://a:1, embedded"})],
+    "JetStreamSinkConfig._template": [pipeline(sink={"type": "jetstream", "subject": "s {x}", "url": "nats://a:1"})],
+    "JetStreamSinkConfig._msg_id": [pipeline(sink={"type": "jetstream", "subject": "s", "url": "nats://a:1",
+                                                   "msg_id": "{}"})],
+    "StreamConfig._name": [pipeline(sink={"type": "jetstream", "subject": "s", "url": "nats://a:1",
+                                          "stream": {"name": "a.b"}})],
+    "CaptureSinkConfig._plain_name": [pipeline(sink={"type": "capture", "dir": "cap", "prefix": ".hidden"})],
+    "CaptureSourceConfig._pattern": [pipeline({"type": "capture", "path": "cap/", "subject": "a.>.b"})],
+    "SerializeParams._format": [pipeline(operators=[{"serialize": {"format": "capnproto"}}])],
+    "DeserializeParams._format": [pipeline(operators=[{"deserialize": {"format": "capnproto"}}])],
+    "CompressParams._codec": [pipeline(operators=[{"compress": {"codec": "zstdd"}}])],
+    "CompressParams._level": [pipeline(operators=[{"compress": {"codec": "zstd", "level": "hot"}}])],
+    "DecompressParams._codec": [pipeline(operators=[{"decompress": {"codec": "zstdd"}}])],
+    "EncodeParams._parse": [pipeline(operators=[{"encode": {"chain": "json|zstd:99"}}])],
+    "DecodeParams._parse": [pipeline(operators=[{"decode": {"chain": "json||zstd"}}])],
+}
+
+
+def _validators() -> set[str]:
+    """``Model._validator`` for every validator of every model the registries reach (nested ones too)."""
+    found: set[str] = set()
+
+    def walk(model: Any) -> None:
+        decorators = model.__pydantic_decorators__
+        for name in [*decorators.model_validators, *decorators.field_validators]:
+            if name != "_known_fields":  # every model's: refused unknown fields, generated above
+                found.add(f"{model.__name__}.{name}")
+        for f in model.model_fields.values():
+            for t in typing.get_args(f.annotation) or (f.annotation,):
+                if isinstance(t, type) and hasattr(t, "model_fields"):
+                    walk(t)
+
+    for model in [*SOURCES.values(), *SINKS.values(), *(_model(e) for e in OPERATORS.values())]:
+        walk(model)
+    return found
+
+
+def test_every_validator_of_every_model_has_a_conflict_case() -> None:
+    assert _validators() <= set(CONFLICTS), sorted(_validators() - set(CONFLICTS))
+
+
+def input_cases() -> list[Case]:
+    return [Case(f"{kind} source, no input", pipeline({"type": kind, "path": "missing/"}), True)
+            for kind in ("jsonl", "parquet", "capture")]
+
+
+CASES = [*format_cases(), *codec_cases(), *operator_cases(), *connector_cases(), *input_cases(),
+         *(Case(f"conflict {key} #{i}", cfg, True) for key, cfgs in CONFLICTS.items() for i, cfg in enumerate(cfgs))]
+
+
+# --- the two commands ---------------------------------------------------------------------------------------
+
+
+class Started(Exception):
+    """``run`` got past every check and would now connect to NATS: the test stops it there."""
+
+
+def _network(config: Any) -> bool:
+    return isinstance(config, dict) and any(isinstance(config.get(k), dict) and config[k].get("type") in NETWORK
+                                            for k in ("source", "sink"))
+
+
+def check_same(arg: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, stop_at_start: bool) -> bool:
+    """``validate ARG`` and ``run ARG`` in ``cwd`` agree; returns whether they refused. ``stop_at_start``: run stops
+    where it would start reading (a pipeline that connects to NATS), else it runs."""
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.setattr(wirepipe.cli.runs, "setup_logging", lambda verbose=False: None)  # pytest keeps the log
+    if stop_at_start:
+        def started(pipe: Any, file: str | None = None) -> Any:
+            raise Started
+        monkeypatch.setattr(wirepipe.cli.runs, "run_as_worker", started)
+    before = sorted(p.name for p in cwd.iterdir())
+    runner = CliRunner()
+    v = runner.invoke(app, ["validate", arg], env={"COLUMNS": "200"})
+    r = runner.invoke(app, ["run", arg, "--no-status"], env={"COLUMNS": "200"})
+    for result, allowed in ((v, SystemExit), (r, (SystemExit, Started))):
+        assert result.exception is None or isinstance(result.exception, allowed), result.exception  # no traceback
+    if v.exit_code == 2:
+        line = v.stderr.strip()
+        assert r.exit_code == 2 and r.stderr.strip() == line, (line, r.exit_code, r.stderr)
+        assert line.startswith(f"error: {arg}: ") and "\n" not in line, line
+        assert sorted(p.name for p in cwd.iterdir()) == before  # nothing written: no empty output, no metrics
+        return True
+    assert v.exit_code == 0 and v.stdout.startswith(f"ok: {arg}: "), v.stderr
+    # it started (stopped there), or ran: 3 when every record was rejected, which the summary says why
+    assert isinstance(r.exception, Started) or r.exit_code in (0, 3), (r.exit_code, r.stderr)
+    return False
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_validate_refuses_what_run_refuses(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "in.jsonl").write_text('{"x": 1, "y": 2}\n{"x": 3, "y": 4}\n{"x": 5, "y": 6}\n')
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(case.config), encoding="utf-8")
+    refused = check_same("p.yaml", tmp_path, monkeypatch, _network(case.config))
+    if case.refused is not None:
+        assert refused == case.refused, case.id
+
+
+# The pipelines (test files beside them are not: `wirepipe test` runs those, and `run` refuses them as such).
+EXAMPLES = sorted(p for p in [*(ROOT / "configs").glob("*.yaml"), *(ROOT / "tests" / "bad_configs").glob("*.yaml")]
+                  if not p.name.endswith(".test.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[f"{p.parent.name}/{p.name}" for p in EXAMPLES])
+def test_every_example_and_bad_config_is_judged_alike(path: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configs as they are, from the clone's root (NATS_URL unset: the embedded server; results in this
+    test's folder); run stops where it would start reading."""
+    monkeypatch.setenv("RESULTS", str(tmp_path / "results"))
+    monkeypatch.delenv("WIREPIPE_TEST_UNDEFINED_DIR", raising=False)
+    refused = check_same(str(path.relative_to(ROOT)), ROOT, monkeypatch, stop_at_start=True)
+    assert refused == (path.parent.name == "bad_configs"), path
