@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("wire", "codecs", "storage", "parts", "spoolfile", "datasets", "server"),
     ("operators", "metrics", "connectors"),
     ("pipelines",),
-    ("replay", "bench", "report", "integrations", "capacity", "testing", "pipetest", "tap"),
+    ("replay", "bench", "report", "integrations", "capacity", "testing", "pipetest", "tap", "dictionaries"),
     ("api", "cli"),
 ]
 LAYER = {name: level for level, names in enumerate(LAYERS) for name in names}

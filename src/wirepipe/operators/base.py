@@ -8,7 +8,7 @@ parameters and its canonical string, which is what metrics rows and chains recor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, ClassVar
 
 from ..batch import Batch
@@ -26,9 +26,28 @@ class Operator:
     adds_headers: ClassVar[tuple[str, ...]] = ()
     name: str = ""
     params: dict[str, Any]
+    # True: the run loop awaits ``prepare(batch)`` before each pass (I/O the pass needs, on the event loop).
+    prepares: bool = False
 
     def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # I/O around the passes (a zstd dictionary fetched from NATS), awaited by the run loop on its event
+    # loop: the passes themselves stay plain CPU work. ``parts`` are the pipeline's source and sink.
+    async def open(self, parts: Sequence[Any]) -> None:
+        """Called once when the pipeline starts, after its source and sink opened."""
+
+    async def prepare(self, batch: Batch) -> None:
+        """Called before each pass over ``batch`` when ``prepares`` is set; ``NotConnected`` asks the loop
+        to hold the batch and call again later."""
+
+    async def close(self) -> None:
+        """Called once when the pipeline ends, also after errors."""
+
+    def refuse_parts(self, parts: Sequence[Any]) -> str | None:
+        """Why this operator cannot run between ``parts`` (source, sink) as configured, or None; the
+        pipeline raises it as a ``ConfigError`` at the operator's entry."""
+        return None
 
     def canonical(self) -> str:
         """The operator as one chain step (``zstd:3``) or ``stage(name)`` when it is not a codec."""

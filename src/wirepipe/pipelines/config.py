@@ -258,16 +258,20 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
 
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
-    from .pipeline import Pipeline
+    from .pipeline import Pipeline, check_operators
 
     ctx = BuildContext(allow_pickle=cfg.allow_pickle)
     operators: list[Any] = []
+    where: list[str] = []
     for i, entry in enumerate(cfg.operators):
-        operators += build_operators(getattr(entry, entry.kind), ctx, f"operators[{i}].{entry.kind}", file)
+        built = build_operators(getattr(entry, entry.kind), ctx, f"operators[{i}].{entry.kind}", file)
+        operators += built
+        where += [f"operators[{i}].{entry.kind}"] * len(built)
     source = build_connector(cfg.source, "source", file)
     sink = build_connector(cfg.sink, "sink", file)
     dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
     try:
+        check_operators(operators, source, sink, where)
         # The whole-pipeline rules (``check_parts``, run by ``Pipeline``: e.g. one Parquet file behind a source
         # acknowledged at every flush) are the ones a pipeline built in Python meets; YAML adds the file.
         return Pipeline(

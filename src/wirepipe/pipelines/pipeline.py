@@ -116,6 +116,16 @@ class RunStats:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
 
 
+def check_operators(operators: Sequence[Operator], source: Source, sink: Sink, where: Sequence[str] = ()) -> None:
+    """What each operator declares it cannot run between (``Operator.refuse_parts``: a dictionary fetched
+    from NATS in a pipeline with no NATS part): ``ConfigError`` at ``where[i]`` (the YAML entry) or
+    ``operators[i]``."""
+    for i, op in enumerate(operators):
+        why = op.refuse_parts((source, sink))
+        if why is not None:
+            raise ConfigError(why, path=where[i] if where else f"operators[{i}].{op.stage}")
+
+
 def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None) -> None:
     """The rules that belong to a whole pipeline, as its parts declare them: ``ConfigError`` at the field of
     the part that cannot follow the source (YAML adds the file; the message is the same)."""
@@ -171,6 +181,7 @@ class Pipeline:
         self.active_monitor: Any = None  # the Monitor of the current run (its Prometheus port, for tests)
         self._op_ns_per_record: float | None = None  # measured cost of the operators, to decide offloading
         self._lost_seen = 0
+        self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
 
     def __or__(self, other: Any) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
@@ -211,6 +222,8 @@ class Pipeline:
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
         check_parts(source, sink, self.dead_letter)  # the attributes may have been set since construction
+        check_operators(self.operators, source, sink)
+        self._preparing = [op for op in self.operators if op.prepares]
         if stop is not None:
             source.stopping = stop
         # Batches keep thousands of young objects alive across collections, which promotes them
@@ -248,6 +261,9 @@ class Pipeline:
                 with _io_errors(f"dead_letter {self.dead_letter.name}", None):
                     await self.dead_letter.open()
                 opened.append(self.dead_letter)
+            for op in self.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
+                await op.open((source, sink))
+                opened.append(op)
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
@@ -381,6 +397,8 @@ class Pipeline:
         stats.batches += 1
         received = batch.values
         stats.records_in += len(received) + len(batch.rejected)
+        if self._preparing:
+            await self._prepare(batch, stats)
         batch = await self._run_operators(index, batch, start, end)
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
@@ -408,6 +426,22 @@ class Pipeline:
             batch = Batch([], meta=batch.meta)
         self._unacked.append((batch, n))
         self._unacked_records += n
+
+    async def _prepare(self, batch: Batch, stats: RunStats) -> None:
+        """The I/O operators need before their pass over ``batch`` (the dictionaries its frames name), on the
+        event loop; an answer that does not come (``SinkUnavailable``) holds the batch and is retried, as a
+        sink's write is: nothing is dead-lettered for an outage."""
+        for op in self._preparing:
+            while True:
+                try:
+                    await op.prepare(batch)
+                except (ConfigError, asyncio.CancelledError):
+                    raise
+                except SinkUnavailable as exc:
+                    await self._sink_down(op, exc, stats, [batch])
+                    continue
+                self._sink_up(op)
+                break
 
     async def _run_operators(self, index: int, batch: Batch, start: int, end: int) -> Batch:
         """Run the operators over a batch; on a source that loses what it does not read (core NATS), a
@@ -552,7 +586,8 @@ class Pipeline:
             self._sink_up(part)
             return
 
-    async def _sink_down(self, part: Sink, exc: BaseException, stats: RunStats, holding: list[Batch]) -> None:
+    async def _sink_down(self, part: Sink | Operator, exc: BaseException, stats: RunStats,
+                         holding: list[Batch]) -> None:
         """Report the failure (rate-limited), keep held records alive, back off (bounded exponential)."""
         stats.sink_errors += 1
         now = time.monotonic()
@@ -585,7 +620,7 @@ class Pipeline:
             case _:
                 return min(cap, 0.05 * 2 ** min(self._sink_failures, 10))
 
-    def _sink_up(self, part: Sink) -> None:
+    def _sink_up(self, part: Sink | Operator) -> None:
         if self.sink_error is None:
             return
         log.warning("sink %s works again after %.1fs and %d failure(s): resuming", part.name,
