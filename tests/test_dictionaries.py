@@ -26,6 +26,7 @@ from wirepipe.connectors.dictionary_bucket import DictionaryBucket
 from wirepipe.server import EmbeddedServer
 
 N = 600
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_records(path: Path, dataset: str, n: int, seed: int = 0) -> Path:
@@ -138,20 +139,30 @@ def test_train_reports_the_gain_on_held_out_records_and_publishes_by_name_and_by
 
 def test_a_publisher_and_a_consumer_share_nothing_but_the_server(nats_server: EmbeddedServer, tmp_path: Path
                                                                  ) -> None:
+    """The shipped example pair, each in a folder of its own: configs/dictionaries/publish.yaml and archive.yaml."""
+    import shutil
+
     url = nats_server.url
     train(url, tmp_path / "trainer", "nats://DICTS/tx")
-    pub = run(publisher(tmp_path / "publisher"), url)
+    ends = {}
+    for end in ("publish", "archive"):
+        ends[end] = tmp_path / end / f"{end}.yaml"
+        ends[end].parent.mkdir()
+        shutil.copy(ROOT / "configs" / "dictionaries" / f"{end}.yaml", ends[end])
+    pub = run(ends["publish"], url, "--count", str(N))
     assert pub.returncode == 0, pub.stderr
     frames = asyncio.run(stream_payloads(url))
     dict_id = asyncio.run(bucket_call(url, lambda b: b.info("tx"))).dict_id
     assert len(frames) == N and {zstd_frame_dictionary_id(f) for f in frames} == {dict_id}  # every frame says which
 
-    con = run(consumer(tmp_path / "consumer"), url, "--count", str(N))
+    con = run(ends["archive"], url, "--count", str(N))
     assert con.returncode == 0, con.stderr
-    assert lines(tmp_path / "consumer" / "out.jsonl") == expected("transaction", N)
-    assert lines(tmp_path / "consumer" / "dead.jsonl") == []
+    results = ends["archive"].parent / "results"
+    assert lines(results / "tx.jsonl") == expected("transaction", N)
+    assert lines(results / "tx-dead-letters.jsonl") == []
     assert f"fetched zstd dictionary {dict_id} from bucket DICTS" in con.stderr
-    assert not list((tmp_path / "consumer").glob("*.zdict")) and not list((tmp_path / "publisher").glob("*.zdict"))
+    assert sorted(p.name for p in (tmp_path / "archive").rglob("*")) == ["archive.yaml", "results", "tx-dead-letters.jsonl",
+                                                                         "tx.jsonl"]  # no dictionary file
 
 
 def test_codec_zstd_finds_the_dictionary_too(nats_server: EmbeddedServer, tmp_path: Path) -> None:
@@ -282,7 +293,7 @@ def test_a_bucket_that_does_not_answer_holds_the_batch_until_it_does(tmp_path: P
         stats, sink, seen = asyncio.run(scenario())
     assert sink.records == records and sink.rejects == []
     assert stats.records_out == 200 and stats.rejected == 0 and stats.sink_errors >= 1
-    assert seen and "dictionary bucket DICTS: the server did not answer" in seen[-1]
+    assert seen and seen[-1].startswith("decompress (auto): dictionary bucket DICTS: the server did not answer")
 
 
 def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: EmbeddedServer, tmp_path: Path
@@ -333,3 +344,27 @@ def test_frames_that_name_a_dictionary_the_decompressor_lacks_say_which() -> Non
     out = Decompress("zstd")(Batch(frames_with(d, expected("transaction", 1))))
     assert f"compressed with zstd dictionary {zstd_dictionary_id(d)}, which this decompressor does not have" in \
         out.rejected[0].error
+
+
+def test_train_from_a_capture_of_dictionary_compressed_traffic(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """What production sent, as captured: the payloads are decompressed by their headers (with the bucket's
+    own dictionary for frames that name one) and a new dictionary is trained on the records."""
+    url = nats_server.url
+    train(url, tmp_path / "v1", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(tmp_path / "v1.zdict"))
+    assert run(publisher(tmp_path / "p", count=1000, seed=5), url).returncode == 0
+    cap = run_wirepipe("capture", "--url", url, "--stream", "TX", "--from-seq", "1", "--out", str(tmp_path / "cap"))
+    assert cap.returncode == 0, cap.stderr
+    done = run_wirepipe("dict", "train", "--from", str(tmp_path / "cap"), "--to", "nats://DICTS/tx", "--url", url,
+                        "--out", str(tmp_path / "v2.zdict"))
+    assert done.returncode == 0, done.stderr
+    assert "on 800 records" in done.stdout and "held out 200 records" in done.stdout
+    v1, v2 = (tmp_path / "v1.zdict").read_bytes(), (tmp_path / "v2.zdict").read_bytes()
+    assert zstd_dictionary_id(v1) != zstd_dictionary_id(v2)
+    import msgpack
+
+    from wirepipe.datasets import get_dataset
+    from wirepipe.dictionaries import train as train_on
+
+    # the capture's payloads decoded to exactly the records published: training on those gives the same bytes
+    published = [msgpack.packb(r) for chunk in get_dataset("transaction").records(1000, 5, 1000) for r in chunk]
+    assert train_on(published).dictionary == v2

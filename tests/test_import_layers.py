@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "exit_codes", "units", "redact", "models", "fields", "batch", "schema", "registry", "allocator"),
     ("wire", "codecs", "storage", "parts", "spoolfile", "datasets", "server"),
-    ("operators", "metrics", "connectors"),
+    ("operators", "metrics", "connectors", "tracing"),
     ("pipelines",),
     ("replay", "bench", "report", "integrations", "capacity", "testing", "pipetest", "tap", "dictionaries"),
     ("api", "cli"),

@@ -153,7 +153,7 @@ class Pipeline:
     def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
-                 config: dict[str, Any] | None = None, monitor: Any = None) -> None:
+                 config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None) -> None:
         check_parts(source, sink, dead_letter)
         self.source = source
         self.operators = list(operators)
@@ -166,6 +166,11 @@ class Pipeline:
         self.flush_interval = flush_interval
         self.config = config
         self.monitor = monitor
+        # OpenTelemetry (tracing.py): None decides by the OTEL_* variables; False, True, a TracingConfig or a
+        # tracer provider. ``self.tracing`` is the run's tracer, None when off (the hooks below test only that).
+        self.tracing_spec = tracing
+        self.tracing: Any = None
+        self._stamps: Stamps | None = None  # the last timed pass's stamps, for the tracer
         self.stats = RunStats()
         self.metrics: Any = None
         self._unacked: list[tuple[Batch, int]] = []  # written, not yet acknowledged: (batch, records)
@@ -198,7 +203,7 @@ class Pipeline:
         return type(self)(self.source, operators, sink, name=self.name, metrics=self.metrics_spec,
                           dead_letter=self.dead_letter, queue_size=self.queue_size,
                           shutdown_timeout=self.shutdown_timeout, flush_interval=self.flush_interval,
-                          config=self.config, monitor=self.monitor)
+                          config=self.config, monitor=self.monitor, tracing=self.tracing_spec)
 
     @property
     def unacked_records(self) -> int:
@@ -234,6 +239,7 @@ class Pipeline:
         self.stats = stats = RunStats()
         self._queued, self.sink_error, self._sink_failures = [], None, 0
         self.metrics = self._open_metrics()
+        self.tracing = _open_tracing(self)
         timer = flusher = None
         if self.metrics is not None:
             from ..operators.metrics import pipeline_stages
@@ -283,6 +289,8 @@ class Pipeline:
                 flusher.cancel()
             if self.metrics is not None:
                 self.metrics.close()
+            if self.tracing is not None:
+                self.tracing.finish()
             gc.unfreeze()  # what became garbage since can be collected again
             stats.elapsed = time.monotonic() - stats.started
             stats.losses = source.losses()
@@ -377,7 +385,7 @@ class Pipeline:
         source read it and ``lost`` what the source found lost before it. The records a stage
         rejects are in the returned ``rejected``.
         """
-        if self.metrics is None:
+        if self.metrics is None and self.tracing is None:
             return run_operators(self.operators, batch)[0]
         raw_nbytes = batch.raw_nbytes
         batch, stamps = run_operators(self.operators, batch, timed=True)
@@ -388,26 +396,36 @@ class Pipeline:
     def _record(self, stamps: Stamps, raw_nbytes: int | None, index: int, read: tuple[int, int] | None,
                 lost: int | None) -> None:
         """Hand a timed pass's stage rows to the recorder (on the event loop, where its periodic flush runs)."""
-        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost)
+        if self.metrics is not None:
+            self.metrics.record_batch(index, read, stamps, raw_nbytes, lost)
+        if self.tracing is not None:
+            self._stamps = stamps
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         between_batches()  # the allocator keeps what the last batch gave back, where it churns (allocator.py)
         metrics = self.metrics
+        tracing = self.tracing
         index = stats.batches
         stats.batches += 1
         received = batch.values
         stats.records_in += len(received) + len(batch.rejected)
         if self._preparing:
             await self._prepare(batch, stats)
+        if tracing is not None:
+            traced = tracing.begin(batch, start, end)
         batch = await self._run_operators(index, batch, start, end)
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
         t0 = _ns()
+        if tracing is not None:
+            tracing.writing(traced, batch, t0)
         if len(received) == len(batch.values) and received is not batch.values:
             batch.meta[_RECEIVED] = received  # no copy: what a sink refuses is dead-lettered as received
         await self._write(sink, batch, stats)
         t1 = _ns()
+        if tracing is not None:
+            refused = len(batch.rejected)
         batch.meta.pop(_RECEIVED, None)
         if batch.rejected:  # the sink refused records (a value it cannot represent, larger than max_payload)
             for r in batch.rejected:
@@ -419,6 +437,8 @@ class Pipeline:
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1) or 0
+        if tracing is not None:
+            tracing.end(traced, self._stamps, batch, t1, refused)
         n = len(batch.values)
         if not self.source.redelivers:
             # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
@@ -450,6 +470,7 @@ class Pipeline:
         lose messages to bursts while a slow batch runs."""
         metrics = self.metrics
         ops = self.operators
+        timed = metrics is not None or self.tracing is not None
         delta = None
         if metrics is not None and self.source.drops_when_unread:
             lost = self.source.lost
@@ -459,11 +480,11 @@ class Pipeline:
             cost = self._op_ns_per_record
             offload = cost is None or cost * len(batch.values) > _OFFLOAD_NS
         t0 = _ns()
-        if metrics is None and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
+        if not timed and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
             batch = await self._run_sliced(batch)
         elif offload:  # the pass in a thread; its rows recorded here, on the event loop (where the flush runs)
             raw_nbytes = batch.raw_nbytes
-            batch, stamps = await asyncio.to_thread(run_operators, ops, batch, metrics is not None)
+            batch, stamps = await asyncio.to_thread(run_operators, ops, batch, timed)
             if stamps is not None:
                 self._record(stamps, raw_nbytes, index, (start, end), delta)
         else:
@@ -595,13 +616,14 @@ class Pipeline:
         first = self.sink_error is None
         if first:
             self._sink_down_since = now
-        self.sink_error = f"{part.name}: {error}"
+        name = part.name if isinstance(part, Sink) else f"{part.stage} ({part.name})"  # an operator's fetch
+        self.sink_error = f"{name}: {error}"
         self._sink_failures += 1
         held = sum(len(b.values) for b in holding) + self._unacked_records + sum(len(b.values) for b in self._queued)
         if first or now - self._last_sink_log >= 30.0:
             self._last_sink_log = now
             log.error("sink unavailable: %s: %s (for %.0fs, %d failures; holding %d records unacknowledged, "
-                      "retrying)", part.name, error, now - self._sink_down_since, self._sink_failures, held)
+                      "retrying)", name, error, now - self._sink_down_since, self._sink_failures, held)
         source = self.source
         if isinstance(source, AtLeastOnce):
             await source.in_progress([*holding, *(b for b, _ in self._unacked), *self._queued])
@@ -640,6 +662,13 @@ class Pipeline:
             log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
                         len(rejected), stats.rejected, first.stage, first.operator, first.error)
         self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
+
+
+def _open_tracing(pipeline: Pipeline) -> Any:
+    """The run's tracer (``tracing.py``), or None when tracing is off."""
+    from ..tracing import open_tracing
+
+    return open_tracing(pipeline.tracing_spec, pipeline)
 
 
 @contextlib.contextmanager
