@@ -293,7 +293,8 @@ def test_a_bucket_that_does_not_answer_holds_the_batch_until_it_does(tmp_path: P
         stats, sink, seen = asyncio.run(scenario())
     assert sink.records == records and sink.rejects == []
     assert stats.records_out == 200 and stats.rejected == 0 and stats.sink_errors >= 1
-    assert seen and seen[-1].startswith("decompress (auto): dictionary bucket DICTS: the server did not answer")
+    assert seen and seen[-1].startswith("decompress (auto): NotConnected: dictionary bucket DICTS: the server "
+                                         "did not answer")
 
 
 def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: EmbeddedServer, tmp_path: Path
@@ -368,3 +369,18 @@ def test_train_from_a_capture_of_dictionary_compressed_traffic(nats_server: Embe
     # the capture's payloads decoded to exactly the records published: training on those gives the same bytes
     published = [msgpack.packb(r) for chunk in get_dataset("transaction").records(1000, 5, 1000) for r in chunk]
     assert train_on(published).dictionary == v2
+
+    # a replay of that capture: no NATS part any more, so the consumer names its connection
+    con = consumer(tmp_path / "replay")
+    env = wirepipe_env(NATS_URL=url)  # the pipeline's own source names it; the replay reads the capture instead
+    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), cwd=con.parent, env=env)
+    assert done.returncode == 2 and ("operators[0].decompress: dictionaries nats://DICTS: the pipeline has no NATS "
+                                     "source or sink to fetch them through: give `nats: {url: ...}`") in done.stderr
+    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), "--runner", "beam",
+                        "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
+    assert done.returncode == 2 and ("operators[0].decompress: fetches from NATS around its passes (a zstd "
+                                     "dictionary): the Beam runner runs the passes alone") in done.stderr
+    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con),
+                        "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
+    assert done.returncode == 0, done.stderr
+    assert [msgpack.packb(r) for r in lines(con.parent / "out.jsonl")] == published

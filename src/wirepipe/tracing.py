@@ -45,6 +45,7 @@ log = logging.getLogger("wirepipe.tracing")
 
 TRACEPARENT = Header.TRACEPARENT.value
 TRACESTATE = Header.TRACESTATE.value
+FLUSH_MS = 5000  # how long the end of a run waits for the exporter
 MAX_LINKS = 128  # links a consumer batch span keeps to the publisher spans of its records (the rest are counted)
 _NATS = ("nats", "jetstream")
 
@@ -252,10 +253,14 @@ class PipelineTracer:
         state.span.end(end_time=end + offset)
 
     def finish(self) -> None:
-        """Hand what was recorded to the exporter (a short run's spans go out before the process ends)."""
+        """Hand what was recorded to the exporter (a short run's spans go out before the process ends), waiting
+        at most ``FLUSH_MS`` for a collector that does not answer."""
         flush = getattr(self.provider, "force_flush", None)
         if flush is not None:
-            flush()
+            try:
+                flush(FLUSH_MS)
+            except TypeError:  # a provider of another make: its own timeout
+                flush()
 
 
 def _attrs(stage: str, name: str, records: int, rejected: int, bytes_in: int | None, bytes_out: int | None,

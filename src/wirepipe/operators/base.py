@@ -28,6 +28,9 @@ class Operator:
     params: dict[str, Any]
     # True: the run loop awaits ``prepare(batch)`` before each pass (I/O the pass needs, on the event loop).
     prepares: bool = False
+    # True: it does I/O around its passes (``open``/``prepare``/``close`` below), which only the run loop awaits
+    # (a runner that calls ``process_batch`` alone, Beam's, refuses it).
+    io: bool = False
 
     def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError

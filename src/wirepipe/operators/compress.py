@@ -34,7 +34,7 @@ from ..models import Strict
 from ..wire import Header, set_header
 from .base import BuildContext, Operator
 from .codec_options import Dictionary, known_codec, load_dictionary
-from .shared_dictionaries import SharedDictionaries, has_nats_part
+from .shared_dictionaries import SharedDictionaries
 
 
 class Compress(Operator):
@@ -64,6 +64,7 @@ class Compress(Operator):
             self.shared = SharedDictionaries(parse_ref(dictionary, name=True), nats, cap=DEFAULT_MAX_OUTPUT,
                                              what="compress")
             self._fn = None
+            self.io = True
         else:
             self._fn = c.compressor(self.level, load_dictionary(dictionary))
 
@@ -80,10 +81,7 @@ class Compress(Operator):
             await self.shared.close()
 
     def refuse_parts(self, parts: Sequence[Any]) -> str | None:
-        if self.shared is not None and self.shared.nats is None and not has_nats_part(parts):
-            return (f"dictionary {self.shared.ref}: the pipeline has no NATS source or sink to fetch it through: "
-                    "give `nats: {url: ...}` beside it")
-        return None
+        return self.shared.refusal(parts) if self.shared is not None else None
 
     def __call__(self, batch: Batch) -> Batch:
         if self.codec.name != "none":

@@ -33,7 +33,7 @@ from ..models import Size, Strict
 from ..wire import Header
 from .base import BuildContext, Operator, failing
 from .codec_options import Dictionary, known_codec, load_dictionary
-from .shared_dictionaries import SharedDictionaries, has_nats_part
+from .shared_dictionaries import SharedDictionaries
 
 
 class Decompress(Operator):
@@ -56,7 +56,7 @@ class Decompress(Operator):
             self.params["dictionaries"] = dictionaries
             self.shared = SharedDictionaries(parse_ref(dictionaries, name=False), nats, cap=max_output_size,
                                              what="decompress")
-            self.prepares = True
+            self.prepares = self.io = True
         self._fn = None if self.auto else self._build(self.name)
         self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
 
@@ -84,10 +84,7 @@ class Decompress(Operator):
             await self.shared.close()
 
     def refuse_parts(self, parts: Sequence[Any]) -> str | None:
-        if self.shared is not None and self.shared.nats is None and not has_nats_part(parts):
-            return (f"dictionaries {self.shared.ref}: the pipeline has no NATS source or sink to fetch them "
-                    "through: give `nats: {url: ...}` beside it")
-        return None
+        return self.shared.refusal(parts) if self.shared is not None else None
 
     def _for_encoding(self, encoding: str | None) -> Callable[[bytes], bytes]:
         fn = self._by_encoding.get(encoding)

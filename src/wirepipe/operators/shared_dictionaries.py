@@ -68,6 +68,7 @@ class SharedDictionaries:
     def __init__(self, ref: Any, nats: Any = None, *, cap: int, what: str, retry_after: float = 30.0,
                  timeout: float = 5.0) -> None:
         self.ref = ref
+        self.option = "dictionary" if ref.name else "dictionaries"  # the operator's field that names it
         self.nats = nats
         self.cap = cap
         self.what = what
@@ -95,6 +96,13 @@ class SharedDictionaries:
         conn, self._conn, self._bucket = self._conn, None, None
         if conn is not None:
             await conn.close()
+
+    def refusal(self, parts: Sequence[Any]) -> str | None:
+        """Why the operator cannot fetch between ``parts`` (no ``nats:`` and no NATS source or sink), or None."""
+        if self.nats is not None or has_nats_part(parts):
+            return None
+        return (f"{self.option} {self.ref}: the pipeline has no NATS source or sink to fetch "
+                f"{'it' if self.ref.name else 'them'} through: give `nats: {{url: ...}}` beside it")
 
     async def named(self) -> bytes:
         """The publisher's dictionary (``nats://BUCKET/NAME``); ``WirepipeError`` saying why it cannot be had."""

@@ -616,7 +616,7 @@ class Pipeline:
         first = self.sink_error is None
         if first:
             self._sink_down_since = now
-        name = part.name if isinstance(part, Sink) else f"{part.stage} ({part.name})"  # an operator's fetch
+        name = _part_name(part)
         self.sink_error = f"{name}: {error}"
         self._sink_failures += 1
         held = sum(len(b.values) for b in holding) + self._unacked_records + sum(len(b.values) for b in self._queued)
@@ -645,7 +645,7 @@ class Pipeline:
     def _sink_up(self, part: Sink | Operator) -> None:
         if self.sink_error is None:
             return
-        log.warning("sink %s works again after %.1fs and %d failure(s): resuming", part.name,
+        log.warning("sink %s works again after %.1fs and %d failure(s): resuming", _part_name(part),
                     time.monotonic() - self._sink_down_since, self._sink_failures)
         self.sink_error = None
         self._sink_failures = 0
@@ -662,6 +662,11 @@ class Pipeline:
             log.warning("%d record(s) rejected (no dead_letter configured; %d so far), e.g. at %s (%s): %s",
                         len(rejected), stats.rejected, first.stage, first.operator, first.error)
         self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
+
+
+def _part_name(part: Sink | Operator) -> str:
+    """A sink's name, or an operator's stage and name (an operator whose fetch waits: ``decompress (auto)``)."""
+    return part.name if isinstance(part, Sink) else f"{part.stage} ({part.name})"
 
 
 def _open_tracing(pipeline: Pipeline) -> Any:
