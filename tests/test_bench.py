@@ -74,7 +74,9 @@ def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
     assert "2 combination(s) failed" in result.stderr
     md = (tmp_path / "bench.md").read_text()
     assert "### Failed combinations" in md
-    assert "`arrow x10/msg`: arrow: decoded records differ from the input" in md
+    # the first record and field that differ, with both sides
+    assert re.search(r"`arrow x10/msg`: arrow: decoded records differ from the input: record \d+, field "
+                     r"content\.\w+: \(absent\) in the input, None decoded", md), md
     assert "failed" in result.stdout and "arrow x10/msg" in result.stdout
     failures = json.loads(pq.read_schema(tmp_path / "bench.parquet").metadata[b"wirepipe.bench.failures"])
     assert set(failures) == {"feed: arrow x10/msg", "feed: arrow|lz4:fastest x10/msg"}
@@ -170,3 +172,58 @@ def test_oversized_messages_fail_the_combination_with_the_reason(tmp_path: Path)
     error = rows["msgpack"].error or ""
     assert re.search(r"the publisher refused \d+ of 100 records", error) and "max_payload 8192 B" in error
     assert rows["msgpack|zstd:fastest"].error is None and rows["msgpack|zstd:fastest"].stages["publish"].values
+
+
+def test_a_round_trip_failure_names_the_record_and_the_field(tmp_path: Path) -> None:
+    """A user's Parquet file with a timestamp: orjson writes it as text, so its records do not come back as
+    they went in; the failure names the first record and field that differ, with both values."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    src = tmp_path / "events.parquet"
+    at = [dt.datetime(2026, 1, 2, 3, 4, i, tzinfo=dt.timezone.utc) for i in range(20)]
+    pq.write_table(pa.table({"id": list(range(20)), "at": pa.array(at, pa.timestamp("us", tz="UTC"))}), src)
+    plan = BenchPlan(datasets=[], inputs=[src], formats=["orjson"], codecs=["none"], transport="none",
+                     iterations=1, repetitions=20, out=tmp_path / "out")
+    [measured] = run_bench(plan).measured["events"]
+    assert measured.error == ("orjson: decoded records differ from the input: record 0, field at: "
+                              "2026-01-02 03:04:00+00:00 (datetime) in the input, "
+                              "'2026-01-02T03:04:00+00:00' (str) decoded")
+
+
+def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_path: Path) -> None:
+    """--quick --input on small records (log lines) measures zstd with a dictionary trained on them; records
+    larger than a few kB do not get the row (a dictionary pays little there)."""
+    small = tmp_path / "logs.jsonl"
+    small.write_text("".join(json.dumps({"ts": 1700000000 + i, "level": "info" if i % 5 else "error",
+                                         "msg": f"request {i} served in {i % 17} ms", "path": "/api/v1/items"})
+                             + "\n" for i in range(300)))
+    large = tmp_path / "docs.jsonl"
+    large.write_text("".join(json.dumps({"id": i, "body": " ".join(f"w{(i * j) % 97}" for j in range(800))}) + "\n"
+                             for i in range(40)))
+    result = bench_cli("--input", str(small), "--input", str(large), "--quick", "--format", "msgpack",
+                       "--transport", "none", "--repetitions", "200", "--iterations", "1", "--out",
+                       str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "+dict rows for logs: zstd with a dictionary trained on the records" in result.stdout
+    md = (tmp_path / "out" / "bench.md").read_text()
+    logs, docs = md.split("## docs")[0], md.split("## docs")[1]
+    assert "| msgpack\\|zstd +dict |" in logs and "+dict" not in docs
+    assert (tmp_path / "out" / "logs-msgpack.zdict").exists() and not (tmp_path / "out" / "docs-msgpack.zdict").exists()
+
+
+def test_a_format_that_cannot_write_the_records_gets_no_dictionary_and_stops_nothing(tmp_path: Path) -> None:
+    """Training the +dict rows encodes the sample with every format: one that cannot write these records (a
+    positional format and a field some records lack) is left without a dictionary, its rows fail with the
+    reason, and the rest is measured."""
+    src = tmp_path / "logs.jsonl"
+    src.write_text("".join(json.dumps({"ts": i, "msg": f"request {i}", **({"error": "timeout"} if i % 7 == 0 else {})})
+                           + "\n" for i in range(200)))
+    plan = make_plan(dataset=None, inputs=[src], format="msgpack,msgpack-array", codec="zstd", level=None,
+                     transport="none", url=None, iterations=1, repetitions=200, out=tmp_path / "out", quick=True,
+                     zstd_dict=None, records_per_message=None, seed=0)
+    rows = {m.combo.label: m for m in run_bench(plan).measured["logs"]}
+    assert rows["msgpack|zstd +dict"].error is None and rows["msgpack|zstd +dict"].compressed > 0
+    assert all(m.error is None or "error" in m.error for label, m in rows.items() if label.startswith("msgpack-array"))
+    assert "msgpack-array|zstd +dict" not in rows or rows["msgpack-array|zstd +dict"].error is None

@@ -81,14 +81,17 @@ def test_a_long_plan_is_refused_without_yes_and_nothing_is_measured(tmp_path: Pa
     assert not (tmp_path / "bench.parquet").exists() and not (tmp_path / JOURNAL).exists()
 
 
-def test_an_unreachable_server_fails_fast_with_one_line(tmp_path: Path) -> None:
+def test_an_unreachable_server_fails_before_anything_starts(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     out = bench("--quick", "--url", f"nats://127.0.0.1:{port}", "--out", str(tmp_path), timeout=60)
     assert out.returncode == ExitCode.RUNTIME
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach a NATS server at nats://127.0.0.1:{port}")
+    lines = out.stderr.strip().splitlines()  # what it waits for, at once; then why it gave up
+    assert len(lines) == 2 and lines[0] == f"waiting for NATS at nats://127.0.0.1:{port} (connection refused), " \
+        "up to 10s (connect_timeout)", lines
+    assert lines[1].startswith(f"error: cannot connect to NATS at nats://127.0.0.1:{port} within 10s")
+    assert "wirepipe server" in lines[1]
     assert "plan:" not in out.stdout and not (tmp_path / "bench.parquet").exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,27 @@ def test_quickstart_writes_valid_metrics(tmp_path: Path) -> None:
     stages = table.column("stage").to_pylist()
     assert stages[:6] == ["generate", "serialize", "compress", "decompress", "deserialize", "write"]
     assert sum(r for r, s in zip(table.column("records").to_pylist(), stages, strict=False) if s == "deserialize") == 1200
+
+
+def test_help_and_codecs_fit_80_columns_and_cut_nothing() -> None:
+    """At 80 columns no option name, content type or encoding is cut (no ellipsis) and no line is longer."""
+    env = {**os.environ, "COLUMNS": "80"}
+    for args in (["codecs"], *([command, "--help"] for command in ("run", "bench", "plan", "capture", "replay",
+                                                                    "report", "server", "schema"))):
+        out = subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
+                             env=env, timeout=60)
+        assert out.returncode == 0, (args, out.stderr)
+        assert "…" not in out.stdout, (args, out.stdout)
+        assert max(map(len, out.stdout.splitlines())) <= 80, (args, out.stdout)
+    help_text = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--help"], capture_output=True,
+                               text=True, env=env, timeout=60).stdout
+    assert "--records-per-message" in help_text
+    commands = subprocess.run([sys.executable, "-m", "wirepipe.cli", "--help"], capture_output=True, text=True,
+                              env=env, timeout=60).stdout.split("Commands:")[1]
+    assert "..." not in commands and max(map(len, commands.splitlines())) <= 80, commands
+    listing = subprocess.run([sys.executable, "-m", "wirepipe.cli", "codecs"], capture_output=True, text=True,
+                             env=env, timeout=60).stdout
+    for f in FORMATS.values():
+        assert re.search(rf"^{re.escape(f.name)} +{re.escape(f.content_type)} ", listing, re.M), f.name
+    for c in CODECS.values():
+        assert re.search(rf"^{re.escape(c.name)} +{re.escape(c.content_encoding)} ", listing, re.M), c.name

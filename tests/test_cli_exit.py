@@ -114,6 +114,22 @@ metrics: {path: out/metrics.parquet}
     assert not (tmp_path / "out").exists()  # no empty sink file, no 0-row metrics
 
 
+@pytest.mark.parametrize("command", ["run", "replay", "bench", "report"])
+def test_a_missing_input_file_exits_2_in_every_command(command: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """One exit code for one mistake: the input file is not there (exit_codes.exit_code)."""
+    config = write(tmp_path / "read.yaml", "name: r\nsource: {type: jsonl, path: missing.jsonl}\n"
+                                           "sink: {type: jsonl, path: out/records.jsonl}\n")
+    args = {"run": ["run", str(config)], "replay": ["replay", "missing.parquet", "-p", str(config)],
+            "bench": ["bench", "--input", "missing.jsonl", "--transport", "none", "--out", "out"],
+            "report": ["report", "missing.parquet"]}[command]
+    monkeypatch.chdir(tmp_path)
+    out = invoke(*args)
+    assert out.exit_code == ExitCode.CONFIG, out.stderr
+    assert "missing." in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
 def test_run_status_shows_file_sink_mb_per_s_and_says_where_output_went(tmp_path: Path) -> None:
     config = write(tmp_path / "slow.yaml", """name: to-file
 source: {type: generate, dataset: block, count: 2400, batch_size: 100, rate: 800}
@@ -182,3 +198,28 @@ sink: {type: jsonl, path: points.jsonl}
     live = re.findall(r"\r(live: [^\r\n]*?)\x1b\[K", text)  # one line, rewritten in place
     assert live and all("rec/s" in s and "MB/s" in s for s in live), text
     assert "output: jsonl points.jsonl" in text
+
+
+def test_run_and_bench_say_at_once_what_they_wait_for_and_wait_alike(tmp_path: Path) -> None:
+    """A refused connection: `run` logs what it waits for the moment the server refuses, and its status line
+    says so while it waits; `bench --url` waits through the same connection, with the same words and the
+    same connect_timeout, and both exit 1 with the same error."""
+    from wirepipe.server import free_port
+
+    url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
+    cfg = write(tmp_path / "pub.yaml", f"name: pub\nsource: {{type: generate, dataset: point, count: 10}}\n"
+                f"operators: [{{serialize: {{format: msgpack}}}}]\n"
+                f"sink: {{type: nats, url: '{url}', subject: s, connect_timeout: 3s}}\n")
+    ran = wirepipe("run", str(cfg), "--status")
+    waiting = f"waiting for NATS at {url} (connection refused), up to 3s (connect_timeout)"
+    lines = ran.stderr.splitlines()
+    assert ran.returncode == ExitCode.RUNTIME, ran.stderr
+    assert waiting in lines[0], ran.stderr  # the first thing it says
+    assert re.search(rf"^pub: 0 rec/s, .*waiting for NATS at {url} \(connection refused\)$", ran.stderr, re.M)
+    assert f"error: cannot connect to NATS at {url} within 3s (connect_timeout): connection refused" in ran.stderr
+    benched = wirepipe("bench", "--quick", "--url", url, "--out", str(tmp_path / "bench"))
+    assert benched.returncode == ExitCode.RUNTIME, benched.stderr
+    default = f"waiting for NATS at {url} (connection refused), up to 10s (connect_timeout)"
+    assert benched.stderr.splitlines()[0].endswith(default), benched.stderr
+    assert f"error: cannot connect to NATS at {url} within 10s (connect_timeout): connection refused" \
+        in benched.stderr

@@ -174,6 +174,15 @@ def test_server_command_prints_its_url_and_stops_on_sigterm() -> None:
             proc.kill()
 
 
+def test_server_on_a_port_in_use_says_so_and_exits_1(nats_server: EmbeddedServer) -> None:
+    """Another server already listens on the port: one line on stderr, no URL on stdout, exit 1."""
+    done = run_wirepipe("server", "--port", str(nats_server.port), timeout=30)
+    assert done.returncode == 1, done
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"error: port {nats_server.port} is in use"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_run_count_and_duration_override(tmp_path: Path) -> None:
     out = tmp_path / "pts.jsonl"
     cfg = tmp_path / "p.yaml"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,33 @@ def test_wirepipe_plan_reads_bench_results_and_refuses_bad_flags(tmp_path: Path)
     assert bad.returncode == 2 and "'lots' is not a rate" in bad.stderr
     bad = run_wirepipe("plan", "--rate", "1k", "--replicas", "3", "--nodes", "1")
     assert bad.returncode == 2 and "--replicas 3 needs at least 3 nodes" in bad.stderr
+
+
+def test_plan_takes_the_datasets_from_bench_results_ones_own_too(tmp_path: Path) -> None:
+    """`plan --bench RESULTS` plans for each dataset the results hold (a built-in one and one's own from
+    `bench --input`), and one's own dataset works with every option, --sink parquet included (its records are
+    read again from the input file the results name)."""
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps({"ts": 1700000000 + i, "level": "info", "msg": f"request {i}"}) + "\n"
+                              for i in range(300)))
+    bench = run_wirepipe("bench", "--transport", "none", "--input", str(events), "--dataset", "point", "--format",
+                         "msgpack,json", "--codec", "none,zstd", "--level", "fastest", "-k", "1", "-n", "200",
+                         "--out", str(tmp_path / "b"))
+    assert bench.returncode == 0, bench.stderr
+    both = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"))
+    assert both.returncode == 0, both.stderr
+    heads = re.findall(r"^plan for 500k records/s of (\S+) (\S+) over jetstream", both.stdout, re.M)
+    assert sorted(name for name, _ in heads) == ["events", "point"], both.stdout
+    own = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
+                       "--chain", "json|zstd:fastest", "--transport", "nats", "--sink", "parquet")
+    assert own.returncode == 0, own.stderr
+    assert "plan for 500k records/s of events json|zstd:fastest over nats" in own.stdout
+    sink_us = float(re.search(r"sink ([\d.]+) us", own.stdout)[1])
+    assert sink_us > 0 and "parquet sink measured in-process now" in own.stdout
+    events.rename(tmp_path / "moved.jsonl")
+    gone = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
+                        "--sink", "parquet")
+    assert gone.returncode == 2
+    assert f"its input file {events} is not there any more" in gone.stderr
+    builtin_only = run_wirepipe("plan", "--rate", "1k", "--dataset", "events")
+    assert builtin_only.returncode == 2 and "--bench RESULTS of `wirepipe bench --input FILE`" in builtin_only.stderr

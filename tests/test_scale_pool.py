@@ -373,17 +373,18 @@ def _scrape(port: int, wanted: str) -> str | None:
 
 
 @pytest.mark.timeout(120)
-def test_a_worker_that_keeps_dying_makes_the_pool_give_up_loudly(nats_server: EmbeddedServer,
-                                                                 tmp_path: Path) -> None:
+def test_a_worker_that_keeps_dying_makes_the_pool_give_up_loudly(tmp_path: Path) -> None:
+    """A worker that cannot connect (nothing listens, connect_timeout 300ms) crashes for real, each time."""
     cfg = tmp_path / "dies.yaml"
-    cfg.write_text("name: dies\nsource: {type: jetstream, url: '${NATS_URL}', subject: nothing.stores.this}\n"
+    cfg.write_text("name: dies\nsource: {type: jetstream, url: '${NATS_URL}', subject: s, connect_timeout: 300ms}\n"
                    "sink: {type: parquet, path: 'out/part-{part}.parquet'}\n")
     res = run_wirepipe("run", str(cfg), "--workers", "2", timeout=110,
-                       env=wirepipe_env(NATS_URL=nats_server.url))
+                       env=wirepipe_env(NATS_URL=f"nats://127.0.0.1:{free_port()}"))
     assert res.returncode == 1
     assert re.search(r"error: dies: worker \d died 5 times in a row, each within 60s of starting "
                      r"\(last: exit code 1\); giving up", res.stderr), res.stderr[-3000:]
-    assert "no JetStream stream stores subject 'nothing.stores.this'" in res.stderr
+    assert re.search(r"cannot connect to NATS at nats://127.0.0.1:\d+ within 0.3s \(connect_timeout\): "
+                     r"connection refused", res.stderr), res.stderr[-3000:]
 
 
 async def _publish_seq(url: str, n: int, rate: float) -> None:
@@ -453,3 +454,80 @@ def test_counters_stay_monotonic_across_restarts_and_the_status_line_shows_each_
     # monitor.status_line: rates, totals, lag, then every non-zero counter (restarts included)
     assert line.startswith("p [2 workers]: 100 rec/s, 0.00 MB/s, 200 out, lag 25, 1 rejected, 4 dropped, 1 restarts")
     assert line.endswith("| w0 down 65/s 1 err 1 restarts; w1 down 35/s 0 err 4 lost")  # no process yet: down
+
+
+def test_the_final_line_counts_records_per_second_of_work_and_where_each_worker_wrote() -> None:
+    """Work is the time at least one worker had its parts open: a wait before opening, the gap between a
+    death and the restart, are not work. Output lines the workers share are said once."""
+    pool = Pool(base(), 2)
+    w0, w1 = pool.slots
+    w0.snapshot, w0.working, w0.reported = {"records_out": 600}, 10.0, 10.0  # worked 0..10 s, then died
+    w0.outputs = ["output: parquet part-w0-a.parquet (0.10 MB)", "metrics: m.parquet"]
+    w0.retire()
+    w0.snapshot, w0.working, w0.reported = {"records_out": 100}, 5.0, 25.0  # restarted: worked 20..25 s
+    w0.outputs = ["output: parquet part-w0-b.parquet (0.02 MB)", "metrics: m.parquet"]
+    w1.snapshot, w1.working, w1.reported = {"records_out": 1000}, 7.0, 12.0  # waited 5 s for its stream: 5..12 s
+    w1.outputs = ["output: parquet part-w1-a.parquet (0.20 MB)", "metrics: m.parquet"]
+    assert pool.work_seconds() == 17.0  # 0..12 and 20..25
+    assert pool.summary().splitlines() == [
+        "p: 2 workers, 1700 records out of 0 in 17.00s of work (100 records/s), 0 rejected, 0 restarts",
+        "  w0 output: parquet part-w0-a.parquet (0.10 MB)", "  w0 output: parquet part-w0-b.parquet (0.02 MB)",
+        "  w1 output: parquet part-w1-a.parquet (0.20 MB)", "  metrics: m.parquet"]
+
+
+CONSUME_EVENTS = """
+name: events
+source: {type: jetstream, url: "${NATS_URL}", stream: EVENTS, batch_size: 200}
+operators:
+  - deserialize: {format: auto}
+sink: {type: parquet, path: "${OUT}/part-{part}.parquet"}
+metrics: {path: "${OUT}/metrics.parquet"}
+flush_interval: 200ms
+shutdown_timeout: 20s
+monitor: {status_interval: 500ms}
+"""
+
+PUBLISH_EVENTS = """
+name: events-publish
+source: {type: generate, dataset: point, batch_size: 500}
+operators:
+  - serialize: {format: msgpack}
+sink: {type: jetstream, url: "${NATS_URL}", subject: events, stream: {name: EVENTS, subjects: [events]}}
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_pool_started_before_its_stream_waits_for_it_and_loses_no_worker(nats_server: EmbeddedServer,
+                                                                          tmp_path: Path) -> None:
+    """`wirepipe run consume.yaml --workers 2` before the publisher creates the stream: the workers wait
+    (status line and log name the stream), then every record arrives, no worker dies, the lag comes back
+    to 0, and the final line counts the seconds of work and says where the output and metrics went."""
+    n = 5000
+    out = tmp_path / "out"
+    (tmp_path / "consume.yaml").write_text(CONSUME_EVENTS)
+    (tmp_path / "publish.yaml").write_text(PUBLISH_EVENTS)
+    log = tmp_path / "pool.log"
+    env = wirepipe_env(NATS_URL=nats_server.url, OUT=str(out))
+    with running_pool(tmp_path / "consume.yaml", 2, env, log) as proc:
+        wait_for(lambda: log.read_text().count("waiting for stream EVENTS (it does not exist yet)") >= 2, 60,
+                 proc, log)
+        wait_for(lambda: re.search(r"events \[2 workers\]: .*waiting for stream EVENTS \| w0 waiting .*; w1 waiting",
+                                   log.read_text()), 30, proc, log)
+        time.sleep(3)  # waiting is not dying: several restart periods pass without a death
+        published = run_wirepipe("run", str(tmp_path / "publish.yaml"), "--count", str(n), env=env, timeout=120)
+        assert published.returncode == 0, published.stderr[-3000:]
+        wait_for(lambda: len(column(out, "x")) >= n, 90, proc, log)
+        wait_for(lambda: re.search(rf"events \[2 workers\]: [\d,]+ rec/s, [\d.]+ MB/s, {n:,} out, lag 0\b",
+                                   log.read_text()), 30, proc, log)
+        drain(proc, log)
+    text = log.read_text()
+    assert len(column(out, "x")) == n  # every record once: nobody crashed, so nothing was redelivered
+    assert "died" not in text and "restarting" not in text, text[-3000:]
+    summary = re.search(r"events: 2 workers, (\d+) records out of (\d+) in ([\d.]+)s of work "
+                        r"\(([\d,]+) records/s\), 0 rejected, 0 restarts\n((?:  .*\n?)+)", text)
+    assert summary, text[-3000:]
+    assert int(summary[1]) == n == int(summary[2])
+    where = summary[5]
+    for w in (0, 1):  # each worker's own part files (a worker that got no record names its pattern)
+        assert re.search(rf"^  w{w} output: parquet {re.escape(str(out))}/part-w{w}-", where, re.M), where
+    assert f"  metrics: {out / 'metrics.parquet'}" in where  # the workers share it: said once

@@ -227,7 +227,7 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
 
     encoded = timed("encode", encode_ops, chunks)
     decoded = timed("decode", decode_ops, encoded)
-    stages["sink"] = _sink_us(sink, decoded, records, rounds) if sink != "null" else 0.0
+    stages["sink"] = _sink_us(sink, decoded, rounds) if sink != "null" else 0.0
     wire = sum(len(v) for chunk in encoded for v in chunk) / records
     raw = get_dataset(dataset).raw_size(values) / records
     t = TRANSPORT_US[transport]
@@ -236,7 +236,7 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
                  f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
 
 
-def _sink_us(sink: str, decoded: list[list[Any]], records: int, rounds: int) -> float:
+def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
     """A Parquet sink's cost per record: Arrow table from the records, written with zstd to memory."""
     import io
 
@@ -255,12 +255,15 @@ def _sink_us(sink: str, decoded: list[list[Any]], records: int, rounds: int) -> 
         tables = [batch_table(Batch(values)) for values in decoded]
         pq.write_table(pa.concat_tables(tables), buf, compression="zstd")
         best = min(best, time.perf_counter() - t0)
-    return best / records * 1e6
+    return best / sum(map(len, decoded)) * 1e6
 
 
 def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
-                     sink_us: float = 0.0) -> Costs:
-    """Per-record costs of one configuration of ``wirepipe bench`` results (the fastest one unless ``chain``)."""
+                     sink: str = "null") -> list[Costs]:
+    """Per-record costs from ``wirepipe bench`` results: for ``dataset``, else for every dataset the results
+    hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
+    A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
+    input file the results name)."""
     from .codecs.chain import Chain
     from .errors import WirepipeError
     from .report import load_results, summarize
@@ -268,24 +271,56 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     res = load_results(paths)
     report = summarize(res.stages, res.latency, res.runs)
     want = str(Chain.parse(chain)) if chain else None
-    groups = [g for g in report.groups if (dataset is None or g.dataset == dataset)
-              and (want is None or g.chain == want) and g.path_ns_per_record]
-    if not groups:
-        have = sorted({f"{g.dataset} {g.chain}" for g in report.groups})
-        raise WirepipeError(f"no configuration {dataset or ''} {want or ''} in {', '.join(paths)}; "
-                            f"it has: {', '.join(have[:20]) or 'no stage rows'}")
-    g = min(groups, key=lambda g: g.path_ns_per_record or math.inf)
-    t = TRANSPORT_US[transport]
-    pub, con = g.publish_side, g.consume_side
-    pub_us = pub.ns_per_record / 1e3 if pub else 0.0
-    con_us = con.ns_per_record / 1e3 if con else 0.0
-    measured = {s.stage for s in g.stages}
-    if "publish" not in measured:
-        pub_us += t["publish"]
-    if "consume" not in measured:
-        con_us += t["consume"]
-    return Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
-                 g.raw_bytes_per_record, origin=f"wirepipe bench results ({', '.join(paths)})")
+    held = list(dict.fromkeys(g.dataset for g in report.groups if g.path_ns_per_record))
+    out = []
+    for name in [dataset] if dataset else held:
+        groups = [g for g in report.groups if g.dataset == name and (want is None or g.chain == want)
+                  and g.path_ns_per_record]
+        if not groups:
+            have = sorted({f"{g.dataset} {g.chain}" for g in report.groups})
+            raise WirepipeError(f"no configuration {name or ''} {want or ''} in {', '.join(paths)}; "
+                                f"it has: {', '.join(have[:20]) or 'no stage rows'}")
+        g = min(groups, key=lambda g: g.path_ns_per_record or math.inf)
+        t = TRANSPORT_US[transport]
+        pub, con = g.publish_side, g.consume_side
+        pub_us = pub.ns_per_record / 1e3 if pub else 0.0
+        con_us = con.ns_per_record / 1e3 if con else 0.0
+        measured = {s.stage for s in g.stages}
+        if "publish" not in measured:
+            pub_us += t["publish"]
+        if "consume" not in measured:
+            con_us += t["consume"]
+        sink_us = _sink_us(sink, _chunks(_bench_records(name, res.runs))) if sink != "null" else 0.0
+        origin = f"wirepipe bench results ({', '.join(paths)})" + (f"; {sink} sink measured in-process now"
+                                                                    if sink != "null" else "")
+        out.append(Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
+                         g.raw_bytes_per_record, origin=origin))
+    return out
+
+
+def _bench_records(dataset: str, runs: dict[str, Any], records: int = 2000) -> list[Any]:
+    """A sample of the records a bench measured: a built-in dataset's, or those of the ``--input`` file the
+    results' run metadata names (its name is the dataset's)."""
+    from pathlib import Path
+
+    from .bench.data import read_records
+    from .datasets import DATASETS
+    from .errors import MissingInput
+
+    if dataset in DATASETS:
+        return DATASETS[dataset].sample(records)
+    inputs = [Path(p) for run in runs.values() for p in (run.config or {}).get("inputs") or ()]
+    named = [p for p in inputs if p.stem == dataset]
+    for path in named:
+        if path.exists():
+            return read_records(path, records)
+    where = f"its input file {named[0]} is not there any more" if named else "the results name no input file for it"
+    raise MissingInput(f"--sink: the records of dataset {dataset!r} are needed to time the sink, and {where} "
+                        "(run the plan where `wirepipe bench --input FILE` ran)")
+
+
+def _chunks(values: list[Any], batch_size: int = 500) -> list[list[Any]]:
+    return [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
 
 
 # --- formatting ------------------------------------------------------------------------------------

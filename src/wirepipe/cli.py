@@ -4,7 +4,8 @@ Every command imports what it needs inside its body, so ``wirepipe --help`` answ
 without loading pyarrow, nats or pydantic. Errors wirepipe raises on purpose are
 printed as one clear message, never as a traceback, and every command exits with a
 code from the one table in ``exit_codes`` (0 ok, 1 runtime, 2 usage/config, 3 rejected
-records, 4 failed bench combinations, 130 interrupted).
+records, 4 failed bench combinations, 130 interrupted); ``exit_codes.exit_code`` says which
+code an error gets, so the same mistake exits alike in every command.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from .exit_codes import ExitCode
+from .exit_codes import ExitCode, exit_code
 
 if TYPE_CHECKING:
     from .pipelines.pipeline import Pipeline, RunStats
@@ -50,6 +51,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wraps at the terminal's width, never cuts an option's name
 )
 
 EXIT_CONFIG = ExitCode.CONFIG
@@ -67,7 +69,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                                 help="print the version and exit")] = False) -> None:
-    """Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure."""
+    """Stream-processing pipelines for the payload path on NATS."""
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -110,7 +112,7 @@ def run_as_worker(pipe: Pipeline) -> RunStats:
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
         fail(f"{exc.filename or pipe.name}: {exc.strerror or exc}", EXIT_RUNTIME)
 
@@ -208,7 +210,9 @@ def server(
     cluster: Annotated[int, typer.Option(help="N > 1: a local N-node JetStream cluster on loopback (prints the URL "
                                               "list; each node its own store)")] = 1,
 ) -> None:
-    """Run an embedded nats-server (JetStream on) in the foreground; prints its URL. Ctrl-C stops it."""
+    """Run an embedded nats-server in the foreground.
+
+    JetStream on; prints its URL; Ctrl-C stops it."""
     from .errors import WirepipeError
     from .server import EmbeddedServer, LocalCluster, serve_forever
 
@@ -220,7 +224,7 @@ def server(
                   else EmbeddedServer(port=port or None, store_dir=store))
         code = serve_forever(target, echo=lambda url: typer.echo(url))
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     raise typer.Exit(code)
 
 
@@ -248,7 +252,9 @@ def capture(
     print_config: Annotated[bool, typer.Option(help="print the pipeline this command runs (YAML) and exit")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Capture what flows on NATS into Parquet files (see README: Capture), until stopped."""
+    """Capture what flows on NATS into Parquet files.
+
+    Until stopped, or to the end of a stream (see README: Capture)."""
     from .errors import ConfigError
     from .pipelines.capture import capture_config
     from .pipelines.config import apply_override, build_pipeline, validate_config
@@ -325,7 +331,9 @@ def tap(
                                                    help="override a field of the tap's source: path=value")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Watch what flows on a subject or stream, decoded from each message's headers, without consuming it."""
+    """Watch a subject or stream, decoded, without consuming it.
+
+    Each message is decoded from its headers alone (Content-Type, Content-Encoding)."""
     from .errors import ConfigError
     from .fields import parse_condition
     from .pipelines.config import apply_override
@@ -528,7 +536,9 @@ def replay(
     beam_option: Annotated[list[str] | None, typer.Option("--beam-option", help="beam runner: key=value pipeline option (repeatable)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Replay a capture through a pipeline's operators and sink, locally or on Apache Beam."""
+    """Replay a capture through a pipeline.
+
+    Its operators and sink, locally or on Apache Beam."""
     from .errors import ConfigError, WirepipeError
     from .replay import Replay
     from .units import parse_duration
@@ -572,7 +582,7 @@ def replay(
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     typer.echo(result.summary(), err=True)
 
 
@@ -585,7 +595,9 @@ def test_pipelines(
         "record what each failing (or unrecorded) case produces as its expect: (snapshot mode)"))] = False,
     junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="also write JUnit XML to FILE")] = None,
 ) -> None:
-    """Run pipeline test files: each case's input through the pipeline, no server; exit 1 if a case fails."""
+    """Run pipeline test files in process, with no server.
+
+    Each case's input goes through the pipeline as written; exit 1 if a case fails."""
     from .errors import ConfigError
     from .pipetest import collect, report, run_files
 
@@ -607,7 +619,9 @@ def test_pipelines(
 
 @app.command()
 def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE", help="pipeline YAML files")]) -> None:
-    """Validate pipeline files (and test files, *.test.yaml) without running them (exit 2 if any is invalid)."""
+    """Validate pipeline and test files without running them.
+
+    Exit 2 if any is invalid."""
     from .errors import ConfigError
     from .pipelines.config import load_pipeline
 
@@ -637,37 +651,66 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE",
 
 @app.command()
 def codecs() -> None:
-    """List every format and compression codec, its levels and whether its library is installed."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from .codecs.compression import CODECS
+    """List every format and codec, its levels, if installed."""
+    from .codecs.compression import CODECS, deflate_choice
     from .codecs.formats import FORMATS
+    from .report.layout import noted, terminal_width, wrap
     from .wire import Header
 
-    console = Console()
-    t = Table(title="formats (serialize / deserialize)")
-    for col in ("format", Header.CONTENT_TYPE.value, "installed", "notes"):
-        t.add_column(col)
-    for f in FORMATS.values():
-        t.add_row(f.name, f.content_type, _installed(f), f.note)
-    console.print(t)
-    t = Table(title="codecs (compress / decompress)")
-    for col in ("codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed", "notes"):
-        t.add_column(col)
-    for c in CODECS.values():
-        t.add_row(c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
-                  f"{c.min_level}..{c.max_level}", _installed(c), c.note)
-    console.print(t)
-    from .codecs.compression import deflate_choice
-
-    console.print(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
-    console.print("chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best")
+    # Plain text that fits the terminal: a name or a content type is what a reader copies into a config or a
+    # peer, so it is never cut; the notes wrap beneath their row when they do not fit beside it.
+    width = terminal_width()
+    formats = noted("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE.value, "installed"],
+                    [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()],
+                    [f.note for f in FORMATS.values()], width)
+    codecs = noted("codecs (compress / decompress)",
+                   ["codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed"],
+                   [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
+                     f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()],
+                   [c.note for c in CODECS.values()], width)
+    tail = [f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)",
+            "chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best"]
+    typer.echo("\n".join([formats, codecs, *(line for text in tail for line in wrap(text, width))]))
 
 
 def _installed(entry: Any) -> str:
     """``yes``, or the extra that installs the entry's library."""
-    return "yes" if entry.available() else f"[red]no[/red]: wirepipe\\[{entry.extra}]" if entry.extra else "[red]no[/red]"
+    return "yes" if entry.available() else f"no: wirepipe[{entry.extra}]" if entry.extra else "no"
+
+
+schema_app = typer.Typer(help="Typed schemas: infer one from your records.", no_args_is_help=True,
+                         rich_markup_mode=None)
+app.add_typer(schema_app, name="schema")
+INFER_LIMIT = 100_000  # records read by `schema infer` (a field absent only later than this is not seen)
+
+
+@schema_app.command("infer")
+def schema_infer(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="records: FILE.jsonl or FILE.parquet")],
+    name: Annotated[str | None, typer.Option(help="the record's name (default: from the file name)")] = None,
+) -> None:
+    """Print the typed schema of FILE's records.
+
+    YAML, with `?` where a field is absent or null in some records: what serialize and deserialize take as
+    `schema:`, as it is."""
+    import yaml
+
+    from .bench.data import read_records, schema_name
+    from .errors import WirepipeError
+    from .schema import SchemaError, infer_schema
+
+    try:
+        records = read_records(file, INFER_LIMIT)
+        if not all(isinstance(r, dict) for r in records):
+            raise WirepipeError(f"{file}: the records are not all objects (mappings): no fields to type")
+        schema = infer_schema(records, name or schema_name(file.stem))
+    except SchemaError as exc:
+        fail(f"{file}: {exc}", EXIT_CONFIG)
+    except WirepipeError as exc:
+        fail(str(exc), exit_code(exc))
+    more = "" if len(records) < INFER_LIMIT else f" (the first {INFER_LIMIT:,})"
+    typer.echo(f"# inferred by `wirepipe schema infer` from {len(records):,} records{more} of {file}")
+    typer.echo(yaml.safe_dump(schema.to_document(), sort_keys=False, allow_unicode=True), nl=False)
 
 
 @app.command()
@@ -697,7 +740,9 @@ def report(
     bandwidth: Annotated[str, typer.Option(help="link for the recommendation, e.g. 100Mbit, 1Gbit, 12.5MB/s")] = "100Mbit",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no terminal tables")] = False,
 ) -> None:
-    """Summarize results: per stage and per pipeline timing, sizes, latency, recommendations."""
+    """Tables, plots and recommendations from results.
+
+    Per stage and per pipeline: timing, sizes, latency; a flow's publisher and consumer joined."""
     from .errors import WirepipeError
     from .units import parse_bandwidth
 
@@ -715,7 +760,7 @@ def report(
         res = load_results(results)
         rep = summarize(res.stages, res.latency, res.runs, bandwidth_bps=bps)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     notes: list[str] = []
     if not quiet and csv != "-":
         print_terminal(rep)
@@ -765,7 +810,9 @@ def bench(
                                               "formats (k/n overridable with -k/-n)")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="run a plan estimated over 10 minutes without asking")] = False,
 ) -> None:
-    """The seed study on any data: every format x codec x level, every stage timed, tables and a recommendation."""
+    """The study: every format x codec x level, every stage timed.
+
+    On the built-in datasets or your own records; tables and a recommendation."""
     from rich.console import Console
 
     owned_process()
@@ -801,7 +848,7 @@ def bench(
     except ConfigError as exc:
         fail(str(exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), exit_code(exc))
     except KeyboardInterrupt:  # before the first measurement (calibration, confirmation)
         fail("interrupted before anything was measured", ExitCode.INTERRUPTED)
     if run.interrupted:
@@ -818,7 +865,9 @@ def plan(
     rate: Annotated[str, typer.Option(help="target records/s, e.g. 2M/s, 500k")],
     bench: Annotated[list[str] | None, typer.Option("--bench", help="wirepipe bench results to take the costs "
                                                                     "from (default: measure in-process now)")] = None,
-    dataset: Annotated[str, typer.Option(help="dataset whose records are planned for")] = "block",
+    dataset: Annotated[str | None, typer.Option(help=(
+        "dataset whose records are planned for (default: with --bench, each dataset of the results, your own "
+        "from bench --input too; without, block)"))] = None,
     chain: Annotated[str | None, typer.Option(help="codec chain, e.g. msgpack|zstd:best (with --bench: default "
                                                    "the fastest measured)")] = None,
     transport: Annotated[str, typer.Option(help="jetstream or nats")] = "jetstream",
@@ -832,7 +881,9 @@ def plan(
     consumers: Annotated[int, typer.Option(help="pipelines consuming the stream")] = 1,
     utilization: Annotated[float, typer.Option(help="plan cores to be at most this busy (0..1)")] = 0.7,
 ) -> None:
-    """Turn per-record costs into a deployment: cores, workers, wire bytes/s, JetStream storage, the first limit."""
+    """Turn per-record costs into a deployment plan.
+
+    Cores, workers, wire bytes/s, JetStream storage, and the first limit."""
     from .capacity import Deployment, costs_from_bench, measure_costs
     from .capacity import plan as make_plan
     from .errors import WirepipeError
@@ -852,18 +903,24 @@ def plan(
                          disk_bytes=parse_size(disk), utilization=utilization, consumers=consumers)
     except ValueError as exc:
         fail(str(exc), EXIT_CONFIG)
+    from .datasets import DATASETS
+
+    if sink not in ("null", "parquet"):
+        fail(f"--sink {sink!r}: allowed null, parquet", EXIT_CONFIG)
+    if not bench and dataset is not None and dataset not in DATASETS:
+        fail(f"--dataset {dataset!r}: not a built-in dataset ({', '.join(DATASETS)}); for records of your own, "
+             "give --bench RESULTS of `wirepipe bench --input FILE`", EXIT_CONFIG)
     try:
         if bench:
-            sink_us = measure_costs(dataset, chain, sink=sink).sink_us if sink != "null" and chain else 0.0
-            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink_us=sink_us)
+            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink)
         else:
-            costs = measure_costs(dataset, chain or "msgpack|zstd:fastest", transport=transport, sink=sink)
+            costs = [measure_costs(dataset or "block", chain or "msgpack|zstd:fastest", transport=transport,
+                                   sink=sink)]
     except (ValueError, KeyError) as exc:
         fail(str(exc.args[0] if exc.args else exc), EXIT_CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
-    for line in make_plan(costs, dep).lines():
-        typer.echo(line)
+        fail(str(exc), exit_code(exc))
+    typer.echo("\n\n".join("\n".join(make_plan(c, dep).lines()) for c in costs))
 
 
 def main() -> None:

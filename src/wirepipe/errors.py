@@ -25,6 +25,11 @@ class ConfigError(WirepipeError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class MissingInput(WirepipeError):
+    """An input a command was given is not there (a file, a folder, a pattern that matches nothing, a capture):
+    a usage error, the same exit code for every command (``exit_codes.exit_code``)."""
+
+
 class StageError(WirepipeError):
     """A record failed a stage (bad frame, bad encoding, schema mismatch).
 

@@ -4,12 +4,13 @@
 |---|---|
 | 0 | success |
 | 1 | runtime failure: a server unreachable, a sink that failed, a bench that measured nothing; `test`: a case failed |
-| 2 | usage or config error: a bad flag or field, a missing file or capture (nothing was started) |
+| 2 | usage or config error: a bad flag or field, a missing input file or capture, for every command (nothing was started) |
 | 3 | records were rejected beyond ``--max-rejected`` (every record rejected is never a success) |
 | 4 | ``wirepipe bench``: some combinations failed (the others are measured and written) |
 | 130 | interrupted (Ctrl-C / SIGINT); what finished is kept |
 
-The README's "Exit codes" section is this table.
+The README's "Exit codes" section is this table; ``exit_code`` maps wirepipe's errors onto it, so a
+missing input file is 2 for ``run``, ``replay``, ``bench`` and ``report`` alike.
 """
 
 from __future__ import annotations
@@ -24,6 +25,23 @@ class ExitCode(IntEnum):
     REJECTED = 3
     BENCH_FAILURES = 4
     INTERRUPTED = 130
+
+
+def exit_code(exc: BaseException) -> ExitCode:
+    """The code a command exits with for an error: a usage error for a bad config or an input that is not
+    there, a runtime failure for the rest of wirepipe's errors, 130 for an interruption.
+
+    >>> from wirepipe.errors import MissingInput, WirepipeError
+    >>> exit_code(MissingInput("events.jsonl: no such file")), exit_code(WirepipeError("sink failed"))
+    (<ExitCode.CONFIG: 2>, <ExitCode.RUNTIME: 1>)
+    """
+    from .errors import ConfigError, MissingInput
+
+    if isinstance(exc, (ConfigError, MissingInput)):
+        return ExitCode.CONFIG
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    return ExitCode.RUNTIME
 
 
 class RejectLimit:

@@ -121,6 +121,17 @@ def render_config(opts: ServerOptions, port: int, store_dir: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def port_in_use(port: int) -> bool:
+    """Something listens on 127.0.0.1:``port`` (connections in TIME_WAIT do not count, as for nats-server)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -169,6 +180,9 @@ class EmbeddedServer:
         binary = find_nats_server()
         if not self.port:
             self.port = free_port()
+        elif port_in_use(self.port):  # else another server's INFO on that port would read as this one ready
+            raise WirepipeError(f"port {self.port} is in use (another nats-server, or another program, listens on "
+                                "127.0.0.1 there): give another --port, or leave it out for a free one")
         conf = os.path.join(self._own_dir, "server.conf")
         Path(conf).write_text(render_config(self.options, self.port, self.store_dir), encoding="utf-8")
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child, closed below

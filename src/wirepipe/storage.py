@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import WirepipeError
+from .errors import MissingInput, WirepipeError
 from .spoolfile import SpoolingFile
 
 TEMP_SUFFIX = ".inprogress"
@@ -104,7 +104,7 @@ def find_files(paths: str | Path | Iterable[str | Path], *, recursive: bool = Fa
     """The files named by paths, folders and globs (or a list of those), in that order.
 
     A name that does not exist, a glob that matches nothing and, when ``on_empty`` gives
-    its message, a folder without files raise ``WirepipeError``; a temporary file still
+    its message, a folder without files raise ``MissingInput`` (a usage error); a temporary file still
     being written (``TEMP_SUFFIX``) is refused by name.
     """
     items = [paths] if isinstance(paths, (str, Path)) else list(paths)
@@ -114,18 +114,18 @@ def find_files(paths: str | Path | Iterable[str | Path], *, recursive: bool = Fa
         if p.is_dir():
             found = folder_files(p, recursive=recursive, suffix=suffix)
             if not found and on_empty is not None:
-                raise WirepipeError(on_empty(p))
+                raise MissingInput(on_empty(p))
             out += found
         elif is_pattern(item):
             matches = pattern_files(item, recursive=recursive)
             if not matches:
-                raise WirepipeError(f"{item}: no file matches this pattern")
+                raise MissingInput(f"{item}: no file matches this pattern")
             out += matches
         elif p.name.endswith(TEMP_SUFFIX):
             raise WirepipeError(f"{p}: this {what} is still being written (or its writer died); "
                                 "read the completed files")
         elif not p.exists():
-            raise WirepipeError(f"{p}: no such file or folder")
+            raise MissingInput(f"{p}: no such file or folder")
         else:
             out.append(p)
     return out

@@ -1,8 +1,10 @@
-"""Human units in config and on the command line: durations (``30s``) and sizes (``64MiB``)."""
+"""Human units in config and on the command line: durations (``30s``) and sizes (``64MiB``); and the
+time a set of spans covers (a pool's workers, a flow's two sides, working at once)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -93,3 +95,18 @@ def _positive(value: str | float | int, pattern: re.Pattern[str], what: str, exa
     if not m or float(m.group(1)) <= 0:
         raise ValueError(f"{value!r} is not a {what}: use e.g. {examples}")
     return m
+
+
+def covered(spans: Iterable[tuple[float, float]]) -> float:
+    """The length covered by at least one of the ``(start, end)`` spans: overlaps count once, gaps not at all.
+
+    >>> covered([(0, 2), (1, 3), (5, 6)])
+    4
+    """
+    total: float = 0
+    reach: float | None = None
+    for lo, hi in sorted(spans):
+        lo = lo if reach is None else max(lo, reach)
+        total += max(hi - lo, 0)
+        reach = hi if reach is None else max(reach, hi)
+    return total

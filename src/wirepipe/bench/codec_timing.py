@@ -76,16 +76,69 @@ def _timed(op: Operator, chunks: list[list[Any]], schema: Any
     return out, start, end, errors
 
 
-def _round_trips(decoded: list[Any], values: list[Any], fmt: str, schema: Any) -> bool:
-    """Decoded equals input; for typed formats, in the schema's shape (absent optional fields read as None)."""
+def round_trip_error(decoded: list[Any], values: list[Any], fmt: str, schema: Any) -> str | None:
+    """Why decoded differs from the input (the first differing record and field), or None when it equals it;
+    for typed formats, in the schema's shape (absent optional fields read as None)."""
     if decoded == values:
-        return True
+        return None
     from ..schema import RecordSchema, with_defaults
 
-    if not FORMATS[fmt].typed or not isinstance(schema, RecordSchema):
-        return False
-    fill = with_defaults(schema)
-    return decoded == [fill(v) for v in values]
+    if FORMATS[fmt].typed and isinstance(schema, RecordSchema):
+        fill = with_defaults(schema)
+        values = [fill(v) for v in values]
+    return first_difference(decoded, values)
+
+
+def first_difference(got: list[Any], wanted: list[Any]) -> str | None:
+    """The first place two lists of records differ, as a reader finds it: the record's index, the field's path
+    and both values, with their types when those differ.
+
+    >>> first_difference([{"a": 1, "b": [1, 2]}], [{"a": 1, "b": [1, 3]}])
+    'record 0, field b[1]: 3 in the input, 2 decoded'
+    >>> first_difference([{"a": "1"}], [{"a": 1, "b": None}])
+    "record 0, field a: 1 (int) in the input, '1' (str) decoded"
+    """
+    if len(got) != len(wanted):
+        return f"{len(got)} records decoded from {len(wanted)}"
+    for i, (g, w) in enumerate(zip(got, wanted, strict=True)):
+        where = _difference(g, w, "")
+        if where is not None:
+            path, gv, wv = where
+            field = f", field {path}" if path else ""
+            typed = type(gv) is not type(wv) and _ABSENT not in (gv, wv)
+            return (f"record {i}{field}: {_shown(wv, typed)} in the input, {_shown(gv, typed)} decoded")
+    return None
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+_ABSENT = _Absent()
+
+
+def _difference(got: Any, wanted: Any, path: str) -> tuple[str, Any, Any] | None:
+    if isinstance(got, dict) and isinstance(wanted, dict):
+        for key in [*wanted, *(k for k in got if k not in wanted)]:
+            sub = f"{path}.{key}" if path else str(key)
+            found = _difference(got.get(key, _ABSENT), wanted.get(key, _ABSENT), sub)
+            if found is not None:
+                return found
+        return None
+    if isinstance(got, (list, tuple)) and isinstance(wanted, (list, tuple)):
+        for j, (g, w) in enumerate(zip(got, wanted, strict=False)):
+            found = _difference(g, w, f"{path}[{j}]")
+            if found is not None:
+                return found
+        return None if len(got) == len(wanted) else (path, f"{len(got)} items", f"{len(wanted)} items")
+    return None if got == wanted else (path, got, wanted)  # 1 and 1.0 are equal for a round trip
+
+
+def _shown(value: Any, typed: bool, limit: int = 60) -> str:
+    text = repr(value) if isinstance(value, (str, bytes, _Absent)) else str(value)
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{text} ({type(value).__name__})" if typed else text
 
 
 def _nbytes(chunks: list[list[bytes]]) -> int:
@@ -155,9 +208,9 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
                 ser_bytes = _nbytes(payloads)
                 ser_row = StageTime("serialize", ser.name, ser.params, repetitions, raw_total, ser_bytes, s0, s1)
                 deser_row = StageTime("deserialize", deser.name, deser.params, repetitions, ser_bytes, None, d0, d1)
+                differs = None if it else round_trip_error(_flat(decoded), values, fmt, schema)
                 format_error = _first(ser_err + deser_err) or (
-                    None if it or _round_trips(_flat(decoded), values, fmt, schema)
-                    else f"{fmt}: decoded records differ from the input")
+                    f"{fmt}: decoded records differ from the input: {differs}" if differs else None)
                 digest = _digest(payloads) if it == 0 else None
                 for c in by_group[(fmt, k)]:
                     r = results[c]

@@ -89,6 +89,7 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
     plan.zstd_dict = zstd_dict == "train"
     if plan.zstd_dict and "zstd" not in plan.codecs:
         plan.codecs.append("zstd")
+    plan.small_dict = quick and bool(inputs) and not plan.zstd_dict and "zstd" in plan.codecs
     if records_per_message:
         try:
             plan.records_per_message = [int(v) for v in _split(records_per_message)]
@@ -190,6 +191,7 @@ def write_outputs(run: BenchRun, console: Any, seconds: float) -> None:
     plan = run.plan
     path = write_results(run)
     report = summarize(rows_table(run), latency_table(run), bandwidth_bps=run.bandwidth)
+    report.failures = run.errors
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
     notes = write_html(report, plan.out / "report.html")
@@ -213,7 +215,8 @@ def _protocol(run: BenchRun, dataset: str) -> str:
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 
 
-_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
+_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
+         "only": "one configuration measured"}
 
 
 def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[str, str, str, str]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..datasets import get_dataset
-from ..errors import WirepipeError
+from ..errors import MissingInput, WirepipeError
 from .plan import SAMPLE_RECORDS
 
 if TYPE_CHECKING:
@@ -42,18 +42,34 @@ def from_dataset(name: str, seed: int = 0) -> BenchData:
 
 
 def from_file(path: Path) -> BenchData:
-    """Records from a JSONL file (``$base64`` bytes restored) or a Parquet file (rows as dicts)."""
+    """A sample of a JSONL or Parquet file's records, with their typed schema (``schema.infer_schema``)."""
     import orjson
 
-    from ..codecs.formats import json_default, restore_bytes
+    from ..codecs.formats import json_default
+
+    records = read_records(path, SAMPLE_RECORDS, what="--input ")
+    fields = _infer_schema(records, path.stem)
+    raw = sum(len(orjson.dumps(r, default=json_default)) for r in records) / len(records)
+    return BenchData(path.stem, records, raw, fields, raw_note="JSON")
+
+
+def read_records(path: Path, limit: int | None = None, what: str = "") -> list[Any]:
+    """Up to ``limit`` records of a JSONL file (``$base64`` bytes restored) or a Parquet file (rows as dicts).
+
+    ``MissingInput`` when the file is not there, ``WirepipeError`` for a line that is not JSON or no records;
+    ``what`` starts each message (``--input ``)."""
+    import orjson
+
+    from ..codecs.formats import restore_bytes
 
     if not path.exists():
-        raise WirepipeError(f"--input {path}: no such file")
+        raise MissingInput(f"{what}{path}: no such file")
     records: list[Any] = []
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        records = pq.read_table(path).slice(0, SAMPLE_RECORDS).to_pylist()
+        table = pq.read_table(path)
+        records = (table if limit is None else table.slice(0, limit)).to_pylist()
     else:
         with open(path, "rb") as f:
             for line in f:
@@ -61,41 +77,27 @@ def from_file(path: Path) -> BenchData:
                     try:
                         records.append(restore_bytes(orjson.loads(line)))
                     except orjson.JSONDecodeError as exc:
-                        raise WirepipeError(f"--input {path}: line {len(records) + 1} is not JSON ({exc})") from None
-                if len(records) >= SAMPLE_RECORDS:
+                        raise WirepipeError(f"{what}{path}: line {len(records) + 1} is not JSON ({exc})") from None
+                if limit is not None and len(records) >= limit:
                     break
     if not records:
-        raise WirepipeError(f"--input {path}: no records")
-    fields = _infer_schema(records, path.stem)
-    raw = sum(len(orjson.dumps(r, default=json_default)) for r in records) / len(records)
-    return BenchData(path.stem, records, raw, fields, raw_note="JSON")
+        raise WirepipeError(f"{what}{path}: no records")
+    return records
+
+
+def schema_name(stem: str) -> str:
+    """A record name from a file name: ``web-events`` -> ``WebEvents``."""
+    return "".join(p.title() for p in stem.replace("-", "_").split("_")) or "Record"
 
 
 def _infer_schema(records: list[Any], name: str) -> Schema:
-    """The typed schema of the records as Arrow infers it (nullable only where a null was seen),
-    so the schema'd formats can run on the user's data; their field names when Arrow cannot."""
+    """The records' typed schema, so the schema'd formats can run on the user's data; their field names
+    when none can be inferred (records that are not dicts, a field null everywhere)."""
     if not isinstance(records[0], dict):
         return None
-    import pyarrow as pa
-
-    from ..schema import Field, RecordSchema, SchemaError, from_arrow
+    from ..schema import SchemaError, infer_schema
 
     try:
-        table = pa.Table.from_pylist(records)
-        schema = pa.schema([f.with_nullable(table.column(f.name).null_count > 0) for f in table.schema])
-        inferred = from_arrow(schema, name="".join(p.title() for p in name.replace("-", "_").split("_")) or "Record")
-        return RecordSchema(inferred.name, tuple(Field(f.name, _required_inside(f.type)) for f in inferred.fields))
-    except (pa.ArrowException, SchemaError, TypeError, ValueError):
+        return infer_schema(records, schema_name(name))
+    except SchemaError:
         return tuple(records[0])
-
-
-def _required_inside(t: Any) -> Any:
-    """``t`` with list items and nested fields required (Arrow infers them all nullable)."""
-    from ..schema import Field, RecordSchema, Type
-
-    if t.kind == "list":
-        return Type("list", item=_required_inside(t.item).required(), optional=t.optional)
-    if t.kind == "record":
-        fields = tuple(Field(f.name, _required_inside(f.type).required()) for f in t.record.fields)
-        return Type("record", record=RecordSchema(t.record.name, fields), optional=t.optional)
-    return t

@@ -145,6 +145,10 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
              f"estimated duration: {duration(est.seconds)} (from a {est.calibration_seconds:.1f}s calibration "
              "on this machine)"]
+    trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
+    if trained:
+        lines.append(f"+dict rows for {', '.join(trained)}: zstd with a dictionary trained on the records (small "
+                     "records gain most from one; --zstd-dict train adds them at every level)")
     from ..codecs.compression import get_codec
 
     if any(get_codec(c.codec).library == "zlib" for c in combos):  # the deflate family (zlib, gzip, deflate)

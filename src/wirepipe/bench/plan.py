@@ -21,6 +21,10 @@ ALL_LEVELS = ("fastest", "default", "best")
 RAW_BYTES_PER_ITERATION = 4_000_000
 MIN_REPETITIONS, MAX_REPETITIONS = 100, 500_000
 SAMPLE_RECORDS = 1000  # distinct records cycled through the repetitions
+# Records up to this size (mean raw bytes) are "small": a trained zstd dictionary pays most there (a message
+# too short for zstd to find repeats in finds them in the dictionary), so --quick on one's own small records
+# measures a +dict row without being asked.
+SMALL_RECORD_BYTES = 2048
 
 
 class QuickPreset(TypedDict):
@@ -89,6 +93,9 @@ class BenchPlan:
     scale: float = 1.0
     out: Path = Path("results/bench")
     zstd_dict: bool = False
+    # --quick on --input without --zstd-dict: +dict rows (at one zstd level) for the user's datasets of small
+    # records only (``dictionary_for``)
+    small_dict: bool = False
     records_per_message: list[int] = field(default_factory=lambda: [1])
     seed: int = 0
     quick: bool = False
@@ -104,14 +111,20 @@ class BenchPlan:
         out: list[Combo] = []
         for fmt in self.formats:
             for codec in self.codecs:
-                for level in self.level_list(codec):
+                levels = self.level_list(codec)
+                for level in levels:
                     for k in self.records_per_message:
                         if k > 1 and FORMATS[fmt].needs_schema:
                             continue
                         out.append(Combo(fmt, codec, level, records_per_message=k))
-                        if self.zstd_dict and codec == "zstd":
+                        if codec == "zstd" and (self.zstd_dict or (self.small_dict and level == levels[-1])):
                             out.append(Combo(fmt, codec, level, dictionary=True, records_per_message=k))
         return out
+
+    def dictionary_for(self, dataset: str, raw_bytes: float) -> bool:
+        """Whether a dataset gets +dict rows: always with --zstd-dict train; with --quick on one's own
+        records (``small_dict``), when they are small."""
+        return self.zstd_dict or (self.small_dict and dataset not in DATASETS and raw_bytes <= SMALL_RECORD_BYTES)
 
     def level_list(self, codec: str) -> list[str | int]:
         if codec == "none":

@@ -45,7 +45,12 @@ class BenchRun:
 
     @property
     def failed(self) -> list[str]:
-        return [f"{d}: {m.combo.label}" for d, ms in self.measured.items() for m in ms if m.error]
+        return list(self.errors)
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Why each failed combination failed, by ``dataset: label``."""
+        return {f"{d}: {m.combo.label}": m.error for d, ms in self.measured.items() for m in ms if m.error}
 
 
 def load_data(plan: BenchPlan) -> list[BenchData]:
@@ -66,8 +71,11 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
     paths: dict[str, str] = {}
     out.mkdir(parents=True, exist_ok=True)
     for fmt in formats:
-        encode = get_format(fmt).encoder(data.fields)
-        samples = [encode(r) for r in data.values(max(len(data.records), 200))]
+        try:
+            encode = get_format(fmt).encoder(data.fields)
+            samples = [encode(r) for r in data.values(max(len(data.records), 200))]
+        except Exception:  # a format that cannot write these records: its own rows fail, with the reason
+            continue
         try:
             d = train_zstd_dictionary(samples, size=dictionary_size(samples))
         except (ValueError, zstandard.ZstdError):  # too little or too uniform data: no +dict rows then
@@ -210,7 +218,8 @@ def _measure(run: BenchRun, datas: list[BenchData], combos: list[Combo],
         n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
         results: dict[Combo, ComboResult] = {}
         try:
-            dictionaries = train_dictionaries(data, plan.formats, plan.out) if plan.zstd_dict else {}
+            dictionaries = (train_dictionaries(data, plan.formats, plan.out)
+                            if plan.dictionary_for(data.name, data.raw_bytes) else {})
             usable = [c for c in combos if not c.dictionary or c.format in dictionaries]
             time_codecs(data, usable, n, plan.iterations, dictionaries,
                         progress=functools.partial(_progress, step, data, "codec"), into=results)
@@ -281,8 +290,7 @@ def write_results(run: BenchRun) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "bench.parquet"
     meta = run_metadata("wirepipe bench", _plan_dict(run.plan), run.run_id)
-    failures = {f"{d}: {m.combo.label}": m.error for d, ms in run.measured.items() for m in ms if m.error}
-    meta["wirepipe.bench.failures"] = json.dumps(failures)
+    meta["wirepipe.bench.failures"] = json.dumps(run.errors)
     meta["wirepipe.bench.interrupted"] = json.dumps(run.interrupted)
     meta["wirepipe.bench.not_measured"] = json.dumps(run.not_measured)
     meta["wirepipe.bench.repetitions"] = json.dumps(

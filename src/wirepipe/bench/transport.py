@@ -32,9 +32,8 @@ from typing import Any
 from ..codecs.formats import FORMATS
 from ..connectors.natsconn import split_urls
 from ..errors import WirepipeError
-from ..redact import redact_url
 from ..testing import TestingSink, TestingSource
-from .codec_timing import ComboResult, StageTime
+from .codec_timing import ComboResult, StageTime, first_difference
 from .data import BenchData
 from .plan import BenchPlan, Combo
 
@@ -182,7 +181,8 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
         raise WirepipeError(f"{n - received} of {n} records did not arrive"
                             + (" (core NATS is at-most-once: a slow consumer drops)" if transport == "nats" else ""))
     if verify and consumer.sink.records != values:
-        raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order)")
+        raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order): "
+                            f"{first_difference(consumer.sink.records, values)}")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
     p0, p1, p_bytes = _stage_total(pub_rows, "publish")
@@ -256,41 +256,26 @@ def _receive_window(latency: Any) -> tuple[int, int]:
     return pc.min(received).as_py() + offset, pc.max(received).as_py() + offset
 
 
-def check_server(url: str, timeout: float = 5.0) -> None:
-    """Fail in seconds, with one line, when nothing answers at ``url`` (before a long bench starts).
+def check_server(url: str) -> None:
+    """Fail before a long bench starts, with one line, when no NATS server answers at ``url``.
 
-    nats-py retries a refused first connect until its timeout even with ``allow_reconnect=False``
-    (FIELD-NOTES): the first error it reports ends the probe.
+    The connection is the one ``wirepipe run`` makes (``NatsConnection``): the same log line
+    the moment the server refuses (``waiting for NATS at ...``), the same ``connect_timeout``.
     """
-    import contextlib
+    from ..connectors.natsconn import NatsConnection, NatsConnectionConfig
 
-    import nats
+    async def probe() -> None:
+        conn = NatsConnection(NatsConnectionConfig(url=url), role="bench")
+        try:
+            await conn.connect()
+        finally:
+            await conn.close()
 
-    async def probe() -> str | None:
-        failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
-
-        async def first_error(exc: BaseException) -> None:
-            if not failed.done():
-                failed.set_result(exc)
-
-        task = asyncio.ensure_future(nats.connect(split_urls(url), allow_reconnect=False, connect_timeout=timeout,
-                                                  max_reconnect_attempts=0, error_cb=first_error))
-        racing: set[asyncio.Future[Any]] = {task, failed}
-        await asyncio.wait(racing, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if task.done() and task.exception() is None:
-            await task.result().close()
-            return None
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-        exc = failed.result() if failed.done() else (task.exception() if task.done() and not task.cancelled()
-                                                     else None)
-        return (str(exc) or type(exc).__name__) if exc is not None else f"no answer within {timeout:g}s"
-
-    reason = asyncio.run(probe())
-    if reason is not None:
-        raise WirepipeError(f"cannot reach a NATS server at {redact_url(url)}: {reason} (start one with `wirepipe server`, "
-                            "or leave out --url to use an embedded one)")
+    try:
+        asyncio.run(probe())
+    except WirepipeError as exc:
+        raise WirepipeError(f"{exc} (start one with `wirepipe server`, or leave out --url to use an embedded "
+                            "one)") from None
 
 
 async def _delete_stream(url: str, stream: str) -> None:

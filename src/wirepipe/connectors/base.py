@@ -74,6 +74,9 @@ class Source(ABC):
         self.duration = duration
         self.stopping = asyncio.Event()
         self.schema: Any = None  # field names, or a typed schema (positional and schema'd formats read it)
+        # What ``open`` waits for before the source can read ("stream EVENTS": a consumer started before
+        # its publisher), for the status line; None once it reads.
+        self.waiting: str | None = None
 
     @property
     def name(self) -> str:

@@ -44,6 +44,8 @@ from .natsconn import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, e
 
 log = logging.getLogger("wirepipe.jetstream")
 
+STREAM_POLL = 0.5  # seconds between looks for a stream that does not exist yet
+LAG_REFRESH = 1.0  # seconds without messages after which the lag is asked of the consumer
 _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
@@ -111,6 +113,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._puller: asyncio.Task[None] | None = None
         self._seen = 0
         self._lag: int | None = None
+        self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the lag last asked
         self._at_end = asyncio.Event()
         self.acked = 0
         self.nacked = 0
@@ -153,21 +156,49 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     # --- setup ---------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        import nats.js.errors
-
         self.nc = nc = await self.conn.connect()
         js = nc.jetstream()
-        if self.stream is None:
-            if not self.subject:
-                raise WirepipeError("the jetstream source needs a stream or a subject")
-            try:
-                self.stream = await js.find_stream_name_by_subject(self.subject)
-            except nats.js.errors.NotFoundError:
-                raise WirepipeError(f"no JetStream stream stores subject {self.subject!r}") from None
+        if self.stream is None and not self.subject:
+            raise WirepipeError("the jetstream source needs a stream or a subject")
+        if not await self._wait_for_stream(js):
+            return  # stopped while waiting: ``batches`` ends at once
         if self.ordered:
             await self._open_ordered(js)
         else:
             await self._open_pull(js)
+
+    async def _wait_for_stream(self, js: Any) -> bool:
+        """Wait until the stream exists (a consumer may start before the publisher creates it), as the
+        connection waits for a server: ``waiting`` names it for the status line and one log line says so at
+        once. False when the source was stopped first. A one-off copy (``stop_at_end``) has nothing to
+        wait for: a missing stream is an error there."""
+        import nats.js.errors
+
+        what = f"stream {self.stream}" if self.stream else f"a stream that stores subject {self.subject!r}"
+        since = time.monotonic()
+        while True:
+            try:
+                if self.stream is None:
+                    self.stream = await js.find_stream_name_by_subject(self.subject)
+                else:
+                    await js.stream_info(self.stream)
+                break
+            except nats.js.errors.NotFoundError:
+                if self.stop_at_end:
+                    raise WirepipeError(f"no JetStream {what}" if self.stream else
+                                        f"no JetStream stream stores subject {self.subject!r}") from None
+            if self.waiting is None:
+                self.waiting = what
+                log.warning("waiting for %s (it does not exist yet)", what)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), STREAM_POLL)
+            if self.stopping.is_set():
+                self._at_end.set()
+                return False
+        if self.waiting is not None:
+            log.info("%s is there after %.1fs: consuming", what, time.monotonic() - since)
+            self.waiting = None
+        return True
 
     def _deliver_config(self, cfg: Any) -> None:
         from nats.js import api
@@ -313,6 +344,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 if self._received() != received:  # any message, heartbeat or status: the request is alive
                     received = self._received()
                     self._last_activity = time.monotonic()
+                await self._refresh_lag()
                 if self._requested and hb > 0 and time.monotonic() - self._last_activity > 2 * hb + 1:
                     # No message, heartbeat or status for two heartbeats: the request is lost.
                     log.warning("pull consumer %s: no heartbeat for %.0fs, pulling again", self.consumer,
@@ -324,6 +356,19 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             except Exception as exc:
                 log.warning("pull request failed (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(0.2)
+
+    async def _refresh_lag(self) -> None:
+        """The lag is the pending count a message's metadata carried, so it stands still once messages stop
+        coming: when nothing came for a while and the last count was not 0, ask the consumer (workers of a
+        pool share the durable, and one of them may have taken the last messages)."""
+        now = time.monotonic()
+        if not self._lag or now - self._last_taken < LAG_REFRESH or now - self._lag_checked < LAG_REFRESH:
+            return
+        self._lag_checked = now
+        with contextlib.suppress(Exception):  # the server is restarting: the next look tries again
+            info = await self.nc.jetstream().consumer_info(self.stream, self.consumer, timeout=2)
+            if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
+                self._lag = int(info.num_pending)
 
     def _received(self) -> int:
         """Messages of any kind (records, statuses, heartbeats) the pull inbox has seen."""
@@ -374,6 +419,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             if got is None:
                 return
             self._seen += len(got)
+            self._last_taken = time.monotonic()
             size = sum(map(len, got.data)) / len(got)
             self._avg_size = size if size > self._avg_size else 0.9 * self._avg_size + 0.1 * size
             if not self.ordered:

@@ -11,7 +11,10 @@ behave alike:
 - Reconnects forever (by default) with exponential backoff and jitter; each disconnect
   and reconnect is logged once and counted.
 - The first connect has its own timeout (nats-py's can block for minutes otherwise) and
-  fails fast, with a message a user can act on, on an authorization or TLS error.
+  fails fast, with a message a user can act on, on an authorization or TLS error. While it
+  retries a server that does not answer, ``waiting`` says so (the status line shows it) and
+  one log line says it at once, with how long it will wait: ``wirepipe run`` and
+  ``wirepipe bench`` connect through here, so they wait alike.
 - Slow-consumer drops (nats-py calls ``error_cb`` once per dropped message) are counted
   and logged as a periodic summary, never one line per message.
 """
@@ -235,6 +238,7 @@ class NatsConnection:
         self._last_drop_log = 0.0
         self._drops_logged = 0
         self._last_error_log: dict[str, float] = {}
+        self.waiting: str | None = None  # "NATS at nats://...: <why>" while the first connect retries
 
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         self._reconnect_hooks.append(hook)
@@ -317,6 +321,7 @@ class NatsConnection:
             raise WirepipeError(self._connect_failure(set())) from None
         finally:
             self._connecting = False
+            self.waiting = None
         self.nc = nc
         log.debug("%s connected to %s", self.role, self.public_url)
         return nc
@@ -362,6 +367,9 @@ class NatsConnection:
             fut = self._fail_fast
             if fut is not None and not fut.done() and any(k in text for k in _FAIL_FAST):
                 fut.set_result(exc)
+            elif self.waiting is None:
+                self.waiting = f"NATS at {self.public_url} ({_describe(exc)})"
+                log.warning("waiting for %s, up to %gs (connect_timeout)", self.waiting, self.config.connect_timeout)
             return
         key = type(exc).__name__
         now = time.monotonic()
@@ -409,6 +417,8 @@ class NatsConnection:
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"  # asyncio words it "[Errno 111] Connect call failed ('127.0.0.1', 4222)"
     text = str(exc).strip() or type(exc).__name__
     if text.startswith("nats: "):
         text = text[6:]

@@ -108,13 +108,22 @@ def _environment() -> tuple[str, dict[str, Any]]:
     return json.dumps(versions), host
 
 
+# A worker pool (pipelines/pool.py) sets these in each worker's environment: the pool's id, the worker's index
+# and the number of workers. A run's metadata names them, so a report merges a pool's runs into one pipeline.
+POOL_ENV, WORKER_ENV, WORKERS_ENV = "WIREPIPE_POOL", "WIREPIPE_WORKER", "WIREPIPE_WORKERS"
+
+
 def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
     """What a reader of a results file needs to trust and reproduce it."""
     from ..allocator import policy
     from ..redact import redact_tree
 
     versions, host = _environment()
-    return {
+    pool = {}
+    if os.environ.get(POOL_ENV):
+        pool = {"wirepipe.worker": json.dumps({"pool": os.environ[POOL_ENV], "index": int(os.environ[WORKER_ENV]),
+                                               "workers": int(os.environ[WORKERS_ENV])})}
+    return {**pool,
         "wirepipe.run_id": run_id,
         "wirepipe.pipeline": pipeline,
         "wirepipe.config": json.dumps(redact_tree(config or {}), default=str, sort_keys=True),
@@ -188,6 +197,13 @@ class MetricsRecorder:
             check_folder(self.path)
             check_folder(latency_path(self.path))
             check_writable(self.path)  # fail at start, not at the first flush
+
+    def mark_opened(self) -> None:
+        """The pipeline's parts are open (it connected, its stream is there): the files written from now on
+        say so, so a run that then recorded no batch reads as idle, not as a failed start."""
+        opened = {"wirepipe.opened_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self._schemas = {kind: schema.with_metadata({**(schema.metadata or {}), **opened})
+                         for kind, schema in self._schemas.items()}
 
     def close(self) -> None:
         """Flush the buffers and finish the part files: everything recorded is on disk after this.

@@ -1,8 +1,9 @@
 """Progress for humans and for Prometheus while a pipeline runs.
 
 - A one-line status on stderr every ``status_interval``: records/s and MB/s over the
-  last interval, totals, errors, dropped (slow consumer), lag, reconnects, and
-  ``sink unavailable: <error>`` while the sink fails (the records wait, see pipeline.py).
+  last interval, totals, errors, dropped (slow consumer), lag, reconnects,
+  ``sink unavailable: <error>`` while the sink fails (the records wait, see pipeline.py), and
+  ``waiting for <what>`` while the run waits for a server or a stream before it can start.
 - Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
   ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
   hot path pays nothing for them.
@@ -73,6 +74,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "lag": lag,
         "running": pipeline.running,
         "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
+        # what the run waits for before it can read or write: a server that refuses, a stream not created yet
+        "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None),
     }
 
 
@@ -128,6 +131,8 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
             parts.append(f"{value:,} {shown.get(key, key.replace('_', ' '))}")
     if now.get("sink_error"):
         parts.append(f"sink unavailable: {now['sink_error']}")
+    if now.get("waiting"):
+        parts.append(f"waiting for {now['waiting']}")
     return ", ".join(parts)
 
 
@@ -136,6 +141,12 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     rate = stats.records_per_second
     text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
             f"({rate:,.0f} records/s), {stats.rejected} rejected")
+    return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(run_outputs(pipeline))
+
+
+def run_outputs(pipeline: Any) -> list[str]:
+    """Where a run's output, dead letters and metrics went (``output: jsonl out.jsonl (1.20 MB)``): the run
+    summary's lines, and each pool worker's."""
     where = [f"output: {describe_sink(pipeline.sink)}"]
     if pipeline.dead_letter is not None:
         where.append(f"dead letters: {describe_sink(pipeline.dead_letter)}")
@@ -143,7 +154,7 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
     if path is not None:
         where.append(f"metrics: {path}")
-    return text + loss_summary(getattr(stats, "losses", None)) + "\n  " + "\n  ".join(where)
+    return where
 
 
 def loss_summary(losses: dict[str, int] | None) -> str:

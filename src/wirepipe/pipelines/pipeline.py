@@ -103,6 +103,7 @@ class RunStats:
     commits: int = 0
     started: float = field(default_factory=time.monotonic)
     elapsed: float = 0.0
+    opened: float | None = None  # seconds from the start until every part was open (a wait for a stream included)
     rejected_by_stage: dict[str, int] = field(default_factory=dict)
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
@@ -110,6 +111,13 @@ class RunStats:
     @property
     def lost(self) -> int:
         return self.losses["lost"] if self.losses else 0
+
+    def working(self) -> float:
+        """Seconds of work so far: since every part was open (0 while opening or waiting for a stream)."""
+        if self.opened is None:
+            return 0.0
+        end = self.started + self.elapsed if self.elapsed else time.monotonic()
+        return max(0.0, end - self.started - self.opened)
 
     @property
     def records_per_second(self) -> float:
@@ -273,6 +281,9 @@ class Pipeline:
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
+            stats.opened = time.monotonic() - stats.started
+            if self.metrics is not None:
+                self.metrics.mark_opened()
             await self._loop(source, sink, stats)
         finally:
             self.running = False

@@ -47,15 +47,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError, WirepipeError
+from ..operators.metrics import POOL_ENV, WORKER_ENV, WORKERS_ENV  # each worker's environment
+from ..units import covered
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
 
 log = logging.getLogger("wirepipe.pool")
 
-WORKER_ENV = "WIREPIPE_WORKER"  # the worker's index, 0..N-1, in its environment
-WORKERS_ENV = "WIREPIPE_WORKERS"
 REPORT_INTERVAL = 0.5
+OUTPUTS_EVERY = 10  # reports between two that say where the worker's output goes
 GAUGES = ("lag",)  # a shared durable's pending count is the same for every worker: the pool shows the max
 LOSS_WORDS = ("drop", "lost", "loss", "gap")  # counters of records lost upstream (slow consumers, sequence gaps)
 
@@ -175,6 +176,13 @@ class Slot:
     started: float = 0.0
     done: bool = False
     last_exit: int | None = None
+    # Seconds of work (every part open) of the current process at its last report, and when that report came
+    # (the supervisor's clock); the spans of work of earlier processes. Waits and restarts are not work.
+    working: float = 0.0
+    reported: float = 0.0
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)  # where its current process's output goes (``run_outputs``)
+    outputs_before: list[str] = field(default_factory=list)  # and its earlier processes'
 
     def totals(self) -> dict[str, Any]:
         """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
@@ -188,11 +196,21 @@ class Slot:
         return out
 
     def retire(self) -> None:
-        """The current process ended: keep its counters, forget its gauges."""
+        """The current process ended: keep its counters and its span of work, forget its gauges."""
         for key, value in self.snapshot.items():
             if key not in GAUGES and isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.carried[key] = self.carried.get(key, 0) + value
         self.snapshot = {}
+        self.spans += self.current_span()
+        self.working = 0.0
+        self.outputs_before = list(dict.fromkeys([*self.outputs_before, *self.outputs]))
+        self.outputs = []
+
+    def all_outputs(self) -> list[str]:
+        return list(dict.fromkeys([*self.outputs_before, *self.outputs]))
+
+    def current_span(self) -> list[tuple[float, float]]:
+        return [(self.reported - self.working, self.reported)] if self.working > 0 else []
 
 
 def describe_exit(code: int | None) -> str:
@@ -207,11 +225,14 @@ def describe_exit(code: int | None) -> str:
 
 
 def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pool's snapshot: counters summed, gauges (lag) the max, flags counted."""
+    """The pool's snapshot: counters summed, gauges (lag) the max, flags counted, texts (what a worker
+    waits for) the first one set."""
     total: dict[str, Any] = {}
     for snap in snapshots:
         for key, value in snap.items():
-            if isinstance(value, bool):
+            if isinstance(value, str):
+                total[key] = total.get(key) or value
+            elif isinstance(value, bool):
                 total[key] = total.get(key, 0) + int(value)
             elif isinstance(value, (int, float)):
                 total[key] = max(total.get(key) or 0, value) if key in GAUGES else total.get(key, 0) + value
@@ -258,6 +279,7 @@ class Pool:
         self.gave_up: str | None = None
         self.port: int | None = None  # the Prometheus port, once serving
         self.started = time.monotonic()
+        self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"  # in each worker's run metadata
         self._dir = ""
         self._stopped = asyncio.Event()  # set once by stop(): wakes every slot's waits
 
@@ -333,7 +355,7 @@ class Pool:
     async def _start(self, slot: Slot) -> None:
         cfg = Path(self._dir) / f"worker-{slot.index}.json"
         cfg.write_text(json.dumps(worker_config(self.data, slot.index), default=str), encoding="utf-8")
-        env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers)}
+        env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers), POOL_ENV: self.id}
         slot.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "wirepipe.pipelines.pool", str(cfg), str(slot.index), self.file or "",
             stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env, start_new_session=True,
@@ -413,6 +435,8 @@ class Pool:
                 report = json.loads(line)
                 if isinstance(report, dict) and isinstance(report.get("snapshot"), dict):
                     slot.snapshot = report["snapshot"]
+                    slot.working, slot.reported = float(report.get("working") or 0.0), time.monotonic()
+                    slot.outputs = list(report.get("outputs") or slot.outputs)  # the latest says it all
 
     async def _status_loop(self) -> None:
         interval = self.monitor.status_interval
@@ -437,20 +461,33 @@ class Pool:
         for slot, prev in zip(self.slots, per_before, strict=True):
             snap = slot.totals()
             rate = (snap.get("records_out", 0) - prev.get("records_out", 0)) / seconds if seconds > 0 else 0.0
-            state = "" if snap.get("running") else (" done" if slot.done else " down")
+            state = ("" if snap.get("running") else " done" if slot.done
+                     else " waiting" if snap.get("waiting") else " down")
             errors = snap.get("rejected", 0) + snap.get("sink_errors", 0)
             extra = f" {losses(snap):,} lost" if losses(snap) else ""
             restarts = f" {slot.restarts} restarts" if slot.restarts else ""
             parts.append(f"w{slot.index}{state} {rate:,.0f}/s {errors} err{extra}{restarts}")
         return f"{line} | {'; '.join(parts)}"
 
+    def work_seconds(self) -> float:
+        """Seconds during which at least one worker worked (its parts open): the waits for a server or a
+        stream and the time between a worker's death and its restart are left out."""
+        return float(covered(span for s in self.slots for span in [*s.spans, *s.current_span()]))
+
     def summary(self) -> str:
+        """The pool's final line, as a single run's: counts, records per second of work, and where each
+        worker's output, dead letters and metrics went (a line the workers share is shown once)."""
         t = self.total()
-        elapsed = time.monotonic() - self.started
-        out, rate = t.get("records_out", 0), t.get("records_out", 0) / elapsed if elapsed > 0 else 0.0
+        work = self.work_seconds()
+        out, rate = t.get("records_out", 0), t.get("records_out", 0) / work if work > 0 else 0.0
         restarts = sum(s.restarts for s in self.slots)
-        return (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {elapsed:.2f}s "
-                f"({rate:,.0f} records/s), {t.get('rejected', 0)} rejected, {restarts} restarts")
+        text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {work:.2f}s "
+                f"of work ({rate:,.0f} records/s), {t.get('rejected', 0)} rejected, {restarts} restarts")
+        outputs = [s.all_outputs() for s in self.slots]
+        shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
+        where = [*(f"w{s.index} {line}" for s, mine in zip(self.slots, outputs, strict=True) for line in mine
+                   if line not in shared), *shared]
+        return "\n  ".join([text, *where])
 
 
 # --- one worker ------------------------------------------------------------------------------------
@@ -462,23 +499,30 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
     If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker
     drains as on SIGTERM rather than run on unsupervised.
     """
-    from .monitor import snapshot
+    from .monitor import run_outputs, snapshot
     from .worker import run_worker_async
 
     parent = os.getppid()
 
-    def send() -> bool:
+    def send(outputs: bool = False) -> bool:
+        message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working()}
+        if outputs:
+            message["outputs"] = run_outputs(pipeline)
         try:
-            report.write(json.dumps({"snapshot": snapshot(pipeline)}, default=str) + "\n")
+            report.write(json.dumps(message, default=str) + "\n")
             report.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
 
     async def reporter() -> None:
+        reports = 0
         while True:
             await asyncio.sleep(REPORT_INTERVAL)
-            if not send() or os.getppid() != parent:
+            reports += 1
+            # Where the output goes, now and then (it looks at the files on disk), so a worker killed later
+            # still shows in the pool's summary.
+            if not send(outputs=reports % OUTPUTS_EVERY == 0) or os.getppid() != parent:
                 log.error("the pool supervisor is gone: draining")
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
@@ -490,7 +534,7 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        send()
+        send(outputs=True)
 
 
 def worker_main(argv: list[str]) -> int:

@@ -138,3 +138,22 @@ def block(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], num
     if caption:
         lines += wrap(caption, width)
     return "\n".join(lines) + "\n"
+
+
+def noted(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str],
+          width: int | None = None) -> str:
+    """A listing whose last column is free text (``wirepipe codecs``): the notes beside the cells when every
+    row fits the width, else each row's note wrapped on the lines beneath it, indented. No cell is cut."""
+    width = width or terminal_width()
+    full = [[*row, note] for row, note in zip(rows, notes, strict=True)]
+    widths = _widths([*headers, "notes"], full)
+    numeric = [False] * (len(headers) + 1)
+    if _fits(widths, width):
+        head, body = _grid([*headers, "notes"], full, numeric, widths)
+        lines = [*head, "-" * min(width, max(len(line) for line in head + body)), *body]
+    else:
+        head, body = _grid(headers, rows, numeric[:-1], widths[:-1])
+        lines = [*head, "-" * min(width, max(len(line) for line in head + body))]
+        for line, note in zip(body, notes, strict=True):
+            lines += [line, *(wrap(note, width, " " * (INDENT * 2)) if note else [])]
+    return "\n".join([*wrap(title, width), *lines]) + "\n"

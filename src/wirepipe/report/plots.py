@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..storage import write_bytes_atomic
-from .render import html_table, runs_table, snippets, tables
+from .render import extra_tables, failure_lines, html_table, runs_table, snippets, tables
 from .summary import SOURCE_STAGES, Report
 
 CDF_POINTS = 100  # per latency CDF in the page: a smooth curve, a few kB
@@ -165,8 +165,11 @@ def latency_bars(report: Report) -> list[LatencyBars]:
 # --- plotly (HTML) -------------------------------------------------------------------------------
 
 
+MIN_HEIGHT = 320  # px: a chart of one or two bars keeps room for its title, legend and axis, not a hairline
+
+
 def _height(n: int) -> int:
-    return 140 + 22 * n
+    return max(MIN_HEIGHT, 140 + 22 * n)
 
 
 def _plotly_figures(report: Report) -> list[tuple[str, Any]]:
@@ -199,7 +202,7 @@ def _plotly_figures(report: Report) -> list[tuple[str, Any]]:
         fig = go.Figure([go.Bar(name="p50", y=lb.names, x=lb.p50_ms, orientation="h"),
                          go.Bar(name="p99", y=lb.names, x=lb.p99_ms, orientation="h")])
         fig.update_layout(barmode="group", title=f"{lb.dataset}: end-to-end latency per record (ms), p50 and p99",
-                          xaxis_title="ms from Wirepipe-Sent-At", height=_height(2 * len(lb.names)) // 2 + 70,
+                          xaxis_title="ms from Wirepipe-Sent-At", height=_height(len(lb.names) + 3),
                           yaxis={"autorange": "reversed", "automargin": True})
         figs.append((f"latency-{lb.dataset}", fig))
     all_cdfs = latency_cdfs(report)
@@ -380,7 +383,11 @@ def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[s
     body += [f"<h3>{esc(name)}</h3><pre>{esc(yaml)}</pre>" for name, yaml in snippets(report)]
     body.append("<h2>Plots</h2>")
     body += [f"<div class=\"plot\">{p}</div>" for p in plots]
-    body += [html_table(runs_table(report)), *(html_table(t) for t in tabs[1:])]
+    if report.failures:
+        body.append("<h2>Failed combinations</h2><ul>" + "".join(f"<li>{esc(line)}</li>"
+                                                                  for line in failure_lines(report)) + "</ul>")
+    body += [html_table(runs_table(report)), *(html_table(t) for t in extra_tables(report)),
+             *(html_table(t) for t in tabs[1:])]
     body += [f'<p class="note">note: {esc(n)}</p>' for n in [*report.notes, *notes]]
     page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{esc(title)}</title>"
             f"<style>{_STYLE}</style></head><body>{''.join(body)}{scripts}</body></html>")

@@ -18,7 +18,8 @@ from typing import Any
 from .summary import QUANTILES, GroupSummary, Report, StageSummary, TimeStats, format_bandwidth
 
 TIME_COLUMNS = ("mean", "std", "min", *(name for name, _ in QUANTILES), "max")
-_FOR = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link"}
+_FOR = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
+        "only": "one configuration measured"}
 
 
 @dataclass
@@ -64,17 +65,29 @@ def _sum_row(g: GroupSummary) -> list[str]:
             num(g.path_ns_per_record, 1e3)]
 
 
+def _with_workers(groups: list[GroupSummary]) -> list[GroupSummary]:
+    """Each group, then a pool's workers beneath it (labelled ``<pool>: w0``)."""
+    from dataclasses import replace
+
+    return [x for g in groups for x in (g, *(replace(w, label=f"{g.label}: {w.label}") for w in g.workers))]
+
+
+def _pipeline_row(g: GroupSummary) -> list[str]:
+    return [g.label, g.dataset, g.chain or "–", num(g.records_in), num(g.records_out), num(g.rejected),
+            num(g.wall_seconds), num(g.records_per_s), num(g.mb_per_s), num(g.time.mean if g.time else None, 1e3),
+            num(g.raw_bytes_per_record), num(g.wire_bytes_per_record), num(g.ratio)]
+
+
 def tables(report: Report) -> list[Table]:
     """Every table of the report, cells formatted; the recommendation first."""
     out = [recommend_table(report),
         Table("Pipelines", ["pipeline", "dataset", "chain", "records in", "out", "rejected", "wall s", "records/s",
                             "MB/s", "µs/rec", "raw B/rec", "wire B/rec", "ratio"],
-              [[g.label, g.dataset, g.chain or "–", num(g.records_in), num(g.records_out), num(g.rejected),
-                num(g.wall_seconds), num(g.records_per_s), num(g.mb_per_s), num(g.time.mean if g.time else None, 1e3),
-                num(g.raw_bytes_per_record), num(g.wire_bytes_per_record), num(g.ratio)] for g in report.groups],
+              [_pipeline_row(g) for g in _with_workers(report.groups)],
               [False] * 3 + [True] * 10,
-              "records/s and MB/s over the wall time of each run (MB/s of wire bytes; for a bench's configuration, "
-              "over the time of its own stages); µs/rec is the sum of all stages; ratio = serialized / wire bytes.",
+              "records/s and MB/s over the wall time of each run (a pool's: the time its workers ran, each worker "
+              "beneath it; MB/s of wire bytes; for a bench's configuration, over the time of its own stages); "
+              "µs/rec is the sum of all stages; ratio = serialized / wire bytes.",
               [0, 3, 2, 2, 1, 1, 0, 0, 1, 0, 2, 0, 1]),
         Table("Publish side and consume side (µs per record, the seed study's sums)",
               ["pipeline", "chain", "publish side", "of", "consume side", "of", "total"],
@@ -99,6 +112,8 @@ def tables(report: Report) -> list[Table]:
               "from per-batch rows: each batch's time / its records, weighted by records (see the README).",
               [0, 0, 1, 1, 3, 2, 0, 2, 0, 3, 2]),
     ]
+    if report.flows:
+        out.insert(1, flows_table(report))
     lat = [[g.label, kind.replace("_", " "), num(s.count), *_times(s, 1e6)]
            for g in report.groups for kind, s in g.latency.items()]
     if lat:
@@ -108,6 +123,25 @@ def tables(report: Report) -> list[Table]:
                          "transit: to receipt by the consumer; end to end: to the end of its last stage.",
                          [0, 0, 2, 1, 3, 2, 0, 2, 0, 3, 2]))
     return out
+
+
+def flows_table(report: Report) -> Table:
+    """Each publisher joined to the consumer that read its stream: the path end to end."""
+    rows = []
+    for f in report.flows:
+        lat = f.latency.get("end_to_end")
+        rows.append([f.label, f.dataset, f.chain or "–", num(f.records_in), num(f.records_out),
+                     num(f.publish_side.ns_per_record if f.publish_side else None, 1e3),
+                     num(f.consume_side.ns_per_record if f.consume_side else None, 1e3),
+                     num(f.path_ns_per_record, 1e3), num(f.wire_bytes_per_record),
+                     f"{num(lat.p50, 1e6)} / {num(lat.p99, 1e6)}" if lat else "–"])
+    return Table("Flows: publisher -> consumer, end to end",
+                 ["flow", "dataset", "chain", "published", "consumed", "publish side µs/rec",
+                  "consume side µs/rec", "total µs/rec", "wire B/rec", "latency p50 / p99 ms"],
+                 rows, [False] * 3 + [True] * 7,
+                 "a publisher and the consumer that read its stream (the same stream or subject, at overlapping "
+                 "times), joined: the publish side is the publisher's, the consume side the consumer's.",
+                 [0, 2, 1, 1, 1, 0, 0, 0, 1, 0])
 
 
 def recommend_table(report: Report) -> Table:
@@ -126,20 +160,46 @@ def recommend_table(report: Report) -> Table:
 
 
 def runs_table(report: Report) -> Table:
+    """The runs that recorded batches (failed starts are listed apart: ``failed_starts_table``)."""
+    failed = {r.run_id for r in report.failed_starts}
     rows = []
     for r in report.runs.values():
+        if r.run_id in failed:
+            continue
         host = r.host
-        rows.append([r.run_id, r.pipeline or "–", r.started_at or "–",
+        rows.append([r.run_id, r.pipeline or "–", _worker(r), r.started_at or "–",
                      f"{host.get('hostname', '?')} ({host.get('cpus', '?')} cpus, Python {host.get('python', '?')})"
                      if host else "–", r.versions.get("wirepipe", "–")])
-    return Table("Runs", ["run", "pipeline", "started (UTC)", "host", "wirepipe"], rows, [False] * 5,
-                 priority=[0, 0, 1, 2, 3])
+    return Table("Runs", ["run", "pipeline", "worker", "started (UTC)", "host", "wirepipe"], rows, [False] * 6,
+                 priority=[0, 0, 1, 1, 2, 3])
+
+
+def failed_starts_table(report: Report) -> Table:
+    return Table(f"Failed starts: {len(report.failed_starts)} run(s) that stopped before they could read",
+                 ["run", "pipeline", "worker", "started (UTC)"],
+                 [[r.run_id, r.pipeline or "–", _worker(r), r.started_at or "–"] for r in report.failed_starts],
+                 [False] * 4, "a run that stopped before its source and sink were open (it could not connect, "
+                 "its input was missing, it was stopped while it waited): the log of that run says why.",
+                 [0, 0, 1, 1])
+
+
+def _worker(r: Any) -> str:
+    w = r.worker
+    return f"w{w.get('index')} of {w.get('workers')}" if w else "–"
+
+
+def failure_lines(report: Report) -> list[str]:
+    """A bench's failed combinations, one line each."""
+    return [f"{label}: {why}" for label, why in report.failures.items()]
 
 
 def snippets(report: Report) -> list[tuple[str, str]]:
-    """(title, YAML) of each recommended configuration, once per configuration."""
+    """(title, YAML) of each recommended configuration, once per configuration (none for the only one
+    measured: that one is running already)."""
     seen: dict[str, tuple[str, str]] = {}
     for r in report.recommendations:
+        if r.kind == "only":
+            continue
         key = f"{r.dataset}: {r.group.config}"
         if key not in seen:
             seen[key] = (f"{key} ({_FOR[r.kind]})", r.group.snippet())
@@ -151,12 +211,15 @@ def snippets(report: Report) -> list[tuple[str, str]]:
 
 def print_terminal(report: Report, console: Any = None, width: int | None = None) -> None:
     """Plain-text tables that fit the terminal (``layout``), recommended configurations first, YAML never cut."""
-    from .layout import terminal_width
+    from .layout import terminal_width, wrap
 
     width = width or terminal_width()
     ts = tables(report)
     parts = ["\n".join(recommend_lines(report, width))]
-    parts += [_table_text(t, width) for t in [runs_table(report), *ts[1:]]]
+    if report.failures:
+        parts.append("\n".join(["Failed combinations", *(x for line in failure_lines(report)
+                                                         for x in wrap(line, width))]) + "\n")
+    parts += [_table_text(t, width) for t in [runs_table(report), *extra_tables(report), *ts[1:]]]
     parts += [f"note: {note}" for note in report.notes]
     text = "\n".join(parts)
     if console is not None:
@@ -170,15 +233,23 @@ def recommend_lines(report: Report, width: int) -> list[str]:
     from .layout import wrap
 
     lines = [f"Recommendation (link: {format_bandwidth(report.bandwidth_bps)})"]
-    for dataset in report.datasets:
+    for dataset in dict.fromkeys(r.dataset for r in report.recommendations):
         for r in (r for r in report.recommendations if r.dataset == dataset):
-            lines += ["", f"{dataset}: {_FOR[r.kind]}: {r.group.config}",
+            if r.kind == "only":  # one line: nothing was compared
+                lines += ["", *wrap(f"{dataset}: {_FOR[r.kind]}: {r.group.config}: {r.why}", width)]
+                continue
+            lines += ["", *wrap(f"{dataset}: {_FOR[r.kind]}: {r.group.config}", width),
                       *wrap(f"{r.why}; {r.sureness}" if r.sureness else r.why, width, "  "),
                       *wrap(f"publish side {_side(r.group, 'publish')} µs/rec, consume side "
                             f"{_side(r.group, 'consume')} µs/rec, {num(r.group.wire_bytes_per_record)} B/rec "
                             "on the wire", width, "  "),
                       *r.group.snippet(width).splitlines()]
     return [*lines, ""]
+
+
+def extra_tables(report: Report) -> list[Table]:
+    """Tables a report has only when there is something to say: the failed starts."""
+    return [failed_starts_table(report)] if report.failed_starts else []
 
 
 def _table_text(t: Table, width: int) -> str:
@@ -208,7 +279,11 @@ def to_markdown(report: Report, title: str = "wirepipe report") -> str:
     parts = [f"# {title}\n", markdown_table(ts[0])]
     for name, yaml in snippets(report):
         parts.append(f"#### {name}\n\n```yaml\n{yaml}\n```\n")
-    parts += [markdown_table(runs_table(report)), *map(markdown_table, ts[1:])]
+    if report.failures:
+        parts.append("### Failed combinations\n\n" + "\n".join(f"- {md_cell(line)}" for line in failure_lines(report))
+                     + "\n")
+    parts += [markdown_table(runs_table(report)), *map(markdown_table, extra_tables(report)),
+              *map(markdown_table, ts[1:])]
     if report.notes:
         parts.append("\n".join(f"- note: {n}" for n in report.notes) + "\n")
     return "\n".join(parts)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import WirepipeError
+from ..errors import MissingInput, WirepipeError
 
 
 @dataclass
@@ -29,6 +29,10 @@ class RunInfo:
     versions: dict[str, str] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
     started_ns: int = 0  # Unix ns when the recorder opened (from ``wirepipe.clock``), 0 when unknown
+    clock_offset: int = 0  # Unix ns minus monotonic ns of the run's process: its rows' times on one clock
+    worker: dict[str, Any] = field(default_factory=dict)  # a pool worker's run: {pool, index, workers}
+    failures: dict[str, str] = field(default_factory=dict)  # a bench's failed combinations and why
+    opened: bool = False  # its pipeline's parts opened (a run without batches was idle, not a failed start)
 
     @classmethod
     def from_metadata(cls, meta: dict[bytes, bytes]) -> RunInfo | None:
@@ -46,8 +50,11 @@ class RunInfo:
         run_id = get("run_id")
         if run_id is None:
             return None
+        clock = obj("clock")
+        offset = int(clock["unix_ns"]) - int(clock["monotonic_ns"]) if "monotonic_ns" in clock else 0
         return cls(run_id, get("pipeline") or "", get("started_at") or "", obj("config"), obj("versions"),
-                   obj("host"), int(obj("clock").get("unix_ns", 0)))
+                   obj("host"), int(clock.get("unix_ns", 0)), offset, obj("worker"), obj("bench.failures"),
+                   get("opened_at") is not None)
 
 
 @dataclass
@@ -88,7 +95,7 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
         meta = schema.metadata or {}
         info = RunInfo.from_metadata(meta)
         if info is not None:
-            runs.setdefault(info.run_id, info)
+            runs.setdefault(info.run_id, info).opened |= info.opened  # any of its files may say it opened
         tables[kind].append(pq.read_table(f).replace_schema_metadata(None))
         used.append(f)
     if not tables["stages"]:
@@ -123,7 +130,7 @@ def _discover(path: Path) -> list[Path]:
     from ..storage import sub_folders
 
     if not path.exists():
-        raise WirepipeError(f"{path}: no such file or folder")
+        raise MissingInput(f"{path}: no such file or folder")
     if path.is_file():
         return [path]
     out: list[Path] = []

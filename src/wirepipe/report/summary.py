@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..units import covered
+from .flows import join_flows
 from .results import RunInfo
 
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
@@ -183,6 +185,9 @@ class GroupSummary:
     path_samples: list[float] = field(default_factory=list)  # publish + consume side, ns/record, per batch
     payload_digest: str | None = None  # of the serialized payloads (a bench measures it): equal = same bytes
     labelled: bool = False  # a bench's configuration (its stages ran one after another, not as one pipeline)
+    span: tuple[int, int] | None = None  # its runs' first start to its rows' last end, Unix ns
+    workers: list[GroupSummary] = field(default_factory=list)  # a pool's: one per worker (its restarts included)
+    flow: tuple[GroupSummary, GroupSummary] | None = None  # a flow's publisher and consumer (see ``flows``)
 
     @property
     def path_median(self) -> float | None:
@@ -347,7 +352,7 @@ class GroupSummary:
 @dataclass
 class Recommendation:
     dataset: str
-    kind: str  # fastest | smallest | bandwidth
+    kind: str  # fastest | smallest | bandwidth | only (the one configuration measured)
     group: GroupSummary
     why: str  # the figure that decided it, in words
     tied: list[GroupSummary] = field(default_factory=list)  # others within noise of it
@@ -372,6 +377,9 @@ class Report:
     runs: dict[str, RunInfo]
     bandwidth_bps: float
     notes: list[str] = field(default_factory=list)
+    flows: list[GroupSummary] = field(default_factory=list)  # publisher and consumer of one stream, joined
+    failed_starts: list[RunInfo] = field(default_factory=list)  # runs that stopped before their parts opened
+    failures: dict[str, str] = field(default_factory=dict)  # a bench's failed combinations and why
 
     @property
     def datasets(self) -> list[str]:
@@ -415,9 +423,10 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
     digests = t.column("payload_digest").to_pylist() if "payload_digest" in t.column_names else [None] * n
     on_path = np.isin(np.asarray(stage, dtype=object), np.asarray(PUBLISH_SIDE + CONSUME_SIDE, dtype=object))
 
-    groups: list[GroupSummary] = []
-    for g, label in enumerate(group_names):
-        rows = np.flatnonzero(group_codes == g)
+    offset_of = np.asarray([runs[r].clock_offset for r in run_names], dtype=np.int64)
+    start_u, end_u = start + offset_of[run_ids[0]], end + offset_of[run_ids[0]]  # one clock for every run
+
+    def build(label: str, rows: Any) -> GroupSummary:
         g_runs = sorted(set(run_ids[0][rows].tolist()))
         # stage keys in run order, then step order
         keys: dict[tuple[int, str, str], list[int]] = {}
@@ -441,16 +450,21 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
             ))
         # pipeline level: per run and per batch
         records_in_total = records_out = 0
-        wall = 0.0
+        spans = []
         is_labelled = bool(labelled[rows[0]])
         for r in g_runs:
             rr = rows[run_ids[0][rows] == r]
             # A bench's configuration ran its stages one after another, sharing some rows' times with
             # others (serialize is timed once per format): its time is its own stages' time, not a span.
-            wall += float(dur[rr].sum() if is_labelled else end[rr].max() - start[rr].min()) / 1e9
+            if is_labelled:
+                spans.append((0, int(dur[rr].sum())))
+            else:
+                spans.append((int(start_u[rr].min()), int(end_u[rr].max())))
             first, last = step[rr].min(), step[rr].max()
             records_in_total += int(n_in[rr][step[rr] == first].sum())
             records_out += int(records[rr][step[rr] == last].sum())
+        # the runs of a pool work at the same time: their time is the union of their spans, not the sum
+        wall = (sum(hi - lo for lo, hi in spans) if is_labelled else covered(spans)) / 1e9
         key = run_ids[0][rows].astype(np.int64) * (1 << 40) + batch[rows]
         _, inverse = np.unique(key, return_inverse=True)
         per_batch_time = np.bincount(inverse, weights=dur[rows])
@@ -463,20 +477,39 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
         path_rec = per_rec if not path_mask.any() else np.divide(
             path_time, per_batch_n, out=np.full(len(per_batch_n), np.nan), where=per_batch_n > 0)
         digest = next((digests[i] for i in rows.tolist() if digests[i]), None)
+        # from when its runs started (a consumer waits for its publisher before its first batch)
+        started = [runs[run_names[r]].started_ns for r in g_runs if runs[run_names[r]].started_ns]
         pipelines = sorted({str(p) for p in t.column("pipeline").take(rows).unique().to_pylist()})
         dataset = (datasets[int(rows[0])] if datasets is not None and datasets[int(rows[0])] is not None
                    else _dataset(summaries))
-        groups.append(GroupSummary(
+        return GroupSummary(
             label=label, dataset=dataset, pipelines=pipelines, runs=[run_names[r] for r in g_runs],
             stages=summaries, records_in=records_in_total, records_out=records_out,
             rejected=int(rejected[rows].sum()), wall_seconds=wall, time=time_stats(per_rec, per_batch_n),
             path_samples=[float(x) for x in path_rec if np.isfinite(x)], payload_digest=digest,
-            labelled=is_labelled))
+            labelled=is_labelled, span=(min([int(start_u[rows].min()), *started]), int(end_u[rows].max())))
+
+    groups: list[GroupSummary] = []
+    worker_of = np.asarray([runs[r].worker.get("index", -1) if runs[r].worker else -1 for r in run_names])
+    for g, label in enumerate(group_names):
+        rows = np.flatnonzero(group_codes == g)
+        group = build(label, rows)
+        workers = worker_of[run_ids[0][rows]]
+        if not labelled[rows[0]] and (workers >= 0).any():  # a pool: each worker beneath it
+            group.workers = [build(f"w{w}", rows[workers == w]) for w in sorted(set(workers.tolist()))]
+        groups.append(group)
 
     notes: list[str] = []
     if latency is not None and latency.num_rows:
-        _add_latency(groups, latency, notes)
-    return Report(groups, recommend(groups, bandwidth_bps), runs, bandwidth_bps, notes)
+        _add_latency([*groups, *(w for g in groups for w in g.workers)], latency, notes)
+    flows = join_flows(groups)
+    joined = {id(member) for f in flows if f.flow for member in f.flow}
+    candidates = [*flows, *(g for g in groups if id(g) not in joined)]
+    recorded = set(run_names)
+    failed = [r for r in runs.values() if r.run_id not in recorded and not r.opened]
+    failures = {k: v for r in runs.values() for k, v in r.failures.items()}
+    return Report(groups, recommend(candidates, bandwidth_bps), runs, bandwidth_bps, notes, flows, failed,
+                  failures)
 
 
 def _add_latency(groups: list[GroupSummary], latency: Any, notes: list[str]) -> None:
@@ -484,18 +517,17 @@ def _add_latency(groups: list[GroupSummary], latency: Any, notes: list[str]) -> 
     import numpy as np
     import pyarrow.compute as pc
 
-    if "label" in latency.column_names:
-        owner = np.asarray(latency.column("label").to_pylist(), dtype=object)
-    else:
-        label_of_run = {r: g.label for g in groups for r in g.runs}
-        owner = np.asarray([label_of_run.get(r) for r in latency.column("run_id").to_pylist()], dtype=object)
+    labels = latency.column("label").to_pylist() if "label" in latency.column_names else None
+    run_col = np.asarray(latency.column("run_id").to_pylist(), dtype=object)
     sent_valid = pc.is_valid(latency.column("sent_ns")).to_numpy(zero_copy_only=False)
     recv_valid = pc.is_valid(latency.column("received_ns")).to_numpy(zero_copy_only=False)
     if missing := int((~sent_valid).sum()):
         notes.append(f"{missing} latency row(s) without Wirepipe-Sent-At are left out of the latency figures")
     sent, received, done = (_int(latency, k) for k in ("sent_ns", "received_ns", "done_ns"))
+    owner = np.asarray(labels, dtype=object) if labels is not None else None
     for g in groups:
-        mine = (owner == g.label) & sent_valid
+        # a bench labels its latency rows; a pipeline's are its runs' (a pool worker's, its own runs')
+        mine = ((owner == g.label) if owner is not None else np.isin(run_col, g.runs)) & sent_valid
         if not mine.any():
             continue
         for name, mask, until in (("transit", mine & recv_valid, received), ("end_to_end", mine, done)):
@@ -532,6 +564,11 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
         cands = [g for g in groups if g.dataset == dataset and g.path_median is not None]
         if not cands:
             continue
+        # one configuration measured (a bench's label; a pipeline's chain, however many runs): nothing to rank
+        if len({g.config if g.labelled else g.chain or g.label for g in cands}) == 1:
+            only = min(cands, key=lambda g: g.path_median or math.inf)
+            out.append(Recommendation(dataset, "only", only, _only(only, bandwidth_bps)))
+            continue
         fastest = min(cands, key=lambda g: (g.path_median, g.wire_bytes_per_record or math.inf))
         tied = [g for g in cands if g is not fastest and overlaps(g.path_interval, fastest.path_interval)]
         tied.sort(key=lambda g: g.path_median or 0.0)  # every candidate has one
@@ -549,6 +586,14 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
             f"~{link_rate(best, bandwidth_bps):,.0f} records/s sustained on {format_bandwidth(bandwidth_bps)} "
             f"(limited by {link_bottleneck(best, bandwidth_bps)})"), cands))
     return out
+
+
+def _only(g: GroupSummary, bandwidth_bps: float) -> str:
+    """The figures of the one configuration measured, and how to compare it with others."""
+    wire = f", {g.wire_bytes_per_record:.4g} B per record on the wire" if g.wire_bytes_per_record else ""
+    return (f"{(g.path_median or 0.0) / 1e3:.3g} µs per record (publish + consume side){wire}, ~"
+            f"{link_rate(g, bandwidth_bps):,.0f} records/s on {format_bandwidth(bandwidth_bps)}; the only "
+            "configuration measured: `wirepipe bench --input FILE` on these records compares the others")
 
 
 def _speed(g: GroupSummary) -> str:
@@ -628,9 +673,11 @@ def _labels(t: Any, run_ids: tuple[Any, list[str]], runs: dict[str, RunInfo]) ->
     """Group of each row, the groups' names, and whether each row is a labelled (bench) row.
 
     A row with a ``label`` (a bench's configuration) belongs to that label in its run; a row
-    without one (a pipeline's metrics) to its run, named after its pipeline. Names that occur
-    in several runs get the run's last 6 characters (``quickstart #a1b2c3``), so results of
-    several runs are never merged into one row. Groups come in run start order, then table order.
+    without one (a pipeline's metrics) to its run, named after its pipeline; the runs of one
+    worker pool are one group (``events [2 workers]``: its workers' runs, restarts included).
+    Names that occur in several runs get the run's last 6 characters (``quickstart #a1b2c3``),
+    so results of several runs are never merged into one row. Groups come in run start order,
+    then table order.
     """
     import numpy as np
 
@@ -638,17 +685,25 @@ def _labels(t: Any, run_ids: tuple[Any, list[str]], runs: dict[str, RunInfo]) ->
     n = t.num_rows
     label = t.column("label").to_pylist() if "label" in t.column_names else [None] * n
     pipeline = t.column("pipeline").to_pylist()
+    pools: dict[str, int] = {}  # a pool's id -> the code of its first run, which stands for all of them
+    pool_of = [pools.setdefault(str(runs[r].worker["pool"]), c) if runs[r].worker.get("pool") else c
+               for c, r in enumerate(names)]
     keys: dict[tuple[int, str, bool], int] = {}
     row_group = np.empty(n, dtype=np.int64)
     for i in range(n):
         lab = label[i]
-        key = (int(codes[i]), lab, True) if lab else (int(codes[i]), str(pipeline[i]), False)
+        key = (int(codes[i]), lab, True) if lab else (pool_of[int(codes[i])], str(pipeline[i]), False)
         row_group[i] = keys.setdefault(key, len(keys))
     runs_of: dict[tuple[str, bool], set[int]] = {}
     for run, name, is_label in keys:
         runs_of.setdefault((name, is_label), set()).add(run)
-    display = [name if len(runs_of[(name, is_label)]) == 1 else f"{name} #{names[run][-6:]}"
-               for run, name, is_label in keys]
+
+    def shown(run: int, name: str, is_label: bool) -> str:
+        workers = runs[names[run]].worker.get("workers") if not is_label else None
+        base = f"{name} [{workers} workers]" if workers else name
+        return base if len(runs_of[(name, is_label)]) == 1 else f"{base} #{names[run][-6:]}"
+
+    display = [shown(*key) for key in keys]
     first = {g: i for i, g in reversed(list(enumerate(row_group.tolist())))}
     key_list = list(keys)
     order = sorted(range(len(keys)), key=lambda g: (runs[names[key_list[g][0]]].started_ns, first[g]))
@@ -687,10 +742,11 @@ def _json(text: str | None) -> dict[str, Any]:
 
 
 def _dataset(stages: list[StageSummary]) -> str:
-    """What the records were: the generate source's dataset, else the source's subject or path, else its type."""
+    """What the records were: the generate source's dataset, else the source's subject, file name (not its
+    folders: a heading, not a location) or stream, else its type."""
     source = min(stages, key=lambda s: s.step)
     p = source.params
-    for key in ("dataset", "subject", "path"):
+    for key in ("dataset", "subject", "path", "stream"):
         if p.get(key):
-            return str(p[key])
+            return str(p[key]).rstrip("/").rsplit("/", 1)[-1] if key == "path" else str(p[key])
     return source.operator
