@@ -369,8 +369,7 @@ def tap(
     typer.echo(sink.summary(), err=True)
 
 
-dict_app = typer.Typer(name="dict", no_args_is_help=True, help=(
-    "zstd dictionaries shared through a NATS Object Store bucket: train one on real traffic, list, show"))
+dict_app = typer.Typer(name="dict", no_args_is_help=True, help="zstd dictionaries shared through NATS.")
 app.add_typer(dict_app)
 
 
@@ -390,11 +389,14 @@ def dict_train(
                                                   "records' bytes, 1-16 KiB)")] = None,
     holdout: Annotated[float, typer.Option(help="the share of records held out to measure the gain on")] = 0.2,
     count: Annotated[int, typer.Option(help="read at most N records")] = 100_000,
-    out: Annotated[Path | None, typer.Option(help="also write the dictionary to FILE")] = None,
+    out: Annotated[Path | None, typer.Option(metavar="FILE", help="also write the dictionary to FILE")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="train and report; publish nothing")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Train a zstd dictionary on real records, report its gain on held-out ones, publish it to a bucket."""
+    """Train a zstd dictionary on real records and publish it.
+
+    Reports its gain against plain zstd on records it did not train on.
+    """
     import asyncio
     import logging
 
@@ -445,7 +447,7 @@ def dict_list(
     bucket: Annotated[str, typer.Argument(metavar="nats://BUCKET", help="the dictionary bucket")],
     url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
 ) -> None:
-    """The named dictionaries of a bucket: id, size, when, and the gain measured when it was trained."""
+    """List a bucket's dictionaries: id, size, date, gain."""
     import asyncio
     import json
 
@@ -474,9 +476,9 @@ def dict_show(
     dictionary: Annotated[str, typer.Argument(metavar="nats://BUCKET/NAME", help=(
         "a dictionary by name, or by id: nats://BUCKET/id/ID"))],
     url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
-    out: Annotated[Path | None, typer.Option(help="write the dictionary to FILE (zstd -D FILE reads it)")] = None,
+    out: Annotated[Path | None, typer.Option(metavar="FILE", help="write the dictionary to FILE (zstd -D FILE reads it)")] = None,
 ) -> None:
-    """A dictionary's id, size, digest check and training report; --out saves it to a file."""
+    """Show a dictionary's id, size and training report."""
     import asyncio
     import json
 
