@@ -384,3 +384,36 @@ def test_train_from_a_capture_of_dictionary_compressed_traffic(nats_server: Embe
                         "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
     assert done.returncode == 0, done.stderr
     assert [msgpack.packb(r) for r in lines(con.parent / "out.jsonl")] == published
+
+
+def test_publish_repairs_a_damaged_entry_and_refuses_another_dictionary_with_the_same_id(
+        nats_server: EmbeddedServer) -> None:
+    import zstandard
+
+    from wirepipe.connectors.dictionary_bucket import DictionaryUnusable
+
+    samples = [orjson.dumps(r, default=json_default) for r in expected("transaction", 400)]
+    mine = zstandard.train_dictionary(4096, samples).as_bytes()
+    dict_id = zstd_dictionary_id(mine)
+    other = zstandard.train_dictionary(4096, [orjson.dumps(r) for r in expected("point", 2000)],
+                                       dict_id=dict_id).as_bytes()  # another dictionary that claims the same id
+    assert zstd_dictionary_id(other) == dict_id and other != mine
+
+    async def scenario(b: DictionaryBucket) -> tuple[bytes, str]:
+        store = await b._bucket(create=True)
+        await store.put(f"id/{dict_id}", b"not a dictionary")
+        with pytest.raises(DictionaryUnusable, match="is damaged: it is not a trained zstd dictionary"):
+            await b.by_id(dict_id, 1 << 20)
+        assert await b.publish("tx", mine) == dict_id  # the same id, the right bytes: repaired
+        repaired = await b.by_id(dict_id, 1 << 20)
+        await store.put(f"id/{dict_id}", other)
+        try:
+            await b.publish("tx", mine)
+        except Exception as exc:
+            return repaired, str(exc)
+        return repaired, ""
+
+    repaired, refusal = asyncio.run(bucket_call(nats_server.url, scenario))
+    assert repaired == mine
+    assert refusal == (f"bucket DICTS already holds another dictionary with id {dict_id}: train again (other "
+                       "samples give another id)")

@@ -37,6 +37,7 @@ ID_HEADER = "Wirepipe-Dictionary-Id"  # on each object: the id of the dictionary
 _BUCKET = re.compile(r"^[a-zA-Z0-9_-]+$")
 _NAME = re.compile(r"^[-_=.a-zA-Z0-9]+$")
 _CHUNK = 128 * 1024
+_MAX_DICTIONARY = 64 * 1024 * 1024  # what publish reads back of an entry with the same id, to compare
 
 
 class DictionaryRef(NamedTuple):
@@ -81,6 +82,10 @@ def parse_ref(text: str, *, name: bool) -> DictionaryRef:
 
 class DictionaryUnusable(WirepipeError):
     """A dictionary that cannot be used: not in the bucket, no bucket, larger than the cap, or damaged."""
+
+
+class DictionaryMissing(DictionaryUnusable):
+    """No such dictionary (or no such bucket)."""
 
 
 @dataclass
@@ -129,7 +134,7 @@ class DictionaryBucket:
         try:
             info = await self._call(store.get_info(name))
         except ObjectNotFoundError:
-            raise DictionaryUnusable(f"no dictionary {name!r} in bucket {self.bucket}") from None
+            raise DictionaryMissing(f"no dictionary {name!r} in bucket {self.bucket}") from None
         size = info.size or 0
         if size > cap:
             raise DictionaryUnusable(f"dictionary {name!r} in bucket {self.bucket} is {size} bytes, over "
@@ -183,7 +188,7 @@ class DictionaryBucket:
         try:
             return self.entry(await self._call(store.get_info(name)))
         except ObjectNotFoundError:
-            raise DictionaryUnusable(f"no dictionary {name!r} in bucket {self.bucket}") from None
+            raise DictionaryMissing(f"no dictionary {name!r} in bucket {self.bucket}") from None
 
     @staticmethod
     def entry(info: Any) -> DictionaryEntry:
@@ -206,13 +211,15 @@ class DictionaryBucket:
         store = await self._bucket(create=True)
         key = f"{ID_PREFIX}{dict_id}"
         try:
-            existing = await self.read(key, max(len(data), 1))
-        except DictionaryUnusable:
+            existing: bytes | None = await self.by_id(dict_id, max(len(data), _MAX_DICTIONARY))
+        except DictionaryMissing:
             existing = None
-        if existing is not None and existing != data:
+        except DictionaryUnusable:  # damaged: these bytes, which have that id, repair it
+            existing = b""
+        if existing and existing != data:
             raise WirepipeError(f"bucket {self.bucket} already holds another dictionary with id {dict_id}: "
                                 "train again (other samples give another id)")
-        if existing is None:
+        if existing != data:
             await self._put(store, key, data, dict_id, description)
         await self._put(store, name, data, dict_id, description)
         return dict_id
@@ -235,7 +242,7 @@ class DictionaryBucket:
             self._store = await self._call(self._js.object_store(self.bucket))
         except BucketNotFoundError:
             if not create:
-                raise DictionaryUnusable(f"no dictionary bucket {self.bucket} on the server (publish one: "
+                raise DictionaryMissing(f"no dictionary bucket {self.bucket} on the server (publish one: "
                                          f"wirepipe dict train --to nats://{self.bucket}/NAME)") from None
             from nats.js.api import ObjectStoreConfig
 

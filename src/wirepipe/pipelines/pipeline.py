@@ -276,8 +276,8 @@ class Pipeline:
                     await self.dead_letter.open()
                 opened.append(self.dead_letter)
             for op in self.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
+                opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
                 await op.open((source, sink))
-                opened.append(op)
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
