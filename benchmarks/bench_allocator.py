@@ -1,4 +1,4 @@
-"""What the allocator policy (``wirepipe.allocator``) gives: the same pipelines with the allocators' defaults,
+"""What the allocator policy (``wirepipe.core.allocator``) gives: the same pipelines with the allocators' defaults,
 with its glibc part only, and whole.
 
     python benchmarks/bench_allocator.py [--rounds 3] [--runs 5]
@@ -34,12 +34,12 @@ COUNTS = {"block": 4000, "point": 200_000}
 
 
 def child(runs: int) -> None:
-    from wirepipe.allocator import keep_freed_memory
+    from wirepipe.core.allocator import keep_freed_memory
 
     policy = keep_freed_memory()  # what wirepipe's own commands do (WIREPIPE_MALLOC picks the side)
     from wirepipe.connectors.files import NullSink
     from wirepipe.datasets import get_dataset
-    from wirepipe.operators.chain import chain_operators
+    from wirepipe.operators.chain_operators import chain_operators
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSource
 

@@ -6,7 +6,7 @@ A. In process, per record (serialize + deserialize, batches of 1000, through ``r
    hand-written msgspec loop doing the same work, and against today's libraries (msgpack-python,
    stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
    them. All four run in the conditions a run gives its operators: the allocator policy of
-   ``wirepipe.allocator`` (as ``wirepipe run`` applies it; ``WIREPIPE_MALLOC=default``
+   ``wirepipe.core.allocator`` (as ``wirepipe run`` applies it; ``WIREPIPE_MALLOC=default``
    measures with glibc's default), and what existed at the start (the pre-generated records)
    frozen out of the collector's walks. Target: typed >= 1.3x untyped. Times are medians over
    the rounds (best also shown); ratios medians of per-round ratios. Every variant calls
@@ -31,8 +31,8 @@ import sys
 from typing import Any
 
 from common import interleave, ratio
-from wirepipe.allocator import between_batches, keep_freed_memory
-from wirepipe.batch import Batch
+from wirepipe.core.allocator import between_batches, keep_freed_memory
+from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
@@ -165,7 +165,7 @@ VARIANTS = {"bincode x100/msg": ("bincode", 100), "msgpack x1/msg": ("msgpack", 
 
 async def _publish(url: str, subject: str, count: int, fmt: str, per_message: int) -> None:
     from wirepipe.connectors.generate import GenerateSource
-    from wirepipe.connectors.nats import NatsSink
+    from wirepipe.connectors.nats.core_sink import NatsSink
     from wirepipe.operators.pack import Pack
     from wirepipe.pipelines.pipeline import Pipeline
 
@@ -178,7 +178,7 @@ async def _publish(url: str, subject: str, count: int, fmt: str, per_message: in
 
 async def _consume_once(url: str, count: int, fmt: str, per_message: int) -> float:
     from nats_consume import LatencySink, stalled
-    from wirepipe.connectors.nats import NatsSource
+    from wirepipe.connectors.nats.core_source import NatsSource
     from wirepipe.operators.unpack import Unpack
     from wirepipe.pipelines.pipeline import Pipeline
 
@@ -206,7 +206,7 @@ async def _consume_once(url: str, count: int, fmt: str, per_message: int) -> flo
 
 
 async def over_nats(rounds: int, count: int) -> float:
-    from wirepipe.server import EmbeddedServer
+    from wirepipe.connectors.nats.server import EmbeddedServer
 
     rates: dict[str, list[float]] = {k: [] for k in VARIANTS}
     async with EmbeddedServer() as srv:

@@ -31,8 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import interleave, print_table
-from wirepipe.batch import Batch
 from wirepipe.connectors.capture import SENT_AT, CaptureWriter, capture_files, capture_table
+from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.replay import Replay, beam, local
 from wirepipe.wire import Header

@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import interleave, print_table
-from wirepipe.batch import Batch
 from wirepipe.codecs.formats import json_default
 from wirepipe.connectors.capture import CaptureWriter, capture_table
 from wirepipe.connectors.files import JsonlSink, ParquetSink
+from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 
 

@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wirepipe.capacity import measure_costs, predict_rate
+from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.datasets import get_dataset
 from wirepipe.pipelines.pool import Pool, RestartPolicy, usable_cores
-from wirepipe.server import EmbeddedServer, LocalCluster
+from wirepipe.plan.capacity import measure_costs, predict_rate
 from wirepipe.wire import Header
 
 SUBJECT = "bench.blocks"
@@ -195,7 +195,7 @@ async def main() -> int:
                   f"{', '.join(f'{v:,.0f}' for v in values)})")
         print(f"  workers 2 / workers 1: {statistics.median(ratios):.2f}x (target >= 1.6x on 2 cores)")
         print(f"  workers 1 / hand loop: {statistics.median(rates['workers 1']) / statistics.median(rates['hand loop']):.2f}x")
-        print(f"capacity model (wirepipe.capacity, inputs measured in-process: {costs.consume_total_us:.0f} us/record "
+        print(f"capacity model (wirepipe.plan.capacity, inputs measured in-process: {costs.consume_total_us:.0f} us/record "
               f"= decode {costs.stages['decode']:.0f} + Parquet {costs.sink_us:.0f} + pull/ack "
               f"{costs.consume_us - costs.stages['decode']:.0f}) on {cores} cores:")
         for workers in (1, 2):

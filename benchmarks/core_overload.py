@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.chaos.overload import run_scenario
 
-from wirepipe.server import EmbeddedServer, ServerOptions
-from wirepipe.units import parse_size
+from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
+from wirepipe.core.units import parse_size
 
 
 def main() -> None:

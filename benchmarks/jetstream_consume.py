@@ -19,16 +19,17 @@ import itertools
 import time
 
 from natsbench import SENT_AT, Result, attach_latency, report
-from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
+from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.batch import Batch
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 
 _ids = itertools.count()
 

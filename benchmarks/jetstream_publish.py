@@ -17,11 +17,11 @@ import time
 
 from natsbench import SENT_AT, finish_subscriber, interleave, paced_points, report, start_subscriber
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.jetstream import JetStreamSink
+from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 from wirepipe.wire import Header
 
 _ids = itertools.count()

@@ -17,13 +17,13 @@ import time
 from typing import Any
 
 from natsbench import SENT_AT, Result, attach_latency, report, start_publisher
-from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
-from wirepipe.connectors.nats import NatsSource
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.batch import Batch
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 
 
 class LatencySink(NullSink):

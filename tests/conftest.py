@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.nats_fixtures import nats_cluster, nats_server, nats_url, tls_files  # noqa: F401 - pytest fixtures
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
 
 # Under CI=true (hypothesis's "ci" profile) each @settings test's settings fall back to the previous
 # one's, and reading them recurses once per earlier test: past ~1,000 hypothesis tests in one session

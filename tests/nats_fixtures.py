@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.datasets import get_dataset
-from wirepipe.server import EmbeddedServer, LocalCluster
 
 WIREPIPE = [sys.executable, "-m", "wirepipe.cli"]
 
@@ -140,7 +140,7 @@ def expected(dataset: str, n: int) -> list[Any]:
 async def fill_points(url: str, n: int) -> None:
     """The POINTS stream of the example configs (subject points.js), with n msgpack+zstd point records."""
     from wirepipe.connectors.generate import GenerateSource
-    from wirepipe.connectors.jetstream import JetStreamSink
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
     from wirepipe.operators.compress import Compress
     from wirepipe.operators.serialize import Serialize
     from wirepipe.pipelines.pipeline import Pipeline

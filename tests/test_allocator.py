@@ -19,7 +19,7 @@ import json, os
 from wirepipe.connectors.files import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSource
-from wirepipe.allocator import arena_reserve, keep_freed_memory, policy
+from wirepipe.core.allocator import arena_reserve, keep_freed_memory, policy
 
 if OPT_IN:
     keep_freed_memory()
@@ -34,7 +34,7 @@ batch = [bytes(10_000) for _ in range(3000)]
 held = rss()
 del batch
 returned = held - rss()  # read before anything else allocates: an import's objects on the heap's top keep it
-from wirepipe.operators.metrics import run_metadata
+from wirepipe.metrics.recorder import run_metadata
 recorded = json.loads(run_metadata("p", None, "r")["wirepipe.host"])["allocator"]
 pipeline.run()  # after the measurement: what a run leaves on the heap's top would keep glibc from trimming
 print(json.dumps({"grew": held - before, "returned": returned, "policy": policy(),
@@ -110,7 +110,7 @@ def test_the_users_own_glibc_settings_win() -> None:
 # freed before the next, as a pipeline frees the records it decoded; or kept, as a buffer that grows.
 _BATCHES = """
 import json, resource, time
-from wirepipe.allocator import arena_reserve, between_batches, keep_freed_memory
+from wirepipe.core.allocator import arena_reserve, between_batches, keep_freed_memory
 
 keep_freed_memory()
 keep = KEEP
@@ -161,7 +161,7 @@ def test_pythons_own_allocator_choice_keeps_no_reserve() -> None:
 
 _OTHER_CHURN = """
 import json, mmap, time
-from wirepipe.allocator import arena_reserve, between_batches, keep_freed_memory
+from wirepipe.core.allocator import arena_reserve, between_batches, keep_freed_memory
 
 keep_freed_memory()
 for i in range(8):

@@ -12,11 +12,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from wirepipe.bench.combos import BenchPlan, default_repetitions
 from wirepipe.bench.command import make_plan
 from wirepipe.bench.data import from_dataset
-from wirepipe.bench.plan import BenchPlan, default_repetitions
 from wirepipe.bench.runner import run_bench
-from wirepipe.errors import ConfigError
+from wirepipe.core.errors import ConfigError
 
 
 def bench_cli(*args: str) -> subprocess.CompletedProcess:
@@ -161,7 +161,7 @@ def test_jetstream_transport_counts_every_record(tmp_path: Path) -> None:
 
 
 def test_oversized_messages_fail_the_combination_with_the_reason(tmp_path: Path) -> None:
-    from wirepipe.server import EmbeddedServer
+    from wirepipe.connectors.nats.server import EmbeddedServer
 
     # blocks are ~11 kB as msgpack and ~4 kB with zstd: a server with an 8 kB max_payload
     # takes the compressed ones and the publisher refuses the others (the connection stays up).

@@ -16,13 +16,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from wirepipe.bench.combos import QUICK, BenchPlan
 from wirepipe.bench.command import make_plan
 from wirepipe.bench.estimate import calibrate
-from wirepipe.bench.plan import QUICK, BenchPlan
 from wirepipe.bench.runner import JOURNAL, load_data, rows_table, run_bench
-from wirepipe.exit_codes import ExitCode
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.exit_codes import ExitCode
 from wirepipe.report.summary import Recommendation, _fastest_of_same_bytes, median_interval, summarize
-from wirepipe.server import EmbeddedServer
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.batch import Batch
 from wirepipe.connectors.capture import (
     SENT_AT,
     TEMP_SUFFIX,
@@ -23,7 +22,8 @@ from wirepipe.connectors.capture import (
     capture_table,
     plan_row_groups,
 )
-from wirepipe.errors import ConfigError, WirepipeError
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.pipelines.config import validate_config
 
 
@@ -232,7 +232,7 @@ def test_sink_config_is_validated() -> None:
 def test_capture_command_config() -> None:
     import datetime as dt
 
-    from wirepipe.pipelines.capture import capture_config, parse_start_time
+    from wirepipe.pipelines.capture_worker import capture_config, parse_start_time
 
     core = capture_config(out="d", subject="blocks.>", url="nats://h:4222", max_file_age=30)
     assert core["source"] == {"type": "nats", "subject": "blocks.>", "url": "nats://h:4222"}

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from tests.nats_fixtures import expected, run_wirepipe, start_wirepipe
 from wirepipe.codecs.formats import restore_bytes
 from wirepipe.connectors.capture import TEMP_SUFFIX, capture_files
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
 
 DECODE = {"name": "decode", "source": {"type": "generate"},
           "operators": [{"decompress": {"codec": "auto"}}, {"deserialize": {"format": "auto"}}]}
@@ -252,7 +252,7 @@ def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: Embedde
 async def test_an_ordered_consumer_holds_its_records_through_a_sink_error(nats_url: str) -> None:
     """Nothing redelivers what an ordered consumer handed over: a failed write is retried until it works."""
     from tests.nats_fixtures import publish_numbered
-    from wirepipe.connectors.jetstream import JetStreamSource
+    from wirepipe.connectors.nats.jetstream_source import JetStreamSource
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSink
 

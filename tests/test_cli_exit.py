@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from tests.nats_fixtures import publish_numbered
 from wirepipe.cli import app
-from wirepipe.exit_codes import ExitCode, RejectLimit
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.exit_codes import ExitCode, RejectLimit
 
 ROOT = Path(__file__).parent.parent
 
@@ -204,7 +204,7 @@ def test_run_and_bench_say_at_once_what_they_wait_for_and_wait_alike(tmp_path: P
     """A refused connection: `run` logs what it waits for the moment the server refuses, and its status line
     says so while it waits; `bench --url` waits through the same connection, with the same words and the
     same connect_timeout, and both exit 1 with the same error."""
-    from wirepipe.server import free_port
+    from wirepipe.connectors.nats.server import free_port
 
     url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
     cfg = write(tmp_path / "pub.yaml", f"name: pub\nsource: {{type: generate, dataset: point, count: 10}}\n"

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wirepipe.codecs import CODECS, FORMATS, Chain, get_codec, get_format, train_zstd_dictionary
+from wirepipe.core.errors import RefusedError, StageError
 from wirepipe.datasets import DATASETS
-from wirepipe.errors import RefusedError, StageError
-from wirepipe.operators.chain import chain_operators
+from wirepipe.operators.chain_operators import chain_operators
 
 LEVELS = ("fastest", "default", "best")
 SCHEMA = ("a", "b", "c")

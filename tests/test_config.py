@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wirepipe.errors import ConfigError
+from wirepipe.core.errors import ConfigError
 from wirepipe.pipelines.config import apply_override, interpolate, load_pipeline, read_config
 
 HERE = Path(__file__).parent

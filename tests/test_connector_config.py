@@ -24,11 +24,13 @@ from wirepipe.connectors import SINKS, SOURCES, natsconn
 from wirepipe.connectors.capture import CaptureSink, CaptureSource, CaptureWriter
 from wirepipe.connectors.files import JsonlSink, JsonlSource, NullSink, ParquetSink, ParquetSource
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
-from wirepipe.connectors.nats import NatsSink, NatsSource
-from wirepipe.connectors.natsconn import NatsConnection, NatsConnectionConfig
-from wirepipe.errors import ConfigError, WirepipeError
-from wirepipe.registry import declared_in
+from wirepipe.connectors.nats.connection import NatsConnection, NatsConnectionConfig
+from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.core.errors import ConfigError, WirepipeError
+from wirepipe.core.registry import declared_in
 
 SRC = Path(wirepipe.__file__).parent
 
@@ -81,7 +83,7 @@ import wirepipe
 from wirepipe import api
 from wirepipe.connectors import SOURCES, SINKS
 from wirepipe.connectors.words import WordsSource
-from wirepipe.errors import ConfigError
+from wirepipe.core.errors import ConfigError
 from wirepipe.pipelines.config import load_pipeline
 
 assert wirepipe.__file__.startswith(sys.argv[1]), wirepipe.__file__  # the copy, not the checkout
@@ -154,8 +156,8 @@ def test_the_builtin_connectors_keep_their_types_and_order() -> None:
     assert list(SOURCES) == ["generate", "jsonl", "parquet", "nats", "jetstream", "capture"]
     assert list(SINKS) == ["null", "jsonl", "parquet", "nats", "jetstream", "capture"]
     # the names stay importable where they were (user code, entry points written against them)
-    from wirepipe.connectors.jetstream import JetStreamSinkConfig
-    from wirepipe.connectors.nats import NatsSourceConfig
+    from wirepipe.connectors.nats.core_source import NatsSourceConfig
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSinkConfig
 
     assert SINKS["jetstream"] is JetStreamSinkConfig and SOURCES["nats"] is NatsSourceConfig
 

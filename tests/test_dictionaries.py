@@ -23,7 +23,7 @@ from tests.nats_fixtures import expected, run_wirepipe, wirepipe_env
 from wirepipe.codecs.compression import zstd_compressor, zstd_dictionary_id, zstd_frame_dictionary_id
 from wirepipe.codecs.formats import json_default
 from wirepipe.connectors.dictionary_bucket import DictionaryBucket
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
 
 N = 600
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,7 +264,7 @@ def test_a_bucket_that_does_not_answer_holds_the_batch_until_it_does(tmp_path: P
         records = expected("transaction", 200)
 
         async def scenario() -> tuple[Any, TestingSink, list[str]]:
-            from wirepipe.connectors.jetstream import JetStreamSource
+            from wirepipe.connectors.nats.jetstream_source import JetStreamSource
             from wirepipe.operators.decompress import Decompress
             from wirepipe.operators.deserialize import Deserialize
             from wirepipe.pipelines.pipeline import Pipeline
@@ -335,7 +335,7 @@ def test_a_bad_dictionary_reference_is_a_config_error_naming_file_field_and_valu
 
 
 def test_frames_that_name_a_dictionary_the_decompressor_lacks_say_which() -> None:
-    from wirepipe.batch import Batch
+    from wirepipe.core.batch import Batch
     from wirepipe.operators.decompress import Decompress
 
     samples = [orjson.dumps(r, default=json_default) for r in expected("transaction", 200)]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from wirepipe.operators.chain import chain_operators
+from wirepipe.operators.chain_operators import chain_operators
 
 # Faust is imported inside the tests (collecting this file must not import it). The test
 # command installs the `faust` extra; without it these tests fail rather than hide.
@@ -213,7 +213,7 @@ def test_record_with_wirepipe_serializer_round_trips(codecs: Any) -> None:
 
 def test_wirepipe_serialize_of_a_record_writes_what_faust_writes(codecs: Any) -> None:
     from tests.faust_records import Point, Reading
-    from wirepipe.batch import Batch
+    from wirepipe.core.batch import Batch
 
     records = [Reading(sensor="a", value=1.0), Reading(sensor="b", value=2.5, raw=b"\x01")]
     encode, decode = chain_operators("msgpack|zstd", schema=Reading)
@@ -273,8 +273,8 @@ def test_deserialize_schema_record_gives_typed_records_from_faust_bytes(codecs: 
 def test_deserialize_schema_record_ignores_faust_namespace_of_unknown_class(codecs: Any) -> None:
     """A payload whose "__faust" names a class this process never imported still builds the schema's class."""
     from tests.faust_records import Reading
-    from wirepipe.batch import Batch
     from wirepipe.codecs.chain import Chain
+    from wirepipe.core.batch import Batch
     from wirepipe.operators.deserialize import Deserialize
 
     data = Chain.parse("msgpack").encoder()({"sensor": "s", "value": 1.0, "raw": b"", "__faust": {"ns": "elsewhere.Reading"}})
@@ -324,8 +324,8 @@ async def test_agent_receives_values_encoded_by_wirepipe(codecs: Any) -> None:
     from faust.exceptions import ValueDecodeError
 
     from tests.faust_records import Transaction
-    from wirepipe.batch import Batch
     from wirepipe.codecs.chain import Chain
+    from wirepipe.core.batch import Batch
 
     records = sample("transaction", 10)
     batch = Batch(list(records))
@@ -358,7 +358,7 @@ async def test_agent_receives_values_encoded_by_wirepipe(codecs: Any) -> None:
 
 
 def test_unknown_codec_names_it_and_the_known_ones(codecs: Any) -> None:
-    from wirepipe.errors import WirepipeError
+    from wirepipe.core.errors import WirepipeError
     from wirepipe.integrations.faust import UnknownCodecError
 
     for chain, name in [("bogus|json", "bogus"), ("json|bogus", "bogus"), ("bogus", "bogus"),
@@ -385,7 +385,7 @@ def test_unknown_codec_names_it_and_the_known_ones(codecs: Any) -> None:
 
 def test_decompression_bombs_are_refused_inside_faust(codecs: Any) -> None:
     from wirepipe.codecs.chain import Chain
-    from wirepipe.errors import RefusedError
+    from wirepipe.core.errors import RefusedError
     from wirepipe.integrations.faust import register_codec
 
     big = b"\0" * (65 * 1024 * 1024)  # past the default 64 MiB cap
@@ -403,7 +403,7 @@ def test_decompression_bombs_are_refused_inside_faust(codecs: Any) -> None:
 def test_pickle_is_refused_unless_registered_as_trusted(codecs: Any) -> None:
     import pickle
 
-    from wirepipe.errors import RefusedError
+    from wirepipe.core.errors import RefusedError
     from wirepipe.integrations.faust import register_codec
 
     value = {"a": 1, "b": b"\x00"}
@@ -509,7 +509,7 @@ async def test_bridge_faust_agent_forwards_kafka_bytes_to_nats_for_wirepipe(code
     import faust
     import nats
 
-    from wirepipe.batch import Batch
+    from wirepipe.core.batch import Batch
 
     records = sample("transaction", 25)
     kafka_values = [codecs.dumps("msgpack|zstd", r) for r in records]  # what Faust producers wrote

@@ -1,4 +1,4 @@
-"""``wirepipe.fields``: field paths into records, the condition language of ``tap --filter`` and test files,
+"""``wirepipe.core.fields``: field paths into records, the condition language of ``tap --filter`` and test files,
 and the first difference between two records."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from wirepipe.fields import MISSING, Condition, first_difference, parse_condition, plain, value_at
+from wirepipe.core.fields import MISSING, Condition, first_difference, parse_condition, plain, value_at
 
 RECORD = {"user": {"id": 7, "name": "ada", "tags": ["a", "b"]}, "level": "warn", "ok": True, "n": None,
           "Content-Type": "application/json"}

@@ -13,11 +13,11 @@ import zlib
 import msgpack
 import pytest
 
-from wirepipe.batch import Batch
 from wirepipe.codecs import CODECS, FORMATS, Chain, get_codec
 from wirepipe.codecs.compression import deflate_library
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import StageError
 from wirepipe.datasets import DATASETS
-from wirepipe.errors import StageError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.schema_options import resolve_schema
 from wirepipe.operators.serialize import Serialize

@@ -18,15 +18,15 @@ import pytest
 
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.errors import WirepipeError
+from wirepipe.core.errors import WirepipeError
+from wirepipe.metrics.recorder import LATENCY_COLUMNS, STAGE_COLUMNS, MetricsRecorder, latency_path
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
-from wirepipe.operators.metrics import LATENCY_COLUMNS, STAGE_COLUMNS, MetricsRecorder, latency_path
 from wirepipe.operators.serialize import Serialize
-from wirepipe.parts import PartWriter, list_parts, part_name
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.report import load_results, summarize
+from wirepipe.storage.parts import PartWriter, list_parts, part_name
 from wirepipe.testing import TestingSource
 
 

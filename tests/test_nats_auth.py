@@ -12,14 +12,15 @@ import pytest
 
 from tests.nats_fixtures import run_wirepipe, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
-from wirepipe.connectors.nats import NatsSink
-from wirepipe.errors import ConfigError, WirepipeError
+from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.server import EmbeddedServer, ServerTLS, User
+from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import validate_config
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer, ServerTLS, User
 from wirepipe.testing import TestingSink
 
 PASSWORD = "s3cret-Pa55word-xyz"
@@ -140,7 +141,7 @@ def test_auth_config_is_validated_and_secrets_are_not_echoed() -> None:
 
 
 async def test_first_connect_has_its_own_timeout_and_a_clear_error() -> None:
-    from wirepipe.server import free_port
+    from wirepipe.connectors.nats.server import free_port
 
     url = f"nats://user:{PASSWORD}@127.0.0.1:{free_port()}"  # nothing listens there
     msg = await refused(dict(url=url, connect_timeout=1))

@@ -8,17 +8,18 @@ from typing import Any
 import pytest
 
 from tests.nats_fixtures import expected
-from wirepipe.batch import Batch
 from wirepipe.connectors.files import JsonlSink
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.nats import SENT_AT, NatsSink, NatsSource
+from wirepipe.connectors.nats.core_sink import SENT_AT, NatsSink
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.batch import Batch
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.route import Subject
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink, TestingSource
 from wirepipe.wire import Header
 
@@ -200,8 +201,9 @@ async def test_embedded_url_shares_one_server_between_pipelines() -> None:
 
 def test_core_connectors_take_their_validated_config() -> None:
     """Fields are declared once (the config models): Python construction validates exactly as YAML does."""
-    from wirepipe.connectors.nats import NatsSinkConfig, NatsSourceConfig
-    from wirepipe.errors import ConfigError
+    from wirepipe.connectors.nats.core_sink import NatsSinkConfig
+    from wirepipe.connectors.nats.core_source import NatsSourceConfig
+    from wirepipe.core.errors import ConfigError
 
     for build, where in ((lambda: NatsSource("x", batch_size=0), "source.batch_size"),
                          (lambda: NatsSink("x", headers="some"), "sink.headers"),
@@ -219,13 +221,9 @@ def test_core_connectors_take_their_validated_config() -> None:
 
 
 def test_jetstream_connectors_take_their_validated_config() -> None:
-    from wirepipe.connectors.jetstream import (
-        JetStreamSink,
-        JetStreamSinkConfig,
-        JetStreamSource,
-        JetStreamSourceConfig,
-    )
-    from wirepipe.errors import ConfigError
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink, JetStreamSinkConfig
+    from wirepipe.connectors.nats.jetstream_source import JetStreamSource, JetStreamSourceConfig
+    from wirepipe.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^source: heartbeat must be less than half of expires"):
         JetStreamSource("x", heartbeat=20, expires=30)

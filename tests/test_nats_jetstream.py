@@ -11,17 +11,18 @@ import msgpack
 import pytest
 
 from tests.nats_fixtures import consumer_info, expected
-from wirepipe.batch import Batch
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
-from wirepipe.connectors.nats import NatsSink
+from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.batch import Batch
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink
 
 
@@ -231,7 +232,7 @@ async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> 
 
 
 def test_the_raw_inbox_finds_the_nats_py_internals_it_replaces() -> None:
-    """``connectors/nats_reader.py`` (RawInbox) hooks ``Client._process_msg`` (called by the protocol parser for every
+    """``connectors/nats/reader.py`` (RawInbox) hooks ``Client._process_msg`` (called by the protocol parser for every
     message) and reads ``Subscription._id``; ``nats.publish_many`` calls ``_send_command`` and
     ``_flush_pending``: fail loudly if nats-py renames or reshapes them."""
     import inspect

@@ -9,7 +9,7 @@ import importlib
 import nats
 from nats.js import api
 
-from wirepipe.connectors.nats import NATS_PY_PRIVATE, SubscriptionReader
+from wirepipe.connectors.nats.reader import NATS_PY_PRIVATE, SubscriptionReader
 from wirepipe.wire import Header, dead_letter_batch, dead_letter_payloads, template_fields
 
 
@@ -75,7 +75,7 @@ async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(n
 
 
 def test_wire_module_is_the_one_header_vocabulary_and_dead_letter_encoding() -> None:
-    from wirepipe.batch import Rejected
+    from wirepipe.core.batch import Rejected
 
     assert Header.SENT_AT == "Wirepipe-Sent-At" and {Header.MSG_ID: 1}["Nats-Msg-Id"] == 1
     assert template_fields("orders.{region}.{seq}") == ["region", "seq"]

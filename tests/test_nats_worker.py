@@ -20,11 +20,11 @@ from tests.nats_fixtures import (
     start_wirepipe,
     wirepipe_env,
 )
-from wirepipe.batch import Batch
-from wirepipe.connectors.jetstream import JetStreamSource
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.core.batch import Batch
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink
 
 TESTS = Path(__file__).parent

@@ -43,7 +43,7 @@ def test_the_registry_finds_them_in_the_same_order() -> None:
 
 
 def test_an_unknown_operator_lists_the_allowed_ones_in_that_order(tmp_path: Path) -> None:
-    from wirepipe.errors import ConfigError
+    from wirepipe.core.errors import ConfigError
     from wirepipe.pipelines.config import load_pipeline
 
     cfg = tmp_path / "p.yaml"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from wirepipe.metrics.recorder import MetricsRecorder
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.map import Map
-from wirepipe.operators.metrics import MetricsRecorder
 from wirepipe.operators.pack import Pack
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines import pipeline as pipeline_module

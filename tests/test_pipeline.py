@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import wirepipe as wp
-from wirepipe.batch import Batch
+from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
@@ -102,7 +102,7 @@ def test_corrupt_records_are_dead_lettered_and_the_rest_carry_on(tmp_path: Path)
 
 
 def test_pickle_deserialize_is_refused_at_build_time() -> None:
-    from wirepipe.errors import RefusedError
+    from wirepipe.core.errors import RefusedError
 
     with pytest.raises(RefusedError, match="allow_pickle"):
         Deserialize("pickle")

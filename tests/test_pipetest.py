@@ -14,9 +14,9 @@ import pytest
 from tests.nats_fixtures import run_wirepipe, start_wirepipe, wirepipe_env
 from tests.test_capture_nats import wait_for_line
 from wirepipe import nats_sink, subject
+from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
-from wirepipe.server import EmbeddedServer
 
 ROOT = Path(__file__).parent.parent
 DECODER = """name: decoder

@@ -15,11 +15,11 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
 import wirepipe as wp
-from wirepipe.batch import Batch
 from wirepipe.codecs import protoc as protoc_module
 from wirepipe.codecs.protoc import load_message
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import ConfigError
 from wirepipe.datasets import DATASETS
-from wirepipe.errors import ConfigError
 from wirepipe.operators.serialize import Deserialize, Serialize, resolve_schema
 from wirepipe.pipelines.config import load_pipeline
 from wirepipe.schema import SchemaError

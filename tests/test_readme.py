@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from tests.nats_fixtures import fill_points
+from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.pipelines.config import interpolate, validate_config
-from wirepipe.server import EmbeddedServer
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"

@@ -19,19 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from wirepipe.errors import ConfigError
+from wirepipe.core.errors import ConfigError
 
 PLUGIN = '''
 """A third-party wirepipe plugin: everything a package can add, in one module."""
 
 from typing import Literal
 
-from wirepipe.batch import Batch
+from wirepipe.core.batch import Batch
 from wirepipe.codecs.compression import Codec
 from wirepipe.codecs.formats import Format
 from wirepipe.connectors.base import Sink, Source
 from wirepipe.operators.base import Operator
-from wirepipe.models import Strict
+from wirepipe.core.models import Strict
 
 
 def _rot13_encoder(_schema):
@@ -217,8 +217,8 @@ def _entry_points_on_path(tmp_path: Path, entry_points: str) -> Iterator[None]:
 
 
 def test_a_broken_plugin_names_itself(tmp_path: Path) -> None:
-    from wirepipe.errors import WirepipeError
-    from wirepipe.registry import Registry
+    from wirepipe.core.errors import WirepipeError
+    from wirepipe.core.registry import Registry
 
     with _entry_points_on_path(tmp_path, "[wirepipe.test-broken]\nghost = wp_plugin_missing:THING\n"):
         reg: Registry[object] = Registry("wirepipe.test-broken", {"builtin": 1})
@@ -228,7 +228,7 @@ def test_a_broken_plugin_names_itself(tmp_path: Path) -> None:
 
 
 def test_a_builtin_name_wins_over_a_plugin(tmp_path: Path) -> None:
-    from wirepipe.registry import Registry
+    from wirepipe.core.registry import Registry
 
     with _entry_points_on_path(tmp_path, "[wirepipe.test-shadow]\nzstd = wp_plugin:REVERSE\n"):
         reg: Registry[object] = Registry("wirepipe.test-shadow", {"zstd": 19})
@@ -335,7 +335,7 @@ def test_factories_build_what_yaml_builds(tmp_path: Path) -> None:
 def test_python_only_values_pass_where_yaml_has_strings() -> None:
     """A callable for ``function`` and bytes for ``dictionary``: YAML cannot spell them, Python may."""
     import wirepipe
-    from wirepipe.batch import Batch
+    from wirepipe.core.batch import Batch
 
     dictionary = b"sensor reading from the plant floor " * 40
     packed = wirepipe.compress("zstd", 3, dictionary=dictionary)(Batch([b"sensor reading from the plant, again"]))

@@ -16,11 +16,11 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from wirepipe.batch import Batch
 from wirepipe.cli import app
 from wirepipe.codecs.formats import restore_bytes
 from wirepipe.connectors.capture import CaptureWriter, capture_table, plan_row_groups
 from wirepipe.connectors.pacing import LogicalClock, Pacer
+from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.replay import Replay, local
 

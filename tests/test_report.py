@@ -21,10 +21,11 @@ from typer.testing import CliRunner
 from wirepipe.cli import app
 from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.core.units import parse_bandwidth
+from wirepipe.metrics.recorder import STAGE_COLUMNS, latency_path
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
-from wirepipe.operators.metrics import STAGE_COLUMNS, latency_path
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import build_pipeline, validate_config
 from wirepipe.pipelines.pipeline import Pipeline
@@ -33,7 +34,6 @@ from wirepipe.report.plots import to_html, write_pngs
 from wirepipe.report.render import csv_rows, to_markdown
 from wirepipe.report.summary import QUANTILES, time_stats
 from wirepipe.testing import TestingSource
-from wirepipe.units import parse_bandwidth
 
 runner = CliRunner()
 

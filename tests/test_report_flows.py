@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.nats_fixtures import WIREPIPE, run_wirepipe, wirepipe_env
+from wirepipe.connectors.nats.server import EmbeddedServer, free_port
 from wirepipe.report.plots import MIN_HEIGHT
-from wirepipe.server import EmbeddedServer, free_port
 
 N = 3000
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from wirepipe.batch import Batch
 from wirepipe.connectors.base import AtLeastOnce, Configured, Sink, Source
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.jetstream import JetStreamSource
-from wirepipe.errors import BackOff, NotConnected, SinkUnavailable, is_sink_failure
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import BackOff, NotConnected, SinkUnavailable, is_sink_failure
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSink
 

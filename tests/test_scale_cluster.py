@@ -12,14 +12,16 @@ import pytest
 
 from tests.nats_fixtures import WIREPIPE, wirepipe_env
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource, StreamConfig
-from wirepipe.connectors.natsconn import NatsConnectionConfig
-from wirepipe.errors import ConfigError
+from wirepipe.connectors.nats.connection import NatsConnectionConfig
+from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.server import LocalCluster
+from wirepipe.connectors.nats.streams import StreamConfig
+from wirepipe.core.errors import ConfigError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import validate_config
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import LocalCluster
 from wirepipe.testing import TestingSink
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import yaml
 
 from tests.nats_fixtures import run_wirepipe, wirepipe_env
+from wirepipe.core.units import parse_duration
 from wirepipe.pipelines.config import read_config, validate_config
 from wirepipe.pipelines.pool import pool_config, resolve_workers, worker_config
-from wirepipe.units import parse_duration
 
 ROOT = Path(__file__).parent.parent
 

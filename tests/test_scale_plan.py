@@ -10,8 +10,16 @@ from pathlib import Path
 import pytest
 
 from tests.nats_fixtures import run_wirepipe
-from wirepipe.capacity import HEADER_BYTES, SERVER_US, STORE_OVERHEAD, Costs, Deployment, plan, predict_rate
-from wirepipe.units import parse_rate
+from wirepipe.core.units import parse_rate
+from wirepipe.plan.capacity import (
+    HEADER_BYTES,
+    SERVER_US,
+    STORE_OVERHEAD,
+    Costs,
+    Deployment,
+    plan,
+    predict_rate,
+)
 
 
 def test_rates_parse() -> None:

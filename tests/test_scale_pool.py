@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.nats_fixtures import WIREPIPE, publish_numbered, run_wirepipe, wirepipe_env
-from wirepipe.batch import Batch
 from wirepipe.connectors.base import Configured, Refusal, Sink, Source
-from wirepipe.errors import ConfigError
-from wirepipe.models import Strict
+from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions, free_port
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import ConfigError
+from wirepipe.core.models import Strict
 from wirepipe.pipelines.pool import Pool, combine, pool_config, resolve_workers, worker_config
-from wirepipe.server import EmbeddedServer, ServerOptions, free_port
 
 TESTS = Path(__file__).parent
 

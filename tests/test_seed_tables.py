@@ -14,7 +14,6 @@ import bson
 import msgpack
 import pytest
 
-from wirepipe.batch import Batch
 from wirepipe.bench.seed_tables import (
     EXACT,
     EXTRA_ROWS,
@@ -26,8 +25,9 @@ from wirepipe.bench.seed_tables import (
     seed_record,
 )
 from wirepipe.codecs import FORMATS
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import StageError
 from wirepipe.datasets import DATASETS
-from wirepipe.errors import StageError
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.schema import parse_schema

@@ -1,4 +1,4 @@
-"""``wirepipe.storage``: the one file-discovery rule, the one atomic file, the one table buffer."""
+"""``wirepipe.storage.files``: the one file-discovery rule, the one atomic file, the one table buffer."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.errors import WirepipeError
-from wirepipe.storage import (
+from wirepipe.core.errors import WirepipeError
+from wirepipe.storage.files import (
     AtomicFile,
     TableBuffer,
     find_files,
@@ -40,8 +40,8 @@ def test_a_folder_names_its_visible_files_in_name_order(tmp_path: Path) -> None:
 
 def test_one_rule_for_every_reader_of_folders(tmp_path: Path) -> None:
     """The file sources, the metrics part folders and ``wirepipe report`` skip the same names."""
-    from wirepipe.parts import list_parts
     from wirepipe.report.results import _discover
+    from wirepipe.storage.parts import list_parts
 
     tree(tmp_path)
     visible = ["a.parquet", "b.parquet"]

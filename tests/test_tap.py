@@ -15,9 +15,9 @@ from tests.nats_fixtures import consumer_info, expected, run_wirepipe, start_wir
 from wirepipe import Pipeline, generate, nats_sink
 from wirepipe.codecs.compression import CODECS
 from wirepipe.codecs.formats import FORMATS
+from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
-from wirepipe.server import EmbeddedServer
 
 POINTS = 20
 
@@ -81,7 +81,7 @@ def test_formats_without_a_schema_on_the_wire_print_raw_with_the_reason(nats_ser
     raw = [line for line in lines if "error" in line]
     assert [line["subject"] for line in raw] == ["raw.protobuf", "raw.protobuf"]
     assert "application/x-protobuf (protobuf) carries no schema on the wire: give --schema" in raw[0]["error"]
-    from wirepipe.batch import Batch
+    from wirepipe.core.batch import Batch
 
     first = Serialize("protobuf", schema="point")(Batch(expected("point", 1))).values[0]
     assert raw[0]["hex"] == first.hex() and raw[0]["size"] == len(first)
@@ -271,7 +271,7 @@ def test_a_codec_or_format_whose_library_is_missing_is_not_decoded_with_the_extr
     code = """import sys
 sys.modules["brotli"] = None
 sys.modules["cbor2"] = None
-from wirepipe.batch import Batch
+from wirepipe.core.batch import Batch
 from wirepipe.operators.by_headers import HeaderDecoder
 decode = HeaderDecoder()
 for headers in ({"Content-Type": "application/json", "Content-Encoding": "br"},

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.nats_fixtures import expected, run_wirepipe, wirepipe_env
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.tracing import wanted
 
 
@@ -40,7 +40,8 @@ def by_name(spans: Any, name: str) -> list[Any]:
 
 def test_a_publisher_and_a_consumer_over_nats_are_one_trace(nats_server: EmbeddedServer) -> None:
     from wirepipe import Pipeline, generate
-    from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+    from wirepipe.connectors.nats.jetstream_source import JetStreamSource
     from wirepipe.operators.compress import Compress
     from wirepipe.operators.decompress import Decompress
     from wirepipe.operators.deserialize import Deserialize
@@ -101,7 +102,8 @@ def test_a_relay_continues_the_trace(nats_server: EmbeddedServer) -> None:
     """Publisher -> relay (consume, re-encode, publish) -> consumer: the relay's publish spans are in the
     publisher's trace, and the consumer's batch spans are their children."""
     from wirepipe import Pipeline, generate
-    from wirepipe.connectors.jetstream import JetStreamSink, JetStreamSource
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+    from wirepipe.connectors.nats.jetstream_source import JetStreamSource
     from wirepipe.operators.compress import Compress
     from wirepipe.operators.decompress import Decompress
     from wirepipe.operators.deserialize import Deserialize

@@ -34,7 +34,7 @@ def test_the_test_command_collects_the_package_doctests_without_heavy_imports(tm
     assert out.returncode == 0, out.stdout + out.stderr
     collected = [line for line in out.stdout.splitlines() if line.startswith("src/wirepipe/")]
     assert "src/wirepipe/codecs/__init__.py::wirepipe.codecs" in collected  # the codecs tutorial
-    assert "src/wirepipe/units.py::wirepipe.units.parse_size" in collected
+    assert "src/wirepipe/core/units.py::wirepipe.core.units.parse_size" in collected
     # left out on purpose (conftest.collect_ignore): they import Beam and Faust at import time
     assert not [c for c in collected if "beam_fn" in c or "integrations/faust" in c]
     assert "HEAVY=\n" in out.stdout, out.stdout

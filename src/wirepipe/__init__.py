@@ -10,14 +10,14 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Batch": "wirepipe.batch",
+    "Batch": "wirepipe.core.batch",
     "Pipeline": "wirepipe.pipelines.pipeline",
     "load_pipeline": "wirepipe.pipelines.config",
     "Chain": "wirepipe.codecs.chain",
-    "WirepipeError": "wirepipe.errors",
-    "ConfigError": "wirepipe.errors",
-    "StageError": "wirepipe.errors",
-    "RefusedError": "wirepipe.errors",
+    "WirepipeError": "wirepipe.core.errors",
+    "ConfigError": "wirepipe.core.errors",
+    "StageError": "wirepipe.core.errors",
+    "RefusedError": "wirepipe.core.errors",
 }
 _API = ("generate", "serialize", "deserialize", "compress", "decompress", "encode", "decode", "map_values",
         "filter_values", "select", "pack", "unpack", "subject", "operator", "null_sink", "jsonl_sink", "parquet_sink",

@@ -3,7 +3,7 @@
  * With metrics on, every stage's output column is sized after the stage (the metrics'
  * bytes_out). In Python the cheapest exact sum is len(b"".join(column)), ~8 ns a payload:
  * for 7-byte payloads through four stages that was ~1.7% of a run, the largest part of
- * what metrics cost. Reading each object's own length here costs ~1 ns. wirepipe.batch
+ * what metrics cost. Reading each object's own length here costs ~1 ns. wirepipe.core.batch
  * falls back to the Python sum when this module was not built (no compiler at install).
  */
 #define PY_SSIZE_T_CLEAN
@@ -53,7 +53,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "wirepipe._sizes",
-    "The byte size of a payload column in one C loop (see wirepipe.batch.payload_nbytes).", -1, methods,
+    "The byte size of a payload column in one C loop (see wirepipe.core.batch.payload_nbytes).", -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -11,7 +11,7 @@ bad value raises the ``ConfigError`` YAML gives, naming the field:
 >>> generate("point", count=10, batch_size=0)
 Traceback (most recent call last):
 ...
-wirepipe.errors.ConfigError: source.batch_size: Input should be greater than or equal to 1 (got 0)
+wirepipe.core.errors.ConfigError: source.batch_size: Input should be greater than or equal to 1 (got 0)
 
 An unknown name is refused as YAML refuses it, and so is a pipeline whose parts cannot go
 together (the rules a whole pipeline has, checked when it is built):
@@ -19,11 +19,11 @@ together (the rules a whole pipeline has, checked when it is built):
 >>> source("bogus")
 Traceback (most recent call last):
 ...
-wirepipe.errors.ConfigError: source: unknown type 'bogus': allowed generate, jsonl, parquet, nats, jetstream, capture
+wirepipe.core.errors.ConfigError: source: unknown type 'bogus': allowed generate, jsonl, parquet, nats, jetstream, capture
 >>> jetstream_source("S", durable="d") | parquet_sink("out.parquet")
 Traceback (most recent call last):
 ...
-wirepipe.errors.ConfigError: sink.path: 'out.parquet' is one Parquet file, readable only once closed: ...
+wirepipe.core.errors.ConfigError: sink.path: 'out.parquet' is one Parquet file, readable only once closed: ...
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .operators.base import BuildContext, Operator
 from .pipelines import pipeline as _pipeline  # noqa: F401 - registers ``source | ... | sink`` (Source.compose)
-from .storage import PathArg, Paths, fspaths
+from .storage.files import PathArg, Paths, fspaths
 
 if TYPE_CHECKING:
     from .connectors.base import Sink, Source
@@ -103,7 +103,7 @@ def compress(codec: str = "zstd", level: str | int | None = None, **kwargs: Any)
     >>> compress("gzip", 42)
     Traceback (most recent call last):
     ...
-    wirepipe.errors.ConfigError: compress.level: 42 is out of range for gzip: use fastest (1), default (6), best (9) or an integer 0..9
+    wirepipe.core.errors.ConfigError: compress.level: 42 is out of range for gzip: use fastest (1), default (6), best (9) or an integer 0..9
     """
     op: Operator = _operators("compress", {"codec": codec, **_fields(level=level if level is not None else _UNSET),
                                            **kwargs})[0]
@@ -321,7 +321,7 @@ def nats_sink(subject: str, **kwargs: Any) -> Sink:
     >>> nats_sink("points", flush_timeout=-1)
     Traceback (most recent call last):
     ...
-    wirepipe.errors.ConfigError: sink.flush_timeout: -1 is negative: a duration must be >= 0
+    wirepipe.core.errors.ConfigError: sink.flush_timeout: -1 is negative: a duration must be >= 0
     """
     return _connector("sink", "nats", {"subject": subject, **kwargs})
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from .exit_codes import ExitCode, exit_code
+from .core.exit_codes import ExitCode, exit_code
 
 if TYPE_CHECKING:
     from .pipelines.pipeline import Pipeline, RunStats
@@ -73,15 +73,15 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 def fail(message: str, code: int) -> NoReturn:
-    from .redact import redact_secrets
+    from .core.redact import redact_secrets
 
     typer.echo(f"error: {redact_secrets(message)}", err=True)
     raise typer.Exit(code)
 
 
 def owned_process() -> None:
-    """This process runs pipelines for wirepipe's own command: apply the allocator policy (see wirepipe.allocator)."""
-    from .allocator import keep_freed_memory
+    """This process runs pipelines for wirepipe's own command: apply the allocator policy (see wirepipe.core.allocator)."""
+    from .core.allocator import keep_freed_memory
 
     keep_freed_memory()
 
@@ -89,7 +89,7 @@ def owned_process() -> None:
 def setup_logging(verbose: bool = False) -> None:
     import logging
 
-    from .redact import redact_secrets
+    from .core.redact import redact_secrets
 
     class Redacting(logging.Formatter):
         """No log line shows a URL's credentials, whoever logged it (wirepipe, nats-py, asyncio)."""
@@ -104,7 +104,7 @@ def setup_logging(verbose: bool = False) -> None:
 
 def run_as_worker(pipe: Pipeline) -> RunStats:
     """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes."""
-    from .errors import WirepipeError
+    from .core.errors import WirepipeError
     from .pipelines.worker import run_worker
 
     try:
@@ -135,11 +135,11 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
-    from .errors import ConfigError, WirepipeError
-    from .exit_codes import RejectLimit
+    from .core.errors import ConfigError, WirepipeError
+    from .core.exit_codes import RejectLimit
+    from .core.units import parse_duration
     from .pipelines.config import read_config
     from .pipelines.pool import resolve_workers
-    from .units import parse_duration
 
     setup_logging(verbose)
     owned_process()
@@ -213,8 +213,8 @@ def server(
     """Run an embedded nats-server in the foreground.
 
     JetStream on; prints its URL; Ctrl-C stops it."""
-    from .errors import WirepipeError
-    from .server import EmbeddedServer, LocalCluster, serve_forever
+    from .connectors.nats.server import EmbeddedServer, LocalCluster, serve_forever
+    from .core.errors import WirepipeError
 
     if not 1 <= cluster <= 9 or (cluster > 1 and port):
         fail(f"--cluster {cluster}: give 1..9 nodes; --port is for one node (a cluster picks free ports)",
@@ -255,10 +255,10 @@ def capture(
     """Capture what flows on NATS into Parquet files.
 
     Until stopped, or to the end of a stream (see README: Capture)."""
-    from .errors import ConfigError
-    from .pipelines.capture import capture_config
+    from .core.errors import ConfigError
+    from .core.units import parse_duration, parse_size
+    from .pipelines.capture_worker import capture_config
     from .pipelines.config import apply_override, build_pipeline, validate_config
-    from .units import parse_duration, parse_size
 
     setup_logging(verbose)
     owned_process()
@@ -278,7 +278,7 @@ def capture(
         if print_config:
             import yaml
 
-            from .redact import redact_tree
+            from .core.redact import redact_tree
 
             typer.echo(yaml.safe_dump(redact_tree(data), sort_keys=False), nl=False)
             return
@@ -334,8 +334,8 @@ def tap(
     """Watch a subject or stream, decoded, without consuming it.
 
     Each message is decoded from its headers alone (Content-Type, Content-Encoding)."""
-    from .errors import ConfigError
-    from .fields import parse_condition
+    from .core.errors import ConfigError
+    from .core.fields import parse_condition
     from .pipelines.config import apply_override
 
     if sample < 1 or (limit is not None and limit < 1):
@@ -401,9 +401,9 @@ def dict_train(
     import logging
 
     from .connectors.dictionary_bucket import parse_ref
+    from .core.errors import ConfigError, WirepipeError
+    from .core.units import parse_size
     from .dictionaries import publish, read_samples, train
-    from .errors import ConfigError, WirepipeError
-    from .units import parse_size
 
     setup_logging(verbose)
     if not verbose:
@@ -429,7 +429,7 @@ def dict_train(
     for line in training.lines():
         typer.echo(line)
     if out is not None:
-        from .storage import write_bytes_atomic
+        from .storage.files import write_bytes_atomic
 
         write_bytes_atomic(out, training.dictionary)
         typer.echo(f"wrote {out}")
@@ -452,8 +452,8 @@ def dict_list(
     import json
 
     from .connectors.dictionary_bucket import parse_ref
+    from .core.errors import WirepipeError
     from .dictionaries import with_bucket
-    from .errors import WirepipeError
 
     try:
         ref = parse_ref(bucket, name=False)
@@ -484,8 +484,8 @@ def dict_show(
 
     from .codecs.compression import DEFAULT_MAX_OUTPUT
     from .connectors.dictionary_bucket import ID_PREFIX, parse_ref
+    from .core.errors import WirepipeError
     from .dictionaries import with_bucket
-    from .errors import WirepipeError
 
     by_id = dictionary.rsplit("/", 2)
     try:
@@ -514,7 +514,7 @@ def dict_show(
         if entry.description:
             typer.echo(f"  {entry.description}")
     if out is not None:
-        from .storage import write_bytes_atomic
+        from .storage.files import write_bytes_atomic
 
         write_bytes_atomic(out, data)
         typer.echo(f"wrote {out}")
@@ -541,9 +541,9 @@ def replay(
     """Replay a capture through a pipeline.
 
     Its operators and sink, locally or on Apache Beam."""
-    from .errors import ConfigError, WirepipeError
+    from .core.errors import ConfigError, WirepipeError
+    from .core.units import parse_duration
     from .replay import Replay
-    from .units import parse_duration
 
     setup_logging(verbose)
     owned_process()
@@ -600,7 +600,7 @@ def test_pipelines(
     """Run pipeline test files in process, with no server.
 
     Each case's input goes through the pipeline as written; exit 1 if a case fails."""
-    from .errors import ConfigError
+    from .core.errors import ConfigError
     from .pipetest import collect, report, run_files
 
     try:
@@ -624,7 +624,7 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(metavar="PIPELINE",
     """Validate pipeline and test files without running them.
 
     Exit 2 if any is invalid."""
-    from .errors import ConfigError
+    from .core.errors import ConfigError
     from .pipelines.config import load_pipeline
 
     bad = 0
@@ -656,7 +656,7 @@ def codecs() -> None:
     """List every format and codec, its levels, if installed."""
     from .codecs.compression import CODECS, deflate_choice
     from .codecs.formats import FORMATS
-    from .report.layout import noted, terminal_width, wrap
+    from .report.text import noted, terminal_width, wrap
     from .wire import Header
 
     # Plain text that fits the terminal: a name or a content type is what a reader copies into a config or a
@@ -698,7 +698,7 @@ def schema_infer(
     import yaml
 
     from .bench.data import read_records, schema_name
-    from .errors import WirepipeError
+    from .core.errors import WirepipeError
     from .schema import SchemaError, infer_schema
 
     try:
@@ -745,8 +745,8 @@ def report(
     """Tables, plots and recommendations from results.
 
     Per stage and per pipeline: timing, sizes, latency; a flow's publisher and consumer joined."""
-    from .errors import WirepipeError
-    from .units import parse_bandwidth
+    from .core.errors import WirepipeError
+    from .core.units import parse_bandwidth
 
     try:
         bps = parse_bandwidth(bandwidth)
@@ -832,8 +832,8 @@ def bench(
         return
 
     from .bench.command import execute, make_plan
-    from .errors import ConfigError, WirepipeError
-    from .units import parse_bandwidth
+    from .core.errors import ConfigError, WirepipeError
+    from .core.units import parse_bandwidth
 
     try:
         plan = make_plan(dataset=dataset, inputs=list(input or []), format=format, codec=codec, level=level,
@@ -886,11 +886,11 @@ def plan(
     """Turn per-record costs into a deployment plan.
 
     Cores, workers, wire bytes/s, JetStream storage, and the first limit."""
-    from .capacity import Deployment, costs_from_bench, measure_costs
-    from .capacity import plan as make_plan
-    from .errors import WirepipeError
+    from .core.errors import WirepipeError
+    from .core.units import parse_bandwidth, parse_duration, parse_rate, parse_size
     from .pipelines.pool import usable_cores
-    from .units import parse_bandwidth, parse_duration, parse_rate, parse_size
+    from .plan.capacity import Deployment, costs_from_bench, measure_costs
+    from .plan.capacity import plan as make_plan
 
     try:
         if transport not in ("jetstream", "nats"):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, WirepipeError
+from .core.errors import ConfigError, WirepipeError
 
 DEFAULT_COUNT = 100_000
 
@@ -149,7 +149,7 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
 async def with_bucket(url: str | None, bucket: str, action: Any) -> Any:
     """``await action(DictionaryBucket)`` on a connection to ``url`` (the embedded server when None)."""
     from .connectors.dictionary_bucket import DictionaryBucket
-    from .connectors.natsconn import NatsConnection, NatsConnectionConfig
+    from .connectors.nats.connection import NatsConnection, NatsConnectionConfig
 
     conn = NatsConnection(NatsConnectionConfig(url=url), role="dict")
     nc = await conn.connect()

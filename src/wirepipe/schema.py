@@ -458,7 +458,7 @@ def check_value(t: Type, v: Any, path: str) -> str | None:
 
 def explain(schema: RecordSchema | None, value: Any, fallback: BaseException) -> str:
     """The reason a record failed to encode: the schema's field path when it finds one."""
-    from .batch import describe_error
+    from .core.batch import describe_error
 
     if schema is not None:
         if type(value) is list:  # a packed message: find the record that does not fit

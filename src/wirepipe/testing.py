@@ -27,8 +27,8 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from .batch import Batch, Rejected
 from .connectors.base import Sink, Source
+from .core.batch import Batch, Rejected
 from .operators.base import Operator
 from .pipelines.pipeline import Pipeline, RunStats
 

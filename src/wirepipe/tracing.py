@@ -36,9 +36,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .batch import Batch, payload_nbytes
-from .models import Strict
-from .registry import install_hint, library_installed
+from .core.batch import Batch, payload_nbytes
+from .core.models import Strict
+from .core.registry import install_hint, library_installed
 from .wire import Header, set_header
 
 log = logging.getLogger("wirepipe.tracing")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
-from .batch import Batch, Rejected
+from .core.batch import Batch, Rejected
 
 
 class Header(str, Enum):

@@ -54,8 +54,8 @@ class Outcome:
 
 def _burst_source(count: int, rate: float | None, burst: int | None, pause: float, pad: int = 0,
                   tail: int = 0) -> Any:
-    from wirepipe.batch import Batch
     from wirepipe.connectors.base import Source
+    from wirepipe.core.batch import Batch
     from wirepipe.datasets import get_dataset
 
     class Bursts(Source):
@@ -92,7 +92,7 @@ def _burst_source(count: int, rate: float | None, burst: int | None, pause: floa
 
 def publish(url: str, subject: str, count: int, rate: float | None, burst: int | None, pause: float,
             pad: int = 0, tail: int = 0) -> int:
-    from wirepipe.connectors.nats import NatsSink
+    from wirepipe.connectors.nats.core_sink import NatsSink
     from wirepipe.operators.serialize import Serialize
     from wirepipe.pipelines.pipeline import Pipeline
 

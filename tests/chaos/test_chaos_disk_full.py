@@ -197,8 +197,8 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
     """Core NATS cannot redeliver: a failing sink holds the batch and retries (backpressure), never drops it."""
     import nats
 
-    from wirepipe.batch import Batch
-    from wirepipe.connectors.nats import NatsSource
+    from wirepipe.connectors.nats.core_source import NatsSource
+    from wirepipe.core.batch import Batch
     from wirepipe.pipelines.monitor import MetricsCollector, snapshot
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSink
@@ -246,7 +246,7 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
 
 
 def test_a_spooling_file_resumes_exactly_where_the_disk_filled(small_disk: Path) -> None:
-    from wirepipe.spoolfile import SpoolingFile
+    from wirepipe.storage.spool import SpoolingFile
 
     data = os.urandom(3 << 20)  # 3 MiB into 2 MiB
     f = SpoolingFile(small_disk / "out.bin", spool_bytes=64 << 10)
@@ -265,9 +265,9 @@ def test_a_spooling_file_resumes_exactly_where_the_disk_filled(small_disk: Path)
 def test_a_capture_file_is_completed_once_the_disk_has_room(small_disk: Path) -> None:
     import pyarrow.parquet as pq
 
-    from wirepipe.batch import Batch
     from wirepipe.connectors.capture import TEMP_SUFFIX, CaptureWriter, capture_table
-    from wirepipe.errors import SinkUnavailable
+    from wirepipe.core.batch import Batch
+    from wirepipe.core.errors import SinkUnavailable
 
     writer = CaptureWriter(small_disk, row_group_rows=500, compression="none", fsync=True)
     payloads = [i.to_bytes(4, "big") + os.urandom(996) for i in range(3000)]  # 3 MB

@@ -75,8 +75,8 @@ def test_replaying_a_capture_with_a_corrupt_data_page_is_one_line(tmp_path: Path
 
     import pyarrow.parquet as pq
 
-    from wirepipe.batch import Batch
     from wirepipe.connectors.capture import CaptureWriter, capture_table
+    from wirepipe.core.batch import Batch
 
     writer = CaptureWriter(tmp_path / "cap", row_group_rows=500, compression="none", fsync=False)
     payloads = [os.urandom(200) for _ in range(2000)]

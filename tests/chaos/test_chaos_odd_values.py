@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from wirepipe.connectors.files import JsonlSink, ParquetSink
-from wirepipe.connectors.jetstream import JetStreamSource
-from wirepipe.connectors.nats import NatsSource
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 

@@ -16,10 +16,10 @@ import pytest
 
 from tests.chaos.overload import run_scenario
 from wirepipe.connectors.files import NullSink
-from wirepipe.connectors.gaps import PUBLISHER, SEQ
-from wirepipe.connectors.nats import NatsSource
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.gaps import PUBLISHER, SEQ
+from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer, ServerOptions
 
 
 @pytest.mark.timeout(240)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from wirepipe.connectors.jetstream import JetStreamSource
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.server import EmbeddedServer
 from wirepipe.testing import TestingSink
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.nats_fixtures import run_wirepipe
-from wirepipe.server import EmbeddedServer, User
+from wirepipe.connectors.nats.server import EmbeddedServer, User
 
 SECRET = "Sup3r-s3cret-pw"
 

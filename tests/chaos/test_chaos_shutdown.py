@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.nats_fixtures import start_wirepipe
-from wirepipe.server import EmbeddedServer
+from wirepipe.connectors.nats.server import EmbeddedServer
 
 
 async def _stored(url: str) -> int:

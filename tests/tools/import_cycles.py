@@ -4,7 +4,7 @@ Adapted from the project's shared ``import_cycles.py`` so the test suite does no
 path outside the clone. An import inside the body of ``if TYPE_CHECKING:`` is not counted (it
 never runs); one in its ``else:`` branch is (it runs at import time).
 A *unit* is a top-level module or subpackage of the package (``wirepipe.codecs``,
-``wirepipe.batch``); the package's own ``__init__`` is not a unit (its names are lazy).
+``wirepipe.core.batch``); the package's own ``__init__`` is not a unit (its names are lazy).
 
     python tests/tools/import_cycles.py src wirepipe   # prints each cycle; exit 1 if any
 """

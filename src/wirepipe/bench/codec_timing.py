@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..batch import Batch
 from ..codecs.formats import FORMATS
+from ..core.batch import Batch
 from ..operators.base import Operator
 from ..operators.compress import Compress
 from ..operators.decompress import Decompress
@@ -29,8 +29,8 @@ from ..operators.serialize import Serialize
 from ..operators.unpack import Unpack
 from ..pipelines.pipeline import Pipeline
 from ..testing import TestingSource
+from .combos import Combo
 from .data import BenchData
-from .plan import Combo
 
 _ns = time.monotonic_ns
 

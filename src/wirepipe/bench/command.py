@@ -8,13 +8,13 @@ from typing import Any
 
 from ..codecs.compression import CODECS, get_codec
 from ..codecs.formats import FORMATS
+from ..core.errors import ConfigError
+from ..core.registry import install_hint
 from ..datasets import DATASETS
-from ..errors import ConfigError
-from ..registry import install_hint
+from .combos import ALL_LEVELS, QUICK, BenchPlan
 from .estimate import Estimate
-from .plan import ALL_LEVELS, QUICK, BenchPlan
 from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
-from .tables import chain_table, failures, format_table, markdown, text_table
+from .study_tables import chain_table, failures, format_table, markdown, text_table
 
 TRANSPORTS = ("none", "nats", "jetstream")
 
@@ -253,7 +253,7 @@ def render_markdown(run: BenchRun, report: Any) -> str:
 def print_tables(run: BenchRun, report: Any, console: Any) -> None:
     """The terminal: per dataset the tables, then the recommendation with its YAML (never cut), last so it
     stays on screen."""
-    from ..report.layout import terminal_width, wrap
+    from ..report.text import terminal_width, wrap
 
     width = terminal_width()
     out: list[str] = []

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import MissingInput, WirepipeError
 from ..datasets import get_dataset
-from ..errors import MissingInput, WirepipeError
-from .plan import SAMPLE_RECORDS
+from .combos import SAMPLE_RECORDS
 
 if TYPE_CHECKING:
     from ..codecs.formats import Schema

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .combos import BenchPlan, Combo, default_repetitions
 from .data import BenchData
-from .plan import BenchPlan, Combo, default_repetitions
 
 CALIBRATION_SECONDS = 0.02  # per timed step
 CALIBRATION_RECORDS = 50
@@ -136,8 +136,8 @@ def duration(seconds: float) -> str:
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
-    from ..redact import redact_url
-    from ..report.layout import wrap
+    from ..core.redact import redact_url
+    from ..report.text import wrap
 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
     transport = plan.transport + (f" ({redact_url(plan.url)})" if plan.url and plan.transport != "none" else "")

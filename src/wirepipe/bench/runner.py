@@ -22,10 +22,10 @@ from typing import Any
 
 from ..report.summary import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
+from .combos import BenchPlan, Combo, default_repetitions
 from .data import BenchData, from_dataset, from_file
 from .estimate import Estimate
-from .plan import BenchPlan, Combo, default_repetitions
-from .tables import Measured, Spread
+from .study_tables import Measured, Spread
 
 JOURNAL = "bench.progress.jsonl"  # a line per measured step, appended as it finishes
 
@@ -66,7 +66,7 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
 
     from ..codecs.compression import dictionary_size, train_zstd_dictionary
     from ..codecs.formats import get_format
-    from ..storage import write_bytes_atomic
+    from ..storage.files import write_bytes_atomic
 
     paths: dict[str, str] = {}
     out.mkdir(parents=True, exist_ok=True)
@@ -283,8 +283,8 @@ def write_results(run: BenchRun) -> Path:
     import pyarrow.parquet as pq
 
     from ..codecs.compression import deflate_choice
-    from ..operators.metrics import run_metadata
-    from ..storage import write_atomic
+    from ..metrics.recorder import run_metadata
+    from ..storage.files import write_atomic
 
     out = run.plan.out
     out.mkdir(parents=True, exist_ok=True)
@@ -301,7 +301,7 @@ def write_results(run: BenchRun) -> Path:
     write_atomic(path, lambda f: pq.write_table(table, f, compression="zstd"))
     latency = latency_table(run)
     if latency is not None:
-        from ..operators.metrics import latency_path
+        from ..metrics.recorder import latency_path
 
         latency = latency.replace_schema_metadata({**meta, "wirepipe.table": "latency"})
         write_atomic(latency_path(path), lambda f: pq.write_table(latency, f, compression="zstd"))

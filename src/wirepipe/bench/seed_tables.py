@@ -47,8 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..batch import Batch
 from ..codecs.formats import FORMATS
+from ..core.batch import Batch
 from ..datasets import get_dataset
 from ..operators.deserialize import Deserialize
 from ..operators.serialize import Serialize

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..codecs.formats import FORMATS
-from ..connectors.natsconn import split_urls
-from ..errors import WirepipeError
+from ..connectors.nats.connection import split_urls
+from ..core.errors import WirepipeError
 from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime, first_difference
+from .combos import BenchPlan, Combo
 from .data import BenchData
-from .plan import BenchPlan, Combo
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
@@ -78,16 +78,16 @@ def _stage_total(rows: Any, stage: str) -> tuple[int, int, int | None]:
 
 def _publisher(url: str, transport: str, subject: str, data: BenchData, combo: Combo, chunks: list[list[Any]],
                dictionaries: dict[str, str]) -> tuple[Any, Any, TestingSink]:
-    from ..operators.metrics import MetricsRecorder
+    from ..metrics.recorder import MetricsRecorder
     from ..pipelines.pipeline import Pipeline
 
     if transport == "jetstream":
-        from ..connectors.jetstream import JetStreamSink
+        from ..connectors.nats.jetstream_sink import JetStreamSink
 
         sink: Any = JetStreamSink(subject, url=url, stream={"name": _stream(subject), "subjects": [subject]},
                                   msg_id="{pipeline}-{seq}")
     else:
-        from ..connectors.nats import NatsSink
+        from ..connectors.nats.core_sink import NatsSink
 
         sink = NatsSink(subject, url=url)
     refused = TestingSink(keep=False)  # the dead-letter destination: why the publisher refused records
@@ -198,17 +198,17 @@ def _stream(subject: str) -> str:
 
 def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Combo, messages: int, chunk: int,
               dictionaries: dict[str, str], verify: bool) -> tuple[Any, Any]:
-    from ..operators.metrics import MetricsRecorder
+    from ..metrics.recorder import MetricsRecorder
     from ..pipelines.pipeline import Pipeline
 
     if transport == "jetstream":
-        from ..connectors.jetstream import JetStreamSource
+        from ..connectors.nats.jetstream_source import JetStreamSource
 
         stream = _stream(subject)
         source: Any = JetStreamSource(subject, stream=stream, durable=f"{stream}_C", url=url,
                                       count=messages, max_ack_pending=max(20000, chunk * 4))
     else:
-        from ..connectors.nats import NatsSource
+        from ..connectors.nats.core_source import NatsSource
 
         source = NatsSource(subject, url=url, count=messages, pending_msgs_limit=messages + 16,
                             pending_bytes_limit=1 << 34)
@@ -262,7 +262,7 @@ def check_server(url: str) -> None:
     The connection is the one ``wirepipe run`` makes (``NatsConnection``): the same log line
     the moment the server refuses (``waiting for NATS at ...``), the same ``connect_timeout``.
     """
-    from ..connectors.natsconn import NatsConnection, NatsConnectionConfig
+    from ..connectors.nats.connection import NatsConnection, NatsConnectionConfig
 
     async def probe() -> None:
         conn = NatsConnection(NatsConnectionConfig(url=url), role="bench")
@@ -303,7 +303,7 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
     server = None
     url = plan.url
     if not url:
-        from ..server import EmbeddedServer
+        from ..connectors.nats.server import EmbeddedServer
 
         server = EmbeddedServer().start()
         url = server.url

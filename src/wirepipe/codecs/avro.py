@@ -22,7 +22,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import StageError
+from ..core.errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type
 from .msgspec_engine import checked, validator
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..batch import describe_error
-from ..errors import StageError
+from ..core.batch import describe_error
+from ..core.errors import StageError
 from .compression import DEFAULT_MAX_OUTPUT, get_codec
 from .formats import Schema, get_format
 

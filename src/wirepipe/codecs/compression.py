@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
-from ..errors import RefusedError, StageError
-from ..registry import Registry, install_hint, library_installed
+from ..core.errors import RefusedError, StageError
+from ..core.registry import Registry, install_hint, library_installed
 
 Fn = Callable[[bytes], bytes]
 DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024

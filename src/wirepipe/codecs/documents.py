@@ -30,7 +30,7 @@ import base64
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import StageError
+from ..core.errors import StageError
 from ..schema import INTS, RecordSchema, Type
 
 WRAP = "$value"

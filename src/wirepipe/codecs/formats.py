@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import RefusedError, StageError
-from ..registry import Registry, install_hint, library_installed
+from ..core.errors import RefusedError, StageError
+from ..core.registry import Registry, install_hint, library_installed
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[bytes], Any]

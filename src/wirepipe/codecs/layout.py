@@ -46,7 +46,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import StageError
+from ..core.errors import StageError
 from ..schema import INTS, RecordSchema, Type
 
 Enc = Callable[[Any, list[bytes]], None]

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ..errors import StageError
+from ..core.errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
 from .msgspec_engine import checked, validator
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..registry import install_hint, library_installed
+from ..core.registry import install_hint, library_installed
 from ..schema import SchemaError
 
 INSTALL_HINT = f"reading .proto files needs protoc: {install_hint('proto')} (or give a .desc protoc wrote)"

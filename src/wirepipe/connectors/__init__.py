@@ -7,7 +7,7 @@ it) and its registration at the bottom, ``SOURCES = {"type": Config}`` and/or ``
 with ``RANK`` (where its types come in the "allowed" lists). ``SOURCES`` and ``SINKS`` below
 find them by scanning this package on first lookup, so adding a connector touches its own
 module only. Another package adds one through the ``wirepipe.connectors`` entry-point group,
-named ``source.<type>`` or ``sink.<type>`` (see ``wirepipe.registry``).
+named ``source.<type>`` or ``sink.<type>`` (see ``wirepipe.core.registry``).
 
 >>> SOURCES["generate"].__name__, list(SINKS)[:3]
 ('GenerateConfig', ['null', 'jsonl', 'parquet'])
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry, declared_in
+from ..core.registry import Registry, declared_in
 
 SOURCES: Registry[Any] = Registry("wirepipe.connectors", lambda: declared_in(__name__, "SOURCES"), prefix="source.")
 SINKS: Registry[Any] = Registry("wirepipe.connectors", lambda: declared_in(__name__, "SINKS"), prefix="sink.")

@@ -34,11 +34,11 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar, get_args
 
-from ..batch import Batch, Rejected
+from ..core.batch import Batch, Rejected
 from ..wire import dead_letter_batch
 
 if TYPE_CHECKING:
-    from ..models import Strict
+    from ..core.models import Strict
 
 _C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
 
@@ -169,7 +169,7 @@ class Configured:
 
     def _init(self, model: type[Strict], **fields: Any) -> None:
         """Set up from ``fields`` checked by ``model`` as the ``source:`` or ``sink:`` entry of a YAML file is."""
-        from ..models import validate  # pydantic: not imported until a connector is built
+        from ..core.models import validate  # pydantic: not imported until a connector is built
 
         role = "source" if isinstance(self, Source) else "sink"
         (tag,) = get_args(model.model_fields["type"].annotation)

@@ -39,11 +39,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch, describe_error
-from ..errors import ConfigError, SinkUnavailable, WirepipeError
-from ..models import Duration, Size, SourceLimits, Strict
-from ..spoolfile import check_writable
-from ..storage import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, is_hidden
+from ..core.batch import Batch, describe_error
+from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
+from ..core.models import Duration, Size, SourceLimits, Strict
+from ..storage.files import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, is_hidden
+from ..storage.spool import check_writable
 from ..wire import Header, subject_regex
 from .base import Configured, Sink, Source
 

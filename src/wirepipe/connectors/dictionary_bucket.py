@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..errors import NotConnected, WirepipeError
+from ..core.errors import NotConnected, WirepipeError
 
 SCHEME = "nats://"
 ID_PREFIX = "id/"

@@ -52,12 +52,12 @@ from typing import IO, Any, Literal
 
 from pydantic import Field
 
-from ..batch import Batch, describe_error
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
-from ..errors import WirepipeError
-from ..models import SourceLimits, Strict
-from ..spoolfile import SpoolingFile, check_writable
-from ..storage import AtomicFile, Paths, TableBuffer, find_files, fspaths
+from ..core.batch import Batch, describe_error
+from ..core.errors import WirepipeError
+from ..core.models import SourceLimits, Strict
+from ..storage.files import AtomicFile, Paths, TableBuffer, find_files, fspaths
+from ..storage.spool import SpoolingFile, check_writable
 from .base import Configured, Refusal, Sink, Source
 
 log = logging.getLogger("wirepipe")

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
+from ..core.batch import Batch
+from ..core.models import SourceLimits
 from ..datasets import DATASETS, get_dataset
-from ..models import SourceLimits
 from .base import Configured, Source
 
 
@@ -22,7 +22,7 @@ class GenerateSource(Configured, Source):
     >>> GenerateSource("point", count=10, batch_size=0)
     Traceback (most recent call last):
     ...
-    wirepipe.errors.ConfigError: source.batch_size: Input should be greater than or equal to 1 (got 0)
+    wirepipe.core.errors.ConfigError: source.batch_size: Input should be greater than or equal to 1 (got 0)
     """
 
     type = "generate"

@@ -38,7 +38,7 @@ from faust.types.codecs import CodecT
 from ..codecs.chain import Chain
 from ..codecs.compression import CODECS, DEFAULT_MAX_OUTPUT, get_codec
 from ..codecs.formats import FORMATS
-from ..errors import RefusedError, WirepipeError
+from ..core.errors import RefusedError, WirepipeError
 from ..operators.codec_options import load_dictionary
 from ..operators.schema_options import SchemaSpec, resolve_schema
 

@@ -5,7 +5,7 @@ validates the Python factory in ``wirepipe.api``) and its registration: a module
 ``OPERATORS = {"name": ParamsModel}`` and ``RANK`` (where its name comes in the
 "allowed operators" lists). ``OPERATORS`` below finds them by scanning this package on first
 lookup, so adding an operator touches its own module only. Other packages add operators
-through the ``wirepipe.operators`` entry-point group (see ``wirepipe.registry``).
+through the ``wirepipe.operators`` entry-point group (see ``wirepipe.core.registry``).
 
 The operators: ``serialize``, ``deserialize``, ``compress``, ``decompress``, ``encode``,
 ``decode``, ``map``, ``filter``, ``select``, ``pack``, ``unpack``, ``subject`` (``route.py``).
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry, declared_in
+from ..core.registry import Registry, declared_in
 
 OPERATORS: Registry[Any] = Registry("wirepipe.operators", lambda: declared_in(__name__, "OPERATORS"))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, ClassVar
 
-from ..batch import Batch
+from ..core.batch import Batch
 
 
 class Operator:

@@ -8,7 +8,7 @@ tap`` prints what flows with it and ``wirepipe test`` compares payload outputs d
 both run the operators a pipeline runs, so they decode exactly as a consumer would.
 
 >>> import zlib
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> decode = HeaderDecoder()
 >>> b = decode(Batch([zlib.compress(b'{"x": 1}')], headers={"Content-Type": "application/json",
 ...                                                          "Content-Encoding": "zlib"}))
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..batch import Batch
 from ..codecs.formats import format_for_content_type
-from ..errors import StageError
+from ..core.batch import Batch
+from ..core.errors import StageError
 from ..wire import Header
 from .decompress import Decompress
 from .deserialize import Deserialize

@@ -8,7 +8,7 @@ dictionary (``operators/codec_options.py``): a file both ends load, or one share
 
 In YAML ``- compress: {codec: zstd, level: fastest}``; in Python ``wirepipe.compress("zstd", "fastest")``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> from wirepipe.operators.decompress import Decompress
 >>> packed = Compress("zstd", 3)(Batch([b"abc" * 100]))
 >>> len(packed.values[0]) < 300, packed.headers
@@ -25,12 +25,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec, zstd_compressor, zstd_dictionary_id
 from ..connectors.dictionary_bucket import is_shared, parse_ref
-from ..connectors.natsconn import NatsConnectionConfig
-from ..errors import WirepipeError
-from ..models import Strict
+from ..connectors.nats.connection import NatsConnectionConfig
+from ..core.batch import Batch
+from ..core.errors import WirepipeError
+from ..core.models import Strict
 from ..wire import Header, set_header
 from .base import BuildContext, Operator
 from .codec_options import Dictionary, known_codec, load_dictionary

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..codecs.chain import Chain
 from .base import BuildContext, Operator, with_shorthand
-from .chain import ChainParams
+from .chain_operators import ChainParams
 from .decompress import Decompress
 from .deserialize import Deserialize
 

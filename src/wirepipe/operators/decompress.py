@@ -9,7 +9,7 @@ that dictionary, fetched from the bucket before the pass (``operators/shared_dic
 In YAML ``- decompress: {codec: auto, max_output_size: 64MiB}``; in Python ``wirepipe.decompress("auto")``:
 
 >>> import zlib
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> Decompress("zlib")(Batch([zlib.compress(b"abc")])).values
 [b'abc']
 >>> Decompress("zlib", max_output_size=10)(Batch([zlib.compress(b"x" * 100)])).rejected[0].stage
@@ -24,12 +24,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
 from ..connectors.dictionary_bucket import parse_ref
-from ..connectors.natsconn import NatsConnectionConfig
-from ..errors import StageError
-from ..models import Size, Strict
+from ..connectors.nats.connection import NatsConnectionConfig
+from ..core.batch import Batch
+from ..core.errors import StageError
+from ..core.models import Size, Strict
 from ..wire import Header
 from .base import BuildContext, Operator, failing
 from .codec_options import Dictionary, known_codec, load_dictionary

@@ -8,7 +8,7 @@ described in ``operators/schema_options.py``.
 
 In YAML ``- deserialize: {format: auto}``; in Python ``wirepipe.deserialize("auto")``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> Deserialize("json")(Batch([b'{"x":1}', b'oops'])).values
 [{'x': 1}]
 >>> Deserialize("auto")(Batch([b'{"x":1}'], headers={"Content-Type": "application/json"})).values
@@ -23,10 +23,10 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
-from ..errors import RefusedError, StageError
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.errors import RefusedError, StageError
+from ..core.models import Strict
 from ..wire import Header
 from .base import BuildContext, Operator, failing, import_path
 from .schema_options import (

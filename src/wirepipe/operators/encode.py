@@ -12,7 +12,7 @@ from typing import cast
 
 from ..codecs.formats import Schema
 from .base import BuildContext, Operator, with_shorthand
-from .chain import ChainParams, chain_operators
+from .chain_operators import ChainParams, chain_operators
 
 
 class EncodeParams(ChainParams):

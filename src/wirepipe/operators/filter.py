@@ -6,14 +6,14 @@ others are kept or dropped by the function's answer.
 
 In YAML ``- filter: {function: mymodule:wanted}``; in Python ``wirepipe.filter_values(fn)``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> Filter(lambda r: r["x"] > 0)(Batch([{"x": 2.5}, {"x": -1.0}])).values
 [{'x': 2.5}]
 """
 
 from __future__ import annotations
 
-from ..batch import Batch, describe_error
+from ..core.batch import Batch, describe_error
 from .base import BuildContext, Operator
 from .function_options import FunctionOperator, FunctionParams
 

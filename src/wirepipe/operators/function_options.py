@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, WrapValidator
 
-from ..models import Strict
+from ..core.models import Strict
 from .base import Operator, import_path
 
 

@@ -6,14 +6,14 @@ raises is dead-lettered like a record that fails to decode; the others carry on.
 
 In YAML ``- map: {function: mymodule:fix}``; in Python ``wirepipe.map_values(fn)``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> Map(lambda r: {**r, "y": 1})(Batch([{"id": 1}])).values
 [{'id': 1, 'y': 1}]
 """
 
 from __future__ import annotations
 
-from ..batch import Batch
+from ..core.batch import Batch
 from .base import BuildContext, Operator
 from .function_options import FunctionOperator, FunctionParams
 

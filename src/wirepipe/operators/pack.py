@@ -17,7 +17,7 @@ once, after all its records were written).
 
 In YAML ``- pack: {records: 100}``; in Python ``wirepipe.pack(100)``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> from wirepipe.operators.unpack import Unpack
 >>> packed = Pack(2)(Batch([1, 2, 3]))
 >>> packed.values, Unpack()(packed).values
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..batch import Batch
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.models import Strict
 from .base import BuildContext, Operator
 
 

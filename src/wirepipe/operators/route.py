@@ -7,7 +7,7 @@ around it, e.g. ``out.{subject}``). ``{seq}`` and other per-record meta columns 
 
 In YAML ``- subject: orders.{region}``; in Python ``wirepipe.subject("orders.{region}")``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> Subject("orders.{region}")(Batch([{"region": "eu"}, {"region": "us"}])).subjects
 ['orders.eu', 'orders.us']
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ..batch import Batch
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.models import Strict
 from ..wire import template_fields
 from .base import BuildContext, Operator, with_shorthand
 

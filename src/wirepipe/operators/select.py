@@ -5,7 +5,7 @@ lacks a field is dead-lettered with the missing name.
 
 In YAML ``- select: [id, x]``; in Python ``wirepipe.select("id", "x")``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> Select(["id", "y"])(Batch([{"id": 1, "x": 2.5, "y": 1}])).values
 [{'id': 1, 'y': 1}]
 """
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from ..batch import Batch
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.models import Strict
 from .base import BuildContext, Operator, with_shorthand
 
 

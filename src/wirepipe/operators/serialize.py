@@ -10,7 +10,7 @@ rejected per record with the field path in the reason.
 
 In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgpack")``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> from wirepipe.operators.deserialize import Deserialize
 >>> payloads = Serialize("json")(Batch([{"x": 1}, {"x": 2}]))
 >>> payloads.values, payloads.headers
@@ -28,10 +28,10 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch
 from ..codecs.formats import Encoder, Schema, get_format
-from ..errors import StageError
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.errors import StageError
+from ..core.models import Strict
 from ..schema import RecordSchema, explain
 from ..wire import Header, set_header
 from .base import BuildContext, Operator

@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..batch import Batch
 from ..codecs.compression import zstd_dictionary_id, zstd_frame_dictionary_id
-from ..errors import StageError, WirepipeError
+from ..core.batch import Batch
+from ..core.errors import StageError, WirepipeError
 from ..wire import Header
 
 log = logging.getLogger("wirepipe.dictionaries")
@@ -41,7 +41,7 @@ Fn = Callable[[bytes], bytes]
 def connection_config(given: Any, parts: Sequence[Any], what: str) -> Any:
     """The NATS connection settings to fetch with: ``given`` (the operator's ``nats:``), else the first of
     ``parts`` (source, sink) that is a NATS connector; ``WirepipeError`` naming the fix when none is."""
-    from ..connectors.natsconn import NatsConnectionConfig
+    from ..connectors.nats.connection import NatsConnectionConfig
 
     if given is not None:
         return given if isinstance(given, NatsConnectionConfig) else NatsConnectionConfig.model_validate(given)
@@ -54,7 +54,7 @@ def connection_config(given: Any, parts: Sequence[Any], what: str) -> Any:
 
 
 def has_nats_part(parts: Sequence[Any]) -> bool:
-    from ..connectors.natsconn import NatsConnectionConfig
+    from ..connectors.nats.connection import NatsConnectionConfig
 
     return any(isinstance(getattr(p, "config", None), NatsConnectionConfig) for p in parts)
 
@@ -85,7 +85,7 @@ class SharedDictionaries:
         if self._conn is not None:
             return
         from ..connectors.dictionary_bucket import DictionaryBucket
-        from ..connectors.natsconn import NatsConnection
+        from ..connectors.nats.connection import NatsConnection
 
         conn = NatsConnection(connection_config(self.nats, parts, f"{self.what} {self.ref}"), role="dictionaries")
         nc = await conn.connect()

@@ -7,7 +7,7 @@ value that is not a list is dead-lettered.
 
 In YAML ``- unpack:``; in Python ``wirepipe.unpack()``:
 
->>> from wirepipe.batch import Batch
+>>> from wirepipe.core.batch import Batch
 >>> out = Unpack()(Batch([[1, 2], 3]))
 >>> out.values, [r.error for r in out.rejected]
 ([1, 2], ['expected a list of records, got int'])
@@ -20,8 +20,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from ..batch import Batch
-from ..models import Strict
+from ..core.batch import Batch
+from ..core.models import Strict
 from .base import BuildContext, Operator
 
 

@@ -26,8 +26,8 @@ from typing import Annotated, Any, Union
 
 from pydantic import Discriminator, Field, Tag, ValidationError, create_model
 
-from ..errors import ConfigError
-from ..models import (
+from ..core.errors import ConfigError
+from ..core.models import (
     Duration,
     Strict,
     config_error,
@@ -305,7 +305,7 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
 def build_operators(params: Any, ctx: BuildContext, where: str, file: str | None = None) -> list[Any]:
     """The operators one validated entry stands for; a failure (a bad schema, a missing function) is a
     ``ConfigError`` at ``where``, naming the schema field when the schema is wrong."""
-    from ..errors import WirepipeError
+    from ..core.errors import WirepipeError
 
     try:
         return list(params.build(ctx))
@@ -319,7 +319,7 @@ def build_operators(params: Any, ctx: BuildContext, where: str, file: str | None
 
 def build_connector(model: Any, where: str, file: str | None = None) -> Any:
     """The source or sink a validated connector config stands for; a failure is a ``ConfigError`` at ``where``."""
-    from ..errors import WirepipeError
+    from ..core.errors import WirepipeError
 
     try:
         return model.build()
@@ -330,7 +330,7 @@ def build_connector(model: Any, where: str, file: str | None = None) -> Any:
 def _metrics(cfg: Any) -> Any:
     if cfg.metrics is None:
         return None
-    from ..operators.metrics import MetricsRecorder
+    from ..metrics.recorder import MetricsRecorder
 
     m = cfg.metrics
     return MetricsRecorder(m.path, pipeline=cfg.name, row_group_rows=m.row_group_rows,

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..models import Duration, Strict
+from ..core.models import Duration, Strict
 
 log = logging.getLogger("wirepipe")
 

@@ -38,15 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..allocator import between_batches
-from ..batch import Batch, Rejected, describe_error, payload_nbytes
 from ..connectors.base import AtLeastOnce, Sink, Source
-from ..errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
+from ..core.allocator import between_batches
+from ..core.batch import Batch, Rejected, describe_error, payload_nbytes
+from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
 from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
 from ..wire import dead_letter_batch  # noqa: F401 - its old home; the encoding lives in wire
 
 if TYPE_CHECKING:
-    from ..operators.metrics import Stamps
+    from ..metrics.recorder import Stamps
 
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
@@ -250,7 +250,7 @@ class Pipeline:
         self.tracing = _open_tracing(self)
         timer = flusher = None
         if self.metrics is not None:
-            from ..operators.metrics import pipeline_stages
+            from ..metrics.recorder import pipeline_stages
 
             with _io_errors("metrics", self.metrics.path):
                 self.metrics.open(pipeline_stages(source, self.operators, sink))
@@ -311,7 +311,7 @@ class Pipeline:
         spec = self.metrics_spec
         if spec is None:
             return None
-        from ..operators.metrics import MetricsRecorder
+        from ..metrics.recorder import MetricsRecorder
 
         if isinstance(spec, MetricsRecorder):
             return spec

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ConfigError, WirepipeError
-from ..operators.metrics import POOL_ENV, WORKER_ENV, WORKERS_ENV  # each worker's environment
-from ..units import covered
+from ..core.errors import ConfigError, WirepipeError
+from ..core.units import covered
+from ..metrics.recorder import POOL_ENV, WORKER_ENV, WORKERS_ENV  # each worker's environment
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
@@ -539,7 +539,7 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
 
 def worker_main(argv: list[str]) -> int:
     """``python -m wirepipe.pipelines.pool CONFIG.json INDEX [FILE]``: one worker of a pool."""
-    from ..allocator import keep_freed_memory
+    from ..core.allocator import keep_freed_memory
     from .config import build_pipeline, validate_config
     from .worker import ShutdownTimeout
 
@@ -552,7 +552,7 @@ def worker_main(argv: list[str]) -> int:
     os.dup2(2, 1)  # anything else printed goes to stderr: stdout is the report channel
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s")
-    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.allocator)
+    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
     try:
         data = json.loads(Path(config).read_text(encoding="utf-8"))
         pipe = build_pipeline(validate_config(data, file=file), file=file)

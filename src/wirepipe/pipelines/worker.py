@@ -17,7 +17,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
-from ..errors import WirepipeError
+from ..core.errors import WirepipeError
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from . import report
 from .runner import CaseResult, LoadedFile, find_test_files, load, run_case, snapshot
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ..errors import ConfigError
-from ..fields import Condition
-from ..models import Strict, config_error, parse_field_path
+from ..core.errors import ConfigError
+from ..core.fields import Condition
+from ..core.models import Strict, config_error, parse_field_path
 from ..operators.encode import EncodeParams
 from ..operators.schema_options import SchemaParam, with_message
 from ..wire import subject_regex

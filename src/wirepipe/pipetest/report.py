@@ -42,7 +42,7 @@ def write_junit(results: list[CaseResult], path: Path, elapsed: float) -> None:
     """JUnit XML: a test suite per test file, a test case per case (``failure`` or ``error`` with the text)."""
     import xml.etree.ElementTree as ET
 
-    from ..storage import write_bytes_atomic
+    from ..storage.files import write_bytes_atomic
 
     suites = ET.Element("testsuites", name="wirepipe test", tests=str(len(results)), time=f"{elapsed:.3f}",
                         failures=str(sum(1 for r in results if r.failures)),

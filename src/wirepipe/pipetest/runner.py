@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..batch import Batch
-from ..errors import ConfigError, WirepipeError
-from ..fields import MISSING, first_difference, plain
-from ..models import field_path
+from ..core.batch import Batch
+from ..core.errors import ConfigError, WirepipeError
+from ..core.fields import MISSING, first_difference, plain
+from ..core.models import field_path
 from ..wire import Header
 from .model import Case, DecodeSpec, Expect, InputSpec, TestFile, load_test_file
 
@@ -27,7 +27,7 @@ SUFFIXES = (".test.yaml", ".test.yml")
 def find_test_files(paths: list[str]) -> list[Path]:
     """Test files named by paths: a test file, a folder (its ``*.test.yaml`` files, recursively, in name
     order), or a pipeline file (the test file beside it). ``ConfigError`` for a path that has none."""
-    from ..storage import folder_files
+    from ..storage.files import folder_files
 
     out: list[Path] = []
     for item in paths or ["."]:
@@ -135,7 +135,7 @@ def _input_paths(loaded: LoadedFile, spec: InputSpec) -> list[str]:
 
 
 def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
-    from ..storage import find_files
+    from ..storage.files import find_files
 
     if spec.file is None and spec.capture is None:
         return
@@ -240,7 +240,7 @@ def _decode_spec(expect: Expect | None) -> DecodeSpec | None:
 
 def outputs(pipe: Any, sink: Any, decode: DecodeSpec | None) -> list[Output]:
     """What the pipeline's own sink would have written, from what the testing sink kept."""
-    from ..connectors.nats_sink import SubjectTemplate
+    from ..connectors.nats.core_sink import SubjectTemplate
 
     records = sink.records
     subjects: list[str | None] = list(sink.subjects)
@@ -320,7 +320,7 @@ def _target(output: Output, header: bool) -> Any:
 
 
 def _condition_failures(specs: list[Any], output: Output, where: str) -> list[str]:
-    from ..fields import value_at
+    from ..core.fields import value_at
 
     out = []
     for spec in specs:

@@ -68,7 +68,7 @@ def rewrite(text: str, updates: dict[int, dict[str, Any]]) -> str:
 
 
 def write(path: Path, updates: dict[int, dict[str, Any]]) -> None:
-    from ..storage import write_bytes_atomic
+    from ..storage.files import write_bytes_atomic
 
     text = rewrite(path.read_text(encoding="utf-8"), updates)
     write_bytes_atomic(path, text.encode("utf-8"))

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, WirepipeError
+from ..core.errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
 from .beam_import import import_beam
 
@@ -104,7 +104,7 @@ def pipeline_options(options: list[str]) -> Any:
 def _capture_files(captures: list[str]) -> list[str]:
     """Capture files: local ones as ``capture_files`` orders them, remote ones (``scheme://``) by Beam's match."""
     from ..connectors.capture import capture_files
-    from ..storage import is_hidden, is_pattern
+    from ..storage.files import is_hidden, is_pattern
 
     out: list[str] = []
     for item in captures:
@@ -212,8 +212,8 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     beam = import_beam()
     from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquetBatched
 
-    from ..allocator import keep_freed_memory
-    from ..operators.metrics import new_run_id
+    from ..core.allocator import keep_freed_memory
+    from ..metrics.recorder import new_run_id
     from .beam_fn import ReplayRowGroupFn, join, metrics_schema
 
     keep_freed_memory()  # before the metadata records it: the DoFns build their pipelines later (in process, too)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..allocator import between_batches
-from ..errors import WirepipeError
+from ..core.allocator import between_batches
+from ..core.errors import WirepipeError
 from .beam_import import import_beam
 
 import_beam()  # quietly, before the apache_beam imports below
@@ -48,7 +48,7 @@ class ReplayRowGroupFn(DoFn):
         self.write_results = write_results
 
     def setup(self) -> None:
-        from ..allocator import asked_in_environment, keep_freed_memory
+        from ..core.allocator import asked_in_environment, keep_freed_memory
         from ..pipelines.config import build_pipeline, validate_config
 
         if asked_in_environment():  # a runner's worker is not wirepipe's process: only when asked
@@ -65,7 +65,7 @@ class ReplayRowGroupFn(DoFn):
         counter.inc(records)
 
     def process(self, element: tuple[str, Any]) -> Iterator[Any]:
-        from ..operators.metrics import MetricsRecorder, pipeline_stages
+        from ..metrics.recorder import MetricsRecorder, pipeline_stages
 
         path, table = element
         where = self.positions.get(path)
@@ -140,7 +140,7 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
     import pyarrow.parquet as pq
 
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    from ..storage import temp_path
+    from ..storage.files import temp_path
 
     name = f"part-{position:012d}.parquet"
     final = join(folder, name)
@@ -157,6 +157,6 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
 
 def metrics_schema(pipeline: str, config: dict[str, Any], run_id: str) -> Any:
     """The stage rows' schema, with the run metadata, for Beam's ``WriteToParquetBatched``."""
-    from ..operators.metrics import STAGE_COLUMNS, arrow_schema, run_metadata
+    from ..metrics.recorder import STAGE_COLUMNS, arrow_schema, run_metadata
 
     return arrow_schema(STAGE_COLUMNS, {**run_metadata(pipeline, config, run_id), "wirepipe.table": "stages"})

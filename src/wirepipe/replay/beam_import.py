@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import WirepipeError
+from ..core.errors import WirepipeError
 
 log = logging.getLogger("wirepipe.replay.beam")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
-from ..errors import ConfigError, WirepipeError
+from ..core.errors import ConfigError, WirepipeError
 from . import Replay, ReplayResult
 
 if TYPE_CHECKING:
@@ -240,10 +240,10 @@ def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup],
     """One replay process: its share of row groups through the pipeline."""
     import signal
 
-    from ..allocator import keep_freed_memory
+    from ..core.allocator import keep_freed_memory
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.allocator)
+    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
     logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
     try:
         pipe = build(replay, data)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..units import covered
+from ..core.units import covered
 
 if TYPE_CHECKING:
     from .summary import GroupSummary, StageSummary

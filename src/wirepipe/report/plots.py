@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..storage import write_bytes_atomic
+from ..storage.files import write_bytes_atomic
 from .render import extra_tables, failure_lines, html_table, runs_table, snippets, tables
 from .summary import SOURCE_STAGES, Report
 

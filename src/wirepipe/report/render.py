@@ -211,7 +211,7 @@ def snippets(report: Report) -> list[tuple[str, str]]:
 
 def print_terminal(report: Report, console: Any = None, width: int | None = None) -> None:
     """Plain-text tables that fit the terminal (``layout``), recommended configurations first, YAML never cut."""
-    from .layout import terminal_width, wrap
+    from .text import terminal_width, wrap
 
     width = width or terminal_width()
     ts = tables(report)
@@ -230,7 +230,7 @@ def print_terminal(report: Report, console: Any = None, width: int | None = None
 
 def recommend_lines(report: Report, width: int) -> list[str]:
     """The recommendations as text: per dataset, each pick, its figures and how sure, then its YAML (never cut)."""
-    from .layout import wrap
+    from .text import wrap
 
     lines = [f"Recommendation (link: {format_bandwidth(report.bandwidth_bps)})"]
     for dataset in dict.fromkeys(r.dataset for r in report.recommendations):
@@ -253,7 +253,7 @@ def extra_tables(report: Report) -> list[Table]:
 
 
 def _table_text(t: Table, width: int) -> str:
-    from .layout import block
+    from .text import block
 
     return block(t.title, t.headers, t.rows, t.numeric, t.caption, width, t.priority, "--markdown FILE")
 
@@ -356,6 +356,6 @@ def _write_text(path: str | Path, text: str) -> None:
     if str(path) == "-":
         sys.stdout.write(text)
         return
-    from ..storage import write_bytes_atomic
+    from ..storage.files import write_bytes_atomic
 
     write_bytes_atomic(path, text.encode("utf-8"))  # a reader never opens half a report

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingInput, WirepipeError
+from ..core.errors import MissingInput, WirepipeError
 
 
 @dataclass
@@ -73,7 +73,7 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..operators.metrics import LATENCY_COLUMNS, STAGE_COLUMNS, arrow_schema
+    from ..metrics.recorder import LATENCY_COLUMNS, STAGE_COLUMNS, arrow_schema
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files: list[Path] = []
@@ -125,9 +125,9 @@ def _kind(schema: Any) -> str | None:
 
 def _discover(path: Path) -> list[Path]:
     """Parquet files under ``path``, and the latency folder beside a stage folder named directly."""
-    from ..operators.metrics import latency_path
-    from ..parts import list_parts
-    from ..storage import sub_folders
+    from ..metrics.recorder import latency_path
+    from ..storage.files import sub_folders
+    from ..storage.parts import list_parts
 
     if not path.exists():
         raise MissingInput(f"{path}: no such file or folder")

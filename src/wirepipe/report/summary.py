@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ..units import covered
+from ..core.units import covered
 from .flows import join_flows
 from .results import RunInfo
 

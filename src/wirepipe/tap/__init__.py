@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .sink import TapSink
 from .table import TapStats
 
@@ -29,7 +29,7 @@ DELIVER = ("new", "all", "last")
 def tap_config(*, subject: str | None, stream: str | None, url: str | None, deliver: str = "new",
                from_seq: int | None = None, from_time: str | None = None, batch_size: int = 1000) -> dict[str, Any]:
     """The tap's pipeline config (its sink, a ``null`` one here, is replaced by a ``TapSink``)."""
-    from ..pipelines.capture import parse_start_time
+    from ..pipelines.capture_worker import parse_start_time
 
     if not url:
         raise ConfigError("give --url (or set NATS_URL): a tap listens to the server the pipelines use")

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from ..batch import Batch
 from ..connectors.base import Sink
-from ..fields import Condition, plain
+from ..core.batch import Batch
+from ..core.fields import Condition, plain
 from ..operators.by_headers import SERIALIZED_SIZE, HeaderDecoder
 from .table import TapStats
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..connectors.gaps import GapCounter
+from ..connectors.nats.gaps import GapCounter
 from ..wire import Header
 
 UNSTAMPED = "-"

@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch, Rejected
-from ..errors import ConfigError, NotConnected, WirepipeError
-from ..models import Duration
-from ..wire import (
+from ...core.batch import Batch, Rejected
+from ...core.errors import ConfigError, NotConnected, WirepipeError
+from ...core.models import Duration
+from ...wire import (
     HDR_LINE,
     SENT_AT_SIZE,
     STAMP_SIZE,
@@ -33,9 +33,9 @@ from ..wire import (
     header_size,
     template_fields,
 )
-from .base import Configured, Refusal, Sink
+from ..base import Configured, Refusal, Sink
+from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import PUBLISHER, SEQ, PublisherStamp
-from .natsconn import NatsConnection, NatsConnectionConfig, embedded_refusal
 
 log = logging.getLogger("wirepipe.nats")
 

@@ -42,19 +42,18 @@ from typing import Any, Literal, cast
 
 from pydantic import Field, field_validator
 
-from ..batch import Batch, Rejected
-from ..errors import BackOff, NotConnected, WirepipeError
-from ..models import Duration
-from ..wire import (
+from ...core.batch import Batch, Rejected
+from ...core.errors import BackOff, NotConnected, WirepipeError
+from ...core.models import Duration
+from ...wire import (
     SENT_AT_SIZE,
     Header,
     dead_letter_payloads,
     header_size,
 )
-from .base import Source
-from .gaps import PUBLISHER, SEQ
-from .jetstream_streams import StreamConfig, ensure_stream
-from .nats_sink import (
+from ..base import Source
+from .connection import ReconnectConfig
+from .core_sink import (
     SENT_AT,
     NatsSink,
     PublishConfig,
@@ -63,7 +62,8 @@ from .nats_sink import (
     require_bytes,
     wire_headers,
 )
-from .natsconn import ReconnectConfig
+from .gaps import PUBLISHER, SEQ
+from .streams import StreamConfig, ensure_stream
 
 log = logging.getLogger("wirepipe.jetstream")
 

@@ -78,7 +78,7 @@ def validate(model: type[M], data: Mapping[str, Any], where: str, describe: Desc
     >>> validate(Limits, {"batch_size": "many"}, "source")
     Traceback (most recent call last):
     ...
-    wirepipe.errors.ConfigError: source.batch_size: Input should be a valid integer, unable to parse string as an integer (got 'many')
+    wirepipe.core.errors.ConfigError: source.batch_size: Input should be a valid integer, unable to parse string as an integer (got 'many')
     """
     try:
         value: M = _adapter(model).validate_python(dict(data))

@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import MissingInput, WirepipeError
-from .spoolfile import SpoolingFile
+from ..core.errors import MissingInput, WirepipeError
+from .spool import SpoolingFile
 
 TEMP_SUFFIX = ".inprogress"
 

@@ -163,7 +163,7 @@ def describe_error(exc: BaseException) -> str:
 
 
 try:
-    from ._sizes import payload_nbytes as _sizes
+    from .._sizes import payload_nbytes as _sizes
 except ImportError:  # built without a compiler (the extension is optional): the Python sum
     _sizes = None  # type: ignore[assignment]
 

@@ -36,7 +36,7 @@ from operator import sub
 from pathlib import Path
 from typing import Any
 
-from ..batch import Batch
+from ..core.batch import Batch
 
 # name: (Arrow type, meaning). The README's schema table is this dict.
 STAGE_COLUMNS: dict[str, tuple[str, str]] = {
@@ -115,8 +115,8 @@ POOL_ENV, WORKER_ENV, WORKERS_ENV = "WIREPIPE_POOL", "WIREPIPE_WORKER", "WIREPIP
 
 def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
     """What a reader of a results file needs to trust and reproduce it."""
-    from ..allocator import policy
-    from ..redact import redact_tree
+    from ..core.allocator import policy
+    from ..core.redact import redact_tree
 
     versions, host = _environment()
     pool = {}
@@ -184,7 +184,7 @@ class MetricsRecorder:
 
     def open(self, stages: Iterable[tuple[str, str, Any]]) -> None:
         """Fix the run's stages (index = position) and prepare the output; call once before stamping."""
-        from ..parts import check_folder
+        from ..storage.parts import check_folder
 
         self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str, sort_keys=True))
                         for s, o, p in stages]
@@ -192,7 +192,7 @@ class MetricsRecorder:
         self._schemas = {"stages": arrow_schema(STAGE_COLUMNS, {**meta, "wirepipe.table": "stages"}),
                          "latency": arrow_schema(LATENCY_COLUMNS, {**meta, "wirepipe.table": "latency"})}
         if self.path is not None:
-            from ..spoolfile import check_writable
+            from ..storage.spool import check_writable
 
             check_folder(self.path)
             check_folder(latency_path(self.path))
@@ -347,7 +347,7 @@ class MetricsRecorder:
         """The part writer of ``kind``'s folder, made at its first table."""
         writer = self._writers.get(kind)
         if writer is None:
-            from ..parts import PartWriter
+            from ..storage.parts import PartWriter
 
             assert self.path is not None
             folder = self.path if kind == "stages" else latency_path(self.path)

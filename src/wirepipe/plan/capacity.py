@@ -194,12 +194,12 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``."""
     import gc
 
-    from .batch import Batch
-    from .codecs.chain import Chain
-    from .datasets import get_dataset
-    from .operators.chain import chain_operators
-    from .pipelines.pipeline import Pipeline
-    from .testing import TestingSource
+    from ..codecs.chain import Chain
+    from ..core.batch import Batch
+    from ..datasets import get_dataset
+    from ..operators.chain_operators import chain_operators
+    from ..pipelines.pipeline import Pipeline
+    from ..testing import TestingSource
 
     parsed = Chain.parse(chain)
     encode_ops, decode_ops = chain_operators(parsed, None)
@@ -243,8 +243,8 @@ def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .batch import Batch
-    from .connectors.files import batch_table
+    from ..connectors.files import batch_table
+    from ..core.batch import Batch
 
     if sink != "parquet":
         raise ValueError(f"sink {sink!r}: measured sinks are null and parquet")
@@ -264,9 +264,9 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
     A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
     input file the results name)."""
-    from .codecs.chain import Chain
-    from .errors import WirepipeError
-    from .report import load_results, summarize
+    from ..codecs.chain import Chain
+    from ..core.errors import WirepipeError
+    from ..report import load_results, summarize
 
     res = load_results(paths)
     report = summarize(res.stages, res.latency, res.runs)
@@ -303,9 +303,9 @@ def _bench_records(dataset: str, runs: dict[str, Any], records: int = 2000) -> l
     results' run metadata names (its name is the dataset's)."""
     from pathlib import Path
 
-    from .bench.data import read_records
-    from .datasets import DATASETS
-    from .errors import MissingInput
+    from ..bench.data import read_records
+    from ..core.errors import MissingInput
+    from ..datasets import DATASETS
 
     if dataset in DATASETS:
         return DATASETS[dataset].sample(records)

@@ -4,7 +4,7 @@ One place decides how wirepipe talks to NATS, so the core and JetStream connecto
 behave alike:
 
 - ``url: embedded`` (or no url) starts the process's shared embedded nats-server for
-  the connector's lifetime (``wirepipe.server``).
+  the connector's lifetime (``wirepipe.connectors.nats.server``).
 - Auth: user/password, token, a ``.creds`` file, an nkey seed (inline or a file); TLS
   with a CA, a client certificate and key. Secrets are ``SecretStr`` and never reach a
   log line or an error message (a URL is always shown without its user info).
@@ -32,10 +32,10 @@ from typing import Any, overload
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ..errors import WirepipeError
-from ..models import Duration, Size, Strict
-from ..redact import redact_secrets, redact_url
-from .base import Refusal
+from ...core.errors import WirepipeError
+from ...core.models import Duration, Size, Strict
+from ...core.redact import redact_secrets, redact_url
+from ..base import Refusal
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -252,7 +252,7 @@ class NatsConnection:
 
         opts = self.config
         if opts.embedded:
-            from ..server import EmbeddedServer
+            from .server import EmbeddedServer
 
             self._server = await asyncio.to_thread(EmbeddedServer.acquire_shared)
             servers: list[str] = [self._server.url]
@@ -411,7 +411,7 @@ class NatsConnection:
     async def _release_server(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            from ..server import EmbeddedServer
+            from .server import EmbeddedServer
 
             await asyncio.to_thread(EmbeddedServer.release_shared, server)
 

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..errors import WirepipeError
-from ..models import Duration, Size, Strict
+from ...core.errors import WirepipeError
+from ...core.models import Duration, Size, Strict
 
 log = logging.getLogger("wirepipe.jetstream")
 

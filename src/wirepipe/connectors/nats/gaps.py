@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from ..wire import Header
+from ...wire import Header
 
 PUBLISHER = Header.PUBLISHER.value
 SEQ = Header.SEQ.value

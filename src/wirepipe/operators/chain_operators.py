@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from ..codecs.chain import Chain
 from ..codecs.compression import DEFAULT_MAX_OUTPUT
 from ..codecs.formats import Schema
-from ..models import Size, Strict
+from ..core.models import Size, Strict
 from .compress import Compress
 from .decompress import Decompress
 from .deserialize import Deserialize

@@ -31,7 +31,7 @@ def exit_code(exc: BaseException) -> ExitCode:
     """The code a command exits with for an error: a usage error for a bad config or an input that is not
     there, a runtime failure for the rest of wirepipe's errors, 130 for an interruption.
 
-    >>> from wirepipe.errors import MissingInput, WirepipeError
+    >>> from wirepipe.core.errors import MissingInput, WirepipeError
     >>> exit_code(MissingInput("events.jsonl: no such file")), exit_code(WirepipeError("sink failed"))
     (<ExitCode.CONFIG: 2>, <ExitCode.RUNTIME: 1>)
     """

@@ -22,12 +22,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 
 def parse_start_time(text: str, now: dt.datetime | None = None) -> str:
     """``--from-time``: ISO 8601 (naive means UTC), or a duration meaning that long ago (``10m``)."""
-    from ..units import parse_duration
+    from ..core.units import parse_duration
 
     now = now or dt.datetime.now(dt.timezone.utc)
     try:

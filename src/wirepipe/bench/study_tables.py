@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..report.render import md_cell
-from .plan import Combo
+from .combos import Combo
 
 PUBLISH_SIDE = ("serialize", "compress", "publish")
 CONSUME_SIDE = ("consume", "decompress", "deserialize")
@@ -139,7 +139,7 @@ _RANK = {"Chain": 0, "Format": 0, "Compressed (b) [Â±% vs raw]": 0, "Size (b) [Â
 
 def text_table(title: str, header: list[str], body: list[list[str]], width: int | None = None) -> str:
     """The table as plain text that fits the terminal (``report.layout``: never a split cell)."""
-    from ..report.layout import block
+    from ..report.text import block
 
     return block(title, header, body, [False] + [True] * (len(header) - 1), width=width,
                  priority=[_RANK.get(h, 4) for h in header], elsewhere="bench.md")

@@ -20,7 +20,7 @@ It changes the whole process, so it is applied only where wirepipe owns the proc
 ``wirepipe`` commands that run pipelines (``run``, ``replay``, ``capture``, ``bench``) and the
 worker processes they start. Building or running a ``Pipeline`` inside another program (a
 service, a Faust app) changes nothing; that program opts in with one call,
-``wirepipe.allocator.keep_freed_memory()``. A Beam worker belongs to its runner: the replay DoFn
+``wirepipe.core.allocator.keep_freed_memory()``. A Beam worker belongs to its runner: the replay DoFn
 applies it there only when asked (``WIREPIPE_MALLOC=keep`` or ``glibc`` in the workers' environment).
 It is left alone where the user chose: ``WIREPIPE_MALLOC=default`` skips it (and the arenas below), and so does any
 ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_`` or ``MALLOC_MMAP_THRESHOLD_`` in the

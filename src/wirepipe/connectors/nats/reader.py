@@ -30,8 +30,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from ..batch import Batch
-from ..wire import sent_at_column
+from ...core.batch import Batch
+from ...wire import sent_at_column
 
 
 class Received:

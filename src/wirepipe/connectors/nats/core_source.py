@@ -15,12 +15,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..batch import Batch
-from ..models import Duration, Size, SourceLimits
-from .base import Configured, Refusal, Source
+from ...core.batch import Batch
+from ...core.models import Duration, Size, SourceLimits
+from ..base import Configured, Refusal, Source
+from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import GapCounter
-from .nats_reader import SubscriptionReader
-from .natsconn import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from .reader import SubscriptionReader
 
 log = logging.getLogger("wirepipe.nats")
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import WirepipeError
+from ...core.errors import WirepipeError
 
 
 def find_nats_server() -> str:

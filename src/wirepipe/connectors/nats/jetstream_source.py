@@ -32,15 +32,15 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..batch import Batch, Rejected
-from ..errors import WirepipeError
-from ..models import Duration, Size, SourceLimits
-from ..wire import (
+from ...core.batch import Batch, Rejected
+from ...core.errors import WirepipeError
+from ...core.models import Duration, Size, SourceLimits
+from ...wire import (
     Header,
 )
-from .base import AtLeastOnce, Configured, Refusal, Source
-from .nats_reader import RawInbox, Received, SubscriptionReader, publish_many
-from .natsconn import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from ..base import AtLeastOnce, Configured, Refusal, Source
+from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from .reader import RawInbox, Received, SubscriptionReader, publish_many
 
 log = logging.getLogger("wirepipe.jetstream")
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import WirepipeError
-from .storage import folder_files, write_atomic
+from ..core.errors import WirepipeError
+from .files import folder_files, write_atomic
 
 PART = re.compile(r"^part-(?P<run>[A-Za-z0-9_.-]+?)-(?P<first>\d{6,})-(?P<last>\d{6,})\.parquet$")
 # A part being written: ``storage.temp_path(final, owner=pid)``; ``.tmp`` is what versions before it left.

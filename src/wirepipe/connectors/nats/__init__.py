@@ -1,0 +1,8 @@
+"""The NATS connectors, one module each, and what they share.
+
+``connection`` (options, auth, TLS, reconnects; the managed connection), ``reader`` (a subscription read a
+batch at a time: every nats-py private attribute wirepipe touches), ``core_sink`` and ``core_source`` (core
+NATS, at-most-once, gaps counted by ``gaps``), ``jetstream_sink`` and ``jetstream_source`` (at-least-once),
+``streams`` (the stream a sink creates), ``server`` (the embedded nats-server process). Header names, sizes
+and dead letters are the wire contract's, in ``wirepipe.wire``.
+"""
