@@ -165,6 +165,13 @@ CONFLICTS: dict[str, list[dict[str, Any]]] = {
     "CompressParams._codec": [pipeline(operators=[{"compress": {"codec": "zstdd"}}])],
     "CompressParams._level": [pipeline(operators=[{"compress": {"codec": "zstd", "level": "hot"}}])],
     "DecompressParams._codec": [pipeline(operators=[{"decompress": {"codec": "zstdd"}}])],
+    "CompressParams._shared": [pipeline(operators=[{"serialize": {"format": "json"}},
+                                                   {"compress": {"codec": "zstd", "dictionary": "nats://"}}])],
+    "DecompressParams._bucket": [pipeline(operators=[{"decompress": {"codec": "auto", "dictionaries": "nats://a/b"}}])],
+    "NatsConnectionConfig._embedded_has_no_auth": [pipeline(operators=[{"serialize": {"format": "json"}}, {"compress": {
+        "codec": "zstd", "dictionary": "nats://B/D", "nats": {"url": "embedded", "auth": {"token": "t"}}}}])],
+    "NatsConnectionConfig._url_list": [pipeline(operators=[{"serialize": {"format": "json"}}, {"compress": {
+        "codec": "zstd", "dictionary": "nats://B/D", "nats": {"url": "nats://a:1, embedded"}}}])],
     "EncodeParams._parse": [pipeline(operators=[{"encode": {"chain": "json|zstd:99"}}])],
     "DecodeParams._parse": [pipeline(operators=[{"decode": {"chain": "json||zstd"}}])],
 }

@@ -41,6 +41,8 @@ class Header(str, Enum):
     FINAL = "Wirepipe-Final"  # on the stamp a publisher sends when it closes: it publishes no more
     MSG_ID = "Nats-Msg-Id"  # JetStream deduplication id
     PENDING = "Nats-Pending-Messages"  # JetStream pull status: messages the request left undelivered
+    TRACEPARENT = "traceparent"  # W3C trace context: kept as it came, or the pipeline's own with tracing on
+    TRACESTATE = "tracestate"  # W3C trace context's vendor part, beside traceparent
 
     def __str__(self) -> str:
         return self.value

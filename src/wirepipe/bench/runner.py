@@ -64,7 +64,7 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
     """
     import zstandard
 
-    from ..codecs.compression import train_zstd_dictionary
+    from ..codecs.compression import dictionary_size, train_zstd_dictionary
     from ..codecs.formats import get_format
     from ..storage.files import write_bytes_atomic
 
@@ -77,7 +77,7 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
         except Exception:  # a format that cannot write these records: its own rows fail, with the reason
             continue
         try:
-            d = train_zstd_dictionary(samples, size=min(16384, max(1024, sum(map(len, samples)) // 10)))
+            d = train_zstd_dictionary(samples, size=dictionary_size(samples))
         except (ValueError, zstandard.ZstdError):  # too little or too uniform data: no +dict rows then
             continue
         path = write_bytes_atomic(out / f"{data.name}-{fmt}.zdict", d)

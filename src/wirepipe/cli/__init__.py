@@ -9,6 +9,7 @@ from . import traffic  # noqa: F401 - capture, replay, tap
 from . import pipetests  # noqa: F401 - test
 from . import study  # noqa: F401 - bench, report, plan, codecs, datasets
 from . import schemas  # noqa: F401 - schema
+from . import dicts  # noqa: F401 - dict
 # isort: on
 from .app import app, main
 

@@ -112,11 +112,18 @@ def _bad(codec: str, reason: str) -> StageError:
 
 
 def _zstd_compress(level: int, dictionary: bytes | None) -> Fn:
+    # A dictionary both ends load from a file: the 4-byte dictionary id is not written.
+    return zstd_compressor(level, dictionary, write_dict_id=not dictionary)
+
+
+def zstd_compressor(level: int, dictionary: bytes | None, *, write_dict_id: bool) -> Fn:
+    """``compress(data)`` of zstd at ``level`` with ``dictionary``; ``write_dict_id`` puts the dictionary's
+    id in every frame's header, so a consumer can find the dictionary by it (a dictionary shared through
+    NATS: ``operators/shared_dictionaries.py``)."""
     import zstandard
 
     d = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
-    # The decoder is configured with the same dictionary, so the 4-byte dictionary id is not written.
-    return zstandard.ZstdCompressor(level=level, dict_data=d, write_dict_id=not d).compress
+    return zstandard.ZstdCompressor(level=level, dict_data=d, write_dict_id=write_dict_id).compress
 
 
 def _zstd_decompress(cap: int, dictionary: bytes | None) -> Fn:
@@ -142,16 +149,54 @@ def _zstd_decompress(cap: int, dictionary: bytes | None) -> Fn:
         except ZstdError as exc:
             if declared < 0 and "did not decompress full frame" in str(exc):
                 raise _bomb("zstd", cap) from None
-            raise _bad("zstd", str(exc)) from None
+            raise _bad("zstd", _zstd_reason(str(exc), data, dictionary)) from None
 
     return decompress
+
+
+def _zstd_reason(error: str, data: bytes, dictionary: bytes | None) -> str:
+    """zstd's error, and which dictionary the frame asks for when that is why it failed."""
+    wanted = zstd_frame_dictionary_id(data)
+    if not wanted or (dictionary and zstd_dictionary_id(dictionary) == wanted):
+        return error
+    return (f"{error}: the frame was compressed with zstd dictionary {wanted}, which this decompressor does not "
+            "have (a dictionary shared through NATS: `dictionaries: nats://BUCKET`)")
+
+
+def zstd_frame_dictionary_id(data: bytes) -> int:
+    """The dictionary id a zstd frame's header carries (0: none, or not a zstd frame).
+
+    >>> import zstandard
+    >>> zstd_frame_dictionary_id(zstandard.ZstdCompressor().compress(b"abc")), zstd_frame_dictionary_id(b"xyz")
+    (0, 0)
+    """
+    import zstandard
+
+    try:
+        return int(zstandard.get_frame_parameters(data).dict_id)
+    except zstandard.ZstdError:
+        return 0
+
+
+def zstd_dictionary_id(dictionary: bytes) -> int:
+    """The id a trained zstd dictionary declares (0 for raw content, which has none)."""
+    import zstandard
+
+    return int(zstandard.ZstdCompressionDict(dictionary).dict_id())
+
+
+def dictionary_size(samples: list[bytes]) -> int:
+    """How large a dictionary to train on ``samples``: a tenth of their bytes, within 1-16 KiB (zstd's
+    own advice is ~100x smaller than the samples; past 16 KiB small records gain little more)."""
+    return min(16384, max(1024, sum(map(len, samples)) // 10))
 
 
 def train_zstd_dictionary(samples: list[bytes], size: int = 16 * 1024, level: int = 3) -> bytes:
     """Train a zstd dictionary on sample payloads (the serialized records of a dataset).
 
     Small messages gain most: a dictionary lets each frame refer to what the typical
-    record looks like instead of describing it again.
+    record looks like instead of describing it again. Its id is derived from its content,
+    so a dictionary trained on other samples has another id.
     """
     import zstandard
 

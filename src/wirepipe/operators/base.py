@@ -13,7 +13,7 @@ works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the ki
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
@@ -41,6 +41,11 @@ class Operator:
     gives: ClassVar[str | None] = SAME
     name: str = ""
     params: dict[str, Any]
+    # True: the run loop awaits ``prepare(batch)`` before each pass (I/O the pass needs, on the event loop).
+    prepares: bool = False
+    # True: it does I/O around its passes (``open``/``prepare``/``close`` below), which only the run loop awaits
+    # (a runner that calls ``process_batch`` alone, Beam's, refuses it).
+    io: bool = False
 
     def refuse_schema(self, schema: Any) -> Refusal | None:
         """Why this operator cannot run on batches whose source attaches ``schema`` (field names or a typed
@@ -49,6 +54,23 @@ class Operator:
 
     def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # I/O around the passes (a zstd dictionary fetched from NATS), awaited by the run loop on its event
+    # loop: the passes themselves stay plain CPU work. ``parts`` are the pipeline's source and sink.
+    async def open(self, parts: Sequence[Any]) -> None:
+        """Called once when the pipeline starts, after its source and sink opened."""
+
+    async def prepare(self, batch: Batch) -> None:
+        """Called before each pass over ``batch`` when ``prepares`` is set; ``NotConnected`` asks the loop
+        to hold the batch and call again later."""
+
+    async def close(self) -> None:
+        """Called once when the pipeline ends, also after errors."""
+
+    def refuse_parts(self, parts: Sequence[Any]) -> str | None:
+        """Why this operator cannot run between ``parts`` (source, sink) as configured, or None; the
+        pipeline raises it as a ``ConfigError`` at the operator's entry."""
+        return None
 
     def canonical(self) -> str:
         """The operator as one chain step (``zstd:3``) or ``stage(name)`` when it is not a codec."""

@@ -16,12 +16,18 @@ from typing import Annotated, Any
 from pydantic import WrapValidator
 
 from ..codecs.compression import get_codec
+from ..connectors.dictionary_bucket import is_shared
 
 
 def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
-    """A zstd dictionary given inline (bytes) or as a file path."""
+    """A zstd dictionary given inline (bytes) or as a file path (a ``nats://`` one is not a file: the
+    publisher names it, ``compress: {dictionary: nats://BUCKET/NAME}``, and a consumer finds it by the
+    id in the frames, ``decompress: {dictionaries: nats://BUCKET}``)."""
     if dictionary is None or isinstance(dictionary, bytes):
         return dictionary
+    if is_shared(dictionary):
+        raise ValueError(f"{dictionary}: a dictionary shared through NATS is found by the id the frames carry: "
+                         "give the bucket as `dictionaries: nats://BUCKET`")
     return Path(dictionary).read_bytes()
 
 

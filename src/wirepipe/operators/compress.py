@@ -3,7 +3,8 @@
 One comprehension over the payload column; sets ``Content-Encoding`` (``Header.CONTENT_ENCODING``)
 so a consumer with ``decompress: {codec: auto}`` (``operators/decompress.py``) picks the codec.
 Levels are ``fastest``, ``default``, ``best`` or the codec's own integers; zstd takes a trained
-dictionary (``operators/codec_options.py``).
+dictionary (``operators/codec_options.py``): a file both ends load, or one shared through NATS
+(``nats://BUCKET/NAME``, ``operators/shared_dictionaries.py``), whose id every frame then carries.
 
 In YAML ``- compress: {codec: zstd, level: fastest}``; in Python ``wirepipe.compress("zstd", "fastest")``:
 
@@ -18,17 +19,22 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..codecs.compression import get_codec
+from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec, zstd_compressor, zstd_dictionary_id
+from ..connectors.dictionary_bucket import is_shared, parse_ref
+from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
+from ..core.errors import WirepipeError
 from ..core.models import Strict
 from ..wire import Header, set_header
 from .base import PAYLOADS, BuildContext, Operator
 from .codec_options import Dictionary, known_codec, load_dictionary
+from .shared_dictionaries import SharedDictionaries
 
 
 class Compress(Operator):
@@ -39,7 +45,7 @@ class Compress(Operator):
     adds_headers = (Header.CONTENT_ENCODING.value,)
 
     def __init__(self, codec: str = "zstd", level: str | int | None = None,
-                 dictionary: bytes | str | Path | None = None) -> None:
+                 dictionary: bytes | str | Path | None = None, nats: Any = None) -> None:
         c = get_codec(codec)
         self.codec = c
         self.level = "default" if level is None else level
@@ -47,12 +53,44 @@ class Compress(Operator):
         if dictionary is not None:
             self.params["dictionary"] = str(dictionary) if not isinstance(dictionary, bytes) else "<bytes>"
         self.name = f"{c.name}:{self.level}" if self.level != "default" else c.name
-        self._fn = c.compressor(self.level, load_dictionary(dictionary))
         self._encoding = c.content_encoding
+        self.shared: SharedDictionaries | None = None
+        self.dictionary_id = 0  # the id every frame carries (a dictionary shared through NATS)
+        self._fn: Callable[[bytes], bytes] | None
+        if is_shared(dictionary):
+            # Fetched when the pipeline starts (``open``); its id goes in every frame so consumers find it.
+            assert isinstance(dictionary, str)
+            if not c.supports_dictionary:
+                raise ValueError(f"codec {c.name} does not take a dictionary (only zstd does)")
+            self.shared = SharedDictionaries(parse_ref(dictionary, name=True), nats, cap=DEFAULT_MAX_OUTPUT,
+                                             what="compress")
+            self._fn = None
+            self.io = True
+        else:
+            self._fn = c.compressor(self.level, load_dictionary(dictionary))
+
+    async def open(self, parts: Sequence[Any]) -> None:
+        if self.shared is None:
+            return
+        await self.shared.open(parts)
+        data = await self.shared.named()
+        self.dictionary_id = zstd_dictionary_id(data)
+        self._fn = zstd_compressor(self.codec.resolve_level(self.level), data, write_dict_id=True)
+
+    async def close(self) -> None:
+        if self.shared is not None:
+            await self.shared.close()
+
+    def refuse_parts(self, parts: Sequence[Any]) -> str | None:
+        return self.shared.refusal(parts) if self.shared is not None else None
 
     def __call__(self, batch: Batch) -> Batch:
         if self.codec.name != "none":
-            batch.map_values(self._fn, self.stage, self.name)
+            fn = self._fn
+            if fn is None:
+                raise WirepipeError(f"compress: dictionary {self.shared and self.shared.ref} is fetched when the "
+                                    "pipeline starts: run the operator in a Pipeline (or await its open() first)")
+            batch.map_values(fn, self.stage, self.name)
         set_header(batch, Header.CONTENT_ENCODING.value, self._encoding)
         return batch
 
@@ -63,7 +101,10 @@ class Compress(Operator):
 class CompressParams(Strict):
     codec: str
     level: str | int = "default"
-    dictionary: Dictionary = Field(default=None, description="path of a trained zstd dictionary (bytes in Python)")
+    dictionary: Dictionary = Field(default=None, description="a trained zstd dictionary: a file both ends load, "
+                                   "or nats://BUCKET/NAME, shared through NATS (bytes in Python)")
+    nats: NatsConnectionConfig | None = Field(default=None, description="the connection a nats:// dictionary is "
+                                              "fetched through (default: the pipeline's NATS source or sink)")
 
     _codec = field_validator("codec")(known_codec)
 
@@ -75,8 +116,16 @@ class CompressParams(Strict):
             get_codec(codec).resolve_level(v)  # ValueError names the codec's range
         return v
 
+    @field_validator("dictionary")
+    @classmethod
+    def _shared(cls, v: str | None) -> str | None:
+        if is_shared(v):
+            assert isinstance(v, str)
+            parse_ref(v, name=True)
+        return v
+
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Compress(self.codec, self.level, dictionary=self.dictionary)]
+        return [Compress(self.codec, self.level, dictionary=self.dictionary, nats=self.nats)]
 
 
 RANK = 20  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -2,7 +2,9 @@
 
 One comprehension over the payload column. ``max_output_size`` refuses a bomb: the record is
 dead-lettered, the run goes on. With ``codec: auto`` each record's codec is the one its
-``Content-Encoding`` (``Header.CONTENT_ENCODING``, which ``compress`` sets) names.
+``Content-Encoding`` (``Header.CONTENT_ENCODING``, which ``compress`` sets) names. With
+``dictionaries: nats://BUCKET`` a zstd frame that names a dictionary by id is decompressed with
+that dictionary, fetched from the bucket before the pass (``operators/shared_dictionaries.py``).
 
 In YAML ``- decompress: {codec: auto, max_output_size: 64MiB}``; in Python ``wirepipe.decompress("auto")``:
 
@@ -16,19 +18,22 @@ In YAML ``- decompress: {codec: auto, max_output_size: 64MiB}``; in Python ``wir
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
+from ..connectors.dictionary_bucket import parse_ref
+from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
 from ..wire import Header
 from .base import PAYLOADS, BuildContext, Operator, failing
 from .codec_options import Dictionary, known_codec, load_dictionary
+from .shared_dictionaries import SharedDictionaries
 
 
 class Decompress(Operator):
@@ -38,18 +43,49 @@ class Decompress(Operator):
     takes, gives = PAYLOADS, PAYLOADS
 
     def __init__(self, codec: str = "auto", max_output_size: int = DEFAULT_MAX_OUTPUT,
-                 dictionary: bytes | str | Path | None = None) -> None:
+                 dictionary: bytes | str | Path | None = None, dictionaries: str | None = None,
+                 nats: Any = None) -> None:
         self.auto = codec == "auto"
         self.max_output_size = max_output_size
         self._dictionary = load_dictionary(dictionary)
         self.params = {"codec": codec, "max_output_size": max_output_size}
         self.name = codec if self.auto else get_codec(codec).name
+        self.shared: SharedDictionaries | None = None
+        if dictionaries is not None:
+            if not self.auto and not get_codec(codec).supports_dictionary:
+                raise ValueError(f"codec {self.name} does not take a dictionary (only zstd does)")
+            self.params["dictionaries"] = dictionaries
+            self.shared = SharedDictionaries(parse_ref(dictionaries, name=False), nats, cap=max_output_size,
+                                             what="decompress")
+            self.prepares = self.io = True
         self._fn = None if self.auto else self._build(self.name)
         self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
 
     def _build(self, codec_name: str) -> Callable[[bytes], bytes]:
         codec = get_codec(codec_name)
-        return codec.decompressor(self.max_output_size, self._dictionary if codec.supports_dictionary else None)
+        fn = codec.decompressor(self.max_output_size, self._dictionary if codec.supports_dictionary else None)
+        if self.shared is not None and codec.name == "zstd":  # frames that name a dictionary by id
+            return self.shared.decompressor(fn, lambda d: codec.decompressor(self.max_output_size, d),
+                                            self._dictionary)
+        return fn
+
+    async def open(self, parts: Sequence[Any]) -> None:
+        if self.shared is not None:
+            await self.shared.open(parts)
+
+    async def prepare(self, batch: Batch) -> None:
+        """Fetch the dictionaries the batch's frames name that are not held yet (before the pass)."""
+        if self.shared is not None:
+            wanted = self.shared.wanted(batch, self.auto)
+            if wanted:
+                await self.shared.fetch(wanted)
+
+    async def close(self) -> None:
+        if self.shared is not None:
+            await self.shared.close()
+
+    def refuse_parts(self, parts: Sequence[Any]) -> str | None:
+        return self.shared.refusal(parts) if self.shared is not None else None
 
     def _for_encoding(self, encoding: str | None) -> Callable[[bytes], bytes]:
         fn = self._by_encoding.get(encoding)
@@ -83,15 +119,27 @@ class Decompress(Operator):
 class DecompressParams(Strict):
     codec: str = "auto"
     max_output_size: Size = DEFAULT_MAX_OUTPUT
-    dictionary: Dictionary = None
+    dictionary: Dictionary = Field(default=None, description="a trained zstd dictionary file (bytes in Python)")
+    dictionaries: str | None = Field(default=None, description="nats://BUCKET: the bucket where zstd frames that "
+                                     "name a dictionary by id find it (fetched once per id, then kept)")
+    nats: NatsConnectionConfig | None = Field(default=None, description="the connection the dictionaries are "
+                                              "fetched through (default: the pipeline's NATS source or sink)")
 
     @field_validator("codec")
     @classmethod
     def _codec(cls, v: str) -> str:
         return v if v == "auto" else known_codec(v)
 
+    @field_validator("dictionaries")
+    @classmethod
+    def _bucket(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_ref(v, name=False)
+        return v
+
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary)]
+        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary,
+                           dictionaries=self.dictionaries, nats=self.nats)]
 
 
 RANK = 21  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -67,6 +67,7 @@ def pipeline_model() -> type[Strict]:
     source: Any = Annotated[Union[tuple(source_models())], Field(discriminator="type")]  # noqa: UP007
     sink: Any = Annotated[Union[tuple(sink_models())], Field(discriminator="type")]  # noqa: UP007
 
+    from ..metrics.tracing import TracingConfig
     from .monitor import MonitorConfig
 
     class MetricsConfig(Strict):
@@ -91,6 +92,7 @@ def pipeline_model() -> type[Strict]:
         shutdown_timeout=(Duration, 30.0),
         flush_interval=(Duration, 1.0),
         monitor=(MonitorConfig | None, None),
+        tracing=(TracingConfig | None, None),
     )
     return create_model("PipelineConfig", __base__=Strict, **fields)
 
@@ -259,7 +261,14 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
 
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
-    from .pipeline import Pipeline, check_flow
+    from ..metrics.tracing import check_installed
+    from .pipeline import Pipeline, check_flow, check_operators
+
+    def check_tracing(tracing: Any) -> None:
+        try:
+            check_installed(tracing)
+        except ValueError as exc:
+            raise ConfigError(str(exc), path="tracing") from None
 
     ctx = BuildContext(allow_pickle=cfg.allow_pickle)
     operators: list[Any] = []
@@ -273,6 +282,8 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
     try:
         check_flow(source, operators, sink, where)  # at the entries' own paths (Pipeline checks by position)
+        check_operators(operators, source, sink, where)
+        check_tracing(cfg.tracing)
         # The whole-pipeline rules (``check_parts``, run by ``Pipeline``: e.g. one Parquet file behind a source
         # acknowledged at every flush) are the ones a pipeline built in Python meets; YAML adds the file.
         return Pipeline(
@@ -287,6 +298,7 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
             flush_interval=cfg.flush_interval,
             config=cfg.model_dump(mode="json", by_alias=True),
             monitor=cfg.monitor,
+            tracing=cfg.tracing,
         )
     except ConfigError as exc:
         raise ConfigError(exc.detail, file=file, path=exc.path) from None

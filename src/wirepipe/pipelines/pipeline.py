@@ -150,6 +150,16 @@ class RunStats:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
 
 
+def check_operators(operators: Sequence[Operator], source: Source, sink: Sink, where: Sequence[str] = ()) -> None:
+    """What each operator declares it cannot run between (``Operator.refuse_parts``: a dictionary fetched
+    from NATS in a pipeline with no NATS part): ``ConfigError`` at ``where[i]`` (the YAML entry) or
+    ``operators[i]``."""
+    for i, op in enumerate(operators):
+        why = op.refuse_parts((source, sink))
+        if why is not None:
+            raise ConfigError(why, path=where[i] if where else f"operators[{i}].{op.stage}")
+
+
 def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None, operators: Sequence[Operator] = ()
                 ) -> None:
     """The rules that belong to a whole pipeline, as its parts declare them: ``ConfigError`` at the field of
@@ -224,7 +234,7 @@ class Pipeline:
     def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
-                 config: dict[str, Any] | None = None, monitor: Any = None) -> None:
+                 config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None) -> None:
         operators = list(operators)
         check_parts(source, sink, dead_letter, operators)
         self.source = source
@@ -240,6 +250,11 @@ class Pipeline:
         self.flush_interval = flush_interval
         self.config = config
         self.monitor = monitor
+        # OpenTelemetry (tracing.py): None decides by the OTEL_* variables; False, True, a TracingConfig or a
+        # tracer provider. ``self.tracing`` is the run's tracer, None when off (the hooks below test only that).
+        self.tracing_spec = tracing
+        self.tracing: Any = None
+        self._stamps: Stamps | None = None  # the last timed pass's stamps, for the tracer
         self.stats = RunStats()
         self.metrics: Any = None
         self._unacked: list[tuple[Batch, int]] = []  # written, not yet acknowledged: (batch, records)
@@ -261,6 +276,7 @@ class Pipeline:
         # The batch between the queue and the sink: (records read, stats.rejected when it started).
         self._in_flight: tuple[int, int] | None = None
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
+        self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
 
     def __or__(self, other: Any) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
@@ -277,7 +293,7 @@ class Pipeline:
         return type(self)(self.source, operators, sink, name=self.name, metrics=self.metrics_spec,
                           dead_letter=self.dead_letter, queue_size=self.queue_size,
                           shutdown_timeout=self.shutdown_timeout, flush_interval=self.flush_interval,
-                          config=self.config, monitor=self.monitor)
+                          config=self.config, monitor=self.monitor, tracing=self.tracing_spec)
 
     @property
     def unacked_records(self) -> int:
@@ -301,6 +317,8 @@ class Pipeline:
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
         check_parts(source, sink, self.dead_letter, self.operators)  # attributes may have been set since construction
+        check_operators(self.operators, source, sink)
+        self._preparing = [op for op in self.operators if op.prepares]
         if stop is not None:
             source.stopping = stop
         # Batches keep thousands of young objects alive across collections, which promotes them
@@ -315,6 +333,7 @@ class Pipeline:
 
             self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
         self.metrics = self._open_metrics()
+        self.tracing = _open_tracing(self)
         timer = flusher = None
         if self.metrics is not None:
             from ..metrics.recorder import pipeline_stages
@@ -343,6 +362,9 @@ class Pipeline:
                 with _io_errors(f"dead_letter {self.dead_letter.name}", None):
                     await self.dead_letter.open()
                 opened.append(self.dead_letter)
+            for op in self.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
+                opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
+                await op.open((source, sink))
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
@@ -367,6 +389,8 @@ class Pipeline:
                 flusher.cancel()
             if self.metrics is not None:
                 self.metrics.close()
+            if self.tracing is not None:
+                self.tracing.finish()
             gc.unfreeze()  # what became garbage since can be collected again
             stats.elapsed = time.monotonic() - stats.started
             stats.losses = source.losses()
@@ -478,7 +502,7 @@ class Pipeline:
         source read it and ``lost`` what the source found lost before it. The records a stage
         rejects are in the returned ``rejected``.
         """
-        if self.metrics is None:
+        if self.metrics is None and self.tracing is None:
             return run_operators(self.operators, batch)[0]
         raw_nbytes, redelivered = batch.raw_nbytes, batch.redelivered()
         batch, stamps = run_operators(self.operators, batch, timed=True)
@@ -489,22 +513,32 @@ class Pipeline:
     def _record(self, stamps: Stamps, raw_nbytes: int | None, index: int, read: tuple[int, int] | None,
                 lost: int | None, redelivered: int | None, rejected: list[Rejected]) -> None:
         """Hand a timed pass's stage rows to the recorder (on the event loop, where its periodic flush runs)."""
-        self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered, rejected)
+        if self.metrics is not None:
+            self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered, rejected)
+        if self.tracing is not None:
+            self._stamps = stamps
 
     async def _process(self, batch: Batch, start: int, end: int, sink: Sink, stats: RunStats) -> None:
         between_batches()  # the allocator keeps what the last batch gave back, where it churns (core/allocator.py)
         metrics = self.metrics
+        tracing = self.tracing
         index = stats.batches
         stats.batches += 1
         received = batch.values
         stats.records_in += len(received) + len(batch.rejected)
         self._in_flight = (len(received) + len(batch.rejected), stats.rejected)
+        if self._preparing:
+            await self._prepare(batch, stats)
+        if tracing is not None:
+            traced = tracing.begin(batch, start, end)
         batch = await self._run_operators(index, batch, start, end)
         stats.projected += batch.projected
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
         t0 = _ns()
+        if tracing is not None:
+            tracing.writing(traced, batch, t0)
         if len(received) == len(batch.values) and received is not batch.values:
             batch.meta[_RECEIVED] = received  # no copy: what a sink refuses is dead-lettered as received
         await self._write(sink, batch, stats)
@@ -522,6 +556,8 @@ class Pipeline:
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
+        if tracing is not None:
+            tracing.end(traced, self._stamps, batch, t1, len(refused))
         n = len(batch.values)
         if not self.source.redelivers:
             # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
@@ -530,6 +566,22 @@ class Pipeline:
         self._unacked.append((batch, n))
         self._unacked_records += n
 
+    async def _prepare(self, batch: Batch, stats: RunStats) -> None:
+        """The I/O operators need before their pass over ``batch`` (the dictionaries its frames name), on the
+        event loop; an answer that does not come (``SinkUnavailable``) holds the batch and is retried, as a
+        sink's write is: nothing is dead-lettered for an outage."""
+        for op in self._preparing:
+            while True:
+                try:
+                    await op.prepare(batch)
+                except (ConfigError, asyncio.CancelledError):
+                    raise
+                except SinkUnavailable as exc:
+                    await self._sink_down(op, exc, stats, [batch])
+                    continue
+                self._sink_up(op)
+                break
+
     async def _run_operators(self, index: int, batch: Batch, start: int, end: int) -> Batch:
         """Run the operators over a batch; on a source that loses what it does not read (core NATS), a
         pass expected to take longer than ``_OFFLOAD_NS`` runs in a thread so the event loop keeps reading
@@ -537,6 +589,7 @@ class Pipeline:
         lose messages to bursts while a slow batch runs."""
         metrics = self.metrics
         ops = self.operators
+        timed = metrics is not None or self.tracing is not None
         delta = None
         if metrics is not None and self.source.drops_when_unread:
             lost = self.source.lost
@@ -546,11 +599,11 @@ class Pipeline:
             cost = self._op_ns_per_record
             offload = cost is None or cost * len(batch.values) > _OFFLOAD_NS
         t0 = _ns()
-        if metrics is None and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
+        if not timed and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
             batch = await self._run_sliced(batch)
         elif offload:  # the pass in a thread; its rows recorded here, on the event loop (where the flush runs)
             raw_nbytes, redelivered = batch.raw_nbytes, batch.redelivered()
-            batch, stamps = await asyncio.to_thread(run_operators, ops, batch, metrics is not None)
+            batch, stamps = await asyncio.to_thread(run_operators, ops, batch, timed)
             if stamps is not None:
                 self._record(stamps, raw_nbytes, index, (start, end), delta, redelivered, batch.rejected)
         else:
@@ -683,7 +736,8 @@ class Pipeline:
             self._sink_up(part)
             return
 
-    async def _sink_down(self, part: Sink, exc: BaseException, stats: RunStats, holding: list[Batch]) -> None:
+    async def _sink_down(self, part: Sink | Operator, exc: BaseException, stats: RunStats,
+                         holding: list[Batch]) -> None:
         """Report the failure (rate-limited), keep held records alive, back off (bounded exponential)."""
         stats.sink_errors += 1
         now = time.monotonic()
@@ -691,13 +745,14 @@ class Pipeline:
         first = self.sink_error is None
         if first:
             self._sink_down_since = now
-        self.sink_error = redact_secrets(f"{part.name}: {error}")  # the status line prints it as it is
+        name = _part_name(part)
+        self.sink_error = redact_secrets(f"{name}: {error}")  # the status line prints it as it is
         self._sink_failures += 1
         held = sum(len(b.values) for b in holding) + self._unacked_records + sum(len(b.values) for b in self._queued)
         if first or now - self._last_sink_log >= 30.0:
             self._last_sink_log = now
             log.error("sink unavailable: %s: %s (for %.0fs, %d failures; holding %d records unacknowledged, "
-                      "retrying)", part.name, error, now - self._sink_down_since, self._sink_failures, held)
+                      "retrying)", name, error, now - self._sink_down_since, self._sink_failures, held)
         source = self.source
         if isinstance(source, AtLeastOnce):
             await source.in_progress([*holding, *(b for b, _ in self._unacked), *self._queued])
@@ -716,10 +771,10 @@ class Pipeline:
             case _:
                 return min(cap, 0.05 * 2 ** min(self._sink_failures, 10))
 
-    def _sink_up(self, part: Sink) -> None:
+    def _sink_up(self, part: Sink | Operator) -> None:
         if self.sink_error is None:
             return
-        log.warning("sink %s works again after %.1fs and %d failure(s): resuming", part.name,
+        log.warning("sink %s works again after %.1fs and %d failure(s): resuming", _part_name(part),
                     time.monotonic() - self._sink_down_since, self._sink_failures)
         self.sink_error = None
         self._sink_failures = 0
@@ -754,6 +809,18 @@ class Pipeline:
                             "dead-lettered again (a loop: the dead letter they were read from holds them)",
                             back, self._came_back)
         return fresh
+
+
+def _part_name(part: Sink | Operator) -> str:
+    """A sink's name, or an operator's stage and name (an operator whose fetch waits: ``decompress (auto)``)."""
+    return part.name if isinstance(part, Sink) else f"{part.stage} ({part.name})"
+
+
+def _open_tracing(pipeline: Pipeline) -> Any:
+    """The run's tracer (``tracing.py``), or None when tracing is off."""
+    from ..metrics.tracing import open_tracing
+
+    return open_tracing(pipeline.tracing_spec, pipeline)
 
 
 @contextlib.contextmanager

@@ -186,6 +186,20 @@ def result_sinks() -> list[str]:
     return names
 
 
+def _refuse_io(cfg: Any, file: str) -> None:
+    """The DoFn runs the operators' passes alone: an operator that does I/O around them (a zstd dictionary
+    fetched from NATS) needs the local runner's loop."""
+    from ..operators.base import BuildContext
+    from ..pipelines.config import build_operators
+
+    for i, entry in enumerate(cfg.operators):
+        where = f"operators[{i}].{entry.kind}"
+        ctx = BuildContext(allow_pickle=cfg.allow_pickle)
+        if any(op.io for op in build_operators(getattr(entry, entry.kind), ctx, where, file)):
+            raise ConfigError("fetches from NATS around its passes (a zstd dictionary): the Beam runner runs the "
+                              "passes alone; replay it with the local runner", file=file, path=where)
+
+
 def run(replay: Replay, *, output: str | None = None, options: list[str] | None = None) -> ReplayResult:
     """Replay a capture on a Beam runner; results and metrics under ``output`` (default: a new folder in results/)."""
     from ..pipelines.config import build_connector
@@ -199,6 +213,7 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
                           file=replay.pipeline, path="sink.type")
     if replay.pace != "max":
         raise ConfigError("--pace original needs the local runner: Beam processes row groups in any order")
+    _refuse_io(cfg, replay.pipeline)
     beam = import_beam()
     from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquetBatched
 

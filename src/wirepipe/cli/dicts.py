@@ -1,0 +1,160 @@
+"""``wirepipe dict``: zstd dictionaries shared through NATS (train, list, show)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .app import EXIT_CONFIG, EXIT_RUNTIME, WordsHelp, app, fail, setup_logging
+
+dict_app = typer.Typer(name="dict", no_args_is_help=True, help="zstd dictionaries shared through NATS.")
+app.add_typer(dict_app)
+
+
+@dict_app.command("train", cls=WordsHelp)
+def dict_train(
+    from_: Annotated[str, typer.Option("--from", metavar="CAPTURE|FILE", help=(
+        "a capture folder (or file), or a .jsonl / .parquet file of records"))],
+    to: Annotated[str, typer.Option("--to", metavar="nats://BUCKET/NAME", help=(
+        "where to publish it: the bucket (created if missing) and the name publishers give"))],
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    format: Annotated[str, typer.Option(help="records from a file: the format they are serialized in, as your "
+                                             "publisher's serialize does")] = "msgpack",
+    schema: Annotated[str | None, typer.Option(help="records from a file: the schema a schema'd format needs")] = None,
+    level: Annotated[str, typer.Option(help="zstd level the publisher compresses at: fastest, default, best or "
+                                            "an integer")] = "default",
+    size: Annotated[str | None, typer.Option(help="dictionary size, e.g. 16KiB (default: a tenth of the "
+                                                  "records' bytes, 1-16 KiB)")] = None,
+    holdout: Annotated[float, typer.Option(help="the share of records held out to measure the gain on")] = 0.2,
+    count: Annotated[int, typer.Option(help="read at most N records")] = 100_000,
+    out: Annotated[Path | None, typer.Option(metavar="FILE", help="also write the dictionary to FILE")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="train and report; publish nothing")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Train a zstd dictionary on real records and publish it.
+
+    Reports its gain against plain zstd on records it did not train on.
+    """
+    import asyncio
+    import logging
+
+    from ..connectors.dictionary_bucket import parse_ref
+    from ..core.errors import ConfigError, WirepipeError
+    from ..core.units import parse_size
+    from ..dictionaries import publish, read_samples, train
+
+    setup_logging(verbose)
+    if not verbose:
+        logging.getLogger("wirepipe").setLevel(logging.WARNING)
+    try:
+        ref = parse_ref(to, name=True)
+        nbytes = parse_size(size) if size is not None else None
+    except ValueError as exc:
+        fail(f"--to/--size: {exc}", EXIT_CONFIG)
+    try:
+        samples, rejects = asyncio.run(read_samples(from_, count=count, fmt=format, schema=schema, ref=ref,
+                                                    nats={"url": url}))
+        if rejects:
+            typer.echo(f"{len(rejects)} record(s) could not be read and were left out, e.g. at {rejects[0].stage}: "
+                       f"{rejects[0].error}", err=True)
+        training = train(samples, level=level, size=nbytes, holdout=holdout)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    except ValueError as exc:
+        fail(f"--level: {exc}", EXIT_CONFIG)
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    for line in training.lines():
+        typer.echo(line)
+    if out is not None:
+        from ..storage.files import write_bytes_atomic
+
+        write_bytes_atomic(out, training.dictionary)
+        typer.echo(f"wrote {out}")
+    if dry_run:
+        return
+    try:
+        dict_id = asyncio.run(publish(url, ref, training, origin=from_))
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    typer.echo(f"published {ref} (id {dict_id}; also as nats://{ref.bucket}/id/{dict_id})")
+
+
+@dict_app.command("list", cls=WordsHelp)
+def dict_list(
+    bucket: Annotated[str, typer.Argument(metavar="nats://BUCKET", help="the dictionary bucket")],
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+) -> None:
+    """List a bucket's dictionaries: id, size, date, gain."""
+    import asyncio
+    import json
+
+    from ..connectors.dictionary_bucket import parse_ref
+    from ..core.errors import WirepipeError
+    from ..dictionaries import with_bucket
+
+    try:
+        ref = parse_ref(bucket, name=False)
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    try:
+        entries = asyncio.run(with_bucket(url, ref.bucket, lambda b: b.entries()))
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    for e in entries:
+        try:
+            gain = f"{json.loads(e.description)['gain']:+.1%} vs zstd"
+        except (ValueError, KeyError, TypeError):
+            gain = ""
+        typer.echo(f"{e.name}\tid {e.dict_id}\t{e.size:,} B\t{e.modified[:19]}\t{gain}".rstrip())
+
+
+@dict_app.command("show", cls=WordsHelp)
+def dict_show(
+    dictionary: Annotated[str, typer.Argument(metavar="nats://BUCKET/NAME", help=(
+        "a dictionary by name, or by id: nats://BUCKET/id/ID"))],
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    out: Annotated[Path | None, typer.Option(metavar="FILE", help="write the dictionary to FILE (zstd -D FILE reads it)")] = None,
+) -> None:
+    """Show a dictionary's id, size and training report."""
+    import asyncio
+    import json
+
+    from ..codecs.compression import DEFAULT_MAX_OUTPUT
+    from ..connectors.dictionary_bucket import ID_PREFIX, parse_ref
+    from ..core.errors import WirepipeError
+    from ..dictionaries import with_bucket
+
+    by_id = dictionary.rsplit("/", 2)
+    try:
+        if len(by_id) == 3 and by_id[1] == ID_PREFIX.rstrip("/") and by_id[2].isdigit():
+            ref = parse_ref(by_id[0], name=False)
+            name = f"{ID_PREFIX}{by_id[2]}"
+        else:
+            ref = parse_ref(dictionary, name=True)
+            name = str(ref.name)
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+    async def show(b: Any) -> tuple[Any, bytes]:
+        return await b.info(name), await b.by_name(name, DEFAULT_MAX_OUTPUT)
+
+    try:
+        entry, data = asyncio.run(with_bucket(url, ref.bucket, show))
+    except WirepipeError as exc:
+        fail(str(exc), EXIT_RUNTIME)
+    typer.echo(f"nats://{ref.bucket}/{name}: id {entry.dict_id}, {entry.size:,} bytes, {entry.modified} "
+               "(digest checked)")
+    try:
+        for key, value in json.loads(entry.description).items():
+            typer.echo(f"  {key}: {value}")
+    except (ValueError, AttributeError):
+        if entry.description:
+            typer.echo(f"  {entry.description}")
+    if out is not None:
+        from ..storage.files import write_bytes_atomic
+
+        write_bytes_atomic(out, data)
+        typer.echo(f"wrote {out}")

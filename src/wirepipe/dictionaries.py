@@ -1,0 +1,168 @@
+"""``wirepipe dict``: train a zstd dictionary on real traffic, measure it, share it through NATS.
+
+``train`` reads serialized records, from a capture (its payloads decompressed by their
+``Content-Encoding``, as ``decompress: auto`` does, with the bucket's own dictionaries for
+frames that name one) or from a JSONL / Parquet file of records (serialized in ``--format``, as
+``serialize`` does). Every ``k``-th record is held out (``--holdout``); the dictionary is trained
+on the others with the trainer ``wirepipe bench --zstd-dict train`` uses, and measured on the
+held-out records, each compressed on its own as the ``compress`` operator does: plain zstd at the
+level against zstd with the dictionary (its 4-byte id included, as it travels). Then it is
+published to the bucket (``connectors/dictionary_bucket.py``) with that report as its
+description. ``list`` and ``show`` read a bucket back.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .core.errors import ConfigError, WirepipeError
+
+DEFAULT_COUNT = 100_000
+
+
+@dataclass
+class Training:
+    """A trained dictionary and what it does to records it was not trained on."""
+
+    dictionary: bytes
+    dict_id: int
+    trained: int  # records it was trained on
+    held_out: int  # records it was measured on
+    level: int
+    raw: float  # serialized bytes per held-out record
+    plain: float  # with plain zstd at ``level``, bytes per record
+    with_dictionary: float  # with the dictionary (frame id included), bytes per record
+
+    @property
+    def gain(self) -> float:
+        """How much smaller the held-out records are with the dictionary than with plain zstd (0.3: 30%)."""
+        return 1 - self.with_dictionary / self.plain if self.plain else 0.0
+
+    def report(self) -> dict[str, Any]:
+        return {"dictionary_id": self.dict_id, "size": len(self.dictionary), "trained_on": self.trained,
+                "held_out": self.held_out, "level": self.level, "raw_bytes": round(self.raw, 1),
+                "zstd_bytes": round(self.plain, 1), "dictionary_bytes": round(self.with_dictionary, 1),
+                "gain": round(self.gain, 4)}
+
+    def lines(self) -> list[str]:
+        return [f"trained a {len(self.dictionary):,}-byte dictionary (id {self.dict_id}) on {self.trained:,} records",
+                f"held out {self.held_out:,} records (not trained on), each compressed alone at level {self.level}:",
+                f"  serialized         {self.raw:9.1f} B/record",
+                f"  zstd               {self.plain:9.1f} B/record",
+                f"  zstd + dictionary  {self.with_dictionary:9.1f} B/record  ({abs(self.gain):.1%} "
+                f"{'smaller' if self.gain >= 0 else 'LARGER'} than zstd)"]
+
+
+def train(samples: list[bytes], *, level: str | int = "default", size: int | None = None,
+          holdout: float = 0.2) -> Training:
+    """Train on all but every ``1/holdout``-th sample, measure on those; ``WirepipeError`` when the
+    samples are too few (or too alike) to train on."""
+    import zstandard
+
+    from .codecs.compression import (
+        dictionary_size,
+        get_codec,
+        train_zstd_dictionary,
+        zstd_compressor,
+        zstd_dictionary_id,
+    )
+
+    if not 0 < holdout < 1:
+        raise ConfigError(f"--holdout {holdout}: a fraction between 0 and 1 (0.2: one record in five)")
+    step = max(2, round(1 / holdout))
+    held = samples[::step]
+    rest = [s for i, s in enumerate(samples) if i % step]
+    zstd = get_codec("zstd")
+    lvl = zstd.resolve_level(level)
+    if not held:
+        raise WirepipeError(f"no records to train on (read {len(samples)})")
+    try:
+        dictionary = train_zstd_dictionary(rest, size=size or dictionary_size(rest), level=lvl)
+    except (ValueError, zstandard.ZstdError) as exc:
+        raise WirepipeError(f"cannot train a dictionary on {len(rest)} records: {exc}") from None
+    plain = zstd.compressor(lvl)
+    shared = zstd_compressor(lvl, dictionary, write_dict_id=True)
+    return Training(dictionary, zstd_dictionary_id(dictionary), len(rest), len(held), lvl,
+                    statistics.fmean(map(len, held)), statistics.fmean(len(plain(s)) for s in held),
+                    statistics.fmean(len(shared(s)) for s in held))
+
+
+# --- reading records --------------------------------------------------------------------------------
+
+
+def source_for(path: str, count: int | None) -> tuple[Any, bool]:
+    """(the source reading ``path``, whether it is a capture): a folder or a Parquet file a capture wrote
+    (its ``wirepipe.capture`` metadata) is a capture; a ``.jsonl`` or another ``.parquet`` holds records."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{path}: no such file or folder (a capture folder, a .jsonl or a .parquet file)",
+                          path="--from")
+    fields: dict[str, Any] = {"count": count}
+    if p.is_dir() or (p.suffix == ".parquet" and _is_capture(p)):
+        from .connectors.capture import CaptureSource
+
+        return CaptureSource([path], **fields), True
+    if p.suffix == ".jsonl":
+        from .connectors.files import JsonlSource
+
+        return JsonlSource([path], **fields), False
+    if p.suffix == ".parquet":
+        from .connectors.files import ParquetSource
+
+        return ParquetSource([path], **fields), False
+    raise ConfigError(f"{path}: a capture folder, a .jsonl or a .parquet file", path="--from")
+
+
+def _is_capture(path: Path) -> bool:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(str(path)).metadata or {}
+    return b"wirepipe.capture" in meta
+
+
+async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, ref: Any,
+                       nats: dict[str, Any]) -> tuple[list[bytes], list[Any]]:
+    """The serialized records at ``path`` and the ones that could not be read (``Rejected``)."""
+    from .operators.decompress import Decompress
+    from .operators.serialize import Serialize
+    from .testing import TestingSink, run_async
+
+    source, capture = source_for(path, count)
+    if capture:  # payloads as published: decompressed by their headers, with the bucket's dictionaries
+        ops: list[Any] = [Decompress("auto", dictionaries=f"nats://{ref.bucket}", nats=nats)]
+    else:
+        try:
+            ops = [Serialize(fmt, schema=schema)]
+        except (ValueError, KeyError) as exc:
+            raise ConfigError(str(exc.args[0] if exc.args else exc), path="--format") from None
+    sink = TestingSink()
+    await run_async(source, ops, sink, name="dict-train")
+    return [bytes(v) for v in sink.records], sink.rejects
+
+
+# --- the bucket -------------------------------------------------------------------------------------
+
+
+async def with_bucket(url: str | None, bucket: str, action: Any) -> Any:
+    """``await action(DictionaryBucket)`` on a connection to ``url`` (the embedded server when None)."""
+    from .connectors.dictionary_bucket import DictionaryBucket
+    from .connectors.nats.connection import NatsConnection, NatsConnectionConfig
+
+    conn = NatsConnection(NatsConnectionConfig(url=url), role="dict")
+    nc = await conn.connect()
+    try:
+        return await action(DictionaryBucket(nc, bucket))
+    finally:
+        await conn.close()
+
+
+async def publish(url: str | None, ref: Any, training: Training, origin: str) -> int:
+    from .connectors.dictionary_bucket import describe_training
+
+    description = describe_training({**training.report(), "from": origin})
+    result: int = await with_bucket(url, ref.bucket,
+                                    lambda b: b.publish(ref.name, training.dictionary, description))
+    return result

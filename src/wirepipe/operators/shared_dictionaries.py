@@ -1,0 +1,185 @@
+"""zstd dictionaries shared through NATS, as ``compress`` and ``decompress`` use them.
+
+A publisher says ``compress: {codec: zstd, dictionary: nats://BUCKET/NAME}``: the dictionary is
+fetched once, when the pipeline starts, and every frame carries its id. A consumer says
+``decompress: {codec: auto, dictionaries: nats://BUCKET}``: a frame's header names its
+dictionary by id, and each id is fetched the first time a batch holds a frame that names it,
+then kept for the run.
+
+The operators are CPU operators, so the fetch is not theirs: the run loop awaits the operator's
+``prepare(batch)`` on its event loop before the pass (``Pipeline``), which reads the ids of the
+batch's frames and fetches the ones not yet held; the pass then finds every dictionary it needs.
+While the server does not answer, ``prepare`` raises ``NotConnected`` and the loop holds the
+batch and retries, as it does for a sink that is down (a JetStream source keeps its records in
+progress): no record is lost or dead-lettered for an outage. A dictionary the bucket does not
+have, one larger than ``max_output_size`` or a damaged one is remembered with the reason for
+``retry_after`` seconds (then asked for again: it may have been published since); the frames
+that need it are dead-lettered with that reason and the worker goes on.
+
+The connection: the ``nats:`` settings given to the operator, else those of the pipeline's NATS
+source or sink (its URL, auth and TLS; a connection of its own, so a dictionary's chunks never
+queue behind the records).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..codecs.compression import zstd_dictionary_id, zstd_frame_dictionary_id
+from ..core.batch import Batch
+from ..core.errors import StageError, WirepipeError
+from ..wire import Header
+
+log = logging.getLogger("wirepipe.dictionaries")
+
+Fn = Callable[[bytes], bytes]
+
+
+def connection_config(given: Any, parts: Sequence[Any], what: str) -> Any:
+    """The NATS connection settings to fetch with: ``given`` (the operator's ``nats:``), else the first of
+    ``parts`` (source, sink) that is a NATS connector; ``WirepipeError`` naming the fix when none is."""
+    from ..connectors.nats.connection import NatsConnectionConfig
+
+    if given is not None:
+        return given if isinstance(given, NatsConnectionConfig) else NatsConnectionConfig.model_validate(given)
+    for part in parts:
+        config = getattr(part, "config", None)
+        if isinstance(config, NatsConnectionConfig):
+            return config
+    raise WirepipeError(f"{what}: the pipeline has no NATS source or sink to fetch the dictionary through: "
+                        "give the operator `nats: {url: ...}`")
+
+
+def has_nats_part(parts: Sequence[Any]) -> bool:
+    from ..connectors.nats.connection import NatsConnectionConfig
+
+    return any(isinstance(getattr(p, "config", None), NatsConnectionConfig) for p in parts)
+
+
+class SharedDictionaries:
+    """The zstd dictionaries of one bucket that an operator has fetched, by id, for one run.
+
+    ``cap`` bounds every fetch (``max_output_size``); ``what`` names the operator in messages.
+    """
+
+    def __init__(self, ref: Any, nats: Any = None, *, cap: int, what: str, retry_after: float = 30.0,
+                 timeout: float = 5.0) -> None:
+        self.ref = ref
+        self.option = "dictionary" if ref.name else "dictionaries"  # the operator's field that names it
+        self.nats = nats
+        self.cap = cap
+        self.what = what
+        self.retry_after = retry_after
+        self.timeout = timeout
+        self._conn: Any = None
+        self._bucket: Any = None
+        self._held: dict[int, bytes] = {}
+        self._unusable: dict[int, tuple[str, float]] = {}  # id -> (why, when it may be asked for again)
+        self.fetched = 0
+
+    async def open(self, parts: Sequence[Any]) -> None:
+        """Connect (once per run) with the operator's settings or those of the pipeline's NATS part."""
+        if self._conn is not None:
+            return
+        from ..connectors.dictionary_bucket import DictionaryBucket
+        from ..connectors.nats.connection import NatsConnection
+
+        conn = NatsConnection(connection_config(self.nats, parts, f"{self.what} {self.ref}"), role="dictionaries")
+        nc = await conn.connect()
+        self._conn = conn
+        self._bucket = DictionaryBucket(nc, self.ref.bucket, timeout=self.timeout)
+
+    async def close(self) -> None:
+        conn, self._conn, self._bucket = self._conn, None, None
+        if conn is not None:
+            await conn.close()
+
+    def refusal(self, parts: Sequence[Any]) -> str | None:
+        """Why the operator cannot fetch between ``parts`` (no ``nats:`` and no NATS source or sink), or None."""
+        if self.nats is not None or has_nats_part(parts):
+            return None
+        return (f"{self.option} {self.ref}: the pipeline has no NATS source or sink to fetch "
+                f"{'it' if self.ref.name else 'them'} through: give `nats: {{url: ...}}` beside it")
+
+    async def named(self) -> bytes:
+        """The publisher's dictionary (``nats://BUCKET/NAME``); ``WirepipeError`` saying why it cannot be had."""
+        from ..connectors.dictionary_bucket import DictionaryUnusable
+
+        try:
+            data: bytes = await self._require().by_name(self.ref.name, self.cap)
+        except DictionaryUnusable as exc:
+            raise WirepipeError(f"{self.what}: dictionary {self.ref}: {exc}") from None
+        self._held[zstd_dictionary_id(data)] = data
+        return data
+
+    def _require(self) -> Any:
+        if self._bucket is None:
+            raise WirepipeError(f"{self.what}: the dictionaries of {self.ref} are fetched by the run loop "
+                                "(Pipeline.run opens the operator first)")
+        return self._bucket
+
+    # --- a consumer: by the ids the frames carry --------------------------------------------------------
+
+    def wanted(self, batch: Batch, auto: bool) -> set[int]:
+        """Ids named by the batch's zstd frames that are neither held nor known unusable (yet)."""
+        values: Iterable[bytes] = batch.values
+        if auto:  # only the records whose Content-Encoding says zstd
+            key, h = Header.CONTENT_ENCODING.value, batch.headers
+            if isinstance(h, list):
+                values = [v for v, d in zip(batch.values, h, strict=False) if d and d.get(key) == "zstd"]
+            elif not h or h.get(key) != "zstd":
+                return set()
+        ids = {zstd_frame_dictionary_id(v) for v in values}
+        ids.discard(0)
+        now = time.monotonic()
+        return {i for i in ids if i not in self._held and (i not in self._unusable or self._unusable[i][1] <= now)}
+
+    async def fetch(self, ids: set[int]) -> None:
+        """Fetch ``ids`` (raises ``NotConnected`` while the server does not answer: the caller retries)."""
+        from ..connectors.dictionary_bucket import DictionaryUnusable
+
+        bucket = self._require()
+        for dict_id in sorted(ids):
+            try:
+                self._held[dict_id] = await bucket.by_id(dict_id, self.cap)
+            except DictionaryUnusable as exc:
+                self._unusable[dict_id] = (str(exc), time.monotonic() + self.retry_after)
+                log.warning("%s: zstd dictionary %d: %s (its records go to the dead letter)", self.what, dict_id, exc)
+                continue
+            self._unusable.pop(dict_id, None)
+            self.fetched += 1
+            log.info("%s: fetched zstd dictionary %d from bucket %s (%d bytes)", self.what, dict_id,
+                     self.ref.bucket, len(self._held[dict_id]))
+
+    def decompressor(self, base: Fn, build: Callable[[bytes], Fn], local: bytes | None = None) -> Fn:
+        """``decompress(data)``: a frame that names a dictionary by id is decompressed with that one
+        (``build`` makes a capped decompressor from a dictionary's bytes), any other frame by ``base``
+        (plain zstd, or the ``local`` dictionary given as a file, whose frames carry no id)."""
+        by_id: dict[int, Fn] = {}
+        if local is not None and zstd_dictionary_id(local):
+            by_id[zstd_dictionary_id(local)] = base
+        frame_id = zstd_frame_dictionary_id
+
+        def decompress(data: bytes) -> bytes:
+            dict_id = frame_id(data)
+            if not dict_id:
+                return base(data)
+            fn = by_id.get(dict_id)
+            if fn is None:
+                fn = self._for_id(dict_id, build, by_id)
+            return fn(data)
+
+        return decompress
+
+    def _for_id(self, dict_id: int, build: Callable[[bytes], Fn], by_id: dict[int, Fn]) -> Fn:
+        data = self._held.get(dict_id)
+        if data is not None:
+            fn = by_id[dict_id] = build(data)
+            return fn
+        why = self._unusable.get(dict_id)
+        reason = why[0] if why is not None else "it was not fetched before the pass (the run loop fetches " \
+                                                "the dictionaries a batch names before its operators run)"
+        raise StageError("decompress", "zstd", f"zstd dictionary {dict_id} from {self.ref}: {reason}")

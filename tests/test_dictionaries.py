@@ -1,0 +1,419 @@
+"""zstd dictionaries shared through a NATS Object Store bucket, on a real nats-server with JetStream.
+
+``wirepipe dict train`` publishes a dictionary trained on real records; a publisher pipeline names
+it (``compress: {dictionary: nats://BUCKET/NAME}``) and a consumer pipeline finds it by the id
+every frame carries (``decompress: {dictionaries: nats://BUCKET}``): the two share nothing but the
+server. A dictionary trained again gets a new id and the old messages stay readable; a missing,
+damaged or oversized dictionary dead-letters the records that need it, with the reason, and the
+worker goes on; a bucket that does not answer holds the batch until it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from tests.nats_fixtures import expected, run_wirepipe, wirepipe_env
+from wirepipe.codecs.compression import zstd_compressor, zstd_dictionary_id, zstd_frame_dictionary_id
+from wirepipe.codecs.formats import json_default
+from wirepipe.connectors.dictionary_bucket import DictionaryBucket
+from wirepipe.connectors.nats.server import EmbeddedServer
+
+N = 600
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_records(path: Path, dataset: str, n: int, seed: int = 0) -> Path:
+    from wirepipe.datasets import get_dataset
+
+    with path.open("wb") as f:
+        for chunk in get_dataset(dataset).records(n, seed, 1000):
+            for r in chunk:
+                f.write(orjson.dumps(r, default=json_default) + b"\n")
+    return path
+
+
+def train(url: str, folder: Path, to: str, dataset: str = "transaction", seed: int = 0, n: int = 2000,
+          *extra: str) -> str:
+    """``wirepipe dict train`` on ``n`` records of ``dataset`` written to a JSONL file; its stdout."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = write_records(folder / f"{dataset}-{seed}.jsonl", dataset, n, seed)
+    done = run_wirepipe("dict", "train", "--from", str(src), "--to", to, "--url", url, *extra, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def pipeline(folder: Path, name: str, body: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, **body}, sort_keys=False))
+    return path
+
+
+def publisher(folder: Path, dataset: str = "transaction", count: int = N, seed: int = 0,
+              dictionary: str = "nats://DICTS/tx") -> Path:
+    return pipeline(folder, "publish", {
+        "source": {"type": "generate", "dataset": dataset, "count": count, "batch_size": 200, "seed": seed},
+        "operators": [{"serialize": {"format": "msgpack"}},
+                      {"compress": {"codec": "zstd", "dictionary": dictionary}}],
+        "sink": {"type": "jetstream", "url": "${NATS_URL}", "subject": "tx.js",
+                 "stream": {"name": "TX", "subjects": ["tx.js"]}}})
+
+
+def consumer(folder: Path, codec: str = "auto", **decompress: Any) -> Path:
+    return pipeline(folder, "archive", {
+        "source": {"type": "jetstream", "url": "${NATS_URL}", "stream": "TX", "durable": "archive",
+                   "batch_size": 250},
+        "operators": [{"decompress": {"codec": codec, "dictionaries": "nats://DICTS", **decompress}},
+                      {"deserialize": {"format": "msgpack"}}],
+        "sink": {"type": "jsonl", "path": "out.jsonl"},
+        "dead_letter": {"type": "jsonl", "path": "dead.jsonl"}})
+
+
+def run(path: Path, url: str, *args: str) -> Any:
+    done = run_wirepipe("run", str(path), "--no-status", *args, env=wirepipe_env(NATS_URL=url), cwd=path.parent)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def lines(path: Path) -> list[Any]:
+    from wirepipe.codecs.formats import restore_bytes
+
+    return [restore_bytes(json.loads(line)) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def stream_payloads(url: str, stream: str = "TX") -> list[bytes]:
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    info = await js.stream_info(stream)
+    out = [(await js.get_msg(stream, seq)).data for seq in range(1, info.state.messages + 1)]
+    await nc.close()
+    return out
+
+
+async def bucket_call(url: str, action: Any) -> Any:
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        return await action(DictionaryBucket(nc, "DICTS"))
+    finally:
+        await nc.close()
+
+
+def test_train_reports_the_gain_on_held_out_records_and_publishes_by_name_and_by_id(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    url = nats_server.url
+    out = train(url, tmp_path, "nats://DICTS/tx", "transaction", 0, 2000, "--out", "tx.zdict")
+    assert "on 1,600 records" in out and "held out 400 records" in out
+    gain = float(out.split("B/record  (")[1].split("%")[0])
+    assert gain > 10, out  # transactions: ~30% smaller than plain zstd, each record compressed alone
+    local = (tmp_path / "tx.zdict").read_bytes()
+    dict_id = zstd_dictionary_id(local)
+    assert f"published nats://DICTS/tx (id {dict_id}; also as nats://DICTS/id/{dict_id})" in out
+
+    async def read(b: DictionaryBucket) -> tuple[bytes, bytes, Any]:
+        return await b.by_name("tx", 1 << 20), await b.by_id(dict_id, 1 << 20), await b.entries()
+
+    by_name, by_id, entries = asyncio.run(bucket_call(url, read))
+    assert by_name == by_id == local
+    assert [(e.name, e.dict_id, e.size) for e in entries] == [("tx", dict_id, len(local))]
+    assert json.loads(entries[0].description)["held_out"] == 400
+
+    listed = run_wirepipe("dict", "list", "nats://DICTS", "--url", url)
+    assert listed.returncode == 0 and listed.stdout.startswith(f"tx\tid {dict_id}\t{len(local):,} B\t")
+    assert f"+{gain:.1f}% vs zstd" in listed.stdout
+    shown = run_wirepipe("dict", "show", f"nats://DICTS/id/{dict_id}", "--url", url, "--out", str(tmp_path / "s"))
+    assert shown.returncode == 0, shown.stderr
+    assert f"id {dict_id}, {len(local):,} bytes" in shown.stdout and "trained_on: 1600" in shown.stdout
+    assert (tmp_path / "s").read_bytes() == local
+
+
+def test_a_publisher_and_a_consumer_share_nothing_but_the_server(nats_server: EmbeddedServer, tmp_path: Path
+                                                                 ) -> None:
+    """The shipped example pair, each in a folder of its own: configs/dictionaries/publish.yaml and archive.yaml."""
+    import shutil
+
+    url = nats_server.url
+    train(url, tmp_path / "trainer", "nats://DICTS/tx")
+    ends = {}
+    for end in ("publish", "archive"):
+        ends[end] = tmp_path / end / f"{end}.yaml"
+        ends[end].parent.mkdir()
+        shutil.copy(ROOT / "configs" / "dictionaries" / f"{end}.yaml", ends[end])
+    pub = run(ends["publish"], url, "--count", str(N))
+    assert pub.returncode == 0, pub.stderr
+    frames = asyncio.run(stream_payloads(url))
+    dict_id = asyncio.run(bucket_call(url, lambda b: b.info("tx"))).dict_id
+    assert len(frames) == N and {zstd_frame_dictionary_id(f) for f in frames} == {dict_id}  # every frame says which
+
+    con = run(ends["archive"], url, "--count", str(N))
+    assert con.returncode == 0, con.stderr
+    results = ends["archive"].parent / "results"
+    assert lines(results / "tx.jsonl") == expected("transaction", N)
+    assert lines(results / "tx-dead-letters.jsonl") == []
+    assert f"fetched zstd dictionary {dict_id} from bucket DICTS" in con.stderr
+    assert sorted(p.name for p in (tmp_path / "archive").rglob("*")) == ["archive.yaml", "results", "tx-dead-letters.jsonl",
+                                                                         "tx.jsonl"]  # no dictionary file
+
+
+def test_codec_zstd_finds_the_dictionary_too(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    url = nats_server.url
+    train(url, tmp_path / "trainer", "nats://DICTS/tx")
+    assert run(publisher(tmp_path / "publisher", count=100), url).returncode == 0
+    con = run(consumer(tmp_path / "consumer", codec="zstd"), url, "--count", "100")
+    assert con.returncode == 0, con.stderr
+    assert lines(tmp_path / "consumer" / "out.jsonl") == expected("transaction", 100)
+
+
+def test_a_dictionary_trained_again_gets_a_new_id_and_old_messages_stay_readable(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    url = nats_server.url
+    train(url, tmp_path / "v1", "nats://DICTS/tx", "transaction", 0)
+    assert run(publisher(tmp_path / "p1", count=300, seed=0), url).returncode == 0
+    train(url, tmp_path / "v2", "nats://DICTS/tx", "feed", 0)  # other records: another dictionary, another id
+    assert run(publisher(tmp_path / "p2", dataset="feed", count=300), url).returncode == 0
+    ids = [zstd_frame_dictionary_id(f) for f in asyncio.run(stream_payloads(url))]
+    assert len(set(ids[:300])) == len(set(ids[300:])) == 1 and ids[0] != ids[-1]
+
+    con = run(consumer(tmp_path / "consumer"), url, "--count", "600")
+    assert con.returncode == 0, con.stderr
+    assert lines(tmp_path / "consumer" / "out.jsonl") == expected("transaction", 300) + expected("feed", 300)
+    assert con.stderr.count("fetched zstd dictionary") == 2
+
+
+async def publish_frames(url: str, frames: list[bytes]) -> None:
+    """Raw messages into the TX stream, as a publisher with a dictionary sends them."""
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="TX", subjects=["tx.js"])
+    for i, f in enumerate(frames):
+        await js.publish("tx.js", f, headers={"Content-Type": "application/msgpack", "Content-Encoding": "zstd",
+                                              "Nats-Msg-Id": str(i)})
+    await nc.close()
+
+
+def frames_with(dictionary: bytes, records: list[Any]) -> list[bytes]:
+    import msgpack
+
+    compress = zstd_compressor(3, dictionary, write_dict_id=True)
+    return [compress(msgpack.packb(r)) for r in records]
+
+
+def test_missing_damaged_and_oversized_dictionaries_dead_letter_their_records_and_the_worker_goes_on(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    url = nats_server.url
+    good_file, absent_file, big_file = tmp_path / "good.zdict", tmp_path / "absent.zdict", tmp_path / "big.zdict"
+    train(url, tmp_path / "good", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(good_file))
+    # trained, never published: its id is not in the bucket
+    train(url, tmp_path / "absent", "nats://DICTS/unused", "feed", 0, 2000, "--dry-run", "--out", str(absent_file))
+    train(url, tmp_path / "big", "nats://DICTS/big", "block", 0, 400, "--size", "64KiB", "--out", str(big_file))
+    good, absent, big = good_file.read_bytes(), absent_file.read_bytes(), big_file.read_bytes()
+    planted = zstd_dictionary_id(absent) + 1
+
+    async def plant(b: DictionaryBucket) -> None:  # a damaged entry: id/<planted> holds another dictionary
+        store = await b._bucket()
+        await store.put(f"id/{planted}", good)
+
+    asyncio.run(bucket_call(url, plant))
+    records = expected("transaction", 40)
+    wrong = [bytearray(f) for f in frames_with(absent, records[20:25])]
+    for f in wrong:  # the frame header's dictionary id, rewritten to name the planted entry
+        start = 5 if f[4] & 0x20 else 6
+        f[start:start + 4] = planted.to_bytes(4, "little")
+    frames = (frames_with(good, records[:10]) + frames_with(absent, records[10:20]) + [bytes(f) for f in wrong]
+              + frames_with(big, records[25:30]) + frames_with(good, records[30:]))
+    asyncio.run(publish_frames(url, frames))
+
+    folder = tmp_path / "consumer"
+    con = run(consumer(folder, max_output_size="32KiB"), url, "--count", "40")
+    assert con.returncode == 0, con.stderr  # rejections are reported (exit 3 only when every record is)
+    assert lines(folder / "out.jsonl") == records[:10] + records[30:]
+    dead = lines(folder / "dead.jsonl")
+    assert [d["stage"] for d in dead] == ["decompress"] * 20
+    assert [bytes(d["payload"]) for d in dead] == frames[10:30]  # as received: a later run can decode them
+    why = [d["error"] for d in dead]
+    absent_id = zstd_dictionary_id(absent)
+    assert all(f"zstd dictionary {absent_id} from nats://DICTS: no dictionary 'id/{absent_id}' in bucket DICTS"
+               in w for w in why[:10]), why[0]
+    assert all(f"'id/{planted}' in bucket DICTS is damaged: it has id {zstd_dictionary_id(good)}" in w
+               for w in why[10:15]), why[10]
+    assert all("over max_output_size (32768 bytes): refused" in w for w in why[15:20]), why[15]
+
+
+def test_a_bucket_that_does_not_answer_holds_the_batch_until_it_does(tmp_path: Path) -> None:
+    """The dictionaries live on a second server, killed while the consumer runs and started again: the
+    batch waits (nothing dead-lettered, nothing lost), then every record is written."""
+    from wirepipe.testing import TestingSink
+
+    with EmbeddedServer(store_dir=tmp_path / "a") as records_server, \
+            EmbeddedServer(store_dir=tmp_path / "b") as dict_server:
+        train(dict_server.url, tmp_path / "trainer", "nats://DICTS/tx", "transaction", 0, 2000,
+              "--out", str(tmp_path / "tx.zdict"))
+        dictionary = (tmp_path / "tx.zdict").read_bytes()
+        records = expected("transaction", 200)
+
+        async def scenario() -> tuple[Any, TestingSink, list[str]]:
+            from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+            from wirepipe.operators.decompress import Decompress
+            from wirepipe.operators.deserialize import Deserialize
+            from wirepipe.pipelines.pipeline import Pipeline
+
+            await publish_frames(records_server.url, [])
+            sink = TestingSink()
+            pipe = Pipeline(JetStreamSource(stream="TX", durable="w", url=records_server.url, count=200,
+                                            batch_size=100),
+                            [Decompress("auto", dictionaries="nats://DICTS", nats={"url": dict_server.url}),
+                             Deserialize("msgpack")], sink, dead_letter=sink, name="held")
+            task = asyncio.create_task(pipe.run_async())
+            while not pipe.running:
+                await asyncio.sleep(0.02)
+            await asyncio.to_thread(dict_server.kill)
+            await publish_frames(records_server.url, frames_with(dictionary, records))
+            seen: list[str] = []
+            for _ in range(100):  # the loop says what it waits for, and holds the batch
+                await asyncio.sleep(0.05)
+                if pipe.sink_error:
+                    seen.append(pipe.sink_error)
+            assert sink.records == [] and sink.rejects == []
+            await asyncio.to_thread(dict_server.restart)
+            stats = await asyncio.wait_for(task, 60)
+            return stats, sink, seen
+
+        stats, sink, seen = asyncio.run(scenario())
+    assert sink.records == records and sink.rejects == []
+    assert stats.records_out == 200 and stats.rejected == 0 and stats.sink_errors >= 1
+    assert seen and seen[-1].startswith("decompress (auto): NotConnected: dictionary bucket DICTS: the server "
+                                         "did not answer")
+
+
+def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: EmbeddedServer, tmp_path: Path
+                                                                ) -> None:
+    url = nats_server.url
+    done = run(publisher(tmp_path / "p", dictionary="nats://DICTS/nope"), url)
+    assert done.returncode == 1
+    assert ("compress: dictionary nats://DICTS/nope: no dictionary bucket DICTS on the server (publish one: "
+            "wirepipe dict train --to nats://DICTS/NAME)") in done.stderr
+    train(url, tmp_path / "t", "nats://DICTS/tx")
+    done = run(publisher(tmp_path / "p", dictionary="nats://DICTS/nope"), url)
+    assert done.returncode == 1 and "no dictionary 'nope' in bucket DICTS" in done.stderr
+
+
+@pytest.mark.parametrize(("entry", "where", "message"), [
+    ({"decompress": {"codec": "auto", "dictionaries": "nats://DICTS/tx"}}, "operators[0].decompress.dictionaries",
+     "'nats://DICTS/tx': a bucket alone, nats://BUCKET (the frames name their dictionary by id)"),
+    ({"decompress": {"codec": "auto", "dictionary": "nats://DICTS/tx"}}, "operators[0].decompress",
+     "nats://DICTS/tx: a dictionary shared through NATS is found by the id the frames carry: give the bucket as "
+     "`dictionaries: nats://BUCKET`"),
+    ({"compress": {"codec": "zstd", "dictionary": "nats://my dicts/tx"}}, "operators[0].compress.dictionary",
+     "'nats://my dicts/tx': the bucket name is letters, digits, - and _ (nats://BUCKET/NAME)"),
+    ({"compress": {"codec": "zstd", "dictionary": "nats://DICTS"}}, "operators[0].compress.dictionary",
+     "give the dictionary's name, nats://BUCKET/NAME"),
+    ({"compress": {"codec": "gzip", "dictionary": "nats://DICTS/tx"}}, "operators[0].compress",
+     "codec gzip does not take a dictionary (only zstd does)"),
+    ({"compress": {"codec": "zstd", "dictionary": "nats://DICTS/tx"}}, "operators[0].compress",
+     "dictionary nats://DICTS/tx: the pipeline has no NATS source or sink to fetch it through: give "
+     "`nats: {url: ...}` beside it"),
+])
+def test_a_bad_dictionary_reference_is_a_config_error_naming_file_field_and_value(
+        tmp_path: Path, entry: dict[str, Any], where: str, message: str) -> None:
+    path = pipeline(tmp_path, "bad", {"source": {"type": "jsonl", "path": "in.jsonl"}, "operators": [entry],
+                                      "sink": {"type": "null"}})
+    done = run_wirepipe("validate", str(path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{path}: {where}: " in done.stderr and message in done.stderr, done.stderr
+
+
+def test_frames_that_name_a_dictionary_the_decompressor_lacks_say_which() -> None:
+    from wirepipe.core.batch import Batch
+    from wirepipe.operators.decompress import Decompress
+
+    samples = [orjson.dumps(r, default=json_default) for r in expected("transaction", 200)]
+    from wirepipe.codecs.compression import train_zstd_dictionary
+
+    d = train_zstd_dictionary(samples, size=4096)
+    out = Decompress("zstd")(Batch(frames_with(d, expected("transaction", 1))))
+    assert f"compressed with zstd dictionary {zstd_dictionary_id(d)}, which this decompressor does not have" in \
+        out.rejected[0].error
+
+
+def test_train_from_a_capture_of_dictionary_compressed_traffic(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """What production sent, as captured: the payloads are decompressed by their headers (with the bucket's
+    own dictionary for frames that name one) and a new dictionary is trained on the records."""
+    url = nats_server.url
+    train(url, tmp_path / "v1", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(tmp_path / "v1.zdict"))
+    assert run(publisher(tmp_path / "p", count=1000, seed=5), url).returncode == 0
+    cap = run_wirepipe("capture", "--url", url, "--stream", "TX", "--from-seq", "1", "--out", str(tmp_path / "cap"))
+    assert cap.returncode == 0, cap.stderr
+    done = run_wirepipe("dict", "train", "--from", str(tmp_path / "cap"), "--to", "nats://DICTS/tx", "--url", url,
+                        "--out", str(tmp_path / "v2.zdict"))
+    assert done.returncode == 0, done.stderr
+    assert "on 800 records" in done.stdout and "held out 200 records" in done.stdout
+    v1, v2 = (tmp_path / "v1.zdict").read_bytes(), (tmp_path / "v2.zdict").read_bytes()
+    assert zstd_dictionary_id(v1) != zstd_dictionary_id(v2)
+    import msgpack
+
+    from wirepipe.datasets import get_dataset
+    from wirepipe.dictionaries import train as train_on
+
+    # the capture's payloads decoded to exactly the records published: training on those gives the same bytes
+    published = [msgpack.packb(r) for chunk in get_dataset("transaction").records(1000, 5, 1000) for r in chunk]
+    assert train_on(published).dictionary == v2
+
+    # a replay of that capture: no NATS part any more, so the consumer names its connection
+    con = consumer(tmp_path / "replay")
+    env = wirepipe_env(NATS_URL=url)  # the pipeline's own source names it; the replay reads the capture instead
+    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), cwd=con.parent, env=env)
+    assert done.returncode == 2 and ("operators[0].decompress: dictionaries nats://DICTS: the pipeline has no NATS "
+                                     "source or sink to fetch them through: give `nats: {url: ...}`") in done.stderr
+    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), "--runner", "beam",
+                        "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
+    assert done.returncode == 2 and ("operators[0].decompress: fetches from NATS around its passes (a zstd "
+                                     "dictionary): the Beam runner runs the passes alone") in done.stderr
+    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con),
+                        "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
+    assert done.returncode == 0, done.stderr
+    assert [msgpack.packb(r) for r in lines(con.parent / "out.jsonl")] == published
+
+
+def test_publish_repairs_a_damaged_entry_and_refuses_another_dictionary_with_the_same_id(
+        nats_server: EmbeddedServer) -> None:
+    import zstandard
+
+    from wirepipe.connectors.dictionary_bucket import DictionaryUnusable
+
+    samples = [orjson.dumps(r, default=json_default) for r in expected("transaction", 400)]
+    mine = zstandard.train_dictionary(4096, samples).as_bytes()
+    dict_id = zstd_dictionary_id(mine)
+    other = zstandard.train_dictionary(4096, [orjson.dumps(r) for r in expected("point", 2000)],
+                                       dict_id=dict_id).as_bytes()  # another dictionary that claims the same id
+    assert zstd_dictionary_id(other) == dict_id and other != mine
+
+    async def scenario(b: DictionaryBucket) -> tuple[bytes, str]:
+        store = await b._bucket(create=True)
+        await store.put(f"id/{dict_id}", b"not a dictionary")
+        with pytest.raises(DictionaryUnusable, match="is damaged: it is not a trained zstd dictionary"):
+            await b.by_id(dict_id, 1 << 20)
+        assert await b.publish("tx", mine) == dict_id  # the same id, the right bytes: repaired
+        repaired = await b.by_id(dict_id, 1 << 20)
+        await store.put(f"id/{dict_id}", other)
+        try:
+            await b.publish("tx", mine)
+        except Exception as exc:
+            return repaired, str(exc)
+        return repaired, ""
+
+    repaired, refusal = asyncio.run(bucket_call(nats_server.url, scenario))
+    assert repaired == mine
+    assert refusal == (f"bucket DICTS already holds another dictionary with id {dict_id}: train again (other "
+                       "samples give another id)")
