@@ -26,6 +26,7 @@ from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.report import load_results, summarize
+from wirepipe.storage.files import temp_path
 from wirepipe.storage.parts import PartWriter, list_parts, part_name
 from wirepipe.testing import TestingSource
 
@@ -183,7 +184,7 @@ def test_a_merge_killed_before_deleting_its_inputs_counts_no_row_twice(tmp_path:
     for n in range(3):
         pq.write_table(_table(10 * n, 10), folder / part_name("r", n, n))
     pq.write_table(_table(0, 20), folder / part_name("r", 0, 1))  # merged 0..1, inputs not deleted yet
-    (folder / f".{part_name('r', 2, 2)}.999999999.tmp").write_bytes(b"half a file")  # a dead writer's temp
+    temp_path(folder / part_name("r", 2, 2), owner=999_999_999).write_bytes(b"half a file")  # a dead writer's
     names = [f.name for f in list_parts(folder)]
     assert names == [part_name("r", 0, 1), part_name("r", 2, 2)]
     # the next writer on the folder tidies up what the dead one left

@@ -42,17 +42,8 @@ from pydantic import Field, field_validator
 from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.models import Duration, Size, SourceLimits, Strict
-from ..storage.files import (
-    TEMP_SUFFIX,
-    AtomicFile,
-    Paths,
-    TableBuffer,
-    find_files,
-    fspaths,
-    is_hidden,
-    report_unfinished,
-)
-from ..storage.spool import check_writable
+from ..storage.files import TEMP_SUFFIX, AtomicFile, Paths, TableBuffer, find_files, fspaths, is_hidden
+from ..storage.lifecycle import ParquetFileWriter, RollingParquetFiles
 from ..wire import Header, subject_regex
 from .base import Configured, Sink, Source, Unreadable
 
@@ -185,15 +176,24 @@ class CaptureWriter(Configured):
         self.compression = config.compression
         self.fsync = config.fsync
         self.metadata = config.metadata
-        self.files: list[Path] = []  # completed files, in order
         self.records = 0  # rows appended so far (the next row's seq)
         self._pending = TableBuffer()
-        self._writer: Any = None
-        self._file: AtomicFile | None = None  # the file being written, under its temporary name
+        self._out = RollingParquetFiles(self.folder, leftovers=f".{self.prefix}-*{TEMP_SUFFIX}", what="capture",
+                                        fsync=self.fsync)
         self._started: float | None = None  # when the current file got its first row
         self._index = 0
         self._last_stamp = ""
         self._failed: BaseException | None = None  # writing failed; finish_file retries (and says so)
+
+    @property
+    def files(self) -> list[Path]:
+        """The completed files, in order."""
+        return self._out.files
+
+    def start(self) -> None:
+        """Before the first file: the folder must take files; what a capture that did not stop cleanly left
+        is named."""
+        self._out.start()
 
     def schema(self) -> Any:
         from importlib.metadata import version
@@ -241,8 +241,8 @@ class CaptureWriter(Configured):
                 self._note_failure(exc)
 
     def _size(self) -> int:
-        written = self._file.file.tell() if self._file is not None else 0
-        return written + self._pending.nbytes
+        current = self._out.current
+        return (current.nbytes if current is not None else 0) + self._pending.nbytes
 
     def _group_rows(self) -> int:
         """Rows per row group: ``row_group_rows``, fewer when their bytes would pass ``row_group_size``."""
@@ -256,22 +256,19 @@ class CaptureWriter(Configured):
         if not self._pending:
             return
         step = self._group_rows()
-        self._open()  # before the rows leave _pending: a file that cannot be created keeps them
+        file = self._open()  # before the rows leave _pending: a file that cannot be created keeps them
         n, table = self._pending.leading_run()  # capture rows share one schema: all of them
         full = table.num_rows if final else table.num_rows // step * step
         if full:
             for start in range(0, full, step):
-                self._writer.write_table(table.slice(start, min(step, full - start)), row_group_size=step)
+                file.write(table.slice(start, min(step, full - start)), row_group_size=step)
         self._pending.consume(n, rest=table.slice(full))
 
-    def _open(self) -> None:
-        if self._writer is not None:
-            return
-        if self._file is not None:
-            self._complete()  # the previous file first
-        import pyarrow.parquet as pq
-
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def _open(self) -> ParquetFileWriter:
+        """The file being written, or a new one (the one before finalized first: raises while it cannot be)."""
+        if self._out.current is not None:
+            return self._out.current
+        self._out.finalize()
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{time.time_ns() // 1000 % 1_000_000:06d}Z"
         stamp = self._last_stamp = max(stamp, self._last_stamp)  # names keep capture order if the clock steps back
         while True:
@@ -279,8 +276,7 @@ class CaptureWriter(Configured):
             final = self.folder / f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
             if AtomicFile.free(final):
                 break
-        self._file = AtomicFile(final, owner=os.getpid())  # a pool's other workers tell it from a leftover
-        self._writer = pq.ParquetWriter(self._file.file, self.schema(), compression=self.compression)
+        return self._out.open(final, self.schema(), compression=self.compression)
 
     def finish_file(self) -> Path | None:
         """Write what is pending and complete the current file; returns its final path.
@@ -300,25 +296,13 @@ class CaptureWriter(Configured):
         return path
 
     def _finish(self) -> Path | None:
-        done = None
-        if self._file is not None and self._writer is None:
-            done = self._complete()  # a file finished before, not all on disk yet: its rows come first
+        done = self._out.finalize()  # a file finished before, not all on disk yet: its rows come first
         self._write_row_groups(final=True)
         self._started = None
-        if self._writer is None:
-            return done
-        self._writer.close()  # the footer goes into the spool
-        self._writer = None
-        return self._complete()
-
-    def _complete(self) -> Path:
-        """Get the finished file's bytes to disk, fsync, rename it into place (resumable after an error)."""
-        assert self._file is not None
-        final = self._file.commit(fsync=self.fsync)
-        self._file = None
-        self.files.append(final)
-        log.debug("capture file complete: %s", final)
-        return final
+        done = self._out.finish() or done
+        if done is not None:
+            log.debug("capture file complete: %s", done)
+        return done
 
     def close(self) -> None:
         self.finish_file()
@@ -327,13 +311,7 @@ class CaptureWriter(Configured):
         """Drop the unfinished file and the rows not yet written (their records were never acknowledged)."""
         self._pending.clear()
         self._started = None
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                self._writer.close()
-            self._writer = None
-        if self._file is not None:
-            self._file.abort()
-            self._file = None
+        self._out.abort()
 
 
 class CaptureSink(Configured, Sink):
@@ -390,8 +368,7 @@ class CaptureSink(Configured, Sink):
 
     async def open(self) -> None:
         folder = self.writer.folder
-        check_writable(folder)
-        report_unfinished(folder, f".{self.writer.prefix}-*{TEMP_SUFFIX}", "capture")
+        self.writer.start()
         self._schema = self.writer.schema()
         self._ticker = asyncio.get_running_loop().create_task(self._rotate_when_due())
         w = self.writer

@@ -27,17 +27,18 @@ part that knows how long to wait (a server that says "retry later").
 
 What ``flush()`` makes durable (the pipeline acknowledges a JetStream source only
 after it): a JSONL file is flushed to the OS, which survives a kill of the process.
-A Parquet file is only readable once its footer is written, so:
+A Parquet file is only readable once its footer is written, so every Parquet file lives
+``storage/lifecycle.py``'s life: written under a hidden ``.NAME.PID.inprogress`` name,
+renamed into place once its footer is on disk (fsynced), so a file that exists is
+complete; what a killed run left is named when the next one starts. Then:
 
 - ``path: out.parquet`` (one file): ``flush`` writes the buffered rows as a row group.
-  A clean stop (end of input, SIGINT/SIGTERM drain) closes the file; a SIGKILL leaves a
-  file without footer. Behind a source that acknowledges (a JetStream durable) that
+  A clean stop (end of input, SIGINT/SIGTERM drain) completes the file; a SIGKILL leaves
+  only its temporary. Behind a source that acknowledges (a JetStream durable) that
   would lose acknowledged records, so the configuration is refused (use ``{part}``).
-- ``path: "out/part-{part}.parquet"`` (part files): ``flush`` closes the current part
-  (footer, fsync) under a hidden ``.inprogress`` name and renames it into place, and the
-  next write opens a new part. A part file that exists is complete; whatever was
-  acknowledged is in one, even after a SIGKILL. The pipeline's ``flush_interval`` sets
-  how often parts are cut.
+- ``path: "out/part-{part}.parquet"`` (part files): ``flush`` completes the current part
+  and the next write opens a new one. Whatever was acknowledged is in a complete part,
+  even after a SIGKILL. The pipeline's ``flush_interval`` sets how often parts are cut.
 """
 
 from __future__ import annotations
@@ -56,16 +57,9 @@ from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch, describe_error
 from ..core.errors import Refusal, WirepipeError
 from ..core.models import SourceLimits, Strict
-from ..storage.files import (
-    TEMP_SUFFIX,
-    AtomicFile,
-    Paths,
-    TableBuffer,
-    find_files,
-    fspaths,
-    report_unfinished,
-)
-from ..storage.spool import SpoolingFile, check_writable
+from ..storage.files import TEMP_SUFFIX, Paths, TableBuffer, find_files, fspaths
+from ..storage.lifecycle import RollingParquetFiles
+from ..storage.spool import SpoolingFile
 from .base import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe")
@@ -328,23 +322,22 @@ class ParquetSink(Configured, Sink):
         self.config = config
         self.template = config.path
         self.parts = "{part}" in self.template
-        self.path = Path(config.path)
         self.row_group_rows = config.row_group_rows
         self.compression = config.compression
         self._pending = TableBuffer()
         self._schema: Any = None  # the schema new rows are conformed to (the newest file's)
-        self._writer: Any = None
-        self._writer_schema: Any = None
-        self._spool: SpoolingFile | None = None
-        self._atomic: AtomicFile | None = None  # a part file being written, under its temporary name
-        self._closing: SpoolingFile | None = None  # a finished file whose bytes are still spooled
-        self._closing_atomic: AtomicFile | None = None  # ... and, for a part, its rename still to do
-        self._part_rows = 0
-        self._part_index = 0
-        self._file_index = 0
+        template = Path(self.template)
+        # the temporary names of this sink's files: its parts, or NAME.parquet, NAME-2.parquet...
+        names = template.name.replace("{part}", "*") if self.parts else f"{template.stem}*{template.suffix}"
+        self._out = RollingParquetFiles(template.parent, leftovers=f".{names}*{TEMP_SUFFIX}", what="parquet")
+        self._index = 0
         self._run_tag = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
         self.records = 0
-        self.files: list[Path] = []
+
+    @property
+    def files(self) -> list[Path]:
+        """The finished files, in order."""
+        return self._out.files
 
     @property
     def params(self) -> dict[str, Any]:
@@ -376,10 +369,7 @@ class ParquetSink(Configured, Sink):
         return beside_file(self.template, suffix)
 
     async def open(self) -> None:
-        folder = Path(self.template).parent
-        check_writable(folder)
-        if self.parts:  # what a killed or stopped run left of its parts (ours would be named like them)
-            report_unfinished(folder, f".{Path(self.template).name.replace('{part}', '*')}*{TEMP_SUFFIX}", "parquet")
+        self._out.start()
 
     async def write(self, batch: Batch) -> None:
         if not batch.values:
@@ -394,7 +384,7 @@ class ParquetSink(Configured, Sink):
             try:
                 self._write_pending()
             except OSError as exc:  # the rows stay pending: the next flush tries again and reports it
-                log.debug("parquet: writing %s deferred: %s", self.path, exc)
+                log.debug("parquet: writing %s deferred: %s", self.template, exc)
 
     def _conform(self, table: Any, batch: Batch) -> Any:
         """``table`` in the current schema: new fields evolve it, type conflicts reject their records."""
@@ -444,72 +434,42 @@ class ParquetSink(Configured, Sink):
         return out
 
     def _write_pending(self) -> None:
-        """Write pending rows as row groups, opening a new file when the schema changed."""
-        self._finish_closing()
+        """Write pending rows as row groups, starting a new file when the schema changed.
+
+        A file finished before and still waiting for room on the disk is finalized first; while
+        the disk is full that raises, and the rows stay pending for the next flush.
+        """
+        out = self._out
+        out.finalize()
         pending = self._pending
         while pending:
             n, table = pending.leading_run()
-            if self._writer is not None and self._writer_schema != table.schema:
-                self._end_file()
-            if self._writer is None:
-                self._open_file(table.schema)
-            self._writer.write_table(table, row_group_size=max(self.row_group_rows, table.num_rows))
+            if out.current is not None and out.current.schema != table.schema:
+                out.finish()
+            file = out.current
+            if file is None:
+                file = out.open(self._next_path(), table.schema, compression=self.compression)
+            file.write(table, row_group_size=max(self.row_group_rows, table.num_rows))
             pending.consume(n)  # taken for good only once written (into the spool: no I/O error here)
-            self._part_rows += table.num_rows
 
-    def _open_file(self, schema: Any) -> None:
-        import pyarrow.parquet as pq
-
+    def _next_path(self) -> Path:
+        """A part's name (``{part}``: the run, then a number), or ``NAME.parquet``, ``NAME-2.parquet``, ..."""
+        self._index += 1
         if self.parts:
-            self._part_index += 1
-            final = Path(self.template.replace("{part}", f"{self._run_tag}-{self._part_index:05d}"))
-            self._atomic = AtomicFile(final, owner=os.getpid())  # a pool's other workers tell it from a leftover
-            self.path, spool = self._atomic.temp, self._atomic.file
-        else:
-            self._file_index += 1
-            base = Path(self.template)
-            self.path = base if self._file_index == 1 else base.with_name(
-                f"{base.stem}-{self._file_index}{base.suffix}")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            spool = SpoolingFile(self.path)
-        self._writer = pq.ParquetWriter(spool, schema, compression=self.compression)
-        self._spool, self._writer_schema = spool, schema
-
-    def _end_file(self) -> None:
-        """Footer into the spool; ``_finish_closing`` gets it to disk (and renames a part into place)."""
-        writer, self._writer = self._writer, None
-        if writer is None:
-            return
-        writer.close()
-        self._closing, self._spool = self._spool, None
-        self._closing_atomic, self._atomic = self._atomic, None
-        self._finish_closing()
-
-    def _finish_closing(self) -> None:
-        spool = self._closing
-        if spool is None:
-            return
-        if self._closing_atomic is not None:  # a part: fsync, rename into place (resumable)
-            path = self._closing_atomic.commit(fsync=True)
-            self._closing_atomic = None
-        else:
-            spool.fsync()  # raises while the disk is full: the next flush resumes here
-            spool.close()
-            path = spool.path
-        self._closing = None
-        self.files.append(path)
-        self._part_rows = 0
+            return Path(self.template.replace("{part}", f"{self._run_tag}-{self._index:05d}"))
+        base = Path(self.template)
+        return base if self._index == 1 else base.with_name(f"{base.stem}-{self._index}{base.suffix}")
 
     async def flush(self) -> None:
         self._write_pending()
-        if self.parts:
-            self._end_file()
-        elif self._spool is not None:
-            self._spool.drain()
+        if self.parts:  # each flush completes a part: what the run loop acknowledges next is in a whole file
+            self._out.finish()
+        elif self._out.current is not None:
+            self._out.current.drain()
 
     async def close(self) -> None:
         self._write_pending()
-        self._end_file()
+        self._out.finish()
 
 
 def _cast_or_null(col: Any, field: Any) -> tuple[Any, dict[int, str]]:
