@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.null import NullSink
 from wirepipe.core.errors import WirepipeError
 from wirepipe.metrics.recorder import LATENCY_COLUMNS, STAGE_COLUMNS, MetricsRecorder, latency_path
 from wirepipe.operators.compress import Compress

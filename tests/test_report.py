@@ -19,8 +19,8 @@ import yaml
 from typer.testing import CliRunner
 
 from wirepipe.cli import app
-from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.null import NullSink
 from wirepipe.core.units import parse_bandwidth
 from wirepipe.metrics.recorder import STAGE_COLUMNS, arrow_schema, latency_path
 from wirepipe.operators.compress import Compress

@@ -213,8 +213,9 @@ def test_every_parquet_writer_hides_its_file_under_its_pid_until_it_is_complete(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     import asyncio
 
-    from wirepipe.connectors.capture import CaptureWriter, capture_table
-    from wirepipe.connectors.files import ParquetSink
+    from wirepipe.connectors.capture_format import capture_table
+    from wirepipe.connectors.capture_sink import CaptureWriter
+    from wirepipe.connectors.parquet import ParquetSink
     from wirepipe.core.batch import Batch
 
     def visible(folder: Path) -> list[str]:

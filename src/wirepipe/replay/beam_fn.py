@@ -94,7 +94,7 @@ class ReplayRowGroupFn(DoFn):
         if self.write_results and results:
             write_part(join(self.output, "results"), start, results)
         if rejected:  # the replay's own folder holds them, whether or not the pipeline names a dead letter
-            from ..connectors.files import batch_table
+            from ..connectors.parquet import batch_table
             from ..wire import dead_letter_batch
 
             write_part(join(self.output, "dead_letter"), start, [batch_table(dead_letter_batch(rejected))])
@@ -117,8 +117,8 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: b
     table (``None`` when no record is left or the sink keeps no results: ``write_results``) and the
     rejected records.
     """
-    from ..connectors.capture import batch_from_arrow
-    from ..connectors.files import batch_table
+    from ..connectors.capture_format import batch_from_arrow
+    from ..connectors.parquet import batch_table
 
     between_batches()  # as the local run loop does before each batch
     ns = time.monotonic_ns

@@ -8,8 +8,9 @@ hidden name (``is_hidden``): one that starts with ``.`` or ``_``, as pyarrow dat
 Spark and Hadoop skip them (``_SUCCESS``, ``_metadata``, ``_temporary/``), nor anything
 under a hidden folder, nor a temporary still being written (``TEMP_SUFFIX``); a hidden
 file named by its own path is read, a temporary one refused. Every reader of files finds
-them so: the JSON Lines, Parquet and capture sources, replays, the metrics part folders
-(``parts.list_parts``) and ``wirepipe report``'s folder walk (``sub_folders``).
+them so: the JSON Lines and Parquet sources (``input_files``), captures, replays, the metrics
+part folders (``parts.list_parts``) and ``wirepipe report``'s folder walk (``sub_folders``). A
+file written next to an output (the default dead-letter file) is named by ``beside_file``.
 
 **Writing a file atomically** (``AtomicFile``): readers must never see half a file (a
 Parquet file is readable only once its footer is written). So a file is written under a
@@ -142,6 +143,19 @@ def find_files(paths: str | Path | Iterable[str | Path], *, recursive: bool = Fa
         else:
             out.append(p)
     return out
+
+
+def input_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The files a file source reads (``find_files``); a folder without files is an error too."""
+    return find_files(paths, on_empty=lambda folder: f"{folder}: no files in this folder")
+
+
+def beside_file(path: str, suffix: str) -> str:
+    """``path``'s name with its suffix (and a ``{part}`` placeholder) replaced by ``suffix``:
+    ``out/records.jsonl`` -> ``out/records.dead.jsonl``, ``out/part-w0-{part}.parquet`` -> ``out/part-w0.dead.jsonl``."""
+    p = Path(path)
+    stem = (p.stem if p.suffix else p.name).replace("{part}", "").strip("-_.") or "records"
+    return str(p.with_name(stem + suffix))
 
 
 # --- writing a file atomically ----------------------------------------------------------------------
