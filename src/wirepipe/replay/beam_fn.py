@@ -161,6 +161,7 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
 
 def metrics_schema(pipeline: str, config: dict[str, Any], run_id: str) -> Any:
     """The stage rows' schema, with the run metadata, for Beam's ``WriteToParquetBatched``."""
-    from ..metrics.recorder import STAGE_COLUMNS, arrow_schema, run_metadata
+    from ..metrics.columns import table_schema
+    from ..metrics.recorder import run_metadata
 
-    return arrow_schema(STAGE_COLUMNS, {**run_metadata(pipeline, config, run_id), "wirepipe.table": "stages"})
+    return table_schema("stages", run_metadata(pipeline, config, run_id))
