@@ -71,7 +71,7 @@ def part_name(run: str, first: int, last: int) -> str:
 
 
 def check_folder(folder: Path) -> None:
-    """Refuse a path that exists as a regular file (an older single-file result, a typo)."""
+    """Refuse a path that exists as a regular file (a single results file, a typo)."""
     if folder.exists() and not folder.is_dir():
         raise WirepipeError(f"{folder} is a file, but results are written as a folder of Parquet parts: "
                             f"choose another path or move the file away")
@@ -126,7 +126,7 @@ class PartWriter:
         self.part_compression = part_compression
         # Dictionary pages for the text columns only (run id, stage, operator: a handful of values each);
         # the numbers (batch index, clock readings) are mostly distinct, where a dictionary is work for
-        # nothing: measured on a 1,200-row part, 1.21 -> 1.03 ms and 6% smaller.
+        # nothing (a 1,200-row part: 1.03 ms to write without them against 1.21 ms with, and 6% smaller).
         self._dictionary = [f.name for f in schema if str(f.type) in ("string", "large_string")]
         self.parts: list[Part] = []
         self.error: BaseException | None = None
