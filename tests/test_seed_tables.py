@@ -5,6 +5,7 @@ values drawn equal to the seed's; and the formats the tables brought in (``binco
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 import subprocess
@@ -36,20 +37,26 @@ from wirepipe.schema import parse_schema
 
 
 def _table_rows(text: str) -> dict[str, list[str]]:
-    return {cells[0]: cells for cells in (
-        [c.strip() for c in line.strip("│┃ ").split("│")] for line in text.splitlines() if line.startswith("│"))}
+    """The rows of the plain-text grids (cells apart by two spaces or more), by their first cell."""
+    return {cells[0]: cells for cells in (re.split(r" {2,}", line.strip()) for line in text.splitlines())
+            if len(cells) > 2}
+
+
+def _seed_tables(columns: int) -> str:
+    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--seed-tables", "--dataset",
+                          "point,transaction,feed", "-k", "2", "-n", "300"],
+                         capture_output=True, text=True, timeout=220, env={**os.environ, "COLUMNS": str(columns)})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 @pytest.mark.timeout(240)
 def test_seed_tables_command_prints_the_seed_point_with_the_seeds_sizes() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--seed-tables", "--dataset",
-                          "point,transaction,feed", "-k", "2", "-n", "300"],
-                         capture_output=True, text=True, timeout=220)
-    assert out.returncode == 0, out.stderr
-    text = out.stdout
+    text = _seed_tables(250)
     assert "seed table: point (k=2 x n=300, raw 8 bytes; the seed's Point {'x': -12, 'y': 110})" in text
-    for col in ("Algorithm", "Size (b)", "seed (b)", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)", "note"):
-        assert col in text
+    header = next(line for line in text.splitlines() if line.startswith("Algorithm"))
+    assert re.split(r" {2,}", header.strip()) == ["Algorithm", "Size (b)", "seed (b)", "Ser. (ms)", "Deser. (ms)",
+                                                  "Ser+Deser. (ms)", "note"]
     assert "seed 001 sizes" not in text  # the old side table: the main one says it now
     rows = _table_rows(text.split("seed 003")[0])
     for name, fmt, _typed in SEED_ROWS:
@@ -70,7 +77,19 @@ def test_seed_tables_command_prints_the_seed_point_with_the_seeds_sizes() -> Non
     assert "seed 004: the whole feed" in text and "deser. vs orjson" in text
     feed = DATASETS["feed"].sample(1000)
     total = sum(len(msgpack.packb(r)) for r in feed)
-    assert re.search(rf"│ msgpack\s+│ {total}\s+│", text), "feed msgpack size is the exact total"
+    assert _table_rows(text.split("seed 004")[1])["msgpack"][1] == str(total), "feed msgpack size is the exact total"
+
+
+@pytest.mark.timeout(240)
+def test_seed_tables_fit_80_columns_and_cut_no_name() -> None:
+    text = _seed_tables(80)
+    assert max(map(len, text.splitlines())) <= 80
+    lines = [line.strip() for line in text.splitlines()]
+    for name, fmt, _typed in [*SEED_ROWS, *EXTRA_ROWS]:  # each row's name whole, on a line of its own
+        assert (name if fmt in (None, name) else f"{name} → {fmt}") in lines, name
+    assert any("Ser+Deser. (ms)" in line for line in lines)  # the sum stays; single stages may give way to it
+    assert re.search(r"\(not shown at 80 columns: (Ser\. \(ms\), )?Deser\. \(ms\); widen the terminal to see them\)",
+                     " ".join(lines))
 
 
 def test_seed_tables_refuses_an_unknown_table() -> None:

@@ -14,7 +14,7 @@ from ..datasets import DATASETS
 from .combos import ALL_LEVELS, QUICK, BenchPlan
 from .estimate import Estimate
 from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
-from .study_tables import chain_table, failures, format_table, markdown, text_table
+from .study_tables import chain_table, failures, format_table
 
 TRANSPORTS = ("none", "nats", "jetstream")
 
@@ -241,9 +241,7 @@ def render_markdown(run: BenchRun, report: Any) -> str:
         parts += [f"## {dataset}", "", "### Recommendation", ""]
         for what, config, why, yaml in _picks(report, dataset):
             parts += [f"**{what}**: `{config}`: {why}", "", "```yaml", yaml, "```", ""]
-        parts += [_protocol(run, dataset), "", "### Formats", ""]
-        parts += [markdown(*format_table(rows)), "", "### Formats with compression", ""]
-        parts += [markdown(*chain_table(rows)), ""]
+        parts += [_protocol(run, dataset), "", format_table(rows).markdown(), chain_table(rows).markdown()]
         failed = failures(rows)
         if failed:
             parts += ["### Failed combinations", ""] + [f"- `{label}`: {why}" for label, why in failed] + [""]
@@ -253,14 +251,13 @@ def render_markdown(run: BenchRun, report: Any) -> str:
 def print_tables(run: BenchRun, report: Any, console: Any) -> None:
     """The terminal: per dataset the tables, then the recommendation with its YAML (never cut), last so it
     stays on screen."""
-    from ..report.text import terminal_width, wrap
+    from ..report.table import terminal_width, wrap
 
     width = terminal_width()
     out: list[str] = []
     for dataset, rows in run.measured.items():
         out += ["", f"== {dataset} " + "=" * max(0, width - len(dataset) - 4), *wrap(_protocol(run, dataset), width), ""]
-        out.append(text_table("Formats", *format_table(rows), width=width))
-        out.append(text_table("Formats with compression", *chain_table(rows), width=width))
+        out += [t.text(width, "bench.md") for t in (format_table(rows), chain_table(rows))]
         for label, why in failures(rows):
             out += wrap(f"failed {label}: {why}", width)
         out += ["", f"Recommendation for {dataset}"]

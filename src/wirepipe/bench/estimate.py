@@ -137,7 +137,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
     from ..core.redact import redact_secrets
-    from ..report.text import wrap
+    from ..report.table import wrap
 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
     transport = plan.transport + (f" ({redact_secrets(plan.url)})" if plan.url and plan.transport != "none" else "")

@@ -52,6 +52,7 @@ from ..core.batch import Batch
 from ..datasets import get_dataset
 from ..operators.deserialize import Deserialize
 from ..operators.serialize import Serialize
+from ..report.table import Table
 
 SEED_ROWS: list[tuple[str, str | None, bool]] = [
     # (seed row, wirepipe format, with the dataset's typed schema)
@@ -244,7 +245,7 @@ def _stat(values: list[float]) -> str:
 
 def table_lines(rows: list[Row], raw: int, dataset: str | None = None) -> list[list[str]]:
     """The seed's columns (Algorithm, Size (b) [±% vs raw], Ser. (ms), Deser. (ms), Ser+Deser. (ms)),
-    with the seed's size after Size ("-" for a row the seed has not) and a note."""
+    with the seed's size after Size ("-" for a row the seed has not)."""
     seed_sizes = SEED_SIZES.get(dataset or "", {})
     out = []
     for r in rows:
@@ -252,13 +253,21 @@ def table_lines(rows: list[Row], raw: int, dataset: str | None = None) -> list[l
         theirs = seed_sizes.get(r.name)
         seed_cell = "-" if theirs is None else f"{theirs} (same)" if theirs == r.size else str(theirs)
         if r.ser_ms is None or r.deser_ms is None or r.size is None:
-            out.append([label, "-", seed_cell, "-", "-", "-", r.note or "-"])
+            out.append([label, "-", seed_cell, "-", "-", "-"])
             continue
         pct = round((r.size - raw) * 100 / raw) if raw else 0
         both = [a + b for a, b in zip(r.ser_ms, r.deser_ms, strict=True)]
-        out.append([label, f"{r.size} [{pct:+d}%]", seed_cell, _stat(r.ser_ms), _stat(r.deser_ms), _stat(both),
-                    r.note])
+        out.append([label, f"{r.size} [{pct:+d}%]", seed_cell, _stat(r.ser_ms), _stat(r.deser_ms), _stat(both)])
     return out
+
+
+def seed_table_of(dataset: str, rows: list[Row], raw: int, k: int, n: int, seed: int = 0) -> Table:
+    """The measured rows as the seed's table, each row's note beside or beneath it; on a narrow terminal the
+    single stages give way to their sum."""
+    what = f"the seed's Point {SEED_POINT}" if dataset == "point" else f"record 0 of seed {seed}"
+    return Table(f"seed table: {dataset} (k={k} x n={n}, raw {raw} bytes; {what})",
+                 ["Algorithm", "Size (b)", "seed (b)", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"],
+                 table_lines(rows, raw, dataset), priority=[0, 0, 0, 1, 1, 0], notes=[r.note for r in rows])
 
 
 # --- seeds 003 and 004 -----------------------------------------------------------------------------
@@ -328,15 +337,18 @@ SEED_TABLES = ("point", "large_vectors", "transaction", "feed")
 
 
 def print_seed_tables(console: Any, iterations: int | None = None, repetitions: int | None = None,
-                      seed: int = 0, small_count: int = 1000, tables: list[str] | None = None) -> dict[str, Any]:
-    """Print the tables (all four unless ``tables`` names some); returns their rows for tests and files."""
-    from rich.console import Console
-    from rich.table import Table
-
+                      seed: int = 0, small_count: int = 1000, tables: list[str] | None = None,
+                      width: int | None = None) -> dict[str, Any]:
+    """Print the tables (all four unless ``tables`` names some) in ``width`` columns (the terminal's);
+    returns their rows for tests and files."""
     from ..codecs.compression import deflate_choice
+    from ..report.table import terminal_width, wrap
 
-    if not console.is_terminal:  # a pipe or a file: wide enough that no row wraps
-        console = Console(width=200, stderr=console.stderr)
+    width = width or terminal_width()
+
+    def show(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     chosen = list(tables or SEED_TABLES)
     out: dict[str, Any] = {}
     for dataset, (k, n) in SEED_SHAPES.items():
@@ -345,34 +357,18 @@ def print_seed_tables(console: Any, iterations: int | None = None, repetitions: 
         k, n = iterations or k, repetitions or n
         with console.status("measuring") as status:
             rows, raw = seed_table(dataset, k, n, seed, progress=lambda text: status.update(text))
-        what = f"the seed's Point {SEED_POINT}" if dataset == "point" else f"record 0 of seed {seed}"
-        t = Table(title=f"seed table: {dataset} (k={k} x n={n}, raw {raw} bytes; {what})")
-        t.add_column("Algorithm", no_wrap=True)
-        for col in ("Size (b)", "seed (b)"):  # the sizes stay whole; a narrow terminal wraps times and notes
-            t.add_column(col, no_wrap=True, justify="right")
-        for col in ("Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"):
-            t.add_column(col, justify="right")
-        t.add_column("note", min_width=12)
-        for line in table_lines(rows, raw, dataset):
-            t.add_row(*line)
-        console.print(t)
+        show(seed_table_of(dataset, rows, raw, k, n, seed).text(width, None))
         out[dataset] = rows
     if "transaction" in chosen:
-        t = Table(title=f"seed 003: transaction byte fields ({small_count} records, best of 5, per record)")
-        for col in ("format", "byte fields as", "mean size (b)", "ser. (µs)", "deser. (µs)", "ser+deser. (µs)"):
-            t.add_column(col)
         out["transaction"] = transaction_table(small_count, seed=seed)
-        for line in out["transaction"]:
-            t.add_row(*line)
-        console.print(t)
+        show(Table(f"seed 003: transaction byte fields ({small_count} records, best of 5, per record)",
+                   ["format", "byte fields as", "mean size (b)", "ser. (µs)", "deser. (µs)", "ser+deser. (µs)"],
+                   out["transaction"], [False, False, True, True, True, True]).text(width, None))
     if "feed" in chosen:
-        t = Table(title=f"seed 004: the whole feed ({small_count} signed messages, best of 5)")
-        for col in ("format", "size (b)", "ser. (ms)", "deser. (ms)", "deser. vs orjson"):
-            t.add_column(col)
         out["feed"] = feed_table(small_count, seed=seed)
-        for line in out["feed"]:
-            t.add_row(*line)
-        console.print(t)
-    console.print(f"zlib/gzip/deflate ran on: {deflate_choice()}; times under load swing 2-3x: compare rows "
-                  "of one run")
+        show(Table(f"seed 004: the whole feed ({small_count} signed messages, best of 5)",
+                   ["format", "size (b)", "ser. (ms)", "deser. (ms)", "deser. vs orjson"], out["feed"])
+             .text(width, None))
+    show("\n".join(wrap(f"zlib/gzip/deflate ran on: {deflate_choice()}; times under load swing 2-3x: compare "
+                        "rows of one run", width)))
     return out
