@@ -100,8 +100,8 @@ def test_records_per_message_shrink_compressed_size(tmp_path: Path) -> None:
 
 
 def test_repetitions_scale_with_payload_size() -> None:
-    assert default_repetitions(8) == 500_000  # seed 001
-    assert default_repetitions(388008) == 100  # seed 002
+    assert default_repetitions(8) == 500_000  # the FlatMessage Point table's n
+    assert default_repetitions(388008) == 100  # its Large Vectors table's n
     assert 100 < default_repetitions(from_dataset("block").raw_bytes) < 1000
 
 

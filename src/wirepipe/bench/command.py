@@ -232,7 +232,7 @@ def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[st
 
 
 def render_markdown(run: BenchRun, report: Any) -> str:
-    """bench.md: per dataset, the recommendation first, then the seed-shaped tables."""
+    """bench.md: per dataset, the recommendation first, then the tables in the published benchmarks' shape."""
     parts = ["# wirepipe bench", ""]
     if run.interrupted:
         parts += [f"**Interrupted**: {len(run.not_measured)} combination(s) not measured "

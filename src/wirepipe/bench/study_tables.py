@@ -1,6 +1,7 @@
-"""The seed-shaped tables, from measured combinations (the recommendation is the report's).
+"""The study's tables, in the published benchmarks' shape, from measured combinations (the recommendation is
+the report's).
 
-Every time is the seed's: milliseconds for the N repetitions of one iteration, shown
+Every time is as the published benchmarks give theirs: milliseconds for the N repetitions of one iteration, shown
 as median [min-max] over the K iterations (the median, not the mean: one iteration slowed
 by a busy machine does not move it); tables are sorted by it. Sizes are bytes per record (exact: the mean
 over the repetitions of a deterministic sample). The publish side is serialize +

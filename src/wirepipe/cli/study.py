@@ -32,9 +32,10 @@ def bench(
     zstd_dict: Annotated[str | None, typer.Option(help="`train`: add zstd rows with a dictionary trained on the data", metavar="ZSTD-DICT")] = None,
     records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100", metavar="RECORDS-PER-MESSAGE")] = None,
     bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit", metavar="BANDWIDTH")] = "100Mbit",
-    seed: Annotated[int, typer.Option(help="dataset seed", metavar="SEED")] = 0,
-    seed_tables: Annotated[bool, typer.Option("--seed-tables", help="print seeds 001-004's tables with wirepipe's "
-                                              "formats (k/n overridable with -k/-n)")] = False,
+    seed: Annotated[int, typer.Option(help="random seed of the built-in datasets' records", metavar="SEED")] = 0,
+    reference_tables: Annotated[bool, typer.Option("--reference-tables", help=(
+        "print published benchmarks' tables (FlatMessage's Point and Large Vectors, a Rust transaction serde "
+        "benchmark, a feed JSON benchmark) with wirepipe's formats; --dataset picks tables, -k/-n override"))] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="run a plan estimated over 10 minutes without asking")] = False,
 ) -> None:
     """The study: every format x codec x level, every stage timed.
@@ -43,17 +44,15 @@ def bench(
     from rich.console import Console
 
     owned_process()
-    if seed_tables:
-        from ..bench.seed_tables import print_seed_tables
+    if reference_tables:
+        from ..bench.reference_tables import REFERENCE_TABLES, print_reference_tables
 
         tables = [d.strip() for d in dataset.split(",")] if dataset else None
-        from ..bench.seed_tables import SEED_TABLES
-
-        bad = [t for t in tables or [] if t not in SEED_TABLES]
+        bad = [t for t in tables or [] if t not in REFERENCE_TABLES]
         if bad:
-            fail(f"--dataset with --seed-tables: unknown table {', '.join(bad)}: allowed {', '.join(SEED_TABLES)}",
-                 EXIT_CONFIG)
-        print_seed_tables(Console(stderr=False), iterations, repetitions, seed, tables=tables)
+            fail(f"--dataset with --reference-tables: unknown table {', '.join(bad)}: allowed "
+                 f"{', '.join(REFERENCE_TABLES)}", EXIT_CONFIG)
+        print_reference_tables(Console(stderr=False), iterations, repetitions, seed, tables=tables)
         return
 
     from ..bench.command import execute, make_plan

@@ -78,7 +78,7 @@ def tables(report: Report) -> list[Table]:
               "beneath it; MB/s of wire bytes; for a bench's configuration, over the time of its own stages); "
               "µs/rec is the sum of all stages; ratio = serialized / wire bytes.",
               [0, 3, 2, 2, 1, 1, 0, 0, 1, 0, 2, 0, 1]),
-        Table("Publish side and consume side (µs per record, the seed study's sums)",
+        Table("Publish side and consume side (µs per record, the sums the study minimises)",
               ["pipeline", "chain", "publish side", "of", "consume side", "of", "total"],
               [_sum_row(g) for g in report.groups], [False, False, True, False, True, False, True],
               "publish side = serialize + compress + publish, consume side = consume + decompress + deserialize: "
@@ -262,7 +262,7 @@ CSV_COLUMNS = ("pipeline", "dataset", "chain", "row", "step", "stage", "operator
 
 
 def csv_rows(report: Report) -> list[dict[str, Any]]:
-    """One tidy row per stage, per pipeline total, per seed side and per latency kind; times in µs."""
+    """One tidy row per stage, per pipeline total, per side (publish, consume) and per latency kind; times in µs."""
     out: list[dict[str, Any]] = []
 
     def times(stats: TimeStats | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ that at least q of the records do not exceed, DuckDB's ``quantile_disc``). So th
 describe how batches vary, not how records inside one batch vary: a per-batch stamp
 cannot see that. Latency percentiles are exact: latency rows are per record.
 
-The seed study's sums: publish side = serialize + compress + publish, consume side =
+The sums the NATS payload study minimises: publish side = serialize + compress + publish, consume side =
 consume + decompress + deserialize, each the sum of those stages' mean time per record
 (the stages a pipeline has; an in-memory pipeline has no publish or consume stage).
 """
@@ -160,7 +160,7 @@ class StageSummary:
 
 @dataclass
 class Side:
-    """A seed-study sum: the mean time per record of the stages of one side that the pipeline has."""
+    """A side's sum (publish or consume): the mean time per record of the stages of one side that the pipeline has."""
 
     ns_per_record: float
     stages: tuple[str, ...]
@@ -236,7 +236,7 @@ class GroupSummary:
 
     @property
     def path_ns_per_record(self) -> float | None:
-        """Publish side + consume side (the seed's total); all stages when the pipeline has neither."""
+        """Publish side + consume side (the study's total); all stages when the pipeline has neither."""
         sides = [s.ns_per_record for s in (self.publish_side, self.consume_side) if s is not None]
         if sides:
             return sum(sides)
