@@ -30,8 +30,9 @@ class BenchData:
 
     def values(self, n: int) -> list[Any]:
         """``n`` repetitions cycling the sample."""
-        k = len(self.records)
-        return (self.records * (n // k + 1))[:n]
+        from .timing import repetitions
+
+        return repetitions(self.records, n)
 
 
 def from_dataset(name: str, seed: int = 0) -> BenchData:

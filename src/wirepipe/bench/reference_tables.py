@@ -42,8 +42,6 @@ benchmark's (the whole ``feed`` as compact JSON with base64 signatures versus bi
 
 from __future__ import annotations
 
-import gc
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +52,7 @@ from ..datasets import get_dataset
 from ..operators.deserialize import Deserialize
 from ..operators.serialize import Serialize
 from ..report.table import Table
+from .timing import best_of, chunks, repetitions, time_batches
 
 REFERENCE_ROWS: list[tuple[str, str | None, bool]] = [
     # (published row, wirepipe format, with the dataset's typed schema)
@@ -124,7 +123,6 @@ SIZE_NOTES: dict[str, dict[str, str]] = {
 }
 BATCH = 1000
 WARMUP = 5000  # repetitions of the warm-up (at most n/10): the round-trip check, the size and the time estimate
-_ns = time.perf_counter_ns
 
 
 @dataclass
@@ -135,21 +133,6 @@ class Row:
     ser_ms: list[float] | None = None
     deser_ms: list[float] | None = None
     note: str = ""
-
-
-def _chunks(values: list[Any], size: int) -> list[list[Any]]:
-    return [values[i:i + size] for i in range(0, len(values), size)]
-
-
-def _run(op: Callable[[Batch], Batch], chunks: list[list[Any]]) -> tuple[list[list[Any]], float, list[str]]:
-    out, errors = [], []
-    t0 = _ns()
-    for chunk in chunks:
-        b = op(Batch(chunk))
-        out.append(b.values)
-        if b.rejected:
-            errors.append(b.rejected[0].error)
-    return out, (_ns() - t0) / 1e6, errors
 
 
 ROW_BUDGET_S = 30.0  # a row whose warm-up shows k iterations would take longer runs fewer
@@ -189,39 +172,32 @@ def measure_row(name: str, fmt: str | None, typed: bool, dataset: str, k: int, n
     schema = ds.schema if typed or FORMATS[fmt].needs_schema else None
     ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
     warm = max(1, min(n // 10, WARMUP))
-    chunks = _chunks([record] * n, BATCH)
+    batches = chunks(repetitions([record], n), BATCH)
     row.ser_ms, row.deser_ms = [], []
-    gc_was_enabled = gc.isenabled()
-    try:
-        it = 0
-        while it <= k:  # iteration 0 warms up (on `warm` repetitions) and checks the round trip
-            gc.collect()
-            gc.disable()
-            payloads, ser_ms, ser_err = _run(ser, chunks if it else _chunks([record] * warm, BATCH))
-            decoded, deser_ms, deser_err = _run(deser, payloads)
-            gc.enable()
-            if ser_err or deser_err:
-                row.note = f"failed: {(ser_err + deser_err)[0]}"
+    it = 0
+    while it <= k:  # iteration 0 warms up (on `warm` repetitions) and checks the round trip
+        serialized = time_batches(ser, batches if it else chunks(repetitions([record], warm), BATCH))
+        deserialized = time_batches(deser, serialized.outputs, keep=it == 0)
+        errors = serialized.errors + deserialized.errors
+        if errors:
+            row.note = f"failed: {errors[0]}"
+            row.ser_ms = row.deser_ms = None
+            return row
+        if it == 0:
+            row.size = len(serialized.outputs[0][0])
+            if not _same(deserialized.outputs[0][0], record, ds.schema):
+                row.note = "failed: decoded record differs from the input"
                 row.ser_ms = row.deser_ms = None
                 return row
-            if it == 0:
-                row.size = len(payloads[0][0])
-                if not _same(decoded[0][0], record, ds.schema):
-                    row.note = "failed: decoded record differs from the input"
-                    row.ser_ms = row.deser_ms = None
-                    return row
-                per_iteration = (ser_ms + deser_ms) * n / warm
-                fits = max(1, int(budget_s * 1000 / max(per_iteration, 1e-3)))
-                if fits < k:
-                    k = fits
-                    row.note = "; ".join(x for x in (f"k={k} (time budget)", row.note) if x)
-            else:
-                row.ser_ms.append(ser_ms)
-                row.deser_ms.append(deser_ms)
-            it += 1
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+            per_iteration = (serialized.ms + deserialized.ms) * n / warm
+            fits = max(1, int(budget_s * 1000 / max(per_iteration, 1e-3)))
+            if fits < k:
+                k = fits
+                row.note = "; ".join(x for x in (f"k={k} (time budget)", row.note) if x)
+        else:
+            row.ser_ms.append(serialized.ms)
+            row.deser_ms.append(deserialized.ms)
+        it += 1
     return row
 
 
@@ -287,19 +263,12 @@ def _as_int_lists(value: Any) -> Any:
 
 
 def _per_record_us(fmt: str, records: list[Any], schema: Any, reps: int) -> tuple[int, float, float]:
-    """(total payload bytes, best ser. µs per record, best deser. µs per record)."""
+    """(total payload bytes, best ser. µs per record, best deser. µs per record): the records as one batch."""
     ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
-    best_s = best_d = float("inf")
-    payloads: list[bytes] = []
-    for _ in range(reps):
-        t0 = _ns()
-        payloads = ser(Batch(list(records))).values
-        t1 = _ns()
-        deser(Batch(list(payloads)))
-        t2 = _ns()
-        best_s, best_d = min(best_s, t1 - t0), min(best_d, t2 - t1)
+    serialized = best_of(reps, lambda: time_batches(ser, [records]))
+    deserialized = best_of(reps, lambda: time_batches(deser, serialized.outputs, keep=False))
     n = len(records)
-    return sum(map(len, payloads)), best_s / n / 1e3, best_d / n / 1e3
+    return sum(map(len, serialized.outputs[0])), serialized.ns / n / 1e3, deserialized.ns / n / 1e3
 
 
 def transaction_table(count: int = 1000, reps: int = 5, seed: int = 0) -> list[list[str]]:
