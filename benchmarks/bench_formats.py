@@ -2,8 +2,8 @@
 
 A. In process, per record (serialize + deserialize, batches of 1000, through ``run_operators``,
    the loop ``Pipeline.process_batch`` runs): msgpack and json on ``point`` and ``block`` with
-   the dataset's typed schema (the msgspec engine) against today's untyped path, against a
-   hand-written msgspec loop doing the same work, and against today's libraries (msgpack-python,
+   the dataset's typed schema (the msgspec engine) against the untyped path, against a
+   hand-written msgspec loop doing the same work, and against the untyped libraries (msgpack-python,
    stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
    them. All four run in the conditions a run gives its operators: the allocator policy of
    ``wirepipe.core.allocator`` (as ``wirepipe run`` applies it; ``WIREPIPE_MALLOC=default``
@@ -102,7 +102,7 @@ def _hand_msgspec(fmt: str, dataset: str, batches: list[list[Any]]) -> Any:
 
 
 def _hand_untyped(fmt: str, batches: list[list[Any]]) -> Any:
-    """Today's untyped encoder and decoder (msgpack-python, stdlib json) in a bare loop: no operators."""
+    """The untyped encoder and decoder (msgpack-python, stdlib json) in a bare loop: no operators."""
     from wirepipe.codecs.formats import FORMATS
 
     return _bare_loop(FORMATS[fmt].encoder(), FORMATS[fmt].decoder(), batches)
@@ -131,7 +131,7 @@ def in_process(rounds: int, scale: float = 1.0) -> dict[str, float]:
         batches = chunks(records, 1000)
         for fmt in ("msgpack", "json"):
             variants = {
-                "untyped (today)": _as_a_run(_operators(fmt, None, batches)),
+                "untyped": _as_a_run(_operators(fmt, None, batches)),
                 "typed schema (msgspec)": _as_a_run(_operators(fmt, dataset, batches)),
                 "hand-written msgspec loop": _as_a_run(_hand_msgspec(fmt, dataset, batches)),
                 "hand-written untyped loop": _as_a_run(_hand_untyped(fmt, batches)),
@@ -142,7 +142,7 @@ def in_process(rounds: int, scale: float = 1.0) -> dict[str, float]:
                         ["variant", "rec/s best", "ns/record best", "ns/record median"],
                         [[name, f"{r.records / r.best:,.0f}", f"{r.best / r.records * 1e9:,.0f}",
                           f"{_median_ns(r):,.0f}"] for name, r in res.items()]).text(elsewhere=None), end="")
-            typed = ratio(res, "typed schema (msgspec)", "untyped (today)")
+            typed = ratio(res, "typed schema (msgspec)", "untyped")
             hand = ratio(res, "typed schema (msgspec)", "hand-written msgspec loop")
             engines = ratio(res, "hand-written msgspec loop", "hand-written untyped loop")
             print(f"  ratio typed / untyped: {typed:.2f}x (target >= 1.3); typed / hand-written: {hand:.2f}; "

@@ -32,7 +32,7 @@ from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.report import load_results, summarize
 from wirepipe.report.plots import to_html, write_pngs
 from wirepipe.report.render import csv_rows, to_markdown
-from wirepipe.report.summary import QUANTILES, time_stats
+from wirepipe.report.statistics import QUANTILES, time_stats
 from wirepipe.testing import TestingSource
 
 runner = CliRunner()

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..storage.files import write_bytes_atomic
+from .groups import SOURCE_STAGES
 from .render import extra_tables, failure_lines, runs_table, snippets, tables
-from .summary import SOURCE_STAGES, Report
+from .summary import Report
 
 CDF_POINTS = 100  # per latency CDF in the page: a smooth curve, a few kB
 CDF_CHOSEN = 6  # at most this many configurations get a full CDF (the recommended ones)

@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .summary import QUANTILES, GroupSummary, Report, StageSummary, TimeStats, format_bandwidth
+from .groups import GroupSummary, StageSummary
+from .recommend import format_bandwidth
+from .statistics import QUANTILES, TimeStats
+from .summary import Report
 from .table import Table, md_cell, terminal_width, wrap
 
 TIME_COLUMNS = ("mean", "std", "min", *(name for name, _ in QUANTILES), "max")
