@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..report.summary import DEFAULT_BANDWIDTH
+from ..report.recommend import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
 from .combos import BenchPlan, Combo, default_repetitions
 from .data import BenchData, from_dataset, from_file

@@ -1,6 +1,7 @@
-"""The seed-shaped tables, from measured combinations (the recommendation is the report's).
+"""The study's tables, in the published benchmarks' shape, from measured combinations (the recommendation is
+the report's).
 
-Every time is the seed's: milliseconds for the N repetitions of one iteration, shown
+Every time is as the published benchmarks give theirs: milliseconds for the N repetitions of one iteration, shown
 as median [min-max] over the K iterations (the median, not the mean: one iteration slowed
 by a busy machine does not move it); tables are sorted by it. Sizes are bytes per record (exact: the mean
 over the repetitions of a deterministic sample). The publish side is serialize +
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..report.render import md_cell
+from ..report.table import Table
 from .combos import Combo
 
 PUBLISH_SIDE = ("serialize", "compress", "publish")
@@ -80,21 +81,21 @@ def size_cell(size: float | None, raw: float) -> str:
     return f"{text} [{pct:+.0f}%]"
 
 
-def format_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
+def format_table(rows: list[Measured]) -> Table:
     """Formats alone (no compression, one record per message), sorted by Ser+Deser."""
     ok = [m for m in rows if m.combo.codec == "none" and not m.error]
     ok.sort(key=lambda m: _ser_deser(m).median)
     header = ["Format", "Size (b) [±% vs raw]", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"]
     body = [[m.combo.label, size_cell(m.size, m.raw_bytes), str(m.stages["serialize"]),
              str(m.stages["deserialize"]), str(_ser_deser(m))] for m in ok]
-    return header, body
+    return _table("Formats", header, body)
 
 
 def _ser_deser(m: Measured) -> Spread:
     return Spread([a + b for a, b in zip(m.stages["serialize"].values, m.stages["deserialize"].values, strict=True)])
 
 
-def chain_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
+def chain_table(rows: list[Measured]) -> Table:
     """Every combination with its compression (and transport) columns, sorted by total time."""
     ok = sorted((m for m in rows if not m.error), key=lambda m: m.total.median if m.total else float("inf"))
     transport = any("publish" in m.stages for m in ok)
@@ -112,7 +113,7 @@ def chain_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
             lat = m.latency_ms
             row.append(f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "n/a")
         body.append(row)
-    return header, body
+    return _table("Formats with compression", header, body)
 
 
 def _cell(m: Measured, stage: str) -> str:
@@ -123,13 +124,6 @@ def failures(rows: list[Measured]) -> list[tuple[str, str]]:
     return [(m.combo.label, m.error or "") for m in rows if m.error]
 
 
-def markdown(header: list[str], body: list[list[str]]) -> str:
-    """A Markdown table; ``|`` inside a cell (every chain has one) is escaped."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
-    return "\n".join(lines)
-
-
 # Which columns a narrow terminal keeps (0 always; higher ranks are left out first): the sums, the size on
 # the wire and the latency say what to pick, the single stages say why.
 _RANK = {"Chain": 0, "Format": 0, "Compressed (b) [±% vs raw]": 0, "Size (b) [±% vs raw]": 0,
@@ -137,9 +131,5 @@ _RANK = {"Chain": 0, "Format": 0, "Compressed (b) [±% vs raw]": 0, "Size (b) [�
          "Latency p50 / p99 (ms)": 1, "Size (b)": 3, "Publish (ms)": 2, "Consume (ms)": 2}
 
 
-def text_table(title: str, header: list[str], body: list[list[str]], width: int | None = None) -> str:
-    """The table as plain text that fits the terminal (``report.layout``: never a split cell)."""
-    from ..report.text import block
-
-    return block(title, header, body, [False] + [True] * (len(header) - 1), width=width,
-                 priority=[_RANK.get(h, 4) for h in header], elsewhere="bench.md")
+def _table(title: str, header: list[str], body: list[list[str]]) -> Table:
+    return Table(title, header, body, priority=[_RANK.get(h, 4) for h in header])

@@ -36,6 +36,7 @@ from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime, first_difference
 from .combos import BenchPlan, Combo
 from .data import BenchData
+from .timing import batch_size_for, chunks
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
@@ -129,15 +130,15 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     import pyarrow as pa
 
     n = len(values)
-    chunks = [values[i:i + chunk] for i in range(0, n, chunk)]
+    batches = chunks(values, chunk)
     # The sources count messages: with k records per message, a chunk of c records is ceil(c / k).
     k = combo.records_per_message
-    messages = sum(-(-len(c) // k) for c in chunks)
+    messages = sum(-(-len(c) // k) for c in batches)
     ctx = multiprocessing.get_context("fork")
     go = ctx.Event()
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_publish_in_child, daemon=True,
-                        args=(go, send, url, transport, subject, data, combo, chunks, dictionaries))
+                        args=(go, send, url, transport, subject, data, combo, batches, dictionaries))
     child.start()
     send.close()
     result: list[Any] = []
@@ -298,8 +299,6 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
 
     ``latency_out[combo label]`` gets the consumer's latency rows (an Arrow table) for the report.
     """
-    from .codec_timing import batch_size_for
-
     server = None
     url = plan.url
     if not url:

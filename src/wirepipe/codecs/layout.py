@@ -1,11 +1,11 @@
 """Fixed binary layouts from a typed schema: ``bincode`` (fixint), ``postcard`` (LEB128 varints)
 and ``bincode-varint`` (bincode 2's default ``config::standard()`` varints).
 
-These are the Python counterparts of the seed tables' bincode and postcard rows, and their
+These are the Python counterparts of the FlatMessage tables' bincode and postcard rows, and their
 bytes are the bytes Rust writes for the same struct, so a Rust peer reads them with
 ``bincode::deserialize`` (bincode 1.x, or bincode 2 with ``config::legacy()``),
 ``postcard::from_bytes``, or bincode 2's ``decode_from_slice(.., config::standard())`` (the
-seed's "bincode (schema)" row, 2 bytes for its Point). The layout, field by field in schema
+tables' "bincode (schema)" row, 2 bytes for their Point). The layout, field by field in schema
 order, nothing between fields:
 
 =================  ==========================  ===========================  ============================

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..core.units import covered
 
 if TYPE_CHECKING:
-    from .summary import GroupSummary, StageSummary
+    from .groups import GroupSummary, StageSummary
 
 
 def join_flows(groups: list[GroupSummary]) -> list[GroupSummary]:
