@@ -37,7 +37,7 @@ def child(runs: int) -> None:
     from wirepipe.core.allocator import keep_freed_memory
 
     policy = keep_freed_memory()  # what wirepipe's own commands do (WIREPIPE_MALLOC picks the side)
-    from wirepipe.connectors.files import NullSink
+    from wirepipe.connectors.null import NullSink
     from wirepipe.datasets import get_dataset
     from wirepipe.operators.chain_operators import chain_operators
     from wirepipe.pipelines.pipeline import Pipeline

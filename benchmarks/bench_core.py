@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import interleave, print_table
 from wirepipe.connectors.base import Source
-from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.null import NullSink
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize

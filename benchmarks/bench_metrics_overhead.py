@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.null import NullSink
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress

@@ -31,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import interleave, print_table
-from wirepipe.connectors.capture import SENT_AT, CaptureWriter, capture_files, capture_table
+from wirepipe.connectors.capture_format import SENT_AT, capture_files, capture_table
+from wirepipe.connectors.capture_sink import CaptureWriter
 from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.replay import Replay, beam, local

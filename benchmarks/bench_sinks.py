@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import interleave, print_table
 from wirepipe.codecs.formats import json_default
-from wirepipe.connectors.capture import CaptureWriter, capture_table
-from wirepipe.connectors.files import JsonlSink, ParquetSink
+from wirepipe.connectors.capture_format import capture_table
+from wirepipe.connectors.capture_sink import CaptureWriter
+from wirepipe.connectors.jsonl import JsonlSink
+from wirepipe.connectors.parquet import ParquetSink
 from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 

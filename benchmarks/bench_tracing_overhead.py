@@ -29,7 +29,7 @@ import textwrap
 import time
 from typing import Any
 
-from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.null import NullSink
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress

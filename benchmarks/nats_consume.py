@@ -17,9 +17,9 @@ import time
 from typing import Any
 
 from natsbench import SENT_AT, Result, attach_latency, report, start_publisher
-from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.connectors.null import NullSink
 from wirepipe.core.batch import Batch
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize

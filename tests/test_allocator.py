@@ -16,7 +16,7 @@ import pytest
 # arenas) and measure resident memory; then run it. OPT_IN False: a program that only builds and runs one.
 _CHILD = """
 import json, os
-from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.null import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSource
 from wirepipe.core.allocator import arena_reserve, keep_freed_memory, policy
@@ -111,7 +111,7 @@ def test_the_users_own_glibc_settings_win() -> None:
 _BATCHES = """
 import json, resource, time
 from wirepipe.core.allocator import arena_reserve, between_batches, keep_freed_memory
-from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.null import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSource
 
@@ -165,7 +165,7 @@ def test_pythons_own_allocator_choice_keeps_no_reserve() -> None:
 _OTHER_CHURN = """
 import json, mmap, time
 from wirepipe.core.allocator import arena_reserve, between_batches, keep_freed_memory
-from wirepipe.connectors.files import NullSink
+from wirepipe.connectors.null import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSource
 

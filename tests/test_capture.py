@@ -10,21 +10,19 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.connectors.capture import (
+from wirepipe.connectors.capture_format import (
     SENT_AT,
-    TEMP_SUFFIX,
-    CaptureSink,
-    CaptureSinkConfig,
-    CaptureSource,
-    CaptureWriter,
     capture_files,
     capture_schema,
     capture_table,
     plan_row_groups,
 )
+from wirepipe.connectors.capture_sink import CaptureSink, CaptureSinkConfig, CaptureWriter
+from wirepipe.connectors.capture_source import CaptureSource
 from wirepipe.core.batch import Batch
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.pipelines.config import validate_config
+from wirepipe.storage.files import TEMP_SUFFIX
 
 
 def payload_batch(start: int, n: int, *, subject: str = "blocks.a", stream: bool = False) -> Batch:

@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 
 from tests.nats_fixtures import expected, run_wirepipe, start_wirepipe
 from wirepipe.codecs.formats import restore_bytes
-from wirepipe.connectors.capture import TEMP_SUFFIX, capture_files
+from wirepipe.connectors.capture_format import capture_files
 from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.storage.files import TEMP_SUFFIX
 
 DECODE = {"name": "decode", "source": {"type": "generate"},
           "operators": [{"decompress": {"codec": "auto"}}, {"deserialize": {"format": "auto"}}]}

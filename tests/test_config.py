@@ -100,7 +100,7 @@ def test_override_is_validated_like_the_file(tmp_path: Path) -> None:
 
 
 def test_pipeline_without_sink_runs_into_the_null_sink(tmp_path: Path) -> None:
-    from wirepipe.connectors.files import NullSink
+    from wirepipe.connectors.null import NullSink
 
     path = tmp_path / "no_sink.yaml"
     path.write_text("name: no-sink\nsource: {type: generate, dataset: point, count: 10}\n")

@@ -21,15 +21,18 @@ import pytest
 
 import wirepipe
 from wirepipe.connectors import SINKS, SOURCES
-from wirepipe.connectors.capture import CaptureSink, CaptureSource, CaptureWriter
-from wirepipe.connectors.files import JsonlSink, JsonlSource, NullSink, ParquetSink, ParquetSource
+from wirepipe.connectors.capture_sink import CaptureSink, CaptureWriter
+from wirepipe.connectors.capture_source import CaptureSource
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.jsonl import JsonlSink, JsonlSource
 from wirepipe.connectors.nats import connection as natsconn
 from wirepipe.connectors.nats.connection import NatsConnection, NatsConnectionConfig
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.null import NullSink
+from wirepipe.connectors.parquet import ParquetSink, ParquetSource
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.core.registry import declared_in
 
@@ -75,7 +78,7 @@ class WordsConfig(SourceLimits):
 
 
 SOURCES = {"words": WordsConfig}
-RANK = 1.5  # after the file connectors, before NATS
+RANK = 3.5  # after the file connectors, before NATS
 '''
 
 CHECK = '''

@@ -16,16 +16,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.null import NullSink
 from wirepipe.core.errors import WirepipeError
-from wirepipe.metrics.recorder import LATENCY_COLUMNS, STAGE_COLUMNS, MetricsRecorder, latency_path
+from wirepipe.metrics.columns import BENCH_COLUMNS, LATENCY_COLUMNS, STAGE_COLUMNS
+from wirepipe.metrics.recorder import MetricsRecorder, latency_path
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.report import load_results, summarize
+from wirepipe.storage.files import temp_path
 from wirepipe.storage.parts import PartWriter, list_parts, part_name
 from wirepipe.testing import TestingSource
 
@@ -145,6 +147,24 @@ def test_empty_run_is_still_listed(tmp_path: Path) -> None:
     assert pq.read_table(f).num_rows == 0 and pq.read_schema(f).metadata[b"wirepipe.run_id"]
 
 
+def test_yaml_python_and_a_recorder_made_by_hand_record_with_one_set_of_defaults(tmp_path: Path) -> None:
+    from wirepipe.metrics.recorder import MetricsConfig
+    from wirepipe.pipelines.config import build_pipeline, validate_config
+
+    def settings(recorder: MetricsRecorder) -> tuple[Any, ...]:
+        return recorder.row_group_rows, recorder.flush_interval, recorder.latency, recorder.compact_parts
+
+    source = {"type": "generate", "dataset": "point", "count": 1}
+    from_yaml = build_pipeline(validate_config({"name": "y", "source": source,
+                                                "metrics": {"path": str(tmp_path / "y.parquet")}}))
+    from_python = Pipeline(GenerateSource("point", count=1), [], NullSink(), metrics=str(tmp_path / "p.parquet"))
+    for pipe in (from_yaml, from_python):
+        pipe.run()
+    defaults = MetricsConfig(path="any")
+    assert settings(from_yaml.metrics) == settings(from_python.metrics) == settings(MetricsRecorder(None)) == (
+        defaults.row_group_rows, defaults.flush_interval, defaults.latency, defaults.compact_parts)
+
+
 def test_metrics_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "old.parquet"
     path.write_bytes(b"not a folder")
@@ -183,7 +203,7 @@ def test_a_merge_killed_before_deleting_its_inputs_counts_no_row_twice(tmp_path:
     for n in range(3):
         pq.write_table(_table(10 * n, 10), folder / part_name("r", n, n))
     pq.write_table(_table(0, 20), folder / part_name("r", 0, 1))  # merged 0..1, inputs not deleted yet
-    (folder / f".{part_name('r', 2, 2)}.999999999.tmp").write_bytes(b"half a file")  # a dead writer's temp
+    temp_path(folder / part_name("r", 2, 2), owner=999_999_999).write_bytes(b"half a file")  # a dead writer's
     names = [f.name for f in list_parts(folder)]
     assert names == [part_name("r", 0, 1), part_name("r", 2, 2)]
     # the next writer on the folder tidies up what the dead one left
@@ -275,6 +295,6 @@ def test_flushes_by_time_while_running(tmp_path: Path) -> None:
 
 def test_readme_documents_every_column() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    for columns in (STAGE_COLUMNS, LATENCY_COLUMNS):
+    for columns in (STAGE_COLUMNS, LATENCY_COLUMNS, BENCH_COLUMNS):
         for name, (kind, meaning) in columns.items():
             assert f"| `{name}` | {kind} | {meaning} |" in readme, name

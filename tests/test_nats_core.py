@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.nats_fixtures import expected
-from wirepipe.connectors.files import JsonlSink
 from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.jsonl import JsonlSink
 from wirepipe.connectors.nats.core_sink import SENT_AT, NatsSink
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.server import EmbeddedServer

@@ -11,12 +11,12 @@ import msgpack
 import pytest
 
 from tests.nats_fixtures import consumer_info, expected
-from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.connectors.nats.server import EmbeddedServer
+from wirepipe.connectors.null import NullSink
 from wirepipe.core.batch import Batch
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress

@@ -212,7 +212,7 @@ def test_pack_in_yaml(tmp_path: Path) -> None:
 
 
 async def test_appending_to_a_jsonl_file_a_killed_writer_tore_cuts_the_torn_line(tmp_path: Path) -> None:
-    from wirepipe.connectors.files import JsonlSink
+    from wirepipe.connectors.jsonl import JsonlSink
 
     path = tmp_path / "out.jsonl"
     path.write_bytes(b'{"i": 0}\n{"i": 1}\n{"i": 2, "torn')  # a writer killed mid-line

@@ -267,9 +267,11 @@ def test_a_pool_sums_its_workers_rejections_and_names_each_workers_file(nats_ser
 
 
 def test_the_default_file_is_beside_the_output_else_in_the_results_folder(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wirepipe.connectors.capture import CaptureSink
-    from wirepipe.connectors.files import JsonlSink, NullSink, ParquetSink
+    from wirepipe.connectors.capture_sink import CaptureSink
+    from wirepipe.connectors.jsonl import JsonlSink
     from wirepipe.connectors.nats.core_sink import NatsSink
+    from wirepipe.connectors.null import NullSink
+    from wirepipe.connectors.parquet import ParquetSink
     from wirepipe.pipelines.dead_letters import default_path
 
     monkeypatch.delenv("WIREPIPE_WORKER", raising=False)

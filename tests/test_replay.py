@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from wirepipe.cli import app
 from wirepipe.codecs.formats import restore_bytes
-from wirepipe.connectors.capture import CaptureWriter, capture_table, plan_row_groups
+from wirepipe.connectors.capture_format import capture_table, plan_row_groups
+from wirepipe.connectors.capture_sink import CaptureWriter
 from wirepipe.connectors.pacing import LogicalClock, Pacer
 from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
@@ -108,7 +109,7 @@ def test_workers_split_row_groups_into_ordered_parts(tmp_path: Path) -> None:
 
 
 def test_split_is_contiguous_and_balanced() -> None:
-    from wirepipe.connectors.capture import RowGroup
+    from wirepipe.connectors.capture_format import RowGroup
 
     plan = [RowGroup("f", i, rows, sum([100, 10, 10, 100, 50, 30][:i])) for i, rows in enumerate([100, 10, 10, 100, 50, 30])]
     shares = local.split(plan, 3)

@@ -1,7 +1,13 @@
-"""``wirepipe.storage.files``: the one file-discovery rule, the one atomic file, the one table buffer."""
+"""``wirepipe.storage``: the one file-discovery rule, the one atomic file, the one Parquet file life, the one
+table buffer."""
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +16,7 @@ import pytest
 
 from wirepipe.core.errors import WirepipeError
 from wirepipe.storage.files import (
+    TEMP_SUFFIX,
     AtomicFile,
     TableBuffer,
     find_files,
@@ -18,6 +25,8 @@ from wirepipe.storage.files import (
     temp_path,
     write_atomic,
 )
+from wirepipe.storage.lifecycle import ParquetFileWriter, RollingParquetFiles, write_parquet
+from wirepipe.storage.parts import PartWriter
 
 HIDDEN = (".hidden.parquet", "_metadata.parquet", "_SUCCESS", "late.parquet.inprogress", ".dot/d.parquet",
           "_temporary/0/e.parquet", "sub/.x.parquet.inprogress", "sub/_common_metadata")
@@ -126,3 +135,118 @@ def test_the_table_buffer_hands_out_runs_of_one_schema_and_keeps_what_was_not_wr
     assert run.column_names == ["x", "y"]
     buffer.clear()
     assert not buffer and buffer.rows == buffer.nbytes == 0
+
+
+# --- the Parquet file life ---------------------------------------------------------------------------
+
+
+def test_a_parquet_file_is_hidden_under_its_writers_pid_until_finalized(tmp_path: Path) -> None:
+    table = pa.table({"x": list(range(10))})
+    file = ParquetFileWriter(tmp_path / "a.parquet", table.schema, fsync=False)
+    assert file.temp == temp_path(tmp_path / "a.parquet", os.getpid())
+    file.write(table, row_group_size=4)
+    file.close()
+    assert [p.name for p in tmp_path.iterdir()] == [file.temp.name] and file.nbytes > 0
+    assert file.finalize() == tmp_path / "a.parquet" == file.finalize()  # finalize again: nothing to redo
+    assert pq.ParquetFile(tmp_path / "a.parquet").metadata.num_row_groups == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["a.parquet"]
+
+    dropped = ParquetFileWriter(tmp_path / "b.parquet", table.schema)
+    dropped.write(table)
+    dropped.abort()
+
+    def fail(file: ParquetFileWriter) -> None:
+        file.write(table)
+        raise ValueError("encoder broke")
+
+    with pytest.raises(ValueError):
+        write_parquet(tmp_path / "c.parquet", table.schema, fail)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.parquet"]
+
+
+def test_rolling_files_finish_in_order_and_each_waits_for_the_one_before(tmp_path: Path) -> None:
+    schema = pa.schema([("x", pa.int64())])
+    files = RollingParquetFiles(tmp_path / "out", leftovers=f".f-*{TEMP_SUFFIX}", what="test", fsync=False)
+    assert files.start() == [] and (tmp_path / "out").is_dir()
+    assert files.finish() is None  # nothing open
+    for n in range(3):
+        files.open(tmp_path / "out" / f"f-{n}.parquet", schema).write(pa.table({"x": [n]}))
+        # the next open finishes this one first
+    assert [p.name for p in files.files] == ["f-0.parquet", "f-1.parquet"] and files.current is not None
+    assert files.finish() == tmp_path / "out" / "f-2.parquet"
+    assert [pq.read_table(p).column("x").to_pylist() for p in files.files] == [[0], [1], [2]]
+    files.open(tmp_path / "out" / "f-3.parquet", schema).write(pa.table({"x": [3]}))
+    files.abort()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["f-0.parquet", "f-1.parquet", "f-2.parquet"]
+
+
+@pytest.fixture
+def live_pid() -> Iterator[int]:
+    """The pid of another running process (a pool's other worker), and it stays running for the test."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_leftovers_of_dead_writers_are_named_or_deleted_and_a_live_writers_are_left_alone(
+        tmp_path: Path, live_pid: int, caplog: pytest.LogCaptureFixture) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid = int(dead.stdout)
+    for name in ("f-1.parquet", "part-r-000001-000001.parquet"):
+        temp_path(tmp_path / name, dead_pid).write_bytes(b"half a file")
+        temp_path(tmp_path / name, live_pid).write_bytes(b"being written")
+    files = RollingParquetFiles(tmp_path, leftovers=f".f-*{TEMP_SUFFIX}", what="test")
+    with caplog.at_level(logging.WARNING, logger="wirepipe"):
+        assert files.start() == [temp_path(tmp_path / "f-1.parquet", dead_pid)]
+    assert "1 unfinished test file(s), 11 bytes" in caplog.text
+    PartWriter(tmp_path, "next", pa.schema([("x", pa.int64())])).close()  # metrics parts delete theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
+        temp_path(tmp_path / "f-1.parquet", dead_pid).name, temp_path(tmp_path / "f-1.parquet", live_pid).name,
+        temp_path(tmp_path / "part-r-000001-000001.parquet", live_pid).name])
+
+
+def test_every_parquet_writer_hides_its_file_under_its_pid_until_it_is_complete(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+
+    from wirepipe.connectors.capture_format import capture_table
+    from wirepipe.connectors.capture_sink import CaptureWriter
+    from wirepipe.connectors.parquet import ParquetSink
+    from wirepipe.core.batch import Batch
+
+    def visible(folder: Path) -> list[str]:
+        return sorted(p.name for p in folder.iterdir())
+
+    async def sink(path: Path) -> tuple[list[str], list[Path]]:
+        out = ParquetSink(path)
+        await out.open()  # names what a dead writer left
+        await out.write(Batch([{"x": 1}, {"x": 2}]))
+        await out.flush()  # one file: its rows into its temporary; part files: a complete part
+        during = visible(path.parent)
+        await out.close()
+        return during, out.files
+
+    for name in ("out.parquet", "part-{part}.parquet"):
+        folder = tmp_path / name.split(".")[0].split("-")[0]
+        folder.mkdir()
+        left = temp_path(folder / name.replace("{part}", "old"), owner=999_999_999)
+        left.write_bytes(b"half a file")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="wirepipe"):
+            during, files = asyncio.run(sink(folder / name))
+        assert "1 unfinished parquet file(s), 11 bytes" in caplog.text
+        [final] = files
+        assert pq.read_table(final).column("x").to_pylist() == [1, 2]
+        assert visible(folder) == sorted([left.name, final.name])
+        written = final.name if "{part}" in name else temp_path(final, os.getpid()).name
+        assert during == sorted([left.name, written])
+
+    writer = CaptureWriter(tmp_path / "cap", row_group_rows=2, fsync=False)
+    writer.append(capture_table(Batch([b"a", b"b", b"c"], subjects="s"), 0, writer.schema()))
+    assert [p.name.endswith(f".{os.getpid()}{TEMP_SUFFIX}") for p in (tmp_path / "cap").iterdir()] == [True]
+    path = writer.finish_file()
+    assert path is not None and visible(tmp_path / "cap") == [path.name]

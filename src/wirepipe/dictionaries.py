@@ -102,15 +102,15 @@ def source_for(path: str, count: int | None) -> tuple[Any, bool]:
                           path="--from")
     fields: dict[str, Any] = {"count": count}
     if p.is_dir() or (p.suffix == ".parquet" and _is_capture(p)):
-        from .connectors.capture import CaptureSource
+        from .connectors.capture_source import CaptureSource
 
         return CaptureSource([path], **fields), True
     if p.suffix == ".jsonl":
-        from .connectors.files import JsonlSource
+        from .connectors.jsonl import JsonlSource
 
         return JsonlSource([path], **fields), False
     if p.suffix == ".parquet":
-        from .connectors.files import ParquetSource
+        from .connectors.parquet import ParquetSource
 
         return ParquetSource([path], **fields), False
     raise ConfigError(f"{path}: a capture folder, a .jsonl or a .parquet file", path="--from")

@@ -265,9 +265,11 @@ def test_a_spooling_file_resumes_exactly_where_the_disk_filled(small_disk: Path)
 def test_a_capture_file_is_completed_once_the_disk_has_room(small_disk: Path) -> None:
     import pyarrow.parquet as pq
 
-    from wirepipe.connectors.capture import TEMP_SUFFIX, CaptureWriter, capture_table
+    from wirepipe.connectors.capture_format import capture_table
+    from wirepipe.connectors.capture_sink import CaptureWriter
     from wirepipe.core.batch import Batch
     from wirepipe.core.errors import SinkUnavailable
+    from wirepipe.storage.files import TEMP_SUFFIX
 
     writer = CaptureWriter(small_disk, row_group_rows=500, compression="none", fsync=True)
     payloads = [i.to_bytes(4, "big") + os.urandom(996) for i in range(3000)]  # 3 MB

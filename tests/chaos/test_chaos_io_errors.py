@@ -76,7 +76,8 @@ def test_replaying_a_capture_with_a_corrupt_data_page_is_one_line(tmp_path: Path
 
     import pyarrow.parquet as pq
 
-    from wirepipe.connectors.capture import CaptureWriter, capture_table
+    from wirepipe.connectors.capture_format import capture_table
+    from wirepipe.connectors.capture_sink import CaptureWriter
     from wirepipe.core.batch import Batch
 
     writer = CaptureWriter(tmp_path / "cap", row_group_rows=500, compression="none", fsync=False)
@@ -106,7 +107,8 @@ def damaged_capture(folder: Path) -> tuple[Path, Path]:
     import msgpack
     import pyarrow.parquet as pq
 
-    from wirepipe.connectors.capture import CaptureWriter, capture_table
+    from wirepipe.connectors.capture_format import capture_table
+    from wirepipe.connectors.capture_sink import CaptureWriter
     from wirepipe.core.batch import Batch
 
     writer = CaptureWriter(folder, row_group_rows=100, compression="none", fsync=False)

@@ -18,9 +18,10 @@ import msgpack
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.connectors.files import JsonlSink, ParquetSink
+from wirepipe.connectors.jsonl import JsonlSink
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.parquet import ParquetSink
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
 

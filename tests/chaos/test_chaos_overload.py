@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.chaos.overload import run_scenario
-from wirepipe.connectors.files import NullSink
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.gaps import PUBLISHER, SEQ
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
+from wirepipe.connectors.null import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from wirepipe.connectors.files import JsonlSink, JsonlSource, ParquetSink
+from wirepipe.connectors.jsonl import JsonlSink, JsonlSource
+from wirepipe.connectors.parquet import ParquetSink
 from wirepipe.pipelines.pipeline import Pipeline
 
 RECORDS = [

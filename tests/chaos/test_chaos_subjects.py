@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.nats_fixtures import run_wirepipe
-from wirepipe.connectors.files import JsonlSink
+from wirepipe.connectors.jsonl import JsonlSink
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
 from wirepipe.core.batch import Batch

@@ -1,8 +1,8 @@
 """Runs a benchmark plan: every dataset x combination, with a progress bar, into files.
 
 Outputs in ``--out``: ``bench.parquet`` (one row per stage per iteration per
-combination, in the metrics schema plus ``label``/``dataset``/``chain``/``iteration``
-columns, with the run metadata; ``wirepipe report`` reads it), ``bench.md`` (the
+combination: the stage columns then the bench's own, ``metrics.columns.bench_schema``,
+with the run metadata; ``wirepipe report`` reads it), ``bench.md`` (the
 tables and recommendations), ``bench.progress.jsonl`` (a line per measured step,
 appended as it finishes: what a run had done when it stopped), and trained zstd
 dictionaries when asked for.
@@ -131,7 +131,7 @@ def _row(run_id: str, label: str, dataset: str, combo: Combo, iteration: int, st
         "iteration": iteration, "batch": iteration, "step": step, "stage": row.stage, "operator": row.operator,
         "params": json.dumps(row.params, default=str, sort_keys=True), "records": row.records, "rejected": 0,
         "bytes_in": row.bytes_in, "bytes_out": row.bytes_out, "start_ns": row.start_ns, "end_ns": row.end_ns,
-        "payload_digest": None,
+        "projected": 0, "payload_digest": None,
     }
 
 
@@ -261,7 +261,10 @@ def rows_table(run: BenchRun) -> Any:
     """The raw rows as an Arrow table in the metrics schema (what ``summarize`` reads)."""
     import pyarrow as pa
 
-    return pa.Table.from_pylist(run.raw_rows, schema=_schema()) if run.raw_rows else _schema().empty_table()
+    from ..metrics.columns import bench_schema
+
+    schema = bench_schema()
+    return pa.Table.from_pylist(run.raw_rows, schema=schema) if run.raw_rows else schema.empty_table()
 
 
 def latency_table(run: BenchRun) -> Any:
@@ -301,24 +304,12 @@ def write_results(run: BenchRun) -> Path:
     write_atomic(path, lambda f: pq.write_table(table, f, compression="zstd"))
     latency = latency_table(run)
     if latency is not None:
+        from ..metrics.columns import TABLE_KEY
         from ..metrics.recorder import latency_path
 
-        latency = latency.replace_schema_metadata({**meta, "wirepipe.table": "latency"})
+        latency = latency.replace_schema_metadata({**meta, TABLE_KEY: "latency"})
         write_atomic(latency_path(path), lambda f: pq.write_table(latency, f, compression="zstd"))
     return path
-
-
-def _schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([
-        ("run_id", pa.string()), ("pipeline", pa.string()), ("label", pa.string()), ("dataset", pa.string()),
-        ("chain", pa.string()), ("iteration", pa.int64()), ("batch", pa.int64()), ("step", pa.int32()),
-        ("stage", pa.string()),
-        ("operator", pa.string()), ("params", pa.string()), ("records", pa.int64()), ("rejected", pa.int64()),
-        ("bytes_in", pa.int64()), ("bytes_out", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
-        ("payload_digest", pa.string()),
-    ])
 
 
 def _plan_dict(plan: BenchPlan) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def replay(
         gap = parse_duration(max_gap) if max_gap is not None else None
     except ValueError as exc:
         fail(f"--max-gap: {exc}", EXIT_CONFIG)
-    from ..connectors.capture import capture_files
+    from ..connectors.capture_format import capture_files
 
     try:
         capture_files(captures)  # before anything opens: no empty output file for a capture that is not there

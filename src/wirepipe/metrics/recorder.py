@@ -18,7 +18,8 @@ Parquet dataset folders (``storage/parts.py``): ``PATH`` (stage rows) and its si
 its Parquet key-value metadata. With ``path=None`` the rows stay in memory
 (``tables()``), for benchmarks that build their own results.
 
-Columns: ``STAGE_COLUMNS`` and ``LATENCY_COLUMNS`` (also in the README).
+Columns: ``metrics/columns.py`` (``STAGE_COLUMNS``, ``LATENCY_COLUMNS``). Settings and their
+defaults: ``MetricsConfig``, the YAML ``metrics:`` section, whose defaults are the recorder's too.
 """
 
 from __future__ import annotations
@@ -36,46 +37,11 @@ from operator import sub
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from ..core.batch import Batch, Rejected
-
-# name: (Arrow type, meaning). The README's schema table is this dict.
-STAGE_COLUMNS: dict[str, tuple[str, str]] = {
-    "run_id": ("string", "id of the run: `<UTC start>-<random>`, the same in every row of one run"),
-    "pipeline": ("string", "pipeline name"),
-    "batch": ("int64", "index of the batch in the run, from 0 (joins the latency rows)"),
-    "step": ("int32", "position of the stage in the pipeline: 0 is the source, the highest is the sink"),
-    "stage": ("string", "stage kind: generate/read/consume, serialize, compress, decompress, deserialize, "
-                        "map/filter/select, write/publish"),
-    "operator": ("string", "the operator as a chain step (`msgpack`, `zstd:fastest`, `auto`) or the connector"),
-    "params": ("string", "the operator's parameters as JSON"),
-    "records": ("int64", "records that left the stage"),
-    "rejected": ("int64", "records the stage sent to the dead-letter destination"),
-    "bytes_in": ("int64", "payload bytes entering the stage; for `serialize`, the declared raw size of the "
-                          "records (null when the source does not know it)"),
-    "bytes_out": ("int64", "payload bytes leaving the stage (null while values are objects)"),
-    "start_ns": ("int64", "stage start, `time.monotonic_ns()` of the worker (see `wirepipe.clock`)"),
-    "end_ns": ("int64", "stage end, `time.monotonic_ns()`; the stage took `end_ns - start_ns`"),
-    "lost": ("int64", "source row only: messages the source found lost since the previous batch (core NATS: "
-                      "Wirepipe-Seq gaps, client drops; see README, Delivery); null on other rows"),
-    "redelivered": ("int64", "source row only: records of the batch delivered before (JetStream: a lost ack, a "
-                             "dead worker; every duplicate written is among them); null on other rows and "
-                             "for sources that do not redeliver"),
-    "reasons": ("map<string, int64>", "the stage's `rejected` by reason (the error without its values, as the run "
-                                      "summary groups them: `rejections.reason_of`); null when it rejected none"),
-    "projected": ("int64", "records whose fields the schema does not declare the stage dropped (`serialize` with "
-                           "`extra_fields: drop`)"),
-}
-
-LATENCY_COLUMNS: dict[str, tuple[str, str]] = {
-    "run_id": ("string", "id of the run"),
-    "batch": ("int64", "batch index: joins the stage rows of the same run"),
-    "seq": ("int64", "record sequence from the source (null if the source has none)"),
-    "stream_seq": ("int64", "JetStream stream sequence (null on core NATS)"),
-    "sent_ns": ("int64", "`Wirepipe-Sent-At`: publish time, ns since the Unix epoch, publisher's clock "
-                         "(null when the header was absent)"),
-    "received_ns": ("int64", "when the consumer received the record, ns since the Unix epoch"),
-    "done_ns": ("int64", "end of the batch's last stage (the sink write), ns since the Unix epoch"),
-}
+from ..core.models import Duration, Strict
+from .columns import TABLES, table_schema
 
 # What a timed pass measured (``run_operators``): each operator's start and end (monotonic ns) and, per
 # stage, entry 0 being the batch as the source gave it, the records that left it, the running count of
@@ -145,18 +111,6 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
     }
 
 
-def arrow_schema(columns: dict[str, tuple[str, str]], metadata: dict[str, str] | None = None) -> Any:
-    import pyarrow as pa
-
-    def arrow_type(kind: str) -> Any:
-        if kind.startswith("map<"):
-            key, value = kind[4:-1].split(",")
-            return pa.map_(arrow_type(key.strip()), arrow_type(value.strip()))
-        return getattr(pa, kind)()
-
-    return pa.schema([pa.field(name, arrow_type(kind)) for name, (kind, _) in columns.items()], metadata=metadata)
-
-
 def _columns() -> tuple[list[Any], ...]:
     """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost,
     redelivered, reasons, projected."""
@@ -180,12 +134,40 @@ def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tu
             (sink.stage, sink.name, sink.params)]
 
 
+class MetricsConfig(Strict):
+    """``metrics: {path: results/run.parquet}``: a folder of crash-safe Parquet parts (see the README).
+
+    Its defaults are the recorder's (``MetricsRecorder``'s keyword arguments take them from
+    here), so a pipeline records alike from YAML, with ``Pipeline(metrics=PATH)`` and with a
+    recorder made by hand.
+    """
+
+    path: str
+    row_group_rows: int = Field(default=8192, ge=1, description="flush after this many stage rows")
+    flush_interval: Duration = Field(default=5.0, gt=0, description="and at least this often")
+    latency: bool = Field(default=True, description="per-record latency rows on consumers")
+    compact_parts: int = Field(default=16, ge=0, description="merge this many small parts into one; 0 = never")
+
+    def build(self, pipeline: str, config: dict[str, Any] | None = None) -> MetricsRecorder:
+        """The recorder of ``pipeline``; ``config`` (the whole validated config) goes into every file's metadata."""
+        return MetricsRecorder(self.path, pipeline=pipeline, config=config, row_group_rows=self.row_group_rows,
+                               flush_interval=self.flush_interval, latency=self.latency,
+                               compact_parts=self.compact_parts)
+
+
+_DEFAULT: dict[str, Any] = {name: f.default for name, f in MetricsConfig.model_fields.items() if name != "path"}
+
+
 class MetricsRecorder:
-    """Buffers stage and latency rows; writes them as crash-safe Parquet parts by rows and by time."""
+    """Buffers stage and latency rows; writes them as crash-safe Parquet parts by rows and by time.
+
+    ``path=None`` keeps the rows in memory; ``flush_interval=None`` flushes by rows only.
+    """
 
     def __init__(self, path: str | Path | None, *, pipeline: str = "pipeline", config: dict[str, Any] | None = None,
-                 row_group_rows: int = 8192, flush_interval: float | None = 5.0, latency: bool = True,
-                 compact_parts: int = 16, run_id: str | None = None) -> None:
+                 row_group_rows: int = _DEFAULT["row_group_rows"],
+                 flush_interval: float | None = _DEFAULT["flush_interval"], latency: bool = _DEFAULT["latency"],
+                 compact_parts: int = _DEFAULT["compact_parts"], run_id: str | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self.pipeline = pipeline
         self.config = config
@@ -214,8 +196,7 @@ class MetricsRecorder:
         self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str, sort_keys=True))
                         for s, o, p in stages]
         meta = run_metadata(self.pipeline, self.config, self.run_id)
-        self._schemas = {"stages": arrow_schema(STAGE_COLUMNS, {**meta, "wirepipe.table": "stages"}),
-                         "latency": arrow_schema(LATENCY_COLUMNS, {**meta, "wirepipe.table": "latency"})}
+        self._schemas = {table: table_schema(table, meta) for table in TABLES}
         if self.path is not None:
             from ..storage.spool import check_writable
 

@@ -67,17 +67,9 @@ def pipeline_model() -> type[Strict]:
     source: Any = Annotated[Union[tuple(source_models())], Field(discriminator="type")]  # noqa: UP007
     sink: Any = Annotated[Union[tuple(sink_models())], Field(discriminator="type")]  # noqa: UP007
 
+    from ..metrics.recorder import MetricsConfig
     from ..metrics.tracing import TracingConfig
     from .monitor import MonitorConfig
-
-    class MetricsConfig(Strict):
-        """``metrics: {path: results/run.parquet}``: a folder of crash-safe Parquet parts (see the README)."""
-
-        path: str
-        row_group_rows: int = Field(default=8192, ge=1, description="flush after this many stage rows")
-        flush_interval: Duration = Field(default=5.0, gt=0, description="and at least this often")
-        latency: bool = Field(default=True, description="per-record latency rows on consumers")
-        compact_parts: int = Field(default=16, ge=0, description="merge this many small parts into one; 0 = never")
 
     fields: dict[str, Any] = dict(
         name=(str, Field(min_length=1)),
@@ -332,12 +324,7 @@ def build_connector(model: Any, where: str, file: str | None = None) -> Any:
 def _metrics(cfg: Any) -> Any:
     if cfg.metrics is None:
         return None
-    from ..metrics.recorder import MetricsRecorder
-
-    m = cfg.metrics
-    return MetricsRecorder(m.path, pipeline=cfg.name, row_group_rows=m.row_group_rows,
-                           flush_interval=m.flush_interval, latency=m.latency, compact_parts=m.compact_parts,
-                           config=cfg.model_dump(mode="json", by_alias=True))
+    return cfg.metrics.build(cfg.name, cfg.model_dump(mode="json", by_alias=True))
 
 
 def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Any:

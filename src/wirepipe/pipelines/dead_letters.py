@@ -68,7 +68,7 @@ class DefaultDeadLetter(Sink):
 
     async def _opened(self) -> Any:
         if self._file is None:
-            from ..connectors.files import JsonlSink
+            from ..connectors.jsonl import JsonlSink
 
             file = JsonlSink(self.path, append=True)
             await file.open()

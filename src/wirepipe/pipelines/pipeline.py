@@ -312,7 +312,7 @@ class Pipeline:
 
     async def run_async(self, stop: asyncio.Event | None = None) -> RunStats:
         """Run inside an existing event loop; setting ``stop`` drains and ends the run."""
-        from ..connectors.files import NullSink
+        from ..connectors.null import NullSink
 
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()

@@ -158,14 +158,14 @@ def source_for(loaded: LoadedFile, spec: InputSpec, where: str, schema: Any = No
         paths = _input_paths(loaded, spec)
         fields: dict[str, Any] = {"batch_size": spec.batch_size, "count": spec.count}
         if spec.capture is not None:
-            from ..connectors.capture import CaptureSource
+            from ..connectors.capture_source import CaptureSource
 
             return CaptureSource(paths, subject=spec.subject, since=spec.since, until=spec.until, **fields)
         if paths[0].lower().endswith(".jsonl"):
-            from ..connectors.files import JsonlSource
+            from ..connectors.jsonl import JsonlSource
 
             return JsonlSource(paths, **fields)
-        from ..connectors.files import ParquetSource
+        from ..connectors.parquet import ParquetSource
 
         return ParquetSource(paths, **fields)
     if spec.records is not None:

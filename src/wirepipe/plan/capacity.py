@@ -225,7 +225,7 @@ def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..connectors.files import batch_table
+    from ..connectors.parquet import batch_table
     from ..core.batch import Batch
 
     if sink != "parquet":

@@ -103,7 +103,7 @@ def pipeline_options(options: list[str]) -> Any:
 
 def _capture_files(captures: list[str]) -> list[str]:
     """Capture files: local ones as ``capture_files`` orders them, remote ones (``scheme://``) by Beam's match."""
-    from ..connectors.capture import capture_files
+    from ..connectors.capture_format import capture_files
     from ..storage.files import is_hidden, is_pattern
 
     out: list[str] = []

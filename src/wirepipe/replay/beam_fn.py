@@ -94,7 +94,7 @@ class ReplayRowGroupFn(DoFn):
         if self.write_results and results:
             write_part(join(self.output, "results"), start, results)
         if rejected:  # the replay's own folder holds them, whether or not the pipeline names a dead letter
-            from ..connectors.files import batch_table
+            from ..connectors.parquet import batch_table
             from ..wire import dead_letter_batch
 
             write_part(join(self.output, "dead_letter"), start, [batch_table(dead_letter_batch(rejected))])
@@ -117,8 +117,8 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: b
     table (``None`` when no record is left or the sink keeps no results: ``write_results``) and the
     rejected records.
     """
-    from ..connectors.capture import batch_from_arrow
-    from ..connectors.files import batch_table
+    from ..connectors.capture_format import batch_from_arrow
+    from ..connectors.parquet import batch_table
 
     between_batches()  # as the local run loop does before each batch
     ns = time.monotonic_ns
@@ -161,6 +161,7 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
 
 def metrics_schema(pipeline: str, config: dict[str, Any], run_id: str) -> Any:
     """The stage rows' schema, with the run metadata, for Beam's ``WriteToParquetBatched``."""
-    from ..metrics.recorder import STAGE_COLUMNS, arrow_schema, run_metadata
+    from ..metrics.columns import table_schema
+    from ..metrics.recorder import run_metadata
 
-    return arrow_schema(STAGE_COLUMNS, {**run_metadata(pipeline, config, run_id), "wirepipe.table": "stages"})
+    return table_schema("stages", run_metadata(pipeline, config, run_id))

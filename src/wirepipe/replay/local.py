@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import Unreadable, describe_unreadable
-from ..connectors.capture import CaptureSource, RowGroup, plan_row_groups
+from ..connectors.capture_format import RowGroup, plan_row_groups
+from ..connectors.capture_source import CaptureSource
 from ..core.errors import ConfigError, WirepipeError
 from ..pipelines.monitor import dead_letter_destination
 from ..pipelines.pool import merge_rejections
@@ -156,7 +157,7 @@ def _pacing_states(replay: Replay, shares: list[list[RowGroup]]) -> list[tuple[i
     """The pacer's (last timestamp, virtual time) where each share starts: the schedule of one replay."""
     import pyarrow.parquet as pq
 
-    from ..connectors.capture import pace_column
+    from ..connectors.capture_source import pace_column
     from ..connectors.pacing import Pacer
 
     pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap)

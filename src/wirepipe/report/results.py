@@ -73,7 +73,7 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..metrics.recorder import LATENCY_COLUMNS, STAGE_COLUMNS, arrow_schema
+    from ..metrics.columns import TABLES, arrow_schema
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files: list[Path] = []
@@ -101,20 +101,22 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
     if not tables["stages"]:
         raise WirepipeError(f"no wirepipe results (stage rows) in {', '.join(map(str, paths))}")
 
-    def concat(kind: str, columns: dict[str, tuple[str, str]]) -> Any:
-        parts = tables[kind] or [arrow_schema(columns).empty_table()]
+    def concat(kind: str) -> Any:
+        parts = tables[kind] or [arrow_schema(TABLES[kind]).empty_table()]
         return pa.concat_tables(parts, promote_options="default")
 
-    stages = concat("stages", STAGE_COLUMNS)
+    stages = concat("stages")
     for run_id in stages.column("run_id").unique().to_pylist():
         runs.setdefault(run_id, RunInfo(run_id))
-    return Results(stages, concat("latency", LATENCY_COLUMNS), runs, used, skipped)
+    return Results(stages, concat("latency"), runs, used, skipped)
 
 
 def _kind(schema: Any) -> str | None:
-    declared = (schema.metadata or {}).get(b"wirepipe.table")
-    if declared in (b"stages", b"latency"):
-        return declared.decode()
+    from ..metrics.columns import TABLE_KEY, TABLES
+
+    declared = (schema.metadata or {}).get(TABLE_KEY.encode(), b"").decode()
+    if declared in TABLES:
+        return declared
     names = set(schema.names)
     if {"stage", "start_ns", "end_ns", "records"} <= names:
         return "stages"

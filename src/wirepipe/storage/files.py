@@ -8,8 +8,9 @@ hidden name (``is_hidden``): one that starts with ``.`` or ``_``, as pyarrow dat
 Spark and Hadoop skip them (``_SUCCESS``, ``_metadata``, ``_temporary/``), nor anything
 under a hidden folder, nor a temporary still being written (``TEMP_SUFFIX``); a hidden
 file named by its own path is read, a temporary one refused. Every reader of files finds
-them so: the JSON Lines, Parquet and capture sources, replays, the metrics part folders
-(``parts.list_parts``) and ``wirepipe report``'s folder walk (``sub_folders``).
+them so: the JSON Lines and Parquet sources (``input_files``), captures, replays, the metrics
+part folders (``parts.list_parts``) and ``wirepipe report``'s folder walk (``sub_folders``). A
+file written next to an output (the default dead-letter file) is named by ``beside_file``.
 
 **Writing a file atomically** (``AtomicFile``): readers must never see half a file (a
 Parquet file is readable only once its footer is written). So a file is written under a
@@ -17,8 +18,10 @@ hidden temporary name beside its final one, ``.NAME.inprogress`` (``.NAME.OWNER.
 when several processes write into one folder and a dead one's leftovers must be told
 from a live one's), through a ``SpoolingFile`` (a full disk loses nothing), then fsynced
 when asked and renamed into place. ``commit`` resumes after an error: called again, it
-goes on where it stopped and never renames twice. Every local writer goes through it: the
-file sinks, captures, metrics parts (``storage/parts.py``) and ``wirepipe bench``'s results.
+goes on where it stopped and never renames twice. Every local writer goes through it: whole
+files written at once (``wirepipe bench``'s results, reports, dictionaries, test snapshots) and the
+Parquet files of the ``parquet`` sink, captures and metrics parts, which live the one life of
+``storage/lifecycle.py`` (open, write, close, finalize) on top of it.
 
 The one exception is a Beam worker's results part (``replay/beam_fn.write_part``): it
 writes through Beam's ``FileSystems`` (``gs://``, ``s3://``, ``hdfs://`` as well as local
@@ -28,12 +31,12 @@ file (HDFS refuses). So it keeps this module's temporary name (``temp_path``, ow
 random id: bundles of one worker write concurrently) and commits Beam's way: a retried
 bundle's earlier file (same records, same name) is deleted, then the temporary renamed.
 
-**Unfinished files** (``unfinished_files``, ``report_unfinished``): a writer killed (SIGKILL) or
-stopped on an error (a full disk at shutdown) leaves its temporary file. Nothing reads it (listings
-skip it) and nothing in it was acknowledged, but it takes room: the next writer into the folder
-names it in a warning (capture files, Parquet parts) or deletes it (metrics parts, ``storage/parts.py``).
-A temporary named with its writer's process id is not reported while that process runs (a pool's
-other workers write into the same folder).
+**Unfinished files** (``unfinished_files``, ``report_unfinished``, ``delete_unfinished``): a writer
+killed (SIGKILL) or stopped on an error (a full disk at shutdown) leaves its temporary file. Nothing
+reads it (listings skip it) and nothing in it was acknowledged, but it takes room: the next writer
+into the folder names it in a warning (capture files, the ``parquet`` sink's files) or deletes it
+(metrics parts, ``storage/parts.py``). A temporary named with its writer's process id is left alone
+while that process runs (a pool's other workers write into the same folder).
 
 **Buffering tables into row groups** (``TableBuffer``): a Parquet writer makes good files
 from big row groups, and a pipeline hands it small batches. Sinks append each batch's
@@ -142,6 +145,19 @@ def find_files(paths: str | Path | Iterable[str | Path], *, recursive: bool = Fa
     return out
 
 
+def input_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The files a file source reads (``find_files``); a folder without files is an error too."""
+    return find_files(paths, on_empty=lambda folder: f"{folder}: no files in this folder")
+
+
+def beside_file(path: str, suffix: str) -> str:
+    """``path``'s name with its suffix (and a ``{part}`` placeholder) replaced by ``suffix``:
+    ``out/records.jsonl`` -> ``out/records.dead.jsonl``, ``out/part-w0-{part}.parquet`` -> ``out/part-w0.dead.jsonl``."""
+    p = Path(path)
+    stem = (p.stem if p.suffix else p.name).replace("{part}", "").strip("-_.") or "records"
+    return str(p.with_name(stem + suffix))
+
+
 # --- writing a file atomically ----------------------------------------------------------------------
 
 
@@ -243,6 +259,15 @@ def unfinished_files(folder: Path, pattern: str) -> list[Path]:
         if owner is None or not owner_alive(int(owner["pid"])):
             out.append(path)
     return out
+
+
+def delete_unfinished(folder: Path, pattern: str) -> list[Path]:
+    """Delete the ``unfinished_files`` a writer finds where it starts (none of their rows is wanted); returns them."""
+    left = unfinished_files(folder, pattern)
+    for path in left:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return left
 
 
 def report_unfinished(folder: Path, pattern: str, what: str) -> list[Path]:

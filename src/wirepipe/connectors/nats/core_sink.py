@@ -476,4 +476,4 @@ class NatsSinkConfig(PublishConfig):
 
 
 SINKS = {"nats": NatsSinkConfig}
-RANK = 2  # where its types come in the "allowed" lists (connectors/__init__.py)
+RANK = 4  # where its types come in the "allowed" lists (connectors/__init__.py)

@@ -266,4 +266,4 @@ class NatsSourceConfig(NatsConnectionConfig, SourceLimits):
 
 
 SOURCES = {"nats": NatsSourceConfig}
-RANK = 2  # where its types come in the "allowed" lists (connectors/__init__.py)
+RANK = 4  # where its types come in the "allowed" lists (connectors/__init__.py)

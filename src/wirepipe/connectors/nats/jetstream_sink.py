@@ -509,4 +509,4 @@ class JetStreamSinkConfig(PublishConfig):
 
 
 SINKS = {"jetstream": JetStreamSinkConfig}
-RANK = 3  # where its types come in the "allowed" lists (connectors/__init__.py)
+RANK = 5  # where its types come in the "allowed" lists (connectors/__init__.py)

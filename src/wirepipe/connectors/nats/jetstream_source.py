@@ -652,4 +652,4 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
 
 
 SOURCES = {"jetstream": JetStreamSourceConfig}
-RANK = 3  # where its types come in the "allowed" lists (connectors/__init__.py)
+RANK = 5  # where its types come in the "allowed" lists (connectors/__init__.py)

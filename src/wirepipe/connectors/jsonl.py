@@ -1,0 +1,236 @@
+"""JSON Lines connectors: the ``jsonl`` sink and source.
+
+One JSON value per line. Bytes are written as ``{"$base64": "<base64>"}`` (the same
+convention as the ``json`` format) and read back as bytes, so a payload column (bytes
+after ``serialize``) or a record with byte fields survives the round trip exactly. With
+``envelope: true`` each line is ``{"value", "subject", "headers"}``.
+
+Full disk: the file is written through a ``SpoolingFile``: a write that finds no space
+leaves the rest in memory, ``flush`` fails (the pipeline holds the records and retries)
+and continues exactly where it stopped once there is room. Nothing is written twice.
+The failure is the ``OSError`` itself (``ENOSPC``, or ``EDQUOT``, ``EIO``), not a ``BackOff``:
+the OS does not say when room comes back, and the run loop already treats an ``OSError``
+from a sink as the sink's condition, retried with its own bounded backoff (50 ms doubling
+to 5 s, under a third of a JetStream source's ``ack_wait``). ``BackOff(wait)`` is for a
+part that knows how long to wait (a server that says "retry later").
+
+What ``flush()`` makes durable (the pipeline acknowledges a JetStream source only after
+it): the file is flushed to the OS, which survives a kill of the process. A line a killed
+writer tore is cut off before appending; a full disk at the end leaves no torn line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import Field
+
+from ..codecs.formats import B64_MARK, json_default, restore_bytes
+from ..core.batch import Batch
+from ..core.errors import Refusal
+from ..core.models import SourceLimits, Strict
+from ..storage.files import Paths, beside_file, fspaths, input_files
+from ..storage.spool import SpoolingFile
+from .base import Configured, Sink, Source
+
+log = logging.getLogger("wirepipe")
+
+
+class JsonlSink(Configured, Sink):
+    """One JSON value per line; bytes as ``{"$base64": ...}``. ``path: "-"`` writes to stdout."""
+
+    type = "jsonl"
+    stage = "write"
+    batch_results = "files"  # Beam replay writes Parquet result files instead
+
+    def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
+        """``fields`` are ``JsonlSinkConfig``'s (``envelope``, ``append``)."""
+        self._init(JsonlSinkConfig, path=os.fspath(path), **fields)
+
+    def _configure(self, config: JsonlSinkConfig) -> None:
+        self.config = config
+        self.path = config.path
+        self.envelope = config.envelope
+        self.append = config.append
+        self._file: IO[bytes] | SpoolingFile | None = None
+        self.records = 0
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"path": self.path, "envelope": self.envelope}
+
+    def refuse_workers(self, workers: int) -> Refusal | None:
+        if "{worker}" in self.path:
+            return None
+        return Refusal("path", f"{self.path!r} is one JSONL file, and {workers} workers would write over each other: "
+                               "put {worker} in the path (one file per worker), e.g. out/records-{worker}.jsonl, or "
+                               "use a parquet sink with {part}")
+
+    def beside(self, suffix: str) -> str | None:
+        return None if self.path == "-" else beside_file(self.path, suffix)
+
+    async def open(self) -> None:
+        if self.path == "-":
+            self._file = sys.stdout.buffer
+            return
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.append:
+            _cut_torn_line(Path(self.path))
+        self._file = SpoolingFile(self.path, append=self.append)
+
+    async def write(self, batch: Batch) -> None:
+        import orjson
+
+        assert self._file is not None, "write() before open()"
+        dumps = orjson.dumps
+        opt = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+        if self.envelope:
+            rows = [{"value": v, "subject": batch.subject_at(i), "headers": batch.headers_at(i)}
+                    for i, v in enumerate(batch.values)]
+        else:
+            rows = batch.values
+        self._file.write(b"".join([dumps(r, default=json_default, option=opt) for r in rows]))
+        self.records += len(rows)
+
+    async def flush(self) -> None:
+        if isinstance(self._file, SpoolingFile):
+            self._file.drain()  # raises while the disk is full; the next flush continues
+        elif self._file is not None:
+            self._file.flush()
+
+    async def close(self) -> None:
+        file, self._file = self._file, None
+        if isinstance(file, SpoolingFile):
+            file.close(rollback=True)  # a full disk at the end: no torn line is left (those records were not acked)
+        elif file is not None:
+            file.flush()
+
+
+def _cut_torn_line(path: Path) -> None:
+    """A file a killed writer left without a final newline ends in a torn line: never acknowledged
+    (a flush completes whole lines), so it is cut off before appending, not left mid-file."""
+    if not path.exists() or not path.stat().st_size:
+        return
+    with open(path, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        size = f.seek(0, os.SEEK_END)
+        keep = 0
+        block = 1 << 16
+        end = size
+        while end > 0 and not keep:
+            start = max(0, end - block)
+            f.seek(start)
+            chunk = f.read(end - start)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                keep = start + i + 1
+            end = start
+        f.truncate(keep)
+    log.warning("%s ended in a torn line (a writer was killed): cut %d bytes before appending", path, size - keep)
+
+
+class JsonlSinkConfig(Strict):
+    """``sink: {type: jsonl, path: out.jsonl}``"""
+
+    type: Literal["jsonl"]
+    path: str
+    envelope: bool = False
+    append: bool = False
+
+    def build(self) -> JsonlSink:
+        return JsonlSink.from_config(self)
+
+
+class JsonlSource(Configured, Source):
+    """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
+
+    type = "jsonl"
+    stage = "read"
+    bounded = True
+
+    def __init__(self, path: Paths, **fields: Any) -> None:
+        """``fields`` are ``JsonlSourceConfig``'s (``batch_size``, ``count``, ``duration``, ``envelope``)."""
+        self._init(JsonlSourceConfig, path=fspaths(path), **fields)
+
+    def _configure(self, config: JsonlSourceConfig) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.path = config.path
+        self.batch_size = config.batch_size
+        self.envelope = config.envelope
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"path": self.path, "batch_size": self.batch_size, "count": self.count}
+
+    def check_input(self) -> None:
+        input_files(self.path)
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        limit = self.count
+        lines: list[tuple[Path, int, bytes]] = []
+        seq = 0
+        for path in input_files(self.path):
+            with open(path, "rb") as f:
+                for lineno, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    lines.append((path, lineno, line))
+                    if len(lines) >= self.batch_size or (limit is not None and seq + len(lines) >= limit):
+                        yield self._batch(lines, seq)
+                        seq += len(lines)
+                        lines = []
+                        if (limit is not None and seq >= limit) or self.stopping.is_set():
+                            return
+        if lines:
+            yield self._batch(lines, seq)
+
+    def _batch(self, lines: list[tuple[Path, int, bytes]], seq: int) -> Batch:
+        """Parse lines; a line that is not JSON is dead-lettered, not fatal."""
+        import orjson
+
+        loads = orjson.loads
+        values: list[Any] = []
+        bad: list[tuple[int, str]] = []
+        for i, (path, lineno, line) in enumerate(lines):
+            try:
+                v = loads(line)
+                values.append(restore_bytes(v) if B64_MARK in line else v)
+            except (orjson.JSONDecodeError, ValueError) as exc:
+                values.append(line)
+                bad.append((i, f"{path}:{lineno}: not a JSON line ({exc})"))
+        batch = Batch(values, meta={"seq": list(range(seq, seq + len(values)))})
+        if bad:
+            batch.rejected = [batch.reject(i, self.stage, self.type, why) for i, why in bad]
+            dropped = {i for i, _ in bad}
+            batch.keep([i for i in range(len(values)) if i not in dropped])
+        if self.envelope:
+            rows = batch.values
+            batch.subjects = [r.get("subject") for r in rows]
+            batch.headers = [r.get("headers") for r in rows]
+            batch.values = [r.get("value") for r in rows]
+        return batch
+
+
+class JsonlSourceConfig(SourceLimits):
+    """``source: {type: jsonl, path: in.jsonl}`` (a file, a glob, a folder or a list)"""
+
+    type: Literal["jsonl"]
+    path: str | list[str]
+    batch_size: int = Field(default=1000, ge=1)
+    envelope: bool = False
+
+    def build(self) -> JsonlSource:
+        return JsonlSource.from_config(self)
+
+
+SOURCES = {"jsonl": JsonlSourceConfig}
+SINKS = {"jsonl": JsonlSinkConfig}
+RANK = 2  # where its types come in the "allowed" lists (connectors/__init__.py)
