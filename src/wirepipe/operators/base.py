@@ -21,8 +21,7 @@ from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
 if TYPE_CHECKING:
     from ..core.errors import Refusal
 
-__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Operator", "OperatorChain", "failing", "import_path",
-           "with_shorthand"]
+__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Operator", "OperatorChain", "failing", "with_shorthand"]
 
 
 class Operator:
@@ -111,20 +110,6 @@ def with_shorthand(params: type, field: str, kind: type | tuple[type, ...]) -> A
     from pydantic import BeforeValidator
 
     return Annotated[params, BeforeValidator(lambda v: {field: v} if isinstance(v, kind) else v)]
-
-
-def import_path(path: str) -> Any:
-    """The object a config names as ``module:attr`` (``attr`` may be dotted); ``ValueError`` saying why not."""
-    import importlib
-
-    module, _, attr = path.partition(":")
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import {path!r}: {exc}") from None
-    return obj
 
 
 class BuildContext:

@@ -27,8 +27,9 @@ from ..codecs.formats import Decoder, Schema, format_for_content_type, get_forma
 from ..core.batch import Batch
 from ..core.errors import Refusal, RefusedError, StageError
 from ..core.models import Strict
+from ..core.registry import load_ref
 from ..wire import Header
-from .base import PAYLOADS, RECORDS, BuildContext, Operator, failing, import_path
+from .base import PAYLOADS, RECORDS, BuildContext, Operator, failing
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -128,7 +129,7 @@ class Deserialize(Operator):
 
 def _record_class(spec: SchemaSpec) -> type | None:
     """The class a ``module:Class`` schema names, when it can build typed records."""
-    cls = import_path(spec) if isinstance(spec, str) and ":" in spec and "#" not in spec else spec
+    cls = load_ref(spec) if isinstance(spec, str) and ":" in spec and "#" not in spec else spec
     if not isinstance(cls, type) or hasattr(cls, "DESCRIPTOR"):  # protobuf classes give typed dicts
         return None
     return cls

@@ -12,14 +12,15 @@ from typing import Annotated, Any
 from pydantic import Field, WrapValidator
 
 from ..core.models import Strict
-from .base import Operator, import_path
+from ..core.registry import load_ref
+from .base import Operator
 
 
 def import_callable(ref: str | Callable[..., Any]) -> Callable[..., Any]:
     """A callable given directly or as ``module:attr``."""
     if callable(ref):
         return ref
-    fn = import_path(ref)
+    fn = load_ref(ref)
     if not callable(fn):
         raise ValueError(f"{ref!r} is not callable")
     return fn

@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import Field
 
 from ..core.errors import Refusal
+from ..core.registry import load_ref
 from ..schema import RecordSchema, SchemaError, load_schema_file, parse_schema
-from .base import import_path
 
 SchemaSpec = str | Sequence[str] | Mapping[str, Any] | type | RecordSchema | None
 SchemaParam = str | list[str] | dict[str, Any] | None  # YAML's spellings of a SchemaSpec (see resolve_schema)
@@ -76,7 +76,7 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
 
         return _protobuf_schema(load_message(path, message or None))
     if ":" in spec:
-        obj = import_path(spec)
+        obj = load_ref(spec)
         return _protobuf_schema(obj) if hasattr(obj, "DESCRIPTOR") else _fields_of(obj)
     from ..datasets import DATASETS
 
