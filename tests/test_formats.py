@@ -212,6 +212,20 @@ def test_protobuf_from_a_descriptor_set_and_a_generated_class(tmp_path, monkeypa
         resolve_schema(str(tmp_path / "ref.proto"))  # no such file
 
 
+def test_protobuf_framing_and_postcard_share_one_leb128() -> None:
+    """A framed protobuf message's lengths and postcard's varints are the same LEB128 (``codecs/varints.py``):
+    a record of 300 bytes is framed as ``0a ac 02``; a message cut inside that length is refused as protobuf's."""
+    schema = parse_schema({"blob": "bytes"})
+    framed = FORMATS["protobuf"].encoder(schema, framed=True)([{"blob": b"x" * 297}])
+    assert framed[:3] == b"\x0a\xac\x02" and len(framed) == 303
+    assert FORMATS["postcard"].encoder(parse_schema({"n": "uint32"}))({"n": 300}) == b"\xac\x02"
+    decode = FORMATS["protobuf"].decoder(schema, framed=True)
+    assert decode(framed) == [{"blob": b"x" * 297}]
+    with pytest.raises(StageError, match="truncated: the message ends inside a varint") as info:
+        decode(framed[:2])
+    assert info.value.operator == "protobuf"
+
+
 def test_avro_bytes_equal_fastavro_and_confluent_framing() -> None:
     import fastavro
 

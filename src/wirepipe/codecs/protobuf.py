@@ -39,6 +39,7 @@ from typing import Any
 from ..core.errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
 from .msgspec_engine import checked, validator
+from .varints import read_varint, varint
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
             "float64": "TYPE_DOUBLE", "bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES",
@@ -397,7 +398,7 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
         while pos < n:
             if data[pos] != 0x0A:  # field 1, wire type 2
                 raise StageError("deserialize", "protobuf", f"expected field 1 (records) at byte {pos}")
-            size, pos = _read_varint(data, pos + 1)
+            size, pos = read_varint(data, pos + 1, 10, "protobuf")
             if pos + size > n:
                 raise StageError("deserialize", "protobuf", "truncated record")
             out.append(read(data[pos:pos + size]))
@@ -410,19 +411,4 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
 
 
 def _length_delimited(body: bytes) -> bytes:
-    from .layout import varint
-
     return b"\x0a" + varint(len(body)) + body
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    for i in range(10):
-        if pos + i >= len(data):
-            raise StageError("deserialize", "protobuf", "truncated varint")
-        b = data[pos + i]
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos + i + 1
-        shift += 7
-    raise StageError("deserialize", "protobuf", "corrupt varint")
