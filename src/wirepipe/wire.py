@@ -22,6 +22,8 @@ from enum import Enum
 from typing import Any
 
 from .core.batch import Batch, Rejected
+from .core.errors import WirepipeError
+from .core.records import as_dict
 
 
 class Header(str, Enum):
@@ -131,6 +133,59 @@ def template_fields(template: str) -> list[str]:
     if any(ch in template for ch in " \t\r\n"):
         raise ValueError(f"subject {template!r} contains whitespace")
     return fields
+
+
+class SubjectTemplate:
+    """A subject, or a template that makes one per record: ``points``, ``blocks.{seq}``, ``out.{subject}``,
+    ``orders.{region}`` (what a NATS sink publishes on, what the ``subject`` operator sets).
+
+    A placeholder names a per-record column of the batch: ``subject`` (the subject the record came
+    with) or a meta column (``seq`` ...); rendered ``from_records`` (the ``subject`` operator, while
+    the values are still records), a meta column or else a field of each record.
+
+    >>> SubjectTemplate("orders.{region}.{seq}").render(Batch([{"region": "eu"}], meta={"seq": [7]}), from_records=True)
+    ['orders.eu.7']
+    >>> SubjectTemplate("out.{subject}").render(Batch([b"a", b"b"], subjects="in.x"))
+    ['out.in.x', 'out.in.x']
+    """
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        self.fields = template_fields(template)
+
+    @property
+    def fixed(self) -> bool:
+        """True when the template has no placeholder: one subject for every record."""
+        return not self.fields
+
+    def render(self, batch: Batch, *, from_records: bool = False) -> str | list[str]:
+        """The template itself when it is fixed, else the subject of each record; ``WirepipeError`` naming
+        what is missing when a placeholder names no column (a record without a field: ``KeyError``)."""
+        if not self.fields:
+            return self.template
+        columns: dict[str, Sequence[Any]] = {}
+        for f in self.fields:
+            if f == "subject" and not from_records:
+                if batch.subjects is None:
+                    raise WirepipeError(f"subject template {self.template!r}: the records have no subject")
+                columns[f] = batch.subjects_column()
+            elif f in batch.meta:
+                columns[f] = batch.meta[f]
+            elif not from_records:
+                raise WirepipeError(
+                    f"subject template {self.template!r}: no column {f!r} (available: subject, "
+                    f"{', '.join(batch.meta) or 'none'}; set per-record subjects with a `subject` operator)")
+        fmt = self.template.format
+        if from_records:
+            if not columns:
+                return [fmt(**as_dict(v)) for v in batch.values]
+            names = list(columns)
+            return [fmt(**{**as_dict(v), **dict(zip(names, row, strict=True))})
+                    for v, *row in zip(batch.values, *columns.values(), strict=True)]
+        if self.template == "{subject}":
+            return list(columns["subject"])
+        names = list(columns)
+        return [fmt(**dict(zip(names, row, strict=True))) for row in zip(*columns.values(), strict=True)]
 
 
 def subject_regex(pattern: str) -> str:

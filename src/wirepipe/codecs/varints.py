@@ -51,18 +51,20 @@ def varint(n: int) -> bytes:
     return _SMALL[n] if n < 16384 else _leb128(n)
 
 
-def read_varint(buf: bytes, pos: int, maxlen: int, fmt: str) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int, maxlen: int, fmt: str, stage: str = "deserialize") -> tuple[int, int]:
+    """The LEB128 varint at ``pos``, at most ``maxlen`` bytes long: (value, the next position); the
+    ``StageError`` of ``stage`` and ``fmt`` when it is cut short or longer."""
     result = shift = 0
     for i in range(maxlen):
         try:
             b = buf[pos + i]
         except IndexError:
-            raise corrupt(fmt, "truncated: the message ends inside a varint") from None
+            raise StageError(stage, fmt, "truncated: the message ends inside a varint") from None
         result |= (b & 0x7F) << shift
         if b < 0x80:
             return result, pos + i + 1
         shift += 7
-    raise corrupt(fmt, f"corrupt varint at byte {pos}: longer than {maxlen} bytes")
+    raise StageError(stage, fmt, f"corrupt varint at byte {pos}: longer than {maxlen} bytes")
 
 
 def zigzag(n: int, bits: int) -> int:

@@ -107,14 +107,13 @@ def capture_table(batch: Batch, first_seq: int, schema: Any) -> Any:
         raise ConfigError(
             f"the capture sink stores payloads as received, but got {type(values[0]).__name__} values: "
             "put it before any deserialize operator (or after serialize)")
-    subjects = batch.subjects
-    subject = pa.array([subjects] * n if isinstance(subjects, str) or subjects is None else subjects, pa.string())
+    subject = pa.array(batch.subjects_column(), pa.string())
     headers = batch.headers
     if headers is None:
         header_array = pa.nulls(n, schema.field("headers").type)
         per_record: list[dict[str, str] | None] = [None] * n
     else:
-        per_record = [headers] * n if isinstance(headers, dict) else headers
+        per_record = batch.headers_column()
         header_array = _map_array(per_record)
     meta = batch.meta
     sent = meta.get("sent_ns")

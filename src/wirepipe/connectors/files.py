@@ -541,11 +541,9 @@ def batch_table(batch: Batch, schema: Any = None) -> Any:
     if values and isinstance(values[0], (bytes, bytearray, memoryview)):
         cols: dict[str, Any] = {"value": pa.array(values, type=pa.binary())}
         if batch.subjects is not None:
-            subjects = batch.subjects if isinstance(batch.subjects, list) else [batch.subjects] * len(values)
-            cols["subject"] = pa.array(subjects, type=pa.string())
+            cols["subject"] = pa.array(batch.subjects_column(), type=pa.string())
         if batch.headers is not None:
-            headers = batch.headers if isinstance(batch.headers, list) else [batch.headers] * len(values)
-            cols["headers"] = pa.array([list(h.items()) if h else None for h in headers],
+            cols["headers"] = pa.array([list(h.items()) if h else None for h in batch.headers_column()],
                                        type=pa.map_(pa.string(), pa.string()))
         return pa.table(cols)
     if values and not isinstance(values[0], dict):

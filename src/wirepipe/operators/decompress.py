@@ -101,16 +101,7 @@ class Decompress(Operator):
         if self._fn is not None:
             batch.map_values(self._fn, self.stage, self.name)
             return batch
-        headers = batch.headers
-        if headers is None or isinstance(headers, dict):
-            encoding = headers.get(Header.CONTENT_ENCODING.value) if headers else None
-            batch.map_values(self._for_encoding(encoding), self.stage, "auto")
-            return batch
-        # Per-record headers: decode each record with the codec its header names.
-        pick, content_encoding = self._for_encoding, Header.CONTENT_ENCODING.value
-        batch.map_values(lambda v, h: pick(h.get(content_encoding) if h else None)(v),
-                         self.stage, "auto", with_column=headers)
-        return batch
+        return batch.map_by_header(Header.CONTENT_ENCODING.value, self._for_encoding, self.stage, "auto")
 
 
 # --- config: ``- decompress: {...}`` --------------------------------------------------------------

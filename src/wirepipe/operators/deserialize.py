@@ -117,14 +117,7 @@ class Deserialize(Operator):
                     batch.values = values
             batch.map_values(fn, self.stage, self.name)
             return batch
-        headers = batch.headers
-        if headers is None or isinstance(headers, dict):
-            batch.map_values(self._for_type(headers.get(Header.CONTENT_TYPE.value) if headers else None), self.stage, "auto")
-            return batch
-        pick, content_type = self._for_type, Header.CONTENT_TYPE.value
-        batch.map_values(lambda v, h: pick(h.get(content_type) if h else None)(v),
-                         self.stage, "auto", with_column=headers)
-        return batch
+        return batch.map_by_header(Header.CONTENT_TYPE.value, self._for_type, self.stage, "auto")
 
 
 def _record_class(spec: SchemaSpec) -> type | None:

@@ -37,6 +37,7 @@ from ..codecs.formats import Encoder, Schema, get_format
 from ..core.batch import Batch
 from ..core.errors import Refusal, StageError
 from ..core.models import Strict
+from ..core.records import as_dict, is_typed_record
 from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
 from .base import PAYLOADS, BuildContext, Operator
@@ -117,8 +118,8 @@ class Serialize(Operator):
             projected = [self._project(v) for v in values]
             batch.projected += sum(map(is_not, projected, values))
             batch.values = values = projected
-        if values and _is_record(values[0]):
-            batch.map_values(_as_dict_encoder(encode), self.stage, self.name)
+        if values and is_typed_record(values[0]):
+            batch.map_values(lambda value: encode(as_dict(value)), self.stage, self.name)
         else:
             try:  # the hot path: one call over the column, or one comprehension
                 column = self._column
@@ -143,28 +144,6 @@ def _all_fit(test: Any, values: list[Any]) -> bool:
         return bool(test(values))
     except Exception:  # a column it cannot tell about (framed lists, misfits): the projection looks at each value
         return False
-
-
-def _is_record(value: Any) -> bool:
-    """True for typed records (dataclasses, faust.Record, pydantic) that encode as their dict."""
-    return hasattr(value, "asdict") or hasattr(value, "model_dump") or hasattr(value, "__dataclass_fields__")
-
-
-def _as_dict_encoder(encode: Encoder) -> Callable[[Any], bytes]:
-    import dataclasses
-
-    def to_dict(value: Any) -> Any:
-        if hasattr(value, "to_representation"):
-            # faust.Record: the dict Faust itself encodes (with "__faust" unless the class
-            # says include_metadata=False), so both sides write the same bytes.
-            return value.to_representation()
-        if hasattr(value, "asdict"):
-            return value.asdict()
-        if hasattr(value, "model_dump"):
-            return value.model_dump()
-        return dataclasses.asdict(value)
-
-    return lambda value: encode(to_dict(value))
 
 
 # --- config: ``- serialize: {...}`` ---------------------------------------------------------------

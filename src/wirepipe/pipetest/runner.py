@@ -240,7 +240,7 @@ def _decode_spec(expect: Expect | None) -> DecodeSpec | None:
 
 def outputs(pipe: Any, sink: Any, decode: DecodeSpec | None) -> list[Output]:
     """What the pipeline's own sink would have written, from what the testing sink kept."""
-    from ..connectors.nats.core_sink import SubjectTemplate
+    from ..wire import SubjectTemplate
 
     records = sink.records
     subjects: list[str | None] = list(sink.subjects)

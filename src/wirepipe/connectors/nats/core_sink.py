@@ -32,12 +32,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...core.batch import PAYLOADS, Batch, Rejected
+from ...core.batch import PAYLOADS, Batch, Rejected, one_per_record
 from ...core.errors import ConfigError, NotConnected, Refusal, WirepipeError
 from ...core.models import Duration
 from ...wire import (
@@ -48,10 +47,10 @@ from ...wire import (
     STAMP_SIZE,
     Header,
     SubjectCheck,
+    SubjectTemplate,
     dead_letter_payloads,
     header_size,
     subject_room,
-    template_fields,
 )
 from ..base import Configured, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
@@ -64,42 +63,6 @@ STAGE_HEADER = Header.STAGE.value
 ERROR_HEADER = Header.ERROR.value
 # Per-record header blocks are measured exactly only for payloads this close to the limit.
 _HEADER_SLACK = 65536
-
-
-class SubjectTemplate:
-    """``points``, ``blocks.{seq}``, ``out.{subject}``: one subject per record from meta columns."""
-
-    def __init__(self, template: str) -> None:
-        self.template = template
-        self.fields = template_fields(template)
-
-    @property
-    def fixed(self) -> bool:
-        return not self.fields
-
-    def render(self, batch: Batch) -> str | list[str]:
-        if not self.fields:
-            return self.template
-        n = len(batch.values)
-        columns: dict[str, Sequence[Any]] = {}
-        for f in self.fields:
-            if f == "subject":
-                s = batch.subjects
-                if s is None:
-                    raise WirepipeError(f"subject template {self.template!r}: the records have no subject")
-                columns[f] = [s] * n if isinstance(s, str) else s
-            elif f in batch.meta:
-                columns[f] = batch.meta[f]
-            else:
-                raise WirepipeError(
-                    f"subject template {self.template!r}: no column {f!r} (available: subject, "
-                    f"{', '.join(batch.meta) or 'none'}; set per-record subjects with a `subject` operator)")
-        if self.template == "{subject}":
-            return list(columns["subject"])
-        fmt = self.template.format
-        names = list(columns)
-        cols = [columns[k] for k in names]
-        return [fmt(**dict(zip(names, row, strict=True))) for row in zip(*cols, strict=True)]
 
 
 def refuse_oversized(batch: Batch, headers: dict[str, str] | list[dict[str, str] | None] | None,
@@ -144,7 +107,7 @@ def refuse_bad_subjects(batch: Batch, subjects: str | list[str], check: SubjectC
     bad = check.problems(subjects)
     if not bad:
         return subjects
-    column = [subjects] * len(batch.values) if isinstance(subjects, str) else subjects
+    column = one_per_record(subjects, len(batch.values))
     keep: list[int] = []
     for i, s in enumerate(column):
         why = bad.get(s)

@@ -46,16 +46,17 @@ import logging
 import secrets
 import time
 from collections import deque
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...core.batch import Batch, Rejected
+from ...core.batch import Batch, Rejected, one_per_record
 from ...core.errors import BackOff, NotConnected, WirepipeError
 from ...core.models import Duration
 from ...wire import (
     SENT_AT_SIZE,
     Header,
+    SubjectTemplate,
     dead_letter_payloads,
     header_size,
     shown_subject,
@@ -66,7 +67,6 @@ from .core_sink import (
     SENT_AT,
     NatsSink,
     PublishConfig,
-    SubjectTemplate,
     refuse_bad_subjects,
     refuse_oversized,
     require_bytes,
@@ -384,7 +384,7 @@ class JetStreamSink(NatsSink):
             await self._probe_held()
         headers = wire_headers(batch, self.headers_mode)
         ids = self._ids(batch)
-        id_size = len(MSG_ID) + 4 + max(map(len, ids)) if isinstance(ids, list) else len(MSG_ID) + 4 + len(ids)
+        id_size = len(MSG_ID) + 4 + max(map(len, one_per_record(ids, 1)))
         before = len(batch.values)
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type,
                          id_size + (SENT_AT_SIZE if headers is not None else 0))
@@ -396,10 +396,9 @@ class JetStreamSink(NatsSink):
             return
         await self._wait_connected()
         n = len(batch.values)
-        subs = [subjects] * n if isinstance(subjects, str) else subjects
-        id_col = [ids] * n if isinstance(ids, str) else ids
-        per_record = isinstance(headers, list)
-        shared = headers if isinstance(headers, dict) else None
+        subs = one_per_record(subjects, n)
+        id_col = one_per_record(ids, n)
+        header_col = one_per_record(headers, n)
         now = time.time_ns
         window = self.window
         send = self._send
@@ -408,11 +407,10 @@ class JetStreamSink(NatsSink):
             if len(self._pending) >= window or self._retry or self._unrouted or held:
                 if held:  # the server refuses for now: the rest of the batch waits, unsent, behind what it holds
                     for j in range(i, n):
-                        base = cast("dict[str, str] | None", headers[j] if per_record else shared)  # type: ignore[index]
-                        held.append(_Pending(subs[j], batch.values[j], base, id_col[j], 0.0))
+                        held.append(_Pending(subs[j], batch.values[j], header_col[j], id_col[j], 0.0))
                     break
                 await self._wait_space()
-            base = cast("dict[str, str] | None", headers[i] if per_record else shared)  # type: ignore[index]
+            base = header_col[i]
             h = dict(base) if base else {}
             h[MSG_ID] = id_col[i]
             if headers is not None:

@@ -1,0 +1,121 @@
+"""One home per concept: each mechanism below is written once, and the callers use that one.
+
+Behaviour first (what the shared home does for every caller), then a scan of the package that fails
+if a second copy of a mechanism comes back.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from wirepipe.core.batch import Batch
+from wirepipe.operators.route import Subject
+from wirepipe.operators.serialize import Serialize
+from wirepipe.wire import SubjectTemplate
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "wirepipe"
+
+
+@dataclasses.dataclass
+class Order:
+    region: str
+    id: int
+
+
+def test_the_subject_operator_dead_letters_a_record_without_the_field_and_routes_the_rest() -> None:
+    out = Subject("orders.{region}")(Batch([{"region": "eu"}, {"id": 2}, {"region": "us"}], meta={"seq": [1, 2, 3]}))
+    assert out.subjects == ["orders.eu", "orders.us"]
+    assert out.meta["seq"] == [1, 3]
+    assert [(r.stage, r.error, r.meta["seq"]) for r in out.rejected] == [
+        ("route", "no field 'region' for subject template 'orders.{region}'", 2)]
+
+
+def test_typed_records_are_one_dict_for_serialize_and_for_subjects() -> None:
+    """A dataclass is the dict of its fields to the ``subject`` template and to every format alike."""
+    from pydantic import BaseModel
+
+    class Tag(BaseModel):
+        region: str
+
+    batch = Batch([Order("eu", 1), Tag(region="us"), {"region": "ap"}], meta={"seq": [7, 8, 9]})
+    routed = Subject("orders.{region}.{seq}")(batch)
+    assert routed.subjects == ["orders.eu.7", "orders.us.8", "orders.ap.9"]
+    assert Serialize("json")(routed).values == [b'{"region":"eu","id":1}', b'{"region":"us"}', b'{"region":"ap"}']
+    refused = Subject("x.{region}")(Batch([3]))
+    assert refused.rejected[0].error == ("TypeError: expected a record (a dict, a dataclass, a faust.Record or a "
+                                         "pydantic model), got int")
+
+
+def test_a_sink_template_and_the_operator_render_with_one_class() -> None:
+    batch = Batch([b"a", b"b"], subjects=["in.1", "in.2"], meta={"seq": [5, 6]})
+    assert SubjectTemplate("out.{subject}.{seq}").render(batch) == ["out.in.1.5", "out.in.2.6"]
+    assert SubjectTemplate("points").render(batch) == "points"
+    from wirepipe.core.errors import WirepipeError
+
+    with pytest.raises(WirepipeError, match="no column 'region'"):
+        SubjectTemplate("orders.{region}").render(batch)
+
+
+def test_batch_columns_broadcast_a_shared_subject_and_headers() -> None:
+    shared = Batch([1, 2, 3], subjects="s", headers={"k": "v"})
+    assert shared.subjects_column() == ["s", "s", "s"]
+    assert shared.headers_column() == [{"k": "v"}] * 3
+    each = Batch([1, 2], subjects=["a", "b"], headers=[None, {"k": "w"}])
+    assert (each.subjects_column(), each.headers_column()) == (["a", "b"], [None, {"k": "w"}])
+    assert Batch([1]).subjects_column() == [None]
+    picked: list[str | None] = []
+
+    def pick(value: str | None) -> object:
+        picked.append(value)
+        return lambda v: (v, value)
+
+    assert shared.map_by_header("k", pick, "map", "x").values == [(1, "v"), (2, "v"), (3, "v")]
+    assert picked == ["v"]  # one pick for records that share their headers
+    assert each.map_by_header("k", pick, "map", "x").values == [(1, None), (2, "w")]
+
+
+# --- scans: a second copy of a mechanism fails here ---------------------------------------------------
+
+
+def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name]
+
+
+def _source_files() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if ".egg-info" not in p.parts)
+
+
+def test_only_the_batch_looks_at_how_its_subjects_and_headers_are_held() -> None:
+    """``isinstance(batch.subjects, ...)``/``isinstance(batch.headers, ...)`` belongs to ``core/batch.py``;
+    the others ask it (``subjects_column``, ``headers_column``, ``map_by_header``)."""
+    found = []
+    for path in _source_files():
+        if path.relative_to(SRC).as_posix() == "core/batch.py":
+            continue
+        for call in _calls(ast.parse(path.read_text(encoding="utf-8")), "isinstance"):
+            first = call.args[0] if call.args else None
+            if isinstance(first, ast.Attribute) and first.attr in ("subjects", "headers") and \
+                    isinstance(first.value, ast.Name) and first.value.id == "batch":
+                found.append(f"{path.relative_to(SRC)}:{call.lineno}")
+    assert found == []
+
+
+def test_one_varint_one_import_path_loader_one_subject_template() -> None:
+    """LEB128 is read in ``codecs/varints.py`` only, ``module:attr`` is resolved by ``core.registry.load_ref``
+    only, and only ``wire.py`` defines a subject template."""
+    varint_loops, loaders, templates = [], [], []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        if rel != "codecs/varints.py" and "& 0x7F" in text:
+            varint_loops.append(rel)
+        if rel != "core/registry.py" and _calls(tree, "import_module") and '.partition(":")' in text:
+            loaders.append(rel)
+        templates += [f"{rel}:{n.lineno}" for n in ast.walk(tree)
+                      if isinstance(n, ast.ClassDef) and "Template" in n.name and rel != "wire.py"]
+    assert (varint_loops, loaders, templates) == ([], [], [])
