@@ -119,3 +119,38 @@ def test_one_varint_one_import_path_loader_one_subject_template() -> None:
         templates += [f"{rel}:{n.lineno}" for n in ast.walk(tree)
                       if isinstance(n, ast.ClassDef) and "Template" in n.name and rel != "wire.py"]
     assert (varint_loops, loaders, templates) == ([], [], [])
+
+
+def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:
+    """A pattern receives the same subjects whether they are matched one by one, as a regular expression over
+    a column (a capture sliced by subject) or as a template with no placeholder (a dead-letter loop)."""
+    import itertools
+    import re
+
+    from wirepipe.wire import subject_matches, subject_problem, subject_regex, subjects_overlap
+
+    patterns = ["a", "a.b", "a.*", "*.b", "a.>", ">", "*", "a.*.>", "*.*", "a.b.c"]
+    subjects = [".".join(p) for n in (1, 2, 3, 4) for p in itertools.product("ab", repeat=n)]
+    for pattern, subject in itertools.product(patterns, subjects):
+        expected = bool(re.fullmatch(subject_regex(pattern), subject))
+        assert subject_matches(pattern, subject) is expected, (pattern, subject)
+        assert subjects_overlap(pattern, subject) is expected, (pattern, subject)
+    # what a subscription's wildcard is, a publish refuses
+    assert [subject_problem(s, 100) is not None for s in ("a.*", "a.>", "a.b", "a*.b")] == [True, True, False, False]
+    with pytest.raises(ValueError, match="`>` comes last"):
+        subject_regex("a.>.b")
+
+
+def test_subjects_are_matched_only_in_wire() -> None:
+    """No other module compares subject tokens with ``>``/``*`` (a second matcher would drift from the server's
+    rules)."""
+    found = []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        if rel == "wire.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in (">", "*")
+                                                     for c in node.comparators):
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []

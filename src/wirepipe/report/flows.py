@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..core.units import covered
+from ..wire import subject_matches
 
 if TYPE_CHECKING:
     from .summary import GroupSummary, StageSummary
@@ -61,21 +62,6 @@ def overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> int:
     if a is None or b is None:
         return 0
     return max(0, min(a[1], b[1]) - max(a[0], b[0]))
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """NATS subject matching: ``*`` is one token, ``>`` one or more at the end.
-
-    >>> subject_matches("events.>", "events.web.click"), subject_matches("events.*", "events.web.click")
-    (True, False)
-    """
-    want, have = pattern.split("."), subject.split(".")
-    for i, token in enumerate(want):
-        if token == ">":
-            return len(have) > i
-        if i >= len(have) or (token != "*" and token != have[i]):
-            return False
-    return len(want) == len(have)
 
 
 def _same_stream(publish: StageSummary, consume: StageSummary) -> bool:
