@@ -154,3 +154,19 @@ def test_subjects_are_matched_only_in_wire() -> None:
                                                      for c in node.comparators):
                 found.append(f"{rel}:{node.lineno}")
     assert found == []
+
+
+def test_header_names_are_plain_strings_every_library_takes_as_keys() -> None:
+    """``Header`` is the one vocabulary of header names, and its names are ``str`` itself: a header dict goes
+    to orjson (which refuses enum members as keys), YAML and Arrow as it is, with no ``.value``."""
+    import orjson
+    import pyarrow as pa
+    import yaml
+
+    from wirepipe.wire import HEADER_NAMES, Header
+
+    assert all(type(name) is str for name in HEADER_NAMES) and Header.SENT_AT in HEADER_NAMES
+    headers = {Header.CONTENT_TYPE: "application/json", Header.SENT_AT: "1"}
+    assert orjson.loads(orjson.dumps(headers)) == {"Content-Type": "application/json", "Wirepipe-Sent-At": "1"}
+    assert yaml.safe_load(yaml.safe_dump(headers)) == headers
+    assert pa.array([list(headers.items())], pa.map_(pa.string(), pa.string())).to_pylist() == [list(headers.items())]

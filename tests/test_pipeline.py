@@ -280,7 +280,7 @@ def test_the_operators_declare_the_headers_they_set() -> None:
     from wirepipe.operators.base import Operator
     from wirepipe.wire import Header
 
-    assert Serialize.adds_headers == (Header.CONTENT_TYPE.value,)
+    assert Serialize.adds_headers == (Header.CONTENT_TYPE,)
     assert Operator.adds_headers == ()
     batch = Serialize("json")(Batch([{"i": 1}]))
     assert set(Serialize.adds_headers) <= set(batch.headers)

@@ -19,7 +19,6 @@ import json
 import re
 import string
 from collections.abc import Iterable, Sequence
-from enum import Enum
 from typing import Any
 
 from .core.batch import Batch, Rejected
@@ -27,8 +26,12 @@ from .core.errors import WirepipeError
 from .core.records import as_dict
 
 
-class Header(str, Enum):
-    """The header names wirepipe reads and writes (``str`` values, usable as dict keys as they are)."""
+class Header:
+    """The header names wirepipe reads and writes: the one vocabulary, as plain ``str`` constants.
+
+    Plain strings, not enum members: a header dict goes to nats-py, orjson, pyarrow and YAML as it is,
+    and orjson refuses a ``str`` enum member as a dict key (``enum.StrEnum`` too).
+    """
 
     CONTENT_TYPE = "Content-Type"  # set by ``serialize``; ``deserialize format: auto`` reads it
     CONTENT_ENCODING = "Content-Encoding"  # set by ``compress``; ``decompress codec: auto`` reads it
@@ -47,8 +50,8 @@ class Header(str, Enum):
     TRACEPARENT = "traceparent"  # W3C trace context: kept as it came, or the pipeline's own with tracing on
     TRACESTATE = "tracestate"  # W3C trace context's vendor part, beside traceparent
 
-    def __str__(self) -> str:
-        return self.value
+
+HEADER_NAMES = frozenset(value for name, value in vars(Header).items() if name.isupper())
 
 
 def set_header(batch: Batch, key: str, value: str, drop: str | None = None) -> None:
@@ -84,9 +87,9 @@ def _merged(headers: dict[str, str], key: str, value: str, drop: str | None) -> 
 # --- header-block sizes ---------------------------------------------------------------------------
 
 HDR_LINE = len(b"NATS/1.0\r\n") + 2  # status line + the blank line that ends the block
-SENT_AT_SIZE = len(Header.SENT_AT.value) + 4 + 19  # "key: value\r\n" with a 19-digit ns timestamp
+SENT_AT_SIZE = len(Header.SENT_AT) + 4 + 19  # "key: value\r\n" with a 19-digit ns timestamp
 # The two gap-counting stamps: "Wirepipe-Publisher: <12 hex>\r\n" + "Wirepipe-Seq: <up to 12 digits>\r\n"
-STAMP_SIZE = len(Header.PUBLISHER.value) + 4 + 12 + len(Header.SEQ.value) + 4 + 12
+STAMP_SIZE = len(Header.PUBLISHER) + 4 + 12 + len(Header.SEQ) + 4 + 12
 
 
 def header_size(headers: dict[str, str] | None) -> int:
@@ -103,7 +106,7 @@ def entry_size(key: str, value_len: int) -> int:
 
 def sent_at_column(headers: list[dict[str, str] | None]) -> list[int | None]:
     """``Wirepipe-Sent-At`` of each record as int ns, None when absent or malformed."""
-    key = Header.SENT_AT.value
+    key = Header.SENT_AT
     try:
         return [int(h[key]) if h and key in h else None for h in headers]
     except ValueError:  # a malformed value: redo record by record
@@ -432,7 +435,7 @@ def publishable_subject(subject: str, room: int) -> str:
 
 def dead_letter_headers(r: Rejected) -> dict[str, str]:
     """The record's headers plus why it was refused (``Wirepipe-Stage``, ``Wirepipe-Error``)."""
-    return {**(r.headers or {}), Header.STAGE.value: r.stage, Header.ERROR.value: r.error[:1024]}
+    return {**(r.headers or {}), Header.STAGE: r.stage, Header.ERROR: r.error[:1024]}
 
 
 def dead_letter_batch(rejected: list[Rejected]) -> Batch:
@@ -488,20 +491,20 @@ def dead_letter_payloads(rejected: list[Rejected], pipeline: str | None = None, 
             except TypeError:
                 values.append(repr(v).encode())
             h = {k: val for k, val in (r.headers or {}).items()
-                 if k not in (Header.CONTENT_TYPE.value, Header.CONTENT_ENCODING.value)}
-            h[Header.CONTENT_TYPE.value] = "application/json"
-        h.pop(Header.SENT_AT.value, None)
-        h[Header.STAGE.value] = r.stage
-        h[Header.ERROR.value] = " ".join(r.error.split())[:1024]
+                 if k not in (Header.CONTENT_TYPE, Header.CONTENT_ENCODING)}
+            h[Header.CONTENT_TYPE] = "application/json"
+        h.pop(Header.SENT_AT, None)
+        h[Header.STAGE] = r.stage
+        h[Header.ERROR] = " ".join(r.error.split())[:1024]
         if pipeline is not None:
-            h[Header.PIPELINE.value] = pipeline
+            h[Header.PIPELINE] = pipeline
         subject = r.subject or ""
         if subject:
             safe = publishable_subject(subject, room if room is not None else MAX_CONTROL_LINE)
-            h[Header.SUBJECT.value] = subject if safe == subject else repr(subject)[:1024]
+            h[Header.SUBJECT] = subject if safe == subject else repr(subject)[:1024]
             subject = safe
         if r.meta.get("stream_seq") is not None:
-            h[Header.STREAM_SEQ.value] = str(r.meta["stream_seq"])
+            h[Header.STREAM_SEQ] = str(r.meta["stream_seq"])
         headers.append(h)
         subjects.append(subject)
     meta: dict[str, Sequence[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}

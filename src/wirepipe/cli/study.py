@@ -219,11 +219,11 @@ def codecs() -> None:
     # Plain text that fits the terminal: a name or a content type is what a reader copies into a config or a
     # peer, so it is never cut; the notes wrap beneath their row when they do not fit beside it.
     width = terminal_width()
-    formats = noted("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE.value, "installed"],
+    formats = noted("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE, "installed"],
                     [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()],
                     [f.note for f in FORMATS.values()], width)
     codecs = noted("codecs (compress / decompress)",
-                   ["codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed"],
+                   ["codec", Header.CONTENT_ENCODING, "fastest", "default", "best", "range", "installed"],
                    [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
                      f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()],
                    [c.note for c in CODECS.values()], width)

@@ -72,7 +72,7 @@ class HeaderDecoder:
         return _kept if why is None else failing(StageError("deserialize", "auto", why))
 
     def __call__(self, batch: Batch) -> Batch:
-        batch.map_by_header(Header.CONTENT_TYPE.value, self._check, "deserialize", "auto")
+        batch.map_by_header(Header.CONTENT_TYPE, self._check, "deserialize", "auto")
         batch = self.decompress(batch)
         batch.meta[SERIALIZED_SIZE] = [len(v) for v in batch.values]
         return self.deserialize(batch)

@@ -42,7 +42,7 @@ class Compress(Operator):
 
     stage = "compress"
     takes, gives = PAYLOADS, PAYLOADS
-    adds_headers = (Header.CONTENT_ENCODING.value,)
+    adds_headers = (Header.CONTENT_ENCODING,)
 
     def __init__(self, codec: str = "zstd", level: str | int | None = None,
                  dictionary: bytes | str | Path | None = None, nats: Any = None) -> None:
@@ -91,7 +91,7 @@ class Compress(Operator):
                 raise WirepipeError(f"compress: dictionary {self.shared and self.shared.ref} is fetched when the "
                                     "pipeline starts: run the operator in a Pipeline (or await its open() first)")
             batch.map_values(fn, self.stage, self.name)
-        set_header(batch, Header.CONTENT_ENCODING.value, self._encoding)
+        set_header(batch, Header.CONTENT_ENCODING, self._encoding)
         return batch
 
 

@@ -101,7 +101,7 @@ class Decompress(Operator):
         if self._fn is not None:
             batch.map_values(self._fn, self.stage, self.name)
             return batch
-        return batch.map_by_header(Header.CONTENT_ENCODING.value, self._for_encoding, self.stage, "auto")
+        return batch.map_by_header(Header.CONTENT_ENCODING, self._for_encoding, self.stage, "auto")
 
 
 # --- config: ``- decompress: {...}`` --------------------------------------------------------------

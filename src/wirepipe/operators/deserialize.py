@@ -117,7 +117,7 @@ class Deserialize(Operator):
                     batch.values = values
             batch.map_values(fn, self.stage, self.name)
             return batch
-        return batch.map_by_header(Header.CONTENT_TYPE.value, self._for_type, self.stage, "auto")
+        return batch.map_by_header(Header.CONTENT_TYPE, self._for_type, self.stage, "auto")
 
 
 def _record_class(spec: SchemaSpec) -> type | None:

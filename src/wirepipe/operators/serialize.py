@@ -57,7 +57,7 @@ class Serialize(Operator):
     """Encode every value with one format; sets ``Content-Type``."""
 
     stage = "serialize"
-    adds_headers = (Header.CONTENT_TYPE.value,)
+    adds_headers = (Header.CONTENT_TYPE,)
     gives = PAYLOADS
 
     def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None,
@@ -128,7 +128,7 @@ class Serialize(Operator):
             except Exception:  # redo record by record: each misfit rejected with its field path
                 batch.values = values
                 batch.map_values(self._explained, self.stage, self.name)
-        set_header(batch, Header.CONTENT_TYPE.value, self._content_type, drop=Header.CONTENT_ENCODING.value)
+        set_header(batch, Header.CONTENT_TYPE, self._content_type, drop=Header.CONTENT_ENCODING)
         return batch
 
     def _explained(self, value: Any) -> bytes:

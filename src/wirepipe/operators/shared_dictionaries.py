@@ -127,7 +127,7 @@ class SharedDictionaries:
         """Ids named by the batch's zstd frames that are neither held nor known unusable (yet)."""
         values: Iterable[bytes] = batch.values
         if auto:  # only the records whose Content-Encoding says zstd
-            key = Header.CONTENT_ENCODING.value
+            key = Header.CONTENT_ENCODING
             values = [v for v, d in zip(batch.values, batch.headers_column(), strict=True) if d and d.get(key) == "zstd"]
         ids = {zstd_frame_dictionary_id(v) for v in values}
         ids.discard(0)

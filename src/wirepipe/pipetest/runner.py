@@ -420,7 +420,7 @@ def snapshot(result: CaseResult) -> dict[str, Any]:
     if old is not None and old.decode is not False:
         expect["decode"] = old.decode if isinstance(old.decode, bool) else old.decode.model_dump(
             by_alias=True, exclude_unset=True)
-    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE.value)
+    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE)
              for o in result.outputs):
         decoded = _redecode(result)
         if decoded is not None:  # payloads recorded as what they decode to: readable, and stable across libraries

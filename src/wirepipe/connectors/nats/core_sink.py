@@ -54,13 +54,10 @@ from ...wire import (
 )
 from ..base import Configured, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
-from .gaps import FINAL, LAST_SEQ, PUBLISHER, SEQ, PublisherStamp
+from .gaps import PublisherStamp
 
 log = logging.getLogger("wirepipe.nats")
 
-SENT_AT = Header.SENT_AT.value
-STAGE_HEADER = Header.STAGE.value
-ERROR_HEADER = Header.ERROR.value
 # Per-record header blocks are measured exactly only for payloads this close to the limit.
 _HEADER_SLACK = 65536
 
@@ -287,6 +284,7 @@ class NatsSink(Configured, Sink):
         pub = self.nc.publish
         now = time.time_ns
         pid = self.stamp.id
+        sent_at, seq_key = Header.SENT_AT, Header.SEQ  # locals: the loops below read them per record
         subjects, headers = progress.subjects, progress.headers
         start = progress.next
         values = progress.values[start:] if start else progress.values
@@ -307,24 +305,24 @@ class NatsSink(Configured, Sink):
             elif isinstance(headers, dict):
                 # nats-py encodes the headers before its first await, so one dict is reused.
                 h = headers
-                h[PUBLISHER] = pid
+                h[Header.PUBLISHER] = pid
                 if fixed:
                     for v in values:
-                        h[SENT_AT] = str(now())
-                        h[SEQ] = str(seq)
+                        h[sent_at] = str(now())
+                        h[seq_key] = str(seq)
                         await pub(subs, v, headers=h)
                         seq += 1
                 else:
                     for s, v in zip(subs, values, strict=True):
-                        h[SENT_AT] = str(now())
-                        h[SEQ] = str(seq)
+                        h[sent_at] = str(now())
+                        h[seq_key] = str(seq)
                         await pub(s, v, headers=h)
                         seq += 1
             else:
                 hs = headers[start:] if start else headers
-                per = [subs] * len(values) if fixed else subs
-                for s, v, hd in zip(per, values, hs, strict=True):
-                    await pub(s, v, headers={**(hd or {}), SENT_AT: str(now()), PUBLISHER: pid, SEQ: str(seq)})
+                publisher = Header.PUBLISHER
+                for s, v, hd in zip(one_per_record(subs, len(values)), values, hs, strict=True):
+                    await pub(s, v, headers={**(hd or {}), sent_at: str(now()), publisher: pid, seq_key: str(seq)})
                     seq += 1
         finally:
             self.stamp.next = seq
@@ -350,9 +348,9 @@ class NatsSink(Configured, Sink):
         stamp_subject = STAMP_PREFIX + subject
         if self.subject_check.problems(stamp_subject):
             return  # a subject at the length limit leaves no room for the prefix: no stamp for it
-        headers = {PUBLISHER: self.stamp.id, LAST_SEQ: str(last)}
+        headers = {Header.PUBLISHER: self.stamp.id, Header.LAST_SEQ: str(last)}
         if final:
-            headers[FINAL] = "true"
+            headers[Header.FINAL] = "true"
         await self.nc.publish(stamp_subject, b"", headers=headers)
 
     async def _stamp_periodically(self, interval: float) -> None:

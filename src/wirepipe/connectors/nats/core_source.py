@@ -25,10 +25,10 @@ from pydantic import Field
 from ...core.batch import PAYLOADS, Batch
 from ...core.errors import Refusal
 from ...core.models import Duration, Size, SourceLimits
-from ...wire import STAMP_PREFIX, subjects_overlap
+from ...wire import STAMP_PREFIX, Header, subjects_overlap
 from ..base import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
-from .gaps import FINAL, LAST_SEQ, PUBLISHER, GapCounter
+from .gaps import GapCounter
 from .reader import SubscriptionReader
 
 log = logging.getLogger("wirepipe.nats")
@@ -202,12 +202,12 @@ class NatsSource(Configured, Source):
     async def _on_stamp(self, msg: Any) -> None:
         h = msg.headers
         try:
-            publisher, last = h[PUBLISHER], int(h[LAST_SEQ])
+            publisher, last = h[Header.PUBLISHER], int(h[Header.LAST_SEQ])
         except (TypeError, KeyError, ValueError):
             return  # not a stamp wirepipe reads
         gaps = self.gaps
         assert gaps is not None
-        final = FINAL in h
+        final = Header.FINAL in h
         self._event(lambda: gaps.stamp(publisher, last, final))
 
     def _on_disconnect(self) -> None:

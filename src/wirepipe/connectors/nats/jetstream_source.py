@@ -338,7 +338,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         status = h.get("Status")
         if status == "100":
             return  # idle heartbeat: the pull request is alive
-        left = h.get(Header.PENDING.value)
+        left = h.get(Header.PENDING)
         if left is not None:
             with contextlib.suppress(ValueError):
                 self._requested = max(0, self._requested - int(left))
