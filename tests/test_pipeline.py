@@ -102,10 +102,11 @@ def test_corrupt_records_are_dead_lettered_and_the_rest_carry_on(tmp_path: Path)
 
 
 def test_pickle_deserialize_is_refused_at_build_time() -> None:
-    from wirepipe.core.errors import RefusedError
+    from wirepipe.core.errors import ConfigError
 
-    with pytest.raises(RefusedError, match="allow_pickle"):
+    with pytest.raises(ConfigError, match="allow_pickle") as info:  # what the YAML entry gets, at its path
         Deserialize("pickle")
+    assert info.value.path == "deserialize"
     assert Deserialize("pickle", allow_pickle=True)(Serialize("pickle")(Batch([{"a": 1}]))).values == [{"a": 1}]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..codecs.formats import FORMATS
 from ..core.batch import Batch
+from ..core.errors import ConfigError
 from ..operators.base import Operator
 from ..operators.compress import Compress
 from ..operators.decompress import Decompress
@@ -189,9 +190,9 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
                 try:
                     ser, deser = Serialize(fmt, schema=positional), Deserialize(fmt, schema=positional,
                                                                                 allow_pickle=True)
-                except ValueError as exc:  # a schema'd format the data's schema cannot drive
+                except ConfigError as exc:  # a schema'd format the data's schema cannot drive
                     for c in by_group[(fmt, k)]:
-                        results[c].error = results[c].error or f"{fmt}: {exc}"
+                        results[c].error = results[c].error or f"{fmt}: {exc.detail}"
                     continue
                 framing: list[StageTime] = []
                 gc.collect()

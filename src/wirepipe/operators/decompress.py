@@ -31,20 +31,28 @@ from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
 from ..wire import Header
-from .base import PAYLOADS, BuildContext, Operator, failing
+from .base import PAYLOADS, BuildContext, Configured, Operator, failing, given
 from .codec_options import Dictionary, known_codec, load_dictionary
 from .shared_dictionaries import SharedDictionaries
 
 
-class Decompress(Operator):
+class Decompress(Configured, Operator):
     """Decompress every payload, refusing output past ``max_output_size``."""
 
     stage = "decompress"
+    entry = "decompress"
     takes, gives = PAYLOADS, PAYLOADS
 
-    def __init__(self, codec: str = "auto", max_output_size: int = DEFAULT_MAX_OUTPUT,
+    def __init__(self, codec: str = "auto", max_output_size: int | str = DEFAULT_MAX_OUTPUT,
                  dictionary: bytes | str | Path | None = None, dictionaries: str | None = None,
                  nats: Any = None) -> None:
+        """The arguments are ``DecompressParams``'s fields, checked as the YAML entry is."""
+        self._init(DecompressParams, codec=codec, max_output_size=max_output_size,
+                   **given(dictionary=dictionary, dictionaries=dictionaries, nats=nats))
+
+    def _configure(self, params: DecompressParams, ctx: BuildContext) -> None:
+        codec, max_output_size, dictionary = params.codec, params.max_output_size, params.dictionary
+        dictionaries, nats = params.dictionaries, params.nats
         self.auto = codec == "auto"
         self.max_output_size = max_output_size
         self._dictionary = load_dictionary(dictionary)
@@ -129,8 +137,7 @@ class DecompressParams(Strict):
         return v
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary,
-                           dictionaries=self.dictionaries, nats=self.nats)]
+        return [Decompress.from_params(self, ctx)]
 
 
 RANK = 21  # where it comes in "allowed operators" lists (see operators/__init__.py)

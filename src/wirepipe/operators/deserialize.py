@@ -29,7 +29,7 @@ from ..core.errors import Refusal, RefusedError, StageError
 from ..core.models import Strict
 from ..core.registry import load_ref
 from ..wire import Header
-from .base import PAYLOADS, RECORDS, BuildContext, Operator, failing
+from .base import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -42,16 +42,25 @@ from .schema_options import (
 )
 
 
-class Deserialize(Operator):
+class Deserialize(Configured, Operator):
     """Decode every payload with one format, or by ``Content-Type`` with ``format: auto``."""
 
     stage = "deserialize"
+    entry = "deserialize"
     takes, gives = PAYLOADS, RECORDS
 
     def __init__(self, format: str = "auto", schema: SchemaSpec = None, *, allow_pickle: bool = False,
                  typed: bool | None = None, framed: bool = False, schema_id: int | None = None) -> None:
+        """The arguments are ``DeserializeParams``'s fields, checked as the YAML entry is; ``allow_pickle`` is the
+        pipeline-wide setting (``BuildContext``)."""
+        self._init(DeserializeParams, BuildContext(allow_pickle=allow_pickle), format=format, framed=framed,
+                   **given(schema=schema, typed=typed, schema_id=schema_id))
+
+    def _configure(self, params: DeserializeParams, ctx: BuildContext) -> None:
+        format, schema, typed = params.format, with_message(params.schema_, params.message), params.typed
+        framed, schema_id = params.framed, params.schema_id
         self.auto = format == "auto"
-        self.allow_pickle = allow_pickle
+        self.allow_pickle = ctx.allow_pickle
         self.name = format if self.auto else get_format(format).name
         self.params = {"format": self.name} | ({"schema": schema_param(schema)} if schema else {})
         self.params |= {k: v for k, v in (("framed", framed), ("schema_id", schema_id)) if v}
@@ -154,9 +163,7 @@ class DeserializeParams(Strict):
     _format = field_validator("format")(known_format(("auto",)))
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Deserialize(self.format, schema=with_message(self.schema_, self.message),
-                            allow_pickle=ctx.allow_pickle, typed=self.typed, framed=self.framed,
-                            schema_id=self.schema_id)]
+        return [Deserialize.from_params(self, ctx)]
 
 
 RANK = 11  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -19,20 +19,25 @@ from pydantic import Field
 from ..core.batch import Batch, describe_error
 from ..core.models import Strict
 from ..wire import SubjectTemplate
-from .base import BuildContext, Operator, with_shorthand
+from .base import BuildContext, Configured, Operator, with_shorthand
 
 
-class Subject(Operator):
+class Subject(Configured, Operator):
     """Set ``batch.subjects`` from a template over each record's fields and meta columns; a record that lacks
     a field the template names is rejected (dead-lettered with the field's name), the others carry on."""
 
     stage = "route"
+    entry = "subject"
 
     def __init__(self, template: str) -> None:
-        self.template = SubjectTemplate(template)
+        """``template`` as ``SubjectParams`` checks it in YAML."""
+        self._init(SubjectParams, template=template)
+
+    def _configure(self, params: SubjectParams, ctx: BuildContext) -> None:
+        self.template = SubjectTemplate(params.template)
         self.fields = self.template.fields
-        self.name = template
-        self.params = {"template": template}
+        self.name = params.template
+        self.params = {"template": params.template}
 
     def __call__(self, batch: Batch) -> Batch:
         try:  # the hot path: one comprehension over the column
@@ -66,7 +71,7 @@ class SubjectParams(Strict):
     template: str = Field(description="e.g. orders.{region} (record fields and meta columns such as seq)")
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Subject(self.template)]
+        return [Subject.from_params(self, ctx)]
 
 
 RANK = 60  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -40,7 +40,7 @@ from ..core.models import Strict
 from ..core.records import as_dict, is_typed_record
 from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
-from .base import PAYLOADS, BuildContext, Operator
+from .base import PAYLOADS, BuildContext, Configured, Operator, given
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -53,22 +53,28 @@ from .schema_options import (
 )
 
 
-class Serialize(Operator):
+class Serialize(Configured, Operator):
     """Encode every value with one format; sets ``Content-Type``."""
 
     stage = "serialize"
+    entry = "serialize"
     adds_headers = (Header.CONTENT_TYPE,)
     gives = PAYLOADS
 
     def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None,
                  extra_fields: str = "reject") -> None:
-        self.format = get_format(format)
+        """The arguments are ``SerializeParams``'s fields, checked as the YAML entry is."""
+        self._init(SerializeParams, format=format, extra_fields=extra_fields,
+                   **given(schema=schema, schema_id=schema_id))
+
+    def _configure(self, params: SerializeParams, ctx: BuildContext) -> None:
+        schema = with_message(params.schema_, params.message)
+        schema_id, extra_fields = params.schema_id, params.extra_fields
+        self.format = get_format(params.format)
         self.name = self.format.name
         self.params = {"format": self.name} | ({"schema": schema_param(schema)} if schema else {})
         if schema_id is not None:
             self.params["schema_id"] = schema_id
-        if extra_fields not in EXTRA_FIELDS:
-            raise ValueError(f"extra_fields {extra_fields!r}: allowed {', '.join(EXTRA_FIELDS)}")
         if extra_fields == "drop":
             if schema is None and not self.format.needs_schema:
                 raise ValueError(f"extra_fields: drop keeps the fields a schema declares, and {self.name} is given "
@@ -149,9 +155,6 @@ def _all_fit(test: Any, values: list[Any]) -> bool:
 # --- config: ``- serialize: {...}`` ---------------------------------------------------------------
 
 
-EXTRA_FIELDS = ("reject", "drop")
-
-
 class SerializeParams(Strict):
     format: str
     schema_: SchemaParam = Field(default=None, alias="schema")
@@ -164,8 +167,7 @@ class SerializeParams(Strict):
     _format = field_validator("format")(known_format())
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Serialize(self.format, schema=with_message(self.schema_, self.message), schema_id=self.schema_id,
-                          extra_fields=self.extra_fields)]
+        return [Serialize.from_params(self, ctx)]
 
 
 RANK = 10  # where it comes in "allowed operators" lists (see operators/__init__.py)
