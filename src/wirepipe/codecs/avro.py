@@ -11,7 +11,7 @@ registry reads it. A framed message (several records) is an Avro ``array`` of th
 
 fastavro writes a value that does not fit as some other value (1.5 for an int as 1, None or "x"
 for a boolean as false or true, an out-of-range int32 as a long), so each record is checked
-against the schema first (``msgspec_engine.validator``, in C: less than the range check it
+against the schema first (``codecs/checks.py``'s ``validator``, in C: less than the range check it
 replaces took) and a misfit is refused with its field path, as is a field the schema does not
 declare (fastavro would leave it out). A numpy array where the schema has a
 list is written as that list.
@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type
-from .msgspec_engine import checked, validator
+from .checks import checked, validator
 
 _AVRO = {"int32": "int", "int64": "long", "uint32": "long", "float32": "float", "float64": "double",
          "bool": "boolean", "string": "string", "bytes": "bytes"}

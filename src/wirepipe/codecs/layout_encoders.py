@@ -1,7 +1,11 @@
 """The fixed layouts' per-record writers (``layout.py`` has the table), built once per schema.
 
 A writer appends one value's bytes to a list; a record's writer calls its fields' in schema order.
-Numeric lists are one numpy call per list.
+Numeric lists are one numpy call per list. A writer checks the value as it writes it, by the
+schema's rules (``schema.check_value``): ``struct`` refuses a number out of its kind's range (the
+ranges of ``schema.INTS``) or of another type, and what it would take (a bool for a number) is
+refused here. A separate check first (``checks.validator``, what the formats whose library writes
+anything use) would cost a third of a ``transaction`` record's write again.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ has no protobuf form, nor two fields whose JSON (lowerCamelCase) names are one (
 
 The runtime writes some values that do not fit as others (None as "unset", read back as 0; True
 for an int32; bytes for a string; bytes[N] of any length), so a record of wirepipe's own schema
-is checked before it is written (``msgspec_engine.validator``, in C; the repeated numbers are left
+is checked before it is written (``codecs/checks.py``'s ``validator``, in C; the repeated numbers are left
 to the runtime, which checks them) and a misfit is refused with its field path; on decode, the
 bytes[N] lengths of a peer's message are checked. A message of your own (``.proto``, ``.desc``,
 class) keeps proto3's rules: an absent field is its default.
@@ -38,7 +38,7 @@ from typing import Any
 
 from ..core.errors import StageError
 from ..schema import Field, RecordSchema, SchemaError, Type, explain
-from .msgspec_engine import checked, validator
+from .checks import checked, validator
 from .varints import read_varint, varint
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",

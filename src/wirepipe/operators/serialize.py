@@ -10,7 +10,7 @@ rejected per record with the field path in the reason, and so is a record with a
 schema does not declare (the format would leave it out): ``extra_fields: drop`` asks for that
 projection instead, and the records that lost fields are counted (``Batch.projected``: the run's
 ``projected`` figure). Formats that take no schema (``arrow``, ``toml`` ...) given a typed one
-have each record checked against it (``msgspec_engine.validator``) before they write it.
+have each record checked against it (``codecs/checks.py``'s ``validator``) before they write it.
 
 In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgpack")``:
 
@@ -105,7 +105,7 @@ class Serialize(Configured, Operator):
         self._column = self.format.column_encoder(schema, **self._options)
         if isinstance(schema, RecordSchema) and not self.format.checks_schema:
             # a format that takes no schema: each record is checked against it before it is written
-            from ..codecs.msgspec_engine import checked, validator
+            from ..codecs.checks import checked, validator
 
             self._encode = checked(validator(schema), self._encode)
             self._column = None
