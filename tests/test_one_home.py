@@ -170,3 +170,19 @@ def test_header_names_are_plain_strings_every_library_takes_as_keys() -> None:
     assert orjson.loads(orjson.dumps(headers)) == {"Content-Type": "application/json", "Wirepipe-Sent-At": "1"}
     assert yaml.safe_load(yaml.safe_dump(headers)) == headers
     assert pa.array([list(headers.items())], pa.map_(pa.string(), pa.string())).to_pylist() == [list(headers.items())]
+
+
+def test_the_public_names_are_listed_once() -> None:
+    """``wirepipe.api.__all__`` is the one list of the factories: the package exports exactly those (and its
+    core classes), and every public function of ``api`` is in it."""
+    import inspect
+
+    import wirepipe
+    from wirepipe import api
+
+    functions = {n for n, f in vars(api).items() if inspect.isfunction(f) and f.__module__ == api.__name__
+                 and not n.startswith("_")}
+    assert functions == set(api.__all__)
+    assert set(wirepipe.__all__) == {*api.__all__, "Batch", "Pipeline", "load_pipeline", "Chain", "WirepipeError",
+                                     "ConfigError", "StageError", "RefusedError", "__version__"}
+    assert all(getattr(wirepipe, name) is getattr(api, name) for name in api.__all__)
