@@ -186,3 +186,19 @@ def test_the_public_names_are_listed_once() -> None:
     assert set(wirepipe.__all__) == {*api.__all__, "Batch", "Pipeline", "load_pipeline", "Chain", "WirepipeError",
                                      "ConfigError", "StageError", "RefusedError", "__version__"}
     assert all(getattr(wirepipe, name) is getattr(api, name) for name in api.__all__)
+
+
+def test_type_kinds_are_one_enum_that_still_spells_as_the_language() -> None:
+    """``Type.kind`` is a ``Kind`` member whichever way the type was made, and what leaves the process (the
+    schema's document, messages) is the language's plain spelling."""
+    import yaml
+
+    from wirepipe.schema import Kind, Type, parse_schema
+
+    schema = parse_schema({"id": "uint32", "tags": "list<string>?", "key": "bytes[4]", "in": {"x": "float64"}})
+    assert [f.type.kind for f in schema.fields] == [Kind.UINT32, Kind.LIST, Kind.FIXED, Kind.RECORD]
+    assert Type("int32").kind is Kind.INT32 and Kind.INT32 == "int32" and f"{Kind.INT32}" == "int32"
+    document = schema.to_document()
+    assert yaml.safe_load(yaml.safe_dump(document)) == document
+    assert all(type(t) is str for t in document["fields"].values() if not isinstance(t, dict))
+    assert schema.check({"id": True, "key": b"abcd", "in": {"x": 1.0}}) == "id: expected uint32, got bool True"

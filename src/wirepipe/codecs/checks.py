@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from ..schema import INTS, RecordSchema, Type
+from ..schema import INTS, Kind, RecordSchema, Type
 from .msgspec_engine import python_type, unique_name
 
 _NUMBERS = (*INTS, "float32", "float64")
@@ -104,14 +104,14 @@ def _struct(schema: RecordSchema, names: dict[str, int], numeric_lists: bool,
 
 def _checked_type(t: Type, names: dict[str, int], numeric_lists: bool,
                   may_be_absent: Mapping[str, Collection[str]]) -> Any:
-    if t.kind == "list":
+    if t.kind == Kind.LIST:
         item = t.item
         assert item is not None
         if not numeric_lists and item.kind in _NUMBERS and not item.optional:
             out: Any = Any  # the format checks them (and takes numpy arrays as they are)
         else:
             out = list[_checked_type(item, names, numeric_lists, may_be_absent)]  # type: ignore[misc]
-    elif t.kind == "record":
+    elif t.kind == Kind.RECORD:
         out = _struct(t.record, names, numeric_lists, may_be_absent)  # type: ignore[arg-type]
     else:
         return python_type(t, False, names)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import StageError
-from ..schema import FLOATS, INTS, RecordSchema, Type
+from ..schema import FLOATS, INTS, Kind, RecordSchema, Type
 
 WRAP = "$value"
 B64 = "$base64"
@@ -55,7 +55,7 @@ def bson_codec(schema: RecordSchema | None = None) -> tuple[Callable[[Any], byte
     encode_doc = bson.encode
     decode_doc = bson.decode
     errors = (bson.errors.BSONError, ValueError, IndexError, TypeError, KeyError)
-    typed = _bson_ints(Type("record", record=schema), bson.Int64) if schema is not None else None
+    typed = _bson_ints(Type(Kind.RECORD, record=schema), bson.Int64) if schema is not None else None
 
     def encode(value: Any) -> bytes:
         if typed is not None:
@@ -85,7 +85,7 @@ def _bson_ints(t: Type, int64: Callable[[int], Any]) -> Callable[[Any], Any] | N
     kind = t.kind
     if kind in _WIDE:  # the values were checked by the encoder's validator
         return lambda v: None if v is None else int64(v)
-    if kind == "list":
+    if kind == Kind.LIST:
         item = t.item
         assert item is not None
         if item.kind in _WIDE and not item.optional:
@@ -94,7 +94,7 @@ def _bson_ints(t: Type, int64: Callable[[int], Any]) -> Callable[[Any], Any] | N
         if each is None:
             return None
         return lambda v: None if v is None else [each(x) for x in v]
-    if kind != "record":
+    if kind != Kind.RECORD:
         return None
     assert t.record is not None
     convs = {f.name: c for f in t.record.fields if (c := _bson_ints(f.type, int64)) is not None}
@@ -129,14 +129,14 @@ def _typed_vector(kind: str, v: Any) -> Any:
     that holds every item and the length (what flexbuffers' C++ and Rust builders pick)."""
     if kind in INTS:
         if not v:
-            return array.array(_SIGNED[1] if kind != "uint32" else _UNSIGNED[1])
+            return array.array(_SIGNED[1] if kind != Kind.UINT32 else _UNSIGNED[1])
         a = array.array(_ARRAY_CODE[kind], v)  # type and range checked at C speed
-        signed = kind != "uint32"
+        signed = kind != Kind.UINT32
         width = max(_int_width(min(a), max(a), signed), _width_of_count(len(a)))
         code = (_SIGNED if signed else _UNSIGNED)[width]
         return a if a.itemsize == width else array.array(code, a)
     a = array.array("d", v)
-    if kind == "float32" or array.array("f", a).tolist() == a.tolist():
+    if kind == Kind.FLOAT32 or array.array("f", a).tolist() == a.tolist():
         # float32: the Rust struct holds an f32 (wirepipe's typed formats round to it too);
         # float64: 4 bytes only when every item is an f32 exactly (NaN is not: 8 bytes)
         return array.array("f", a) if _width_of_count(len(a)) <= 4 else a
@@ -165,18 +165,18 @@ def _flex_writer(t: Type) -> Callable[[Any, Any], None]:
 def _flex_required(t: Type) -> Callable[[Any, Any], None]:
     kind = t.kind
     if kind in INTS:
-        return (lambda b, v: b.UInt(v)) if kind == "uint32" else (lambda b, v: b.Int(v))
+        return (lambda b, v: b.UInt(v)) if kind == Kind.UINT32 else (lambda b, v: b.Int(v))
     if kind in FLOATS:
-        width = 4 if kind == "float32" else 0
+        width = 4 if kind == Kind.FLOAT32 else 0
         # Builder.Float below takes the values past FLT_MAX the library's cannot
         return lambda b, v: b.Float(float(v), width)
-    if kind == "bool":
+    if kind == Kind.BOOL:
         return lambda b, v: b.Bool(v)
-    if kind == "string":
+    if kind == Kind.STRING:
         return lambda b, v: b.String(v)
-    if kind in ("bytes", "fixed"):
+    if kind in (Kind.BYTES, Kind.FIXED):
         return lambda b, v: b.Blob(bytes(v))
-    if kind == "list":
+    if kind == Kind.LIST:
         assert t.item is not None
         return _flex_list(t.item)
     assert t.record is not None
@@ -214,13 +214,13 @@ def _flex_record(schema: RecordSchema) -> Callable[[Any, Any], None]:
 def _blob_restorer(t: Type) -> Callable[[Any], Any] | None:
     """Blobs (bytearray) back to bytes where the schema has bytes; None where ``t`` holds none."""
     kind = t.kind
-    if kind in ("bytes", "fixed"):
+    if kind in (Kind.BYTES, Kind.FIXED):
         return lambda v: bytes(v) if type(v) in (bytearray, memoryview) else v
-    if kind == "list":
+    if kind == Kind.LIST:
         assert t.item is not None
         each = _blob_restorer(t.item)
         return None if each is None else (lambda v: [each(x) for x in v] if type(v) is list else v)
-    if kind != "record":
+    if kind != Kind.RECORD:
         return None
     assert t.record is not None
     convs = {f.name: c for f in t.record.fields if (c := _blob_restorer(f.type)) is not None}
@@ -242,7 +242,7 @@ def flexbuffers_codec(schema: RecordSchema | None = None) -> tuple[Callable[[Any
             super().Float(value, byte_width)
 
     loads = flexbuffers.Loads
-    rec = Type("record", record=schema) if schema is not None else None
+    rec = Type(Kind.RECORD, record=schema) if schema is not None else None
     write = _flex_writer(rec) if rec is not None else None
     restore = (_blob_restorer(rec) if rec is not None else _restore_blobs) or (lambda v: v)
     restore_framed = (lambda v: [restore(r) for r in v] if type(v) is list else restore(v)) if rec is not None \

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schema import INTS, RecordSchema, Type
+from ..schema import INTS, Kind, RecordSchema, Type
 from .layout_decoders import decoder, list_decoder
 from .layout_encoders import encoder, length_writer, list_encoder
 from .layout_plan import BINCODE, BINCODE_VARINT, LAYOUTS, NP, POSTCARD, U64, Dec
@@ -81,12 +81,12 @@ class Layout:
         self.schema = schema
         self.fmt = fmt
         self.varints = fmt != BINCODE
-        rec = Type("record", record=schema)
+        rec = Type(Kind.RECORD, record=schema)
         self._enc = encoder(rec, fmt)
         self._dec = decoder(rec, fmt)
         self._vec_enc = list_encoder(rec, fmt)
         self._vec_dec = list_decoder(rec, fmt)
-        self._flat = all(f.type.kind in NP or f.type.kind == "bool" for f in schema.fields) and \
+        self._flat = all(f.type.kind in NP or f.type.kind == Kind.BOOL for f in schema.fields) and \
             not any(f.type.optional for f in schema.fields)
         self._dtype = self._struct_dtype() if self._flat else None
 
@@ -159,7 +159,7 @@ class Layout:
         for f in self.schema.fields:
             col = np.asarray([r[f.name] for r in values])
             kind = f.type.kind
-            if kind == "bool":
+            if kind == Kind.BOOL:
                 if col.dtype.kind != "b":
                     raise TypeError(f"{f.name}: expected bool")
             elif kind in INTS:
@@ -187,7 +187,7 @@ class Layout:
 
         kind = f.type.kind
         if kind in INTS:
-            u = zigzag_array(col, 64 if kind == "int64" else 32) if kind != "uint32" else col.astype(np.uint64)
+            u = zigzag_array(col, 64 if kind == Kind.INT64 else 32) if kind != Kind.UINT32 else col.astype(np.uint64)
             return varint_matrix(u, VARINT_MAX[kind]) if self.fmt == POSTCARD else bvarint_matrix(u)
         m = col.astype(NP.get(kind, "u1")).view(np.uint8).reshape(len(col), -1)
         return m, np.ones(m.shape, dtype=bool)
@@ -226,7 +226,7 @@ class Layout:
         cols = []
         for f in self.schema.fields:
             col = arr[f.name]
-            if f.type.kind == "bool":
+            if f.type.kind == Kind.BOOL:
                 if (col.view(np.uint8) > 1).any():
                     raise corrupt(self.fmt, "corrupt bool")
                 col = col.astype(bool)
@@ -253,7 +253,7 @@ class Layout:
         cols = []
         for j, f in enumerate(self.schema.fields):
             c = u[j::nf]
-            v = unzigzag_array(c) if f.type.kind != "uint32" else c
+            v = unzigzag_array(c) if f.type.kind != Kind.UINT32 else c
             lo, hi = INTS[f.type.kind]
             if int(v.min()) < lo or int(v.max()) > hi:
                 raise corrupt(self.fmt, f"{f.name}: a varint is out of range for {f.type.kind}")
@@ -281,11 +281,11 @@ class Layout:
                     bad = int(np.flatnonzero(width == 0)[0])
                     raise bad_tag(self.fmt, int(tag[bad]), int(pos[bad]), MAX_TAG[kind])
                 pos = pos + width
-                cols.append((unzigzag_array(u) if kind != "uint32" else u).tolist())
+                cols.append((unzigzag_array(u) if kind != Kind.UINT32 else u).tolist())
                 continue
             size = np.dtype(NP.get(kind, "u1")).itemsize
             raw = w[pos[:, None] + np.arange(size)].copy()
-            if kind == "bool":
+            if kind == Kind.BOOL:
                 if (raw > 1).any():
                     raise corrupt(self.fmt, f"corrupt bool in {f.name} (0 or 1 allowed)")
                 cols.append((raw[:, 0] == 1).tolist())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..schema import INTS, Type
+from ..schema import INTS, Kind, Type
 from .layout_plan import BINCODE, BINCODE_VARINT, NP, POSTCARD, ST, U64, Dec
 from .varints import (
     MAX_TAG,
@@ -70,7 +70,7 @@ def _required_decoder(t: Type, fmt: str) -> Dec:
     kind = t.kind
     read_length = _read_length(fmt)
     if kind in INTS and fmt != BINCODE:
-        signed = kind != "uint32"
+        signed = kind != Kind.UINT32
         maxlen = VARINT_MAX[kind]
         lo, hi = INTS[kind]
         # the layout's varint reader, chosen once (not per value)
@@ -98,7 +98,7 @@ def _required_decoder(t: Type, fmt: str) -> Dec:
             return unpack(buf, pos)[0], pos + size
 
         return scalar
-    if kind == "bool":
+    if kind == Kind.BOOL:
         def boolean(buf: bytes, pos: int) -> tuple[Any, int]:
             if pos >= len(buf):
                 raise corrupt(fmt, "truncated: the message ends before a bool")
@@ -108,8 +108,8 @@ def _required_decoder(t: Type, fmt: str) -> Dec:
             return b == 1, pos + 1
 
         return boolean
-    if kind in ("string", "bytes"):
-        text = kind == "string"
+    if kind in (Kind.STRING, Kind.BYTES):
+        text = kind == Kind.STRING
 
         def byte_string(buf: bytes, pos: int) -> tuple[Any, int]:
             n, pos = read_length(buf, pos)
@@ -122,10 +122,10 @@ def _required_decoder(t: Type, fmt: str) -> Dec:
             return b, pos
 
         return byte_string
-    if kind == "fixed":
+    if kind == Kind.FIXED:
         size = t.size
         return lambda buf, pos: _take(buf, pos, size, fmt)
-    if kind == "list":
+    if kind == Kind.LIST:
         return list_decoder(t.item, fmt)  # type: ignore[arg-type]
     fields = [(f.name, decoder(f.type, fmt)) for f in t.record.fields]  # type: ignore[union-attr]
 
@@ -145,7 +145,7 @@ def list_decoder(item: Type, fmt: str) -> Dec:
     if not item.optional and item.kind in NP:
         kind = item.kind
         if kind in INTS and fmt != BINCODE:
-            signed = kind != "uint32"
+            signed = kind != Kind.UINT32
             lo, hi = INTS[kind]
             maxlen, max_tag = VARINT_MAX[kind], MAX_TAG[kind]
             read_all: Callable[[bytes, int, int], tuple[Any, int]] = (

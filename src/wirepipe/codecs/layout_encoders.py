@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..schema import INTS, Type
+from ..schema import INTS, Kind, Type
 from .layout_plan import BINCODE, BINCODE_VARINT, BYTES_LIKE, NP, POSTCARD, ST, U64, Enc
 from .varints import VARINT_MAX, bvarint, bvarint_matrix, varint, varint_matrix, zigzag, zigzag_array
 
@@ -27,7 +27,7 @@ def _as_bytes(v: Any) -> bytes:
     raise TypeError(f"expected bytes, got {type(v).__name__}")
 
 
-def _int_array(v: Any, kind: str) -> Any:
+def _int_array(v: Any, kind: Kind) -> Any:
     """A list of integers as a numpy array of ``kind``, refusing floats, text and out-of-range values."""
     import numpy as np
 
@@ -40,7 +40,7 @@ def _int_array(v: Any, kind: str) -> Any:
     return a.astype(NP[kind])
 
 
-def _float_array(v: Any, kind: str) -> Any:
+def _float_array(v: Any, kind: Kind) -> Any:
     import numpy as np
 
     a = np.asarray(v)
@@ -72,8 +72,8 @@ def _required_encoder(t: Type, fmt: str) -> Enc:
     kind = t.kind
     length = length_writer(fmt)
     if kind in INTS and fmt != BINCODE:
-        signed = kind != "uint32"
-        bits = 64 if kind == "int64" else 32
+        signed = kind != Kind.UINT32
+        bits = 64 if kind == Kind.INT64 else 32
         pack = ST[kind].pack  # range and type check, as Rust's would fail to compile
         write = varint if fmt == POSTCARD else bvarint
 
@@ -94,7 +94,7 @@ def _required_encoder(t: Type, fmt: str) -> Enc:
 
             return fixed_int
         return lambda v, out: out.append(pack(v))
-    if kind == "bool":
+    if kind == Kind.BOOL:
         def boolean(v: Any, out: list[bytes]) -> None:
             if v is True:
                 out.append(b"\x01")
@@ -104,21 +104,21 @@ def _required_encoder(t: Type, fmt: str) -> Enc:
                 raise TypeError(f"expected bool, got {type(v).__name__}")
 
         return boolean
-    if kind == "string":
+    if kind == Kind.STRING:
         def string(v: Any, out: list[bytes]) -> None:
             b = v.encode("utf-8")
             out.append(length(len(b)))
             out.append(b)
 
         return string
-    if kind == "bytes":
+    if kind == Kind.BYTES:
         def byte_string(v: Any, out: list[bytes]) -> None:
             b = _as_bytes(v)
             out.append(length(len(b)))
             out.append(b)
 
         return byte_string
-    if kind == "fixed":
+    if kind == Kind.FIXED:
         size = t.size
 
         def fixed(v: Any, out: list[bytes]) -> None:
@@ -128,7 +128,7 @@ def _required_encoder(t: Type, fmt: str) -> Enc:
             out.append(b)
 
         return fixed
-    if kind == "list":
+    if kind == Kind.LIST:
         return list_encoder(t.item, fmt)  # type: ignore[arg-type]
     fields = [(f.name, encoder(f.type, fmt), f.type.optional)
               for f in t.record.fields]  # type: ignore[union-attr]
@@ -153,9 +153,9 @@ def list_encoder(item: Type, fmt: str) -> Enc:
     if not item.optional and item.kind in NP:
         kind = item.kind
         if kind in INTS and fmt != BINCODE:
-            bits = 64 if kind == "int64" else 32
+            bits = 64 if kind == Kind.INT64 else 32
             maxlen = VARINT_MAX[kind]
-            signed = kind != "uint32"
+            signed = kind != Kind.UINT32
             matrix = functools.partial(varint_matrix, maxlen=maxlen) if fmt == POSTCARD else bvarint_matrix
 
             def int_list_varint(v: Any, out: list[bytes]) -> None:

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from ..schema import INTS, RecordSchema, Type, undeclared_column_test, undeclared_test
+from ..schema import INTS, Kind, RecordSchema, Type, undeclared_column_test, undeclared_test
 
 
 class B64(bytes):
@@ -70,18 +70,18 @@ def python_type(t: Type, json: bool, names: dict[str, int]) -> Any:
     if kind in INTS:
         lo, hi = INTS[kind]
         out: Any = Annotated[int, msgspec.Meta(ge=lo, le=hi)]
-    elif kind in ("float32", "float64"):
+    elif kind in (Kind.FLOAT32, Kind.FLOAT64):
         out = float
-    elif kind == "bool":
+    elif kind == Kind.BOOL:
         out = bool
-    elif kind == "string":
+    elif kind == Kind.STRING:
         out = str
-    elif kind in ("bytes", "fixed"):
+    elif kind in (Kind.BYTES, Kind.FIXED):
         if json:
-            out = type(f"B64_{t.size}", (B64,), {"size": t.size}) if kind == "fixed" else B64
+            out = type(f"B64_{t.size}", (B64,), {"size": t.size}) if kind == Kind.FIXED else B64
         else:
-            out = Annotated[bytes, msgspec.Meta(min_length=t.size, max_length=t.size)] if kind == "fixed" else bytes
-    elif kind == "list":
+            out = Annotated[bytes, msgspec.Meta(min_length=t.size, max_length=t.size)] if kind == Kind.FIXED else bytes
+    elif kind == Kind.LIST:
         out = list[python_type(t.item, json, names)]  # type: ignore[arg-type, misc]
     else:
         out = typed_dict(t.record, json, names)  # type: ignore[arg-type]
@@ -125,9 +125,9 @@ def unique_name(name: str, names: dict[str, int]) -> str:
 
 def _b64_writer(t: Type) -> Callable[[Any], Any]:
     """Value -> the same value with its bytes as ``{"$base64": ...}`` (only where the schema has bytes)."""
-    if not t.contains("bytes", "fixed"):
+    if not t.contains(Kind.BYTES, Kind.FIXED):
         return lambda v: v
-    if t.kind in ("bytes", "fixed"):
+    if t.kind in (Kind.BYTES, Kind.FIXED):
         b64 = base64.b64encode
 
         def tag(v: Any) -> Any:
@@ -136,7 +136,7 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
             return v  # None or a misfit: written as is, refused by the reader
 
         return tag
-    if t.kind == "list":
+    if t.kind == Kind.LIST:
         item = _b64_writer(t.item)  # type: ignore[arg-type]
 
         def items(v: Any) -> Any:
@@ -147,7 +147,7 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
             return [item(x) for x in v]
 
         return items
-    fields = [(f.name, _b64_writer(f.type), f.type.contains("bytes", "fixed")) for f in t.record.fields]  # type: ignore[union-attr]
+    fields = [(f.name, _b64_writer(f.type), f.type.contains(Kind.BYTES, Kind.FIXED)) for f in t.record.fields]  # type: ignore[union-attr]
     with_bytes = [(name, fn) for name, fn, has in fields if has]
 
     def record(v: Any) -> Any:
@@ -218,8 +218,8 @@ def _prepared(encode: Callable[[Any], bytes], prepare: Callable[[Any], Any] | No
 
 def _json_writer(schema: RecordSchema) -> Callable[[Any], Any] | None:
     """A record, or a list of records (framed) -> what msgspec writes; None when the schema has no bytes."""
-    rec = Type("record", record=schema)
-    if not rec.contains("bytes", "fixed"):
+    rec = Type(Kind.RECORD, record=schema)
+    if not rec.contains(Kind.BYTES, Kind.FIXED):
         return None
     prepare = _b64_writer(rec)
     return lambda value: [prepare(r) for r in value] if type(value) is list else prepare(value)
