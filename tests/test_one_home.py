@@ -202,3 +202,31 @@ def test_type_kinds_are_one_enum_that_still_spells_as_the_language() -> None:
     assert yaml.safe_load(yaml.safe_dump(document)) == document
     assert all(type(t) is str for t in document["fields"].values() if not isinstance(t, dict))
     assert schema.check({"id": True, "key": b"abcd", "in": {"x": 1.0}}) == "id: expected uint32, got bool True"
+
+
+def test_stage_names_are_spelled_once() -> None:
+    """Parts declare their stage from ``core.stages.Stage`` and no module compares a stage with a literal name,
+    so a part and the report that reads its rows back cannot drift apart."""
+    import importlib
+    import pkgutil
+
+    import wirepipe.connectors
+    import wirepipe.operators
+    from wirepipe.core.stages import Stage
+
+    names = {v for k, v in vars(Stage).items() if k.isupper() and isinstance(v, str)}
+    declared = set()
+    for package in (wirepipe.operators, wirepipe.connectors):
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+            for obj in vars(importlib.import_module(info.name)).values():
+                stage = getattr(obj, "stage", None) if isinstance(obj, type) else None
+                if isinstance(stage, str) and stage not in ("operator", "source", "sink"):  # the base classes'
+                    declared.add(stage)
+    assert declared and declared <= names, declared - names
+    literal = []
+    for path in _source_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "stage" \
+                    and any(isinstance(c, (ast.Constant, ast.Tuple)) for c in node.comparators):
+                literal.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert literal == []

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.stages import Stage
 from ..report.summary import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
 from .combos import BenchPlan, Combo, default_repetitions
@@ -119,7 +120,7 @@ def raw_rows(run_id: str, data: BenchData, result: ComboResult) -> list[dict[str
     for i, rows in enumerate(result.iterations):
         for step, row in enumerate(rows):
             out.append(_row(run_id, label, data.name, result.combo, i, step, row))
-            if row.stage == "serialize":
+            if row.stage == Stage.SERIALIZE:
                 out[-1]["payload_digest"] = result.digest
     return out
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.stages import Stage
 from ..report.render import md_cell
 from .combos import Combo
-
-PUBLISH_SIDE = ("serialize", "compress", "publish")
-CONSUME_SIDE = ("consume", "decompress", "deserialize")
 
 
 @dataclass
@@ -62,7 +60,7 @@ class Measured:
 
     @property
     def total(self) -> Spread | None:
-        pub, con = self.side(PUBLISH_SIDE), self.side(CONSUME_SIDE)
+        pub, con = self.side(Stage.PUBLISH_SIDE), self.side(Stage.CONSUME_SIDE)
         if pub is None or con is None:
             return None
         return Spread([a + b for a, b in zip(pub.values, con.values, strict=True)])
@@ -107,7 +105,7 @@ def chain_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
         row = [m.combo.label, size_cell(m.size, m.raw_bytes).split(" ")[0], size_cell(m.wire_bytes, m.raw_bytes),
                _cell(m, "serialize"), _cell(m, "compress")]
         row += [_cell(m, "publish"), _cell(m, "consume")] if transport else []
-        row += [_cell(m, "decompress"), _cell(m, "deserialize"), str(m.side(PUBLISH_SIDE)), str(m.side(CONSUME_SIDE))]
+        row += [_cell(m, "decompress"), _cell(m, "deserialize"), str(m.side(Stage.PUBLISH_SIDE)), str(m.side(Stage.CONSUME_SIDE))]
         if transport:
             lat = m.latency_ms
             row.append(f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "n/a")

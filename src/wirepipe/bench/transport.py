@@ -32,6 +32,7 @@ from typing import Any
 from ..codecs.formats import FORMATS
 from ..connectors.nats.connection import split_urls
 from ..core.errors import WirepipeError
+from ..core.stages import Stage
 from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime, first_difference
 from .combos import BenchPlan, Combo
@@ -339,7 +340,7 @@ def _merge(codec_rows: list[StageTime], wire: list[StageTime]) -> list[StageTime
     publish, consume = wire
     out: list[StageTime] = []
     for row in codec_rows:
-        if row.stage in ("decompress", "deserialize") and publish not in out:
+        if row.stage in Stage.DECODE and publish not in out:
             out += [publish, consume]
         out.append(row)
     return out

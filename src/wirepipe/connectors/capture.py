@@ -42,6 +42,7 @@ from pydantic import Field, field_validator
 from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.models import Duration, Size, SourceLimits, Strict
+from ..core.stages import Stage
 from ..storage.files import (
     TEMP_SUFFIX,
     AtomicFile,
@@ -344,7 +345,7 @@ class CaptureSink(Configured, Sink):
 
     type = "capture"
     takes = PAYLOADS
-    stage = "write"
+    stage = Stage.WRITE
 
     def __init__(self, folder: str | os.PathLike[str], **fields: Any) -> None:
         """``fields`` are ``CaptureSinkConfig``'s (``prefix``, ``max_file_size``, ``max_file_age``, ``fsync``...)."""
@@ -615,7 +616,7 @@ class CaptureSource(Configured, Source):
 
     type = "capture"
     gives = PAYLOADS
-    stage = "read"
+    stage = Stage.READ
     bounded = True  # replay --workers N splits row groups; a pool would read all of it N times
 
     def __init__(self, path: Paths, **fields: Any) -> None:

@@ -56,6 +56,7 @@ from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch, describe_error
 from ..core.errors import Refusal, WirepipeError
 from ..core.models import SourceLimits, Strict
+from ..core.stages import Stage
 from ..storage.files import (
     TEMP_SUFFIX,
     AtomicFile,
@@ -83,7 +84,7 @@ class NullSink(Configured, Sink):
     """Discards every record and counts them (the sink for benchmarks)."""
 
     type = "null"
-    stage = "write"
+    stage = Stage.WRITE
     batch_results = "nothing"  # Beam replay: no results to write
 
     def __init__(self) -> None:
@@ -111,7 +112,7 @@ class JsonlSink(Configured, Sink):
     """One JSON value per line; bytes as ``{"$base64": ...}``. ``path: "-"`` writes to stdout."""
 
     type = "jsonl"
-    stage = "write"
+    stage = Stage.WRITE
     batch_results = "files"  # Beam replay writes Parquet result files instead
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
@@ -226,7 +227,7 @@ class JsonlSource(Configured, Source):
     """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
 
     type = "jsonl"
-    stage = "read"
+    stage = Stage.READ
     bounded = True
 
     def __init__(self, path: Paths, **fields: Any) -> None:
@@ -317,7 +318,7 @@ class ParquetSink(Configured, Sink):
     """
 
     type = "parquet"
-    stage = "write"
+    stage = Stage.WRITE
     batch_results = "files"  # Beam replay writes Parquet result files in its own layout
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
@@ -610,7 +611,7 @@ class ParquetSource(Configured, Source):
     """Reads Parquet row group by row group: a ``value`` binary column as payloads, else rows as dicts."""
 
     type = "parquet"
-    stage = "read"
+    stage = Stage.READ
     bounded = True
 
     def __init__(self, path: Paths, **fields: Any) -> None:

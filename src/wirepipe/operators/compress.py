@@ -31,6 +31,7 @@ from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
 from ..core.errors import WirepipeError
 from ..core.models import Strict
+from ..core.stages import Stage
 from ..wire import Header, set_header
 from .base import PAYLOADS, BuildContext, Configured, Operator, given
 from .codec_options import Dictionary, known_codec, load_dictionary
@@ -40,7 +41,7 @@ from .shared_dictionaries import SharedDictionaries
 class Compress(Configured, Operator):
     """Compress every payload with one codec at one level; sets ``Content-Encoding``."""
 
-    stage = "compress"
+    stage = Stage.COMPRESS
     entry = "compress"
     takes, gives = PAYLOADS, PAYLOADS
     adds_headers = (Header.CONTENT_ENCODING,)

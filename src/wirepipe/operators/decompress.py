@@ -30,6 +30,7 @@ from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
+from ..core.stages import Stage
 from ..wire import Header
 from .base import PAYLOADS, BuildContext, Configured, Operator, failing, given
 from .codec_options import Dictionary, known_codec, load_dictionary
@@ -39,7 +40,7 @@ from .shared_dictionaries import SharedDictionaries
 class Decompress(Configured, Operator):
     """Decompress every payload, refusing output past ``max_output_size``."""
 
-    stage = "decompress"
+    stage = Stage.DECOMPRESS
     entry = "decompress"
     takes, gives = PAYLOADS, PAYLOADS
 

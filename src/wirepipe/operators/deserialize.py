@@ -28,6 +28,7 @@ from ..core.batch import Batch
 from ..core.errors import Refusal, RefusedError, StageError
 from ..core.models import Strict
 from ..core.registry import load_ref
+from ..core.stages import Stage
 from ..wire import Header
 from .base import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
 from .schema_options import (
@@ -45,7 +46,7 @@ from .schema_options import (
 class Deserialize(Configured, Operator):
     """Decode every payload with one format, or by ``Content-Type`` with ``format: auto``."""
 
-    stage = "deserialize"
+    stage = Stage.DESERIALIZE
     entry = "deserialize"
     takes, gives = PAYLOADS, RECORDS
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.batch import Batch, describe_error
+from ..core.stages import Stage
 from .base import BuildContext, Operator
 from .function_options import FunctionOperator, FunctionParams
 
@@ -24,7 +25,7 @@ from .function_options import FunctionOperator, FunctionParams
 class Filter(FunctionOperator):
     """Keep the records for which ``function(value)`` is true."""
 
-    stage = "filter"
+    stage = Stage.FILTER
     entry = "filter"
 
     def __init__(self, function: str | Callable[[Any], bool]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.batch import Batch
+from ..core.stages import Stage
 from .base import BuildContext, Operator
 from .function_options import FunctionOperator, FunctionParams
 
@@ -24,7 +25,7 @@ from .function_options import FunctionOperator, FunctionParams
 class Map(FunctionOperator):
     """Replace every value by ``function(value)``."""
 
-    stage = "map"
+    stage = Stage.MAP
     entry = "map"
     gives = None  # what the function returns
 

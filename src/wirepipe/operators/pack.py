@@ -30,13 +30,14 @@ from pydantic import Field
 
 from ..core.batch import Batch
 from ..core.models import Strict
+from ..core.stages import Stage
 from .base import RECORDS, BuildContext, Configured, Operator
 
 
 class Pack(Configured, Operator):
     """Group every ``records`` consecutive records into one list value (one message)."""
 
-    stage = "pack"
+    stage = Stage.PACK
     entry = "pack"
     gives = RECORDS  # a list of values
     per_record = False  # a slice boundary would cut a group

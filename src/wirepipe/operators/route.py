@@ -18,6 +18,7 @@ from pydantic import Field
 
 from ..core.batch import Batch, describe_error
 from ..core.models import Strict
+from ..core.stages import Stage
 from ..wire import SubjectTemplate
 from .base import BuildContext, Configured, Operator, with_shorthand
 
@@ -26,7 +27,7 @@ class Subject(Configured, Operator):
     """Set ``batch.subjects`` from a template over each record's fields and meta columns; a record that lacks
     a field the template names is rejected (dead-lettered with the field's name), the others carry on."""
 
-    stage = "route"
+    stage = Stage.ROUTE
     entry = "subject"
 
     def __init__(self, template: str) -> None:

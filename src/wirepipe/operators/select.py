@@ -19,13 +19,14 @@ from pydantic import Field
 
 from ..core.batch import Batch
 from ..core.models import Strict
+from ..core.stages import Stage
 from .base import RECORDS, BuildContext, Configured, Operator, with_shorthand
 
 
 class Select(Configured, Operator):
     """Keep only the named fields of every (dict) record, in that order."""
 
-    stage = "select"
+    stage = Stage.SELECT
     entry = "select"
     takes = RECORDS
 

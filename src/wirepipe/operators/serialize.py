@@ -38,6 +38,7 @@ from ..core.batch import Batch
 from ..core.errors import Refusal, StageError
 from ..core.models import Strict
 from ..core.records import as_dict, is_typed_record
+from ..core.stages import Stage
 from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
 from .base import PAYLOADS, BuildContext, Configured, Operator, given
@@ -56,7 +57,7 @@ from .schema_options import (
 class Serialize(Configured, Operator):
     """Encode every value with one format; sets ``Content-Type``."""
 
-    stage = "serialize"
+    stage = Stage.SERIALIZE
     entry = "serialize"
     adds_headers = (Header.CONTENT_TYPE,)
     gives = PAYLOADS

@@ -22,13 +22,14 @@ from pydantic import BeforeValidator
 
 from ..core.batch import Batch
 from ..core.models import Strict
+from ..core.stages import Stage
 from .base import RECORDS, BuildContext, Configured, Operator
 
 
 class Unpack(Configured, Operator):
     """Turn every list value back into its records."""
 
-    stage = "unpack"
+    stage = Stage.UNPACK
     entry = "unpack"
     takes, gives = RECORDS, None  # the values of each list
     name = "unpack"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..core.stages import Stage
 from ..core.units import covered
 from ..wire import subject_matches
 
@@ -29,11 +30,11 @@ if TYPE_CHECKING:
 
 def join_flows(groups: list[GroupSummary]) -> list[GroupSummary]:
     """A flow for each consumer that reads what a publisher of ``groups`` wrote (see the module doc)."""
-    publishers = [(g, s) for g in groups if not g.labelled and (s := _stage(g, "publish")) is not None]
+    publishers = [(g, s) for g in groups if not g.labelled and (s := _stage(g, Stage.PUBLISH)) is not None]
     flows = []
     for consumer in groups:
         source = min(consumer.stages, key=lambda s: s.step) if consumer.stages and not consumer.labelled else None
-        if source is None or source.stage != "consume":
+        if source is None or source.stage != Stage.CONSUME:
             continue
         matched = [(overlap(p.span, consumer.span), p) for p, publish in publishers
                    if p is not consumer and _same_stream(publish, source)]

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.stages import Stage
 from ..storage.files import write_bytes_atomic
 from .render import extra_tables, failure_lines, html_table, runs_table, snippets, tables
-from .summary import SOURCE_STAGES, Report
+from .summary import Report
 
 CDF_POINTS = 100  # per latency CDF in the page: a smooth curve, a few kB
 CDF_CHOSEN = 6  # at most this many configurations get a full CDF (the recommended ones)
@@ -79,7 +80,7 @@ def stage_bars(report: Report, dataset: str | None = None) -> Bars:
     stages: list[str] = []
     for g in groups:
         for s in g.stages:
-            if s.stage not in SOURCE_STAGES and s.stage not in stages:
+            if s.stage not in Stage.MAKING_DATA and s.stage not in stages:
                 stages.append(s.stage)
     values = {k: [sum(s.time.mean / 1e3 for s in g.stages if s.stage == k and s.time) for g in groups]
               for k in stages}

@@ -27,16 +27,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..core.stages import Stage
 from ..core.units import covered
 from .flows import join_flows
 from .results import RunInfo
 
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
-PUBLISH_SIDE = ("serialize", "compress", "publish")
-CONSUME_SIDE = ("consume", "decompress", "deserialize")
-ENCODE_STAGES = ("serialize", "compress")
-DECODE_STAGES = ("decompress", "deserialize")
-SOURCE_STAGES = ("generate", "read")  # making data, not moving it: left out of the stage-time plot
 DEFAULT_BANDWIDTH = 100e6  # bits per second
 
 
@@ -151,9 +147,9 @@ class StageSummary:
         i, o = self.bytes_in_per_record, self.bytes_out_per_record
         if not i or not o:
             return None
-        if self.stage == "compress":
+        if self.stage == Stage.COMPRESS:
             return i / o
-        if self.stage == "decompress":
+        if self.stage == Stage.DECOMPRESS:
             return o / i
         return None
 
@@ -206,7 +202,7 @@ class GroupSummary:
 
     @property
     def format(self) -> str | None:
-        s = self._stage(("serialize",))
+        s = self._stage((Stage.SERIALIZE,))
         return s.operator if s is not None else None
 
     def same_bytes_key(self) -> tuple[str, str, str] | None:
@@ -228,11 +224,11 @@ class GroupSummary:
 
     @property
     def publish_side(self) -> Side | None:
-        return self.side(PUBLISH_SIDE)
+        return self.side(Stage.PUBLISH_SIDE)
 
     @property
     def consume_side(self) -> Side | None:
-        return self.side(CONSUME_SIDE)
+        return self.side(Stage.CONSUME_SIDE)
 
     @property
     def path_ns_per_record(self) -> float | None:
@@ -244,27 +240,27 @@ class GroupSummary:
 
     @property
     def raw_bytes_per_record(self) -> float | None:
-        s = self._stage(("serialize",))
+        s = self._stage((Stage.SERIALIZE,))
         return s.bytes_in_per_record if s is not None else None
 
     @property
     def serialized_bytes_per_record(self) -> float | None:
-        s = self._stage(("serialize",))
+        s = self._stage((Stage.SERIALIZE,))
         if s is not None:
             return s.bytes_out_per_record
-        s = self._stage(("deserialize",))
+        s = self._stage((Stage.DESERIALIZE,))
         return s.bytes_in_per_record if s is not None else None
 
     @property
     def wire_bytes_per_record(self) -> float | None:
         """Payload bytes per record on the wire: after the last encode stage, or before the first decode."""
-        s = self._stage(ENCODE_STAGES, last=True)
+        s = self._stage(Stage.ENCODE, last=True)
         if s is not None:
             return s.bytes_out_per_record
-        s = self._stage(("consume", *DECODE_STAGES))
+        s = self._stage((Stage.CONSUME, *Stage.DECODE))
         if s is not None:
-            return s.bytes_out_per_record if s.stage == "consume" else s.bytes_in_per_record
-        s = self._stage(("publish",))
+            return s.bytes_out_per_record if s.stage == Stage.CONSUME else s.bytes_in_per_record
+        s = self._stage((Stage.PUBLISH,))
         return s.bytes_in_per_record if s is not None else None
 
     @property
@@ -284,10 +280,10 @@ class GroupSummary:
     @property
     def chain(self) -> str | None:
         """The codec chain as ``format|codec:level``, from the encode stages (or fixed decode stages)."""
-        encode = [s.operator for s in self.stages if s.stage in ENCODE_STAGES]
+        encode = [s.operator for s in self.stages if s.stage in Stage.ENCODE]
         if encode:
             return "|".join(encode)
-        decode = [s.operator for s in self.stages if s.stage in DECODE_STAGES]
+        decode = [s.operator for s in self.stages if s.stage in Stage.DECODE]
         if decode and "auto" not in decode:
             return "|".join(reversed(decode))
         return None
@@ -325,12 +321,12 @@ class GroupSummary:
         chain = self.chain
         if chain is None:
             return "# no codec chain in these rows: see the run's config in the results metadata"
-        ser = self._stage(("serialize",))
+        ser = self._stage((Stage.SERIALIZE,))
         schema = ser.params.get("schema") if ser is not None else None
         extra = f", schema: {json.dumps(schema)}" if schema else ""
-        comp = self._stage(("compress",))
+        comp = self._stage((Stage.COMPRESS,))
         dictionary = comp.params.get("dictionary") if comp is not None else None
-        pack = self._stage(("pack",))
+        pack = self._stage((Stage.PACK,))
         if not dictionary and pack is None:
             return (f"# publisher\noperators:\n  - encode: {{chain: \"{chain}\"{extra}}}\n"
                     f"# consumer\noperators:\n  - decode: {{chain: \"{chain}\"{extra}}}")
@@ -421,7 +417,7 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
     b_out = bytes_out.fill_null(0).to_numpy().astype(np.int64)
     datasets = t.column("dataset").to_pylist() if "dataset" in t.column_names else None
     digests = t.column("payload_digest").to_pylist() if "payload_digest" in t.column_names else [None] * n
-    on_path = np.isin(np.asarray(stage, dtype=object), np.asarray(PUBLISH_SIDE + CONSUME_SIDE, dtype=object))
+    on_path = np.isin(np.asarray(stage, dtype=object), np.asarray(Stage.PUBLISH_SIDE + Stage.CONSUME_SIDE, dtype=object))
 
     offset_of = np.asarray([runs[r].clock_offset for r in run_names], dtype=np.int64)
     start_u, end_u = start + offset_of[run_ids[0]], end + offset_of[run_ids[0]]  # one clock for every run

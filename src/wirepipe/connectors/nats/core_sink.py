@@ -39,6 +39,7 @@ from pydantic import Field, field_validator
 from ...core.batch import PAYLOADS, Batch, Rejected, one_per_record
 from ...core.errors import ConfigError, NotConnected, Refusal, WirepipeError
 from ...core.models import Duration
+from ...core.stages import Stage
 from ...wire import (
     HDR_LINE,
     MAX_CONTROL_LINE,
@@ -175,7 +176,7 @@ class NatsSink(Configured, Sink):
 
     type = "nats"
     takes = PAYLOADS
-    stage = "publish"
+    stage = Stage.PUBLISH
 
     def __init__(self, subject: str, **fields: Any) -> None:
         """``fields`` are ``NatsSinkConfig``'s (``headers``, ``flush_timeout``, the connection's ``url``,

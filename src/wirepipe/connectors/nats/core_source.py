@@ -25,6 +25,7 @@ from pydantic import Field
 from ...core.batch import PAYLOADS, Batch
 from ...core.errors import Refusal
 from ...core.models import Duration, Size, SourceLimits
+from ...core.stages import Stage
 from ...wire import STAMP_PREFIX, Header, subjects_overlap
 from ..base import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
@@ -49,7 +50,7 @@ class NatsSource(Configured, Source):
 
     type = "nats"
     gives = PAYLOADS
-    stage = "consume"
+    stage = Stage.CONSUME
     drops_when_unread = True
     shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"queue"}

@@ -53,6 +53,7 @@ from pydantic import Field, field_validator
 from ...core.batch import Batch, Rejected, one_per_record
 from ...core.errors import BackOff, NotConnected, WirepipeError
 from ...core.models import Duration
+from ...core.stages import Stage
 from ...wire import (
     SENT_AT_SIZE,
     Header,
@@ -100,7 +101,7 @@ class JetStreamSink(NatsSink):
     """Publishes to JetStream inside a bounded window of unacknowledged records."""
 
     type = "jetstream"
-    stage = "publish"
+    stage = Stage.PUBLISH
 
     def __init__(self, subject: str, **fields: Any) -> None:
         """``fields`` are ``JetStreamSinkConfig``'s (``stream``, ``msg_id``, ``window``..., the connection's

@@ -36,6 +36,7 @@ from pydantic import Field, model_validator
 from ...core.batch import PAYLOADS, Batch, Rejected
 from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
+from ...core.stages import Stage
 from ...wire import (
     Header,
 )
@@ -78,7 +79,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
     type = "jetstream"
     gives = PAYLOADS
-    stage = "consume"
+    stage = Stage.CONSUME
     redelivers = True
     shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
