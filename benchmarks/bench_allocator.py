@@ -81,12 +81,16 @@ def main() -> None:
     def paired(label: str, a: str, b: str) -> float:
         return statistics.median(y[label] / x[label] for x, y in zip(rates[b], rates[a], strict=True))
 
-    print(f"\n  {'pipeline':<40} {'default rec/s':>14} {'glibc only':>12} {'policy rec/s':>14} "
-          f"{'policy/default':>15} {'policy/glibc only':>18}")
+    from wirepipe.report.table import Table
+
+    rows = []
     for label in CHAINS:
         medians = [statistics.median(x[label] for x in rates[side]) for side in names]
-        print(f"  {label:<40} {medians[0]:>14,.0f} {medians[1]:>12,.0f} {medians[2]:>14,.0f} "
-              f"{paired(label, 'policy', 'default'):>15.2f} {paired(label, 'policy', 'glibc only'):>18.2f}")
+        rows.append([label, *(f"{m:,.0f}" for m in medians), f"{paired(label, 'policy', 'default'):.2f}",
+                     f"{paired(label, 'policy', 'glibc only'):.2f}"])
+    print()
+    print(Table("", ["pipeline", "default rec/s", "glibc only", "policy rec/s", "policy/default", "policy/glibc only"],
+                rows).text(elsewhere=None), end="")
     print(f"\n(best of {args.runs} runs in each child; medians over {args.rounds} rounds; ratios: medians of the rounds')")
 
 

@@ -42,6 +42,7 @@ from wirepipe.codecs.compression import (
 )
 from wirepipe.codecs.formats import FORMATS
 from wirepipe.datasets import get_dataset
+from wirepipe.report.table import Table
 
 COUNTS = {"point": 20_000, "block": 100, "large_vectors": 2}  # ~0.14, ~1 and ~1 MB of msgpack
 LEVELS = {"fastest": 1, "default": 6, "best": 9}
@@ -102,8 +103,7 @@ def table(datasets: dict[str, list[bytes]], container: str, rounds: int, libs: l
           levels: dict[str, int]) -> None:
     others = [lib for lib in libs if lib != "zlib"]
     head = ["dataset", "level", "direction", "zlib MB/s", *others, "wirepipe ran"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    rows = []
     for dataset, payloads in datasets.items():
         nbytes = sum(map(len, payloads))
         for level_name, level in levels.items():
@@ -120,7 +120,8 @@ def table(datasets: dict[str, list[bytes]], container: str, rounds: int, libs: l
                     cells.append(cell)
                 ran = picked(direction, level, payloads)
                 cells.append(f"{ran} {ratio(res, 'wirepipe', 'zlib'):.2f}x")
-                print("| " + " | ".join(cells) + " |", flush=True)
+                rows.append(cells)
+    print(Table("", head, rows, [False] * 3 + [True] * (len(head) - 3)).markdown(), end="")
 
 
 def sweep(blocks: list[bytes], container: str, rounds: int, libs: list[str]) -> None:
@@ -133,8 +134,7 @@ def sweep(blocks: list[bytes], container: str, rounds: int, libs: list[str]) -> 
           f"(median of {rounds} rounds): where each rule's small-payload limit lies")
     head = ["bytes", *(f"{'c' if d == 'compress' else 'd'}{lvl if d == 'compress' else ''} {lib}"
                        for d, lvl, lib in cols)]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    rows = []
     wbits = WBITS[container]
     for size in SWEEP:
         payloads = [b[:size] for b in blocks] * max(1, 100_000 // (size * len(blocks)))
@@ -148,7 +148,8 @@ def sweep(blocks: list[bytes], container: str, rounds: int, libs: list[str]) -> 
                 fns = {x: deflate_decompressor("bench", CAP, wbits, x) for x in ("zlib", lib)}
                 res = interleave({x: each(fn, sent) for x, fn in fns.items()}, rounds=rounds)
             cells.append(f"{ratio(res, lib, 'zlib'):.2f}x")
-        print("| " + " | ".join(cells) + " |", flush=True)
+        rows.append(cells)
+    print(Table("", head, rows).markdown(), end="")
 
 
 def main() -> None:

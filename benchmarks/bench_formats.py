@@ -2,16 +2,17 @@
 
 A. In process, per record (serialize + deserialize, batches of 1000, through ``run_operators``,
    the loop ``Pipeline.process_batch`` runs): msgpack and json on ``point`` and ``block`` with
-   the dataset's typed schema (the msgspec engine) against today's untyped path, against a
-   hand-written msgspec loop doing the same work, and against today's libraries (msgpack-python,
+   the dataset's typed schema (the msgspec engine) against the untyped path, against a
+   hand-written msgspec loop doing the same work, and against the untyped libraries (msgpack-python,
    stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
    them. All four run in the conditions a run gives its operators: the allocator policy of
    ``wirepipe.core.allocator`` (as ``wirepipe run`` applies it; ``WIREPIPE_MALLOC=default``
-   measures with glibc's default), and what existed at the start (the pre-generated records)
-   frozen out of the collector's walks. Target: typed >= 1.3x untyped. Times are medians over
-   the rounds (best also shown); ratios medians of per-round ratios. Every variant calls
-   ``allocator.between_batches`` before each batch, as the run loop does (CPython's arenas kept
-   where batches churn them).
+   measures with glibc's default), and the collector as ``wirepipe.bench.timing`` has it (what
+   existed at the start, the pre-generated records, frozen out of its walks). Target: typed >=
+   1.3x untyped. Times are medians over the rounds (best also shown); ratios medians of
+   per-round ratios. Every variant calls ``allocator.between_batches`` before each batch, as the
+   run loop does (CPython's arenas kept where batches churn them): the operators through the
+   harness's ``time_batches``, the hand-written loops themselves.
 B. Over core NATS (publisher in its own process, consumer here, records/s from the first record
    consumed to the last): ``point`` as bincode, 100
    records framed per message, against msgpack one record per message, both wirepipe pipelines
@@ -25,56 +26,46 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import statistics
 import sys
 from typing import Any
 
 from common import interleave, ratio
+from wirepipe.bench.timing import as_in_a_run, chunks, time_batches
 from wirepipe.core.allocator import between_batches, keep_freed_memory
-from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
-from wirepipe.pipelines.pipeline import run_operators
+from wirepipe.report.table import Table
 
 # --- A. in process ------------------------------------------------------------------------------------
 
 
-def _chunks(values: list[Any], size: int = 1000) -> list[list[Any]]:
-    return [values[i:i + size] for i in range(0, len(values), size)]
-
-
-def _operators(fmt: str, schema: Any, chunks: list[list[Any]]) -> Any:
-    """serialize + deserialize through ``run_operators``, the loop ``Pipeline.process_batch`` runs."""
+def _operators(fmt: str, schema: Any, batches: list[list[Any]]) -> Any:
+    """serialize + deserialize through the timing harness (``Pipeline.process_batch`` a batch at a time); each
+    batch's records let go before the next batch runs, as the pipeline drops them once the sink wrote them (and
+    as the hand-written loops below do)."""
     ops = [Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)]
+    count = sum(map(len, batches))
 
     def run() -> int:
-        n = 0
-        for chunk in chunks:
-            between_batches()  # as the run loop does before each batch (and the loops below)
-            # a batch's records are let go before the next batch runs, as the pipeline drops them
-            # once the sink wrote them (and as the hand-written loops below do)
-            n += len(run_operators(ops, Batch(list(chunk)))[0].values)
-        return n
+        timed = time_batches(ops, batches, keep=False)
+        assert not timed.errors, timed.errors[0]
+        return count
 
     return run
 
 
 def _as_a_run(loop: Any) -> Any:
-    """``loop`` in the conditions a pipeline's run gives its operators: what existed at the start (here the
-    pre-generated records) frozen out of the collector's walks, as ``Pipeline.run_async`` does."""
+    """``loop`` with the collector as a pipeline's run has it (``wirepipe.bench.timing.as_in_a_run``)."""
     def run() -> int:
-        gc.freeze()
-        try:
+        with as_in_a_run():
             return int(loop())
-        finally:
-            gc.unfreeze()
 
     return run
 
 
-def _hand_msgspec(fmt: str, dataset: str, chunks: list[list[Any]]) -> Any:
+def _hand_msgspec(fmt: str, dataset: str, batches: list[list[Any]]) -> Any:
     """What the typed path does, written by hand: msgspec's encoder and typed decoder over a list (without the
     typed path's check that a record declares no field outside the schema: the ratio shows what it costs).
 
@@ -87,7 +78,7 @@ def _hand_msgspec(fmt: str, dataset: str, chunks: list[list[Any]]) -> Any:
 
     decode = (msgpack_codec if fmt == "msgpack" else json_codec)(get_dataset(dataset).schema)[1]
     if dataset != "block":  # msgspec's encoder as it is (point has no bytes to tag): no check of the record's keys
-        return _bare_loop((msgspec.msgpack if fmt == "msgpack" else msgspec.json).Encoder().encode, decode, chunks)
+        return _bare_loop((msgspec.msgpack if fmt == "msgpack" else msgspec.json).Encoder().encode, decode, batches)
 
     import base64
 
@@ -99,7 +90,7 @@ def _hand_msgspec(fmt: str, dataset: str, chunks: list[list[Any]]) -> Any:
 
     def run_block() -> int:
         n = 0
-        for chunk in chunks:
+        for chunk in batches:
             between_batches()
             buf = bytearray()
             payloads = [into(r, buf) or bytes(buf) for r in chunk] if fmt == "msgpack" else \
@@ -110,17 +101,17 @@ def _hand_msgspec(fmt: str, dataset: str, chunks: list[list[Any]]) -> Any:
     return run_block
 
 
-def _hand_untyped(fmt: str, chunks: list[list[Any]]) -> Any:
-    """Today's untyped encoder and decoder (msgpack-python, stdlib json) in a bare loop: no operators."""
+def _hand_untyped(fmt: str, batches: list[list[Any]]) -> Any:
+    """The untyped encoder and decoder (msgpack-python, stdlib json) in a bare loop: no operators."""
     from wirepipe.codecs.formats import FORMATS
 
-    return _bare_loop(FORMATS[fmt].encoder(), FORMATS[fmt].decoder(), chunks)
+    return _bare_loop(FORMATS[fmt].encoder(), FORMATS[fmt].decoder(), batches)
 
 
-def _bare_loop(encode: Any, decode: Any, chunks: list[list[Any]]) -> Any:
+def _bare_loop(encode: Any, decode: Any, batches: list[list[Any]]) -> Any:
     def run() -> int:
         n = 0
-        for chunk in chunks:
+        for chunk in batches:
             between_batches()
             n += len([decode(p) for p in [encode(r) for r in chunk]])
         return n
@@ -137,20 +128,21 @@ def in_process(rounds: int, scale: float = 1.0) -> dict[str, float]:
     for dataset, full in (("point", 200_000), ("block", 2_000)):
         count = max(1, int(full * scale))
         records = get_dataset(dataset).sample(count)
-        chunks = _chunks(records)
+        batches = chunks(records, 1000)
         for fmt in ("msgpack", "json"):
             variants = {
-                "untyped (today)": _as_a_run(_operators(fmt, None, chunks)),
-                "typed schema (msgspec)": _as_a_run(_operators(fmt, dataset, chunks)),
-                "hand-written msgspec loop": _as_a_run(_hand_msgspec(fmt, dataset, chunks)),
-                "hand-written untyped loop": _as_a_run(_hand_untyped(fmt, chunks)),
+                "untyped": _as_a_run(_operators(fmt, None, batches)),
+                "typed schema (msgspec)": _as_a_run(_operators(fmt, dataset, batches)),
+                "hand-written msgspec loop": _as_a_run(_hand_msgspec(fmt, dataset, batches)),
+                "hand-written untyped loop": _as_a_run(_hand_untyped(fmt, batches)),
             }
             res = interleave(variants, rounds=rounds)
-            print(f"\n{fmt} on {dataset}: {count:,} records, serialize + deserialize, {rounds} rounds")
-            for name, r in res.items():
-                print(f"  {name:<28} {r.records / r.best:>12,.0f} rec/s best  {r.best / r.records * 1e9:>9,.0f} ns/record"
-                      f" best  {_median_ns(r):>9,.0f} median")
-            typed = ratio(res, "typed schema (msgspec)", "untyped (today)")
+            print()
+            print(Table(f"{fmt} on {dataset}: {count:,} records, serialize + deserialize, {rounds} rounds",
+                        ["variant", "rec/s best", "ns/record best", "ns/record median"],
+                        [[name, f"{r.records / r.best:,.0f}", f"{r.best / r.records * 1e9:,.0f}",
+                          f"{_median_ns(r):,.0f}"] for name, r in res.items()]).text(elsewhere=None), end="")
+            typed = ratio(res, "typed schema (msgspec)", "untyped")
             hand = ratio(res, "typed schema (msgspec)", "hand-written msgspec loop")
             engines = ratio(res, "hand-written msgspec loop", "hand-written untyped loop")
             print(f"  ratio typed / untyped: {typed:.2f}x (target >= 1.3); typed / hand-written: {hand:.2f}; "
@@ -220,8 +212,9 @@ async def over_nats(rounds: int, count: int) -> float:
                 rates[name].append(await _consume_once(srv.url, count, fmt, k))
     print(f"\ncore NATS, point, {count:,} records x {rounds} rounds, first to last record consumed "
           "(publisher in its own process)")
-    for name, rs in rates.items():
-        print(f"  {name:<20} best {max(rs):>12,.0f} rec/s  median {statistics.median(rs):>12,.0f} rec/s")
+    print(Table("", ["variant", "best rec/s", "median rec/s"],
+                [[name, f"{max(rs):,.0f}", f"{statistics.median(rs):,.0f}"] for name, rs in rates.items()])
+          .text(elsewhere=None), end="")
     best = max(rates["bincode x100/msg"]) / max(rates["msgpack x1/msg"])
     med = statistics.median(rates["bincode x100/msg"]) / statistics.median(rates["msgpack x1/msg"])
     print(f"  ratio bincode x100 / msgpack x1: {best:.1f}x (best), {med:.1f}x (median); target >= 5")

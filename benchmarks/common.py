@@ -1,4 +1,4 @@
-"""Shared helpers for benchmarks: interleaved rounds in one process, ratios, a table.
+"""Shared helpers for benchmarks: interleaved rounds in one process, ratios, a table of them.
 
 Timings on shared 2-core machines swing 2-3x between runs, so every benchmark runs the
 wirepipe variant and the hand-written baseline alternately in the same process, several
@@ -50,7 +50,10 @@ def ratio(results: dict[str, Result], a: str, b: str) -> float:
 
 
 def print_table(title: str, results: dict[str, Result], baseline: str) -> None:
-    print(f"\n{title}")
-    print(f"  {'variant':<34} {'records/s (best)':>18} {'ratio vs ' + baseline:>24}")
-    for name, r in results.items():
-        print(f"  {name:<34} {r.rate:>18,.0f} {ratio(results, name, baseline):>24.3f}")
+    """Each variant's best rate and its median ratio to ``baseline``, as a table that fits the terminal."""
+    from wirepipe.report.table import Table
+
+    rows = [[name, f"{r.rate:,.0f}", f"{ratio(results, name, baseline):.3f}"] for name, r in results.items()]
+    print()
+    caption = f"ratio: the median over rounds of the variant's rate / {baseline}'s (> 1: faster)"
+    print(Table(title, ["variant", "records/s (best)", "ratio"], rows, caption=caption).text(elsewhere=None), end="")

@@ -128,9 +128,12 @@ async def main() -> None:
           f"the hand-written loop; target >= 100,000 records/s per worker (quiet machine)")
     # On a shared machine wall-clock rates swing with the neighbours; the consumer's own CPU per record
     # (the client is the bottleneck; the server runs on the other core) is the steadier figure.
-    print("consumer CPU per record (best round) and the rate it allows when the consumer has a core:")
-    for name, us in cpu_us.items():
-        print(f"  {name:<34} {min(us):6.1f} us/record -> {1e6 / min(us):>9,.0f} records/s")
+    from wirepipe.report.table import Table
+
+    print(Table("consumer CPU per record (best round) and the rate it allows when the consumer has a core",
+                ["variant", "us/record", "records/s"],
+                [[name, f"{min(us):.1f}", f"{1e6 / min(us):,.0f}"] for name, us in cpu_us.items()])
+          .text(elsewhere=None), end="")
 
 
 def _cpu() -> float:

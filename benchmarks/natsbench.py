@@ -163,10 +163,12 @@ async def _publish(url: str, subject: str, count: int, dataset: str) -> None:
 
 
 def report(title: str, results: dict[str, Result], wirepipe: str, hand: str, target: float = 0.9) -> float:
-    print(f"\n{title}")
-    print(f"{'variant':<34} {'best rec/s':>12} {'median rec/s':>13} {'MB/s':>8}")
-    for r in results.values():
-        print(f"{r.name:<34} {r.best:>12,.0f} {statistics.median(r.rates):>13,.0f} {max(r.mbps):>8.2f}")
+    from wirepipe.report.table import Table
+
+    print()
+    print(Table(title, ["variant", "best rec/s", "median rec/s", "MB/s"],
+                [[r.name, f"{r.best:,.0f}", f"{statistics.median(r.rates):,.0f}", f"{max(r.mbps):.2f}"]
+                 for r in results.values()]).text(elsewhere=None), end="")
     ratio = results[wirepipe].best / results[hand].best
     med = statistics.median(results[wirepipe].rates) / statistics.median(results[hand].rates)
     print(f"ratio wirepipe / hand-written: {ratio:.3f} (best), {med:.3f} (median); target >= {target}")

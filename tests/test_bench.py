@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -100,26 +101,67 @@ def test_records_per_message_shrink_compressed_size(tmp_path: Path) -> None:
 
 
 def test_repetitions_scale_with_payload_size() -> None:
-    assert default_repetitions(8) == 500_000  # seed 001
-    assert default_repetitions(388008) == 100  # seed 002
+    assert default_repetitions(8) == 500_000  # the FlatMessage Point table's n
+    assert default_repetitions(388008) == 100  # its Large Vectors table's n
     assert 100 < default_repetitions(from_dataset("block").raw_bytes) < 1000
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
-    ("format", "capnproto", "unknown format 'capnproto'"),
-    ("codec", "lzo", "unknown codec 'lzo'"),
-    ("level", "99", "out of range"),
-    ("transport", "kafka", "unknown transport 'kafka'"),
+    ("format", "capnproto", "--format: unknown format 'capnproto': allowed json, orjson, "),
+    ("codec", "lzo", "--codec: unknown codec 'lzo': allowed zstd, "),
+    ("level", "99", "--level: 99 is out of range for zstd: use fastest (1), default (3), best (19) or an integer"),
+    ("transport", "kafka", "--transport: Input should be 'none', 'nats' or 'jetstream' (got 'kafka')"),
 ])
 def test_bad_options_are_config_errors(option: str, value: str, message: str, tmp_path: Path) -> None:
     kwargs = {"dataset": None, "inputs": [], "format": None, "codec": "zstd", "level": None, "transport": "none",
               "url": None, "iterations": None, "repetitions": None, "out": tmp_path, "quick": False,
               "zstd_dict": None, "records_per_message": None, "seed": 0}
     kwargs[option] = value
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError) as caught:
         make_plan(**kwargs)
+    assert str(caught.value).startswith(message)
     result = bench_cli(f"--{option}", value, "--out", str(tmp_path))
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("dataset", "points", "--dataset: unknown dataset 'points': allowed point, large_vectors, transaction, block, feed"),
+    ("codec", "lzo,br", "--codec: unknown codec 'lzo': allowed "),  # br is brotli's alias: not refused
+    ("level", "fast", "--level: unknown level 'fast': allowed fastest, default, best or an integer"),
+    ("iterations", 0, "--iterations: Input should be greater than or equal to 1 (got 0)"),
+    ("repetitions", "many", "--repetitions: Input should be a valid integer, unable to parse string as an integer "
+                            "(got 'many')"),
+    ("zstd_dict", "yes", "--zstd-dict: Input should be 'train' (got 'yes')"),
+    ("records_per_message", "1,a", "--records-per-message: Input should be a valid integer, unable to parse string "
+                                   "as an integer (got 'a')"),
+    ("records_per_message", "10,0", "--records-per-message: Input should be greater than or equal to 1 (got '0')"),
+])
+def test_every_option_is_checked_by_the_options_model(option: str, value: Any, message: str, tmp_path: Path) -> None:
+    """The option, the bad value and what is allowed, as a YAML field's error names them."""
+    kwargs = {"dataset": None, "inputs": [], "format": None, "codec": "zstd", "level": None, "transport": "none",
+              "url": None, "iterations": None, "repetitions": None, "out": tmp_path, "quick": False,
+              "zstd_dict": None, "records_per_message": None, "seed": 0, option: value}
+    with pytest.raises(ConfigError) as caught:
+        make_plan(**kwargs)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_options_become_the_plan(tmp_path: Path) -> None:
+    plan = make_plan(dataset="point,feed", inputs=[], format="msgpack", codec="br,none", level="fastest,3",
+                     transport="jetstream", url=None, iterations=4, repetitions=50, out=tmp_path, quick=False,
+                     zstd_dict="train", records_per_message="1,10", seed=7)
+    assert (plan.datasets, plan.formats, plan.codecs, plan.levels) == (["point", "feed"], ["msgpack"],
+                                                                       ["brotli", "none", "zstd"], ["fastest", 3])
+    assert (plan.transport, plan.iterations, plan.repetitions, plan.zstd_dict, plan.records_per_message,
+            plan.seed) == ("jetstream", 4, 50, True, [1, 10], 7)
+    quick = make_plan(dataset=None, inputs=[], format=None, codec=None, level=None, transport="nats", url=None,
+                      iterations=None, repetitions=None, out=tmp_path, quick=True, zstd_dict=None,
+                      records_per_message=None, seed=0)
+    assert (quick.datasets, quick.iterations, quick.levels) == (["point", "block"], 3, ["fastest", "default"])
+    with pytest.raises(ConfigError, match=r"^--level: 20 is out of range for lz4"):  # --quick's codecs take it
+        make_plan(dataset=None, inputs=[], format=None, codec=None, level="20", transport="nats", url=None,
+                  iterations=None, repetitions=None, out=tmp_path, quick=True, zstd_dict=None,
+                  records_per_message=None, seed=0)
 
 
 def test_user_records_from_jsonl(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ from wirepipe.bench.estimate import calibrate
 from wirepipe.bench.runner import JOURNAL, load_data, rows_table, run_bench
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.exit_codes import ExitCode
-from wirepipe.report.summary import Recommendation, _fastest_of_same_bytes, median_interval, summarize
+from wirepipe.report import summarize
+from wirepipe.report.recommend import Recommendation, _fastest_of_same_bytes
+from wirepipe.report.statistics import median_interval
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

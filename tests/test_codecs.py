@@ -15,7 +15,7 @@ from wirepipe.operators.chain_operators import chain_operators
 
 LEVELS = ("fastest", "default", "best")
 SCHEMA = ("a", "b", "c")
-# The formats that hold any value (the typed and seed-table formats are tested in test_formats.py).
+# The formats that hold any value (the typed and reference-table formats are tested in test_formats.py).
 ANY_VALUE_FORMATS = [f for f in FORMATS if not FORMATS[f].typed and f not in ("bson", "flexbuffers", "toml")]
 
 # Values every format can hold: str keys (never "$base64", JSON's bytes tag), int64 ints,

@@ -1,4 +1,4 @@
-"""Datasets: deterministic per seed, the shapes and raw sizes the seeds describe."""
+"""Datasets: deterministic per random seed, the shapes and raw sizes the published benchmarks describe."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_point_is_eight_raw_bytes_and_seven_msgpack_bytes() -> None:
     assert {len(get_format("msgpack-array").encoder(ds.fields)(p)) for p in points} == {3}
 
 
-def test_large_vectors_matches_seed_002() -> None:
+def test_large_vectors_matches_the_large_vectors_table() -> None:
     ds = get_dataset("large_vectors")
     (r,) = ds.sample(1, seed=0)
     assert ds.raw_size([r]) == 388008
@@ -49,13 +49,13 @@ def test_large_vectors_matches_seed_002() -> None:
 
     floats = np.array(r["floats"], dtype=np.float64)
     assert np.array_equal(floats.astype(np.float32).astype(np.float64), floats)  # f32 values
-    # whole numbers, as the seed's sizes show (below), floats and doubles alike; both signs drawn
+    # whole numbers, as the published sizes show (below), floats and doubles alike; both signs drawn
     assert all(type(v) is float and v.is_integer() for k in ("floats", "doubles") for v in r[k])
     assert min(r["floats"]) < -9e5 and max(r["floats"]) > 9e5 and max(r["doubles"]) > 9e5
 
 
-def test_large_vectors_whole_numbers_give_the_seeds_json_and_flexbuffers_sizes() -> None:
-    """Why the floats are whole: seed 002's json (539,243 B) is within 0.3% of ours, where random doubles
+def test_large_vectors_whole_numbers_give_the_published_json_and_flexbuffers_sizes() -> None:
+    """Why the floats are whole: the Large Vectors table's json (539,243 B) is within 0.3% of ours, where random doubles
     (17 digits each) take ~850 kB; its flexbuffers (264,099 B) stores the doubles at f32 width, which a
     FlexBuffers builder does only for values an f32 holds exactly: ours give that size to the byte."""
     import json

@@ -1,4 +1,4 @@
-"""The seed-table formats and the typed schema: round trips, bytes against reference libraries and
+"""The reference-table formats and the typed schema: round trips, bytes against reference libraries and
 hand-computed vectors, misfits rejected with their field path, corrupt input dead-lettered."""
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def _reference_protobuf_class():
 
 def test_protobuf_bytes_equal_the_official_runtime() -> None:
     point = FORMATS["protobuf"].encoder(DATASETS["point"].schema)
-    # field 1 varint 1; field 2 varint -2 (int32 negatives take 10 bytes, as the seed's 13-byte Point)
+    # field 1 varint 1; field 2 varint -2 (int32 negatives take 10 bytes, as the Point table's 13-byte Point)
     assert point({"x": 1, "y": -2}) == bytes.fromhex("0801") + bytes.fromhex("10feffffffffffffffff01")
     ref, _ = _reference_protobuf_class()
     schema = parse_schema({"name": "Tx", "fields": {"version": "int32", "inputs": [{"id": "bytes", "index": "uint32"}],

@@ -32,7 +32,7 @@ from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.report import load_results, summarize
 from wirepipe.report.plots import to_html, write_pngs
 from wirepipe.report.render import csv_rows, to_markdown
-from wirepipe.report.summary import QUANTILES, time_stats
+from wirepipe.report.statistics import QUANTILES, time_stats
 from wirepipe.testing import TestingSource
 
 runner = CliRunner()
@@ -117,7 +117,7 @@ def test_report_numbers_equal_duckdb_and_pyarrow(results: Path) -> None:
     assert _f(p["bytes_out_per_record"]) == 7.0 and _f(p["bytes_in_per_record"]) == 8.0
     dur = pc.subtract(ser["end_ns"], ser["start_ns"])
     assert _f(p["mean_us"]) == pytest.approx(pc.sum(dur).as_py() / 5437 / 1e3, rel=1e-12)
-    # the seed sums: publish side = serialize + compress
+    # the study's sums: publish side = serialize + compress
     side = next(r for r in printed if r["row"] == "publish_side" and r["pipeline"] == "points-msgpack-zstd")
     parts = [stages[("points-msgpack-zstd", s)] for s in ("serialize", "compress")]
     assert side["stage"] == "serialize+compress"

@@ -15,7 +15,7 @@ from wirepipe.datasets import DATASETS
 from wirepipe.schema import SchemaError, from_arrow, load_schema_file, parse_schema, with_defaults
 
 
-def test_point_is_two_int32_as_in_seed_001() -> None:
+def test_point_is_two_int32_as_in_the_point_table() -> None:
     s = DATASETS["point"].schema
     assert list(s) == ["x", "y"]
     assert [str(f.type) for f in s.fields] == ["int32", "int32"]

@@ -1,18 +1,21 @@
-"""Synthetic datasets shaped like the payloads of the seed studies.
+"""Synthetic datasets shaped like the payloads of the published benchmarks wirepipe compares itself with.
 
-Each dataset is deterministic for a given seed (records come from one random stream,
+Each dataset is deterministic for a given random seed (records come from one random stream,
 so the same seed gives the same records whatever the batch size), declares its typed
 schema (``wirepipe.schema``: the field order positional formats use, and the types the
-schema'd formats encode) and its raw size in bytes, counted the way the seed tables count
-it: the bytes of the in-memory struct, before any format.
+schema'd formats encode) and its raw size in bytes, counted the way the FlatMessage tables
+count it: the bytes of the in-memory struct, before any format.
 
-| name          | shape                                                              | raw size          |
-|---------------|--------------------------------------------------------------------|-------------------|
-| point         | {x: i32, y: i32}, values 0..127 (seed 001)                         | 8                 |
-| large_vectors | 2000 i32, 10000 f32, 25000 u32, 30000 f64 (whole; seed 002)        | 388008            |
-| transaction   | a UTXO transaction: 32-byte ids, scripts and payload as bytes (003) | per record        |
-| block         | ids, version, receipts, 32-byte asset ids, chain_id (seed 000)     | per record        |
-| feed          | signed feed messages: 32-byte author keys, 64-byte signatures (004) | per record        |
+| name          | shape                                                               | raw size   |
+|---------------|---------------------------------------------------------------------|------------|
+| point         | {x: i32, y: i32}, values 0..127 (FlatMessage's Point table)         | 8          |
+| large_vectors | 2000 i32, 10000 f32, 25000 u32, 30000 f64 (whole; its Large Vectors) | 388008     |
+| transaction   | a UTXO transaction: 32-byte ids, scripts and payload as bytes       | per record |
+|               | (a Rust transaction serde benchmark)                                |            |
+| block         | ids, version, receipts, 32-byte asset ids, chain_id (the NATS       | per record |
+|               | payload study's MyTestData)                                         |            |
+| feed          | signed feed messages: 32-byte author keys, 64-byte signatures (a    | per record |
+|               | feed JSON benchmark)                                                |            |
 """
 
 from __future__ import annotations
@@ -58,13 +61,13 @@ class Dataset:
         return [r for chunk in self.records(count, seed, batch_size=max(count, 1)) for r in chunk]
 
     def raw_size(self, records: list[Any]) -> int:
-        """Raw bytes of ``records`` as the seed tables count them."""
+        """Raw bytes of ``records`` as the FlatMessage tables count them."""
         if self.fixed_raw_size is not None:
             return self.fixed_raw_size * len(records)
         return sum(map(self.raw_size_of, records))
 
 
-# --- point (seed 001) ------------------------------------------------------------------------
+# --- point (FlatMessage's Point table) ---------------------------------------------------------
 
 
 def _make_point(rng: random.Random, n: int) -> list[dict[str, int]]:
@@ -72,11 +75,11 @@ def _make_point(rng: random.Random, n: int) -> list[dict[str, int]]:
     return [{"x": bits(7), "y": bits(7)} for _ in range(n)]
 
 
-# --- large_vectors (seed 002) -------------------------------------------------------------------
+# --- large_vectors (FlatMessage's Large Vectors table) ---------------------------------------------
 
 
 def _make_large_vectors(rng: Any, n: int) -> list[dict[str, list[Any]]]:
-    """Seed 002's ranges, with integer-valued floats and doubles (``523456.0``), as the seed's sizes show.
+    """The Large Vectors table's ranges, with integer-valued floats and doubles (``523456.0``), as its sizes show.
 
     Its json (539,243 B) and toml (606,238 B) are only reachable with numbers spelled like
     ``523456.0`` (random doubles take ~18 characters each: ~850 kB of JSON), and its flexbuffers
@@ -102,7 +105,7 @@ def _numpy_rng(seed: int) -> Any:
     return np.random.default_rng(seed)
 
 
-# --- transaction (seed 003) -----------------------------------------------------------------------
+# --- transaction (a Rust transaction serde benchmark) ----------------------------------------------
 
 
 def _make_transaction(rng: random.Random, n: int) -> list[dict[str, Any]]:
@@ -146,7 +149,7 @@ def _transaction_raw(tx: dict[str, Any]) -> int:
     return size
 
 
-# --- block (seed 000's MyTestData, at realistic sizes) ------------------------------------------
+# --- block (the NATS payload study's MyTestData, at realistic sizes) -----------------------------
 
 _RECEIPTS = (
     "Call {{ id: 0x{a}, to: 0x{b}, amount: {n}, asset_id: 0x{c}, gas: {g}, pc: 11640, is: 11640 }}",
@@ -183,7 +186,7 @@ def _block_raw(block: dict[str, Any]) -> int:
             + 32 * len(block["assets"]) + 8)
 
 
-# --- feed (seed 004) ---------------------------------------------------------------------------
+# --- feed (a feed JSON benchmark) ---------------------------------------------------------------
 
 _WORDS = ("the", "feed", "message", "signed", "author", "sequence", "nats", "stream", "payload", "hash",
           "previous", "content", "post", "reply", "vote", "channel", "gossip", "peer", "replicate", "log")
@@ -247,7 +250,7 @@ POINT = {"x": "int32", "y": "int32"}
 LARGE_VECTORS = {"ints": "list<int32>", "floats": "list<float32>", "uints": "list<uint32>",
                  "doubles": "list<float64>"}
 TRANSACTION = {
-    "version": "int32",  # u16 in the seed's struct; the schema language's smallest integer is 32-bit
+    "version": "int32",  # u16 in the study's struct; the schema language's smallest integer is 32-bit
     "inputs": [{"previous_outpoint": {"transaction_id": "bytes[32]", "index": "uint32"},
                 "signature_script": "bytes", "sequence": "int64", "sig_op_count": "int32"}],
     "outputs": [{"value": "int64", "script_public_key": {"version": "int32", "script": "bytes"}}],
@@ -273,17 +276,17 @@ FEED = {
 DATASETS: dict[str, Dataset] = {
     d.name: d
     for d in (
-        Dataset("point", "Point {x: i32, y: i32} with values 0..127 (seed 001)", ("x", "y"),
+        Dataset("point", "Point {x: i32, y: i32} with values 0..127 (FlatMessage's Point table)", ("x", "y"),
                 _make_point, random.Random, lambda _r: 8, fixed_raw_size=8, schema_spec=POINT),
-        Dataset("large_vectors", "2000 i32, 10000 f32, 25000 u32, 30000 f64, whole numbers (seed 002)",
+        Dataset("large_vectors", "2000 i32, 10000 f32, 25000 u32, 30000 f64, whole numbers (FlatMessage's Large Vectors)",
                 ("ints", "floats", "uints", "doubles"), _make_large_vectors, _numpy_rng,
                 lambda _r: 388008, fixed_raw_size=388008, schema_spec=LARGE_VECTORS),
-        Dataset("transaction", "UTXO transaction, byte fields as bytes (seed 003)",
+        Dataset("transaction", "UTXO transaction, byte fields as bytes (a Rust transaction serde benchmark)",
                 ("version", "inputs", "outputs", "lock_time", "subnetwork_id", "gas", "payload"),
                 _make_transaction, random.Random, _transaction_raw, schema_spec=TRANSACTION),
-        Dataset("block", "block: tx ids, version, receipts, 32-byte asset ids, chain_id (seed 000)",
+        Dataset("block", "block: tx ids, version, receipts, 32-byte asset ids, chain_id (the NATS payload study)",
                 ("ids", "version", "receipts", "assets", "chain_id"), _make_block, random.Random, _block_raw, schema_spec=BLOCK),
-        Dataset("feed", "signed feed messages, 32-byte authors, 64-byte signatures (seed 004)",
+        Dataset("feed", "signed feed messages, 32-byte authors, 64-byte signatures (a feed JSON benchmark)",
                 ("previous", "author", "sequence", "timestamp", "hash", "content", "signature"),
                 _make_feed, _FeedState, _feed_raw, schema_spec=FEED),
     )

@@ -74,7 +74,7 @@ class TestingSource(Source):
         self.batch_size = batch_size
         self._chunks = [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
         self._columns(subjects, headers, meta)
-        self.raw_record_nbytes = raw_record_nbytes  # declared raw size of one record (the seed tables' count)
+        self.raw_record_nbytes = raw_record_nbytes  # declared raw size of one record (as the FlatMessage tables count it)
 
     @classmethod
     def from_batches(cls, batches: Iterable[list[Any]], *, subjects: Sequence[str] | str | None = None,

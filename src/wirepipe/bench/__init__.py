@@ -1,1 +1,1 @@
-"""``wirepipe bench``: the seed study (formats x codecs x levels, every stage timed) on any data."""
+"""``wirepipe bench``: the NATS payload study (formats x codecs x levels, every stage timed) on any data."""

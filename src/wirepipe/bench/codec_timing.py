@@ -1,39 +1,33 @@
 """In-process timing of the codec chain: serialize, compress, decompress, deserialize.
 
 Each stage runs the same operators a pipeline runs, over the N repetitions in batches
-(the way a pipeline sees them), timed with a monotonic clock. Serialize and
-deserialize depend only on the format, so they are timed once per format per
-iteration and shared by that format's codec rows; compress and decompress are timed
-per codec and level. Iterations are the outer loop, so drift on a busy machine spreads
-over every combination alike. The first iteration also checks the round trip: a
-combination whose output differs from its input (or that rejects a record) is
-reported as failed with the reason, never dropped.
+(the way a pipeline sees them), through the one timing harness (``bench.timing``: the
+collector as in a run). Serialize and deserialize depend only on the format, so they are
+timed once per format per iteration and shared by that format's codec rows; compress and
+decompress are timed per codec and level. Iterations are the outer loop, so drift on a
+busy machine spreads over every combination alike. The first iteration (the warm-up)
+also checks the round trip: a combination whose output differs from its input (or that
+rejects a record) is reported as failed with the reason, never dropped.
 """
 
 from __future__ import annotations
 
-import gc
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..codecs.formats import FORMATS
-from ..core.batch import Batch
 from ..core.errors import ConfigError
-from ..operators.base import Operator
+from ..core.stages import Stage
 from ..operators.compress import Compress
 from ..operators.decompress import Decompress
 from ..operators.deserialize import Deserialize
 from ..operators.pack import Pack
 from ..operators.serialize import Serialize
 from ..operators.unpack import Unpack
-from ..pipelines.pipeline import Pipeline
-from ..testing import TestingSource
 from .combos import Combo
 from .data import BenchData
-
-_ns = time.monotonic_ns
+from .timing import Timed, batch_size_for, chunks, time_batches
 
 
 @dataclass
@@ -55,26 +49,6 @@ class ComboResult:
     error: str | None = None
     wire_done: bool = False  # every iteration also went through NATS (set by the transport phase)
     digest: str | None = None  # of the serialized payloads: equal digests = byte-identical formats
-
-
-def _chunks(values: list[Any], size: int) -> list[list[Any]]:
-    return [values[i:i + size] for i in range(0, len(values), size)]
-
-
-def _timed(op: Operator, chunks: list[list[Any]], schema: Any
-           ) -> tuple[list[list[Any]], int, int, list[str]]:
-    """Run ``op`` over every chunk, as a pipeline runs it; (outputs, start, end, rejection reasons)."""
-    process = Pipeline(TestingSource(()), [op], name="codec-timing").process_batch
-    errors: list[str] = []
-    start = _ns()
-    out = []
-    for chunk in chunks:
-        b = process(Batch(chunk, schema=schema))
-        out.append(b.values)
-        if b.rejected:
-            errors.append(b.rejected[0].error)
-    end = _ns()
-    return out, start, end, errors
 
 
 def round_trip_error(decoded: list[Any], values: list[Any], fmt: str, schema: Any) -> str | None:
@@ -145,13 +119,23 @@ def _shown(value: Any, typed: bool, limit: int = 60) -> str:
     return f"{text} ({type(value).__name__})" if typed else text
 
 
-def _nbytes(chunks: list[list[bytes]]) -> int:
-    return sum(sum(map(len, c)) for c in chunks)
+def _nbytes(batches: list[list[bytes]]) -> int:
+    return sum(sum(map(len, c)) for c in batches)
 
 
-def batch_size_for(raw_bytes: float) -> int:
-    """Batches of about 1 MB of raw data, 1..1000 records, as a pipeline would carry them."""
-    return max(1, min(1000, int(1_000_000 / max(raw_bytes, 1.0))))
+def _row(stage: str, op: Any, timed: Timed, records: int, bytes_in: int | None, bytes_out: int | None) -> StageTime:
+    return StageTime(stage, op.name, op.params, records, bytes_in, bytes_out, timed.start_ns, timed.end_ns)
+
+
+@dataclass
+class _FormatTiming:
+    """One iteration of a format (and its framing): the rows its codec rows share, the payloads they compress."""
+
+    rows_before: list[StageTime]  # pack, serialize
+    rows_after: list[StageTime]  # deserialize, unpack
+    payloads: list[list[bytes]]
+    error: str | None = None
+    digest: str | None = None
 
 
 def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iterations: int,
@@ -165,95 +149,101 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
     after each combination's iteration, the warm-up included.
     """
     values = data.values(repetitions)
-    raw_total = round(data.raw_bytes * repetitions)
     results = into if into is not None else {}
     results.update({c: ComboResult(c) for c in combos})
     # Serialize/deserialize depend on the format and on how many records go in one message.
-    groups = list(dict.fromkeys((c.format, c.records_per_message) for c in combos))
-    by_group = {g: [c for c in combos if (c.format, c.records_per_message) == g] for g in groups}
+    by_group: dict[tuple[str, int], list[Combo]] = {}
+    for c in combos:
+        by_group.setdefault((c.format, c.records_per_message), []).append(c)
     size = batch_size_for(data.raw_bytes)
-    inputs = {k: _chunks(values, max(k, size // k * k)) for k in {c.records_per_message for c in combos}}
-    schema = data.fields
+    inputs = {k: chunks(values, max(k, size // k * k)) for k in {c.records_per_message for c in combos}}
+    ops = _codec_operators(combos, dictionaries or {})
+    for it in range(iterations + 1):  # iteration 0 is the warm-up
+        for (fmt, k), members in by_group.items():
+            timing = _time_format(fmt, k, inputs[k], data, values, repetitions, warm_up=it == 0)
+            for c in members:
+                r = results[c]
+                if timing.digest is not None:
+                    r.digest = timing.digest
+                if progress is not None:
+                    progress(c)
+                if r.error:
+                    continue
+                r.error = timing.error
+                if timing.error:
+                    continue
+                comp, decomp = ops[c]
+                rows: list[StageTime] | str = [*timing.rows_before, *timing.rows_after]
+                if comp is not None and decomp is not None:
+                    rows = _time_codec(c, comp, decomp, timing, repetitions, warm_up=it == 0)
+                if isinstance(rows, str):
+                    r.error = rows
+                elif it:
+                    r.iterations.append(rows)
+    return list(results.values())
+
+
+def _codec_operators(combos: list[Combo], dictionaries: dict[str, str]
+                     ) -> dict[Combo, tuple[Compress | None, Decompress | None]]:
+    """Each combination's compress and decompress operators (none without a codec), built once for every
+    iteration."""
     ops: dict[Combo, tuple[Compress | None, Decompress | None]] = {}
     for c in combos:
         if c.codec == "none":
             ops[c] = (None, None)
             continue
-        d = (dictionaries or {}).get(c.format) if c.dictionary else None
+        d = dictionaries.get(c.format) if c.dictionary else None
         ops[c] = (Compress(c.codec, c.level, dictionary=d), Decompress(c.codec, dictionary=d))
-    gc_was_enabled = gc.isenabled()
+    return ops
+
+
+def _time_format(fmt: str, k: int, batches: list[list[Any]], data: BenchData, values: list[Any],
+                 repetitions: int, *, warm_up: bool) -> _FormatTiming:
+    """[pack,] serialize, deserialize[, unpack] over the repetitions; on the warm-up, the round trip checked
+    and the payloads' digest taken."""
+    schema = data.fields
+    positional = schema if FORMATS[fmt].needs_schema else None
     try:
-        for it in range(iterations + 1):  # iteration 0 is the warm-up
-            for fmt, k in groups:
-                chunks = inputs[k]
-                positional = schema if FORMATS[fmt].needs_schema else None
-                try:
-                    ser, deser = Serialize(fmt, schema=positional), Deserialize(fmt, schema=positional,
-                                                                                allow_pickle=True)
-                except ConfigError as exc:  # a schema'd format the data's schema cannot drive
-                    for c in by_group[(fmt, k)]:
-                        results[c].error = results[c].error or f"{fmt}: {exc.detail}"
-                    continue
-                framing: list[StageTime] = []
-                gc.collect()
-                gc.disable()  # a collection in the middle of a stage would be charged to it
-                if k > 1:
-                    pack, unpack = Pack(k), Unpack()
-                    chunks, p0, p1, _ = _timed(pack, chunks, schema)
-                payloads, s0, s1, ser_err = _timed(ser, chunks, schema)
-                decoded, d0, d1, deser_err = _timed(deser, payloads, schema)
-                if k > 1:
-                    decoded, q0, q1, unpack_err = _timed(unpack, decoded, schema)
-                    deser_err += unpack_err
-                gc.enable()
-                if k > 1:
-                    framing = [StageTime("pack", pack.name, pack.params, repetitions, None, None, p0, p1),
-                               StageTime("unpack", unpack.name, unpack.params, repetitions, None, None, q0, q1)]
-                ser_bytes = _nbytes(payloads)
-                ser_row = StageTime("serialize", ser.name, ser.params, repetitions, raw_total, ser_bytes, s0, s1)
-                deser_row = StageTime("deserialize", deser.name, deser.params, repetitions, ser_bytes, None, d0, d1)
-                differs = None if it else round_trip_error(_flat(decoded), values, fmt, schema)
-                format_error = _first(ser_err + deser_err) or (
-                    f"{fmt}: decoded records differ from the input: {differs}" if differs else None)
-                digest = _digest(payloads) if it == 0 else None
-                for c in by_group[(fmt, k)]:
-                    r = results[c]
-                    if digest is not None:
-                        r.digest = digest
-                    if progress is not None:
-                        progress(c)
-                    if r.error:
-                        continue
-                    if format_error:
-                        r.error = format_error
-                        continue
-                    comp, decomp = ops[c]
-                    if comp is None or decomp is None:
-                        rows = [*framing[:1], ser_row, deser_row, *framing[1:]]
-                    else:
-                        gc.collect()
-                        gc.disable()
-                        packed, c0, c1, c_err = _timed(comp, payloads, schema)
-                        unpacked, u0, u1, u_err = _timed(decomp, packed, schema)
-                        gc.enable()
-                        if c_err or u_err:
-                            r.error = _first(c_err + u_err)
-                            continue
-                        if it == 0 and unpacked != payloads:
-                            r.error = f"{c.chain}: decompressed payloads differ from the serialized ones"
-                            continue
-                        comp_bytes = _nbytes(packed)
-                        rows = [*framing[:1], ser_row,
-                                StageTime("compress", comp.name, comp.params, repetitions, ser_bytes, comp_bytes, c0, c1),
-                                StageTime("decompress", decomp.name, decomp.params, repetitions, comp_bytes, ser_bytes,
-                                          u0, u1),
-                                deser_row, *framing[1:]]
-                    if it:
-                        r.iterations.append(rows)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return list(results.values())
+        ser, deser = Serialize(fmt, schema=positional), Deserialize(fmt, schema=positional, allow_pickle=True)
+    except ConfigError as exc:  # a schema'd format the data's schema cannot drive
+        return _FormatTiming([], [], [], error=f"{fmt}: {exc.detail}")
+    before: list[StageTime] = []
+    after: list[StageTime] = []
+    if k > 1:
+        pack = Pack(k)
+        packed = time_batches(pack, batches, schema=schema)
+        before.append(_row(Stage.PACK, pack, packed, repetitions, None, None))
+        batches = packed.outputs
+    serialized = time_batches(ser, batches, schema=schema)
+    # the decoded records are read only by the round-trip check and by unpack
+    deserialized = time_batches(deser, serialized.outputs, schema=schema, keep=warm_up or k > 1)
+    decoded, errors = deserialized, serialized.errors + deserialized.errors
+    if k > 1:
+        unpack = Unpack()
+        decoded = time_batches(unpack, deserialized.outputs, schema=schema, keep=warm_up)
+        errors += decoded.errors
+        after.append(_row(Stage.UNPACK, unpack, decoded, repetitions, None, None))
+    ser_bytes = _nbytes(serialized.outputs)
+    before.append(_row(Stage.SERIALIZE, ser, serialized, repetitions, round(data.raw_bytes * repetitions), ser_bytes))
+    after.insert(0, _row(Stage.DESERIALIZE, deser, deserialized, repetitions, ser_bytes, None))
+    differs = round_trip_error(_flat(decoded.outputs), values, fmt, schema) if warm_up else None
+    error = _first(errors) or (f"{fmt}: decoded records differ from the input: {differs}" if differs else None)
+    return _FormatTiming(before, after, serialized.outputs, error, _digest(serialized.outputs) if warm_up else None)
+
+
+def _time_codec(c: Combo, comp: Compress, decomp: Decompress, timing: _FormatTiming, repetitions: int, *,
+                warm_up: bool) -> list[StageTime] | str:
+    """The combination's rows with its compress and decompress timed over the format's payloads, or why it
+    failed."""
+    packed = time_batches(comp, timing.payloads)
+    unpacked = time_batches(decomp, packed.outputs, keep=warm_up)  # compared with the payloads on the warm-up
+    if packed.errors or unpacked.errors:
+        return (packed.errors + unpacked.errors)[0]
+    if warm_up and unpacked.outputs != timing.payloads:
+        return f"{c.chain}: decompressed payloads differ from the serialized ones"
+    ser_bytes, comp_bytes = _nbytes(timing.payloads), _nbytes(packed.outputs)
+    return [*timing.rows_before, _row(Stage.COMPRESS, comp, packed, repetitions, ser_bytes, comp_bytes),
+            _row(Stage.DECOMPRESS, decomp, unpacked, repetitions, comp_bytes, ser_bytes), *timing.rows_after]
 
 
 def _digest(chunks: list[list[bytes]]) -> str:

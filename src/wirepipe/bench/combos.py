@@ -1,9 +1,10 @@
 """What a benchmark run measures: the data, the combinations and the protocol.
 
-The protocol is the seed studies': K iterations of N repetitions after a warm-up, each
-figure reported as the mean with [min - max] over the iterations. N scales with the
-payload so an iteration moves a similar amount of raw data (seed: 500000 repetitions
-of the 8-byte ``point``, 100 of the 388 kB ``large_vectors``).
+The protocol is the published benchmarks': K iterations of N repetitions after a warm-up
+(``bench.timing`` runs them), each figure reported over the iterations (the study: the median
+with [min-max]). N scales with the payload so an iteration moves a similar amount of raw data
+(the FlatMessage tables: 500000 repetitions of the 8-byte ``point``, 100 of the 388 kB
+``large_vectors``).
 """
 
 from __future__ import annotations

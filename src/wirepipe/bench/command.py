@@ -4,104 +4,162 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from ..codecs.compression import CODECS, get_codec
 from ..codecs.formats import FORMATS
 from ..core.errors import ConfigError
+from ..core.models import Strict, config_error, problem_message
 from ..core.registry import install_hint
 from ..datasets import DATASETS
 from .combos import ALL_LEVELS, QUICK, BenchPlan
 from .estimate import Estimate
 from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
-from .study_tables import chain_table, failures, format_table, markdown, text_table
-
-TRANSPORTS = ("none", "nats", "jetstream")
+from .study_tables import chain_table, failures, format_table
 
 
-def _split(value: str | None) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+def _listed(value: Any) -> Any:
+    """A comma-separated option (``json,msgpack``) as its list; None and lists pass."""
+    if value is None or isinstance(value, list):
+        return value
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def _levels(value: Any) -> Any:
+    """``fastest,3`` -> ``["fastest", 3]``: integers as integers, names as they are (checked after)."""
+    listed = _listed(value)
+    return [int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v for v in listed or []] or None
+
+
+def _one_of(kind: str, values: list[str] | None, allowed: Any) -> list[str] | None:
+    bad = [v for v in values or [] if v not in allowed]
+    if bad:
+        raise ValueError(f"unknown {kind} {', '.join(map(repr, bad))}: allowed {', '.join(allowed)}")
+    return values
+
+
+Listed = Annotated[list[str] | None, BeforeValidator(_listed)]
+
+
+class BenchOptions(Strict):
+    """``wirepipe bench``'s options, checked as a YAML entry is: a bad one is a ``ConfigError`` naming the
+    option, the bad value and what is allowed (exit 2)."""
+
+    dataset: Listed = Field(default=None, description="built-in datasets, comma-separated")
+    inputs: list[Path] = Field(default_factory=list, description="files of one's own records (JSONL, Parquet)")
+    format: Listed = Field(default=None, description="formats, comma-separated (default: all)")
+    codec: Listed = Field(default=None, description="codecs or their aliases, comma-separated (default: all)")
+    level: Annotated[list[str | int] | None, BeforeValidator(_levels)] = Field(
+        default=None, description="fastest, default, best or integers, each valid for every codec named")
+    transport: Literal["none", "nats", "jetstream"] = "nats"
+    url: str | None = None
+    iterations: int | None = Field(default=None, ge=1)
+    repetitions: int | None = Field(default=None, ge=1)
+    out: Path = Path("results/bench")
+    quick: bool = False
+    zstd_dict: Literal["train"] | None = None
+    records_per_message: Annotated[list[Annotated[int, Field(ge=1)]] | None, BeforeValidator(_listed)] = None
+    seed: int = Field(default=0, description="the random seed of the built-in datasets' records")
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_datasets(cls, v: list[str] | None) -> list[str] | None:
+        return _one_of("dataset", v, list(DATASETS))
+
+    @field_validator("format")
+    @classmethod
+    def _known_formats(cls, v: list[str] | None) -> list[str] | None:
+        return _one_of("format", v, list(FORMATS))
+
+    @field_validator("codec", mode="before")
+    @classmethod
+    def _known_codecs(cls, v: Any) -> list[str] | None:
+        names = _listed(v)
+        return _one_of("codec", [_codec_name(c) for c in names] if names is not None else None, list(CODECS))
+
+    @field_validator("level")
+    @classmethod
+    def _known_levels(cls, v: list[str | int] | None) -> list[str | int] | None:
+        names = [lv for lv in v or [] if isinstance(lv, str) and lv not in ALL_LEVELS]
+        if names:
+            raise ValueError(f"unknown level {', '.join(map(repr, names))}: allowed fastest, default, best or an "
+                             "integer")
+        return v
+
+    @model_validator(mode="after")
+    def _levels_fit_the_codecs(self) -> BenchOptions:
+        """Every level named is one every codec measured takes (``zstd`` at 99 is refused before anything runs):
+        the codecs named, else ``--quick``'s, else all of them."""
+        codecs = self.codec or (QUICK["codecs"] if self.quick else BenchPlan().codecs)
+        for c in codecs:
+            for lv in self.level or []:
+                if c != "none":
+                    try:
+                        get_codec(c).resolve_level(lv)
+                    except ValueError as exc:
+                        raise ValueError(str(exc)) from None
+        return self
+
+
+_OPTION = {"inputs": "--input"}
+
+
+def _describe(err: Any) -> tuple[str, str]:
+    """(option, message) for one problem: ``--records-per-message``, not the field path. The one check across
+    options (a level against the codecs) is the level's."""
+    field = str(err["loc"][0]) if err["loc"] else "level"
+    return _OPTION.get(field, f"--{field.replace('_', '-')}"), problem_message(err)
 
 
 def _codec_name(name: str) -> str:
-    """The registry name of a codec or alias (``br`` -> ``brotli``); unknown names pass through to ``_check``."""
+    """The registry name of a codec or alias (``br`` -> ``brotli``); unknown names pass through to the check."""
     try:
         return get_codec(name).name
     except KeyError:
         return name
 
 
-def _check(kind: str, values: list[str], allowed: list[str]) -> None:
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise ConfigError(f"unknown {kind} {', '.join(map(repr, bad))}: allowed {', '.join(allowed)}",
-                          path=f"--{kind}")
-
-
 def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, codec: str | None,
               level: str | None, transport: str, url: str | None, iterations: int | None,
               repetitions: int | None, out: Path, quick: bool, zstd_dict: str | None,
               records_per_message: str | None, seed: int) -> BenchPlan:
-    """Validate the command's options into a plan (``ConfigError`` naming the option)."""
-    plan = BenchPlan(out=out, seed=seed, quick=quick, url=url)
-    if quick:
+    """Validate the command's options (``BenchOptions``) into a plan; a bad one is a ``ConfigError`` naming it."""
+    given = {"dataset": dataset, "inputs": inputs, "format": format, "codec": codec, "level": level,
+             "transport": transport, "url": url, "iterations": iterations, "repetitions": repetitions, "out": out,
+             "quick": quick, "zstd_dict": zstd_dict, "records_per_message": records_per_message, "seed": seed}
+    try:
+        opts = BenchOptions.model_validate(given)
+    except ValidationError as exc:
+        raise config_error(exc, None, (), _describe) from None
+    return _plan(opts)
+
+
+def _plan(opts: BenchOptions) -> BenchPlan:
+    """The plan the options ask for: ``--quick``'s preset first, then what was named."""
+    plan = BenchPlan(out=opts.out, seed=opts.seed, quick=opts.quick, url=opts.url, transport=opts.transport)
+    if opts.quick:
         plan.datasets, plan.formats, plan.codecs = list(QUICK["datasets"]), list(QUICK["formats"]), list(QUICK["codecs"])
         plan.levels, plan.iterations, plan.scale = list(QUICK["levels"]), int(QUICK["iterations"]), float(QUICK["scale"])
-    if dataset:
-        plan.datasets = _split(dataset)
-        _check("dataset", plan.datasets, list(DATASETS))
-    if inputs:
-        plan.inputs = list(inputs)
-        if not dataset:
-            plan.datasets = []
-    if format:
-        plan.formats = _split(format)
-        _check("format", plan.formats, list(FORMATS))
-    if codec:
-        plan.codecs = [_codec_name(c) for c in _split(codec)]
-        _check("codec", plan.codecs, list(CODECS))
-    if level:
-        levels: list[str | int] = [int(v) if v.lstrip("-").isdigit() else v for v in _split(level)]
-        for lv in levels:
-            if isinstance(lv, str) and lv not in ALL_LEVELS:
-                raise ConfigError(f"unknown level {lv!r}: allowed fastest, default, best or an integer", path="--level")
-        for c in plan.codecs:
-            for lv in levels:
-                if c != "none":
-                    try:
-                        get_codec(c).resolve_level(lv)
-                    except ValueError as exc:
-                        raise ConfigError(str(exc), path="--level") from None
-        plan.levels = levels
-    if transport not in TRANSPORTS:
-        raise ConfigError(f"unknown transport {transport!r}: allowed {', '.join(TRANSPORTS)}", path="--transport")
-    plan.transport = transport
-    if iterations is not None:
-        if iterations < 1:
-            raise ConfigError(f"{iterations} iterations: need at least 1", path="--iterations")
-        plan.iterations = iterations
-    if repetitions is not None:
-        if repetitions < 1:
-            raise ConfigError(f"{repetitions} repetitions: need at least 1", path="--repetitions")
-        plan.repetitions = repetitions
-    if zstd_dict not in (None, "train"):
-        raise ConfigError(f"{zstd_dict!r}: the only value is `train`", path="--zstd-dict")
-    plan.zstd_dict = zstd_dict == "train"
+    if opts.inputs:
+        plan.inputs = list(opts.inputs)
+        plan.datasets = []
+    for name in ("dataset", "format", "codec", "level", "records_per_message"):
+        value = getattr(opts, name)
+        if value:
+            setattr(plan, {"dataset": "datasets", "format": "formats", "codec": "codecs", "level": "levels"}
+                    .get(name, name), list(value))
+    plan.iterations = opts.iterations or plan.iterations
+    plan.repetitions = opts.repetitions
+    plan.zstd_dict = opts.zstd_dict == "train"
     if plan.zstd_dict and "zstd" not in plan.codecs:
         plan.codecs.append("zstd")
-    plan.small_dict = quick and bool(inputs) and not plan.zstd_dict and "zstd" in plan.codecs
-    if records_per_message:
-        try:
-            plan.records_per_message = [int(v) for v in _split(records_per_message)]
-        except ValueError:
-            raise ConfigError(f"{records_per_message!r}: expected integers, e.g. 1,10,100",
-                              path="--records-per-message") from None
-        if any(k < 1 for k in plan.records_per_message):
-            raise ConfigError("records per message must be >= 1", path="--records-per-message")
+    plan.small_dict = opts.quick and bool(opts.inputs) and not plan.zstd_dict and "zstd" in plan.codecs
     if not plan.datasets and not plan.inputs:
         raise ConfigError("nothing to measure: give --dataset or --input", path="--dataset")
-    plan.formats = _installed_only("format", plan.formats, FORMATS, named=bool(format), plan=plan)
-    plan.codecs = _installed_only("codec", plan.codecs, CODECS, named=bool(codec), plan=plan)
+    plan.formats = _installed_only("format", plan.formats, FORMATS, named=bool(opts.format), plan=plan)
+    plan.codecs = _installed_only("codec", plan.codecs, CODECS, named=bool(opts.codec), plan=plan)
     return plan
 
 
@@ -232,7 +290,7 @@ def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[st
 
 
 def render_markdown(run: BenchRun, report: Any) -> str:
-    """bench.md: per dataset, the recommendation first, then the seed-shaped tables."""
+    """bench.md: per dataset, the recommendation first, then the tables in the published benchmarks' shape."""
     parts = ["# wirepipe bench", ""]
     if run.interrupted:
         parts += [f"**Interrupted**: {len(run.not_measured)} combination(s) not measured "
@@ -241,9 +299,7 @@ def render_markdown(run: BenchRun, report: Any) -> str:
         parts += [f"## {dataset}", "", "### Recommendation", ""]
         for what, config, why, yaml in _picks(report, dataset):
             parts += [f"**{what}**: `{config}`: {why}", "", "```yaml", yaml, "```", ""]
-        parts += [_protocol(run, dataset), "", "### Formats", ""]
-        parts += [markdown(*format_table(rows)), "", "### Formats with compression", ""]
-        parts += [markdown(*chain_table(rows)), ""]
+        parts += [_protocol(run, dataset), "", format_table(rows).markdown(), chain_table(rows).markdown()]
         failed = failures(rows)
         if failed:
             parts += ["### Failed combinations", ""] + [f"- `{label}`: {why}" for label, why in failed] + [""]
@@ -253,14 +309,13 @@ def render_markdown(run: BenchRun, report: Any) -> str:
 def print_tables(run: BenchRun, report: Any, console: Any) -> None:
     """The terminal: per dataset the tables, then the recommendation with its YAML (never cut), last so it
     stays on screen."""
-    from ..report.text import terminal_width, wrap
+    from ..report.table import terminal_width, wrap
 
     width = terminal_width()
     out: list[str] = []
     for dataset, rows in run.measured.items():
         out += ["", f"== {dataset} " + "=" * max(0, width - len(dataset) - 4), *wrap(_protocol(run, dataset), width), ""]
-        out.append(text_table("Formats", *format_table(rows), width=width))
-        out.append(text_table("Formats with compression", *chain_table(rows), width=width))
+        out += [t.text(width, "bench.md") for t in (format_table(rows), chain_table(rows))]
         for label, why in failures(rows):
             out += wrap(f"failed {label}: {why}", width)
         out += ["", f"Recommendation for {dataset}"]

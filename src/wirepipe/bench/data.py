@@ -2,7 +2,7 @@
 
 A benchmark cycles a sample of distinct records (up to 1000) through its N
 repetitions, so sizes are means over real variety and every figure is deterministic
-for the dataset's seed. Raw size is the dataset's declared raw size; for a user file,
+for the dataset's random seed (``--seed``). Raw size is the dataset's declared raw size; for a user file,
 which has no struct to count, it is the record's compact JSON size (said in the table).
 """
 
@@ -30,8 +30,9 @@ class BenchData:
 
     def values(self, n: int) -> list[Any]:
         """``n`` repetitions cycling the sample."""
-        k = len(self.records)
-        return (self.records * (n // k + 1))[:n]
+        from .timing import repetitions
+
+        return repetitions(self.records, n)
 
 
 def from_dataset(name: str, seed: int = 0) -> BenchData:

@@ -4,11 +4,10 @@ Each format's serialize + deserialize and each codec level's compress + decompre
 timed on a few of the dataset's records (at most ``CALIBRATION_SECONDS`` per step, at least
 one call: ``xz:9`` on small records costs tens of ms per call and must not make the
 calibration itself long). Those per-record costs times N repetitions times K iterations
-(plus the warm-up), and one garbage collection per timed step (timed once here), give the
-codec phase; the transport phase adds a per-iteration cost
+(plus the warm-up) give the codec phase; the transport phase adds a per-iteration cost
 (a publisher process, a connection, a stream) and a per-message cost measured on the
-2-core development machine (FIELD-NOTES: ~5 µs to publish, ~11 µs to receive; a JetStream
-pull consumer with acks ~30 µs). The progress bar advances in these estimated seconds,
+2-core development machine (~5 µs to publish, ~11 µs to receive; a JetStream pull
+consumer with acks ~30 µs). The progress bar advances in these estimated seconds,
 so its ETA holds from the first step, warm-up included.
 """
 
@@ -67,16 +66,11 @@ def _per_record(fn: Any, items: list[Any]) -> tuple[float, list[Any]]:
 
 def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> Estimate:
     """Time each step briefly on each dataset; extrapolate to the plan's N, K and transport."""
-    import gc
-
     from ..codecs.compression import get_codec
     from ..codecs.formats import FORMATS, get_format
 
     began = time.perf_counter()
     est = Estimate(iterations=plan.iterations)
-    t0 = time.perf_counter()
-    gc.collect()  # the bench collects before every timed stage: with a large heap that is not free
-    collect = time.perf_counter() - t0
     for data in datas:
         n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
         est.repetitions[data.name] = n
@@ -108,10 +102,10 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
         for c in combos:
             per_record = codec_cost.get((c.format, c.codec, c.level), 0.0)
             fmt_key = (c.format, c.records_per_message)
-            codec_seconds = per_record * n + (collect if c.codec != "none" else 0.0)
+            codec_seconds = per_record * n
             if fmt_key not in shared:
                 shared.add(fmt_key)
-                codec_seconds += fmt_cost[c.format] * n + collect
+                codec_seconds += fmt_cost[c.format] * n
             est.codec[(data.name, c)] = codec_seconds
             if plan.transport != "none":
                 messages = -(-n // c.records_per_message)
@@ -137,7 +131,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
     from ..core.redact import redact_secrets
-    from ..report.text import wrap
+    from ..report.table import wrap
 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
     transport = plan.transport + (f" ({redact_secrets(plan.url)})" if plan.url and plan.transport != "none" else "")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.stages import Stage
-from ..report.summary import DEFAULT_BANDWIDTH
+from ..report.recommend import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
 from .combos import BenchPlan, Combo, default_repetitions
 from .data import BenchData, from_dataset, from_file
@@ -103,8 +103,8 @@ def measured_from(data: BenchData, result: ComboResult, repetitions: int, latenc
         for row in rows:
             m.stages.setdefault(row.stage, Spread([])).values.append((row.end_ns - row.start_ns) / 1e6)
     first = {row.stage: row for row in result.iterations[0]}
-    m.size = _per_record(first["serialize"].bytes_out, repetitions)
-    m.compressed = _per_record(first["compress"].bytes_out, repetitions) if "compress" in first else m.size
+    m.size = _per_record(first[Stage.SERIALIZE].bytes_out, repetitions)
+    m.compressed = _per_record(first[Stage.COMPRESS].bytes_out, repetitions) if Stage.COMPRESS in first else m.size
     if latency is not None and latency.num_rows:
         import numpy as np
 

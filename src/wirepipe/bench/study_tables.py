@@ -1,6 +1,7 @@
-"""The seed-shaped tables, from measured combinations (the recommendation is the report's).
+"""The study's tables, in the published benchmarks' shape, from measured combinations (the recommendation is
+the report's).
 
-Every time is the seed's: milliseconds for the N repetitions of one iteration, shown
+Every time is as the published benchmarks give theirs: milliseconds for the N repetitions of one iteration, shown
 as median [min-max] over the K iterations (the median, not the mean: one iteration slowed
 by a busy machine does not move it); tables are sorted by it. Sizes are bytes per record (exact: the mean
 over the repetitions of a deterministic sample). The publish side is serialize +
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.stages import Stage
-from ..report.render import md_cell
+from ..report.table import Table
 from .combos import Combo
 
 
@@ -78,24 +79,24 @@ def size_cell(size: float | None, raw: float) -> str:
     return f"{text} [{pct:+.0f}%]"
 
 
-def format_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
+def format_table(rows: list[Measured]) -> Table:
     """Formats alone (no compression, one record per message), sorted by Ser+Deser."""
     ok = [m for m in rows if m.combo.codec == "none" and not m.error]
     ok.sort(key=lambda m: _ser_deser(m).median)
     header = ["Format", "Size (b) [±% vs raw]", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"]
-    body = [[m.combo.label, size_cell(m.size, m.raw_bytes), str(m.stages["serialize"]),
-             str(m.stages["deserialize"]), str(_ser_deser(m))] for m in ok]
-    return header, body
+    body = [[m.combo.label, size_cell(m.size, m.raw_bytes), str(m.stages[Stage.SERIALIZE]),
+             str(m.stages[Stage.DESERIALIZE]), str(_ser_deser(m))] for m in ok]
+    return _table("Formats", header, body)
 
 
 def _ser_deser(m: Measured) -> Spread:
-    return Spread([a + b for a, b in zip(m.stages["serialize"].values, m.stages["deserialize"].values, strict=True)])
+    return Spread([a + b for a, b in zip(m.stages[Stage.SERIALIZE].values, m.stages[Stage.DESERIALIZE].values, strict=True)])
 
 
-def chain_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
+def chain_table(rows: list[Measured]) -> Table:
     """Every combination with its compression (and transport) columns, sorted by total time."""
     ok = sorted((m for m in rows if not m.error), key=lambda m: m.total.median if m.total else float("inf"))
-    transport = any("publish" in m.stages for m in ok)
+    transport = any(Stage.PUBLISH in m.stages for m in ok)
     header = ["Chain", "Size (b)", "Compressed (b) [±% vs raw]", "Ser. (ms)", "Comp. (ms)"]
     header += ["Publish (ms)", "Consume (ms)"] if transport else []
     header += ["Decomp. (ms)", "Deser. (ms)", "Publish-side sum (ms)", "Consume-side sum (ms)"]
@@ -103,14 +104,14 @@ def chain_table(rows: list[Measured]) -> tuple[list[str], list[list[str]]]:
     body = []
     for m in ok:
         row = [m.combo.label, size_cell(m.size, m.raw_bytes).split(" ")[0], size_cell(m.wire_bytes, m.raw_bytes),
-               _cell(m, "serialize"), _cell(m, "compress")]
-        row += [_cell(m, "publish"), _cell(m, "consume")] if transport else []
-        row += [_cell(m, "decompress"), _cell(m, "deserialize"), str(m.side(Stage.PUBLISH_SIDE)), str(m.side(Stage.CONSUME_SIDE))]
+               _cell(m, Stage.SERIALIZE), _cell(m, Stage.COMPRESS)]
+        row += [_cell(m, Stage.PUBLISH), _cell(m, Stage.CONSUME)] if transport else []
+        row += [_cell(m, Stage.DECOMPRESS), _cell(m, Stage.DESERIALIZE), str(m.side(Stage.PUBLISH_SIDE)), str(m.side(Stage.CONSUME_SIDE))]
         if transport:
             lat = m.latency_ms
             row.append(f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "n/a")
         body.append(row)
-    return header, body
+    return _table("Formats with compression", header, body)
 
 
 def _cell(m: Measured, stage: str) -> str:
@@ -121,13 +122,6 @@ def failures(rows: list[Measured]) -> list[tuple[str, str]]:
     return [(m.combo.label, m.error or "") for m in rows if m.error]
 
 
-def markdown(header: list[str], body: list[list[str]]) -> str:
-    """A Markdown table; ``|`` inside a cell (every chain has one) is escaped."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
-    return "\n".join(lines)
-
-
 # Which columns a narrow terminal keeps (0 always; higher ranks are left out first): the sums, the size on
 # the wire and the latency say what to pick, the single stages say why.
 _RANK = {"Chain": 0, "Format": 0, "Compressed (b) [±% vs raw]": 0, "Size (b) [±% vs raw]": 0,
@@ -135,9 +129,5 @@ _RANK = {"Chain": 0, "Format": 0, "Compressed (b) [±% vs raw]": 0, "Size (b) [�
          "Latency p50 / p99 (ms)": 1, "Size (b)": 3, "Publish (ms)": 2, "Consume (ms)": 2}
 
 
-def text_table(title: str, header: list[str], body: list[list[str]], width: int | None = None) -> str:
-    """The table as plain text that fits the terminal (``report.layout``: never a split cell)."""
-    from ..report.text import block
-
-    return block(title, header, body, [False] + [True] * (len(header) - 1), width=width,
-                 priority=[_RANK.get(h, 4) for h in header], elsewhere="bench.md")
+def _table(title: str, header: list[str], body: list[list[str]]) -> Table:
+    return Table(title, header, body, priority=[_RANK.get(h, 4) for h in header])

@@ -37,6 +37,7 @@ from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime, first_difference
 from .combos import BenchPlan, Combo
 from .data import BenchData
+from .timing import batch_size_for, chunks
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
@@ -130,15 +131,15 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     import pyarrow as pa
 
     n = len(values)
-    chunks = [values[i:i + chunk] for i in range(0, n, chunk)]
+    batches = chunks(values, chunk)
     # The sources count messages: with k records per message, a chunk of c records is ceil(c / k).
     k = combo.records_per_message
-    messages = sum(-(-len(c) // k) for c in chunks)
+    messages = sum(-(-len(c) // k) for c in batches)
     ctx = multiprocessing.get_context("fork")
     go = ctx.Event()
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_publish_in_child, daemon=True,
-                        args=(go, send, url, transport, subject, data, combo, chunks, dictionaries))
+                        args=(go, send, url, transport, subject, data, combo, batches, dictionaries))
     child.start()
     send.close()
     result: list[Any] = []
@@ -186,11 +187,11 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
                             f"{first_difference(consumer.sink.records, values)}")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
-    p0, p1, p_bytes = _stage_total(pub_rows, "publish")
+    p0, p1, p_bytes = _stage_total(pub_rows, Stage.PUBLISH)
     c0, c1 = _receive_window(con_latency)
     latency.append(con_latency)
-    return [StageTime("publish", sink_name, sink_params, n, p_bytes, p_bytes, p0, p1),
-            StageTime("consume", source.name, source.params, n, p_bytes, p_bytes, c0, c1)]
+    return [StageTime(Stage.PUBLISH, sink_name, sink_params, n, p_bytes, p_bytes, p0, p1),
+            StageTime(Stage.CONSUME, source.name, source.params, n, p_bytes, p_bytes, c0, c1)]
 
 
 def _stream(subject: str) -> str:
@@ -299,8 +300,6 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
 
     ``latency_out[combo label]`` gets the consumer's latency rows (an Arrow table) for the report.
     """
-    from .codec_timing import batch_size_for
-
     server = None
     url = plan.url
     if not url:

@@ -32,9 +32,10 @@ def bench(
     zstd_dict: Annotated[str | None, typer.Option(help="`train`: add zstd rows with a dictionary trained on the data", metavar="ZSTD-DICT")] = None,
     records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100", metavar="RECORDS-PER-MESSAGE")] = None,
     bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit", metavar="BANDWIDTH")] = "100Mbit",
-    seed: Annotated[int, typer.Option(help="dataset seed", metavar="SEED")] = 0,
-    seed_tables: Annotated[bool, typer.Option("--seed-tables", help="print seeds 001-004's tables with wirepipe's "
-                                              "formats (k/n overridable with -k/-n)")] = False,
+    seed: Annotated[int, typer.Option(help="random seed of the built-in datasets' records", metavar="SEED")] = 0,
+    reference_tables: Annotated[bool, typer.Option("--reference-tables", help=(
+        "print published benchmarks' tables (FlatMessage's Point and Large Vectors, a Rust transaction serde "
+        "benchmark, a feed JSON benchmark) with wirepipe's formats; --dataset picks tables, -k/-n override"))] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="run a plan estimated over 10 minutes without asking")] = False,
 ) -> None:
     """The study: every format x codec x level, every stage timed.
@@ -43,17 +44,15 @@ def bench(
     from rich.console import Console
 
     owned_process()
-    if seed_tables:
-        from ..bench.seed_tables import print_seed_tables
+    if reference_tables:
+        from ..bench.reference_tables import REFERENCE_TABLES, print_reference_tables
 
         tables = [d.strip() for d in dataset.split(",")] if dataset else None
-        from ..bench.seed_tables import SEED_TABLES
-
-        bad = [t for t in tables or [] if t not in SEED_TABLES]
+        bad = [t for t in tables or [] if t not in REFERENCE_TABLES]
         if bad:
-            fail(f"--dataset with --seed-tables: unknown table {', '.join(bad)}: allowed {', '.join(SEED_TABLES)}",
-                 EXIT_CONFIG)
-        print_seed_tables(Console(stderr=False), iterations, repetitions, seed, tables=tables)
+            fail(f"--dataset with --reference-tables: unknown table {', '.join(bad)}: allowed "
+                 f"{', '.join(REFERENCE_TABLES)}", EXIT_CONFIG)
+        print_reference_tables(Console(stderr=False), iterations, repetitions, seed, tables=tables)
         return
 
     from ..bench.command import execute, make_plan
@@ -213,23 +212,24 @@ def codecs() -> None:
     """List every format and codec, its levels, if installed."""
     from ..codecs.compression import CODECS, deflate_choice
     from ..codecs.formats import FORMATS
-    from ..report.text import noted, terminal_width, wrap
+    from ..report.table import Table, terminal_width, wrap
     from ..wire import Header
 
-    # Plain text that fits the terminal: a name or a content type is what a reader copies into a config or a
-    # peer, so it is never cut; the notes wrap beneath their row when they do not fit beside it.
+    # A name or a content type is what a reader copies into a config or a peer: the table never cuts one;
+    # the notes wrap beneath their row when they do not fit beside it.
     width = terminal_width()
-    formats = noted("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE, "installed"],
-                    [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()],
-                    [f.note for f in FORMATS.values()], width)
-    codecs = noted("codecs (compress / decompress)",
+    formats = Table("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE, "installed"],
+                    [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()], [False] * 3,
+                    notes=[f.note for f in FORMATS.values()], notes_header="notes")
+    codecs = Table("codecs (compress / decompress)",
                    ["codec", Header.CONTENT_ENCODING, "fastest", "default", "best", "range", "installed"],
                    [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
-                     f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()],
-                   [c.note for c in CODECS.values()], width)
+                     f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()], [False] * 7,
+                   notes=[c.note for c in CODECS.values()], notes_header="notes")
     tail = [f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)",
             "chain syntax: format|codec[:level]|..., e.g. msgpack|zstd:3 or json|gzip:best"]
-    typer.echo("\n".join([formats, codecs, *(line for text in tail for line in wrap(text, width))]))
+    typer.echo("\n".join([formats.text(width), codecs.text(width), *(line for text in tail
+                                                                     for line in wrap(text, width))]))
 
 
 
@@ -242,15 +242,13 @@ def _installed(entry: Any) -> str:
 @command()
 def datasets() -> None:
     """List the built-in datasets of the generate source."""
-    from rich.console import Console
-    from rich.table import Table
-
     from ..datasets import DATASETS
+    from ..report.table import Table
 
-    t = Table(title="datasets (source: {type: generate, dataset: NAME})")
-    for col in ("dataset", "fields", "raw size (bytes)", "description"):
-        t.add_column(col)
-    for d in DATASETS.values():
-        raw = str(d.fixed_raw_size) if d.fixed_raw_size else f"~{d.raw_size(d.sample(100)) // 100} (varies)"
-        t.add_row(d.name, ", ".join(d.fields), raw, d.description)
-    Console().print(t)
+    rows = [[d.name, ", ".join(d.fields),
+             str(d.fixed_raw_size) if d.fixed_raw_size else f"~{d.raw_size(d.sample(100)) // 100} (varies)"]
+            for d in DATASETS.values()]
+    table = Table("datasets (source: {type: generate, dataset: NAME})", ["dataset", "fields", "raw size (bytes)"],
+                  rows, [False, False, True], notes=[d.description for d in DATASETS.values()],
+                  notes_header="description")
+    typer.echo(table.text(), nl=False)

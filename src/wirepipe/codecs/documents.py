@@ -1,4 +1,4 @@
-"""Schemaless document formats of the reference benchmark tables: BSON, FlexBuffers and TOML.
+"""Schemaless document formats of the reference tables (``bench --reference-tables``): BSON, FlexBuffers and TOML.
 
 Each top level must be a document (a mapping with string keys). A value that is not one (a
 list of records framed into one message, a bare number) is carried as ``{"$value": v}`` and
@@ -9,17 +9,17 @@ unwrapped on decode, so framing works with every format.
   is refused with the field path (``codecs/checks.py``'s ``validator``), and integers take the schema's
   BSON type as Rust's ``bson`` crate writes them: int32 as int32, uint32 and int64 as int64
   (a u32 may not fit an int32), so a Rust peer's struct and wirepipe write the same document
-  (960,615 bytes for the reference transaction data set). int64 values read back as ``bson.Int64``, an ``int``.
+  (the Large Vectors table's 960,615 bytes). int64 values read back as ``bson.Int64``, an ``int``.
 - ``flexbuffers`` (the ``flatbuffers`` package, pure Python, so slow: it is here because the
   reference tables have it): bytes as blobs. Without a schema a list is an untyped vector (a type
   byte per item, every item at the widest item's width). With a typed schema the record is
   written as Rust's flexbuffers serializer writes the struct: a numeric list is a typed vector
   at the narrowest width that holds every item and the length (the C++ and Rust builders' rule;
   float64 items at 4 bytes when f32 holds them all exactly), uint32 as UInt, float32 at 4
-  bytes, absent optional fields as null; any FlexBuffers reader reads it back (264,099 bytes for
-  the reference transaction data set, where the untyped vectors take 451,103). A record with a
-  field the schema does not declare, or a value that does not fit, is refused first, as bson's
-  (``codecs/checks.py``'s ``validator``).
+  bytes, absent optional fields as null; any FlexBuffers reader reads it back (the Large Vectors
+  table's 264,099 bytes, where the untyped vectors take 451,103). A record with a field the schema does
+  not declare, or a value that does not fit, is refused first, as bson's (``codecs/checks.py``'s
+  ``validator``).
 - ``toml`` (``tomllib``/``tomli`` + ``tomli-w``): TOML has neither bytes nor null. Bytes are
   written as ``{"$base64" = "..."}`` (the JSON dialect's marker, read back as bytes); a null is
   refused per record with its field path.

@@ -3,9 +3,9 @@
 Rules every format follows:
 - bytes stay bytes wherever the format has a binary type (msgpack, cbor, arrow, pickle);
   JSON has none, so bytes are written as ``{"$base64": "<standard base64>"}`` and read
-  back as bytes (the seed-004 lesson: the base64 step is real cost, and it is measured);
+  back as bytes (the feed JSON benchmark's lesson: the base64 step is real cost, and it is measured);
 - ``msgpack-array`` is positional: the field order comes from a schema (the "schema"
-  rows of the seed tables), never guessed from one record;
+  rows of the FlatMessage tables), never guessed from one record;
 - ``pickle`` runs code from the payload when loaded, so its decoder is only built when
   the pipeline says ``allow_pickle: true``;
 - ``typed`` formats (protobuf, avro, bincode, postcard) are built from a typed schema
@@ -400,7 +400,7 @@ def _arrow_decoder(_schema: Schema) -> Decoder:
     return decode
 
 
-# --- formats from the typed schema, and the seed tables' document formats ------------------------
+# --- formats from the typed schema, and the reference tables' document formats -------------------
 
 
 def _protobuf(schema: Schema, framed: bool = False) -> tuple[Encoder, Decoder]:

@@ -1,11 +1,12 @@
 """Fixed binary layouts from a typed schema: ``bincode`` (fixint), ``postcard`` (LEB128 varints)
 and ``bincode-varint`` (bincode 2's default ``config::standard()`` varints).
 
-Their bytes are the bytes Rust writes for the same struct, so a Rust peer reads them with
+These are the Python counterparts of the FlatMessage tables' bincode and postcard rows, and their
+bytes are the bytes Rust writes for the same struct, so a Rust peer reads them with
 ``bincode::deserialize`` (bincode 1.x, or bincode 2 with ``config::legacy()``),
-``postcard::from_bytes``, or bincode 2's ``decode_from_slice(.., config::standard())`` (2 bytes
-for a small Point). No maintained Python library writes these layouts, hence this one. The
-layout, field by field in schema order, nothing between fields:
+``postcard::from_bytes``, or bincode 2's ``decode_from_slice(.., config::standard())`` (the
+tables' "bincode (schema)" row, 2 bytes for their Point). No maintained Python library writes
+these layouts, hence this one. The layout, field by field in schema order, nothing between fields:
 
 =================  ==========================  ===========================  ============================
 type               bincode (fixint, LE)        postcard                     bincode-varint (LE)

@@ -44,7 +44,7 @@ class Batch:
               ``stream_seq``, ``ack`` (handles the source acknowledges after the sink wrote) ...;
               any sequence (a ``range`` costs nothing to build), read-only: ``keep`` makes lists.
     schema    field order of the records, when the source knows it (used by ``msgpack-array``).
-    raw_nbytes declared raw size of the records, as the seed tables count it, when the source knows it.
+    raw_nbytes declared raw size of the records, as the FlatMessage tables count it, when the source knows it.
     rejected  records that failed a stage of this batch, in the order they failed.
     projected records of this batch that lost fields their schema does not declare (``serialize``'s
               ``extra_fields: drop``): counted, as rejects are, so a projection is never silent.

@@ -1,6 +1,6 @@
 """Pipelines from YAML: interpolation, overrides, validation with pydantic, clear errors.
 
-The shape (DESIGN.md)::
+The shape::
 
     name: points-publish
     source:    {type: generate, dataset: point, count: 1000000}

@@ -4,8 +4,8 @@ Inputs are what one record costs, per stage, on one core: the publish side (seri
 compress + publish), the consume side (consume + decompress + deserialize) and the sink's
 write, plus its size on the wire. They come from ``wirepipe bench`` results (``--bench``),
 or are measured here in-process on a sample of the dataset, in a second or two, with the
-same operators pipelines run; the transport stages (a publish, a pull + ack) are then taken
-from the measured figures in FIELD-NOTES and ``benchmarks/`` (``TRANSPORT_US``).
+same operators pipelines run (``bench.timing``); the transport stages (a publish, a pull + ack)
+are then taken from figures measured with ``benchmarks/`` on a 2-core machine (``TRANSPORT_US``).
 
 The arithmetic, for a target rate R records/s:
 
@@ -34,7 +34,7 @@ from typing import Any
 # One record's transport cost on one core, microseconds: the README's NATS benchmarks (quiet 2-core machine,
 # point records, wirepipe's own connectors) minus the ~2-3 us of msgpack + zstd in them. Core publish
 # 155k rec/s -> 3.5; core consume 92k -> 8.5; JetStream publish (window 4096) 69k -> 12; durable pull +
-# ack after flush 65k -> 13. Issue 14 item 7 works on the last one: re-measure and update together.
+# ack after flush 65k -> 13. The README quotes the same runs: re-measure and update together.
 TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish": 12.0, "consume": 13.0}}
 HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
 STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
@@ -192,40 +192,22 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
 def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sink: str = "null",
                   records: int = 2000, batch_size: int = 500, rounds: int = 3) -> Costs:
     """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``."""
-    import gc
-
+    from ..bench.timing import best_of, chunks, time_batches
     from ..codecs.chain import Chain
-    from ..core.batch import Batch
     from ..datasets import get_dataset
     from ..operators.chain_operators import chain_operators
-    from ..pipelines.pipeline import Pipeline
-    from ..testing import TestingSource
 
     parsed = Chain.parse(chain)
     encode_ops, decode_ops = chain_operators(parsed, None)
     values = get_dataset(dataset).sample(records)
-    chunks = [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
     stages: dict[str, float] = {}
 
     def timed(stage: str, ops: list[Any], inputs: list[list[Any]]) -> list[list[Any]]:
-        process = Pipeline(TestingSource(()), ops, name=f"plan-{stage}").process_batch  # as a pipeline runs them
-        best = math.inf
-        outputs: list[list[Any]] = []
-        for _ in range(rounds):
-            gc.collect()
-            gc.disable()
-            try:
-                t0 = time.perf_counter()
-                outputs = []
-                for chunk in inputs:
-                    outputs.append(process(Batch(list(chunk))).values)
-                best = min(best, time.perf_counter() - t0)
-            finally:
-                gc.enable()
-        stages[stage] = best / records * 1e6
-        return outputs
+        best = best_of(rounds, lambda: time_batches(ops, inputs, name=f"plan-{stage}"))
+        stages[stage] = best.ns / 1e3 / records
+        return best.outputs
 
-    encoded = timed("encode", encode_ops, chunks)
+    encoded = timed("encode", encode_ops, chunks(values, batch_size))
     decoded = timed("decode", decode_ops, encoded)
     stages["sink"] = _sink_us(sink, decoded, rounds) if sink != "null" else 0.0
     wire = sum(len(v) for chunk in encoded for v in chunk) / records
@@ -264,6 +246,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
     A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
     input file the results name)."""
+    from ..bench.timing import chunks
     from ..codecs.chain import Chain
     from ..core.errors import WirepipeError
     from ..report import load_results, summarize
@@ -290,7 +273,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
             pub_us += t["publish"]
         if "consume" not in measured:
             con_us += t["consume"]
-        sink_us = _sink_us(sink, _chunks(_bench_records(name, res.runs))) if sink != "null" else 0.0
+        sink_us = _sink_us(sink, chunks(_bench_records(name, res.runs), 500)) if sink != "null" else 0.0
         origin = f"wirepipe bench results ({', '.join(paths)})" + (f"; {sink} sink measured in-process now"
                                                                     if sink != "null" else "")
         out.append(Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
@@ -317,10 +300,6 @@ def _bench_records(dataset: str, runs: dict[str, Any], records: int = 2000) -> l
     where = f"its input file {named[0]} is not there any more" if named else "the results name no input file for it"
     raise MissingInput(f"--sink: the records of dataset {dataset!r} are needed to time the sink, and {where} "
                         "(run the plan where `wirepipe bench --input FILE` ran)")
-
-
-def _chunks(values: list[Any], batch_size: int = 500) -> list[list[Any]]:
-    return [values[i:i + batch_size] for i in range(0, len(values), batch_size)]
 
 
 # --- formatting ------------------------------------------------------------------------------------

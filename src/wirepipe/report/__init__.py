@@ -1,5 +1,7 @@
-"""Reports from results: read rows (``results``), compute figures (``summary``), lay them out
-(``render`` for terminal, Markdown and CSV; ``plots`` for HTML and PNG).
+"""Reports from results: read rows (``results``), compute figures (``summary``: rows grouped, ``groups``;
+their ``statistics``; publishers and consumers joined, ``flows``; the picks, ``recommend``), lay them out
+(``render``: the report's tables, drawn by ``table`` for the terminal, Markdown and HTML, and CSV;
+``plots`` for the HTML page and PNG).
 
     from wirepipe.report import load_results, summarize
     res = load_results(["results/"])

@@ -25,7 +25,7 @@ from ..core.units import covered
 from ..wire import subject_matches
 
 if TYPE_CHECKING:
-    from .summary import GroupSummary, StageSummary
+    from .groups import GroupSummary, StageSummary
 
 
 def join_flows(groups: list[GroupSummary]) -> list[GroupSummary]:

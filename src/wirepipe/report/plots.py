@@ -28,7 +28,7 @@ from typing import Any
 
 from ..core.stages import Stage
 from ..storage.files import write_bytes_atomic
-from .render import extra_tables, failure_lines, html_table, runs_table, snippets, tables
+from .render import extra_tables, failure_lines, runs_table, snippets, tables
 from .summary import Report
 
 CDF_POINTS = 100  # per latency CDF in the page: a smooth curve, a few kB
@@ -380,15 +380,14 @@ def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[s
         notes += _plot_gaps(report)
     esc = html.escape
     tabs = tables(report)
-    body = [f"<h1>{esc(title)}</h1>", html_table(tabs[0])]
+    body = [f"<h1>{esc(title)}</h1>", tabs[0].html()]
     body += [f"<h3>{esc(name)}</h3><pre>{esc(yaml)}</pre>" for name, yaml in snippets(report)]
     body.append("<h2>Plots</h2>")
     body += [f"<div class=\"plot\">{p}</div>" for p in plots]
     if report.failures:
         body.append("<h2>Failed combinations</h2><ul>" + "".join(f"<li>{esc(line)}</li>"
                                                                   for line in failure_lines(report)) + "</ul>")
-    body += [html_table(runs_table(report)), *(html_table(t) for t in extra_tables(report)),
-             *(html_table(t) for t in tabs[1:])]
+    body += [t.html() for t in [runs_table(report), *extra_tables(report), *tabs[1:]]]
     body += [f'<p class="note">note: {esc(n)}</p>' for n in [*report.notes, *notes]]
     page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{esc(title)}</title>"
             f"<style>{_STYLE}</style></head><body>{''.join(body)}{scripts}</body></html>")

@@ -1,35 +1,27 @@
-"""A report as tables: for the terminal (rich), Markdown, HTML, and as tidy CSV rows.
+"""A report as tables (for the terminal, Markdown and HTML) and as tidy CSV rows.
 
-``tables(report)`` builds every table once, as formatted text cells; the terminal,
-Markdown and HTML renderers only lay them out, so the three always agree. ``csv_rows``
+``tables(report)`` builds every table once, as formatted text cells (``report.table.Table``);
+the terminal, Markdown and HTML only draw them, so the three always agree. ``csv_rows``
 gives the same figures unformatted (times in µs, sizes in bytes) for spreadsheets.
 """
 
 from __future__ import annotations
 
 import csv
-import html
 import io
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .summary import QUANTILES, GroupSummary, Report, StageSummary, TimeStats, format_bandwidth
+from .groups import GroupSummary, StageSummary
+from .recommend import format_bandwidth
+from .statistics import QUANTILES, TimeStats
+from .summary import Report
+from .table import Table, md_cell, terminal_width, wrap
 
 TIME_COLUMNS = ("mean", "std", "min", *(name for name, _ in QUANTILES), "max")
 _FOR = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
         "only": "one configuration measured"}
-
-
-@dataclass
-class Table:
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    numeric: list[bool]
-    caption: str = ""
-    priority: list[int] | None = None  # per column, for a narrow terminal: 0 always shown, higher left out first
 
 
 def num(x: float | int | None, unit_scale: float = 1.0) -> str:
@@ -89,7 +81,7 @@ def tables(report: Report) -> list[Table]:
               "beneath it; MB/s of wire bytes; for a bench's configuration, over the time of its own stages); "
               "µs/rec is the sum of all stages; ratio = serialized / wire bytes.",
               [0, 3, 2, 2, 1, 1, 0, 0, 1, 0, 2, 0, 1]),
-        Table("Publish side and consume side (µs per record, the seed study's sums)",
+        Table("Publish side and consume side (µs per record, the sums the study minimises)",
               ["pipeline", "chain", "publish side", "of", "consume side", "of", "total"],
               [_sum_row(g) for g in report.groups], [False, False, True, False, True, False, True],
               "publish side = serialize + compress + publish, consume side = consume + decompress + deserialize: "
@@ -210,16 +202,14 @@ def snippets(report: Report) -> list[tuple[str, str]]:
 
 
 def print_terminal(report: Report, console: Any = None, width: int | None = None) -> None:
-    """Plain-text tables that fit the terminal (``layout``), recommended configurations first, YAML never cut."""
-    from .text import terminal_width, wrap
-
+    """Plain-text tables that fit the terminal, recommended configurations first, YAML never cut."""
     width = width or terminal_width()
     ts = tables(report)
     parts = ["\n".join(recommend_lines(report, width))]
     if report.failures:
         parts.append("\n".join(["Failed combinations", *(x for line in failure_lines(report)
                                                          for x in wrap(line, width))]) + "\n")
-    parts += [_table_text(t, width) for t in [runs_table(report), *extra_tables(report), *ts[1:]]]
+    parts += [t.text(width, "--markdown FILE") for t in [runs_table(report), *extra_tables(report), *ts[1:]]]
     parts += [f"note: {note}" for note in report.notes]
     text = "\n".join(parts)
     if console is not None:
@@ -230,8 +220,6 @@ def print_terminal(report: Report, console: Any = None, width: int | None = None
 
 def recommend_lines(report: Report, width: int) -> list[str]:
     """The recommendations as text: per dataset, each pick, its figures and how sure, then its YAML (never cut)."""
-    from .text import wrap
-
     lines = [f"Recommendation (link: {format_bandwidth(report.bandwidth_bps)})"]
     for dataset in dict.fromkeys(r.dataset for r in report.recommendations):
         for r in (r for r in report.recommendations if r.dataset == dataset):
@@ -252,53 +240,21 @@ def extra_tables(report: Report) -> list[Table]:
     return [failed_starts_table(report)] if report.failed_starts else []
 
 
-def _table_text(t: Table, width: int) -> str:
-    from .text import block
-
-    return block(t.title, t.headers, t.rows, t.numeric, t.caption, width, t.priority, "--markdown FILE")
-
-
 # --- Markdown ----------------------------------------------------------------------------------
-
-
-def md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(t: Table) -> str:
-    lines = [f"### {t.title}", "", "| " + " | ".join(map(md_cell, t.headers)) + " |",
-             "|" + "|".join("---:" if n else "---" for n in t.numeric) + "|"]
-    lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in t.rows]
-    if t.caption:
-        lines += ["", f"_{t.caption}_"]
-    return "\n".join(lines) + "\n"
 
 
 def to_markdown(report: Report, title: str = "wirepipe report") -> str:
     ts = tables(report)
-    parts = [f"# {title}\n", markdown_table(ts[0])]
+    parts = [f"# {title}\n", ts[0].markdown()]
     for name, yaml in snippets(report):
         parts.append(f"#### {name}\n\n```yaml\n{yaml}\n```\n")
     if report.failures:
         parts.append("### Failed combinations\n\n" + "\n".join(f"- {md_cell(line)}" for line in failure_lines(report))
                      + "\n")
-    parts += [markdown_table(runs_table(report)), *map(markdown_table, extra_tables(report)),
-              *map(markdown_table, ts[1:])]
+    parts += [t.markdown() for t in [runs_table(report), *extra_tables(report), *ts[1:]]]
     if report.notes:
         parts.append("\n".join(f"- note: {n}" for n in report.notes) + "\n")
     return "\n".join(parts)
-
-
-# --- HTML tables (the page itself is built in plots.py) -----------------------------------------
-
-
-def html_table(t: Table) -> str:
-    esc = html.escape
-    head = "".join(f"<th>{esc(h)}</th>" for h in t.headers)
-    body = "".join("<tr>" + "".join(f'<td class="{"n" if n else "t"}">{esc(c)}</td>'
-                                    for c, n in zip(row, t.numeric, strict=True)) + "</tr>" for row in t.rows)
-    caption = f"<p class=\"caption\">{esc(t.caption)}</p>" if t.caption else ""
-    return f"<h2>{esc(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
 
 
 # --- CSV -----------------------------------------------------------------------------------------
@@ -309,7 +265,7 @@ CSV_COLUMNS = ("pipeline", "dataset", "chain", "row", "step", "stage", "operator
 
 
 def csv_rows(report: Report) -> list[dict[str, Any]]:
-    """One tidy row per stage, per pipeline total, per seed side and per latency kind; times in µs."""
+    """One tidy row per stage, per pipeline total, per side (publish, consume) and per latency kind; times in µs."""
     out: list[dict[str, Any]] = []
 
     def times(stats: TimeStats | None) -> dict[str, Any]:

@@ -329,8 +329,7 @@ class LocalCluster:
     """A JetStream cluster of ``size`` nats-server processes on loopback, for development and fault tests.
 
     Each node is an ``EmbeddedServer`` with its own ``server_name``, client port, store and
-    monitoring port, and a ``cluster`` block that routes to every node (FIELD-NOTES: "A local
-    JetStream cluster"). ``start()`` returns once every node answers ``/healthz`` (JetStream's
+    monitoring port, and a ``cluster`` block that routes to every node. ``start()`` returns once every node answers ``/healthz`` (JetStream's
     meta group has a leader), so a stream with ``replicas: 3`` can be created right away.
     ``node(name).kill()`` / ``.restart()`` SIGKILL and restart one node on its port and store;
     ``wait_healthy()`` waits for the cluster to be whole again.

@@ -1,23 +1,24 @@
-"""``wirepipe bench --seed-tables``: the seed studies' tables, reproduced with wirepipe's formats.
+"""``wirepipe bench --reference-tables``: published serialization benchmarks, reproduced with wirepipe's formats.
 
-Seeds 001 (``Point``, k=10 x n=500,000) and 002 (``LargeVectors``, k=10 x n=100): one record
-serialized n times, then deserialized n times, per iteration, through the same
-``Serialize``/``Deserialize`` operators a pipeline runs (batches of 1000, so the fixed layouts
-pack a batch at a time). The record is the seed's own: ``Point {x: -12, y: 110}`` (the values
-seed 001's sizes pin down, see ``SEED_POINT``) and the dataset's first ``large_vectors`` record
-(seed 002 gives ranges, not values). Each time is the mean [min - max] over the k iterations,
-in milliseconds; the size is the exact size of that record's payload, its difference to the raw
-struct, and next to it the seed's own (Linux) size. One row per seed row, named by its Python
-counterpart:
+The FlatMessage benchmark's Point table (``Point``, k=10 x n=500,000) and Large Vectors table
+(``LargeVectors``, k=10 x n=100): one record serialized n times, then deserialized n times, per
+iteration, through the same ``Serialize``/``Deserialize`` operators a pipeline runs (batches of
+1000, so the fixed layouts pack a batch at a time; ``bench.timing`` runs them). The record is the
+published one: ``Point {x: -12, y: 110}`` (the values the Point table's sizes pin down, see
+``REFERENCE_POINT``) and the dataset's first ``large_vectors`` record (the Large Vectors table
+gives ranges, not values). Each time is the mean [min - max] over the k iterations, in
+milliseconds, as the published tables give theirs; the size is the exact size of that record's
+payload, its difference to the raw struct, and next to it the published (Linux) size. One row per
+published row, named by its Python counterpart:
 
 =================  ================================  ===========================================
-seed row           wirepipe row                      note
+published row      wirepipe row                      note
 =================  ================================  ===========================================
 FlatMessage        n/a                               a Rust-only zero-copy format; the nearest
                                                      thing here is ``arrow`` (an extra row)
 postcard (schema)  postcard                          same bytes as Rust postcard
 bincode (schema)   bincode-varint                    bincode 2's default ``config::standard()``
-                                                     (the seed's 2-byte Point)
+                                                     (the published 2-byte Point)
 rmp (schema)       msgpack-array                     positional msgpack
 rmp                msgpack                           msgpack map
 protobuf (schema)  protobuf                          official runtime, descriptor from the schema
@@ -33,16 +34,14 @@ toml               toml                              tomllib + tomli-w
 
 Extra rows: ``bincode`` (fixint: bincode 1 / ``legacy()``, wirepipe's default bincode), msgpack
 and json with the typed schema (the msgspec engine), avro, arrow. Where a size differs from the
-seed's, the row's note says why (``SEED_NOTES``); the README's seed-tables section has the
-arithmetic. Seeds 003 and 004 become two small tables: ``transaction`` with its byte fields as
-bytes versus as lists of ints, and the whole ``feed`` as compact JSON (base64 signatures) versus
-binary formats.
+published one, the row's note says why (``SIZE_NOTES``); the README's reference-tables section has
+the arithmetic. Two smaller tables follow: a Rust transaction serde benchmark's question
+(``transaction`` with its byte fields as bytes versus as lists of ints) and a feed JSON
+benchmark's (the whole ``feed`` as compact JSON with base64 signatures versus binary formats).
 """
 
 from __future__ import annotations
 
-import gc
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,9 +51,11 @@ from ..core.batch import Batch
 from ..datasets import get_dataset
 from ..operators.deserialize import Deserialize
 from ..operators.serialize import Serialize
+from ..report.table import Table
+from .timing import best_of, chunks, repetitions, time_batches
 
-SEED_ROWS: list[tuple[str, str | None, bool]] = [
-    # (seed row, wirepipe format, with the dataset's typed schema)
+REFERENCE_ROWS: list[tuple[str, str | None, bool]] = [
+    # (published row, wirepipe format, with the dataset's typed schema)
     ("FlatMessage", None, False),
     ("postcard (schema)", "postcard", True),
     ("bincode (schema)", "bincode-varint", True),
@@ -75,12 +76,13 @@ EXTRA_ROWS: list[tuple[str, str, bool]] = [
     ("avro (schema)", "avro", True),
     ("arrow", "arrow", False),
 ]
-SEED_SHAPES = {"point": (10, 500_000), "large_vectors": (10, 100)}
-# Seed 001's sizes pin its Point down: protobuf's 13 bytes need one negative int32 (10-byte varint),
+REFERENCE_SHAPES = {"point": (10, 500_000), "large_vectors": (10, 100)}  # (k, n) as published
+TITLES = {"point": "Point", "large_vectors": "Large Vectors"}
+# The Point table's sizes pin its Point down: protobuf's 13 bytes need one negative int32 (10-byte varint),
 # json's 17 characters, cbor's 8 and postcard's 3 bytes leave x in -10..-24 and y in 100..125.
-SEED_POINT = {"x": -12, "y": 110}
-# The seeds' sizes (their Linux tables; Windows and macOS print the same), by seed row.
-SEED_SIZES: dict[str, dict[str, int]] = {
+REFERENCE_POINT = {"x": -12, "y": 110}
+# The published sizes (the Linux tables; Windows and macOS print the same), by published row.
+REFERENCE_SIZES: dict[str, dict[str, int]] = {
     "point": {"FlatMessage": 26, "postcard (schema)": 3, "bincode (schema)": 2, "rmp (schema)": 3, "rmp": 7,
               "protobuf (schema)": 13, "json": 17, "bson": 19, "cbor": 8, "simd_json": 17, "flexbuffers": 17,
               "toml": 16},
@@ -90,26 +92,27 @@ SEED_SIZES: dict[str, dict[str, int]] = {
                       "toml": 606238},
 }
 # Rows whose size does not depend on the values drawn (fixed widths, or widths the ranges fix):
-# there wirepipe's size must be the seed's, and tests/test_seed_tables.py holds it to that.
+# there wirepipe's size must be the published one, and tests/test_reference_tables.py holds it to that.
 EXACT = {
-    "point": {name for name in SEED_SIZES["point"] if name != "FlatMessage"},
+    "point": {name for name in REFERENCE_SIZES["point"] if name != "FlatMessage"},
     "large_vectors": {"bson", "flexbuffers"},
 }
-# Why a size differs from the seed's, in a few words (the README's seed-tables section has the arithmetic).
+# Why a size differs from the published one, in a few words (the README's reference-tables section has the
+# arithmetic).
 _NA = "n/a: Rust-only zero-copy (nearest: arrow)"
-SEED_NOTES: dict[str, dict[str, str]] = {
+SIZE_NOTES: dict[str, dict[str, str]] = {
     "point": {"FlatMessage": _NA, "bincode (fixint)": "fixint, bincode 1 / legacy()",
               "msgpack (schema)": "msgspec: the msgpack bytes", "json (schema)": "msgspec: the json bytes"},
     "large_vectors": {
         "FlatMessage": _NA,
-        "postcard (schema)": "u32 varints: the seed's draw",
-        "bincode (schema)": "u32 varints: the seed's draw",
-        "protobuf (schema)": "u32 varints: the seed's draw",
+        "postcard (schema)": "u32 varints: their draw",
+        "bincode (schema)": "u32 varints: their draw",
+        "protobuf (schema)": "u32 varints: their draw",
         "rmp (schema)": "f32 as float64 (+4 B each); u32: draw",
         "rmp": "f32 as float64 (+4 B each); u32: draw",
         "cbor": "floats as float64 (Rust: narrower); u32: draw",
-        "json": "digits: the seed's draw",
-        "simd_json": "digits: the seed's draw",
+        "json": "digits: their draw",
+        "simd_json": "digits: their draw",
         "toml": "an item a line (+4 B each); digits: draw",
         "bson": "schema: u32 as int64, as Rust's bson",
         "flexbuffers": "schema: typed vectors, narrowest width",
@@ -120,7 +123,6 @@ SEED_NOTES: dict[str, dict[str, str]] = {
 }
 BATCH = 1000
 WARMUP = 5000  # repetitions of the warm-up (at most n/10): the round-trip check, the size and the time estimate
-_ns = time.perf_counter_ns
 
 
 @dataclass
@@ -133,28 +135,13 @@ class Row:
     note: str = ""
 
 
-def _chunks(values: list[Any], size: int) -> list[list[Any]]:
-    return [values[i:i + size] for i in range(0, len(values), size)]
-
-
-def _run(op: Callable[[Batch], Batch], chunks: list[list[Any]]) -> tuple[list[list[Any]], float, list[str]]:
-    out, errors = [], []
-    t0 = _ns()
-    for chunk in chunks:
-        b = op(Batch(chunk))
-        out.append(b.values)
-        if b.rejected:
-            errors.append(b.rejected[0].error)
-    return out, (_ns() - t0) / 1e6, errors
-
-
 ROW_BUDGET_S = 30.0  # a row whose warm-up shows k iterations would take longer runs fewer
 
 
-def seed_record(dataset: str, seed: int = 0) -> Any:
-    """The record a seed table measures: the seed's own Point, or the dataset's first record."""
+def reference_record(dataset: str, seed: int = 0) -> Any:
+    """The record a reference table measures: the published Point, or the dataset's first record."""
     if dataset == "point":
-        return dict(SEED_POINT)
+        return dict(REFERENCE_POINT)
     return get_dataset(dataset).sample(1, seed=seed)[0]
 
 
@@ -162,7 +149,7 @@ def row_size(fmt: str, typed: bool, dataset: str, seed: int = 0) -> int:
     """The exact payload size of the table's record in ``fmt`` (what the Size column shows)."""
     ds = get_dataset(dataset)
     schema = ds.schema if typed or FORMATS[fmt].needs_schema else None
-    return len(Serialize(fmt, schema=schema)(Batch([seed_record(dataset, seed)])).values[0])
+    return len(Serialize(fmt, schema=schema)(Batch([reference_record(dataset, seed)])).values[0])
 
 
 def measure_row(name: str, fmt: str | None, typed: bool, dataset: str, k: int, n: int, seed: int = 0,
@@ -174,50 +161,43 @@ def measure_row(name: str, fmt: str | None, typed: bool, dataset: str, k: int, n
     flexbuffers and toml, arrow's one IPC stream per record on ``point``), the row runs fewer,
     at least one, and says so.
     """
-    row = Row(name, fmt, note=SEED_NOTES.get(dataset, {}).get(name, ""))
+    row = Row(name, fmt, note=SIZE_NOTES.get(dataset, {}).get(name, ""))
     if fmt is None:
         return row
     if not FORMATS[fmt].available():
         row.note = f"n/a: {FORMATS[fmt].library} is not installed"
         return row
     ds = get_dataset(dataset)
-    record = seed_record(dataset, seed)
+    record = reference_record(dataset, seed)
     schema = ds.schema if typed or FORMATS[fmt].needs_schema else None
     ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
     warm = max(1, min(n // 10, WARMUP))
-    chunks = _chunks([record] * n, BATCH)
+    batches = chunks(repetitions([record], n), BATCH)
     row.ser_ms, row.deser_ms = [], []
-    gc_was_enabled = gc.isenabled()
-    try:
-        it = 0
-        while it <= k:  # iteration 0 warms up (on `warm` repetitions) and checks the round trip
-            gc.collect()
-            gc.disable()
-            payloads, ser_ms, ser_err = _run(ser, chunks if it else _chunks([record] * warm, BATCH))
-            decoded, deser_ms, deser_err = _run(deser, payloads)
-            gc.enable()
-            if ser_err or deser_err:
-                row.note = f"failed: {(ser_err + deser_err)[0]}"
+    it = 0
+    while it <= k:  # iteration 0 warms up (on `warm` repetitions) and checks the round trip
+        serialized = time_batches(ser, batches if it else chunks(repetitions([record], warm), BATCH))
+        deserialized = time_batches(deser, serialized.outputs, keep=it == 0)
+        errors = serialized.errors + deserialized.errors
+        if errors:
+            row.note = f"failed: {errors[0]}"
+            row.ser_ms = row.deser_ms = None
+            return row
+        if it == 0:
+            row.size = len(serialized.outputs[0][0])
+            if not _same(deserialized.outputs[0][0], record, ds.schema):
+                row.note = "failed: decoded record differs from the input"
                 row.ser_ms = row.deser_ms = None
                 return row
-            if it == 0:
-                row.size = len(payloads[0][0])
-                if not _same(decoded[0][0], record, ds.schema):
-                    row.note = "failed: decoded record differs from the input"
-                    row.ser_ms = row.deser_ms = None
-                    return row
-                per_iteration = (ser_ms + deser_ms) * n / warm
-                fits = max(1, int(budget_s * 1000 / max(per_iteration, 1e-3)))
-                if fits < k:
-                    k = fits
-                    row.note = "; ".join(x for x in (f"k={k} (time budget)", row.note) if x)
-            else:
-                row.ser_ms.append(ser_ms)
-                row.deser_ms.append(deser_ms)
-            it += 1
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+            per_iteration = (serialized.ms + deserialized.ms) * n / warm
+            fits = max(1, int(budget_s * 1000 / max(per_iteration, 1e-3)))
+            if fits < k:
+                k = fits
+                row.note = "; ".join(x for x in (f"k={k} (time budget)", row.note) if x)
+        else:
+            row.ser_ms.append(serialized.ms)
+            row.deser_ms.append(deserialized.ms)
+        it += 1
     return row
 
 
@@ -227,11 +207,11 @@ def _same(decoded: Any, record: Any, schema: Any) -> bool:
     return bool(decoded == record or decoded == with_defaults(schema)(record))
 
 
-def seed_table(dataset: str, k: int, n: int, seed: int = 0,
+def measure_table(dataset: str, k: int, n: int, seed: int = 0,
                progress: Callable[[str], None] | None = None, budget_s: float = ROW_BUDGET_S) -> tuple[list[Row], int]:
-    """Every seed row and extra row for ``dataset``; (rows, raw size of the record)."""
+    """Every published row and extra row for ``dataset``; (rows, raw size of the record)."""
     rows = []
-    for name, fmt, typed in [*SEED_ROWS, *EXTRA_ROWS]:
+    for name, fmt, typed in [*REFERENCE_ROWS, *EXTRA_ROWS]:
         if progress is not None:
             progress(f"{dataset}: {name}")
         rows.append(measure_row(name, fmt, typed, dataset, k, n, seed, budget_s))
@@ -243,25 +223,33 @@ def _stat(values: list[float]) -> str:
 
 
 def table_lines(rows: list[Row], raw: int, dataset: str | None = None) -> list[list[str]]:
-    """The seed's columns (Algorithm, Size (b) [±% vs raw], Ser. (ms), Deser. (ms), Ser+Deser. (ms)),
-    with the seed's size after Size ("-" for a row the seed has not) and a note."""
-    seed_sizes = SEED_SIZES.get(dataset or "", {})
+    """The published columns (Algorithm, Size (b) [±% vs raw], Ser. (ms), Deser. (ms), Ser+Deser. (ms)),
+    with the published size after Size ("-" for a row the published table has not)."""
+    published = REFERENCE_SIZES.get(dataset or "", {})
     out = []
     for r in rows:
         label = r.name if r.fmt in (None, r.name) else f"{r.name} → {r.fmt}"
-        theirs = seed_sizes.get(r.name)
-        seed_cell = "-" if theirs is None else f"{theirs} (same)" if theirs == r.size else str(theirs)
+        theirs = published.get(r.name)
+        theirs_cell = "-" if theirs is None else f"{theirs} (same)" if theirs == r.size else str(theirs)
         if r.ser_ms is None or r.deser_ms is None or r.size is None:
-            out.append([label, "-", seed_cell, "-", "-", "-", r.note or "-"])
+            out.append([label, "-", theirs_cell, "-", "-", "-"])
             continue
         pct = round((r.size - raw) * 100 / raw) if raw else 0
         both = [a + b for a, b in zip(r.ser_ms, r.deser_ms, strict=True)]
-        out.append([label, f"{r.size} [{pct:+d}%]", seed_cell, _stat(r.ser_ms), _stat(r.deser_ms), _stat(both),
-                    r.note])
+        out.append([label, f"{r.size} [{pct:+d}%]", theirs_cell, _stat(r.ser_ms), _stat(r.deser_ms), _stat(both)])
     return out
 
 
-# --- seeds 003 and 004 -----------------------------------------------------------------------------
+def reference_table(dataset: str, rows: list[Row], raw: int, k: int, n: int, seed: int = 0) -> Table:
+    """The measured rows as the published table, each row's note beside or beneath it; on a narrow terminal the
+    single stages give way to their sum."""
+    what = f"the published Point {REFERENCE_POINT}" if dataset == "point" else f"record 0 of --seed {seed}"
+    return Table(f"FlatMessage {TITLES[dataset]} table: {dataset} (k={k} x n={n}, raw {raw} bytes; {what})",
+                 ["Algorithm", "Size (b)", "published (b)", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"],
+                 table_lines(rows, raw, dataset), priority=[0, 0, 0, 1, 1, 0], notes=[r.note for r in rows])
+
+
+# --- the transaction serde and feed JSON benchmarks ------------------------------------------------
 
 
 def _as_int_lists(value: Any) -> Any:
@@ -275,23 +263,17 @@ def _as_int_lists(value: Any) -> Any:
 
 
 def _per_record_us(fmt: str, records: list[Any], schema: Any, reps: int) -> tuple[int, float, float]:
-    """(total payload bytes, best ser. µs per record, best deser. µs per record)."""
+    """(total payload bytes, best ser. µs per record, best deser. µs per record): the records as one batch."""
     ser, deser = Serialize(fmt, schema=schema), Deserialize(fmt, schema=schema)
-    best_s = best_d = float("inf")
-    payloads: list[bytes] = []
-    for _ in range(reps):
-        t0 = _ns()
-        payloads = ser(Batch(list(records))).values
-        t1 = _ns()
-        deser(Batch(list(payloads)))
-        t2 = _ns()
-        best_s, best_d = min(best_s, t1 - t0), min(best_d, t2 - t1)
+    serialized = best_of(reps, lambda: time_batches(ser, [records]))
+    deserialized = best_of(reps, lambda: time_batches(deser, serialized.outputs, keep=False))
     n = len(records)
-    return sum(map(len, payloads)), best_s / n / 1e3, best_d / n / 1e3
+    return sum(map(len, serialized.outputs[0])), serialized.ns / n / 1e3, deserialized.ns / n / 1e3
 
 
 def transaction_table(count: int = 1000, reps: int = 5, seed: int = 0) -> list[list[str]]:
-    """Seed 003: byte fields as bytes versus as lists of ints (mean size, best µs per record)."""
+    """The Rust transaction serde benchmark's question: byte fields as bytes versus as lists of ints (mean size,
+    best µs per record)."""
     ds = get_dataset("transaction")
     records = ds.sample(count, seed=seed)
     as_lists = [_as_int_lists(r) for r in records]
@@ -308,7 +290,8 @@ def transaction_table(count: int = 1000, reps: int = 5, seed: int = 0) -> list[l
 
 
 def feed_table(count: int = 1000, reps: int = 5, seed: int = 0) -> list[list[str]]:
-    """Seed 004: the whole feed as compact JSON (base64 signatures) versus binary formats."""
+    """The feed JSON benchmark's question: the whole feed as compact JSON (base64 signatures) versus binary
+    formats."""
     ds = get_dataset("feed")
     records = ds.sample(count, seed=seed)
     rows = []
@@ -324,55 +307,42 @@ def feed_table(count: int = 1000, reps: int = 5, seed: int = 0) -> list[list[str
     return rows
 
 
-SEED_TABLES = ("point", "large_vectors", "transaction", "feed")
+REFERENCE_TABLES = ("point", "large_vectors", "transaction", "feed")
 
 
-def print_seed_tables(console: Any, iterations: int | None = None, repetitions: int | None = None,
-                      seed: int = 0, small_count: int = 1000, tables: list[str] | None = None) -> dict[str, Any]:
-    """Print the tables (all four unless ``tables`` names some); returns their rows for tests and files."""
-    from rich.console import Console
-    from rich.table import Table
-
+def print_reference_tables(console: Any, iterations: int | None = None, repetitions: int | None = None,
+                      seed: int = 0, small_count: int = 1000, tables: list[str] | None = None,
+                      width: int | None = None) -> dict[str, Any]:
+    """Print the tables (all four unless ``tables`` names some) in ``width`` columns (the terminal's);
+    returns their rows for tests and files."""
     from ..codecs.compression import deflate_choice
+    from ..report.table import terminal_width, wrap
 
-    if not console.is_terminal:  # a pipe or a file: wide enough that no row wraps
-        console = Console(width=200, stderr=console.stderr)
-    chosen = list(tables or SEED_TABLES)
+    width = width or terminal_width()
+
+    def show(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    chosen = list(tables or REFERENCE_TABLES)
     out: dict[str, Any] = {}
-    for dataset, (k, n) in SEED_SHAPES.items():
+    for dataset, (k, n) in REFERENCE_SHAPES.items():
         if dataset not in chosen:
             continue
         k, n = iterations or k, repetitions or n
         with console.status("measuring") as status:
-            rows, raw = seed_table(dataset, k, n, seed, progress=lambda text: status.update(text))
-        what = f"the seed's Point {SEED_POINT}" if dataset == "point" else f"record 0 of seed {seed}"
-        t = Table(title=f"seed table: {dataset} (k={k} x n={n}, raw {raw} bytes; {what})")
-        t.add_column("Algorithm", no_wrap=True)
-        for col in ("Size (b)", "seed (b)"):  # the sizes stay whole; a narrow terminal wraps times and notes
-            t.add_column(col, no_wrap=True, justify="right")
-        for col in ("Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"):
-            t.add_column(col, justify="right")
-        t.add_column("note", min_width=12)
-        for line in table_lines(rows, raw, dataset):
-            t.add_row(*line)
-        console.print(t)
+            rows, raw = measure_table(dataset, k, n, seed, progress=lambda text: status.update(text))
+        show(reference_table(dataset, rows, raw, k, n, seed).text(width, None))
         out[dataset] = rows
     if "transaction" in chosen:
-        t = Table(title=f"seed 003: transaction byte fields ({small_count} records, best of 5, per record)")
-        for col in ("format", "byte fields as", "mean size (b)", "ser. (µs)", "deser. (µs)", "ser+deser. (µs)"):
-            t.add_column(col)
         out["transaction"] = transaction_table(small_count, seed=seed)
-        for line in out["transaction"]:
-            t.add_row(*line)
-        console.print(t)
+        show(Table(f"Rust transaction serde benchmark: byte fields ({small_count} records, best of 5, per record)",
+                   ["format", "byte fields as", "mean size (b)", "ser. (µs)", "deser. (µs)", "ser+deser. (µs)"],
+                   out["transaction"], [False, False, True, True, True, True]).text(width, None))
     if "feed" in chosen:
-        t = Table(title=f"seed 004: the whole feed ({small_count} signed messages, best of 5)")
-        for col in ("format", "size (b)", "ser. (ms)", "deser. (ms)", "deser. vs orjson"):
-            t.add_column(col)
         out["feed"] = feed_table(small_count, seed=seed)
-        for line in out["feed"]:
-            t.add_row(*line)
-        console.print(t)
-    console.print(f"zlib/gzip/deflate ran on: {deflate_choice()}; times under load swing 2-3x: compare rows "
-                  "of one run")
+        show(Table(f"feed JSON benchmark: the whole feed ({small_count} signed messages, best of 5)",
+                   ["format", "size (b)", "ser. (ms)", "deser. (ms)", "deser. vs orjson"], out["feed"])
+             .text(width, None))
+    show("\n".join(wrap(f"zlib/gzip/deflate ran on: {deflate_choice()}; times under load swing 2-3x: compare "
+                        "rows of one run", width)))
     return out

@@ -1,10 +1,11 @@
-"""``wirepipe bench --seed-tables``: the seed tables' shape, with every size that does not depend on the
-values drawn equal to the seed's; and the formats the tables brought in (``bincode-varint``, the typed
+"""``wirepipe bench --reference-tables``: the published tables' shape, with every size that does not depend on
+the values drawn equal to the published one; and the formats the tables brought in (``bincode-varint``, the typed
 ``bson`` and ``flexbuffers``), with hand-computed bytes from their specs (tiny k and n keep it fast)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 import subprocess
@@ -14,15 +15,15 @@ import bson
 import msgpack
 import pytest
 
-from wirepipe.bench.seed_tables import (
+from wirepipe.bench.reference_tables import (
     EXACT,
     EXTRA_ROWS,
-    SEED_POINT,
-    SEED_ROWS,
-    SEED_SIZES,
+    REFERENCE_POINT,
+    REFERENCE_ROWS,
+    REFERENCE_SIZES,
     measure_row,
+    reference_record,
     row_size,
-    seed_record,
 )
 from wirepipe.codecs import FORMATS
 from wirepipe.core.batch import Batch
@@ -36,66 +37,85 @@ from wirepipe.schema import parse_schema
 
 
 def _table_rows(text: str) -> dict[str, list[str]]:
-    return {cells[0]: cells for cells in (
-        [c.strip() for c in line.strip("│┃ ").split("│")] for line in text.splitlines() if line.startswith("│"))}
+    """The rows of the plain-text grids (cells apart by two spaces or more), by their first cell."""
+    return {cells[0]: cells for cells in (re.split(r" {2,}", line.strip()) for line in text.splitlines())
+            if len(cells) > 2}
+
+
+def _reference_tables(columns: int) -> str:
+    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--reference-tables", "--dataset",
+                          "point,transaction,feed", "-k", "2", "-n", "300"],
+                         capture_output=True, text=True, timeout=220, env={**os.environ, "COLUMNS": str(columns)})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 @pytest.mark.timeout(240)
-def test_seed_tables_command_prints_the_seed_point_with_the_seeds_sizes() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--seed-tables", "--dataset",
-                          "point,transaction,feed", "-k", "2", "-n", "300"],
-                         capture_output=True, text=True, timeout=220)
-    assert out.returncode == 0, out.stderr
-    text = out.stdout
-    assert "seed table: point (k=2 x n=300, raw 8 bytes; the seed's Point {'x': -12, 'y': 110})" in text
-    for col in ("Algorithm", "Size (b)", "seed (b)", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)", "note"):
-        assert col in text
-    assert "seed 001 sizes" not in text  # the old side table: the main one says it now
-    rows = _table_rows(text.split("seed 003")[0])
-    for name, fmt, _typed in SEED_ROWS:
+def test_reference_tables_command_prints_the_published_point_with_the_published_sizes() -> None:
+    text = _reference_tables(250)
+    assert ("FlatMessage Point table: point (k=2 x n=300, raw 8 bytes; the published Point {'x': -12, 'y': 110})"
+            in text)
+    header = next(line for line in text.splitlines() if line.startswith("Algorithm"))
+    assert re.split(r" {2,}", header.strip()) == ["Algorithm", "Size (b)", "published (b)", "Ser. (ms)", "Deser. (ms)",
+                                                  "Ser+Deser. (ms)", "note"]
+    assert "seed" not in text.lower()  # the random seed is --seed; the published benchmarks are named by what they are
+    rows = _table_rows(text.split("Rust transaction serde benchmark")[0])
+    for name, fmt, _typed in REFERENCE_ROWS:
         label = name if fmt in (None, name) else f"{name} → {fmt}"
         cells = rows[label]
-        seed = SEED_SIZES["point"][name]
+        published = REFERENCE_SIZES["point"][name]
         if fmt is None:
-            assert cells[1] == "-" and cells[2] == str(seed) and "n/a" in cells[-1]
+            assert cells[1] == "-" and cells[2] == str(published) and "n/a" in cells[-1]
             continue
-        pct = round((seed - 8) * 100 / 8)
-        assert cells[1] == f"{seed} [{pct:+d}%]" and cells[2] == f"{seed} (same)", (label, cells)
+        pct = round((published - 8) * 100 / 8)
+        assert cells[1] == f"{published} [{pct:+d}%]" and cells[2] == f"{published} (same)", (label, cells)
         # mean [min - max] for each time column
         assert all(re.fullmatch(r"\d+\.\d\d \[\d+\.\d\d - \d+\.\d\d\]", c) for c in cells[3:6]), cells
-    for name, fmt, _typed in EXTRA_ROWS:  # no seed counterpart: "-"
+    for name, fmt, _typed in EXTRA_ROWS:  # no published counterpart: "-"
         assert rows[name if fmt == name else f"{name} → {fmt}"][2] == "-"
     assert rows["bincode (fixint) → bincode"][1] == "8 [+0%]"
-    assert "seed 003: transaction byte fields" in text and "lists of ints" in text
-    assert "seed 004: the whole feed" in text and "deser. vs orjson" in text
+    assert "Rust transaction serde benchmark: byte fields" in text and "lists of ints" in text
+    assert "feed JSON benchmark: the whole feed" in text and "deser. vs orjson" in text
     feed = DATASETS["feed"].sample(1000)
     total = sum(len(msgpack.packb(r)) for r in feed)
-    assert re.search(rf"│ msgpack\s+│ {total}\s+│", text), "feed msgpack size is the exact total"
+    assert _table_rows(text.split("feed JSON benchmark")[1])["msgpack"][1] == str(total), "feed msgpack size is the exact total"
 
 
-def test_seed_tables_refuses_an_unknown_table() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--seed-tables", "--dataset", "blocks"],
+@pytest.mark.timeout(240)
+def test_reference_tables_fit_80_columns_and_cut_no_name() -> None:
+    text = _reference_tables(80)
+    assert max(map(len, text.splitlines())) <= 80
+    lines = [line.strip() for line in text.splitlines()]
+    for name, fmt, _typed in [*REFERENCE_ROWS, *EXTRA_ROWS]:  # each row's name whole, on a line of its own
+        assert (name if fmt in (None, name) else f"{name} → {fmt}") in lines, name
+    assert any("Ser+Deser. (ms)" in line for line in lines)  # the sum stays; single stages may give way to it
+    assert re.search(r"\(not shown at 80 columns: (Ser\. \(ms\), )?Deser\. \(ms\); widen the terminal to see them\)",
+                     " ".join(lines))
+
+
+def test_reference_tables_refuse_an_unknown_table() -> None:
+    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--reference-tables", "--dataset", "blocks"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "unknown table blocks" in out.stderr
 
 
-# --- sizes: the seed's exactly wherever the values drawn do not change them ---------------------------
+# --- sizes: the published ones exactly wherever the values drawn do not change them ------------------
 
 
-def test_seed_point_every_row_has_the_seeds_exact_size() -> None:
-    assert seed_record("point") == SEED_POINT == {"x": -12, "y": 110}
-    assert EXACT["point"] == {name for name, fmt, _ in SEED_ROWS if fmt is not None}
-    for name, fmt, typed in SEED_ROWS:
+def test_point_every_row_has_the_published_exact_size() -> None:
+    assert reference_record("point") == REFERENCE_POINT == {"x": -12, "y": 110}
+    assert EXACT["point"] == {name for name, fmt, _ in REFERENCE_ROWS if fmt is not None}
+    for name, fmt, typed in REFERENCE_ROWS:
         if fmt is not None:
-            assert row_size(fmt, typed, "point") == SEED_SIZES["point"][name], name
+            assert row_size(fmt, typed, "point") == REFERENCE_SIZES["point"][name], name
 
 
-def test_seed_large_vectors_fixed_width_rows_have_the_seeds_exact_size() -> None:
-    rows = {name: (fmt, typed) for name, fmt, typed in SEED_ROWS}
+def test_large_vectors_fixed_width_rows_have_the_published_exact_size() -> None:
+    rows = {name: (fmt, typed) for name, fmt, typed in REFERENCE_ROWS}
     assert EXACT["large_vectors"] == {"bson", "flexbuffers"}
     for name in EXACT["large_vectors"]:
         fmt, typed = rows[name]
-        assert fmt is not None and row_size(fmt, typed, "large_vectors") == SEED_SIZES["large_vectors"][name], name
+        assert fmt is not None and row_size(fmt, typed, "large_vectors") == REFERENCE_SIZES["large_vectors"][name], name
     # and the arithmetic behind them: bson elements are type + index key + value (int32 4, int64 8, double 8)
     keys = sum(len(str(i)) + 1 for n in (2000, 10000, 25000, 30000) for i in range(n))
     body = keys + 67000 + 2000 * 4 + 10000 * 8 + 25000 * 8 + 30000 * 8  # u32 as int64: 8 bytes
@@ -114,33 +134,34 @@ def _bvarint_len(n: int) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_seed_large_vectors_other_rows_differ_by_what_the_notes_say() -> None:
-    """Each difference to the seed is the draw of the u32s (varints), float widths or toml's layout."""
+def test_large_vectors_other_rows_differ_by_what_the_notes_say() -> None:
+    """Each difference to the published size is the draw of the u32s (varints), float widths or toml's layout."""
     r = DATASETS["large_vectors"].sample(1)[0]
-    size = {name: row_size(fmt, typed, "large_vectors") for name, fmt, typed in SEED_ROWS if fmt is not None}
-    seed = SEED_SIZES["large_vectors"]
+    size = {name: row_size(fmt, typed, "large_vectors") for name, fmt, typed in REFERENCE_ROWS if fmt is not None}
+    theirs = REFERENCE_SIZES["large_vectors"]
     u = r["uints"]
-    # postcard and protobuf: same fixed parts as the seed's, only the u32 varints differ
+    # postcard and protobuf: same fixed parts as the published ones, only the u32 varints differ
     pc_u = sum(_varint_len(v) for v in u)
     assert size["postcard (schema)"] == 10 + 2000 * 2 + 40000 + pc_u + 240000
-    assert seed["postcard (schema)"] - (10 + 4000 + 40000 + 240000) == 74250  # the seed's u32s: 74,250 B
-    assert size["protobuf (schema)"] - size["postcard (schema)"] == seed["protobuf (schema)"] - seed["postcard (schema)"] == 5
+    assert theirs["postcard (schema)"] - (10 + 4000 + 40000 + 240000) == 74250  # their u32s: 74,250 B
+    assert (size["protobuf (schema)"] - size["postcard (schema)"]
+            == theirs["protobuf (schema)"] - theirs["postcard (schema)"] == 5)
     # bincode 2 varints: four 3-byte lengths, 2000 zigzagged 400..440 (251 + u16), fixed floats
     bv_u = sum(_bvarint_len(v) for v in u)
     assert size["bincode (schema)"] == 12 + 2000 * 3 + 40000 + bv_u + 240000
     # msgpack: rmp writes an f32 as float32 (5 B), msgpack-python every float as float64 (9 B)
     mp_u = sum(len(msgpack.packb(v)) for v in u)
     assert size["rmp (schema)"] == 1 + (3 + 2000 * 2) + (3 + 10000 * 9) + (3 + mp_u) + (3 + 30000 * 9)
-    seed_u = seed["rmp (schema)"] - (1 + 4003 + (3 + 10000 * 5) + 3 + 270003)
-    assert seed_u == seed["bincode (schema)"] - (12 + 6000 + 40000 + 240000) == 121000  # one draw, two formats
-    assert size["rmp"] - size["rmp (schema)"] == seed["rmp"] - seed["rmp (schema)"] == 26  # the four keys
+    their_u = theirs["rmp (schema)"] - (1 + 4003 + (3 + 10000 * 5) + 3 + 270003)
+    assert their_u == theirs["bincode (schema)"] - (12 + 6000 + 40000 + 240000) == 121000  # one draw, two formats
+    assert size["rmp"] - size["rmp (schema)"] == theirs["rmp"] - theirs["rmp (schema)"] == 26  # the four keys
     # toml: tomli-w writes an item a line ("    v,\n"), Rust's toml "[a, b, c]": 4 B more an item, 3 an array
-    assert size["toml"] - size["json"] == 4 * 67000 + 4 * 3 + (seed["toml"] - seed["json"])
-    assert seed["toml"] - seed["json"] == 66995 and size["simd_json"] == size["json"]
+    assert size["toml"] - size["json"] == 4 * 67000 + 4 * 3 + (theirs["toml"] - theirs["json"])
+    assert theirs["toml"] - theirs["json"] == 66995 and size["simd_json"] == size["json"]
 
 
 @pytest.mark.timeout(120)
-def test_seed_large_vectors_table_measures_the_sizes_row_size_gives() -> None:
+def test_large_vectors_table_measures_the_sizes_row_size_gives() -> None:
     for name, fmt, typed in [("bincode (schema)", "bincode-varint", True), ("bson", "bson", True),
                              ("bincode (fixint)", "bincode", True)]:
         row = measure_row(name, fmt, typed, "large_vectors", k=1, n=2)
@@ -160,7 +181,7 @@ def _bv(spec: dict) -> tuple:
 def test_bincode_varint_point_bytes() -> None:
     s, enc, dec = _bv({"x": "int32", "y": "int32"})
     # zigzag: -12 -> 23 (0x17), 110 -> 220 (0xdc): one byte each, below 251
-    assert enc(SEED_POINT) == b"\x17\xdc" and dec(b"\x17\xdc") == SEED_POINT
+    assert enc(REFERENCE_POINT) == b"\x17\xdc" and dec(b"\x17\xdc") == REFERENCE_POINT
     assert enc({"x": 1, "y": -2}) == b"\x02\x03"
     assert enc({"x": -126, "y": -125}) == b"\xfb\xfb\x00" + b"\xf9"  # zigzag 251 needs the u16 form, 249 not
     assert enc({"x": 2**31 - 1, "y": -(2**31)}) == b"\xfc" + struct.pack("<I", 2**32 - 2) + b"\xfc\xff\xff\xff\xff"
@@ -245,7 +266,7 @@ def test_bincode_varint_refuses_corrupt_points(bad: bytes) -> None:
     with pytest.raises(StageError):
         dec(bad)
     b = Deserialize("bincode-varint", schema="point")(Batch([b"\x17\xdc", bad, b"\x02\x03"]))  # the column path
-    assert b.values == [SEED_POINT, {"x": 1, "y": -2}] and len(b.rejected) == 1
+    assert b.values == [REFERENCE_POINT, {"x": 1, "y": -2}] and len(b.rejected) == 1
 
 
 def test_bincode_varint_refuses_corrupt_input_never_crashes() -> None:
@@ -338,5 +359,5 @@ def test_bson_and_flexbuffers_with_a_schema_round_trip(name: str) -> None:
         assert [fill(v) for v in FORMATS[fmt].decoder(ds.schema)(framed)] == [fill(r) for r in records], fmt
 
 
-def test_seed_point_json_is_the_seeds_17_characters() -> None:
-    assert len(json.dumps(SEED_POINT, separators=(",", ":"))) == SEED_SIZES["point"]["json"]
+def test_point_json_is_the_published_17_characters() -> None:
+    assert len(json.dumps(REFERENCE_POINT, separators=(",", ":"))) == REFERENCE_SIZES["point"]["json"]
