@@ -408,10 +408,10 @@ def misfit_of(schema: RecordSchema, record: Any) -> st.SearchStrategy[tuple[Misf
 LAYOUTS = ("bincode", "postcard", "bincode-varint")
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     **{(layout, kind, IN_NUMBERS): "the fixed layouts write a list of numbers with numpy.asarray, which reads "
-       "a bool as 0 or 1 (codecs/layout.py)"
+       "a bool as 0 or 1 (codecs/layout_encoders.py)"
        for layout in LAYOUTS for kind in ("bool for int", "bool for float")},
     **{(layout, "bool for float", ""): "the fixed layouts write a bool for a float as 0.0 or 1.0 "
-       "(codecs/layout.py)" for layout in LAYOUTS},
+       "(codecs/layout_encoders.py)" for layout in LAYOUTS},
     **{("protobuf", kind, IN_NUMBERS): "the protobuf runtime takes a bool in a repeated number field (with a "
        "DeprecationWarning: refused from protobuf 7.34); wirepipe leaves repeated numbers to the runtime"
        for kind in ("bool for int", "bool for float")},
