@@ -68,32 +68,37 @@ def length_writer(fmt: str) -> Callable[[int], bytes]:
     return {POSTCARD: varint, BINCODE_VARINT: bvarint}.get(fmt, U64.pack)
 
 
-def _required_encoder(t: Type, fmt: str) -> Enc:
-    kind = t.kind
-    length = length_writer(fmt)
+def _number_encoder(kind: Kind, fmt: str) -> Enc:
+    """An integer (fixint, or a varint in postcard and bincode-varint) or a float, packed by ``struct``, which
+    refuses a value out of the kind's range or of another type."""
+    pack = ST[kind].pack
     if kind in INTS and fmt != BINCODE:
         signed = kind != Kind.UINT32
         bits = 64 if kind == Kind.INT64 else 32
-        pack = ST[kind].pack  # range and type check, as Rust's would fail to compile
         write = varint if fmt == POSTCARD else bvarint
 
         def int_varint(v: Any, out: list[bytes]) -> None:
             if type(v) is bool:
                 raise TypeError("expected an integer, got bool")
-            pack(v)
+            pack(v)  # the range and type check only
             out.append(write(zigzag(v, bits) if signed else v))
 
         return int_varint
-    if kind in ST:
-        pack = ST[kind].pack
-        if kind in INTS:
-            def fixed_int(v: Any, out: list[bytes]) -> None:
-                if type(v) is bool:
-                    raise TypeError("expected an integer, got bool")
-                out.append(pack(v))
+    if kind in INTS:
+        def fixed_int(v: Any, out: list[bytes]) -> None:
+            if type(v) is bool:
+                raise TypeError("expected an integer, got bool")
+            out.append(pack(v))
 
-            return fixed_int
-        return lambda v, out: out.append(pack(v))
+        return fixed_int
+    return lambda v, out: out.append(pack(v))
+
+
+def _required_encoder(t: Type, fmt: str) -> Enc:
+    kind = t.kind
+    length = length_writer(fmt)
+    if kind in ST:
+        return _number_encoder(kind, fmt)
     if kind == Kind.BOOL:
         def boolean(v: Any, out: list[bytes]) -> None:
             if v is True:
