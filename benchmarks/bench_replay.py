@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import interleave, print_table
-from wirepipe.connectors.capture_format import SENT_AT, capture_files, capture_table
+from wirepipe.connectors.capture_format import capture_files, capture_table
 from wirepipe.connectors.capture_sink import CaptureWriter
 from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
@@ -69,8 +69,8 @@ def make_capture(count: int) -> Path:
     for records in get_dataset("block").records(count, 0, 5000):
         n = len(records)
         sent = [t + (seq + i) * 50_000 for i in range(n)]  # 20k records/s, as published
-        headers = [{Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd",
-                    SENT_AT: str(s)} for s in sent]
+        headers = [{Header.CONTENT_TYPE: "application/msgpack", Header.CONTENT_ENCODING: "zstd",
+                    Header.SENT_AT: str(s)} for s in sent]
         batch = Batch([compress(pack(r)) for r in records], subjects="blocks.bench", headers=headers,
                       meta={"sent_ns": sent, "received_ns": [s + 200_000 for s in sent]})
         writer.append(capture_table(batch, seq, schema))

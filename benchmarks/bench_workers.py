@@ -62,12 +62,12 @@ async def fill(url: str, n: int, payloads: list[bytes], replicas: int) -> float:
     with contextlib.suppress(Exception):  # it may not exist
         await js.delete_stream(STREAM)
     await js.add_stream(name=STREAM, subjects=[SUBJECT], num_replicas=replicas)
-    headers = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
+    headers = {Header.CONTENT_TYPE: "application/msgpack", Header.CONTENT_ENCODING: "zstd"}
     t0 = time.perf_counter()
     window: list[Any] = []
     for i in range(n):
         window.append(await js.publish_async(SUBJECT, payloads[i % len(payloads)],
-                                             headers={**headers, Header.MSG_ID.value: str(i)}))
+                                             headers={**headers, Header.MSG_ID: str(i)}))
         if len(window) >= 2000:
             await asyncio.gather(*window)
             window = []

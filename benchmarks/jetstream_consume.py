@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import time
 
-from natsbench import SENT_AT, Result, attach_latency, report
+from natsbench import Result, attach_latency, report
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
@@ -30,6 +30,7 @@ from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.wire import Header
 
 _ids = itertools.count()
 
@@ -79,7 +80,7 @@ async def hand_run(url: str, n: int, batch: int, lat: list[float]) -> float:
         now = time.time_ns()
         for m in msgs:
             unpack(decompress(m.data))
-            lats.append(now - int(m.headers[SENT_AT]))
+            lats.append(now - int(m.headers[Header.SENT_AT]))
             await m.ack()
         got += len(msgs)
     await nc.flush()

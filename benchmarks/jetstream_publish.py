@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import time
 
-from natsbench import SENT_AT, finish_subscriber, interleave, paced_points, report, start_subscriber
+from natsbench import finish_subscriber, interleave, paced_points, report, start_subscriber
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -60,15 +60,15 @@ async def hand_run(url: str, n: int, window: int, rate: float | None = None,
     js = nc.jetstream(publish_async_max_pending=window)
     pack = msgpack.Packer(use_bin_type=True).pack
     compress = zstandard.ZstdCompressor(level=1).compress
-    base = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
+    base = {Header.CONTENT_TYPE: "application/msgpack", Header.CONTENT_ENCODING: "zstd"}
     nbytes = 0
     seq = 0
     async for chunk in paced_points(n, rate):
         for rec in chunk:
             payload = compress(pack(rec))
             nbytes += len(payload)
-            await js.publish_async(subject, payload, headers={**base, SENT_AT: str(time.time_ns()),
-                                                             Header.MSG_ID.value: f"hand-{seq}"})
+            await js.publish_async(subject, payload, headers={**base, Header.SENT_AT: str(time.time_ns()),
+                                                             Header.MSG_ID: f"hand-{seq}"})
             seq += 1
     await asyncio.wait_for(js.publish_async_completed(), 60)
     await nc.close()

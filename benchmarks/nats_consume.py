@@ -16,7 +16,7 @@ import asyncio
 import time
 from typing import Any
 
-from natsbench import SENT_AT, Result, attach_latency, report, start_publisher
+from natsbench import Result, attach_latency, report, start_publisher
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.connectors.null import NullSink
@@ -24,6 +24,7 @@ from wirepipe.core.batch import Batch
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.wire import Header
 
 
 class LatencySink(NullSink):
@@ -105,7 +106,7 @@ async def hand_run(url: str, n: int, lat: list[float]) -> tuple[float, float]:
             first = time.perf_counter()
         unpack(decompress(msg.data))
         h = msg.headers
-        lats.append(time.time_ns() - int(h[SENT_AT]))
+        lats.append(time.time_ns() - int(h[Header.SENT_AT]))
         got += 1
         if got >= n:
             last = time.perf_counter()

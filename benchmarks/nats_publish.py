@@ -22,7 +22,7 @@ import argparse
 import asyncio
 import time
 
-from natsbench import SENT_AT, finish_subscriber, interleave, paced_points, report, start_subscriber
+from natsbench import finish_subscriber, interleave, paced_points, report, start_subscriber
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -54,7 +54,7 @@ async def hand_loop(url: str, n: int, subject: str, rate: float | None = None,
     nc = await nats.connect(url)
     pack = msgpack.Packer(use_bin_type=True).pack
     compress = zstandard.ZstdCompressor(level=1).compress
-    headers = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
+    headers = {Header.CONTENT_TYPE: "application/msgpack", Header.CONTENT_ENCODING: "zstd"}
     nbytes = 0
     seq = 0
     async for chunk in paced_points(n, rate):
@@ -63,7 +63,7 @@ async def hand_loop(url: str, n: int, subject: str, rate: float | None = None,
             nbytes += len(payload)
             to = subject if subjects == "fixed" else f"{subject}.{rec['x'] if subjects == 'field' else seq}"
             seq += 1
-            await nc.publish(to, payload, headers={**headers, SENT_AT: str(time.time_ns())})
+            await nc.publish(to, payload, headers={**headers, Header.SENT_AT: str(time.time_ns())})
     await nc.flush()
     await nc.close()
     return n, nbytes

@@ -21,8 +21,6 @@ from typing import Any
 
 from wirepipe.wire import Header
 
-SENT_AT = Header.SENT_AT.value
-
 
 @dataclass
 class Result:
@@ -112,6 +110,7 @@ async def _subscribe(url: str, subject: str, count: int) -> None:
     nbytes = 0
     first = last = 0.0
     done = asyncio.Event()
+    sent_at = Header.SENT_AT
 
     async def cb(msg: Any) -> None:
         nonlocal got, nbytes, first, last
@@ -121,8 +120,8 @@ async def _subscribe(url: str, subject: str, count: int) -> None:
         got += 1
         nbytes += len(msg.data)
         h = msg.headers
-        if h and SENT_AT in h:
-            lat.append(now - int(h[SENT_AT]))
+        if h and sent_at in h:
+            lat.append(now - int(h[sent_at]))
         last = time.perf_counter()
         if got >= count:
             done.set()
@@ -155,9 +154,9 @@ async def _publish(url: str, subject: str, count: int, dataset: str) -> None:
     compress = zstandard.ZstdCompressor(level=1).compress
     payloads = [compress(msgpack.packb(r)) for chunk in get_dataset(dataset).records(count, 0, 1000) for r in chunk]
     nc = await nats.connect(url, pending_size=64 * 1024 * 1024)
-    base = {Header.CONTENT_TYPE.value: "application/msgpack", Header.CONTENT_ENCODING.value: "zstd"}
+    base = {Header.CONTENT_TYPE: "application/msgpack", Header.CONTENT_ENCODING: "zstd"}
     for p in payloads:
-        await nc.publish(subject, p, headers={**base, SENT_AT: str(time.time_ns())})
+        await nc.publish(subject, p, headers={**base, Header.SENT_AT: str(time.time_ns())})
     await nc.flush(timeout=60)
     await nc.close()
     print("done", flush=True)

@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from wirepipe.connectors.capture_format import (
-    SENT_AT,
     capture_files,
     capture_schema,
     capture_table,
@@ -23,12 +22,13 @@ from wirepipe.core.batch import Batch
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.pipelines.config import validate_config
 from wirepipe.storage.files import TEMP_SUFFIX
+from wirepipe.wire import Header
 
 
 def payload_batch(start: int, n: int, *, subject: str = "blocks.a", stream: bool = False) -> Batch:
     """Records as a NATS source yields them: bytes, per-record headers, timing meta."""
     values = [f"payload-{i}".encode() * (1 + i % 3) for i in range(start, start + n)]
-    headers = [{"Content-Type": "application/octet-stream", SENT_AT: str(1_000 + i)} for i in range(start, start + n)]
+    headers = [{"Content-Type": "application/octet-stream", Header.SENT_AT: str(1_000 + i)} for i in range(start, start + n)]
     meta = {"seq": list(range(start, start + n)), "sent_ns": [1_000 + i for i in range(start, start + n)],
             "received_ns": [2_000 + i for i in range(start, start + n)]}
     if stream:
@@ -59,7 +59,7 @@ def test_columns_hold_what_was_received(tmp_path: Path) -> None:
     assert [r["seq"] for r in rows] == list(range(50))
     assert rows[7]["payload"] == b"payload-7" * 2
     assert rows[7]["subject"] == "blocks.a.1"
-    assert dict(rows[7]["headers"]) == {"Content-Type": "application/octet-stream", SENT_AT: "1007"}
+    assert dict(rows[7]["headers"]) == {"Content-Type": "application/octet-stream", Header.SENT_AT: "1007"}
     assert (rows[7]["sent_ns"], rows[7]["received_ns"], rows[7]["stream_seq"]) == (1007, 2007, 107)
     schema = pq.read_schema(capture_files(tmp_path)[0])
     assert schema.names == capture_schema().names
@@ -68,7 +68,7 @@ def test_columns_hold_what_was_received(tmp_path: Path) -> None:
 
 
 def test_sent_ns_comes_from_the_header_when_the_source_did_not_stamp_it(tmp_path: Path) -> None:
-    batch = Batch([b"a", b"b", b"c"], subjects="s", headers=[{SENT_AT: "42"}, {}, {SENT_AT: "x"}])
+    batch = Batch([b"a", b"b", b"c"], subjects="s", headers=[{Header.SENT_AT: "42"}, {}, {Header.SENT_AT: "x"}])
     before = time.time_ns()
     table = capture_table(batch, 0, capture_schema())
     assert table.column("sent_ns").to_pylist() == [42, None, None]
@@ -191,7 +191,7 @@ def test_source_yields_batches_like_a_nats_source(tmp_path: Path) -> None:
 
 def test_source_keeps_per_record_headers_when_they_differ(tmp_path: Path) -> None:
     batch = Batch([b"a", b"b", b"c", b"d"], subjects="s",
-                  headers=[{"Content-Encoding": "zstd", SENT_AT: "1"}, None, {"Content-Encoding": "gzip"}, {}])
+                  headers=[{"Content-Encoding": "zstd", Header.SENT_AT: "1"}, None, {"Content-Encoding": "gzip"}, {}])
     writer = CaptureWriter(tmp_path, fsync=False)
     writer.append(capture_table(batch, 0, writer.schema()))
     writer.close()

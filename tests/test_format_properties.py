@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from wirepipe.codecs import FORMATS
 from wirepipe.core.batch import Batch
+from wirepipe.core.errors import ConfigError
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
@@ -35,7 +36,7 @@ from wirepipe.operators.pack import Pack
 from wirepipe.operators.serialize import Serialize
 from wirepipe.operators.unpack import Unpack
 from wirepipe.pipelines.pipeline import run_operators
-from wirepipe.schema import INTS, RecordSchema, SchemaError, Type, parse_schema, with_defaults
+from wirepipe.schema import INTS, RecordSchema, Type, parse_schema, with_defaults
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ def test_generated_records_go_through_every_schemad_format(schema: RecordSchema,
     codec = data.draw(st.sampled_from(CODECS), label="codec")
     for v in VARIANTS:
         if v.format == "protobuf" and protobuf_form(schema):
-            with pytest.raises(SchemaError, match="no protobuf form"):  # refused when built, as documented
+            with pytest.raises(ConfigError, match="no protobuf form"):  # refused when built, as documented
                 Serialize("protobuf", schema=schema)
             continue
         expected = expected_of(v, schema, records)
@@ -407,10 +408,10 @@ def misfit_of(schema: RecordSchema, record: Any) -> st.SearchStrategy[tuple[Misf
 LAYOUTS = ("bincode", "postcard", "bincode-varint")
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     **{(layout, kind, IN_NUMBERS): "the fixed layouts write a list of numbers with numpy.asarray, which reads "
-       "a bool as 0 or 1 (codecs/layout.py)"
+       "a bool as 0 or 1 (codecs/layout_encoders.py)"
        for layout in LAYOUTS for kind in ("bool for int", "bool for float")},
     **{(layout, "bool for float", ""): "the fixed layouts write a bool for a float as 0.0 or 1.0 "
-       "(codecs/layout.py)" for layout in LAYOUTS},
+       "(codecs/layout_encoders.py)" for layout in LAYOUTS},
     **{("protobuf", kind, IN_NUMBERS): "the protobuf runtime takes a bool in a repeated number field (with a "
        "DeprecationWarning: refused from protobuf 7.34); wirepipe leaves repeated numbers to the runtime"
        for kind in ("bool for int", "bool for float")},

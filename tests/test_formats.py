@@ -16,7 +16,7 @@ import pytest
 from wirepipe.codecs import CODECS, FORMATS, Chain, get_codec
 from wirepipe.codecs.compression import deflate_library
 from wirepipe.core.batch import Batch
-from wirepipe.core.errors import StageError
+from wirepipe.core.errors import ConfigError, StageError
 from wirepipe.datasets import DATASETS
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.schema_options import resolve_schema
@@ -177,12 +177,13 @@ def test_protobuf_bytes_equal_the_official_runtime() -> None:
 
 def test_protobuf_refuses_fields_whose_json_names_collide() -> None:
     """protoc and the runtime refuse two fields whose lowerCamelCase names are one (d and d_, a_b and aB):
-    a SchemaError naming the field when the format is built (found by the generated schemas), not the
-    runtime's TypeError; the other formats take the schema."""
+    the ConfigError YAML gives, naming the schema field, when the format is built (found by the generated
+    schemas), not the runtime's TypeError; the other formats take the schema."""
     for spec, where in (({"d": "int32", "d_": "int32"}, "d_"), ({"r": {"a_b": "int32", "aB": "bool"}}, "r.aB"),
                         ({"x": [{"_x": "string", "X": "string"}]}, "x.X")):
-        with pytest.raises(SchemaError, match=rf"schema field {re.escape(where)}: has no protobuf form"):
+        with pytest.raises(ConfigError, match="has no protobuf form") as info:
             Serialize("protobuf", schema=parse_schema(spec))
+        assert info.value.path == f"serialize.schema.{where}"
         Serialize("avro", schema=parse_schema(spec))
     Serialize("protobuf", schema=parse_schema({"ab": "int32", "a_b": "int32", "a": "int32", "A": "int32"}))
 
@@ -210,6 +211,20 @@ def test_protobuf_from_a_descriptor_set_and_a_generated_class(tmp_path, monkeypa
     assert Deserialize("msgpack", schema=str(path))(Batch([msgpack.packb(rec)])).values == [rec]
     with pytest.raises(SchemaError, match="cannot read"):
         resolve_schema(str(tmp_path / "ref.proto"))  # no such file
+
+
+def test_protobuf_framing_and_postcard_share_one_leb128() -> None:
+    """A framed protobuf message's lengths and postcard's varints are the same LEB128 (``codecs/varints.py``):
+    a record of 300 bytes is framed as ``0a ac 02``; a message cut inside that length is refused as protobuf's."""
+    schema = parse_schema({"blob": "bytes"})
+    framed = FORMATS["protobuf"].encoder(schema, framed=True)([{"blob": b"x" * 297}])
+    assert framed[:3] == b"\x0a\xac\x02" and len(framed) == 303
+    assert FORMATS["postcard"].encoder(parse_schema({"n": "uint32"}))({"n": 300}) == b"\xac\x02"
+    decode = FORMATS["protobuf"].decoder(schema, framed=True)
+    assert decode(framed) == [{"blob": b"x" * 297}]
+    with pytest.raises(StageError, match="truncated: the message ends inside a varint") as info:
+        decode(framed[:2])
+    assert info.value.operator == "protobuf"
 
 
 def test_avro_bytes_equal_fastavro_and_confluent_framing() -> None:

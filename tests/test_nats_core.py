@@ -10,7 +10,7 @@ import pytest
 from tests.nats_fixtures import expected
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jsonl import JsonlSink
-from wirepipe.connectors.nats.core_sink import SENT_AT, NatsSink
+from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.batch import Batch
@@ -96,7 +96,7 @@ async def test_wire_headers_and_subject_from_record_fields(nats_url: str) -> Non
     assert [m.subject for m in msgs] == [f"route.{p['x']}.{i}" for i, p in enumerate(points)]
     h = msgs[0].headers
     assert h["Content-Type"] == "application/json" and h["Content-Encoding"] == "zstd"
-    assert int(h[SENT_AT]) > 1_600_000_000 * 10**9
+    assert int(h[Header.SENT_AT]) > 1_600_000_000 * 10**9
 
 
 async def test_queue_group_shares_messages(nats_url: str) -> None:
@@ -135,7 +135,7 @@ async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: An
         # The payload alone is exactly max_payload: with headers it is over the limit.
         values = [b"a" * 4096, b"small", b"b" * 3900, b"c" * 4050]
 
-        source = TestingSource(values, headers={Header.CONTENT_TYPE.value: "application/octet-stream"})
+        source = TestingSource(values, headers={Header.CONTENT_TYPE: "application/octet-stream"})
         stats = await Pipeline(source, [], sink, dead_letter=dead).run_async()
         assert stats.rejected == 2 and stats.records_out == 2
         got = [await sub.next_msg(timeout=5) for _ in range(2)]

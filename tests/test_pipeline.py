@@ -102,10 +102,11 @@ def test_corrupt_records_are_dead_lettered_and_the_rest_carry_on(tmp_path: Path)
 
 
 def test_pickle_deserialize_is_refused_at_build_time() -> None:
-    from wirepipe.core.errors import RefusedError
+    from wirepipe.core.errors import ConfigError
 
-    with pytest.raises(RefusedError, match="allow_pickle"):
+    with pytest.raises(ConfigError, match="allow_pickle") as info:  # what the YAML entry gets, at its path
         Deserialize("pickle")
+    assert info.value.path == "deserialize"
     assert Deserialize("pickle", allow_pickle=True)(Serialize("pickle")(Batch([{"a": 1}]))).values == [{"a": 1}]
 
 
@@ -280,7 +281,7 @@ def test_the_operators_declare_the_headers_they_set() -> None:
     from wirepipe.operators.base import Operator
     from wirepipe.wire import Header
 
-    assert Serialize.adds_headers == (Header.CONTENT_TYPE.value,)
+    assert Serialize.adds_headers == (Header.CONTENT_TYPE,)
     assert Operator.adds_headers == ()
     batch = Serialize("json")(Batch([{"i": 1}]))
     assert set(Serialize.adds_headers) <= set(batch.headers)

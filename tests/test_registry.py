@@ -16,6 +16,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -284,6 +285,39 @@ def test_operator_factories_raise_the_yaml_message(tmp_path: Path, call, yaml_en
     assert info.value.detail == yaml_detail
     kind = yaml_entry[2:].split(":")[0]
     assert info.value.path == (f"{kind}.{field}" if field else kind)
+
+
+def _classes() -> Any:
+    from wirepipe.operators import compress, decompress, deserialize, map, pack, route, select, serialize
+
+    return {"Compress": compress.Compress, "Decompress": decompress.Decompress, "Deserialize": deserialize.Deserialize,
+            "Map": map.Map, "Pack": pack.Pack, "Subject": route.Subject, "Select": select.Select,
+            "Serialize": serialize.Serialize}
+
+
+@pytest.mark.parametrize(("call", "yaml_entry", "path"), [
+    (lambda c: c["Compress"]("gzip", 42), "- compress: {codec: gzip, level: 42}", "compress.level"),
+    (lambda c: c["Select"](fields=123), "- select: {fields: 123}", "select.fields"),
+    (lambda c: c["Select"]([]), "- select: []", "select.fields"),
+    (lambda c: c["Serialize"]("capnproto"), "- serialize: {format: capnproto}", "serialize.format"),
+    (lambda c: c["Serialize"]("protobuf", schema={"a_b": "int32", "aB": "int32"}),
+     "- serialize: {format: protobuf, schema: {a_b: int32, aB: int32}}", "serialize.schema.aB"),
+    (lambda c: c["Serialize"]("json", extra_fields="drop"), "- serialize: {format: json, extra_fields: drop}",
+     "serialize"),
+    (lambda c: c["Deserialize"]("msgpack", typed=3), "- deserialize: {format: msgpack, typed: 3}", "deserialize.typed"),
+    (lambda c: c["Decompress"]("auto", max_output_size="lots"), "- decompress: {max_output_size: lots}",
+     "decompress.max_output_size"),
+    (lambda c: c["Pack"](0), "- pack: {records: 0}", "pack.records"),
+    (lambda c: c["Subject"]("a b"), "- subject: a b", "subject"),
+    (lambda c: c["Map"]("os:no_such_function"), "- map: {function: os:no_such_function}", "map"),
+])
+def test_operator_classes_raise_the_yaml_message(tmp_path: Path, call, yaml_entry: str, path: str) -> None:
+    """An operator built from its class validates through its params model, as a connector does: the
+    ``ConfigError`` the YAML entry gets, at the entry's field, not a ``ValueError`` or ``TypeError``."""
+    yaml_detail = _yaml_error(tmp_path, f"name: x\nsource: {{type: generate}}\noperators:\n  {yaml_entry}\n")
+    with pytest.raises(ConfigError) as info:
+        call(_classes())
+    assert (info.value.path, info.value.detail) == (path, yaml_detail)
 
 
 @pytest.mark.parametrize(("call", "yaml_part"), [

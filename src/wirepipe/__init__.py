@@ -1,6 +1,7 @@
 """wirepipe: stream-processing pipelines for the payload path on NATS.
 
-Names are imported lazily, so ``import wirepipe`` (and ``wirepipe --help``) stays fast.
+Names are imported lazily, so ``import wirepipe`` (and ``wirepipe --help``) stays fast: the core
+classes by their module, the Python factories as ``wirepipe.api.__all__`` lists them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ _LAZY = {
     "StageError": "wirepipe.core.errors",
     "RefusedError": "wirepipe.core.errors",
 }
-_API = ("generate", "serialize", "deserialize", "compress", "decompress", "encode", "decode", "map_values",
-        "filter_values", "select", "pack", "unpack", "subject", "operator", "null_sink", "jsonl_sink", "parquet_sink",
-        "nats_sink", "jetstream_sink", "capture_sink", "jsonl_source", "parquet_source", "nats_source",
-        "jetstream_source", "capture_source", "source", "sink")
 
-__all__ = [*_LAZY, *_API, "__version__"]
+
+def _api_names() -> list[str]:
+    """The Python factories: ``wirepipe.api.__all__``, the one list of them (imported on first use)."""
+    import importlib
+
+    return list(importlib.import_module("wirepipe.api").__all__)
 
 
 def __getattr__(name: str) -> Any:
@@ -32,6 +34,12 @@ def __getattr__(name: str) -> Any:
 
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in _API:
+    if name == "__all__":
+        return [*_LAZY, *_api_names(), "__version__"]
+    if not name.startswith("_") and name in _api_names():  # a probe for a private name imports nothing
         return getattr(importlib.import_module("wirepipe.api"), name)
     raise AttributeError(f"module 'wirepipe' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, *_api_names()})

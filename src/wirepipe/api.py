@@ -50,15 +50,15 @@ def _fields(**fields: Any) -> dict[str, Any]:
 def _operators(kind: str, fields: dict[str, Any], *, schema: Any = None, allow_pickle: bool = False) -> list[Any]:
     """The operators of one ``kind`` entry, validated and built exactly as the YAML entry is.
 
-    ``schema`` goes to the operator as given: in Python it may be a ``RecordSchema``, a class or
-    a tuple of names, which YAML cannot spell; it is checked when the operator is built.
+    ``schema`` may also be what only Python can give (a ``RecordSchema``, a class, a tuple of names):
+    the params model takes it as it is.
     """
     from .operators import OPERATORS
     from .pipelines.config import build_operators, registered, validate_entry
 
-    params = validate_entry(registered(OPERATORS, kind, "operator"), fields, kind)
     if schema is not None:
-        params.schema_ = schema
+        fields = {**fields, "schema": schema}
+    params = validate_entry(registered(OPERATORS, kind, "operator"), fields, kind)
     return build_operators(params, BuildContext(allow_pickle=allow_pickle), kind)
 
 

@@ -136,8 +136,8 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
     else:
         try:
             ops = [Serialize(fmt, schema=schema)]
-        except (ValueError, KeyError) as exc:
-            raise ConfigError(str(exc.args[0] if exc.args else exc), path="--format") from None
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, path="--format") from None
     sink = TestingSink()
     await run_async(source, ops, sink, name="dict-train")
     return [bytes(v) for v in sink.records], sink.rejects

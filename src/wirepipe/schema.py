@@ -40,12 +40,39 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, overload
 
-INTS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint32": (0, 2**32 - 1)}
-FLOATS = ("float32", "float64")
-PRIMITIVES = (*INTS, *FLOATS, "bool", "string", "bytes")
+
+class Kind(str, Enum):
+    """The kinds of type the language has (``Type.kind``): the one spelling every format compares with.
+
+    A ``str`` enum, so a kind still equals its name (``Kind.INT32 == "int32"``) and prints as it.
+    """
+
+    INT32 = "int32"
+    INT64 = "int64"
+    UINT32 = "uint32"
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+    BOOL = "bool"
+    STRING = "string"
+    BYTES = "bytes"
+    FIXED = "fixed"  # bytes[N]
+    LIST = "list"
+    RECORD = "record"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+INTS = {Kind.INT32: (-(2**31), 2**31 - 1), Kind.INT64: (-(2**63), 2**63 - 1), Kind.UINT32: (0, 2**32 - 1)}
+FLOATS = (Kind.FLOAT32, Kind.FLOAT64)
+PRIMITIVES = (*INTS, *FLOATS, Kind.BOOL, Kind.STRING, Kind.BYTES)
 ALLOWED = ("int32, int64, uint32, float32, float64, bool, string, bytes, bytes[N], list<T>, "
            "[T], a nested {field: type} mapping, T? (optional)")
 _FIXED = re.compile(r"^bytes\[(\d+)\]$")
@@ -66,30 +93,34 @@ class SchemaError(ValueError):
 class Type:
     """The type of one field: a primitive, ``fixed`` (bytes[N]), ``list`` or ``record``."""
 
-    kind: str
+    kind: Kind
     size: int = 0
     item: Type | None = None
     record: RecordSchema | None = None
     optional: bool = False
 
+    def __post_init__(self) -> None:
+        if type(self.kind) is not Kind:  # spelled as its name: Type(Kind.INT32)
+            object.__setattr__(self, "kind", Kind(self.kind))
+
     def __str__(self) -> str:
-        if self.kind == "fixed":
+        if self.kind is Kind.FIXED:
             text = f"bytes[{self.size}]"
-        elif self.kind == "list":
+        elif self.kind is Kind.LIST:
             text = f"list<{self.item}>"
-        elif self.kind == "record":
+        elif self.kind is Kind.RECORD:
             text = "{" + ", ".join(f"{f.name}: {f.type}" for f in self.record.fields) + "}"  # type: ignore[union-attr]
         else:
-            text = self.kind
+            text = self.kind.value
         return text + "?" if self.optional else text
 
     def contains(self, *kinds: str) -> bool:
         """Whether this type, or any type inside it (list items, nested fields), is one of ``kinds``."""
         if self.kind in kinds:
             return True
-        if self.kind == "list":
+        if self.kind == Kind.LIST:
             return self.item.contains(*kinds)  # type: ignore[union-attr]
-        if self.kind == "record":
+        if self.kind == Kind.RECORD:
             return any(f.type.contains(*kinds) for f in self.record.fields)  # type: ignore[union-attr]
         return False
 
@@ -102,24 +133,24 @@ class Type:
         """Bytes this type takes in bincode's fixint layout when that never varies, else None."""
         if self.optional:
             return None
-        if self.kind in ("int32", "uint32", "float32"):
+        if self.kind in (Kind.INT32, Kind.UINT32, Kind.FLOAT32):
             return 4
-        if self.kind in ("int64", "float64"):
+        if self.kind in (Kind.INT64, Kind.FLOAT64):
             return 8
-        if self.kind == "bool":
+        if self.kind == Kind.BOOL:
             return 1
-        if self.kind == "fixed":
+        if self.kind == Kind.FIXED:
             return self.size
-        if self.kind == "record":
+        if self.kind == Kind.RECORD:
             return self.record.fixed_width  # type: ignore[union-attr]
         return None
 
     def to_spec(self) -> Any:
         """The YAML/JSON spelling of this type."""
-        if self.kind == "record":
+        if self.kind == Kind.RECORD:
             inner: Any = self.record.to_spec()  # type: ignore[union-attr]
             return inner
-        if self.kind == "list" and self.item is not None and self.item.contains("record"):
+        if self.kind == Kind.LIST and self.item is not None and self.item.contains(Kind.RECORD):
             return [self.item.to_spec()]  # a record inside has no string spelling: [T], nested as deep as it goes
         return str(self)
 
@@ -169,7 +200,7 @@ class RecordSchema(Sequence[str]):
         return total
 
     def __str__(self) -> str:
-        return f"{self.name} " + str(Type("record", record=self))
+        return f"{self.name} " + str(Type(Kind.RECORD, record=self))
 
     # --- spelling, files, Arrow -----------------------------------------------------------
     def to_spec(self) -> dict[str, Any]:
@@ -177,7 +208,7 @@ class RecordSchema(Sequence[str]):
         out: dict[str, Any] = {}
         for f in self.fields:
             t = f.type
-            if t.optional and t.contains("record"):  # no `?` after a mapping or [T]: the field's name says it
+            if t.optional and t.contains(Kind.RECORD):  # no `?` after a mapping or [T]: the field's name says it
                 out[f.name + "?"] = t.required().to_spec()
             else:
                 out[f.name] = t.to_spec()
@@ -204,9 +235,9 @@ def _arrow_type(t: Type) -> Any:
               "float64": pa.float64(), "bool": pa.bool_(), "string": pa.string(), "bytes": pa.binary()}
     if t.kind in simple:
         return simple[t.kind]
-    if t.kind == "fixed":
+    if t.kind == Kind.FIXED:
         return pa.binary(t.size)
-    if t.kind == "list":
+    if t.kind == Kind.LIST:
         item = t.item
         assert item is not None
         return pa.list_(pa.field("item", _arrow_type(item), nullable=item.optional))
@@ -223,28 +254,28 @@ def from_arrow(schema: Any, name: str = "Record") -> RecordSchema:
 def _from_arrow_type(t: Any, nullable: bool, path: str) -> Type:
     import pyarrow.types as pt
 
-    simple = [(pt.is_int32, "int32"), (pt.is_int64, "int64"), (pt.is_uint32, "uint32"), (pt.is_float32, "float32"),
-              (pt.is_float64, "float64"), (pt.is_boolean, "bool")]
+    simple = [(pt.is_int32, Kind.INT32), (pt.is_int64, Kind.INT64), (pt.is_uint32, Kind.UINT32), (pt.is_float32, Kind.FLOAT32),
+              (pt.is_float64, Kind.FLOAT64), (pt.is_boolean, Kind.BOOL)]
     for test, kind in simple:
         if test(t):
             return Type(kind, optional=nullable)
     if pt.is_string(t) or pt.is_large_string(t):
-        return Type("string", optional=nullable)
+        return Type(Kind.STRING, optional=nullable)
     if pt.is_fixed_size_binary(t):
-        return Type("fixed", size=t.byte_width, optional=nullable)
+        return Type(Kind.FIXED, size=t.byte_width, optional=nullable)
     if pt.is_binary(t) or pt.is_large_binary(t):
-        return Type("bytes", optional=nullable)
+        return Type(Kind.BYTES, optional=nullable)
     if pt.is_list(t) or pt.is_large_list(t):
         f = t.value_field
-        return Type("list", item=_from_arrow_type(f.type, f.nullable, path + "[]"), optional=nullable)
+        return Type(Kind.LIST, item=_from_arrow_type(f.type, f.nullable, path + "[]"), optional=nullable)
     if pt.is_struct(t):
         fields = tuple(Field(t.field(i).name, _from_arrow_type(t.field(i).type, t.field(i).nullable,
                                                                 f"{path}.{t.field(i).name}"))
                        for i in range(t.num_fields))
-        return Type("record", record=RecordSchema(_record_name(path), fields),
+        return Type(Kind.RECORD, record=RecordSchema(_record_name(path), fields),
                     optional=nullable)
     if pt.is_integer(t) and t.bit_width < 32:  # int8/int16/uint8/uint16 widen to int32
-        return Type("int32", optional=nullable)
+        return Type(Kind.INT32, optional=nullable)
     raise SchemaError(path, f"Arrow type {t} has no equivalent: allowed {ALLOWED}")
 
 
@@ -285,12 +316,12 @@ def _inferred(array: Any, path: str) -> Type:
         present = array.filter(pc.is_valid(array))
         fields = tuple(Field(t.field(i).name, _inferred(present.field(i), f"{path}.{t.field(i).name}"))
                        for i in range(t.num_fields))
-        return Type("record", record=RecordSchema(_record_name(path), fields), optional=optional)
+        return Type(Kind.RECORD, record=RecordSchema(_record_name(path), fields), optional=optional)
     if pt.is_list(t) or pt.is_large_list(t):
         items = array.flatten()
         if pt.is_null(items.type):
             raise SchemaError(path, "every list is empty (or null): no item type to infer; write it by hand")
-        return Type("list", item=_inferred(items, path + "[]"), optional=optional)
+        return Type(Kind.LIST, item=_inferred(items, path + "[]"), optional=optional)
     return _from_arrow_type(t, optional, path)
 
 
@@ -344,11 +375,11 @@ def _parse_record(spec: Mapping[str, Any], name: str, path: str) -> RecordSchema
 def parse_type(spec: Any, path: str) -> Type:
     """One field's type from its spelling (``SchemaError`` naming ``path`` otherwise)."""
     if isinstance(spec, Mapping):
-        return Type("record", record=_parse_record(spec, _record_name(path), path))
+        return Type(Kind.RECORD, record=_parse_record(spec, _record_name(path), path))
     if isinstance(spec, list):
         if len(spec) != 1:
             raise SchemaError(path, f"a list type is written [T] with one item type, got {spec!r}")
-        return Type("list", item=parse_type(spec[0], path + "[]"))
+        return Type(Kind.LIST, item=parse_type(spec[0], path + "[]"))
     if not isinstance(spec, str):
         raise SchemaError(path, f"{spec!r} is not a type: allowed {ALLOWED}")
     text = spec.strip()
@@ -356,16 +387,16 @@ def parse_type(spec: Any, path: str) -> Type:
     if optional:
         text = text[:-1].strip()
     if text in PRIMITIVES:
-        return Type(text, optional=optional)
+        return Type(Kind(text), optional=optional)
     m = _FIXED.match(text)
     if m:
         size = int(m.group(1))
         if size < 1:
             raise SchemaError(path, f"{spec!r}: bytes[N] needs N >= 1")
-        return Type("fixed", size=size, optional=optional)
+        return Type(Kind.FIXED, size=size, optional=optional)
     m = _LIST.match(text)
     if m:
-        return Type("list", item=parse_type(m.group(1), path + "[]"), optional=optional)
+        return Type(Kind.LIST, item=parse_type(m.group(1), path + "[]"), optional=optional)
     raise SchemaError(path, f"unknown type {spec!r}: allowed {ALLOWED}")
 
 
@@ -429,17 +460,17 @@ def check_value(t: Type, v: Any, path: str) -> str | None:
     if kind in FLOATS:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool)
         return None if ok else f"{path}: expected {kind}, got {type(v).__name__} {v!r:.40}"
-    if kind == "bool":
+    if kind == Kind.BOOL:
         return None if isinstance(v, bool) else f"{path}: expected bool, got {type(v).__name__} {v!r:.40}"
-    if kind == "string":
+    if kind == Kind.STRING:
         return None if isinstance(v, str) else f"{path}: expected string, got {type(v).__name__} {v!r:.40}"
-    if kind in ("bytes", "fixed"):
+    if kind in (Kind.BYTES, Kind.FIXED):
         if not isinstance(v, (bytes, bytearray, memoryview)):
             return f"{path}: expected {t.required()}, got {type(v).__name__} {v!r:.40}"
-        if kind == "fixed" and len(v) != t.size:
+        if kind == Kind.FIXED and len(v) != t.size:
             return f"{path}: expected exactly {t.size} bytes, got {len(v)}"
         return None
-    if kind == "list":
+    if kind == Kind.LIST:
         if not isinstance(v, (list, tuple)):
             return f"{path}: expected {t.required()}, got {type(v).__name__} {v!r:.40}"
         item = t.item
@@ -497,7 +528,7 @@ def undeclared_column_test(schema: RecordSchema | Sequence[str]) -> Callable[[li
 def _column_keys_test(schema: RecordSchema) -> Callable[[list[Any]], bool]:
     names = frozenset(schema.names)
     nested = [(_nested_records(f), _column_keys_test(_record_in(f.type)))
-              for f in schema.fields if f.type.contains("record")]
+              for f in schema.fields if f.type.contains(Kind.RECORD)]
     if not nested:
         return lambda values: set().union(*values) <= names
 
@@ -514,7 +545,7 @@ def _column_keys_test(schema: RecordSchema) -> Callable[[list[Any]], bool]:
 
 
 def _record_in(t: Type) -> RecordSchema:
-    while t.kind == "list":
+    while t.kind == Kind.LIST:
         t = t.item  # type: ignore[assignment]
     return t.record  # type: ignore[return-value]
 
@@ -528,11 +559,11 @@ def _nested_records(f: Field) -> Callable[[list[Any]], list[Any]]:
     name, t = f.name, f.type
     values: Callable[[list[Any]], Any] = (lambda rs: map(dict.get, rs, repeat(name))) if t.optional \
         else (lambda rs: map(itemgetter(name), rs))  # a required field's absence raises: checked record by record
-    if t.kind == "record":
+    if t.kind == Kind.RECORD:
         return lambda rs: [x for x in values(rs) if x is not None]
     depth = 1
     item = t.item
-    while item is not None and item.kind == "list":
+    while item is not None and item.kind == Kind.LIST:
         depth, item = depth + 1, item.item
     if depth == 1:
         return lambda rs: [y for x in values(rs) if x for y in x if y is not None]
@@ -556,7 +587,7 @@ def _keys_tests(schema: RecordSchema | Sequence[str]) -> Callable[[Any], bool]:
 
 def _keys_test(schema: RecordSchema) -> Callable[[Any], bool]:
     superset = frozenset(schema.names).issuperset
-    nested = [(f.name, _nested_keys_test(f.type)) for f in schema.fields if f.type.contains("record")]
+    nested = [(f.name, _nested_keys_test(f.type)) for f in schema.fields if f.type.contains(Kind.RECORD)]
     if not nested:
         return lambda v: type(v) is not dict or superset(v)
 
@@ -575,7 +606,7 @@ def _keys_test(schema: RecordSchema) -> Callable[[Any], bool]:
 
 
 def _nested_keys_test(t: Type) -> Callable[[Any], bool]:
-    if t.kind == "record":
+    if t.kind == Kind.RECORD:
         return _keys_test(t.record)  # type: ignore[arg-type]
     item = _nested_keys_test(t.item)  # type: ignore[arg-type]  # a list whose items hold records
     return lambda v: type(v) is not list or all(x is None or item(x) for x in v)
@@ -603,7 +634,7 @@ def _project_names(names: tuple[str, ...]) -> Callable[[Any], Any]:
 
 def _project_record(schema: RecordSchema) -> Callable[[Any], Any]:
     keep = frozenset(schema.names)
-    nested = {f.name: _project_value(f.type) for f in schema.fields if f.type.contains("record")}
+    nested = {f.name: _project_value(f.type) for f in schema.fields if f.type.contains(Kind.RECORD)}
 
     def record(v: Any) -> Any:
         if type(v) is not dict:
@@ -614,7 +645,7 @@ def _project_record(schema: RecordSchema) -> Callable[[Any], Any]:
 
 
 def _project_value(t: Type) -> Callable[[Any], Any]:
-    if t.kind == "record":
+    if t.kind == Kind.RECORD:
         return _project_record(t.record)  # type: ignore[arg-type]
     item = _project_value(t.item)  # type: ignore[arg-type]
     return lambda v: [x if x is None else item(x) for x in v] if type(v) is list else v
@@ -643,9 +674,9 @@ def with_defaults(schema: RecordSchema) -> Callable[[dict[str, Any]], dict[str, 
     def fill(t: Type, v: Any) -> Any:
         if v is None:
             return None
-        if t.kind == "record":
+        if t.kind == Kind.RECORD:
             return fill_record(t.record, v)  # type: ignore[arg-type]
-        if t.kind == "list" and t.item is not None and t.item.kind in ("record", "list"):
+        if t.kind == Kind.LIST and t.item is not None and t.item.kind in (Kind.RECORD, Kind.LIST):
             return [fill(t.item, x) for x in v]
         return v
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from .connectors.base import Sink, Source
 from .core.batch import Batch, Rejected
+from .core.stages import Stage
 from .operators.base import Operator
 from .pipelines.pipeline import Pipeline, RunStats
 
@@ -58,7 +59,7 @@ class TestingSource(Source):
 
     __test__ = False  # a class named Testing* is not a pytest test class
     type = "testing"
-    stage = "generate"
+    stage = Stage.GENERATE
 
     def __init__(self, records: Iterable[Any], batch_size: int = 1000, *,
                  subjects: Sequence[str] | str | None = None,
@@ -139,7 +140,7 @@ class TestingSink(Sink):
 
     __test__ = False
     type = "testing"
-    stage = "write"
+    stage = Stage.WRITE
 
     def __init__(self, *, keep: bool = True) -> None:
         self.keep = keep

@@ -1,15 +1,16 @@
-"""The wire contract in one place: header names, header-block sizes, dead letters, subjects.
+"""The wire contract in one place: header names, header-block sizes, subjects, dead letters.
 
 A wirepipe record on NATS is payload = compress(serialize(value)) plus a header block
 (README, "The wire contract"). Every module that reads or writes those headers takes
-their names from ``Header``; the NATS sinks measure header blocks with ``header_size`` and
-check subjects with ``SubjectCheck``, so they refuse a record the server would answer with
-a closed connection; the dead-letter encodings (envelopes for files, original payloads for
-NATS subjects) are built here from one per-record header rule; the ``subject`` operator and
-the NATS sinks parse ``orders.{region}``-style templates with the same ``template_fields``;
-``subjects_overlap`` tells whether a subject a pipeline publishes can come back to it, and
-``subject_regex`` reads a subscription's wildcards (``orders.*.>``) where no server does (a capture
-sliced by subject).
+their names from ``Header``; the NATS sinks measure header blocks with ``header_size``.
+Subjects have one vocabulary here: a ``SubjectTemplate`` makes the subject of each record
+(``orders.{region}``: the ``subject`` operator and the NATS sinks); a subscription's pattern
+(``orders.*.>``) is matched by ``subject_matches``, as a regular expression over a column by
+``subject_regex`` (a capture sliced by subject), and against a template by ``subjects_overlap``
+(a dead letter that would come back to its pipeline); ``SubjectCheck`` refuses what no publish
+can carry (a wildcard token, whitespace, a subject too long), so a sink refuses a record the
+server would answer with a closed connection. The dead-letter encodings (envelopes for files,
+original payloads for NATS subjects) are built here from one per-record header rule.
 """
 
 from __future__ import annotations
@@ -18,14 +19,19 @@ import json
 import re
 import string
 from collections.abc import Iterable, Sequence
-from enum import Enum
 from typing import Any
 
 from .core.batch import Batch, Rejected
+from .core.errors import WirepipeError
+from .core.records import as_dict
 
 
-class Header(str, Enum):
-    """The header names wirepipe reads and writes (``str`` values, usable as dict keys as they are)."""
+class Header:
+    """The header names wirepipe reads and writes: the one vocabulary, as plain ``str`` constants.
+
+    Plain strings, not enum members: a header dict goes to nats-py, orjson, pyarrow and YAML as it is,
+    and orjson refuses a ``str`` enum member as a dict key (``enum.StrEnum`` too).
+    """
 
     CONTENT_TYPE = "Content-Type"  # set by ``serialize``; ``deserialize format: auto`` reads it
     CONTENT_ENCODING = "Content-Encoding"  # set by ``compress``; ``decompress codec: auto`` reads it
@@ -44,8 +50,8 @@ class Header(str, Enum):
     TRACEPARENT = "traceparent"  # W3C trace context: kept as it came, or the pipeline's own with tracing on
     TRACESTATE = "tracestate"  # W3C trace context's vendor part, beside traceparent
 
-    def __str__(self) -> str:
-        return self.value
+
+HEADER_NAMES = frozenset(value for name, value in vars(Header).items() if name.isupper())
 
 
 def set_header(batch: Batch, key: str, value: str, drop: str | None = None) -> None:
@@ -81,9 +87,9 @@ def _merged(headers: dict[str, str], key: str, value: str, drop: str | None) -> 
 # --- header-block sizes ---------------------------------------------------------------------------
 
 HDR_LINE = len(b"NATS/1.0\r\n") + 2  # status line + the blank line that ends the block
-SENT_AT_SIZE = len(Header.SENT_AT.value) + 4 + 19  # "key: value\r\n" with a 19-digit ns timestamp
+SENT_AT_SIZE = len(Header.SENT_AT) + 4 + 19  # "key: value\r\n" with a 19-digit ns timestamp
 # The two gap-counting stamps: "Wirepipe-Publisher: <12 hex>\r\n" + "Wirepipe-Seq: <up to 12 digits>\r\n"
-STAMP_SIZE = len(Header.PUBLISHER.value) + 4 + 12 + len(Header.SEQ.value) + 4 + 12
+STAMP_SIZE = len(Header.PUBLISHER) + 4 + 12 + len(Header.SEQ) + 4 + 12
 
 
 def header_size(headers: dict[str, str] | None) -> int:
@@ -100,7 +106,7 @@ def entry_size(key: str, value_len: int) -> int:
 
 def sent_at_column(headers: list[dict[str, str] | None]) -> list[int | None]:
     """``Wirepipe-Sent-At`` of each record as int ns, None when absent or malformed."""
-    key = Header.SENT_AT.value
+    key = Header.SENT_AT
     try:
         return [int(h[key]) if h and key in h else None for h in headers]
     except ValueError:  # a malformed value: redo record by record
@@ -133,19 +139,146 @@ def template_fields(template: str) -> list[str]:
     return fields
 
 
+class SubjectTemplate:
+    """A subject, or a template that makes one per record: ``points``, ``blocks.{seq}``, ``out.{subject}``,
+    ``orders.{region}`` (what a NATS sink publishes on, what the ``subject`` operator sets).
+
+    A placeholder names a per-record column of the batch: ``subject`` (the subject the record came
+    with) or a meta column (``seq`` ...); rendered ``from_records`` (the ``subject`` operator, while
+    the values are still records), a meta column or else a field of each record.
+
+    >>> SubjectTemplate("orders.{region}.{seq}").render(Batch([{"region": "eu"}], meta={"seq": [7]}), from_records=True)
+    ['orders.eu.7']
+    >>> SubjectTemplate("out.{subject}").render(Batch([b"a", b"b"], subjects="in.x"))
+    ['out.in.x', 'out.in.x']
+    """
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        self.fields = template_fields(template)
+
+    @property
+    def fixed(self) -> bool:
+        """True when the template has no placeholder: one subject for every record."""
+        return not self.fields
+
+    def render(self, batch: Batch, *, from_records: bool = False) -> str | list[str]:
+        """The template itself when it is fixed, else the subject of each record; ``WirepipeError`` naming
+        what is missing when a placeholder names no column (a record without a field: ``KeyError``)."""
+        if not self.fields:
+            return self.template
+        columns: dict[str, Sequence[Any]] = {}
+        for f in self.fields:
+            if f == "subject" and not from_records:
+                if batch.subjects is None:
+                    raise WirepipeError(f"subject template {self.template!r}: the records have no subject")
+                columns[f] = batch.subjects_column()
+            elif f in batch.meta:
+                columns[f] = batch.meta[f]
+            elif not from_records:
+                raise WirepipeError(
+                    f"subject template {self.template!r}: no column {f!r} (available: subject, "
+                    f"{', '.join(batch.meta) or 'none'}; set per-record subjects with a `subject` operator)")
+        fmt = self.template.format
+        if from_records:
+            if not columns:
+                return [fmt(**as_dict(v)) for v in batch.values]
+            names = list(columns)
+            return [fmt(**{**as_dict(v), **dict(zip(names, row, strict=True))})
+                    for v, *row in zip(batch.values, *columns.values(), strict=True)]
+        if self.template == "{subject}":
+            return list(columns["subject"])
+        names = list(columns)
+        return [fmt(**dict(zip(names, row, strict=True))) for row in zip(*columns.values(), strict=True)]
+
+
+# --- subject patterns: what a subscription receives ------------------------------------------------
+
+# A subject is tokens joined by dots; a subscription's pattern may hold two wildcard tokens: ``*`` one
+# token, ``>`` one or more at the end. The sink's checks below (no wildcard in a publish) and the
+# matching here share these definitions.
+TOKEN_SEPARATOR = "."
+ONE_TOKEN = "*"
+THE_REST = ">"
+WILDCARDS = (ONE_TOKEN, THE_REST)
+
+
+def pattern_tokens(pattern: str) -> list[str]:
+    """The tokens of a subscription pattern; ``ValueError`` for an empty token or a ``>`` before the end.
+
+    >>> pattern_tokens("orders.*.>")
+    ['orders', '*', '>']
+    """
+    tokens = pattern.split(TOKEN_SEPARATOR)
+    if any(not t for t in tokens) or any(t == THE_REST for t in tokens[:-1]):
+        raise ValueError(f"subject pattern {pattern!r}: tokens are separated by single dots, and `>` comes last")
+    return tokens
+
+
 def subject_regex(pattern: str) -> str:
-    """A NATS subject pattern as a regular expression over whole subjects: ``*`` is one token, ``>`` one
-    or more tokens at the end (what a subscription to ``pattern`` receives).
+    """A subscription pattern as a regular expression over whole subjects (to match a column of them at
+    once, as a capture sliced by subject is: no server is there to route).
 
     >>> import re
     >>> [bool(re.fullmatch(subject_regex("orders.*.>"), s)) for s in ("orders.eu.1", "orders.eu", "orders.eu.1.2")]
     [True, False, True]
     """
-    tokens = pattern.split(".")
-    if any(not t for t in tokens) or any(t == ">" for t in tokens[:-1]):
-        raise ValueError(f"subject pattern {pattern!r}: tokens are separated by single dots, and `>` comes last")
-    parts = ["[^.]+" if t == "*" else ".+" if t == ">" else re.escape(t) for t in tokens]
-    return r"\.".join(parts)
+    parts = ["[^.]+" if t == ONE_TOKEN else ".+" if t == THE_REST else re.escape(t) for t in pattern_tokens(pattern)]
+    return re.escape(TOKEN_SEPARATOR).join(parts)
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """Whether a subscription to ``pattern`` receives ``subject``.
+
+    >>> subject_matches("orders.*.>", "orders.eu.1"), subject_matches("orders.*", "orders.eu.1")
+    (True, False)
+    """
+    return _meet(pattern.split(TOKEN_SEPARATOR), subject.split(TOKEN_SEPARATOR))
+
+
+def subjects_overlap(pattern: str, template: str) -> bool:
+    """True when some subject matches the subscription ``pattern`` and can be made by the publish
+    ``template`` (its ``{field}`` placeholders stand for any text, dots included: ``{subject}`` may be
+    ``a.b.c``): a dead letter that would come back to the pipeline that sent it, a stamp a source reads.
+
+    >>> subjects_overlap("in.>", "in.dead"), subjects_overlap("in7.>", "in7.dead.{subject}")
+    (True, True)
+    >>> subjects_overlap("in.*", "in.dead.{subject}"), subjects_overlap("in.>", "dlq.in.{subject}")
+    (False, False)
+    >>> subjects_overlap("orders.*", "orders.{region}-dead"), subjects_overlap("orders.eu", "orders.{r}-dead")
+    (True, False)
+    """
+    return _meet(pattern.split(TOKEN_SEPARATOR), [_template_token(t) for t in template.split(TOKEN_SEPARATOR)])
+
+
+def _template_token(token: str) -> str | tuple[str, str]:
+    """A literal token, or (text before the first placeholder, text after the last one)."""
+    if "{" not in token:
+        return token
+    return token[:token.index("{")], token[token.rindex("}") + 1:] if "}" in token else ""
+
+
+def _meet(pattern: list[str], tokens: Sequence[str | tuple[str, str]]) -> bool:
+    """Whether the pattern's tokens and a subject's (literal tokens, or placeholders of a template) can be one
+    subject."""
+    if not pattern or not tokens:
+        return not pattern and not tokens
+    head = pattern[0]
+    if head == THE_REST:
+        return True  # one or more tokens of anything: whatever the template makes from here on
+    t = tokens[0]
+    if isinstance(t, str):
+        return head in (ONE_TOKEN, t) and _meet(pattern[1:], tokens[1:])
+    prefix, suffix = t  # a placeholder token: one or more tokens, the first starting with prefix, the last
+    if head != ONE_TOKEN and not head.startswith(prefix):  # ending with suffix
+        return False
+    for k in range(1, len(pattern) + 1):
+        last = pattern[k - 1]
+        if last == THE_REST:
+            return True
+        if (last == ONE_TOKEN or last.endswith(suffix)) and _meet(pattern[k:], tokens[1:]):
+            return True
+    return False
 
 
 # --- subjects a publish can carry ---------------------------------------------------------------
@@ -159,7 +292,9 @@ MAX_CONTROL_LINE = 4096
 STAMP_PREFIX = "_WIREPIPE.last."
 # Whitespace or a control character anywhere; or an empty token (leading, trailing or double dot, or an
 # empty subject), or a ``*``/``>`` token: a publish names one subject, wildcards are for subscriptions.
-_NOT_PUBLISHABLE = re.compile(r"[\x00-\x20\x7f]|(?:^|\.)[*>]?(?:\.|$)")
+_WILD = "[" + re.escape("".join(WILDCARDS)) + "]"
+_DOT = re.escape(TOKEN_SEPARATOR)
+_NOT_PUBLISHABLE = re.compile(rf"[\x00-\x20\x7f]|(?:^|{_DOT}){_WILD}?(?:{_DOT}|$)")
 _CHAR_NAMES = {" ": "a space", "\t": "a tab", "\r": "a CR", "\n": "an LF"}
 
 
@@ -198,10 +333,10 @@ def subject_problem(subject: str, room: int, max_control_line: int = MAX_CONTROL
         found = bad.group()
         if not subject:
             return "the subject is empty"
-        if found.strip(".") in ("*", ">"):
+        if found.strip(TOKEN_SEPARATOR) in WILDCARDS:
             return (f"subject {shown_subject(subject)} has a wildcard token {found.strip('.')!r}: "
                     "a publish names one subject")
-        if len(found) == 1 and found not in ".*>":
+        if len(found) == 1 and found != TOKEN_SEPARATOR and found not in WILDCARDS:
             what = _CHAR_NAMES.get(found, f"the control character {found!r}")
             return f"subject {shown_subject(subject)} contains {what} (at character {bad.start() + 1})"
         return f"subject {shown_subject(subject)} has an empty token (a leading, trailing or double '.')"
@@ -276,12 +411,12 @@ class SubjectCheck:
         dotted = joined.replace(" ", ".")  # an empty subject or token is now a leading, trailing or double dot
         if not dotted or dotted[0] == "." or dotted[-1] == "." or ".." in dotted:
             return False
-        if ("*" in dotted or ">" in dotted) and _WILDCARD_TOKEN.search(dotted):
+        if (ONE_TOKEN in dotted or THE_REST in dotted) and _WILDCARD_TOKEN.search(dotted):
             return False
         return max(map(len, subjects)) <= self.room
 
 
-_WILDCARD_TOKEN = re.compile(r"(?:^|\.)[*>](?=\.|$)")
+_WILDCARD_TOKEN = re.compile(rf"(?:^|{_DOT}){_WILD}(?={_DOT}|$)")
 
 
 def publishable_subject(subject: str, room: int) -> str:
@@ -290,55 +425,9 @@ def publishable_subject(subject: str, room: int) -> str:
     if subject_problem(subject, room) is None:
         return subject
     text = re.sub(r"[\x00-\x20\x7f]", "_", subject.encode("utf-8", "replace").decode("utf-8", "replace"))
-    tokens = [t if t and t not in ("*", ">") else "_" for t in text.split(".")]
+    tokens = [t if t and t not in WILDCARDS else "_" for t in text.split(TOKEN_SEPARATOR)]
     out = ".".join(tokens).encode()[:room].decode("utf-8", "ignore").rstrip(".")
     return out or "_"
-
-
-# --- subjects that meet ---------------------------------------------------------------------------
-
-
-def subjects_overlap(pattern: str, template: str) -> bool:
-    """True when some subject matches the subscription ``pattern`` (``*`` one token, ``>`` one or more
-    at the end) and can be made by the publish ``template`` (its ``{field}`` placeholders stand for any
-    text, dots included: ``{subject}`` may be ``a.b.c``).
-
-    >>> subjects_overlap("in.>", "in.dead"), subjects_overlap("in7.>", "in7.dead.{subject}")
-    (True, True)
-    >>> subjects_overlap("in.*", "in.dead.{subject}"), subjects_overlap("in.>", "dlq.in.{subject}")
-    (False, False)
-    >>> subjects_overlap("orders.*", "orders.{region}-dead"), subjects_overlap("orders.eu", "orders.{r}-dead")
-    (True, False)
-    """
-    return _meet(pattern.split("."), [_template_token(t) for t in template.split(".")])
-
-
-def _template_token(token: str) -> str | tuple[str, str]:
-    """A literal token, or (text before the first placeholder, text after the last one)."""
-    if "{" not in token:
-        return token
-    return token[:token.index("{")], token[token.rindex("}") + 1:] if "}" in token else ""
-
-
-def _meet(pattern: list[str], template: list[str | tuple[str, str]]) -> bool:
-    if not pattern or not template:
-        return not pattern and not template
-    head = pattern[0]
-    if head == ">":
-        return True  # one or more tokens of anything: whatever the template makes from here on
-    t = template[0]
-    if isinstance(t, str):
-        return (head == "*" or head == t) and _meet(pattern[1:], template[1:])
-    prefix, suffix = t  # a placeholder token: one or more tokens, the first starting with prefix, the last
-    if head != "*" and not head.startswith(prefix):  # ending with suffix
-        return False
-    for k in range(1, len(pattern) + 1):
-        last = pattern[k - 1]
-        if last == ">":
-            return True
-        if (last == "*" or last.endswith(suffix)) and _meet(pattern[k:], template[1:]):
-            return True
-    return False
 
 
 # --- dead letters ---------------------------------------------------------------------------------
@@ -346,7 +435,7 @@ def _meet(pattern: list[str], template: list[str | tuple[str, str]]) -> bool:
 
 def dead_letter_headers(r: Rejected) -> dict[str, str]:
     """The record's headers plus why it was refused (``Wirepipe-Stage``, ``Wirepipe-Error``)."""
-    return {**(r.headers or {}), Header.STAGE.value: r.stage, Header.ERROR.value: r.error[:1024]}
+    return {**(r.headers or {}), Header.STAGE: r.stage, Header.ERROR: r.error[:1024]}
 
 
 def dead_letter_batch(rejected: list[Rejected]) -> Batch:
@@ -402,20 +491,20 @@ def dead_letter_payloads(rejected: list[Rejected], pipeline: str | None = None, 
             except TypeError:
                 values.append(repr(v).encode())
             h = {k: val for k, val in (r.headers or {}).items()
-                 if k not in (Header.CONTENT_TYPE.value, Header.CONTENT_ENCODING.value)}
-            h[Header.CONTENT_TYPE.value] = "application/json"
-        h.pop(Header.SENT_AT.value, None)
-        h[Header.STAGE.value] = r.stage
-        h[Header.ERROR.value] = " ".join(r.error.split())[:1024]
+                 if k not in (Header.CONTENT_TYPE, Header.CONTENT_ENCODING)}
+            h[Header.CONTENT_TYPE] = "application/json"
+        h.pop(Header.SENT_AT, None)
+        h[Header.STAGE] = r.stage
+        h[Header.ERROR] = " ".join(r.error.split())[:1024]
         if pipeline is not None:
-            h[Header.PIPELINE.value] = pipeline
+            h[Header.PIPELINE] = pipeline
         subject = r.subject or ""
         if subject:
             safe = publishable_subject(subject, room if room is not None else MAX_CONTROL_LINE)
-            h[Header.SUBJECT.value] = subject if safe == subject else repr(subject)[:1024]
+            h[Header.SUBJECT] = subject if safe == subject else repr(subject)[:1024]
             subject = safe
         if r.meta.get("stream_seq") is not None:
-            h[Header.STREAM_SEQ.value] = str(r.meta["stream_seq"])
+            h[Header.STREAM_SEQ] = str(r.meta["stream_seq"])
         headers.append(h)
         subjects.append(subject)
     meta: dict[str, Sequence[Any]] = {"seq": [r.meta.get("seq") for r in rejected]}

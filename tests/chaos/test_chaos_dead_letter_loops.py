@@ -125,13 +125,13 @@ async def test_a_loop_through_another_process_dead_letters_a_record_once(nats_ur
     run = asyncio.ensure_future(pipe.run_async())
     while not source.ready.is_set():
         await asyncio.sleep(0.01)
-    await relay.publish("in.x", b"not json", headers={Header.CONTENT_TYPE.value: "application/json"})
-    await relay.publish("in.x", b'{"ok": 1}', headers={Header.CONTENT_TYPE.value: "application/json"})
+    await relay.publish("in.x", b"not json", headers={Header.CONTENT_TYPE: "application/json"})
+    await relay.publish("in.x", b'{"ok": 1}', headers={Header.CONTENT_TYPE: "application/json"})
     await asyncio.sleep(2.0)
     source.stopping.set()
     stats = await asyncio.wait_for(run, 20)
     await relay.close()
     assert len(dead_letters) == 1
-    assert dead_letters[0].headers[Header.PIPELINE.value] == "looped"
-    assert dead_letters[0].headers[Header.STAGE.value] == "deserialize"
+    assert dead_letters[0].headers[Header.PIPELINE] == "looped"
+    assert dead_letters[0].headers[Header.STAGE] == "deserialize"
     assert (stats.records_in, stats.records_out, stats.rejected) == (3, 1, 2)  # the poison record arrived twice

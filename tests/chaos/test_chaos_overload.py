@@ -16,10 +16,10 @@ import pytest
 
 from tests.chaos.overload import run_scenario
 from wirepipe.connectors.nats.core_source import NatsSource
-from wirepipe.connectors.nats.gaps import PUBLISHER, SEQ
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
 from wirepipe.connectors.null import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.wire import Header
 
 
 @pytest.mark.timeout(240)
@@ -65,7 +65,7 @@ async def test_gaps_reordering_and_duplicates_reach_prometheus(nats_url: str) ->
         await asyncio.sleep(0.01)
     nc = await nats.connect(nats_url)
     for seq in (1, 2, 3, 5, 5, 4, 8):
-        await nc.publish("stamped", b"x", headers={PUBLISHER: "p1", SEQ: str(seq)})
+        await nc.publish("stamped", b"x", headers={Header.PUBLISHER: "p1", Header.SEQ: str(seq)})
     await nc.publish("stamped", b"y")  # unstamped: a foreign publisher, not counted
     await nc.flush()
     while pipe.stats.records_in < 8:

@@ -189,7 +189,7 @@ async def test_subject_length_against_the_servers_max_control_line(tmp_path: Pat
         fits, over, far = "long." + "f" * (room - 5), "long." + "o" * (room - 4), "long." + "x" * 2000
         subjects = ["long.a", fits, over, far] + [f"long.{i}" for i in range(4, 40)]
         source = TestingSource([str(i).encode() for i in range(40)], subjects=subjects,
-                               headers={Header.CONTENT_TYPE.value: "text/plain"})
+                               headers={Header.CONTENT_TYPE: "text/plain"})
         sink = NatsSink("{subject}", url=srv.url, max_control_line=mcl)
         dead = JsonlSink(tmp_path / "dead.jsonl")
         stats = await Pipeline(source, [], sink, dead_letter=dead).run_async()

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..codecs.formats import FORMATS
+from ..core.errors import ConfigError
+from ..core.stages import Stage
 from ..operators.compress import Compress
 from ..operators.decompress import Decompress
 from ..operators.deserialize import Deserialize
@@ -203,14 +205,14 @@ def _time_format(fmt: str, k: int, batches: list[list[Any]], data: BenchData, va
     positional = schema if FORMATS[fmt].needs_schema else None
     try:
         ser, deser = Serialize(fmt, schema=positional), Deserialize(fmt, schema=positional, allow_pickle=True)
-    except ValueError as exc:  # a schema'd format the data's schema cannot drive
-        return _FormatTiming([], [], [], error=f"{fmt}: {exc}")
+    except ConfigError as exc:  # a schema'd format the data's schema cannot drive
+        return _FormatTiming([], [], [], error=f"{fmt}: {exc.detail}")
     before: list[StageTime] = []
     after: list[StageTime] = []
     if k > 1:
         pack = Pack(k)
         packed = time_batches(pack, batches, schema=schema)
-        before.append(_row("pack", pack, packed, repetitions, None, None))
+        before.append(_row(Stage.PACK, pack, packed, repetitions, None, None))
         batches = packed.outputs
     serialized = time_batches(ser, batches, schema=schema)
     # the decoded records are read only by the round-trip check and by unpack
@@ -220,10 +222,10 @@ def _time_format(fmt: str, k: int, batches: list[list[Any]], data: BenchData, va
         unpack = Unpack()
         decoded = time_batches(unpack, deserialized.outputs, schema=schema, keep=warm_up)
         errors += decoded.errors
-        after.append(_row("unpack", unpack, decoded, repetitions, None, None))
+        after.append(_row(Stage.UNPACK, unpack, decoded, repetitions, None, None))
     ser_bytes = _nbytes(serialized.outputs)
-    before.append(_row("serialize", ser, serialized, repetitions, round(data.raw_bytes * repetitions), ser_bytes))
-    after.insert(0, _row("deserialize", deser, deserialized, repetitions, ser_bytes, None))
+    before.append(_row(Stage.SERIALIZE, ser, serialized, repetitions, round(data.raw_bytes * repetitions), ser_bytes))
+    after.insert(0, _row(Stage.DESERIALIZE, deser, deserialized, repetitions, ser_bytes, None))
     differs = round_trip_error(_flat(decoded.outputs), values, fmt, schema) if warm_up else None
     error = _first(errors) or (f"{fmt}: decoded records differ from the input: {differs}" if differs else None)
     return _FormatTiming(before, after, serialized.outputs, error, _digest(serialized.outputs) if warm_up else None)
@@ -240,8 +242,8 @@ def _time_codec(c: Combo, comp: Compress, decomp: Decompress, timing: _FormatTim
     if warm_up and unpacked.outputs != timing.payloads:
         return f"{c.chain}: decompressed payloads differ from the serialized ones"
     ser_bytes, comp_bytes = _nbytes(timing.payloads), _nbytes(packed.outputs)
-    return [*timing.rows_before, _row("compress", comp, packed, repetitions, ser_bytes, comp_bytes),
-            _row("decompress", decomp, unpacked, repetitions, comp_bytes, ser_bytes), *timing.rows_after]
+    return [*timing.rows_before, _row(Stage.COMPRESS, comp, packed, repetitions, ser_bytes, comp_bytes),
+            _row(Stage.DECOMPRESS, decomp, unpacked, repetitions, comp_bytes, ser_bytes), *timing.rows_after]
 
 
 def _digest(chunks: list[list[bytes]]) -> str:

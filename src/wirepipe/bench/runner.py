@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.stages import Stage
 from ..report.recommend import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
 from .combos import BenchPlan, Combo, default_repetitions
@@ -102,8 +103,8 @@ def measured_from(data: BenchData, result: ComboResult, repetitions: int, latenc
         for row in rows:
             m.stages.setdefault(row.stage, Spread([])).values.append((row.end_ns - row.start_ns) / 1e6)
     first = {row.stage: row for row in result.iterations[0]}
-    m.size = _per_record(first["serialize"].bytes_out, repetitions)
-    m.compressed = _per_record(first["compress"].bytes_out, repetitions) if "compress" in first else m.size
+    m.size = _per_record(first[Stage.SERIALIZE].bytes_out, repetitions)
+    m.compressed = _per_record(first[Stage.COMPRESS].bytes_out, repetitions) if Stage.COMPRESS in first else m.size
     if latency is not None and latency.num_rows:
         import numpy as np
 
@@ -119,7 +120,7 @@ def raw_rows(run_id: str, data: BenchData, result: ComboResult) -> list[dict[str
     for i, rows in enumerate(result.iterations):
         for step, row in enumerate(rows):
             out.append(_row(run_id, label, data.name, result.combo, i, step, row))
-            if row.stage == "serialize":
+            if row.stage == Stage.SERIALIZE:
                 out[-1]["payload_digest"] = result.digest
     return out
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.stages import Stage
 from ..report.table import Table
 from .combos import Combo
-
-PUBLISH_SIDE = ("serialize", "compress", "publish")
-CONSUME_SIDE = ("consume", "decompress", "deserialize")
 
 
 @dataclass
@@ -63,7 +61,7 @@ class Measured:
 
     @property
     def total(self) -> Spread | None:
-        pub, con = self.side(PUBLISH_SIDE), self.side(CONSUME_SIDE)
+        pub, con = self.side(Stage.PUBLISH_SIDE), self.side(Stage.CONSUME_SIDE)
         if pub is None or con is None:
             return None
         return Spread([a + b for a, b in zip(pub.values, con.values, strict=True)])
@@ -86,19 +84,19 @@ def format_table(rows: list[Measured]) -> Table:
     ok = [m for m in rows if m.combo.codec == "none" and not m.error]
     ok.sort(key=lambda m: _ser_deser(m).median)
     header = ["Format", "Size (b) [±% vs raw]", "Ser. (ms)", "Deser. (ms)", "Ser+Deser. (ms)"]
-    body = [[m.combo.label, size_cell(m.size, m.raw_bytes), str(m.stages["serialize"]),
-             str(m.stages["deserialize"]), str(_ser_deser(m))] for m in ok]
+    body = [[m.combo.label, size_cell(m.size, m.raw_bytes), str(m.stages[Stage.SERIALIZE]),
+             str(m.stages[Stage.DESERIALIZE]), str(_ser_deser(m))] for m in ok]
     return _table("Formats", header, body)
 
 
 def _ser_deser(m: Measured) -> Spread:
-    return Spread([a + b for a, b in zip(m.stages["serialize"].values, m.stages["deserialize"].values, strict=True)])
+    return Spread([a + b for a, b in zip(m.stages[Stage.SERIALIZE].values, m.stages[Stage.DESERIALIZE].values, strict=True)])
 
 
 def chain_table(rows: list[Measured]) -> Table:
     """Every combination with its compression (and transport) columns, sorted by total time."""
     ok = sorted((m for m in rows if not m.error), key=lambda m: m.total.median if m.total else float("inf"))
-    transport = any("publish" in m.stages for m in ok)
+    transport = any(Stage.PUBLISH in m.stages for m in ok)
     header = ["Chain", "Size (b)", "Compressed (b) [±% vs raw]", "Ser. (ms)", "Comp. (ms)"]
     header += ["Publish (ms)", "Consume (ms)"] if transport else []
     header += ["Decomp. (ms)", "Deser. (ms)", "Publish-side sum (ms)", "Consume-side sum (ms)"]
@@ -106,9 +104,9 @@ def chain_table(rows: list[Measured]) -> Table:
     body = []
     for m in ok:
         row = [m.combo.label, size_cell(m.size, m.raw_bytes).split(" ")[0], size_cell(m.wire_bytes, m.raw_bytes),
-               _cell(m, "serialize"), _cell(m, "compress")]
-        row += [_cell(m, "publish"), _cell(m, "consume")] if transport else []
-        row += [_cell(m, "decompress"), _cell(m, "deserialize"), str(m.side(PUBLISH_SIDE)), str(m.side(CONSUME_SIDE))]
+               _cell(m, Stage.SERIALIZE), _cell(m, Stage.COMPRESS)]
+        row += [_cell(m, Stage.PUBLISH), _cell(m, Stage.CONSUME)] if transport else []
+        row += [_cell(m, Stage.DECOMPRESS), _cell(m, Stage.DESERIALIZE), str(m.side(Stage.PUBLISH_SIDE)), str(m.side(Stage.CONSUME_SIDE))]
         if transport:
             lat = m.latency_ms
             row.append(f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "n/a")

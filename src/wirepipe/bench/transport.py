@@ -32,6 +32,7 @@ from typing import Any
 from ..codecs.formats import FORMATS
 from ..connectors.nats.connection import split_urls
 from ..core.errors import WirepipeError
+from ..core.stages import Stage
 from ..testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime, first_difference
 from .combos import BenchPlan, Combo
@@ -186,11 +187,11 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
                             f"{first_difference(consumer.sink.records, values)}")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
-    p0, p1, p_bytes = _stage_total(pub_rows, "publish")
+    p0, p1, p_bytes = _stage_total(pub_rows, Stage.PUBLISH)
     c0, c1 = _receive_window(con_latency)
     latency.append(con_latency)
-    return [StageTime("publish", sink_name, sink_params, n, p_bytes, p_bytes, p0, p1),
-            StageTime("consume", source.name, source.params, n, p_bytes, p_bytes, c0, c1)]
+    return [StageTime(Stage.PUBLISH, sink_name, sink_params, n, p_bytes, p_bytes, p0, p1),
+            StageTime(Stage.CONSUME, source.name, source.params, n, p_bytes, p_bytes, c0, c1)]
 
 
 def _stream(subject: str) -> str:
@@ -338,7 +339,7 @@ def _merge(codec_rows: list[StageTime], wire: list[StageTime]) -> list[StageTime
     publish, consume = wire
     out: list[StageTime] = []
     for row in codec_rows:
-        if row.stage in ("decompress", "deserialize") and publish not in out:
+        if row.stage in Stage.DECODE and publish not in out:
             out += [publish, consume]
         out.append(row)
     return out

@@ -218,11 +218,11 @@ def codecs() -> None:
     # A name or a content type is what a reader copies into a config or a peer: the table never cuts one;
     # the notes wrap beneath their row when they do not fit beside it.
     width = terminal_width()
-    formats = Table("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE.value, "installed"],
+    formats = Table("formats (serialize / deserialize)", ["format", Header.CONTENT_TYPE, "installed"],
                     [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()], [False] * 3,
                     notes=[f.note for f in FORMATS.values()], notes_header="notes")
     codecs = Table("codecs (compress / decompress)",
-                   ["codec", Header.CONTENT_ENCODING.value, "fastest", "default", "best", "range", "installed"],
+                   ["codec", Header.CONTENT_ENCODING, "fastest", "default", "best", "range", "installed"],
                    [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
                      f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()], [False] * 7,
                    notes=[c.note for c in CODECS.values()], notes_header="notes")

@@ -11,7 +11,7 @@ registry reads it. A framed message (several records) is an Avro ``array`` of th
 
 fastavro writes a value that does not fit as some other value (1.5 for an int as 1, None or "x"
 for a boolean as false or true, an out-of-range int32 as a long), so each record is checked
-against the schema first (``msgspec_engine.validator``, in C: less than the range check it
+against the schema first (``codecs/checks.py``'s ``validator``, in C: less than the range check it
 replaces took) and a misfit is refused with its field path, as is a field the schema does not
 declare (fastavro would leave it out). A numpy array where the schema has a
 list is written as that list.
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import StageError
-from ..schema import Field, RecordSchema, SchemaError, Type
-from .msgspec_engine import checked, validator
+from ..schema import Field, Kind, RecordSchema, SchemaError, Type
+from .checks import checked, validator
 
 _AVRO = {"int32": "int", "int64": "long", "uint32": "long", "float32": "float", "float64": "double",
          "bool": "boolean", "string": "string", "bytes": "bytes"}
@@ -43,9 +43,9 @@ def avro_schema(schema: RecordSchema) -> dict[str, Any]:
     def typ(t: Type, field_name: str) -> Any:
         if t.kind in _AVRO:
             out: Any = _AVRO[t.kind]
-        elif t.kind == "fixed":
+        elif t.kind == Kind.FIXED:
             out = {"type": "fixed", "name": name(f"{field_name}_{t.size}"), "size": t.size}
-        elif t.kind == "list":
+        elif t.kind == Kind.LIST:
             out = {"type": "array", "items": typ(t.item, field_name)}  # type: ignore[arg-type]
         else:
             out = record(t.record)  # type: ignore[arg-type]
@@ -73,20 +73,20 @@ def schema_of_avsc(avsc: Any, path: str = "") -> RecordSchema:
             simple = {"int": "int32", "long": "int64", "float": "float32", "double": "float64",
                       "boolean": "bool", "string": "string", "bytes": "bytes"}
             if a in simple:
-                return Type(simple[a])
+                return Type(Kind(simple[a]))
             if a in named:
                 return named[a]
             raise SchemaError(where, f"Avro type {a!r} has no equivalent")
         if isinstance(a, dict):
             kind = a.get("type")
             if kind == "fixed":
-                t = Type("fixed", size=int(a["size"]))
+                t = Type(Kind.FIXED, size=int(a["size"]))
                 named[a["name"]] = t
                 return t
             if kind == "array":
-                return Type("list", item=typ(a["items"], where + "[]"))
+                return Type(Kind.LIST, item=typ(a["items"], where + "[]"))
             if kind == "record":
-                t = Type("record", record=rec(a, where))
+                t = Type(Kind.RECORD, record=rec(a, where))
                 named[a["name"]] = t
                 return t
             if isinstance(kind, (str, list, dict)) and kind not in ("map", "enum"):

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core.errors import RefusedError, StageError
 from ..core.registry import Registry, install_hint, library_installed
+from .varints import read_varint
 
 Fn = Callable[[bytes], bytes]
 DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024
@@ -530,14 +531,8 @@ def _snappy_size(data: bytes) -> int:
         body = pos + 4
         if body + length > n:
             raise _bad("snappy", "truncated stream (end of data inside a chunk)")
-        if kind == 0x00:  # compressed: CRC (4 bytes) then a snappy block that starts with its size
-            size = shift = 0
-            for i in range(body + 4, min(body + length, body + 9)):
-                size |= (data[i] & 0x7F) << shift
-                if data[i] < 0x80:
-                    break
-                shift += 7
-            total += size
+        if kind == 0x00:  # compressed: CRC (4 bytes) then a snappy block that starts with its size (a varint)
+            total += read_varint(data[body + 4:body + length], 0, 5, "snappy", "decompress")[0]
         elif kind == 0x01:
             total += max(length - 4, 0)
         elif 0x02 <= kind <= 0x7F:

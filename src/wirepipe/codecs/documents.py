@@ -6,7 +6,7 @@ unwrapped on decode, so framing works with every format.
 
 - ``bson`` (pymongo's ``bson``): bytes as binary subtype 0, integers as int32 or int64 by value;
   integers past int64 are refused per record. With a typed schema a record that does not fit it
-  is refused with the field path (``msgspec_engine.validator``), and integers take the schema's
+  is refused with the field path (``codecs/checks.py``'s ``validator``), and integers take the schema's
   BSON type as Rust's ``bson`` crate writes them: int32 as int32, uint32 and int64 as int64
   (a u32 may not fit an int32), so a Rust peer's struct and wirepipe write the same document
   (the Large Vectors table's 960,615 bytes). int64 values read back as ``bson.Int64``, an ``int``.
@@ -18,7 +18,8 @@ unwrapped on decode, so framing works with every format.
   float64 items at 4 bytes when f32 holds them all exactly), uint32 as UInt, float32 at 4
   bytes, absent optional fields as null; any FlexBuffers reader reads it back (the Large Vectors
   table's 264,099 bytes, where the untyped vectors take 451,103). A record with a field the schema does
-  not declare, or a value that does not fit, is refused.
+  not declare, or a value that does not fit, is refused first, as bson's (``codecs/checks.py``'s
+  ``validator``).
 - ``toml`` (``tomllib``/``tomli`` + ``tomli-w``): TOML has neither bytes nor null. Bytes are
   written as ``{"$base64" = "..."}`` (the JSON dialect's marker, read back as bytes); a null is
   refused per record with its field path.
@@ -32,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import StageError
-from ..schema import INTS, RecordSchema, Type
+from ..schema import FLOATS, INTS, Kind, RecordSchema, Type
 
 WRAP = "$value"
 B64 = "$base64"
@@ -54,7 +55,7 @@ def bson_codec(schema: RecordSchema | None = None) -> tuple[Callable[[Any], byte
     encode_doc = bson.encode
     decode_doc = bson.decode
     errors = (bson.errors.BSONError, ValueError, IndexError, TypeError, KeyError)
-    typed = _bson_ints(Type("record", record=schema), bson.Int64) if schema is not None else None
+    typed = _bson_ints(Type(Kind.RECORD, record=schema), bson.Int64) if schema is not None else None
 
     def encode(value: Any) -> bytes:
         if typed is not None:
@@ -69,7 +70,7 @@ def bson_codec(schema: RecordSchema | None = None) -> tuple[Callable[[Any], byte
         return _unwrap(doc)
 
     if schema is not None:  # BSON writes any value as what it is: the schema's check refuses a misfit first
-        from .msgspec_engine import checked, validator
+        from .checks import checked, validator
 
         return checked(validator(schema), encode), decode
     return encode, decode
@@ -79,24 +80,12 @@ _WIDE = ("uint32", "int64")  # Rust's bson writes these as int64
 _ARRAY_CODE = {"uint32": "I", "int64": "q", "int32": "i"}
 
 
-def _int_checker(kind: str) -> Callable[[Any], None]:
-    lo, hi = INTS[kind]
-
-    def check(v: Any) -> None:
-        if type(v) is bool or not isinstance(v, int):
-            raise TypeError(f"expected {kind}, got {type(v).__name__}")
-        if not lo <= v <= hi:
-            raise OverflowError(f"{v} is out of range for {kind}")
-
-    return check
-
-
 def _bson_ints(t: Type, int64: Callable[[int], Any]) -> Callable[[Any], Any] | None:
     """A function that wraps the uint32 and int64 values of ``t`` in ``bson.Int64``, or None if it has none."""
     kind = t.kind
     if kind in _WIDE:  # the values were checked by the encoder's validator
         return lambda v: None if v is None else int64(v)
-    if kind == "list":
+    if kind == Kind.LIST:
         item = t.item
         assert item is not None
         if item.kind in _WIDE and not item.optional:
@@ -105,7 +94,7 @@ def _bson_ints(t: Type, int64: Callable[[int], Any]) -> Callable[[Any], Any] | N
         if each is None:
             return None
         return lambda v: None if v is None else [each(x) for x in v]
-    if kind != "record":
+    if kind != Kind.RECORD:
         return None
     assert t.record is not None
     convs = {f.name: c for f in t.record.fields if (c := _bson_ints(f.type, int64)) is not None}
@@ -140,14 +129,14 @@ def _typed_vector(kind: str, v: Any) -> Any:
     that holds every item and the length (what flexbuffers' C++ and Rust builders pick)."""
     if kind in INTS:
         if not v:
-            return array.array(_SIGNED[1] if kind != "uint32" else _UNSIGNED[1])
+            return array.array(_SIGNED[1] if kind != Kind.UINT32 else _UNSIGNED[1])
         a = array.array(_ARRAY_CODE[kind], v)  # type and range checked at C speed
-        signed = kind != "uint32"
+        signed = kind != Kind.UINT32
         width = max(_int_width(min(a), max(a), signed), _width_of_count(len(a)))
         code = (_SIGNED if signed else _UNSIGNED)[width]
         return a if a.itemsize == width else array.array(code, a)
     a = array.array("d", v)
-    if kind == "float32" or array.array("f", a).tolist() == a.tolist():
+    if kind == Kind.FLOAT32 or array.array("f", a).tolist() == a.tolist():
         # float32: the Rust struct holds an f32 (wirepipe's typed formats round to it too);
         # float64: 4 bytes only when every item is an f32 exactly (NaN is not: 8 bytes)
         return array.array("f", a) if _width_of_count(len(a)) <= 4 else a
@@ -155,107 +144,83 @@ def _typed_vector(kind: str, v: Any) -> Any:
 
 
 def _flex_writer(t: Type) -> Callable[[Any, Any], None]:
-    """Write one value of type ``t`` into a flexbuffers Builder, the way Rust's serializer writes the struct."""
+    """Write one value of type ``t`` into a flexbuffers Builder, the way Rust's serializer writes the struct.
+
+    The record was checked against the schema first (``checks.validator``, as bson's is): a writer only
+    writes, so a misfit is refused with the schema's words, never written as some other value.
+    """
+    write = _flex_required(t)
+    if not t.optional:
+        return write
+
+    def maybe(b: Any, v: Any) -> None:
+        if v is None:
+            b.Null()
+        else:
+            write(b, v)
+
+    return maybe
+
+
+def _flex_required(t: Type) -> Callable[[Any, Any], None]:
     kind = t.kind
-    optional = t.optional
-
-    def nullable(write: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-        if not optional:
-            return write
-
-        def maybe(b: Any, v: Any) -> None:
-            if v is None:
-                b.Null()
-            else:
-                write(b, v)
-
-        return maybe
-
     if kind in INTS:
-        check = _int_checker(kind)
-        unsigned = kind == "uint32"
-
-        def integer(b: Any, v: Any) -> None:
-            check(v)
-            (b.UInt if unsigned else b.Int)(v)
-
-        return nullable(integer)
-    if kind in ("float32", "float64"):
-        width = 4 if kind == "float32" else 0
-
-        def floating(b: Any, v: Any) -> None:
-            if type(v) is bool or not isinstance(v, (int, float)):
-                raise TypeError(f"expected {kind}, got {type(v).__name__}")
-            b.Float(float(v), width)  # Builder.Float below takes the values past FLT_MAX the library's cannot
-
-        return nullable(floating)
-    if kind == "bool":
-        def boolean(b: Any, v: Any) -> None:
-            if type(v) is not bool:
-                raise TypeError(f"expected bool, got {type(v).__name__}")
-            b.Bool(v)
-
-        return nullable(boolean)
-    if kind == "string":
-        return nullable(lambda b, v: b.String(v) if type(v) is str else _refuse(kind, v))
-    if kind in ("bytes", "fixed"):
-        size = t.size if kind == "fixed" else None
-
-        def blob(b: Any, v: Any) -> None:
-            if not isinstance(v, (bytes, bytearray, memoryview)):
-                raise TypeError(f"expected bytes, got {type(v).__name__}")
-            if size is not None and len(v) != size:
-                raise ValueError(f"expected exactly {size} bytes, got {len(v)}")
-            b.Blob(bytes(v))
-
-        return nullable(blob)
-    if kind == "list":
-        item = t.item
-        assert item is not None
-        if (item.kind in INTS or item.kind in ("float32", "float64")) and not item.optional:
-            ik = item.kind
-            return nullable(lambda b, v: b.TypedVectorFromElements(_typed_vector(ik, v)))
-        each = _flex_writer(item)
-
-        def items(b: Any, v: Any) -> None:
-            if not isinstance(v, (list, tuple)):
-                raise TypeError(f"expected a list, got {type(v).__name__}")
-            with b.Vector():
-                for x in v:
-                    each(b, x)
-
-        return nullable(items)
+        return (lambda b, v: b.UInt(v)) if kind == Kind.UINT32 else (lambda b, v: b.Int(v))
+    if kind in FLOATS:
+        width = 4 if kind == Kind.FLOAT32 else 0
+        # Builder.Float below takes the values past FLT_MAX the library's cannot
+        return lambda b, v: b.Float(float(v), width)
+    if kind == Kind.BOOL:
+        return lambda b, v: b.Bool(v)
+    if kind == Kind.STRING:
+        return lambda b, v: b.String(v)
+    if kind in (Kind.BYTES, Kind.FIXED):
+        return lambda b, v: b.Blob(bytes(v))
+    if kind == Kind.LIST:
+        assert t.item is not None
+        return _flex_list(t.item)
     assert t.record is not None
-    fields = [(f.name, _flex_writer(f.type), f.type.optional) for f in t.record.fields]
-    declared = frozenset(t.record.names).issuperset
+    return _flex_record(t.record)
+
+
+def _flex_list(item: Type) -> Callable[[Any, Any], None]:
+    """A numeric list as one typed vector (``_typed_vector``); any other list item by item."""
+    if (item.kind in INTS or item.kind in FLOATS) and not item.optional:
+        kind = item.kind
+        return lambda b, v: b.TypedVectorFromElements(_typed_vector(kind, v))
+    each = _flex_writer(item)
+
+    def items(b: Any, v: Any) -> None:
+        with b.Vector():
+            for x in v:
+                each(b, x)
+
+    return items
+
+
+def _flex_record(schema: RecordSchema) -> Callable[[Any, Any], None]:
+    """A map of every field in schema order, absent optional ones as null."""
+    fields = [(f.name, _flex_writer(f.type), f.type.optional) for f in schema.fields]
 
     def record(b: Any, v: Any) -> None:
-        if type(v) is not dict:
-            raise TypeError(f"expected a record, got {type(v).__name__}")
-        if not declared(v):  # the map would leave the field out
-            raise ValueError("a field the schema does not declare")
         with b.Map():
-            for name, write, opt in fields:
+            for name, write, optional in fields:
                 b.Key(name)
-                write(b, v.get(name) if opt else v[name])
+                write(b, v.get(name) if optional else v[name])
 
-    return nullable(record)
-
-
-def _refuse(kind: str, v: Any) -> None:
-    raise TypeError(f"expected {kind}, got {type(v).__name__}")
+    return record
 
 
 def _blob_restorer(t: Type) -> Callable[[Any], Any] | None:
     """Blobs (bytearray) back to bytes where the schema has bytes; None where ``t`` holds none."""
     kind = t.kind
-    if kind in ("bytes", "fixed"):
+    if kind in (Kind.BYTES, Kind.FIXED):
         return lambda v: bytes(v) if type(v) in (bytearray, memoryview) else v
-    if kind == "list":
+    if kind == Kind.LIST:
         assert t.item is not None
         each = _blob_restorer(t.item)
         return None if each is None else (lambda v: [each(x) for x in v] if type(v) is list else v)
-    if kind != "record":
+    if kind != Kind.RECORD:
         return None
     assert t.record is not None
     convs = {f.name: c for f in t.record.fields if (c := _blob_restorer(f.type)) is not None}
@@ -277,7 +242,7 @@ def flexbuffers_codec(schema: RecordSchema | None = None) -> tuple[Callable[[Any
             super().Float(value, byte_width)
 
     loads = flexbuffers.Loads
-    rec = Type("record", record=schema) if schema is not None else None
+    rec = Type(Kind.RECORD, record=schema) if schema is not None else None
     write = _flex_writer(rec) if rec is not None else None
     restore = (_blob_restorer(rec) if rec is not None else _restore_blobs) or (lambda v: v)
     restore_framed = (lambda v: [restore(r) for r in v] if type(v) is list else restore(v)) if rec is not None \
@@ -307,6 +272,10 @@ def flexbuffers_codec(schema: RecordSchema | None = None) -> tuple[Callable[[Any
             raise StageError("deserialize", "flexbuffers", f"expected a map at the root, got {type(doc).__name__}")
         return restore_framed(_unwrap(doc))
 
+    if schema is not None:  # the writers only write: the schema's check refuses a misfit first
+        from .checks import checked, validator
+
+        return checked(validator(schema), encode), decode
     return encode, decode
 
 

@@ -256,7 +256,7 @@ def _msgpack_decoder(schema: Schema, framed: bool = False) -> Decoder:
 
 def _msgpack_array_encoder(schema: Schema) -> Encoder:
     """Positional: the fields in schema order. With a typed schema each record is checked first
-    (``msgspec_engine.validator``: a misfit would be written as it is, a field the schema does not
+    (``codecs/checks.py``'s ``validator``: a misfit would be written as it is, a field the schema does not
     declare left out); with field names alone, only that it declares no other field."""
     import operator
 
@@ -275,7 +275,7 @@ def _msgpack_array_encoder(schema: Schema) -> Encoder:
         get = operator.itemgetter(*fields)
         write = lambda record: pack(get(record))  # noqa: E731
     if _is_typed(schema):
-        from .msgspec_engine import checked, validator
+        from .checks import checked, validator
 
         return checked(validator(schema), write)  # type: ignore[arg-type]
     fits = undeclared_test(fields)

@@ -22,18 +22,18 @@ which msgspec calls only for types it does not know, so plain lists pay nothing 
 
 Decoded records keep the keys that were sent (an absent optional field stays absent).
 
-``validator`` gives the schema'd binary formats whose library would write a misfit as some other
-value (avro, protobuf) their check on encode, with the same types converted to msgspec Structs.
+The annotations built here (``python_type``) are also what ``checks.validator``, the check the
+other typed formats run on encode, converts records to.
 """
 
 from __future__ import annotations
 
 import base64
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from ..schema import INTS, RecordSchema, Type, undeclared_column_test, undeclared_test
+from ..schema import INTS, Kind, RecordSchema, Type, undeclared_column_test, undeclared_test
 
 
 class B64(bytes):
@@ -70,18 +70,18 @@ def python_type(t: Type, json: bool, names: dict[str, int]) -> Any:
     if kind in INTS:
         lo, hi = INTS[kind]
         out: Any = Annotated[int, msgspec.Meta(ge=lo, le=hi)]
-    elif kind in ("float32", "float64"):
+    elif kind in (Kind.FLOAT32, Kind.FLOAT64):
         out = float
-    elif kind == "bool":
+    elif kind == Kind.BOOL:
         out = bool
-    elif kind == "string":
+    elif kind == Kind.STRING:
         out = str
-    elif kind in ("bytes", "fixed"):
+    elif kind in (Kind.BYTES, Kind.FIXED):
         if json:
-            out = type(f"B64_{t.size}", (B64,), {"size": t.size}) if kind == "fixed" else B64
+            out = type(f"B64_{t.size}", (B64,), {"size": t.size}) if kind == Kind.FIXED else B64
         else:
-            out = Annotated[bytes, msgspec.Meta(min_length=t.size, max_length=t.size)] if kind == "fixed" else bytes
-    elif kind == "list":
+            out = Annotated[bytes, msgspec.Meta(min_length=t.size, max_length=t.size)] if kind == Kind.FIXED else bytes
+    elif kind == Kind.LIST:
         out = list[python_type(t.item, json, names)]  # type: ignore[arg-type, misc]
     else:
         out = typed_dict(t.record, json, names)  # type: ignore[arg-type]
@@ -100,80 +100,7 @@ def typed_dict(schema: RecordSchema, json: bool, names: dict[str, int] | None = 
     for f in schema.fields:
         ann = python_type(f.type, json, names)
         annotations[f.name] = NotRequired[ann] if f.type.optional else ann
-    return TypedDict(_unique_name(schema.name, names), annotations)  # type: ignore[operator]
-
-
-# --- a validator for the formats whose library writes what it is given ---------------------------
-
-_NUMBERS = (*INTS, "float32", "float64")
-
-
-def validator(schema: RecordSchema, *, numeric_lists: bool = True,
-              may_be_absent: Mapping[str, Collection[str]] | None = None) -> Callable[[Any], None]:
-    """A check that a record, or a list of records (a framed message), fits ``schema``: raises
-    ``msgspec.ValidationError`` naming the path (``Expected `int`, got `bool` - at `$.y```) when not.
-
-    For encoders whose library writes a misfit as some other value instead of refusing it: fastavro
-    writes 1.5 for an int as 1 and None for a bool as false; protobuf writes None as "unset" (read
-    back as 0) and takes True for an int32. The record is converted to ``msgspec.Struct`` classes
-    built once from the schema, in C, and the result thrown away: measured ~0.25 us a ``point`` or
-    ``feed`` record, ~0.8 us a ``transaction`` (TypedDicts, which the decoders use, take ~4x as long
-    to convert to). It takes what ``schema.check`` takes, numpy values excepted (the caller retries
-    with ``as_lists``); a str for bytes is refused (msgspec alone would read it as base64, and bson
-    would write it as a string); a field the schema does not declare is refused (fastavro and bson would
-    leave it out or write it: a schema never drops a field unless ``extra_fields: drop`` asks).
-
-    ``numeric_lists=False`` leaves lists of numbers to the format (protobuf checks its repeated
-    scalars itself; converting the 67k numbers of a ``large_vectors`` record would cost ~400 us).
-    ``may_be_absent`` names, by record name, fields that may be left out though not optional
-    (an ``.avsc`` field with a ``default``, which fastavro writes in its place).
-    """
-    import msgspec
-
-    record = _struct(schema, {}, numeric_lists, may_be_absent or {})
-    framed = list[record]  # type: ignore[valid-type]
-    convert = msgspec.convert
-    native = (bytes, bytearray, memoryview)  # taken as they are: a str is not base64 for a bytes field here
-
-    def check(value: Any) -> None:
-        convert(value, framed if type(value) is list else record, builtin_types=native)
-
-    return check
-
-
-def as_lists(v: Any) -> Any:
-    """``v`` with numpy arrays and tuples as lists and numpy scalars as Python numbers, or ``v`` itself
-    when it holds none. An encoder that checks with ``validator`` retries with it when a record is
-    refused, so that an array where the schema has a list is that list (the validator takes lists
-    only, as fastavro does in a union) and plain values pay nothing for it."""
-    t = type(v)
-    if t is dict:
-        out = {k: as_lists(x) for k, x in v.items()}
-        return v if all(out[k] is x for k, x in v.items()) else out
-    if t is list or t is tuple:
-        items = [as_lists(x) for x in v]
-        return v if t is list and all(a is b for a, b in zip(items, v, strict=True)) else items
-    if t is not memoryview and hasattr(v, "tolist"):
-        return as_lists(v.tolist())
-    return v
-
-
-def checked(validate: Callable[[Any], None], write: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
-    """``write`` behind ``validate``; a value refused (by either) is tried once more as plain lists
-    (``as_lists``: a numpy array where the schema has a list, a tuple), so plain values pay nothing
-    for taking arrays, and a real misfit raises as it was refused."""
-    def encode(value: Any) -> bytes:
-        try:
-            validate(value)
-            return write(value)
-        except Exception:
-            lists = as_lists(value)
-            if lists is value:
-                raise
-        validate(lists)
-        return write(lists)
-
-    return encode
+    return TypedDict(unique_name(schema.name, names), annotations)  # type: ignore[operator]
 
 
 def declared_only(schema: RecordSchema, write: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
@@ -189,46 +116,18 @@ def declared_only(schema: RecordSchema, write: Callable[[Any], bytes]) -> Callab
     return encode
 
 
-def _unique_name(name: str, names: dict[str, int]) -> str:
+def unique_name(name: str, names: dict[str, int]) -> str:
     """``name``, or ``name<k>`` for its k-th reuse in one schema (two nested records may share a name)."""
     n = names.get(name, 0)
     names[name] = n + 1
     return name if not n else f"{name}{n}"
 
 
-def _struct(schema: RecordSchema, names: dict[str, int], numeric_lists: bool,
-            may_be_absent: Mapping[str, Collection[str]]) -> Any:
-    import msgspec
-
-    absent = may_be_absent.get(schema.name, ())
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for f in schema.fields:
-        t = _checked_type(f.type, names, numeric_lists, may_be_absent)
-        fields.append((f.name, t, None) if f.type.optional or f.name in absent else (f.name, t))
-    return msgspec.defstruct(_unique_name(schema.name, names), fields, kw_only=True, forbid_unknown_fields=True)
-
-
-def _checked_type(t: Type, names: dict[str, int], numeric_lists: bool,
-                  may_be_absent: Mapping[str, Collection[str]]) -> Any:
-    if t.kind == "list":
-        item = t.item
-        assert item is not None
-        if not numeric_lists and item.kind in _NUMBERS and not item.optional:
-            out: Any = Any  # the format checks them (and takes numpy arrays as they are)
-        else:
-            out = list[_checked_type(item, names, numeric_lists, may_be_absent)]  # type: ignore[misc]
-    elif t.kind == "record":
-        out = _struct(t.record, names, numeric_lists, may_be_absent)  # type: ignore[arg-type]
-    else:
-        return python_type(t, False, names)
-    return out | None if t.optional else out
-
-
 def _b64_writer(t: Type) -> Callable[[Any], Any]:
     """Value -> the same value with its bytes as ``{"$base64": ...}`` (only where the schema has bytes)."""
-    if not t.contains("bytes", "fixed"):
+    if not t.contains(Kind.BYTES, Kind.FIXED):
         return lambda v: v
-    if t.kind in ("bytes", "fixed"):
+    if t.kind in (Kind.BYTES, Kind.FIXED):
         b64 = base64.b64encode
 
         def tag(v: Any) -> Any:
@@ -237,7 +136,7 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
             return v  # None or a misfit: written as is, refused by the reader
 
         return tag
-    if t.kind == "list":
+    if t.kind == Kind.LIST:
         item = _b64_writer(t.item)  # type: ignore[arg-type]
 
         def items(v: Any) -> Any:
@@ -248,7 +147,7 @@ def _b64_writer(t: Type) -> Callable[[Any], Any]:
             return [item(x) for x in v]
 
         return items
-    fields = [(f.name, _b64_writer(f.type), f.type.contains("bytes", "fixed")) for f in t.record.fields]  # type: ignore[union-attr]
+    fields = [(f.name, _b64_writer(f.type), f.type.contains(Kind.BYTES, Kind.FIXED)) for f in t.record.fields]  # type: ignore[union-attr]
     with_bytes = [(name, fn) for name, fn, has in fields if has]
 
     def record(v: Any) -> Any:
@@ -319,8 +218,8 @@ def _prepared(encode: Callable[[Any], bytes], prepare: Callable[[Any], Any] | No
 
 def _json_writer(schema: RecordSchema) -> Callable[[Any], Any] | None:
     """A record, or a list of records (framed) -> what msgspec writes; None when the schema has no bytes."""
-    rec = Type("record", record=schema)
-    if not rec.contains("bytes", "fixed"):
+    rec = Type(Kind.RECORD, record=schema)
+    if not rec.contains(Kind.BYTES, Kind.FIXED):
         return None
     prepare = _b64_writer(rec)
     return lambda value: [prepare(r) for r in value] if type(value) is list else prepare(value)

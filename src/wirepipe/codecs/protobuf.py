@@ -14,7 +14,7 @@ has no protobuf form, nor two fields whose JSON (lowerCamelCase) names are one (
 
 The runtime writes some values that do not fit as others (None as "unset", read back as 0; True
 for an int32; bytes for a string; bytes[N] of any length), so a record of wirepipe's own schema
-is checked before it is written (``msgspec_engine.validator``, in C; the repeated numbers are left
+is checked before it is written (``codecs/checks.py``'s ``validator``, in C; the repeated numbers are left
 to the runtime, which checks them) and a misfit is refused with its field path; on decode, the
 bytes[N] lengths of a peer's message are checked. A message of your own (``.proto``, ``.desc``,
 class) keeps proto3's rules: an absent field is its default.
@@ -37,8 +37,9 @@ from functools import partial
 from typing import Any
 
 from ..core.errors import StageError
-from ..schema import Field, RecordSchema, SchemaError, Type, explain
-from .msgspec_engine import checked, validator
+from ..schema import Field, Kind, RecordSchema, SchemaError, Type, explain
+from .checks import checked, validator
+from .varints import read_varint, varint
 
 _SCALARS = {"int32": "TYPE_INT32", "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "float32": "TYPE_FLOAT",
             "float64": "TYPE_DOUBLE", "bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES",
@@ -62,17 +63,17 @@ def _message_proto(schema: RecordSchema, path: str) -> Any:
                                      f"whose JSON (lowerCamelCase) names are the same, {json_name(f.name)!r}")
         t = f.type
         label = fd.LABEL_OPTIONAL
-        if t.kind == "list":
+        if t.kind == Kind.LIST:
             item = t.item
             assert item is not None
-            if item.kind == "list" or item.optional:
+            if item.kind == Kind.LIST or item.optional:
                 raise SchemaError(where, f"{t} has no protobuf form (repeated fields hold neither lists nor nulls)")
             if t.optional:
                 raise SchemaError(where, f"{t} has no protobuf form (a repeated field cannot be optional)")
             label = fd.LABEL_REPEATED
             t = item
         field = msg.field.add(name=f.name, number=number, label=label)
-        if t.kind == "record":
+        if t.kind == Kind.RECORD:
             rec = t.record
             assert rec is not None
             nested = _message_proto(rec, where)
@@ -85,7 +86,7 @@ def _message_proto(schema: RecordSchema, path: str) -> Any:
             field.type_name = nested.name
         else:
             field.type = getattr(fd, _SCALARS[t.kind])
-        if f.type.optional and f.type.kind != "list":
+        if f.type.optional and f.type.kind != Kind.LIST:
             field.proto3_optional = True
             field.oneof_index = len(msg.oneof_decl)
             msg.oneof_decl.add(name=f"_{f.name}")
@@ -116,11 +117,11 @@ def to_proto_text(schema: RecordSchema) -> str:
         for number, f in enumerate(s.fields, start=1):
             t = f.type
             prefix = ""
-            if t.kind == "list":
+            if t.kind == Kind.LIST:
                 prefix, t = "repeated ", t.item  # type: ignore[assignment]
             elif t.optional:
                 prefix = "optional "
-            if t.kind == "record":
+            if t.kind == Kind.RECORD:
                 message(t.record, indent + "  ")  # type: ignore[arg-type]
                 tname = t.record.name  # type: ignore[union-attr]
             else:
@@ -149,15 +150,15 @@ def schema_of_message(descriptor: Any, path: str = "") -> RecordSchema:
         if f.type == FD.TYPE_MESSAGE:
             if f.message_type.GetOptions().map_entry:
                 raise SchemaError(where, "protobuf maps have no equivalent in the schema language")
-            t = Type("record", record=schema_of_message(f.message_type, where))
+            t = Type(Kind.RECORD, record=schema_of_message(f.message_type, where))
         elif f.type in kinds:
-            t = Type(kinds[f.type])
+            t = Type(Kind(kinds[f.type]))
         else:
             raise SchemaError(where, f"protobuf type {f.type} (uint64/fixed64/group) has no equivalent")
         repeated = is_repeated(f)
         optional = not repeated and (f.type == FD.TYPE_MESSAGE or f.has_presence)
         if repeated:
-            t = Type("list", item=t)
+            t = Type(Kind.LIST, item=t)
         elif optional:
             t = Type(t.kind, t.size, t.item, t.record, optional=True)
         fields.append(Field(f.name, t))
@@ -293,17 +294,17 @@ def _fixed_test(t: Type) -> Callable[[Any], bool] | None:
     only yes or no: the reason with the field path is looked for (``schema.explain``) when it says
     no. A record read as None (an unset sub-message) has nothing to check.
     """
-    if not t.contains("fixed"):
+    if not t.contains(Kind.FIXED):
         return None
-    if t.kind == "fixed":
+    if t.kind == Kind.FIXED:
         size = t.size
         return (lambda v: v is None or len(v) == size) if t.optional else (lambda v: len(v) == size)
-    if t.kind == "list":
+    if t.kind == Kind.LIST:
         item = t.item
         assert item is not None
         each = _fixed_test(item)
         assert each is not None
-        if item.kind == "fixed" and not item.optional:
+        if item.kind == Kind.FIXED and not item.optional:
             differs = item.size.__ne__
 
             def items(v: Any) -> bool:
@@ -315,9 +316,9 @@ def _fixed_test(t: Type) -> Callable[[Any], bool] | None:
         return (lambda v: v is None or items(v)) if t.optional else items
     rec = t.record
     assert rec is not None
-    fixed = [(f.name, f.type.size) for f in rec.fields if f.type.kind == "fixed" and not f.type.optional]
-    maybe = [(f.name, f.type.size) for f in rec.fields if f.type.kind == "fixed" and f.type.optional]
-    others = [(f.name, test) for f in rec.fields if f.type.kind != "fixed" and (test := _fixed_test(f.type))]
+    fixed = [(f.name, f.type.size) for f in rec.fields if f.type.kind == Kind.FIXED and not f.type.optional]
+    maybe = [(f.name, f.type.size) for f in rec.fields if f.type.kind == Kind.FIXED and f.type.optional]
+    others = [(f.name, test) for f in rec.fields if f.type.kind != Kind.FIXED and (test := _fixed_test(f.type))]
 
     def record(v: Any) -> bool:
         if v is None:
@@ -363,7 +364,7 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
     # a string, and bytes[N] of any length: a record for a class built from the schema is checked first,
     # in C (its repeated numbers are left to the runtime, which checks them). A message of the user's
     # own (.proto, .desc, class) keeps proto3's rules: an absent field is its default.
-    fixed = _fixed_test(Type("record", record=schema))
+    fixed = _fixed_test(Type(Kind.RECORD, record=schema))
 
     def write(value: Any) -> bytes:
         if type(value) is list:
@@ -397,7 +398,7 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
         while pos < n:
             if data[pos] != 0x0A:  # field 1, wire type 2
                 raise StageError("deserialize", "protobuf", f"expected field 1 (records) at byte {pos}")
-            size, pos = _read_varint(data, pos + 1)
+            size, pos = read_varint(data, pos + 1, 10, "protobuf")
             if pos + size > n:
                 raise StageError("deserialize", "protobuf", "truncated record")
             out.append(read(data[pos:pos + size]))
@@ -410,19 +411,4 @@ def codec(schema: RecordSchema, framed: bool = False) -> tuple[Callable[[Any], b
 
 
 def _length_delimited(body: bytes) -> bytes:
-    from .layout import varint
-
     return b"\x0a" + varint(len(body)) + body
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    for i in range(10):
-        if pos + i >= len(data):
-            raise StageError("deserialize", "protobuf", "truncated varint")
-        b = data[pos + i]
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos + i + 1
-        shift += 7
-    raise StageError("deserialize", "protobuf", "corrupt varint")

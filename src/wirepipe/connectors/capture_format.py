@@ -31,7 +31,6 @@ from .base import Unreadable
 
 log = logging.getLogger("wirepipe.capture")
 
-SENT_AT = Header.SENT_AT.value
 FORMAT_VERSION = 1
 
 CAPTURE_COLUMNS: dict[str, str] = {
@@ -80,19 +79,19 @@ def capture_table(batch: Batch, first_seq: int, schema: Any) -> Any:
         raise ConfigError(
             f"the capture sink stores payloads as received, but got {type(values[0]).__name__} values: "
             "put it before any deserialize operator (or after serialize)")
-    subjects = batch.subjects
-    subject = pa.array([subjects] * n if isinstance(subjects, str) or subjects is None else subjects, pa.string())
+    subject = pa.array(batch.subjects_column(), pa.string())
     headers = batch.headers
     if headers is None:
         header_array = pa.nulls(n, schema.field("headers").type)
         per_record: list[dict[str, str] | None] = [None] * n
     else:
-        per_record = [headers] * n if isinstance(headers, dict) else headers
+        per_record = batch.headers_column()
         header_array = _map_array(per_record)
     meta = batch.meta
     sent = meta.get("sent_ns")
     if sent is None:
-        sent = [_parse_ns(h.get(SENT_AT)) if h else None for h in per_record]
+        key = Header.SENT_AT
+        sent = [_parse_ns(h.get(key)) if h else None for h in per_record]
     received = meta.get("received_ns")
     if received is None:  # the source did not stamp it: the time the sink got the batch
         received = [time.time_ns()] * n
@@ -240,7 +239,7 @@ def _headers(col: Any) -> list[dict[str, str] | None] | dict[str, str] | None:
     offsets = offsets - base
     keys = col.keys.slice(base, end - base)
     items = col.items.slice(base, end - base)
-    keep = pc.invert(pc.fill_null(pc.equal(keys, SENT_AT), False))
+    keep = pc.invert(pc.fill_null(pc.equal(keys, Header.SENT_AT), False))
     kept = np.concatenate([[0], np.cumsum(keep.to_numpy(zero_copy_only=False))])
     lengths = kept[offsets[1:]] - kept[offsets[:-1]]
     if col.null_count == 0 and (lengths == lengths[0]).all():
@@ -257,11 +256,12 @@ def _headers(col: Any) -> list[dict[str, str] | None] | dict[str, str] | None:
     item_list = items.to_pylist()
     valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
     out: list[dict[str, str] | None] = []
+    sent_at = Header.SENT_AT
     for i in range(n):
         if valid is not None and not valid[i]:
             out.append(None)
             continue
         a, b = offsets[i], offsets[i + 1]
-        out.append({key: val for key, val in zip(key_list[a:b], item_list[a:b], strict=True) if key != SENT_AT})
+        out.append({key: val for key, val in zip(key_list[a:b], item_list[a:b], strict=True) if key != sent_at})
     return out
 

@@ -34,6 +34,7 @@ from pydantic import Field, field_validator
 from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import SinkUnavailable
 from ..core.models import Duration, Size, Strict
+from ..core.stages import Stage
 from ..storage.files import TEMP_SUFFIX, AtomicFile, TableBuffer, is_hidden
 from ..storage.lifecycle import ParquetFileWriter, RollingParquetFiles
 from .base import Configured, Sink
@@ -218,7 +219,7 @@ class CaptureSink(Configured, Sink):
 
     type = "capture"
     takes = PAYLOADS
-    stage = "write"
+    stage = Stage.WRITE
 
     def __init__(self, folder: str | os.PathLike[str], **fields: Any) -> None:
         """``fields`` are ``CaptureSinkConfig``'s (``prefix``, ``max_file_size``, ``max_file_age``, ``fsync``...)."""

@@ -20,6 +20,7 @@ from pydantic import Field, field_validator
 from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import WirepipeError
 from ..core.models import Duration, SourceLimits
+from ..core.stages import Stage
 from ..storage.files import Paths, fspaths
 from ..wire import subject_regex
 from .base import Configured, Source, Unreadable
@@ -44,7 +45,7 @@ class CaptureSource(Configured, Source):
 
     type = "capture"
     gives = PAYLOADS
-    stage = "read"
+    stage = Stage.READ
     bounded = True  # replay --workers N splits row groups; a pool would read all of it N times
 
     def __init__(self, path: Paths, **fields: Any) -> None:

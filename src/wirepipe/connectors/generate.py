@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from ..core.batch import RECORDS, Batch
 from ..core.models import SourceLimits
+from ..core.stages import Stage
 from ..datasets import DATASETS, get_dataset
 from .base import Configured, Source
 
@@ -27,7 +28,7 @@ class GenerateSource(Configured, Source):
 
     type = "generate"
     gives = RECORDS
-    stage = "generate"
+    stage = Stage.GENERATE
     bounded = True  # every worker of a pool would generate all of it
     identity_ignores = Source.identity_ignores | {"rate"}  # the pace, not the records
 

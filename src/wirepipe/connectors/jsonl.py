@@ -34,6 +34,7 @@ from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch
 from ..core.errors import Refusal
 from ..core.models import SourceLimits, Strict
+from ..core.stages import Stage
 from ..storage.files import Paths, beside_file, fspaths, input_files
 from ..storage.spool import SpoolingFile
 from .base import Configured, Sink, Source
@@ -45,7 +46,7 @@ class JsonlSink(Configured, Sink):
     """One JSON value per line; bytes as ``{"$base64": ...}``. ``path: "-"`` writes to stdout."""
 
     type = "jsonl"
-    stage = "write"
+    stage = Stage.WRITE
     batch_results = "files"  # Beam replay writes Parquet result files instead
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
@@ -152,7 +153,7 @@ class JsonlSource(Configured, Source):
     """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
 
     type = "jsonl"
-    stage = "read"
+    stage = Stage.READ
     bounded = True
 
     def __init__(self, path: Paths, **fields: Any) -> None:

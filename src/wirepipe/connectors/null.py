@@ -6,6 +6,7 @@ from typing import Literal
 
 from ..core.batch import Batch
 from ..core.models import Strict
+from ..core.stages import Stage
 from .base import Configured, Sink
 
 
@@ -13,7 +14,7 @@ class NullSink(Configured, Sink):
     """Discards every record and counts them (the sink for benchmarks)."""
 
     type = "null"
-    stage = "write"
+    stage = Stage.WRITE
     batch_results = "nothing"  # Beam replay: no results to write
 
     def __init__(self) -> None:

@@ -42,6 +42,7 @@ from pydantic import Field
 from ..core.batch import Batch, describe_error
 from ..core.errors import Refusal, WirepipeError
 from ..core.models import SourceLimits, Strict
+from ..core.stages import Stage
 from ..storage.files import TEMP_SUFFIX, Paths, TableBuffer, beside_file, fspaths, input_files
 from ..storage.lifecycle import RollingParquetFiles
 from .base import Configured, Sink, Source
@@ -58,7 +59,7 @@ class ParquetSink(Configured, Sink):
     """
 
     type = "parquet"
-    stage = "write"
+    stage = Stage.WRITE
     batch_results = "files"  # Beam replay writes Parquet result files in its own layout
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
@@ -248,11 +249,9 @@ def batch_table(batch: Batch, schema: Any = None) -> Any:
     if values and isinstance(values[0], (bytes, bytearray, memoryview)):
         cols: dict[str, Any] = {"value": pa.array(values, type=pa.binary())}
         if batch.subjects is not None:
-            subjects = batch.subjects if isinstance(batch.subjects, list) else [batch.subjects] * len(values)
-            cols["subject"] = pa.array(subjects, type=pa.string())
+            cols["subject"] = pa.array(batch.subjects_column(), type=pa.string())
         if batch.headers is not None:
-            headers = batch.headers if isinstance(batch.headers, list) else [batch.headers] * len(values)
-            cols["headers"] = pa.array([list(h.items()) if h else None for h in headers],
+            cols["headers"] = pa.array([list(h.items()) if h else None for h in batch.headers_column()],
                                        type=pa.map_(pa.string(), pa.string()))
         return pa.table(cols)
     if values and not isinstance(values[0], dict):
@@ -319,7 +318,7 @@ class ParquetSource(Configured, Source):
     """Reads Parquet row group by row group: a ``value`` binary column as payloads, else rows as dicts."""
 
     type = "parquet"
-    stage = "read"
+    stage = Stage.READ
     bounded = True
 
     def __init__(self, path: Paths, **fields: Any) -> None:

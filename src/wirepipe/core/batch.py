@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # The kinds of values a batch carries, as operators and connectors declare what they take and give:
 # decoded values (a record, a list) or payloads (bytes); SAME: what an operator was given.
@@ -79,6 +81,29 @@ class Batch:
         h = self.headers
         return h if h is None or isinstance(h, dict) else h[i]
 
+    def subjects_column(self) -> list[str | None]:
+        """One subject per record (a shared one repeated; None each when the records have none)."""
+        return one_per_record(self.subjects, len(self.values))  # type: ignore[arg-type]  # list is invariant
+
+    def headers_column(self) -> list[dict[str, str] | None]:
+        """One header dict (or None) per record, a shared one repeated."""
+        return one_per_record(self.headers, len(self.values))
+
+    def map_by_header(self, name: str, pick: Callable[[str | None], Callable[[Any], Any]], stage: str,
+                      operator: str) -> Batch:
+        """``map_values`` with the function ``pick`` returns for each record's header ``name`` (None where it
+        is absent): ``Content-Type`` picks a format, ``Content-Encoding`` a codec. Records that share their
+        headers are one pick and one comprehension; per-record headers, a pick per record.
+
+        >>> b = Batch([1, 2], headers=[{"op": "neg"}, None])
+        >>> b.map_by_header("op", lambda op: (lambda v: -v) if op == "neg" else (lambda v: v), "map", "x").values
+        [-1, 2]
+        """
+        h = self.headers
+        if not isinstance(h, list):
+            return self.map_values(pick(h.get(name) if h else None), stage, operator)
+        return self.map_values(lambda v, hd: pick(hd.get(name) if hd else None)(v), stage, operator, with_column=h)
+
     def keep(self, indices: list[int]) -> None:
         """Keep only the records at ``indices`` (in order) in every per-record column."""
         self.values = [self.values[i] for i in indices]
@@ -110,12 +135,10 @@ class Batch:
         values = [v for p in parts for v in p.values]
         subjects: Any = first.subjects
         if not (subjects is None or (isinstance(subjects, str) and all(p.subjects == subjects for p in parts))):
-            subjects = [s for p in parts for s in (p.subjects if isinstance(p.subjects, list)
-                                                   else [p.subjects] * len(p.values))]
+            subjects = [s for p in parts for s in p.subjects_column()]
         headers: Any = first.headers
         if not (headers is None or (isinstance(headers, dict) and all(p.headers is headers for p in parts))):
-            headers = [h for p in parts for h in (p.headers if isinstance(p.headers, list)
-                                                  else [p.headers] * len(p.values))]
+            headers = [h for p in parts for h in p.headers_column()]
         meta: dict[str, Sequence[Any]] = {k: [x for p in parts for x in p.meta[k]] for k in first.meta}
         raw = [p.raw_nbytes for p in parts]
         return Batch(values, subjects, headers, meta, first.schema,
@@ -164,6 +187,16 @@ class Batch:
         self.values = out
         return self
 
+
+
+def one_per_record(value: T | list[T], n: int) -> list[T]:
+    """A column that is one value for every record or one per record (``Batch.subjects``, ``headers``, a
+    rendered subject template), as one per record: the one place the shared form is broadcast.
+
+    >>> one_per_record("points", 3), one_per_record(["a", "b"], 2)
+    (['points', 'points', 'points'], ['a', 'b'])
+    """
+    return value if isinstance(value, list) else [value] * n
 
 
 def describe_error(exc: BaseException) -> str:

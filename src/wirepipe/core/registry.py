@@ -39,11 +39,24 @@ Builtins = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
 
 def load_ref(ref: str) -> Any:
-    """The object a ``module:attr`` string names (``attr`` may be dotted)."""
+    """The object a ``module:attr`` string names (``attr`` may be dotted; without it, the module): the one
+    loader of import paths, for registries and for what a config names (``map: {function: mod:fn}``, a
+    ``module:Class`` schema). ``ValueError`` saying why not, so a config error can show it.
+
+    >>> load_ref("os.path:join").__name__
+    'join'
+    >>> load_ref("os.path:nope")
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot import 'os.path:nope': module 'posixpath' has no attribute 'nope'
+    """
     module, _, attr = ref.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in attr.split(".") if attr else ():
-        obj = getattr(obj, part)
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else ():
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import {ref!r}: {exc}") from None
     return obj
 
 

@@ -43,8 +43,6 @@ from ..wire import Header, set_header
 
 log = logging.getLogger("wirepipe.metrics.tracing")
 
-TRACEPARENT = Header.TRACEPARENT.value
-TRACESTATE = Header.TRACESTATE.value
 FLUSH_MS = 5000  # how long the end of a run waits for the exporter
 MAX_LINKS = 128  # links a consumer batch span keeps to the publisher spans of its records (the rest are counted)
 _NATS = ("nats", "jetstream")
@@ -228,11 +226,11 @@ class PipelineTracer:
                                                     kind=trace.SpanKind.PRODUCER if nats else trace.SpanKind.INTERNAL)
         carrier: dict[str, str] = {}
         self._propagator.inject(carrier, context=trace.set_span_in_context(span))
-        state_out = carrier.get(TRACESTATE)
+        state_out = carrier.get(Header.TRACESTATE)
         # a tracestate the records came with belongs to the context replaced: it goes, or is the new one's
-        set_header(batch, TRACEPARENT, carrier[TRACEPARENT], drop=None if state_out else TRACESTATE)
+        set_header(batch, Header.TRACEPARENT, carrier[Header.TRACEPARENT], drop=None if state_out else Header.TRACESTATE)
         if state_out:
-            set_header(batch, TRACESTATE, state_out)
+            set_header(batch, Header.TRACESTATE, state_out)
 
     def end(self, state: BatchTrace, stamps: Any, batch: Batch, end: int, refused: int) -> None:
         """The operators' spans from the pass's ``stamps`` (``run_operators``), then the end of the write span
@@ -289,11 +287,11 @@ def _distinct(headers: Any) -> list[dict[str, str]]:
     if headers is None:
         return []
     if isinstance(headers, dict):
-        return [headers] if TRACEPARENT in headers else []
+        return [headers] if Header.TRACEPARENT in headers else []
     seen: dict[str, dict[str, str]] = {}
     for h in headers:
         if h:
-            tp = h.get(TRACEPARENT)
+            tp = h.get(Header.TRACEPARENT)
             if tp is not None and tp not in seen:
                 seen[tp] = h
     return list(seen.values())

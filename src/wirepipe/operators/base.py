@@ -14,15 +14,18 @@ works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the ki
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
 from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
+from ..core.errors import ConfigError, WirepipeError
 
 if TYPE_CHECKING:
     from ..core.errors import Refusal
 
-__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Operator", "OperatorChain", "failing", "import_path",
-           "with_shorthand"]
+__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Configured", "Operator", "OperatorChain", "failing",
+           "given", "refused_at", "with_shorthand"]
+
+_O = TypeVar("_O", bound="Configured")
 
 
 class Operator:
@@ -113,22 +116,68 @@ def with_shorthand(params: type, field: str, kind: type | tuple[type, ...]) -> A
     return Annotated[params, BeforeValidator(lambda v: {field: v} if isinstance(v, kind) else v)]
 
 
-def import_path(path: str) -> Any:
-    """The object a config names as ``module:attr`` (``attr`` may be dotted); ``ValueError`` saying why not."""
-    import importlib
-
-    module, _, attr = path.partition(":")
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import {path!r}: {exc}") from None
-    return obj
-
-
 class BuildContext:
     """Pipeline-wide settings operators need when they are built from their params."""
 
     def __init__(self, allow_pickle: bool = False) -> None:
         self.allow_pickle = allow_pickle
+
+
+class Configured:
+    """An operator whose arguments are declared once, in its params model (the YAML entry's fields), as a
+    connector's are (``connectors.base.Configured``).
+
+    ``from_params`` takes a validated model (what the entry's ``build`` and so YAML and the factories of
+    ``wirepipe.api`` use); ``__init__`` takes the same fields as arguments and checks them with the model
+    through ``_init``. Either way ``_configure`` sets the operator up, and a bad value or a refusal while
+    it is set up (a schema a format cannot take) raises the ``ConfigError`` the YAML entry gets, at the
+    entry's field path (``entry`` is its YAML name):
+
+    >>> from wirepipe.operators.compress import Compress
+    >>> Compress("gzip", 42)
+    Traceback (most recent call last):
+    ...
+    wirepipe.core.errors.ConfigError: compress.level: 42 is out of range for gzip: use fastest (1), default (6), best (9) or an integer 0..9
+    """
+
+    entry: ClassVar[str]
+
+    def _configure(self, params: Any, ctx: BuildContext) -> None:  # pragma: no cover - each operator has one
+        raise NotImplementedError
+
+    def _init(self, model: Any, ctx: BuildContext | None = None, **fields: Any) -> None:
+        """Set up from ``fields`` checked by ``model`` as the operator's YAML entry is."""
+        from ..core.models import validate  # pydantic: not imported until an operator is built
+
+        params = validate(model, fields, self.entry)
+        try:
+            self._configure(params, ctx or BuildContext())
+        except (ValueError, KeyError, WirepipeError) as exc:
+            raise refused_at(exc, self.entry) from None
+
+    @classmethod
+    def from_params(cls: type[_O], params: Any, ctx: BuildContext) -> _O:
+        """The operator a validated params model describes (no second validation)."""
+        op = cls.__new__(cls)
+        op._configure(params, ctx)
+        return op
+
+
+def given(**fields: Any) -> dict[str, Any]:
+    """The arguments a caller gave: one left at None stays out, so the params model's default applies."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def refused_at(exc: Exception, where: str, file: str | None = None) -> ConfigError:
+    """The ``ConfigError`` for what building an operator refused (a bad schema, a missing function), at the
+    entry ``where``; a schema's own error names the schema field that is wrong."""
+    from ..schema import SchemaError
+
+    if isinstance(exc, ConfigError):  # an operator another one built (encode's serialize): its field, at this entry
+        field = (exc.path or "").partition(".")[2]
+        return ConfigError(exc.detail, file=file, path=f"{where}.{field}" if field else where)
+    detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+    if isinstance(exc, SchemaError):
+        where += ".schema" + (f".{exc.path}" if exc.path else "")
+        detail = exc.message
+    return ConfigError(detail, file=file, path=where)

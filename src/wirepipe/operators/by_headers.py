@@ -20,12 +20,14 @@ both run the operators a pipeline runs, so they decode exactly as a consumer wou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..codecs.formats import format_for_content_type
 from ..core.batch import Batch
 from ..core.errors import StageError
 from ..wire import Header
+from .base import failing
 from .decompress import Decompress
 from .deserialize import Deserialize
 from .schema_options import SchemaSpec
@@ -63,23 +65,18 @@ class HeaderDecoder:
             self._schema_needed[content_type] = why
         return self._schema_needed[content_type]
 
-    def _check(self, value: Any, headers: dict[str, str] | None) -> Any:
-        why = self._refusal(headers.get(Header.CONTENT_TYPE.value) if headers else None)
-        if why is not None:
-            raise StageError("deserialize", "auto", why)
-        return value
+    def _check(self, content_type: str | None) -> Callable[[Any], Any]:
+        """What a record of this ``Content-Type`` goes through before it is decoded: refused when its format
+        needs a schema none was given, else kept as it is."""
+        why = self._refusal(content_type)
+        return _kept if why is None else failing(StageError("deserialize", "auto", why))
 
     def __call__(self, batch: Batch) -> Batch:
-        headers = batch.headers
-        if isinstance(headers, list):
-            batch.map_values(self._check, "deserialize", "auto", with_column=headers)
-        elif batch.values:
-            ct = headers.get(Header.CONTENT_TYPE.value) if headers else None
-            why = self._refusal(ct)
-            if why is not None:
-                batch.rejected += [batch.reject(i, "deserialize", "auto", why) for i in range(len(batch.values))]
-                batch.keep([])
-                return batch
+        batch.map_by_header(Header.CONTENT_TYPE, self._check, "deserialize", "auto")
         batch = self.decompress(batch)
         batch.meta[SERIALIZED_SIZE] = [len(v) for v in batch.values]
         return self.deserialize(batch)
+
+
+def _kept(value: Any) -> Any:
+    return value

@@ -9,6 +9,7 @@ Python; a codec name may be an alias (``br`` for brotli), resolved to the codec'
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,8 +41,10 @@ def known_codec(v: str) -> str:
 
 
 def _bytes_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
-    """A dictionary's bytes as given in Python; anything else validated as YAML's path."""
-    return value if isinstance(value, bytes) else as_yaml(value)
+    """A dictionary's bytes (or a ``pathlib.Path``) as given in Python; anything else validated as YAML's path."""
+    if isinstance(value, bytes):
+        return value
+    return as_yaml(os.fspath(value) if isinstance(value, os.PathLike) else value)
 
 
 Dictionary = Annotated[str | None, WrapValidator(_bytes_or)]

@@ -31,24 +31,31 @@ from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
 from ..core.errors import WirepipeError
 from ..core.models import Strict
+from ..core.stages import Stage
 from ..wire import Header, set_header
-from .base import PAYLOADS, BuildContext, Operator
+from .base import PAYLOADS, BuildContext, Configured, Operator, given
 from .codec_options import Dictionary, known_codec, load_dictionary
 from .shared_dictionaries import SharedDictionaries
 
 
-class Compress(Operator):
+class Compress(Configured, Operator):
     """Compress every payload with one codec at one level; sets ``Content-Encoding``."""
 
-    stage = "compress"
+    stage = Stage.COMPRESS
+    entry = "compress"
     takes, gives = PAYLOADS, PAYLOADS
-    adds_headers = (Header.CONTENT_ENCODING.value,)
+    adds_headers = (Header.CONTENT_ENCODING,)
 
     def __init__(self, codec: str = "zstd", level: str | int | None = None,
                  dictionary: bytes | str | Path | None = None, nats: Any = None) -> None:
-        c = get_codec(codec)
+        """The arguments are ``CompressParams``'s fields, checked as the YAML entry is."""
+        self._init(CompressParams, codec=codec, **given(level=level, dictionary=dictionary, nats=nats))
+
+    def _configure(self, params: CompressParams, ctx: BuildContext) -> None:
+        c = get_codec(params.codec)
+        dictionary, nats = params.dictionary, params.nats
         self.codec = c
-        self.level = "default" if level is None else level
+        self.level = params.level
         self.params = {"codec": c.name, "level": self.level}
         if dictionary is not None:
             self.params["dictionary"] = str(dictionary) if not isinstance(dictionary, bytes) else "<bytes>"
@@ -91,7 +98,7 @@ class Compress(Operator):
                 raise WirepipeError(f"compress: dictionary {self.shared and self.shared.ref} is fetched when the "
                                     "pipeline starts: run the operator in a Pipeline (or await its open() first)")
             batch.map_values(fn, self.stage, self.name)
-        set_header(batch, Header.CONTENT_ENCODING.value, self._encoding)
+        set_header(batch, Header.CONTENT_ENCODING, self._encoding)
         return batch
 
 
@@ -125,7 +132,7 @@ class CompressParams(Strict):
         return v
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Compress(self.codec, self.level, dictionary=self.dictionary, nats=self.nats)]
+        return [Compress.from_params(self, ctx)]
 
 
 RANK = 20  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -30,21 +30,30 @@ from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
+from ..core.stages import Stage
 from ..wire import Header
-from .base import PAYLOADS, BuildContext, Operator, failing
+from .base import PAYLOADS, BuildContext, Configured, Operator, failing, given
 from .codec_options import Dictionary, known_codec, load_dictionary
 from .shared_dictionaries import SharedDictionaries
 
 
-class Decompress(Operator):
+class Decompress(Configured, Operator):
     """Decompress every payload, refusing output past ``max_output_size``."""
 
-    stage = "decompress"
+    stage = Stage.DECOMPRESS
+    entry = "decompress"
     takes, gives = PAYLOADS, PAYLOADS
 
-    def __init__(self, codec: str = "auto", max_output_size: int = DEFAULT_MAX_OUTPUT,
+    def __init__(self, codec: str = "auto", max_output_size: int | str = DEFAULT_MAX_OUTPUT,
                  dictionary: bytes | str | Path | None = None, dictionaries: str | None = None,
                  nats: Any = None) -> None:
+        """The arguments are ``DecompressParams``'s fields, checked as the YAML entry is."""
+        self._init(DecompressParams, codec=codec, max_output_size=max_output_size,
+                   **given(dictionary=dictionary, dictionaries=dictionaries, nats=nats))
+
+    def _configure(self, params: DecompressParams, ctx: BuildContext) -> None:
+        codec, max_output_size, dictionary = params.codec, params.max_output_size, params.dictionary
+        dictionaries, nats = params.dictionaries, params.nats
         self.auto = codec == "auto"
         self.max_output_size = max_output_size
         self._dictionary = load_dictionary(dictionary)
@@ -101,16 +110,7 @@ class Decompress(Operator):
         if self._fn is not None:
             batch.map_values(self._fn, self.stage, self.name)
             return batch
-        headers = batch.headers
-        if headers is None or isinstance(headers, dict):
-            encoding = headers.get(Header.CONTENT_ENCODING.value) if headers else None
-            batch.map_values(self._for_encoding(encoding), self.stage, "auto")
-            return batch
-        # Per-record headers: decode each record with the codec its header names.
-        pick, content_encoding = self._for_encoding, Header.CONTENT_ENCODING.value
-        batch.map_values(lambda v, h: pick(h.get(content_encoding) if h else None)(v),
-                         self.stage, "auto", with_column=headers)
-        return batch
+        return batch.map_by_header(Header.CONTENT_ENCODING, self._for_encoding, self.stage, "auto")
 
 
 # --- config: ``- decompress: {...}`` --------------------------------------------------------------
@@ -138,8 +138,7 @@ class DecompressParams(Strict):
         return v
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Decompress(self.codec, max_output_size=self.max_output_size, dictionary=self.dictionary,
-                           dictionaries=self.dictionaries, nats=self.nats)]
+        return [Decompress.from_params(self, ctx)]
 
 
 RANK = 21  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -27,8 +27,10 @@ from ..codecs.formats import Decoder, Schema, format_for_content_type, get_forma
 from ..core.batch import Batch
 from ..core.errors import Refusal, RefusedError, StageError
 from ..core.models import Strict
+from ..core.registry import load_ref
+from ..core.stages import Stage
 from ..wire import Header
-from .base import PAYLOADS, RECORDS, BuildContext, Operator, failing, import_path
+from .base import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -41,16 +43,25 @@ from .schema_options import (
 )
 
 
-class Deserialize(Operator):
+class Deserialize(Configured, Operator):
     """Decode every payload with one format, or by ``Content-Type`` with ``format: auto``."""
 
-    stage = "deserialize"
+    stage = Stage.DESERIALIZE
+    entry = "deserialize"
     takes, gives = PAYLOADS, RECORDS
 
     def __init__(self, format: str = "auto", schema: SchemaSpec = None, *, allow_pickle: bool = False,
                  typed: bool | None = None, framed: bool = False, schema_id: int | None = None) -> None:
+        """The arguments are ``DeserializeParams``'s fields, checked as the YAML entry is; ``allow_pickle`` is the
+        pipeline-wide setting (``BuildContext``)."""
+        self._init(DeserializeParams, BuildContext(allow_pickle=allow_pickle), format=format, framed=framed,
+                   **given(schema=schema, typed=typed, schema_id=schema_id))
+
+    def _configure(self, params: DeserializeParams, ctx: BuildContext) -> None:
+        format, schema, typed = params.format, with_message(params.schema_, params.message), params.typed
+        framed, schema_id = params.framed, params.schema_id
         self.auto = format == "auto"
-        self.allow_pickle = allow_pickle
+        self.allow_pickle = ctx.allow_pickle
         self.name = format if self.auto else get_format(format).name
         self.params = {"format": self.name} | ({"schema": schema_param(schema)} if schema else {})
         self.params |= {k: v for k, v in (("framed", framed), ("schema_id", schema_id)) if v}
@@ -116,19 +127,12 @@ class Deserialize(Operator):
                     batch.values = values
             batch.map_values(fn, self.stage, self.name)
             return batch
-        headers = batch.headers
-        if headers is None or isinstance(headers, dict):
-            batch.map_values(self._for_type(headers.get(Header.CONTENT_TYPE.value) if headers else None), self.stage, "auto")
-            return batch
-        pick, content_type = self._for_type, Header.CONTENT_TYPE.value
-        batch.map_values(lambda v, h: pick(h.get(content_type) if h else None)(v),
-                         self.stage, "auto", with_column=headers)
-        return batch
+        return batch.map_by_header(Header.CONTENT_TYPE, self._for_type, self.stage, "auto")
 
 
 def _record_class(spec: SchemaSpec) -> type | None:
     """The class a ``module:Class`` schema names, when it can build typed records."""
-    cls = import_path(spec) if isinstance(spec, str) and ":" in spec and "#" not in spec else spec
+    cls = load_ref(spec) if isinstance(spec, str) and ":" in spec and "#" not in spec else spec
     if not isinstance(cls, type) or hasattr(cls, "DESCRIPTOR"):  # protobuf classes give typed dicts
         return None
     return cls
@@ -160,9 +164,7 @@ class DeserializeParams(Strict):
     _format = field_validator("format")(known_format(("auto",)))
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Deserialize(self.format, schema=with_message(self.schema_, self.message),
-                            allow_pickle=ctx.allow_pickle, typed=self.typed, framed=self.framed,
-                            schema_id=self.schema_id)]
+        return [Deserialize.from_params(self, ctx)]
 
 
 RANK = 11  # where it comes in "allowed operators" lists (see operators/__init__.py)

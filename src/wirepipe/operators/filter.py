@@ -13,7 +13,11 @@ In YAML ``- filter: {function: mymodule:wanted}``; in Python ``wirepipe.filter_v
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..core.batch import Batch, describe_error
+from ..core.stages import Stage
 from .base import BuildContext, Operator
 from .function_options import FunctionOperator, FunctionParams
 
@@ -21,7 +25,12 @@ from .function_options import FunctionOperator, FunctionParams
 class Filter(FunctionOperator):
     """Keep the records for which ``function(value)`` is true."""
 
-    stage = "filter"
+    stage = Stage.FILTER
+    entry = "filter"
+
+    def __init__(self, function: str | Callable[[Any], bool]) -> None:
+        """``function`` as ``FilterParams`` checks it in YAML (a callable in Python)."""
+        self._init(FilterParams, function=function)
 
     def __call__(self, batch: Batch) -> Batch:
         fn = self._fn
@@ -45,7 +54,7 @@ class Filter(FunctionOperator):
 
 class FilterParams(FunctionParams):
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Filter(self.function)]
+        return [Filter.from_params(self, ctx)]
 
 
 RANK = 41  # where it comes in "allowed operators" lists (see operators/__init__.py)

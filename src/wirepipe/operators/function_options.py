@@ -12,14 +12,15 @@ from typing import Annotated, Any
 from pydantic import Field, WrapValidator
 
 from ..core.models import Strict
-from .base import Operator, import_path
+from ..core.registry import load_ref
+from .base import BuildContext, Configured, Operator
 
 
 def import_callable(ref: str | Callable[..., Any]) -> Callable[..., Any]:
     """A callable given directly or as ``module:attr``."""
     if callable(ref):
         return ref
-    fn = import_path(ref)
+    fn = load_ref(ref)
     if not callable(fn):
         raise ValueError(f"{ref!r} is not callable")
     return fn
@@ -30,10 +31,11 @@ def ref_name(ref: str | Callable[..., Any]) -> str:
     return ref if isinstance(ref, str) else f"{ref.__module__}:{getattr(ref, '__qualname__', repr(ref))}"
 
 
-class FunctionOperator(Operator):
+class FunctionOperator(Configured, Operator):
     """An operator built on one function: ``map`` and ``filter`` (its name and params are the import path)."""
 
-    def __init__(self, function: str | Callable[[Any], Any]) -> None:
+    def _configure(self, params: FunctionParams, ctx: BuildContext) -> None:
+        function = params.function
         self._fn = import_callable(function)
         self.name = ref_name(function)
         self.params = {"function": self.name}

@@ -13,7 +13,11 @@ In YAML ``- map: {function: mymodule:fix}``; in Python ``wirepipe.map_values(fn)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..core.batch import Batch
+from ..core.stages import Stage
 from .base import BuildContext, Operator
 from .function_options import FunctionOperator, FunctionParams
 
@@ -21,8 +25,13 @@ from .function_options import FunctionOperator, FunctionParams
 class Map(FunctionOperator):
     """Replace every value by ``function(value)``."""
 
-    stage = "map"
+    stage = Stage.MAP
+    entry = "map"
     gives = None  # what the function returns
+
+    def __init__(self, function: str | Callable[[Any], Any]) -> None:
+        """``function`` as ``MapParams`` checks it in YAML (a callable in Python)."""
+        self._init(MapParams, function=function)
 
     def __call__(self, batch: Batch) -> Batch:
         return batch.map_values(self._fn, self.stage, self.name)
@@ -33,7 +42,7 @@ class Map(FunctionOperator):
 
 class MapParams(FunctionParams):
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Map(self.function)]
+        return [Map.from_params(self, ctx)]
 
 
 RANK = 40  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -30,19 +30,24 @@ from pydantic import Field
 
 from ..core.batch import Batch
 from ..core.models import Strict
-from .base import RECORDS, BuildContext, Operator
+from ..core.stages import Stage
+from .base import RECORDS, BuildContext, Configured, Operator
 
 
-class Pack(Operator):
+class Pack(Configured, Operator):
     """Group every ``records`` consecutive records into one list value (one message)."""
 
-    stage = "pack"
+    stage = Stage.PACK
+    entry = "pack"
     gives = RECORDS  # a list of values
     per_record = False  # a slice boundary would cut a group
 
     def __init__(self, records: int) -> None:
-        if records < 1:
-            raise ValueError(f"pack records must be >= 1, got {records}")
+        """``records`` as ``PackParams`` checks it in YAML (>= 1)."""
+        self._init(PackParams, records=records)
+
+    def _configure(self, params: PackParams, ctx: BuildContext) -> None:
+        records = params.records
         self.records = records
         self.name = f"pack:{records}"
         self.params = {"records": records}
@@ -63,7 +68,7 @@ class PackParams(Strict):
     records: int = Field(ge=1, description="records per message")
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Pack(self.records)]
+        return [Pack.from_params(self, ctx)]
 
 
 RANK = 50  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -14,52 +14,55 @@ In YAML ``- subject: orders.{region}``; in Python ``wirepipe.subject("orders.{re
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
-from ..core.batch import Batch
+from ..core.batch import Batch, describe_error
 from ..core.models import Strict
-from ..wire import template_fields
-from .base import BuildContext, Operator, with_shorthand
+from ..core.stages import Stage
+from ..wire import SubjectTemplate
+from .base import BuildContext, Configured, Operator, with_shorthand
 
 
-class Subject(Operator):
-    """Set ``batch.subjects`` from a template over each record's fields and meta columns."""
+class Subject(Configured, Operator):
+    """Set ``batch.subjects`` from a template over each record's fields and meta columns; a record that lacks
+    a field the template names is rejected (dead-lettered with the field's name), the others carry on."""
 
-    stage = "route"
+    stage = Stage.ROUTE
+    entry = "subject"
 
     def __init__(self, template: str) -> None:
-        fields = template_fields(template)
-        self.template = template
-        self.fields = fields
-        self.name = template
-        self.params = {"template": template}
+        """``template`` as ``SubjectParams`` checks it in YAML."""
+        self._init(SubjectParams, template=template)
+
+    def _configure(self, params: SubjectParams, ctx: BuildContext) -> None:
+        self.template = SubjectTemplate(params.template)
+        self.fields = self.template.fields
+        self.name = params.template
+        self.params = {"template": params.template}
 
     def __call__(self, batch: Batch) -> Batch:
-        if not self.fields:
-            batch.subjects = self.template
-            return batch
-        fmt = self.template.format
-        meta = {k: col for k, col in batch.meta.items() if k in self.fields}
-        if not meta:
-            subjects = [fmt(**_fields(v)) for v in batch.values]
-        else:
-            names = list(meta)
-            subjects = [fmt(**_fields(v), **dict(zip(names, row, strict=True)))
-                        for v, *row in zip(batch.values, *meta.values(), strict=True)]
-        batch.subjects = subjects
+        try:  # the hot path: one comprehension over the column
+            batch.subjects = self.template.render(batch, from_records=True)
+        except Exception:
+            self._record_by_record(batch)
         return batch
 
-
-def _fields(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if hasattr(value, "asdict"):
-        return value.asdict()
-    if hasattr(value, "model_dump"):
-        return value.model_dump()
-    return getattr(value, "__dict__", {})
+    def _record_by_record(self, batch: Batch) -> None:
+        subjects: list[str] = []
+        kept: list[int] = []
+        for i in range(len(batch.values)):
+            try:
+                subject = self.template.render(batch.slice(i, i + 1), from_records=True)[0]
+            except KeyError as exc:
+                why = f"no field {exc.args[0]!r} for subject template {self.name!r}"
+                batch.rejected.append(batch.reject(i, self.stage, self.name, why))
+            except Exception as exc:
+                batch.rejected.append(batch.reject(i, self.stage, self.name, describe_error(exc)))
+            else:
+                subjects.append(subject)
+                kept.append(i)
+        batch.keep(kept)
+        batch.subjects = subjects
 
 
 # --- config: ``- subject: orders.{region}`` ---------------------------------------------------------
@@ -69,7 +72,7 @@ class SubjectParams(Strict):
     template: str = Field(description="e.g. orders.{region} (record fields and meta columns such as seq)")
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Subject(self.template)]
+        return [Subject.from_params(self, ctx)]
 
 
 RANK = 60  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -19,16 +19,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WrapValidator
 
 from ..core.errors import Refusal
+from ..core.registry import load_ref
 from ..schema import RecordSchema, SchemaError, load_schema_file, parse_schema
-from .base import import_path
 
 SchemaSpec = str | Sequence[str] | Mapping[str, Any] | type | RecordSchema | None
-SchemaParam = str | list[str] | dict[str, Any] | None  # YAML's spellings of a SchemaSpec (see resolve_schema)
+
+
+def _python_schema_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
+    """A schema only Python can give (a ``RecordSchema``, a class, a tuple of names) as it is; anything
+    else validated as one of YAML's spellings."""
+    return value if isinstance(value, (RecordSchema, type, tuple)) else as_yaml(value)
+
+
+# YAML's spellings of a SchemaSpec (see resolve_schema); in Python, what only Python can give passes too.
+SchemaParam = Annotated[str | list[str] | dict[str, Any] | None, WrapValidator(_python_schema_or)]
 _SCHEMA_FILES = (".yaml", ".yml", ".json")
 _DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")
 
@@ -76,7 +85,7 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
 
         return _protobuf_schema(load_message(path, message or None))
     if ":" in spec:
-        obj = import_path(spec)
+        obj = load_ref(spec)
         return _protobuf_schema(obj) if hasattr(obj, "DESCRIPTOR") else _fields_of(obj)
     from ..datasets import DATASETS
 

@@ -19,19 +19,23 @@ from pydantic import Field
 
 from ..core.batch import Batch
 from ..core.models import Strict
-from .base import RECORDS, BuildContext, Operator, with_shorthand
+from ..core.stages import Stage
+from .base import RECORDS, BuildContext, Configured, Operator, with_shorthand
 
 
-class Select(Operator):
+class Select(Configured, Operator):
     """Keep only the named fields of every (dict) record, in that order."""
 
-    stage = "select"
+    stage = Stage.SELECT
+    entry = "select"
     takes = RECORDS
 
     def __init__(self, fields: Sequence[str]) -> None:
-        if not fields:
-            raise ValueError("select needs at least one field")
-        self.fields = tuple(fields)
+        """``fields`` as ``SelectParams`` checks them in YAML (a list of at least one name)."""
+        self._init(SelectParams, fields=fields)
+
+    def _configure(self, params: SelectParams, ctx: BuildContext) -> None:
+        self.fields = tuple(params.fields)
         self.name = ",".join(self.fields)
         self.params = {"fields": list(self.fields)}
         get = operator.itemgetter(*self.fields)
@@ -49,7 +53,7 @@ class SelectParams(Strict):
     fields: list[str] = Field(min_length=1)
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Select(self.fields)]
+        return [Select.from_params(self, ctx)]
 
 
 RANK = 42  # where it comes in "allowed operators" lists (see operators/__init__.py)

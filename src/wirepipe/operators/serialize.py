@@ -10,7 +10,7 @@ rejected per record with the field path in the reason, and so is a record with a
 schema does not declare (the format would leave it out): ``extra_fields: drop`` asks for that
 projection instead, and the records that lost fields are counted (``Batch.projected``: the run's
 ``projected`` figure). Formats that take no schema (``arrow``, ``toml`` ...) given a typed one
-have each record checked against it (``msgspec_engine.validator``) before they write it.
+have each record checked against it (``codecs/checks.py``'s ``validator``) before they write it.
 
 In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgpack")``:
 
@@ -37,9 +37,11 @@ from ..codecs.formats import Encoder, Schema, get_format
 from ..core.batch import Batch
 from ..core.errors import Refusal, StageError
 from ..core.models import Strict
+from ..core.records import as_dict, is_typed_record
+from ..core.stages import Stage
 from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
-from .base import PAYLOADS, BuildContext, Operator
+from .base import PAYLOADS, BuildContext, Configured, Operator, given
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,
@@ -52,22 +54,28 @@ from .schema_options import (
 )
 
 
-class Serialize(Operator):
+class Serialize(Configured, Operator):
     """Encode every value with one format; sets ``Content-Type``."""
 
-    stage = "serialize"
-    adds_headers = (Header.CONTENT_TYPE.value,)
+    stage = Stage.SERIALIZE
+    entry = "serialize"
+    adds_headers = (Header.CONTENT_TYPE,)
     gives = PAYLOADS
 
     def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None,
                  extra_fields: str = "reject") -> None:
-        self.format = get_format(format)
+        """The arguments are ``SerializeParams``'s fields, checked as the YAML entry is."""
+        self._init(SerializeParams, format=format, extra_fields=extra_fields,
+                   **given(schema=schema, schema_id=schema_id))
+
+    def _configure(self, params: SerializeParams, ctx: BuildContext) -> None:
+        schema = with_message(params.schema_, params.message)
+        schema_id, extra_fields = params.schema_id, params.extra_fields
+        self.format = get_format(params.format)
         self.name = self.format.name
         self.params = {"format": self.name} | ({"schema": schema_param(schema)} if schema else {})
         if schema_id is not None:
             self.params["schema_id"] = schema_id
-        if extra_fields not in EXTRA_FIELDS:
-            raise ValueError(f"extra_fields {extra_fields!r}: allowed {', '.join(EXTRA_FIELDS)}")
         if extra_fields == "drop":
             if schema is None and not self.format.needs_schema:
                 raise ValueError(f"extra_fields: drop keeps the fields a schema declares, and {self.name} is given "
@@ -98,7 +106,7 @@ class Serialize(Operator):
         self._column = self.format.column_encoder(schema, **self._options)
         if isinstance(schema, RecordSchema) and not self.format.checks_schema:
             # a format that takes no schema: each record is checked against it before it is written
-            from ..codecs.msgspec_engine import checked, validator
+            from ..codecs.checks import checked, validator
 
             self._encode = checked(validator(schema), self._encode)
             self._column = None
@@ -117,8 +125,8 @@ class Serialize(Operator):
             projected = [self._project(v) for v in values]
             batch.projected += sum(map(is_not, projected, values))
             batch.values = values = projected
-        if values and _is_record(values[0]):
-            batch.map_values(_as_dict_encoder(encode), self.stage, self.name)
+        if values and is_typed_record(values[0]):
+            batch.map_values(lambda value: encode(as_dict(value)), self.stage, self.name)
         else:
             try:  # the hot path: one call over the column, or one comprehension
                 column = self._column
@@ -127,7 +135,7 @@ class Serialize(Operator):
             except Exception:  # redo record by record: each misfit rejected with its field path
                 batch.values = values
                 batch.map_values(self._explained, self.stage, self.name)
-        set_header(batch, Header.CONTENT_TYPE.value, self._content_type, drop=Header.CONTENT_ENCODING.value)
+        set_header(batch, Header.CONTENT_TYPE, self._content_type, drop=Header.CONTENT_ENCODING)
         return batch
 
     def _explained(self, value: Any) -> bytes:
@@ -145,32 +153,7 @@ def _all_fit(test: Any, values: list[Any]) -> bool:
         return False
 
 
-def _is_record(value: Any) -> bool:
-    """True for typed records (dataclasses, faust.Record, pydantic) that encode as their dict."""
-    return hasattr(value, "asdict") or hasattr(value, "model_dump") or hasattr(value, "__dataclass_fields__")
-
-
-def _as_dict_encoder(encode: Encoder) -> Callable[[Any], bytes]:
-    import dataclasses
-
-    def to_dict(value: Any) -> Any:
-        if hasattr(value, "to_representation"):
-            # faust.Record: the dict Faust itself encodes (with "__faust" unless the class
-            # says include_metadata=False), so both sides write the same bytes.
-            return value.to_representation()
-        if hasattr(value, "asdict"):
-            return value.asdict()
-        if hasattr(value, "model_dump"):
-            return value.model_dump()
-        return dataclasses.asdict(value)
-
-    return lambda value: encode(to_dict(value))
-
-
 # --- config: ``- serialize: {...}`` ---------------------------------------------------------------
-
-
-EXTRA_FIELDS = ("reject", "drop")
 
 
 class SerializeParams(Strict):
@@ -185,8 +168,7 @@ class SerializeParams(Strict):
     _format = field_validator("format")(known_format())
 
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Serialize(self.format, schema=with_message(self.schema_, self.message), schema_id=self.schema_id,
-                          extra_fields=self.extra_fields)]
+        return [Serialize.from_params(self, ctx)]
 
 
 RANK = 10  # where it comes in "allowed operators" lists (see operators/__init__.py)

@@ -127,11 +127,8 @@ class SharedDictionaries:
         """Ids named by the batch's zstd frames that are neither held nor known unusable (yet)."""
         values: Iterable[bytes] = batch.values
         if auto:  # only the records whose Content-Encoding says zstd
-            key, h = Header.CONTENT_ENCODING.value, batch.headers
-            if isinstance(h, list):
-                values = [v for v, d in zip(batch.values, h, strict=False) if d and d.get(key) == "zstd"]
-            elif not h or h.get(key) != "zstd":
-                return set()
+            key = Header.CONTENT_ENCODING
+            values = [v for v, d in zip(batch.values, batch.headers_column(), strict=True) if d and d.get(key) == "zstd"]
         ids = {zstd_frame_dictionary_id(v) for v in values}
         ids.discard(0)
         now = time.monotonic()

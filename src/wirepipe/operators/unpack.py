@@ -22,17 +22,22 @@ from pydantic import BeforeValidator
 
 from ..core.batch import Batch
 from ..core.models import Strict
-from .base import RECORDS, BuildContext, Operator
+from ..core.stages import Stage
+from .base import RECORDS, BuildContext, Configured, Operator
 
 
-class Unpack(Operator):
+class Unpack(Configured, Operator):
     """Turn every list value back into its records."""
 
-    stage = "unpack"
+    stage = Stage.UNPACK
+    entry = "unpack"
     takes, gives = RECORDS, None  # the values of each list
     name = "unpack"
 
     def __init__(self) -> None:
+        self._init(UnpackParams)
+
+    def _configure(self, params: UnpackParams, ctx: BuildContext) -> None:
         self.params = {}
 
     def __call__(self, batch: Batch) -> Batch:
@@ -59,7 +64,7 @@ class Unpack(Operator):
 
 class UnpackParams(Strict):
     def build(self, ctx: BuildContext) -> list[Operator]:
-        return [Unpack()]
+        return [Unpack.from_params(self, ctx)]
 
 
 RANK = 51  # where it comes in "allowed operators" lists (see operators/__init__.py)

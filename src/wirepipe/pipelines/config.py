@@ -38,8 +38,7 @@ from ..core.models import (
     validate,
 )
 from ..operators import OPERATORS
-from ..operators.base import BuildContext
-from ..schema import SchemaError
+from ..operators.base import BuildContext, refused_at
 
 # --- operator entries: each operator module declares its params (see operators/__init__.py) ----------
 
@@ -304,11 +303,7 @@ def build_operators(params: Any, ctx: BuildContext, where: str, file: str | None
     try:
         return list(params.build(ctx))
     except (ValueError, KeyError, WirepipeError) as exc:
-        detail = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        if isinstance(exc, SchemaError):  # name the schema field that is wrong
-            where += ".schema" + (f".{exc.path}" if exc.path else "")
-            detail = exc.message
-        raise ConfigError(detail, file=file, path=where) from None
+        raise refused_at(exc, where, file) from None
 
 
 def build_connector(model: Any, where: str, file: str | None = None) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..connectors.base import Sink
 from ..core.batch import Batch
+from ..core.stages import Stage
 from ..metrics.recorder import WORKER_ENV, WORKERS_ENV
 
 SUFFIX = ".dead.jsonl"
@@ -50,7 +51,7 @@ class DefaultDeadLetter(Sink):
     created at the first rejected record and appended to."""
 
     type = "jsonl"
-    stage = "write"
+    stage = Stage.WRITE
 
     def __init__(self, path: Path) -> None:
         self.path = path

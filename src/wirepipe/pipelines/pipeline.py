@@ -799,7 +799,7 @@ class Pipeline:
         """The rejected records that are not this pipeline's own dead letters come back through its source
         (a loop the configuration check could not see, e.g. through a relay): those are not dead-lettered
         again, the dead letter they were read from holds them."""
-        pipeline, stage = Header.PIPELINE.value, Header.STAGE.value
+        pipeline, stage = Header.PIPELINE, Header.STAGE
         fresh = [r for r in rejected if not (r.headers and r.headers.get(pipeline) == self.name and stage in r.headers)]
         back = len(rejected) - len(fresh)
         if back:

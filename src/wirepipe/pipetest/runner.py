@@ -240,7 +240,7 @@ def _decode_spec(expect: Expect | None) -> DecodeSpec | None:
 
 def outputs(pipe: Any, sink: Any, decode: DecodeSpec | None) -> list[Output]:
     """What the pipeline's own sink would have written, from what the testing sink kept."""
-    from ..connectors.nats.core_sink import SubjectTemplate
+    from ..wire import SubjectTemplate
 
     records = sink.records
     subjects: list[str | None] = list(sink.subjects)
@@ -420,7 +420,7 @@ def snapshot(result: CaseResult) -> dict[str, Any]:
     if old is not None and old.decode is not False:
         expect["decode"] = old.decode if isinstance(old.decode, bool) else old.decode.model_dump(
             by_alias=True, exclude_unset=True)
-    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE.value)
+    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE)
              for o in result.outputs):
         decoded = _redecode(result)
         if decoded is not None:  # payloads recorded as what they decode to: readable, and stable across libraries

@@ -20,7 +20,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..core.stages import Stage
 from ..core.units import covered
+from ..wire import subject_matches
 
 if TYPE_CHECKING:
     from .groups import GroupSummary, StageSummary
@@ -28,11 +30,11 @@ if TYPE_CHECKING:
 
 def join_flows(groups: list[GroupSummary]) -> list[GroupSummary]:
     """A flow for each consumer that reads what a publisher of ``groups`` wrote (see the module doc)."""
-    publishers = [(g, s) for g in groups if not g.labelled and (s := _stage(g, "publish")) is not None]
+    publishers = [(g, s) for g in groups if not g.labelled and (s := _stage(g, Stage.PUBLISH)) is not None]
     flows = []
     for consumer in groups:
         source = min(consumer.stages, key=lambda s: s.step) if consumer.stages and not consumer.labelled else None
-        if source is None or source.stage != "consume":
+        if source is None or source.stage != Stage.CONSUME:
             continue
         matched = [(overlap(p.span, consumer.span), p) for p, publish in publishers
                    if p is not consumer and _same_stream(publish, source)]
@@ -61,21 +63,6 @@ def overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> int:
     if a is None or b is None:
         return 0
     return max(0, min(a[1], b[1]) - max(a[0], b[0]))
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """NATS subject matching: ``*`` is one token, ``>`` one or more at the end.
-
-    >>> subject_matches("events.>", "events.web.click"), subject_matches("events.*", "events.web.click")
-    (True, False)
-    """
-    want, have = pattern.split("."), subject.split(".")
-    for i, token in enumerate(want):
-        if token == ">":
-            return len(have) > i
-        if i >= len(have) or (token != "*" and token != have[i]):
-            return False
-    return len(want) == len(have)
 
 
 def _same_stream(publish: StageSummary, consume: StageSummary) -> bool:

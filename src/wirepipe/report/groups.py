@@ -16,13 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.stages import Stage
 from .statistics import TimeStats, median_interval
-
-PUBLISH_SIDE = ("serialize", "compress", "publish")
-CONSUME_SIDE = ("consume", "decompress", "deserialize")
-ENCODE_STAGES = ("serialize", "compress")
-DECODE_STAGES = ("decompress", "deserialize")
-SOURCE_STAGES = ("generate", "read")  # making data, not moving it: left out of the stage-time plot
 
 
 @dataclass
@@ -69,9 +64,9 @@ class StageSummary:
         i, o = self.bytes_in_per_record, self.bytes_out_per_record
         if not i or not o:
             return None
-        if self.stage == "compress":
+        if self.stage == Stage.COMPRESS:
             return i / o
-        if self.stage == "decompress":
+        if self.stage == Stage.DECOMPRESS:
             return o / i
         return None
 
@@ -124,7 +119,7 @@ class GroupSummary:
 
     @property
     def format(self) -> str | None:
-        s = self._stage(("serialize",))
+        s = self._stage((Stage.SERIALIZE,))
         return s.operator if s is not None else None
 
     def same_bytes_key(self) -> tuple[str, str, str] | None:
@@ -146,11 +141,11 @@ class GroupSummary:
 
     @property
     def publish_side(self) -> Side | None:
-        return self.side(PUBLISH_SIDE)
+        return self.side(Stage.PUBLISH_SIDE)
 
     @property
     def consume_side(self) -> Side | None:
-        return self.side(CONSUME_SIDE)
+        return self.side(Stage.CONSUME_SIDE)
 
     @property
     def path_ns_per_record(self) -> float | None:
@@ -162,27 +157,27 @@ class GroupSummary:
 
     @property
     def raw_bytes_per_record(self) -> float | None:
-        s = self._stage(("serialize",))
+        s = self._stage((Stage.SERIALIZE,))
         return s.bytes_in_per_record if s is not None else None
 
     @property
     def serialized_bytes_per_record(self) -> float | None:
-        s = self._stage(("serialize",))
+        s = self._stage((Stage.SERIALIZE,))
         if s is not None:
             return s.bytes_out_per_record
-        s = self._stage(("deserialize",))
+        s = self._stage((Stage.DESERIALIZE,))
         return s.bytes_in_per_record if s is not None else None
 
     @property
     def wire_bytes_per_record(self) -> float | None:
         """Payload bytes per record on the wire: after the last encode stage, or before the first decode."""
-        s = self._stage(ENCODE_STAGES, last=True)
+        s = self._stage(Stage.ENCODE, last=True)
         if s is not None:
             return s.bytes_out_per_record
-        s = self._stage(("consume", *DECODE_STAGES))
+        s = self._stage((Stage.CONSUME, *Stage.DECODE))
         if s is not None:
-            return s.bytes_out_per_record if s.stage == "consume" else s.bytes_in_per_record
-        s = self._stage(("publish",))
+            return s.bytes_out_per_record if s.stage == Stage.CONSUME else s.bytes_in_per_record
+        s = self._stage((Stage.PUBLISH,))
         return s.bytes_in_per_record if s is not None else None
 
     @property
@@ -202,10 +197,10 @@ class GroupSummary:
     @property
     def chain(self) -> str | None:
         """The codec chain as ``format|codec:level``, from the encode stages (or fixed decode stages)."""
-        encode = [s.operator for s in self.stages if s.stage in ENCODE_STAGES]
+        encode = [s.operator for s in self.stages if s.stage in Stage.ENCODE]
         if encode:
             return "|".join(encode)
-        decode = [s.operator for s in self.stages if s.stage in DECODE_STAGES]
+        decode = [s.operator for s in self.stages if s.stage in Stage.DECODE]
         if decode and "auto" not in decode:
             return "|".join(reversed(decode))
         return None
@@ -243,12 +238,12 @@ class GroupSummary:
         chain = self.chain
         if chain is None:
             return "# no codec chain in these rows: see the run's config in the results metadata"
-        ser = self._stage(("serialize",))
+        ser = self._stage((Stage.SERIALIZE,))
         schema = ser.params.get("schema") if ser is not None else None
         extra = f", schema: {json.dumps(schema)}" if schema else ""
-        comp = self._stage(("compress",))
+        comp = self._stage((Stage.COMPRESS,))
         dictionary = comp.params.get("dictionary") if comp is not None else None
-        pack = self._stage(("pack",))
+        pack = self._stage((Stage.PACK,))
         if not dictionary and pack is None:
             return (f"# publisher\noperators:\n  - encode: {{chain: \"{chain}\"{extra}}}\n"
                     f"# consumer\noperators:\n  - decode: {{chain: \"{chain}\"{extra}}}")

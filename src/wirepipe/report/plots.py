@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.stages import Stage
 from ..storage.files import write_bytes_atomic
-from .groups import SOURCE_STAGES
 from .render import extra_tables, failure_lines, runs_table, snippets, tables
 from .summary import Report
 
@@ -80,7 +80,7 @@ def stage_bars(report: Report, dataset: str | None = None) -> Bars:
     stages: list[str] = []
     for g in groups:
         for s in g.stages:
-            if s.stage not in SOURCE_STAGES and s.stage not in stages:
+            if s.stage not in Stage.MAKING_DATA and s.stage not in stages:
                 stages.append(s.stage)
     values = {k: [sum(s.time.mean / 1e3 for s in g.stages if s.stage == k and s.time) for g in groups]
               for k in stages}

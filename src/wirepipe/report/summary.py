@@ -16,9 +16,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.stages import Stage
 from ..core.units import covered
 from .flows import join_flows
-from .groups import CONSUME_SIDE, PUBLISH_SIDE, GroupSummary, StageSummary
+from .groups import GroupSummary, StageSummary
 from .recommend import DEFAULT_BANDWIDTH, Recommendation, recommend
 from .results import RunInfo
 from .statistics import cdf_points, time_stats
@@ -92,7 +93,7 @@ class _Rows:
         self.datasets = t.column("dataset").to_pylist() if "dataset" in t.column_names else None
         self.digests = t.column("payload_digest").to_pylist() if "payload_digest" in t.column_names else [None] * n
         self.on_path = np.isin(np.asarray(self.stage, dtype=object),
-                               np.asarray(PUBLISH_SIDE + CONSUME_SIDE, dtype=object))
+                               np.asarray(Stage.PUBLISH_SIDE + Stage.CONSUME_SIDE, dtype=object))
         offset_of = np.asarray([runs[r].clock_offset for r in self.run_names], dtype=np.int64)
         # one clock for every run
         self.start_u, self.end_u = start + offset_of[self.run_codes], end + offset_of[self.run_codes]

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from ..connectors.base import Sink
 from ..core.batch import Batch
 from ..core.fields import Condition, plain
+from ..core.stages import Stage
 from ..operators.by_headers import SERIALIZED_SIZE, HeaderDecoder
 from .table import TapStats
 
@@ -30,7 +31,7 @@ class TapSink(Sink):
     """Prints what it is given; never refuses a record (a tap must not dead-letter what it only watches)."""
 
     type = "tap"
-    stage = "write"
+    stage = Stage.WRITE
 
     def __init__(self, out: TextIO | None = None, *, schema: Any = None, allow_pickle: bool = False,
                  filters: Sequence[Condition] = (), sample: int = 1, limit: int | None = None, raw: bool = False,

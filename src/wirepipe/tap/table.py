@@ -58,7 +58,7 @@ class TapStats:
         ``undecoded`` the indices of messages that did not decode."""
         self.gaps.observe(headers)
         now = self.clock()
-        publisher = Header.PUBLISHER.value
+        publisher = Header.PUBLISHER
         for i, payload in enumerate(payloads):
             h = headers[i] or {}
             row = self.rows.get(h.get(publisher, UNSTAMPED))
@@ -75,8 +75,8 @@ class TapStats:
             subject = subjects[i]
             if subject is not None and len(row.subjects) < _SUBJECTS:
                 row.subjects.add(subject)
-            row.encoding = h.get(Header.CONTENT_ENCODING.value, "identity")
-            row.content_type = h.get(Header.CONTENT_TYPE.value, "?")
+            row.encoding = h.get(Header.CONTENT_ENCODING, "identity")
+            row.content_type = h.get(Header.CONTENT_TYPE, "?")
             sent, received = sent_ns[i], received_ns[i]
             if sent is not None and received is not None:
                 row.latencies_ms.append((received - sent) / 1e6)

@@ -32,14 +32,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...core.batch import PAYLOADS, Batch, Rejected
+from ...core.batch import PAYLOADS, Batch, Rejected, one_per_record
 from ...core.errors import ConfigError, NotConnected, Refusal, WirepipeError
 from ...core.models import Duration
+from ...core.stages import Stage
 from ...wire import (
     HDR_LINE,
     MAX_CONTROL_LINE,
@@ -48,58 +48,19 @@ from ...wire import (
     STAMP_SIZE,
     Header,
     SubjectCheck,
+    SubjectTemplate,
     dead_letter_payloads,
     header_size,
     subject_room,
-    template_fields,
 )
 from ..base import Configured, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
-from .gaps import FINAL, LAST_SEQ, PUBLISHER, SEQ, PublisherStamp
+from .gaps import PublisherStamp
 
 log = logging.getLogger("wirepipe.nats")
 
-SENT_AT = Header.SENT_AT.value
-STAGE_HEADER = Header.STAGE.value
-ERROR_HEADER = Header.ERROR.value
 # Per-record header blocks are measured exactly only for payloads this close to the limit.
 _HEADER_SLACK = 65536
-
-
-class SubjectTemplate:
-    """``points``, ``blocks.{seq}``, ``out.{subject}``: one subject per record from meta columns."""
-
-    def __init__(self, template: str) -> None:
-        self.template = template
-        self.fields = template_fields(template)
-
-    @property
-    def fixed(self) -> bool:
-        return not self.fields
-
-    def render(self, batch: Batch) -> str | list[str]:
-        if not self.fields:
-            return self.template
-        n = len(batch.values)
-        columns: dict[str, Sequence[Any]] = {}
-        for f in self.fields:
-            if f == "subject":
-                s = batch.subjects
-                if s is None:
-                    raise WirepipeError(f"subject template {self.template!r}: the records have no subject")
-                columns[f] = [s] * n if isinstance(s, str) else s
-            elif f in batch.meta:
-                columns[f] = batch.meta[f]
-            else:
-                raise WirepipeError(
-                    f"subject template {self.template!r}: no column {f!r} (available: subject, "
-                    f"{', '.join(batch.meta) or 'none'}; set per-record subjects with a `subject` operator)")
-        if self.template == "{subject}":
-            return list(columns["subject"])
-        fmt = self.template.format
-        names = list(columns)
-        cols = [columns[k] for k in names]
-        return [fmt(**dict(zip(names, row, strict=True))) for row in zip(*cols, strict=True)]
 
 
 def refuse_oversized(batch: Batch, headers: dict[str, str] | list[dict[str, str] | None] | None,
@@ -144,7 +105,7 @@ def refuse_bad_subjects(batch: Batch, subjects: str | list[str], check: SubjectC
     bad = check.problems(subjects)
     if not bad:
         return subjects
-    column = [subjects] * len(batch.values) if isinstance(subjects, str) else subjects
+    column = one_per_record(subjects, len(batch.values))
     keep: list[int] = []
     for i, s in enumerate(column):
         why = bad.get(s)
@@ -215,7 +176,7 @@ class NatsSink(Configured, Sink):
 
     type = "nats"
     takes = PAYLOADS
-    stage = "publish"
+    stage = Stage.PUBLISH
 
     def __init__(self, subject: str, **fields: Any) -> None:
         """``fields`` are ``NatsSinkConfig``'s (``headers``, ``flush_timeout``, the connection's ``url``,
@@ -324,6 +285,7 @@ class NatsSink(Configured, Sink):
         pub = self.nc.publish
         now = time.time_ns
         pid = self.stamp.id
+        sent_at, seq_key = Header.SENT_AT, Header.SEQ  # locals: the loops below read them per record
         subjects, headers = progress.subjects, progress.headers
         start = progress.next
         values = progress.values[start:] if start else progress.values
@@ -344,24 +306,24 @@ class NatsSink(Configured, Sink):
             elif isinstance(headers, dict):
                 # nats-py encodes the headers before its first await, so one dict is reused.
                 h = headers
-                h[PUBLISHER] = pid
+                h[Header.PUBLISHER] = pid
                 if fixed:
                     for v in values:
-                        h[SENT_AT] = str(now())
-                        h[SEQ] = str(seq)
+                        h[sent_at] = str(now())
+                        h[seq_key] = str(seq)
                         await pub(subs, v, headers=h)
                         seq += 1
                 else:
                     for s, v in zip(subs, values, strict=True):
-                        h[SENT_AT] = str(now())
-                        h[SEQ] = str(seq)
+                        h[sent_at] = str(now())
+                        h[seq_key] = str(seq)
                         await pub(s, v, headers=h)
                         seq += 1
             else:
                 hs = headers[start:] if start else headers
-                per = [subs] * len(values) if fixed else subs
-                for s, v, hd in zip(per, values, hs, strict=True):
-                    await pub(s, v, headers={**(hd or {}), SENT_AT: str(now()), PUBLISHER: pid, SEQ: str(seq)})
+                publisher = Header.PUBLISHER
+                for s, v, hd in zip(one_per_record(subs, len(values)), values, hs, strict=True):
+                    await pub(s, v, headers={**(hd or {}), sent_at: str(now()), publisher: pid, seq_key: str(seq)})
                     seq += 1
         finally:
             self.stamp.next = seq
@@ -387,9 +349,9 @@ class NatsSink(Configured, Sink):
         stamp_subject = STAMP_PREFIX + subject
         if self.subject_check.problems(stamp_subject):
             return  # a subject at the length limit leaves no room for the prefix: no stamp for it
-        headers = {PUBLISHER: self.stamp.id, LAST_SEQ: str(last)}
+        headers = {Header.PUBLISHER: self.stamp.id, Header.LAST_SEQ: str(last)}
         if final:
-            headers[FINAL] = "true"
+            headers[Header.FINAL] = "true"
         await self.nc.publish(stamp_subject, b"", headers=headers)
 
     async def _stamp_periodically(self, interval: float) -> None:

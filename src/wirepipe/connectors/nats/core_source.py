@@ -25,10 +25,11 @@ from pydantic import Field
 from ...core.batch import PAYLOADS, Batch
 from ...core.errors import Refusal
 from ...core.models import Duration, Size, SourceLimits
-from ...wire import STAMP_PREFIX, subjects_overlap
+from ...core.stages import Stage
+from ...wire import STAMP_PREFIX, Header, subjects_overlap
 from ..base import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
-from .gaps import FINAL, LAST_SEQ, PUBLISHER, GapCounter
+from .gaps import GapCounter
 from .reader import SubscriptionReader
 
 log = logging.getLogger("wirepipe.nats")
@@ -49,7 +50,7 @@ class NatsSource(Configured, Source):
 
     type = "nats"
     gives = PAYLOADS
-    stage = "consume"
+    stage = Stage.CONSUME
     drops_when_unread = True
     shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"queue"}
@@ -202,12 +203,12 @@ class NatsSource(Configured, Source):
     async def _on_stamp(self, msg: Any) -> None:
         h = msg.headers
         try:
-            publisher, last = h[PUBLISHER], int(h[LAST_SEQ])
+            publisher, last = h[Header.PUBLISHER], int(h[Header.LAST_SEQ])
         except (TypeError, KeyError, ValueError):
             return  # not a stamp wirepipe reads
         gaps = self.gaps
         assert gaps is not None
-        final = FINAL in h
+        final = Header.FINAL in h
         self._event(lambda: gaps.stamp(publisher, last, final))
 
     def _on_disconnect(self) -> None:

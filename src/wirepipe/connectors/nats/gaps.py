@@ -39,10 +39,6 @@ from typing import Any
 
 from ...wire import Header
 
-PUBLISHER = Header.PUBLISHER.value
-SEQ = Header.SEQ.value
-LAST_SEQ = Header.LAST_SEQ.value
-FINAL = Header.FINAL.value
 _OPEN_GAPS = 4096  # per publisher: gaps remembered to recognise a late (reordered) message
 
 
@@ -146,13 +142,14 @@ class GapCounter:
         last_id: Any = None
         state: _Publisher | None = None
         unstamped = 0
+        publisher, seq = Header.PUBLISHER, Header.SEQ  # locals: the loop reads them per record
         for h in headers:
-            pid = h.get(PUBLISHER) if h else None
+            pid = h.get(publisher) if h else None
             if pid is None:
                 unstamped += 1
                 continue
             try:
-                n = int(h[SEQ])  # type: ignore[index]
+                n = int(h[seq])  # type: ignore[index]
             except (KeyError, ValueError):
                 unstamped += 1
                 continue
@@ -184,15 +181,16 @@ class GapCounter:
     def _consecutive(self, headers: Sequence[dict[str, str] | None]) -> bool:
         """The common batch, checked with C-level comprehensions: one known publisher, numbers going on
         exactly from where it was. True when accounted for; False leaves the batch to the full loop."""
+        publisher, seq = Header.PUBLISHER, Header.SEQ
         try:
-            pids = {h[PUBLISHER] for h in headers}  # type: ignore[index]
+            pids = {h[publisher] for h in headers}  # type: ignore[index]
             if len(pids) != 1:
                 return False
             state = self.publishers.get(next(iter(pids)))
             if state is None:
                 return False
             first = state.next
-            if [int(h[SEQ]) for h in headers] != list(range(first, first + len(headers))):  # type: ignore[index]
+            if [int(h[seq]) for h in headers] != list(range(first, first + len(headers))):  # type: ignore[index]
                 return False
         except (KeyError, TypeError, ValueError):  # unstamped or malformed records: the full loop sorts them
             return False

@@ -46,16 +46,18 @@ import logging
 import secrets
 import time
 from collections import deque
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...core.batch import Batch, Rejected
+from ...core.batch import Batch, Rejected, one_per_record
 from ...core.errors import BackOff, NotConnected, WirepipeError
 from ...core.models import Duration
+from ...core.stages import Stage
 from ...wire import (
     SENT_AT_SIZE,
     Header,
+    SubjectTemplate,
     dead_letter_payloads,
     header_size,
     shown_subject,
@@ -63,22 +65,18 @@ from ...wire import (
 from ..base import Source
 from .connection import ReconnectConfig
 from .core_sink import (
-    SENT_AT,
     NatsSink,
     PublishConfig,
-    SubjectTemplate,
     refuse_bad_subjects,
     refuse_oversized,
     require_bytes,
     undeliverable,
     wire_headers,
 )
-from .gaps import PUBLISHER, SEQ
 from .streams import StreamConfig, ensure_stream
 
 log = logging.getLogger("wirepipe.jetstream")
 
-MSG_ID = Header.MSG_ID.value
 # The ack of a publish the server cannot store now (retry later): Service Unavailable (a `discard: new`
 # stream at a limit answers so, err_code 10077).
 UNAVAILABLE = 503
@@ -103,7 +101,7 @@ class JetStreamSink(NatsSink):
     """Publishes to JetStream inside a bounded window of unacknowledged records."""
 
     type = "jetstream"
-    stage = "publish"
+    stage = Stage.PUBLISH
 
     def __init__(self, subject: str, **fields: Any) -> None:
         """``fields`` are ``JetStreamSinkConfig``'s (``stream``, ``msg_id``, ``window``..., the connection's
@@ -312,9 +310,9 @@ class JetStreamSink(NatsSink):
         """Publish a record again with its ``Nats-Msg-Id`` (a new ``Wirepipe-Sent-At``), within the window."""
         entry.attempts += 1
         headers = dict(entry.headers) if entry.headers else {}
-        headers[MSG_ID] = entry.msg_id
+        headers[Header.MSG_ID] = entry.msg_id
         if self.headers_mode != "none":
-            headers[SENT_AT] = str(time.time_ns())
+            headers[Header.SENT_AT] = str(time.time_ns())
         await self._wait_window()
         await self._send(entry, headers)
 
@@ -367,7 +365,7 @@ class JetStreamSink(NatsSink):
         except (nats.errors.Error, asyncio.TimeoutError):
             return False
         limit = info.config.max_bytes or 0
-        size = (len(probe.subject) + len(probe.payload) + header_size({**(probe.headers or {}), MSG_ID: probe.msg_id})
+        size = (len(probe.subject) + len(probe.payload) + header_size({**(probe.headers or {}), Header.MSG_ID: probe.msg_id})
                 + (SENT_AT_SIZE if self.headers_mode != "none" else 0))  # as _resend sends it
         if info.state.messages and not 0 < limit < size:
             return False
@@ -384,7 +382,7 @@ class JetStreamSink(NatsSink):
             await self._probe_held()
         headers = wire_headers(batch, self.headers_mode)
         ids = self._ids(batch)
-        id_size = len(MSG_ID) + 4 + max(map(len, ids)) if isinstance(ids, list) else len(MSG_ID) + 4 + len(ids)
+        id_size = len(Header.MSG_ID) + 4 + max(map(len, one_per_record(ids, 1)))
         before = len(batch.values)
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type,
                          id_size + (SENT_AT_SIZE if headers is not None else 0))
@@ -396,11 +394,11 @@ class JetStreamSink(NatsSink):
             return
         await self._wait_connected()
         n = len(batch.values)
-        subs = [subjects] * n if isinstance(subjects, str) else subjects
-        id_col = [ids] * n if isinstance(ids, str) else ids
-        per_record = isinstance(headers, list)
-        shared = headers if isinstance(headers, dict) else None
+        subs = one_per_record(subjects, n)
+        id_col = one_per_record(ids, n)
+        header_col = one_per_record(headers, n)
         now = time.time_ns
+        msg_id, sent_at = Header.MSG_ID, Header.SENT_AT  # locals: the loop below reads them per record
         window = self.window
         send = self._send
         held = self._held
@@ -408,15 +406,14 @@ class JetStreamSink(NatsSink):
             if len(self._pending) >= window or self._retry or self._unrouted or held:
                 if held:  # the server refuses for now: the rest of the batch waits, unsent, behind what it holds
                     for j in range(i, n):
-                        base = cast("dict[str, str] | None", headers[j] if per_record else shared)  # type: ignore[index]
-                        held.append(_Pending(subs[j], batch.values[j], base, id_col[j], 0.0))
+                        held.append(_Pending(subs[j], batch.values[j], header_col[j], id_col[j], 0.0))
                     break
                 await self._wait_space()
-            base = cast("dict[str, str] | None", headers[i] if per_record else shared)  # type: ignore[index]
+            base = header_col[i]
             h = dict(base) if base else {}
-            h[MSG_ID] = id_col[i]
+            h[msg_id] = id_col[i]
             if headers is not None:
-                h[SENT_AT] = str(now())
+                h[sent_at] = str(now())
             await send(_Pending(subs[i], v, base, id_col[i], 0.0), h)
         self.records += n
         self.bytes += sum(map(len, batch.values))
@@ -441,8 +438,8 @@ class JetStreamSink(NatsSink):
         if isinstance(headers, list):
             out = []
             for h in headers:
-                if h and PUBLISHER in h and SEQ in h:
-                    out.append(f"{h[PUBLISHER]}.{h[SEQ]}")
+                if h and Header.PUBLISHER in h and Header.SEQ in h:
+                    out.append(f"{h[Header.PUBLISHER]}.{h[Header.SEQ]}")
                 else:
                     self._unplaced += 1
                     out.append(f"{self._run}.{self._unplaced}")

@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from enum import Enum
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
@@ -35,6 +36,7 @@ from pydantic import Field, model_validator
 from ...core.batch import PAYLOADS, Batch, Rejected
 from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
+from ...core.stages import Stage
 from ...wire import (
     Header,
 )
@@ -65,12 +67,19 @@ def parse_ack_reply(reply: str) -> tuple[int, int, int]:
     return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
 
 
+class AckMode(str, Enum):
+    """How the source acknowledges what the sink wrote (``ack:``): nats-py's ``AckPolicy`` values it uses."""
+
+    EXPLICIT = "explicit"  # every message acked: safe when workers share the durable
+    ALL = "all"  # one AckAll per commit: only when this worker is the durable's sole consumer
+
+
 class JetStreamSource(Configured, Source, AtLeastOnce):
     """A durable pull consumer (default) or an ordered consumer (``ordered=True``) as batches."""
 
     type = "jetstream"
     gives = PAYLOADS
-    stage = "consume"
+    stage = Stage.CONSUME
     redelivers = True
     shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
@@ -101,7 +110,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.expires = config.expires
         self.heartbeat = config.heartbeat
         self.stop_at_end = config.stop_at_end
-        self.ack_mode = config.ack
+        self.ack_mode = AckMode(config.ack)
         self.pending_bytes_limit = config.pending_bytes_limit
         batch_timeout = config.batch_timeout
         self.conn = NatsConnection(config, role="jetstream consumer")
@@ -144,7 +153,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
                                       f"--workers {workers} would process every record {workers} times; use a "
                                       "durable (drop `ordered`) or --workers 1")
-        if self.ack_mode == "all":
+        if self.ack_mode is AckMode.ALL:
             return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
                                   f"including messages the other {workers - 1} worker(s) of the shared durable have "
                                   "not written yet; use ack: explicit (the default) with --workers > 1")
@@ -270,7 +279,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
         cfg = api.ConsumerConfig(
             durable_name=self.durable, name=name, ack_wait=self.ack_wait,
-            ack_policy=api.AckPolicy.ALL if self.ack_mode == "all" else api.AckPolicy.EXPLICIT,
+            ack_policy=api.AckPolicy(self.ack_mode.value),
             max_deliver=self.max_deliver if self.max_deliver > 0 else -1, max_ack_pending=self.max_ack_pending,
             filter_subject=self.subject, max_waiting=512,
             inactive_threshold=None if self.durable else 300.0,
@@ -301,7 +310,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                     log.warning("durable %s acknowledges with ack policy %s, not %s: using it as it is", name,
                                 old.ack_policy.value, cfg.ack_policy.value)
                     cfg.ack_policy = old.ack_policy
-                    self.ack_mode = "all" if old.ack_policy == api.AckPolicy.ALL else "explicit"
+                    self.ack_mode = AckMode.ALL if old.ack_policy == api.AckPolicy.ALL else AckMode.EXPLICIT
                 if old.filter_subject != self.subject and self.subject:
                     log.warning("durable %s filters %r, not %r: using it as it is", name, old.filter_subject,
                                 self.subject)
@@ -338,7 +347,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         status = h.get("Status")
         if status == "100":
             return  # idle heartbeat: the pull request is alive
-        left = h.get(Header.PENDING.value)
+        left = h.get(Header.PENDING)
         if left is not None:
             with contextlib.suppress(ValueError):
                 self._requested = max(0, self._requested - int(left))
@@ -535,7 +544,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         if not replies:
             return
         n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
-        if self.ack_mode == "all":
+        if self.ack_mode is AckMode.ALL:
             seqs = batch.meta.get("stream_seq") or ()
             if seqs:
                 # AckAll acks up to a *stream* sequence: send the highest written (a message the server
