@@ -223,6 +223,15 @@ def test_a_runtime_class_refuses_a_bad_field_with_the_yaml_message(tmp_path: Pat
     assert (info.value.path, info.value.detail) == (from_yaml.path, from_yaml.detail)
 
 
+def test_the_jetstream_source_has_no_nak_delay(tmp_path: Path) -> None:
+    """Nothing naks a record for a sink failure (in-progress acks hold it), so there is no delay to configure: a
+    config that sets one is told the field is unknown, with the fields there are."""
+    error = _yaml_error(tmp_path, "name: x\nsource: {type: jetstream, url: 'nats://h:1', stream: S, nak_delay: 1s}\n")
+    assert (error.path, error.detail.split(":")[0]) == ("source", "unknown field 'nak_delay'")
+    assert "max_deliver" in error.detail and "nak" not in error.detail.split(":", 1)[1]
+    assert not hasattr(JetStreamSource(stream="S", url="nats://h:1"), "nacked")
+
+
 def test_generate_with_batch_size_zero_no_longer_loops() -> None:
     """The issue's example: refused when built, instead of a run that never ends."""
     with pytest.raises(ConfigError, match=r"^source\.batch_size: Input should be greater than or equal to 1 \(got 0\)$"):

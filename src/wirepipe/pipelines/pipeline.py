@@ -119,7 +119,6 @@ class RunStats:
     rejected: int = 0
     bytes_out: int = 0
     acked: int = 0
-    nacked: int = 0
     sink_errors: int = 0  # failed sink writes or flushes (each retried)
     commits: int = 0
     started: float = field(default_factory=time.monotonic)

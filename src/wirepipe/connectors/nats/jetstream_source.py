@@ -97,7 +97,6 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.max_ack_pending = max_ack_pending = config.max_ack_pending
         self.ack_wait = config.ack_wait
         self.max_deliver = config.max_deliver
-        self.nak_delay = config.nak_delay
         self.expires = config.expires
         self.heartbeat = config.heartbeat
         self.stop_at_end = config.stop_at_end
@@ -123,7 +122,6 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the lag last asked
         self._at_end = asyncio.Event()
         self.acked = 0
-        self.nacked = 0
         self.terminated = 0
         self.in_progress_sent = 0
         self.repulls = 0
@@ -621,7 +619,6 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     max_ack_pending: int = Field(default=20000, ge=1)
     ack_wait: Duration = Field(default=30.0, gt=0)
     max_deliver: int = Field(default=5, ge=-1)
-    nak_delay: Duration = Field(default=1.0, description="unused: a sink failure is no longer nak-ed (kept so configs validate)")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")
