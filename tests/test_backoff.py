@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.connection import ReconnectConfig
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.backoff import ExponentialBackoff
 from wirepipe.core.errors import BackOff, NotConnected
+from wirepipe.pipelines.sink_retry import SinkRetry
 
 
 def test_waits_double_up_to_the_cap_and_start_again_after_a_reset() -> None:
@@ -39,6 +44,15 @@ async def test_sleep_ends_when_stopped() -> None:
     asyncio.get_running_loop().call_later(0.05, stop.set)
     assert await asyncio.wait_for(retry.sleep(stop=stop), 20) is True  # not the 30 s wait
     assert await ExponentialBackoff(first=0.0, cap=1.0).sleep(stop=asyncio.Event()) is False
+
+
+def test_the_run_loop_retries_a_sink_within_a_third_of_ack_wait() -> None:
+    """In-progress acks go out at every retry: they must reach the server before ack_wait runs out."""
+    plain = SinkRetry(GenerateSource("point", count=1), lambda: ([], 0)).backoff
+    assert [plain.next(OSError("disk")) for _ in range(8)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    assert plain.next(BackOff("x", 60.0)) == 5.0
+    acked = SinkRetry(JetStreamSource(stream="S", durable="d", ack_wait=0.9), lambda: ([], 0)).backoff
+    assert acked.next(BackOff("x", 60.0)) == pytest.approx(0.3)
 
 
 def test_reconnects_wait_through_it() -> None:
