@@ -32,6 +32,7 @@ from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.core.registry import declared_in
+from wirepipe.core.workers import Worker
 
 SRC = Path(wirepipe.__file__).parent
 
@@ -335,9 +336,14 @@ def test_the_builtin_connectors_declare_how_they_are_shared() -> None:
     assert JetStreamSource(stream="S", url="nats://h:1").refuse_workers(3) is None
     assert NatsSink("s").refuse_workers(2).field == "url"  # type: ignore[union-attr]  # the embedded server
     assert JetStreamSink("s").refuse_workers(2).field == "url"  # type: ignore[union-attr]
-    assert ParquetSink("out/part-{part}.parquet").worker_fields(2) == {"path": "out/part-w2-{part}.parquet"}
-    assert CaptureSink("cap", prefix="blocks").worker_fields(1) == {"prefix": "blocks-w1"}
-    assert NatsSink("s").worker_fields(1) == {} and NullSink().refuse_workers(5) is None
+    assert ParquetSink("out/part-{part}.parquet").worker_fields(Worker(2, 3)) == {"path": "out/part-w2-{part}.parquet"}
+    assert ParquetSink("out.parquet").worker_fields(Worker(11, 12)) == {"path": "out.w11.parquet"}
+    assert JsonlSink("out/x-{worker}.jsonl").worker_fields(Worker()) == {"path": "out/x-0.jsonl"}
+    assert JsonlSink("out.jsonl").worker_fields(Worker(1, 12)) == {"path": "out.w01.jsonl"}
+    assert CaptureSink("cap", prefix="blocks").worker_fields(Worker(1, 2)) == {"prefix": "blocks-w1"}
+    assert NatsSink("s").worker_fields(Worker(1, 2)) == {} and NullSink().refuse_workers(5) is None
+    assert ParquetSink("out.parquet").refuse_workers(2) is None  # each worker writes a copy of its own
+    assert JsonlSink("-").refuse_workers(2).field == "path"  # type: ignore[union-attr]  # stdout is one
     assert (NullSink.batch_results, JsonlSink.batch_results, ParquetSink.batch_results,
             NatsSink.batch_results, CaptureSink.batch_results) == ("nothing", "files", "files", None, None)
 

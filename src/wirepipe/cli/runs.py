@@ -86,17 +86,18 @@ def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
     and each worker's pipeline. (pool, None) or (None, pipeline); a refusal is one line and exit 2, and nothing
     has been opened or written."""
     from ..core.errors import ConfigError, WirepipeError
+    from ..core.workers import Worker
     from ..pipelines.config import build_pipeline, read_config, validate_config
-    from ..pipelines.pool import Pool, expand_worker, worker_config
+    from ..pipelines.pool import Pool, worker_config
 
     file = str(path)
     try:
         data = read_config(path, overrides)
         if workers > 1:
             pool = Pool(data, workers, file=file)
-            build_pipeline(validate_config(worker_config(pool.data, 0), file=file), file=file)
+            build_pipeline(validate_config(pool.worker_config(0), file=file), file=file)
             return pool, None
-        pipe = build_pipeline(validate_config(expand_worker(data, 0), file=file), file=file)
+        pipe = build_pipeline(validate_config(worker_config(data, Worker(), file=file), file=file), file=file)
         try:
             pipe.source.check_input()
         except WirepipeError as exc:  # a missing input file or capture is a usage error too

@@ -42,6 +42,7 @@ from pydantic import Field, field_validator
 from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.models import Duration, Size, SourceLimits, Strict
+from ..core.workers import Worker
 from ..storage.files import (
     TEMP_SUFFIX,
     AtomicFile,
@@ -366,9 +367,9 @@ class CaptureSink(Configured, Sink):
         return {"dir": str(w.folder), "max_file_size": w.max_file_size, "max_file_age": w.max_file_age,
                 "row_group_rows": w.row_group_rows}
 
-    def worker_fields(self, index: int) -> dict[str, Any]:
-        """Each worker of a pool writes files of its own: ``<prefix>-w<index>-...``."""
-        return {"prefix": f"{self.config.prefix}-w{index}"}
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        """Each worker writes files of its own into the folder: ``<prefix>-w<index>-...``."""
+        return {"prefix": worker.prefix(self.config.prefix)}
 
     def beside(self, suffix: str) -> str | None:
         """Next to the capture folder, not in it (a capture is read as every file of its folder)."""

@@ -56,6 +56,7 @@ from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch, describe_error
 from ..core.errors import Refusal, WirepipeError
 from ..core.models import SourceLimits, Strict
+from ..core.workers import Worker
 from ..storage.files import (
     TEMP_SUFFIX,
     AtomicFile,
@@ -131,11 +132,14 @@ class JsonlSink(Configured, Sink):
         return {"path": self.path, "envelope": self.envelope}
 
     def refuse_workers(self, workers: int) -> Refusal | None:
-        if "{worker}" in self.path:
+        if self.path != "-":
             return None
-        return Refusal("path", f"{self.path!r} is one JSONL file, and {workers} workers would write over each other: "
-                               "put {worker} in the path (one file per worker), e.g. out/records-{worker}.jsonl, or "
-                               "use a parquet sink with {part}")
+        return Refusal("path", f"'-' (stdout) cannot be shared by several workers ({workers}): give a file (each "
+                               "worker writes its own copy, out.jsonl -> out.w0.jsonl, out.w1.jsonl, ...), or use "
+                               "one worker")
+
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        return {} if self.path == "-" else {"path": worker.path(self.path)}
 
     def beside(self, suffix: str) -> str | None:
         return None if self.path == "-" else beside_file(self.path, suffix)
@@ -361,16 +365,10 @@ class ParquetSink(Configured, Sink):
                                "acknowledged records. Write part files instead (each flush completes one): "
                                f"path: {fix!r}")
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.parts or "{worker}" in self.template:
-            return None
-        return Refusal("path", f"{self.template!r} is one Parquet file, and {workers} workers would overwrite each "
-                               "other's: put {part} in the path (a folder of part files, distinct per worker), e.g. "
-                               "out/part-{part}.parquet")
-
-    def worker_fields(self, index: int) -> dict[str, Any]:
-        """``{part}`` becomes ``w<index>-{part}``: each worker's part files have names of their own."""
-        return {"path": self.template.replace("{part}", f"w{index}-{{part}}")} if self.parts else {}
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        """``out.parquet`` -> ``out.w1.parquet``, ``{part}`` -> ``w1-{part}``: each worker's files have names of
+        their own."""
+        return {"path": worker.path(self.template)}
 
     def beside(self, suffix: str) -> str | None:
         return beside_file(self.template, suffix)
