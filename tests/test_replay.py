@@ -113,6 +113,17 @@ def test_workers_split_row_groups_into_ordered_parts(tmp_path: Path) -> None:
     assert workers == {0, 1}
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_worker_in_a_path_is_the_worker_index_as_in_a_run(tmp_path: Path, workers: int) -> None:
+    records = get_dataset("block").sample(200, seed=3)
+    make_capture(tmp_path / "cap", records, row_group_rows=100)
+    pipeline = write_pipeline(tmp_path / "replay.yaml", {"type": "jsonl", "path": str(tmp_path / "out-{worker}.jsonl")})
+    local.run(Replay(str(pipeline), [str(tmp_path / "cap")]), workers=workers)
+    parts = sorted(tmp_path.glob("out-*.jsonl"))
+    assert [p.name for p in parts] == [f"out-{i}.jsonl" for i in range(workers)]
+    assert read_jsonl(*parts) == records
+
+
 def test_paced_workers_start_together_and_keep_the_capture_order(tmp_path: Path) -> None:
     """Three worker processes wait for one common start (each reports ready, then gets the start on its stdin)
     and release their shares on one schedule."""

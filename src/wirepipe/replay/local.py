@@ -69,6 +69,7 @@ def _capture_source(pipe: Pipeline) -> CaptureSource:
 
 
 def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> ReplayResult:
+    data = worker_config(data, Worker(), file=replay.pipeline)  # ``{worker}`` in a path is 0, as in `wirepipe run`
     pipe = build(replay, data)
     if pacer is not None:
         _capture_source(pipe).pacer = pacer
