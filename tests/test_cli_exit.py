@@ -156,7 +156,7 @@ def test_status_line_shows_every_counter_it_is_given() -> None:
     from wirepipe.pipelines.monitor import status_line
 
     now = {"records_out": 1000, "bytes_out": 2_000_000, "lag": 5, "rejected": 2, "sink_errors": 0, "dropped": 0,
-           "acked": 0, "nacked": 0, "reconnects": 0, "disconnects": 0, "running": True, "connected": True,
+           "acked": 0, "reconnects": 0, "disconnects": 0, "running": True, "connected": True,
            "lost": 7}  # a counter added later by a connector shows up by its name
     line = status_line("p", now, {"records_out": 0, "bytes_out": 0}, 1.0)
     assert line == "p: 1,000 rec/s, 2.00 MB/s, 1,000 out, lag 5, 2 rejected, 7 lost"

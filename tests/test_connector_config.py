@@ -35,6 +35,7 @@ from wirepipe.connectors.null import NullSink
 from wirepipe.connectors.parquet import ParquetSink, ParquetSource
 from wirepipe.core.errors import ConfigError, WirepipeError
 from wirepipe.core.registry import declared_in
+from wirepipe.core.workers import Worker
 
 SRC = Path(wirepipe.__file__).parent
 
@@ -226,6 +227,15 @@ def test_a_runtime_class_refuses_a_bad_field_with_the_yaml_message(tmp_path: Pat
     assert (info.value.path, info.value.detail) == (from_yaml.path, from_yaml.detail)
 
 
+def test_the_jetstream_source_has_no_nak_delay(tmp_path: Path) -> None:
+    """Nothing naks a record for a sink failure (in-progress acks hold it), so there is no delay to configure: a
+    config that sets one is told the field is unknown, with the fields there are."""
+    error = _yaml_error(tmp_path, "name: x\nsource: {type: jetstream, url: 'nats://h:1', stream: S, nak_delay: 1s}\n")
+    assert (error.path, error.detail.split(":")[0]) == ("source", "unknown field 'nak_delay'")
+    assert "max_deliver" in error.detail and "nak" not in error.detail.split(":", 1)[1]
+    assert not hasattr(JetStreamSource(stream="S", url="nats://h:1"), "nacked")
+
+
 def test_generate_with_batch_size_zero_no_longer_loops() -> None:
     """The issue's example: refused when built, instead of a run that never ends."""
     with pytest.raises(ConfigError, match=r"^source\.batch_size: Input should be greater than or equal to 1 \(got 0\)$"):
@@ -329,9 +339,14 @@ def test_the_builtin_connectors_declare_how_they_are_shared() -> None:
     assert JetStreamSource(stream="S", url="nats://h:1").refuse_workers(3) is None
     assert NatsSink("s").refuse_workers(2).field == "url"  # type: ignore[union-attr]  # the embedded server
     assert JetStreamSink("s").refuse_workers(2).field == "url"  # type: ignore[union-attr]
-    assert ParquetSink("out/part-{part}.parquet").worker_fields(2) == {"path": "out/part-w2-{part}.parquet"}
-    assert CaptureSink("cap", prefix="blocks").worker_fields(1) == {"prefix": "blocks-w1"}
-    assert NatsSink("s").worker_fields(1) == {} and NullSink().refuse_workers(5) is None
+    assert ParquetSink("out/part-{part}.parquet").worker_fields(Worker(2, 3)) == {"path": "out/part-w2-{part}.parquet"}
+    assert ParquetSink("out.parquet").worker_fields(Worker(11, 12)) == {"path": "out.w11.parquet"}
+    assert JsonlSink("out/x-{worker}.jsonl").worker_fields(Worker()) == {"path": "out/x-0.jsonl"}
+    assert JsonlSink("out.jsonl").worker_fields(Worker(1, 12)) == {"path": "out.w01.jsonl"}
+    assert CaptureSink("cap", prefix="blocks").worker_fields(Worker(1, 2)) == {"prefix": "blocks-w1"}
+    assert NatsSink("s").worker_fields(Worker(1, 2)) == {} and NullSink().refuse_workers(5) is None
+    assert ParquetSink("out.parquet").refuse_workers(2) is None  # each worker writes a copy of its own
+    assert JsonlSink("-").refuse_workers(2).field == "path"  # type: ignore[union-attr]  # stdout is one
     assert (NullSink.batch_results, JsonlSink.batch_results, ParquetSink.batch_results,
             NatsSink.batch_results, CaptureSink.batch_results) == ("nothing", "files", "files", None, None)
 

@@ -143,7 +143,7 @@ async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
     class SlowSink(TestingSink):
         async def write(self, batch: Batch) -> None:
             high["buffer"] = max(high["buffer"], len(source.buffer))
-            high["requested"] = max(high["requested"], source._requested)
+            high["requested"] = max(high["requested"], source.pulls.requested)
             await asyncio.sleep(0.01)
             await super().write(batch)
 

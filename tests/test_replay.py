@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,10 @@ from wirepipe.connectors.capture_format import capture_table, plan_row_groups
 from wirepipe.connectors.capture_sink import CaptureWriter
 from wirepipe.connectors.pacing import LogicalClock, Pacer
 from wirepipe.core.batch import Batch
+from wirepipe.core.errors import WirepipeError
 from wirepipe.datasets import get_dataset
 from wirepipe.replay import Replay, local
+from wirepipe.storage.parts import list_parts
 
 HEADERS = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
 
@@ -99,13 +102,50 @@ def test_workers_split_row_groups_into_ordered_parts(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "replay.yaml", {"type": "jsonl", "path": str(tmp_path / "out.jsonl")},
                               metrics=str(tmp_path / "metrics.parquet"))
     result = local.run(Replay(str(pipeline), [str(tmp_path / "cap")], count=850), workers=2)
-    parts = sorted(tmp_path.glob("out.part*.jsonl"))
-    assert [p.name for p in parts] == ["out.part000.jsonl", "out.part001.jsonl"]
+    parts = sorted(tmp_path.glob("out.w*.jsonl"))
+    assert [p.name for p in parts] == ["out.w0.jsonl", "out.w1.jsonl"]  # named as a pool's workers' copies
     assert (result.workers, result.records_in, result.records_out) == (2, 850, 850)
     assert read_jsonl(*parts) == records[:850], "the parts in name order are the capture order"
     assert all(p.stat().st_size for p in parts), "both workers had a share"
-    counts = stage_counts(sorted(tmp_path.glob("metrics.part*.parquet")))
+    runs = list_parts(tmp_path / "metrics.parquet")  # one metrics folder, as a pool's workers share theirs
+    counts = stage_counts(runs)
     assert counts[("decompress", "auto")] == counts[("write", "jsonl")] == 850
+    workers = {json.loads(pq.read_schema(f).metadata[b"wirepipe.worker"])["index"] for f in runs}
+    assert workers == {0, 1}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_worker_in_a_path_is_the_worker_index_as_in_a_run(tmp_path: Path, workers: int) -> None:
+    records = get_dataset("block").sample(200, seed=3)
+    make_capture(tmp_path / "cap", records, row_group_rows=100)
+    pipeline = write_pipeline(tmp_path / "replay.yaml", {"type": "jsonl", "path": str(tmp_path / "out-{worker}.jsonl")})
+    local.run(Replay(str(pipeline), [str(tmp_path / "cap")]), workers=workers)
+    parts = sorted(tmp_path.glob("out-*.jsonl"))
+    assert [p.name for p in parts] == [f"out-{i}.jsonl" for i in range(workers)]
+    assert read_jsonl(*parts) == records
+
+
+def test_paced_workers_start_together_and_keep_the_capture_order(tmp_path: Path) -> None:
+    """Three worker processes wait for one common start (each reports ready, then gets the start on its stdin)
+    and release their shares on one schedule."""
+    times = arrival_times(600)
+    records = [{"i": i} for i in range(600)]
+    make_capture(tmp_path / "cap", records, row_group_rows=100, received_ns=times)
+    pipeline = write_pipeline(tmp_path / "replay.yaml", {"type": "jsonl", "path": str(tmp_path / "out.jsonl")})
+    result = local.run(Replay(str(pipeline), [str(tmp_path / "cap")], pace="original", speed=20), workers=3)
+    parts = sorted(tmp_path.glob("out.w*.jsonl"))
+    assert [p.name for p in parts] == ["out.w0.jsonl", "out.w1.jsonl", "out.w2.jsonl"]
+    assert (result.workers, result.records_out) == (3, 600)
+    assert read_jsonl(*parts) == records
+
+
+def test_a_failing_worker_ends_the_replay_with_its_error(tmp_path: Path) -> None:
+    records = get_dataset("block").sample(300, seed=3)
+    make_capture(tmp_path / "cap", records, row_group_rows=100)
+    (tmp_path / "taken").write_text("a file where the sink wants a folder")
+    pipeline = write_pipeline(tmp_path / "replay.yaml", {"type": "jsonl", "path": str(tmp_path / "taken" / "o.jsonl")})
+    with pytest.raises(WirepipeError, match=r"^replay worker \d: sink jsonl: cannot write to .*taken"):
+        local.run(Replay(str(pipeline), [str(tmp_path / "cap")]), workers=2)
 
 
 def test_split_is_contiguous_and_balanced() -> None:

@@ -36,13 +36,13 @@ def test_signals_from_a_sink_hold_the_records_and_retry() -> None:
 
 
 def test_backoff_wait_is_what_the_part_asked_for_within_the_ack_keep_alive() -> None:
-    plain = Pipeline(GenerateSource("point", count=1), [], TestingSink())
-    assert plain._backoff(BackOff("x", 0.2)) == 0.2
-    assert plain._backoff(BackOff("x", 60.0)) == 5.0  # bounded
-    plain._sink_failures = 3
-    assert plain._backoff(NotConnected("down")) == plain._backoff(OSError("disk")) == 0.05 * 2 ** 3
-    acked = Pipeline(JetStreamSource(stream="S", durable="d", ack_wait=0.9), [], TestingSink())
-    assert acked._backoff(BackOff("x", 60.0)) == pytest.approx(0.3)  # in-progress acks keep arriving in time
+    plain = Pipeline(GenerateSource("point", count=1), [], TestingSink())._retry.backoff  # the run loop's
+    assert plain.next(BackOff("x", 0.2)) == 0.2
+    assert plain.next(BackOff("x", 60.0)) == 5.0  # bounded
+    plain.failures = 3
+    assert plain.next(NotConnected("down")) == 0.1 * 2 ** 3 and plain.next(OSError("disk")) == 0.1 * 2 ** 4
+    acked = Pipeline(JetStreamSource(stream="S", durable="d", ack_wait=0.9), [], TestingSink())._retry.backoff
+    assert acked.next(BackOff("x", 60.0)) == pytest.approx(0.3)  # in-progress acks keep arriving in time
 
 
 def test_the_interfaces_are_abstract_and_the_signals_typed() -> None:

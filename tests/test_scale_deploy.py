@@ -9,6 +9,7 @@ import yaml
 
 from tests.nats_fixtures import run_wirepipe, wirepipe_env
 from wirepipe.core.units import parse_duration
+from wirepipe.core.workers import Worker
 from wirepipe.pipelines.config import read_config, validate_config
 from wirepipe.pipelines.pool import pool_config, resolve_workers, worker_config
 
@@ -37,10 +38,10 @@ def test_the_k8s_manifest_runs_a_valid_worker_pool(tmp_path: Path) -> None:
     data = read_config(pipeline, env=env)
     cfg = validate_config(data, file=str(pipeline))
     workers = resolve_workers(args[3])
-    shared = pool_config(data, workers, file=str(pipeline))  # refuses single-file sinks, bounded sources
+    shared = pool_config(data, workers, file=str(pipeline))  # refuses bounded sources, an ordered consumer
     assert shared["source"]["durable"] == "points-archive"
     assert len(cfg.source.url) == 3  # the URL list
-    paths = {worker_config(shared, i)["sink"]["path"] for i in range(workers)}
+    paths = {worker_config(shared, Worker(i, workers))["sink"]["path"] for i in range(workers)}
     assert len(paths) == workers  # distinct part names per worker
     assert pod["terminationGracePeriodSeconds"] > parse_duration(data["shutdown_timeout"])
     prometheus = cfg.monitor.prometheus

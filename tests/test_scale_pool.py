@@ -24,6 +24,7 @@ from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions, free_
 from wirepipe.core.batch import Batch
 from wirepipe.core.errors import ConfigError, Refusal
 from wirepipe.core.models import Strict
+from wirepipe.core.workers import Worker
 from wirepipe.pipelines.pool import Pool, combine, pool_config, resolve_workers, worker_config
 
 TESTS = Path(__file__).parent
@@ -120,11 +121,17 @@ def test_the_pool_shares_the_source_and_gives_each_worker_its_own_files() -> Non
     assert js["source"]["durable"] == "p"  # one durable shared by all
     assert pool_config(base(source={"type": "nats", "url": "nats://h:1", "subject": "s", "queue": "mine"}),
                        2)["source"]["queue"] == "mine"
-    w1 = worker_config(pool_config(base(dead_letter={"type": "jsonl", "path": "dead-{worker}.jsonl"},
-                                        monitor={"prometheus": {"port": 9464}}), 2), 1)
+    w1 = Pool(base(dead_letter={"type": "jsonl", "path": "dead-{worker}.jsonl"},
+                   monitor={"prometheus": {"port": 9464}}), 2).worker_config(1)
     assert w1["sink"]["path"] == "out/part-w1-{part}.parquet"
     assert w1["dead_letter"]["path"] == "dead-1.jsonl"
     assert w1["monitor"] is None  # the supervisor reports for the pool
+    # a single file: each worker writes a copy of its own, named as a multi-process replay names it
+    one_file = pool_config(base(sink={"type": "parquet", "path": "out.parquet"},
+                                dead_letter={"type": "jsonl", "path": "dead.jsonl"}), 2)
+    assert [worker_config(one_file, Worker(i, 2))["sink"]["path"] for i in range(2)] == ["out.w0.parquet",
+                                                                                          "out.w1.parquet"]
+    assert worker_config(one_file, Worker(1, 2))["dead_letter"]["path"] == "dead.w1.jsonl"
     assert pool_config(base(source={"type": "generate", "dataset": "point"}), 1)["source"]["type"] == "generate"
 
 
@@ -132,11 +139,8 @@ def test_the_pool_shares_the_source_and_gives_each_worker_its_own_files() -> Non
     ({"source": {"type": "generate", "dataset": "point", "count": 10}},
      r"p.yaml: source.type: 'generate' is a bounded source that every worker would read whole: --workers 2 "
      r"would process its records 2 times; run it with --workers 1, or publish"),
-    ({"sink": {"type": "parquet", "path": "out.parquet"}},
-     r"p.yaml: sink.path: 'out.parquet' is one Parquet file, and 2 workers would overwrite each other's: "
-     r"put \{part\} in the path"),
-    ({"dead_letter": {"type": "jsonl", "path": "dead.jsonl"}},
-     r"p.yaml: dead_letter.path: 'dead.jsonl' is one JSONL file, .* put \{worker\} in the path"),
+    ({"dead_letter": {"type": "jsonl", "path": "-"}},
+     r"p.yaml: dead_letter.path: '-' \(stdout\) cannot be shared by several workers \(2\): give a file"),
     ({"source": {"type": "jetstream", "url": "nats://h:1", "stream": "S", "ordered": True}},
      r"p.yaml: source.ordered: true: an ordered consumer delivers the whole stream to each reader"),
     ({"source": {"type": "nats", "subject": "s"}},
@@ -148,13 +152,13 @@ def test_what_n_workers_cannot_share_is_a_config_error(over: dict[str, Any], mes
         pool_config(base(**over), 2, file="p.yaml")
 
 
-def test_cli_refuses_a_single_file_sink_with_exit_2(tmp_path: Path) -> None:
-    cfg = tmp_path / "one-file.yaml"
+def test_cli_refuses_a_sink_to_stdout_with_exit_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "stdout.yaml"
     cfg.write_text("name: one\nsource: {type: nats, url: 'nats://127.0.0.1:1', subject: s}\n"
-                   "sink: {type: parquet, path: out.parquet}\n")
+                   "sink: {type: jsonl, path: '-'}\n")
     res = run_wirepipe("run", str(cfg), "--workers", "2")
     assert res.returncode == 2
-    assert f"error: {cfg}: sink.path: 'out.parquet' is one Parquet file" in res.stderr
+    assert f"error: {cfg}: sink.path: '-' (stdout) cannot be shared by several workers" in res.stderr
     assert "Traceback" not in res.stderr
     bad = run_wirepipe("run", str(cfg), "--workers", "none")
     assert bad.returncode == 2 and "--workers 'none': give a positive integer or auto" in bad.stderr
@@ -248,8 +252,8 @@ class BlobSink(Configured, Sink):
         return Refusal("key", f"{self.config.key!r} is one object for {workers} writers") if self.config.shared \
             else None
 
-    def worker_fields(self, index: int) -> dict[str, Any]:
-        return {"key": f"{self.config.key}.w{index}"}
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        return {"key": f"{self.config.key}.{worker.tag}"}
 
     async def write(self, batch: Batch) -> None:
         pass
@@ -288,7 +292,7 @@ def test_a_plugin_connector_declares_how_n_workers_share_it(plugin_connectors: N
     cfg = pool_config(base(source=feed, sink={"type": "blob", "key": "out"}), 3)
     assert cfg["source"]["group"] == "p"  # shared_by: the pool names the group after the pipeline
     assert pool_config(base(source={**feed, "group": "mine"}), 2)["source"]["group"] == "mine"
-    assert [worker_config(cfg, i)["sink"]["key"] for i in range(3)] == ["out.w0", "out.w1", "out.w2"]
+    assert [worker_config(cfg, Worker(i, 3))["sink"]["key"] for i in range(3)] == ["out.w0", "out.w1", "out.w2"]
     assert pool_config(base(source={"type": "dump"}), 1)["source"] == {"type": "dump"}  # one worker: as it is
     for over, message in [
         ({"source": {"type": "dump"}}, r"p.yaml: source.type: 'dump' is a bounded source that every worker would "

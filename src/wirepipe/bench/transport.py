@@ -125,23 +125,18 @@ def _ipc(table: Any) -> bytes:
 
 def _one_iteration(url: str, transport: str, subject: str, data: BenchData, combo: Combo, values: list[Any],
                    chunk: int, dictionaries: dict[str, str], latency: list[Any], verify: bool) -> list[StageTime]:
-    """Publisher in a forked process (as in a deployment: its own process and core), consumer here."""
-    import multiprocessing
-
+    """Publisher in a forked process (as in a deployment: its own process and core; forked for the records it
+    publishes, see ``pipelines/spawn.py``), consumer here."""
     import pyarrow as pa
+
+    from ..pipelines.spawn import fork
 
     n = len(values)
     batches = chunks(values, chunk)
     # The sources count messages: with k records per message, a chunk of c records is ceil(c / k).
     k = combo.records_per_message
     messages = sum(-(-len(c) // k) for c in batches)
-    ctx = multiprocessing.get_context("fork")
-    go = ctx.Event()
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_publish_in_child, daemon=True,
-                        args=(go, send, url, transport, subject, data, combo, batches, dictionaries))
-    child.start()
-    send.close()
+    child, receive, go = fork(_publish_in_child, url, transport, subject, data, combo, batches, dictionaries)
     result: list[Any] = []
 
     def published() -> int | None:

@@ -57,14 +57,6 @@ def command(name: str | None = None) -> Any:
 
 
 
-EXIT_CONFIG = ExitCode.CONFIG
-
-
-
-EXIT_RUNTIME = ExitCode.RUNTIME
-
-
-
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import version
@@ -81,7 +73,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 
-def fail(message: str, code: int) -> NoReturn:
+def fail(message: str, code: ExitCode) -> NoReturn:
     from ..core.redact import redact_secrets
 
     typer.echo(f"error: {redact_secrets(message)}", err=True)
@@ -117,11 +109,11 @@ def run_as_worker(pipe: Pipeline, file: str | None = None) -> RunStats:
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
     except ConfigError as exc:  # a rule only the running parts could check (a JetStream stream's subjects)
-        fail(str(ConfigError(exc.detail, file=exc.file or file, path=exc.path)), EXIT_CONFIG)
+        fail(str(ConfigError(exc.detail, file=exc.file or file, path=exc.path)), ExitCode.CONFIG)
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     except OSError as exc:  # an I/O error no part of wirepipe described: still one line, not a traceback
-        fail(f"{exc.filename or pipe.name}: {exc.strerror or exc}", EXIT_RUNTIME)
+        fail(f"{exc.filename or pipe.name}: {exc.strerror or exc}", ExitCode.RUNTIME)
 
 
 

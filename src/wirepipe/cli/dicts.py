@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import EXIT_CONFIG, EXIT_RUNTIME, WordsHelp, app, fail, setup_logging
+from ..core.exit_codes import ExitCode
+from .app import WordsHelp, app, fail, setup_logging
 
 dict_app = typer.Typer(name="dict", no_args_is_help=True, help="zstd dictionaries shared through NATS.")
 app.add_typer(dict_app)
@@ -52,7 +53,7 @@ def dict_train(
         ref = parse_ref(to, name=True)
         nbytes = parse_size(size) if size is not None else None
     except ValueError as exc:
-        fail(f"--to/--size: {exc}", EXIT_CONFIG)
+        fail(f"--to/--size: {exc}", ExitCode.CONFIG)
     try:
         samples, rejects = asyncio.run(read_samples(from_, count=count, fmt=format, schema=schema, ref=ref,
                                                     nats={"url": url}))
@@ -61,11 +62,11 @@ def dict_train(
                        f"{rejects[0].error}", err=True)
         training = train(samples, level=level, size=nbytes, holdout=holdout)
     except ConfigError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     except ValueError as exc:
-        fail(f"--level: {exc}", EXIT_CONFIG)
+        fail(f"--level: {exc}", ExitCode.CONFIG)
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), ExitCode.RUNTIME)
     for line in training.lines():
         typer.echo(line)
     if out is not None:
@@ -78,7 +79,7 @@ def dict_train(
     try:
         dict_id = asyncio.run(publish(url, ref, training, origin=from_))
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), ExitCode.RUNTIME)
     typer.echo(f"published {ref} (id {dict_id}; also as nats://{ref.bucket}/id/{dict_id})")
 
 
@@ -98,11 +99,11 @@ def dict_list(
     try:
         ref = parse_ref(bucket, name=False)
     except ValueError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     try:
         entries = asyncio.run(with_bucket(url, ref.bucket, lambda b: b.entries()))
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), ExitCode.RUNTIME)
     for e in entries:
         try:
             gain = f"{json.loads(e.description)['gain']:+.1%} vs zstd"
@@ -136,7 +137,7 @@ def dict_show(
             ref = parse_ref(dictionary, name=True)
             name = str(ref.name)
     except ValueError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
 
     async def show(b: Any) -> tuple[Any, bytes]:
         return await b.info(name), await b.by_name(name, DEFAULT_MAX_OUTPUT)
@@ -144,7 +145,7 @@ def dict_show(
     try:
         entry, data = asyncio.run(with_bucket(url, ref.bucket, show))
     except WirepipeError as exc:
-        fail(str(exc), EXIT_RUNTIME)
+        fail(str(exc), ExitCode.RUNTIME)
     typer.echo(f"nats://{ref.bucket}/{name}: id {entry.dict_id}, {entry.size:,} bytes, {entry.modified} "
                "(digest checked)")
     try:

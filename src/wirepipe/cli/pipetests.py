@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from .app import EXIT_CONFIG, EXIT_RUNTIME, command, fail
+from ..core.exit_codes import ExitCode
+from .app import command, fail
 
 
 @command("test")
@@ -28,7 +29,7 @@ def test_pipelines(
     try:
         files = collect(list(paths or []))  # every file valid before any case runs (exit 2, as a config error)
     except ConfigError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     session = run_files(files, update=update, echo=typer.echo)
     for block in report.failure_blocks(session.results):
         typer.echo(block)
@@ -38,4 +39,4 @@ def test_pipelines(
     if junit is not None:
         report.write_junit(session.results, junit, session.elapsed)
     if session.failed:
-        raise typer.Exit(EXIT_RUNTIME)
+        raise typer.Exit(ExitCode.RUNTIME)

@@ -9,15 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ..core.exit_codes import ExitCode, exit_code
-from .app import (
-    EXIT_CONFIG,
-    EXIT_RUNTIME,
-    command,
-    fail,
-    owned_process,
-    run_as_worker,
-    setup_logging,
-)
+from .app import command, fail, owned_process, run_as_worker, setup_logging
 
 
 @command()
@@ -49,14 +41,14 @@ def run(
         n_workers = resolve_workers(workers)
         limit = RejectLimit.parse(max_rejected)
     except ValueError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     if count is not None:
         overrides.append(f"source.count={count}")
     if duration is not None:
         try:
             overrides.append(f"source.duration={parse_duration(duration)}")
         except ValueError as exc:
-            fail(f"--duration: {exc}", EXIT_CONFIG)
+            fail(f"--duration: {exc}", ExitCode.CONFIG)
     pool, pipe = _prepare(pipeline, overrides, n_workers)
     if pool is not None:
         import asyncio
@@ -64,7 +56,7 @@ def run(
         code = asyncio.run(pool.run())
         typer.echo(pool.summary(), err=True)
         if pool.gave_up:
-            fail(f"{pool.name}: {pool.gave_up}", EXIT_RUNTIME)
+            fail(f"{pool.name}: {pool.gave_up}", ExitCode.RUNTIME)
         raise typer.Exit(code)
     _show_status(pipe, status)
     stats = run_as_worker(pipe, str(pipeline))
@@ -74,7 +66,7 @@ def run(
     if stats.unreadable:  # the input was read past a damaged part: every readable record ran, and the run says so
         from ..connectors.base import describe_unreadable
 
-        fail(describe_unreadable(stats.unreadable), EXIT_RUNTIME)
+        fail(describe_unreadable(stats.unreadable), ExitCode.RUNTIME)
     verdict = limit.verdict(stats.rejected, stats.records_in)
     if verdict is not None:
         fail(verdict, ExitCode.REJECTED)
@@ -86,24 +78,25 @@ def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
     and each worker's pipeline. (pool, None) or (None, pipeline); a refusal is one line and exit 2, and nothing
     has been opened or written."""
     from ..core.errors import ConfigError, WirepipeError
+    from ..core.workers import Worker
     from ..pipelines.config import build_pipeline, read_config, validate_config
-    from ..pipelines.pool import Pool, expand_worker, worker_config
+    from ..pipelines.pool import Pool, worker_config
 
     file = str(path)
     try:
         data = read_config(path, overrides)
         if workers > 1:
             pool = Pool(data, workers, file=file)
-            build_pipeline(validate_config(worker_config(pool.data, 0), file=file), file=file)
+            build_pipeline(validate_config(pool.worker_config(0), file=file), file=file)
             return pool, None
-        pipe = build_pipeline(validate_config(expand_worker(data, 0), file=file), file=file)
+        pipe = build_pipeline(validate_config(worker_config(data, Worker(), file=file), file=file), file=file)
         try:
             pipe.source.check_input()
         except WirepipeError as exc:  # a missing input file or capture is a usage error too
             raise ConfigError(str(exc), file=file, path="source.path" if "path" in pipe.source.params else "source") \
                 from None
     except (ConfigError, WirepipeError) as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     return None, pipe
 
 
@@ -142,7 +135,7 @@ def validate(
     try:
         n_workers = resolve_workers(workers)
     except ValueError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     bad = 0
     for path in pipelines:
         if path.name.endswith((".test.yaml", ".test.yml")):  # a test file beside its pipeline: `configs/*.yaml`
@@ -163,7 +156,7 @@ def validate(
             continue
         typer.echo(f"ok: {path}: {pipe!r}" if pipe is not None else f"ok: {path}: {n_workers} workers of {pool.name}")
     if bad:
-        raise typer.Exit(EXIT_CONFIG)
+        raise typer.Exit(ExitCode.CONFIG)
 
 
 
@@ -182,7 +175,7 @@ def server(
 
     if not 1 <= cluster <= 9 or (cluster > 1 and port):
         fail(f"--cluster {cluster}: give 1..9 nodes; --port is for one node (a cluster picks free ports)",
-             EXIT_CONFIG)
+             ExitCode.CONFIG)
     try:
         target = (LocalCluster(cluster, store_dir=store) if cluster > 1
                   else EmbeddedServer(port=port or None, store_dir=store))

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..core.exit_codes import exit_code
-from .app import EXIT_CONFIG, WordsHelp, app, fail
+from ..core.exit_codes import ExitCode, exit_code
+from .app import WordsHelp, app, fail
 
 schema_app = typer.Typer(help="Typed schemas: infer one from your records.", no_args_is_help=True,
                          rich_markup_mode=None)
@@ -44,7 +44,7 @@ def schema_infer(
             raise WirepipeError(f"{file}: the records are not all objects (mappings): no fields to type")
         schema = infer_schema(records, name or schema_name(file.stem))
     except SchemaError as exc:
-        fail(f"{file}: {exc}", EXIT_CONFIG)
+        fail(f"{file}: {exc}", ExitCode.CONFIG)
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     more = "" if len(records) < INFER_LIMIT else f" (the first {INFER_LIMIT:,})"

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ..core.exit_codes import ExitCode, exit_code
-from .app import EXIT_CONFIG, EXIT_RUNTIME, command, fail, owned_process
+from .app import command, fail, owned_process
 
 
 @command()
@@ -51,7 +51,7 @@ def bench(
         bad = [t for t in tables or [] if t not in REFERENCE_TABLES]
         if bad:
             fail(f"--dataset with --reference-tables: unknown table {', '.join(bad)}: allowed "
-                 f"{', '.join(REFERENCE_TABLES)}", EXIT_CONFIG)
+                 f"{', '.join(REFERENCE_TABLES)}", ExitCode.CONFIG)
         print_reference_tables(Console(stderr=False), iterations, repetitions, seed, tables=tables)
         return
 
@@ -65,14 +65,14 @@ def bench(
                          quick=quick, zstd_dict=zstd_dict, records_per_message=records_per_message, seed=seed)
         bits = parse_bandwidth(bandwidth)
     except ValueError as exc:
-        fail(f"--bandwidth: {exc}", EXIT_CONFIG)
+        fail(f"--bandwidth: {exc}", ExitCode.CONFIG)
     except ConfigError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     console = Console(stderr=False)
     try:
         run = execute(plan, bits, console, yes=yes, interactive=sys.stdin.isatty() and sys.stdout.isatty())
     except ConfigError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     except KeyboardInterrupt:  # before the first measurement (calibration, confirmation)
@@ -80,7 +80,7 @@ def bench(
     if run.interrupted:
         fail("interrupted: the files hold what finished", ExitCode.INTERRUPTED)
     if not run.raw_rows:
-        fail("nothing was measured: every combination failed (see above)", EXIT_RUNTIME)
+        fail("nothing was measured: every combination failed (see above)", ExitCode.RUNTIME)
     if run.failed:
         fail(f"{len(run.failed)} combination(s) failed (see above); the others are in the files",
              ExitCode.BENCH_FAILURES)
@@ -106,10 +106,10 @@ def report(
     try:
         bps = parse_bandwidth(bandwidth)
     except ValueError as exc:
-        fail(f"--bandwidth: {exc}", EXIT_CONFIG)
+        fail(f"--bandwidth: {exc}", ExitCode.CONFIG)
     missing = [str(p) for p in results if not p.exists()]
     if missing:
-        fail(f"no such file or folder: {', '.join(missing)}", EXIT_CONFIG)
+        fail(f"no such file or folder: {', '.join(missing)}", ExitCode.CONFIG)
     from ..report import load_results, summarize
     from ..report.render import print_terminal, write_csv, write_markdown
 
@@ -185,14 +185,14 @@ def plan(
                          cores_per_node=cores_per_node or usable_cores(), link_bps=parse_bandwidth(link),
                          disk_bytes=parse_size(disk), utilization=utilization, consumers=consumers)
     except ValueError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     from ..datasets import DATASETS
 
     if sink not in ("null", "parquet"):
-        fail(f"--sink {sink!r}: allowed null, parquet", EXIT_CONFIG)
+        fail(f"--sink {sink!r}: allowed null, parquet", ExitCode.CONFIG)
     if not bench and dataset is not None and dataset not in DATASETS:
         fail(f"--dataset {dataset!r}: not a built-in dataset ({', '.join(DATASETS)}); for records of your own, "
-             "give --bench RESULTS of `wirepipe bench --input FILE`", EXIT_CONFIG)
+             "give --bench RESULTS of `wirepipe bench --input FILE`", ExitCode.CONFIG)
     try:
         if bench:
             costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink)
@@ -200,7 +200,7 @@ def plan(
             costs = [measure_costs(dataset or "block", chain or "msgpack|zstd:fastest", transport=transport,
                                    sink=sink)]
     except (ValueError, KeyError) as exc:
-        fail(str(exc.args[0] if exc.args else exc), EXIT_CONFIG)
+        fail(str(exc.args[0] if exc.args else exc), ExitCode.CONFIG)
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     typer.echo("\n\n".join("\n".join(make_plan(c, dep).lines()) for c in costs))

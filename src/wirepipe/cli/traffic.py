@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..core.exit_codes import ExitCode, exit_code
-from .app import EXIT_CONFIG, EXIT_RUNTIME, command, fail, owned_process, run_as_worker, setup_logging
+from .app import command, fail, owned_process, run_as_worker, setup_logging
 
 
 @command()
@@ -46,7 +46,7 @@ def capture(
     setup_logging(verbose)
     owned_process()
     if follow and stop_at_end:
-        fail("--follow and --stop-at-end: give one", EXIT_CONFIG)
+        fail("--follow and --stop-at-end: give one", ExitCode.CONFIG)
     # A one-off read from a position is a copy of the stream so far: it ends at the end, like `nats stream view`.
     one_off = (from_seq is not None or from_time is not None) and not durable
     try:
@@ -67,9 +67,9 @@ def capture(
             return
         pipe = build_pipeline(validate_config(data, file="wirepipe capture"), file="wirepipe capture")
     except ValueError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     except ConfigError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     # A JetStream source makes the run loop commit, and so complete a file, every `ack_pressure` records too:
     # the log says so, since on a backlog that is what sets the files' size.
     from ..connectors.base import AtLeastOnce
@@ -117,23 +117,23 @@ def replay(
                "--runner": (runner, ("local", "beam"))}
     for flag, (value, allowed) in choices.items():
         if value not in allowed:
-            fail(f"{flag} {value!r}: allowed {', '.join(allowed)}", EXIT_CONFIG)
+            fail(f"{flag} {value!r}: allowed {', '.join(allowed)}", ExitCode.CONFIG)
     if speed <= 0 or workers < 1 or batch_size < 1 or (count is not None and count < 0):
-        fail("--speed must be > 0, --workers and --batch-size >= 1, --count >= 0", EXIT_CONFIG)
+        fail("--speed must be > 0, --workers and --batch-size >= 1, --count >= 0", ExitCode.CONFIG)
     if runner == "beam" and workers != 1:
-        fail("--workers is for the local runner; on Beam pass e.g. --beam-option direct_num_workers=2", EXIT_CONFIG)
+        fail("--workers is for the local runner; on Beam pass e.g. --beam-option direct_num_workers=2", ExitCode.CONFIG)
     if runner == "local" and (output or beam_option):
-        fail("--output and --beam-option are for --runner beam", EXIT_CONFIG)
+        fail("--output and --beam-option are for --runner beam", ExitCode.CONFIG)
     try:
         gap = parse_duration(max_gap) if max_gap is not None else None
     except ValueError as exc:
-        fail(f"--max-gap: {exc}", EXIT_CONFIG)
+        fail(f"--max-gap: {exc}", ExitCode.CONFIG)
     from ..connectors.capture_format import capture_files
 
     try:
         capture_files(captures)  # before anything opens: no empty output file for a capture that is not there
     except WirepipeError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     spec = Replay(str(pipeline), captures, list(set_ or []), pace=pace, speed=speed, pace_by=pace_by,
                   max_gap=gap, batch_size=batch_size, count=count, stop_on_error=stop_on_error)
     try:
@@ -148,14 +148,14 @@ def replay(
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
     except ConfigError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     typer.echo(result.summary(), err=True)
     if result.unreadable:
         from ..connectors.base import describe_unreadable
 
-        fail(describe_unreadable(result.unreadable, "capture"), EXIT_RUNTIME)
+        fail(describe_unreadable(result.unreadable, "capture"), ExitCode.RUNTIME)
 
 
 
@@ -199,11 +199,11 @@ def tap(
     from ..pipelines.config import apply_override
 
     if sample < 1 or (limit is not None and limit < 1):
-        fail("--sample and --limit take a number >= 1", EXIT_CONFIG)
+        fail("--sample and --limit take a number >= 1", ExitCode.CONFIG)
     try:
         filters = [parse_condition(text) for text in filter_ or []]
     except ValueError as exc:
-        fail(f"--filter {exc}", EXIT_CONFIG)
+        fail(f"--filter {exc}", ExitCode.CONFIG)
     import logging
 
     setup_logging(verbose)
@@ -222,8 +222,8 @@ def tap(
                        announce=f"tap: watching {what} (Ctrl-C stops)")
         pipe = build(data, sink)
     except ConfigError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     except ValueError as exc:  # a --schema that cannot be read
-        fail(f"--schema: {exc}", EXIT_CONFIG)
+        fail(f"--schema: {exc}", ExitCode.CONFIG)
     run_as_worker(pipe)
     typer.echo(sink.summary(), err=True)

@@ -23,8 +23,8 @@ as well as wirepipe's own; nothing above this layer knows connector types by nam
   ``subjects`` (the NATS subjects it reads, once known) and ``discard`` (records the pipeline
   took and could not finish);
 - sinks: ``bind`` (the pipeline's name and source, before ``open``), ``refuse_source`` (a
-  source this sink cannot follow safely), ``refuse_workers`` and ``worker_fields`` (what N
-  writers must not share), ``takes`` (payloads only: a NATS or capture sink), ``unconfirmed`` and
+  source this sink cannot follow safely), ``worker_fields`` (the fields a worker of N sets so that
+  its copy of the output is its own) and ``refuse_workers`` (what N writers cannot share), ``takes`` (payloads only: a NATS or capture sink), ``unconfirmed`` and
   ``batch_results`` (Beam replay may stand in), ``publishes_to`` (the NATS subject template it
   publishes on: a dead letter that its own source reads would come back forever), ``beside``
   (where a file next to its output goes: the default dead-letter file).
@@ -46,6 +46,7 @@ from ..wire import dead_letter_batch
 
 if TYPE_CHECKING:
     from ..core.models import Strict
+    from ..core.workers import Worker
 
 _C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
 
@@ -293,8 +294,8 @@ class Sink(ABC):
         return None
 
     def refuse_workers(self, workers: int) -> Refusal | None:
-        """Why ``workers`` (> 1) processes of one pipeline cannot each write this sink as configured (one
-        file that N writers would overwrite), or None."""
+        """Why ``workers`` (> 1) processes of one pipeline cannot each write this sink as configured (standard
+        output), or None."""
         return None
 
     @property
@@ -302,9 +303,11 @@ class Sink(ABC):
         """The NATS subject template this sink publishes on (``dlq.{subject}``), or None: not NATS."""
         return None
 
-    def worker_fields(self, index: int) -> dict[str, Any]:
-        """Config fields worker ``index`` of a pool sets so that N writers never collide (Parquet part
-        names, a capture's file prefix); ``{}`` when they do not (a NATS subject is shared on purpose)."""
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        """The config fields ``worker`` sets so that its copy of the output is its own (a file's path, a
+        capture's file prefix), named by ``worker`` (``core/workers.py``: ``worker.path(self.path)``); ``{}``
+        when workers share the destination on purpose (a NATS subject). A pool and a multi-process replay
+        both ask it; a single process too (``Worker()``: ``{worker}`` in a path becomes 0)."""
         return {}
 
     def beside(self, suffix: str) -> str | None:

@@ -35,6 +35,7 @@ from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import SinkUnavailable
 from ..core.models import Duration, Size, Strict
 from ..core.stages import Stage
+from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, AtomicFile, TableBuffer, is_hidden
 from ..storage.lifecycle import ParquetFileWriter, RollingParquetFiles
 from .base import Configured, Sink
@@ -240,9 +241,9 @@ class CaptureSink(Configured, Sink):
         return {"dir": str(w.folder), "max_file_size": w.max_file_size, "max_file_age": w.max_file_age,
                 "row_group_rows": w.row_group_rows}
 
-    def worker_fields(self, index: int) -> dict[str, Any]:
-        """Each worker of a pool writes files of its own: ``<prefix>-w<index>-...``."""
-        return {"prefix": f"{self.config.prefix}-w{index}"}
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        """Each worker writes files of its own into the folder: ``<prefix>-w<index>-...``."""
+        return {"prefix": worker.prefix(self.config.prefix)}
 
     def beside(self, suffix: str) -> str | None:
         """Next to the capture folder, not in it (a capture is read as every file of its folder)."""

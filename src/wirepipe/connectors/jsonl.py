@@ -35,6 +35,7 @@ from ..core.batch import Batch
 from ..core.errors import Refusal
 from ..core.models import SourceLimits, Strict
 from ..core.stages import Stage
+from ..core.workers import Worker
 from ..storage.files import Paths, beside_file, fspaths, input_files
 from ..storage.spool import SpoolingFile
 from .base import Configured, Sink, Source
@@ -66,11 +67,14 @@ class JsonlSink(Configured, Sink):
         return {"path": self.path, "envelope": self.envelope}
 
     def refuse_workers(self, workers: int) -> Refusal | None:
-        if "{worker}" in self.path:
+        if self.path != "-":
             return None
-        return Refusal("path", f"{self.path!r} is one JSONL file, and {workers} workers would write over each other: "
-                               "put {worker} in the path (one file per worker), e.g. out/records-{worker}.jsonl, or "
-                               "use a parquet sink with {part}")
+        return Refusal("path", f"'-' (stdout) cannot be shared by several workers ({workers}): give a file (each "
+                               "worker writes its own copy, out.jsonl -> out.w0.jsonl, out.w1.jsonl, ...), or use "
+                               "one worker")
+
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        return {} if self.path == "-" else {"path": worker.path(self.path)}
 
     def beside(self, suffix: str) -> str | None:
         return None if self.path == "-" else beside_file(self.path, suffix)

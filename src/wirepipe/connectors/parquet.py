@@ -43,6 +43,7 @@ from ..core.batch import Batch, describe_error
 from ..core.errors import Refusal, WirepipeError
 from ..core.models import SourceLimits, Strict
 from ..core.stages import Stage
+from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, Paths, TableBuffer, beside_file, fspaths, input_files
 from ..storage.lifecycle import RollingParquetFiles
 from .base import Configured, Sink, Source
@@ -102,16 +103,10 @@ class ParquetSink(Configured, Sink):
                                "acknowledged records. Write part files instead (each flush completes one): "
                                f"path: {fix!r}")
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.parts or "{worker}" in self.template:
-            return None
-        return Refusal("path", f"{self.template!r} is one Parquet file, and {workers} workers would overwrite each "
-                               "other's: put {part} in the path (a folder of part files, distinct per worker), e.g. "
-                               "out/part-{part}.parquet")
-
-    def worker_fields(self, index: int) -> dict[str, Any]:
-        """``{part}`` becomes ``w<index>-{part}``: each worker's part files have names of their own."""
-        return {"path": self.template.replace("{part}", f"w{index}-{{part}}")} if self.parts else {}
+    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+        """``out.parquet`` -> ``out.w1.parquet``, ``{part}`` -> ``w1-{part}``: each worker's files have names of
+        their own."""
+        return {"path": worker.path(self.template)}
 
     def beside(self, suffix: str) -> str | None:
         return beside_file(self.template, suffix)

@@ -82,15 +82,12 @@ def _environment() -> tuple[str, dict[str, Any]]:
     return json.dumps(versions), host
 
 
-# A worker pool (pipelines/pool.py) sets these in each worker's environment: the pool's id, the worker's index
-# and the number of workers. A run's metadata names them, so a report merges a pool's runs into one pipeline.
-POOL_ENV, WORKER_ENV, WORKERS_ENV = "WIREPIPE_POOL", "WIREPIPE_WORKER", "WIREPIPE_WORKERS"
-
-
 def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> dict[str, str]:
-    """What a reader of a results file needs to trust and reproduce it."""
+    """What a reader of a results file needs to trust and reproduce it; a worker's names its group, so a report
+    merges a pool's runs into one pipeline."""
     from ..core.allocator import policy
     from ..core.redact import redact_tree
+    from ..core.workers import POOL_ENV, WORKER_ENV, WORKERS_ENV
 
     versions, host = _environment()
     pool = {}

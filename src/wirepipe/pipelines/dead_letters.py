@@ -10,8 +10,8 @@ a file it names after its output (``default_path``):
   ``out/part-w0-{part}.parquet`` -> ``out/part-w0.dead.jsonl``, a capture folder ``cap`` ->
   ``cap.<prefix>.dead.jsonl`` (beside the folder: a capture is every file in it);
 - else (a NATS or null sink) beside the metrics folder, ``results/run.parquet`` ->
-  ``results/run.dead.jsonl``, else ``results/<pipeline>.dead.jsonl``; a worker of a pool adds
-  ``.w<index>`` (``results/run.w0.dead.jsonl``), since the workers share those folders.
+  ``results/run.dead.jsonl``, else ``results/<pipeline>.dead.jsonl``; one of several workers adds
+  its tag (``core/workers.py``: ``results/run.w0.dead.jsonl``), since the workers share those folders.
 
 The file is created at the first rejected record (a run that rejects nothing leaves none) and
 appended to, so a re-run never overwrites rejects nobody has looked at yet. The run summary
@@ -20,14 +20,13 @@ names it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from ..connectors.base import Sink
 from ..core.batch import Batch
 from ..core.stages import Stage
-from ..metrics.recorder import WORKER_ENV, WORKERS_ENV
+from ..core.workers import Worker
 
 SUFFIX = ".dead.jsonl"
 
@@ -37,8 +36,8 @@ def default_path(name: str, sink: Sink | None, metrics: Any) -> Path:
     beside = sink.beside(SUFFIX) if sink is not None else None
     if beside is not None:
         return Path(beside)
-    in_pool = WORKER_ENV in os.environ and int(os.environ.get(WORKERS_ENV) or 1) > 1
-    tag = f".w{os.environ[WORKER_ENV]}" if in_pool else ""
+    worker = Worker.current()
+    tag = f".{worker.tag}" if worker.shared else ""
     path = metrics if isinstance(metrics, (str, Path)) else getattr(metrics, "path", None)
     if path is not None:
         p = Path(path)

@@ -67,7 +67,6 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "rejections": stats.rejections.rows(),
         "projected": stats.projected,
         "acked": stats.acked,
-        "nacked": stats.nacked,
         "sink_errors": stats.sink_errors,
         "sink_error": getattr(pipeline, "sink_error", None),  # text for the status line; sink_up for Prometheus
         "sink_up": 0 if getattr(pipeline, "sink_error", None) else 1,
@@ -122,7 +121,7 @@ def _size(path: Path) -> int:
 STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
                    ("lost", "lost"), ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
-                   ("deduplicated", "already stored"), ("acked", "acked"), ("nacked", "nacked"), ("reconnects", "reconnects"))
+                   ("deduplicated", "already stored"), ("acked", "acked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
                  "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
 
@@ -307,7 +306,6 @@ COUNTER_DOCS = {
     "rejected": "records sent to the dead-letter destination",
     "projected": "records whose fields the schema does not declare serialize dropped (extra_fields: drop)",
     "acked": "records acknowledged to the source after a durable flush",
-    "nacked": "records handed back to the source after a sink failure",
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
     "dropped": "messages the NATS client dropped: its subscription's pending limits were reached (core NATS)",
     "lost": "messages known lost (core NATS): Wirepipe-Seq gaps, client drops no gap shows, "

@@ -9,18 +9,14 @@ rejected records to a JSONL file beside its output (``dead_letters.py``): none i
 and the run's ``RunStats.rejections`` count them by stage, operator and reason.
 
 Acknowledgement (at-least-once sources such as JetStream): a record is acknowledged
-only once the sink has made it durable. Every ``flush_interval`` (sooner when the
-source's unacknowledged records reach its ``ack_pressure``) the loop *commits*: it
-calls ``sink.flush()`` (durable: see each sink), dead-letters what the sink refused
-late, flushes the dead-letter sink, and only then acks the batches written before the
-flush and settles (terminates) the dead-lettered records.
+only once the sink has made it durable: the loop notes what it wrote in the ack ledger and
+*commits* every ``flush_interval`` (``commits.py``: flush, then ack and settle).
 
 A failed write or flush is the sink's condition, never the records' (``connectors/base.py``):
 the loop holds every record it has (in the sink, in the queue), keeps a redelivering source
-from sending them again (``in_progress``; nothing is ``nak``-ed), waits (what a ``BackOff``
-asks for, else its own bounded exponential backoff) and retries the same write or flush for
-as long as it takes. Only records a stage or the sink refuses for their own sake (a value it
-cannot represent) go to the dead-letter destination.
+from sending them again (``in_progress``; nothing is ``nak``-ed), waits and retries the same
+write or flush for as long as it takes (``sink_retry.py``). Only records a stage or the sink
+refuses for their own sake (a value it cannot represent) go to the dead-letter destination.
 
 The parts declare what the pipeline must check (``Sink.refuse_source``: e.g. one Parquet file
 behind a source acknowledged at every flush): ``check_parts`` runs it for every pipeline, built
@@ -53,16 +49,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
 from ..core.allocator import between_batches
-from ..core.batch import PAYLOADS, SAME, Batch, Rejected, describe_error, payload_nbytes
-from ..core.errors import BackOff, ConfigError, SinkUnavailable, WirepipeError, is_sink_failure
-from ..core.redact import redact_secrets
+from ..core.batch import PAYLOADS, SAME, Batch, Rejected, payload_nbytes
+from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.rejections import Rejections
-from ..operators.base import Operator, OperatorChain  # noqa: F401 - OperatorChain: its old home
-from ..wire import (
-    Header,
-    dead_letter_batch,  # noqa: F401 - its old home; the encoding lives in wire
-    subjects_overlap,
-)
+from ..operators.base import Operator
+from ..wire import Header, subjects_overlap
+from .commits import AckLedger
+from .sink_retry import SinkRetry
 
 if TYPE_CHECKING:
     from ..metrics.recorder import Stamps
@@ -70,7 +63,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
 _RECEIVED = "wirepipe.received"  # meta column: the records as the source gave them, while the sink writes
-_POSITION = "wirepipe.position"  # meta column: record positions while a batch is written in parts
 # Operators expected to hold the event loop longer than this run in a thread (sources that drop unread data).
 _OFFLOAD_NS = 2_000_000
 _SLICE_NS = 1_000_000
@@ -119,7 +111,6 @@ class RunStats:
     rejected: int = 0
     bytes_out: int = 0
     acked: int = 0
-    nacked: int = 0
     sink_errors: int = 0  # failed sink writes or flushes (each retried)
     commits: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -257,15 +248,9 @@ class Pipeline:
         self._stamps: Stamps | None = None  # the last timed pass's stamps, for the tracer
         self.stats = RunStats()
         self.metrics: Any = None
-        self._unacked: list[tuple[Batch, int]] = []  # written, not yet acknowledged: (batch, records)
-        self._unacked_records = 0
-        self._unsettled: list[list[Rejected]] = []
-        self._last_commit = 0.0
+        self._ledger = AckLedger(source)  # written and not committed; dead-lettered and not settled
         self._queued: list[Batch] = []  # read, waiting in the queue (kept alive while the sink is down)
-        self.sink_error: str | None = None  # "<sink>: <error>" while a sink fails (status: "sink unavailable: ...")
-        self._sink_down_since = 0.0
-        self._sink_failures = 0  # consecutive, for the backoff
-        self._last_sink_log = 0.0
+        self._retry = SinkRetry(source, self._held)
         self.running = False
         self.active_monitor: Any = None  # the Monitor of the current run (its Prometheus port, for tests)
         self._op_ns_per_record: float | None = None  # measured cost of the operators, to decide offloading
@@ -298,7 +283,19 @@ class Pipeline:
     @property
     def unacked_records(self) -> int:
         """Records written to the sink and not yet committed (flushed and acknowledged upstream)."""
-        return self._unacked_records
+        return self._ledger.records
+
+    @property
+    def sink_error(self) -> str | None:
+        """``"<sink>: <error>"`` while a sink fails and its records are held (status: "sink unavailable: ...")."""
+        return self._retry.error
+
+    def _held(self) -> tuple[list[Batch], int]:
+        """What the loop holds besides a batch being written, kept alive while a sink fails: the batches written
+        and not committed and those waiting in the queue, and the records they hold."""
+        written = self._ledger.written
+        return ([*(b for b, _ in written), *self._queued],
+                self._ledger.records + sum(len(b.values) for b in self._queued))
 
     def __repr__(self) -> str:
         ops = " | ".join(f"{op.stage}({op.name})" for op in self.operators)
@@ -324,10 +321,10 @@ class Pipeline:
         # Batches keep thousands of young objects alive across collections, which promotes them
         # and triggers full collections that walk every object the process has. Freezing what
         # exists at start (modules, config, connections) takes those out of every later walk
-        # (measured: core NATS consume 0.82 -> 0.92 of a hand-written loop, wall clock).
+        # (measured, wall clock: core NATS consume at 0.92 of a hand-written loop with it, 0.82 without).
         gc.freeze()
         self.stats = stats = RunStats()
-        self._queued, self.sink_error, self._sink_failures = [], None, 0
+        self._queued, self._ledger, self._retry = [], AckLedger(source), SinkRetry(source, self._held)
         if self.dead_letter is None:
             from .dead_letters import DefaultDeadLetter, default_path
 
@@ -414,11 +411,12 @@ class Pipeline:
         producer = asyncio.create_task(self._produce(source, queue))
         pressure = source.ack_pressure if isinstance(source, AtLeastOnce) else None
         interval = self.flush_interval
-        self._last_commit = time.monotonic()
+        ledger = self._ledger
+        ledger.last = time.monotonic()
         try:
             while True:
-                if self._unacked or self._unsettled:
-                    wait = self._last_commit + interval - time.monotonic()
+                if ledger.pending:
+                    wait = ledger.last + interval - time.monotonic()
                     try:
                         item = await asyncio.wait_for(queue.get(), max(wait, 0.001))
                     except asyncio.TimeoutError:
@@ -430,8 +428,7 @@ class Pipeline:
                     break
                 self._queued.pop(0)
                 await self._process(*item, sink, stats)
-                if (time.monotonic() - self._last_commit >= interval or source.wants_commit()
-                        or (pressure is not None and self._unacked_records >= pressure)):
+                if ledger.due(interval, pressure):
                     await self._commit(sink, stats)
             await self._commit(sink, stats)  # the drain: what was written is flushed, then acked
         finally:
@@ -541,7 +538,7 @@ class Pipeline:
             tracing.writing(traced, batch, t0)
         if len(received) == len(batch.values) and received is not batch.values:
             batch.meta[_RECEIVED] = received  # no copy: what a sink refuses is dead-lettered as received
-        await self._write(sink, batch, stats)
+        await self._retry.write(sink, batch, stats)
         self._in_flight = None  # written (or refused by the sink: dead-lettered next)
         t1 = _ns()
         batch.meta.pop(_RECEIVED, None)
@@ -558,13 +555,7 @@ class Pipeline:
             stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
         if tracing is not None:
             tracing.end(traced, self._stamps, batch, t1, len(refused))
-        n = len(batch.values)
-        if not self.source.redelivers:
-            # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
-            # or a long flush_interval (a capture completing a file per minute) holds a minute of data.
-            batch = Batch([], meta=batch.meta)
-        self._unacked.append((batch, n))
-        self._unacked_records += n
+        self._ledger.wrote(batch)
 
     async def _prepare(self, batch: Batch, stats: RunStats) -> None:
         """The I/O operators need before their pass over ``batch`` (the dictionaries its frames name), on the
@@ -577,9 +568,9 @@ class Pipeline:
                 except (ConfigError, asyncio.CancelledError):
                     raise
                 except SinkUnavailable as exc:
-                    await self._sink_down(op, exc, stats, [batch])
+                    await self._retry.down(op, exc, stats, [batch])
                     continue
-                self._sink_up(op)
+                self._retry.up(op)
                 break
 
     async def _run_operators(self, index: int, batch: Batch, start: int, end: int) -> Batch:
@@ -636,148 +627,18 @@ class Pipeline:
         return out
 
     async def _commit(self, sink: Sink, stats: RunStats) -> None:
-        """Flush the sink (durable), then ack what was written before the flush and settle dead letters.
+        """A commit (``commits.py``), then the ``after_commit`` hooks."""
+        if await self._ledger.commit(sink, self.dead_letter or self.default_dead_letter, self._retry, stats,
+                                     lambda late: self._refused_late(late, stats)):
+            for hook in self.after_commit:
+                hook()
 
-        A failed flush is retried (the sink keeps what it was given, see ``SpoolingFile``) until it
-        works; the written records stay unacknowledged meanwhile.
-        """
-        self._last_commit = time.monotonic()
-        if not self._unacked and not self._unsettled:
-            return
-        await self._retry(sink, sink.flush, stats)
-        self._last_commit = time.monotonic()
-        written, self._unacked, self._unacked_records = self._unacked, [], 0
-        late = sink.take_rejected()
-        if late:  # counted out when the sink took them; refused since (JetStream: at their ack)
-            stats.records_out -= len(late)
-            await self._dead_letter(late, stats)
-            if self.metrics is not None:
-                self.metrics.stamp_sink_refused(max(stats.batches - 1, 0), late)
-        dead_letter = self.dead_letter or self.default_dead_letter
-        if dead_letter is not None and self._unsettled:
-            await self._retry(dead_letter, dead_letter.flush, stats)
-            refused = dead_letter.take_rejected()
-            if refused:  # the dead-letter destination refused them for themselves (JetStream: no stream stores them)
-                log.error("%d dead letter(s) refused by %s and dropped: %s", len(refused), dead_letter.name,
-                          refused[0].error)
-        source = self.source
-        if isinstance(source, AtLeastOnce):
-            for batch, _ in written:
-                await source.ack(batch)
-            for rejected in self._unsettled:
-                await source.settle_rejected(rejected)
-        stats.acked += sum(n for _, n in written)
-        self._unsettled = []
-        stats.commits += 1
-        for hook in self.after_commit:
-            hook()
-
-    # --- sink failures -------------------------------------------------------------------------
-
-    async def _write(self, sink: Sink, batch: Batch, stats: RunStats) -> None:
-        """Write a batch; a sink failure is retried, records the sink cannot represent are rejected."""
-        failed = await self._try_write(sink, batch, stats)
-        if failed is None:
-            return
-        good: list[int] = []
-        rejected: list[tuple[int, Rejected]] = []
-        batch.meta[_POSITION] = range(len(batch.values))  # where a record the sink refused came from
-
-        async def split(lo: int, hi: int, exc: BaseException) -> None:
-            if hi - lo == 1:
-                rejected.append((lo, batch.reject(lo, sink.stage, sink.type, describe_error(exc))))
-                return
-            mid = (lo + hi) // 2
-            for a, b in ((lo, mid), (mid, hi)):
-                part = batch.slice(a, b)
-                why = await self._try_write(sink, part, stats)
-                if why is None:
-                    refused = {r.meta[_POSITION]: r for r in part.rejected}
-                    good.extend(i for i in range(a, b) if i not in refused)
-                    rejected.extend(refused.items())
-                else:
-                    await split(a, b, why)
-
-        await split(0, len(batch.values), failed)
-        batch.keep(good)
-        del batch.meta[_POSITION]
-        for _, r in rejected:
-            r.meta.pop(_POSITION, None)
-        batch.rejected += [r for _, r in sorted(rejected, key=lambda pr: pr[0])]
-
-    async def _try_write(self, sink: Sink, batch: Batch, stats: RunStats) -> BaseException | None:
-        """``sink.write`` until it works or fails for a record's sake (returned); sink failures are retried."""
-        while True:
-            try:
-                await sink.write(batch)
-            except (ConfigError, asyncio.CancelledError):
-                raise
-            except SinkUnavailable as exc:  # NotConnected, BackOff: the sink's signal, never the records'
-                await self._sink_down(sink, exc, stats, [batch])
-                continue
-            except Exception as exc:
-                if is_sink_failure(exc):
-                    await self._sink_down(sink, exc, stats, [batch])
-                    continue
-                return exc
-            self._sink_up(sink)
-            return None
-
-    async def _retry(self, part: Sink, action: Any, stats: RunStats) -> None:
-        """Run ``action`` (a flush) until it works; every failure is the sink's, never a record's."""
-        while True:
-            try:
-                await action()
-            except (ConfigError, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                await self._sink_down(part, exc, stats, [])
-                continue
-            self._sink_up(part)
-            return
-
-    async def _sink_down(self, part: Sink | Operator, exc: BaseException, stats: RunStats,
-                         holding: list[Batch]) -> None:
-        """Report the failure (rate-limited), keep held records alive, back off (bounded exponential)."""
-        stats.sink_errors += 1
-        now = time.monotonic()
-        error = describe_error(exc)
-        first = self.sink_error is None
-        if first:
-            self._sink_down_since = now
-        name = _part_name(part)
-        self.sink_error = redact_secrets(f"{name}: {error}")  # the status line prints it as it is
-        self._sink_failures += 1
-        held = sum(len(b.values) for b in holding) + self._unacked_records + sum(len(b.values) for b in self._queued)
-        if first or now - self._last_sink_log >= 30.0:
-            self._last_sink_log = now
-            log.error("sink unavailable: %s: %s (for %.0fs, %d failures; holding %d records unacknowledged, "
-                      "retrying)", name, error, now - self._sink_down_since, self._sink_failures, held)
-        source = self.source
-        if isinstance(source, AtLeastOnce):
-            await source.in_progress([*holding, *(b for b, _ in self._unacked), *self._queued])
-        await asyncio.sleep(self._backoff(exc))
-
-    def _backoff(self, exc: BaseException) -> float:
-        """Seconds to wait before the next try: what a ``BackOff`` asks for, else bounded exponential
-        (``NotConnected``: the client reconnects meanwhile). Capped at a third of an at-least-once
-        source's ``ack_wait`` so the in-progress acks keep its records from being redelivered."""
-        source = self.source
-        keep_alive = source.ack_wait if isinstance(source, AtLeastOnce) else None
-        cap = 5.0 if not keep_alive else max(0.05, min(5.0, keep_alive / 3))
-        match exc:
-            case BackOff(wait=wait):
-                return min(cap, max(0.0, wait))
-            case _:
-                return min(cap, 0.05 * 2 ** min(self._sink_failures, 10))
-
-    def _sink_up(self, part: Sink | Operator) -> None:
-        if self.sink_error is None:
-            return
-        log.warning("sink %s works again after %.1fs and %d failure(s): resuming", _part_name(part),
-                    time.monotonic() - self._sink_down_since, self._sink_failures)
-        self.sink_error = None
-        self._sink_failures = 0
+    async def _refused_late(self, rejected: list[Rejected], stats: RunStats) -> None:
+        """Records the sink refused after it took them (JetStream: at their ack): dead-lettered, with a sink row
+        of no records that counts them by reason."""
+        await self._dead_letter(rejected, stats)
+        if self.metrics is not None:
+            self.metrics.stamp_sink_refused(max(stats.batches - 1, 0), rejected)
 
     async def _dead_letter(self, rejected: list[Rejected], stats: RunStats) -> None:
         stats.rejected += len(rejected)
@@ -792,8 +653,8 @@ class Pipeline:
                             first.stage, first.operator, first.error, getattr(dead_letter, "path", dead_letter.name))
             fresh = self._not_come_back(rejected) if dead_letter.publishes_to is not None else rejected
             if fresh:
-                await self._retry(dead_letter, lambda: dead_letter.write_rejected(fresh), stats)
-        self._unsettled.append(rejected)  # settled (ack/term) at the next commit, after the dead letter is flushed
+                await self._retry.retry(dead_letter, lambda: dead_letter.write_rejected(fresh), stats)
+        self._ledger.rejected(rejected)
 
     def _not_come_back(self, rejected: list[Rejected]) -> list[Rejected]:
         """The rejected records that are not this pipeline's own dead letters come back through its source
@@ -809,11 +670,6 @@ class Pipeline:
                             "dead-lettered again (a loop: the dead letter they were read from holds them)",
                             back, self._came_back)
         return fresh
-
-
-def _part_name(part: Sink | Operator) -> str:
-    """A sink's name, or an operator's stage and name (an operator whose fetch waits: ``decompress (auto)``)."""
-    return part.name if isinstance(part, Sink) else f"{part.stage} ({part.name})"
 
 
 def _open_tracing(pipeline: Pipeline) -> Any:

@@ -8,26 +8,23 @@ the work the way N deployed replicas would, through NATS itself:
 - a core NATS source joins a queue group (``queue:``, default the pipeline's name), so each
   message goes to one member.
 
-The supervisor (this process) starts the workers as child processes (``python -m
-wirepipe.pipelines.pool``), each in its own session so a Ctrl-C reaches the supervisor only
-and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``. A worker reads its
-config (with its secrets: ``${NATS_PASSWORD}`` expanded) from its stdin, a pipe, so no file on
-disk ever holds it, not even after a SIGKILL of the supervisor. A worker reports
-its monitor snapshot (``monitor.snapshot``: whatever counters it has) as one JSON line per
-``REPORT_INTERVAL`` on its stdout; the supervisor sums them into one status line and
-serves them on one Prometheus endpoint with a ``worker`` label. A worker that dies is
-restarted with exponential backoff; one that dies ``max_failures`` times in a row, each
-time before ``stable_after`` seconds of life, makes the pool give up: the others drain and
-the pool exits 1 with a message naming it.
+The supervisor (this process) starts the workers with the spawner (``spawn.py``: their config,
+secrets and all, through a pipe on their stdin; each in its own session, so a Ctrl-C reaches the
+supervisor only and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``). A worker
+reports its monitor snapshot (``monitor.snapshot``: whatever counters it has) once per
+``REPORT_INTERVAL`` and after every commit on its report channel; the supervisor sums them into one
+status line and serves them on one Prometheus endpoint with a ``worker`` label. A worker that dies
+is restarted with exponential backoff; one that dies ``max_failures`` times in a row, each time
+before ``stable_after`` seconds of life, makes the pool give up: the others drain and the pool
+exits 1 with a message naming it.
 
 What can be shared, the connectors declare (``connectors/base.py``; a plugin's too), and the
 pool asks them, never a type name: a ``bounded`` source (generate, jsonl, parquet, capture)
 with N > 1 is a config error, since each worker would read all of it; a source's ``shared_by``
 field (a queue group, a durable) defaults to the pipeline's name; ``refuse_workers`` of the
 source, the sink and the dead letter says what else cannot be shared (an ordered consumer,
-the embedded server, a single file that N writers would overwrite); ``Sink.worker_fields``
-gives each worker its own file names (a Parquet sink's ``{part}`` becomes ``w<index>-{part}``).
-``{worker}`` in a sink's ``path`` becomes the worker's index (0 in a single process).
+the embedded server, standard output); ``Sink.worker_fields`` gives each worker its own copy of
+the sink's files (``worker_config``; the names: ``core/workers.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import logging
 import os
 import signal
@@ -43,14 +39,18 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ConfigError, WirepipeError
+from ..core.backoff import ExponentialBackoff
+from ..core.errors import ConfigError
+from ..core.exit_codes import ExitCode
 from ..core.units import covered
-from ..metrics.recorder import POOL_ENV, WORKER_ENV, WORKERS_ENV
+from ..core.workers import Worker
+from .spawn import WorkerProcess, describe_exit, group_id, start
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline, RunStats
+    from .spawn import Channel
 
 log = logging.getLogger("wirepipe.pool")
 
@@ -102,10 +102,7 @@ def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) 
             f"process its records {workers} times; run it with --workers 1, or publish the records to a JetStream "
             f"stream and consume that with --workers {workers} (one durable shared by all)",
             file=file, path="source.type")
-    for where, part in cfg_parts.items():
-        refusal = part.refuse_workers(workers)
-        if refusal is not None:
-            raise ConfigError(refusal.message, file=file, path=f"{where}.{refusal.field}")
+    refuse_sharing(cfg_parts, workers, file)
     shared = source.shared_by
     if shared is not None and not out["source"].get(shared):
         out["source"][shared] = name
@@ -113,14 +110,27 @@ def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) 
     return out
 
 
-def worker_config(data: dict[str, Any], index: int) -> dict[str, Any]:
-    """Worker ``index``'s own config: its file names, and no monitor of its own (the pool reports)."""
-    out = expand_worker(data, index)
-    for where, part in _parts(out).items():
-        if where != "source":
-            out[where].update(part.worker_fields(index))
-    out["monitor"] = None
+def worker_config(data: dict[str, Any], worker: Worker, *, file: str | None = None) -> dict[str, Any]:
+    """``worker``'s own config: the sink's and the dead letter's files as each declares a worker's copy
+    (``Sink.worker_fields``, named by ``core/workers.py``; in a single process ``{worker}`` becomes 0). A pool
+    and a multi-process replay both give their workers their files so. ``ConfigError`` at the field of an
+    output that several workers cannot share (``Sink.refuse_workers``: standard output)."""
+    out = copy.deepcopy(data)
+    outputs = {where: part for where, part in _parts(out, file).items() if where != "source"}
+    if worker.shared:
+        refuse_sharing(outputs, worker.workers, file)
+    for where, part in outputs.items():
+        out[where].update(part.worker_fields(worker))
     return out
+
+
+def refuse_sharing(parts: dict[str, Any], workers: int, file: str | None) -> None:
+    """``ConfigError`` at the field of the first part that ``workers`` processes cannot share as configured
+    (``refuse_workers``)."""
+    for where, part in parts.items():
+        refusal = part.refuse_workers(workers)
+        if refusal is not None:
+            raise ConfigError(refusal.message, file=file, path=f"{where}.{refusal.field}")
 
 
 def _parts(data: dict[str, Any], file: str | None = None) -> dict[str, Any]:
@@ -136,30 +146,22 @@ def _parts(data: dict[str, Any], file: str | None = None) -> dict[str, Any]:
     return parts
 
 
-def expand_worker(data: dict[str, Any], index: int) -> dict[str, Any]:
-    """``{worker}`` in file sink paths replaced by the worker's index (0 for a single process)."""
-    out = copy.deepcopy(data)
-    for where in ("sink", "dead_letter"):
-        sink = out.get(where)
-        if isinstance(sink, dict) and isinstance(sink.get("path"), str):
-            sink["path"] = sink["path"].replace("{worker}", str(index))
-    return out
-
-
 # --- the supervisor ------------------------------------------------------------------------------
 
 
 @dataclass
 class RestartPolicy:
-    """Backoff ``backoff * 2**(failures-1)`` up to ``max_backoff``; give up after ``max_failures`` quick deaths."""
+    """Restart a dead worker after ``backoff`` seconds, doubling up to ``max_backoff`` (``core/backoff.py``); give up
+    after ``max_failures`` quick deaths in a row."""
 
     backoff: float = 0.5
     max_backoff: float = 30.0
     max_failures: int = 5
     stable_after: float = 60.0  # a worker that lived this long starts a fresh count of failures
 
-    def delay(self, failures: int) -> float:
-        return min(self.max_backoff, self.backoff * 2 ** max(0, failures - 1))
+    def delays(self) -> ExponentialBackoff:
+        """The waits between one worker's restarts (and its count of failures)."""
+        return ExponentialBackoff(self.backoff, self.max_backoff)
 
 
 @dataclass
@@ -167,11 +169,11 @@ class Slot:
     """One worker position: its current process, its last snapshot and what earlier processes counted."""
 
     index: int
-    proc: Any = None
+    restart: ExponentialBackoff  # its waits before a restart; ``failures``: its deaths in a row
+    proc: WorkerProcess | None = None
     snapshot: dict[str, Any] = field(default_factory=dict)
     carried: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
-    failures: int = 0
     started: float = 0.0
     done: bool = False
     last_exit: int | None = None
@@ -234,17 +236,6 @@ def merge_rejections(parts: list[list[Any]]) -> list[Any]:
     return Rejections.from_rows(row for rows in parts for row in rows).rows()
 
 
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
 def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     """The pool's snapshot: counters summed, gauges (lag) the max, flags counted, texts (what a worker
     waits for) the first one set, rejections merged by reason."""
@@ -300,12 +291,12 @@ class Pool:
         self.echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
         self.monitor = cfg.monitor or MonitorConfig()  # the pool's status line is on even without `monitor:`
         self.shutdown_timeout = float(cfg.shutdown_timeout)
-        self.slots = [Slot(i) for i in range(workers)]
+        self.slots = [Slot(i, self.restart.delays()) for i in range(workers)]
         self.stopping = False
         self.gave_up: str | None = None
         self.port: int | None = None  # the Prometheus port, once serving
         self.started = time.monotonic()
-        self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"  # in each worker's run metadata
+        self.id = group_id()  # in each worker's run metadata
         self._stopped = asyncio.Event()  # set once by stop(): wakes every slot's waits
 
     # --- snapshots ---------------------------------------------------------------------------
@@ -321,8 +312,9 @@ class Pool:
 
     # --- running -----------------------------------------------------------------------------
 
-    async def run(self) -> int:
-        """Run until every worker has ended; the exit code of the pool (0, or 1 when it gave up)."""
+    async def run(self) -> ExitCode:
+        """Run until every worker has ended; the exit code of the pool (OK, or RUNTIME when it gave up or a
+        worker failed)."""
         from .monitor import MetricsCollector, serve_prometheus
 
         loop = asyncio.get_running_loop()
@@ -349,10 +341,10 @@ class Pool:
                 http.shutdown()
                 http.server_close()
         if self.gave_up:
-            return 1
+            return ExitCode.RUNTIME
         # -SIGTERM: a worker stopped before its drain handler was installed (still importing): it had read nothing.
-        clean = (0, None, -signal.SIGTERM) if self.stopping else (0, None)
-        return 0 if all(s.last_exit in clean for s in self.slots) else 1
+        clean = (ExitCode.OK, None, -signal.SIGTERM) if self.stopping else (ExitCode.OK, None)
+        return ExitCode.OK if all(s.last_exit in clean for s in self.slots) else ExitCode.RUNTIME
 
     def _on_signal(self, signame: str) -> None:
         if not self.stopping:
@@ -371,47 +363,45 @@ class Pool:
 
     def _signal_all(self, sig: int) -> None:
         for slot in self.slots:
-            if slot.proc is not None and slot.proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    slot.proc.send_signal(sig)
+            if slot.proc is not None:
+                slot.proc.signal(sig)
 
-    async def _start(self, slot: Slot) -> None:
-        config = json.dumps(worker_config(self.data, slot.index), default=str).encode()
-        env = {**os.environ, WORKER_ENV: str(slot.index), WORKERS_ENV: str(self.workers), POOL_ENV: self.id}
-        slot.proc = proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "wirepipe.pipelines.pool", str(slot.index), self.file or "",
-            stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE, env=env, start_new_session=True,
-            limit=1 << 20)
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it died at once: _follow sees it
-            proc.stdin.write(config)
-            await proc.stdin.drain()
-        proc.stdin.close()
+    def worker_config(self, index: int) -> dict[str, Any]:
+        """What worker ``index`` runs: its own files (``worker_config``) and no monitor (the pool reports)."""
+        return {**worker_config(self.data, Worker(index, self.workers), file=self.file), "monitor": None}
+
+    async def _start(self, slot: Slot) -> WorkerProcess:
+        slot.proc = proc = await start(WORKER_TARGET, {"file": self.file, "config": self.worker_config(slot.index)},
+                                       Worker(slot.index, self.workers), group=self.id, name=self.file or "")
         slot.started = time.monotonic()
-        log.info("%s: worker %d started (pid %d)", self.name, slot.index, slot.proc.pid)
+        log.info("%s: worker %d started (pid %d)", self.name, slot.index, proc.pid)
+        return proc
 
     async def _supervise(self, slot: Slot) -> None:
         while not self.stopping and self.gave_up is None:
-            await self._start(slot)
-            await self._follow(slot)
-            code = slot.last_exit = slot.proc.returncode
+            proc = await self._start(slot)
+            await self._follow(slot, proc)
+            code = slot.last_exit = proc.returncode
             slot.retire()
-            if code == 0 or self.stopping or self.gave_up is not None:
+            if code == ExitCode.OK or self.stopping or self.gave_up is not None:
                 slot.done = True
                 return
             lived = time.monotonic() - slot.started
-            slot.failures = 1 if lived >= self.restart.stable_after else slot.failures + 1
-            if code == 2:
-                self._give_up(slot, f"worker {slot.index} stopped on a config error (exit code 2, see above)")
+            if lived >= self.restart.stable_after:
+                slot.restart.reset()
+            wait = slot.restart.next()
+            failures = slot.restart.failures
+            if code == ExitCode.CONFIG:
+                self._give_up(slot, f"worker {slot.index} stopped on a config error ({describe_exit(code)}, see "
+                                    "above)")
                 return
-            if slot.failures >= self.restart.max_failures:
-                self._give_up(slot, f"worker {slot.index} died {slot.failures} times in a row, each within "
+            if failures >= self.restart.max_failures:
+                self._give_up(slot, f"worker {slot.index} died {failures} times in a row, each within "
                                     f"{self.restart.stable_after:g}s of starting (last: {describe_exit(code)}); "
                                     "giving up (see its log above)")
                 return
-            wait = self.restart.delay(slot.failures)
             log.error("%s: worker %d died (%s) after %.1fs; restarting in %.1fs (failure %d of %d)", self.name,
-                      slot.index, describe_exit(code), lived, wait, slot.failures, self.restart.max_failures)
+                      slot.index, describe_exit(code), lived, wait, failures, self.restart.max_failures)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopped.wait(), wait)
             if self.stopping or self.gave_up is not None:
@@ -425,11 +415,9 @@ class Pool:
         log.error("%s: %s; draining the other workers", self.name, why)
         self.stop()
 
-    async def _follow(self, slot: Slot) -> None:
+    async def _follow(self, slot: Slot, proc: WorkerProcess) -> None:
         """Read the worker's reports until it exits; SIGKILL it if a drain overruns ``shutdown_timeout``."""
-        proc = slot.proc
-        assert proc.stdout is not None
-        reader = asyncio.ensure_future(self._read_reports(slot))
+        reader = asyncio.ensure_future(self._read_reports(slot, proc))
         waiter = asyncio.ensure_future(proc.wait())
         try:
             while not waiter.done():
@@ -441,8 +429,7 @@ class Pool:
                         log.error("%s: worker %d did not drain within shutdown_timeout (%.0fs): killing it; "
                                   "records it did not acknowledge will be redelivered", self.name, slot.index,
                                   self.shutdown_timeout)
-                        with contextlib.suppress(ProcessLookupError):
-                            proc.kill()
+                        proc.signal(signal.SIGKILL)
                         await waiter
                     break
                 stopped = asyncio.ensure_future(self._stopped.wait())
@@ -452,18 +439,12 @@ class Pool:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(reader, 5.0)
 
-    async def _read_reports(self, slot: Slot) -> None:
-        assert slot.proc is not None and slot.proc.stdout is not None
-        while True:
-            line = await slot.proc.stdout.readline()
-            if not line:
-                return
-            with contextlib.suppress(ValueError):
-                report = json.loads(line)
-                if isinstance(report, dict) and isinstance(report.get("snapshot"), dict):
-                    slot.snapshot = report["snapshot"]
-                    slot.working, slot.reported = float(report.get("working") or 0.0), time.monotonic()
-                    slot.outputs = list(report.get("outputs") or slot.outputs)  # the latest says it all
+    async def _read_reports(self, slot: Slot, proc: WorkerProcess) -> None:
+        async for report in proc.reports():
+            if isinstance(report.get("snapshot"), dict):
+                slot.snapshot = report["snapshot"]
+                slot.working, slot.reported = float(report.get("working") or 0.0), time.monotonic()
+                slot.outputs = list(report.get("outputs") or slot.outputs)  # the latest says it all
 
     async def _status_loop(self) -> None:
         interval = self.monitor.status_interval
@@ -524,9 +505,11 @@ class Pool:
 
 # --- one worker ------------------------------------------------------------------------------------
 
+WORKER_TARGET = f"{__name__}:run_pool_worker"  # what the spawner runs in each worker process
 
-async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
-    """Run the pipeline as ``wirepipe run`` does, writing its snapshot to the supervisor twice a second.
+
+async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
+    """Run the pipeline as ``wirepipe run`` does, reporting its snapshot to the supervisor twice a second.
 
     If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker
     drains as on SIGTERM rather than run on unsupervised.
@@ -540,12 +523,7 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
         message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working()}
         if outputs:
             message["outputs"] = run_outputs(pipeline)
-        try:
-            report.write(json.dumps(message, default=str) + "\n")
-            report.flush()
-            return True
-        except (BrokenPipeError, OSError, ValueError):
-            return False
+        return channel.send(message)
 
     async def reporter() -> None:
         reports = 0
@@ -573,43 +551,14 @@ async def _run_reporting(pipeline: Pipeline, report: TextIO) -> RunStats:
         send(outputs=True)
 
 
-def worker_main(argv: list[str]) -> int:
-    """``python -m wirepipe.pipelines.pool INDEX [FILE]``: one worker of a pool; its config (JSON) on stdin."""
-    from ..core.allocator import keep_freed_memory
-    from ..core.redact import log_redacted, redact_secrets
+def run_pool_worker(message: dict[str, Any], channel: Channel) -> ExitCode:
+    """One worker of a pool (started by ``spawn.start``): ``message`` is ``{"file", "config"}``, the pipeline file
+    (what its errors name) and the config this worker runs."""
     from .config import build_pipeline, validate_config
-    from .worker import ShutdownTimeout
-
-    # Told to stop while still starting (imports, connect): nothing was read, so there is nothing to
-    # drain; the run installs its own handlers (the drain) once it starts.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    index = int(argv[0])
-    file = argv[1] if len(argv) > 1 and argv[1] else f"worker {index}"
-    report = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # anything else printed goes to stderr: stdout is the report channel
-    log_redacted(logging.INFO, f"%(asctime)s %(levelname)s %(name)s [w{index}]: %(message)s")
-    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
-    try:
-        data = json.loads(sys.stdin.read())
-        pipe = build_pipeline(validate_config(data, file=file), file=file)
-        stats = asyncio.run(_run_reporting(pipe, report))
-    except ConfigError as exc:
-        print(f"error: [w{index}] {redact_secrets(str(exc))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except (WirepipeError, ShutdownTimeout) as exc:
-        print(f"error: [w{index}] {redact_secrets(str(exc))}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # an I/O or network error nothing described: one line, as `wirepipe run` prints it
-        print(f"error: [w{index}] {redact_secrets(f'{exc.filename or file}: {exc.strerror or exc}')}",
-              file=sys.stderr)
-        return 1
     from .monitor import run_summary
 
+    file = message.get("file") or f"worker {Worker.current().index}"
+    pipe = build_pipeline(validate_config(message["config"], file=file), file=file)
+    stats = asyncio.run(_run_reporting(pipe, channel))
     log.info("%s", run_summary(pipe, stats))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(worker_main(sys.argv[1:]))
+    return ExitCode.OK

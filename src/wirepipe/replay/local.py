@@ -5,21 +5,23 @@ capture order through the operators into the sink, with the pipeline's dead lett
 metrics, exactly as ``wirepipe run`` would.
 
 With ``workers=N`` the row groups are split into N *contiguous* shares of about equal
-rows, in capture order, and each share runs in its own process (spawned, so nothing
-is shared but the files). Outputs stay well defined: every file a worker writes (sink
-``path``/``dir``, dead-letter ``path``/``dir``, metrics ``path``) gets the worker's part
-number, ``out.jsonl`` -> ``out.part000.jsonl`` ... , folders -> ``dir/part000/`` (see ``part_path``), so
-reading the parts in name order gives the records in capture order. A network sink
-(NATS) gets the workers' records concurrently: order holds within a share only. With
-``pace: original`` every worker follows the same schedule from one shared start, so the
-combined stream keeps the recorded timing.
+rows, in capture order, and each share runs in a worker process of its own, started as a
+pool's are (``pipelines/spawn.py``: its config on stdin, its report on stdout). Outputs stay
+well defined: each worker writes its own copy of every file, as the sink declares a worker's
+copy (``pipelines/pool.py:worker_config``, the names: ``core/workers.py``): ``out.jsonl`` ->
+``out.w0.jsonl``, ``out.w1.jsonl`` ..., so reading the copies in name order gives the records in
+capture order; standard output is refused. The workers share the metrics folder (each run its
+own part files, its worker in its metadata). A network sink (NATS) gets the workers' records
+concurrently: order holds within a share only. With ``pace: original`` every worker follows the
+same schedule from one common start, so the combined stream keeps the recorded timing.
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
+import dataclasses
 import logging
-import threading
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,18 +29,23 @@ from typing import TYPE_CHECKING, Any
 from ..connectors.base import Unreadable, describe_unreadable
 from ..connectors.capture_format import RowGroup, plan_row_groups
 from ..connectors.capture_source import CaptureSource
-from ..core.errors import ConfigError, WirepipeError
+from ..core.errors import WirepipeError
+from ..core.exit_codes import ExitCode
+from ..core.workers import Worker
 from ..pipelines.monitor import dead_letter_destination
-from ..pipelines.pool import merge_rejections
+from ..pipelines.pool import merge_rejections, worker_config
+from ..pipelines.spawn import WorkerProcess, describe_exit, group_id, start
 from . import Replay, ReplayResult
 
 if TYPE_CHECKING:
     from ..connectors.pacing import Pacer
     from ..pipelines.pipeline import Pipeline
+    from ..pipelines.spawn import Channel
 
 log = logging.getLogger("wirepipe.replay")
 
 OUTPUT_SECTIONS = ("sink", "dead_letter")
+STOP_GRACE = 30.0  # seconds the other workers get to drain when one failed or the replay was interrupted
 
 
 def run(replay: Replay, *, workers: int = 1, pacer: Pacer | None = None) -> ReplayResult:
@@ -63,6 +70,7 @@ def _capture_source(pipe: Pipeline) -> CaptureSource:
 
 
 def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> ReplayResult:
+    data = worker_config(data, Worker(), file=replay.pipeline)  # ``{worker}`` in a path is 0, as in `wirepipe run`
     pipe = build(replay, data)
     if pacer is not None:
         _capture_source(pipe).pacer = pacer
@@ -122,37 +130,6 @@ def limit(plan: list[RowGroup], count: int | None) -> list[RowGroup]:
     return out
 
 
-def part_path(path: str, part: int, *, folder: bool) -> str:
-    """``out.jsonl`` -> ``out.part003.jsonl``; a folder -> ``folder/part003``; a parquet part-file
-    template ``out/x-{part}.parquet`` -> ``out/x-part003-{part}.parquet`` (name order stays capture order)."""
-    if folder:
-        return str(Path(path) / f"part{part:03d}")
-    if "{part}" in path:
-        return path.replace("{part}", f"part{part:03d}-{{part}}")
-    p = Path(path)
-    return str(p.with_name(f"{p.stem}.part{part:03d}{p.suffix}"))
-
-
-def worker_config(data: dict[str, Any], part: int) -> dict[str, Any]:
-    """The config of one worker: every output file or folder renamed with the worker's part number."""
-    data = copy.deepcopy(data)
-    for section in OUTPUT_SECTIONS:
-        entry = data.get(section)
-        if not isinstance(entry, dict):
-            continue
-        if entry.get("path") == "-":
-            raise ConfigError(f"{section}.path '-' (stdout) cannot be shared by several workers: "
-                              "give a file, or replay with --workers 1")
-        if isinstance(entry.get("path"), str):
-            entry["path"] = part_path(entry["path"], part, folder=False)
-        if isinstance(entry.get("dir"), str):
-            entry["dir"] = part_path(entry["dir"], part, folder=True)
-    metrics = data.get("metrics")
-    if isinstance(metrics, dict) and isinstance(metrics.get("path"), str):
-        metrics["path"] = part_path(metrics["path"], part, folder=False)
-    return data
-
-
 def _pacing_states(replay: Replay, shares: list[list[RowGroup]]) -> list[tuple[int | None, int]]:
     """The pacer's (last timestamp, virtual time) where each share starts: the schedule of one replay."""
     import pyarrow.parquet as pq
@@ -171,9 +148,8 @@ def _pacing_states(replay: Replay, shares: list[list[RowGroup]]) -> list[tuple[i
 
 
 def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayResult:
-    import multiprocessing as mp
-
     replay.validated(data)  # config errors here, once, before any process starts
+    worker_config(data, Worker(0, workers), file=replay.pipeline)  # and what --workers N cannot share
     unreadable: list[Unreadable] = []  # files whose footer cannot be read: left out of the plan (or an error)
     plan = limit(plan_row_groups(replay.captures, None if replay.stop_on_error else unreadable), replay.count)
     if not plan:
@@ -184,36 +160,14 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
     if len(shares) < workers:
         log.info("the capture has %d row group(s): replaying on %d worker(s), not %d",
                  len(plan), len(shares), workers)
-    configs = [worker_config(data, k) for k in range(len(shares))]
+    configs = [worker_config(data, Worker(k, len(shares)), file=replay.pipeline) for k in range(len(shares))]
     paced = replay.pace == "original"
     states = _pacing_states(replay, shares) if paced else [(None, 0)] * len(shares)
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    ready = ctx.Barrier(len(shares) + 1) if paced else None
-    go = ctx.Barrier(len(shares) + 1) if paced else None
-    origin = ctx.Value("d", 0.0)
-    level = logging.getLogger().getEffectiveLevel()
-    procs = [ctx.Process(target=_worker, name=f"wirepipe-replay-{k}", daemon=True,
-                         args=(k, replay, cfg, share, states[k], ready, go, origin, results, level, len(shares)))
-             for k, (cfg, share) in enumerate(zip(configs, shares, strict=True))]
+    messages = [{"replay": dataclasses.asdict(replay), "config": cfg, "share": [dataclasses.astuple(g) for g in share],
+                 "state": list(state), "paced": paced}
+                for cfg, share, state in zip(configs, shares, states, strict=True)]
     started = time.monotonic()
-    try:
-        for proc in procs:
-            proc.start()
-        if paced:
-            assert ready is not None and go is not None
-            try:  # a worker that fails before it is ready breaks the barrier; its error follows
-                ready.wait()
-                origin.value = time.time()
-                go.wait()
-            except threading.BrokenBarrierError:
-                pass
-        reports = _collect(procs, results)
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join(5)
+    reports = asyncio.run(_run_shares(replay, messages, paced))
     result = ReplayResult(pipeline=str(data.get("name")), runner="local", workers=len(shares),
                           elapsed=time.monotonic() - started, unreadable=unreadable)
     for stats in reports:
@@ -225,62 +179,99 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
         if stats["rejected"] and stats["dead_letter"]:
             result.dead_letters.append(stats["dead_letter"])
     result.rejections = merge_rejections([result.rejections])
-    result.outputs = [p for cfg in configs for p in _outputs(cfg) if Path(p).exists()]
+    result.outputs = list(dict.fromkeys(p for cfg in configs for p in _outputs(cfg) if Path(p).exists()))
     return result
 
 
-def _collect(procs: list[Any], results: Any) -> list[dict[str, Any]]:
-    """Each worker's stats; the first failure stops the others and becomes the error."""
-    import queue
+async def _run_shares(replay: Replay, messages: list[dict[str, Any]], paced: bool) -> list[dict[str, Any]]:
+    """Start a worker per share, give the paced ones their common start once all are ready, and return each
+    one's stats in share order; the first failure stops the others and becomes the error."""
+    n = len(messages)
+    group, level = group_id(), logging.getLogger().getEffectiveLevel()
+    events: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+    procs: list[WorkerProcess] = []
 
-    reports: dict[int, dict[str, Any]] = {}
-    while len(reports) < len(procs):
-        try:
-            k, ok, payload = results.get(timeout=0.5)
-        except queue.Empty:
-            dead = [p for i, p in enumerate(procs) if i not in reports and not p.is_alive() and p.exitcode]
-            if dead:
-                raise WirepipeError(f"replay worker {dead[0].name} died (exit code {dead[0].exitcode})") from None
-            continue
-        if not ok:
-            raise WirepipeError(f"replay worker {k}: {payload}")
-        reports[k] = payload
-    return [reports[k] for k in sorted(reports)]
+    async def follow(k: int, proc: WorkerProcess) -> None:
+        async for report in proc.reports():
+            await events.put((k, report))
+        await events.put((k, {"exit": await proc.wait()}))
 
-
-def _worker(k: int, replay: Replay, data: dict[str, Any], share: list[RowGroup], state: tuple[int | None, int],
-            ready: Any, go: Any, origin: Any, results: Any, level: int, workers: int) -> None:
-    """One replay process: its share of row groups through the pipeline."""
-    import os
-    import signal
-
-    from ..core.allocator import keep_freed_memory
-    from ..core.redact import log_redacted
-    from ..metrics.recorder import WORKER_ENV, WORKERS_ENV
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    keep_freed_memory()  # a worker process of wirepipe's own (see wirepipe.core.allocator)
-    os.environ.update({WORKER_ENV: str(k), WORKERS_ENV: str(workers)})  # files of its own (default dead letters)
-    log_redacted(level, f"%(asctime)s %(levelname)s %(name)s[{k}]: %(message)s")
+    followers = []
     try:
-        pipe = build(replay, data)
-        source = _capture_source(pipe)
-        source.row_groups = share
-        source.count = None  # the plan is already cut at --count
-        if ready is not None:
-            from ..connectors.pacing import Pacer, WallClock
+        for k, message in enumerate(messages):
+            proc = await start(SHARE_TARGET, message, Worker(k, n), group=group, name=replay.pipeline,
+                               log_level=level, keep_input=paced)
+            procs.append(proc)
+            followers.append(asyncio.ensure_future(follow(k, proc)))
+        stats: dict[int, dict[str, Any]] = {}
+        ready: set[int] = set()
+        ended: set[int] = set()
+        while len(ended) < n:
+            k, report = await events.get()
+            if "error" in report:
+                raise WirepipeError(f"replay worker {k}: {report['error']}")
+            if "stats" in report:
+                stats[k] = report["stats"]
+            elif report.get("ready"):
+                ready.add(k)
+                if len(ready) == n:  # all are ready: one common start, so the shares keep one schedule
+                    origin = time.time()
+                    for proc in procs:
+                        await proc.tell({"origin": origin})
+                        proc.end_input()
+            elif "exit" in report:
+                if k not in stats:
+                    raise WirepipeError(f"replay worker {k} died ({describe_exit(report['exit'])})")
+                ended.add(k)
+        return [stats[k] for k in range(n)]
+    finally:
+        await _stop(procs)
+        for follower in followers:
+            follower.cancel()
 
-            ready.wait()
-            go.wait()
-            source.pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap, clock=WallClock(),
-                                 origin=origin.value, last_ns=state[0], virtual_ns=state[1])
-        stats = pipe.run()
-        results.put((k, True, {"records_in": stats.records_in, "records_out": stats.records_out,
-                               "rejected": stats.rejected, "rejections": stats.rejections.rows(),
-                               "unreadable": [tuple(u) for u in stats.unreadable],
-                               "dead_letter": dead_letter_destination(pipe)}))
-    except Exception as exc:
-        if ready is not None:
-            ready.abort()
-            go.abort()
-        results.put((k, False, str(exc) if isinstance(exc, WirepipeError) else f"{type(exc).__name__}: {exc}"))
+
+async def _stop(procs: list[WorkerProcess]) -> None:
+    """Workers still running (another failed, or the replay was interrupted): drain them (SIGTERM), then kill
+    what is left after a while."""
+    running = [p for p in procs if p.returncode is None]
+    for proc in running:
+        proc.end_input()  # a paced worker waiting for its start: it gets none
+        proc.signal(signal.SIGTERM)
+    try:
+        if running:
+            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in running], timeout=STOP_GRACE)
+    finally:
+        for proc in running:
+            proc.signal(signal.SIGKILL)  # no-op for those that ended
+
+
+SHARE_TARGET = f"{__name__}:run_share"  # what the spawner runs in each replay worker
+
+
+def run_share(message: dict[str, Any], channel: Channel) -> ExitCode:
+    """One replay worker (started by ``spawn.start``): its share of row groups through the pipeline, then its
+    stats as its report; a paced one reports ready and waits for the common start."""
+    from ..connectors.capture_format import RowGroup
+    from ..pipelines.worker import run_worker
+
+    replay = Replay(**message["replay"])
+    pipe = build(replay, message["config"])
+    source = _capture_source(pipe)
+    source.row_groups = [RowGroup(*g) for g in message["share"]]
+    source.count = None  # the plan is already cut at --count
+    if message["paced"]:
+        from ..connectors.pacing import Pacer, WallClock
+
+        channel.send({"ready": True})
+        go = channel.receive()
+        if not isinstance(go, dict) or "origin" not in go:
+            raise WirepipeError("stopped before the common start")
+        last_ns, virtual_ns = message["state"]
+        source.pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap, clock=WallClock(),
+                             origin=float(go["origin"]), last_ns=last_ns, virtual_ns=virtual_ns)
+    stats = run_worker(pipe)
+    channel.send({"stats": {"records_in": stats.records_in, "records_out": stats.records_out,
+                            "rejected": stats.rejected, "rejections": stats.rejections.rows(),
+                            "unreadable": [tuple(u) for u in stats.unreadable],
+                            "dead_letter": dead_letter_destination(pipe)}})
+    return ExitCode.OK

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +31,7 @@ from typing import Any, overload
 
 from pydantic import Field, field_validator, model_validator
 
+from ...core.backoff import ExponentialBackoff
 from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Secret, Size, Strict, refuse_unshown
 from ...core.redact import redact_secrets
@@ -128,8 +128,8 @@ class ReconnectConfig(Strict):
     max_attempts: int = Field(default=-1, ge=-1)
 
     def delay(self, attempt: int) -> float:
-        base = min(self.max_wait, self.wait * (2 ** min(attempt, 30)))
-        return base * (1 + random.uniform(-self.jitter, self.jitter))
+        """The wait before reconnect attempt ``attempt + 1`` to a server (nats-py counts the attempts)."""
+        return ExponentialBackoff(self.wait, self.max_wait, self.jitter).delay(attempt)
 
 
 class NatsConnectionConfig(Strict):

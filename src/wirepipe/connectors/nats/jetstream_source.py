@@ -2,18 +2,15 @@
 
 Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 (~15k records/s with an ack each); here pull requests go straight to
-``$JS.API.CONSUMER.MSG.NEXT`` with replies on one inbox read as raw protocol tuples
-(``reader.RawInbox``), a new request goes out as soon as the pipeline has taken a batch
-(about two batches asked for, and never more bytes than half of ``pending_bytes_limit``:
-requests carry ``max_bytes``), and a commit's acks are written as one buffer, or as one
-AckAll (``ack: all``, a worker that owns its durable). Measured on 2 shared cores:
-~9-10 us of consumer CPU per record against ~66 for a ``fetch`` + ack loop
-(benchmarks/jetstream_consume.py). A pull request the server forgot (it restarted) is
-detected by the idle heartbeat and on reconnect, and pulled again. Records are
-acknowledged only after the sink has made them durable; while the sink is unavailable
-they are kept with in-progress acks (``+WPI``), never nak-ed (a sink failure must not
-count toward ``max_deliver``); a record a stage rejected goes to the dead-letter
-destination and is terminated.
+``$JS.API.CONSUMER.MSG.NEXT`` (``pull_requests.py``: about two batches asked for, never more
+bytes than half of ``pending_bytes_limit``, a request the server forgot made again) with
+replies on one inbox read as raw protocol tuples (``reader.RawInbox``), and a commit's acks
+are written as one buffer, or as one AckAll (``ack: all``, a worker that owns its durable).
+Measured on 2 shared cores: ~9-10 us of consumer CPU per record against ~66 for a ``fetch``
++ ack loop (benchmarks/jetstream_consume.py). Records are acknowledged only after the sink
+has made them durable; while the sink is unavailable they are kept with in-progress acks
+(``+WPI``), never nak-ed (a sink failure must not count toward ``max_deliver``); a record a
+stage rejected goes to the dead-letter destination and is terminated.
 
 Source, ordered consumer (``ordered: true``): nats-py's ordered push consumer (no acks,
 gaps repaired by the client), from a start sequence or time: the replay path.
@@ -24,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -37,11 +33,9 @@ from ...core.batch import PAYLOADS, Batch, Rejected
 from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
-from ...wire import (
-    Header,
-)
 from ..base import AtLeastOnce, Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from .pull_requests import PullRequester
 from .reader import RawInbox, Received, SubscriptionReader, publish_many
 from .streams import when_available
 
@@ -96,8 +90,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.stream = config.stream
         self.durable = config.durable
         self.ordered = ordered = config.ordered
-        # An ordered consumer has no acks: a record the sink failed never comes back, so the
-        # pipeline must stop on a sink error rather than nak (and lose) it.
+        # An ordered consumer has no acks: nothing it delivered comes back (through a sink failure the run loop
+        # holds its records in memory instead).
         self.redelivers = not ordered
         self.deliver = config.deliver
         self.start_seq = config.start_seq
@@ -106,7 +100,6 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.max_ack_pending = max_ack_pending = config.max_ack_pending
         self.ack_wait = config.ack_wait
         self.max_deliver = config.max_deliver
-        self.nak_delay = config.nak_delay
         self.expires = config.expires
         self.heartbeat = config.heartbeat
         self.stop_at_end = config.stop_at_end
@@ -116,31 +109,24 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.conn = NatsConnection(config, role="jetstream consumer")
         # Never hold more than the server lets us keep unacknowledged.
         self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout,
-                                         max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)),
-                                         status=self._on_status)
+                                         max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)))
+        self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
+                                   pending_bytes_limit=self.pending_bytes_limit,
+                                   left=lambda: None if self.count is None else self.count - self._seen,
+                                   idle=self._refresh_lag, lost=self._ensure_consumer)
         self.nc: Any = None
         self.sub: Any = None
         self.consumer = ""
-        self._next_subject = ""
-        self._inbox = ""
-        self._requested = 0  # messages asked for and not yet taken by the pipeline (nor given up by the server)
-        self._pull_wake = asyncio.Event()
-        self._last_activity = time.monotonic()
-        self._puller: asyncio.Task[None] | None = None
         self._seen = 0
         self._lag: int | None = None
         self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the lag last asked
         self._at_end = asyncio.Event()
         self.acked = 0
-        self.nacked = 0
         self.terminated = 0
         self.in_progress_sent = 0
-        self.repulls = 0
         self._redelivered = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
-        self._avg_size = 0.0  # payload bytes per message seen so far: sizes the pull requests
-        self._max_payload = 1024 * 1024
         self._stream_subjects: list[str] | None = None  # when no filter subject: the stream's, once open
 
     @property
@@ -168,6 +154,11 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     @property
     def redelivered(self) -> int:
         return self._redelivered
+
+    @property
+    def repulls(self) -> int:
+        """Pull requests made again (after a reconnect, or a request unanswered for two heartbeats)."""
+        return self.pulls.repulls
 
     @property
     def subjects(self) -> list[str] | None:
@@ -269,8 +260,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                     if exc.err_code == _WORKQUEUE_NEEDS_ACK else "")
             raise WirepipeError(f"cannot create an ordered consumer on stream {self.stream}: "
                                 f"{exc.description}{hint}") from None
-        self.buffer.status = None  # nats-py's ordered consumer handles its own control messages
-        assert isinstance(self.buffer, SubscriptionReader)  # the raw inbox is the pull path's
+        assert isinstance(self.buffer, SubscriptionReader)  # nats-py's ordered consumer handles its status messages  # the raw inbox is the pull path's
         self.buffer.attach(self.sub)
         await self._check_empty(js)
 
@@ -291,7 +281,6 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         import nats.js.errors
         from nats.js import api
 
-        self._max_payload = int(self.nc.max_payload)
         name = self.durable
         cfg = self._pull_config(name)
         existing = None
@@ -319,16 +308,17 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             raise WirepipeError(f"cannot create consumer {name or '(ephemeral)'} on stream {self.stream}: "
                                 f"{exc.description}") from None
         self.consumer = info.name
-        self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}"
-        self._inbox = self.nc.new_inbox()
-        self.sub = await self.nc.subscribe(self._inbox, pending_msgs_limit=self.buffer.max_buffered + 1024,
+        reply_to = self.nc.new_inbox()
+        self.sub = await self.nc.subscribe(reply_to, pending_msgs_limit=self.buffer.max_buffered + 1024,
                                            pending_bytes_limit=0)
-        inbox = RawInbox(self.batch_size, self.buffer.batch_timeout, self.buffer.max_buffered, status=self._on_status)
+        inbox = RawInbox(self.batch_size, self.buffer.batch_timeout, self.buffer.max_buffered,
+                         status=self.pulls.on_status)
         inbox.attach(self.nc, self.sub)
         self.buffer = inbox
-        self.conn.on_reconnect(self._repull)
+        self.conn.on_reconnect(self.pulls.repull)
         await self._check_empty(js)
-        self._puller = asyncio.ensure_future(self._pull_loop())
+        assert self.stream is not None  # found by _wait_for_stream
+        self.pulls.start(self.nc, inbox, self.stream, self.consumer, reply_to, self.stopping)
 
     async def _check_empty(self, js: Any) -> None:
         if not self.stop_at_end:
@@ -341,67 +331,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         if not info.num_pending and not info.num_ack_pending and not pushed:
             self._at_end.set()
 
-    # --- receiving -----------------------------------------------------------------------------
-
-    def _on_status(self, h: dict[str, str]) -> None:
-        status = h.get("Status")
-        if status == "100":
-            return  # idle heartbeat: the pull request is alive
-        left = h.get(Header.PENDING)
-        if left is not None:
-            with contextlib.suppress(ValueError):
-                self._requested = max(0, self._requested - int(left))
-        elif status in ("404", "408", "409"):
-            self._requested = 0
-        if status == "409":
-            desc = h.get("Description", "")
-            if "Deleted" in desc or "Leadership" in desc:
-                log.warning("pull consumer %s: %s", self.consumer, desc)
-        self._pull_wake.set()
-
-    async def _repull(self) -> None:
-        """After a reconnect the server may have forgotten our pull requests: ask again."""
-        self._requested = len(self.buffer)  # what arrived is still to be taken; the rest is forgotten
-        self.repulls += 1
-        self._pull_wake.set()
-
-    async def _pull_loop(self) -> None:
-        """Keep about two batches requested; refill when half has arrived; stop with ``stopping``."""
-        target = self.buffer.max_buffered
-        received = -1
-        expires_ns = int(self.expires * 1e9)
-        hb = self.heartbeat
-        body_extra = {"expires": expires_ns, "idle_heartbeat": int(hb * 1e9)} if hb > 0 else {"expires": expires_ns}
-        while not self.stopping.is_set():
-            try:
-                want = target - self._requested
-                if self.count is not None:
-                    want = min(want, self.count - self._seen - self._requested)
-                want, max_bytes = self._byte_bound(want)
-                worth = want >= min(self.batch_size, target // 2) or (want > 0 and self._requested == 0)
-                if worth and self.nc.is_connected:
-                    body = json.dumps({"batch": want, "max_bytes": max_bytes, **body_extra}).encode()
-                    await self.nc.publish(self._next_subject, body, reply=self._inbox)
-                    self._requested += want
-                    self._last_activity = time.monotonic()
-                self._pull_wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._pull_wake.wait(), max(0.05, hb or 1.0))
-                if self._received() != received:  # any message, heartbeat or status: the request is alive
-                    received = self._received()
-                    self._last_activity = time.monotonic()
-                await self._refresh_lag()
-                if self._requested and hb > 0 and time.monotonic() - self._last_activity > 2 * hb + 1:
-                    # No message, heartbeat or status for two heartbeats: the request is lost.
-                    log.warning("pull consumer %s: no heartbeat for %.0fs, pulling again", self.consumer,
-                                time.monotonic() - self._last_activity)
-                    await self._repull()
-                    await self._ensure_consumer()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("pull request failed (%s); retrying", type(exc).__name__)
-                await asyncio.sleep(0.2)
+    # --- receiving ---------------------------------------------------------------------------------
 
     async def _refresh_lag(self) -> None:
         """The lag is the pending count a message's metadata carried, so it stands still once messages stop
@@ -419,29 +349,6 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             return
         if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
             self._lag = int(info.num_pending)
-
-    def _received(self) -> int:
-        """Messages of any kind (records, statuses, heartbeats) the pull inbox has seen."""
-        buf = self.buffer
-        return buf.received
-
-    def _byte_bound(self, want: int) -> tuple[int, int]:
-        """Messages and bytes to ask for, so what is in flight plus what is buffered stays within half of
-        ``pending_bytes_limit`` (the server's own per-client limit is 64 MiB by default; a pull for 2,000
-        messages of 512 KiB would ask for 1 GB and get the client disconnected). A request may always
-        take one message of the server's ``max_payload``, or it could never deliver a large one."""
-        budget = self.pending_bytes_limit // 2
-        floor = self._max_payload + 4096
-        if budget <= 0:
-            return want, 0
-        avg = self._avg_size
-        if not avg:  # nothing seen yet: two requests of a quarter each
-            return want, max(floor, budget // 4)
-        buffered = self.buffer.pending_bytes
-        in_flight = max(0, self._requested - len(self.buffer))
-        room = int((budget - buffered) / avg) - in_flight
-        want = min(want, max(room, 0 if in_flight or len(self.buffer) else 1))
-        return want, max(floor, min(budget, int(want * avg * 1.5)))
 
     async def _ensure_consumer(self) -> None:
         """Re-create a consumer the server lost (memory storage, a reset): same name and settings."""
@@ -472,11 +379,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 return
             self._seen += len(got)
             self._last_taken = time.monotonic()
-            size = sum(map(len, got.data)) / len(got)
-            self._avg_size = size if size > self._avg_size else 0.9 * self._avg_size + 0.1 * size
             if not self.ordered:
-                self._requested = max(0, self._requested - len(got))
-                self._pull_wake.set()
+                self.pulls.taken(got)
             yield self._batch(got)
 
     async def _count_settled(self) -> bool:
@@ -584,10 +488,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             self.in_progress_sent += len(replies)
 
     async def close(self) -> None:
-        if self._puller is not None:
-            self._puller.cancel()
-            with contextlib.suppress(BaseException):
-                await self._puller
+        await self.pulls.stop()
         if self.nc is not None and not self.ordered and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
             # Let what the server is still sending for our pull requests arrive first (until the queue
@@ -595,8 +496,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             with contextlib.suppress(Exception):
                 deadline = time.monotonic() + 1.0
                 seen = -1
-                while time.monotonic() < deadline and self._received() != seen:
-                    seen = self._received()
+                while time.monotonic() < deadline and self.buffer.received != seen:
+                    seen = self.buffer.received
                     await asyncio.sleep(0.05)
                 await self.nc.flush(timeout=2)
                 await self.sub.unsubscribe()
@@ -630,7 +531,6 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     max_ack_pending: int = Field(default=20000, ge=1)
     ack_wait: Duration = Field(default=30.0, gt=0)
     max_deliver: int = Field(default=5, ge=-1)
-    nak_delay: Duration = Field(default=1.0, description="unused: a sink failure is no longer nak-ed (kept so configs validate)")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import WirepipeError
+from ...core.exit_codes import ExitCode
 
 
 def find_nats_server() -> str:
@@ -298,8 +299,9 @@ class EmbeddedServer:
                 server.close()
 
 
-def serve_forever(server: EmbeddedServer | LocalCluster, echo: Callable[[str], object] = print) -> int:
-    """Run until SIGINT/SIGTERM, printing the URL (a cluster: the URL list) first (``wirepipe server``).
+def serve_forever(server: EmbeddedServer | LocalCluster, echo: Callable[[str], object] = print) -> ExitCode:
+    """Run until SIGINT/SIGTERM, printing the URL (a cluster: the URL list) first (``wirepipe server``); the
+    exit code: OK after a signal, RUNTIME when the server ended on its own with an error.
 
     A cluster keeps serving while any node runs; it stops when the last node exits.
     """
@@ -319,10 +321,10 @@ def serve_forever(server: EmbeddedServer | LocalCluster, echo: Callable[[str], o
         for s, h in previous.items():
             signal.signal(s, h)
         proc = getattr(server, "proc", None)
-        code = 0 if server.running else (proc.returncode if proc is not None else 0)
+        failed = not server.running and proc is not None and proc.returncode != 0
         with contextlib.suppress(Exception):
             server.close()
-    return code or 0
+    return ExitCode.RUNTIME if failed else ExitCode.OK
 
 
 class LocalCluster:

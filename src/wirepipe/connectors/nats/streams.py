@@ -4,7 +4,6 @@ waiting for JetStream to answer (a cluster without a leader) before a connector 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -12,6 +11,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field, field_validator
 
+from ...core.backoff import ExponentialBackoff
 from ...core.errors import WirepipeError
 from ...core.models import Duration, Size, Strict
 
@@ -87,7 +87,7 @@ async def when_available(call: Callable[[], Awaitable[T]], what: str,
 
     since: float | None = None
     said = 0.0
-    delay = 0.25
+    retry = ExponentialBackoff(first=0.25, cap=5.0)
     while True:
         try:
             result = await call()
@@ -101,14 +101,8 @@ async def when_available(call: Callable[[], Awaitable[T]], what: str,
             elif now - said >= _REPORT_EVERY:
                 said = now
                 log.warning("%s: still waiting for JetStream (%.0fs)", what, now - since)
-            if stopping is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), delay)
-                if stopping.is_set():
-                    return None
-            else:
-                await asyncio.sleep(delay)
-            delay = min(5.0, delay * 2)
+            if await retry.sleep(stop=stopping):
+                return None
             continue
         except BaseException:
             _answered(what, since)  # an answer all the same (a consumer not found yet): the caller decides

@@ -1,0 +1,71 @@
+"""How long a part waits before it tries again: bounded exponential backoff.
+
+Every retry wirepipe makes waits through ``ExponentialBackoff``: a sink that fails (the run loop),
+a NATS reconnect, a pool worker's restart, a pull request that failed, a JetStream API request
+while the cluster has no leader. The first wait is short, so a blip costs little; each failure
+doubles it up to ``cap``, so an outage of any length is retried at least every ``cap`` seconds
+without hammering what is down. A part that knows better raises ``BackOff(wait)``
+(``core/errors.py``: the server said when, e.g. a full stream): that wait is taken instead, still
+within the cap. ``reset()`` after a success starts again from the first wait. ``jitter`` (a
+fraction of the wait, either way) spreads clients that lost the same server.
+
+>>> retry = ExponentialBackoff(first=0.1, cap=1.0)
+>>> [retry.next() for _ in range(6)]
+[0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+>>> from wirepipe.core.errors import BackOff
+>>> retry.next(BackOff("stream full", wait=0.5)), retry.next(BackOff("rate limit", wait=60)), retry.failures
+(0.5, 1.0, 8)
+>>> retry.reset(); retry.next()
+0.1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from dataclasses import dataclass
+
+from .errors import BackOff
+
+
+@dataclass
+class ExponentialBackoff:
+    """``first * 2**failures`` seconds, at most ``cap``, give or take ``jitter`` of it; ``failures`` counts the
+    failures since the last ``reset``."""
+
+    first: float
+    cap: float
+    jitter: float = 0.0
+    failures: int = 0
+
+    def delay(self, attempt: int) -> float:
+        """The wait after ``attempt`` earlier failures (0: the first wait), whoever counts them (nats-py counts a
+        server's reconnect attempts itself)."""
+        wait = min(self.cap, self.first * 2.0 ** min(max(attempt, 0), 64))
+        if self.jitter:
+            wait *= 1 + random.uniform(-self.jitter, self.jitter)
+        return wait
+
+    def next(self, exc: BaseException | None = None) -> float:
+        """Count one more failure and return the wait before the next try: what a ``BackOff`` asks for (within
+        the cap), else the exponential wait."""
+        attempt = self.failures
+        self.failures += 1
+        if isinstance(exc, BackOff):
+            return min(self.cap, max(0.0, exc.wait))
+        return self.delay(attempt)
+
+    def reset(self) -> None:
+        """A success: the next failure waits ``first`` again."""
+        self.failures = 0
+
+    async def sleep(self, exc: BaseException | None = None, stop: asyncio.Event | None = None) -> bool:
+        """Wait ``next(exc)`` seconds, or less if ``stop`` is set meanwhile; True when it was."""
+        wait = self.next(exc)
+        if stop is None:
+            await asyncio.sleep(wait)
+            return False
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait)
+        return stop.is_set()

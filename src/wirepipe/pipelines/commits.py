@@ -1,0 +1,98 @@
+"""The ack ledger and the commit: a record is acknowledged only once the sink has made it durable.
+
+The run loop writes batches to the sink and notes each in the ledger (``wrote``); records it
+dead-letters wait there too (``rejected``). Every ``flush_interval``, sooner when the source's
+unacknowledged records reach its ``ack_pressure`` or the source asks (``wants_commit``), and at
+the drain, the loop *commits* (``commit``): it flushes the sink (durable: see each sink),
+dead-letters what the sink refused late (JetStream: at its publish ack), flushes the dead-letter
+sink, and only then acknowledges the batches written before the flush and settles (terminates)
+the dead-lettered records (``AtLeastOnce``). A flush that fails is retried
+(``sink_retry.py``) with the written records still unacknowledged. A source that cannot
+redeliver keeps only its batches' meta in the ledger (their ack handles), not their records.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from ..connectors.base import AtLeastOnce, Sink, Source
+from ..core.batch import Batch, Rejected
+
+if TYPE_CHECKING:
+    from .pipeline import RunStats
+    from .sink_retry import SinkRetry
+
+log = logging.getLogger("wirepipe")
+
+
+class AckLedger:
+    """What was written and is not committed yet, what was dead-lettered and is not settled yet, and the commit
+    that settles both (see the module doc)."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.written: list[tuple[Batch, int]] = []  # written, not yet acknowledged: (batch, records)
+        self.records = 0  # the records of ``written``
+        self.unsettled: list[list[Rejected]] = []  # dead-lettered, settled (ack/term) at the next commit
+        self.last = time.monotonic()  # when the last commit ended
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.written or self.unsettled)
+
+    def wrote(self, batch: Batch) -> None:
+        """The sink took ``batch``: it is acknowledged at the next commit."""
+        n = len(batch.values)
+        if not self.source.redelivers:
+            # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
+            # or a long flush_interval (a capture completing a file per minute) holds a minute of data.
+            batch = Batch([], meta=batch.meta)
+        self.written.append((batch, n))
+        self.records += n
+
+    def rejected(self, rejected: list[Rejected]) -> None:
+        """``rejected`` went to the dead letter: settled at the next commit, after the dead letter is flushed."""
+        self.unsettled.append(rejected)
+
+    def due(self, interval: float, pressure: int | None) -> bool:
+        """Time for a commit: ``interval`` since the last, the source asks for one, or ``pressure`` records wait."""
+        return (time.monotonic() - self.last >= interval or self.source.wants_commit()
+                or (pressure is not None and self.records >= pressure))
+
+    async def commit(self, sink: Sink, dead_letter: Sink | None, retry: SinkRetry, stats: RunStats,
+                     late: Callable[[list[Rejected]], Awaitable[None]]) -> bool:
+        """Flush the sink (durable), then ack what was written before the flush and settle the dead letters;
+        ``late(records)`` dead-letters what the sink refused after it took it. False when nothing was pending.
+
+        A failed flush is retried (the sink keeps what it was given, see ``SpoolingFile``) until it works; the
+        written records stay unacknowledged meanwhile.
+        """
+        self.last = time.monotonic()
+        if not self.pending:
+            return False
+        await retry.retry(sink, sink.flush, stats)
+        self.last = time.monotonic()
+        written, self.written, self.records = self.written, [], 0
+        refused_late = sink.take_rejected()
+        if refused_late:  # counted out when the sink took them; refused since (JetStream: at their ack)
+            stats.records_out -= len(refused_late)
+            await late(refused_late)
+        if dead_letter is not None and self.unsettled:
+            await retry.retry(dead_letter, dead_letter.flush, stats)
+            refused = dead_letter.take_rejected()
+            if refused:  # the dead-letter destination refused them for themselves (JetStream: no stream stores them)
+                log.error("%d dead letter(s) refused by %s and dropped: %s", len(refused), dead_letter.name,
+                          refused[0].error)
+        source = self.source
+        if isinstance(source, AtLeastOnce):
+            for batch, _ in written:
+                await source.ack(batch)
+            for rejected in self.unsettled:
+                await source.settle_rejected(rejected)
+        stats.acked += sum(n for _, n in written)
+        self.unsettled = []
+        stats.commits += 1
+        return True
