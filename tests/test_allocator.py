@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli import wirepipe
+
 # In a fresh process: opt in (as wirepipe's own commands and workers do) and run a pipeline, then allocate
 # and free 30 MB of 10 KB payloads (large enough to come from glibc's heap, not CPython's small-object
 # arenas) and measure resident memory; then run it. OPT_IN False: a program that only builds and runs one.
@@ -82,9 +84,9 @@ def test_wirepipe_run_applies_it_and_its_metrics_say_so(tmp_path: Path) -> None:
     config = tmp_path / "p.yaml"
     config.write_text(f"name: p\nsource: {{type: generate, dataset: point, count: 10}}\nsink: {{type: 'null'}}\n"
                       f"metrics: {{path: '{tmp_path / 'm.parquet'}'}}\n")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "WIREPIPE_MALLOC"}
-    subprocess.run([sys.executable, "-m", "wirepipe.cli", "run", str(config)], env=environ, check=True,
-                   capture_output=True, timeout=60)
+    unset = {k: None for k in os.environ if k.startswith("MALLOC_") or k == "WIREPIPE_MALLOC"}
+    done = wirepipe("run", config, env=unset, timeout=60)
+    assert done.returncode == 0, done.stderr
     import pyarrow.parquet as pq
 
     files = sorted(p for p in (tmp_path / "m.parquet").rglob("*.parquet")) or [tmp_path / "m.parquet"]

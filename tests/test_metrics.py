@@ -207,6 +207,7 @@ def _wirepipe() -> str:
     return str(exe) if exe.exists() else shutil.which("wirepipe") or "wirepipe"
 
 
+@pytest.mark.slow
 def test_sigkilled_worker_leaves_readable_results(tmp_path: Path) -> None:
     import duckdb
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import re
 import struct
-import subprocess
-import sys
 
 import bson
 import msgpack
 import pytest
 
+from tests.cli import wirepipe
 from wirepipe.bench.seed_tables import (
     EXACT,
     EXTRA_ROWS,
@@ -41,10 +40,10 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_seed_tables_command_prints_the_seed_point_with_the_seeds_sizes() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--seed-tables", "--dataset",
-                          "point,transaction,feed", "-k", "2", "-n", "300"],
-                         capture_output=True, text=True, timeout=220)
+    out = wirepipe("bench", "--seed-tables", "--dataset", "point,transaction,feed", "-k", "2", "-n", "300",
+                   timeout=220)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "seed table: point (k=2 x n=300, raw 8 bytes; the seed's Point {'x': -12, 'y': 110})" in text
@@ -74,8 +73,7 @@ def test_seed_tables_command_prints_the_seed_point_with_the_seeds_sizes() -> Non
 
 
 def test_seed_tables_refuses_an_unknown_table() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--seed-tables", "--dataset", "blocks"],
-                         capture_output=True, text=True, timeout=60)
+    out = wirepipe("bench", "--seed-tables", "--dataset", "blocks")
     assert out.returncode == 2 and "unknown table blocks" in out.stderr
 
 
@@ -140,6 +138,7 @@ def test_seed_large_vectors_other_rows_differ_by_what_the_notes_say() -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_seed_large_vectors_table_measures_the_sizes_row_size_gives() -> None:
     for name, fmt, typed in [("bincode (schema)", "bincode-varint", True), ("bson", "bson", True),
                              ("bincode (fixint)", "bincode", True)]:
@@ -279,8 +278,7 @@ def test_bincode_varint_refuses_corrupt_input_never_crashes() -> None:
 
 
 def test_bincode_varint_is_listed_by_the_codecs_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "codecs"], capture_output=True, text=True,
-                         timeout=60, env={"COLUMNS": "250", "PATH": ""}).stdout
+    out = wirepipe("codecs", env={"PATH": ""}, columns=250).stdout
     at = out.splitlines().index(next(x for x in out.splitlines() if x.startswith("bincode-varint ")))
     row = " ".join(out.splitlines()[at:at + 3])  # the notes wrap beneath their row
     assert "application/vnd.wirepipe.bincode-varint" in row and "bincode 2" in row

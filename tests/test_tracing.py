@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.nats_fixtures import expected, run_wirepipe, wirepipe_env
+from tests.cli import cli_env, wirepipe
+from tests.nats_fixtures import expected
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.metrics.tracing import wanted
 
@@ -172,6 +173,7 @@ def collector() -> Iterator[Collector]:
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_worker_processes_export_one_trace_by_otlp(nats_server: EmbeddedServer, collector: Collector,
                                                    tmp_path: Path) -> None:
     """``wirepipe run`` processes: the publisher by its ``tracing:`` block, the consumer by the standard
@@ -191,10 +193,10 @@ def test_worker_processes_export_one_trace_by_otlp(nats_server: EmbeddedServer, 
         "source": {"type": "jetstream", "url": nats_server.url, "stream": "P", "durable": "a", "batch_size": 300},
         "operators": [{"decompress": {"codec": "auto"}}, {"deserialize": {"format": "auto"}}],
         "sink": {"type": "null"}}))
-    done = run_wirepipe("run", str(pub), "--no-status")
+    done = wirepipe("run", str(pub), "--no-status")
     assert done.returncode == 0, done.stderr
-    done = run_wirepipe("run", str(con), "--no-status", "--count", "300",
-                        env=wirepipe_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME="archive"))
+    done = wirepipe("run", str(con), "--no-status", "--count", "300",
+                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "archive"})
     assert done.returncode == 0, done.stderr
     services = {service for service, _ in collector.spans}
     assert services == {"points-publish", "archive"}
@@ -226,7 +228,7 @@ def test_off_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
     code = ("import sys\nfrom wirepipe import generate, serialize, null_sink\n"
             "(generate('point', count=10) | serialize('msgpack') | null_sink()).run()\n"
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
-    env = {k: v for k, v in wirepipe_env().items() if not k.startswith("OTEL_")}
+    env = {k: v for k, v in cli_env().items() if not k.startswith("OTEL_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -235,7 +237,7 @@ def test_off_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
 def test_a_bad_tracing_block_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
     path.write_text("name: t\nsource: {type: generate, dataset: point, count: 1}\ntracing: {exporter: zipkin}\n")
-    done = run_wirepipe("validate", str(path))
+    done = wirepipe("validate", str(path))
     assert done.returncode == 2 and f"{path}: tracing.exporter: " in done.stderr, done.stderr
     assert "'otlp', 'console' or 'none'" in done.stderr, done.stderr
 

@@ -23,9 +23,10 @@ import pytest
 import yaml
 
 from tests.chaos.overload import ROOT
+from tests.cli import cli_env, start_wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.serial]  # relative speeds and time budgets: alone
 
 
 def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(nats_server: EmbeddedServer,
@@ -41,10 +42,8 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
     }
     path = tmp_path / "backlog.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    env = dict(os.environ, WIREPIPE_TEST_SPIN_US="300", PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
-    env.pop("NATS_URL", None)
-    worker = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(path), "--status"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    spin = {"WIREPIPE_TEST_SPIN_US": "300", "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    worker = start_wirepipe("run", path, "--status", env=spin, cwd=ROOT)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(worker.stderr or []), daemon=True)  # type: ignore[arg-type]
     reader.start()
@@ -54,7 +53,7 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
             assert worker.poll() is None and time.monotonic() < deadline, "".join(lines[-20:])
             time.sleep(0.1)
         pub = subprocess.run([sys.executable, "-m", "tests.chaos.overload", "publish", nats_server.url, "backlog",
-                              "30000"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+                              "30000"], capture_output=True, text=True, env=cli_env(spin), cwd=ROOT, timeout=120)
         assert pub.returncode == 0, pub.stderr[-2000:]
         time.sleep(1.0)
         assert worker.poll() is None

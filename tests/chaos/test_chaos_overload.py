@@ -21,6 +21,8 @@ from wirepipe.connectors.nats.gaps import PUBLISHER, SEQ
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
 from wirepipe.pipelines.pipeline import Pipeline
 
+pytestmark = pytest.mark.serial  # relative speeds and time budgets: alone
+
 
 @pytest.mark.timeout(240)
 def test_a_worker_slower_than_its_publisher_counts_every_loss(nats_url: str, tmp_path: Path) -> None:

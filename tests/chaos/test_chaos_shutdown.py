@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.nats_fixtures import start_wirepipe
+from tests.cli import start_wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
+
+pytestmark = pytest.mark.serial  # relative speeds and time budgets: alone
 
 
 async def _stored(url: str) -> int:
