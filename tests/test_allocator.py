@@ -43,6 +43,11 @@ print(json.dumps({"grew": held - before, "returned": returned, "policy": policy(
                   "recorded": recorded, "reserve": arena_reserve() is not None}))
 """
 
+# What glibc's own trim gives back of the ~30 MB is 20 or 29 MB, by where the heap's top lies when the batch
+# is freed (the size of the environment alone moves it); wirepipe's policy keeps all of it (under 5 MB given back).
+_GIVEN_BACK = 15_000_000
+
+
 def _libc() -> str:
     try:
         return os.confstr("CS_GNU_LIBC_VERSION") or ""
@@ -74,7 +79,7 @@ def test_a_process_running_a_pipeline_keeps_what_a_batch_freed() -> None:
 def test_a_program_that_builds_and_runs_a_pipeline_keeps_its_allocator_settings() -> None:
     """A service or a Faust app that runs a pipeline did not ask for wirepipe's policy: nothing changes."""
     result = _child(_CHILD.replace("OPT_IN", "False"))
-    assert result["returned"] > 25_000_000, result  # glibc's own trim, as before the pipeline
+    assert result["returned"] > _GIVEN_BACK, result  # glibc's own trim, as before the pipeline
     assert result["policy"] == result["recorded"] == "the C library's default (not applied in this process)"
     assert result["reserve"] is False
 
@@ -97,14 +102,14 @@ def test_wirepipe_run_applies_it_and_its_metrics_say_so(tmp_path: Path) -> None:
 @glibc
 def test_glibc_default_gives_it_back_when_asked() -> None:
     result = _child(WIREPIPE_MALLOC="default")
-    assert result["returned"] > 25_000_000, result
+    assert result["returned"] > _GIVEN_BACK, result
     assert result["policy"] == "glibc default (WIREPIPE_MALLOC=default)"
 
 
 @glibc
 def test_the_users_own_glibc_settings_win() -> None:
     result = _child(MALLOC_TRIM_THRESHOLD_="131072")
-    assert result["returned"] > 25_000_000, result  # glibc's 128 KiB, as the user set it
+    assert result["returned"] > _GIVEN_BACK, result  # glibc's 128 KiB, as the user set it
     assert result["policy"].startswith("glibc as the environment set it (MALLOC_TRIM_THRESHOLD_)")
 
 
