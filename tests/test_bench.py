@@ -50,6 +50,7 @@ def test_point_sizes_are_msgpacks_exact_encoding(tmp_path: Path) -> None:
     assert all(m.raw_bytes == 8 for m in run.measured["point"])
 
 
+@pytest.mark.slow
 def test_sizes_are_deterministic_for_a_seed(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["feed"], formats=["cbor"], codecs=["zstd"], levels=["fastest"], transport="none",
                      iterations=1, repetitions=200, out=tmp_path)
@@ -58,6 +59,7 @@ def test_sizes_are_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert first == again
 
 
+@pytest.mark.slow
 def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
     # feed records differ in their content keys: an Arrow message of ten records is one
     # table with the union of keys, so it decodes with extra nulls and must be reported.
@@ -78,6 +80,7 @@ def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
     assert "| msgpack x10/msg |" in md and "| arrow |" in md
 
 
+@pytest.mark.slow
 def test_zstd_dictionary_rows_are_smaller_for_small_messages(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["transaction"], formats=["msgpack"], codecs=["zstd"], levels=["default"],
                      transport="none", iterations=1, repetitions=300, zstd_dict=True, out=tmp_path)
@@ -86,6 +89,7 @@ def test_zstd_dictionary_rows_are_smaller_for_small_messages(tmp_path: Path) -> 
     assert (tmp_path / "transaction-msgpack.zdict").exists()
 
 
+@pytest.mark.slow
 def test_records_per_message_shrink_compressed_size(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["point"], formats=["msgpack"], codecs=["zstd"], levels=["fastest"],
                      transport="none", iterations=1, repetitions=1000, records_per_message=[1, 100], out=tmp_path)
@@ -116,6 +120,7 @@ def test_bad_options_are_config_errors(option: str, value: str, message: str, tm
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_user_records_from_jsonl(tmp_path: Path) -> None:
     src = tmp_path / "mine.jsonl"
     src.write_text("\n".join(json.dumps({"id": i, "name": f"n{i}", "tags": ["a"] * (i % 4)}) for i in range(50)))
@@ -144,6 +149,7 @@ def test_quick_over_nats_adds_publish_consume_and_latency(tmp_path: Path) -> Non
     assert "end_to_end" in report or "end to end" in report
 
 
+@pytest.mark.slow
 def test_jetstream_transport_counts_every_record(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["transaction"], formats=["msgpack"], codecs=["none", "zstd"], levels=["fastest"],
                      transport="jetstream", iterations=2, repetitions=400, records_per_message=[1, 10],
@@ -209,6 +215,7 @@ def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_pa
     assert (tmp_path / "out" / "logs-msgpack.zdict").exists() and not (tmp_path / "out" / "docs-msgpack.zdict").exists()
 
 
+@pytest.mark.slow
 def test_a_format_that_cannot_write_the_records_gets_no_dictionary_and_stops_nothing(tmp_path: Path) -> None:
     """Training the +dict rows encodes the sample with every format: one that cannot write these records (TOML
     and a null some records hold) is left without a dictionary, its rows fail with the reason, and the rest is

@@ -42,6 +42,7 @@ def test_quick_composes_with_input_dataset_and_other_flags(tmp_path: Path) -> No
     assert both.formats == QUICK["formats"] and both.levels == QUICK["levels"]
 
 
+@pytest.mark.slow
 def test_progress_counts_estimated_seconds_from_the_start(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["point"], formats=["msgpack", "json"], codecs=["none", "zstd"], levels=["fastest"],
                      transport="none", iterations=2, repetitions=400, out=tmp_path)
@@ -121,6 +122,7 @@ def test_ctrl_c_keeps_what_finished_and_exits_130(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").stat().st_size > 0 and (tmp_path / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_combination_exits_4_and_writes_the_rest(tmp_path: Path) -> None:
     with EmbeddedServer(max_payload=8192) as server:  # msgpack blocks (~11 kB) are refused, zstd ones pass
         out = wirepipe("bench", "--dataset", "block", "--format", "msgpack", "--codec", "none,zstd", "--level", "fastest",
@@ -140,6 +142,7 @@ def test_median_interval() -> None:
     assert mid == 10.5 and (lo, hi) == (6.0, 15.0)  # ranks 6 and 15 of 20 (binomial, >= 95%)
 
 
+@pytest.mark.slow
 def test_ties_and_byte_identical_formats_in_a_real_bench(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["transaction"], formats=["json", "orjson", "msgpack"], codecs=["none", "zstd"],
                      levels=["fastest"], transport="none", iterations=3, repetitions=300, out=tmp_path)

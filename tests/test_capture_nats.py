@@ -122,6 +122,7 @@ def test_jetstream_capture_from_a_sequence_keeps_stream_order(nats_server: Embed
     assert [r["stream_seq"] for r in captured(tmp_path / "first")] == list(range(1, 301))
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_only_complete_parquet_files(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     url = nats_server.url
     out = tmp_path / "cap"

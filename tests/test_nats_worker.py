@@ -180,6 +180,7 @@ def test_server_on_a_port_in_use_says_so_and_exits_1(nats_server: EmbeddedServer
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_run_count_and_duration_override(tmp_path: Path) -> None:
     out = tmp_path / "pts.jsonl"
     cfg = tmp_path / "p.yaml"

@@ -36,6 +36,7 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_test_files_shipped_with_configs_pass() -> None:
     cases = sum(len(json.loads(json.dumps(__import__("yaml").safe_load(p.read_text())))["tests"])
                 for p in (ROOT / "configs").glob("*.test.yaml"))
@@ -152,6 +153,7 @@ def test_no_test_file_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "no test files (*.test.yaml) in this folder" in result.stderr
 
 
+@pytest.mark.slow
 def test_update_records_a_snapshot_in_place_and_then_passes(tmp_path: Path) -> None:
     write(tmp_path, "decoder.yaml", DECODER)
     test_file = write(tmp_path, "decoder.test.yaml", """\
@@ -240,6 +242,7 @@ def test_inputs_from_jsonl_and_parquet_files(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_a_case_fed_by_a_real_capture_sliced_by_subject_time_and_count(nats_server: EmbeddedServer,
                                                                        tmp_path: Path) -> None:
     """A publisher pipeline on a real server, ``wirepipe capture`` writing what flows, then ``wirepipe test``
@@ -289,6 +292,7 @@ def test_a_case_fed_by_a_real_capture_sliced_by_subject_time_and_count(nats_serv
     assert 'records[1].region: expected "eu", got "asia"' in result.stdout
 
 
+@pytest.mark.slow
 def test_a_snapshot_of_payloads_is_recorded_decoded_by_their_headers(tmp_path: Path) -> None:
     write(tmp_path, "publish.yaml", """\
         name: publish

@@ -155,6 +155,7 @@ def test_local_and_beam_results_are_identical(both_runners: dict[str, Path]) -> 
     assert beam_out.to_pylist() == local_out.to_pylist()
 
 
+@pytest.mark.slow
 def test_local_and_beam_count_the_same_records_per_stage(both_runners: dict[str, Path]) -> None:
     local_counts = stage_counts([both_runners["local"] / "metrics.parquet"])
     beam_counts = stage_counts(sorted((both_runners["beam"] / "metrics").glob("*.parquet")))
@@ -163,6 +164,7 @@ def test_local_and_beam_count_the_same_records_per_stage(both_runners: dict[str,
     assert local_counts[("rejected", "decompress")] == 2300 // 97
 
 
+@pytest.mark.slow
 def test_local_and_beam_dead_letter_the_same_records(both_runners: dict[str, Path]) -> None:
     local_dead = pq.read_table(both_runners["local"] / "dead.parquet").to_pylist()
     beam_dead = read_parts(both_runners["beam"] / "dead_letter").to_pylist()
@@ -170,6 +172,7 @@ def test_local_and_beam_dead_letter_the_same_records(both_runners: dict[str, Pat
     assert [r["seq"] for r in local_dead] == list(range(96, 2300, 97))
 
 
+@pytest.mark.slow
 def test_local_and_beam_name_the_rejections_by_reason_and_where_they_went(both_runners: dict[str, Any]) -> None:
     lines = {name: [line for line in text.splitlines() if line.startswith("  rejected")]
              for name, text in both_runners["summaries"].items()}
@@ -184,6 +187,7 @@ def test_local_and_beam_name_the_rejections_by_reason_and_where_they_went(both_r
     assert dead["beam"] == [f"  dead letters: {both_runners['beam']}/dead_letter/ (dead-letter envelopes)"]
 
 
+@pytest.mark.slow
 def test_rejected_records_are_kept_without_a_dead_letter_on_both_runners(tmp_path: Path) -> None:
     """No `dead_letter` in the pipeline: the local run writes its default file beside the output, Beam the
     replay's dead_letter/ folder; each summary names it."""
@@ -201,12 +205,14 @@ def test_rejected_records_are_kept_without_a_dead_letter_on_both_runners(tmp_pat
     assert f"  dead letters: {tmp_path / 'beam'}/dead_letter/ (dead-letter envelopes)" in beam_run.stderr
 
 
+@pytest.mark.slow
 def test_beam_metrics_carry_the_run_metadata(both_runners: dict[str, Path]) -> None:
     files = sorted((both_runners["beam"] / "metrics").glob("*.parquet"))
     meta = pq.read_schema(files[0]).metadata
     assert meta[b"wirepipe.pipeline"] == b"replay-test"
 
 
+@pytest.mark.slow
 def test_beam_refuses_an_output_folder_that_holds_results(both_runners: dict[str, Path]) -> None:
     pipeline = both_runners["root"] / "local.yaml"
     result = invoke("replay", str(both_runners["root"] / "cap"), "-p", str(pipeline),
@@ -215,6 +221,7 @@ def test_beam_refuses_an_output_folder_that_holds_results(both_runners: dict[str
     assert "already holds a replay's output" in result.output
 
 
+@pytest.mark.slow
 def test_beam_import_logs_nothing_to_the_root_logger() -> None:
     code = ("import logging; from wirepipe.replay.beam import import_beam; import_beam(); "
             "print(len(logging.getLogger().handlers))")

@@ -148,6 +148,7 @@ def test_what_n_workers_cannot_share_is_a_config_error(over: dict[str, Any], mes
         pool_config(base(**over), 2, file="p.yaml")
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_single_file_sink_with_exit_2(tmp_path: Path) -> None:
     cfg = tmp_path / "one-file.yaml"
     cfg.write_text("name: one\nsource: {type: nats, url: 'nats://127.0.0.1:1', subject: s}\n"

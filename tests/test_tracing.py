@@ -10,12 +10,11 @@ import http.server
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.cli import cli_env, wirepipe
 from tests.nats_fixtures import expected
@@ -175,24 +174,22 @@ def collector() -> Iterator[Collector]:
 
 @pytest.mark.slow
 def test_worker_processes_export_one_trace_by_otlp(nats_server: EmbeddedServer, collector: Collector,
-                                                   tmp_path: Path) -> None:
+                                                   make_pipeline: Callable[..., Path]) -> None:
     """``wirepipe run`` processes: the publisher by its ``tracing:`` block, the consumer by the standard
     OTEL_* variables alone; both export to one OTLP receiver, and the consumer's spans join the
     publisher's traces."""
     endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
-    pub = tmp_path / "pub.yaml"
-    pub.write_text(yaml.safe_dump({
+    pub = make_pipeline({
         "name": "points-publish", "source": {"type": "generate", "dataset": "point", "count": 300, "batch_size": 100},
         "operators": [{"serialize": {"format": "msgpack"}}, {"compress": {"codec": "zstd"}}],
         "sink": {"type": "jetstream", "url": nats_server.url, "subject": "p.js",
                  "stream": {"name": "P", "subjects": ["p.js"]}},
-        "tracing": {"endpoint": f"{endpoint}/v1/traces"}}))
-    con = tmp_path / "con.yaml"
-    con.write_text(yaml.safe_dump({
+        "tracing": {"endpoint": f"{endpoint}/v1/traces"}})
+    con = make_pipeline({
         "name": "points-archive",
         "source": {"type": "jetstream", "url": nats_server.url, "stream": "P", "durable": "a", "batch_size": 300},
         "operators": [{"decompress": {"codec": "auto"}}, {"deserialize": {"format": "auto"}}],
-        "sink": {"type": "null"}}))
+        "sink": {"type": "null"}})
     done = wirepipe("run", str(pub), "--no-status")
     assert done.returncode == 0, done.stderr
     done = wirepipe("run", str(con), "--no-status", "--count", "300",

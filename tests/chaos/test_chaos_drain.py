@@ -17,10 +17,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.chaos.overload import ROOT
 from tests.cli import cli_env, start_wirepipe
@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.serial]  # relative speeds a
 
 
 def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(nats_server: EmbeddedServer,
-                                                                                 tmp_path: Path) -> None:
+                                                                                 tmp_path: Path,
+                                                                                 make_pipeline: Callable[..., Path]) -> None:
     # The cut run leaves records in the loop's queue and in the operators: they must be counted, not dropped.
     out = tmp_path / "out.jsonl"
     cfg = {
@@ -40,8 +41,7 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
         "sink": {"type": "jsonl", "path": str(out)},
         "shutdown_timeout": "2s",
     }
-    path = tmp_path / "backlog.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    path = make_pipeline(cfg)
     spin = {"WIREPIPE_TEST_SPIN_US": "300", "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     worker = start_wirepipe("run", path, "--status", env=spin, cwd=ROOT)
     lines: list[str] = []
