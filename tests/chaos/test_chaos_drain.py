@@ -26,7 +26,7 @@ from tests.chaos.overload import ROOT
 from tests.cli import cli_env, start_wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.serial]  # relative speeds and time budgets: alone
+pytestmark = pytest.mark.timeout(240)
 
 
 def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(nats_server: EmbeddedServer,

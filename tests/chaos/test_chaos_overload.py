@@ -21,7 +21,8 @@ from wirepipe.connectors.nats.gaps import PUBLISHER, SEQ
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
 from wirepipe.pipelines.pipeline import Pipeline
 
-pytestmark = pytest.mark.serial  # relative speeds and time budgets: alone
+# the scenarios need a worker slower than its publisher, and losses: alone, so other tests' load does not decide it
+pytestmark = pytest.mark.serial
 
 
 @pytest.mark.timeout(240)

@@ -21,8 +21,6 @@ import pytest
 from tests.cli import start_wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
 
-pytestmark = pytest.mark.serial  # relative speeds and time budgets: alone
-
 
 async def _stored(url: str) -> int:
     import nats
