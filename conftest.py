@@ -103,7 +103,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             for node in others:
                 if not node.shutting_down:
                     node.shutdown()
-            if not others:
+            if not others and not keep.shutting_down:  # (a run stopped early, -x, shuts every worker down)
                 serial, self.serial = self.serial, []
                 self.node2pending[keep].extend(serial)
                 keep.send_runtest_some(serial)
