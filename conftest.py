@@ -8,14 +8,18 @@ tests import them on purpose.
 
 The cores: a run that names no path (``python -m pytest``, ``python -m pytest -m "not slow"``) runs on one
 pytest-xdist worker per core; a run of named files or folders runs in this process, as a developer running
-one file expects (``-n N`` spreads it too, ``-n 0`` keeps a whole run in one process). The tests marked
-``serial`` (tests/conftest.py: they time kills or need a quiet machine) run after all the others, one at a
-time, on one worker, with the other workers stopped: ``SerialLast``.
+one file expects (``-n N`` spreads it too, ``-n 0`` keeps a whole run in one process). A spread run hands out
+the tests marked ``slow`` first and runs the ones marked ``serial`` (tests/conftest.py: they need a quiet
+machine) after all the others, one at a time, on one worker, with the other workers stopped: ``SerialLast``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,16 +33,16 @@ collect_ignore = [
     "src/wirepipe/integrations/faust.py",
 ]
 
-# xdist passes a test's group to the scheduler as a suffix of its node id (``--dist loadgroup``):
-# tests/conftest.py puts the tests marked ``serial`` and ``slow`` in the groups of those names.
+# What the scheduler (on the controller, which collects nothing) knows of each test: its group, written by a
+# worker from the markers (tests/conftest.py marks tests/chaos/ slow) to the file the controller names.
 SERIAL_GROUP = "serial"
 SLOW_GROUP = "slow"
+_GROUPS = pytest.StashKey[Path]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """A whole-suite run spreads over the cores; any spread run schedules with ``SerialLast`` (this runs before
-    xdist reads its options)."""
+    """A whole-suite run spreads over the cores (this runs before xdist reads its options)."""
     if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
         return
     option = config.option
@@ -46,13 +50,42 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if (option.numprocesses is None and cores > 1 and config.args_source == pytest.Config.ArgsSource.TESTPATHS
             and not option.collectonly and not option.usepdb):
         option.numprocesses = cores
-    if option.numprocesses and option.dist == "no":
-        option.dist = "loadgroup"
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Name the file where the workers write the groups of the tests they collected."""
+    config = node.config
+    if _GROUPS not in config.stash:
+        config.stash[_GROUPS] = Path(tempfile.mkdtemp(prefix="wirepipe-test-groups-")) / "groups.json"
+    node.workerinput["wirepipe_groups"] = str(config.stash[_GROUPS])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _GROUPS in config.stash:
+        shutil.rmtree(config.stash[_GROUPS].parent, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reports its collection to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    path = getattr(session.config, "workerinput", {}).get("wirepipe_groups")
+    if path is None:
+        return
+    groups = {item.nodeid: SERIAL_GROUP if item.get_closest_marker("serial") else SLOW_GROUP
+              for item in session.items if item.get_closest_marker("serial") or item.get_closest_marker("slow")}
+    partial = Path(f"{path}.{os.getpid()}")
+    partial.write_text(json.dumps(groups), encoding="utf-8")
+    partial.replace(path)  # every worker collects the same tests: the last one written is as good
+
+
+def _groups(config: pytest.Config) -> dict[str, str]:
+    path = config.stash.get(_GROUPS, None)
+    return json.loads(path.read_text(encoding="utf-8")) if path is not None and path.exists() else {}
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    if config.getvalue("dist") != "loadgroup":
+    if config.getvalue("dist") != "load":  # a --dist the run asked for is left to xdist
         return None
     from xdist.scheduler import LoadScheduling
 
@@ -70,7 +103,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                     self.log("**Different tests collected, aborting run**")
                     return
                 self.collection = collection = next(iter(self.node2collection.values()))
-                groups = [nodeid.rpartition("@")[2] if "@" in nodeid else "" for nodeid in collection]
+                known = _groups(config)
+                groups = [known.get(nodeid, "") for nodeid in collection]
                 self.serial = [i for i, g in enumerate(groups) if g == SERIAL_GROUP]
                 self.pending[:] = ([i for i, g in enumerate(groups) if g == SLOW_GROUP]
                                    + [i for i, g in enumerate(groups) if g not in (SLOW_GROUP, SERIAL_GROUP)])

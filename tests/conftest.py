@@ -1,13 +1,14 @@
 """Shared fixtures and the suite's lanes.
 
 The real-nats-server fixtures (``make_server``, ``nats_server``, ``make_cluster``, ``nats_cluster``...) live in
-nats_fixtures.py (a plugin the root conftest.py loads); the command line is driven through cli.py. Here: ``make_pipeline`` (pipeline files in
-``tmp_path``), ``nats_env``, and the markers.
+nats_fixtures.py (a plugin the root conftest.py loads); the command line is driven through cli.py. Here:
+``make_pipeline`` (pipeline files in ``tmp_path``), ``nats_env``, and the markers.
 
 - ``slow``: process-level fault tests (every test under ``tests/chaos/``, marked here) and tests of seconds;
   ``python -m pytest -m "not slow"`` is the fast lane for development.
-- ``serial``: tests that time kills or need a quiet machine: they run after all the others, alone
-  (``SerialLast`` in the root conftest.py); in a run of named files they run in order with the rest.
+- ``serial``: tests that need a quiet machine (a scenario that must overload a consumer): a spread run runs
+  them after all the others, alone (``SerialLast`` in the root conftest.py); a run of named files runs them in
+  order with the rest.
 """
 
 from __future__ import annotations
@@ -31,17 +32,11 @@ sys.setrecursionlimit(max(sys.getrecursionlimit(), 50_000))
 CHAOS = Path(__file__).parent / "chaos"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/chaos/ is slow; the serial and slow tests are put in the xdist groups of the same
-    names, which the scheduler reads (the root conftest.py)."""
+    """Every test under tests/chaos/ is slow (a real-process fault test)."""
     for item in items:
         if item.path.is_relative_to(CHAOS):
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("serial"):
-            item.add_marker(pytest.mark.xdist_group("serial"))
-        elif item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("slow"))
 
 
 @pytest.fixture
