@@ -155,6 +155,7 @@ def test_sigterm_leaves_only_complete_parquet_files(nats_server: EmbeddedServer,
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the span of the send stamps is measured: a loaded machine delays the first one
 def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     """A capture re-published to NATS at --speed 4: in order, and never faster than the recorded times allow."""
     import nats
