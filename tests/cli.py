@@ -6,8 +6,8 @@
   server to stop), stdout and stderr piped unless given.
 - ``invoke(*args, ...)``: in this process, through typer's ``CliRunner``; an ``Invoked``, the same
   ``returncode``, ``stdout`` and ``stderr`` plus ``output`` (both streams as a user sees them) and
-  ``exception``. Some 50x faster than a subprocess: for commands that need no terminal, no signal and no
-  process of their own (and leave the process as they found it: ``run`` applies the allocator policy).
+  ``exception``. No interpreter to start and nothing to import again: for commands that need no terminal,
+  no signal and no process of their own.
 
 Each runs in the test's environment less ``NATS_URL`` (a test names the server it started), with the
 repository on ``PYTHONPATH`` (configs name functions in ``tests/``), then ``env`` over it (``None`` removes a
