@@ -1,23 +1,23 @@
 """Real nats-server fixtures other test modules reuse (imported by conftest.py).
 
-- ``nats_server``: a function-scoped embedded server on a free port, JetStream store in
-  ``tmp_path``; ``nats_server.kill()`` (SIGKILL) and ``nats_server.restart()`` (same port,
+- ``make_server(**options)``: a factory of embedded servers (``EmbeddedServer``'s options: ``users``,
+  ``token``, ``tls``, ``max_payload``, ``options``...), each on a free port with its JetStream store in
+  ``tmp_path``, all closed after the test; ``server.kill()`` (SIGKILL) and ``server.restart()`` (same port,
   same store) for fault tests.
-- ``nats_url``: its URL.
-- ``run_wirepipe``: run the ``wirepipe`` CLI as a subprocess (real worker processes).
+- ``nats_server``: one of them with the defaults; ``nats_url``: its URL.
+- ``make_cluster(size=3)``: a factory of local JetStream clusters (``LocalCluster``), each node with its own
+  store in ``tmp_path``; ``nats_cluster``: one of 3 nodes (``.url`` is the comma-separated URL list,
+  ``node(name).kill()``).
 - ``tls_files``: a CA, a server certificate for 127.0.0.1 and a client certificate.
-- ``expected(dataset, n)`` (a sink that keeps what it got: ``wirepipe.testing.TestingSink``).
-- ``nats_cluster``: a local 3-node JetStream cluster (``LocalCluster``), each node its own store
-  in ``tmp_path``; ``nats_cluster.url`` is the comma-separated URL list, ``node(name).kill()``.
+- ``expected(dataset, n)``: the records a ``generate`` source gives.
+
+The command line is driven through ``tests/cli.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,50 +26,56 @@ import pytest
 from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.datasets import get_dataset
 
-WIREPIPE = [sys.executable, "-m", "wirepipe.cli"]
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[Callable[..., EmbeddedServer]]:
+    """A factory of started embedded servers (``EmbeddedServer``'s keyword arguments), closed after the test."""
+    started: list[EmbeddedServer] = []
+
+    def make(**options: Any) -> EmbeddedServer:
+        options.setdefault("store_dir", tmp_path / ("jetstream" if not started else f"jetstream-{len(started)}"))
+        server = EmbeddedServer(**options)
+        started.append(server)
+        return server.start()
+
+    try:
+        yield make
+    finally:
+        for server in reversed(started):
+            server.close()
 
 
 @pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[EmbeddedServer]:
-    server = EmbeddedServer(store_dir=tmp_path / "jetstream").start()
+def make_cluster(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    """A factory of started local JetStream clusters (``LocalCluster``'s arguments), closed after the test."""
+    started: list[LocalCluster] = []
+
+    def make(size: int = 3, **options: Any) -> LocalCluster:
+        options.setdefault("store_dir", tmp_path / ("cluster" if not started else f"cluster-{len(started)}"))
+        cluster = LocalCluster(size, **options)
+        started.append(cluster)
+        return cluster.start()
+
     try:
-        yield server
+        yield make
     finally:
-        server.close()
+        for cluster in reversed(started):
+            cluster.close()
 
 
 @pytest.fixture
-def nats_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(3, store_dir=tmp_path / "cluster").start()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+def nats_server(make_server: Callable[..., EmbeddedServer]) -> EmbeddedServer:
+    return make_server()
+
+
+@pytest.fixture
+def nats_cluster(make_cluster: Callable[..., LocalCluster]) -> LocalCluster:
+    return make_cluster(3)
 
 
 @pytest.fixture
 def nats_url(nats_server: EmbeddedServer) -> str:
     return nats_server.url
-
-
-def wirepipe_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("NATS_URL", None)
-    env.update(extra)
-    return env
-
-
-def run_wirepipe(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
-                 cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``wirepipe ARGS`` in a subprocess; returns the completed process (stdout/stderr as text)."""
-    return subprocess.run([*WIREPIPE, *args], capture_output=True, text=True, timeout=timeout,
-                          env=env or wirepipe_env(), cwd=cwd)
-
-
-def start_wirepipe(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[str]:
-    """``wirepipe ARGS`` as a background process (a worker to signal)."""
-    return subprocess.Popen([*WIREPIPE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env or wirepipe_env(), **kwargs)
 
 
 def make_tls_files(folder: Path) -> dict[str, str]:

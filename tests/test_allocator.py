@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli import wirepipe
+
 # In a fresh process: opt in (as wirepipe's own commands and workers do) and run a pipeline, then allocate
 # and free 30 MB of 10 KB payloads (large enough to come from glibc's heap, not CPython's small-object
 # arenas) and measure resident memory; then run it. OPT_IN False: a program that only builds and runs one.
@@ -40,6 +42,11 @@ pipeline.run()  # after the measurement: what a run leaves on the heap's top wou
 print(json.dumps({"grew": held - before, "returned": returned, "policy": policy(),
                   "recorded": recorded, "reserve": arena_reserve() is not None}))
 """
+
+# What glibc's own trim gives back of the ~30 MB is 20 or 29 MB, by where the heap's top lies when the batch
+# is freed (the size of the environment alone moves it); wirepipe's policy keeps all of it (under 5 MB given back).
+_GIVEN_BACK = 15_000_000
+
 
 def _libc() -> str:
     try:
@@ -72,7 +79,7 @@ def test_a_process_running_a_pipeline_keeps_what_a_batch_freed() -> None:
 def test_a_program_that_builds_and_runs_a_pipeline_keeps_its_allocator_settings() -> None:
     """A service or a Faust app that runs a pipeline did not ask for wirepipe's policy: nothing changes."""
     result = _child(_CHILD.replace("OPT_IN", "False"))
-    assert result["returned"] > 25_000_000, result  # glibc's own trim, as before the pipeline
+    assert result["returned"] > _GIVEN_BACK, result  # glibc's own trim, as before the pipeline
     assert result["policy"] == result["recorded"] == "the C library's default (not applied in this process)"
     assert result["reserve"] is False
 
@@ -82,9 +89,9 @@ def test_wirepipe_run_applies_it_and_its_metrics_say_so(tmp_path: Path) -> None:
     config = tmp_path / "p.yaml"
     config.write_text(f"name: p\nsource: {{type: generate, dataset: point, count: 10}}\nsink: {{type: 'null'}}\n"
                       f"metrics: {{path: '{tmp_path / 'm.parquet'}'}}\n")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "WIREPIPE_MALLOC"}
-    subprocess.run([sys.executable, "-m", "wirepipe.cli", "run", str(config)], env=environ, check=True,
-                   capture_output=True, timeout=60)
+    unset = {k: None for k in os.environ if k.startswith("MALLOC_") or k == "WIREPIPE_MALLOC"}
+    done = wirepipe("run", config, env=unset, timeout=60)
+    assert done.returncode == 0, done.stderr
     import pyarrow.parquet as pq
 
     files = sorted(p for p in (tmp_path / "m.parquet").rglob("*.parquet")) or [tmp_path / "m.parquet"]
@@ -95,14 +102,14 @@ def test_wirepipe_run_applies_it_and_its_metrics_say_so(tmp_path: Path) -> None:
 @glibc
 def test_glibc_default_gives_it_back_when_asked() -> None:
     result = _child(WIREPIPE_MALLOC="default")
-    assert result["returned"] > 25_000_000, result
+    assert result["returned"] > _GIVEN_BACK, result
     assert result["policy"] == "glibc default (WIREPIPE_MALLOC=default)"
 
 
 @glibc
 def test_the_users_own_glibc_settings_win() -> None:
     result = _child(MALLOC_TRIM_THRESHOLD_="131072")
-    assert result["returned"] > 25_000_000, result  # glibc's 128 KiB, as the user set it
+    assert result["returned"] > _GIVEN_BACK, result  # glibc's 128 KiB, as the user set it
     assert result["policy"].startswith("glibc as the environment set it (MALLOC_TRIM_THRESHOLD_)")
 
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cli import wirepipe
 from wirepipe.bench.combos import BenchPlan, default_repetitions
 from wirepipe.bench.command import make_plan
 from wirepipe.bench.data import from_dataset
@@ -20,14 +18,10 @@ from wirepipe.bench.runner import run_bench
 from wirepipe.core.errors import ConfigError
 
 
-def bench_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "240"}, timeout=300)
-
-
+@pytest.mark.slow
 def test_quick_in_process_produces_tables_and_files(tmp_path: Path) -> None:
-    result = bench_cli("--quick", "--transport", "none", "--repetitions", "300", "--iterations", "2",
-                       "--out", str(tmp_path))
+    result = wirepipe("bench", "--quick", "--transport", "none", "--repetitions", "300", "--iterations", "2",
+                      "--out", str(tmp_path), columns=240, timeout=300)
     assert result.returncode == 0, result.stderr
     for name in ("bench.parquet", "bench.md", "report.md", "report.html"):
         assert (tmp_path / name).stat().st_size > 0, name
@@ -57,6 +51,7 @@ def test_point_sizes_are_msgpacks_exact_encoding(tmp_path: Path) -> None:
     assert all(m.raw_bytes == 8 for m in run.measured["point"])
 
 
+@pytest.mark.slow
 def test_sizes_are_deterministic_for_a_seed(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["feed"], formats=["cbor"], codecs=["zstd"], levels=["fastest"], transport="none",
                      iterations=1, repetitions=200, out=tmp_path)
@@ -65,12 +60,13 @@ def test_sizes_are_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert first == again
 
 
+@pytest.mark.slow
 def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
     # feed records differ in their content keys: an Arrow message of ten records is one
     # table with the union of keys, so it decodes with extra nulls and must be reported.
-    result = bench_cli("--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none,lz4", "--level",
-                       "fastest", "--records-per-message", "1,10", "--transport", "none", "--repetitions", "100",
-                       "--iterations", "1", "--out", str(tmp_path))
+    result = wirepipe("bench", "--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none,lz4", "--level",
+                      "fastest", "--records-per-message", "1,10", "--transport", "none", "--repetitions", "100",
+                      "--iterations", "1", "--out", str(tmp_path), columns=240, timeout=300)
     assert result.returncode == 4, result.stderr  # ExitCode.BENCH_FAILURES: the rest is measured and written
     assert "2 combination(s) failed" in result.stderr
     md = (tmp_path / "bench.md").read_text()
@@ -85,6 +81,7 @@ def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
     assert "| msgpack x10/msg |" in md and "| arrow |" in md
 
 
+@pytest.mark.slow
 def test_zstd_dictionary_rows_are_smaller_for_small_messages(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["transaction"], formats=["msgpack"], codecs=["zstd"], levels=["default"],
                      transport="none", iterations=1, repetitions=300, zstd_dict=True, out=tmp_path)
@@ -93,6 +90,7 @@ def test_zstd_dictionary_rows_are_smaller_for_small_messages(tmp_path: Path) -> 
     assert (tmp_path / "transaction-msgpack.zdict").exists()
 
 
+@pytest.mark.slow
 def test_records_per_message_shrink_compressed_size(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["point"], formats=["msgpack"], codecs=["zstd"], levels=["fastest"],
                      transport="none", iterations=1, repetitions=1000, records_per_message=[1, 100], out=tmp_path)
@@ -120,7 +118,7 @@ def test_bad_options_are_config_errors(option: str, value: str, message: str, tm
     with pytest.raises(ConfigError) as caught:
         make_plan(**kwargs)
     assert str(caught.value).startswith(message)
-    result = bench_cli(f"--{option}", value, "--out", str(tmp_path))
+    result = wirepipe("bench", f"--{option}", value, "--out", str(tmp_path), columns=240, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
@@ -164,19 +162,21 @@ def test_options_become_the_plan(tmp_path: Path) -> None:
                   records_per_message=None, seed=0)
 
 
+@pytest.mark.slow
 def test_user_records_from_jsonl(tmp_path: Path) -> None:
     src = tmp_path / "mine.jsonl"
     src.write_text("\n".join(json.dumps({"id": i, "name": f"n{i}", "tags": ["a"] * (i % 4)}) for i in range(50)))
-    result = bench_cli("--input", str(src), "--format", "json,msgpack", "--codec", "none,gzip", "--level",
-                       "fastest", "--transport", "none", "--repetitions", "100", "--iterations", "1",
-                       "--out", str(tmp_path / "out"))
+    result = wirepipe("bench", "--input", str(src), "--format", "json,msgpack", "--codec", "none,gzip", "--level",
+                      "fastest", "--transport", "none", "--repetitions", "100", "--iterations", "1",
+                      "--out", str(tmp_path / "out"), columns=240, timeout=300)
     assert result.returncode == 0, result.stderr
     md = (tmp_path / "out" / "bench.md").read_text()
     assert "## mine" in md and "raw = the record's compact JSON size" in md
 
 
+@pytest.mark.slow
 def test_quick_over_nats_adds_publish_consume_and_latency(tmp_path: Path) -> None:
-    result = bench_cli("--quick", "--repetitions", "300", "--iterations", "1", "--out", str(tmp_path))
+    result = wirepipe("bench", "--quick", "--repetitions", "300", "--iterations", "1", "--out", str(tmp_path), columns=240, timeout=300)
     assert result.returncode == 0, result.stderr
     md = (tmp_path / "bench.md").read_text()
     assert "transport: nats" in md
@@ -191,6 +191,7 @@ def test_quick_over_nats_adds_publish_consume_and_latency(tmp_path: Path) -> Non
     assert "end_to_end" in report or "end to end" in report
 
 
+@pytest.mark.slow
 def test_jetstream_transport_counts_every_record(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["transaction"], formats=["msgpack"], codecs=["none", "zstd"], levels=["fastest"],
                      transport="jetstream", iterations=2, repetitions=400, records_per_message=[1, 10],
@@ -234,6 +235,7 @@ def test_a_round_trip_failure_names_the_record_and_the_field(tmp_path: Path) -> 
                               "'2026-01-02T03:04:00+00:00' (str) decoded")
 
 
+@pytest.mark.slow
 def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_path: Path) -> None:
     """--quick --input on small records (log lines) measures zstd with a dictionary trained on them; records
     larger than a few kB do not get the row (a dictionary pays little there)."""
@@ -244,9 +246,9 @@ def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_pa
     large = tmp_path / "docs.jsonl"
     large.write_text("".join(json.dumps({"id": i, "body": " ".join(f"w{(i * j) % 97}" for j in range(800))}) + "\n"
                              for i in range(40)))
-    result = bench_cli("--input", str(small), "--input", str(large), "--quick", "--format", "msgpack",
-                       "--transport", "none", "--repetitions", "200", "--iterations", "1", "--out",
-                       str(tmp_path / "out"))
+    result = wirepipe("bench", "--input", str(small), "--input", str(large), "--quick", "--format", "msgpack",
+                      "--transport", "none", "--repetitions", "200", "--iterations", "1", "--out",
+                      str(tmp_path / "out"), columns=240, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "+dict rows for logs: zstd with a dictionary trained on the records" in result.stdout
     md = (tmp_path / "out" / "bench.md").read_text()
@@ -255,6 +257,7 @@ def test_quick_on_small_records_of_ones_own_adds_a_trained_dictionary_row(tmp_pa
     assert (tmp_path / "out" / "logs-msgpack.zdict").exists() and not (tmp_path / "out" / "docs-msgpack.zdict").exists()
 
 
+@pytest.mark.slow
 def test_a_format_that_cannot_write_the_records_gets_no_dictionary_and_stops_nothing(tmp_path: Path) -> None:
     """Training the +dict rows encodes the sample with every format: one that cannot write these records (TOML
     and a null some records hold) is left without a dictionary, its rows fail with the reason, and the rest is

@@ -7,8 +7,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cli import start_wirepipe, wirepipe
 from wirepipe.bench.combos import QUICK, BenchPlan
 from wirepipe.bench.command import make_plan
 from wirepipe.bench.estimate import calibrate
@@ -25,13 +24,6 @@ from wirepipe.core.exit_codes import ExitCode
 from wirepipe.report import summarize
 from wirepipe.report.recommend import Recommendation, _fastest_of_same_bytes
 from wirepipe.report.statistics import median_interval
-
-
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "100"}
-    env.pop("NATS_URL", None)
-    return subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def _plan(out: Path, **kw: object) -> BenchPlan:
@@ -52,6 +44,7 @@ def test_quick_composes_with_input_dataset_and_other_flags(tmp_path: Path) -> No
     assert both.formats == QUICK["formats"] and both.levels == QUICK["levels"]
 
 
+@pytest.mark.slow
 def test_progress_counts_estimated_seconds_from_the_start(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["point"], formats=["msgpack", "json"], codecs=["none", "zstd"], levels=["fastest"],
                      transport="none", iterations=2, repetitions=400, out=tmp_path)
@@ -75,19 +68,20 @@ def test_progress_counts_estimated_seconds_from_the_start(tmp_path: Path) -> Non
 
 def test_a_long_plan_is_refused_without_yes_and_nothing_is_measured(tmp_path: Path) -> None:
     # block costs tens of µs per record per format: 500000 repetitions x 100 iterations is hours on any machine
-    out = bench("--dataset", "block", "--format", "msgpack,json", "--codec", "none", "--transport", "none",
-                "--repetitions", "500000", "--iterations", "100", "--out", str(tmp_path))
+    out = wirepipe("bench", "--dataset", "block", "--format", "msgpack,json", "--codec", "none", "--transport", "none",
+                   "--repetitions", "500000", "--iterations", "100", "--out", str(tmp_path), columns=100, timeout=300)
     assert out.returncode == ExitCode.CONFIG, out.stderr
     assert "estimated duration:" in out.stdout and "plan: 2 combinations" in out.stdout
     assert "--quick" in out.stderr and "--yes" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "bench.parquet").exists() and not (tmp_path / JOURNAL).exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_fails_before_anything_starts(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    out = bench("--quick", "--url", f"nats://127.0.0.1:{port}", "--out", str(tmp_path), timeout=60)
+    out = wirepipe("bench", "--quick", "--url", f"nats://127.0.0.1:{port}", "--out", str(tmp_path), timeout=60, columns=100)
     assert out.returncode == ExitCode.RUNTIME
     lines = out.stderr.strip().splitlines()  # what it waits for, at once; then why it gave up
     assert len(lines) == 2 and lines[0] == f"waiting for NATS at nats://127.0.0.1:{port} (connection refused), " \
@@ -97,15 +91,12 @@ def test_an_unreachable_server_fails_before_anything_starts(tmp_path: Path) -> N
     assert "plan:" not in out.stdout and not (tmp_path / "bench.parquet").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_finished_and_exits_130(tmp_path: Path) -> None:
     k = 4
-    env = {**os.environ, "COLUMNS": "100"}
-    env.pop("NATS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "bench", "--dataset", "point", "--format",
-                             "msgpack,json", "--codec", "none,zstd", "--level", "fastest", "--repetitions", "2000",
-                             "--iterations", str(k), "--out", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            stdin=subprocess.DEVNULL)
+    proc = start_wirepipe("bench", "--dataset", "point", "--format", "msgpack,json", "--codec", "none,zstd",
+                          "--level", "fastest", "--repetitions", "2000", "--iterations", str(k), "--out", tmp_path,
+                          columns=100)
     journal = tmp_path / JOURNAL
 
     def transported() -> list[str]:
@@ -133,10 +124,11 @@ def test_ctrl_c_keeps_what_finished_and_exits_130(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").stat().st_size > 0 and (tmp_path / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_combination_exits_4_and_writes_the_rest(tmp_path: Path) -> None:
     with EmbeddedServer(max_payload=8192) as server:  # msgpack blocks (~11 kB) are refused, zstd ones pass
-        out = bench("--dataset", "block", "--format", "msgpack", "--codec", "none,zstd", "--level", "fastest",
-                    "--repetitions", "100", "--iterations", "1", "--url", server.url, "--out", str(tmp_path))
+        out = wirepipe("bench", "--dataset", "block", "--format", "msgpack", "--codec", "none,zstd", "--level", "fastest",
+                       "--repetitions", "100", "--iterations", "1", "--url", server.url, "--out", str(tmp_path), columns=100, timeout=300)
     assert out.returncode == ExitCode.BENCH_FAILURES, out.stderr
     assert "1 combination(s) failed" in out.stderr
     assert "### Failed combinations" in (tmp_path / "bench.md").read_text()
@@ -152,6 +144,7 @@ def test_median_interval() -> None:
     assert mid == 10.5 and (lo, hi) == (6.0, 15.0)  # ranks 6 and 15 of 20 (binomial, >= 95%)
 
 
+@pytest.mark.slow
 def test_ties_and_byte_identical_formats_in_a_real_bench(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["transaction"], formats=["json", "orjson", "msgpack"], codecs=["none", "zstd"],
                      levels=["fastest"], transport="none", iterations=3, repetitions=300, out=tmp_path)
@@ -198,12 +191,9 @@ def test_a_long_plan_asks_on_a_terminal_and_no_means_not_started(tmp_path: Path)
     import pty
 
     master, slave = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100"}
-    env.pop("NATS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "bench", "--dataset", "block", "--format",
-                             "msgpack", "--codec", "none", "--transport", "none", "--repetitions", "500000",
-                             "--iterations", "100", "--out", str(tmp_path)],
-                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env)
+    proc = start_wirepipe("bench", "--dataset", "block", "--format", "msgpack", "--codec", "none", "--transport",
+                          "none", "--repetitions", "500000", "--iterations", "100", "--out", tmp_path, columns=100,
+                          stdin=slave, stdout=slave)
     os.close(slave)
     seen = b""
     answered = False
@@ -219,7 +209,7 @@ def test_a_long_plan_asks_on_a_terminal_and_no_means_not_started(tmp_path: Path)
             os.write(master, b"n\n")
             answered = True
     os.close(master)
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    stderr = proc.stderr.read() if proc.stderr else ""
     assert proc.wait(timeout=120) == ExitCode.CONFIG and answered, seen.decode(errors="replace")
     assert "not started" in stderr and "--quick" in stderr
     assert not (tmp_path / "bench.parquet").exists()

@@ -12,8 +12,10 @@ from typing import Any
 
 import orjson
 import pyarrow.parquet as pq
+import pytest
 
-from tests.nats_fixtures import expected, run_wirepipe, start_wirepipe
+from tests.cli import start_wirepipe, wirepipe
+from tests.nats_fixtures import expected
 from wirepipe.codecs.formats import restore_bytes
 from wirepipe.connectors.capture_format import capture_files
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -66,6 +68,7 @@ def publish_pipeline(tmp_path: Path, url: str, n: int, sink: dict[str, Any], rat
     })
 
 
+@pytest.mark.slow
 def test_core_nats_capture_of_a_publishing_pipeline_replays_equal_and_in_order(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
     n = 3000
@@ -75,7 +78,7 @@ def test_core_nats_capture_of_a_publishing_pipeline_replays_equal_and_in_order(
                             "--count", str(n), "--max-file-age", "0.5s", "--row-group-rows", "1000")
     try:
         wait_for_line(worker, "capturing into")  # subscribed: the source opens before the sink
-        published = run_wirepipe("run", str(publish_pipeline(tmp_path, url, n, {"type": "nats", "subject": "blocks.{seq}"})))
+        published = wirepipe("run", str(publish_pipeline(tmp_path, url, n, {"type": "nats", "subject": "blocks.{seq}"})))
         assert published.returncode == 0, published.stderr
         worker.wait(timeout=60)
     finally:
@@ -90,35 +93,37 @@ def test_core_nats_capture_of_a_publishing_pipeline_replays_equal_and_in_order(
     assert {r["stream_seq"] for r in rows} == {None}
 
     decode = write_yaml(tmp_path / "decode.yaml", {**DECODE, "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}})
-    replayed = run_wirepipe("replay", str(out), "--pipeline", str(decode))
+    replayed = wirepipe("replay", str(out), "--pipeline", str(decode))
     assert replayed.returncode == 0, replayed.stderr
     assert read_jsonl(tmp_path / "out.jsonl") == expected("block", n)
 
 
+@pytest.mark.slow
 def test_jetstream_capture_from_a_sequence_keeps_stream_order(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     n = 2000
     url = nats_server.url
-    published = run_wirepipe("run", str(publish_pipeline(
+    published = wirepipe("run", str(publish_pipeline(
         tmp_path, url, n, {"type": "jetstream", "subject": "blocks.js", "stream": {"name": "BLOCKS"}})))
     assert published.returncode == 0, published.stderr
     out = tmp_path / "cap"
-    done = run_wirepipe("capture", "--url", url, "--stream", "BLOCKS", "--from-seq", "501", "--stop-at-end",
-                        "--out", str(out), "--max-file-age", "0.5s", timeout=120)
+    done = wirepipe("capture", "--url", url, "--stream", "BLOCKS", "--from-seq", "501", "--stop-at-end",
+                    "--out", str(out), "--max-file-age", "0.5s", timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"{n - 500} records captured" in done.stderr
     rows = captured(out)
     assert [r["stream_seq"] for r in rows] == list(range(501, n + 1))
     decode = write_yaml(tmp_path / "decode.yaml", {**DECODE, "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}})
-    replayed = run_wirepipe("replay", str(out), "-p", str(decode))
+    replayed = wirepipe("replay", str(out), "-p", str(decode))
     assert replayed.returncode == 0, replayed.stderr
     assert read_jsonl(tmp_path / "out.jsonl") == expected("block", n)[500:]
     # An ordered consumer stops at --count (it has no acks to wait for).
-    done = run_wirepipe("capture", "--url", url, "--stream", "BLOCKS", "--count", "300", "--out", str(tmp_path / "first"),
-                        timeout=60)
+    done = wirepipe("capture", "--url", url, "--stream", "BLOCKS", "--count", "300", "--out", str(tmp_path / "first"),
+                    timeout=60)
     assert done.returncode == 0, done.stderr
     assert [r["stream_seq"] for r in captured(tmp_path / "first")] == list(range(1, 301))
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_only_complete_parquet_files(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     url = nats_server.url
     out = tmp_path / "cap"
@@ -150,6 +155,8 @@ def test_sigterm_leaves_only_complete_parquet_files(nats_server: EmbeddedServer,
     assert f"{len(rows)} records captured" in "".join(lines)
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # the span of the send stamps is measured: a loaded machine delays the first one
 def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     """A capture re-published to NATS at --speed 4: in order, and never faster than the recorded times allow."""
     import nats
@@ -161,7 +168,7 @@ def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_pa
                             "--max-file-age", "0.5s")
     try:
         wait_for_line(worker, "capturing into")
-        published = run_wirepipe("run", str(publish_pipeline(
+        published = wirepipe("run", str(publish_pipeline(
             tmp_path, url, n, {"type": "nats", "subject": "blocks.{seq}"}, rate=400)))  # ~1 s of traffic
         assert published.returncode == 0, published.stderr
         worker.wait(timeout=60)
@@ -185,7 +192,7 @@ def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_pa
 
         sub = await nc.subscribe("test.>", cb=keep)
         await nc.flush()
-        done = await asyncio.to_thread(run_wirepipe, "replay", str(out), "-p", str(republish),
+        done = await asyncio.to_thread(wirepipe, "replay", str(out), "-p", str(republish),
                                        "--pace", "original", "--speed", "4")
         assert done.returncode == 0, done.stderr
         deadline = time.monotonic() + 20
@@ -203,8 +210,9 @@ def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_pa
     assert (sent[-1] - sent[0]) / 1e9 >= span / 4 - 0.01
 
 
+@pytest.mark.slow
 def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    from tests.nats_fixtures import publish_numbered, wirepipe_env
+    from tests.nats_fixtures import publish_numbered
 
     n = 8000
     url = nats_server.url
@@ -215,7 +223,7 @@ def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: Embedde
             # 0.2 ms per record, so the first worker is still capturing when it is killed;
             # what it had not acknowledged comes back after ack_wait
             "--set", 'operators=[{map: {function: "nats_fixtures:slow_identity"}}]', "--set", "source.ack_wait=2s"]
-    env = wirepipe_env(PYTHONPATH=str(Path(__file__).parent))
+    env = {"PYTHONPATH": str(Path(__file__).parent)}
     worker = start_wirepipe(*args, env=env)
     try:
         deadline = time.monotonic() + 60
@@ -245,7 +253,7 @@ def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: Embedde
     assert set(seqs) == set(range(1, n + 1)), "every record is in a complete file, at least once"
     assert not list(out.glob(f"*{TEMP_SUFFIX}")) or "did not stop cleanly" in stderr
     decode = write_yaml(tmp_path / "decode.yaml", {**DECODE, "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}})
-    replayed = run_wirepipe("replay", str(out), "-p", str(decode))
+    replayed = wirepipe("replay", str(out), "-p", str(decode))
     assert replayed.returncode == 0, replayed.stderr
     assert {r["i"] for r in read_jsonl(tmp_path / "out.jsonl")} == set(range(n))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -11,16 +10,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cli import invoke, wirepipe
 from wirepipe.codecs import CODECS, FORMATS
 from wirepipe.datasets import DATASETS
 
 ROOT = Path(__file__).parent.parent
 CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if not p.name.endswith(".test.yaml"))  # pipelines
-
-
-def wirepipe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=300)
 
 
 def test_help_imports_nothing_heavy() -> None:
@@ -35,7 +30,7 @@ def test_help_imports_nothing_heavy() -> None:
 
 
 def test_codecs_lists_every_format_and_codec_with_levels() -> None:
-    result = wirepipe("codecs")
+    result = invoke("codecs", columns=200)
     assert result.returncode == 0
     for name in [*FORMATS, *CODECS]:
         assert name in result.stdout
@@ -43,7 +38,7 @@ def test_codecs_lists_every_format_and_codec_with_levels() -> None:
 
 
 def test_datasets_lists_every_dataset_and_raw_sizes() -> None:
-    result = wirepipe("datasets")
+    result = invoke("datasets", columns=200)
     assert result.returncode == 0
     for name in DATASETS:
         assert name in result.stdout
@@ -51,10 +46,11 @@ def test_datasets_lists_every_dataset_and_raw_sizes() -> None:
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
+@pytest.mark.slow
 def test_every_config_validates_and_runs(config: Path, tmp_path: Path, nats_env: dict[str, str]) -> None:
     env = {"RESULTS": str(tmp_path), **nats_env}
-    assert wirepipe("validate", str(config), env=env).returncode == 0
-    result = wirepipe("run", str(config), "--count", "300", env=env)
+    assert invoke("validate", config, env=env, columns=200).returncode == 0
+    result = wirepipe("run", config, "--count", "300", env=env, columns=200, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     for metrics in tmp_path.glob("*.parquet"):  # results are folders of Parquet parts
@@ -62,8 +58,8 @@ def test_every_config_validates_and_runs(config: Path, tmp_path: Path, nats_env:
 
 
 def test_quickstart_writes_valid_metrics(tmp_path: Path) -> None:
-    result = wirepipe("run", str(ROOT / "configs" / "quickstart.yaml"), "--count", "1200",
-                      env={"RESULTS": str(tmp_path)})
+    result = wirepipe("run", ROOT / "configs" / "quickstart.yaml", "--count", "1200",
+                      env={"RESULTS": str(tmp_path)}, columns=200, timeout=300)
     assert result.returncode == 0, result.stderr
     table = pq.read_table(tmp_path / "quickstart.parquet")
     stages = table.column("stage").to_pylist()
@@ -73,22 +69,17 @@ def test_quickstart_writes_valid_metrics(tmp_path: Path) -> None:
 
 def test_help_and_codecs_fit_80_columns_and_cut_nothing() -> None:
     """At 80 columns no option name, content type or encoding is cut (no ellipsis) and no line is longer."""
-    env = {**os.environ, "COLUMNS": "80"}
     for args in (["codecs"], *([command, "--help"] for command in ("run", "bench", "plan", "capture", "replay",
                                                                     "report", "server", "schema"))):
-        out = subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
-                             env=env, timeout=60)
+        out = invoke(*args, columns=80)
         assert out.returncode == 0, (args, out.stderr)
         assert "…" not in out.stdout, (args, out.stdout)
         assert max(map(len, out.stdout.splitlines())) <= 80, (args, out.stdout)
-    help_text = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--help"], capture_output=True,
-                               text=True, env=env, timeout=60).stdout
+    help_text = invoke("bench", "--help", columns=80).stdout
     assert "--records-per-message" in help_text
-    commands = subprocess.run([sys.executable, "-m", "wirepipe.cli", "--help"], capture_output=True, text=True,
-                              env=env, timeout=60).stdout.split("Commands:")[1]
+    commands = invoke("--help", columns=80).stdout.split("Commands:")[1]
     assert "..." not in commands and max(map(len, commands.splitlines())) <= 80, commands
-    listing = subprocess.run([sys.executable, "-m", "wirepipe.cli", "codecs"], capture_output=True, text=True,
-                             env=env, timeout=60).stdout
+    listing = invoke("codecs", columns=80).stdout
     for f in FORMATS.values():
         assert re.search(rf"^{re.escape(f.name)} +{re.escape(f.content_type)} ", listing, re.M), f.name
     for c in CODECS.values():

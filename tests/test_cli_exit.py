@@ -5,32 +5,17 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli import invoke, start_wirepipe, wirepipe
 from tests.nats_fixtures import publish_numbered
-from wirepipe.cli import app
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.exit_codes import ExitCode, RejectLimit
 
 ROOT = Path(__file__).parent.parent
-
-
-def wirepipe(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(ROOT)}
-    env.pop("NATS_URL", None)
-    return subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=cwd)
-
-
-def invoke(*args: str) -> object:
-    """In this process (faster than a subprocess) for commands that need no terminal or signal."""
-    return CliRunner().invoke(app, list(args), env={"COLUMNS": "100", "NATS_URL": ""})
 
 
 def write(path: Path, text: str) -> Path:
@@ -39,13 +24,13 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_version_and_help_placeholders_read_as_words() -> None:
-    out = wirepipe("--version")
+    out = wirepipe("--version", columns=100)
     assert out.returncode == 0 and re.fullmatch(r"wirepipe \d+\.\d+\.\d+\S*\n", out.stdout)
     for command in ("run", "bench", "capture", "replay", "report", "validate", "server"):
-        text = invoke(command, "--help").stdout
+        text = invoke(command, "--help", columns=100).stdout
         assert "Usage:" in text, command
         assert not re.search(r"<(bool|int|str|float|path|list\[[a-z]+\])>", text), (command, text)
-    run_help = invoke("run", "--help").stdout
+    run_help = invoke("run", "--help", columns=100).stdout
     assert "PATH=VALUE" in run_help and "N|P%" in run_help and "{PIPELINE}" in run_help
 
 
@@ -60,8 +45,8 @@ def test_reject_limit(text: str | None, rejected: int, records: int, fails: bool
 @pytest.mark.parametrize("bad", ["-1", "x", "120%", "%"])
 def test_bad_max_rejected_is_a_usage_error(bad: str, tmp_path: Path) -> None:
     config = write(tmp_path / "p.yaml", "name: p\nsource: {type: generate, dataset: point, count: 10}\nsink: {type: \"null\"}\n")
-    out = invoke("run", str(config), "--max-rejected", bad)
-    assert out.exit_code == ExitCode.CONFIG and "--max-rejected" in out.stderr and out.exception is not None
+    out = invoke("run", str(config), "--max-rejected", bad, columns=100)
+    assert out.returncode == ExitCode.CONFIG and "--max-rejected" in out.stderr and out.exception is not None
 
 
 def _rejecting(tmp_path: Path) -> Path:
@@ -76,13 +61,13 @@ dead_letter: {{type: jsonl, path: "{tmp_path / 'dead.jsonl'}"}}
 
 def test_rejections_are_reported_and_limited(tmp_path: Path) -> None:
     config = _rejecting(tmp_path)
-    out = wirepipe("run", str(config), cwd=ROOT)
+    out = wirepipe("run", str(config), cwd=ROOT, columns=100)
     assert out.returncode == ExitCode.OK, out.stderr
     rejected = int(re.search(r"([\d,]+) rejected", out.stderr).group(1).replace(",", ""))
     assert 0 < rejected < 400
-    out = wirepipe("run", str(config), "--max-rejected", "10", cwd=ROOT)
+    out = wirepipe("run", str(config), "--max-rejected", "10", cwd=ROOT, columns=100)
     assert out.returncode == ExitCode.REJECTED and "more than --max-rejected 10" in out.stderr
-    out = wirepipe("run", str(config), "--max-rejected", "90%", cwd=ROOT)
+    out = wirepipe("run", str(config), "--max-rejected", "90%", cwd=ROOT, columns=100)
     assert out.returncode == ExitCode.OK, out.stderr
 
 
@@ -95,8 +80,8 @@ operators:
   - deserialize: {format: json}
 sink: {type: "null"}
 """)
-    out = invoke("run", str(config), "--max-rejected", "100%", "--no-status")
-    assert out.exit_code == ExitCode.REJECTED and "every record was rejected" in out.stderr
+    out = invoke("run", str(config), "--max-rejected", "100%", "--no-status", columns=100)
+    assert out.returncode == ExitCode.REJECTED and "every record was rejected" in out.stderr
     assert len((tmp_path / "results" / "all-bad.dead.jsonl").read_text().splitlines()) == 300
 
 
@@ -110,8 +95,8 @@ metrics: {path: out/metrics.parquet}
 """)
     args = ["run", str(config)] if command == "run" else ["replay", "no-such-capture/", "-p", str(config)]
     monkeypatch.chdir(tmp_path)
-    out = invoke(*args)
-    assert out.exit_code == ExitCode.CONFIG, out.stderr
+    out = invoke(*args, columns=100)
+    assert out.returncode == ExitCode.CONFIG, out.stderr
     # run names the config file and its field; replay was given the capture on its command line
     where = f"{config}: source.path: " if command == "run" else ""
     assert out.stderr.strip() == f"error: {where}no-such-capture: no such file or folder"
@@ -128,19 +113,20 @@ def test_a_missing_input_file_exits_2_in_every_command(command: str, tmp_path: P
             "bench": ["bench", "--input", "missing.jsonl", "--transport", "none", "--out", "out"],
             "report": ["report", "missing.parquet"]}[command]
     monkeypatch.chdir(tmp_path)
-    out = invoke(*args)
-    assert out.exit_code == ExitCode.CONFIG, out.stderr
+    out = invoke(*args, columns=100)
+    assert out.returncode == ExitCode.CONFIG, out.stderr
     assert "missing." in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+@pytest.mark.slow
 def test_run_status_shows_file_sink_mb_per_s_and_says_where_output_went(tmp_path: Path) -> None:
     config = write(tmp_path / "slow.yaml", """name: to-file
 source: {type: generate, dataset: block, count: 2400, batch_size: 100, rate: 800}
 sink: {type: jsonl, path: blocks.jsonl}
 metrics: {path: metrics.parquet}
 """)
-    out = wirepipe("run", str(config), "--status", cwd=tmp_path)
+    out = wirepipe("run", str(config), "--status", cwd=tmp_path, columns=100)
     assert out.returncode == 0, out.stderr
     status = [line for line in out.stderr.splitlines() if "rec/s" in line]
     assert status, out.stderr
@@ -166,7 +152,7 @@ def test_capture_from_a_position_stops_at_the_end_of_the_stream(tmp_path: Path) 
     with EmbeddedServer(store_dir=tmp_path / "js") as server:
         asyncio.run(publish_numbered(server.url, 500))
         out = wirepipe("capture", "--stream", "NUM", "--from-seq", "1", "--out", str(tmp_path / "cap"),
-                       "--url", server.url, timeout=120)
+                       "--url", server.url, timeout=120, columns=100)
     assert out.returncode == 0, out.stderr
     # the log says every rotation that happens: by size, by age, and at each commit of the run loop
     assert re.search(r"a file is complete at about [\d,]+ bytes, 60s after its first record, or every [\d,]+ records",
@@ -175,6 +161,7 @@ def test_capture_from_a_position_stops_at_the_end_of_the_stream(tmp_path: Path) 
     assert sum(pq.read_metadata(f).num_rows for f in files) == 500
 
 
+@pytest.mark.slow
 def test_run_on_a_terminal_shows_a_live_status_line_by_default(tmp_path: Path) -> None:
     import pty
 
@@ -183,9 +170,7 @@ source: {type: generate, dataset: point, count: 3000, batch_size: 100, rate: 100
 sink: {type: jsonl, path: points.jsonl}
 """)
     master, slave = pty.openpty()  # stderr is a terminal, as in a shell
-    env = {**os.environ, "COLUMNS": "100"}
-    proc = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(config)], cwd=tmp_path, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    proc = start_wirepipe("run", config, cwd=tmp_path, columns=100, stderr=slave)
     os.close(slave)
     seen = b""
     while True:
@@ -204,6 +189,7 @@ sink: {type: jsonl, path: points.jsonl}
     assert "output: jsonl points.jsonl" in text
 
 
+@pytest.mark.slow
 def test_run_and_bench_say_at_once_what_they_wait_for_and_wait_alike(tmp_path: Path) -> None:
     """A refused connection: `run` logs what it waits for the moment the server refuses, and its status line
     says so while it waits; `bench --url` waits through the same connection, with the same words and the
@@ -214,14 +200,14 @@ def test_run_and_bench_say_at_once_what_they_wait_for_and_wait_alike(tmp_path: P
     cfg = write(tmp_path / "pub.yaml", f"name: pub\nsource: {{type: generate, dataset: point, count: 10}}\n"
                 f"operators: [{{serialize: {{format: msgpack}}}}]\n"
                 f"sink: {{type: nats, url: '{url}', subject: s, connect_timeout: 3s}}\n")
-    ran = wirepipe("run", str(cfg), "--status")
+    ran = wirepipe("run", str(cfg), "--status", columns=100)
     waiting = f"waiting for NATS at {url} (connection refused), up to 3s (connect_timeout)"
     lines = ran.stderr.splitlines()
     assert ran.returncode == ExitCode.RUNTIME, ran.stderr
     assert waiting in lines[0], ran.stderr  # the first thing it says
     assert re.search(rf"^pub: 0 rec/s, .*waiting for NATS at {url} \(connection refused\)$", ran.stderr, re.M)
     assert f"error: cannot connect to NATS at {url} within 3s (connect_timeout): connection refused" in ran.stderr
-    benched = wirepipe("bench", "--quick", "--url", url, "--out", str(tmp_path / "bench"))
+    benched = wirepipe("bench", "--quick", "--url", url, "--out", str(tmp_path / "bench"), columns=100)
     assert benched.returncode == ExitCode.RUNTIME, benched.stderr
     default = f"waiting for NATS at {url} (connection refused), up to 10s (connect_timeout)"
     assert benched.stderr.splitlines()[0].endswith(default), benched.stderr

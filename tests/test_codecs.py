@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -56,8 +57,10 @@ def test_arbitrary_values_round_trip(fmt: str, codec: str, data: st.DataObject) 
     assert chain.decoder(schema=SCHEMA, allow_pickle=True)(payload) == value
 
 
-def _dataset_cases() -> list[tuple[str, str, str, str]]:
-    return [(d, f, c, lv) for d in DATASETS for f in ANY_VALUE_FORMATS for c in CODECS for lv in LEVELS]
+def _dataset_cases() -> list[Any]:
+    """Every dataset x format x codec x level; large_vectors (388 kB records) is slow in the slower codecs."""
+    return [pytest.param(d, f, c, lv, marks=pytest.mark.slow if d == "large_vectors" else ())
+            for d in DATASETS for f in ANY_VALUE_FORMATS for c in CODECS for lv in LEVELS]
 
 
 @pytest.mark.parametrize(("dataset", "fmt", "codec", "level"), _dataset_cases())

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import wirepipe
 from wirepipe.core.errors import ConfigError
 from wirepipe.pipelines.config import apply_override, interpolate, load_pipeline, read_config
 
@@ -35,11 +33,6 @@ CASES = {
 }
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=120)
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_broken_config_error_names_file_path_value_and_allowed(name: str) -> None:
     path_part, bad_value, allowed = CASES[name]
@@ -55,9 +48,7 @@ def test_broken_config_error_names_file_path_value_and_allowed(name: str) -> Non
 @pytest.mark.parametrize("name", ["unknown_operator.yaml", "bad_level.yaml", "missing_field.yaml", "wrong_type.yaml",
                                   "undefined_env.yaml", "single_parquet_behind_jetstream.yaml"])
 def test_cli_prints_one_clear_error_and_exits_2(name: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "WIREPIPE_TEST_UNDEFINED_DIR"}
-    result = subprocess.run([sys.executable, "-m", "wirepipe.cli", "run", str(BAD / name)], capture_output=True,
-                            text=True, env=env, timeout=120)
+    result = wirepipe("run", BAD / name, env={"WIREPIPE_TEST_UNDEFINED_DIR": None})
     assert result.returncode == 2
     assert result.stderr.startswith("error: ")
     assert str(BAD / name) in result.stderr
@@ -65,7 +56,7 @@ def test_cli_prints_one_clear_error_and_exits_2(name: str) -> None:
 
 
 def test_validate_reports_every_bad_file_and_exits_2() -> None:
-    result = run_cli("validate", str(BAD / "bad_level.yaml"), str(HERE.parent / "configs" / "quickstart.yaml"))
+    result = wirepipe("validate", str(BAD / "bad_level.yaml"), str(HERE.parent / "configs" / "quickstart.yaml"))
     assert result.returncode == 2
     assert "ok: " in result.stdout and "quickstart.yaml" in result.stdout
     assert "bad_level.yaml: operators[1].compress.level" in result.stderr

@@ -19,7 +19,8 @@ import orjson
 import pytest
 import yaml
 
-from tests.nats_fixtures import expected, run_wirepipe, wirepipe_env
+from tests.cli import wirepipe
+from tests.nats_fixtures import expected
 from wirepipe.codecs.compression import zstd_compressor, zstd_dictionary_id, zstd_frame_dictionary_id
 from wirepipe.codecs.formats import json_default
 from wirepipe.connectors.dictionary_bucket import DictionaryBucket
@@ -44,7 +45,7 @@ def train(url: str, folder: Path, to: str, dataset: str = "transaction", seed: i
     """``wirepipe dict train`` on ``n`` records of ``dataset`` written to a JSONL file; its stdout."""
     folder.mkdir(parents=True, exist_ok=True)
     src = write_records(folder / f"{dataset}-{seed}.jsonl", dataset, n, seed)
-    done = run_wirepipe("dict", "train", "--from", str(src), "--to", to, "--url", url, *extra, cwd=folder)
+    done = wirepipe("dict", "train", "--from", str(src), "--to", to, "--url", url, *extra, cwd=folder)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -77,7 +78,7 @@ def consumer(folder: Path, codec: str = "auto", **decompress: Any) -> Path:
 
 
 def run(path: Path, url: str, *args: str) -> Any:
-    done = run_wirepipe("run", str(path), "--no-status", *args, env=wirepipe_env(NATS_URL=url), cwd=path.parent)
+    done = wirepipe("run", str(path), "--no-status", *args, env={"NATS_URL": url}, cwd=path.parent)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -109,6 +110,7 @@ async def bucket_call(url: str, action: Any) -> Any:
         await nc.close()
 
 
+@pytest.mark.slow
 def test_train_reports_the_gain_on_held_out_records_and_publishes_by_name_and_by_id(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
     url = nats_server.url
@@ -128,15 +130,16 @@ def test_train_reports_the_gain_on_held_out_records_and_publishes_by_name_and_by
     assert [(e.name, e.dict_id, e.size) for e in entries] == [("tx", dict_id, len(local))]
     assert json.loads(entries[0].description)["held_out"] == 400
 
-    listed = run_wirepipe("dict", "list", "nats://DICTS", "--url", url)
+    listed = wirepipe("dict", "list", "nats://DICTS", "--url", url)
     assert listed.returncode == 0 and listed.stdout.startswith(f"tx\tid {dict_id}\t{len(local):,} B\t")
     assert f"+{gain:.1f}% vs zstd" in listed.stdout
-    shown = run_wirepipe("dict", "show", f"nats://DICTS/id/{dict_id}", "--url", url, "--out", str(tmp_path / "s"))
+    shown = wirepipe("dict", "show", f"nats://DICTS/id/{dict_id}", "--url", url, "--out", str(tmp_path / "s"))
     assert shown.returncode == 0, shown.stderr
     assert f"id {dict_id}, {len(local):,} bytes" in shown.stdout and "trained_on: 1600" in shown.stdout
     assert (tmp_path / "s").read_bytes() == local
 
 
+@pytest.mark.slow
 def test_a_publisher_and_a_consumer_share_nothing_but_the_server(nats_server: EmbeddedServer, tmp_path: Path
                                                                  ) -> None:
     """The shipped example pair, each in a folder of its own: configs/dictionaries/publish.yaml and archive.yaml."""
@@ -165,6 +168,7 @@ def test_a_publisher_and_a_consumer_share_nothing_but_the_server(nats_server: Em
                                                                          "tx.jsonl"]  # no dictionary file
 
 
+@pytest.mark.slow
 def test_codec_zstd_finds_the_dictionary_too(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     url = nats_server.url
     train(url, tmp_path / "trainer", "nats://DICTS/tx")
@@ -174,6 +178,7 @@ def test_codec_zstd_finds_the_dictionary_too(nats_server: EmbeddedServer, tmp_pa
     assert lines(tmp_path / "consumer" / "out.jsonl") == expected("transaction", 100)
 
 
+@pytest.mark.slow
 def test_a_dictionary_trained_again_gets_a_new_id_and_old_messages_stay_readable(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
     url = nats_server.url
@@ -210,6 +215,7 @@ def frames_with(dictionary: bytes, records: list[Any]) -> list[bytes]:
     return [compress(msgpack.packb(r)) for r in records]
 
 
+@pytest.mark.slow
 def test_missing_damaged_and_oversized_dictionaries_dead_letter_their_records_and_the_worker_goes_on(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
     url = nats_server.url
@@ -251,6 +257,7 @@ def test_missing_damaged_and_oversized_dictionaries_dead_letter_their_records_an
     assert all("over max_output_size (32768 bytes): refused" in w for w in why[15:20]), why[15]
 
 
+@pytest.mark.slow
 def test_a_bucket_that_does_not_answer_holds_the_batch_until_it_does(tmp_path: Path) -> None:
     """The dictionaries live on a second server, killed while the consumer runs and started again: the
     batch waits (nothing dead-lettered, nothing lost), then every record is written."""
@@ -297,6 +304,7 @@ def test_a_bucket_that_does_not_answer_holds_the_batch_until_it_does(tmp_path: P
                                          "did not answer")
 
 
+@pytest.mark.slow
 def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: EmbeddedServer, tmp_path: Path
                                                                 ) -> None:
     url = nats_server.url
@@ -329,7 +337,7 @@ def test_a_bad_dictionary_reference_is_a_config_error_naming_file_field_and_valu
         tmp_path: Path, entry: dict[str, Any], where: str, message: str) -> None:
     path = pipeline(tmp_path, "bad", {"source": {"type": "jsonl", "path": "in.jsonl"}, "operators": [entry],
                                       "sink": {"type": "null"}})
-    done = run_wirepipe("validate", str(path))
+    done = wirepipe("validate", str(path))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{path}: {where}: " in done.stderr and message in done.stderr, done.stderr
 
@@ -347,16 +355,17 @@ def test_frames_that_name_a_dictionary_the_decompressor_lacks_say_which() -> Non
         out.rejected[0].error
 
 
+@pytest.mark.slow
 def test_train_from_a_capture_of_dictionary_compressed_traffic(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     """What production sent, as captured: the payloads are decompressed by their headers (with the bucket's
     own dictionary for frames that name one) and a new dictionary is trained on the records."""
     url = nats_server.url
     train(url, tmp_path / "v1", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(tmp_path / "v1.zdict"))
     assert run(publisher(tmp_path / "p", count=1000, seed=5), url).returncode == 0
-    cap = run_wirepipe("capture", "--url", url, "--stream", "TX", "--from-seq", "1", "--out", str(tmp_path / "cap"))
+    cap = wirepipe("capture", "--url", url, "--stream", "TX", "--from-seq", "1", "--out", str(tmp_path / "cap"))
     assert cap.returncode == 0, cap.stderr
-    done = run_wirepipe("dict", "train", "--from", str(tmp_path / "cap"), "--to", "nats://DICTS/tx", "--url", url,
-                        "--out", str(tmp_path / "v2.zdict"))
+    done = wirepipe("dict", "train", "--from", str(tmp_path / "cap"), "--to", "nats://DICTS/tx", "--url", url,
+                    "--out", str(tmp_path / "v2.zdict"))
     assert done.returncode == 0, done.stderr
     assert "on 800 records" in done.stdout and "held out 200 records" in done.stdout
     v1, v2 = (tmp_path / "v1.zdict").read_bytes(), (tmp_path / "v2.zdict").read_bytes()
@@ -372,16 +381,16 @@ def test_train_from_a_capture_of_dictionary_compressed_traffic(nats_server: Embe
 
     # a replay of that capture: no NATS part any more, so the consumer names its connection
     con = consumer(tmp_path / "replay")
-    env = wirepipe_env(NATS_URL=url)  # the pipeline's own source names it; the replay reads the capture instead
-    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), cwd=con.parent, env=env)
+    env = {"NATS_URL": url}  # the pipeline's own source names it; the replay reads the capture instead
+    done = wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), cwd=con.parent, env=env)
     assert done.returncode == 2 and ("operators[0].decompress: dictionaries nats://DICTS: the pipeline has no NATS "
                                      "source or sink to fetch them through: give `nats: {url: ...}`") in done.stderr
-    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), "--runner", "beam",
-                        "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
+    done = wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), "--runner", "beam",
+                    "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
     assert done.returncode == 2 and ("operators[0].decompress: fetches from NATS around its passes (a zstd "
                                      "dictionary): the Beam runner runs the passes alone") in done.stderr
-    done = run_wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con),
-                        "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
+    done = wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con),
+                    "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
     assert done.returncode == 0, done.stderr
     assert [msgpack.packb(r) for r in lines(con.parent / "out.jsonl")] == published
 

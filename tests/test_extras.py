@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the toml extra's tomli
@@ -54,6 +56,7 @@ def test_the_core_holds_no_format_or_codec_library_of_an_extra() -> None:
     assert "wirepipe[formats,codecs,plots]" in extras["study"]
 
 
+@pytest.mark.slow
 def test_a_config_naming_a_missing_library_is_refused_by_validate_and_run_with_the_extra(tmp_path: Path) -> None:
     config = tmp_path / "p.yaml"
     config.write_text("name: p\nsource: {type: generate, dataset: point, count: 10}\n"
@@ -67,6 +70,7 @@ def test_a_config_naming_a_missing_library_is_refused_by_validate_and_run_with_t
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_codecs_shows_the_extra_and_bench_leaves_out_what_is_missing(tmp_path: Path) -> None:
     done = _wirepipe(["cbor2"], "codecs", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

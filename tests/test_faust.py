@@ -476,32 +476,6 @@ def test_cli_start_up_does_not_import_faust() -> None:
 # --- the bridge: Kafka (Faust) -> NATS (wirepipe), bytes unchanged ---------------------------------------
 
 
-@pytest.fixture
-async def nats_url(tmp_path: Path) -> Any:
-    """A real nats-server on a free loopback port, stopped after the test."""
-    import asyncio
-    import socket
-    import sysconfig
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([str(Path(sysconfig.get_path("scripts")) / "nats-server"), "-a", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
-        yield f"nats://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
 async def test_bridge_faust_agent_forwards_kafka_bytes_to_nats_for_wirepipe(codecs: Any, nats_url: str) -> None:
     """The README's bridge: a Faust agent reads raw bytes and publishes them to NATS unchanged."""
     import asyncio

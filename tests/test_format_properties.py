@@ -247,6 +247,7 @@ def run(ops: list[Any], records: list[Any]) -> Batch:
 
 @settings(EXAMPLES, max_examples=150)
 @given(schema=schemas, data=st.data())
+@pytest.mark.slow
 def test_generated_records_go_through_every_schemad_format(schema: RecordSchema, data: st.DataObject) -> None:
     record_type = Type("record", record=schema)
     assert _depth(record_type) >= 3  # records nested two deep inside the top one
@@ -276,6 +277,7 @@ def test_generated_records_go_through_every_schemad_format(schema: RecordSchema,
 
 @settings(EXAMPLES, max_examples=40)
 @given(schema=schemas, data=st.data())
+@pytest.mark.slow
 def test_generated_records_go_through_framed(schema: RecordSchema, data: st.DataObject) -> None:
     """pack -> serialize -> ... -> deserialize(framed) -> unpack: a message of several records."""
     record_type = Type("record", record=schema)
@@ -437,6 +439,7 @@ def assert_names_the_path(v: Variant, m: Misfit, stage: str, reason: str) -> Non
 
 @settings(EXAMPLES, max_examples=250)
 @given(schema=schemas, data=st.data())
+@pytest.mark.slow
 def test_a_misfit_at_a_random_path_is_refused_with_its_path(schema: RecordSchema, data: st.DataObject) -> None:
     good = data.draw(records_of(schema, 2, 2), label="good")
     misfit, bad = data.draw(misfit_of(schema, good[0]), label="misfit")
@@ -483,6 +486,7 @@ UNDECLARED = "zz_undeclared"  # longer than any generated field name: never one 
 
 @settings(EXAMPLES, max_examples=150)
 @given(schema=schemas, data=st.data())
+@pytest.mark.slow
 def test_a_field_the_schema_does_not_declare_is_refused_or_dropped_in_every_format(
         schema: RecordSchema, data: st.DataObject) -> None:
     """A record with an undeclared field at a random record of any depth (the top, a nested record, a record in
@@ -537,6 +541,7 @@ def names_at(schema: RecordSchema, where: str) -> tuple[str, ...]:
 
 @EXAMPLES
 @given(schemas)
+@pytest.mark.slow
 def test_a_generated_schema_reads_back_from_its_spelling(schema: RecordSchema) -> None:
     """to_spec writes what parse_schema reads: records in lists of lists, optional lists of records
     (both were once spelled in ways the parser refused or lost the `?` of)."""

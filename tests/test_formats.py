@@ -13,6 +13,7 @@ import zlib
 import msgpack
 import pytest
 
+from tests.cli import wirepipe
 from wirepipe.codecs import CODECS, FORMATS, Chain, get_codec
 from wirepipe.codecs.compression import deflate_library
 from wirepipe.core.batch import Batch
@@ -46,8 +47,9 @@ def _expected(fmt: str, name: str, records: list, typed: bool = False) -> list:
 
 
 # flexbuffers x large_vectors takes seconds per decode (pure Python): its own test below, decoded once.
-ROUND_TRIPS = [pytest.param(f, t, d, id=f"{i}-{d}") for (f, t), i in zip(NEW, IDS, strict=True) for d in DATASETS
-               if (f, d) != ("flexbuffers", "large_vectors")]
+# large_vectors (388 kB records) takes seconds in the slower formats: the fast lane leaves it out (-m "not slow")
+ROUND_TRIPS = [pytest.param(f, t, d, id=f"{i}-{d}", marks=pytest.mark.slow if d == "large_vectors" else ())
+               for (f, t), i in zip(NEW, IDS, strict=True) for d in DATASETS if (f, d) != ("flexbuffers", "large_vectors")]
 
 
 @pytest.mark.timeout(300)
@@ -72,6 +74,7 @@ def test_round_trip_every_codec_every_dataset(fmt: str, typed: bool, name: str) 
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_flexbuffers_large_vectors_round_trip() -> None:
     record = DATASETS["large_vectors"].sample(1)[0]
     fmt = FORMATS["flexbuffers"]
@@ -529,7 +532,8 @@ def _bad_payloads(good: bytes) -> list[bytes]:
 # schema_id (the magic byte and id before the record). flexbuffers x large_vectors is left out: the
 # pure-Python reader takes seconds per payload (its round trip has its own test).
 _DECODERS = [*zip(NEW, IDS, strict=True), (("bson", True), "bson+schema"), (("flexbuffers", True), "flexbuffers+schema")]
-CORRUPT = [pytest.param(f, t, name, framing, id=f"{i}-{name}-{framing}")
+CORRUPT = [pytest.param(f, t, name, framing, id=f"{i}-{name}-{framing}",
+                        marks=pytest.mark.slow if name == "large_vectors" else ())
            for (f, t), i in _DECODERS for name in DATASETS for framing in ("plain", "framed", "confluent")
            if (framing != "confluent" or f == "avro") and (f, name) != ("flexbuffers", "large_vectors")]
 
@@ -596,11 +600,7 @@ def test_snappy_is_the_framing_format() -> None:
 
 
 def test_codecs_command_lists_every_format_with_its_library() -> None:
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "codecs"], capture_output=True, text=True,
-                         timeout=60, env={"COLUMNS": "200", "PATH": ""}).stdout
+    out = wirepipe("codecs", env={"PATH": ""}, columns=200).stdout
     for name in [*FORMATS, *CODECS]:
         assert re.search(rf"^{re.escape(name)} ", out, re.M), name
     assert "application/x-protobuf" in out and "application/avro" in out and "snappy" in out

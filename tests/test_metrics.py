@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import signal
 import subprocess
-import sysconfig
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cli import start_wirepipe, wirepipe
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.null import NullSink
 from wirepipe.core.errors import WirepipeError
@@ -222,11 +221,7 @@ def test_writer_errors_surface_at_close(tmp_path: Path) -> None:
 # --- a worker killed with SIGKILL -------------------------------------------------------------------
 
 
-def _wirepipe() -> str:
-    exe = Path(sysconfig.get_path("scripts")) / "wirepipe"
-    return str(exe) if exe.exists() else shutil.which("wirepipe") or "wirepipe"
-
-
+@pytest.mark.slow
 def test_sigkilled_worker_leaves_readable_results(tmp_path: Path) -> None:
     import duckdb
 
@@ -240,13 +235,13 @@ operators:
   - compress: {{codec: zstd, level: fastest}}
 metrics: {{path: "{results}", flush_interval: 0.2s, row_group_rows: 1000000}}
 """)
-    proc = subprocess.Popen([_wirepipe(), "run", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = start_wirepipe("run", config, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if results.is_dir() and len(list_parts(results)) >= 3:
                 break
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.05)
         else:
             pytest.fail("the worker flushed no parts in time")
@@ -264,8 +259,7 @@ metrics: {{path: "{results}", flush_interval: 0.2s, row_group_rows: 1000000}}
     assert rows == table.num_rows
     res = load_results([results])
     assert res.stages.num_rows == table.num_rows
-    out = subprocess.run([_wirepipe(), "report", str(results), "--quiet", "--csv", "-"], capture_output=True,
-                         text=True, timeout=60)
+    out = wirepipe("report", results, "--quiet", "--csv", "-")
     assert out.returncode == 0, out.stderr
     assert "serialize" in out.stdout
 

@@ -10,7 +10,7 @@ from typing import Any
 import nkeys
 import pytest
 
-from tests.nats_fixtures import run_wirepipe, wirepipe_env
+from tests.cli import wirepipe
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
@@ -100,6 +100,7 @@ async def test_mutual_tls(tmp_path: Path, tls_files: dict[str, str]) -> None:
         assert "certificate" in msg.lower()
 
 
+@pytest.mark.slow
 def test_cli_wrong_password_is_a_clear_error_without_the_secret(tmp_path: Path) -> None:
     with EmbeddedServer(users=[User(user="alice", password=PASSWORD)], store_dir=tmp_path / "js") as srv:
         cfg = tmp_path / "p.yaml"
@@ -114,12 +115,12 @@ sink:
   connect_timeout: 5s
   auth: {user: alice, password: "${NATS_PASSWORD}"}
 """)
-        bad = run_wirepipe("run", "-v", str(cfg), env=wirepipe_env(NATS_URL=srv.url, NATS_PASSWORD="wrong-" + PASSWORD))
+        bad = wirepipe("run", "-v", str(cfg), env={"NATS_URL": srv.url, "NATS_PASSWORD": "wrong-" + PASSWORD})
         assert bad.returncode == 1
         assert "refused the connection with user 'alice'" in bad.stderr
         assert PASSWORD not in bad.stderr and PASSWORD not in bad.stdout
         assert "Traceback" not in bad.stderr
-        good = run_wirepipe("run", str(cfg), env=wirepipe_env(NATS_URL=srv.url, NATS_PASSWORD=PASSWORD))
+        good = wirepipe("run", str(cfg), env={"NATS_URL": srv.url, "NATS_PASSWORD": PASSWORD})
         assert good.returncode == 0, good.stderr
         assert PASSWORD not in good.stderr
 

@@ -74,6 +74,7 @@ async def test_msg_id_deduplicates_a_rerun(nats_url: str) -> None:
     assert (await stream_state(nats_url, "PTS")).messages == 500
 
 
+@pytest.mark.slow
 async def test_sigkill_of_the_server_mid_stream_loses_nothing(nats_server: EmbeddedServer) -> None:
     n = 20000
     url = nats_server.url
@@ -146,6 +147,7 @@ async def test_poison_records_go_to_a_dead_letter_subject_and_are_terminated(nat
     assert source.terminated == 2 and source.acked == 50
 
 
+@pytest.mark.slow
 async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(nats_url: str) -> None:
     """A sink failure is not a record failure: no nak, no max_deliver, no dead letter; +WPI keeps them."""
     from wirepipe.pipelines.monitor import snapshot, status_line
@@ -311,6 +313,7 @@ async def _wait_until(condition: Any, timeout: float, what: str) -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_a_full_stream_backs_off_and_every_record_lands_once(nats_url: str) -> None:
     """A `discard: new` stream at max_msgs answers each publish "maximum messages exceeded" (503, err_code 10077):
     the sink raises BackOff, the run loop waits and keeps the records unacknowledged upstream (no redelivery, no

@@ -13,13 +13,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.nats_fixtures import (
-    consumer_info,
-    publish_numbered,
-    run_wirepipe,
-    start_wirepipe,
-    wirepipe_env,
-)
+from tests.cli import start_wirepipe, wirepipe
+from tests.nats_fixtures import consumer_info, publish_numbered
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.batch import Batch
@@ -64,6 +59,7 @@ def acked_seqs(info: Any) -> int:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.slow
 async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
         nats_server: EmbeddedServer, tmp_path: Path, sig: signal.Signals) -> None:
     n = 12000
@@ -72,7 +68,7 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
     config = tmp_path / "worker.yaml"
     config.write_text(WORKER)
     out = tmp_path / "out"
-    env = wirepipe_env(NATS_URL=url, OUT=str(out), PYTHONPATH=str(TESTS))
+    env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": str(TESTS)}
 
     worker = start_wirepipe("run", str(config), env=env)
     try:
@@ -101,7 +97,7 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
         assert acked_seqs(info) == len(set(first))  # the drain acked everything it wrote
 
     env["STOP_AT_END"] = "true"
-    again = await asyncio.to_thread(run_wirepipe, "run", str(config), env=env, timeout=120)
+    again = await asyncio.to_thread(wirepipe, "run", str(config), env=env, timeout=120)
     assert again.returncode == 0, again.stderr
     everything = written(out)
     assert set(everything) == set(range(n))  # every record reached the sink at least once
@@ -112,6 +108,7 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
     assert not (out / "dead.jsonl").exists() or not (out / "dead.jsonl").read_text().strip()
 
 
+@pytest.mark.slow
 async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
     await publish_numbered(nats_url, 300)
     source = JetStreamSource(stream="NUM", durable="prom", url=nats_url, duration=30)
@@ -176,13 +173,14 @@ def test_server_command_prints_its_url_and_stops_on_sigterm() -> None:
 
 def test_server_on_a_port_in_use_says_so_and_exits_1(nats_server: EmbeddedServer) -> None:
     """Another server already listens on the port: one line on stderr, no URL on stdout, exit 1."""
-    done = run_wirepipe("server", "--port", str(nats_server.port), timeout=30)
+    done = wirepipe("server", "--port", str(nats_server.port), timeout=30)
     assert done.returncode == 1, done
     assert done.stdout == ""
     assert done.stderr.startswith(f"error: port {nats_server.port} is in use"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_run_count_and_duration_override(tmp_path: Path) -> None:
     out = tmp_path / "pts.jsonl"
     cfg = tmp_path / "p.yaml"
@@ -191,29 +189,30 @@ name: bounded
 source: {{type: generate, dataset: point, rate: 2000}}
 sink: {{type: jsonl, path: "{out}"}}
 """)
-    done = run_wirepipe("run", str(cfg), "--count", "123")
+    done = wirepipe("run", str(cfg), "--count", "123")
     assert done.returncode == 0, done.stderr
     assert len(out.read_text().splitlines()) == 123
-    done = run_wirepipe("run", str(cfg), "--duration", "0.5s")
+    done = wirepipe("run", str(cfg), "--duration", "0.5s")
     assert done.returncode == 0, done.stderr
     assert 0 < len(out.read_text().splitlines()) < 100000
-    bad = run_wirepipe("run", str(cfg), "--duration", "soon")
+    bad = wirepipe("run", str(cfg), "--duration", "soon")
     assert bad.returncode == 2 and "duration" in bad.stderr
 
 
+@pytest.mark.slow
 def test_example_configs_run_against_a_server(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     configs = TESTS.parent / "configs"
-    env = wirepipe_env(NATS_URL=nats_server.url, RESULTS=str(tmp_path / "out"))
+    env = {"NATS_URL": nats_server.url, "RESULTS": str(tmp_path / "out")}
     for name in ("nats-publish", "jetstream-publish", "jetstream-to-parquet", "relay"):
         path = configs / f"{name}.yaml"
-        check = run_wirepipe("validate", str(path), env=env)
+        check = wirepipe("validate", str(path), env=env)
         assert check.returncode == 0, check.stderr
-        done = run_wirepipe("run", str(path), "--count", "2000", env=env, timeout=120)
+        done = wirepipe("run", str(path), "--count", "2000", env=env, timeout=120)
         assert done.returncode == 0, (name, done.stderr)
         assert "2000 records out of 2000" in done.stderr, (name, done.stderr)
     parts = list((tmp_path / "out" / "points").glob("part-*.parquet"))
     assert sum(pq.read_metadata(p).num_rows for p in parts) == 2000
     # nats-publish with no NATS_URL runs on its own embedded server.
-    done = run_wirepipe("run", str(configs / "nats-publish.yaml"), "--count", "100", env=wirepipe_env())
+    done = wirepipe("run", str(configs / "nats-publish.yaml"), "--count", "100")
     assert done.returncode == 0, done.stderr
     assert json.dumps(1)  # keep json imported for callers reading stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nats_fixtures import run_wirepipe, start_wirepipe, wirepipe_env
+from tests.cli import start_wirepipe, wirepipe
 from tests.test_capture_nats import wait_for_line
 from wirepipe import nats_sink, subject
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -36,10 +36,11 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_test_files_shipped_with_configs_pass() -> None:
     cases = sum(len(json.loads(json.dumps(__import__("yaml").safe_load(p.read_text())))["tests"])
                 for p in (ROOT / "configs").glob("*.test.yaml"))
-    result = run_wirepipe("test", "configs", cwd=ROOT)  # relative paths as CI gives them (configs/points.proto)
+    result = wirepipe("test", "configs", cwd=ROOT)  # relative paths as CI gives them (configs/points.proto)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count(" PASSED\n") == cases >= 10
     assert f"{cases} passed" in result.stdout.splitlines()[-1]
@@ -56,7 +57,7 @@ def test_a_failing_case_shows_the_field_path_and_both_records(tmp_path: Path) ->
             input: {records: [{id: 1, region: eu}], encode: msgpack}
             expect: {records: [{id: 1, region: eu}]}
         """)
-    result = run_wirepipe("test", str(tmp_path))
+    result = wirepipe("test", str(tmp_path))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     out = result.stdout
     assert f"{tmp_path / 'decoder.test.yaml'}::regions survive FAILED" in out
@@ -86,7 +87,7 @@ def test_outputs_subjects_headers_conditions_and_rejections_are_each_checked(tmp
                 - {field: id, max: 2}
               rejections: [{stage: decompress, error: "not JSON", seq: 2}]
         """)
-    result = run_wirepipe("test", str(tmp_path / "decoder.test.yaml"))
+    result = wirepipe("test", str(tmp_path / "decoder.test.yaml"))
     assert result.returncode == 1, result.stderr
     failures = result.stdout.split("________\n", 1)[1].split("\n========")[0].splitlines()
     assert failures[:8] == [
@@ -113,7 +114,7 @@ def test_unexpected_rejections_fail_a_case(tmp_path: Path) -> None:
             input: {payloads: ["not json"], headers: {Content-Type: application/json}}
             expect: {count: 0}
         """)
-    result = run_wirepipe("test", str(tmp_path / "decoder.yaml"))  # a pipeline: its test file beside it
+    result = wirepipe("test", str(tmp_path / "decoder.yaml"))  # a pipeline: its test file beside it
     assert result.returncode == 1
     assert "rejected: expected none, got 1: deserialize (auto): " in result.stdout
 
@@ -138,7 +139,7 @@ def test_unexpected_rejections_fail_a_case(tmp_path: Path) -> None:
 def test_a_broken_test_file_exits_2_naming_the_file_field_and_value(tmp_path: Path, text: str, message: str) -> None:
     write(tmp_path, "decoder.yaml", DECODER)
     (tmp_path / "decoder.test.yaml").write_text(text)
-    result = run_wirepipe("test", str(tmp_path))
+    result = wirepipe("test", str(tmp_path))
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and "PASSED" not in result.stdout  # nothing ran
     assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
@@ -146,12 +147,13 @@ def test_a_broken_test_file_exits_2_naming_the_file_field_and_value(tmp_path: Pa
 
 def test_no_test_file_is_a_usage_error(tmp_path: Path) -> None:
     write(tmp_path, "decoder.yaml", DECODER)
-    result = run_wirepipe("test", str(tmp_path / "decoder.yaml"))
+    result = wirepipe("test", str(tmp_path / "decoder.yaml"))
     assert result.returncode == 2 and "no test file beside it (write decoder.test.yaml)" in result.stderr
-    result = run_wirepipe("test", str(tmp_path))
+    result = wirepipe("test", str(tmp_path))
     assert result.returncode == 2 and "no test files (*.test.yaml) in this folder" in result.stderr
 
 
+@pytest.mark.slow
 def test_update_records_a_snapshot_in_place_and_then_passes(tmp_path: Path) -> None:
     write(tmp_path, "decoder.yaml", DECODER)
     test_file = write(tmp_path, "decoder.test.yaml", """\
@@ -170,7 +172,7 @@ def test_update_records_a_snapshot_in_place_and_then_passes(tmp_path: Path) -> N
             input: {records: [{id: 7, region: eu}], encode: json}
             expect: {count: 1, each: [{field: id, equals: 7}]}
         """)
-    result = run_wirepipe("test", str(test_file), "--update")
+    result = wirepipe("test", str(test_file), "--update")
     assert result.returncode == 0, result.stdout + result.stderr
     assert [line.rsplit(" ", 1)[1] for line in result.stdout.splitlines()[:3]] == ["UPDATED", "UPDATED", "PASSED"]
     text = test_file.read_text()
@@ -188,7 +190,7 @@ def test_update_records_a_snapshot_in_place_and_then_passes(tmp_path: Path) -> N
                      "headers": {"Content-Type": "application/cbor", "Content-Encoding": "br"}}]}
     assert cases[1]["expect"]["count"] == 0 and cases[1]["expect"]["rejections"][0]["stage"] == "deserialize"
     assert cases[2]["expect"] == {"count": 1, "each": [{"field": "id", "equals": 7}]}  # untouched
-    again = run_wirepipe("test", str(test_file))
+    again = wirepipe("test", str(test_file))
     assert again.returncode == 0 and again.stdout.count(" PASSED\n") == 3, again.stdout
 
 
@@ -204,7 +206,7 @@ def test_junit_xml(tmp_path: Path) -> None:
             expect: {records: [{id: 2, region: eu}]}
         """)
     report = tmp_path / "junit.xml"
-    assert run_wirepipe("test", str(tmp_path), "--junit", str(report)).returncode == 1
+    assert wirepipe("test", str(tmp_path), "--junit", str(report)).returncode == 1
     root = ET.parse(report).getroot()
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "1", "0")
     cases = {c.get("name"): c for c in root.iter("testcase")}
@@ -236,10 +238,11 @@ def test_inputs_from_jsonl_and_parquet_files(tmp_path: Path) -> None:
             input: {file: data/in.parquet, count: 2}
             expect: {records: [{id: 10}, {id: 11}]}
         """)
-    result = run_wirepipe("test", str(tmp_path))
+    result = wirepipe("test", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_a_case_fed_by_a_real_capture_sliced_by_subject_time_and_count(nats_server: EmbeddedServer,
                                                                        tmp_path: Path) -> None:
     """A publisher pipeline on a real server, ``wirepipe capture`` writing what flows, then ``wirepipe test``
@@ -247,7 +250,7 @@ def test_a_case_fed_by_a_real_capture_sliced_by_subject_time_and_count(nats_serv
     url = nats_server.url
     capture_dir = tmp_path / "captures" / "orders"
     capture = start_wirepipe("capture", "--url", url, "--subject", "orders.>", "--out", str(capture_dir),
-                             "--count", "60", "--max-file-age", "1s", env=wirepipe_env())
+                             "--count", "60", "--max-file-age", "1s")
     lines = wait_for_line(capture, "capturing into")  # subscribed: the source opens before the sink
     records = [{"id": i, "region": ("eu", "us", "asia")[i % 3]} for i in range(60)]
     from wirepipe.testing import TestingSource
@@ -282,13 +285,14 @@ def test_a_case_fed_by_a_real_capture_sliced_by_subject_time_and_count(nats_serv
             input: {{capture: captures/orders, subject: "orders.asia.>", count: 2}}
             expect: {{records: [{{id: 2, region: asia}}, {{id: 5, region: eu}}]}}
         """)
-    result = run_wirepipe("test", str(tmp_path / "decoder.test.yaml"))
+    result = wirepipe("test", str(tmp_path / "decoder.test.yaml"))
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert [line.rsplit(" ", 1)[1] for line in lines[:5]] == ["PASSED"] * 4 + ["FAILED"]
     assert 'records[1].region: expected "eu", got "asia"' in result.stdout
 
 
+@pytest.mark.slow
 def test_a_snapshot_of_payloads_is_recorded_decoded_by_their_headers(tmp_path: Path) -> None:
     write(tmp_path, "publish.yaml", """\
         name: publish
@@ -301,7 +305,7 @@ def test_a_snapshot_of_payloads_is_recorded_decoded_by_their_headers(tmp_path: P
           - name: points as cbor + xz
             input: {records: [{x: 1, y: 2}, {x: 3, y: 4}]}
         """)
-    assert run_wirepipe("test", str(test_file), "--update").returncode == 0
+    assert wirepipe("test", str(test_file), "--update").returncode == 0
     import yaml
 
     expect = yaml.safe_load(test_file.read_text())["tests"][0]["expect"]
@@ -309,9 +313,9 @@ def test_a_snapshot_of_payloads_is_recorded_decoded_by_their_headers(tmp_path: P
     assert expect == {"decode": True, "count": 2, "rejected": 0, "outputs": [
         {"value": {"x": 1, "y": 2}, "subject": "out.0", "headers": headers},
         {"value": {"x": 3, "y": 4}, "subject": "out.1", "headers": headers}]}
-    assert run_wirepipe("test", str(test_file)).returncode == 0
+    assert wirepipe("test", str(test_file)).returncode == 0
     test_file.write_text(test_file.read_text().replace("x: 3, y: 4}\n", "x: 3, y: 5}\n"))
-    result = run_wirepipe("test", str(test_file))
+    result = wirepipe("test", str(test_file))
     assert result.returncode == 1 and "outputs[1].value.y: expected 5, got 4" in result.stdout
 
 
@@ -328,5 +332,5 @@ def test_inline_records_carry_the_schema_the_pipelines_source_attaches(tmp_path:
             input: {records: [{x: 1, y: 2}]}
             expect: {records: [{x: 1, y: 2}]}
         """)
-    result = run_wirepipe("test", str(tmp_path))
+    result = wirepipe("test", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -15,6 +15,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
 import wirepipe as wp
+from tests.cli import wirepipe
 from wirepipe.codecs import protoc as protoc_module
 from wirepipe.codecs.protoc import load_message
 from wirepipe.core.batch import Batch
@@ -248,8 +249,7 @@ operators:
   - serialize: {{format: protobuf, schema: "{tmp_path / 'bad.proto'}"}}
 sink: {{type: "null"}}
 """)
-    done = subprocess.run([sys.executable, "-m", "wirepipe.cli", "run", str(config)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+    done = wirepipe("run", config, columns=200)
     assert done.returncode == 2
     assert str(config) in done.stderr and "operators[0].serialize.schema" in done.stderr
     assert f"{tmp_path / 'bad.proto'}:4:13: Field number 1 has already been used" in done.stderr

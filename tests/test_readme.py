@@ -113,6 +113,7 @@ def _run_console(code: str, cwd: Path, env: dict[str, str], where: str) -> None:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
     found = blocks()
     skipped = [b for b in found if b["skip"]]

@@ -5,16 +5,14 @@ the values drawn equal to the published one; and the formats the tables brought 
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
-import subprocess
-import sys
 
 import bson
 import msgpack
 import pytest
 
+from tests.cli import wirepipe
 from wirepipe.bench.reference_tables import (
     EXACT,
     EXTRA_ROWS,
@@ -43,14 +41,14 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 
 def _reference_tables(columns: int) -> str:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--reference-tables", "--dataset",
-                          "point,transaction,feed", "-k", "2", "-n", "300"],
-                         capture_output=True, text=True, timeout=220, env={**os.environ, "COLUMNS": str(columns)})
+    out = wirepipe("bench", "--reference-tables", "--dataset", "point,transaction,feed", "-k", "2", "-n", "300",
+                   columns=columns, timeout=220)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_reference_tables_command_prints_the_published_point_with_the_published_sizes() -> None:
     text = _reference_tables(250)
     assert ("FlatMessage Point table: point (k=2 x n=300, raw 8 bytes; the published Point {'x': -12, 'y': 110})"
@@ -82,6 +80,7 @@ def test_reference_tables_command_prints_the_published_point_with_the_published_
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_reference_tables_fit_80_columns_and_cut_no_name() -> None:
     text = _reference_tables(80)
     assert max(map(len, text.splitlines())) <= 80
@@ -94,8 +93,7 @@ def test_reference_tables_fit_80_columns_and_cut_no_name() -> None:
 
 
 def test_reference_tables_refuse_an_unknown_table() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "bench", "--reference-tables", "--dataset", "blocks"],
-                         capture_output=True, text=True, timeout=60)
+    out = wirepipe("bench", "--reference-tables", "--dataset", "blocks")
     assert out.returncode == 2 and "unknown table blocks" in out.stderr
 
 
@@ -161,6 +159,7 @@ def test_large_vectors_other_rows_differ_by_what_the_notes_say() -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_large_vectors_table_measures_the_sizes_row_size_gives() -> None:
     for name, fmt, typed in [("bincode (schema)", "bincode-varint", True), ("bson", "bson", True),
                              ("bincode (fixint)", "bincode", True)]:
@@ -300,8 +299,7 @@ def test_bincode_varint_refuses_corrupt_input_never_crashes() -> None:
 
 
 def test_bincode_varint_is_listed_by_the_codecs_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "codecs"], capture_output=True, text=True,
-                         timeout=60, env={"COLUMNS": "250", "PATH": ""}).stdout
+    out = wirepipe("codecs", env={"PATH": ""}, columns=250).stdout
     at = out.splitlines().index(next(x for x in out.splitlines() if x.startswith("bincode-varint ")))
     row = " ".join(out.splitlines()[at:at + 3])  # the notes wrap beneath their row
     assert "application/vnd.wirepipe.bincode-varint" in row and "bincode 2" in row

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli import wirepipe
 from wirepipe.core.errors import ConfigError
 
 PLUGIN = '''
@@ -198,9 +199,7 @@ def test_a_package_adds_a_format_codec_operator_source_and_sink_by_entry_point(t
 @pytest.mark.timeout(120)
 def test_wirepipe_codecs_lists_a_plugin_format(tmp_path: Path) -> None:
     site = _plugin_dir(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    out = subprocess.run([sys.executable, "-m", "wirepipe.cli", "codecs"], env=env, capture_output=True,
-                         text=True, timeout=100)
+    out = wirepipe("codecs", env={"PYTHONPATH": str(site)}, timeout=100)
     assert out.returncode == 0, out.stderr
     assert "rot13" in out.stdout and "reverse" in out.stdout
 

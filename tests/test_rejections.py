@@ -8,7 +8,6 @@ import asyncio
 import json
 import re
 import signal
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.nats_fixtures import WIREPIPE, wirepipe_env
+from tests.cli import start_wirepipe, wirepipe
 from tests.test_scale_pool import drain, running_pool, wait_for
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.batch import Rejected
@@ -74,11 +73,11 @@ def _logs(path: Path, n: int) -> None:
 
 
 def _run(*args: str, cwd: Path) -> Any:
-    from tests.nats_fixtures import run_wirepipe
 
-    return run_wirepipe(*args, cwd=cwd, timeout=120)
+    return wirepipe(*args, cwd=cwd, timeout=120)
 
 
+@pytest.mark.slow
 def test_a_bounded_run_names_its_rejections_and_writes_them_to_the_default_file(tmp_path: Path) -> None:
     _logs(tmp_path / "logs.jsonl", 2000)
     (tmp_path / "toml.yaml").write_text(
@@ -121,6 +120,7 @@ def test_a_run_that_rejects_nothing_leaves_no_dead_letter_file(tmp_path: Path) -
     assert "rejected:" not in res.stderr and sorted(p.name for p in tmp_path.iterdir()) == ["ok.yaml", "out.jsonl"]
 
 
+@pytest.mark.slow
 def test_a_projection_is_counted_in_the_summary_and_the_metrics(tmp_path: Path) -> None:
     """The issue's case: 20 log records, two with an `error` field the schema does not declare. Rejected by
     default (both named, written to the default file); with `extra_fields: drop`, counted as projected."""
@@ -201,6 +201,7 @@ def _reason_metric(pipeline: str, n: int, worker: str = "") -> str:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_worker_names_its_rejections_on_prometheus_and_in_its_final_summary(nats_server: EmbeddedServer,
                                                                               tmp_path: Path) -> None:
     """A long-lived worker (`wirepipe run` on a JetStream durable, stopped by SIGTERM): Prometheus counts the
@@ -211,8 +212,8 @@ def test_a_worker_names_its_rejections_on_prometheus_and_in_its_final_summary(na
     (tmp_path / "worker.yaml").write_text(WORKER)
     log = tmp_path / "worker.log"
     with open(log, "w") as err:
-        worker = subprocess.Popen([*WIREPIPE, "run", str(tmp_path / "worker.yaml")], cwd=tmp_path, stderr=err,
-                                  env=wirepipe_env(NATS_URL=nats_server.url, OUT=str(out)))
+        worker = start_wirepipe("run", tmp_path / "worker.yaml", cwd=tmp_path, stdout=None, stderr=err,
+                                env={"NATS_URL": nats_server.url, "OUT": str(out)})
     try:
         wait_for(lambda: _written(out) == n - n // 10, 60, None, log)
         metrics = wait_for(lambda: _scrape(log, _reason_metric("notes", n // 10)), 30, None, log)
@@ -232,6 +233,7 @@ def test_a_worker_names_its_rejections_on_prometheus_and_in_its_final_summary(na
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_a_pool_sums_its_workers_rejections_and_names_each_workers_file(nats_server: EmbeddedServer,
                                                                        tmp_path: Path) -> None:
     n = 6000
@@ -240,7 +242,7 @@ def test_a_pool_sums_its_workers_rejections_and_names_each_workers_file(nats_ser
     cfg = tmp_path / "notes.yaml"
     cfg.write_text(WORKER)
     log = tmp_path / "pool.log"
-    with running_pool(cfg, 2, wirepipe_env(NATS_URL=nats_server.url, OUT=str(out)), log) as proc:
+    with running_pool(cfg, 2, {"NATS_URL": nats_server.url, "OUT": str(out)}, log) as proc:
         wait_for(lambda: _written(out) == n - n // 10, 90, proc, log)
         # a worker reports twice a second: wait for the last reports, then every count is final
         time.sleep(1.5)

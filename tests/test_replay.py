@@ -15,9 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from typer.testing import CliRunner
 
-from wirepipe.cli import app
+from tests.cli import invoke
 from wirepipe.codecs.formats import restore_bytes
 from wirepipe.connectors.capture_format import capture_table, plan_row_groups
 from wirepipe.connectors.capture_sink import CaptureWriter
@@ -86,16 +85,16 @@ def test_capture_published_by_a_pipeline_replays_equal_and_in_order(tmp_path: Pa
         "operators": [{"serialize": {"format": "msgpack"}}, {"compress": {"codec": "zstd", "level": "fastest"}}],
         "sink": {"type": "capture", "dir": str(tmp_path / "cap"), "row_group_rows": 500},
     }))
-    runner = CliRunner()
-    result = runner.invoke(app, ["run", str(publish)])
-    assert result.exit_code == 0, result.output
+    result = invoke("run", str(publish))
+    assert result.returncode == 0, result.output
     pipeline = write_pipeline(tmp_path / "replay.yaml", {"type": "jsonl", "path": str(tmp_path / "out.jsonl")})
-    result = runner.invoke(app, ["replay", str(tmp_path / "cap"), "--pipeline", str(pipeline)])
-    assert result.exit_code == 0, result.output
+    result = invoke("replay", str(tmp_path / "cap"), "--pipeline", str(pipeline))
+    assert result.returncode == 0, result.output
     assert "replayed 1200 records" in result.output
     assert read_jsonl(tmp_path / "out.jsonl") == get_dataset("block").sample(1200)
 
 
+@pytest.mark.slow
 def test_workers_split_row_groups_into_ordered_parts(tmp_path: Path) -> None:
     records = get_dataset("block").sample(900, seed=3)
     make_capture(tmp_path / "cap", records, row_group_rows=100)
@@ -170,16 +169,15 @@ def both_runners(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     local_pipeline = write_pipeline(root / "local.yaml", {"type": "parquet", "path": str(root / "local" / "out.parquet")},
                                     metrics=str(root / "local" / "metrics.parquet"),
                                     dead_letter={"type": "parquet", "path": str(root / "local" / "dead.parquet")})
-    runner = CliRunner()
     # --count 2300 ends inside a row group (of 400): both runners cut it at the same record.
-    result = runner.invoke(app, ["replay", str(root / "cap"), "-p", str(local_pipeline), "--batch-size", "300",
-                                 "--count", "2300"])
-    assert result.exit_code == 0, result.output
+    result = invoke("replay", str(root / "cap"), "-p", str(local_pipeline), "--batch-size", "300",
+                    "--count", "2300")
+    assert result.returncode == 0, result.output
     summaries = {"local": result.stderr}
-    result = runner.invoke(app, ["replay", str(root / "cap"), "-p", str(local_pipeline), "--runner", "beam",
-                                 "--count", "2300", "--output", str(root / "beam"),
-                                 "--beam-option", "direct_num_workers=1"])
-    assert result.exit_code == 0, result.output
+    result = invoke("replay", str(root / "cap"), "-p", str(local_pipeline), "--runner", "beam",
+                    "--count", "2300", "--output", str(root / "beam"),
+                    "--beam-option", "direct_num_workers=1")
+    assert result.returncode == 0, result.output
     assert "beam FnApiRunner" in result.output
     summaries["beam"] = result.stderr
     return {"root": root, "local": root / "local", "beam": root / "beam", "output": Path(result.output),
@@ -190,6 +188,7 @@ def read_parts(folder: Path) -> pa.Table:
     return pa.concat_tables([pq.read_table(f) for f in sorted(folder.glob("part-*.parquet"))])
 
 
+@pytest.mark.slow
 def test_local_and_beam_results_are_identical(both_runners: dict[str, Path]) -> None:
     local_out = pq.read_table(both_runners["local"] / "out.parquet")
     beam_out = read_parts(both_runners["beam"] / "results")
@@ -197,6 +196,7 @@ def test_local_and_beam_results_are_identical(both_runners: dict[str, Path]) -> 
     assert beam_out.to_pylist() == local_out.to_pylist()
 
 
+@pytest.mark.slow
 def test_local_and_beam_count_the_same_records_per_stage(both_runners: dict[str, Path]) -> None:
     local_counts = stage_counts([both_runners["local"] / "metrics.parquet"])
     beam_counts = stage_counts(sorted((both_runners["beam"] / "metrics").glob("*.parquet")))
@@ -205,6 +205,7 @@ def test_local_and_beam_count_the_same_records_per_stage(both_runners: dict[str,
     assert local_counts[("rejected", "decompress")] == 2300 // 97
 
 
+@pytest.mark.slow
 def test_local_and_beam_dead_letter_the_same_records(both_runners: dict[str, Path]) -> None:
     local_dead = pq.read_table(both_runners["local"] / "dead.parquet").to_pylist()
     beam_dead = read_parts(both_runners["beam"] / "dead_letter").to_pylist()
@@ -212,6 +213,7 @@ def test_local_and_beam_dead_letter_the_same_records(both_runners: dict[str, Pat
     assert [r["seq"] for r in local_dead] == list(range(96, 2300, 97))
 
 
+@pytest.mark.slow
 def test_local_and_beam_name_the_rejections_by_reason_and_where_they_went(both_runners: dict[str, Any]) -> None:
     lines = {name: [line for line in text.splitlines() if line.startswith("  rejected")]
              for name, text in both_runners["summaries"].items()}
@@ -226,38 +228,41 @@ def test_local_and_beam_name_the_rejections_by_reason_and_where_they_went(both_r
     assert dead["beam"] == [f"  dead letters: {both_runners['beam']}/dead_letter/ (dead-letter envelopes)"]
 
 
+@pytest.mark.slow
 def test_rejected_records_are_kept_without_a_dead_letter_on_both_runners(tmp_path: Path) -> None:
     """No `dead_letter` in the pipeline: the local run writes its default file beside the output, Beam the
     replay's dead_letter/ folder; each summary names it."""
     make_capture(tmp_path / "cap", get_dataset("point").sample(300, seed=3), row_group_rows=100, corrupt_every=50)
     pipeline = write_pipeline(tmp_path / "p.yaml", {"type": "jsonl", "path": str(tmp_path / "out.jsonl")})
-    runner = CliRunner()
-    local_run = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline)])
-    assert local_run.exit_code == 0, local_run.output
+    local_run = invoke("replay", str(tmp_path / "cap"), "-p", str(pipeline))
+    assert local_run.returncode == 0, local_run.output
     dead = tmp_path / "out.dead.jsonl"
     assert [orjson.loads(line)["seq"] for line in dead.read_bytes().splitlines()] == list(range(49, 300, 50))
     assert f"  dead letters: {dead} (6 appended as JSONL dead-letter envelopes" in local_run.stderr
-    beam_run = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline), "--runner", "beam",
-                                   "--output", str(tmp_path / "beam"), "--beam-option", "direct_num_workers=1"])
-    assert beam_run.exit_code == 0, beam_run.output
+    beam_run = invoke("replay", str(tmp_path / "cap"), "-p", str(pipeline), "--runner", "beam",
+                      "--output", str(tmp_path / "beam"), "--beam-option", "direct_num_workers=1")
+    assert beam_run.returncode == 0, beam_run.output
     assert [r["seq"] for r in read_parts(tmp_path / "beam" / "dead_letter").to_pylist()] == list(range(49, 300, 50))
     assert f"  dead letters: {tmp_path / 'beam'}/dead_letter/ (dead-letter envelopes)" in beam_run.stderr
 
 
+@pytest.mark.slow
 def test_beam_metrics_carry_the_run_metadata(both_runners: dict[str, Path]) -> None:
     files = sorted((both_runners["beam"] / "metrics").glob("*.parquet"))
     meta = pq.read_schema(files[0]).metadata
     assert meta[b"wirepipe.pipeline"] == b"replay-test"
 
 
+@pytest.mark.slow
 def test_beam_refuses_an_output_folder_that_holds_results(both_runners: dict[str, Path]) -> None:
     pipeline = both_runners["root"] / "local.yaml"
-    result = CliRunner().invoke(app, ["replay", str(both_runners["root"] / "cap"), "-p", str(pipeline),
-                                      "--runner", "beam", "--output", str(both_runners["beam"])])
-    assert result.exit_code == 1
+    result = invoke("replay", str(both_runners["root"] / "cap"), "-p", str(pipeline),
+                    "--runner", "beam", "--output", str(both_runners["beam"]))
+    assert result.returncode == 1
     assert "already holds a replay's output" in result.output
 
 
+@pytest.mark.slow
 def test_beam_import_logs_nothing_to_the_root_logger() -> None:
     code = ("import logging; from wirepipe.replay.beam import import_beam; import_beam(); "
             "print(len(logging.getLogger().handlers))")
@@ -350,7 +355,6 @@ def test_pacer_schedule_groups_by_tick_and_resumes() -> None:
 def test_cli_errors_are_clear(tmp_path: Path) -> None:
     make_capture(tmp_path / "cap", [{"i": 1}], row_group_rows=10)
     pipeline = write_pipeline(tmp_path / "p.yaml", {"type": "jsonl", "path": "-"})
-    runner = CliRunner()
     cases = [
         (["--pace", "slow"], 2, "--pace 'slow': allowed max, original"),
         (["--runner", "beam", "--workers", "2"], 2, "--workers is for the local runner"),
@@ -358,13 +362,13 @@ def test_cli_errors_are_clear(tmp_path: Path) -> None:
         (["--max-gap", "soon"], 2, "--max-gap"),
     ]
     for extra, code, message in cases:
-        result = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline), *extra])
-        assert result.exit_code == code, (extra, result.output)
+        result = invoke("replay", str(tmp_path / "cap"), "-p", str(pipeline), *extra)
+        assert result.returncode == code, (extra, result.output)
         assert message in result.output, (extra, result.output)
-    result = runner.invoke(app, ["replay", str(tmp_path / "nope"), "-p", str(pipeline)])
-    assert result.exit_code == 2 and "no such file or folder" in result.output  # a usage error (exit_codes)
-    result = runner.invoke(app, ["replay", str(tmp_path / "cap"), "-p", str(pipeline), "--set", "sink.type=nope"])
-    assert result.exit_code == 2 and "sink: unknown type 'nope'" in result.output
+    result = invoke("replay", str(tmp_path / "nope"), "-p", str(pipeline))
+    assert result.returncode == 2 and "no such file or folder" in result.output  # a usage error (exit_codes)
+    result = invoke("replay", str(tmp_path / "cap"), "-p", str(pipeline), "--set", "sink.type=nope")
+    assert result.returncode == 2 and "sink: unknown type 'nope'" in result.output
 
 
 def test_workers_start_their_pacing_where_the_previous_share_ends(tmp_path: Path) -> None:

@@ -16,9 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from wirepipe.cli import app
+from tests.cli import invoke
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.null import NullSink
 from wirepipe.core.units import parse_bandwidth
@@ -35,8 +34,6 @@ from wirepipe.report.plots import to_html, write_pngs
 from wirepipe.report.render import csv_rows, to_markdown
 from wirepipe.report.statistics import QUANTILES, time_stats
 from wirepipe.testing import TestingSource
-
-runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +57,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _report_csv(*args: str) -> list[dict[str, str]]:
-    out = runner.invoke(app, ["report", *args, "--csv", "-"])
-    assert out.exit_code == 0, out.output
+    out = invoke("report", *args, "--csv", "-")
+    assert out.returncode == 0, out.output
     return list(csv.DictReader(io.StringIO(out.stdout)))
 
 
@@ -158,13 +155,14 @@ def test_time_stats_are_weighted_inverted_cdf() -> None:
     assert time_stats([], []) is None
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_and_pngs_are_images(results: Path, tmp_path: Path) -> None:
     from matplotlib.image import imread
 
     html_path, png_dir, md_path = tmp_path / "r.html", tmp_path / "png", tmp_path / "r.md"
-    out = runner.invoke(app, ["report", str(results), "--quiet", "--html", str(html_path), "--png", str(png_dir),
-                              "--markdown", str(md_path)])
-    assert out.exit_code == 0, out.output
+    out = invoke("report", str(results), "--quiet", "--html", str(html_path), "--png", str(png_dir),
+                 "--markdown", str(md_path))
+    assert out.returncode == 0, out.output
     page = html_path.read_text(encoding="utf-8")
     # nothing is loaded from anywhere: no external scripts, styles or images
     assert not re.search(r"<script[^>]+src=|<link\b|<img[^>]+src=[\"']?(https?:)?//|url\(\s*[\"']?https?:", page)
@@ -197,8 +195,8 @@ def test_report_without_plot_libraries_still_works(results: Path, monkeypatch: p
     assert "Stages: time per record" in page
     files, why = write_pngs(report, tmp_path / "png")
     assert files == [] and "matplotlib is not installed" in why[0]
-    out = runner.invoke(app, ["report", str(results), "--quiet", "--html", str(tmp_path / "r.html")])
-    assert out.exit_code == 0 and "plots skipped" in out.output
+    out = invoke("report", str(results), "--quiet", "--html", str(tmp_path / "r.html"))
+    assert out.returncode == 0 and "plots skipped" in out.output
 
 
 # --- recommendations on rows a benchmark labelled itself --------------------------------------------
@@ -289,10 +287,10 @@ def test_parse_bandwidth() -> None:
 
 
 def test_report_errors_are_clear(tmp_path: Path) -> None:
-    out = runner.invoke(app, ["report", str(tmp_path / "missing")])
-    assert out.exit_code == 2 and "no such file or folder" in out.output
+    out = invoke("report", str(tmp_path / "missing"))
+    assert out.returncode == 2 and "no such file or folder" in out.output
     pq.write_table(pa.table({"a": [1]}), tmp_path / "other.parquet")
-    out = runner.invoke(app, ["report", str(tmp_path)])
-    assert out.exit_code == 1 and "no wirepipe results" in out.output
-    out = runner.invoke(app, ["report", str(tmp_path), "--bandwidth", "fast"])
-    assert out.exit_code == 2 and "--bandwidth" in out.output
+    out = invoke("report", str(tmp_path))
+    assert out.returncode == 1 and "no wirepipe results" in out.output
+    out = invoke("report", str(tmp_path), "--bandwidth", "fast")
+    assert out.returncode == 2 and "--bandwidth" in out.output

@@ -4,7 +4,6 @@ over a real nats-server (and a consumer that failed to start), read as one flow.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nats_fixtures import WIREPIPE, run_wirepipe, wirepipe_env
+from tests.cli import start_wirepipe, wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer, free_port
 from wirepipe.report.plots import MIN_HEIGHT
 
@@ -52,16 +51,16 @@ def deployment(nats_server: EmbeddedServer, tmp_path: Path) -> Path:
         for i in range(N)))
     (tmp_path / "publish.yaml").write_text(PUBLISH)
     (tmp_path / "consume.yaml").write_text(CONSUME)
-    env = wirepipe_env(NATS_URL=nats_server.url, PYTHONPATH=str(Path(__file__).parent))
+    env = {"NATS_URL": nats_server.url, "PYTHONPATH": str(Path(__file__).parent)}
     with open(tmp_path / "pool.log", "w") as log:
-        pool = subprocess.Popen([*WIREPIPE, "run", "consume.yaml", "--workers", "2"], stdout=subprocess.DEVNULL,
-                                stderr=log, text=True, env=env, cwd=tmp_path)
+        pool = start_wirepipe("run", "consume.yaml", "--workers", "2", stdout=subprocess.DEVNULL, stderr=log, env=env,
+                              cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
         while (tmp_path / "pool.log").read_text().count("waiting for stream EVENTS") < 2:
             assert time.monotonic() < deadline and pool.poll() is None, (tmp_path / "pool.log").read_text()
             time.sleep(0.1)
-        published = run_wirepipe("run", "publish.yaml", env=env, cwd=tmp_path)
+        published = wirepipe("run", "publish.yaml", env=env, cwd=tmp_path)
         assert published.returncode == 0, published.stderr
         while not re.search(rf"events-consume \[2 workers\]: .* {N:,} out", (tmp_path / "pool.log").read_text()):
             assert time.monotonic() < deadline + 60 and pool.poll() is None, (tmp_path / "pool.log").read_text()
@@ -71,15 +70,15 @@ def deployment(nats_server: EmbeddedServer, tmp_path: Path) -> Path:
     finally:
         if pool.poll() is None:
             pool.kill()
-    failed = run_wirepipe("run", "consume.yaml", cwd=tmp_path, env={**env, "NATS_URL": f"nats://127.0.0.1:{free_port()}"})
+    failed = wirepipe("run", "consume.yaml", cwd=tmp_path, env={**env, "NATS_URL": f"nats://127.0.0.1:{free_port()}"})
     assert failed.returncode == 1 and "cannot connect" in failed.stderr
     return tmp_path
 
 
+@pytest.mark.slow
 def test_report_joins_the_flow_merges_the_pool_and_lists_failed_starts(deployment: Path) -> None:
-    out = subprocess.run([*WIREPIPE, "report", "results", "--markdown", "report.md", "--html", "report.html"],
-                         capture_output=True, text=True, cwd=deployment, timeout=120,
-                         env={**wirepipe_env(), "COLUMNS": "80"})
+    out = wirepipe("report", "results", "--markdown", "report.md", "--html", "report.html", cwd=deployment,
+                   columns=80)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert max(len(line) for line in text.splitlines()) <= 80, [x for x in text.splitlines() if len(x) > 80]
@@ -112,24 +111,24 @@ def test_report_joins_the_flow_merges_the_pool_and_lists_failed_starts(deploymen
     assert len(stage_plot["data"][0]["y"]) == 1 and stage_plot["layout"]["height"] >= MIN_HEIGHT  # one bar, not a hairline
 
 
+@pytest.mark.slow
 def test_bench_failures_are_in_report_md_and_html(tmp_path: Path) -> None:
     """A bench where a combination fails: report.md and report.html name it and why, as bench.md and the
     terminal do, and so does `wirepipe report` on the bench's folder."""
-    bench = subprocess.run([*WIREPIPE, "bench", "--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none",
-                            "--records-per-message", "10", "--transport", "none", "--repetitions", "100",
-                            "--iterations", "1", "--out", str(tmp_path / "b")], capture_output=True, text=True,
-                           timeout=300, env={**os.environ, "COLUMNS": "100"})
+    bench = wirepipe("bench", "--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none",
+                     "--records-per-message", "10", "--transport", "none", "--repetitions", "100",
+                     "--iterations", "1", "--out", tmp_path / "b", timeout=300, columns=100)
     assert bench.returncode == 4, bench.stderr
     why = "feed: arrow x10/msg: arrow: decoded records differ from the input: record"
     for name in ("report.md", "report.html"):
         assert why in (tmp_path / "b" / name).read_text(), name
-    again = subprocess.run([*WIREPIPE, "report", str(tmp_path / "b"), "--markdown", str(tmp_path / "r.md")],
-                           capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "100"})
+    again = wirepipe("report", tmp_path / "b", "--markdown", tmp_path / "r.md", columns=100)
     assert again.returncode == 0, again.stderr
     assert "Failed combinations" in again.stdout and why in again.stdout.replace("\n", " ")
     assert f"### Failed combinations\n\n- {why}" in (tmp_path / "r.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_terminal_report_fits_80_columns_with_a_long_dataset_path(tmp_path: Path) -> None:
     """Two configurations of a pipeline over a file deep in a folder (its path is the dataset): every line of
     the terminal report, the recommendation's headings included, fits 80 columns."""
@@ -142,10 +141,9 @@ def test_the_terminal_report_fits_80_columns_with_a_long_dataset_path(tmp_path: 
             f"name: {name}\nsource: {{type: jsonl, path: '{folder / 'application-events.jsonl'}', batch_size: 200}}\n"
             f"operators: [{{encode: {{chain: '{chain}'}}}}, {{decode: {{chain: '{chain}'}}}}]\n"
             f"metrics: {{path: results/{name}.parquet}}\n")
-        ran = run_wirepipe("run", f"{name}.yaml", cwd=tmp_path)
+        ran = wirepipe("run", f"{name}.yaml", cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
-    out = subprocess.run([*WIREPIPE, "report", "results"], capture_output=True, text=True, cwd=tmp_path,
-                         timeout=120, env={**wirepipe_env(), "COLUMNS": "80"})
+    out = wirepipe("report", "results", cwd=tmp_path, columns=80)
     assert out.returncode == 0, out.stderr
     assert "fastest end to end" in out.stdout  # two configurations: ranked
     assert max(len(line) for line in out.stdout.splitlines()) <= 80, \

@@ -7,14 +7,13 @@ import contextlib
 import re
 import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.nats_fixtures import WIREPIPE, wirepipe_env
+from tests.cli import start_wirepipe
 from tests.test_scale_pool import column, drain, per_worker, running_pool, scrape, wait_for
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.connection import NatsConnectionConfig
@@ -61,9 +60,9 @@ def accepts(port: int) -> bool:
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_wirepipe_server_cluster_prints_the_url_list_serves_r3_and_stops_on_ctrl_c() -> None:
-    proc = subprocess.Popen([*WIREPIPE, "server", "--cluster", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=wirepipe_env())
+    proc = start_wirepipe("server", "--cluster", "3")
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().strip()
@@ -105,6 +104,7 @@ async def stream_info(url: str, stream: str) -> Any:
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("victim", ["leader", "follower"])
+@pytest.mark.slow
 async def test_sigkill_of_a_node_of_an_r3_cluster_loses_nothing(nats_cluster: LocalCluster, victim: str) -> None:
     """Publish N into an R3 stream and consume it with a durable while one node is SIGKILLed and restarted:
     exactly N in the stream (retries carry the same Nats-Msg-Id), all N in the output (duplicates counted)."""
@@ -155,6 +155,7 @@ async def test_sigkill_of_a_node_of_an_r3_cluster_loses_nothing(nats_cluster: Lo
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 async def test_nats_warnings_name_the_server_that_failed(nats_server: EmbeddedServer,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     """A URL list whose first server never answers: the warnings of a node's death name that node, each refused
@@ -243,6 +244,7 @@ def _leader(cluster: LocalCluster, stream: str) -> str:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_a_pool_counts_every_duplicate_of_a_stream_leader_failover(nats_cluster: LocalCluster,
                                                                    tmp_path: Path) -> None:
     """Pool of 2 on an R3 stream; the stream leader is SIGKILLed and restarted twice mid-consume. No row is
@@ -258,7 +260,7 @@ def test_a_pool_counts_every_duplicate_of_a_stream_leader_failover(nats_cluster:
     cfg.write_text(R3_POOL)
     log = tmp_path / "pool.log"
     tests = Path(__file__).parent
-    env = wirepipe_env(NATS_URL=nats_cluster.url, OUT=str(out), METRICS=str(metrics), PYTHONPATH=str(tests))
+    env = {"NATS_URL": nats_cluster.url, "OUT": str(out), "METRICS": str(metrics), "PYTHONPATH": str(tests)}
     with running_pool(cfg, 2, env, log) as proc:
         port = int(wait_for(lambda: re.search(r"metrics on http://127.0.0.1:(\d+)/metrics", log.read_text()), 60,
                             proc, log)[1])
@@ -301,6 +303,7 @@ def test_a_pool_counts_every_duplicate_of_a_stream_leader_failover(nats_cluster:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_a_pool_started_while_the_cluster_has_no_leader_waits_for_it(nats_cluster: LocalCluster,
                                                                      tmp_path: Path) -> None:
     """Two of three nodes down (no quorum, no leader): the workers of a pool say they wait for the leader, no
@@ -324,7 +327,7 @@ def test_a_pool_started_while_the_cluster_has_no_leader_waits_for_it(nats_cluste
     def written() -> list[int]:
         return [json.loads(line)["i"] for f in sorted(tmp_path.glob("out-*.jsonl")) for line in f.open()]
 
-    with running_pool(cfg, 2, wirepipe_env(), log) as proc:
+    with running_pool(cfg, 2, {}, log) as proc:
         waiting = "jetstream consumer of R3POOL: JetStream does not answer"
         wait_for(lambda: log.read_text().count(waiting) >= 2, 60, proc, log)  # both workers say they wait
         time.sleep(3.0)  # longer than a request's timeout: still waiting, not dying

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nats_fixtures import run_wirepipe
+from tests.cli import wirepipe
 from wirepipe.core.units import parse_rate
 from wirepipe.plan.capacity import (
     HEADER_BYTES,
@@ -58,8 +58,8 @@ def test_predicted_rate_is_capped_by_workers_then_by_cores() -> None:
 
 
 def test_wirepipe_plan_measures_the_chain_when_no_bench_is_given() -> None:
-    res = run_wirepipe("plan", "--rate", "2M/s", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
-                       "--nodes", "3", "--cores-per-node", "16")
+    res = wirepipe("plan", "--rate", "2M/s", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
+                   "--nodes", "3", "--cores-per-node", "16")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "plan for 2M records/s of point msgpack|zstd:fastest over jetstream (R3, retention 7d)" in out
@@ -69,21 +69,23 @@ def test_wirepipe_plan_measures_the_chain_when_no_bench_is_given() -> None:
         assert needle in out
 
 
+@pytest.mark.slow
 def test_wirepipe_plan_reads_bench_results_and_refuses_bad_flags(tmp_path: Path) -> None:
-    bench = run_wirepipe("bench", "--transport", "none", "--dataset", "point", "--format", "msgpack", "--codec",
-                         "zstd", "--level", "fastest", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
+    bench = wirepipe("bench", "--transport", "none", "--dataset", "point", "--format", "msgpack", "--codec",
+                     "zstd", "--level", "fastest", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
     assert bench.returncode == 0, bench.stderr
-    res = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "point",
-                       "--transport", "nats")
+    res = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "point",
+                   "--transport", "nats")
     assert res.returncode == 0, res.stderr
     assert "point msgpack|zstd:fastest over nats" in res.stdout and "wirepipe bench results" in res.stdout
     assert "JetStream storage" not in res.stdout  # core NATS stores nothing
-    bad = run_wirepipe("plan", "--rate", "lots")
+    bad = wirepipe("plan", "--rate", "lots")
     assert bad.returncode == 2 and "'lots' is not a rate" in bad.stderr
-    bad = run_wirepipe("plan", "--rate", "1k", "--replicas", "3", "--nodes", "1")
+    bad = wirepipe("plan", "--rate", "1k", "--replicas", "3", "--nodes", "1")
     assert bad.returncode == 2 and "--replicas 3 needs at least 3 nodes" in bad.stderr
 
 
+@pytest.mark.slow
 def test_plan_takes_the_datasets_from_bench_results_ones_own_too(tmp_path: Path) -> None:
     """`plan --bench RESULTS` plans for each dataset the results hold (a built-in one and one's own from
     `bench --input`), and one's own dataset works with every option, --sink parquet included (its records are
@@ -91,24 +93,24 @@ def test_plan_takes_the_datasets_from_bench_results_ones_own_too(tmp_path: Path)
     events = tmp_path / "events.jsonl"
     events.write_text("".join(json.dumps({"ts": 1700000000 + i, "level": "info", "msg": f"request {i}"}) + "\n"
                               for i in range(300)))
-    bench = run_wirepipe("bench", "--transport", "none", "--input", str(events), "--dataset", "point", "--format",
-                         "msgpack,json", "--codec", "none,zstd", "--level", "fastest", "-k", "1", "-n", "200",
-                         "--out", str(tmp_path / "b"))
+    bench = wirepipe("bench", "--transport", "none", "--input", str(events), "--dataset", "point", "--format",
+                     "msgpack,json", "--codec", "none,zstd", "--level", "fastest", "-k", "1", "-n", "200",
+                     "--out", str(tmp_path / "b"))
     assert bench.returncode == 0, bench.stderr
-    both = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"))
+    both = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"))
     assert both.returncode == 0, both.stderr
     heads = re.findall(r"^plan for 500k records/s of (\S+) (\S+) over jetstream", both.stdout, re.M)
     assert sorted(name for name, _ in heads) == ["events", "point"], both.stdout
-    own = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
-                       "--chain", "json|zstd:fastest", "--transport", "nats", "--sink", "parquet")
+    own = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
+                   "--chain", "json|zstd:fastest", "--transport", "nats", "--sink", "parquet")
     assert own.returncode == 0, own.stderr
     assert "plan for 500k records/s of events json|zstd:fastest over nats" in own.stdout
     sink_us = float(re.search(r"sink ([\d.]+) us", own.stdout)[1])
     assert sink_us > 0 and "parquet sink measured in-process now" in own.stdout
     events.rename(tmp_path / "moved.jsonl")
-    gone = run_wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
-                        "--sink", "parquet")
+    gone = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
+                    "--sink", "parquet")
     assert gone.returncode == 2
     assert f"its input file {events} is not there any more" in gone.stderr
-    builtin_only = run_wirepipe("plan", "--rate", "1k", "--dataset", "events")
+    builtin_only = wirepipe("plan", "--rate", "1k", "--dataset", "events")
     assert builtin_only.returncode == 2 and "--bench RESULTS of `wirepipe bench --input FILE`" in builtin_only.stderr

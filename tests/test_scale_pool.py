@@ -18,7 +18,8 @@ from typing import Any, Literal
 import pyarrow.parquet as pq
 import pytest
 
-from tests.nats_fixtures import WIREPIPE, publish_numbered, run_wirepipe, wirepipe_env
+from tests.cli import start_wirepipe, wirepipe
+from tests.nats_fixtures import publish_numbered
 from wirepipe.connectors.base import Configured, Sink, Source
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions, free_port
 from wirepipe.core.batch import Batch
@@ -80,8 +81,7 @@ def wait_for(condition: Callable[[], Any], timeout: float, proc: subprocess.Pope
 def running_pool(config: Path, workers: int, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[str]]:
     """``wirepipe run CONFIG --workers N`` (stderr to ``log``); killed on the way out if a test failed first."""
     with open(log, "w") as err:
-        proc = subprocess.Popen([*WIREPIPE, "run", str(config), "--workers", str(workers)], stdout=subprocess.PIPE,
-                                stderr=err, text=True, env=env, cwd=TESTS)
+        proc = start_wirepipe("run", config, "--workers", str(workers), stderr=err, env=env, cwd=TESTS)
     try:
         yield proc
     finally:
@@ -156,11 +156,11 @@ def test_cli_refuses_a_sink_to_stdout_with_exit_2(tmp_path: Path) -> None:
     cfg = tmp_path / "stdout.yaml"
     cfg.write_text("name: one\nsource: {type: nats, url: 'nats://127.0.0.1:1', subject: s}\n"
                    "sink: {type: jsonl, path: '-'}\n")
-    res = run_wirepipe("run", str(cfg), "--workers", "2")
+    res = wirepipe("run", str(cfg), "--workers", "2")
     assert res.returncode == 2
     assert f"error: {cfg}: sink.path: '-' (stdout) cannot be shared by several workers" in res.stderr
     assert "Traceback" not in res.stderr
-    bad = run_wirepipe("run", str(cfg), "--workers", "none")
+    bad = wirepipe("run", str(cfg), "--workers", "none")
     assert bad.returncode == 2 and "--workers 'none': give a positive integer or auto" in bad.stderr
 
 
@@ -342,6 +342,7 @@ def per_worker(body: str, name: str) -> dict[str, float]:
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.slow
 def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     """SIGKILL one of 3 workers mid-run: the supervisor restarts it, all N are written (duplicates counted),
     one Prometheus endpoint labels each worker, and SIGTERM drains the pool (exit 0). Records out and acked
@@ -353,7 +354,7 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
     cfg = tmp_path / "archive.yaml"
     cfg.write_text(DURABLE)
     log = tmp_path / "pool.log"
-    env = wirepipe_env(NATS_URL=nats_server.url, OUT=str(out), PYTHONPATH=str(TESTS))
+    env = {"NATS_URL": nats_server.url, "OUT": str(out), "PYTHONPATH": str(TESTS)}
     with running_pool(cfg, 3, env, log) as proc:
         pid = int(wait_for(lambda: re.search(r"worker 1 started \(pid (\d+)\)", log.read_text()), 60, proc, log)[1])
         port = int(wait_for(lambda: re.search(r"metrics on http://127.0.0.1:(\d+)/metrics", log.read_text()),
@@ -396,13 +397,14 @@ def scrape(port: int, wanted: str) -> str | None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_worker_that_keeps_dying_makes_the_pool_give_up_loudly(tmp_path: Path) -> None:
     """A worker that cannot connect (nothing listens, connect_timeout 300ms) crashes for real, each time."""
     cfg = tmp_path / "dies.yaml"
     cfg.write_text("name: dies\nsource: {type: jetstream, url: '${NATS_URL}', subject: s, connect_timeout: 300ms}\n"
                    "sink: {type: parquet, path: 'out/part-{part}.parquet'}\n")
-    res = run_wirepipe("run", str(cfg), "--workers", "2", timeout=110,
-                       env=wirepipe_env(NATS_URL=f"nats://127.0.0.1:{free_port()}"))
+    res = wirepipe("run", str(cfg), "--workers", "2", timeout=110,
+                   env={"NATS_URL": f"nats://127.0.0.1:{free_port()}"})
     assert res.returncode == 1
     assert re.search(r"error: dies: worker \d died 5 times in a row, each within 60s of starting "
                      r"\(last: exit code 1\); giving up", res.stderr), res.stderr[-3000:]
@@ -431,6 +433,7 @@ def _queue_members(http_port: int) -> int:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_core_queue_group_hands_each_message_to_exactly_one_of_two_workers(tmp_path: Path) -> None:
     n = 20000
     http_port = free_port()
@@ -439,7 +442,7 @@ def test_a_core_queue_group_hands_each_message_to_exactly_one_of_two_workers(tmp
         cfg = tmp_path / "qgroup.yaml"
         cfg.write_text(QUEUE)
         log = tmp_path / "pool.log"
-        with running_pool(cfg, 2, wirepipe_env(NATS_URL=server.url, OUT=str(out)), log) as proc:
+        with running_pool(cfg, 2, {"NATS_URL": server.url, "OUT": str(out)}, log) as proc:
             wait_for(lambda: _queue_members(http_port) == 2, 60, proc, log)
             asyncio.run(_publish_seq(server.url, n, rate=5000))
             wait_for(lambda: len(column(out, "seq")) >= n, 60, proc, log)
@@ -458,7 +461,7 @@ def test_a_single_process_run_is_worker_0(tmp_path: Path) -> None:
     cfg = tmp_path / "one.yaml"
     cfg.write_text(f"name: one\nsource: {{type: generate, dataset: point, count: 10}}\n"
                    f"sink: {{type: jsonl, path: '{tmp_path}/out-{{worker}}.jsonl'}}\n")
-    res = run_wirepipe("run", str(cfg))
+    res = wirepipe("run", str(cfg))
     assert res.returncode == 0, res.stderr
     assert len((tmp_path / "out-0.jsonl").read_text().splitlines()) == 10
 
@@ -521,6 +524,7 @@ sink: {type: jetstream, url: "${NATS_URL}", subject: events, stream: {name: EVEN
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_a_pool_started_before_its_stream_waits_for_it_and_loses_no_worker(nats_server: EmbeddedServer,
                                                                           tmp_path: Path) -> None:
     """`wirepipe run consume.yaml --workers 2` before the publisher creates the stream: the workers wait
@@ -531,14 +535,14 @@ def test_a_pool_started_before_its_stream_waits_for_it_and_loses_no_worker(nats_
     (tmp_path / "consume.yaml").write_text(CONSUME_EVENTS)
     (tmp_path / "publish.yaml").write_text(PUBLISH_EVENTS)
     log = tmp_path / "pool.log"
-    env = wirepipe_env(NATS_URL=nats_server.url, OUT=str(out))
+    env = {"NATS_URL": nats_server.url, "OUT": str(out)}
     with running_pool(tmp_path / "consume.yaml", 2, env, log) as proc:
         wait_for(lambda: log.read_text().count("waiting for stream EVENTS (it does not exist yet)") >= 2, 60,
                  proc, log)
         wait_for(lambda: re.search(r"events \[2 workers\]: .*waiting for stream EVENTS \| w0 waiting .*; w1 waiting",
                                    log.read_text()), 30, proc, log)
         time.sleep(3)  # waiting is not dying: several restart periods pass without a death
-        published = run_wirepipe("run", str(tmp_path / "publish.yaml"), "--count", str(n), env=env, timeout=120)
+        published = wirepipe("run", str(tmp_path / "publish.yaml"), "--count", str(n), env=env, timeout=120)
         assert published.returncode == 0, published.stderr[-3000:]
         wait_for(lambda: len(column(out, "x")) >= n, 90, proc, log)
         wait_for(lambda: re.search(rf"events \[2 workers\]: [\d,]+ rec/s, [\d.]+ MB/s, {n:,} out, lag 0\b",

@@ -5,26 +5,20 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli import WIREPIPE, wirepipe
 from wirepipe.report import load_results, summarize
 
 ROOT = Path(__file__).parent.parent
 BOX = re.compile(r"[│┃║╭╮╯╰┏┓┗┛━─┼╇┡┩]")
-
-
-def wirepipe(*args: str, columns: int = 100, env: dict[str, str] | None = None,
-             timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "COLUMNS": str(columns), **(env or {})}
-    full.pop("NATS_URL", None)
-    return subprocess.run([sys.executable, "-m", "wirepipe.cli", *args], capture_output=True, text=True,
-                          env=full, timeout=timeout, stdin=subprocess.DEVNULL)
+pytestmark = pytest.mark.slow  # a bench over NATS, two runs, a terminal and a browser
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +27,12 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("study")
     out = wirepipe("bench", "--dataset", "point", "--format", "json,orjson,msgpack-array",
                    "--codec", "none,zstd", "--level", "fastest,best", "--repetitions", "200", "--iterations", "2",
-                   "--out", str(root / "bench"), columns=80)
+                   "--out", str(root / "bench"), columns=80, timeout=300)
     assert out.returncode == 0, out.stderr
     (root / "bench-80.txt").write_text(out.stdout)
     for _ in range(2):
         run = wirepipe("run", str(ROOT / "configs" / "quickstart.yaml"), "--count", "1000",
-                       env={"RESULTS": str(root)})
+                       env={"RESULTS": str(root)}, columns=100)
         assert run.returncode == 0, run.stderr
     return root
 
@@ -105,7 +99,7 @@ def test_report_in_a_real_80_column_terminal(results: Path, tmp_path: Path) -> N
     assert tmux, "tmux is needed (apt-get install tmux; .ci/run installs it)"
     session = f"wirepipe-{os.getpid()}"
     done = tmp_path / "done"
-    command = (f"{sys.executable} -m wirepipe.cli report {results} > /dev/tty; echo $? > {done}; sleep 600")
+    command = f"{shlex.join([*WIREPIPE, 'report', str(results)])} > /dev/tty; echo $? > {done}; sleep 600"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
     subprocess.run([tmux, "-L", session, "new-session", "-d", "-s", session, "-x", "80", "-y", "50",
                     "sh", "-c", command], check=True, env=env, timeout=30)

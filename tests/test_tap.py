@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.nats_fixtures import consumer_info, expected, run_wirepipe, start_wirepipe, wirepipe_env
+from tests.cli import start_wirepipe, wirepipe
+from tests.nats_fixtures import consumer_info, expected
 from wirepipe import Pipeline, generate, nats_sink
 from wirepipe.codecs.compression import CODECS
 from wirepipe.codecs.formats import FORMATS
@@ -48,6 +49,7 @@ def publish(url: str, subject: str, fmt: str, codec: str, n: int = POINTS) -> No
              nats_sink(subject, url=url), name=f"pub-{fmt}-{codec}").run()
 
 
+@pytest.mark.slow
 def test_tap_decodes_every_format_and_codec_of_the_wire_contract_from_headers_alone(nats_server: EmbeddedServer
                                                                                      ) -> None:
     url = nats_server.url
@@ -88,6 +90,7 @@ def test_formats_without_a_schema_on_the_wire_print_raw_with_the_reason(nats_ser
     assert [line for line in lines if "error" not in line] == expected("point", 2)
 
 
+@pytest.mark.slow
 def test_without_raw_undecodable_messages_are_named_on_stderr_and_counted(nats_server: EmbeddedServer) -> None:
     url = nats_server.url
     tap = start_tap(url, "mixed.>", "--limit", "3")
@@ -123,13 +126,14 @@ def test_filter_sample_and_limit(nats_server: EmbeddedServer) -> None:
 
 
 def test_a_bad_filter_is_a_usage_error(nats_server: EmbeddedServer) -> None:
-    result = run_wirepipe("tap", "x", "--url", nats_server.url, "--filter", "x =< 3")
+    result = wirepipe("tap", "x", "--url", nats_server.url, "--filter", "x =< 3")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "error: --filter 'x =< 3': expected `field OP value`" in result.stderr
-    result = run_wirepipe("tap", "--url", nats_server.url)
+    result = wirepipe("tap", "--url", nats_server.url)
     assert result.returncode == 2 and "give a SUBJECT (core NATS) or --stream NAME" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_table_counts_loss_per_publisher_from_seq_gaps(nats_server: EmbeddedServer) -> None:
     """Two publishers' stamps: A skips 4 and 5 and 9 (3 missing), B sends 1..5 (none missing)."""
     url = nats_server.url
@@ -208,12 +212,13 @@ def _publish_to_stream(url: str, n: int, start: int) -> None:
              name=f"fill-{start}").run()
 
 
+@pytest.mark.slow
 def test_a_stream_tap_takes_nothing_from_a_durable(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     url = nats_server.url
     _publish_to_stream(url, 300, 0)
     worker = _worker_config(tmp_path, url)
     # The worker reads all 300 and stops: its durable has delivered and acknowledged exactly those.
-    assert run_wirepipe("run", str(worker), "--count", "300", "--no-status").returncode == 0
+    assert wirepipe("run", str(worker), "--count", "300", "--no-status").returncode == 0
     before = asyncio.run(_durable(url, "TAPPED", "worker"))
     assert before == {"delivered": 300, "ack_floor": 300, "pending": 0, "ack_pending": 0, "redelivered": 0}
 
@@ -229,7 +234,7 @@ def test_a_stream_tap_takes_nothing_from_a_durable(nats_server: EmbeddedServer, 
 
     # The tap and the worker together: the worker gets every record, each once; the tap sees them too.
     tap = start_tap(url, "--stream", "TAPPED", "--limit", "100")
-    proc = start_wirepipe("run", str(worker), "--count", "300", "--no-status", env=wirepipe_env())
+    proc = start_wirepipe("run", str(worker), "--count", "300", "--no-status")
     _publish_to_stream(url, 100, 500)
     out, _ = finish(tap)
     assert sorted(json.loads(line)["i"] for line in out.splitlines()) == list(range(500, 600))
@@ -251,7 +256,7 @@ def test_a_work_queue_stream_is_refused_with_the_way_to_see_it(nats_server: Embe
         await nc.close()
 
     asyncio.run(make())
-    result = run_wirepipe("tap", "--stream", "WQ", "--url", nats_server.url)
+    result = wirepipe("tap", "--stream", "WQ", "--url", nats_server.url)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "cannot create an ordered consumer on stream WQ" in result.stderr
     assert "read its subjects on core NATS" in result.stderr
@@ -259,7 +264,7 @@ def test_a_work_queue_stream_is_refused_with_the_way_to_see_it(nats_server: Embe
 
 @pytest.mark.parametrize("args", [["x", "--deliver", "all"], ["--stream", "S", "--from-seq", "1", "--from-time", "1m"]])
 def test_stream_options_need_a_stream_and_one_start(args: list[str]) -> None:
-    result = run_wirepipe("tap", *args, "--url", "nats://127.0.0.1:1")
+    result = wirepipe("tap", *args, "--url", "nats://127.0.0.1:1")
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 

@@ -10,14 +10,14 @@ import http.server
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.nats_fixtures import expected, run_wirepipe, wirepipe_env
+from tests.cli import cli_env, wirepipe
+from tests.nats_fixtures import expected
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.metrics.tracing import wanted
 
@@ -172,29 +172,28 @@ def collector() -> Iterator[Collector]:
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_worker_processes_export_one_trace_by_otlp(nats_server: EmbeddedServer, collector: Collector,
-                                                   tmp_path: Path) -> None:
+                                                   make_pipeline: Callable[..., Path]) -> None:
     """``wirepipe run`` processes: the publisher by its ``tracing:`` block, the consumer by the standard
     OTEL_* variables alone; both export to one OTLP receiver, and the consumer's spans join the
     publisher's traces."""
     endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
-    pub = tmp_path / "pub.yaml"
-    pub.write_text(yaml.safe_dump({
+    pub = make_pipeline({
         "name": "points-publish", "source": {"type": "generate", "dataset": "point", "count": 300, "batch_size": 100},
         "operators": [{"serialize": {"format": "msgpack"}}, {"compress": {"codec": "zstd"}}],
         "sink": {"type": "jetstream", "url": nats_server.url, "subject": "p.js",
                  "stream": {"name": "P", "subjects": ["p.js"]}},
-        "tracing": {"endpoint": f"{endpoint}/v1/traces"}}))
-    con = tmp_path / "con.yaml"
-    con.write_text(yaml.safe_dump({
+        "tracing": {"endpoint": f"{endpoint}/v1/traces"}})
+    con = make_pipeline({
         "name": "points-archive",
         "source": {"type": "jetstream", "url": nats_server.url, "stream": "P", "durable": "a", "batch_size": 300},
         "operators": [{"decompress": {"codec": "auto"}}, {"deserialize": {"format": "auto"}}],
-        "sink": {"type": "null"}}))
-    done = run_wirepipe("run", str(pub), "--no-status")
+        "sink": {"type": "null"}})
+    done = wirepipe("run", str(pub), "--no-status")
     assert done.returncode == 0, done.stderr
-    done = run_wirepipe("run", str(con), "--no-status", "--count", "300",
-                        env=wirepipe_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME="archive"))
+    done = wirepipe("run", str(con), "--no-status", "--count", "300",
+                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "archive"})
     assert done.returncode == 0, done.stderr
     services = {service for service, _ in collector.spans}
     assert services == {"points-publish", "archive"}
@@ -226,7 +225,7 @@ def test_off_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
     code = ("import sys\nfrom wirepipe import generate, serialize, null_sink\n"
             "(generate('point', count=10) | serialize('msgpack') | null_sink()).run()\n"
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
-    env = {k: v for k, v in wirepipe_env().items() if not k.startswith("OTEL_")}
+    env = {k: v for k, v in cli_env().items() if not k.startswith("OTEL_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -235,7 +234,7 @@ def test_off_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
 def test_a_bad_tracing_block_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
     path.write_text("name: t\nsource: {type: generate, dataset: point, count: 1}\ntracing: {exporter: zipkin}\n")
-    done = run_wirepipe("validate", str(path))
+    done = wirepipe("validate", str(path))
     assert done.returncode == 2 and f"{path}: tracing.exporter: " in done.stderr, done.stderr
     assert "'otlp', 'console' or 'none'" in done.stderr, done.stderr
 

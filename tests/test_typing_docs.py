@@ -9,6 +9,8 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 HEAVY = ("apache_beam", "faust", "plotly", "matplotlib", "duckdb")
 
@@ -25,6 +27,7 @@ def test_the_package_ships_its_py_typed_marker() -> None:
     assert files("wirepipe").joinpath("py.typed").is_file()
 
 
+@pytest.mark.slow
 def test_the_test_command_collects_the_package_doctests_without_heavy_imports(tmp_path: Path) -> None:
     (tmp_path / "heavy_probe.py").write_text(PROBE.format(heavy=HEAVY))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}

@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 import wirepipe.cli.runs
-from wirepipe.cli import app
+from tests.cli import invoke
 from wirepipe.codecs import CODECS, FORMATS
 from wirepipe.connectors import SINKS, SOURCES
 from wirepipe.core.batch import PAYLOADS
@@ -232,20 +231,19 @@ def check_same(arg: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, stop_at_sta
             raise Started
         monkeypatch.setattr(wirepipe.cli.runs, "run_as_worker", started)
     before = sorted(p.name for p in cwd.iterdir())
-    runner = CliRunner()
-    v = runner.invoke(app, ["validate", arg], env={"COLUMNS": "200"})
-    r = runner.invoke(app, ["run", arg, "--no-status"], env={"COLUMNS": "200"})
+    v = invoke("validate", arg, columns=200)
+    r = invoke("run", arg, "--no-status", columns=200)
     for result, allowed in ((v, SystemExit), (r, (SystemExit, Started))):
         assert result.exception is None or isinstance(result.exception, allowed), result.exception  # no traceback
-    if v.exit_code == 2:
+    if v.returncode == 2:
         line = v.stderr.strip()
-        assert r.exit_code == 2 and r.stderr.strip() == line, (line, r.exit_code, r.stderr)
+        assert r.returncode == 2 and r.stderr.strip() == line, (line, r.returncode, r.stderr)
         assert line.startswith(f"error: {arg}: ") and "\n" not in line, line
         assert sorted(p.name for p in cwd.iterdir()) == before  # nothing written: no empty output, no metrics
         return True
-    assert v.exit_code == 0 and v.stdout.startswith(f"ok: {arg}: "), v.stderr
+    assert v.returncode == 0 and v.stdout.startswith(f"ok: {arg}: "), v.stderr
     # it started (stopped there), or ran: 3 when every record was rejected, which the summary says why
-    assert isinstance(r.exception, Started) or r.exit_code in (0, 3), (r.exit_code, r.stderr)
+    assert isinstance(r.exception, Started) or r.returncode in (0, 3), (r.returncode, r.stderr)
     return False
 
 

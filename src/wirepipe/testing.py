@@ -1,6 +1,9 @@
 """Testing a pipeline without NATS or files: records in from a list, records out into a list.
 
 ``TestingSource`` gives the pipeline the records you hand it, in batches of ``batch_size``;
+``RedeliveringSource`` does so at least once, as a durable JetStream consumer does (records come back
+until acknowledged; a worker crash or stop placed among the records), so the delivery rules of the run
+loop are tested in milliseconds;
 ``TestingSink`` keeps what the pipeline writes, in order (``.records``, with the subjects,
 headers and meta columns beside them) and the records a stage rejected (``.rejects``, when
 it is the dead-letter destination, which ``run`` makes it by default). ``run`` runs
@@ -24,16 +27,17 @@ commits are the real ones.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from .connectors.base import Sink, Source
+from .connectors.base import AtLeastOnce, Sink, Source
 from .core.batch import Batch, Rejected
 from .core.stages import Stage
 from .operators.base import Operator
 from .pipelines.pipeline import Pipeline, RunStats
 
-__all__ = ["TestingSink", "TestingSource", "between", "run", "run_async"]
+__all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "run", "run_async"]
 
 
 class TestingSource(Source):
@@ -128,6 +132,188 @@ def _slice(column: Any, start: int, n: int) -> Any:
     return list(column[start:start + n])
 
 
+class Crashed(Exception):
+    """The run a ``RedeliveringSource.CRASH`` ended: the worker died there (what ``run`` and ``run_async`` raise)."""
+
+
+class _Sentinel:
+    """A mark among a ``RedeliveringSource``'s records: what happens when the stream reaches it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"RedeliveringSource.{self.name}"
+
+
+class RedeliveringSource(TestingSource, AtLeastOnce):
+    """The given records delivered at least once, as a durable JetStream consumer delivers them: a record
+    comes back until the pipeline acknowledges it (``ack``, after the sink's flush) or settles it as a dead
+    letter (``settle_rejected``, after the dead letter's flush).
+
+    A record delivered and not settled is delivered again at the start of the next run of this source (the
+    worker restarted), and during a run once ``ack_wait`` seconds passed since it was delivered or last kept
+    ``in_progress`` (the server gives it to a reader again). Each batch carries the meta columns a JetStream
+    batch has: ``seq`` (the record's position, from 0), ``ack`` (its handle: the position) and ``delivered``
+    (1 the first time). A run ends when every record has been delivered and settled.
+
+    Marks among the records, each acted on once, when the stream first reaches it (batches are cut there):
+
+    - ``RedeliveringSource.CRASH``: the worker dies there. The run is cancelled wherever it is, so nothing
+      more is acknowledged, and ``run`` raises ``Crashed``; running the same source again restarts the worker.
+    - ``RedeliveringSource.STOP``: the worker is stopped there and drains (what it wrote is flushed and
+      acknowledged); the next run goes on after the mark.
+
+    What happened is kept across runs: ``acked`` and ``terminated`` (positions, in the order settled),
+    ``deliveries`` (per position), ``redelivered`` (deliveries after the first), ``in_progress_calls`` and
+    ``crashes``.
+
+    >>> from wirepipe.testing import Crashed, RedeliveringSource, TestingSink, run
+    >>> source = RedeliveringSource(["a", "b", RedeliveringSource.CRASH, "c"], batch_size=1)
+    >>> sink = TestingSink()
+    >>> try:
+    ...     run(source, [], sink)
+    ... except Crashed:
+    ...     pass
+    >>> _ = run(source, [], sink)  # the restarted worker gets what was not acknowledged, then the rest
+    >>> sink.records[-3:], source.acked, source.redelivered
+    (['a', 'b', 'c'], [0, 1, 2], 2)
+    """
+
+    CRASH = _Sentinel("CRASH")
+    STOP = _Sentinel("STOP")
+    redelivers = True
+
+    def __init__(self, records: Iterable[Any], batch_size: int = 1000, *, ack_wait: float = 30.0,
+                 ack_pressure: int = 1000, **columns: Any) -> None:
+        values: list[Any] = []
+        self._marks: dict[int, _Sentinel] = {}  # position -> the mark before that record
+        for record in records:
+            if isinstance(record, _Sentinel):
+                self._marks[len(values)] = record
+            else:
+                values.append(record)
+        super().__init__(values, batch_size, **columns)
+        if ack_wait <= 0 or ack_pressure < 1:
+            raise ValueError(f"ack_wait ({ack_wait!r}) must be > 0 and ack_pressure ({ack_pressure!r}) >= 1")
+        self._records = values
+        self.ack_wait = ack_wait
+        self._ack_pressure = ack_pressure
+        self._next = 0  # the first position never delivered
+        self._pending: dict[int, float] = {}  # delivered, not settled: position -> when it is redelivered
+        self.deliveries = [0] * len(values)
+        self.acked: list[int] = []
+        self.terminated: list[int] = []
+        self.in_progress_calls = 0
+        self.crashes = 0
+        self._run: asyncio.Task[Any] | None = None  # the run's task (the one that opened the source), for CRASH
+        self._cancels = 0  # how many times CRASH cancelled the run (0: it did not)
+        self._settled: asyncio.Event | None = None
+
+    @property
+    def ack_pressure(self) -> int:
+        return self._ack_pressure
+
+    @property
+    def redelivered(self) -> int:
+        return sum(self.deliveries) - sum(1 for n in self.deliveries if n)
+
+    def wants_commit(self) -> bool:
+        """Every record was delivered: the loop commits at once rather than after ``flush_interval``."""
+        return self._next >= len(self._records) and not self._marks
+
+    async def open(self) -> None:
+        if self._cancels:  # the crashed run's clean-up set it
+            self.stopping.clear()
+            self._cancels = 0
+        self._run = asyncio.current_task()
+        self._settled = asyncio.Event()
+        for position in self._pending:  # a new reader: every record delivered earlier and not settled comes back
+            self._pending[position] = 0.0
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        size = self.batch_size
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            due = [p for p, deadline in self._pending.items() if deadline <= now]
+            if due:
+                yield self._deliver(sorted(due)[:size])
+                continue
+            mark = self._marks.pop(self._next, None)
+            if mark is self.STOP:
+                return
+            if mark is self.CRASH:
+                await self._crash()
+            if self._next < len(self._records):
+                end = min([self._next + size, len(self._records), *(p for p in self._marks if p > self._next)])
+                positions, self._next = range(self._next, end), end
+                yield self._deliver(positions)
+            elif not self._pending:
+                return
+            else:  # the last records are out: wait for their settling, their redelivery or a stop
+                assert self._settled is not None
+                self._settled.clear()
+                waits = [asyncio.ensure_future(e.wait()) for e in (self._settled, self.stopping)]
+                timeout = max(min(self._pending.values()) - time.monotonic(), 0.0)
+                try:
+                    await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
+
+    def _deliver(self, positions: Sequence[int]) -> Batch:
+        deadline = time.monotonic() + self.ack_wait
+        for p in positions:
+            self.deliveries[p] += 1
+            self._pending[p] = deadline
+        meta = {"seq": list(positions), **{k: _pick(c, positions) for k, c in self._meta.items()},
+                "ack": list(positions), "delivered": [self.deliveries[p] for p in positions]}
+        n = len(positions)
+        return Batch([self._records[p] for p in positions], subjects=_pick(self._subjects, positions),
+                     headers=_pick(self._headers, positions), meta=meta, schema=self.schema,
+                     raw_nbytes=None if self.raw_record_nbytes is None else self.raw_record_nbytes * n)
+
+    async def _crash(self) -> None:
+        """Cancel the run wherever it is, as a killed worker stops; this generator ends when the run's clean-up
+        cancels it. Cancelled again meanwhile: asyncio.wait_for (3.11) can swallow a cancel that lands as the
+        item it waits for arrives."""
+        assert self._run is not None
+        self.crashes += 1
+        while True:
+            self._run.cancel()
+            self._cancels += 1
+            await asyncio.sleep(0.001)
+
+    def _settle(self, positions: Iterable[int | None], into: list[int]) -> None:
+        for p in positions:
+            if p is not None:
+                self._pending.pop(p, None)
+                into.append(p)
+        if self._settled is not None:
+            self._settled.set()
+
+    async def ack(self, batch: Batch) -> None:
+        self._settle(batch.meta.get("ack") or (), self.acked)
+
+    async def settle_rejected(self, rejected: list[Rejected]) -> None:
+        self._settle((r.meta.get("ack") for r in rejected), self.terminated)
+
+    async def in_progress(self, batches: list[Batch]) -> None:
+        self.in_progress_calls += 1
+        deadline = time.monotonic() + self.ack_wait
+        for batch in batches:
+            for p in batch.meta.get("ack") or ():
+                if p in self._pending:
+                    self._pending[p] = deadline
+
+
+def _pick(column: Any, positions: Sequence[int]) -> Any:
+    """A per-record column at ``positions``; a shared value (str, dict) or None as it is."""
+    if column is None or isinstance(column, (str, dict)):
+        return column
+    return [column[p] for p in positions]
+
+
 class TestingSink(Sink):
     """Keeps what the pipeline writes, in order, for assertions.
 
@@ -206,4 +392,13 @@ async def run_async(source: Source, operators: Iterable[Operator] = (), sink: Si
     if dead_letter is None and isinstance(sink, TestingSink):
         dead_letter = sink
     options.setdefault("name", "testing")
-    return await Pipeline(source, operators, sink, dead_letter=dead_letter, **options).run_async()
+    try:
+        return await Pipeline(source, operators, sink, dead_letter=dead_letter, **options).run_async()
+    except asyncio.CancelledError:
+        if not (isinstance(source, RedeliveringSource) and source._cancels):
+            raise
+        task = asyncio.current_task()
+        if task is not None and hasattr(task, "uncancel"):  # the cancels were the crash's, not the caller's
+            for _ in range(source._cancels):
+                task.uncancel()
+        raise Crashed(f"the worker crashed at a RedeliveringSource.CRASH ({source.crashes} so far)") from None

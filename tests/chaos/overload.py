@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.cli import cli_env, start_wirepipe
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -126,10 +128,8 @@ def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: fl
     }
     path = folder / "consumer.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    env = dict(os.environ, WIREPIPE_TEST_SPIN_US=str(spin_us), PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
-    env.pop("NATS_URL", None)
-    worker = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    spin = {"WIREPIPE_TEST_SPIN_US": str(spin_us), "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    worker = start_wirepipe("run", path, env=spin, cwd=ROOT)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(worker.stderr or []), daemon=True)  # type: ignore[arg-type]
     reader.start()
@@ -149,7 +149,7 @@ def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: fl
         if tail:
             args += ["--tail", str(tail)]
         args += ["--linger", str(linger), "--stamp-interval", str(stamp_interval)]
-        pub = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
+        pub = subprocess.run(args, capture_output=True, text=True, env=cli_env(spin), cwd=ROOT,
                              timeout=max(10.0, deadline - time.monotonic()))
         if pub.returncode != 0:
             raise RuntimeError(f"publisher failed: {pub.stderr[-2000:]}")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.nats_fixtures import run_wirepipe, start_wirepipe
+from tests.cli import start_wirepipe, wirepipe
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -78,18 +78,18 @@ def test_two_inputs_are_both_stored_and_a_rerun_is_deduplicated(nats_url: str, t
     a = write_jsonl(tmp_path / "A.jsonl", [{"file": "A", "i": i} for i in range(n)])
     b = write_jsonl(tmp_path / "B.jsonl", [{"file": "B", "i": i} for i in range(n)])
     for source in (a, b):
-        done = run_wirepipe("run", str(ingest_config(tmp_path, nats_url, source)), timeout=90)
+        done = wirepipe("run", str(ingest_config(tmp_path, nats_url, source)), timeout=90)
         assert done.returncode == 0, done.stderr
     # Before the fix the B run reported "1000 out" and the stream held only A's records.
     assert stream_messages(nats_url, "INGEST") == 2 * n
 
-    again = run_wirepipe("run", str(ingest_config(tmp_path, nats_url, a)), timeout=90)
+    again = wirepipe("run", str(ingest_config(tmp_path, nats_url, a)), timeout=90)
     assert again.returncode == 0, again.stderr
     assert stream_messages(nats_url, "INGEST") == 2 * n  # the same input again: every record deduplicated
 
     # The same file name with new content: stored (the payload hash differs), unchanged lines are not.
     write_jsonl(a, [{"file": "A", "i": i} if i % 2 else {"file": "A2", "i": i} for i in range(n)])
-    changed = run_wirepipe("run", str(ingest_config(tmp_path, nats_url, a)), timeout=90)
+    changed = wirepipe("run", str(ingest_config(tmp_path, nats_url, a)), timeout=90)
     assert changed.returncode == 0, changed.stderr
     assert stream_messages(nats_url, "INGEST") == 2 * n + n // 2
 
@@ -120,7 +120,7 @@ def test_core_nats_to_jetstream_relay_with_the_default_id(nats_url: str, tmp_pat
         deadline = time.monotonic() + 60
         while "relay:" not in relay.stderr.readline():  # the first status line: subscribed and running
             assert relay.poll() is None and time.monotonic() < deadline, "the relay did not start"
-        pub = run_wirepipe("run", str(tmp_path / "pub.yaml"), timeout=90)
+        pub = wirepipe("run", str(tmp_path / "pub.yaml"), timeout=90)
         assert pub.returncode == 0, pub.stderr
         _, err = relay.communicate(timeout=90)
     finally:

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.tmpfs import resize, tmpfs
-from tests.nats_fixtures import WIREPIPE, consumer_info, wirepipe_env
+from tests.cli import start_wirepipe
+from tests.nats_fixtures import consumer_info
 
 N = 4000
 PAYLOAD = 2000  # bytes per record: N * PAYLOAD is ~8 MB, four times the disk
@@ -58,12 +59,12 @@ async def publish_random(url: str, n: int, stream: str = "DISK", subject: str = 
     await nc.close()
 
 
-def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as err:
-        return subprocess.Popen([*WIREPIPE, *args], stdout=subprocess.DEVNULL, stderr=err, env=wirepipe_env())
+def start(args: list[str], log: Path) -> subprocess.Popen[str]:
+    with open(log, "w") as err:
+        return start_wirepipe(*args, stdout=subprocess.DEVNULL, stderr=err)
 
 
-def wait_for(check, timeout: float, what: str, proc: subprocess.Popen[bytes], log: Path) -> None:  # type: ignore[no-untyped-def]
+def wait_for(check, timeout: float, what: str, proc: subprocess.Popen[str], log: Path) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
@@ -74,7 +75,7 @@ def wait_for(check, timeout: float, what: str, proc: subprocess.Popen[bytes], lo
     raise AssertionError(f"{what} (worker exit {proc.poll()}); its log ends with:\n{log.read_text()[-3000:]}")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> int:
+def stop(proc: subprocess.Popen[str]) -> int:
     proc.send_signal(signal.SIGTERM)
     try:
         return proc.wait(60)

@@ -17,19 +17,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.chaos.overload import ROOT
+from tests.cli import cli_env, start_wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(nats_server: EmbeddedServer,
-                                                                                 tmp_path: Path) -> None:
+                                                                                 tmp_path: Path,
+                                                                                 make_pipeline: Callable[..., Path]) -> None:
     # The cut run leaves records in the loop's queue and in the operators: they must be counted, not dropped.
     out = tmp_path / "out.jsonl"
     cfg = {
@@ -39,12 +41,9 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
         "sink": {"type": "jsonl", "path": str(out)},
         "shutdown_timeout": "2s",
     }
-    path = tmp_path / "backlog.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    env = dict(os.environ, WIREPIPE_TEST_SPIN_US="300", PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
-    env.pop("NATS_URL", None)
-    worker = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", str(path), "--status"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    path = make_pipeline(cfg)
+    spin = {"WIREPIPE_TEST_SPIN_US": "300", "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    worker = start_wirepipe("run", path, "--status", env=spin, cwd=ROOT)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(worker.stderr or []), daemon=True)  # type: ignore[arg-type]
     reader.start()
@@ -54,7 +53,7 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
             assert worker.poll() is None and time.monotonic() < deadline, "".join(lines[-20:])
             time.sleep(0.1)
         pub = subprocess.run([sys.executable, "-m", "tests.chaos.overload", "publish", nats_server.url, "backlog",
-                              "30000"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+                              "30000"], capture_output=True, text=True, env=cli_env(spin), cwd=ROOT, timeout=120)
         assert pub.returncode == 0, pub.stderr[-2000:]
         time.sleep(1.0)
         assert worker.poll() is None

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.chaos.tmpfs import tmpfs
-from tests.nats_fixtures import run_wirepipe
+from tests.cli import wirepipe
 
 GENERATE = {"type": "generate", "dataset": "point", "count": 20}
 
@@ -38,7 +38,7 @@ def one_line_error(done: subprocess.CompletedProcess[str], where: str, why: str)
 def run_config(tmp_path: Path, **parts: Any) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "pipeline.yaml"
     config.write_text(json.dumps({"name": "io", "source": GENERATE, **parts}))
-    return run_wirepipe("run", str(config))
+    return wirepipe("run", str(config))
 
 
 @pytest.mark.parametrize("section", ["jsonl sink", "parquet sink", "parquet parts sink", "dead_letter", "metrics"])
@@ -66,8 +66,8 @@ def test_a_file_where_a_folder_is_expected_is_one_line(tmp_path: Path, section: 
 
 
 def test_capture_into_a_read_only_folder_is_one_line(nats_url: str, read_only: Path) -> None:
-    done = run_wirepipe("capture", "--url", nats_url, "--subject", "x", "--out", str(read_only / "cap"),
-                        "--duration", "2s")
+    done = wirepipe("capture", "--url", nats_url, "--subject", "x", "--out", str(read_only / "cap"),
+                    "--duration", "2s")
     one_line_error(done, str(read_only), "Read-only file system")
 
 
@@ -94,7 +94,7 @@ def test_replaying_a_capture_with_a_corrupt_data_page_is_one_line(tmp_path: Path
     config = tmp_path / "decode.yaml"
     config.write_text(json.dumps({"name": "decode", "source": GENERATE,
                                   "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}}))
-    done = run_wirepipe("replay", str(path), "-p", str(config), "--stop-on-error")
+    done = wirepipe("replay", str(path), "-p", str(config), "--stop-on-error")
     one_line_error(done, str(path), "row group 2")
 
 
@@ -139,8 +139,8 @@ def test_a_damaged_capture_file_does_not_stop_a_replay(tmp_path: Path, workers: 
     config.write_text(json.dumps({"name": "decode", "source": GENERATE,
                                   "operators": [{"deserialize": {"format": "auto"}}],
                                   "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}}))
-    done = run_wirepipe("replay", str(tmp_path / "cap"), "-p", str(config), "--workers", str(workers),
-                        "--batch-size", "64")
+    done = wirepipe("replay", str(tmp_path / "cap"), "-p", str(config), "--workers", str(workers),
+                    "--batch-size", "64")
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     replayed = [json.loads(line)["i"] for f in sorted(tmp_path.glob("out*.jsonl")) for line in f.open()]
@@ -160,7 +160,7 @@ def test_stop_on_error_stops_a_replay_at_the_first_damaged_file(tmp_path: Path) 
     config = tmp_path / "decode.yaml"
     config.write_text(json.dumps({"name": "decode", "source": GENERATE,
                                   "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}}))
-    done = run_wirepipe("replay", str(tmp_path / "cap"), "-p", str(config), "--stop-on-error")
+    done = wirepipe("replay", str(tmp_path / "cap"), "-p", str(config), "--stop-on-error")
     one_line_error(done, str(truncated), "not a readable Parquet file")
     assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()
 
@@ -172,7 +172,7 @@ def test_a_pipeline_reading_a_damaged_capture_says_what_it_could_not_read(tmp_pa
     config.write_text(json.dumps({"name": "read", "source": {"type": "capture", "path": str(tmp_path / "cap")},
                                   "operators": [{"deserialize": {"format": "auto"}}],
                                   "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}}))
-    done = run_wirepipe("run", str(config))
+    done = wirepipe("run", str(config))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3100
     assert "read: 3100 records out of 3100" in done.stderr

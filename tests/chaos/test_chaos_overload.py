@@ -21,6 +21,9 @@ from wirepipe.connectors.null import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.wire import Header
 
+# the scenarios need a worker slower than its publisher, and losses: alone, so other tests' load does not decide it
+pytestmark = pytest.mark.serial
+
 
 @pytest.mark.timeout(240)
 def test_a_worker_slower_than_its_publisher_counts_every_loss(nats_url: str, tmp_path: Path) -> None:

@@ -16,14 +16,13 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.nats_fixtures import WIREPIPE, run_wirepipe, wirepipe_env
+from tests.cli import start_wirepipe, wirepipe
 from tests.test_nats_auth import new_nkey
 from wirepipe.connectors.nats.server import EmbeddedServer, User, free_port
 
@@ -49,7 +48,7 @@ def test_no_output_contains_a_url_password(tmp_path: Path) -> None:
         printed: list[str] = []
 
         def run(*args: str, ok: bool = True) -> None:
-            done = run_wirepipe(*args, timeout=180, cwd=tmp_path)
+            done = wirepipe(*args, timeout=180, cwd=tmp_path)
             printed.extend([done.stdout, done.stderr])
             if ok:
                 assert done.returncode == 0, done.stderr[-3000:]
@@ -135,14 +134,14 @@ def test_secrets_in_every_field_and_url_shape_reach_no_output(tmp_path: Path) ->
     out.mkdir()
     tmp.mkdir()
     printed: list[str] = []
-    env = wirepipe_env(TMPDIR=str(tmp), NATS_PASSWORD=PASSWORD, NATS_TOKEN=TOKEN, NKEY_SEED=seed)
+    env = {"TMPDIR": str(tmp), "NATS_PASSWORD": PASSWORD, "NATS_TOKEN": TOKEN, "NKEY_SEED": seed}
 
     def run(name: str, args: list[str], cfg: dict | None = None, ok: bool = True, code: int | None = None) -> str:
         if cfg is not None:
             path = tmp_path / f"{name}.yaml"
             path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
             args = [*args, str(path)]
-        done = run_wirepipe(*args, timeout=120, env=env, cwd=tmp_path)
+        done = wirepipe(*args, timeout=120, env=env, cwd=tmp_path)
         printed.extend([done.stdout, done.stderr])
         if ok:
             assert done.returncode == 0, (name, done.stderr[-3000:])
@@ -206,9 +205,8 @@ def test_secrets_in_every_field_and_url_shape_reach_no_output(tmp_path: Path) ->
             "flush_interval": "200ms", "monitor": {"status_interval": "0.3s"}}), encoding="utf-8")
         log = tmp_path / "pool.log"
         with open(log, "w") as err:
-            proc = subprocess.Popen([*WIREPIPE, "run", str(pool_cfg), "--workers", "2"], stdout=subprocess.PIPE,
-                                    stderr=err, text=True, cwd=tmp_path,
-                                    env={**env, "NATS_URL": shapes["list"]})
+            proc = start_wirepipe("run", pool_cfg, "--workers", "2", stderr=err, cwd=tmp_path,
+                                  env={**env, "NATS_URL": shapes["list"]})
         try:
             deadline = time.monotonic() + 90
             pids: list[int] = []

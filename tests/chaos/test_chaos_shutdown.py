@@ -13,12 +13,12 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.nats_fixtures import start_wirepipe
+from tests.cli import start_wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
 
 
@@ -36,7 +36,7 @@ async def _stored(url: str) -> int:
 
 @pytest.mark.timeout(150)
 def test_publisher_to_a_hung_server_exits_after_shutdown_timeout(nats_server: EmbeddedServer,
-                                                                  tmp_path: Path) -> None:
+                                                                  make_pipeline: Callable[..., Path]) -> None:
     cfg = {
         "name": "hang-pub",
         "source": {"type": "generate", "dataset": "point", "count": 10_000_000, "rate": 5000},
@@ -45,9 +45,7 @@ def test_publisher_to_a_hung_server_exits_after_shutdown_timeout(nats_server: Em
                  "ack_timeout": "1s"},
         "shutdown_timeout": "3s",
     }
-    path = tmp_path / "hang.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    worker = start_wirepipe("run", str(path))
+    worker = start_wirepipe("run", make_pipeline(cfg))
     assert nats_server.proc is not None
     pid = nats_server.proc.pid
     stopped = False

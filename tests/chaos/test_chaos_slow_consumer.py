@@ -25,7 +25,8 @@ from wirepipe.pipelines.monitor import loss_summary
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.testing import TestingSink
 
-pytestmark = pytest.mark.timeout(240)
+# the scenarios need a consumer the server finds slow: alone, so other tests' load does not decide it
+pytestmark = [pytest.mark.timeout(240), pytest.mark.serial]
 
 
 def test_a_consumer_the_server_disconnects_as_slow_counts_every_lost_record(tmp_path: Path) -> None:

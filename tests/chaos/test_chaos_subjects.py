@@ -23,7 +23,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.nats_fixtures import run_wirepipe
+from tests.cli import wirepipe
 from wirepipe.connectors.jsonl import JsonlSink
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions
@@ -88,7 +88,7 @@ async def run_while_subscribed(url: str, config: Path) -> tuple[Any, Counter[int
 
     await nc.subscribe("orders.>", cb=on_msg)
     await nc.flush()
-    res = await asyncio.to_thread(run_wirepipe, "run", str(config), timeout=90)
+    res = await asyncio.to_thread(wirepipe, "run", str(config), timeout=90)
     await asyncio.sleep(0.5)
     await nc.flush()
     await nc.close()
@@ -121,7 +121,7 @@ def test_jetstream_bad_subjects_and_a_subject_no_stream_stores_are_dead_lettered
     bad = {**BAD, 1700: "nowhere"}
     sink = {"type": "jetstream", "stream": {"name": "ORDERS", "subjects": ["orders.eu", "orders.us", "orders.x.>"]}}
     config = write_config(tmp_path, nats_server.url, sink, bad)
-    res = run_wirepipe("run", str(config), timeout=120)
+    res = wirepipe("run", str(config), timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     stored = asyncio.run(stream_values(nats_server.url, "ORDERS"))
     good = set(range(N)) - set(bad)
