@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import interleave, print_table
-from wirepipe.connectors.base import Source
+from wirepipe.connectors.connector import Source
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.null import NullSink
 from wirepipe.datasets import get_dataset

@@ -14,7 +14,7 @@ from tests.cli import wirepipe
 from wirepipe.bench.combos import BenchPlan, default_repetitions
 from wirepipe.bench.command import make_plan
 from wirepipe.bench.data import from_dataset
-from wirepipe.bench.runner import run_bench
+from wirepipe.bench.measure import run_bench
 from wirepipe.core.errors import ConfigError
 
 

@@ -18,7 +18,7 @@ from tests.cli import start_wirepipe, wirepipe
 from wirepipe.bench.combos import QUICK, BenchPlan
 from wirepipe.bench.command import make_plan
 from wirepipe.bench.estimate import calibrate
-from wirepipe.bench.runner import JOURNAL, load_data, rows_table, run_bench
+from wirepipe.bench.measure import JOURNAL, load_data, rows_table, run_bench
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.exit_codes import ExitCode
 from wirepipe.report import summarize

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from wirepipe.bench.timing import Timed, as_in_a_run, best_of, chunks, repetitions, time_batches
 from wirepipe.core.batch import Batch
-from wirepipe.operators.base import Operator
 from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.operator import Operator
 from wirepipe.operators.serialize import Serialize
 
 ROOT = Path(__file__).parent.parent

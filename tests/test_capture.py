@@ -261,7 +261,7 @@ def test_written_records_are_not_held_until_the_commit(tmp_path: Path) -> None:
     import weakref
     from collections.abc import AsyncIterator
 
-    from wirepipe.connectors.base import Source
+    from wirepipe.connectors.connector import Source
     from wirepipe.pipelines.pipeline import Pipeline
 
     class Values(list):  # a list that can be weakly referenced

@@ -51,7 +51,7 @@ from pydantic import Field
 
 from ..core.batch import Batch
 from ..core.models import SourceLimits
-from .base import Configured, Source
+from .connector import Configured, Source
 
 
 class WordsSource(Configured, Source):
@@ -307,7 +307,7 @@ def test_the_nats_connection_takes_the_connector_config() -> None:
 # --- what the pipelines layer needs, each connector declares ------------------------------------------
 
 _OLD_NOT_IDENTITY = {"count", "duration", "batch_size", "batch_timeout", "rate", "url", "auth", "tls", "durable",
-                     "ordered", "queue"}  # the one list base.py kept for every connector before they declared
+                     "ordered", "queue"}  # the one list connectors/base.py kept for every connector before they declared
 
 
 @pytest.mark.parametrize("build", [

@@ -278,7 +278,7 @@ def test_a_per_record_header_survives_serialize_and_compress_to_the_sink(monkeyp
 
 
 def test_the_operators_declare_the_headers_they_set() -> None:
-    from wirepipe.operators.base import Operator
+    from wirepipe.operators.operator import Operator
     from wirepipe.wire import Header
 
     assert Serialize.adds_headers == (Header.CONTENT_TYPE,)

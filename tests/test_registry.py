@@ -31,8 +31,8 @@ from typing import Literal
 from wirepipe.core.batch import Batch
 from wirepipe.codecs.compression import Codec
 from wirepipe.codecs.formats import Format
-from wirepipe.connectors.base import Sink, Source
-from wirepipe.operators.base import Operator
+from wirepipe.connectors.connector import Sink, Source
+from wirepipe.operators.operator import Operator
 from wirepipe.core.models import Strict
 
 

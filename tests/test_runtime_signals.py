@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wirepipe.connectors.base import AtLeastOnce, Configured, Sink, Source
+from wirepipe.connectors.connector import AtLeastOnce, Configured, Sink, Source
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.batch import Batch

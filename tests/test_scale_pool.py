@@ -20,7 +20,7 @@ import pytest
 
 from tests.cli import start_wirepipe, wirepipe
 from tests.nats_fixtures import publish_numbered
-from wirepipe.connectors.base import Configured, Sink, Source
+from wirepipe.connectors.connector import Configured, Sink, Source
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions, free_port
 from wirepipe.core.batch import Batch
 from wirepipe.core.errors import ConfigError, Refusal

@@ -32,12 +32,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .operators.base import BuildContext, Operator
+from .operators.operator import BuildContext, Operator
 from .pipelines import pipeline as _pipeline  # noqa: F401 - registers ``source | ... | sink`` (Source.compose)
 from .storage.files import PathArg, Paths, fspaths
 
 if TYPE_CHECKING:
-    from .connectors.base import Sink, Source
+    from .connectors.connector import Sink, Source
 
 _UNSET: Any = object()
 

@@ -31,10 +31,10 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from .connectors.base import AtLeastOnce, Sink, Source
+from .connectors.connector import AtLeastOnce, Sink, Source
 from .core.batch import Batch, Rejected
 from .core.stages import Stage
-from .operators.base import Operator
+from .operators.operator import Operator
 from .pipelines.pipeline import Pipeline, RunStats
 
 __all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "run", "run_async"]

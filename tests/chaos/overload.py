@@ -56,7 +56,7 @@ class Outcome:
 
 def _burst_source(count: int, rate: float | None, burst: int | None, pause: float, pad: int = 0,
                   tail: int = 0, linger: float = 0.0) -> Any:
-    from wirepipe.connectors.base import Source
+    from wirepipe.connectors.connector import Source
     from wirepipe.core.batch import Batch
     from wirepipe.datasets import get_dataset
 

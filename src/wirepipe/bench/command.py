@@ -16,7 +16,7 @@ from ..core.registry import install_hint
 from ..datasets import DATASETS
 from .combos import ALL_LEVELS, QUICK, BenchPlan
 from .estimate import Estimate
-from .runner import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
+from .measure import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
 from .study_tables import chain_table, failures, format_table
 
 

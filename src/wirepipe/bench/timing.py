@@ -33,7 +33,7 @@ from typing import Any
 
 from ..core.allocator import between_batches
 from ..core.batch import Batch
-from ..operators.base import Operator
+from ..operators.operator import Operator
 from ..pipelines.pipeline import Pipeline
 from ..testing import TestingSource
 

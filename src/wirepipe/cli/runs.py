@@ -64,7 +64,7 @@ def run(
 
     typer.echo(run_summary(pipe, stats), err=True)
     if stats.unreadable:  # the input was read past a damaged part: every readable record ran, and the run says so
-        from ..connectors.base import describe_unreadable
+        from ..connectors.connector import describe_unreadable
 
         fail(describe_unreadable(stats.unreadable), ExitCode.RUNTIME)
     verdict = limit.verdict(stats.rejected, stats.records_in)

@@ -72,7 +72,7 @@ def capture(
         fail(str(exc), ExitCode.CONFIG)
     # A JetStream source makes the run loop commit, and so complete a file, every `ack_pressure` records too:
     # the log says so, since on a backlog that is what sets the files' size.
-    from ..connectors.base import AtLeastOnce
+    from ..connectors.connector import AtLeastOnce
 
     source = pipe.source
     pipe.sink.commit_records = source.ack_pressure if isinstance(source, AtLeastOnce) else None
@@ -153,7 +153,7 @@ def replay(
         fail(str(exc), exit_code(exc))
     typer.echo(result.summary(), err=True)
     if result.unreadable:
-        from ..connectors.base import describe_unreadable
+        from ..connectors.connector import describe_unreadable
 
         fail(describe_unreadable(result.unreadable, "capture"), ExitCode.RUNTIME)
 

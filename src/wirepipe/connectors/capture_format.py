@@ -27,7 +27,7 @@ from ..core.batch import Batch
 from ..core.errors import ConfigError, WirepipeError
 from ..storage.files import find_files
 from ..wire import Header
-from .base import Unreadable
+from .connector import Unreadable
 
 log = logging.getLogger("wirepipe.capture")
 

@@ -38,8 +38,8 @@ from ..core.stages import Stage
 from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, AtomicFile, TableBuffer, is_hidden
 from ..storage.lifecycle import ParquetFileWriter, RollingParquetFiles
-from .base import Configured, Sink
 from .capture_format import CAPTURE_COLUMNS, FORMAT_VERSION, capture_schema, capture_table
+from .connector import Configured, Sink
 
 log = logging.getLogger("wirepipe.capture")
 

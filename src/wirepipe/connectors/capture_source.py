@@ -23,8 +23,8 @@ from ..core.models import Duration, SourceLimits
 from ..core.stages import Stage
 from ..storage.files import Paths, fspaths
 from ..wire import subject_regex
-from .base import Configured, Source, Unreadable
 from .capture_format import RowGroup, batch_from_arrow, capture_files, plan_row_groups
+from .connector import Configured, Source, Unreadable
 
 log = logging.getLogger("wirepipe.capture")
 

@@ -14,7 +14,7 @@ from ..core.batch import RECORDS, Batch
 from ..core.models import SourceLimits
 from ..core.stages import Stage
 from ..datasets import DATASETS, get_dataset
-from .base import Configured, Source
+from .connector import Configured, Source
 
 
 class GenerateSource(Configured, Source):

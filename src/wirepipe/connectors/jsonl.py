@@ -38,7 +38,7 @@ from ..core.stages import Stage
 from ..core.workers import Worker
 from ..storage.files import Paths, beside_file, fspaths, input_files
 from ..storage.spool import SpoolingFile
-from .base import Configured, Sink, Source
+from .connector import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe")
 

@@ -7,7 +7,7 @@ from typing import Literal
 from ..core.batch import Batch
 from ..core.models import Strict
 from ..core.stages import Stage
-from .base import Configured, Sink
+from .connector import Configured, Sink
 
 
 class NullSink(Configured, Sink):

@@ -46,7 +46,7 @@ from ..core.stages import Stage
 from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, Paths, TableBuffer, beside_file, fspaths, input_files
 from ..storage.lifecycle import RollingParquetFiles
-from .base import Configured, Sink, Source
+from .connector import Configured, Sink, Source
 
 log = logging.getLogger("wirepipe")
 

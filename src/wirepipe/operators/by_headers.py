@@ -27,9 +27,9 @@ from ..codecs.formats import format_for_content_type
 from ..core.batch import Batch
 from ..core.errors import StageError
 from ..wire import Header
-from .base import failing
 from .decompress import Decompress
 from .deserialize import Deserialize
+from .operator import failing
 from .schema_options import SchemaSpec
 
 SERIALIZED_SIZE = "serialized_size"  # meta column: each record's bytes after decompress, before deserialize

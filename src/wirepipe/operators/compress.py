@@ -33,8 +33,8 @@ from ..core.errors import WirepipeError
 from ..core.models import Strict
 from ..core.stages import Stage
 from ..wire import Header, set_header
-from .base import PAYLOADS, BuildContext, Configured, Operator, given
 from .codec_options import Dictionary, known_codec, load_dictionary
+from .operator import PAYLOADS, BuildContext, Configured, Operator, given
 from .shared_dictionaries import SharedDictionaries
 
 

@@ -9,10 +9,10 @@ In YAML ``- decode: msgpack|zstd:3``; in Python ``wirepipe.decode("msgpack|zstd:
 from __future__ import annotations
 
 from ..codecs.chain import Chain
-from .base import BuildContext, Operator, with_shorthand
 from .chain_operators import ChainParams
 from .decompress import Decompress
 from .deserialize import Deserialize
+from .operator import BuildContext, Operator, with_shorthand
 
 
 class DecodeParams(ChainParams):

@@ -32,8 +32,8 @@ from ..core.errors import StageError
 from ..core.models import Size, Strict
 from ..core.stages import Stage
 from ..wire import Header
-from .base import PAYLOADS, BuildContext, Configured, Operator, failing, given
 from .codec_options import Dictionary, known_codec, load_dictionary
+from .operator import PAYLOADS, BuildContext, Configured, Operator, failing, given
 from .shared_dictionaries import SharedDictionaries
 
 

@@ -30,7 +30,7 @@ from ..core.models import Strict
 from ..core.registry import load_ref
 from ..core.stages import Stage
 from ..wire import Header
-from .base import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
+from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,

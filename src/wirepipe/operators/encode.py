@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import cast
 
 from ..codecs.formats import Schema
-from .base import BuildContext, Operator, with_shorthand
 from .chain_operators import ChainParams, chain_operators
+from .operator import BuildContext, Operator, with_shorthand
 
 
 class EncodeParams(ChainParams):

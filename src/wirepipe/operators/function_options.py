@@ -13,7 +13,7 @@ from pydantic import Field, WrapValidator
 
 from ..core.models import Strict
 from ..core.registry import load_ref
-from .base import BuildContext, Configured, Operator
+from .operator import BuildContext, Configured, Operator
 
 
 def import_callable(ref: str | Callable[..., Any]) -> Callable[..., Any]:

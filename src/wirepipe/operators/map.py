@@ -18,8 +18,8 @@ from typing import Any
 
 from ..core.batch import Batch
 from ..core.stages import Stage
-from .base import BuildContext, Operator
 from .function_options import FunctionOperator, FunctionParams
+from .operator import BuildContext, Operator
 
 
 class Map(FunctionOperator):

@@ -20,7 +20,7 @@ from ..core.batch import Batch, describe_error
 from ..core.models import Strict
 from ..core.stages import Stage
 from ..wire import SubjectTemplate
-from .base import BuildContext, Configured, Operator, with_shorthand
+from .operator import BuildContext, Configured, Operator, with_shorthand
 
 
 class Subject(Configured, Operator):

@@ -20,7 +20,7 @@ from pydantic import Field
 from ..core.batch import Batch
 from ..core.models import Strict
 from ..core.stages import Stage
-from .base import RECORDS, BuildContext, Configured, Operator, with_shorthand
+from .operator import RECORDS, BuildContext, Configured, Operator, with_shorthand
 
 
 class Select(Configured, Operator):

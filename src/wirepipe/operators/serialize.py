@@ -41,7 +41,7 @@ from ..core.records import as_dict, is_typed_record
 from ..core.stages import Stage
 from ..schema import RecordSchema, explain, projection, undeclared_column_test
 from ..wire import Header, set_header
-from .base import PAYLOADS, BuildContext, Configured, Operator, given
+from .operator import PAYLOADS, BuildContext, Configured, Operator, given
 from .schema_options import (
     MESSAGE_FIELD,
     SchemaParam,

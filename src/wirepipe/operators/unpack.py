@@ -23,7 +23,7 @@ from pydantic import BeforeValidator
 from ..core.batch import Batch
 from ..core.models import Strict
 from ..core.stages import Stage
-from .base import RECORDS, BuildContext, Configured, Operator
+from .operator import RECORDS, BuildContext, Configured, Operator
 
 
 class Unpack(Configured, Operator):

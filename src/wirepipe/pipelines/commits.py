@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ..connectors.base import AtLeastOnce, Sink, Source
+from ..connectors.connector import AtLeastOnce, Sink, Source
 from ..core.batch import Batch, Rejected
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from ..core.models import (
     validate,
 )
 from ..operators import OPERATORS
-from ..operators.base import BuildContext, refused_at
+from ..operators.operator import BuildContext, refused_at
 
 # --- operator entries: each operator module declares its params (see operators/__init__.py) ----------
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..connectors.base import Sink
+from ..connectors.connector import Sink
 from ..core.batch import Batch
 from ..core.stages import Stage
 from ..core.workers import Worker

@@ -160,7 +160,7 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
     lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     if stats.unreadable:
-        from ..connectors.base import describe_unreadable
+        from ..connectors.connector import describe_unreadable
 
         lines.insert(0, f"not read: {describe_unreadable(stats.unreadable)}")
     return text + "\n  " + "\n  ".join(lines)

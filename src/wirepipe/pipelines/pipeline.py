@@ -12,7 +12,7 @@ Acknowledgement (at-least-once sources such as JetStream): a record is acknowled
 only once the sink has made it durable: the loop notes what it wrote in the ack ledger and
 *commits* every ``flush_interval`` (``commits.py``: flush, then ack and settle).
 
-A failed write or flush is the sink's condition, never the records' (``connectors/base.py``):
+A failed write or flush is the sink's condition, never the records' (``connectors/connector.py``):
 the loop holds every record it has (in the sink, in the queue), keeps a redelivering source
 from sending them again (``in_progress``; nothing is ``nak``-ed), waits and retries the same
 write or flush for as long as it takes (``sink_retry.py``). Only records a stage or the sink
@@ -47,12 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.base import AtLeastOnce, Sink, Source, Unreadable
+from ..connectors.connector import AtLeastOnce, Sink, Source, Unreadable
 from ..core.allocator import between_batches
 from ..core.batch import PAYLOADS, SAME, Batch, Rejected, payload_nbytes
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.rejections import Rejections
-from ..operators.base import Operator
+from ..operators.operator import Operator
 from ..wire import Header, subjects_overlap
 from .commits import AckLedger
 from .sink_retry import SinkRetry
@@ -182,7 +182,7 @@ def check_dead_letter_loop(source: Source, dead_letter: Sink | None) -> None:
 
 def check_flow(source: Source, operators: Sequence[Operator], sink: Sink | None,
                where: Sequence[str] | None = None) -> None:
-    """What each operator and the sink declare they take from upstream (``operators/base.py``): the kind of
+    """What each operator and the sink declare they take from upstream (``operators/operator.py``): the kind of
     values, records or payloads, as far as the parts before them tell it, and the schema the source attaches
     for a positional format given none. ``ConfigError`` at the part's field (``where``: each operator's path
     in a YAML file; ``operators[i].<stage>`` by default)."""

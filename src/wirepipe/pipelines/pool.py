@@ -18,7 +18,7 @@ is restarted with exponential backoff; one that dies ``max_failures`` times in a
 before ``stable_after`` seconds of life, makes the pool give up: the others drain and the pool
 exits 1 with a message naming it.
 
-What can be shared, the connectors declare (``connectors/base.py``; a plugin's too), and the
+What can be shared, the connectors declare (``connectors/connector.py``; a plugin's too), and the
 pool asks them, never a type name: a ``bounded`` source (generate, jsonl, parquet, capture)
 with N > 1 is a config error, since each worker would read all of it; a source's ``shared_by``
 field (a queue group, a durable) defaults to the pipeline's name; ``refuse_workers`` of the

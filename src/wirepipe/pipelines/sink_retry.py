@@ -1,6 +1,6 @@
 """A sink that fails is the sink's condition, never the records': hold them, back off, retry.
 
-A failed write or flush (``connectors/base.py``: ``NotConnected``, ``BackOff``, an I/O or connection
+A failed write or flush (``connectors/connector.py``: ``NotConnected``, ``BackOff``, an I/O or connection
 error, a timeout) says nothing about the records. ``SinkRetry`` holds every record the run loop
 has (the batch being written, what was written and not committed, what waits in the queue),
 keeps a redelivering source from sending them again (``AtLeastOnce.in_progress``; nothing is
@@ -24,12 +24,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.base import AtLeastOnce, Sink, Source
+from ..connectors.connector import AtLeastOnce, Sink, Source
 from ..core.backoff import ExponentialBackoff
 from ..core.batch import Batch, Rejected, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, is_sink_failure
 from ..core.redact import redact_secrets
-from ..operators.base import Operator
+from ..operators.operator import Operator
 
 if TYPE_CHECKING:
     from .pipeline import RunStats

@@ -3,7 +3,7 @@
 A test file sits beside its pipeline (``orders.yaml`` + ``orders.test.yaml``; the format is in
 ``model.py``). Each case replaces the pipeline's source by its input (inline records, a JSONL or
 Parquet file, a capture or a slice of one) and its sink by a collecting one, runs everything else as
-written (``runner.py``), and checks the outputs and the rejections against its ``expect``. The
+written (``cases.py``), and checks the outputs and the rejections against its ``expect``. The
 report has pytest's shape (``report.py``); ``--update`` records what a case produced as its
 expectation (``snapshot.py``), for review in the diff.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError
 from . import report
-from .runner import CaseResult, LoadedFile, find_test_files, load, run_case, snapshot
+from .cases import CaseResult, LoadedFile, find_test_files, load, run_case, snapshot
 
 __all__ = ["Session", "collect", "run_files"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .runner import CaseResult
+from .cases import CaseResult
 
 
 def status(result: CaseResult) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..connectors.base import Unreadable
+    from ..connectors.connector import Unreadable
 
 
 @dataclass
@@ -82,7 +82,7 @@ class ReplayResult:
             shown = ", ".join(self.outputs[:4]) + (f" and {len(self.outputs) - 4} more" if len(self.outputs) > 4 else "")
             text += f"; output: {shown}"
         if self.unreadable:
-            from ..connectors.base import describe_unreadable
+            from ..connectors.connector import describe_unreadable
 
             text += f"\n  not replayed: {describe_unreadable(self.unreadable, 'capture')}"
         from ..pipelines.monitor import rejection_lines

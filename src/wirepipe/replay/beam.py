@@ -189,7 +189,7 @@ def result_sinks() -> list[str]:
 def _refuse_io(cfg: Any, file: str) -> None:
     """The DoFn runs the operators' passes alone: an operator that does I/O around them (a zstd dictionary
     fetched from NATS) needs the local runner's loop."""
-    from ..operators.base import BuildContext
+    from ..operators.operator import BuildContext
     from ..pipelines.config import build_operators
 
     for i, entry in enumerate(cfg.operators):

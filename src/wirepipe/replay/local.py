@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.base import Unreadable, describe_unreadable
 from ..connectors.capture_format import RowGroup, plan_row_groups
 from ..connectors.capture_source import CaptureSource
+from ..connectors.connector import Unreadable, describe_unreadable
 from ..core.errors import WirepipeError
 from ..core.exit_codes import ExitCode
 from ..core.workers import Worker

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import ConfigError
+from .live import TapStats
 from .sink import TapSink
-from .table import TapStats
 
 __all__ = ["TapSink", "TapStats", "tap_config"]
 

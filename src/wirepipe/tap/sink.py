@@ -13,12 +13,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from ..connectors.base import Sink
+from ..connectors.connector import Sink
 from ..core.batch import Batch
 from ..core.fields import Condition, plain
 from ..core.stages import Stage
 from ..operators.by_headers import SERIALIZED_SIZE, HeaderDecoder
-from .table import TapStats
+from .live import TapStats
 
 NO_SCHEMA = "give --schema (a dataset name, a schema file such as points.proto#Point, or module:Class)"
 

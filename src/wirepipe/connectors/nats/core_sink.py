@@ -53,7 +53,7 @@ from ...wire import (
     header_size,
     subject_room,
 )
-from ..base import Configured, Sink, Source
+from ..connector import Configured, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import PublisherStamp
 

@@ -27,7 +27,7 @@ from ...core.errors import Refusal
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
 from ...wire import STAMP_PREFIX, Header, subjects_overlap
-from ..base import Configured, Source
+from ..connector import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import GapCounter
 from .reader import SubscriptionReader

@@ -62,7 +62,7 @@ from ...wire import (
     header_size,
     shown_subject,
 )
-from ..base import Source
+from ..connector import Source
 from .connection import ReconnectConfig
 from .core_sink import (
     NatsSink,

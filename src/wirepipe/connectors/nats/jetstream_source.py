@@ -33,7 +33,7 @@ from ...core.batch import PAYLOADS, Batch, Rejected
 from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
-from ..base import AtLeastOnce, Configured, Source
+from ..connector import AtLeastOnce, Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .pull_requests import PullRequester
 from .reader import RawInbox, Received, SubscriptionReader, publish_many

@@ -125,7 +125,7 @@ class BuildContext:
 
 class Configured:
     """An operator whose arguments are declared once, in its params model (the YAML entry's fields), as a
-    connector's are (``connectors.base.Configured``).
+    connector's are (``connectors.connector.Configured``).
 
     ``from_params`` takes a validated model (what the entry's ``build`` and so YAML and the factories of
     ``wirepipe.api`` use); ``__init__`` takes the same fields as arguments and checks them with the model

@@ -185,7 +185,7 @@ def source_for(loaded: LoadedFile, spec: InputSpec, where: str, schema: Any = No
 
 def _encoded(spec: InputSpec, values: list[Any], where: str) -> tuple[list[Any], Any, Any]:
     """The records as a wirepipe publisher sends them: payloads and Content-Type / Content-Encoding."""
-    from ..operators.base import BuildContext
+    from ..operators.operator import BuildContext
 
     assert spec.encode is not None
     batch = Batch(values, subjects=spec.subjects, headers=spec.headers, meta={"seq": range(len(values))})
