@@ -64,7 +64,7 @@ def type_name(annotation: Any, metadata: list[Any] | None = None, models: list[t
     if origin is typing.Annotated:
         return type_name(args[0], list(annotation.__metadata__), models)
     if origin is typing.Literal:
-        return " \\| ".join(code(a) for a in args)
+        return ", ".join(code(a) for a in args)
     if origin in (typing.Union, types.UnionType):
         parts = [type_name(a, None, models) for a in args if a is not type(None)]
         text = " or ".join(dict.fromkeys(parts))
@@ -80,7 +80,7 @@ def type_name(annotation: Any, metadata: list[Any] | None = None, models: list[t
             models.append(annotation)
         return f"[{annotation.__name__}](#{anchor(annotation)})"
     if inspect.isclass(annotation) and issubclass(annotation, enum.Enum):
-        return " \\| ".join(code(m.value) for m in annotation)
+        return ", ".join(code(m.value) for m in annotation)
     if annotation is Any:
         return "any"
     if inspect.isclass(annotation):
@@ -106,6 +106,9 @@ def constraints(metadata: list[Any]) -> str:
 
 
 def default_text(field: Any) -> str:
+    """The default as a pipeline file would write it: ``30s``, ``8MiB``, ``{"type": "null"}``."""
+    import json
+
     if field.is_required():
         return "required"
     if field.default_factory is not None:
@@ -125,6 +128,15 @@ def default_text(field: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    named = validator_name(list(field.metadata))
+    if named == "duration" and isinstance(value, (int, float)):
+        return code(f"{value * 1000:g}ms" if 0 < value < 1 else f"{value:g}s")
+    if named == "size" and isinstance(value, int) and value:
+        for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if value % factor == 0:
+                return code(f"{value // factor}{unit}")
+    if isinstance(value, (dict, list)):
+        return code(json.dumps(value))
     return code(value)
 
 
@@ -195,7 +207,7 @@ def configuration_page() -> str:
            "of seconds or a string such as `500ms`, `30s`, `5m`; a `size` a number of bytes or `64KiB`, `256MiB`;",
            "a `secret` a string, best given from the environment (`\"${NATS_PASSWORD}\"`). `${VAR}` and",
            "`${VAR:-default}` are replaced in every string. [A five-minute tour](../tour.md) shows a pipeline",
-           "file; [Connectors](../concepts/connectors.md) and [Formats and codecs](../concepts/formats-codecs.md)",
+           "file; [Operators and connectors](../concepts/connectors.md) and [Formats and codecs](../concepts/formats-codecs.md)",
            "say how the parts behave.", "",
            "## The pipeline file", ""]
     rows = ["| field | type | default | allowed | description |", "|---|---|---|---|---|"]
