@@ -154,8 +154,9 @@ def field_rows(model: type[BaseModel], models: list[type[BaseModel]],
         key = field.alias or name
         kind = type_name(field.annotation, list(field.metadata), models)
         allow = (allowed or {}).get(key) or constraints(list(field.metadata))
+        description = field.description or ("selects this connector" if key == "type" else "")
         rows.append(f"| {code(key)} | {cell(kind)} | {cell(default_text(field))} | {cell(allow)} | "
-                    f"{cell(field.description or '')} |")
+                    f"{cell(description)} |")
     return rows
 
 
