@@ -48,3 +48,17 @@ def test_the_cli_reference_has_every_option_of_every_command() -> None:
         for param in command.params:
             if param.param_type_name == "option" and not param.hidden:
                 assert f"`{param.opts[0]}`" in page, (path, param.opts[0])
+
+
+def test_the_architecture_page_states_the_layer_order_of_pyproject() -> None:
+    """The layers are declared once, as import-linter contracts; the page lists them in that order."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the toml extra's tomli
+        import tomli as tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    [layers] = [c["layers"] for c in contracts if c["type"] == "layers"]
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for number, layer in enumerate(layers, 1):
+        assert f"{number}. `{layer}`" in page, layer
