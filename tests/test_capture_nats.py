@@ -206,8 +206,10 @@ def test_replay_to_nats_at_the_original_pace(nats_server: EmbeddedServer, tmp_pa
     assert [m.subject for m in got] == [f"test.{r['subject']}" for r in rows]
     assert [m.data for m in got] == [r["payload"] for r in rows]
     sent = [int(m.headers["Wirepipe-Sent-At"]) for m in got]
-    # The replay stamped its own send times: their span is at least the recorded one / 4 (pacing never runs ahead).
-    assert (sent[-1] - sent[0]) / 1e9 >= span / 4 - 0.01
+    # The replay stamped its own send times: pacing never runs ahead, so the sends span the recorded span / 4.
+    # The first stamp comes after the pacer set its origin, later on a loaded machine or a cold start: 20% of
+    # room for that, while a replay a third faster than asked, or unpaced, still fails.
+    assert (sent[-1] - sent[0]) / 1e9 >= 0.8 * span / 4
 
 
 @pytest.mark.slow

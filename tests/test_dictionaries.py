@@ -426,3 +426,20 @@ def test_publish_repairs_a_damaged_entry_and_refuses_another_dictionary_with_the
     assert repaired == mine
     assert refusal == (f"bucket DICTS already holds another dictionary with id {dict_id}: train again (other "
                        "samples give another id)")
+
+
+@pytest.mark.slow
+def test_tap_decodes_frames_that_name_a_shared_dictionary(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """``wirepipe tap --dictionaries nats://BUCKET`` fetches the dictionary a frame names, as a consumer does;
+    without it the frames are named undecoded with the option to give."""
+    url = nats_server.url
+    train(url, tmp_path / "trainer", "nats://DICTS/tx")
+    assert run(publisher(tmp_path / "pub", count=50), url).returncode == 0
+    tap = ("tap", "--stream", "TX", "--deliver", "all", "--limit", "50", "--url", url)
+    seen = wirepipe(*tap, "--dictionaries", "nats://DICTS", timeout=60)
+    assert seen.returncode == 0 and "Traceback" not in seen.stderr, seen.stderr
+    assert [json.loads(line) for line in seen.stdout.splitlines()] == json.loads(
+        orjson.dumps(expected("transaction", 50), default=json_default))
+    blind = wirepipe(*tap[:-2], "--url", url, "--raw", "--limit", "1", timeout=60)
+    assert blind.returncode == 0, blind.stderr
+    assert "dictionar" in blind.stderr and blind.stdout.count("\n") == 1

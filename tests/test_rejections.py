@@ -5,6 +5,7 @@ The same per-reason counts reach Prometheus and the metrics Parquet."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import signal
@@ -315,6 +316,30 @@ async def test_what_the_server_refuses_at_its_ack_is_counted_by_reason_in_the_me
     refused = [r for r in rows if r["stage"] == "publish" and r["rejected"]]
     assert sum(r["rejected"] for r in refused) == 5 and all(r["records"] == 0 for r in refused)
     assert sum(n for r in refused for why, n in r["reasons"] if why == reason) == 5
+
+
+async def test_dead_letters_their_destination_refuses_go_to_the_default_file(nats_server: EmbeddedServer,
+                                                                            tmp_path: Path) -> None:
+    """A JetStream dead letter on a subject no stream stores is refused record by record ("no responders"):
+    those dead letters are written to the default dead-letter file with both reasons, never dropped, and the
+    summary names the file."""
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.pipelines.monitor import dead_letter_destination
+    from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.testing import TestingSink, TestingSource
+
+    records = [{"x": i, "y": "bad" if i % 5 == 0 else i} for i in range(20)]
+    sink = TestingSink()
+    pipe = Pipeline(TestingSource(records, batch_size=7), [Serialize("bincode", schema="point")], sink,
+                    dead_letter=JetStreamSink("nowhere.dead", url=nats_server.url), metrics=str(tmp_path / "m.parquet"))
+    stats = await pipe.run_async()
+    assert stats.rejected == 4 and sink.count == 16
+    lines = [json.loads(line) for line in (tmp_path / "m.dead.jsonl").read_text().splitlines()]
+    assert [json.loads(base64.b64decode(e["payload"]["$base64"])) for e in lines] == [records[i] for i in (0, 5, 10, 15)]
+    assert len(lines) == 4 and all("a dead letter of serialize: " in e["error"] and "y" in e["error"] for e in lines)
+    where = dead_letter_destination(pipe)
+    assert where is not None and f"4 it refused went to {tmp_path / 'm.dead.jsonl'}" in where
 
 
 def test_projected_records_are_counted_on_the_status_line_and_prometheus() -> None:

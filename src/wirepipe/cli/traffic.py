@@ -187,6 +187,9 @@ def tap(
         "a dataset name, a schema file (x.proto#Message, x.avsc, x.yaml) or module:Class"), metavar="SCHEMA")] = None,
     allow_pickle: Annotated[bool, typer.Option("--allow-pickle", help=(
         "decode pickle payloads (runs code from the payload: only for trusted publishers)"))] = False,
+    dictionaries: Annotated[str | None, typer.Option(help=(
+        "nats://BUCKET: fetch the zstd dictionaries that frames name by id from this Object Store bucket "
+        "(wirepipe dict)"), metavar="BUCKET")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE",
                                                    help="override a field of the tap's source: path=value")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -219,7 +222,7 @@ def tap(
         what = f"stream {stream}" + (f" ({subject})" if subject else "") if stream else f"subject {subject}"
         sink = TapSink(schema=schema, allow_pickle=allow_pickle, filters=filters, sample=sample, limit=limit, raw=raw,
                        envelope=envelope, stats=TapStats() if table else None, lines=not table,
-                       announce=f"tap: watching {what} (Ctrl-C stops)")
+                       announce=f"tap: watching {what} (Ctrl-C stops)", dictionaries=dictionaries)
         pipe = build(data, sink)
     except ConfigError as exc:
         fail(str(exc), ExitCode.CONFIG)

@@ -20,7 +20,7 @@ both run the operators a pipeline runs, so they decode exactly as a consumer wou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..codecs.formats import format_for_content_type
@@ -45,10 +45,12 @@ class HeaderDecoder:
     """
 
     def __init__(self, schema: SchemaSpec = None, *, allow_pickle: bool = False,
-                 no_schema: str = "set `schema:`") -> None:
+                 no_schema: str = "set `schema:`", dictionaries: str | None = None) -> None:
+        """``dictionaries`` (``nats://BUCKET``): where the zstd dictionaries that frames name by id are
+        fetched from (``open``, then ``prepare`` before each call), as ``decompress`` fetches them."""
         self.has_schema = schema is not None
         self.no_schema = no_schema
-        self.decompress = Decompress("auto")
+        self.decompress = Decompress("auto", dictionaries=dictionaries)
         self.deserialize = Deserialize("auto", schema=schema, allow_pickle=allow_pickle)
         self._schema_needed: dict[str | None, str | None] = {}
 
@@ -70,6 +72,17 @@ class HeaderDecoder:
         needs a schema none was given, else kept as it is."""
         why = self._refusal(content_type)
         return _kept if why is None else failing(StageError("deserialize", "auto", why))
+
+    async def open(self, parts: Sequence[Any]) -> None:
+        """Connect for the shared dictionaries (through ``parts``' NATS settings), if any were named."""
+        await self.decompress.open(parts)
+
+    async def prepare(self, batch: Batch) -> None:
+        """Fetch the dictionaries ``batch``'s frames name that are not held yet."""
+        await self.decompress.prepare(batch)
+
+    async def close(self) -> None:
+        await self.decompress.close()
 
     def __call__(self, batch: Batch) -> Batch:
         batch.map_by_header(Header.CONTENT_TYPE, self._check, "deserialize", "auto")

@@ -13,6 +13,7 @@ redeliver keeps only its batches' meta in the ledger (their ack handles), not th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..connectors.connector import AtLeastOnce, Sink, Source
 from ..core.batch import Batch, Rejected
+from ..wire import Header
 
 if TYPE_CHECKING:
     from .pipeline import RunStats
@@ -57,15 +59,32 @@ class AckLedger:
         """``rejected`` went to the dead letter: settled at the next commit, after the dead letter is flushed."""
         self.unsettled.append(rejected)
 
+    @staticmethod
+    async def _fall_back(refused: list[Rejected], dead_letter: Sink, fallback: Sink | None, retry: SinkRetry,
+                         stats: RunStats) -> None:
+        """Dead letters ``dead_letter`` refused, written to ``fallback`` and flushed (never dropped)."""
+        if fallback is None:  # a destination that refuses records always has a default file behind it
+            raise RuntimeError(f"{len(refused)} dead letter(s) refused by {dead_letter.name} and nowhere to put them")
+        log.error("%d dead letter(s) refused by %s (%s): written to %s instead", len(refused), dead_letter.name,
+                  refused[0].error, getattr(fallback, "path", fallback.name))
+        # The envelope keeps one reason: the refusal, followed by why the record was a dead letter at all.
+        letters = [dataclasses.replace(r, error=f"{r.error}; a dead letter of {r.headers.get(Header.STAGE, '?')}: "
+                                                f"{r.headers.get(Header.ERROR, '?')}") if r.headers else r
+                   for r in refused]
+        await retry.retry(fallback, lambda: fallback.write_rejected(letters), stats)
+        await retry.retry(fallback, fallback.flush, stats)
+
     def due(self, interval: float, pressure: int | None) -> bool:
         """Time for a commit: ``interval`` since the last, the source asks for one, or ``pressure`` records wait."""
         return (time.monotonic() - self.last >= interval or self.source.wants_commit()
                 or (pressure is not None and self.records >= pressure))
 
     async def commit(self, sink: Sink, dead_letter: Sink | None, retry: SinkRetry, stats: RunStats,
-                     late: Callable[[list[Rejected]], Awaitable[None]]) -> bool:
+                     late: Callable[[list[Rejected]], Awaitable[None]], fallback: Sink | None = None) -> bool:
         """Flush the sink (durable), then ack what was written before the flush and settle the dead letters;
         ``late(records)`` dead-letters what the sink refused after it took it. False when nothing was pending.
+        Dead letters the destination refuses for themselves go to ``fallback`` (the default dead-letter file)
+        before their source records are settled.
 
         A failed flush is retried (the sink keeps what it was given, see ``SpoolingFile``) until it works; the
         written records stay unacknowledged meanwhile.
@@ -84,8 +103,7 @@ class AckLedger:
             await retry.retry(dead_letter, dead_letter.flush, stats)
             refused = dead_letter.take_rejected()
             if refused:  # the dead-letter destination refused them for themselves (JetStream: no stream stores them)
-                log.error("%d dead letter(s) refused by %s and dropped: %s", len(refused), dead_letter.name,
-                          refused[0].error)
+                await self._fall_back(refused, dead_letter, fallback, retry, stats)
         source = self.source
         if isinstance(source, AtLeastOnce):
             for batch, _ in written:

@@ -151,8 +151,9 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         raise ConfigError(f"{shown}: {key!r} does not exist in the config") from None
 
 
-def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Parse YAML, interpolate variables and apply overrides; ``ConfigError`` on any problem."""
+def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
+    """A YAML file's top-level mapping; ``ConfigError`` naming the file, and the line and column of a syntax
+    error. ``what`` says what the mapping holds when the file is something else."""
     import yaml
 
     file = str(path)
@@ -167,7 +168,14 @@ def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[st
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ConfigError(f"{where}not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file) from None
     if not isinstance(data, dict):
-        raise ConfigError("a pipeline is a YAML mapping with name, source, operators, sink", file=file)
+        raise ConfigError(what, file=file)
+    return data
+
+
+def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Parse YAML, interpolate variables and apply overrides; ``ConfigError`` on any problem."""
+    file = str(path)
+    data = read_yaml_mapping(path, "a pipeline is a YAML mapping with name, source, operators, sink")
     if "tests" in data and "source" not in data:
         raise ConfigError("this is a test file (it has `tests:`), not a pipeline: run it with wirepipe test",
                           file=file)

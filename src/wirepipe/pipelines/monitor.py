@@ -197,9 +197,12 @@ def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
 def dead_letter_destination(pipeline: Any) -> str | None:
     """Where a run's rejected records go: its ``dead_letter``, or once it has some, the default file (how many
     the run appended to it), or None."""
-    if pipeline.dead_letter is not None:
-        return describe_sink(pipeline.dead_letter)
     default = getattr(pipeline, "default_dead_letter", None)
+    if pipeline.dead_letter is not None:
+        where = describe_sink(pipeline.dead_letter)
+        if default is not None and default.files:
+            where += f"; {default.records} it refused went to {default.path} (JSONL dead-letter envelopes)"
+        return where
     if default is None or not default.files:
         return None
     return f"{default.path} ({default.records} appended as JSONL dead-letter envelopes: the pipeline has no dead_letter)"

@@ -234,7 +234,7 @@ class Pipeline:
         self.name = name
         self.metrics_spec = metrics
         self.dead_letter = dead_letter
-        # where rejects go in a run without ``dead_letter`` (dead_letters.py): set when a run starts
+        # where rejects go without a ``dead_letter``, and what a dead_letter refuses (dead_letters.py): set at start
         self.default_dead_letter: Sink | None = None
         self.queue_size = queue_size
         self.shutdown_timeout = shutdown_timeout
@@ -325,10 +325,10 @@ class Pipeline:
         gc.freeze()
         self.stats = stats = RunStats()
         self._queued, self._ledger, self._retry = [], AckLedger(source), SinkRetry(source, self._held)
-        if self.dead_letter is None:
-            from .dead_letters import DefaultDeadLetter, default_path
+        from .dead_letters import DefaultDeadLetter, default_path
 
-            self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
+        # Without a dead_letter, where rejects go; with one, where what it refuses for itself goes.
+        self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
         self.metrics = self._open_metrics()
         self.tracing = _open_tracing(self)
         timer = flusher = None
@@ -628,8 +628,9 @@ class Pipeline:
 
     async def _commit(self, sink: Sink, stats: RunStats) -> None:
         """A commit (``commits.py``), then the ``after_commit`` hooks."""
+        fallback = self.default_dead_letter if self.dead_letter is not None else None
         if await self._ledger.commit(sink, self.dead_letter or self.default_dead_letter, self._retry, stats,
-                                     lambda late: self._refused_late(late, stats)):
+                                     lambda late: self._refused_late(late, stats), fallback):
             for hook in self.after_commit:
                 hook()
 

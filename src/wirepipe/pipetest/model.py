@@ -249,22 +249,10 @@ class TestFile(Strict):
 
 def load_test_file(path: Path) -> TestFile:
     """Read and validate a test file; ``ConfigError`` naming the file, the field path and the value."""
-    import yaml
+    from ..pipelines.config import read_yaml_mapping
 
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the file ({exc.strerror or exc})", file=file) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(f"{where}not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file) from None
-    if not isinstance(data, dict):
-        raise ConfigError("a test file is a YAML mapping with `tests:` (and optionally pipeline, env, set)",
-                          file=file)
+    data = read_yaml_mapping(path, "a test file is a YAML mapping with `tests:` (and optionally pipeline, env, set)")
     try:
         spec = TestFile.model_validate(data)
     except ValidationError as exc:

@@ -36,11 +36,13 @@ class TapSink(Sink):
     def __init__(self, out: TextIO | None = None, *, schema: Any = None, allow_pickle: bool = False,
                  filters: Sequence[Condition] = (), sample: int = 1, limit: int | None = None, raw: bool = False,
                  envelope: bool = False, stats: TapStats | None = None, lines: bool = True,
-                 err: TextIO | None = None, announce: str | None = None) -> None:
-        """``announce`` is said on ``err`` once the source listens (a script waits for it before publishing)."""
+                 err: TextIO | None = None, announce: str | None = None, dictionaries: str | None = None) -> None:
+        """``announce`` is said on ``err`` once the source listens (a script waits for it before publishing);
+        ``dictionaries`` (``nats://BUCKET``) is where the zstd dictionaries frames name are fetched from."""
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self.decoder = HeaderDecoder(schema, allow_pickle=allow_pickle, no_schema=NO_SCHEMA)
+        self.decoder = HeaderDecoder(schema, allow_pickle=allow_pickle, no_schema=NO_SCHEMA, dictionaries=dictionaries)
+        self._source: Any = None
         self.filters = list(filters)
         self.sample = sample
         self.limit = limit
@@ -57,9 +59,13 @@ class TapSink(Sink):
         self._live: Any = None
         self.on_done: Callable[[], None] = lambda: None  # set by the tap: stop the source at --limit
 
+    def bind(self, pipeline: str, source: Any) -> None:
+        self._source = source  # the shared dictionaries connect as the source does (its URL, auth, TLS)
+
     async def open(self) -> None:
         """The source listens already (the run loop opens it first): say so; with the table on a terminal,
         redraw it live (once a second) until the tap stops."""
+        await self.decoder.open([self._source] if self._source is not None else [])
         if self.announce:
             print(self.announce, file=self.err, flush=True)
         if self.stats is not None and not self.lines and self.out.isatty():
@@ -71,6 +77,7 @@ class TapSink(Sink):
 
     async def close(self) -> None:
         """The table as it ends: the live one's last frame, or printed once where there is no terminal."""
+        await self.decoder.close()
         if self.stats is None or self.lines:
             return
         if self._live is not None:
@@ -87,7 +94,9 @@ class TapSink(Sink):
         payloads = batch.values
         subjects = _column(batch.subjects, n)
         headers = _column(batch.headers, n)
-        work = self.decoder(Batch(list(payloads), subjects=subjects, headers=headers, meta={"i": range(n)}))
+        work = Batch(list(payloads), subjects=subjects, headers=headers, meta={"i": range(n)})
+        await self.decoder.prepare(work)
+        work = self.decoder(work)
         index = list(work.meta["i"])
         values = dict(zip(index, work.values, strict=True))
         sizes = dict(zip(index, work.meta[SERIALIZED_SIZE], strict=True))
