@@ -477,7 +477,7 @@ def test_cli_start_up_does_not_import_faust() -> None:
 
 
 async def test_bridge_faust_agent_forwards_kafka_bytes_to_nats_for_wirepipe(codecs: Any, nats_url: str) -> None:
-    """The README's bridge: a Faust agent reads raw bytes and publishes them to NATS unchanged."""
+    """The Faust guide's bridge (docs/how-to/faust.md): a Faust agent reads raw bytes and publishes them to NATS unchanged."""
     import asyncio
 
     import faust

@@ -421,7 +421,7 @@ KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     "wirepipe leaves repeated numbers to the runtime (converting them to check would cost ~400 us a "
     "large_vectors record)",
     ("json+schema", "bytes for string", ""): "msgspec writes bytes as base64 text, which reads back as a "
-    "string; the encoder does not validate (README: that would cost more than the encode)",
+    "string; the encoder does not validate (docs: that would cost more than the encode)",
 }
 
 

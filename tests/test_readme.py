@@ -1,14 +1,17 @@
-"""Every example in the README runs as written (see its section "The examples in this README are tested").
+"""Every example in the README and the docs runs as written (docs/contributing.md says how).
 
-Blocks run in README order in one fresh folder (a copy of ``configs/`` and ``tests/bad_configs/``), so a later
+A page's blocks run in order in one fresh folder (a copy of ``configs/`` and ``tests/bad_configs/``), so a later
 block can read what an earlier one wrote. Shell blocks run in bash with ``$NATS_URL`` set to an embedded
 server that has a ``BLOCKS`` stream; ``bench`` and ``capture`` get small sizes (the README says which).
+A YAML block whose first line is ``# NAME.yaml`` is also written to that file, so a later block can run it.
 A block marked ``<!-- readme-test: skip (why) -->`` on the line before it is not run; the marks are counted.
+A page with shell blocks gets its own server and is in the slow lane; the others run in the fast lane.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -27,6 +30,12 @@ from wirepipe.pipelines.config import interpolate, validate_config
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# Blocks that cannot run in a test, each marked with its reason (docs/contributing.md lists them): the install
+# commands (README and docs/install.md; .ci/run runs them), the reference tables at full size, a Beam cluster,
+# and four benchmarks of minutes
+SKIPPED = 8
+WRITES_FILE = re.compile(r"\A# ([\w./-]+\.ya?ml)\n")  # a YAML block that names its file is written there
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 SKIP = re.compile(r"<!-- readme-test: skip \((.+?)\) -->\s*$")
 
@@ -66,9 +75,14 @@ sink:
 """
 
 
-def blocks() -> list[dict[str, Any]]:
-    """Each fenced block: language, code, the line it starts on, and why it is skipped (or None)."""
-    text = README.read_text(encoding="utf-8")
+def pages() -> list[Path]:
+    """The README and every page of the docs, in a stable order."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def blocks(page: Path) -> list[dict[str, Any]]:
+    """Each fenced block of a page: language, code, the line it starts on, and why it is skipped (or None)."""
+    text = page.read_text(encoding="utf-8")
     out = []
     for m in FENCE.finditer(text):
         before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
@@ -76,6 +90,17 @@ def blocks() -> list[dict[str, Any]]:
         out.append({"lang": m.group(1), "code": m.group(2), "line": text[: m.start()].count("\n") + 1,
                     "skip": skip.group(1) if skip else None})
     return out
+
+
+def needs_server(page: Path) -> bool:
+    """A page with shell blocks runs them against an embedded server: a process-level test (slow lane)."""
+    return any(b["lang"] in ("bash", "console") and not b["skip"] for b in blocks(page))
+
+
+def page_params() -> list[Any]:
+    return [pytest.param(page, id=str(page.relative_to(ROOT)),
+                         marks=[pytest.mark.slow, pytest.mark.timeout(900)] if needs_server(page) else [])
+            for page in pages() if any(not b["skip"] and b["lang"] != "text" for b in blocks(page))]
 
 
 def _validate_yaml(code: str, where: str) -> None:
@@ -112,13 +137,24 @@ def _run_console(code: str, cwd: Path, env: dict[str, str], where: str) -> None:
         assert (out.stdout + out.stderr).strip() == expected.strip(), (where, command)
 
 
-@pytest.mark.timeout(900)
-@pytest.mark.slow
-def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
-    found = blocks()
-    skipped = [b for b in found if b["skip"]]
-    assert len(skipped) == 7, [b["line"] for b in skipped]  # the README says "there are seven"
-    assert all(b["lang"] for b in found), [b["line"] for b in found if not b["lang"]]  # the layout tree is `text`
+def test_every_skip_states_its_reason_and_every_block_its_language() -> None:
+    found = {page: blocks(page) for page in pages()}
+    skipped = [(page.name, b["line"], b["skip"]) for page, bs in found.items() for b in bs if b["skip"]]
+    assert len(skipped) == SKIPPED, skipped
+    unmarked = [(page.name, b["line"]) for page, bs in found.items() for b in bs if not b["lang"]]
+    assert not unmarked, unmarked  # a layout tree is `text`
+
+
+def test_the_readme_install_commands_are_what_ci_runs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    [first] = [b for b in blocks(README) if b["skip"]]
+    test_command = next(line for line in first["code"].splitlines() if "pytest" in line)
+    assert f"({test_command}) || exit 1" in ci
+
+
+@pytest.mark.parametrize("page", page_params())
+def test_every_example_runs_as_written(page: Path, tmp_path: Path) -> None:
+    found = [b for b in blocks(page) if not b["skip"]]
     work = tmp_path / "work"
     work.mkdir()
     shutil.copytree(ROOT / "configs", work / "configs")
@@ -133,44 +169,52 @@ def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
     shim.mkdir()
     (shim / "wirepipe").write_text(WRAPPER)
     (shim / "wirepipe").chmod(0o755)
-    with EmbeddedServer(store_dir=tmp_path / "js") as server:
-        env = {k: v for k, v in os.environ.items() if k not in ("RESULTS", "COUNT", "COLUMNS")}
-        env.update(COUNT="2000", NATS_URL=server.url, PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
-                   REAL_WIREPIPE=str(Path(scripts) / "wirepipe"), COLUMNS="100",
-                   PYTHONPATH=str(work))  # the README's `PYTHONPATH=.` for myapp.models
-        asyncio.run(fill_points(server.url, 2000))  # the POINTS stream the example configs read
-        (work / "blocks.yaml").write_text(BLOCKS_PUBLISHER)
-        _run_shell("wirepipe run blocks.yaml --no-status", work, env, "setup: the BLOCKS stream")
-        ran: dict[str, int] = {}
-        for b in found:
-            where = f"README.md:{b['line']}"
-            if b["skip"]:
-                continue
-            lang, code = b["lang"], b["code"]
-            if lang == "bash":
-                _run_shell(code, work, env, where)
-            elif lang == "console":
-                _run_console(code, work, env, where)
-            elif lang == "yaml":
-                _validate_yaml(code, where)
-            elif lang == "python":
-                result = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True,
-                                        text=True, timeout=300)
-                assert result.returncode == 0, f"{where}\n{code}\n{result.stderr[-3000:]}"
-            elif lang == "sql":
-                import duckdb
+    env = {k: v for k, v in os.environ.items() if k not in ("RESULTS", "COUNT", "COLUMNS", "NATS_URL")}
+    env.update(COUNT="2000", PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
+               REAL_WIREPIPE=str(Path(scripts) / "wirepipe"), COLUMNS="100",
+               PYTHONPATH=str(work))  # the docs' `PYTHONPATH=.` for myapp.models
+    with contextlib.ExitStack() as stack:
+        if needs_server(page):
+            server = stack.enter_context(EmbeddedServer(store_dir=tmp_path / "js"))
+            env["NATS_URL"] = server.url
+            text = page.read_text(encoding="utf-8")
+            if "POINTS" in text or "configs/" in text:
+                asyncio.run(fill_points(server.url, 2000))  # the POINTS stream the example configs read
+            if "BLOCKS" in text:
+                (work / "blocks.yaml").write_text(BLOCKS_PUBLISHER)
+                _run_shell("wirepipe run blocks.yaml --no-status", work, env, "setup: the BLOCKS stream")
+        _run_blocks(page, found, work, env)
 
-                con = duckdb.connect()
-                for statement in (s for s in code.split(";") if s.strip().strip("-").strip()):
-                    lines = [x for x in statement.splitlines() if not x.strip().startswith("--")]
-                    os.chdir(work)  # DuckDB resolves the README's relative paths from the working folder
-                    try:
-                        assert con.execute("\n".join(lines)).fetchall(), (where, statement)
-                    finally:
-                        os.chdir(ROOT)
-            elif lang == "text":
-                continue
-            else:
-                raise AssertionError(f"{where}: a ```{lang} block: run it, validate it or mark it")
-            ran[lang] = ran.get(lang, 0) + 1
-    assert {"bash", "console", "python", "yaml", "sql"} <= set(ran), ran
+
+def _run_blocks(page: Path, found: list[dict[str, Any]], work: Path, env: dict[str, str]) -> None:
+    for b in found:
+        where = f"{page.relative_to(ROOT)}:{b['line']}"
+        lang, code = b["lang"], b["code"]
+        if lang == "bash":
+            _run_shell(code, work, env, where)
+        elif lang == "console":
+            _run_console(code, work, env, where)
+        elif lang == "yaml":
+            _validate_yaml(code, where)
+            if named := WRITES_FILE.match(code):
+                (work / named.group(1)).parent.mkdir(parents=True, exist_ok=True)
+                (work / named.group(1)).write_text(code, encoding="utf-8")
+        elif lang == "python":
+            result = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True,
+                                    text=True, timeout=300)
+            assert result.returncode == 0, f"{where}\n{code}\n{result.stderr[-3000:]}"
+        elif lang == "sql":
+            import duckdb
+
+            con = duckdb.connect()
+            for statement in (s for s in code.split(";") if s.strip().strip("-").strip()):
+                lines = [x for x in statement.splitlines() if not x.strip().startswith("--")]
+                os.chdir(work)  # DuckDB resolves the docs' relative paths from the working folder
+                try:
+                    assert con.execute("\n".join(lines)).fetchall(), (where, statement)
+                finally:
+                    os.chdir(ROOT)
+        elif lang == "text":
+            continue
+        else:
+            raise AssertionError(f"{where}: a ```{lang} block: run it, validate it or mark it")

@@ -119,13 +119,13 @@ def test_run_async_and_source_pipe_composition() -> None:
     assert sink.records == ["a", "b", "c"] and stats.batches == 3
 
 
-def test_the_readme_example_runs() -> None:
+def test_the_documented_example_runs() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Testing a pipeline: `wirepipe.testing`", 1)[1]
+    page = (Path(__file__).parent.parent / "docs" / "how-to" / "test-pipelines.md").read_text(encoding="utf-8")
+    section = page.split("## Testing a pipeline: `wirepipe.testing`", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
+    exec(compile(code, "docs/how-to/test-pipelines.md", "exec"), {})  # its asserts are the test
 
 
 def test_between_runs_a_yaml_pipeline_on_other_ends(tmp_path) -> None:

@@ -1,7 +1,7 @@
 """The wire contract in one place: header names, header-block sizes, subjects, dead letters.
 
 A wirepipe record on NATS is payload = compress(serialize(value)) plus a header block
-(README, "The wire contract"). Every module that reads or writes those headers takes
+(docs/concepts/wire-contract.md). Every module that reads or writes those headers takes
 their names from ``Header``; the NATS sinks measure header blocks with ``header_size``.
 Subjects have one vocabulary here: a ``SubjectTemplate`` makes the subject of each record
 (``orders.{region}``: the ``subject`` operator and the NATS sinks); a subscription's pattern
@@ -288,7 +288,7 @@ def _meet(pattern: list[str], tokens: Sequence[str | tuple[str, str]]) -> bool:
 # client had buffered after that line. The server's INFO does not announce it: a server configured
 # otherwise is told to the sink (``max_control_line``).
 MAX_CONTROL_LINE = 4096
-# Publisher stamps travel on this prefix + the data subject (README, "The wire contract").
+# Publisher stamps travel on this prefix + the data subject (docs/concepts/wire-contract.md).
 STAMP_PREFIX = "_WIREPIPE.last."
 # Whitespace or a control character anywhere; or an empty token (leading, trailing or double dot, or an
 # empty subject), or a ``*``/``>`` token: a publish names one subject, wildcards are for subscriptions.

@@ -34,7 +34,7 @@ toml               toml                              tomllib + tomli-w
 
 Extra rows: ``bincode`` (fixint: bincode 1 / ``legacy()``, wirepipe's default bincode), msgpack
 and json with the typed schema (the msgspec engine), avro, arrow. Where a size differs from the
-published one, the row's note says why (``SIZE_NOTES``); the README's reference-tables section has
+published one, the row's note says why (``SIZE_NOTES``); docs/performance/reference-tables.md has
 the arithmetic. Two smaller tables follow: a Rust transaction serde benchmark's question
 (``transaction`` with its byte fields as bytes versus as lists of ints) and a feed JSON
 benchmark's (the whole ``feed`` as compact JSON with base64 signatures versus binary formats).
@@ -97,7 +97,7 @@ EXACT = {
     "point": {name for name in REFERENCE_SIZES["point"] if name != "FlatMessage"},
     "large_vectors": {"bson", "flexbuffers"},
 }
-# Why a size differs from the published one, in a few words (the README's reference-tables section has the
+# Why a size differs from the published one, in a few words (docs/performance/reference-tables.md has the
 # arithmetic).
 _NA = "n/a: Rust-only zero-copy (nearest: arrow)"
 SIZE_NOTES: dict[str, dict[str, str]] = {

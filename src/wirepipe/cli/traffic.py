@@ -37,7 +37,7 @@ def capture(
 ) -> None:
     """Capture what flows on NATS into Parquet files.
 
-    Until stopped, or to the end of a stream (see README: Capture)."""
+    Until stopped, or to the end of a stream (see the docs: Capture and replay)."""
     from ..core.errors import ConfigError
     from ..core.units import parse_duration, parse_size
     from ..pipelines.capture_worker import capture_config

@@ -210,7 +210,7 @@ def train_zstd_dictionary(samples: list[bytes], size: int = 16 * 1024, level: in
 
 
 # Which library runs: by direction, level and payload size, the fastest installed as
-# benchmarks/bench_deflate_libs.py measured them (README, "Formats and codecs", with the figures).
+# benchmarks/bench_deflate_libs.py measured them (docs/performance/index.md has the figures).
 # A rule is (libraries for payloads under LIMIT bytes, LIMIT, libraries for the others), fastest first.
 # Under a few hundred bytes a call is mostly setting up the stream, and stdlib zlib's set-up is the
 # cheapest but at level 1: on 7-byte points zlib-ng compressed 0.6-0.66x as fast as zlib at levels 3-9

@@ -312,15 +312,17 @@ class CaptureSinkConfig(Strict):
     """``sink: {type: capture, dir: captures/blocks}``"""
 
     type: Literal["capture"]
-    dir: str
-    prefix: str = "capture"
+    dir: str = Field(description="the folder of the capture files")
+    prefix: str = Field(default="capture", description="file names: <prefix>-<UTC start time>-<n>.parquet, so "
+                        "name order is capture order")
     max_file_size: Size = Field(default=256 << 20, gt=0, description="rotate after about this many bytes")
     max_file_age: Duration = Field(default=60.0, gt=0, description="rotate a file this long after its first record")
     row_group_rows: int = Field(default=65536, ge=1, le=1 << 20,
                                 description="rows per row group (10k-64k splits replays well)")
     row_group_size: Size = Field(default=64 << 20, gt=0, description="bytes per row group at most")
-    compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = "zstd"
-    fsync: bool = True
+    compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = Field(
+        default="zstd", description="Parquet compression of the columns")
+    fsync: bool = Field(default=True, description="fsync a file (and its folder) before it gets its name")
     metadata: dict[str, str] = Field(default_factory=dict,
                                      description="noted in every file's wirepipe.capture metadata")
 

@@ -189,11 +189,13 @@ class CaptureSourceConfig(SourceLimits):
     """``source: {type: capture, path: captures/blocks, pace: original, speed: 2}``"""
 
     type: Literal["capture"]
-    path: str | list[str]
-    batch_size: int = Field(default=8192, ge=1)
-    pace: Literal["max", "original"] = "max"
+    path: str | list[str] = Field(description="capture files, folders and globs, read in the order given")
+    batch_size: int = Field(default=8192, ge=1, description="records per batch: the unit operators, metrics and commits work on")
+    pace: Literal["max", "original"] = Field(default="max", description="max: as fast as possible; original: "
+                                             "the recorded inter-arrival times, divided by speed")
     speed: float = Field(default=1.0, gt=0, description="with pace: original, how many times faster than recorded")
-    pace_by: Literal["received", "sent"] = "received"
+    pace_by: Literal["received", "sent"] = Field(default="received", description="with pace: original, the "
+                                                 "times to follow: received_ns, or the publishers' sent_ns")
     max_gap: Duration | None = Field(default=None, description="with pace: original, shorten longer pauses to this")
     subject: str | None = Field(default=None, description="only the records received on subjects this pattern "
                                 "matches (NATS wildcards: orders.*.eu, orders.>)")

@@ -78,9 +78,9 @@ class GenerateConfig(SourceLimits):
     """``source: {type: generate, dataset: point, count: 1000000, batch_size: 1000}``"""
 
     type: Literal["generate"]
-    dataset: str = "point"
-    batch_size: int = Field(default=1000, ge=1)
-    seed: int = 0
+    dataset: str = Field(default="point", description="the built-in dataset (wirepipe datasets lists them)")
+    batch_size: int = Field(default=1000, ge=1, description="records per batch: the unit operators, metrics and commits work on")
+    seed: int = Field(default=0, description="the random seed: the same seed gives the same records")
     rate: float | None = Field(default=None, gt=0, description="records per second; unset = as fast as possible")
 
     @field_validator("dataset")

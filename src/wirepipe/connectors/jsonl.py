@@ -145,9 +145,11 @@ class JsonlSinkConfig(Strict):
     """``sink: {type: jsonl, path: out.jsonl}``"""
 
     type: Literal["jsonl"]
-    path: str
-    envelope: bool = False
-    append: bool = False
+    path: str = Field(description="the file to write; - for stdout")
+    envelope: bool = Field(default=False, description="write {value, subject, headers} per line instead of the "
+                           "value alone")
+    append: bool = Field(default=False, description="append to the file (a torn last line is cut first) "
+                         "instead of replacing it")
 
     def build(self) -> JsonlSink:
         return JsonlSink.from_config(self)
@@ -228,9 +230,11 @@ class JsonlSourceConfig(SourceLimits):
     """``source: {type: jsonl, path: in.jsonl}`` (a file, a glob, a folder or a list)"""
 
     type: Literal["jsonl"]
-    path: str | list[str]
-    batch_size: int = Field(default=1000, ge=1)
-    envelope: bool = False
+    path: str | list[str] = Field(description="a file, a glob, a folder (its files in name order) "
+                                   "or a list of them")
+    batch_size: int = Field(default=1000, ge=1, description="records per batch: the unit operators, metrics and commits work on")
+    envelope: bool = Field(default=False, description="each line is {value, subject, headers}, as the jsonl "
+                           "sink's envelope writes it")
 
     def build(self) -> JsonlSource:
         return JsonlSource.from_config(self)

@@ -301,9 +301,11 @@ class ParquetSinkConfig(Strict):
     """``sink: {type: parquet, path: out.parquet}``"""
 
     type: Literal["parquet"]
-    path: str
-    row_group_rows: int = Field(default=65536, ge=1)
-    compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = "zstd"
+    path: str = Field(description="one file (complete after a clean stop), or part files with {part} "
+                      "(each complete at a flush: what a redelivering source needs)")
+    row_group_rows: int = Field(default=65536, ge=1, description="rows per row group")
+    compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = Field(
+        default="zstd", description="Parquet compression of the columns")
 
     def build(self) -> ParquetSink:
         return ParquetSink.from_config(self)
@@ -379,8 +381,9 @@ class ParquetSourceConfig(SourceLimits):
     """``source: {type: parquet, path: in.parquet}`` (a file, a glob, a folder or a list)"""
 
     type: Literal["parquet"]
-    path: str | list[str]
-    batch_size: int = Field(default=65536, ge=1)
+    path: str | list[str] = Field(description="a file, a glob, a folder (its files in name order) "
+                                   "or a list of them")
+    batch_size: int = Field(default=65536, ge=1, description="records per batch: the unit operators, metrics and commits work on")
 
     def build(self) -> ParquetSource:
         return ParquetSource.from_config(self)

@@ -9,7 +9,7 @@
 | 4 | ``wirepipe bench``: some combinations failed (the others are measured and written) |
 | 130 | interrupted (Ctrl-C / SIGINT); what finished is kept |
 
-The README's "Exit codes" section is this table; ``exit_code`` maps wirepipe's errors onto it, so a
+docs/reference/exit-codes.md is this table; ``exit_code`` maps wirepipe's errors onto it, so a
 missing input file is 2 for ``run``, ``replay``, ``bench`` and ``report`` alike.
 """
 

@@ -132,7 +132,7 @@ def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tu
 
 
 class MetricsConfig(Strict):
-    """``metrics: {path: results/run.parquet}``: a folder of crash-safe Parquet parts (see the README).
+    """``metrics: {path: results/run.parquet}``: a folder of crash-safe Parquet parts (docs/concepts/metrics.md).
 
     Its defaults are the recorder's (``MetricsRecorder``'s keyword arguments take them from
     here), so a pipeline records alike from YAML, with ``Pipeline(metrics=PATH)`` and with a

@@ -11,9 +11,9 @@ The operators: ``serialize``, ``deserialize``, ``compress``, ``decompress``, ``e
 ``decode``, ``map``, ``filter``, ``select``, ``pack``, ``unpack``, ``subject`` (``route.py``).
 What a pair shares sits in one module that registers nothing: ``schema_options.py`` (the
 ``schema:`` option, for serialize and deserialize), ``codec_options.py`` (codec names and zstd
-dictionaries, for compress and decompress), ``chain.py`` (a chain as operators, for encode and
-decode), ``function_options.py`` (``module:function``, for map and filter); ``operator.py`` is the
-operator shape, ``metrics.py`` the metrics recorder.
+dictionaries, for compress and decompress), ``chain_operators.py`` (a chain as operators, for encode
+and decode), ``function_options.py`` (``module:function``, for map and filter); ``operator.py`` is the
+operator shape.
 
 >>> list(OPERATORS)[:4]
 ['serialize', 'deserialize', 'compress', 'decompress']

@@ -1,7 +1,7 @@
 """A message decoded from its headers alone: ``decompress: auto`` then ``deserialize: auto``.
 
-What a consumer in any language can do with the wire contract (README): ``Content-Encoding``
-names the codec, ``Content-Type`` the format. The schema'd formats (protobuf, avro, the fixed
+What a consumer in any language can do with the wire contract (docs/concepts/wire-contract.md):
+``Content-Encoding`` names the codec, ``Content-Type`` the format. The schema'd formats (protobuf, avro, the fixed
 layouts, msgpack-array) carry no schema on the wire, so without one given their records are
 refused with that reason, and the hint says where the caller takes a schema from. ``wirepipe
 tap`` prints what flows with it and ``wirepipe test`` compares payload outputs decoded by it;

@@ -42,9 +42,11 @@ def chain_operators(chain: Chain | str, schema: Schema = None) -> tuple[list[Any
 class ChainParams(Strict):
     """The chain option of ``encode`` and ``decode``: ``msgpack|zstd:3``, a schema, the decompression cap."""
 
-    chain: str
-    schema_: SchemaParam = Field(default=None, alias="schema")
-    max_output_size: Size = DEFAULT_MAX_OUTPUT
+    chain: str = Field(description="format|codec[:level]|..., in the order it is applied when encoding")
+    schema_: SchemaParam = Field(default=None, alias="schema", description="a dataset name, a schema file (.yaml, "
+                                 ".json, .avsc, .proto, .desc), an inline mapping {field: type}, a list of field "
+                                 "names, or module:Class")
+    max_output_size: Size = Field(default=DEFAULT_MAX_OUTPUT, description="the decompression cap (decode)")
 
     @field_validator("chain")
     @classmethod

@@ -106,8 +106,9 @@ class Compress(Configured, Operator):
 
 
 class CompressParams(Strict):
-    codec: str
-    level: str | int = "default"
+    codec: str = Field(description="the codec every payload is compressed with (sets Content-Encoding)")
+    level: str | int = Field(default="default", description="fastest, default, best, or the codec's own "
+                             "integer level")
     dictionary: Dictionary = Field(default=None, description="a trained zstd dictionary: a file both ends load, "
                                    "or nats://BUCKET/NAME, shared through NATS (bytes in Python)")
     nats: NatsConnectionConfig | None = Field(default=None, description="the connection a nats:// dictionary is "

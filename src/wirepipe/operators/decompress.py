@@ -117,8 +117,10 @@ class Decompress(Configured, Operator):
 
 
 class DecompressParams(Strict):
-    codec: str = "auto"
-    max_output_size: Size = DEFAULT_MAX_OUTPUT
+    codec: str = Field(default="auto", description="the codec payloads are decompressed with; auto: by each "
+                       "message's Content-Encoding")
+    max_output_size: Size = Field(default=DEFAULT_MAX_OUTPUT, description="a payload that would inflate past "
+                                  "this is refused before it is allocated (a decompression bomb)")
     dictionary: Dictionary = Field(default=None, description="a trained zstd dictionary file (bytes in Python)")
     dictionaries: str | None = Field(default=None, description="nats://BUCKET: the bucket where zstd frames that "
                                      "name a dictionary by id find it (fetched once per id, then kept)")

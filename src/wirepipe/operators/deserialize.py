@@ -154,10 +154,14 @@ def _builder(cls: type) -> Callable[[Any], Any]:
 
 
 class DeserializeParams(Strict):
-    format: str = "auto"
-    schema_: SchemaParam = Field(default=None, alias="schema")
+    format: str = Field(default="auto", description="the format payloads are decoded with; auto: by each "
+                        "message's Content-Type")
+    schema_: SchemaParam = Field(default=None, alias="schema", description="a dataset name, a schema file (.yaml, "
+                                 ".json, .avsc, .proto, .desc), an inline mapping {field: type}, a list of field "
+                                 "names, or module:Class")
     message: str | None = MESSAGE_FIELD
-    typed: bool | None = None
+    typed: bool | None = Field(default=None, description="decode into typed records (the schema's class) "
+                               "instead of dicts; default: when the schema is a class")
     framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
 

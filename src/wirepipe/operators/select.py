@@ -50,7 +50,7 @@ class Select(Configured, Operator):
 
 
 class SelectParams(Strict):
-    fields: list[str] = Field(min_length=1)
+    fields: list[str] = Field(min_length=1, description="the fields each record keeps, in this order")
 
     def build(self, ctx: BuildContext) -> list[Operator]:
         return [Select.from_params(self, ctx)]

@@ -157,8 +157,10 @@ def _all_fit(test: Any, values: list[Any]) -> bool:
 
 
 class SerializeParams(Strict):
-    format: str
-    schema_: SchemaParam = Field(default=None, alias="schema")
+    format: str = Field(description="the format every record is encoded with (sets Content-Type)")
+    schema_: SchemaParam = Field(default=None, alias="schema", description="a dataset name, a schema file (.yaml, "
+                                 ".json, .avsc, .proto, .desc), an inline mapping {field: type}, a list of field "
+                                 "names, or module:Class")
     message: str | None = MESSAGE_FIELD
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
     extra_fields: Literal["reject", "drop"] = Field(

@@ -101,7 +101,7 @@ def tables(report: Report) -> list[Table]:
                [*([g.label, s.stage, s.operator, *_times(s.time, 1e3)] for s in g.stages),
                 [g.label, "all stages", "", *_times(g.time, 1e3)]]],
               [False] * 3 + [True] * len(TIME_COLUMNS),
-              "from per-batch rows: each batch's time / its records, weighted by records (see the README).",
+              "from per-batch rows: each batch's time / its records, weighted by records (see the docs, Read metrics and reports).",
               [0, 0, 1, 1, 3, 2, 0, 2, 0, 3, 2]),
     ]
     if report.flows:

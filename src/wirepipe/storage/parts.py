@@ -18,7 +18,7 @@ handful of times. A merge writes its output first and deletes its inputs second:
 kill in between leaves a file whose flush range covers others of the same run;
 ``list_parts`` skips the covered ones (and the next writer on the folder deletes
 them), so a reader never counts a row twice. Plain readers (DuckDB, pyarrow,
-Spark) read the folder as a dataset; see the README for the one-line queries.
+Spark) read the folder as a dataset; docs/how-to/read-metrics.md has the one-line queries.
 
 Durability is against a process kill, not a power loss: files are not fsynced.
 """

@@ -4,7 +4,7 @@ Core NATS is at-most-once: the server drops messages for a consumer that does no
 fast enough (and may close its connection), and nats-py drops what overflows a
 subscription's pending limits. The client-side drops are reported by nats-py (counted
 by ``NatsConnection``); the server-side ones are invisible to the consumer. So every
-wirepipe publisher stamps two headers (the wire contract, README):
+wirepipe publisher stamps two headers (the wire contract, docs/concepts/wire-contract.md):
 
 - ``Wirepipe-Publisher``: an id of this publishing sink for this run (random, 12 hex
   digits); a restarted publisher is a new publisher.
