@@ -391,6 +391,23 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
     assert int(summary[3]) >= duplicates  # every duplicate row is among the redelivered records
 
 
+@pytest.mark.slow
+def test_a_pool_with_stop_at_end_ends_when_the_durable_has_nothing_left(nats_server: EmbeddedServer,
+                                                                       tmp_path: Path) -> None:
+    """Two workers on one durable with ``stop_at_end``: a worker the other left no message to never sees a
+    last message of its own; it asks the consumer when idle and ends once nothing is pending or unacked."""
+    n = 50  # one pull of the first worker takes them all
+    asyncio.run(publish_numbered(nats_server.url, n))
+    out = tmp_path / "out"
+    cfg = tmp_path / "archive.yaml"
+    cfg.write_text(DURABLE.replace("  ack_wait: 2s\n", "  ack_wait: 2s\n  stop_at_end: true\n")
+                   .replace('  - map: {function: "nats_fixtures:slow_identity"}\n', ""))
+    done = wirepipe("run", str(cfg), "--workers", "2", "--no-status", timeout=90,
+                    env={"NATS_URL": nats_server.url, "OUT": str(out)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(column(out, "i")) == list(range(n))
+
+
 def scrape(port: int, wanted: str) -> str | None:
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     return body if wanted in body else None

@@ -336,10 +336,13 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     async def _refresh_lag(self) -> None:
         """The lag is the pending count a message's metadata carried, so it stands still once messages stop
         coming: when nothing came for a while and the last count was not 0, ask the consumer (workers of a
-        pool share the durable, and one of them may have taken the last messages)."""
+        pool share the durable, and one of them may have taken the last messages). With ``stop_at_end`` the
+        same answer ends the run when nothing is pending or unacknowledged: a worker of a pool that another
+        worker left no message to never sees a last message of its own."""
         now = time.monotonic()
-        if (not self._lag or now - self._last_taken < LAG_REFRESH or now - self._lag_checked < LAG_REFRESH
-                or not self.nc.is_connected):
+        end_unknown = self.stop_at_end and not self._at_end.is_set()
+        if ((not self._lag and not end_unknown) or now - self._last_taken < LAG_REFRESH
+                or now - self._lag_checked < LAG_REFRESH or not self.nc.is_connected):
             return
         self._lag_checked = now
         try:
@@ -349,6 +352,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             return
         if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
             self._lag = int(info.num_pending)
+            if end_unknown and not info.num_pending and not info.num_ack_pending:
+                self._at_end.set()
 
     async def _ensure_consumer(self) -> None:
         """Re-create a consumer the server lost (memory storage, a reset): same name and settings."""
