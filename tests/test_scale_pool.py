@@ -401,11 +401,13 @@ def test_a_pool_with_stop_at_end_ends_when_the_durable_has_nothing_left(nats_ser
     out = tmp_path / "out"
     cfg = tmp_path / "archive.yaml"
     cfg.write_text(DURABLE.replace("  ack_wait: 2s\n", "  ack_wait: 2s\n  stop_at_end: true\n")
-                   .replace('  - map: {function: "nats_fixtures:slow_identity"}\n', ""))
+                   .replace('  - map: {function: "nats_fixtures:slow_identity"}\n', "")
+                   .replace("monitor: {status_interval: 500ms, prometheus: {port: 0}}\n", "monitor: {status_interval: 200ms}\n"))
     done = wirepipe("run", str(cfg), "--workers", "2", "--no-status", timeout=90,
                     env={"NATS_URL": nats_server.url, "OUT": str(out)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(column(out, "i")) == list(range(n))
+    assert "rec/s" not in done.stderr.split("archive: 2 workers")[0]  # --no-status: no status line, the summary
 
 
 def scrape(port: int, wanted: str) -> str | None:

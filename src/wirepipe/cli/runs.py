@@ -53,6 +53,8 @@ def run(
     if pool is not None:
         import asyncio
 
+        if status is False:  # the pool's line is on by default, as a single run's is on a terminal
+            pool.monitor = pool.monitor.model_copy(update={"status_interval": 0})
         code = asyncio.run(pool.run())
         typer.echo(pool.summary(), err=True)
         if pool.gave_up:
