@@ -322,11 +322,26 @@ def _json(text: str | None) -> dict[str, Any]:
 
 
 def _dataset(stages: list[StageSummary]) -> str:
-    """What the records were: the generate source's dataset, else the source's subject, file name (not its
-    folders: a heading, not a location) or stream, else its type."""
+    """What the records were, named after the pipeline's source (``source_name``)."""
     source = min(stages, key=lambda s: s.step)
-    p = source.params
+    return source_name(source.params, source.operator)
+
+
+def source_name(params: dict[str, Any], source_type: str) -> str:
+    """The generate source's dataset, else the source's subject, file names (not their folders: a heading, not
+    a location) or stream, else its type.
+
+    >>> source_name({"path": ["cap/events/", "cap/orders"]}, "capture"), source_name({"path": "a/b.jsonl"}, "jsonl")
+    ('events, orders', 'b.jsonl')
+    >>> source_name({"subject": "points.>"}, "nats"), source_name({}, "generate")
+    ('points.>', 'generate')
+    """
     for key in ("dataset", "subject", "path", "stream"):
-        if p.get(key):
-            return str(p[key]).rstrip("/").rsplit("/", 1)[-1] if key == "path" else str(p[key])
-    return source.operator
+        value = params.get(key)
+        if not value:
+            continue
+        if key != "path":
+            return str(value)
+        paths = value if isinstance(value, list) else [value]
+        return ", ".join(str(v).rstrip("/").rsplit("/", 1)[-1] for v in paths)
+    return source_type
