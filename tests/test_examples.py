@@ -103,3 +103,86 @@ def test_own_logs(tmp_path: Path, nats_server: EmbeddedServer) -> None:
     assert (work / "results" / "logs-dead-letters.jsonl").read_text(encoding="utf-8") == ""
     assert "logs-publish" in output and "logs-archive" in output  # the report has both pipelines
     assert "logs-archive" in (work / "results" / "report.md").read_text(encoding="utf-8")
+
+
+# --- jetstream-archive -------------------------------------------------------------------------------------
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_jetstream_archive(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+    from tests.nats_fixtures import consumer_info, expected
+
+    work, output = run_readme("jetstream-archive", tmp_path, nats_server)
+    assert "tx-publish: 4000 records out of 4000" in output
+    pool = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", "archive.yaml", "--workers", "2",
+                             "--no-status"], cwd=work, env=_env(nats_server), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        def archived() -> bool:  # every record acknowledged: each is in a complete part file
+            try:
+                info = asyncio.run(consumer_info(nats_server.url, "TX", "tx-archive"))
+            except Exception:  # the pool has not created the durable yet
+                return False
+            return info.num_pending == 0 and info.num_ack_pending == 0 and info.delivered.stream_seq == 4000
+
+        _wait_for(archived, 120, "the pool to archive the stream")
+        pool.send_signal(signal.SIGTERM)
+        out, err = pool.communicate(timeout=60)
+    finally:
+        if pool.poll() is None:
+            pool.kill()
+            pool.wait()
+    assert pool.returncode == 0, out + err
+    assert "tx-archive: 2 workers, 4000 records out of 4000" in err, out + err
+    rows = _parquet_rows("part-*.parquet", work / "results" / "tx")
+    assert len(rows) == 4000
+    assert sorted(r["payload"] for r in rows) == sorted(r["payload"] for r in expected("transaction", 4000))
+    assert {p.name.split("-")[1] for p in (work / "results" / "tx").glob("part-*.parquet")} <= {"w0", "w1"}
+    for dead in (work / "results").glob("tx-dead-letters-*.jsonl"):
+        assert dead.read_text(encoding="utf-8") == ""
+
+
+def test_jetstream_archive_k8s_manifest(tmp_path: Path) -> None:
+    from wirepipe.core.units import parse_duration
+    from wirepipe.pipelines.config import read_config, validate_config
+    from wirepipe.pipelines.pool import pool_config, resolve_workers
+
+    folder = EXAMPLES / "jetstream-archive"
+    docs = {d["kind"]: d for d in yaml.safe_load_all((folder / "k8s.yaml").read_text(encoding="utf-8"))}
+    assert set(docs) == {"ConfigMap", "Deployment"}
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["wirepipe"] and container["args"][2:] == ["--workers", "2"]
+    config_path = Path(container["args"][1])
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(config_path.parent))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
+    pipeline = tmp_path / config_path.name
+    pipeline.write_text(docs["ConfigMap"]["data"][config_path.name], encoding="utf-8")
+    env = {e["name"]: e["value"] for e in container["env"]} | {"HOSTNAME": "tx-archive-7d9f-abcde"}
+    data = read_config(pipeline, env=env)
+    cfg = validate_config(data, file=str(pipeline))
+    assert len(cfg.source.url) == 3  # the cluster's URL list
+    shared = pool_config(data, resolve_workers(container["args"][3]), file=str(pipeline))  # valid as a pool
+    assert shared["source"]["durable"] == "tx-archive"
+    # The same pipeline as archive.yaml's, but for the paths and the server.
+    local = read_config(folder / "archive.yaml", env={"NATS_URL": env["NATS_URL"], "RESULTS": "/data/x"})
+    for key in ("name", "source", "operators", "flush_interval", "shutdown_timeout"):
+        assert data[key] == local[key], key
+    assert pod["terminationGracePeriodSeconds"] > parse_duration(data["shutdown_timeout"])
+    assert container["resources"]["requests"]["cpu"] == container["args"][3]  # one CPU per worker
+    assert container["ports"][0]["containerPort"] == cfg.monitor.prometheus.port
+    # The schema editors use checks the ConfigMap's pipeline too.
+    from tests.test_config_schema import _errors
+
+    assert _errors(yaml.safe_load(docs["ConfigMap"]["data"][config_path.name])) == []
+    result = wirepipe("validate", str(pipeline), env=env)
+    assert result.returncode == 0, result.stderr
