@@ -186,3 +186,37 @@ def test_jetstream_archive_k8s_manifest(tmp_path: Path) -> None:
     assert _errors(yaml.safe_load(docs["ConfigMap"]["data"][config_path.name])) == []
     result = wirepipe("validate", str(pipeline), env=env)
     assert result.returncode == 0, result.stderr
+
+
+# --- capture-replay ----------------------------------------------------------------------------------------
+
+
+def _jsonl(path: Path) -> list[Any]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.slow
+def test_capture_replay(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+    from tests.nats_fixtures import expected
+
+    work, output = run_readme("capture-replay", tmp_path, nats_server)
+    captured = _parquet_rows("*.parquet", work / "captures" / "blocks")
+    assert [r["stream_seq"] for r in captured] == list(range(1, 3001))
+    published = [{"chain_id": b["chain_id"], "receipts": b["receipts"]} for b in expected("block", 3000)]
+    results = work / "results"
+    assert _jsonl(results / "blocks.jsonl") == published
+    assert _jsonl(results / "blocks.w0.jsonl") + _jsonl(results / "blocks.w1.jsonl") == published
+    assert "replayed 3000 records (local on 2 workers)" in output
+
+
+@pytest.mark.slow
+def test_capture_replay_on_beam(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+    pytest.importorskip("apache_beam", reason="the Beam replay needs the beam extra: pip install 'wirepipe[beam]'")
+    from tests.nats_fixtures import expected
+
+    work, output = run_readme("capture-replay", tmp_path, nats_server, beam=True)
+    published = [{"chain_id": b["chain_id"], "receipts": b["receipts"]} for b in expected("block", 3000)]
+    parts = sorted((work / "results" / "beam" / "results").glob("part-*.parquet"))
+    assert len(parts) == 3  # one per row group of the capture
+    assert _parquet_rows("part-*.parquet", work / "results" / "beam" / "results") == published
+    assert "replayed 3000 records (beam FnApiRunner)" in output
