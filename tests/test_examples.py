@@ -220,3 +220,33 @@ def test_capture_replay_on_beam(tmp_path: Path, nats_server: EmbeddedServer) -> 
     assert len(parts) == 3  # one per row group of the capture
     assert _parquet_rows("part-*.parquet", work / "results" / "beam" / "results") == published
     assert "replayed 3000 records (beam FnApiRunner)" in output
+
+
+# --- rust-peer ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_rust_peer(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+    work, output = run_readme("rust-peer", tmp_path, nats_server)
+    assert "readings-bincode: 500 records out of 500" in output
+    assert "500 payloads are byte for byte what Rust's bincode 1.x writes for Reading" in output
+    assert (work / "results" / "readings-dead-letters.jsonl").read_text(encoding="utf-8") == ""
+    # The hand-written packer against a bincode 1.x vector worked out from the format: u32, i64, f32,
+    # Option<f64> (None: one 0 byte), bool, String (u64 length + bytes), Vec<String> (u64 count + items).
+    sys.path.insert(0, str(work))
+    try:
+        import check_bytes
+    finally:
+        sys.path.remove(str(work))
+    reading = {"sensor_id": 1, "ts_ns": -2, "temperature": 0.5, "ok": True, "site": "a", "tags": ["b"]}
+    assert check_bytes.rust_bincode(reading).hex(" ") == (
+        "01 00 00 00  fe ff ff ff ff ff ff ff  00 00 00 3f  00  01  01 00 00 00 00 00 00 00 61"
+        "  01 00 00 00 00 00 00 00  01 00 00 00 00 00 00 00 62").replace("  ", " ")
+    # A payload that is not what the record gives in Rust fails the check, naming the record.
+    lines = (work / "readings.jsonl").read_text(encoding="utf-8").splitlines()
+    changed = json.loads(lines[3]) | {"site": "elsewhere"}
+    (work / "changed.jsonl").write_text("\n".join([*lines[:3], json.dumps(changed), *lines[4:]]) + "\n",
+                                        encoding="utf-8")
+    failed = subprocess.run([sys.executable, "check_bytes.py", "changed.jsonl"], cwd=work, env=_env(nats_server),
+                            capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1 and failed.stderr.startswith("record 3: "), failed.stderr
