@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import shutil
@@ -250,3 +251,38 @@ def test_rust_peer(tmp_path: Path, nats_server: EmbeddedServer) -> None:
     failed = subprocess.run([sys.executable, "check_bytes.py", "changed.jsonl"], cwd=work, env=_env(nats_server),
                             capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1 and failed.stderr.startswith("record 3: "), failed.stderr
+
+
+# --- embedded-service --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_embedded_service(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+    from tests.nats_fixtures import consumer_info, expected
+
+    work, output = run_readme("embedded-service", tmp_path, nats_server)
+    assert "points-publish: 1000 records out of 1000" in output
+    service = subprocess.Popen([sys.executable, "service.py"], cwd=work, env=_env(nats_server),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        def acknowledged() -> bool:
+            try:
+                info = asyncio.run(consumer_info(nats_server.url, "POINTS", "points-service"))
+            except Exception:  # the service has not created its durable yet
+                return False
+            return info.num_pending == 0 and info.num_ack_pending == 0 and info.delivered.stream_seq == 1000
+
+        _wait_for(acknowledged, 60, "the service to acknowledge the points")
+        service.send_signal(signal.SIGTERM)
+        out, err = service.communicate(timeout=30)
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()
+    assert service.returncode == 0, out + err
+    assert "stopping: draining the pipeline" in out
+    assert "stopped: 1000 points archived, 0 rejected, 1000 acknowledged" in out, out
+    assert re.search(r"^heartbeat 1: ", out, flags=re.M)  # its own work ran beside the pipeline
+    points = _jsonl(work / "results" / "points.jsonl")
+    assert points == [{**p, "norm": round(math.hypot(p["x"], p["y"]), 3)} for p in expected("point", 1000)]
