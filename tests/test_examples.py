@@ -286,3 +286,30 @@ def test_embedded_service(tmp_path: Path, nats_server: EmbeddedServer) -> None:
     assert re.search(r"^heartbeat 1: ", out, flags=re.M)  # its own work ran beside the pipeline
     points = _jsonl(work / "results" / "points.jsonl")
     assert points == [{**p, "norm": round(math.hypot(p["x"], p["y"]), 3)} for p in expected("point", 1000)]
+
+
+# --- faust-bridge ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_faust_bridge(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+    pytest.importorskip("faust", reason="the bridge needs the faust extra: pip install 'wirepipe[faust]'")
+    from faust.serializers import codecs
+
+    work, output = run_readme("faust-bridge", tmp_path, nats_server)
+    assert "bridged 500 orders" in output and "orders-from-kafka: 500 records out of 500" in output
+    sys.path.insert(0, str(work))
+    try:
+        from bridge import sample_orders
+    finally:
+        sys.path.remove(str(work))
+    sent = [order.to_representation() for order in sample_orders(500)]
+    assert _jsonl(work / "results" / "orders.jsonl") == sent
+    captured = tmp_path / "captured"
+    result = wirepipe("capture", "--stream", "ORDERS", "--from-seq", "1", "--out", captured,
+                      env={"NATS_URL": nats_server.url})
+    assert result.returncode == 0, result.stderr
+    on_nats = _parquet_rows("*.parquet", captured)
+    assert [r["payload"] for r in on_nats] == [codecs.dumps("msgpack|zstd", o) for o in sent]  # unchanged bytes
+    headers = [dict(r["headers"]) for r in on_nats]
+    assert all(h["Content-Type"] == "application/msgpack" and h["Content-Encoding"] == "zstd" for h in headers)
