@@ -52,7 +52,7 @@ def run_readme(name: str, tmp_path: Path, server: EmbeddedServer, *, beam: bool 
     work = tmp_path / name
     shutil.copytree(EXAMPLES / name, work, ignore=shutil.ignore_patterns("results", "__pycache__"))
     output = []
-    for marker, reason, code in _blocks(name):
+    for marker, _reason, code in _blocks(name):
         if marker == "skip" or (marker == "needs" and not beam):
             continue
         result = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=work, env=_env(server, **extra),

@@ -11,6 +11,7 @@ SIGTERM or Ctrl-C sets it; the service's own task stops on the same event.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import signal
@@ -44,10 +45,8 @@ class Service:
             self.heartbeats += 1
             stats = self.pipeline.stats
             print(f"heartbeat {self.heartbeats}: {stats.records_out if stats else 0} points archived", flush=True)
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
-            except asyncio.TimeoutError:
-                pass
 
     async def run(self) -> None:
         stop = asyncio.Event()

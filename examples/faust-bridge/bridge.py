@@ -18,7 +18,6 @@ from typing import Any
 import faust
 import nats
 from faust.serializers import codecs
-
 from models import Order
 
 WIRE = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}  # what `msgpack|zstd` is on NATS

@@ -46,9 +46,10 @@ def main() -> None:
     import wirepipe
     from wirepipe.core.batch import Batch
 
-    records = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+    with open(sys.argv[1], encoding="utf-8") as lines:
+        records = [json.loads(line) for line in lines]
     received = asyncio.run(payloads(os.environ["NATS_URL"], len(records)))
-    for i, (record, payload) in enumerate(zip(records, received)):
+    for i, (record, payload) in enumerate(zip(records, received, strict=True)):
         if payload != rust_bincode(record):
             sys.exit(f"record {i}: {payload.hex(' ')} on the wire, {rust_bincode(record).hex(' ')} from Rust")
     decoded = wirepipe.deserialize("bincode", schema="reading.schema.yaml")(Batch(received)).values
