@@ -10,7 +10,7 @@ import typer
 from ..core.exit_codes import ExitCode, exit_code
 from .app import WordsHelp, app, fail
 
-schema_app = typer.Typer(help="Typed schemas: infer one from your records; the JSON Schema of a pipeline file.", no_args_is_help=True,
+schema_app = typer.Typer(help="Typed schemas; the JSON Schema of configs.", no_args_is_help=True,
                          rich_markup_mode=None)
 
 
