@@ -66,8 +66,9 @@ def _shipped(kind: str) -> Path:
 
 def _validator(kind: str) -> Any:
     schema = json.loads(_shipped(kind).read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.validators.validator_for(schema)  # by its $schema, as an editor picks it
+    validator.check_schema(schema)
+    return validator(schema)
 
 
 def _errors(data: Any, kind: str = "pipeline") -> list[Any]:
@@ -89,6 +90,28 @@ def test_the_shipped_schema_is_what_the_models_generate(kind: str) -> None:
     assert result.returncode == 0, result.output
     assert result.stdout == _shipped(kind).read_text(encoding="utf-8"), (
         f"{_shipped(kind)} is stale: wirepipe schema config --kind {kind} --out {_shipped(kind).relative_to(ROOT)}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_schema_is_draft_7_as_editors_validate_it(kind: str) -> None:
+    """yaml-language-server (VS Code's YAML support) validates draft 7 fully and later drafts partly: the schema
+    says draft 7 and keeps to it. Draft 7 ignores keywords beside a `$ref`, so there must be none."""
+    schema = json.loads(_shipped(kind).read_text(encoding="utf-8"))
+    assert jsonschema.validators.validator_for(schema) is jsonschema.Draft7Validator
+    beside_refs: list[Any] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "$ref" in node and set(node) != {"$ref"}:
+                beside_refs.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    assert beside_refs == []
 
 
 def test_schema_config_writes_a_file_and_refuses_an_unknown_kind(tmp_path: Path) -> None:

@@ -33,7 +33,9 @@ from ..core.units import _DURATION, _SIZE
 
 # the copies shipped in the package: pipeline.schema.json, test.schema.json (wirepipe test files)
 SHIPPED = Path(__file__).resolve().parents[1] / "schemas"
-DIALECT = "https://json-schema.org/draft/2020-12/schema"
+# Draft 7: what editors' YAML support (yaml-language-server, VS Code) validates fully; the schema uses only its
+# keywords, and `$defs` is reached by JSON pointer (tests/test_config_schema.py checks both)
+DIALECT = "http://json-schema.org/draft-07/schema#"
 # A ${VAR} string: written out where it is allowed while pydantic generates (its generator resolves every $ref
 # it meets itself), then referred to as one definition
 VARIABLE_REF = {"$ref": "#/$defs/EnvironmentVariable"}
