@@ -14,7 +14,7 @@ works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the ki
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar, Union
 
 from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
 from ..core.errors import ConfigError, WirepipeError
@@ -113,7 +113,10 @@ def with_shorthand(params: type, field: str, kind: type | tuple[type, ...]) -> A
     ``- select: [id, x]`` is ``- select: {fields: [id, x]}``."""
     from pydantic import BeforeValidator
 
-    return Annotated[params, BeforeValidator(lambda v: {field: v} if isinstance(v, kind) else v)]
+    given: Any = Union[(params, *(kind if isinstance(kind, tuple) else (kind,)))]
+    # json_schema_input_type: the JSON Schema of the entry (editors) takes the shorthand too
+    return Annotated[params, BeforeValidator(lambda v: {field: v} if isinstance(v, kind) else v,
+                                             json_schema_input_type=given)]
 
 
 class BuildContext:

@@ -68,4 +68,5 @@ class UnpackParams(Strict):
 
 
 RANK = 51  # where it comes in "allowed operators" lists (see operators/__init__.py)
-OPERATORS = {"unpack": Annotated[UnpackParams, BeforeValidator(lambda v: {} if v is None else v)]}
+OPERATORS = {"unpack": Annotated[UnpackParams, BeforeValidator(lambda v: {} if v is None else v,
+                                                              json_schema_input_type=UnpackParams | None)]}

@@ -177,7 +177,7 @@ class InputSpec(Strict):
     count: int | None = Field(default=None, ge=0, description="the first N records (after the other filters)")
     batch_size: int = Field(default=1000, ge=1)
 
-    @field_validator("encode", mode="before")
+    @field_validator("encode", mode="before", json_schema_input_type=EncodeParams | str | None)  # editors: the string too
     @classmethod
     def _chain(cls, v: Any) -> Any:
         return {"chain": v} if isinstance(v, str) else v  # `encode: msgpack|zstd`, as the operator entry takes it
