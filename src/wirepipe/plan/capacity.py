@@ -7,6 +7,12 @@ or are measured here in-process on a sample of the dataset, in a second or two, 
 same operators pipelines run (``bench.timing``); the transport stages (a publish, a pull + ack)
 are then taken from figures measured with ``benchmarks/`` on a 2-core machine (``TRANSPORT_US``).
 
+A worker spends more per record than its stages do in-process (the event loop, the socket, the
+commit, GC), so over JetStream the consume side is then calibrated (``calibrate.py``): the consume
+pipeline runs for a few seconds as a pool of one worker against a local nats-server, and the CPU that
+worker and the server really spent per record replaces the in-process sum. Predictions carry the
+error band ``ERROR_BAND``, which ``benchmarks/bench_plan.py`` checks (it runs the plan, then the pool).
+
 The arithmetic, for a target rate R records/s:
 
 - a worker is one process and holds one core at most (the GIL): cores of a side are
@@ -20,8 +26,8 @@ The arithmetic, for a target rate R records/s:
 
 Each figure is set against what the deployment has (cores, link, disk per node) and the
 resource used most is the one that runs out first. ``predict_rate`` turns the same figures
-back into records/s for a number of workers on a machine, which ``benchmarks/bench_workers.py``
-checks against a measured pool (README: "Scaling out").
+back into records/s for a number of workers on a machine, which ``benchmarks/bench_plan.py``
+checks against a measured pool.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .calibrate import PoolRun
 
 # One record's transport cost on one core, microseconds: the README's NATS benchmarks (quiet 2-core machine,
 # point records, wirepipe's own connectors) minus the ~2-3 us of msgpack + zstd in them. Core publish
@@ -39,6 +48,9 @@ TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish
 HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
 STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
 SERVER_US = 4.0  # nats-server CPU per message per replica (route + store), an estimate to re-measure
+# How far a calibrated prediction of a pool's records/s may be off: benchmarks/bench_plan.py, 2-core machine,
+# pools of 1 and 2 workers, measured/predicted within 0.8-1.2 (the figures of its runs are in the docs).
+ERROR_BAND = 0.2
 
 
 @dataclass
@@ -53,10 +65,30 @@ class Costs:
     raw_bytes: float | None = None
     origin: str = ""
     stages: dict[str, float] = field(default_factory=dict)
+    calibrated: PoolRun | None = None  # one worker of the consume pipeline, measured (``calibrate.py``)
 
     @property
     def consume_total_us(self) -> float:
-        return self.consume_us + self.sink_us
+        """A consuming worker's CPU per record: as calibrated, else the in-process stages and the sink."""
+        return self.calibrated.worker_us if self.calibrated else self.consume_us + self.sink_us
+
+    def calibration_lines(self, cores: int) -> list[str]:
+        """What the calibration measured and what the model predicts from it on this machine, with its band."""
+        c = self.calibrated
+        if c is None:
+            return ["  consume side not calibrated (in-process stages + transport figures): a worker also pays "
+                    "the run loop, the socket and GC, so expect fewer records/s than this plan counts on"]
+        band = f"+-{ERROR_BAND:.0%}"
+        server = f", nats-server {c.server_us:.1f} us" if c.server_us is not None else ""
+        busy = ("" if c.availability >= 0.9 else
+                f"; the machine was busy (the worker got {c.availability:.0%} of the core it wanted): the "
+                "predictions assume it stays so")
+        rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
+                          for w in sorted({1, cores}))
+        return [f"  calibrated: a consume worker ran the pipeline for {c.seconds:.1f}s ({c.records:,} records) on a "
+                f"local nats-server: {c.worker_us:.1f} us of its CPU per record (in-process stages and sink "
+                f"{self.consume_us + self.sink_us:.1f}){server}{busy}",
+                f"  predicted on this machine ({cores} cores): {rates} (records/s, {band})"]
 
 
 @dataclass
@@ -114,6 +146,7 @@ class CapacityPlan:
             f"  per record: publish side {c.publish_us:.1f} us, consume side {c.consume_us:.1f} us, "
             f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire"
             + (f" ({c.raw_bytes:,.0f} B raw)" if c.raw_bytes else "") + f"  [{c.origin}]",
+            *c.calibration_lines(d.cores_per_node),
             f"  publishers: {self.publish_workers} worker processes ({d.rate * c.publish_us / 1e6:,.1f} cores busy)",
             f"  consumers:  {self.consume_workers} worker processes per pipeline "
             f"({d.rate * c.consume_total_us / 1e6:,.1f} cores busy), x{d.consumers} pipeline(s)",
@@ -178,11 +211,18 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     """Records/s a pool of ``workers`` consuming processes reaches on a machine of ``cores`` cores.
 
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
-    per message per replica (+1 for the delivery) from the same cores.
+    per message per replica (+1 for the delivery) from the same cores. Calibrated costs say more:
+    each worker goes as fast as the calibration's one worker did (its waits for the server included),
+    and the cores are shared by the workers, the server and the supervisor at the CPU per record each
+    spent there, as far as the machine gave them cores then (``PoolRun.availability``).
     """
-    per_record = costs.consume_total_us
-    by_workers = workers * 1e6 / per_record
-    by_cores = cores * 1e6 / (per_record + server_us * (replicas + 1))
+    c = costs.calibrated
+    if c is None:
+        per_record = costs.consume_total_us
+        return min(workers * 1e6 / per_record, cores * 1e6 / (per_record + server_us * (replicas + 1)))
+    server = c.server_us * (replicas + 1) / 2 if c.server_us is not None else server_us * (replicas + 1)
+    by_workers = workers * c.rate
+    by_cores = cores * c.availability * 1e6 / (c.worker_us + server + c.supervisor_us)
     return min(by_workers, by_cores)
 
 
@@ -190,8 +230,9 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
 
 
 def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sink: str = "null",
-                  records: int = 2000, batch_size: int = 500, rounds: int = 3) -> Costs:
-    """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``."""
+                  records: int = 2000, batch_size: int = 500, rounds: int = 3, calibrate: bool = False) -> Costs:
+    """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``;
+    with ``calibrate`` (over JetStream), the consume side as a worker process spends it (``calibrated``)."""
     from ..bench.timing import best_of, chunks, time_batches
     from ..codecs.chain import Chain
     from ..datasets import get_dataset
@@ -213,9 +254,24 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     wire = sum(len(v) for chunk in encoded for v in chunk) / records
     raw = get_dataset(dataset).raw_size(values) / records
     t = TRANSPORT_US[transport]
-    return Costs(f"{dataset} {parsed}", stages["encode"] + t["publish"], stages["decode"] + t["consume"],
-                 stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
-                 f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
+    costs = Costs(f"{dataset} {parsed}", stages["encode"] + t["publish"], stages["decode"] + t["consume"],
+                  stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
+                  f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
+    if calibrate and transport == "jetstream":
+        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk])
+    return costs
+
+
+def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes]) -> Costs:
+    """``costs`` with the consume side calibrated (``calibrate.py``): one worker process runs the pipeline of
+    ``chain``'s decode and ``sink`` on ``payloads`` (records encoded with ``chain``) for a few seconds."""
+    import asyncio
+
+    from .calibrate import calibrate_consume
+
+    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us))
+    costs.origin += "; consume side calibrated in a worker process now"
+    return costs
 
 
 def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
@@ -241,7 +297,7 @@ def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
 
 
 def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
-                     sink: str = "null") -> list[Costs]:
+                     sink: str = "null", calibrate: bool = False) -> list[Costs]:
     """Per-record costs from ``wirepipe bench`` results: for ``dataset``, else for every dataset the results
     hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
     A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
@@ -255,6 +311,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     report = summarize(res.stages, res.latency, res.runs)
     want = str(Chain.parse(chain)) if chain else None
     held = list(dict.fromkeys(g.dataset for g in report.groups if g.path_ns_per_record))
+    calibrating = calibrate and transport == "jetstream"
     out = []
     for name in [dataset] if dataset else held:
         groups = [g for g in report.groups if g.dataset == name and (want is None or g.chain == want)
@@ -273,12 +330,25 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
             pub_us += t["publish"]
         if "consume" not in measured:
             con_us += t["consume"]
-        sink_us = _sink_us(sink, chunks(_bench_records(name, res.runs), 500)) if sink != "null" else 0.0
+        records = _bench_records(name, res.runs) if sink != "null" or (calibrating and g.chain) else []
+        sink_us = _sink_us(sink, chunks(records, 500)) if sink != "null" else 0.0
         origin = f"wirepipe bench results ({', '.join(paths)})" + (f"; {sink} sink measured in-process now"
                                                                     if sink != "null" else "")
-        out.append(Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
-                         g.raw_bytes_per_record, origin=origin))
+        costs = Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
+                      g.raw_bytes_per_record, origin=origin)
+        if calibrating and g.chain:
+            calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records))
+        out.append(costs)
     return out
+
+
+def _encoded(chain: str, records: list[Any]) -> list[bytes]:
+    """``records`` encoded with ``chain`` as a pipeline encodes them."""
+    from ..bench.timing import chunks, time_batches
+    from ..operators.chain_operators import chain_operators
+
+    encode_ops, _ = chain_operators(chain)
+    return [v for chunk in time_batches(encode_ops, chunks(records, 500), name="plan-encode").outputs for v in chunk]
 
 
 def _bench_records(dataset: str, runs: dict[str, Any], records: int = 2000) -> list[Any]:
