@@ -148,12 +148,13 @@ def breakdown(cores: int) -> None:
         busy = rate * (worker + server + supervisor) / 1e6
         rows.append([name, f"{rate:,.0f}", f"{worker:.1f}", f"{server:.1f}", f"{supervisor:.1f}",
                      f"{med([r.share for r in runs]):.2f}", f"{med([r.waited for r in runs]):.2f}",
-                     f"{busy:.2f} of {cores}"])
+                     f"{busy:.2f} of {cores}", f"{med([r.others for r in runs]):.2f}"])
     print(Table("where the cores went, steady state (medians of the rounds)",
                 ["pool", "records/s", "worker us", "nats-server us", "supervisor us", "core share", "waited",
-                 "cores busy"], rows,
+                 "cores busy", "others"], rows,
                 caption="us: CPU per record; core share: each worker's CPU over the wall time; waited: the part of "
-                        "the time each worker was runnable and waited for a core (other processes)")
+                        "the time each worker was runnable and waited for a core; cores busy: the pool, "
+                        "its server and the supervisor; others: cores the rest of the machine kept busy")
           .text(elsewhere=None), end="")
 
 

@@ -11,7 +11,9 @@ import pytest
 
 from tests.cli import wirepipe
 from wirepipe.core.units import parse_rate
+from wirepipe.plan.calibrate import PoolRun, calibration_records
 from wirepipe.plan.capacity import (
+    ERROR_BAND,
     HEADER_BYTES,
     SERVER_US,
     STORE_OVERHEAD,
@@ -57,16 +59,68 @@ def test_predicted_rate_is_capped_by_workers_then_by_cores() -> None:
     assert predict_rate(costs, 2, cores=2) == pytest.approx(2e6 / (100 + 2 * SERVER_US))
 
 
+def test_calibrated_costs_predict_from_what_the_worker_and_the_server_spent() -> None:
+    """A calibrated worker spent 80 us of CPU per record and went 10k records/s alone (it waited for the server a
+    fifth of the time); nats-server spent 15 us and the supervisor 5 per record."""
+    run = PoolRun(workers=1, records=30_000, seconds=3.0, worker_us=80.0, server_us=15.0, supervisor_us=5.0,
+                  share=0.8)
+    costs = Costs("x", publish_us=0, consume_us=20.0, sink_us=10.0, wire_bytes=1, calibrated=run)
+    assert costs.consume_total_us == 80.0  # what the worker spent, not the in-process 30
+    assert predict_rate(costs, 1, cores=8) == pytest.approx(10_000)  # as fast as the calibration's worker
+    assert predict_rate(costs, 4, cores=8) == pytest.approx(40_000)
+    assert predict_rate(costs, 8, cores=2) == pytest.approx(2e6 / 100)  # two cores for workers, server, supervisor
+    # the rest of the machine kept half a core busy while the worker ran: the plan leaves it that
+    busy = Costs("x", publish_us=0, consume_us=20.0, sink_us=10.0, wire_bytes=1,
+                 calibrated=PoolRun(1, 30_000, 3.0, 80.0, 15.0, 5.0, share=0.8, others=0.5))
+    assert predict_rate(busy, 8, cores=2) == pytest.approx(1.5e6 / 100)
+    lines = "\n".join(busy.calibration_lines(2))
+    assert "80.0 us of its CPU per record (in-process stages and sink 30.0), nats-server 15.0 us" in lines
+    assert f"1 worker ~10k/s, 2 workers ~15k/s (records/s, +-{ERROR_BAND:.0%})" in lines
+    assert "kept 0.5 cores busy" in lines
+    uncalibrated = "\n".join(Costs("x", 0, 20.0, 10.0, 1).calibration_lines(2))
+    assert "not calibrated" in uncalibrated
+
+
+def test_the_calibration_runs_for_a_few_seconds_whatever_a_record_costs() -> None:
+    assert calibration_records(100.0) == pytest.approx(10_000 * 3 / 0.7, rel=0.01)
+    assert calibration_records(10_000.0) == 3000  # at least enough for two reports in the window
+    assert calibration_records(0.5) == 150_000  # not more than a stream of a few seconds holds
+
+
 def test_wirepipe_plan_measures_the_chain_when_no_bench_is_given() -> None:
     res = wirepipe("plan", "--rate", "2M/s", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
-                   "--nodes", "3", "--cores-per-node", "16")
+                   "--nodes", "3", "--cores-per-node", "16", "--no-calibrate")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "plan for 2M records/s of point msgpack|zstd:fastest over jetstream (R3, retention 7d)" in out
     assert "measured in-process now" in out
+    assert "consume side not calibrated" in out
     for needle in ("publishers:", "consumers:", "wire:", "JetStream storage:", "per hour", "per 7d",
                    "runs out first:"):
         assert needle in out
+
+
+@pytest.mark.slow
+def test_wirepipe_plan_calibrates_the_consume_side_in_a_worker_process() -> None:
+    """Over JetStream the plan runs the consume pipeline in a worker process on a local nats-server and plans with
+    what the worker spent (its CPU per record comes from its own reports), stating the band of its prediction."""
+    res = wirepipe("plan", "--rate", "100k", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
+                   "--replicas", "1", "--nodes", "1", "--cores-per-node", "2", "--sink", "parquet")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "consume side calibrated in a worker process now" in out
+    found = re.search(r"calibrated: a consume worker ran the pipeline for [\d.]+s \(([\d,]+) records\) on a local "
+                      r"nats-server: ([\d.]+) us of its CPU per record \(in-process stages and sink [\d.]+\), "
+                      r"nats-server ([\d.]+) us", out)
+    assert found, out
+    assert int(found[1].replace(",", "")) > 0 and float(found[2]) > 0 and float(found[3]) > 0
+    predicted = re.search(r"predicted on this machine \(2 cores\): 1 worker ~([\d.]+[kM]?)/s, 2 workers "
+                          r"~([\d.]+[kM]?)/s \(records/s, \+-20%\)", out)
+    assert predicted, out
+    one, two = parse_rate(predicted[1]), parse_rate(predicted[2])
+    assert 0 < one <= two <= 2 * one
+    workers = int(re.search(r"consumers: +(\d+) worker processes", out)[1])
+    assert workers == math.ceil(1e5 * float(found[2]) / 1e6 / 0.7)  # planned with the worker's CPU per record
 
 
 @pytest.mark.slow
@@ -75,7 +129,7 @@ def test_wirepipe_plan_reads_bench_results_and_refuses_bad_flags(tmp_path: Path)
                      "zstd", "--level", "fastest", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
     assert bench.returncode == 0, bench.stderr
     res = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "point",
-                   "--transport", "nats")
+                   "--transport", "nats")  # core NATS: nothing calibrated
     assert res.returncode == 0, res.stderr
     assert "point msgpack|zstd:fastest over nats" in res.stdout and "wirepipe bench results" in res.stdout
     assert "JetStream storage" not in res.stdout  # core NATS stores nothing

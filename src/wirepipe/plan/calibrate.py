@@ -10,7 +10,8 @@ stream written, start-up and tail left out):
 - the worker's CPU per record, from its own reports (CPU seconds and records written in one snapshot);
 - nats-server's CPU per record (``/proc``, where there is one);
 - the share of a core the worker got (its CPU over the wall time: below 1 when other processes took
-  the core, or the worker waited for the server).
+  the core, or the worker waited for the server), the part of the time it waited for a core, and the
+  cores the rest of the machine kept busy meanwhile (``/proc/stat`` less the pool and its server).
 
 ``benchmarks/bench_workers.py`` measures its pools with the same ``measure_pool``.
 """
@@ -49,6 +50,7 @@ class PoolRun:
     supervisor_us: float
     share: float  # CPU of a worker over the wall time (1: a whole core)
     waited: float = 0.0  # time a worker waited for a core (the run queue) over the wall time
+    others: float = 0.0  # cores kept busy by the rest of the machine (not the pool, its server, the supervisor)
 
     @property
     def rate(self) -> float:
@@ -75,6 +77,18 @@ def run_queue(pids: Sequence[int]) -> tuple[float, float] | None:
     return on / 1e9, waited / 1e9
 
 
+def machine_busy() -> float | None:
+    """CPU seconds every core of the machine spent busy so far (``/proc/stat``); None where it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    guests = sum(fields[8:10]) if len(fields) > 9 else 0  # guest time is counted in user time already
+    return (sum(fields) - idle - guests) / os.sysconf("SC_CLK_TCK")
+
+
 def process_cpu(pid: int) -> float | None:
     """CPU seconds (user + system) of process ``pid`` so far, from ``/proc``; None where it cannot be read."""
     try:
@@ -91,7 +105,8 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
     state between ``window`` (fractions of ``records``). ``RuntimeError`` when the pool failed or the window
     was not seen."""
     task = asyncio.ensure_future(pool.run())
-    marks: list[tuple[list[tuple[float, int, float]], float | None, float, float, tuple[float, float] | None]] = []
+    marks: list[tuple[list[tuple[float, int, float]], float | None, float, float, tuple[float, float] | None,
+                      float | None]] = []
     try:
         while not task.done():
             # each worker's last report: when it came, what it had written, its CPU (one snapshot)
@@ -100,7 +115,7 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
             if len(marks) < len(window) and written >= window[len(marks)] * records:
                 pids = [s.proc.pid for s in pool.slots if s.proc is not None]
                 marks.append((reports, process_cpu(server_pid) if server_pid else None, time.process_time(),
-                              time.monotonic(), run_queue(pids)))
+                              time.monotonic(), run_queue(pids), machine_busy()))
             if written >= records:
                 break
             await asyncio.sleep(poll)
@@ -110,7 +125,7 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
     if code != 0 or len(marks) < 2:
         raise RuntimeError(f"the pool of {pool.workers} did not run through ({pool.gave_up or f'exit {code}'}, "
                            f"{len(marks)} of 2 marks)")
-    (first, server0, own0, t0, queue0), (last, server1, own1, t1, queue1) = marks
+    (first, server0, own0, t0, queue0, busy0), (last, server1, own1, t1, queue1, busy1) = marks
     done = sum(b[1] - a[1] for a, b in zip(first, last, strict=True))
     cpu = sum(b[2] - a[2] for a, b in zip(first, last, strict=True))
     rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(first, last, strict=True) if b[0] > a[0]]
@@ -120,7 +135,13 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
     server = (server1 - server0) / done * 1e6 if server0 is not None and server1 is not None else None
     share = cpu / seconds / pool.workers
     waited = (queue1[1] - queue0[1]) / (t1 - t0) / pool.workers if queue0 and queue1 and t1 > t0 else 0.0
-    return PoolRun(pool.workers, done, seconds, cpu / done * 1e6, server, (own1 - own0) / done * 1e6, share, waited)
+    others = 0.0
+    if (queue0 and queue1 and busy0 is not None and busy1 is not None and server0 is not None
+            and server1 is not None and t1 > t0):
+        ours = (queue1[0] - queue0[0]) + (server1 - server0) + (own1 - own0)
+        others = max(0.0, (busy1 - busy0 - ours) / (t1 - t0))
+    return PoolRun(pool.workers, done, seconds, cpu / done * 1e6, server, (own1 - own0) / done * 1e6, share, waited,
+                   others)
 
 
 async def fill_stream(url: str, payloads: Sequence[bytes], records: int, *, headers: dict[str, str] | None = None,

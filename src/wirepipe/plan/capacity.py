@@ -80,9 +80,9 @@ class Costs:
                     "the run loop, the socket and GC, so expect fewer records/s than this plan counts on"]
         band = f"+-{ERROR_BAND:.0%}"
         server = f", nats-server {c.server_us:.1f} us" if c.server_us is not None else ""
-        busy = ("" if c.availability >= 0.9 else
-                f"; the machine was busy (the worker got {c.availability:.0%} of the core it wanted): the "
-                "predictions assume it stays so")
+        busy = ("" if c.others < 0.1 else
+                f"; the rest of the machine kept {c.others:.1f} cores busy meanwhile: the predictions assume "
+                "it stays so")
         rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
                           for w in sorted({1, cores}))
         return [f"  calibrated: a consume worker ran the pipeline for {c.seconds:.1f}s ({c.records:,} records) on a "
@@ -213,8 +213,8 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
     per message per replica (+1 for the delivery) from the same cores. Calibrated costs say more:
     each worker goes as fast as the calibration's one worker did (its waits for the server included),
-    and the cores are shared by the workers, the server and the supervisor at the CPU per record each
-    spent there, as far as the machine gave them cores then (``PoolRun.availability``).
+    and the cores the rest of the machine left them then (``PoolRun.others``) are shared by the workers,
+    the server and the supervisor at the CPU per record each spent there.
     """
     c = costs.calibrated
     if c is None:
@@ -222,7 +222,7 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
         return min(workers * 1e6 / per_record, cores * 1e6 / (per_record + server_us * (replicas + 1)))
     server = c.server_us * (replicas + 1) / 2 if c.server_us is not None else server_us * (replicas + 1)
     by_workers = workers * c.rate
-    by_cores = cores * c.availability * 1e6 / (c.worker_us + server + c.supervisor_us)
+    by_cores = max(cores - c.others, 0.0) * 1e6 / (c.worker_us + server + c.supervisor_us)
     return min(by_workers, by_cores)
 
 
