@@ -61,6 +61,22 @@ def parse_ack_reply(reply: str) -> tuple[int, int, int]:
     return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
 
 
+def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int]:
+    """The stream sequences and delivery counts of a batch's ``$JS.ACK...`` reply subjects, and the pending count
+    of the last: ``parse_ack_reply`` as columns, one comprehension each (a batch comes from one consumer, so its
+    replies share one form; mixed forms are parsed one by one)."""
+    if not replies:
+        return [], [], 0
+    tokens = [r.split(".") for r in replies]
+    size = len(tokens[0])
+    if any(len(t) != size for t in tokens):
+        parsed = [parse_ack_reply(r) for r in replies]
+        return [p[0] for p in parsed], [p[1] for p in parsed], parsed[-1][2]
+    off = 0 if size == 9 else 2
+    seq, delivered = 5 + off, 4 + off
+    return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
+
+
 class AckMode(str, Enum):
     """How the source acknowledges what the sink wrote (``ack:``): nats-py's ``AckPolicy`` values it uses."""
 
@@ -417,15 +433,14 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         batch = got.batch()
         replies = got.replies
         try:
-            parsed = [parse_ack_reply(r) for r in replies]
+            seqs, delivered, pending = parse_ack_replies(replies)
         except (IndexError, ValueError):
-            parsed = [(0, 1, 0)] * len(replies)
-        seqs = [p[0] for p in parsed]
+            seqs, delivered, pending = [0] * len(replies), [1] * len(replies), 0
         batch.meta["seq"] = seqs
         batch.meta["stream_seq"] = seqs
-        batch.meta["delivered"] = [p[1] for p in parsed]
+        batch.meta["delivered"] = delivered
         self._redelivered += batch.redelivered() or 0
-        self._lag = parsed[-1][2] if parsed else self._lag
+        self._lag = pending if replies else self._lag
         if not self.ordered:
             batch.meta["ack"] = replies
         if self.stop_at_end and self._lag == 0:
@@ -434,8 +449,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
     # --- settling ------------------------------------------------------------------------------
 
-    async def _send_all(self, replies: Sequence[str | None], body: bytes) -> None:
-        await publish_many(self.nc, replies, body)
+    async def _send_all(self, replies: Sequence[str | None], body: bytes) -> int:
+        """``body`` to each reply subject (None entries skipped); how many were sent."""
+        return await publish_many(self.nc, replies, body)
 
     async def ack(self, batch: Batch) -> None:
         """Acknowledge a batch the sink made durable: every message (``ack: explicit``, one write of
@@ -447,8 +463,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         replies = batch.meta.get("ack")
         if not replies:
             return
-        n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
         if self.ack_mode is AckMode.ALL:
+            n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
             seqs = batch.meta.get("stream_seq") or ()
             if seqs:
                 # AckAll acks up to a *stream* sequence: send the highest written (a message the server
@@ -458,7 +474,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                     i -= 1  # records unpacked from one message: its handle is on the first
                 await self._send_all([replies[i]], _ACK)
         else:
-            await self._send_all(replies, _ACK)
+            n = await self._send_all(replies, _ACK)  # the handles (records unpacked from one message share one)
         self.acked += n
         self._settled_more(n)
 
