@@ -2,7 +2,7 @@
 
 Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 (~15k records/s with an ack each); here pull requests go straight to
-``$JS.API.CONSUMER.MSG.NEXT`` (``pull_requests.py``: about two batches asked for, never more
+``$JS.API.CONSUMER.MSG.NEXT`` (``pull_requests.py``: ``PULL_AHEAD`` batches asked for, never more
 bytes than half of ``pending_bytes_limit``, a request the server forgot made again) with
 replies on one inbox read as raw protocol tuples (``reader.RawInbox``), and a commit's acks
 are written as one buffer, or as one AckAll (``ack: all``, a worker that owns its durable).
@@ -48,6 +48,9 @@ _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
 _WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream requires explicit ack"
+# Batches asked for ahead of the pipeline (received or in flight): with two, a pipeline as fast as the server
+# often found half a batch and waited out batch_timeout; four keep it busy (benchmarks/jetstream_consume.py).
+PULL_AHEAD = 4
 
 
 class _StoppedWaiting(Exception):
@@ -123,9 +126,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.pending_bytes_limit = config.pending_bytes_limit
         batch_timeout = config.batch_timeout
         self.conn = NatsConnection(config, role="jetstream consumer")
-        # Never hold more than the server lets us keep unacknowledged.
-        self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout,
-                                         max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)))
+        # Ask PULL_AHEAD batches ahead, within half of what the server lets us keep unacknowledged (the other
+        # half is for records written and not committed yet: ``ack_pressure``).
+        ahead = max(batch_size, min(PULL_AHEAD * batch_size, max_ack_pending // 2))
+        self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout, max_buffered=ahead)
         self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
                                    pending_bytes_limit=self.pending_bytes_limit,
                                    left=lambda: None if self.count is None else self.count - self._seen,
