@@ -2,12 +2,12 @@
 
 In-process timings of the codec stages and the sink leave out what a worker pays around them: the
 event loop, the socket, pull requests and acks, the commit, GC. So the plan runs the consume pipeline
-it plans for (a JetStream durable, the chain's decode, the sink) as a pool of one worker (the real
-spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its own, on a stream of the
-dataset's encoded records, and measures the steady state (``measure_pool``: from 20% to 90% of the
-stream written, start-up and tail left out):
+it plans for (a JetStream durable, the chain's decode, the sink) as a pool of one worker, then of a
+worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
+own, on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
+from 20% to 90% of the records written, start-up and tail left out):
 
-- the worker's CPU per record, from its own reports (CPU seconds and records written in one snapshot);
+- the workers' CPU per record, from their own reports (CPU seconds and records written in one snapshot);
 - nats-server's CPU per record (``/proc``, where there is one);
 - the share of a core the worker got (its CPU over the wall time: below 1 when other processes took
   the core, or the worker waited for the server), the part of the time it waited for a core, and the
@@ -51,16 +51,11 @@ class PoolRun:
     share: float  # CPU of a worker over the wall time (1: a whole core)
     waited: float = 0.0  # time a worker waited for a core (the run queue) over the wall time
     others: float = 0.0  # cores kept busy by the rest of the machine (not the pool, its server, the supervisor)
+    cores: int = 1  # the cores the pool could run on (its machine's, or its container's)
 
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def availability(self) -> float:
-        """Of the time a worker wanted a core, the part it got (1 on a quiet machine; other processes lower it)."""
-        wanted = self.share + self.waited
-        return self.share / wanted if wanted > 0 else 1.0
 
 
 def run_queue(pids: Sequence[int]) -> tuple[float, float] | None:
@@ -104,6 +99,8 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
     """Run ``pool`` (a ``pipelines.pool.Pool``) until its workers wrote ``records``, then drain it; its steady
     state between ``window`` (fractions of ``records``). ``RuntimeError`` when the pool failed or the window
     was not seen."""
+    from ..pipelines.pool import usable_cores
+
     task = asyncio.ensure_future(pool.run())
     marks: list[tuple[list[tuple[float, int, float]], float | None, float, float, tuple[float, float] | None,
                       float | None]] = []
@@ -141,7 +138,7 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
         ours = (queue1[0] - queue0[0]) + (server1 - server0) + (own1 - own0)
         others = max(0.0, (busy1 - busy0 - ours) / (t1 - t0))
     return PoolRun(pool.workers, done, seconds, cpu / done * 1e6, server, (own1 - own0) / done * 1e6, share, waited,
-                   others)
+                   others, usable_cores())
 
 
 async def fill_stream(url: str, payloads: Sequence[bytes], records: int, *, headers: dict[str, str] | None = None,
@@ -196,19 +193,44 @@ def calibration_records(estimate_us: float) -> int:
     return int(min(MAX_RECORDS, max(MIN_RECORDS, wanted)))
 
 
-async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], estimate_us: float) -> PoolRun:
-    """One worker of the consume pipeline on a local nats-server (a temporary store), measured in steady
-    state (see the module doc). ``payloads``: the dataset's records encoded with ``chain``."""
+@dataclass
+class Calibration:
+    """The consume pipeline measured as one worker alone and as a worker per core (``full``; None on one core):
+    with every core busy a worker spends more per record (the cores' caches, the server and the supervisor
+    taking turns) and may wait, which one worker alone does not show."""
+
+    one: PoolRun
+    full: PoolRun | None = None
+
+    @property
+    def busiest(self) -> PoolRun:
+        """The run with the most workers: what a worker spends when the machine is full."""
+        return self.full or self.one
+
+
+async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], estimate_us: float) -> Calibration:
+    """The consume pipeline on a local nats-server (a temporary store) as one worker, then as a worker per core,
+    each on a durable of its own, measured in steady state (see the module doc). ``payloads``: the dataset's
+    records encoded with ``chain``."""
     from ..connectors.nats.server import EmbeddedServer
-    from ..pipelines.pool import Pool, RestartPolicy
+    from ..pipelines.pool import Pool, RestartPolicy, usable_cores
 
     records = calibration_records(estimate_us)
+    cores = usable_cores()
     tmp = Path(tempfile.mkdtemp(prefix="wirepipe-plan-"))
     try:
         with EmbeddedServer(store_dir=tmp / "store") as server:
-            await fill_stream(server.url, payloads, records)
-            pool = Pool(consume_pipeline(server.url, chain, sink, tmp / "out"), 1,
-                        restart=RestartPolicy(max_failures=1), echo=lambda _line: None, log_level=logging.WARNING)
-            return await measure_pool(pool, records, server.proc.pid if server.proc else None)
+            pid = server.proc.pid if server.proc else None
+            await fill_stream(server.url, payloads, records * min(cores, 2))  # the full pool reads it all
+
+            async def run(workers: int, durable: str, until: int) -> PoolRun:
+                pool = Pool(consume_pipeline(server.url, chain, sink, tmp / durable, durable=durable), workers,
+                            restart=RestartPolicy(max_failures=1), echo=lambda _line: None,
+                            log_level=logging.WARNING)
+                return await measure_pool(pool, until, pid)
+
+            one = await run(1, "calibration-one", records)
+            full = await run(cores, "calibration-full", records * min(cores, 2)) if cores > 1 else None
+            return Calibration(one, full)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

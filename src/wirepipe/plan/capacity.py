@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .calibrate import PoolRun
+    from .calibrate import Calibration
 
 # One record's transport cost on one core, microseconds: the README's NATS benchmarks (quiet 2-core machine,
 # point records, wirepipe's own connectors) minus the ~2-3 us of msgpack + zstd in them. Core publish
@@ -65,30 +65,42 @@ class Costs:
     raw_bytes: float | None = None
     origin: str = ""
     stages: dict[str, float] = field(default_factory=dict)
-    calibrated: PoolRun | None = None  # one worker of the consume pipeline, measured (``calibrate.py``)
+    calibrated: Calibration | None = None  # the consume pipeline's workers, measured (``calibrate.py``)
 
     @property
     def consume_total_us(self) -> float:
-        """A consuming worker's CPU per record: as calibrated, else the in-process stages and the sink."""
-        return self.calibrated.worker_us if self.calibrated else self.consume_us + self.sink_us
+        """A consuming worker's CPU per record: as calibrated with every core busy, else the in-process stages and
+        the sink."""
+        return self.calibrated.busiest.worker_us if self.calibrated else self.consume_us + self.sink_us
 
-    def calibration_lines(self, cores: int) -> list[str]:
-        """What the calibration measured and what the model predicts from it on this machine, with its band."""
-        c = self.calibrated
-        if c is None:
+    @property
+    def server_us(self) -> float:
+        """nats-server's CPU per message per replica: half of what it spent per record in the calibration (an R1
+        stream: the store and the delivery with its ack), else the estimate ``SERVER_US``."""
+        run = self.calibrated.busiest if self.calibrated else None
+        return run.server_us / 2 if run is not None and run.server_us is not None else SERVER_US
+
+    def calibration_lines(self) -> list[str]:
+        """What the calibration measured and what the model predicts from it on its machine, with its band."""
+        if self.calibrated is None:
             return ["  consume side not calibrated (in-process stages + transport figures): a worker also pays "
                     "the run loop, the socket and GC, so expect fewer records/s than this plan counts on"]
-        band = f"+-{ERROR_BAND:.0%}"
-        server = f", nats-server {c.server_us:.1f} us" if c.server_us is not None else ""
-        busy = ("" if c.others < 0.1 else
-                f"; the rest of the machine kept {c.others:.1f} cores busy meanwhile: the predictions assume "
+        one, full = self.calibrated.one, self.calibrated.full
+        ran = f"{one.seconds:.1f}s as 1 worker" + (f" and {full.seconds:.1f}s as {full.workers}" if full else "")
+        spent = f"{one.worker_us:.1f} us of CPU per record alone" + (
+            f", {full.worker_us:.1f} with every core busy" if full else "")
+        server = self.calibrated.busiest.server_us
+        others = max(one.others, full.others if full else 0.0)
+        busy = ("" if others < 0.1 else
+                f"; the rest of the machine kept up to {others:.1f} cores busy meanwhile: the predictions assume "
                 "it stays so")
+        cores = one.cores
         rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
                           for w in sorted({1, cores}))
-        return [f"  calibrated: a consume worker ran the pipeline for {c.seconds:.1f}s ({c.records:,} records) on a "
-                f"local nats-server: {c.worker_us:.1f} us of its CPU per record (in-process stages and sink "
-                f"{self.consume_us + self.sink_us:.1f}){server}{busy}",
-                f"  predicted on this machine ({cores} cores): {rates} (records/s, {band})"]
+        return [f"  calibrated: the consume pipeline ran {ran} on a local nats-server: a worker spent {spent} "
+                f"(in-process stages and sink {self.consume_us + self.sink_us:.1f})"
+                + (f", nats-server {server:.1f} us" if server is not None else "") + busy,
+                f"  predicted on this machine ({cores} cores): {rates} (records/s, +-{ERROR_BAND:.0%})"]
 
 
 @dataclass
@@ -146,7 +158,7 @@ class CapacityPlan:
             f"  per record: publish side {c.publish_us:.1f} us, consume side {c.consume_us:.1f} us, "
             f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire"
             + (f" ({c.raw_bytes:,.0f} B raw)" if c.raw_bytes else "") + f"  [{c.origin}]",
-            *c.calibration_lines(d.cores_per_node),
+            *c.calibration_lines(),
             f"  publishers: {self.publish_workers} worker processes ({d.rate * c.publish_us / 1e6:,.1f} cores busy)",
             f"  consumers:  {self.consume_workers} worker processes per pipeline "
             f"({d.rate * c.consume_total_us / 1e6:,.1f} cores busy), x{d.consumers} pipeline(s)",
@@ -187,7 +199,7 @@ def plan(costs: Costs, dep: Deployment) -> CapacityPlan:
     con_cores = rate * costs.consume_total_us / 1e6
     publish_workers = max(1, math.ceil(pub_cores / dep.utilization))
     consume_workers = max(1, math.ceil(con_cores / dep.utilization))
-    server_cores = rate * SERVER_US * (replicas + dep.consumers) / 1e6
+    server_cores = rate * costs.server_us * (replicas + dep.consumers) / 1e6
     message = costs.wire_bytes + HEADER_BYTES
     wire_in = rate * message
     replication = wire_in * (replicas - 1)
@@ -211,19 +223,23 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     """Records/s a pool of ``workers`` consuming processes reaches on a machine of ``cores`` cores.
 
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
-    per message per replica (+1 for the delivery) from the same cores. Calibrated costs say more:
-    each worker goes as fast as the calibration's one worker did (its waits for the server included),
-    and the cores the rest of the machine left them then (``PoolRun.others``) are shared by the workers,
-    the server and the supervisor at the CPU per record each spent there.
+    per message per replica (+1 for the delivery) from the same cores. Calibrated costs say more
+    (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did,
+    a worker per core as fast per core as the calibration's full pool did (its cores shared with
+    the server, the supervisor and the rest of the machine as they were then), and a pool in
+    between in proportion.
     """
     c = costs.calibrated
     if c is None:
         per_record = costs.consume_total_us
         return min(workers * 1e6 / per_record, cores * 1e6 / (per_record + server_us * (replicas + 1)))
-    server = c.server_us * (replicas + 1) / 2 if c.server_us is not None else server_us * (replicas + 1)
-    by_workers = workers * c.rate
-    by_cores = max(cores - c.others, 0.0) * 1e6 / (c.worker_us + server + c.supervisor_us)
-    return min(by_workers, by_cores)
+    one, full = c.one, c.full
+    n = min(workers, cores)
+    if full is None or cores <= 1:
+        return min(workers * one.rate, max(cores - one.others, 0.0) * 1e6 / (
+            one.worker_us + 2 * costs.server_us + one.supervisor_us))
+    top = full.rate * cores / full.workers  # every core busy
+    return one.rate + (top - one.rate) * (n - 1) / (cores - 1)
 
 
 # --- where the costs come from ---------------------------------------------------------------------
@@ -270,7 +286,7 @@ def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes]) 
     from .calibrate import calibrate_consume
 
     costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us))
-    costs.origin += "; consume side calibrated in a worker process now"
+    costs.origin += "; consume side calibrated in worker processes now"
     return costs
 
 
