@@ -48,8 +48,8 @@ TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish
 HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
 STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
 SERVER_US = 4.0  # nats-server CPU per message per replica (route + store), an estimate to re-measure
-# How far a calibrated prediction of a pool's records/s may be off: benchmarks/bench_plan.py, 2-core machine,
-# pools of 1 and 2 workers, measured/predicted within 0.8-1.2 (the figures of its runs are in the docs).
+# How far a calibrated prediction of a pool's records/s may be off: what benchmarks/bench_plan.py measures
+# (measured/predicted of pools of 1 and of a worker per core, run right after the plan) on a shared 2-core machine.
 ERROR_BAND = 0.2
 
 
