@@ -14,7 +14,7 @@ from tests.nats_fixtures import consumer_info, expected
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
-from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource, parse_ack_replies, parse_ack_reply
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.connectors.null import NullSink
 from wirepipe.core.batch import Batch
@@ -250,6 +250,20 @@ def test_the_raw_inbox_finds_the_nats_py_internals_it_replaces() -> None:
     # nats.publish_many writes acks the way Client.publish does
     publish = inspect.getsource(Client.publish) + inspect.getsource(Client._send_publish)
     assert "await self._send_command(pub_cmd)" in publish and "await self._flush_pending()" in publish
+
+
+def test_a_batchs_ack_replies_are_parsed_as_columns_in_either_form() -> None:
+    """Stream sequence and delivery count of every reply, pending of the last: the v1 form, the v2 form (domain and
+    account hash, a trailing token), and a batch mixing them, each as ``parse_ack_reply`` reads one reply."""
+    v1 = [f"$JS.ACK.PTS.d.{1 + i % 2}.{10 + i}.{i + 1}.1733160000123456789.{99 - i}" for i in range(4)]
+    v2 = [f"$JS.ACK.hub.ACCHASH.PTS.d.1.{20 + i}.{i + 1}.1733160000123456789.{50 - i}.tok" for i in range(3)]
+    assert parse_ack_replies(v1) == ([10, 11, 12, 13], [1, 2, 1, 2], 96)
+    assert parse_ack_replies(v2) == ([20, 21, 22], [1, 1, 1], 48)
+    mixed = [v2[0], *v1[:2]]
+    assert parse_ack_replies(mixed) == ([20, 10, 11], [1, 1, 2], 98)
+    assert all(parse_ack_replies([r]) == ([parse_ack_reply(r)[0]], [parse_ack_reply(r)[1]], parse_ack_reply(r)[2])
+               for r in [*v1, *v2])
+    assert parse_ack_replies([]) == ([], [], 0)
 
 
 @pytest.mark.parametrize("ack", ["explicit", "all"])

@@ -11,7 +11,9 @@ import pytest
 
 from tests.cli import wirepipe
 from wirepipe.core.units import parse_rate
+from wirepipe.plan.calibrate import Calibration, PoolRun, calibration_records
 from wirepipe.plan.capacity import (
+    ERROR_BAND,
     HEADER_BYTES,
     SERVER_US,
     STORE_OVERHEAD,
@@ -57,16 +59,77 @@ def test_predicted_rate_is_capped_by_workers_then_by_cores() -> None:
     assert predict_rate(costs, 2, cores=2) == pytest.approx(2e6 / (100 + 2 * SERVER_US))
 
 
+def test_calibrated_costs_predict_from_what_the_workers_and_the_server_spent() -> None:
+    """Calibrated on 4 cores: one worker alone spent 80 us of CPU per record and went 10k records/s (it waited for the
+    server a fifth of the time); a worker per core spent 100 us each and the four went 30k records/s."""
+    one = PoolRun(workers=1, records=30_000, seconds=3.0, worker_us=80.0, server_us=15.0, supervisor_us=5.0,
+                  share=0.8, cores=4)
+    full = PoolRun(workers=4, records=60_000, seconds=2.0, worker_us=100.0, server_us=12.0, supervisor_us=2.0,
+                   share=0.75, cores=4)
+    costs = Costs("x", publish_us=0, consume_us=20.0, sink_us=10.0, wire_bytes=1, calibrated=Calibration(one, full))
+    assert costs.consume_total_us == 100.0  # what a worker spent with every core busy, not the in-process 30
+    assert costs.server_us == 6.0  # per message per replica: the R1 stream's store and delivery, halved
+    assert predict_rate(costs, 1, cores=4) == pytest.approx(10_000)  # as fast as the calibration's one worker
+    assert predict_rate(costs, 4, cores=4) == pytest.approx(30_000)  # as fast as its full pool
+    assert predict_rate(costs, 2, cores=4) == pytest.approx(10_000 + 20_000 / 3)  # in proportion between
+    assert predict_rate(costs, 8, cores=4) == pytest.approx(30_000)  # no more than a worker per core
+    assert predict_rate(costs, 8, cores=8) == pytest.approx(60_000)  # as fast per core on a larger machine
+    p = plan(costs, Deployment(rate=1e5, replicas=3))
+    assert p.consume_workers == math.ceil(1e5 * 100 / 1e6 / 0.7) and p.server_cores == pytest.approx(1e5 * 6 * 4 / 1e6)
+    lines = "\n".join(costs.calibration_lines())
+    assert ("ran 3.0s as 1 worker and 2.0s as 4 on a local nats-server: a worker spent 80.0 us of CPU per record alone, "
+            "100.0 with every core busy (in-process stages and sink 30.0), nats-server 12.0 us") in lines
+    assert f"predicted on this machine (4 cores): 1 worker ~10k/s, 4 workers ~30k/s (records/s, +-{ERROR_BAND:.0%})" in lines
+    assert "busy meanwhile" not in lines
+    # one core: the worker shares it with the server and the supervisor; the rest of the machine kept half of it
+    alone = Costs("x", 0, 20.0, 10.0, 1, calibrated=Calibration(PoolRun(1, 30_000, 3.0, 80.0, 15.0, 5.0, share=0.8,
+                                                                        others=0.5, cores=1)))
+    assert predict_rate(alone, 1, cores=1) == pytest.approx(0.5e6 / (80 + 15 + 5))
+    assert "kept up to 0.5 cores busy meanwhile" in "\n".join(alone.calibration_lines())
+    uncalibrated = "\n".join(Costs("x", 0, 20.0, 10.0, 1).calibration_lines())
+    assert "not calibrated" in uncalibrated
+
+
+def test_the_calibration_runs_for_a_few_seconds_whatever_a_record_costs() -> None:
+    assert calibration_records(100.0) == pytest.approx(10_000 * 3 / 0.7, rel=0.01)
+    assert calibration_records(10_000.0) == 3000  # at least enough for two reports in the window
+    assert calibration_records(0.5) == 150_000  # not more than a stream of a few seconds holds
+
+
 def test_wirepipe_plan_measures_the_chain_when_no_bench_is_given() -> None:
     res = wirepipe("plan", "--rate", "2M/s", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
-                   "--nodes", "3", "--cores-per-node", "16")
+                   "--nodes", "3", "--cores-per-node", "16", "--no-calibrate")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "plan for 2M records/s of point msgpack|zstd:fastest over jetstream (R3, retention 7d)" in out
     assert "measured in-process now" in out
+    assert "consume side not calibrated" in out
     for needle in ("publishers:", "consumers:", "wire:", "JetStream storage:", "per hour", "per 7d",
                    "runs out first:"):
         assert needle in out
+
+
+@pytest.mark.slow
+def test_wirepipe_plan_calibrates_the_consume_side_in_a_worker_process() -> None:
+    """Over JetStream the plan runs the consume pipeline in a worker process on a local nats-server and plans with
+    what the worker spent (its CPU per record comes from its own reports), stating the band of its prediction."""
+    res = wirepipe("plan", "--rate", "100k", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
+                   "--replicas", "1", "--nodes", "1", "--cores-per-node", "2", "--sink", "parquet")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "consume side calibrated in worker processes now" in out
+    found = re.search(r"calibrated: the consume pipeline ran [\d.]+s as 1 worker(?: and [\d.]+s as \d+)? on a local "
+                      r"nats-server: a worker spent ([\d.]+) us of CPU per record alone(?:, ([\d.]+) with every core "
+                      r"busy)? \(in-process stages and sink [\d.]+\), nats-server ([\d.]+) us", out)
+    assert found, out
+    spent = float(found[2] or found[1])  # with every core busy, where the machine has more than one
+    assert float(found[1]) > 0 and spent > 0 and float(found[3]) > 0
+    predicted = re.search(r"predicted on this machine \((\d+) cores\): (.+) \(records/s, \+-20%\)", out)
+    assert predicted, out
+    rates = {int(w): parse_rate(r) for w, r in re.findall(r"(\d+) workers? ~([\d.]+[kM]?)/s", predicted[2])}
+    assert sorted(rates) == sorted({1, int(predicted[1])}) and 0 < rates[1] <= max(rates.values())
+    workers = int(re.search(r"consumers: +(\d+) worker processes", out)[1])
+    assert workers == math.ceil(1e5 * spent / 1e6 / 0.7)  # planned with what a worker spent
 
 
 @pytest.mark.slow
@@ -75,7 +138,7 @@ def test_wirepipe_plan_reads_bench_results_and_refuses_bad_flags(tmp_path: Path)
                      "zstd", "--level", "fastest", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
     assert bench.returncode == 0, bench.stderr
     res = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "point",
-                   "--transport", "nats")
+                   "--transport", "nats")  # core NATS: nothing calibrated
     assert res.returncode == 0, res.stderr
     assert "point msgpack|zstd:fastest over nats" in res.stdout and "wirepipe bench results" in res.stdout
     assert "JetStream storage" not in res.stdout  # core NATS stores nothing

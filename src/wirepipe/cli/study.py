@@ -163,6 +163,9 @@ def plan(
     disk: Annotated[str, typer.Option(help="JetStream disk per machine, e.g. 2TB", metavar="DISK")] = "1TB",
     consumers: Annotated[int, typer.Option(help="pipelines consuming the stream", metavar="CONSUMERS")] = 1,
     utilization: Annotated[float, typer.Option(help="plan cores to be at most this busy (0..1)", metavar="UTILIZATION")] = 0.7,
+    calibrate: Annotated[bool, typer.Option(help="over JetStream, run the consume pipeline in a worker process for a "
+                                                 "few seconds on a local nats-server and plan with what it spent "
+                                                 "(the default)")] = True,
 ) -> None:
     """Turn per-record costs into a deployment plan.
 
@@ -195,10 +198,11 @@ def plan(
              "give --bench RESULTS of `wirepipe bench --input FILE`", ExitCode.CONFIG)
     try:
         if bench:
-            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink)
+            costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink,
+                                     calibrate=calibrate)
         else:
             costs = [measure_costs(dataset or "block", chain or "msgpack|zstd:fastest", transport=transport,
-                                   sink=sink)]
+                                   sink=sink, calibrate=calibrate)]
     except (ValueError, KeyError) as exc:
         fail(str(exc.args[0] if exc.args else exc), ExitCode.CONFIG)
     except WirepipeError as exc:

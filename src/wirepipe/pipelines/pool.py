@@ -182,6 +182,7 @@ class Slot:
     # (the supervisor's clock); the spans of work of earlier processes. Waits and restarts are not work.
     working: float = 0.0
     reported: float = 0.0
+    cpu: float = 0.0  # CPU seconds of the current process at its last report (its records in the same snapshot)
     spans: list[tuple[float, float]] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)  # where its current process's output goes (``run_outputs``)
     outputs_before: list[str] = field(default_factory=list)  # and its earlier processes'
@@ -208,7 +209,7 @@ class Slot:
         self.rejections = merge_rejections([self.rejections, self.snapshot.get("rejections") or []])
         self.snapshot = {}
         self.spans += self.current_span()
-        self.working = 0.0
+        self.working = self.cpu = 0.0
         self.outputs_before = list(dict.fromkeys([*self.outputs_before, *self.outputs]))
         self.outputs = []
 
@@ -277,7 +278,8 @@ class Pool:
     """Runs N worker processes of one pipeline config and supervises them (see the module doc)."""
 
     def __init__(self, data: dict[str, Any], workers: int, *, file: str | None = None,
-                 restart: RestartPolicy | None = None, echo: Callable[[str], None] | None = None) -> None:
+                 restart: RestartPolicy | None = None, echo: Callable[[str], None] | None = None,
+                 log_level: int = logging.INFO) -> None:
         from .config import validate_config
         from .monitor import MonitorConfig
 
@@ -289,6 +291,7 @@ class Pool:
         self.name = cfg.name
         self.restart = restart or RestartPolicy()
         self.echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.log_level = log_level  # what the workers log
         self.monitor = cfg.monitor or MonitorConfig()  # the pool's status line is on even without `monitor:`
         self.shutdown_timeout = float(cfg.shutdown_timeout)
         self.slots = [Slot(i, self.restart.delays()) for i in range(workers)]
@@ -372,7 +375,8 @@ class Pool:
 
     async def _start(self, slot: Slot) -> WorkerProcess:
         slot.proc = proc = await start(WORKER_TARGET, {"file": self.file, "config": self.worker_config(slot.index)},
-                                       Worker(slot.index, self.workers), group=self.id, name=self.file or "")
+                                       Worker(slot.index, self.workers), group=self.id, name=self.file or "",
+                                       log_level=self.log_level)
         slot.started = time.monotonic()
         log.info("%s: worker %d started (pid %d)", self.name, slot.index, proc.pid)
         return proc
@@ -444,6 +448,7 @@ class Pool:
             if isinstance(report.get("snapshot"), dict):
                 slot.snapshot = report["snapshot"]
                 slot.working, slot.reported = float(report.get("working") or 0.0), time.monotonic()
+                slot.cpu = float(report.get("cpu") or 0.0)
                 slot.outputs = list(report.get("outputs") or slot.outputs)  # the latest says it all
 
     async def _status_loop(self) -> None:
@@ -520,7 +525,7 @@ async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
     parent = os.getppid()
 
     def send(outputs: bool = False) -> bool:
-        message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working()}
+        message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working(), "cpu": time.process_time()}
         if outputs:
             message["outputs"] = run_outputs(pipeline)
         return channel.send(message)

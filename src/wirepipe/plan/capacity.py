@@ -7,6 +7,12 @@ or are measured here in-process on a sample of the dataset, in a second or two, 
 same operators pipelines run (``bench.timing``); the transport stages (a publish, a pull + ack)
 are then taken from figures measured with ``benchmarks/`` on a 2-core machine (``TRANSPORT_US``).
 
+A worker spends more per record than its stages do in-process (the event loop, the socket, the
+commit, GC), so over JetStream the consume side is then calibrated (``calibrate.py``): the consume
+pipeline runs for a few seconds as a pool of one worker against a local nats-server, and the CPU that
+worker and the server really spent per record replaces the in-process sum. Predictions carry the
+error band ``ERROR_BAND``, which ``benchmarks/bench_plan.py`` checks (it runs the plan, then the pool).
+
 The arithmetic, for a target rate R records/s:
 
 - a worker is one process and holds one core at most (the GIL): cores of a side are
@@ -20,8 +26,8 @@ The arithmetic, for a target rate R records/s:
 
 Each figure is set against what the deployment has (cores, link, disk per node) and the
 resource used most is the one that runs out first. ``predict_rate`` turns the same figures
-back into records/s for a number of workers on a machine, which ``benchmarks/bench_workers.py``
-checks against a measured pool (README: "Scaling out").
+back into records/s for a number of workers on a machine, which ``benchmarks/bench_plan.py``
+checks against a measured pool.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .calibrate import Calibration
 
 # One record's transport cost on one core, microseconds: the README's NATS benchmarks (quiet 2-core machine,
 # point records, wirepipe's own connectors) minus the ~2-3 us of msgpack + zstd in them. Core publish
@@ -39,6 +48,9 @@ TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish
 HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
 STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
 SERVER_US = 4.0  # nats-server CPU per message per replica (route + store), an estimate to re-measure
+# How far a calibrated prediction of a pool's records/s may be off: what benchmarks/bench_plan.py measures
+# (measured/predicted of pools of 1 and of a worker per core, run right after the plan) on a shared 2-core machine.
+ERROR_BAND = 0.2
 
 
 @dataclass
@@ -53,10 +65,42 @@ class Costs:
     raw_bytes: float | None = None
     origin: str = ""
     stages: dict[str, float] = field(default_factory=dict)
+    calibrated: Calibration | None = None  # the consume pipeline's workers, measured (``calibrate.py``)
 
     @property
     def consume_total_us(self) -> float:
-        return self.consume_us + self.sink_us
+        """A consuming worker's CPU per record: as calibrated with every core busy, else the in-process stages and
+        the sink."""
+        return self.calibrated.busiest.worker_us if self.calibrated else self.consume_us + self.sink_us
+
+    @property
+    def server_us(self) -> float:
+        """nats-server's CPU per message per replica: half of what it spent per record in the calibration (an R1
+        stream: the store and the delivery with its ack), else the estimate ``SERVER_US``."""
+        run = self.calibrated.busiest if self.calibrated else None
+        return run.server_us / 2 if run is not None and run.server_us is not None else SERVER_US
+
+    def calibration_lines(self) -> list[str]:
+        """What the calibration measured and what the model predicts from it on its machine, with its band."""
+        if self.calibrated is None:
+            return ["  consume side not calibrated (in-process stages + transport figures): a worker also pays "
+                    "the run loop, the socket and GC, so expect fewer records/s than this plan counts on"]
+        one, full = self.calibrated.one, self.calibrated.full
+        ran = f"{one.seconds:.1f}s as 1 worker" + (f" and {full.seconds:.1f}s as {full.workers}" if full else "")
+        spent = f"{one.worker_us:.1f} us of CPU per record alone" + (
+            f", {full.worker_us:.1f} with every core busy" if full else "")
+        server = self.calibrated.busiest.server_us
+        others = max(one.others, full.others if full else 0.0)
+        busy = ("" if others < 0.1 else
+                f"; the rest of the machine kept up to {others:.1f} cores busy meanwhile: the predictions assume "
+                "it stays so")
+        cores = one.cores
+        rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
+                          for w in sorted({1, cores}))
+        return [f"  calibrated: the consume pipeline ran {ran} on a local nats-server: a worker spent {spent} "
+                f"(in-process stages and sink {self.consume_us + self.sink_us:.1f})"
+                + (f", nats-server {server:.1f} us" if server is not None else "") + busy,
+                f"  predicted on this machine ({cores} cores): {rates} (records/s, +-{ERROR_BAND:.0%})"]
 
 
 @dataclass
@@ -114,6 +158,7 @@ class CapacityPlan:
             f"  per record: publish side {c.publish_us:.1f} us, consume side {c.consume_us:.1f} us, "
             f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire"
             + (f" ({c.raw_bytes:,.0f} B raw)" if c.raw_bytes else "") + f"  [{c.origin}]",
+            *c.calibration_lines(),
             f"  publishers: {self.publish_workers} worker processes ({d.rate * c.publish_us / 1e6:,.1f} cores busy)",
             f"  consumers:  {self.consume_workers} worker processes per pipeline "
             f"({d.rate * c.consume_total_us / 1e6:,.1f} cores busy), x{d.consumers} pipeline(s)",
@@ -154,7 +199,7 @@ def plan(costs: Costs, dep: Deployment) -> CapacityPlan:
     con_cores = rate * costs.consume_total_us / 1e6
     publish_workers = max(1, math.ceil(pub_cores / dep.utilization))
     consume_workers = max(1, math.ceil(con_cores / dep.utilization))
-    server_cores = rate * SERVER_US * (replicas + dep.consumers) / 1e6
+    server_cores = rate * costs.server_us * (replicas + dep.consumers) / 1e6
     message = costs.wire_bytes + HEADER_BYTES
     wire_in = rate * message
     replication = wire_in * (replicas - 1)
@@ -178,20 +223,32 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     """Records/s a pool of ``workers`` consuming processes reaches on a machine of ``cores`` cores.
 
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
-    per message per replica (+1 for the delivery) from the same cores.
+    per message per replica (+1 for the delivery) from the same cores. Calibrated costs say more
+    (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did,
+    a worker per core as fast per core as the calibration's full pool did (its cores shared with
+    the server, the supervisor and the rest of the machine as they were then), and a pool in
+    between in proportion.
     """
-    per_record = costs.consume_total_us
-    by_workers = workers * 1e6 / per_record
-    by_cores = cores * 1e6 / (per_record + server_us * (replicas + 1))
-    return min(by_workers, by_cores)
+    c = costs.calibrated
+    if c is None:
+        per_record = costs.consume_total_us
+        return min(workers * 1e6 / per_record, cores * 1e6 / (per_record + server_us * (replicas + 1)))
+    one, full = c.one, c.full
+    n = min(workers, cores)
+    if full is None or cores <= 1:
+        return min(workers * one.rate, max(cores - one.others, 0.0) * 1e6 / (
+            one.worker_us + 2 * costs.server_us + one.supervisor_us))
+    top = full.rate * cores / full.workers  # every core busy
+    return one.rate + (top - one.rate) * (n - 1) / (cores - 1)
 
 
 # --- where the costs come from ---------------------------------------------------------------------
 
 
 def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sink: str = "null",
-                  records: int = 2000, batch_size: int = 500, rounds: int = 3) -> Costs:
-    """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``."""
+                  records: int = 2000, batch_size: int = 500, rounds: int = 3, calibrate: bool = False) -> Costs:
+    """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``;
+    with ``calibrate`` (over JetStream), the consume side as a worker process spends it (``calibrated``)."""
     from ..bench.timing import best_of, chunks, time_batches
     from ..codecs.chain import Chain
     from ..datasets import get_dataset
@@ -213,9 +270,24 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     wire = sum(len(v) for chunk in encoded for v in chunk) / records
     raw = get_dataset(dataset).raw_size(values) / records
     t = TRANSPORT_US[transport]
-    return Costs(f"{dataset} {parsed}", stages["encode"] + t["publish"], stages["decode"] + t["consume"],
-                 stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
-                 f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
+    costs = Costs(f"{dataset} {parsed}", stages["encode"] + t["publish"], stages["decode"] + t["consume"],
+                  stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
+                  f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
+    if calibrate and transport == "jetstream":
+        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk])
+    return costs
+
+
+def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes]) -> Costs:
+    """``costs`` with the consume side calibrated (``calibrate.py``): one worker process runs the pipeline of
+    ``chain``'s decode and ``sink`` on ``payloads`` (records encoded with ``chain``) for a few seconds."""
+    import asyncio
+
+    from .calibrate import calibrate_consume
+
+    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us))
+    costs.origin += "; consume side calibrated in worker processes now"
+    return costs
 
 
 def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
@@ -241,7 +313,7 @@ def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
 
 
 def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
-                     sink: str = "null") -> list[Costs]:
+                     sink: str = "null", calibrate: bool = False) -> list[Costs]:
     """Per-record costs from ``wirepipe bench`` results: for ``dataset``, else for every dataset the results
     hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
     A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
@@ -255,6 +327,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     report = summarize(res.stages, res.latency, res.runs)
     want = str(Chain.parse(chain)) if chain else None
     held = list(dict.fromkeys(g.dataset for g in report.groups if g.path_ns_per_record))
+    calibrating = calibrate and transport == "jetstream"
     out = []
     for name in [dataset] if dataset else held:
         groups = [g for g in report.groups if g.dataset == name and (want is None or g.chain == want)
@@ -273,12 +346,25 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
             pub_us += t["publish"]
         if "consume" not in measured:
             con_us += t["consume"]
-        sink_us = _sink_us(sink, chunks(_bench_records(name, res.runs), 500)) if sink != "null" else 0.0
+        records = _bench_records(name, res.runs) if sink != "null" or (calibrating and g.chain) else []
+        sink_us = _sink_us(sink, chunks(records, 500)) if sink != "null" else 0.0
         origin = f"wirepipe bench results ({', '.join(paths)})" + (f"; {sink} sink measured in-process now"
                                                                     if sink != "null" else "")
-        out.append(Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
-                         g.raw_bytes_per_record, origin=origin))
+        costs = Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
+                      g.raw_bytes_per_record, origin=origin)
+        if calibrating and g.chain:
+            calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records))
+        out.append(costs)
     return out
+
+
+def _encoded(chain: str, records: list[Any]) -> list[bytes]:
+    """``records`` encoded with ``chain`` as a pipeline encodes them."""
+    from ..bench.timing import chunks, time_batches
+    from ..operators.chain_operators import chain_operators
+
+    encode_ops, _ = chain_operators(chain)
+    return [v for chunk in time_batches(encode_ops, chunks(records, 500), name="plan-encode").outputs for v in chunk]
 
 
 def _bench_records(dataset: str, runs: dict[str, Any], records: int = 2000) -> list[Any]:

@@ -2,7 +2,7 @@
 
 Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 (~15k records/s with an ack each); here pull requests go straight to
-``$JS.API.CONSUMER.MSG.NEXT`` (``pull_requests.py``: about two batches asked for, never more
+``$JS.API.CONSUMER.MSG.NEXT`` (``pull_requests.py``: ``PULL_AHEAD`` batches asked for, never more
 bytes than half of ``pending_bytes_limit``, a request the server forgot made again) with
 replies on one inbox read as raw protocol tuples (``reader.RawInbox``), and a commit's acks
 are written as one buffer, or as one AckAll (``ack: all``, a worker that owns its durable).
@@ -48,6 +48,9 @@ _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
 _WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream requires explicit ack"
+# Batches asked for ahead of the pipeline (received or in flight): with two, a pipeline as fast as the server
+# often found half a batch and waited out batch_timeout; four keep it busy (benchmarks/jetstream_consume.py).
+PULL_AHEAD = 4
 
 
 class _StoppedWaiting(Exception):
@@ -59,6 +62,22 @@ def parse_ack_reply(reply: str) -> tuple[int, int, int]:
     t = reply.split(".")
     off = 0 if len(t) == 9 else 2
     return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
+
+
+def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int]:
+    """The stream sequences and delivery counts of a batch's ``$JS.ACK...`` reply subjects, and the pending count
+    of the last: ``parse_ack_reply`` as columns, one comprehension each (a batch comes from one consumer, so its
+    replies share one form; mixed forms are parsed one by one)."""
+    if not replies:
+        return [], [], 0
+    tokens = [r.split(".") for r in replies]
+    size = len(tokens[0])
+    if any(len(t) != size for t in tokens):
+        parsed = [parse_ack_reply(r) for r in replies]
+        return [p[0] for p in parsed], [p[1] for p in parsed], parsed[-1][2]
+    off = 0 if size == 9 else 2
+    seq, delivered = 5 + off, 4 + off
+    return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
 
 
 class AckMode(str, Enum):
@@ -107,9 +126,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.pending_bytes_limit = config.pending_bytes_limit
         batch_timeout = config.batch_timeout
         self.conn = NatsConnection(config, role="jetstream consumer")
-        # Never hold more than the server lets us keep unacknowledged.
-        self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout,
-                                         max_buffered=max(batch_size, min(2 * batch_size, max_ack_pending)))
+        # Ask PULL_AHEAD batches ahead, within half of what the server lets us keep unacknowledged (the other
+        # half is for records written and not committed yet: ``ack_pressure``).
+        ahead = max(batch_size, min(PULL_AHEAD * batch_size, max_ack_pending // 2))
+        self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout, max_buffered=ahead)
         self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
                                    pending_bytes_limit=self.pending_bytes_limit,
                                    left=lambda: None if self.count is None else self.count - self._seen,
@@ -422,15 +442,14 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         batch = got.batch()
         replies = got.replies
         try:
-            parsed = [parse_ack_reply(r) for r in replies]
+            seqs, delivered, pending = parse_ack_replies(replies)
         except (IndexError, ValueError):
-            parsed = [(0, 1, 0)] * len(replies)
-        seqs = [p[0] for p in parsed]
+            seqs, delivered, pending = [0] * len(replies), [1] * len(replies), 0
         batch.meta["seq"] = seqs
         batch.meta["stream_seq"] = seqs
-        batch.meta["delivered"] = [p[1] for p in parsed]
+        batch.meta["delivered"] = delivered
         self._redelivered += batch.redelivered() or 0
-        self._lag = parsed[-1][2] if parsed else self._lag
+        self._lag = pending if replies else self._lag
         if not self.ordered:
             batch.meta["ack"] = replies
         if self.stop_at_end and self._lag == 0:
@@ -439,8 +458,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
     # --- settling ------------------------------------------------------------------------------
 
-    async def _send_all(self, replies: Sequence[str | None], body: bytes) -> None:
-        await publish_many(self.nc, replies, body)
+    async def _send_all(self, replies: Sequence[str | None], body: bytes) -> int:
+        """``body`` to each reply subject (None entries skipped); how many were sent."""
+        return await publish_many(self.nc, replies, body)
 
     async def ack(self, batch: Batch) -> None:
         """Acknowledge a batch the sink made durable: every message (``ack: explicit``, one write of
@@ -452,8 +472,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         replies = batch.meta.get("ack")
         if not replies:
             return
-        n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
         if self.ack_mode is AckMode.ALL:
+            n = sum(1 for r in replies if r)  # unpacked records share their message's handle (None after the first)
             seqs = batch.meta.get("stream_seq") or ()
             if seqs:
                 # AckAll acks up to a *stream* sequence: send the highest written (a message the server
@@ -463,7 +483,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                     i -= 1  # records unpacked from one message: its handle is on the first
                 await self._send_all([replies[i]], _ACK)
         else:
-            await self._send_all(replies, _ACK)
+            n = await self._send_all(replies, _ACK)  # the handles (records unpacked from one message share one)
         self.acked += n
         self._settled_more(n)
 

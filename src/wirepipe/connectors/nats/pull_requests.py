@@ -2,9 +2,9 @@
 
 nats-py's ``fetch`` calls ``next_msg`` once per message; instead, ``PullRequester`` publishes
 requests straight to ``$JS.API.CONSUMER.MSG.NEXT`` with replies on one inbox, which the source
-reads as raw protocol tuples (``reader.RawInbox``). It keeps about two batches asked for
-(``max_buffered``): a new request goes out as soon as the pipeline has taken a batch, so the
-server is never idle while the pipeline works. Every request carries ``max_bytes``: what is in
+reads as raw protocol tuples (``reader.RawInbox``). It keeps the buffer's ``max_buffered`` asked
+for (a few batches, ``jetstream_source.PULL_AHEAD``): a new request goes out as soon as the pipeline
+has taken a batch, so the server is never idle while the pipeline works. Every request carries ``max_bytes``: what is in
 flight plus what is buffered stays within half of ``pending_bytes_limit`` (a pull for 2,000
 messages of 512 KiB would ask for ~1 GB and get the client disconnected), sized by the average
 payload seen so far.
@@ -113,7 +113,7 @@ class PullRequester:
         self._wake.set()
 
     async def _run(self, stopping: asyncio.Event) -> None:
-        """Keep about two batches requested; refill when half has arrived; stop with ``stopping``."""
+        """Keep ``max_buffered`` requested; ask again once a batch was taken; stop with ``stopping``."""
         target = self._buffer.max_buffered
         received = -1
         expires_ns = int(self.expires * 1e9)
