@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .calibrate import Calibration
 
-# One record's transport cost on one core, microseconds: the README's NATS benchmarks (quiet 2-core machine,
+# One record's transport cost on one core, microseconds: the NATS benchmarks of docs/performance (quiet 2-core machine,
 # point records, wirepipe's own connectors) minus the ~2-3 us of msgpack + zstd in them. Core publish
 # 155k rec/s -> 3.5; core consume 92k -> 8.5; JetStream publish (window 4096) 69k -> 12; durable pull +
-# ack after flush 65k -> 13. The README quotes the same runs: re-measure and update together.
+# ack after flush 65k -> 13. The performance page quotes the same runs: re-measure and update together.
 TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish": 12.0, "consume": 13.0}}
 HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
 STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
