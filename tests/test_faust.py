@@ -6,6 +6,7 @@ registry fixture restores Faust's codec registry after tests that register names
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -263,11 +264,28 @@ def test_deserialize_schema_record_gives_typed_records_from_faust_bytes(codecs: 
     pipeline = load_pipeline(path)
     from wirepipe.testing import TestingSink
 
-    pipeline.sink = sink = TestingSink()  # typed records cannot go to Parquet or JSON
+    pipeline.sink = sink = TestingSink()  # the typed records themselves, as a Python sink gets them
     stats = pipeline.run()
     assert stats.rejected == 0
     assert all(type(v) is Transaction for v in sink.records)
     assert [v.asdict() for v in sink.records] == records
+
+
+def test_typed_records_are_written_to_jsonl_as_the_dicts_faust_encodes(codecs: Any, tmp_path: Path) -> None:
+    """A JSONL sink writes a ``faust.Record`` as the dict Faust itself would encode (not a rejection)."""
+    from tests.faust_records import Transaction
+    from wirepipe.codecs.formats import restore_bytes
+    from wirepipe.connectors.jsonl import JsonlSink
+    from wirepipe.operators.deserialize import Deserialize
+    from wirepipe.testing import TestingSource, run
+
+    records = sample("transaction", 20)
+    payloads = [Transaction(**r).dumps(serializer="msgpack") for r in records]
+    stats = run(TestingSource(payloads, batch_size=7), [Deserialize("msgpack", schema="tests.faust_records:Transaction")],
+                JsonlSink(tmp_path / "out.jsonl"))
+    assert stats.rejected == 0
+    written = [restore_bytes(json.loads(line)) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in w.items() if k != "__faust"} for w in written] == records
 
 
 def test_deserialize_schema_record_ignores_faust_namespace_of_unknown_class(codecs: Any) -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import RefusedError, StageError
+from ..core.records import as_dict, is_typed_record
 from ..core.registry import Registry, install_hint, library_installed
 
 Encoder = Callable[[Any], bytes]
@@ -136,11 +137,14 @@ def _is_typed(schema: Schema) -> bool:
 
 
 def json_default(obj: Any) -> Any:
-    """JSON for what JSON lacks: bytes as {"$base64": ...}, numpy as lists."""
+    """JSON for what JSON lacks: bytes as {"$base64": ...}, numpy as lists, a typed record (a ``faust.Record``, a
+    pydantic model) as the dict of its fields (``core.records``)."""
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return {B64: base64.b64encode(obj).decode("ascii")}
     if hasattr(obj, "tolist"):  # numpy arrays and scalars
         return obj.tolist()
+    if is_typed_record(obj):
+        return as_dict(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
