@@ -100,9 +100,13 @@ def json_schema(model: type[BaseModel], title: str, what: str) -> dict[str, Any]
 
 
 def _refer_to_variable(node: Any) -> Any:
+    """``${VAR}`` written out once (a reference); a ``$ref`` with keywords beside it (a described field of a model
+    type) wrapped in ``allOf``, since draft 7 ignores whatever stands beside a ``$ref``."""
     if node == VARIABLE:
         return VARIABLE_REF
     if isinstance(node, dict):
+        if "$ref" in node and len(node) > 1:
+            node = {"allOf": [{"$ref": node["$ref"]}], **{k: v for k, v in node.items() if k != "$ref"}}
         return {k: _refer_to_variable(v) for k, v in node.items()}
     if isinstance(node, list):
         return [_refer_to_variable(v) for v in node]

@@ -47,9 +47,9 @@ EMBEDDED = "embedded"
 class AuthConfig(Strict):
     """``auth: {user, password}`` | ``{token}`` | ``{creds: file.creds}`` | ``{nkey_seed}`` | ``{nkey_seed_file}``"""
 
-    user: str | None = None
-    password: Secret | None = None
-    token: Secret | None = None
+    user: str | None = Field(default=None, description="user name (with password)")
+    password: Secret | None = Field(default=None, description="the user's password, e.g. ${NATS_PASSWORD} (never shown)")
+    token: Secret | None = Field(default=None, description="an auth token, e.g. ${NATS_TOKEN} (never shown)")
     creds: str | None = Field(default=None, description="path of a .creds file (user JWT + nkey seed)")
     nkey_seed: Secret | None = Field(default=None, description="an nkey seed (SU...), e.g. ${NKEY_SEED}")
     nkey_seed_file: str | None = Field(default=None, description="path of a file holding an nkey seed")
@@ -97,7 +97,7 @@ class TLSConfig(Strict):
     cert: str | None = Field(default=None, description="client certificate (mutual TLS)")
     key: str | None = Field(default=None, description="client private key")
     hostname: str | None = Field(default=None, description="server name to verify, when not the URL's host")
-    handshake_first: bool = False
+    handshake_first: bool = Field(default=False, description="TLS before the server's first message (a server configured with handshake_first)")
     insecure: bool = Field(default=False, description="skip server certificate verification (tests only)")
 
     @model_validator(mode="after")
@@ -122,10 +122,10 @@ class TLSConfig(Strict):
 class ReconnectConfig(Strict):
     """``reconnect: {wait: 100ms, max_wait: 5s, max_attempts: -1}`` (-1: forever)"""
 
-    wait: Duration = 0.1
-    max_wait: Duration = 5.0
-    jitter: float = Field(default=0.2, ge=0, le=1)
-    max_attempts: int = Field(default=-1, ge=-1)
+    wait: Duration = Field(default=0.1, description="the first wait before reconnecting; it doubles after each failed attempt")
+    max_wait: Duration = Field(default=5.0, description="the longest wait between two attempts")
+    jitter: float = Field(default=0.2, ge=0, le=1, description="the fraction of each wait drawn at random, so clients do not all come back at once")
+    max_attempts: int = Field(default=-1, ge=-1, description="attempts per server before giving up; -1: for ever")
 
     def delay(self, attempt: int) -> float:
         """The wait before reconnect attempt ``attempt + 1`` to a server (nats-py counts the attempts)."""
@@ -139,11 +139,11 @@ class NatsConnectionConfig(Strict):
     url: str | list[str] | None = Field(default=None, description="nats://host:port, a list (YAML or comma-separated: "
                                                                  "the client fails over between them), or `embedded`")
     name: str | None = Field(default=None, description="connection name shown in the server's monitoring")
-    auth: AuthConfig | None = None
-    tls: TLSConfig | None = None
+    auth: AuthConfig | None = Field(default=None, description="credentials: user and password, a token, a .creds file or an nkey seed")
+    tls: TLSConfig | None = Field(default=None, description="TLS: the CA, and a client certificate and key for mutual TLS")
     connect_timeout: Duration = Field(default=10.0, description="first connect, including every retry")
-    reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
-    ping_interval: Duration = 20.0
+    reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig, description="how a lost connection is retried")
+    ping_interval: Duration = Field(default=20.0, description="how often the client pings the server: a dead connection is found after two unanswered pings")
     pending_size: Size = Field(default=8 * 1024 * 1024, description="outbound buffer kept while disconnected")
 
     @field_validator("url")

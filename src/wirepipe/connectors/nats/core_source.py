@@ -253,12 +253,12 @@ class NatsSourceConfig(NatsConnectionConfig, SourceLimits):
     """``source: {type: nats, url: ..., subject: "points.>", queue: workers}``"""
 
     type: Literal["nats"]
-    subject: str
+    subject: str = Field(description="subject to subscribe to; wildcards allowed (points.>, orders.*.eu)")
     queue: str | None = Field(default=None, description="queue group: the messages are shared among its members")
-    batch_size: int = Field(default=1000, ge=1)
+    batch_size: int = Field(default=1000, ge=1, description="records per batch at most")
     batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
-    pending_msgs_limit: int = Field(default=65536, ge=1)
-    pending_bytes_limit: Size = 64 * 1024 * 1024
+    pending_msgs_limit: int = Field(default=65536, ge=1, description="messages the client holds for the pipeline; past it the client drops them (counted as lost)")
+    pending_bytes_limit: Size = Field(default=64 * 1024 * 1024, description="bytes the client holds for the pipeline; past it the client drops messages (counted as lost)")
     gaps: bool | None = Field(default=None, description="count messages missing from each publisher's "
                               "Wirepipe-Seq; default on, off in a queue group (members see only a share)")
 

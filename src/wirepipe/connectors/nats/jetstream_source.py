@@ -548,14 +548,15 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     subject: str | None = Field(default=None, description="filter subject")
     durable: str | None = Field(default=None, description="durable consumer name; unset: an ephemeral consumer")
     ordered: bool = Field(default=False, description="ordered consumer (replay): no acks, no durable")
-    deliver: Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"] = "all"
-    start_seq: int | None = Field(default=None, ge=1)
-    start_time: dt.datetime | None = None
+    deliver: Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"] = Field(
+        default="all", description="where a new consumer starts in the stream")
+    start_seq: int | None = Field(default=None, ge=1, description="deliver: by_start_sequence: the first stream sequence")
+    start_time: dt.datetime | None = Field(default=None, description="deliver: by_start_time: the first time (ISO 8601)")
     batch_size: int = Field(default=1000, ge=1, description="messages per pull request / batch")
-    batch_timeout: Duration = 0.005
-    max_ack_pending: int = Field(default=20000, ge=1)
-    ack_wait: Duration = Field(default=30.0, gt=0)
-    max_deliver: int = Field(default=5, ge=-1)
+    batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
+    max_ack_pending: int = Field(default=20000, ge=1, description="records delivered and not yet acknowledged, at most (the server stops delivering past it)")
+    ack_wait: Duration = Field(default=30.0, gt=0, description="a record not acknowledged in this time is delivered again (a held batch is kept in progress meanwhile)")
+    max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most; -1: no limit")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")

@@ -23,27 +23,27 @@ _REPORT_EVERY = 30.0  # seconds between "still waiting" lines
 class PlacementConfig(Strict):
     """``placement: {cluster: east, tags: [ssd]}``: which servers hold the stream's replicas (as JetStream's)."""
 
-    cluster: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    cluster: str | None = Field(default=None, description="the cluster that holds the replicas")
+    tags: list[str] = Field(default_factory=list, description="server tags the replicas' servers must have")
 
 
 class StreamConfig(Strict):
     """``stream: {name: POINTS, subjects: ["points.>"], storage: file, duplicate_window: 2m, replicas: 3}``"""
 
-    name: str
+    name: str = Field(description="the stream's name")
     subjects: list[str] | None = Field(default=None, description="default: the sink's subject")
-    storage: Literal["file", "memory"] = "file"
-    retention: Literal["limits", "interest", "workqueue"] = "limits"
-    duplicate_window: Duration = 120.0
-    max_age: Duration | None = None
-    max_bytes: Size | None = None
-    max_msgs: int | None = None
-    max_msg_size: Size | None = None
+    storage: Literal["file", "memory"] = Field(default="file", description="where the stream keeps its messages")
+    retention: Literal["limits", "interest", "workqueue"] = Field(default="limits", description="when messages go: at the limits, once every consumer acked, or once one did (a work queue)")
+    duplicate_window: Duration = Field(default=120.0, description="how long a Nats-Msg-Id is remembered to refuse a duplicate publish")
+    max_age: Duration | None = Field(default=None, description="messages older than this go")
+    max_bytes: Size | None = Field(default=None, description="the stream's size at most (discard says what gives way)")
+    max_msgs: int | None = Field(default=None, description="messages in the stream at most")
+    max_msg_size: Size | None = Field(default=None, description="one message's size at most: a larger record is dead-lettered")
     # At a limit: "old" (NATS's default) deletes the oldest messages, retention as the stream's owner chose it;
     # "new" refuses the publish, and the sink holds the records and backs off until room comes (BackOff).
-    discard: Literal["old", "new"] = "old"
+    discard: Literal["old", "new"] = Field(default="old", description="at a limit: drop the oldest messages, or refuse new ones")
     replicas: int = Field(default=1, ge=1, le=5, description="R1..R5: copies on distinct servers of a cluster")
-    placement: PlacementConfig | None = None
+    placement: PlacementConfig | None = Field(default=None, description="which servers of a cluster hold the replicas")
 
     @field_validator("name")
     @classmethod
