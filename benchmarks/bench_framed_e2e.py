@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
@@ -166,10 +167,8 @@ async def hand_consumer(url: str, n: int, k: int) -> dict[str, Any]:
     while not done.is_set() and time.monotonic() - since < 10:  # core NATS may drop: stop once nothing moves
         if got != progress:
             progress, since = got, time.monotonic()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(done.wait(), 0.5)
-        except asyncio.TimeoutError:
-            pass
     await nc.close()
     return {"records": got, "first": first, "last": last, "cpu": time.process_time() - cpu, "lost": n - got}
 
@@ -222,7 +221,7 @@ def bottleneck(folder: Path) -> str:
     import pyarrow.parquet as pq
 
     lines = []
-    for role in ("publish", "consume"):
+    for role, who in (("publish", "publisher"), ("consume", "consumer")):
         table = pq.read_table(folder / role)
         took = pc.subtract(table["end_ns"], table["start_ns"])
         span = (pc.max(table["end_ns"]).as_py() - pc.min(table["start_ns"]).as_py()) or 1
@@ -232,10 +231,12 @@ def bottleneck(folder: Path) -> str:
             per_stage[f"{stage} ({op})"] = per_stage.get(f"{stage} ({op})", 0) + ns
         busy = sum(per_stage.values())
         top = sorted(per_stage.items(), key=lambda kv: -kv[1])
-        lines.append((busy / span, f"{role}er: stages busy {busy / span:.0%} of its {span / 1e9:.2f} s; "
+        lines.append((busy / span, f"{who}: stages busy {busy / span:.0%} of its {span / 1e9:.2f} s; "
                       + ", ".join(f"{name} {ns / 1e9:.2f} s" for name, ns in top)))
     lines.sort(key=lambda x: -x[0])
-    return "\n".join(["bottleneck (busiest process first, from its metrics Parquet):"] + [f"  {t}" for _, t in lines])
+    return "\n".join(["bottleneck (busiest process first, from its metrics Parquet; a source stage's time includes "
+                      "waiting for records, and nats-py's parsing of what arrives runs while it waits; stages of "
+                      "consecutive batches overlap):"] + [f"  {t}" for _, t in lines])
 
 
 def main() -> None:
