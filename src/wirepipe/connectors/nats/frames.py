@@ -57,16 +57,16 @@ def stamped_frames(subjects: str | list[str], values: list[bytes], head: bytes, 
     ``first_seq``; ``subjects`` is one subject or one per record."""
     n = len(values)
     out: list[bytes] = []
-    fixed = isinstance(subjects, str)
-    enc = None if fixed else encoded_subjects(subjects)  # type: ignore[arg-type]
+    one = subjects.encode() if isinstance(subjects, str) else None
+    enc = encoded_subjects(subjects) if not isinstance(subjects, str) else None
     for start, end, digits in _digit_runs(first_seq, n):
         hlen = len(head) + len(SEQ_LINE) + digits + len(_END)
         tail = _escaped(head + SEQ_LINE) + b"%d" + _END + b"%b\r\n"
         whole = start == 0 and end == n
         vs = values if whole else values[start:end]
         seqs = range(first_seq + start, first_seq + end)
-        if fixed:
-            fmt = _escaped(b"HPUB %b %d " % (subjects.encode(), hlen)) + b"%d\r\n" + tail  # type: ignore[union-attr]
+        if one is not None:
+            fmt = _escaped(b"HPUB %b %d " % (one, hlen)) + b"%d\r\n" + tail
             out += [fmt % (hlen + len(v), q, v) for q, v in zip(seqs, vs, strict=True)]
         else:
             assert enc is not None
