@@ -100,6 +100,23 @@ def test_framed_messages_of_many_records(fmt: str) -> None:
     assert not b.rejected and b.values == records
 
 
+def test_framed_bincode_is_read_a_batch_at_a_time_and_a_bad_message_is_refused_alone() -> None:
+    """Framed ``Vec<Point>`` messages are decoded in one numpy pass over the batch (the column decoder); a
+    message whose length is not its announced records' sends the batch record by record: only it is refused."""
+    from wirepipe.operators.pack import Pack
+    from wirepipe.operators.unpack import Unpack
+
+    schema = DATASETS["point"].schema
+    records = DATASETS["point"].sample(250)
+    packed = Serialize("bincode", schema=schema)(Pack(100)(Batch(list(records), meta={"seq": list(range(250))})))
+    column = FORMATS["bincode"].column_decoder(schema, framed=True)
+    assert column is not None and column(packed.values) == [records[:100], records[100:200], records[200:]]
+    packed.values[1] = packed.values[1][:-1]  # one byte short
+    out = Unpack()(Deserialize("bincode", schema=schema, framed=True)(packed))
+    assert out.values == records[:100] + records[200:] and out.meta["seq"] == [0] * 100 + [200] * 50
+    assert [r.meta["seq"] for r in out.rejected] == [100]
+
+
 # --- bytes: hand-computed vectors from the specs, and reference libraries ---------------------------
 
 

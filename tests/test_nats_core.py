@@ -236,3 +236,55 @@ def test_jetstream_connectors_take_their_validated_config() -> None:
     sink = JetStreamSinkConfig.model_validate({"type": "jetstream", "subject": "o.{seq}", "stream": {"name": "O"},
                                                "msg_id": "{pipeline}-{seq}"}).build()
     assert (sink.stream.name, sink.msg_id, sink.subject.fields, sink.retry.wait) == ("O", "{pipeline}-{seq}", ["seq"], 0.2)
+
+
+ODD_HEADERS = {"Content-Type": "text/plain", "X-Pad": "  padded  ", "X-Lines": "one\r\ntwo\nthree",
+               "X-Percent": "100% %d %s %%", "X-Text": "zürich €", " X-Spaced ": "k", "": "empty key skipped"}
+
+
+@pytest.mark.parametrize("shape", ["one subject, shared headers", "a subject per record, headers per record",
+                                   "a subject per record, no headers"])
+async def test_a_batch_written_as_frames_arrives_as_nats_py_publishes_each_record(nats_url: str, shape: str) -> None:
+    """The sink writes a batch into nats-py's buffer as protocol frames (``frames.py``): a subscriber gets each
+    record exactly as nats-py's own ``publish`` of it delivers it (subject, payload, every header), plus the
+    stamps: ``Wirepipe-Seq`` 1, 2, 3... across the powers of ten, one ``Wirepipe-Publisher``, a send time."""
+    import nats
+
+    n = 120  # the numbers cross 10 and 100: the header block grows by a digit inside one batch
+    per_record = shape != "one subject, shared headers"
+    subjects: list[str] | str = [f"eq.{i % 7}.ü" for i in range(n)] if per_record else "eq.one"
+    values = [b"%d%%\r\n" % i * (i % 5) for i in range(n)]  # empty payloads too
+    headers: Any = None
+    if shape == "one subject, shared headers":
+        headers = ODD_HEADERS
+    elif shape == "a subject per record, headers per record":
+        headers = [None if i % 3 == 0 else {**ODD_HEADERS, "X-I": str(i), Header.SEQ: "upstream"} for i in range(n)]
+
+    nc = await nats.connect(nats_url)
+    got: dict[str, list[Any]] = {"sink": [], "nats-py": []}
+    sub = {"sink": await nc.subscribe("eq.>"), "nats-py": await nc.subscribe("ref.>")}
+    await nc.flush()
+    sink = NatsSink("{subject}" if per_record else "eq.one", url=nats_url, stamp_interval=0,
+                    headers="none" if shape.endswith("no headers") else "wire")
+    await Pipeline(TestingSource(values, batch_size=n, subjects=subjects, headers=headers), [], sink).run_async()
+    for i, v in enumerate(values):
+        h = headers[i] if isinstance(headers, list) else headers
+        s = subjects[i] if isinstance(subjects, list) else subjects
+        await nc.publish("ref" + s[2:], v, headers=dict(h) if h else None)
+    for name in got:
+        got[name] = [await sub[name].next_msg(timeout=5) for _ in range(n)]
+    await nc.close()
+
+    stamps = (Header.SEQ, Header.PUBLISHER, Header.SENT_AT)
+    for mine, ref in zip(got["sink"], got["nats-py"], strict=True):
+        assert ("ref" + mine.subject[2:], mine.data) == (ref.subject, ref.data)
+        if shape.endswith("no headers"):
+            assert mine.headers is None
+            continue
+        assert {k: v for k, v in mine.headers.items() if k not in stamps} == \
+            {k: v for k, v in (ref.headers or {}).items() if k not in stamps}
+    if not shape.endswith("no headers"):
+        assert [int(m.headers[Header.SEQ]) for m in got["sink"]] == list(range(1, n + 1))
+        assert {m.headers[Header.PUBLISHER] for m in got["sink"]} == {sink.stamp.id}
+        assert all(int(m.headers[Header.SENT_AT]) > 1_600_000_000 * 10**9 for m in got["sink"])
+    assert sink.records == n and sink.stamp.next == (n + 1 if not shape.endswith("no headers") else 1)

@@ -9,7 +9,7 @@ import importlib
 import nats
 from nats.js import api
 
-from wirepipe.connectors.nats.reader import NATS_PY_PRIVATE, SubscriptionReader
+from wirepipe.connectors.nats.reader import NATS_PY_PRIVATE, SubscriptionReader, queue_frames, send_queued
 from wirepipe.wire import Header, dead_letter_batch, dead_letter_payloads, template_fields
 
 
@@ -70,6 +70,22 @@ async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(n
         await js.publish("privjs.a", b"js")
         got = await asyncio.wait_for(reader.take(10, asyncio.Event()), 10)
         assert got is not None and got.data == [b"js"] and reader.received >= 1
+
+        # A publishing sink's frames: taken into nats-py's outbound buffer as soon as queue_frames returns
+        # (the sink counts them published then), counted as nats-py counts its publishes, sent by send_queued.
+        frames = b"PUB priv.core 2\r\nab\r\nHPUB priv.core 24 27\r\nNATS/1.0\r\nK: v\r\nX: 1\r\n\r\ncde\r\n"
+        out_msgs, before = nc.stats["out_msgs"], nc._pending_data_size
+        queue_frames(nc, frames, 2, 5)
+        assert nc._pending[-1] is frames and nc._pending_data_size == before + len(frames)
+        assert nc.stats["out_msgs"] == out_msgs + 2
+        await send_queued(nc)
+        msgs = [await core.next_msg(timeout=5) for _ in range(2)]
+        assert [(m.data, m.headers) for m in msgs] == [(b"ab", None), (b"cde", {"K": "v", "X": "1"})]
+        nc._max_pending_size = len(frames)  # past nats-py's outbound limit: wait until the socket took it
+        queue_frames(nc, frames * 2, 4, 10)
+        await send_queued(nc)
+        assert nc._pending_data_size == 0
+        assert [(await core.next_msg(timeout=5)).data for _ in range(4)] == [b"ab", b"cde"] * 2
     finally:
         await nc.close()
 

@@ -99,6 +99,34 @@ def header_size(headers: dict[str, str] | None) -> int:
     return HDR_LINE + sum(len(k.encode()) + len(str(v).encode()) + 4 for k, v in headers.items())
 
 
+HDR_STATUS = b"NATS/1.0\r\n"  # the first line of every header block
+_HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP token: the keys nats-py accepts
+_VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
+
+
+def header_lines(headers: dict[str, str], leave_out: frozenset[str] = frozenset()) -> bytes | None:
+    """The ``key: value\\r\\n`` lines nats-py writes for ``headers`` (keys and values stripped, an empty key
+    skipped, a line break in a value made a space), without the keys in ``leave_out``; None when nats-py would
+    refuse one (a key that is not an HTTP token, a value that is not UTF-8 text): its own publish says why.
+
+    >>> header_lines({"Content-Type": "application/msgpack", "X": " a\\nb "})
+    b'Content-Type: application/msgpack\\r\\nX: a b\\r\\n'
+    """
+    out = []
+    token = _HEADER_KEY.fullmatch
+    try:
+        for k, v in headers.items():
+            key = k.strip()
+            if not key or k in leave_out:
+                continue
+            if token(key) is None:
+                return None
+            out.append(b"%b: %b\r\n" % (key.encode(), v.strip().translate(_VALUE_NEWLINES).encode()))
+    except (AttributeError, UnicodeEncodeError):  # not a str, or a lone surrogate
+        return None
+    return b"".join(out)
+
+
 def entry_size(key: str, value_len: int) -> int:
     """Bytes one ``key: value\\r\\n`` line takes, for a value ``value_len`` bytes long."""
     return len(key) + 4 + value_len

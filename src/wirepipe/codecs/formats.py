@@ -87,8 +87,9 @@ class Format:
         return self.make_column_encoder(schema, **self._options(options))
 
     def column_decoder(self, schema: Schema = None, **options: Any) -> ColumnDecoder | None:
-        """A whole-batch decoder (one record per payload) when the format has one, else None."""
-        if self.make_column_decoder is None or options.get("framed"):
+        """A whole-batch decoder (one record per payload, a list of records with ``framed``) when the format has
+        one, else None."""
+        if self.make_column_decoder is None:
             return None
         self.require()
         self._check_schema(schema)
@@ -440,7 +441,8 @@ def _layout_format(name: str, note: str) -> Format:
                   functools.partial(_layout_decoder_for, make),
                   typed=True, needs_schema=True, checks_schema=True, options=("framed",), note=note,
                   make_column_encoder=lambda schema: make(schema).encode_column,
-                  make_column_decoder=lambda schema: make(schema).decode_column)
+                  make_column_decoder=lambda schema, framed=False: make(schema).decode_framed_column if framed
+                  else make(schema).decode_column)
 
 
 def _layout_decoder(layout: Any, framed: bool) -> Decoder:

@@ -45,6 +45,7 @@ the first bytes, ~60 ns a value, then one numpy gather).
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 from ..schema import INTS, Kind, RecordSchema, Type
@@ -130,6 +131,21 @@ class Layout:
                 raise corrupt(self.fmt, f"{n} records announced: expected {8 + n * size} bytes, got {len(data)}")
             return self._records(self._bincode_columns(data[8:], n))
         return self._whole(self._vec_dec, data)
+
+    def decode_framed_column(self, payloads: list[bytes]) -> list[list[Any]]:
+        """Every framed message of the batch at once (``Vec<Record>`` each): for fixed-size records one numpy
+        pass over all their rows, then the records cut back into one list per message (a per-message numpy
+        pass cost ~12 us of overhead per message, as much as 100 ``point`` records' dicts); raises if any
+        message does not fit."""
+        if not self._flat or self.varints or not payloads:
+            return [self.decode_framed(p) for p in payloads]
+        size = self._dtype.itemsize  # type: ignore[union-attr]
+        counts = [U64.unpack_from(p)[0] for p in payloads]
+        if any(len(p) != 8 + n * size for p, n in zip(payloads, counts, strict=True)):
+            raise corrupt(self.fmt, "a message's length is not its announced records'")
+        records = self._records(self._bincode_columns(b"".join([memoryview(p)[8:] for p in payloads]), sum(counts)))
+        ends = list(accumulate(counts))
+        return [records[e - n:e] for n, e in zip(counts, ends, strict=True)]
 
     def _records(self, cols: list[list[Any]]) -> list[dict[str, Any]]:
         names = self.schema.names

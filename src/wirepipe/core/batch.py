@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -112,6 +113,18 @@ class Batch:
         if isinstance(self.headers, list):
             self.headers = [self.headers[i] for i in indices]
         self.meta = {k: [col[i] for i in indices] for k, col in self.meta.items()}
+
+    def repeat(self, counts: list[int]) -> None:
+        """Each record ``counts[i]`` times in every per-record column but ``values`` (the caller sets them):
+        ``keep`` with repeated indices, without the index list (``itertools.repeat`` chained, in C)."""
+        def repeated(column: Sequence[Any]) -> list[Any]:
+            return list(chain.from_iterable(map(repeat, column, counts)))
+
+        if isinstance(self.subjects, list):
+            self.subjects = repeated(self.subjects)
+        if isinstance(self.headers, list):
+            self.headers = repeated(self.headers)
+        self.meta = {k: repeated(col) for k, col in self.meta.items()}
 
     def slice(self, start: int, stop: int) -> Batch:
         """A new batch of records ``start:stop`` (every per-record column cut alike)."""

@@ -15,7 +15,7 @@ In YAML ``- unpack:``; in Python ``wirepipe.unpack()``:
 
 from __future__ import annotations
 
-from itertools import accumulate
+from itertools import chain, repeat
 from typing import Annotated
 
 from pydantic import BeforeValidator
@@ -51,11 +51,12 @@ class Unpack(Configured, Operator):
             batch.keep(keep)
             values = batch.values
         counts = [len(v) for v in values]
-        batch.keep([i for i, n in enumerate(counts) for _ in range(n)])
-        if "ack" in batch.meta:
-            firsts = set(accumulate([0, *counts[:-1]]))
-            batch.meta["ack"] = [a if j in firsts else None for j, a in enumerate(batch.meta["ack"])]
-        batch.values = [r for v in values for r in v]
+        acks = batch.meta.pop("ack", None)
+        batch.repeat(counts)
+        if acks is not None:  # only the first record of a message carries its ack
+            batch.meta["ack"] = list(chain.from_iterable(
+                chain((a,), repeat(None, n - 1)) if n else () for a, n in zip(acks, counts, strict=True)))
+        batch.values = list(chain.from_iterable(values))
         return batch
 
 

@@ -42,6 +42,7 @@ from ...core.models import Duration
 from ...core.stages import Stage
 from ...wire import (
     HDR_LINE,
+    HDR_STATUS,
     MAX_CONTROL_LINE,
     SENT_AT_SIZE,
     STAMP_PREFIX,
@@ -50,17 +51,25 @@ from ...wire import (
     SubjectCheck,
     SubjectTemplate,
     dead_letter_payloads,
+    header_lines,
     header_size,
     subject_room,
 )
 from ..connector import Configured, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
+from .frames import SEQ_LINE, bare_frames, block_frames, stamped_frames, stamped_head
 from .gaps import PublisherStamp
+from .reader import can_queue, queue_frames, send_queued
 
 log = logging.getLogger("wirepipe.nats")
 
 # Per-record header blocks are measured exactly only for payloads this close to the limit.
 _HEADER_SLACK = 65536
+# The fast path writes a batch into nats-py's buffer in chunks of about this many bytes (a protocol line and
+# a header block take at most _FRAME_ROOM per record): small records go in one chunk, large ones a few at a time.
+_CHUNK_BYTES = 1 << 20
+_FRAME_ROOM = 1024
+_STAMPS = frozenset((Header.SENT_AT, Header.PUBLISHER, Header.SEQ))  # set by the sink on every record
 
 
 def refuse_oversized(batch: Batch, headers: dict[str, str] | list[dict[str, str] | None] | None,
@@ -202,6 +211,7 @@ class NatsSink(Configured, Sink):
         self._stamper: asyncio.Task[None] | None = None
         self._last_subject: str | None = None
         self._resume: _Progress | None = None  # a batch an outage interrupted (see the module doc)
+        self._shared: tuple[dict[str, str], bytes | None] | None = None  # the last shared headers, encoded
 
     @property
     def params(self) -> dict[str, Any]:
@@ -260,7 +270,8 @@ class NatsSink(Configured, Sink):
         self._resume = progress
         while progress.next < len(progress.values):
             try:
-                await self.publish(progress)
+                if not await self._publish_frames(progress):
+                    await self.publish(progress)
             except Exception as exc:
                 why = _refused_by_client(exc)
                 if why is not None:
@@ -278,9 +289,80 @@ class NatsSink(Configured, Sink):
         self.records += len(values) - len(progress.refused)
         self.bytes += sum(map(len, values)) - sum(len(values[i]) for i, _ in progress.refused)
 
+    async def _publish_frames(self, progress: _Progress) -> bool:
+        """The fast path: the rest of the batch as protocol frames written into nats-py's buffer a chunk at a
+        time (``frames.py``; the same bytes and numbers as ``publish``, one ``Wirepipe-Sent-At`` per chunk: the
+        moment its records enter the buffer together). False when it cannot take the rest: the connection is
+        not up (nats-py's ``publish`` applies its limits) or a header or subject is one nats-py must judge (it
+        refuses the record and says why); ``publish`` goes on from ``progress.next``."""
+        nc = self.nc
+        values = progress.values
+        n = len(values)
+        step = max(1, _CHUNK_BYTES // (max(map(len, values)) + _FRAME_ROOM))
+        while progress.next < n:
+            if not can_queue(nc):
+                return False
+            start = progress.next
+            end = min(n, start + step)
+            payload = values if start == 0 and end == n else values[start:end]
+            frames = self._frames(progress, start, end, payload)
+            if frames is None:
+                return False
+            queue_frames(nc, b"".join(frames), end - start, sum(map(len, payload)))
+            if progress.headers is not None:
+                self.stamp.next += end - start
+            subjects = progress.subjects
+            self._last_subject = subjects if isinstance(subjects, str) else subjects[end - 1]
+            progress.next = end  # taken: a failure from here on does not publish them again
+            await send_queued(nc)
+        return True
+
+    def _frames(self, progress: _Progress, start: int, end: int, payload: list[bytes]) -> list[bytes] | None:
+        """The frames of records ``start:end`` (see ``_publish_frames``), None when nats-py must judge them."""
+        subjects = progress.subjects
+        subs = subjects if isinstance(subjects, str) or (start == 0 and end == len(subjects)) else subjects[start:end]
+        headers = progress.headers
+        try:
+            if headers is None:
+                return bare_frames(subs, payload)
+            if isinstance(headers, dict):
+                shared = self._shared_lines(headers)
+                if shared is None:
+                    return None
+                return stamped_frames(subs, payload, stamped_head(shared, self.stamp.id, time.time_ns()),
+                                      self.stamp.next)
+            blocks = self._blocks(headers[start:end])
+            return None if blocks is None else block_frames(subs, payload, blocks)
+        except UnicodeEncodeError:  # a subject that is not UTF-8 text
+            return None
+
+    def _shared_lines(self, headers: dict[str, str]) -> bytes | None:
+        """The header lines of the batch's shared headers (without the stamps), encoded once per dict."""
+        cached = self._shared
+        if cached is not None and cached[0] == headers:
+            return cached[1]
+        lines = header_lines(headers, _STAMPS)
+        self._shared = (dict(headers), lines)
+        return lines
+
+    def _blocks(self, headers: list[dict[str, str] | None]) -> list[bytes] | None:
+        """Whole header blocks, one per record: its own headers and the stamps (its upstream stamps replaced)."""
+        seq = self.stamp.next
+        now = time.time_ns()
+        stamps = b"%b: %b\r\n%b: %d\r\n" % (Header.PUBLISHER.encode(), self.stamp.id.encode(),
+                                              Header.SENT_AT.encode(), now)
+        out = []
+        for i, h in enumerate(headers):
+            lines = header_lines(h, _STAMPS) if h else b""
+            if lines is None:
+                return None
+            out.append(b"%b%b%b%b%d\r\n\r\n" % (HDR_STATUS, lines, stamps, SEQ_LINE, seq + i))
+        return out
+
     async def publish(self, progress: _Progress) -> None:
-        """The hot loop: one ``nc.publish`` per record from ``progress.next``, stamped just before it with
-        ``Wirepipe-Sent-At`` and, with headers, the next ``Wirepipe-Seq``. A publish that raises leaves
+        """Record by record: one ``nc.publish`` per record from ``progress.next``, stamped just before it with
+        ``Wirepipe-Sent-At`` and, with headers, the next ``Wirepipe-Seq``, so nats-py applies its own checks
+        and limits (while reconnecting, or for a header it must judge). A publish that raises leaves
         ``progress.next`` at its record (the numbers go on from there: a refused record takes none)."""
         pub = self.nc.publish
         now = time.time_ns

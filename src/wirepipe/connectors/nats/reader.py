@@ -3,7 +3,8 @@
 Two readers with one interface (``take``, ``received``, ``delivered``, ``len``, replies):
 ``SubscriptionReader`` empties a nats-py subscription's pending queue (core NATS, the
 ordered JetStream consumer), and ``RawInbox`` takes the JetStream pull inbox as raw protocol
-tuples. ``publish_many`` writes many protocol lines (acks) at once. nats-py has no public
+tuples. ``publish_many`` writes many protocol lines (acks) at once, ``queue_frames`` and
+``send_queued`` a publishing sink's batch of frames (``frames.py``). nats-py has no public
 way to do any of these without a coroutine or an object per message, so they reach into
 its internals; ``NATS_PY_PRIVATE`` lists every private attribute used, and
 tests/test_nats_private.py fails by name when a nats-py release renames one. Public
@@ -67,7 +68,8 @@ class Received:
 NATS_PY_PRIVATE: dict[str, tuple[str, ...]] = {
     "nats.aio.subscription.Subscription": ("_pending_queue", "_pending_size", "_id"),
     "nats.js.client.JetStreamContext.PushSubscription": ("_sub",),
-    "nats.aio.client.Client": ("_send_command", "_flush_queue", "_flush_pending", "_process_msg"),
+    "nats.aio.client.Client": ("_send_command", "_flush_queue", "_flush_pending", "_process_msg", "_pending",
+                               "_pending_data_size", "_max_pending_size"),
     "asyncio.Queue": ("_queue",),
 }
 
@@ -234,6 +236,35 @@ async def publish_many(nc: Any, subjects: Sequence[str | None], body: bytes) -> 
     if nc._flush_queue is not None and nc._flush_queue.empty():
         await nc._flush_pending()  # kick nats-py's flusher, as its publish does: nothing else may publish soon
     return len(targets)
+
+
+def can_queue(nc: Any) -> bool:
+    """nats-py takes frames into its outbound buffer now: connected, not draining (otherwise its own
+    ``publish`` applies its limits and errors: the reconnect buffer's size, a closed connection)."""
+    return bool(nc.is_connected and not nc.is_draining)
+
+
+def queue_frames(nc: Any, frames: bytes, messages: int, payload_bytes: int) -> None:
+    """Put ``frames`` (whole ``PUB``/``HPUB`` frames) into nats-py's outbound buffer as one command.
+
+    Synchronous, so the caller knows the frames are taken once it returns: what ``_send_command`` does before
+    its first ``await``, and ``publish``'s counters (``stats``) for the messages. Only while ``can_queue``.
+    ``send_queued`` then sends them on.
+    """
+    nc._pending.append(frames)
+    nc._pending_data_size += len(frames)
+    stats = nc.stats
+    stats["out_msgs"] += messages
+    stats["out_bytes"] += payload_bytes
+
+
+async def send_queued(nc: Any) -> None:
+    """What nats-py's ``publish`` does after queueing a command: past its outbound limit (``pending_size``)
+    wait for the socket to take the buffer, else kick its flusher if nothing asked it yet."""
+    if 0 < nc._max_pending_size < nc._pending_data_size:
+        await nc._flush_pending(force_flush=True)
+    elif nc._flush_queue is not None and nc._flush_queue.empty():
+        await nc._flush_pending()
 
 
 _HDR_START = len(b"NATS/1.0")
