@@ -342,6 +342,48 @@ async def test_dead_letters_their_destination_refuses_go_to_the_default_file(nat
     assert where is not None and f"4 it refused went to {tmp_path / 'm.dead.jsonl'}" in where
 
 
+@pytest.mark.parametrize("kind", ["nats", "jetstream"])
+async def test_dead_letters_no_publish_can_carry_go_to_the_default_file(nats_server: EmbeddedServer, tmp_path: Path,
+                                                                        kind: str) -> None:
+    """A dead letter larger than the server's max_payload cannot be published to a NATS dead-letter subject:
+    it goes to the default dead-letter file (with the refusal and the reason it was a dead letter), the rest
+    of the dead letters are published."""
+    import nats
+
+    from wirepipe.connectors.nats.core_sink import NatsSink
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.testing import TestingSink, TestingSource
+
+    records = [{"x": i, "y": i} for i in range(10)] + [{"x": 10, "y": "bad"}, {"x": 11, "y": "z" * 2_000_000}]
+    nc = await nats.connect(nats_server.url)
+    got: list[Any] = []
+
+    async def keep(msg: Any) -> None:
+        got.append(msg)
+
+    sub = await nc.subscribe("dlq", cb=keep)
+    dead = (NatsSink("dlq", url=nats_server.url) if kind == "nats" else
+            JetStreamSink("dlq", url=nats_server.url, stream={"name": "DLQ", "subjects": ["dlq"]}))
+    sink = TestingSink()
+    pipe = Pipeline(TestingSource(records, batch_size=12), [Serialize("bincode", schema="point")], sink,
+                    dead_letter=dead, metrics=str(tmp_path / "m.parquet"))
+    stats = await pipe.run_async()
+    await nc.flush()
+    for _ in range(50):
+        if got:
+            break
+        await asyncio.sleep(0.05)
+    await sub.unsubscribe()
+    await nc.close()
+    assert stats.rejected == 2 and sink.count == 10
+    assert [json.loads(m.data)["x"] for m in got] == [10]  # the one that fits was published
+    lines = [json.loads(line) for line in (tmp_path / "m.dead.jsonl").read_text().splitlines()]
+    assert len(lines) == 1 and "a dead letter of serialize: " in lines[0]["error"]
+    assert json.loads(base64.b64decode(lines[0]["payload"]["$base64"]))["x"] == 11
+
+
 def test_projected_records_are_counted_on_the_status_line_and_prometheus() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 

@@ -211,6 +211,7 @@ class NatsSink(Configured, Sink):
         self._stamper: asyncio.Task[None] | None = None
         self._last_subject: str | None = None
         self._resume: _Progress | None = None  # a batch an outage interrupted (see the module doc)
+        self._refused_letters: list[Rejected] = []  # dead letters no publish could carry: take_rejected
         self._shared: tuple[dict[str, str], bytes | None] | None = None  # the last shared headers, encoded
 
     @property
@@ -453,13 +454,22 @@ class NatsSink(Configured, Sink):
             refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type, SENT_AT_SIZE + STAMP_SIZE)
             subjects = refuse_bad_subjects(batch, self.subject.render(batch), self.subject_check, self.stage,
                                            self.type)
-            undeliverable(batch.rejected, self.subject.template)
+            self._refused_letters += batch.rejected
             if not batch.values:
                 return
             progress = _Progress(rejected, subjects, batch.values, batch.headers)
         await self._publish(progress)
-        undeliverable([Rejected(self.stage, self.type, why, None) for _, why in progress.refused],
-                      self.subject.template)
+        headers = progress.headers
+        self._refused_letters += [
+            Rejected(self.stage, self.type, why, progress.values[i],
+                     headers=headers[i] if isinstance(headers, list) else headers)
+            for i, why in progress.refused]
+
+    def take_rejected(self) -> list[Rejected]:
+        """Dead letters (this sink is a ``dead_letter``) that no publish could carry (too large, a subject refused):
+        the pipeline writes them to its default dead-letter file."""
+        refused, self._refused_letters = self._refused_letters, []
+        return refused
 
     async def flush(self) -> None:
         if self.nc is not None and self.nc.is_connected:
@@ -483,19 +493,14 @@ class NatsSink(Configured, Sink):
         await self.conn.close()
 
 
-def undeliverable(rejected: list[Rejected], destination: str) -> None:
-    """Dead letters no NATS subject can carry (too large, a subject refused): logged, they go nowhere else."""
-    if rejected:
-        log.error("%d dead letter(s) cannot be published to %s and are dropped: %s", len(rejected), destination,
-                  rejected[0].error)
-
-
 class PublishConfig(NatsConnectionConfig):
     """The fields both NATS sinks have (``nats``, ``jetstream``): the connection, where and how they publish."""
 
     subject: str = Field(description="subject or template: points, blocks.{seq}, out.{subject}")
-    headers: Literal["wire", "none"] = "wire"
-    flush_timeout: Duration = 10.0
+    headers: Literal["wire", "none"] = Field(default="wire", description="wire: Content-Type, Content-Encoding and "
+                                             "the loss-accounting stamps on every message; none: the payload alone (a "
+                                             "consumer must be told the chain, and losses are not counted)")
+    flush_timeout: Duration = Field(default=10.0, description="how long a flush waits for the server")
     max_control_line: int = Field(default=MAX_CONTROL_LINE, ge=256, description=(
         "the server's max_control_line (its INFO does not say it): a record whose subject makes a longer "
         "publish line is refused"))

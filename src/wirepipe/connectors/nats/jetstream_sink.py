@@ -70,7 +70,6 @@ from .core_sink import (
     refuse_bad_subjects,
     refuse_oversized,
     require_bytes,
-    undeliverable,
     wire_headers,
 )
 from .streams import StreamConfig, ensure_stream
@@ -475,7 +474,7 @@ class JetStreamSink(NatsSink):
         batch = dead_letter_payloads(rejected, self.pipeline_name, self.subject_check.room - len(self.subject.template))
         batch.meta["seq"] = [f"dlq-{r.meta.get('stream_seq', r.meta.get('seq'))}-{r.stage}" for r in rejected]
         await self.write(batch)
-        undeliverable(batch.rejected, self.subject.template)
+        self._failed += batch.rejected  # no publish can carry them: the pipeline's default dead-letter file takes them
 
     async def close(self) -> None:
         try:
@@ -495,8 +494,10 @@ class JetStreamSinkConfig(PublishConfig):
     msg_id: str = Field(default="auto", description="Nats-Msg-Id: auto (source identity, position and payload "
                         "hash), or a template such as {pipeline}-{seq}")
     window: int = Field(default=4096, ge=1, description="unacknowledged publishes in flight")
-    ack_timeout: Duration = Field(default=5.0, gt=0)
-    retry: ReconnectConfig = Field(default_factory=lambda: ReconnectConfig(wait=0.2, max_wait=5.0))
+    ack_timeout: Duration = Field(default=5.0, gt=0, description="a publish the stream has not acknowledged in this "
+                                  "time is sent again (the same Nats-Msg-Id: stored once)")
+    retry: ReconnectConfig = Field(default_factory=lambda: ReconnectConfig(wait=0.2, max_wait=5.0),
+                                   description="the waits between publishes sent again")
 
     _msg_id = field_validator("msg_id")(
         lambda v: v if v == "auto" else (SubjectTemplate(v.replace("{pipeline}", "p")), v)[1])
