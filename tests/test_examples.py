@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli import ROOT, cli_env, wirepipe
+from tests.cli import ROOT, cli_env, start_wirepipe, wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
 
 EXAMPLES = ROOT / "examples"
@@ -116,31 +116,39 @@ def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.3)
 
 
+def _stop_once_acknowledged(proc: subprocess.Popen[str], server: EmbeddedServer, stream: str, durable: str, n: int,
+                            timeout: float, what: str, drain: float) -> tuple[str, str]:
+    """SIGTERM ``proc`` once ``durable`` has acknowledged all ``n`` records of ``stream`` (within ``timeout``); its
+    (stdout, stderr) once it ended (within ``drain``)."""
+    from tests.nats_fixtures import consumer_info
+
+    def acknowledged() -> bool:  # every record acknowledged: each is where the sink writes it
+        try:
+            info = asyncio.run(consumer_info(server.url, stream, durable))
+        except Exception:  # the durable is not created yet
+            return False
+        return info.num_pending == 0 and info.num_ack_pending == 0 and info.delivered.stream_seq == n
+
+    try:
+        _wait_for(acknowledged, timeout, what)
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=drain)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_jetstream_archive(tmp_path: Path, nats_server: EmbeddedServer) -> None:
-    from tests.nats_fixtures import consumer_info, expected
+    from tests.nats_fixtures import expected
 
     work, output = run_readme("jetstream-archive", tmp_path, nats_server)
     assert "tx-publish: 4000 records out of 4000" in output
-    pool = subprocess.Popen([sys.executable, "-m", "wirepipe.cli", "run", "archive.yaml", "--workers", "2",
-                             "--no-status"], cwd=work, env=_env(nats_server), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    try:
-        def archived() -> bool:  # every record acknowledged: each is in a complete part file
-            try:
-                info = asyncio.run(consumer_info(nats_server.url, "TX", "tx-archive"))
-            except Exception:  # the pool has not created the durable yet
-                return False
-            return info.num_pending == 0 and info.num_ack_pending == 0 and info.delivered.stream_seq == 4000
-
-        _wait_for(archived, 120, "the pool to archive the stream")
-        pool.send_signal(signal.SIGTERM)
-        out, err = pool.communicate(timeout=60)
-    finally:
-        if pool.poll() is None:
-            pool.kill()
-            pool.wait()
+    pool = start_wirepipe("run", "archive.yaml", "--workers", "2", "--no-status", cwd=work, env=_env(nats_server))
+    out, err = _stop_once_acknowledged(pool, nats_server, "TX", "tx-archive", 4000, 120,
+                                       "the pool to archive the stream", drain=60)
     assert pool.returncode == 0, out + err
     assert "tx-archive: 2 workers, 4000 records out of 4000" in err, out + err
     rows = _parquet_rows("part-*.parquet", work / "results" / "tx")
@@ -259,27 +267,14 @@ def test_rust_peer(tmp_path: Path, nats_server: EmbeddedServer) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_embedded_service(tmp_path: Path, nats_server: EmbeddedServer) -> None:
-    from tests.nats_fixtures import consumer_info, expected
+    from tests.nats_fixtures import expected
 
     work, output = run_readme("embedded-service", tmp_path, nats_server)
     assert "points-publish: 1000 records out of 1000" in output
     service = subprocess.Popen([sys.executable, "service.py"], cwd=work, env=_env(nats_server),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    try:
-        def acknowledged() -> bool:
-            try:
-                info = asyncio.run(consumer_info(nats_server.url, "POINTS", "points-service"))
-            except Exception:  # the service has not created its durable yet
-                return False
-            return info.num_pending == 0 and info.num_ack_pending == 0 and info.delivered.stream_seq == 1000
-
-        _wait_for(acknowledged, 60, "the service to acknowledge the points")
-        service.send_signal(signal.SIGTERM)
-        out, err = service.communicate(timeout=30)
-    finally:
-        if service.poll() is None:
-            service.kill()
-            service.wait()
+    out, err = _stop_once_acknowledged(service, nats_server, "POINTS", "points-service", 1000, 60,
+                                       "the service to acknowledge the points", drain=30)
     assert service.returncode == 0, out + err
     assert "stopping: draining the pipeline" in out
     assert "stopped: 1000 points archived, 0 rejected, 1000 acknowledged" in out, out
