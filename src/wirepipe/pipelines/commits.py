@@ -60,11 +60,9 @@ class AckLedger:
         self.unsettled.append(rejected)
 
     @staticmethod
-    async def _fall_back(refused: list[Rejected], dead_letter: Sink, fallback: Sink | None, retry: SinkRetry,
+    async def _fall_back(refused: list[Rejected], dead_letter: Sink, fallback: Sink, retry: SinkRetry,
                          stats: RunStats) -> None:
         """Dead letters ``dead_letter`` refused, written to ``fallback`` and flushed (never dropped)."""
-        if fallback is None:  # a destination that refuses records always has a default file behind it
-            raise RuntimeError(f"{len(refused)} dead letter(s) refused by {dead_letter.name} and nowhere to put them")
         log.error("%d dead letter(s) refused by %s (%s): written to %s instead", len(refused), dead_letter.name,
                   refused[0].error, getattr(fallback, "path", fallback.name))
         # The envelope keeps one reason: the refusal, followed by why the record was a dead letter at all.
@@ -80,7 +78,7 @@ class AckLedger:
                 or (pressure is not None and self.records >= pressure))
 
     async def commit(self, sink: Sink, dead_letter: Sink | None, retry: SinkRetry, stats: RunStats,
-                     late: Callable[[list[Rejected]], Awaitable[None]], fallback: Sink | None = None) -> bool:
+                     late: Callable[[list[Rejected]], Awaitable[None]], fallback: Sink) -> bool:
         """Flush the sink (durable), then ack what was written before the flush and settle the dead letters;
         ``late(records)`` dead-letters what the sink refused after it took it. False when nothing was pending.
         Dead letters the destination refuses for themselves go to ``fallback`` (the default dead-letter file)

@@ -628,9 +628,10 @@ class Pipeline:
 
     async def _commit(self, sink: Sink, stats: RunStats) -> None:
         """A commit (``commits.py``), then the ``after_commit`` hooks."""
-        fallback = self.default_dead_letter if self.dead_letter is not None else None
-        if await self._ledger.commit(sink, self.dead_letter or self.default_dead_letter, self._retry, stats,
-                                     lambda late: self._refused_late(late, stats), fallback):
+        default = self.default_dead_letter
+        assert default is not None, "a commit before the run started"
+        if await self._ledger.commit(sink, self.dead_letter or default, self._retry, stats,
+                                     lambda late: self._refused_late(late, stats), default):
             for hook in self.after_commit:
                 hook()
 
