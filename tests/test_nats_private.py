@@ -45,7 +45,7 @@ async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(n
         missing = [f"{cls}.{attr}" for cls, attrs in NATS_PY_PRIVATE.items() for attr in attrs
                    if not hasattr(live[cls], attr)]
         assert not missing, (f"nats-py {nats.__version__ if hasattr(nats, '__version__') else ''} renamed or removed "
-                             f"private attributes wirepipe uses: {missing}; update SubscriptionReader/publish_many/RawInbox")
+                             f"private attributes wirepipe uses: {missing}; update SubscriptionReader/publish_many/RawSubscription")
         for cls, obj in live.items():
             assert isinstance(obj, _resolve(cls)), cls
 

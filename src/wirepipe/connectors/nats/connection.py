@@ -395,17 +395,22 @@ class NatsConnection:
         self._trying = server.uri.geturl()  # an error before the reconnect is about this one
         return server, self.config.reconnect.delay(server.reconnects)
 
+    def client_dropped(self) -> None:
+        """A message dropped by the client: a subscription's pending limits were reached (counted; logged at
+        most every 10 s)."""
+        self.stats.slow_consumer_drops += 1
+        now = time.monotonic()
+        if now - self._last_drop_log >= 10.0:
+            log.warning("slow consumer: %d message(s) dropped so far on %s (the subscription's pending "
+                        "limits were reached; raise pending_msgs_limit or speed up the pipeline)",
+                        self.stats.slow_consumer_drops, self.public_url)
+            self._last_drop_log = now
+
     async def _on_error(self, exc: Exception) -> None:
         import nats.errors
 
         if isinstance(exc, nats.errors.SlowConsumerError):
-            self.stats.slow_consumer_drops += 1
-            now = time.monotonic()
-            if now - self._last_drop_log >= 10.0:
-                log.warning("slow consumer: %d message(s) dropped so far on %s (the subscription's pending "
-                            "limits were reached; raise pending_msgs_limit or speed up the pipeline)",
-                            self.stats.slow_consumer_drops, self.public_url)
-                self._last_drop_log = now
+            self.client_dropped()
             return
         self.stats.errors += 1
         if self._connecting:

@@ -7,7 +7,7 @@ counts every loss it can know of (gaps.py); use the ``jetstream`` source where e
 With gap counting on, the source also subscribes to the publishers' stamps
 (``_WIREPIPE.last.<its subject>``) and notes its disconnects. Both are *events* between
 messages: a stamp or a disconnect applies after every message that had entered the
-subscription's queue when it happened (``SubscriptionReader.position``), so the gap counter
+subscription's queue when it happened (``RawSubscription.position``), so the gap counter
 sees them in the order the socket delivered them.
 """
 
@@ -30,7 +30,7 @@ from ...wire import STAMP_PREFIX, Header, subjects_overlap
 from ..connector import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import GapCounter
-from .reader import SubscriptionReader
+from .reader import RawSubscription
 
 log = logging.getLogger("wirepipe.nats")
 
@@ -70,7 +70,9 @@ class NatsSource(Configured, Source):
         self.pending_msgs_limit = config.pending_msgs_limit
         self.pending_bytes_limit = config.pending_bytes_limit
         self.conn = NatsConnection(config, role="consumer")
-        self.buffer = SubscriptionReader(self.batch_size, self.batch_timeout, max_buffered=self.pending_msgs_limit)
+        self.buffer = RawSubscription(self.batch_size, self.batch_timeout, self.pending_msgs_limit,
+                                      max_msgs=self.pending_msgs_limit, max_bytes=self.pending_bytes_limit,
+                                      on_drop=self.conn.client_dropped)
         self.sub: Any = None
         self.ready = asyncio.Event()
         gaps = config.gaps
@@ -93,7 +95,7 @@ class NatsSource(Configured, Source):
     @property
     def dropped(self) -> int:
         """Messages the server sent that were dropped because the pending limits were reached."""
-        return self.conn.stats.slow_consumer_drops
+        return self.buffer.dropped
 
     @property
     def lost(self) -> int:
@@ -136,7 +138,7 @@ class NatsSource(Configured, Source):
         self.sub = await nc.subscribe(self.subject, queue=self.queue or "",
                                       pending_msgs_limit=self.pending_msgs_limit,
                                       pending_bytes_limit=self.pending_bytes_limit)
-        self.buffer.attach(self.sub)
+        self.buffer.attach(nc, self.sub)
         if self.gaps is not None:
             self._stamps = await nc.subscribe(STAMP_PREFIX + self.subject, cb=self._on_stamp)
             self.conn.on_disconnect(self._on_disconnect)
@@ -234,9 +236,10 @@ class NatsSource(Configured, Source):
         # Received, never processed: core NATS will not send them again. Their numbers were received (they
         # are discarded, not missing), so the gap counter sees them before the last stamps apply.
         dropped = self.buffer.drop_messages()
+        self.buffer.detach()
         self.discarded += len(dropped)
         if self.gaps is not None:
-            self._observe([m.headers for m in dropped], self.buffer.taken - len(dropped))
+            self._observe(dropped.headers, self.buffer.taken - len(dropped))
             while self._events:
                 self._counted(self._events.popleft()[1]())
         if self.discarded:

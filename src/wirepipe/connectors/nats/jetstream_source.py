@@ -4,7 +4,7 @@ Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 (~15k records/s with an ack each); here pull requests go straight to
 ``$JS.API.CONSUMER.MSG.NEXT`` (``pull_requests.py``: ``PULL_AHEAD`` batches asked for, never more
 bytes than half of ``pending_bytes_limit``, a request the server forgot made again) with
-replies on one inbox read as raw protocol tuples (``reader.RawInbox``), and a commit's acks
+replies on one inbox read as raw protocol tuples (``reader.RawSubscription``), and a commit's acks
 are written as one buffer, or as one AckAll (``ack: all``, a worker that owns its durable).
 Measured on 2 shared cores: ~9-10 us of consumer CPU per record against ~66 for a ``fetch``
 + ack loop (benchmarks/jetstream_consume.py). Records are acknowledged only after the sink
@@ -36,7 +36,7 @@ from ...core.stages import Stage
 from ..connector import AtLeastOnce, Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .pull_requests import PullRequester
-from .reader import RawInbox, Received, SubscriptionReader, publish_many
+from .reader import RawSubscription, Received, SubscriptionReader, publish_many
 from .streams import when_available
 
 log = logging.getLogger("wirepipe.jetstream")
@@ -129,7 +129,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         # Ask PULL_AHEAD batches ahead, within half of what the server lets us keep unacknowledged (the other
         # half is for records written and not committed yet: ``ack_pressure``).
         ahead = max(batch_size, min(PULL_AHEAD * batch_size, max_ack_pending // 2))
-        self.buffer: SubscriptionReader | RawInbox = SubscriptionReader(batch_size, batch_timeout, max_buffered=ahead)
+        self.buffer: SubscriptionReader | RawSubscription = SubscriptionReader(batch_size, batch_timeout, max_buffered=ahead)
         self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
                                    pending_bytes_limit=self.pending_bytes_limit,
                                    left=lambda: None if self.count is None else self.count - self._seen,
@@ -331,7 +331,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         reply_to = self.nc.new_inbox()
         self.sub = await self.nc.subscribe(reply_to, pending_msgs_limit=self.buffer.max_buffered + 1024,
                                            pending_bytes_limit=0)
-        inbox = RawInbox(self.batch_size, self.buffer.batch_timeout, self.buffer.max_buffered,
+        inbox = RawSubscription(self.batch_size, self.buffer.batch_timeout, self.buffer.max_buffered,
                          status=self.pulls.on_status)
         inbox.attach(self.nc, self.sub)
         self.buffer = inbox
@@ -535,7 +535,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             with contextlib.suppress(Exception):
                 await self.sub.unsubscribe()
             self.sub = None
-        if isinstance(self.buffer, RawInbox):
+        if isinstance(self.buffer, RawSubscription):
             self.buffer.detach()
         await self.conn.close()
 

@@ -2,7 +2,7 @@
 
 nats-py's ``fetch`` calls ``next_msg`` once per message; instead, ``PullRequester`` publishes
 requests straight to ``$JS.API.CONSUMER.MSG.NEXT`` with replies on one inbox, which the source
-reads as raw protocol tuples (``reader.RawInbox``). It keeps the buffer's ``max_buffered`` asked
+reads as raw protocol tuples (``reader.RawSubscription``). It keeps the buffer's ``max_buffered`` asked
 for (a few batches, ``jetstream_source.PULL_AHEAD``): a new request goes out as soon as the pipeline
 has taken a batch, so the server is never idle while the pipeline works. Every request carries ``max_bytes``: what is in
 flight plus what is buffered stays within half of ``pending_bytes_limit`` (a pull for 2,000
@@ -57,6 +57,7 @@ class PullRequester:
         self.repulls = 0
         self.consumer = ""  # its name, for the log
         self._wake = asyncio.Event()
+        self._halted = False  # ``stop`` was called: the loop ends even if its cancellation was lost
         self._last_activity = time.monotonic()
         self._avg_size = 0.0  # payload bytes per message seen so far: sizes the requests
         self._max_payload = 1024 * 1024
@@ -69,14 +70,18 @@ class PullRequester:
 
     def start(self, nc: Any, buffer: Any, stream: str, consumer: str, inbox: str, stopping: asyncio.Event) -> None:
         """Begin asking ``consumer`` of ``stream`` for messages, replies to ``inbox`` (read into ``buffer``, a
-        ``RawInbox``), until ``stopping`` is set or ``stop``."""
+        ``RawSubscription``), until ``stopping`` is set or ``stop``."""
         self._nc, self._buffer, self.consumer, self._inbox = nc, buffer, consumer, inbox
         self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         self._max_payload = int(nc.max_payload)
         self._task = asyncio.ensure_future(self._run(stopping))
 
     async def stop(self) -> None:
+        """End the requests. A flag as well as the cancellation: Python 3.11's ``asyncio.wait_for`` swallows a
+        cancellation that arrives as the event it waits for is set (gh-86296), and the loop would go on."""
         if self._task is not None:
+            self._halted = True
+            self._wake.set()
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
@@ -119,7 +124,7 @@ class PullRequester:
         expires_ns = int(self.expires * 1e9)
         hb = self.heartbeat
         body_extra = {"expires": expires_ns, "idle_heartbeat": int(hb * 1e9)} if hb > 0 else {"expires": expires_ns}
-        while not stopping.is_set():
+        while not stopping.is_set() and not self._halted:
             try:
                 want = target - self.requested
                 left = self._left()

@@ -1,22 +1,22 @@
 """Reading a NATS subscription a batch at a time: the one module that touches nats-py's private attributes.
 
 Two readers with one interface (``take``, ``received``, ``delivered``, ``len``, replies):
-``SubscriptionReader`` empties a nats-py subscription's pending queue (core NATS, the
-ordered JetStream consumer), and ``RawInbox`` takes the JetStream pull inbox as raw protocol
-tuples. ``publish_many`` writes many protocol lines (acks) at once, ``queue_frames`` and
-``send_queued`` a publishing sink's batch of frames (``frames.py``). nats-py has no public
-way to do any of these without a coroutine or an object per message, so they reach into
-its internals; ``NATS_PY_PRIVATE`` lists every private attribute used, and
-tests/test_nats_private.py fails by name when a nats-py release renames one. Public
+``RawSubscription`` takes one subscription's messages as raw protocol tuples (the core NATS
+source, the JetStream pull inbox), and ``SubscriptionReader`` empties a nats-py
+subscription's pending queue (the ordered JetStream consumer, which nats-py itself must see
+to keep it ordered). ``publish_many`` writes many protocol lines (acks) at once,
+``queue_frames`` and ``send_queued`` a publishing sink's batch of frames (``frames.py``).
+nats-py has no public way to do any of these without a coroutine or an object per message,
+so they reach into its internals; ``NATS_PY_PRIVATE`` lists every private attribute used,
+and tests/test_nats_private.py fails by name when a nats-py release renames one. Public
 accessors (``Subscription.delivered``, ``pending_msgs``, ``pending_bytes``) are used where they exist.
 
-``RawInbox``: the JetStream pull inbox, read as raw protocol tuples (no nats-py ``Msg``,
-header dict or queue per message). Measured (client CPU per record, same run, 2 shared cores): nats-py's own delivery of a
-pull subscription (header parsing, a ``Msg`` object, an ``asyncio.Queue`` put and get per
-message) cost ~12.5 us/message of the ~16 us/record a whole pull pipeline took. Here
-nats-py's protocol parser still frames the messages, but for this one subscription its
-``_process_msg`` hook appends ``(reply, data, raw headers)`` to a deque; headers are
-parsed once per batch, only as far as the pipeline needs them.
+``RawSubscription``: no nats-py ``Msg``, header dict or queue per message. nats-py's own delivery
+(its header parser, a ``Msg`` object, an ``asyncio.Queue`` put and get) cost ~12.5 us/message of the
+~16 us/record a whole JetStream pull pipeline took (client CPU, same run, 2 shared cores); its header
+parser alone ~6x ``parse_headers``. Here nats-py's protocol parser still frames the messages, but for
+this one subscription its ``_process_msg`` hook appends ``(reply, data, raw headers, subject)`` to a
+deque, applying the subscription's pending limits as nats-py would; headers are parsed a batch at a time.
 
 It replaces one nats-py internal (``Client._process_msg``, called by
 ``nats.protocol.parser.Parser`` for every message) for that subscription only (found by
@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...core.batch import Batch
@@ -101,7 +101,6 @@ class SubscriptionReader:
         self.sub: Any = None
         self.queue: asyncio.Queue[Any] | None = None
         self.delivered = 0
-        self.taken = 0  # messages of any kind taken from the queue: where an event between them happened
         self._in_hand: list[Any] = []  # taken by a ``take`` still waiting for its batch to fill
 
     def attach(self, sub: Any) -> None:
@@ -127,19 +126,12 @@ class SubscriptionReader:
         """Payload bytes waiting in the subscription (nats-py's public count; ``take`` keeps it true)."""
         return self.sub.pending_bytes if self.sub is not None else 0
 
-    @property
-    def position(self) -> int:
-        """Messages that have entered the queue so far (taken or waiting): something that happens now
-        (a disconnect, a message on another subscription) comes after all of them."""
-        return self.taken + (self.queue.qsize() if self.queue is not None else 0)
-
     async def _first(self, stopping: asyncio.Event) -> Any:
         """Wait for one message (None when ``stopping`` is set first)."""
         q = self.queue
         assert q is not None
         while True:
             if not q.empty():
-                self.taken += 1
                 return q.get_nowait()
             if stopping.is_set():
                 return None
@@ -152,7 +144,6 @@ class SubscriptionReader:
                 if not getter.done():
                     getter.cancel()
             if getter.done() and not getter.cancelled():
-                self.taken += 1
                 return getter.result()
 
     def _drain(self, into: list[Any], want: int) -> None:
@@ -162,7 +153,6 @@ class SubscriptionReader:
         status = self.status
         while len(into) < want and not q.empty():
             msg = get()
-            self.taken += 1
             q.task_done()
             if status is not None and msg.headers is not None and not msg.data and "Status" in msg.headers:
                 status(msg.headers)
@@ -291,18 +281,28 @@ def parse_headers(raw: bytes | None) -> dict[str, str] | None:
     return out
 
 
-class RawInbox:
-    """``SubscriptionReader``'s interface over raw tuples from one subscription (see the module doc)."""
+class RawSubscription:
+    """``SubscriptionReader``'s interface over raw tuples from one subscription (see the module doc).
 
-    def __init__(self, batch_size: int, batch_timeout: float, max_buffered: int, status: Any = None) -> None:
+    With ``max_msgs``/``max_bytes`` (a core subscription's pending limits) a message past either is dropped
+    as nats-py drops it (a slow consumer), counted in ``dropped`` and reported to ``on_drop``.
+    """
+
+    def __init__(self, batch_size: int, batch_timeout: float, max_buffered: int, status: Any = None,
+                 max_msgs: int = 0, max_bytes: int = 0, on_drop: Callable[[], None] | None = None) -> None:
         self.batch_size = batch_size
         self.batch_timeout = batch_timeout
         self.max_buffered = max(max_buffered, batch_size)
         self.status = status
+        self.max_msgs = max_msgs
+        self.max_bytes = max_bytes
+        self.on_drop = on_drop
         self.items: deque[tuple[bytes, bytes, bytes | None, bytes]] = deque()
         self.pending_bytes = 0
         self.received = 0  # every message, status or heartbeat included: the pull request is alive
         self.delivered = 0
+        self.dropped = 0  # past the pending limits
+        self.taken = 0  # messages of any kind taken out: where an event between them happened
         self._wake = asyncio.Event()
         self._installed: tuple[Any, Any] | None = None
 
@@ -312,13 +312,23 @@ class RawInbox:
         sid = sub._id
         items = self.items
         wake = self._wake
+        max_msgs, max_bytes = self.max_msgs, self.max_bytes
+        stats = nc.stats
 
         async def process_msg(s: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
             if s != sid:
                 await original(s, subject, reply, data, headers)
                 return
+            size = len(data)
+            stats["in_msgs"] += 1
+            stats["in_bytes"] += size
             self.received += 1
-            self.pending_bytes += len(data)
+            if (max_msgs and len(items) >= max_msgs) or (max_bytes and self.pending_bytes + size >= max_bytes):
+                self.dropped += 1
+                if self.on_drop is not None:
+                    self.on_drop()
+                return
+            self.pending_bytes += size
             items.append((reply, data, headers, subject))
             if not wake.is_set():
                 wake.set()
@@ -334,6 +344,12 @@ class RawInbox:
 
     def __len__(self) -> int:
         return len(self.items)
+
+    @property
+    def position(self) -> int:
+        """Messages that have entered so far (taken or waiting): something that happens now (a disconnect, a
+        message on another subscription) comes after all of them."""
+        return self.taken + len(self.items)
 
     async def _wait(self, stopping: asyncio.Event) -> bool:
         """Wait for a message; False when ``stopping`` is set first."""
@@ -357,6 +373,7 @@ class RawInbox:
         pop = items.popleft
         while items and len(out) < want:
             _, data, headers, _ = item = pop()
+            self.taken += 1
             if not data and headers is not None and headers[_HDR_START:_HDR_START + 1] == b" ":
                 if status is not None:
                     status(parse_headers(headers))
@@ -377,22 +394,31 @@ class RawInbox:
             await asyncio.sleep(self.batch_timeout)
             got += self._drain(want - len(got))
         now = time.time_ns()
-        data = [g[1] for g in got]
-        self.pending_bytes -= sum(map(len, data))
-        self.delivered += len(got)
-        replies = [g[0].decode() for g in got]
-        headers = [parse_headers(g[2]) for g in got]
         n = len(got)
-        if n == 1:
-            return Received(data, [got[0][3].decode()], headers, replies, [first])
-        subjects = [g[3].decode() for g in got]
-        return Received(data, subjects, headers, replies, [first] + [now] * (n - 1))
+        received = self._columns(got, [first] + [now] * (n - 1))
+        self.pending_bytes -= sum(map(len, received.data))
+        self.delivered += n
+        return received
+
+    @staticmethod
+    def _columns(got: list[tuple[bytes, bytes, bytes | None, bytes]], times: list[int]) -> Received:
+        """Tuples as ``Received`` columns: headers parsed, subjects and replies decoded (each distinct one once)."""
+        subjects: dict[bytes, str] = {}
+        decode = bytes.decode
+        return Received([g[1] for g in got],
+                        [subjects.get(g[3]) or subjects.setdefault(g[3], decode(g[3])) for g in got],
+                        [parse_headers(g[2]) for g in got], [decode(g[0]) for g in got], times)
 
     def waiting_replies(self) -> list[str]:
-        """Reply subjects of the records waiting in the inbox (left in it)."""
+        """Reply subjects of the records waiting (left in place)."""
         return [g[0].decode() for g in self.items if g[1]]
 
     def drop_replies(self) -> list[str]:
-        """Empty the inbox; the reply subjects of what it held (to give the messages back)."""
+        """Empty the subscription's queue; the reply subjects of what it held (to give the messages back)."""
+        return self.drop_messages().replies
+
+    def drop_messages(self) -> Received:
+        """Empty the subscription's queue: what it held."""
         got = self._drain(1 << 62)
-        return [g[0].decode() for g in got]
+        self.pending_bytes -= sum(len(g[1]) for g in got)
+        return self._columns(got, [time.time_ns()] * len(got))
