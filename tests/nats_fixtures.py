@@ -192,3 +192,8 @@ async def consumer_info(url: str, stream: str, durable: str) -> Any:
         return await nc.jetstream().consumer_info(stream, durable)
     finally:
         await nc.close()
+
+
+# Headers nats-py's publish normalizes (strips, joins lines, skips an empty key): frames must write the same bytes.
+ODD_HEADERS = {"Content-Type": "text/plain", "X-Pad": "  padded  ", "X-Lines": "one\r\ntwo\nthree",
+               "X-Percent": "100% %d %s %%", "X-Text": "zürich €", " X-Spaced ": "k", "": "empty key skipped"}

@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.nats_fixtures import consumer_info, expected
+from tests.nats_fixtures import ODD_HEADERS, consumer_info, expected
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
@@ -23,7 +23,8 @@ from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.testing import TestingSink
+from wirepipe.testing import TestingSink, TestingSource
+from wirepipe.wire import Header
 
 
 async def publish(url: str, n: int, *, fmt: str = "msgpack", codec: str = "zstd", subject: str = "pts",
@@ -233,8 +234,49 @@ async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> 
                                                                                 .decompress(msg.data))
 
 
+@pytest.mark.parametrize("shape", ["one subject, shared headers", "a subject per record, headers per record",
+                                   "one subject, no headers"])
+async def test_a_batch_written_as_frames_is_stored_as_nats_py_publishes_each_record(nats_url: str, shape: str) -> None:
+    """The JetStream sink writes a batch into nats-py's buffer as protocol frames, a window's worth at a time:
+    the stream stores each record exactly as nats-py's own publish of it (subject, payload, every header, its
+    Nats-Msg-Id), and every ack comes back to its record."""
+    import nats
+
+    n = 120
+    per_record = shape.startswith("a subject per record")
+    subjects: list[str] | str = [f"eq.{i % 7}.ü" for i in range(n)] if per_record else "eq.one"
+    values = [b"%d%%\r\n" % i * (i % 5 + 1) for i in range(n)]
+    headers: Any = ODD_HEADERS if shape == "one subject, shared headers" else None
+    if per_record:
+        headers = [None if i % 3 == 0 else {**ODD_HEADERS, "X-I": str(i), Header.MSG_ID: "upstream"}
+                   for i in range(n)]
+    sink = JetStreamSink("{subject}" if per_record else "eq.one", url=nats_url, window=50,
+                         stream={"name": "EQ", "subjects": ["eq.>"]},
+                         headers="none" if shape.endswith("no headers") else "wire")
+    await Pipeline(TestingSource(values, batch_size=n, subjects=subjects, headers=headers), [], sink,
+                   name="frames").run_async()
+    assert (sink.acked, sink.republished, sink.unconfirmed) == (n, 0, 0)
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await js.add_stream(name="REF", subjects=["ref.>"])
+    mine = [await js.get_msg("EQ", seq) for seq in range(1, n + 1)]
+    for i, (m, v) in enumerate(zip(mine, values, strict=True)):
+        h = headers[i] if isinstance(headers, list) else headers
+        await js.publish("ref" + m.subject[2:], v, headers={**(h or {}), Header.MSG_ID: m.headers[Header.MSG_ID]})
+    refs = [await js.get_msg("REF", seq) for seq in range(1, n + 1)]
+    await nc.close()
+
+    for i, (m, ref) in enumerate(zip(mine, refs, strict=True)):
+        s = subjects[i] if isinstance(subjects, list) else subjects
+        assert (m.subject, m.data, "ref" + m.subject[2:]) == (s, values[i], ref.subject)
+        assert {k: v for k, v in m.headers.items() if k != Header.SENT_AT} == ref.headers
+        assert (Header.SENT_AT in m.headers) == (not shape.endswith("no headers"))
+    assert len({m.headers[Header.MSG_ID] for m in mine}) == n
+
+
 def test_the_raw_inbox_finds_the_nats_py_internals_it_replaces() -> None:
-    """``connectors/nats/reader.py`` (RawInbox) hooks ``Client._process_msg`` (called by the protocol parser for every
+    """``connectors/nats/reader.py`` (RawSubscription) hooks ``Client._process_msg`` (called by the protocol parser for every
     message) and reads ``Subscription._id``; ``nats.publish_many`` calls ``_send_command`` and
     ``_flush_pending``: fail loudly if nats-py renames or reshapes them."""
     import inspect

@@ -57,7 +57,7 @@ from ...wire import (
 )
 from ..connector import Configured, Sink, Source
 from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
-from .frames import SEQ_LINE, bare_frames, block_frames, stamped_frames, stamped_head
+from .frames import SEQ_LINE, bare_frames, block_frames, records_per_chunk, stamped_frames, stamped_head
 from .gaps import PublisherStamp
 from .reader import can_queue, queue_frames, send_queued
 
@@ -65,10 +65,6 @@ log = logging.getLogger("wirepipe.nats")
 
 # Per-record header blocks are measured exactly only for payloads this close to the limit.
 _HEADER_SLACK = 65536
-# The fast path writes a batch into nats-py's buffer in chunks of about this many bytes (a protocol line and
-# a header block take at most _FRAME_ROOM per record): small records go in one chunk, large ones a few at a time.
-_CHUNK_BYTES = 1 << 20
-_FRAME_ROOM = 1024
 _STAMPS = frozenset((Header.SENT_AT, Header.PUBLISHER, Header.SEQ))  # set by the sink on every record
 
 
@@ -299,7 +295,7 @@ class NatsSink(Configured, Sink):
         nc = self.nc
         values = progress.values
         n = len(values)
-        step = max(1, _CHUNK_BYTES // (max(map(len, values)) + _FRAME_ROOM))
+        step = records_per_chunk(values)
         while progress.next < n:
             if not can_queue(nc):
                 return False

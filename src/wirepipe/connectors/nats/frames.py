@@ -22,6 +22,15 @@ from ...wire import HDR_STATUS, Header
 
 SEQ_LINE = Header.SEQ.encode() + b": "
 _END = b"\r\n\r\n"  # the Wirepipe-Seq line's end and the blank line that ends the header block
+# A batch goes into nats-py's buffer in chunks of about this many bytes (a protocol line and a header block
+# take at most _FRAME_ROOM per record): small records go in one chunk, large ones a few at a time.
+_CHUNK_BYTES = 1 << 20
+_FRAME_ROOM = 1024
+
+
+def records_per_chunk(values: list[bytes]) -> int:
+    """How many of these records one chunk of frames takes (at least one)."""
+    return max(1, _CHUNK_BYTES // (max(map(len, values)) + _FRAME_ROOM))
 
 
 def stamped_head(shared: bytes, publisher: str, sent_at: int) -> bytes:
@@ -93,3 +102,33 @@ def bare_frames(subjects: str | list[str], values: list[bytes]) -> list[bytes]:
         return [fmt % (len(v), v) for v in values]
     enc = encoded_subjects(subjects)
     return [b"PUB %b %d\r\n%b\r\n" % (enc[s], len(v), v) for s, v in zip(subjects, values, strict=True)]
+
+
+MSG_ID_LINE = Header.MSG_ID.encode() + b": "
+
+
+def acked_frames(subjects: str | list[str], values: list[bytes], heads: bytes | list[bytes], ids: list[bytes],
+                 reply_prefix: bytes, first_token: int) -> list[bytes]:
+    """JetStream ``HPUB`` frames: record ``i`` with the reply subject ``reply_prefix`` + its token (numbered from
+    ``first_token``: its ack comes there), its header block (``heads``: one shared, or one per record, without
+    the blank line that ends it) and its ``Nats-Msg-Id`` (``ids``)."""
+    tokens = range(first_token, first_token + len(values))
+    tail = b"%b\r\n\r\n%b\r\n"  # the id, the end of the header block, the payload
+    reply = _escaped(reply_prefix)
+    if isinstance(heads, bytes):
+        base = len(heads) + len(MSG_ID_LINE) + len(_END)
+        block = _escaped(heads + MSG_ID_LINE) + tail
+        if isinstance(subjects, str):
+            fmt = _escaped(b"HPUB %b " % subjects.encode()) + reply + b"%d %d %d\r\n" + block
+            return [fmt % (t, base + len(i), base + len(i) + len(v), i, v)
+                    for t, i, v in zip(tokens, ids, values, strict=True)]
+        enc = encoded_subjects(subjects)
+        fmt = b"HPUB %b " + reply + b"%d %d %d\r\n" + block
+        return [fmt % (enc[s], t, base + len(i), base + len(i) + len(v), i, v)
+                for s, t, i, v in zip(subjects, tokens, ids, values, strict=True)]
+    extra = len(MSG_ID_LINE) + len(_END)
+    fmt = b"HPUB %b " + reply + b"%d %d %d\r\n%b" + _escaped(MSG_ID_LINE) + tail
+    subs = [subjects] * len(values) if isinstance(subjects, str) else subjects
+    enc = encoded_subjects(subs)
+    return [fmt % (enc[s], t, len(h) + extra + len(i), len(h) + extra + len(i) + len(v), h, i, v)
+            for s, t, h, i, v in zip(subs, tokens, heads, ids, values, strict=True)]

@@ -55,10 +55,12 @@ from ...core.errors import BackOff, NotConnected, WirepipeError
 from ...core.models import Duration
 from ...core.stages import Stage
 from ...wire import (
+    HDR_STATUS,
     SENT_AT_SIZE,
     Header,
     SubjectTemplate,
     dead_letter_payloads,
+    header_lines,
     header_size,
     shown_subject,
 )
@@ -72,6 +74,8 @@ from .core_sink import (
     require_bytes,
     wire_headers,
 )
+from .frames import acked_frames, records_per_chunk
+from .reader import can_queue, queue_frames, send_queued
 from .streams import StreamConfig, ensure_stream
 
 log = logging.getLogger("wirepipe.jetstream")
@@ -79,6 +83,7 @@ log = logging.getLogger("wirepipe.jetstream")
 # The ack of a publish the server cannot store now (retry later): Service Unavailable (a `discard: new`
 # stream at a limit answers so, err_code 10077).
 UNAVAILABLE = 503
+_OWN = frozenset((Header.MSG_ID, Header.SENT_AT))  # set by the sink on every record
 
 
 class _Pending:
@@ -393,29 +398,85 @@ class JetStreamSink(NatsSink):
             return
         await self._wait_connected()
         n = len(batch.values)
+        values = batch.values
         subs = one_per_record(subjects, n)
         id_col = one_per_record(ids, n)
         header_col = one_per_record(headers, n)
-        now = time.time_ns
-        msg_id, sent_at = Header.MSG_ID, Header.SENT_AT  # locals: the loop below reads them per record
-        window = self.window
-        send = self._send
+        step = records_per_chunk(values)
         held = self._held
-        for i, v in enumerate(batch.values):
-            if len(self._pending) >= window or self._retry or self._unrouted or held:
+        i = 0
+        while i < n:
+            if len(self._pending) >= self.window or self._retry or self._unrouted or held:
                 if held:  # the server refuses for now: the rest of the batch waits, unsent, behind what it holds
-                    for j in range(i, n):
-                        held.append(_Pending(subs[j], batch.values[j], header_col[j], id_col[j], 0.0))
+                    held.extend(_Pending(subs[j], values[j], header_col[j], id_col[j], 0.0) for j in range(i, n))
                     break
                 await self._wait_space()
-            base = header_col[i]
+                continue
+            end = min(n, i + step, i + self.window - len(self._pending))
+            if not await self._send_frames(i, end, subjects, values, headers, id_col, header_col):
+                await self._send_each(i, end, subs, values, headers, id_col, header_col)
+            i = end
+        self.records += n
+        self.bytes += sum(map(len, values))
+
+    async def _send_frames(self, start: int, end: int, subjects: str | list[str], values: list[bytes],
+                           headers: dict[str, str] | list[dict[str, str] | None] | None, ids: list[str],
+                           header_col: list[Any]) -> bool:
+        """Records ``start:end`` as protocol frames written into nats-py's buffer at once (``frames.py``), each
+        with its reply token, ``Nats-Msg-Id`` and, with headers, one ``Wirepipe-Sent-At`` for the chunk. False
+        when nats-py must publish them itself: not connected (its limits apply), or a header or id it must judge."""
+        nc = self.nc
+        if not can_queue(nc):
+            return False
+        whole = start == 0 and end == len(values)
+        payload = values if whole else values[start:end]
+        id_part = ids if whole else ids[start:end]
+        if any(i != i.strip() or not i.isprintable() for i in id_part):
+            return False
+        sent_at = b"%b: %d\r\n" % (Header.SENT_AT.encode(), time.time_ns()) if headers is not None else b""
+        heads: bytes | list[bytes]
+        if isinstance(headers, list):
+            lines = [header_lines(h, _OWN) if h else b"" for h in headers[start:end]]
+            if None in lines:
+                return False
+            heads = [HDR_STATUS + b + sent_at for b in lines]  # type: ignore[operator]
+        else:
+            shared = header_lines(headers, _OWN) if headers else b""
+            if shared is None:
+                return False
+            heads = HDR_STATUS + shared + sent_at
+        subs = subjects if isinstance(subjects, str) or whole else subjects[start:end]
+        try:
+            frames = acked_frames(subs, payload, heads, [i.encode() for i in id_part], self._prefix.encode(),
+                                  self._token + 1)
+        except UnicodeEncodeError:  # a subject or an id that is not UTF-8 text: nats-py says why
+            return False
+        deadline = time.monotonic() + self.ack_timeout
+        pending = self._pending
+        token = self._token
+        for j in range(start, end):
+            token += 1
+            pending[str(token)] = _Pending(subs if isinstance(subs, str) else subjects[j], values[j], header_col[j],
+                                           ids[j], deadline)
+        self._token = token
+        self._quiet.clear()
+        queue_frames(nc, b"".join(frames), end - start, sum(map(len, payload)))
+        await send_queued(nc)
+        return True
+
+    async def _send_each(self, start: int, end: int, subs: list[str], values: list[bytes],
+                         headers: dict[str, str] | list[dict[str, str] | None] | None, ids: list[str],
+                         header_col: list[Any]) -> None:
+        """Records ``start:end`` one ``nc.publish`` each: nats-py applies its own checks and limits."""
+        now = time.time_ns
+        msg_id, sent_at = Header.MSG_ID, Header.SENT_AT  # locals: the loop reads them per record
+        for j in range(start, end):
+            base = header_col[j]
             h = dict(base) if base else {}
-            h[msg_id] = id_col[i]
+            h[msg_id] = ids[j]
             if headers is not None:
                 h[sent_at] = str(now())
-            await send(_Pending(subs[i], v, base, id_col[i], 0.0), h)
-        self.records += n
-        self.bytes += sum(map(len, batch.values))
+            await self._send(_Pending(subs[j], values[j], base, ids[j], 0.0), h)
 
     def _ids(self, batch: Batch) -> str | list[str]:
         """The ``Nats-Msg-Id`` column: the template's, or the default (see the module docstring)."""
