@@ -7,7 +7,8 @@ import side effects (logging set-up, plugin registration) reach tests that never
 tests import them on purpose.
 
 The cores: a run that names no path (``python -m pytest``, ``python -m pytest -m "not slow"``) runs on one
-pytest-xdist worker per core; a run of named files or folders runs in this process, as a developer running
+pytest-xdist worker per core and one more (the suite's CPU was busy ~1.5 of 2 cores with a worker per core:
+many tests wait on a nats-server, a subprocess or a timeout); a run of named files or folders runs in this process, as a developer running
 one file expects (``-n N`` spreads it too, ``-n 0`` keeps a whole run in one process). A spread run hands out
 the tests marked ``slow`` first and runs the ones marked ``serial`` (tests/conftest.py: they need a quiet
 machine) after all the others, one at a time, on one worker, with the other workers stopped: ``SerialLast``.
@@ -49,7 +50,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if (option.numprocesses is None and cores > 1 and config.args_source == pytest.Config.ArgsSource.TESTPATHS
             and not option.collectonly and not option.usepdb):
-        option.numprocesses = cores
+        option.numprocesses = cores + 1  # a third of the suite waits on servers and processes: one more overlaps it
 
 
 @pytest.hookimpl(optionalhook=True)

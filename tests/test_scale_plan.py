@@ -160,19 +160,20 @@ def test_plan_takes_the_datasets_from_bench_results_ones_own_too(tmp_path: Path)
                      "msgpack,json", "--codec", "none,zstd", "--level", "fastest", "-k", "1", "-n", "200",
                      "--out", str(tmp_path / "b"))
     assert bench.returncode == 0, bench.stderr
-    both = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"))
+    # --no-calibrate: the datasets are the point here (the calibration has its own test)
+    both = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--no-calibrate")
     assert both.returncode == 0, both.stderr
     heads = re.findall(r"^plan for 500k records/s of (\S+) (\S+) over jetstream", both.stdout, re.M)
     assert sorted(name for name, _ in heads) == ["events", "point"], both.stdout
     own = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
-                   "--chain", "json|zstd:fastest", "--transport", "nats", "--sink", "parquet")
+                   "--chain", "json|zstd:fastest", "--transport", "nats", "--sink", "parquet", "--no-calibrate")
     assert own.returncode == 0, own.stderr
     assert "plan for 500k records/s of events json|zstd:fastest over nats" in own.stdout
     sink_us = float(re.search(r"sink ([\d.]+) us", own.stdout)[1])
     assert sink_us > 0 and "parquet sink measured in-process now" in own.stdout
     events.rename(tmp_path / "moved.jsonl")
     gone = wirepipe("plan", "--rate", "500k", "--bench", str(tmp_path / "b"), "--dataset", "events",
-                    "--sink", "parquet")
+                    "--sink", "parquet", "--no-calibrate")
     assert gone.returncode == 2
     assert f"its input file {events} is not there any more" in gone.stderr
     builtin_only = wirepipe("plan", "--rate", "1k", "--dataset", "events")

@@ -7,7 +7,9 @@ source's identity (its type and parameters, e.g. the file it reads; ``Source.ide
 the record's position in it (``seq``; for a core NATS source, the publisher's
 ``Wirepipe-Publisher.Wirepipe-Seq``, else a per-run counter) and a BLAKE2b hash of the
 payload: a re-run of the same input is deduplicated, different content never is.
-Publishes are asynchronous inside a bounded window; the sink tracks each ack itself (one
+Publishes are asynchronous inside a bounded window, written a window's worth at a time as ready-made
+protocol frames (``frames.acked_frames``; nats-py's own publish while it reconnects or for a header it
+must judge); the sink tracks each ack itself (one
 reply subscription, no future per record: nats-py's ``publish_async`` futures can stay
 unresolved forever and leak their window slot when a publish raises), gives every ack
 its own deadline, and republishes unacknowledged records with the same id, with
