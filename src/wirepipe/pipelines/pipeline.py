@@ -349,19 +349,7 @@ class Pipeline:
             monitor = self.active_monitor = Monitor(self, self.monitor)
             await monitor.start()
         try:
-            await source.open()
-            opened.append(source)
-            check_dead_letter_loop(source, self.dead_letter)  # a JetStream stream's subjects are known now
-            with _io_errors(f"sink {sink.name}", None):
-                await sink.open()
-            opened.append(sink)
-            if self.dead_letter is not None:
-                with _io_errors(f"dead_letter {self.dead_letter.name}", None):
-                    await self.dead_letter.open()
-                opened.append(self.dead_letter)
-            for op in self.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
-                opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
-                await op.open((source, sink))
+            await self._open_parts(source, sink, opened)
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
@@ -375,13 +363,7 @@ class Pipeline:
                 await monitor.stop()
             if timer is not None:
                 timer.cancel()
-            if self.default_dead_letter is not None:
-                opened.insert(1, self.default_dead_letter)  # opened at its first record, closed after the sink
-            for part in reversed(opened):
-                try:
-                    await part.close()
-                except Exception as exc:
-                    log.error("closing %s failed: %s", part.name, exc)
+            await self._close_parts(opened)
             if flusher is not None:
                 flusher.cancel()
             if self.metrics is not None:
@@ -395,6 +377,33 @@ class Pipeline:
             stats.deduplicated = sink.deduplicated
             stats.unreadable = source.unreadable()
         return stats
+
+    async def _open_parts(self, source: Source, sink: Sink, opened: list[Any]) -> None:
+        """Open the source, the sink, the dead letter and the operators, in that order; each one opened is
+        appended to ``opened`` (closed in reverse by ``_close_parts``, even when a later one fails)."""
+        await source.open()
+        opened.append(source)
+        check_dead_letter_loop(source, self.dead_letter)  # a JetStream stream's subjects are known now
+        with _io_errors(f"sink {sink.name}", None):
+            await sink.open()
+        opened.append(sink)
+        if self.dead_letter is not None:
+            with _io_errors(f"dead_letter {self.dead_letter.name}", None):
+                await self.dead_letter.open()
+            opened.append(self.dead_letter)
+        for op in self.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
+            opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
+            await op.open((source, sink))
+
+    async def _close_parts(self, opened: list[Any]) -> None:
+        """Close what ``_open_parts`` opened, last first; a part that fails to close is logged, the others close."""
+        if self.default_dead_letter is not None:
+            opened.insert(1, self.default_dead_letter)  # opened at its first record, closed after the sink
+        for part in reversed(opened):
+            try:
+                await part.close()
+            except Exception as exc:
+                log.error("closing %s failed: %s", part.name, exc)
 
     def _open_metrics(self) -> Any:
         spec = self.metrics_spec
