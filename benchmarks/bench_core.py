@@ -24,6 +24,7 @@ from common import interleave, print_table
 from wirepipe.connectors.connector import Source
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.null import NullSink
+from wirepipe.core.allocator import keep_freed_memory
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.serialize import Serialize
@@ -70,6 +71,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=None, help="records per run (default: 1000000 point, 20000 block)")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    # What `wirepipe run` does in its own process (a script that builds pipelines keeps its allocator unless it
+    # asks); both sides run under it, as they would in one worker.
+    print(f"allocator: {keep_freed_memory()}")
     tmp = Path(tempfile.mkdtemp(prefix="wirepipe-bench-"))
     for dataset, default_count in (("point", 1_000_000), ("block", 20_000)):
         count = args.count or default_count
