@@ -178,3 +178,16 @@ def test_plan_takes_the_datasets_from_bench_results_ones_own_too(tmp_path: Path)
     assert f"its input file {events} is not there any more" in gone.stderr
     builtin_only = wirepipe("plan", "--rate", "1k", "--dataset", "events")
     assert builtin_only.returncode == 2 and "--bench RESULTS of `wirepipe bench --input FILE`" in builtin_only.stderr
+
+
+@pytest.mark.slow
+def test_a_plan_calibrates_a_positional_winner_with_its_datasets_schema(tmp_path: Path) -> None:
+    """The fastest chain of a bench can be positional (msgpack-array): its records are encoded and the calibration's
+    workers decode them with the built-in dataset's schema, as the bench did (it once failed: no schema)."""
+    bench = wirepipe("bench", "--transport", "none", "--dataset", "point", "--format", "msgpack-array", "--codec",
+                     "none", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
+    assert bench.returncode == 0, bench.stderr
+    res = wirepipe("plan", "--rate", "100k", "--bench", str(tmp_path / "b"), "--replicas", "1", "--nodes", "1")
+    assert res.returncode == 0, res.stderr
+    assert "of point msgpack-array over jetstream" in res.stdout, res.stdout
+    assert "consume side calibrated in worker processes now" in res.stdout, res.stdout

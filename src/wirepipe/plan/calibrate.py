@@ -171,14 +171,14 @@ async def fill_stream(url: str, payloads: Sequence[bytes], records: int, *, head
 
 
 def consume_pipeline(url: str, chain: str, sink: str, out: Path, *, durable: str = "plan-calibration",
-                     stream: str = STREAM) -> dict[str, Any]:
+                     stream: str = STREAM, schema: str | None = None) -> dict[str, Any]:
     """The consume pipeline a plan is for, as a config: a durable with the source's defaults, the chain's
     decode, the sink (null, or Parquet part files in ``out``), committed every second."""
     sinks = {"null": {"type": "null"}, "parquet": {"type": "parquet", "path": str(out / "part-{part}.parquet")}}
     return {
         "name": "plan-calibration",
         "source": {"type": "jetstream", "url": url, "stream": stream, "durable": durable, "ack_wait": "60s"},
-        "operators": [{"decode": chain}],
+        "operators": [{"decode": {"chain": chain, "schema": schema} if schema else chain}],
         "sink": sinks[sink],
         "flush_interval": "1s",
         "shutdown_timeout": "60s",
@@ -208,7 +208,8 @@ class Calibration:
         return self.full or self.one
 
 
-async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], estimate_us: float) -> Calibration:
+async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], estimate_us: float,
+                            schema: str | None = None) -> Calibration:
     """The consume pipeline on a local nats-server (a temporary store) as one worker, then as a worker per core,
     each on a durable of its own, measured in steady state (see the module doc). ``payloads``: the dataset's
     records encoded with ``chain``."""
@@ -224,7 +225,8 @@ async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], es
             await fill_stream(server.url, payloads, records * min(cores, 2))  # the full pool reads it all
 
             async def run(workers: int, durable: str, until: int) -> PoolRun:
-                pool = Pool(consume_pipeline(server.url, chain, sink, tmp / durable, durable=durable), workers,
+                pool = Pool(consume_pipeline(server.url, chain, sink, tmp / durable, durable=durable, schema=schema),
+                            workers,
                             restart=RestartPolicy(max_failures=1), echo=lambda _line: None,
                             log_level=logging.WARNING)
                 return await measure_pool(pool, until, pid)

@@ -255,7 +255,8 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     from ..operators.chain_operators import chain_operators
 
     parsed = Chain.parse(chain)
-    encode_ops, decode_ops = chain_operators(parsed, None)
+    schema = dataset if _positional(chain) else None  # a positional format reads the dataset's schema
+    encode_ops, decode_ops = chain_operators(parsed, schema)
     values = get_dataset(dataset).sample(records)
     stages: dict[str, float] = {}
 
@@ -274,18 +275,19 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
                   stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
                   f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
     if calibrate and transport == "jetstream":
-        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk])
+        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema)
     return costs
 
 
-def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes]) -> Costs:
+def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes], schema: str | None = None) -> Costs:
     """``costs`` with the consume side calibrated (``calibrate.py``): one worker process runs the pipeline of
-    ``chain``'s decode and ``sink`` on ``payloads`` (records encoded with ``chain``) for a few seconds."""
+    ``chain``'s decode (with ``schema``, a built-in dataset's name) and ``sink`` on ``payloads`` (records encoded
+    with ``chain``) for a few seconds."""
     import asyncio
 
     from .calibrate import calibrate_consume
 
-    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us))
+    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us, schema))
     costs.origin += "; consume side calibrated in worker processes now"
     return costs
 
@@ -321,6 +323,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     from ..bench.timing import chunks
     from ..codecs.chain import Chain
     from ..core.errors import WirepipeError
+    from ..datasets import DATASETS
     from ..report import load_results, summarize
 
     res = load_results(paths)
@@ -353,17 +356,33 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
         costs = Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
                       g.raw_bytes_per_record, origin=origin)
         if calibrating and g.chain:
-            calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records))
+            positional = _positional(g.chain)
+            schema = name if positional and name in DATASETS else None  # one's own records: see the else
+            if schema is not None or not positional:
+                calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema)
+            else:
+                costs.origin += f"; consume side not calibrated ({g.chain} is positional: its schema is the bench's)"
         out.append(costs)
     return out
 
 
-def _encoded(chain: str, records: list[Any]) -> list[bytes]:
-    """``records`` encoded with ``chain`` as a pipeline encodes them."""
+def _positional(chain: str) -> bool:
+    """The chain's format needs a schema to read its records (``msgpack-array``, ``bincode``...)."""
+    from ..codecs.chain import Chain
+    from ..codecs.formats import FORMATS
+
+    fmt = Chain.parse(chain).format
+    if not fmt:
+        return False
+    return FORMATS[fmt].needs_schema
+
+
+def _encoded(chain: str, records: list[Any], schema: str | None = None) -> list[bytes]:
+    """``records`` encoded with ``chain`` (and ``schema``) as a pipeline encodes them."""
     from ..bench.timing import chunks, time_batches
     from ..operators.chain_operators import chain_operators
 
-    encode_ops, _ = chain_operators(chain)
+    encode_ops, _ = chain_operators(chain, schema)
     return [v for chunk in time_batches(encode_ops, chunks(records, 500), name="plan-encode").outputs for v in chunk]
 
 
