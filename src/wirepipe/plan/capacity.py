@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..codecs.chain import Chain
     from .calibrate import Calibration
 
 # One record's transport cost on one core, microseconds: the NATS benchmarks of docs/performance (quiet 2-core machine,
@@ -255,7 +256,7 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     from ..operators.chain_operators import chain_operators
 
     parsed = Chain.parse(chain)
-    schema = dataset if _positional(chain) else None  # a positional format reads the dataset's schema
+    schema = dataset if _positional(parsed) else None  # a positional format reads the dataset's schema
     encode_ops, decode_ops = chain_operators(parsed, schema)
     values = get_dataset(dataset).sample(records)
     stages: dict[str, float] = {}
@@ -356,7 +357,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
         costs = Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
                       g.raw_bytes_per_record, origin=origin)
         if calibrating and g.chain:
-            positional = _positional(g.chain)
+            positional = _positional(Chain.parse(g.chain))
             schema = name if positional and name in DATASETS else None  # one's own records: see the else
             if schema is not None or not positional:
                 calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema)
@@ -366,12 +367,11 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     return out
 
 
-def _positional(chain: str) -> bool:
+def _positional(chain: Chain) -> bool:
     """The chain's format needs a schema to read its records (``msgpack-array``, ``bincode``...)."""
-    from ..codecs.chain import Chain
     from ..codecs.formats import FORMATS
 
-    fmt = Chain.parse(chain).format
+    fmt = chain.format
     if not fmt:
         return False
     return FORMATS[fmt].needs_schema
