@@ -117,6 +117,29 @@ def test_framed_bincode_is_read_a_batch_at_a_time_and_a_bad_message_is_refused_a
     assert [r.meta["seq"] for r in out.rejected] == [100]
 
 
+@pytest.mark.parametrize("fmt", ["bincode", "postcard", "bincode-varint", "msgpack", "json"])
+def test_framed_messages_are_encoded_a_batch_at_a_time_and_a_misfit_is_refused_alone(fmt: str) -> None:
+    """``serialize`` hands a batch of framed messages (``pack``'s lists) to the format's column encoder: the
+    same bytes as message by message; a message with a record that does not fit (a field the schema does not
+    declare; for the layouts a string for an int too: msgpack and json check types on decode) is refused
+    alone, with the field, and the others are written."""
+    from wirepipe.operators.pack import Pack
+
+    schema = DATASETS["point"].schema
+    records = DATASETS["point"].sample(300)
+    packed = Pack(100)(Batch(list(records)))
+    column = FORMATS[fmt].column_encoder(schema)
+    one = FORMATS[fmt].encoder(schema)
+    assert column is not None and column(packed.values) == [one(m) for m in packed.values]
+    misfits = [({"x": 1, "y": 2, "z": 3}, "z")] + ([({"x": "5", "y": 2}, "x")] if fmt not in ("msgpack", "json") else [])
+    for misfit, reason in misfits:
+        bad = [dict(r) for r in records]
+        bad[150] = misfit
+        out = Serialize(fmt, schema=schema)(Pack(100)(Batch(bad, meta={"seq": list(range(300))})))
+        assert out.values == [one(records[:100]), one(records[200:])]
+        assert [r.meta["seq"] for r in out.rejected] == [100] and reason in out.rejected[0].error
+
+
 # --- bytes: hand-computed vectors from the specs, and reference libraries ---------------------------
 
 

@@ -110,13 +110,20 @@ def test_wirepipe_plan_measures_the_chain_when_no_bench_is_given() -> None:
 
 
 @pytest.mark.slow
-def test_wirepipe_plan_calibrates_the_consume_side_in_a_worker_process() -> None:
+def test_wirepipe_plan_calibrates_the_consume_side_in_a_worker_process(tmp_path: Path) -> None:
     """Over JetStream the plan runs the consume pipeline in a worker process on a local nats-server and plans with
-    what the worker spent (its CPU per record comes from its own reports), stating the band of its prediction."""
-    res = wirepipe("plan", "--rate", "100k", "--dataset", "point", "--chain", "msgpack|zstd:fastest",
-                   "--replicas", "1", "--nodes", "1", "--cores-per-node", "2", "--sink", "parquet")
+    what the worker spent (its CPU per record comes from its own reports), stating the band of its prediction.
+    The chain is the fastest of a bench and positional (msgpack-array): its records are encoded and the
+    calibration's workers decode them with the built-in dataset's schema, as the bench did (it once failed: no
+    schema). One test for both: a calibration is seconds of both cores."""
+    bench = wirepipe("bench", "--transport", "none", "--dataset", "point", "--format", "msgpack-array", "--codec",
+                     "zstd", "--level", "fastest", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
+    assert bench.returncode == 0, bench.stderr
+    res = wirepipe("plan", "--rate", "100k", "--bench", str(tmp_path / "b"), "--replicas", "1", "--nodes", "1",
+                   "--cores-per-node", "2", "--sink", "parquet")
     assert res.returncode == 0, res.stderr
     out = res.stdout
+    assert "of point msgpack-array|zstd:fastest over jetstream" in out, out
     assert "consume side calibrated in worker processes now" in out
     found = re.search(r"calibrated: the consume pipeline ran [\d.]+s as 1 worker(?: and [\d.]+s as \d+)? on a local "
                       r"nats-server: a worker spent ([\d.]+) us of CPU per record alone(?:, ([\d.]+) with every core "
@@ -178,16 +185,3 @@ def test_plan_takes_the_datasets_from_bench_results_ones_own_too(tmp_path: Path)
     assert f"its input file {events} is not there any more" in gone.stderr
     builtin_only = wirepipe("plan", "--rate", "1k", "--dataset", "events")
     assert builtin_only.returncode == 2 and "--bench RESULTS of `wirepipe bench --input FILE`" in builtin_only.stderr
-
-
-@pytest.mark.slow
-def test_a_plan_calibrates_a_positional_winner_with_its_datasets_schema(tmp_path: Path) -> None:
-    """The fastest chain of a bench can be positional (msgpack-array): its records are encoded and the calibration's
-    workers decode them with the built-in dataset's schema, as the bench did (it once failed: no schema)."""
-    bench = wirepipe("bench", "--transport", "none", "--dataset", "point", "--format", "msgpack-array", "--codec",
-                     "none", "-k", "1", "-n", "200", "--out", str(tmp_path / "b"))
-    assert bench.returncode == 0, bench.stderr
-    res = wirepipe("plan", "--rate", "100k", "--bench", str(tmp_path / "b"), "--replicas", "1", "--nodes", "1")
-    assert res.returncode == 0, res.stderr
-    assert "of point msgpack-array over jetstream" in res.stdout, res.stdout
-    assert "consume side calibrated in worker processes now" in res.stdout, res.stdout

@@ -79,7 +79,8 @@ class Format:
         return self.make_encoder(schema, **self._options(options))
 
     def column_encoder(self, schema: Schema = None, **options: Any) -> ColumnEncoder | None:
-        """A whole-batch encoder (one record per payload) when the format has one, else None."""
+        """A whole-batch encoder (a payload per value: a record, or a framed list of records) when the format
+        has one, else None."""
         if self.make_column_encoder is None:
             return None
         self.require()

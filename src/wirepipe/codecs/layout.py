@@ -156,10 +156,36 @@ class Layout:
 
     # a batch at a time, for records whose fields all have a fixed width --------------------------
     def encode_column(self, values: list[Any]) -> list[bytes]:
-        """Every record of the batch (dicts, not lists) at once; raises on anything else."""
-        if not self._flat or not values or type(values[0]) is not dict:
+        """Every value of the batch at once: records (dicts), or framed messages (lists of dicts, ``pack``'s);
+        raises if any does not fit."""
+        if not self._flat or not values:
+            return [self.encode(v) for v in values]
+        first = type(values[0])
+        if first is list:
+            return self._encode_framed(values)
+        if first is not dict:
             return [self.encode(v) for v in values]
         return self._encode_varint_rows(values) if self.varints else self._encode_bincode(values)
+
+    def _encode_framed(self, messages: list[list[Any]]) -> list[bytes]:
+        """Every framed message of the batch from one numpy pass over all their records, cut back into one
+        ``Vec<Record>`` per message: a numpy pass per message cost as much again as its 100 ``point``
+        records (the encode side of ``decode_framed_column``)."""
+        if any(type(m) is not list for m in messages):
+            return [self.encode(m) for m in messages]
+        counts = [len(m) for m in messages]
+        records = [r for m in messages for r in m]
+        if not records or type(records[0]) is not dict:
+            return [self.encode(m) for m in messages]
+        ends = list(accumulate(counts))
+        if self.varints:
+            rows = self._encode_varint_rows(records)
+            count = length_writer(self.fmt)
+            return [count(n) + b"".join(rows[e - n:e]) for n, e in zip(counts, ends, strict=True)]
+        buf = self._bincode_array(records).tobytes()
+        size = self._dtype.itemsize  # type: ignore[union-attr]
+        pack = U64.pack
+        return [pack(n) + buf[(e - n) * size:e * size] for n, e in zip(counts, ends, strict=True)]
 
     def _bincode_array(self, values: list[Any]) -> Any:
         import numpy as np

@@ -171,7 +171,8 @@ LARGE_PAYLOAD = 512
 
 def column_encoder(schema: RecordSchema, encode: Callable[[Any], bytes], encode_into: Callable[[Any, bytearray], Any],
                    prepare: Callable[[Any], Any] | None = None) -> Callable[[list[Any]], list[bytes]]:
-    """A whole-batch encoder writing the bytes ``encode`` writes; the first record's size picks the way.
+    """A whole-batch encoder writing the bytes ``encode`` writes (records, or framed messages: lists of them);
+    the first record's size picks the way.
 
     ``prepare`` turns a value into what msgspec writes (JSON's bytes tags), when the schema needs it.
     The buffer is local to the call, so one operator may encode batches from several threads. A batch
@@ -181,6 +182,10 @@ def column_encoder(schema: RecordSchema, encode: Callable[[Any], bytes], encode_
     all_fit = undeclared_column_test(schema)
 
     def encode_column(values: list[Any]) -> list[bytes]:
+        if values and type(values[0]) is list:  # framed messages: every record of them checked at once
+            if not all_fit([r for m in values for r in m]):
+                raise ValueError("a record has a field the schema does not declare")
+            return [encode(m) for m in values]
         if not all_fit(values):
             raise ValueError("a record has a field the schema does not declare")
         if not values or len(encode(values[0])) < LARGE_PAYLOAD:

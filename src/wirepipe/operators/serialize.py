@@ -130,7 +130,7 @@ class Serialize(Configured, Operator):
         else:
             try:  # the hot path: one call over the column, or one comprehension
                 column = self._column
-                batch.values = column(values) if column is not None and values and type(values[0]) is dict \
+                batch.values = column(values) if column is not None and values and type(values[0]) in _COLUMNS \
                     else [encode(v) for v in values]
             except Exception:  # redo record by record: each misfit rejected with its field path
                 batch.values = values
@@ -144,6 +144,10 @@ class Serialize(Configured, Operator):
         except Exception as exc:
             schema = self._schema if isinstance(self._schema, RecordSchema) else None
             raise StageError("serialize", self.name, explain(schema, value, exc)) from None
+
+
+# what a format's column encoder takes: records, or framed messages (``pack``'s lists of records)
+_COLUMNS = (dict, list)
 
 
 def _all_fit(test: Any, values: list[Any]) -> bool:
