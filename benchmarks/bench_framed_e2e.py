@@ -187,6 +187,9 @@ def _child(argv: list[str]) -> None:
         import wirepipe.connectors.nats.core_sink
         import wirepipe.connectors.nats.core_source
         import wirepipe.pipelines.pipeline  # noqa: F401
+        from wirepipe.core.allocator import keep_freed_memory
+
+        keep_freed_memory()  # what `wirepipe run` and its workers do (a process of wirepipe's own)
 
     if role == "publish":
         run = wirepipe_publisher(url, n, k, source, metrics) if variant == "wirepipe" else \

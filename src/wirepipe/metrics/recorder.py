@@ -407,11 +407,22 @@ class MetricsRecorder:
         i64 = pa.int64()
 
         def column(pos: int) -> Any:
-            return pa.concat_arrays([pa.array(t[pos], i64) if t[pos] is not None else pa.nulls(t[1], i64)
-                                     for t in lat])
+            return pa.concat_arrays([_int64s(t[pos]) if t[pos] is not None else pa.nulls(t[1], i64) for t in lat])
 
         n = sum(t[1] for t in lat)
         batch = pa.concat_arrays([pa.repeat(pa.scalar(t[0], i64), t[1]) for t in lat])
         done = pa.concat_arrays([pa.repeat(pa.scalar(t[6], i64), t[1]) for t in lat])
         return pa.Table.from_arrays([pa.repeat(self.run_id, n), batch, column(2), column(3), column(4),
                                      column(5), done], schema=self._schemas["latency"])
+
+
+def _int64s(values: list[int | None]) -> Any:
+    """A column of ints as an Arrow int64 array: through numpy (~2/3 of ``pa.array``'s time on a list of
+    ints), or ``pa.array`` where it holds a None."""
+    import numpy as np
+    import pyarrow as pa
+
+    try:
+        return pa.array(np.fromiter(values, np.int64, len(values)))
+    except (TypeError, OverflowError):
+        return pa.array(values, pa.int64())
