@@ -14,15 +14,18 @@ changes for the life of a run:
   everything else is still freed by reference counting at once.
 
 Both are process-wide, like the allocator's policy (``allocator.py``); runs may overlap in one process
-(several pipelines on one event loop), so the first to start sets them and the last to end restores them.
+(several pipelines on one event loop, or on loops in several threads), so the first to start sets them
+and the last to end restores them.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 
 YOUNG_THRESHOLD = 10_000
 
+_lock = threading.Lock()
 _runs = 0
 _saved: tuple[int, int, int] | None = None
 
@@ -30,21 +33,23 @@ _saved: tuple[int, int, int] | None = None
 def run_started() -> None:
     """Freeze what exists and space the young collections (see the module doc)."""
     global _runs, _saved
-    gc.freeze()
-    if _runs == 0:
-        _saved = gc.get_threshold()
-        young, *older = _saved
-        gc.set_threshold(max(young, YOUNG_THRESHOLD), *older)
-    _runs += 1
+    with _lock:
+        gc.freeze()
+        if _runs == 0:
+            _saved = gc.get_threshold()
+            young, *older = _saved
+            gc.set_threshold(max(young, YOUNG_THRESHOLD), *older)
+        _runs += 1
 
 
 def run_ended() -> None:
     """Undo ``run_started`` once the last run in the process ended: what became garbage since can be
     collected again."""
     global _runs, _saved
-    _runs = max(0, _runs - 1)
-    if _runs == 0:
-        if _saved is not None:
-            gc.set_threshold(*_saved)
-            _saved = None
-        gc.unfreeze()
+    with _lock:
+        _runs = max(0, _runs - 1)
+        if _runs == 0:
+            if _saved is not None:
+                gc.set_threshold(*_saved)
+                _saved = None
+            gc.unfreeze()
