@@ -155,6 +155,44 @@ async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
     assert (source.lag() or 0) > 0  # the rest stayed in the stream
 
 
+@pytest.mark.parametrize("mode", ["slice", "thread"])
+async def test_a_jetstream_worker_runs_long_passes_off_the_event_loop(nats_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                                      mode: str) -> None:
+    """A JetStream source has a socket to serve (the next batches arriving, acks, heartbeats): a long operator
+    pass runs in slices between which the event loop runs, or in a thread; every record is written and acked."""
+    import threading
+
+    import wirepipe.pipelines.pipeline as pipeline_module
+    from wirepipe.operators.map import Map
+
+    await publish_numbered(nats_url, 300)
+    monkeypatch.setattr(pipeline_module, "_OFFLOAD_NS", 0)  # every pass is "long"
+    monkeypatch.setattr(pipeline_module, "_OFFLOAD_MODE", mode)
+    sliced = pipeline_module.Pipeline._run_sliced
+    slices: list[int] = []
+
+    async def counted(self: Any, batch: Batch) -> Batch:
+        slices.append(len(batch.values))
+        return await sliced(self, batch)
+
+    monkeypatch.setattr(pipeline_module.Pipeline, "_run_sliced", counted)
+    on_main: list[bool] = []
+
+    def where(record: Any) -> Any:
+        on_main.append(threading.current_thread() is threading.main_thread())
+        return record
+
+    source = JetStreamSource(stream="NUM", durable=f"offload-{mode}", url=nats_url, batch_size=100, count=300)
+    sink = TestingSink()
+    stats = await Pipeline(source, [Deserialize("msgpack"), Map(where)], sink).run_async()
+    assert stats.records_out == 300 and len(sink.records) == 300 and stats.acked == 300
+    assert len(on_main) == 300
+    if mode == "slice":
+        assert slices and all(on_main)
+    else:
+        assert not slices and not any(on_main)
+
+
 def test_server_command_prints_its_url_and_stops_on_sigterm() -> None:
     proc = start_wirepipe("server")
     try:

@@ -62,11 +62,12 @@ def test_the_checker_sees_a_second_loop() -> None:
 
 
 class DroppingSource(TestingSource):
-    """A testing source that says it loses what it does not read (as core NATS does): the run loop
-    then runs long passes off the event loop."""
+    """A testing source that says it has a socket to serve and loses what it does not read (as core NATS
+    does): the run loop then runs long passes off the event loop."""
 
     __test__ = False
     drops_when_unread = True
+    reads_while_busy = True
 
 
 def _fails_on_seven(v: int) -> dict[str, int]:

@@ -81,9 +81,11 @@ class Source(ABC):
     type: ClassVar[str] = "source"
     stage: ClassVar[str] = "source"
     redelivers: bool = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
-    # True: messages are lost when the source is not read for a while (core NATS), so the
-    # pipeline runs long operator passes off the event loop and the client keeps reading.
+    # True: messages are lost when the source is not read for a while (core NATS): losses are counted per batch.
     drops_when_unread: ClassVar[bool] = False
+    # True: the source has a socket to keep serving while the operators run (reading what arrives, pulls, acks,
+    # heartbeats), so the pipeline runs long operator passes off the event loop (``Pipeline._run_operators``).
+    reads_while_busy: ClassVar[bool] = False
     # True: a finite input that every reader reads whole (a file, a generated dataset): N worker
     # processes (``wirepipe run --workers N``) would each process all of it, so N > 1 is refused.
     bounded: ClassVar[bool] = False

@@ -52,6 +52,7 @@ class NatsSource(Configured, Source):
     gives = PAYLOADS
     stage = Stage.CONSUME
     drops_when_unread = True
+    reads_while_busy = True
     shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"queue"}
 

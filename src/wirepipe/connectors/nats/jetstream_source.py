@@ -94,6 +94,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     gives = PAYLOADS
     stage = Stage.CONSUME
     redelivers = True
+    reads_while_busy = True
     shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
 
