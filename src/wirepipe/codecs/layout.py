@@ -102,10 +102,7 @@ class Layout:
         out: list[bytes] = []
         if type(value) is list:
             if self._flat and value and type(value[0]) is dict:
-                # a framed message of fixed-size records: the whole Vec in one numpy pass
-                if self.varints:
-                    return length_writer(self.fmt)(len(value)) + b"".join(self._encode_varint_rows(value))
-                return U64.pack(len(value)) + self._bincode_array(value).tobytes()
+                return self._encode_framed([value])[0]  # a Vec of fixed-size records: one numpy pass
             self._vec_enc(value, out)
         else:
             self._enc(value, out)
@@ -171,12 +168,10 @@ class Layout:
         """Every framed message of the batch from one numpy pass over all their records, cut back into one
         ``Vec<Record>`` per message: a numpy pass per message cost as much again as its 100 ``point``
         records (the encode side of ``decode_framed_column``)."""
-        if any(type(m) is not list for m in messages):
-            return [self.encode(m) for m in messages]
-        counts = [len(m) for m in messages]
-        records = [r for m in messages for r in m]
+        records = [r for m in messages for r in m] if all(type(m) is list for m in messages) else []
         if not records or type(records[0]) is not dict:
             return [self.encode(m) for m in messages]
+        counts = [len(m) for m in messages]
         ends = list(accumulate(counts))
         if self.varints:
             rows = self._encode_varint_rows(records)
