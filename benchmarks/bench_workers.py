@@ -9,12 +9,15 @@ steady state between 20% and 90% of the stream written (process start-up and the
 records go: the CPU per record of the workers, nats-server and the supervisor in the same window,
 the share of a core each worker got, and the time it waited for one (the run queue: other processes
 on the machine). A hand-written single-process loop (nats-py fetch + ack, zstd, msgpack, pyarrow)
-doing the same work is measured in the same run, for scale.
+doing the same work is measured in the same run, for scale. Last, the ceiling: what the pool's cores
+allow when the workers and nats-server share them (cores over the CPU per record of a worker, the
+server and the supervisor), against one worker's rate: on a machine with as many cores as workers, the
+server's CPU per record is what keeps the ratio below the number of workers.
 
 The cluster part fills an R3 stream on a local 3-node cluster and an R1 stream on one server
 (publish rate with acks: the cost of replication) and consumes both with ``--workers 2``.
 
-    python benchmarks/bench_workers.py [--count 40000] [--rounds 2] [--no-cluster]
+    python benchmarks/bench_workers.py [--count 120000] [--rounds 3] [--no-cluster]
 
 On a 2-core machine the target is ``--workers 2`` >= 1.75x ``--workers 1`` (the median of the
 per-round ratios); figures swing with anything else running on the machine (run it on a quiet
@@ -132,12 +135,14 @@ async def hand_loop(url: str, n: int, tmp: Path) -> float:
     return 0.8 * n / (t90 - t10)
 
 
-def breakdown(cores: int) -> None:
+def breakdown(cores: int) -> float:
     """Where each pool's cores went (medians of the rounds): CPU per record of the workers, nats-server and the
-    supervisor, and per worker the share of a core it got and the part of the time it waited for one."""
+    supervisor, and per worker the share of a core it got and the part of the time it waited for one. Returns
+    the ceiling of the largest pool: records/s its cores allow at these CPU costs per record."""
     from wirepipe.report.table import Table
 
     rows = []
+    ceiling = 0.0
     for name, runs in RUNS.items():
         def med(values: list[float]) -> float:
             return statistics.median(values)
@@ -146,6 +151,8 @@ def breakdown(cores: int) -> None:
         worker, supervisor = med([r.worker_us for r in runs]), med([r.supervisor_us for r in runs])
         server = med([r.server_us for r in runs if r.server_us is not None] or [0.0])
         busy = rate * (worker + server + supervisor) / 1e6
+        if runs[0].workers == max(r[0].workers for r in RUNS.values()):
+            ceiling = min(cores, runs[0].workers) / ((worker + server + supervisor) / 1e6)
         rows.append([name, f"{rate:,.0f}", f"{worker:.1f}", f"{server:.1f}", f"{supervisor:.1f}",
                      f"{med([r.share for r in runs]):.2f}", f"{med([r.waited for r in runs]):.2f}",
                      f"{busy:.2f} of {cores}", f"{med([r.others for r in runs]):.2f}"])
@@ -156,11 +163,13 @@ def breakdown(cores: int) -> None:
                         "the time each worker was runnable and waited for a core; cores busy: the pool, "
                         "its server and the supervisor; others: cores the rest of the machine kept busy")
           .text(elsewhere=None), end="")
+    return ceiling
 
 
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--count", type=int, default=40000)
+    ap.add_argument("--count", type=int, default=120000, help="records in the stream (a short run's window is "
+                    "mostly the pools' start-up and their first commits)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-cluster", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON")
@@ -188,7 +197,10 @@ async def main() -> int:
               "(target >= 1.75x on 2 cores)")
         hand = [a / b for a, b in zip(rates["workers 1"], rates["hand loop"], strict=True)]
         print(f"  workers 1 / hand loop: {statistics.median(hand):.2f}x median [{min(hand):.2f}-{max(hand):.2f}]")
-        breakdown(usable_cores())
+        ceiling = breakdown(usable_cores())
+        one = statistics.median(rates["workers 1"])
+        print(f"  ceiling of --workers 2 on {usable_cores()} cores at these costs: {ceiling:,.0f} records/s = "
+              f"{ceiling / one:.2f}x workers 1 (measured {statistics.median(rates['workers 2']) / one:.2f}x)")
         figures.update({k.replace(" ", "_"): statistics.median(v) for k, v in rates.items()})
         figures["ratio_workers_2_over_1"] = statistics.median(ratios)
         figures["publish_r1"] = publish_r1

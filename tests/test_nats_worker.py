@@ -155,6 +155,51 @@ async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
     assert (source.lag() or 0) > 0  # the rest stayed in the stream
 
 
+@pytest.mark.parametrize("readers", ["one pool of 3", "3 replicas"])
+async def test_readers_of_a_shared_durable_never_wait_on_each_others_acks(nats_url: str,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         readers: str) -> None:
+    """Three readers of one durable (``max_ack_pending`` 300), committing only at their ack pressure (the flush
+    interval is an hour). Were each to commit at half of the whole, all three could hold records written and
+    not committed, each under its pressure, while the server, at the limit, delivered to none. The workers of
+    a pool each keep to their part (commit at half of it, ask ahead within the rest); replicas, which do not
+    know of each other, notice that the server holds messages back (``wants_commit``) and commit. (At the end
+    of the stream each still holds fewer than its pressure, for the drain to commit.)"""
+    import wirepipe.connectors.nats.jetstream_source as jetstream_source
+    import wirepipe.connectors.nats.pull_requests as pull_requests
+    from wirepipe.core.workers import Worker
+
+    monkeypatch.setattr(jetstream_source, "LAG_REFRESH", 0.2)  # how soon an idle reader asks the server
+    monkeypatch.setattr(pull_requests, "IDLE_TURN", 0.2)
+    await publish_numbered(nats_url, 3000)
+    sinks, pipes = [], []
+    for index in range(3):
+        if readers == "one pool of 3":
+            for name, value in Worker(index, 3).environment("pool").items():
+                monkeypatch.setenv(name, value)
+        source = JetStreamSource(stream="NUM", durable="shared", url=nats_url, batch_size=50, max_ack_pending=300,
+                                 ack_wait=60)
+        assert (source.ack_pressure, source.buffer.max_buffered) == ((50, 50) if readers == "one pool of 3"
+                                                                      else (150, 150))
+        sinks.append(TestingSink())
+        pipes.append(Pipeline(source, [Deserialize("msgpack")], sinks[-1], flush_interval=3600))
+    tasks = [asyncio.ensure_future(pipe.run_async()) for pipe in pipes]
+
+    async def through_the_stream() -> None:
+        while sum(pipe.stats.records_out for pipe in pipes) < 3000:
+            assert not any(task.done() for task in tasks), [task.exception() for task in tasks if task.done()]
+            await asyncio.sleep(0.02)
+
+    try:
+        await asyncio.wait_for(through_the_stream(), 25)  # well within ack_wait: nothing is redelivered
+    finally:
+        for pipe in pipes:
+            pipe.source.stopping.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    assert sorted(r["i"] for sink in sinks for r in sink.records) == list(range(3000))
+    assert (await consumer_info(nats_url, "NUM", "shared")).num_ack_pending == 0
+
+
 @pytest.mark.parametrize("mode", ["slice", "thread"])
 async def test_a_jetstream_worker_runs_long_passes_off_the_event_loop(nats_url: str, monkeypatch: pytest.MonkeyPatch,
                                                                       mode: str) -> None:

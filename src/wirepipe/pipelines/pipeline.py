@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
 _RECEIVED = "wirepipe.received"  # meta column: the records as the source gave them, while the sink writes
+_COMMIT_POLL = 0.25  # seconds: how often a loop waiting for a batch asks whether a commit is due
 # Operators expected to hold the event loop longer than this run off it (sources with a socket to serve).
 _OFFLOAD_NS = 2_000_000
 _SLICE_NS = 1_000_000
@@ -422,10 +423,11 @@ class Pipeline:
             while True:
                 if ledger.pending:
                     wait = ledger.last + interval - time.monotonic()
-                    try:
-                        item = await asyncio.wait_for(queue.get(), max(wait, 0.001))
+                    try:  # woken now and then: the source may ask for a commit while no batch comes
+                        item = await asyncio.wait_for(queue.get(), min(max(wait, 0.001), _COMMIT_POLL))
                     except asyncio.TimeoutError:
-                        await self._commit(sink, stats)
+                        if ledger.due(interval, pressure):
+                            await self._commit(sink, stats)
                         continue
                 else:
                     item = await queue.get()

@@ -33,6 +33,7 @@ from ...core.batch import PAYLOADS, Batch, Rejected
 from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
+from ...core.workers import Worker
 from ..connector import AtLeastOnce, Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .pull_requests import PullRequester
@@ -127,9 +128,12 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.pending_bytes_limit = config.pending_bytes_limit
         batch_timeout = config.batch_timeout
         self.conn = NatsConnection(config, role="jetstream consumer")
-        # Ask PULL_AHEAD batches ahead, within half of what the server lets us keep unacknowledged (the other
-        # half is for records written and not committed yet: ``ack_pressure``).
-        ahead = max(batch_size, min(PULL_AHEAD * batch_size, max_ack_pending // 2))
+        # The workers of a pool share the durable and so its max_ack_pending: each keeps to its part, or the
+        # server stops delivering to all of them while each holds records written and not committed yet.
+        self.ack_share = max(1, max_ack_pending // Worker.current().workers)
+        # Ask PULL_AHEAD batches ahead, within half of that part (the other half is for records written and not
+        # committed yet: ``ack_pressure``).
+        ahead = max(batch_size, min(PULL_AHEAD * batch_size, self.ack_share // 2))
         self.buffer: SubscriptionReader | RawSubscription = SubscriptionReader(batch_size, batch_timeout, max_buffered=ahead)
         self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
                                    pending_bytes_limit=self.pending_bytes_limit,
@@ -141,6 +145,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._seen = 0
         self._lag: int | None = None
         self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the lag last asked
+        self._held_back = False  # the server waits for our acks (max_ack_pending) with messages still to send
         self._at_end = asyncio.Event()
         self.acked = 0
         self.terminated = 0
@@ -187,12 +192,14 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return [self.subject] if self.subject else self._stream_subjects
 
     def wants_commit(self) -> bool:
-        return self.count is not None and self._seen >= self.count
+        """The ``count`` was read, or the server holds messages back until acks come (``_refresh_lag``)."""
+        return (self.count is not None and self._seen >= self.count) or self._held_back
 
     @property
     def ack_pressure(self) -> int:
-        """Unacknowledged records after which the pipeline should commit (half of ``max_ack_pending``)."""
-        return max(1, self.max_ack_pending // 2)
+        """Unacknowledged records after which the pipeline should commit: half of this worker's part of
+        ``max_ack_pending``."""
+        return max(1, self.ack_share // 2)
 
     # --- setup ---------------------------------------------------------------------------------
 
@@ -359,7 +366,12 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         coming: when nothing came for a while and the last count was not 0, ask the consumer (workers of a
         pool share the durable, and one of them may have taken the last messages). With ``stop_at_end`` the
         same answer ends the run when nothing is pending or unacknowledged: a worker of a pool that another
-        worker left no message to never sees a last message of its own."""
+        worker left no message to never sees a last message of its own.
+
+        The same answer tells when the server holds messages back for acks: the durable's readers together
+        hold ``max_ack_pending`` unacknowledged. A pool divides it between its workers (``ack_share``), but
+        processes of other pools (replicas) on the same durable are not known here: then the source asks
+        for a commit (``wants_commit``) rather than wait for the flush interval."""
         now = time.monotonic()
         end_unknown = self.stop_at_end and not self._at_end.is_set()
         if ((not self._lag and not end_unknown) or now - self._last_taken < LAG_REFRESH
@@ -373,6 +385,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             return
         if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
             self._lag = int(info.num_pending)
+            if info.num_pending and info.num_ack_pending >= self.max_ack_pending:
+                log.debug("%s: the server holds %d messages back until acks come: asking for a commit",
+                          self.consumer, info.num_pending)
+                self._held_back = True
             if end_unknown and not info.num_pending and not info.num_ack_pending:
                 self._at_end.set()
 
@@ -486,6 +502,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         else:
             n = await self._send_all(replies, _ACK)  # the handles (records unpacked from one message share one)
         self.acked += n
+        self._held_back = False
         self._settled_more(n)
 
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
@@ -555,7 +572,9 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     start_time: dt.datetime | None = Field(default=None, description="deliver: by_start_time: the first time (ISO 8601)")
     batch_size: int = Field(default=1000, ge=1, description="messages per pull request / batch")
     batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
-    max_ack_pending: int = Field(default=20000, ge=1, description="records delivered and not yet acknowledged, at most (the server stops delivering past it)")
+    max_ack_pending: int = Field(default=20000, ge=1, description="records delivered and not yet acknowledged, at "
+                                 "most, by every reader of the durable together (the server stops delivering past "
+                                 "it); a pool's workers divide it")
     ack_wait: Duration = Field(default=30.0, gt=0, description="a record not acknowledged in this time is delivered again (a held batch is kept in progress meanwhile)")
     max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most; -1: no limit")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")

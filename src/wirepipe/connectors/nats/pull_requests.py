@@ -33,6 +33,7 @@ from .reader import Received
 log = logging.getLogger("wirepipe.jetstream")
 
 _RETRY_FIRST, _RETRY_MAX = 0.2, 5.0  # seconds before a failed pull request is made again
+IDLE_TURN = 1.0  # seconds: a turn of the loop (``idle()``, the heartbeat check) at least this often
 
 
 class PullRequester:
@@ -139,7 +140,7 @@ class PullRequester:
                     self._last_activity = time.monotonic()
                 self._wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), max(0.05, hb or 1.0))
+                    await asyncio.wait_for(self._wake.wait(), IDLE_TURN)
                 if self._buffer.received != received:  # any message, heartbeat or status: the request is alive
                     received = self._buffer.received
                     self._last_activity = time.monotonic()
