@@ -155,6 +155,27 @@ async def test_slow_sink_keeps_memory_bounded(nats_url: str) -> None:
     assert (source.lag() or 0) > 0  # the rest stayed in the stream
 
 
+def is_even(value: Any) -> bool:
+    return value["i"] % 2 == 0
+
+
+async def test_records_a_filter_drops_are_acknowledged_with_their_batch(nats_url: str) -> None:
+    """A filter's dropped records are acked at the commit of the batch they came in: never delivered again
+    after ``ack_wait`` (up to ``max_deliver`` times each), and a ``stop_at_end`` run, which ends once nothing is
+    unacknowledged, ends."""
+    from wirepipe.operators.filter import Filter
+
+    await publish_numbered(nats_url, 1000)
+    source = JetStreamSource(stream="NUM", durable="filtered", url=nats_url, batch_size=100, ack_wait=1,
+                             stop_at_end=True)
+    sink = TestingSink()
+    stats = await asyncio.wait_for(Pipeline(source, [Deserialize("msgpack"), Filter(is_even)], sink).run_async(), 30)
+    assert [r["i"] for r in sink.records] == list(range(0, 1000, 2)) and stats.records_out == 500
+    await asyncio.sleep(1.5)  # past ack_wait: anything not acknowledged would be delivered again
+    info = await consumer_info(nats_url, "NUM", "filtered")
+    assert (info.num_ack_pending, info.num_redelivered, info.ack_floor.stream_seq) == (0, 0, 1000)
+
+
 @pytest.mark.parametrize("readers", ["one pool of 3", "3 replicas"])
 async def test_readers_of_a_shared_durable_never_wait_on_each_others_acks(nats_url: str,
                                                                          monkeypatch: pytest.MonkeyPatch,

@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..connectors.connector import AtLeastOnce, Sink, Source
 from ..core.batch import Batch, Rejected
@@ -54,6 +54,23 @@ class AckLedger:
             batch = Batch([], meta=batch.meta)
         self.written.append((batch, n))
         self.records += n
+
+    def dropped(self, taken: Sequence[Any], seqs: Sequence[int] | None, kept: Sequence[Any] | None,
+                rejected: list[Any]) -> None:
+        """Acknowledge at the next commit, with the batch they came in, the records the operators dropped (a
+        filter, records joined into fewer): their ack handles are among the source's (``taken``, ``seqs``)
+        but neither in what was written (``kept``) nor in the dead letters (``rejected``). Without it the
+        server would deliver them again after every ``ack_wait``, up to ``max_deliver`` times."""
+        settled = len(kept) - kept.count(None) if kept else 0
+        if settled + len(rejected) >= len(taken) - taken.count(None):
+            return  # every handle is written or dead-lettered (the common case: no pass over the column)
+        accounted = set(kept or ())
+        accounted.update(rejected)
+        gone = [i for i, handle in enumerate(taken) if handle is not None and handle not in accounted]
+        meta: dict[str, Any] = {"ack": [taken[i] for i in gone]}
+        if seqs:
+            meta["stream_seq"] = [seqs[i] for i in gone]
+        self.written.append((Batch([], meta=meta), 0))
 
     def rejected(self, rejected: list[Rejected]) -> None:
         """``rejected`` went to the dead letter: settled at the next commit, after the dead letter is flushed."""

@@ -529,6 +529,7 @@ class Pipeline:
         index = stats.batches
         stats.batches += 1
         received = batch.values
+        taken, taken_seqs = batch.meta.get("ack"), batch.meta.get("stream_seq")  # the source's ack handles
         stats.records_in += len(received) + len(batch.rejected)
         self._in_flight = (len(received) + len(batch.rejected), stats.rejected)
         if self._preparing:
@@ -537,6 +538,7 @@ class Pipeline:
             traced = tracing.begin(batch, start, end)
         batch = await self._run_operators(index, batch, start, end)
         stats.projected += batch.projected
+        settled_apart = [r.meta.get("ack") for r in batch.rejected] if taken else []
         if batch.rejected:
             await self._dead_letter(batch.rejected, stats)
             batch.rejected = []
@@ -557,12 +559,16 @@ class Pipeline:
                     r.value = original
             await self._dead_letter(refused, stats)
             batch.rejected = []
+            if taken:
+                settled_apart += [r.meta.get("ack") for r in refused]
         stats.records_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
         if tracing is not None:
             tracing.end(traced, self._stamps, batch, t1, len(refused))
         self._ledger.wrote(batch)
+        if taken:
+            self._ledger.dropped(taken, taken_seqs, batch.meta.get("ack"), [h for h in settled_apart if h is not None])
 
     async def _prepare(self, batch: Batch, stats: RunStats) -> None:
         """The I/O operators need before their pass over ``batch`` (the dictionaries its frames name), on the

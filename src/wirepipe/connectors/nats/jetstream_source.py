@@ -132,8 +132,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         # server stops delivering to all of them while each holds records written and not committed yet.
         self.ack_share = max(1, max_ack_pending // Worker.current().workers)
         # Ask PULL_AHEAD batches ahead, within half of that part (the other half is for records written and not
-        # committed yet: ``ack_pressure``).
+        # committed yet: ``ack_pressure``); take no more than the rest (``_within_share``).
         ahead = max(batch_size, min(PULL_AHEAD * batch_size, self.ack_share // 2))
+        self.take_limit = max(batch_size, self.ack_share - ahead)
         self.buffer: SubscriptionReader | RawSubscription = SubscriptionReader(batch_size, batch_timeout, max_buffered=ahead)
         self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
                                    pending_bytes_limit=self.pending_bytes_limit,
@@ -192,8 +193,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return [self.subject] if self.subject else self._stream_subjects
 
     def wants_commit(self) -> bool:
-        """The ``count`` was read, or the server holds messages back until acks come (``_refresh_lag``)."""
-        return (self.count is not None and self._seen >= self.count) or self._held_back
+        """The ``count`` was read, this worker took its part of ``max_ack_pending`` (``_within_share``), or the
+        server holds messages back until acks come (``_refresh_lag``)."""
+        return ((self.count is not None and self._seen >= self.count) or self._held_back
+                or (not self.ordered and self._seen - self._settled >= self.take_limit))
 
     @property
     def ack_pressure(self) -> int:
@@ -416,6 +419,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             if self._at_end.is_set() and not len(self.buffer):
                 return
             left = self.batch_size if self.count is None else self.count - self._seen
+            if not self.ordered:
+                await self._within_share()
             got = await self._take(left)
             if got is None:
                 return
@@ -427,11 +432,21 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
     async def _count_settled(self) -> bool:
         """``count`` records were read: wait until they are settled; False when done, True if some came back."""
-        while self._settled < self._seen and not self.stopping.is_set():
+        await self._settling(0)
+        return self._seen < self.count if self.count is not None and not self.stopping.is_set() else False
+
+    async def _within_share(self) -> None:
+        """Take no more while the records taken and not settled fill this worker's part of ``max_ack_pending``
+        less what is asked ahead: past it the server stops delivering, to the pool's other workers too. The
+        pipeline commits meanwhile (``wants_commit``), whatever it wrote of them."""
+        await self._settling(self.take_limit - 1)
+
+    async def _settling(self, unsettled: int) -> None:
+        """Until at most ``unsettled`` records taken are not yet settled (acked or terminated), or stopping."""
+        while self._seen - self._settled > unsettled and not self.stopping.is_set():
             self._settle_event.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._settle_event.wait(), 0.5)
-        return self._seen < self.count if self.count is not None and not self.stopping.is_set() else False
 
     async def _take(self, left: int) -> Received | None:
         if not self.stop_at_end:
