@@ -9,7 +9,7 @@ prints measured/predicted for each. Plan and pools alternate, round after round,
 machine weighs on both alike. The target is measured/predicted within ``ERROR_BAND`` (+-20%), which
 the plan states in its output.
 
-    python benchmarks/bench_plan.py [--count 30000] [--rounds 3]
+    python benchmarks/bench_plan.py [--count 120000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def run_plan(cores: int) -> tuple[dict[int, float], list[str]]:
 
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--count", type=int, default=30000, help="records in the stream each pool reads")
+    ap.add_argument("--count", type=int, default=120000, help="records in the stream each pool reads (a short "
+                    "run's window is mostly the pools' start-up and their first commits)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     cores = usable_cores()
