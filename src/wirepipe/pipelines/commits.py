@@ -59,8 +59,9 @@ class AckLedger:
                 rejected: list[Any]) -> None:
         """Acknowledge at the next commit, with the batch they came in, the records the operators dropped (a
         filter, records joined into fewer): their ack handles are among the source's (``taken``, ``seqs``)
-        but neither in what was written (``kept``) nor in the dead letters (``rejected``). Without it the
-        server would deliver them again after every ``ack_wait``, up to ``max_deliver`` times."""
+        but neither in what was written (``kept``) nor in the dead letters (``rejected``). Operators work a
+        batch at a time, so what they did not pass on is gone, not held for a later batch. Without this the
+        server would deliver those records again after every ``ack_wait``, up to ``max_deliver`` times."""
         settled = len(kept) - kept.count(None) if kept else 0
         if settled + len(rejected) >= len(taken) - taken.count(None):
             return  # every handle is written or dead-lettered (the common case: no pass over the column)
