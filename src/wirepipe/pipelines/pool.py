@@ -183,6 +183,9 @@ class Slot:
     working: float = 0.0
     reported: float = 0.0
     cpu: float = 0.0  # CPU seconds of the current process at its last report (its records in the same snapshot)
+    # (when, records written, CPU seconds) at the current process's last report after a commit: between two of
+    # these its CPU is that of whole commit cycles (``plan.calibrate.measure_pool``)
+    at_commit: tuple[float, int, float] | None = None
     spans: list[tuple[float, float]] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)  # where its current process's output goes (``run_outputs``)
     outputs_before: list[str] = field(default_factory=list)  # and its earlier processes'
@@ -210,6 +213,7 @@ class Slot:
         self.snapshot = {}
         self.spans += self.current_span()
         self.working = self.cpu = 0.0
+        self.at_commit = None
         self.outputs_before = list(dict.fromkeys([*self.outputs_before, *self.outputs]))
         self.outputs = []
 
@@ -449,6 +453,8 @@ class Pool:
                 slot.snapshot = report["snapshot"]
                 slot.working, slot.reported = float(report.get("working") or 0.0), time.monotonic()
                 slot.cpu = float(report.get("cpu") or 0.0)
+                if report.get("commit"):
+                    slot.at_commit = (slot.reported, int(slot.snapshot.get("records_out", 0)), slot.cpu)
                 slot.outputs = list(report.get("outputs") or slot.outputs)  # the latest says it all
 
     async def _status_loop(self) -> None:
@@ -524,8 +530,9 @@ async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
 
     parent = os.getppid()
 
-    def send(outputs: bool = False) -> bool:
-        message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working(), "cpu": time.process_time()}
+    def send(outputs: bool = False, commit: bool = False) -> bool:
+        message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working(), "cpu": time.process_time(),
+                   "commit": commit}
         if outputs:
             message["outputs"] = run_outputs(pipeline)
         return channel.send(message)
@@ -544,7 +551,7 @@ async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
 
     task = asyncio.ensure_future(reporter())
     def report_commit() -> None:  # counted at once: a SIGKILL right after a commit loses none of it
-        send()
+        send(commit=True)
 
     pipeline.after_commit.append(report_commit)
     try:

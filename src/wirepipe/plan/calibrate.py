@@ -5,7 +5,8 @@ event loop, the socket, pull requests and acks, the commit, GC. So the plan runs
 it plans for (a JetStream durable, the chain's decode, the sink) as a pool of one worker, then of a
 worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
 own, on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
-from 20% to 90% of the records written, start-up and tail left out):
+from 20% to 90% of the records committed, start-up and tail left out, cut at commits so that the window
+holds whole commit cycles):
 
 - the workers' CPU per record, from their own reports (CPU seconds and records written in one snapshot);
 - nats-server's CPU per record (``/proc``, where there is one);
@@ -40,7 +41,7 @@ MIN_RECORDS, MAX_RECORDS = 3000, 150_000
 @dataclass
 class PoolRun:
     """A pool's steady state: records/s, and CPU microseconds per record of its workers, nats-server and the
-    supervisor (the process that ran ``measure_pool``), between two reports of each worker."""
+    supervisor (the process that ran ``measure_pool``), between two reports of each worker after a commit."""
 
     workers: int
     records: int  # written by the workers within the window
@@ -96,9 +97,9 @@ def process_cpu(pid: int) -> float | None:
 
 async def measure_pool(pool: Any, records: int, server_pid: int | None, *, window: tuple[float, float] = WINDOW,
                        poll: float = 0.02) -> PoolRun:
-    """Run ``pool`` (a ``pipelines.pool.Pool``) until its workers wrote ``records``, then drain it; its steady
-    state between ``window`` (fractions of ``records``). ``RuntimeError`` when the pool failed or the window
-    was not seen."""
+    """Run ``pool`` (a ``pipelines.pool.Pool``) until its workers committed the last fraction of ``window``
+    (of ``records``), then drain it; its steady state between the two. ``RuntimeError`` when the pool failed
+    or the window was not seen."""
     from ..pipelines.pool import usable_cores
 
     task = asyncio.ensure_future(pool.run())
@@ -106,14 +107,16 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
                       float | None]] = []
     try:
         while not task.done():
-            # each worker's last report: when it came, what it had written, its CPU (one snapshot)
-            reports = [(s.reported, int(s.snapshot.get("records_out", 0)), s.cpu) for s in pool.slots]
-            written = sum(r[1] for r in reports)
-            if len(marks) < len(window) and written >= window[len(marks)] * records:
+            # Each worker's last report after a commit: when it came, what it had written, its CPU. Between
+            # two of them a worker did whole commit cycles: a window cut anywhere else would hold one commit
+            # (a Parquet part's write) more or less than its records paid for.
+            reports = [s.at_commit or (0.0, 0, 0.0) for s in pool.slots]
+            committed = sum(r[1] for r in reports)
+            if len(marks) < len(window) and committed >= window[len(marks)] * records:
                 pids = [s.proc.pid for s in pool.slots if s.proc is not None]
                 marks.append((reports, process_cpu(server_pid) if server_pid else None, time.process_time(),
                               time.monotonic(), run_queue(pids), machine_busy()))
-            if written >= records:
+            if len(marks) == len(window) or committed >= records:
                 break
             await asyncio.sleep(poll)
     finally:
