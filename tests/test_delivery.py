@@ -157,3 +157,23 @@ def test_a_record_neither_acknowledged_nor_settled_comes_back_after_ack_wait() -
 
     assert asyncio.run(read()) == [[("a", 1), ("b", 1), ("c", 1)], [("b", 2)]]
     assert source.acked == [0, 1] and source.terminated == [2] and source.redelivered == 1
+
+
+def keep_even(value: int) -> bool:
+    return value % 2 == 0
+
+
+@pytest.mark.timeout(30)  # unacknowledged, they would be delivered again and again: the run would not end
+@pytest.mark.parametrize("operators", ["filter", "pack"])
+def test_records_the_operators_drop_or_join_are_acknowledged_with_their_batch(operators: str) -> None:
+    """A filter drops records and ``pack`` joins five into one (the message keeps the first one's meta): the
+    others' ack handles are acknowledged at the commit of the batch they came in, never left to be delivered
+    again after ``ack_wait``."""
+    from wirepipe.operators.filter import Filter
+    from wirepipe.operators.pack import Pack
+
+    sink = TestingSink()
+    source = RedeliveringSource(range(300), batch_size=20, ack_wait=0.05, ack_pressure=60)
+    stats = run(source, [Filter(keep_even)] if operators == "filter" else [Pack(5)], sink)
+    assert sorted(source.acked) == list(range(300)) and source.redelivered == 0
+    assert stats.records_out == (150 if operators == "filter" else 60)
