@@ -59,6 +59,32 @@ def accepts(port: int) -> bool:
         return False
 
 
+@pytest.mark.parametrize("server", ["one", "cluster"])
+def test_a_port_taken_between_its_choice_and_the_servers_bind_is_chosen_again(
+        server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing holds a free port until nats-server listens on it: another process (a test beside this one) may
+    take it first. The first port handed out here is one a socket holds: the server, or the whole cluster
+    (its routes name each other's ports), starts again on fresh ones."""
+    import wirepipe.connectors.nats.server as server_module
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    free_port = server_module.free_port
+    handed = iter([held.getsockname()[1]])
+    monkeypatch.setattr(server_module, "free_port", lambda: next(handed, None) or free_port())
+    try:
+        started = EmbeddedServer() if server == "one" else LocalCluster(3)
+        with started:
+            urls = [started.url] if isinstance(started, EmbeddedServer) else started.urls
+            assert all(not u.endswith(f":{held.getsockname()[1]}") for u in urls)
+            for url in urls:
+                with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=5) as s:
+                    assert s.recv(4) == b"INFO"
+    finally:
+        held.close()
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.slow
 def test_wirepipe_server_cluster_prints_the_url_list_serves_r3_and_stops_on_ctrl_c() -> None:

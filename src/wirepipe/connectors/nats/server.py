@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -133,6 +134,16 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+PORT_ATTEMPTS = 3  # starts with freshly chosen ports, when another process took one first
+_PORT_TAKEN = re.compile(r"127\.0\.0\.1:(\d+): bind: address already in use")
+
+
+def taken_port(error: Exception) -> int | None:
+    """The port a nats-server could not listen on because it was taken, from its log line in ``error``."""
+    found = _PORT_TAKEN.search(str(error))
+    return int(found[1]) if found else None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -176,24 +187,33 @@ class EmbeddedServer:
     # --- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> EmbeddedServer:
+        """Start the server; a free port it chose that another process took before the server listened on it
+        (nothing holds a port between ``free_port`` and the server's bind) is chosen again."""
         if self.running:
             return self
         binary = find_nats_server()
-        if not self.port:
-            self.port = free_port()
-        elif port_in_use(self.port):  # else another server's INFO on that port would read as this one ready
-            raise WirepipeError(f"port {self.port} is in use (another nats-server, or another program, listens on "
-                                "127.0.0.1 there): give another --port, or leave it out for a free one")
-        conf = os.path.join(self._own_dir, "server.conf")
-        Path(conf).write_text(render_config(self.options, self.port, self.store_dir), encoding="utf-8")
-        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
-        try:
-            self.proc = subprocess.Popen([binary, "-c", conf], stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-        finally:
-            log.close()
-        self._wait_ready()
-        return self
+        chosen = not self.port
+        for attempt in range(PORT_ATTEMPTS):
+            if chosen:
+                self.port = free_port()
+            elif port_in_use(self.port):  # else another server's INFO on that port would read as this one ready
+                raise WirepipeError(f"port {self.port} is in use (another nats-server, or another program, listens "
+                                    "on 127.0.0.1 there): give another --port, or leave it out for a free one")
+            conf = os.path.join(self._own_dir, "server.conf")
+            Path(conf).write_text(render_config(self.options, self.port, self.store_dir), encoding="utf-8")
+            log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
+            try:
+                self.proc = subprocess.Popen([binary, "-c", conf], stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL)
+            finally:
+                log.close()
+            try:
+                self._wait_ready()
+                return self
+            except WirepipeError as exc:
+                if not (chosen and taken_port(exc) == self.port) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -342,18 +362,24 @@ class LocalCluster:
         if not 1 <= size <= 9:
             raise WirepipeError(f"a local cluster has 1..9 nodes, not {size}")
         self.name = name
+        self.size = size
         self.start_timeout = start_timeout
         self._own_dir = tempfile.mkdtemp(prefix="wirepipe-cluster-")
-        base = Path(store_dir) if store_dir is not None else Path(self._own_dir)
-        route_ports = [free_port() for _ in range(size)]
+        self._base = Path(store_dir) if store_dir is not None else Path(self._own_dir)
+        self._started = False  # once started, the nodes keep their ports (restarts, clients' URL lists)
+        self.nodes: list[EmbeddedServer] = self._new_nodes()
+
+    def _new_nodes(self) -> list[EmbeddedServer]:
+        """The nodes, on free ports: a route and a monitoring port each (the client port is chosen at start)."""
+        route_ports = [free_port() for _ in range(self.size)]
         routes = [f"nats-route://127.0.0.1:{p}" for p in route_ports]
-        self.nodes: list[EmbeddedServer] = []
+        nodes = []
         for i, route_port in enumerate(route_ports):
-            opts = ServerOptions(server_name=f"{name}-n{i + 1}", http_port=free_port(), extra={
-                "cluster": {"name": name, "listen": f"127.0.0.1:{route_port}", "routes": routes}})
-            node_dir = base / f"n{i + 1}"
-            self.nodes.append(EmbeddedServer(store_dir=node_dir / "store", options=opts,
-                                             log_file=Path(self._own_dir) / f"n{i + 1}.log"))
+            opts = ServerOptions(server_name=f"{self.name}-n{i + 1}", http_port=free_port(), extra={
+                "cluster": {"name": self.name, "listen": f"127.0.0.1:{route_port}", "routes": routes}})
+            nodes.append(EmbeddedServer(store_dir=self._base / f"n{i + 1}" / "store", options=opts,
+                                        log_file=Path(self._own_dir) / f"n{i + 1}.log"))
+        return nodes
 
     @property
     def urls(self) -> list[str]:
@@ -371,13 +397,23 @@ class LocalCluster:
         raise KeyError(f"no node {server_name!r} in cluster {self.name}: {[n.options.server_name for n in self.nodes]}")
 
     def start(self) -> LocalCluster:
-        for n in self.nodes:
-            if not n.port:
-                n.port = free_port()
-        for n in self.nodes:
-            n.start()
-        self.wait_healthy()
-        return self
+        """Start every node and wait until the cluster is healthy. At the first start a port another process
+        took before a node listened on it gives the whole cluster fresh ports (the routes name each other's)."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                for n in self.nodes:
+                    n.start()
+                self.wait_healthy()
+            except WirepipeError as exc:
+                if self._started or taken_port(exc) is None or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                for n in self.nodes:
+                    n.close()
+                self.nodes = self._new_nodes()
+                continue
+            self._started = True
+            return self
+        raise AssertionError("unreachable")
 
     def healthy(self) -> bool:
         """Every running node reports ``/healthz`` ok (JetStream current with the meta leader)."""
