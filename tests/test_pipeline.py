@@ -70,6 +70,26 @@ def test_parquet_sink_and_source_round_trip_payloads(tmp_path: Path) -> None:
     assert rows == get_dataset("block").sample(250)
 
 
+def test_parquet_schema_grows_inside_nested_records_and_rejects_only_conflicts(tmp_path: Path) -> None:
+    """A nested field null in every record of the first batch (a log's ``error.stack``), a nested field that
+    appears later: the schema grows (a new part) and no record is rejected; a value of another type than
+    its nested column's is rejected alone, with the reason."""
+    from wirepipe.connectors.parquet import ParquetSink
+    from wirepipe.testing import TestingSink, TestingSource, run
+
+    first = [{"i": i, "error": {"type": "io", "stack": None}} for i in range(10)]
+    later = [{"i": i, "error": {"type": "io", "stack": "at main()", "code": i}} for i in range(10, 20)]
+    conflict = [{"i": 20, "error": {"type": "io", "stack": "x", "code": "not a number"}}]
+    sink = TestingSink()  # the rejected records
+    stats = run(TestingSource(first + later + conflict, batch_size=10), [],
+                         ParquetSink(str(tmp_path / "part-{part}.parquet")), dead_letter=sink)
+    rows = [r for f in sorted(tmp_path.glob("part-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    assert [r["i"] for r in rows] == list(range(20)) and stats.rejected == 1
+    assert rows[0]["error"] == {"type": "io", "stack": None}  # the first part, before the schema grew
+    assert rows[15]["error"] == {"type": "io", "stack": "at main()", "code": 15}
+    assert [r.value["i"] for r in sink.rejects] == [20] and "'error'" in sink.rejects[0].error
+
+
 def test_count_is_enforced_even_across_batches(tmp_path: Path) -> None:
     stats = (wp.generate("point", count=1005, batch_size=100) | wp.serialize("json") | wp.null_sink()).run()
     assert (stats.records_in, stats.records_out, stats.batches) == (1005, 1005, 11)

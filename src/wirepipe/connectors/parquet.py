@@ -4,8 +4,8 @@ A payload column (bytes) is stored as a ``value`` binary column, next to ``subje
 ``headers`` when the batch has them; decoded records (dicts) are stored as Arrow columns,
 one per field: every key of every record of the batch (a record without a key has null
 there). Parquet has one schema per file, so the schema *evolves* by files: a batch with a
-field the file lacks (or a type for a field that was only ever null) starts a new file
-whose schema is the old one plus the new nullable columns (a new part; with a single
+field the file lacks (or a type for a field that was only ever null), at any depth of nested
+records, starts a new file whose schema is the old one plus the new nullable columns (a new part; with a single
 ``path``, the next file is ``NAME-2.parquet``, ...). A value whose type conflicts with its
 column (a string in an ``int64`` column) cannot be stored: that record goes to the dead
 letter with the field and both types, the rest of the batch is written. No field is
@@ -144,9 +144,11 @@ class ParquetSink(Configured, Sink):
             if i < 0:
                 fields.append(pa.field(f.name, f.type, nullable=True))
                 evolved.append(f"{f.name} ({f.type})")
-            elif pa.types.is_null(schema.field(i).type) and not pa.types.is_null(f.type):
-                fields[i] = pa.field(f.name, f.type, nullable=True)
-                evolved.append(f"{f.name} ({f.type}, was null)")
+            else:
+                grown = _evolved(schema.field(i).type, f.type)
+                if grown is not None:
+                    fields[i] = pa.field(f.name, grown, nullable=True)
+                    evolved.append(f"{f.name} ({grown}, was {schema.field(i).type})")
         if evolved:
             schema = self._schema = pa.schema(fields, metadata=schema.metadata)
             log.warning("parquet %s: new field(s) %s: the schema evolves, the rows from here go to a new file",
@@ -213,6 +215,30 @@ class ParquetSink(Configured, Sink):
     async def close(self) -> None:
         self._write_pending()
         self._out.finish()
+
+
+def _evolved(old: Any, new: Any) -> Any:
+    """``old`` grown by what ``new`` says of it, or None when it says nothing new: a type where ``old`` only
+    knew null, at any depth (a nested field null in every record so far), and the fields of a struct that
+    ``old`` lacks. Other differences are conflicts: the records that bring them are rejected."""
+    import pyarrow as pa
+
+    if pa.types.is_null(old):
+        return None if pa.types.is_null(new) else new
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        fields, grew = list(old), False
+        for f in new:
+            i = old.get_field_index(f.name)
+            grown = f.type if i < 0 else _evolved(old.field(i).type, f.type)
+            if grown is not None:
+                field = pa.field(f.name, grown, nullable=True)
+                fields = [*fields, field] if i < 0 else [*fields[:i], field, *fields[i + 1:]]
+                grew = True
+        return pa.struct(fields) if grew else None
+    if pa.types.is_list(old) and pa.types.is_list(new):
+        grown = _evolved(old.value_type, new.value_type)
+        return None if grown is None else pa.list_(grown)
+    return None
 
 
 def _cast_or_null(col: Any, field: Any) -> tuple[Any, dict[int, str]]:
