@@ -5,8 +5,8 @@ A payload column (bytes) is stored as a ``value`` binary column, next to ``subje
 one per field: every key of every record of the batch (a record without a key has null
 there). Parquet has one schema per file, so the schema *evolves* by files: a batch with a
 field the file lacks (or a type for a field that was only ever null), at any depth of nested
-records, starts a new file whose schema is the old one plus the new nullable columns (a new part; with a single
-``path``, the next file is ``NAME-2.parquet``, ...). A value whose type conflicts with its
+records, starts a new file whose schema is the old one plus the new nullable columns (a new
+part; with a single ``path``, the next file is ``NAME-2.parquet``, ...). A value whose type conflicts with its
 column (a string in an ``int64`` column) cannot be stored: that record goes to the dead
 letter with the field and both types, the rest of the batch is written. No field is
 dropped silently.
@@ -231,8 +231,10 @@ def _evolved(old: Any, new: Any) -> Any:
             i = old.get_field_index(f.name)
             grown = f.type if i < 0 else _evolved(old.field(i).type, f.type)
             if grown is not None:
-                field = pa.field(f.name, grown, nullable=True)
-                fields = [*fields, field] if i < 0 else [*fields[:i], field, *fields[i + 1:]]
+                if i < 0:
+                    fields.append(pa.field(f.name, grown, nullable=True))
+                else:
+                    fields[i] = pa.field(f.name, grown, nullable=True)
                 grew = True
         return pa.struct(fields) if grew else None
     if pa.types.is_list(old) and pa.types.is_list(new):
