@@ -2,7 +2,8 @@
 
 A page's blocks run in order in one fresh folder (a copy of ``configs/`` and ``tests/bad_configs/``), so a later
 block can read what an earlier one wrote. Shell blocks run in bash with ``$NATS_URL`` set to an embedded
-server that has a ``BLOCKS`` stream; ``bench`` and ``capture`` get small sizes (the README says which).
+server that has a ``BLOCKS`` stream; ``bench`` and ``capture`` get small sizes, ``plan`` no calibration
+(docs/contributing.md says which).
 A YAML block whose first line is ``# NAME.yaml`` is also written to that file, so a later block can run it.
 A block marked ``<!-- readme-test: skip (why) -->`` on the line before it is not run; the marks are counted.
 A page with shell blocks gets its own server and is in the slow lane; the others run in the fast lane.
@@ -39,7 +40,8 @@ WRITES_FILE = re.compile(r"\A# ([\w./-]+\.ya?ml)\n")  # a YAML block that names 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 SKIP = re.compile(r"<!-- readme-test: skip \((.+?)\) -->\s*$")
 
-# bench and capture in sizes a test affords (the README documents exactly this): a `wirepipe` script first on
+# bench and capture in sizes a test affords, plan uncalibrated (docs/contributing.md documents exactly this; a
+# calibration is tests/test_scale_plan.py's): a `wirepipe` script first on
 # PATH that execs the real one, so `wirepipe server &` then `kill %1` stops the server itself
 WRAPPER = r"""#!/usr/bin/env bash
 extra=()
@@ -50,6 +52,7 @@ case "$1" in
     case " $* " in *" --format "*) ;; *) extra+=(--format msgpack,json) ;; esac ;;
   capture) extra=(--duration 3s) ;;
   run) case " $* " in *" --workers "*) extra=(--duration 3s) ;; esac ;;
+  plan) case " $* " in *" --calibrate "*|*" --no-calibrate "*) ;; *) extra=(--no-calibrate) ;; esac ;;
 esac
 exec "$REAL_WIREPIPE" "$@" "${extra[@]}"
 """
