@@ -41,8 +41,8 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 SKIP = re.compile(r"<!-- readme-test: skip \((.+?)\) -->\s*$")
 
 # bench and capture in sizes a test affords, plan uncalibrated (docs/contributing.md documents exactly this; a
-# calibration is tests/test_scale_plan.py's): a `wirepipe` script first on
-# PATH that execs the real one, so `wirepipe server &` then `kill %1` stops the server itself
+# calibration is tests/test_scale_plan.py's): a `wirepipe` script first on PATH that execs the real one, so
+# `wirepipe server &` then `kill %1` stops the server itself
 WRAPPER = r"""#!/usr/bin/env bash
 extra=()
 case "$1" in
