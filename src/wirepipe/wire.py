@@ -35,6 +35,8 @@ class Header:
 
     CONTENT_TYPE = "Content-Type"  # set by ``serialize``; ``deserialize format: auto`` reads it
     CONTENT_ENCODING = "Content-Encoding"  # set by ``compress``; ``decompress codec: auto`` reads it
+    SCHEMA = "Wirepipe-Schema"  # the fingerprint of the typed schema a record was encoded with
+    DICTIONARY = "Wirepipe-Dictionary"  # the SHA-256 digest of the zstd dictionary a record was compressed with
     SENT_AT = "Wirepipe-Sent-At"  # publish time, integer ns since the Unix epoch
     PUBLISHER = "Wirepipe-Publisher"  # a publishing sink's id for one run (core NATS gap counting)
     SEQ = "Wirepipe-Seq"  # 1, 2, 3 ... per publisher

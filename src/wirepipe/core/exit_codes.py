@@ -7,6 +7,8 @@
 | 2 | usage or config error: a bad flag or field, a missing input file or capture, for every command (nothing was started) |
 | 3 | records were rejected beyond ``--max-rejected`` (every record rejected is never a success) |
 | 4 | ``wirepipe bench``: some combinations failed (the others are measured and written) |
+| 5 | records lost (core NATS gaps, records discarded at a drain) beyond ``--max-lost`` |
+| 6 | incomplete: a bounded run ended with records still awaiting acknowledgement or redelivery |
 | 130 | interrupted (Ctrl-C / SIGINT); what finished is kept |
 
 docs/reference/exit-codes.md is this table; ``exit_code`` maps wirepipe's errors onto it, so a
@@ -24,6 +26,8 @@ class ExitCode(IntEnum):
     CONFIG = 2
     REJECTED = 3
     BENCH_FAILURES = 4
+    LOST = 5  # records lost (core NATS gaps, a drain's discards) beyond --max-lost
+    INCOMPLETE = 6  # a bounded run ended with records still awaiting acknowledgement or redelivery
     INTERRUPTED = 130
 
 
