@@ -56,6 +56,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
              if c is not None and hasattr(c, "stats")]
     lag = source.lag()
     losses = source.losses() or {}
+    recorder = getattr(pipeline, "metrics", None)
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
@@ -87,6 +88,10 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
         # what the run waits for before it can read or write: a server that refuses, a stream not created yet
         "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None),
+        # the metrics' own writing (a full disk delays them, never drops them): counters, and the error while it lasts
+        **(recorder.figures() if recorder is not None else {}),
+        "metrics_error": recorder.failing if recorder is not None else None,
+        "metrics_up": 0 if recorder is not None and recorder.failing else 1,
     }
 
 
@@ -123,7 +128,7 @@ STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("acked", "acked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
-                 "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
+                 "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
 
 
 def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:
@@ -143,6 +148,8 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
             parts.append(f"{value:,} {shown.get(key, key.replace('_', ' '))}")
     if now.get("sink_error"):
         parts.append(f"sink unavailable: {now['sink_error']}")
+    if now.get("metrics_error"):
+        parts.append(f"metrics wait for room: {now['metrics_error']}")
     if now.get("waiting"):
         parts.append(f"waiting for {now['waiting']}")
     return ", ".join(parts)
@@ -183,8 +190,21 @@ def run_outputs(pipeline: Any) -> list[str]:
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
     if path is not None:
-        where.append(f"metrics: {path}")
+        recorder = getattr(pipeline, "metrics", None)
+        where.append(f"metrics: {path}{metrics_figures(recorder.figures() if recorder is not None else {})}")
     return where
+
+
+def metrics_figures(figures: dict[str, int]) -> str:
+    """What writing the metrics met (``MetricsRecorder.figures``), for the summary's metrics line; empty when
+    nothing."""
+    said = [f"{figures[key]:,} {words}" for key, words in (
+        ("metrics_rows_delayed", "rows waited for room on the disk"),
+        ("metrics_errors", "failed writes, each tried again"),
+        ("metrics_rows_unwritten", "rows NOT written: the disk still refused them when the run was stopped"),
+        ("metrics_values_fixed", "values a column could not hold, clamped or nulled (their rows kept)"))
+        if figures.get(key)]
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
@@ -320,11 +340,19 @@ COUNTER_DOCS = {
                     "Nats-Msg-Id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
+    "metrics_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never drops "
+                      "them)",
+    "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",
+    "metrics_rows_unwritten": "metrics rows given up: the disk still refused them when the run was stopped past "
+                              "its shutdown_timeout",
+    "metrics_values_fixed": "values a metrics column could not hold (a forged header's 10^29, NaN), clamped to "
+                            "its range or nulled; their rows are written",
 }
 GAUGE_DOCS = {"lag": "records waiting upstream of the source",
               "unsure": "publishers not heard from since a disconnect of a core NATS source: what they published "
                         "meanwhile is lost and not counted yet",
-              "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1"}
+              "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1",
+              "metrics_up": "0 while the disk refuses the metrics parts (they wait in memory), else 1"}
 
 
 def serve_prometheus(cfg: PrometheusConfig, collector: Any, health: Any) -> tuple[Any, int]:
