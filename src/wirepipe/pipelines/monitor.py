@@ -81,6 +81,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         # them), and records the sink's destination already had (kept once)
         "redelivered": source.redelivered,
         "deduplicated": pipeline.sink.deduplicated if pipeline.sink is not None else 0,
+        # JetStream sink: records given the Nats-Msg-Id of another record of their batch (a msg_id template)
+        "repeated_msg_ids": getattr(pipeline.sink, "repeated_msg_ids", 0),
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
         "lag": lag,
@@ -126,7 +128,8 @@ def _size(path: Path) -> int:
 STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
                    ("lost", "lost"), ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
-                   ("deduplicated", "already stored"), ("acked", "acked"), ("reconnects", "reconnects"))
+                   ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
+                   ("acked", "acked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
                  "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
 
@@ -164,7 +167,8 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
-    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
+    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated,
+                               getattr(pipeline.sink, "repeated_msg_ids", 0))
     lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     if stats.unreadable:
         from ..connectors.connector import describe_unreadable
@@ -199,19 +203,23 @@ def metrics_figures(figures: dict[str, int]) -> str:
     """What writing the metrics met (``MetricsRecorder.figures``), for the summary's metrics line; empty when
     nothing."""
     said = [f"{figures[key]:,} {words}" for key, words in (
-        ("metrics_rows_delayed", "rows waited for room on the disk"),
-        ("metrics_errors", "failed writes, each tried again"),
-        ("metrics_rows_unwritten", "rows NOT written: the disk still refused them when the run was stopped"),
-        ("metrics_values_fixed", "values a column could not hold, clamped or nulled (their rows kept)"))
+        ("metrics_rows_delayed", "row(s) waited for room on the disk"),
+        ("metrics_errors", "failed write(s), each tried again"),
+        ("metrics_rows_unwritten", "row(s) NOT written: the disk still refused them when the run was stopped"),
+        ("metrics_values_fixed", "value(s) a column could not hold, clamped or nulled (rows kept)"))
         if figures.get(key)]
     return f" ({'; '.join(said)})" if said else ""
 
 
-def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
-    """The summary's at-least-once figures: records read again (None: the source never redelivers) and records
-    the sink's destination already had."""
+def redelivery_summary(redelivered: int | None, deduplicated: int = 0, repeated_msg_ids: int = 0) -> str:
+    """The summary's at-least-once figures: records read again (None: the source never redelivers), records
+    the sink's destination already had, and records given the ``Nats-Msg-Id`` of another of their batch."""
     text = f", {redelivered} redelivered" if redelivered is not None else ""
-    return text + (f", {deduplicated} already stored (deduplicated)" if deduplicated else "")
+    text += f", {deduplicated} already stored (deduplicated)" if deduplicated else ""
+    if repeated_msg_ids:
+        text += (f", {repeated_msg_ids} given the Nats-Msg-Id of another record of their batch by the sink's msg_id "
+                 "(the stream keeps one record per id)")
+    return text
 
 
 def dead_letter_destination(pipeline: Any) -> str | None:
@@ -338,6 +346,8 @@ COUNTER_DOCS = {
                    "duplicate the sink writes is among them",
     "deduplicated": "records the sink's destination already had and kept once (a JetStream stream that knew the "
                     "Nats-Msg-Id)",
+    "repeated_msg_ids": "records the JetStream sink's msg_id template gave the Nats-Msg-Id of another record of "
+                        "their batch (the stream keeps one record per id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
     "metrics_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never drops "
