@@ -34,7 +34,9 @@ STAGE_COLUMNS: Columns = {
     "start_ns": ("int64", "stage start, `time.monotonic_ns()` of the worker (see `wirepipe.clock`)"),
     "end_ns": ("int64", "stage end, `time.monotonic_ns()`; the stage took `end_ns - start_ns`"),
     "lost": ("int64", "source row only: messages the source found lost since the previous batch (core NATS: "
-                      "Wirepipe-Seq gaps, client drops; see the docs, Loss accounting); null on other rows"),
+                      "Wirepipe-Seq gaps, client drops; see the docs, Loss accounting); what it found after its last "
+                      "batch (discarded at the stop, a lost tail) is on a source row of no records after it, so the "
+                      "column adds up to the run summary's `lost`; null on other rows"),
     "redelivered": ("int64", "source row only: records of the batch delivered before (JetStream: a lost ack, a "
                              "dead worker; every duplicate written is among them); null on other rows and "
                              "for sources that do not redeliver"),
