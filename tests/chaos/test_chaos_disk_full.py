@@ -17,7 +17,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -382,6 +382,23 @@ def retries_reported(text: str) -> int:
     return sum(int(n) for n in re.findall(r"written again after [\d.]+s and (\d+) failure\(s\)", text))
 
 
+def free_room(filler: Path, proc: subprocess.Popen[str], log: Path, ready: Callable[[], bool], what: str,
+              hold: float) -> tuple[int, str]:
+    """Once ``ready()``, let the full disk refuse ``hold`` s more (the worker must still run: its metrics wait),
+    then free it: the worker's exit code and its log."""
+    try:
+        wait_for(ready, 30, what, proc, log)
+        time.sleep(hold)
+        assert proc.poll() is None, f"the metrics wait for room, they do not end the run: {log.read_text()[-3000:]}"
+        filler.unlink()
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return code, log.read_text()
+
+
 GENERATED = 12_000  # records at 2,000/s: batches of 200 (about ten a second), 6 s of run
 
 
@@ -408,20 +425,13 @@ def test_metrics_on_a_full_disk_wait_for_room_and_lose_no_row(small_disk: Path, 
         "sink": spec,
         "metrics": {"path": str(folder), "flush_interval": "0.5s"},
         "flush_interval": 0.5,
+        "monitor": {"status_interval": "0.5s"},
     }))
     log = tmp_path / "run.log"
-    proc = start(["run", str(config), "--no-status"], log)
-    try:
-        wait_for(lambda: "wait for room" in log.read_text(), 30, "the metrics never met the full disk", proc, log)
-        time.sleep(2)  # parts keep failing while the run goes on
-        assert proc.poll() is None, log.read_text()[-3000:]
-        filler.unlink()
-        code = proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = log.read_text()
+    proc = start(["run", str(config)], log)
+    # parts keep failing for 2 s while the run goes on
+    code, text = free_room(filler, proc, log, lambda: "wait for room" in log.read_text(),
+                           "the metrics never met the full disk", hold=2)
     assert code == 0, text[-3000:]
     assert f"full-metrics: {GENERATED} records out of {GENERATED}" in text and "Traceback" not in text
     assert written() == GENERATED
@@ -434,6 +444,7 @@ def test_metrics_on_a_full_disk_wait_for_room_and_lose_no_row(small_disk: Path, 
     print(f"{sink}: {GENERATED} records, {len(rows)} metrics rows; {delayed} rows delayed, {errors} failed writes")
     assert errors == retries_reported(text), "each failed write is counted once"
     assert errors >= 2 and 0 < delayed <= len(rows)
+    assert f"metrics wait for room: {folder}: No space left on device" in text, "the status line says it"
     assert not [p for p in folder.iterdir() if p.name.startswith(".")], "no temporary part is left"
 
 
@@ -465,18 +476,9 @@ def test_latency_rows_wait_for_room_at_the_end_of_a_bounded_run(nats_url: str, s
     }))
     log = tmp_path / "lat.log"
     proc = start(["run", str(config), "--no-status"], log)
-    try:
-        wait_for(lambda: out.exists() and len(out.read_bytes().splitlines()) == n and "wait for room" in log.read_text(),
-                 30, "the run did not end its records and wait for room", proc, log)
-        time.sleep(1)
-        assert proc.poll() is None, "the metrics wait for room, they are not dropped"
-        filler.unlink()
-        code = proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = log.read_text()
+    code, text = free_room(filler, proc, log, lambda: out.exists() and len(out.read_bytes().splitlines()) == n
+                           and "wait for room" in log.read_text(), "the run did not end its records and wait for room",
+                           hold=1)
     assert code == 0, text[-3000:]
     assert f"lat: {n} records out of {n}" in text
     from wirepipe.metrics.recorder import latency_path

@@ -281,12 +281,12 @@ class MetricsRecorder:
                 raise WirepipeError(f"writing results to {writer.folder} failed: {writer.error}") from writer.error
 
     def figures(self) -> dict[str, int]:
-        """What writing the metrics met, for the run summary and Prometheus: ``metrics_errors`` (failed writes
-        of a part, each tried again), ``metrics_rows_delayed`` (rows held in memory while the disk refused
-        them), ``metrics_rows_unwritten`` (given up: the run was stopped past its deadline while the disk was
-        still full) and ``metrics_values_fixed`` (values a column could not hold, clamped or nulled)."""
+        """What writing the metrics met, for the run summary and Prometheus: ``metrics_write_errors`` (failed
+        writes of a part, each tried again), ``metrics_rows_delayed`` (rows held in memory while the disk
+        refused them), ``metrics_rows_unwritten`` (given up: the run was stopped past its deadline while the
+        disk was still full) and ``metrics_values_fixed`` (values a column could not hold, clamped or nulled)."""
         writers = [*self._writers.values(), *self._closed]
-        return {"metrics_errors": sum(w.errors for w in writers),
+        return {"metrics_write_errors": sum(w.errors for w in writers),
                 "metrics_rows_delayed": sum(w.rows_delayed for w in writers),
                 "metrics_rows_unwritten": sum(w.rows_unwritten for w in writers),
                 "metrics_values_fixed": self.values_fixed}

@@ -204,7 +204,7 @@ def metrics_figures(figures: dict[str, int]) -> str:
     nothing."""
     said = [f"{figures[key]:,} {words}" for key, words in (
         ("metrics_rows_delayed", "row(s) waited for room on the disk"),
-        ("metrics_errors", "failed write(s), each tried again"),
+        ("metrics_write_errors", "failed write(s), each tried again"),
         ("metrics_rows_unwritten", "row(s) NOT written: the disk still refused them when the run was stopped"),
         ("metrics_values_fixed", "value(s) a column could not hold, clamped or nulled (rows kept)"))
         if figures.get(key)]
@@ -350,8 +350,8 @@ COUNTER_DOCS = {
                         "their batch (the stream keeps one record per id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
-    "metrics_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never drops "
-                      "them)",
+    "metrics_write_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never "
+                            "drops them)",
     "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",
     "metrics_rows_unwritten": "metrics rows given up: the disk still refused them when the run was stopped past "
                               "its shutdown_timeout",
