@@ -341,7 +341,7 @@ class PartWriter:
             log.error("results for %s: %d row(s) not written: the disk still refused them when the run was stopped "
                       "(%s)", self.folder, self.rows_unwritten, self.outage.error)
         try:
-            if self.error is None:
+            if self.error is None and self.outage.error is None:  # no merge into a disk that refuses its parts
                 self._merge_tail()
         except Exception as exc:
             log.error("writing results to %s failed: %s", self.folder, exc)
