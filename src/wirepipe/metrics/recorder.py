@@ -230,7 +230,8 @@ class MetricsRecorder:
         writers = self._finish()
         for writer in writers:
             writer.join()
-        self._raise_errors(writers)
+        for writer in writers:
+            writer.raise_error()
 
     async def aclose(self, *, wait: bool = True) -> None:
         """``close`` on an event loop: the loop runs on while the disk is full. ``wait=False``, or a cancellation
@@ -250,7 +251,8 @@ class MetricsRecorder:
             for writer in writers:
                 writer.join(_GIVE_UP_GRACE)
             raise
-        self._raise_errors(writers)
+        for writer in writers:
+            writer.raise_error()
 
     def _finish(self) -> list[Any]:
         """Hand the last rows and the end of the run to the part writers (none in memory); returns them."""
@@ -270,15 +272,6 @@ class MetricsRecorder:
             writer.finish(last.get(kind))
         self._closed += writers.values()
         return list(writers.values())
-
-    @staticmethod
-    def _raise_errors(writers: list[Any]) -> None:
-        """The first error a writer met that is not the disk's (a full disk waits, it does not fail)."""
-        for writer in writers:
-            if writer.error is not None:
-                from ..core.errors import WirepipeError
-
-                raise WirepipeError(f"writing results to {writer.folder} failed: {writer.error}") from writer.error
 
     def figures(self) -> dict[str, int]:
         """What writing the metrics met, for the run summary and Prometheus: ``metrics_write_errors`` (failed

@@ -211,6 +211,10 @@ class PartWriter:
         """``finish`` and ``join`` (waiting for room as long as the disk refuses); raise the first error, if any."""
         self.finish(last)
         self.join()
+        self.raise_error()
+
+    def raise_error(self) -> None:
+        """Raise the first error the writer met that is not the disk's (a full disk waits, it does not fail)."""
         if self.error is not None:
             raise WirepipeError(f"writing results to {self.folder} failed: {self.error}") from self.error
 
