@@ -75,6 +75,23 @@ async def test_msg_id_deduplicates_a_rerun(nats_url: str) -> None:
     assert (await stream_state(nats_url, "PTS")).messages == 500
 
 
+async def test_a_msg_id_repeated_within_a_batch_is_counted_and_said_once(nats_url: str,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """``msg_id: constant`` gives every record one id: the stream keeps 1 of 30, the summary says why."""
+    from wirepipe.pipelines.monitor import run_summary
+
+    sink = JetStreamSink("const", url=nats_url, stream={"name": "CONST", "subjects": ["const"]}, msg_id="constant")
+    pipe = Pipeline(TestingSource([b"%d" % i for i in range(30)], batch_size=10), [], sink, name="const")
+    with caplog.at_level("WARNING", logger="wirepipe"):
+        stats = await pipe.run_async()
+    assert (await stream_state(nats_url, "CONST")).messages == 1
+    assert (stats.records_out, sink.deduplicated, sink.repeated_msg_ids) == (30, 29, 27)
+    warned = [r.getMessage() for r in caplog.records if "Nats-Msg-Id of another record" in r.getMessage()]
+    assert len(warned) == 1 and "msg_id 'constant' gave 9 of the 10 records of a batch" in warned[0], warned
+    assert ("30 records out of 30" in run_summary(pipe, stats) and "29 already stored (deduplicated), 27 given the "
+            "Nats-Msg-Id of another record of their batch by the sink's msg_id" in run_summary(pipe, stats))
+
+
 @pytest.mark.slow
 async def test_sigkill_of_the_server_mid_stream_loses_nothing(nats_server: EmbeddedServer) -> None:
     n = 20000

@@ -4,8 +4,8 @@ Real nats-server, a real worker process (core NATS -> a 300 us/record ``map`` ->
 real publisher process (30,000 stamped records). SIGTERM arrives while the worker is far behind;
 its drain cannot finish within ``shutdown_timeout``, so the run is cut. What was read is then
 either in the output file, or counted in the loss figure of the error that ends the process
-(discarded: read and never written; missing or dropped: never read). Read back: the file's lines
-and the figures of the final message.
+(discarded: read and never written; missing or dropped: never read). Read back: the file's lines,
+the figures of the final message and the metrics' ``lost`` column, which adds up to them.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
         "source": {"type": "nats", "url": nats_server.url, "subject": "backlog"},
         "operators": [{"map": {"function": "tests.chaos.busy:spin"}}],
         "sink": {"type": "jsonl", "path": str(out)},
+        "metrics": {"path": str(tmp_path / "metrics.parquet")},
         "shutdown_timeout": "2s",
     }
     path = make_pipeline(cfg)
@@ -77,3 +78,8 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
     assert (missing, dropped) == (0, 0)  # the worker kept up with reading: everything lost was read, then cut
     assert written + discarded == 30_000, f"written {written} + discarded {discarded}"
     assert lost == discarded and 0 < written < 30_000
+    import pyarrow.dataset as ds
+
+    rows = ds.dataset(tmp_path / "metrics.parquet").to_table().to_pylist()
+    assert sum(r["lost"] or 0 for r in rows) == lost, "the metrics' lost column adds up to the summary's"
+    assert sum(r["records"] for r in rows if r["step"] == 2) == written

@@ -56,6 +56,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
              if c is not None and hasattr(c, "stats")]
     lag = source.lag()
     losses = source.losses() or {}
+    recorder = getattr(pipeline, "metrics", None)
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
@@ -80,6 +81,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         # them), and records the sink's destination already had (kept once)
         "redelivered": source.redelivered,
         "deduplicated": pipeline.sink.deduplicated if pipeline.sink is not None else 0,
+        # JetStream sink: records given the Nats-Msg-Id of another record of their batch (a msg_id template)
+        "repeated_msg_ids": getattr(pipeline.sink, "repeated_msg_ids", 0),
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
         "lag": lag,
@@ -87,6 +90,10 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
         # what the run waits for before it can read or write: a server that refuses, a stream not created yet
         "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None),
+        # the metrics' own writing (a full disk delays them, never drops them): counters, and the error while it lasts
+        **(recorder.figures() if recorder is not None else {}),
+        "metrics_error": recorder.failing if recorder is not None else None,
+        "metrics_up": 0 if recorder is not None and recorder.failing else 1,
     }
 
 
@@ -121,9 +128,10 @@ def _size(path: Path) -> int:
 STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
                    ("lost", "lost"), ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
-                   ("deduplicated", "already stored"), ("acked", "acked"), ("reconnects", "reconnects"))
+                   ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
+                   ("acked", "acked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
-                 "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
+                 "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
 
 
 def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:
@@ -143,6 +151,8 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
             parts.append(f"{value:,} {shown.get(key, key.replace('_', ' '))}")
     if now.get("sink_error"):
         parts.append(f"sink unavailable: {now['sink_error']}")
+    if now.get("metrics_error"):
+        parts.append(f"metrics wait for room: {now['metrics_error']}")
     if now.get("waiting"):
         parts.append(f"waiting for {now['waiting']}")
     return ", ".join(parts)
@@ -157,7 +167,8 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
-    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
+    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated,
+                               getattr(pipeline.sink, "repeated_msg_ids", 0))
     lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     if stats.unreadable:
         from ..connectors.connector import describe_unreadable
@@ -183,15 +194,32 @@ def run_outputs(pipeline: Any) -> list[str]:
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
     if path is not None:
-        where.append(f"metrics: {path}")
+        recorder = getattr(pipeline, "metrics", None)
+        where.append(f"metrics: {path}{metrics_figures(recorder.figures() if recorder is not None else {})}")
     return where
 
 
-def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
-    """The summary's at-least-once figures: records read again (None: the source never redelivers) and records
-    the sink's destination already had."""
+def metrics_figures(figures: dict[str, int]) -> str:
+    """What writing the metrics met (``MetricsRecorder.figures``), for the summary's metrics line; empty when
+    nothing."""
+    said = [f"{figures[key]:,} {words}" for key, words in (
+        ("metrics_rows_delayed", "row(s) waited for room on the disk"),
+        ("metrics_write_errors", "failed write(s), each tried again"),
+        ("metrics_rows_unwritten", "row(s) NOT written: the disk still refused them when the run was stopped"),
+        ("metrics_values_fixed", "value(s) a column could not hold, clamped or nulled (rows kept)"))
+        if figures.get(key)]
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def redelivery_summary(redelivered: int | None, deduplicated: int = 0, repeated_msg_ids: int = 0) -> str:
+    """The summary's at-least-once figures: records read again (None: the source never redelivers), records
+    the sink's destination already had, and records given the ``Nats-Msg-Id`` of another of their batch."""
     text = f", {redelivered} redelivered" if redelivered is not None else ""
-    return text + (f", {deduplicated} already stored (deduplicated)" if deduplicated else "")
+    text += f", {deduplicated} already stored (deduplicated)" if deduplicated else ""
+    if repeated_msg_ids:
+        text += (f", {repeated_msg_ids} given the Nats-Msg-Id of another record of their batch by the sink's msg_id "
+                 "(the stream keeps one record per id)")
+    return text
 
 
 def dead_letter_destination(pipeline: Any) -> str | None:
@@ -318,13 +346,23 @@ COUNTER_DOCS = {
                    "duplicate the sink writes is among them",
     "deduplicated": "records the sink's destination already had and kept once (a JetStream stream that knew the "
                     "Nats-Msg-Id)",
+    "repeated_msg_ids": "records the JetStream sink's msg_id template gave the Nats-Msg-Id of another record of "
+                        "their batch (the stream keeps one record per id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
+    "metrics_write_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never "
+                            "drops them)",
+    "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",
+    "metrics_rows_unwritten": "metrics rows given up: the disk still refused them when the run was stopped past "
+                              "its shutdown_timeout",
+    "metrics_values_fixed": "values a metrics column could not hold (a forged header's 10^29, NaN), clamped to "
+                            "its range or nulled; their rows are written",
 }
 GAUGE_DOCS = {"lag": "records waiting upstream of the source",
               "unsure": "publishers not heard from since a disconnect of a core NATS source: what they published "
                         "meanwhile is lost and not counted yet",
-              "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1"}
+              "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1",
+              "metrics_up": "0 while the disk refuses the metrics parts (they wait in memory), else 1"}
 
 
 def serve_prometheus(cfg: PrometheusConfig, collector: Any, health: Any) -> tuple[Any, int]:

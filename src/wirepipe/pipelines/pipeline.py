@@ -125,6 +125,9 @@ class RunStats:
     redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
     deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
     unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
+    # What writing the metrics met (``MetricsRecorder.figures``: rows a full disk delayed, failed writes, values
+    # clamped or nulled), None without metrics.
+    metrics: dict[str, int] | None = None
 
     @property
     def lost(self) -> int:
@@ -335,6 +338,7 @@ class Pipeline:
                 self.metrics.open(pipeline_stages(source, self.operators, sink))
             flusher = asyncio.create_task(self.metrics.flush_periodically())
         opened: list[Any] = []
+        cancelled = False
         for part in (sink, self.dead_letter):
             if part is not None:
                 part.bind(self.name, source)  # e.g. the JetStream sink's default Nats-Msg-Id names both
@@ -354,6 +358,9 @@ class Pipeline:
             if self.metrics is not None:
                 self.metrics.mark_opened()
             await self._loop(source, sink, stats)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
         finally:
             self.running = False
             if monitor is not None:
@@ -364,7 +371,13 @@ class Pipeline:
             if flusher is not None:
                 flusher.cancel()
             if self.metrics is not None:
-                self.metrics.close()
+                found_late = source.lost - self._lost_seen  # discarded at the drain, a tail: on the source's rows too
+                if found_late:
+                    self._lost_seen += found_late
+                    self.metrics.stamp_source_lost(stats.batches, found_late)
+                # a full disk is waited out as a sink's is; not once the run is cancelled (a deadline passed)
+                await self.metrics.aclose(wait=not cancelled)
+                stats.metrics = self.metrics.figures()
             if self.tracing is not None:
                 self.tracing.finish()
             collector.run_ended()

@@ -506,7 +506,8 @@ class Pool:
         redelivered = int(t.get("redelivered", 0)) if self.redelivers else None
         text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {work:.2f}s "
                 f"of work ({rate:,.0f} records/s), {t.get('rejected', 0)} rejected"
-                f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)))}, {restarts} restarts")
+                f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)), int(t.get('repeated_msg_ids', 0)))}"
+                f", {restarts} restarts")
         outputs = [s.all_outputs() for s in self.slots]
         shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
         where = [*(f"w{s.index} {line}" for s, mine in zip(self.slots, outputs, strict=True) for line in mine

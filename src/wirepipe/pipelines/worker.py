@@ -110,6 +110,9 @@ def _timeout_message(pipeline: Pipeline) -> str:
         from .monitor import loss_summary
 
         what.append("core NATS: " + loss_summary(losses).lstrip(", "))
+    unwritten = pipeline.metrics.figures()["metrics_rows_unwritten"] if pipeline.metrics is not None else 0
+    if unwritten:
+        what.append(f"{unwritten} metrics row(s) not written (the disk refused them)")
     left = "; ".join(what) or "nothing known unsettled"
     return (f"{pipeline.name}: the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s): "
             f"{left}")
