@@ -170,3 +170,10 @@ def with_message(schema: SchemaSpec, message: str | None) -> SchemaSpec:
 
 
 MESSAGE_FIELD = Field(default=None, description="protobuf: the message of a .proto/.desc schema that declares several")
+WRITER_SCHEMAS_FIELD: Any = Field(
+    default_factory=list, description="schemas publishers write with besides `schema:` (each as `schema:` takes "
+    "one): a record whose Wirepipe-Schema header names one is read with it, then by field name as `schema:`, "
+    "where the two are compatible")
+SCHEMA_HEADER_FIELD: Any = Field(
+    default="optional", description="a record without a Wirepipe-Schema header (a publisher that does not "
+    "stamp its schema): decoded with `schema:` (optional) or dead-lettered (required)")
