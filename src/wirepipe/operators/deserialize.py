@@ -28,10 +28,11 @@ from pydantic import Field, field_validator
 
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
 from ..core.batch import Batch
-from ..core.errors import Refusal, RefusedError, StageError
+from ..core.errors import ConfigError, Refusal, RefusedError, StageError
 from ..core.models import Strict
 from ..core.registry import load_ref
 from ..core.stages import Stage
+from ..schema import SchemaError
 from ..wire import Header
 from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
 from .schema_identity import REQUIRED, SchemaIdentity
@@ -81,9 +82,9 @@ class Deserialize(Configured, Operator):
         self._record_class = record_class if (typed is None or typed) else None
         if typed and record_class is None:
             raise ValueError("typed: true needs schema: module:RecordClass")
-        self._writers = [resolve_schema(w) for w in params.writer_schemas]
+        self._writers = [_writer_schema(i, w) for i, w in enumerate(params.writer_schemas)]
         self._required = params.schema_header == REQUIRED
-        self.params |= ({"writer_schemas": [schema_param(w) for w in self._writers]} if self._writers else {}) | (
+        self.params |= ({"writer_schemas": [schema_param(w) for w in params.writer_schemas]} if self._writers else {}) | (
             {"schema_header": REQUIRED} if self._required else {})
         self._identity: SchemaIdentity | None = None
         self._by_type: dict[str | None, Decoder] = {}
@@ -194,6 +195,15 @@ class Deserialize(Configured, Operator):
             return self._typed(fmt.decoder(writer, allow_pickle=self.allow_pickle, **options))
 
         return identity.decoder(fmt, fingerprint, own, build)
+
+
+def _writer_schema(i: int, spec: SchemaSpec) -> Schema:
+    """One of ``writer_schemas``, resolved as ``schema:`` is; a schema error names its place in the list."""
+    try:
+        return resolve_schema(spec)
+    except SchemaError as exc:
+        where = f"deserialize.writer_schemas[{i}]" + (f".{exc.path}" if exc.path else "")
+        raise ConfigError(exc.message, path=where) from None
 
 
 def _record_class(spec: SchemaSpec) -> type | None:

@@ -1,0 +1,262 @@
+"""Schema identity on the wire: the canonical form and fingerprint (computed as the wire contract prints them),
+what differs between two schemas (``wirepipe schema diff``), and a consumer that never reads a record with
+another schema than the one it was written with: read by field name, or dead-lettered with the reason."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli import invoke
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import ConfigError
+from wirepipe.operators.compress import Compress
+from wirepipe.operators.decode import DecodeParams
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.operator import BuildContext
+from wirepipe.operators.serialize import Serialize
+from wirepipe.pipelines.pipeline import run_operators
+from wirepipe.schema import canonical_form, parse_schema, schema_fingerprint
+from wirepipe.schema_evolution import compare_schemas, reader_of
+from wirepipe.wire import Header
+
+ROOT = Path(__file__).resolve().parent.parent
+AB = {"a": "int64", "b": "int64"}
+BA = {"b": "int64", "a": "int64"}
+POSITIONAL = ["msgpack-array", "avro", "bincode", "bincode-varint", "postcard", "protobuf"]
+
+
+def records(n: int) -> list[dict[str, int]]:
+    return [{"a": i, "b": -i - 1} for i in range(n)]
+
+
+# --- the canonical form and the fingerprint --------------------------------------------------------------
+
+
+def test_the_canonical_form_keeps_the_order_and_only_what_the_bytes_depend_on() -> None:
+    point = parse_schema({"name": "Point", "fields": {"x": "int32", "y": "int32", "label?": "string"}})
+    assert canonical_form(point) == '{"x":int32,"y":int32,"label":string?}'
+    # the record's name is not in it (no format writes it); `name?: T` is `T?`, `[T]` is `list<T>`
+    assert canonical_form(parse_schema({"x": "int32", "y": "int32", "label": "string?"}, name="Other")) == \
+        canonical_form(point)
+    assert canonical_form(parse_schema({"xs": ["int32"]})) == canonical_form(parse_schema({"xs": "list<int32>"}))
+    # the order is the identity: {a, b} and {b, a} differ, at any depth
+    assert schema_fingerprint(parse_schema(AB)) != schema_fingerprint(parse_schema(BA))
+    nested = {"at": {"lat": "float64", "lon": "float64"}}
+    assert schema_fingerprint(parse_schema(nested)) != \
+        schema_fingerprint(parse_schema({"at": {"lon": "float64", "lat": "float64"}}))
+    everything = parse_schema({"k": "bytes[16]", "rows?": [{"v": "uint32", "tags": "list<string?>"}], "f": "float32"})
+    assert canonical_form(everything) == '{"k":bytes[16],"rows":list<{"v":uint32,"tags":list<string?>}>?,"f":float32}'
+    # field names only (msgpack-array's `schema: [a, b]`), and names that are not identifiers, as JSON strings
+    assert canonical_form(["b", "a"]) == '{"b":any,"a":any}'
+    assert canonical_form(["a b", 'q"', "é"]) == '{"a b":any,"q\\"":any,"é":any}'
+
+
+def test_the_fingerprint_is_the_first_16_hex_digits_of_the_sha256_of_the_canonical_form() -> None:
+    s = parse_schema(AB)
+    assert schema_fingerprint(s) == hashlib.sha256(b'{"a":int64,"b":int64}').hexdigest()[:16] == "59fc81b9aa9d0fde"
+
+
+def test_the_wire_contract_examples_compute_as_printed() -> None:
+    """Every row of the wire contract's table (schema, canonical form, fingerprint) computed from its first cell."""
+    import yaml
+
+    page = (ROOT / "docs/concepts/wire-contract.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\{.*?\})` \| `(\{.*?\})` \| `([0-9a-f]{16})` \|$", page, re.M)
+    assert len(rows) == 4, rows
+    for spelled, canonical, fingerprint in rows:
+        schema = parse_schema(yaml.safe_load(spelled))
+        assert canonical_form(schema) == canonical
+        assert hashlib.sha256(canonical.encode()).hexdigest()[:16] == fingerprint == schema_fingerprint(schema)
+
+
+# --- comparing two schemas --------------------------------------------------------------------------------
+
+
+def test_compare_names_every_change_and_whether_it_reads_by_name() -> None:
+    writer = parse_schema({"id": "int64", "ts": "int32", "tags": ["string"], "at": {"lat": "float64", "lon": "float64"},
+                           "n": "uint32", "key": "bytes[4]"})
+    reader = parse_schema({"ts": "int64", "id": "int64", "at": {"lon": "float64", "lat": "float64"},
+                           "n": "float64", "key": "bytes", "note?": "string"})
+    diff = compare_schemas(writer, reader)
+    assert [(c.path, c.kind, c.writer, c.reader) for c in diff.changes] == [
+        ("id", "moved", "1st", "2nd"), ("ts", "retyped", "int32", "int64"), ("at.lat", "moved", "1st", "2nd"),
+        ("n", "retyped", "uint32", "float64"), ("key", "retyped", "bytes[4]", "bytes"),
+        ("note", "added", None, "string?"), ("tags", "removed", "list<string>", None)]
+    assert diff.readable and not diff.identical
+    back = compare_schemas(reader, writer)
+    assert back.problems == (
+        "ts: int64 in the writer's schema, int32 here (no int64 reads as int32)",
+        "tags: required here, absent from the writer's schema",
+        "n: float64 in the writer's schema, uint32 here (no float64 reads as uint32)",
+        "key: bytes in the writer's schema, bytes[4] here (no bytes reads as bytes[4])")
+    assert compare_schemas(parse_schema({"x": "int32?"}), parse_schema({"x": "int32"})).problems == (
+        "x: int32? in the writer's schema, int32 here (a null has nowhere to go)",)
+    assert compare_schemas(writer, parse_schema(writer.to_spec(), name="Renamed")).identical
+
+
+def test_reader_of_reads_fields_by_name_widens_and_fills_what_the_writer_lacks() -> None:
+    writer = parse_schema({"a": "int32", "rows": [{"k": "string", "v": "int32"}], "gone": "bool"})
+    reader = parse_schema({"rows": [{"v": "float64", "k": "string"}], "a": "int64", "new?": "string"})
+    read = reader_of(writer, reader)
+    assert read({"a": 1, "rows": [{"k": "x", "v": 2}], "gone": True}) == \
+        {"rows": [{"v": 2.0, "k": "x"}], "a": 1, "new": None}
+    assert type(read({"a": 1, "rows": [{"k": "x", "v": 2}], "gone": True})["rows"][0]["v"]) is float
+    assert read([{"a": 1, "rows": [], "gone": False}]) == [{"rows": [], "a": 1, "new": None}]  # a framed message
+
+
+# --- serialize stamps, deserialize compares ---------------------------------------------------------------
+
+
+def test_serialize_stamps_the_fingerprint_and_drops_what_described_the_old_bytes() -> None:
+    old = {"Content-Encoding": "zstd", "Wirepipe-Dictionary": "ab", "Wirepipe-Schema": "0" * 16, "traceparent": "t"}
+    typed = Serialize("avro", schema=AB)(Batch(records(2), headers=[dict(old), None]))
+    fp = schema_fingerprint(parse_schema(AB))
+    assert typed.headers == [{"traceparent": "t", "Content-Type": "application/avro", "Wirepipe-Schema": fp},
+                             {"Content-Type": "application/avro", "Wirepipe-Schema": fp}]
+    plain = Serialize("json")(Batch(records(1), headers=dict(old)))
+    assert plain.headers == {"traceparent": "t", "Content-Type": "application/json"}
+    # the schema a source attaches (generate's dataset) is stamped as the one given
+    names = Serialize("msgpack-array")(Batch(records(1), schema=("a", "b")))
+    assert names.headers == {"Content-Type": "application/vnd.wirepipe.msgpack-array",
+                             "Wirepipe-Schema": schema_fingerprint(["a", "b"])}
+
+
+@pytest.mark.parametrize("fmt", POSITIONAL)
+def test_a_positional_format_never_reads_a_record_with_another_schema(fmt: str) -> None:
+    sent = Serialize(fmt, schema=AB)(Batch(records(5)))
+    refused = Deserialize(fmt, schema=BA)(Batch(list(sent.values), headers=sent.headers))
+    assert refused.values == [] and len(refused.rejected) == 5
+    reason = refused.rejected[0].error
+    assert reason.startswith("written with schema 59fc81b9aa9d0fde, which this deserialize does not know: it reads "
+                             "Record {b: int64, a: int64} (21a89305cde87adc)"), reason
+    assert "writer_schemas" in reason
+    read = Deserialize(fmt, schema=BA, writer_schemas=[AB])(Batch(list(sent.values), headers=sent.headers))
+    assert read.values == [{"b": -i - 1, "a": i} for i in range(5)] and not read.rejected
+    assert [list(r) for r in read.values] == [["b", "a"]] * 5  # the reader's order
+
+
+def test_a_writer_schema_the_reader_cannot_read_by_name_is_refused_naming_the_fields() -> None:
+    writer = {"a": "int64", "b": "string"}
+    sent = Serialize("bincode", schema=writer)(Batch([{"a": 1, "b": "x"}]))
+    got = Deserialize("bincode", schema={"a": "int32", "c": "bool"}, writer_schemas=[writer])(sent)
+    assert got.values == [] and got.rejected[0].error == (
+        "written with schema {} (Record {{a: int64, b: string}}), read here as {} (Record {{a: int32, c: bool}}), "
+        "and its records cannot be read by field name: a: int64 in the writer's schema, int32 here (no int64 reads "
+        "as int32); c: required here, absent from the writer's schema").format(
+        schema_fingerprint(parse_schema(writer)), schema_fingerprint(parse_schema({"a": "int32", "c": "bool"})))
+
+
+def test_records_without_the_header_decode_as_before_unless_it_is_required() -> None:
+    sent = Serialize("bincode", schema=AB)(Batch(records(3)))
+    bare = Batch(list(sent.values))  # a publisher that does not stamp: read positionally, as it always was
+    assert Deserialize("bincode", schema=AB)(bare).values == records(3)
+    strict = Deserialize("bincode", schema=AB, schema_header="required")
+    refused = strict(Batch(list(sent.values)))
+    assert refused.values == [] and refused.rejected[0].error == (
+        "no Wirepipe-Schema header (a publisher that does not stamp its schema), and schema_header: required "
+        "refuses it (this deserialize reads Record {a: int64, b: int64}, 59fc81b9aa9d0fde)")
+    assert strict(Batch(list(sent.values), headers=sent.headers)).values == records(3)
+
+
+def test_a_format_that_names_its_fields_reads_any_schema_by_name() -> None:
+    for fmt in ("msgpack", "json"):
+        sent = Serialize(fmt, schema=AB)(Batch(records(2)))
+        assert Deserialize(fmt, schema=BA)(sent).values == records(2)
+
+
+def test_a_mixed_batch_picks_once_per_schema_and_counts_exactly() -> None:
+    """Per-record headers as a NATS source gives them: 6 of the reader's own schema, 5 of a known writer, 4 of
+    an unknown one, 3 without a header; the batch of only its own goes the whole-column way, picking nothing."""
+    own = Serialize("bincode", schema=BA)(Batch([{"b": i, "a": i} for i in range(6)]))
+    known = Serialize("bincode", schema=AB)(Batch(records(5)))
+    unknown = Serialize("bincode", schema={"a": "int64", "c": "int64"})(Batch([{"a": 1, "c": 2}] * 4))
+    bare = Serialize("bincode", schema=AB)(Batch(records(3)))
+    values = [*own.values, *known.values, *unknown.values, *bare.values]
+    headers = [dict(own.headers)] * 6 + [dict(known.headers)] * 5 + [dict(unknown.headers)] * 4 + [None] * 3
+    decode = Deserialize("bincode", schema=BA, writer_schemas=[AB])
+    alone = decode(Batch(list(values[:6]), headers=headers[:6]))
+    assert len(alone.values) == 6 and decode._by_schema == {}
+    got = decode(Batch(values, headers=headers))
+    assert got.values[:6] == [{"b": i, "a": i} for i in range(6)]
+    assert got.values[6:11] == [{"b": -i - 1, "a": i} for i in range(5)]
+    assert len(got.values) == 6 + 5 + 3 and len(got.rejected) == 4  # the 3 bare ones read as BA: today's behaviour
+    assert len(decode._by_schema) == 4  # one pick per distinct value: own, known, unknown, none
+
+
+def test_auto_compares_by_content_type_and_schema() -> None:
+    sent = [Serialize(fmt, schema=AB)(Batch(records(2))) for fmt in ("avro", "json", "bincode")]
+    values = [v for b in sent for v in b.values]
+    headers = [dict(b.headers) for b in sent for _ in b.values]
+    got = Deserialize("auto", schema=BA)(Batch(values, headers=headers))
+    assert got.values == records(2)  # json names its fields: read by name
+    assert [r.value for r in got.rejected] == [*sent[0].values, *sent[2].values]
+    got = Deserialize("auto", schema=BA, writer_schemas=[AB])(Batch(list(values), headers=headers))
+    assert got.values == [{"b": -1, "a": 0}, {"b": -2, "a": 1}] + records(2) + [{"b": -1, "a": 0}, {"b": -2, "a": 1}]
+
+
+def test_decode_and_a_compressed_chain_compare_too() -> None:
+    ops = DecodeParams(chain="bincode|zstd", schema=BA, writer_schemas=[AB]).build(BuildContext())
+    sent = run_operators([Serialize("bincode", schema=AB), Compress("zstd")], Batch(records(3)))[0]
+    assert run_operators(ops, sent)[0].values == [{"b": -i - 1, "a": i} for i in range(3)]
+    sent = run_operators([Serialize("bincode", schema=AB), Compress("zstd")], Batch(records(3)))[0]
+    refused = run_operators(DecodeParams(chain="bincode|zstd", schema=BA).build(BuildContext()), sent)[0]
+    assert len(refused.rejected) == 3 and refused.rejected[0].stage == "deserialize"
+
+
+def test_the_options_are_checked_as_yaml_is() -> None:
+    with pytest.raises(ConfigError, match="set `schema:` too"):
+        Deserialize("json", writer_schemas=[AB])
+    with pytest.raises(ConfigError, match="schema_header"):
+        Deserialize("avro", schema=AB, schema_header="always")
+    with pytest.raises(ConfigError, match=r"deserialize.writer_schemas\[1\].a: unknown type 'int99'"):
+        Deserialize("avro", schema=AB, writer_schemas=[BA, {"a": "int99"}])
+    assert Deserialize("avro", schema=AB, writer_schemas=[BA], schema_header="required").params == {
+        "format": "avro", "schema": AB, "writer_schemas": [BA], "schema_header": "required"}
+
+
+# --- wirepipe schema diff ---------------------------------------------------------------------------------
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_schema_diff_says_what_differs_and_exits_1(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.yaml", "name: Event\nfields: {id: int64, ts: int32, tags: [string]}\n")
+    b = write(tmp_path / "b.yaml", 'name: Event\nfields: {ts: int64, id: int64, "note?": string}\n')
+    out = invoke("schema", "diff", a, b, columns=200)
+    assert out.returncode == 1, out.output
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"A: {a}: Event {{id: int64, ts: int32, tags: list<string>}}  (fingerprint " \
+                       f"{schema_fingerprint(parse_schema({'id': 'int64', 'ts': 'int32', 'tags': ['string']}))})"
+    assert [line.split() for line in lines[5:9]] == [["id", "moved", "1st", "2nd"], ["ts", "retyped", "int32", "int64"],
+                                                      ["note", "added", "string?"], ["tags", "removed", "list<string>"]]
+    assert lines[-2:] == ["B reads records written with A by field name: yes",
+                          "A reads records written with B by field name: no: ts: int64 in the writer's schema, int32 "
+                          "here (no int64 reads as int32); tags: required here, absent from the writer's schema"]
+
+
+def test_schema_diff_of_identical_schemas_exits_0_and_takes_datasets_and_pipelines(tmp_path: Path) -> None:
+    write(tmp_path / "point.yaml", "name: Point\nfields: {x: int32, y: int32}\n")
+    pipeline = write(tmp_path / "relay.yaml", f"""name: relay
+source: {{type: nats, url: "${{NATS_URL}}", subject: in}}
+operators:
+  - decode: {{chain: "bincode|zstd", schema: {tmp_path / 'point.yaml'}}}
+  - encode: {{chain: avro, schema: {{y: int32, x: int32}}}}
+sink: {{type: nats, url: "${{NATS_URL}}", subject: out}}
+""")
+    same = invoke("schema", "diff", "point", f"{pipeline}#deserialize")
+    assert same.returncode == 0, same.output
+    assert same.stdout.splitlines()[1].startswith(f"B: {pipeline} (operators[0].decode): Point {{x: int32, y: int32}}")
+    assert same.stdout.splitlines()[-1] == "identical: the same fields in the same order, of the same types"
+    assert invoke("schema", "diff", "point", f"{pipeline}#serialize").returncode == 1
+    both = invoke("schema", "diff", "point", pipeline)
+    assert both.returncode == 2 and "given 2 different schemas" in both.stderr and "#serialize" in both.stderr
+    missing = invoke("schema", "diff", "point", tmp_path / "nope.yaml")
+    assert missing.returncode == 2 and "nope.yaml" in missing.stderr and "Traceback" not in missing.output
