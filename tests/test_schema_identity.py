@@ -219,6 +219,63 @@ def test_the_options_are_checked_as_yaml_is() -> None:
         "format": "avro", "schema": AB, "writer_schemas": [BA], "schema_header": "required"}
 
 
+# --- one field order everywhere ---------------------------------------------------------------------------
+
+
+def test_metrics_and_capture_metadata_keep_a_schemas_field_order(tmp_path: Path) -> None:
+    """A stage's params, the run's config and a capture's metadata are stored as written: a schema pasted back
+    from them lists its fields in the records' order, not alphabetically."""
+    import asyncio
+    import json
+
+    import pyarrow.parquet as pq
+
+    from wirepipe.connectors.capture_format import capture_files
+    from wirepipe.connectors.capture_sink import CaptureSink
+    from wirepipe.connectors.null import NullSink
+    from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.testing import TestingSource
+
+    schema = {"ts": "int64", "id": "int64", "a": "string"}
+    config = {"name": "order", "operators": [{"serialize": {"format": "avro", "schema": schema}}]}
+    Pipeline(TestingSource([[{"ts": 1, "id": 2, "a": "x"}]]), [Serialize("avro", schema=schema)], NullSink(),
+             name="order", metrics=tmp_path / "m.parquet", config=config).run()
+    table = pq.read_table(tmp_path / "m.parquet")
+    params = [json.loads(p) for p, stage in zip(table.column("params").to_pylist(), table.column("stage").to_pylist(),
+                                                 strict=True) if stage == "serialize"]
+    assert list(params[0]["schema"]) == ["ts", "id", "a"]
+    stored = json.loads(table.schema.metadata[b"wirepipe.config"])
+    assert list(stored["operators"][0]["serialize"]["schema"]) == ["ts", "id", "a"]
+
+    sink = CaptureSink(tmp_path / "capture", metadata={"subject": "z", "schema": json.dumps(schema)})
+
+    async def write() -> None:
+        await sink.open()
+        await sink.write(Batch([b"x"], headers={"Content-Type": "application/avro"}, meta={"seq": [0]}))
+        await sink.close()
+
+    asyncio.run(write())
+    info = json.loads(pq.read_schema(capture_files(tmp_path / "capture")[0]).metadata[b"wirepipe.capture"])
+    assert list(info["metadata"]) == ["subject", "schema"] and list(json.loads(info["metadata"]["schema"])) == \
+        ["ts", "id", "a"]
+    assert list(info) == ["format", "writer", "columns", "metadata"]
+
+
+@pytest.mark.slow
+def test_the_studys_snippet_lists_the_fields_in_the_records_order(tmp_path: Path) -> None:
+    """``bench --input``'s snippet (the YAML a user pastes into a consumer) and ``schema infer`` agree on the order."""
+    lines = "".join(f'{{"id": {i}, "ts": {1000 + i}, "user": "u{i % 7}", "action": "buy", "amount": 1.5}}\n'
+                    for i in range(200))
+    data = write(tmp_path / "events.jsonl", lines)
+    out = invoke("bench", "--input", data, "--quick", "--transport", "none", "--format", "avro", "--codec", "none",
+                 "--repetitions", "5", "--iterations", "1", "--yes", "--out", tmp_path / "res")
+    assert out.returncode == 0, out.output
+    snippet = out.stdout[out.stdout.index("# publisher"):out.stdout.index("# consumer")]
+    assert re.findall(r"^ +(\w+): (?:int64|string|float64)$", snippet, re.M) == ["id", "ts", "user", "action", "amount"]
+    inferred = invoke("schema", "infer", data)
+    assert re.findall(r"^  (\w+): ", inferred.stdout, re.M) == ["id", "ts", "user", "action", "amount"]
+
+
 # --- wirepipe schema diff ---------------------------------------------------------------------------------
 
 
