@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 
 from tests.cli import invoke
 from wirepipe.core.batch import Batch
@@ -22,7 +24,6 @@ from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import run_operators
 from wirepipe.schema import canonical_form, parse_schema, schema_fingerprint
 from wirepipe.schema_evolution import compare_schemas, reader_of
-from wirepipe.wire import Header
 
 ROOT = Path(__file__).resolve().parent.parent
 AB = {"a": "int64", "b": "int64"}
@@ -196,7 +197,7 @@ def test_auto_compares_by_content_type_and_schema() -> None:
     assert got.values == records(2)  # json names its fields: read by name
     assert [r.value for r in got.rejected] == [*sent[0].values, *sent[2].values]
     got = Deserialize("auto", schema=BA, writer_schemas=[AB])(Batch(list(values), headers=headers))
-    assert got.values == [{"b": -1, "a": 0}, {"b": -2, "a": 1}] + records(2) + [{"b": -1, "a": 0}, {"b": -2, "a": 1}]
+    assert got.values == [{"b": -1, "a": 0}, {"b": -2, "a": 1}, *records(2), {"b": -1, "a": 0}, {"b": -2, "a": 1}]
 
 
 def test_decode_and_a_compressed_chain_compare_too() -> None:
@@ -317,3 +318,60 @@ sink: {{type: nats, url: "${{NATS_URL}}", subject: out}}
     assert both.returncode == 2 and "given 2 different schemas" in both.stderr and "#serialize" in both.stderr
     missing = invoke("schema", "diff", "point", tmp_path / "nope.yaml")
     assert missing.returncode == 2 and "nope.yaml" in missing.stderr and "Traceback" not in missing.output
+
+
+# --- the property: a consumer's fields in any order, renamed: never a value under another field's name ---------
+
+TYPED = [*POSITIONAL, "msgpack", "json", "bson", "flexbuffers"]
+SCALARS = ["int64", "int64", "int32", "string", "float64", "bool"]
+
+
+def _value(kind: str, field: int, record: int) -> Any:
+    """A value of ``kind`` that no other field of the record holds (so a value under another name shows)."""
+    number = field * 1000 + record
+    return {"int64": -number - 1, "int32": number, "string": f"v{number}", "float64": number + 0.5,
+            "bool": field % 2 == 0}[kind]
+
+
+@st.composite
+def writer_and_reader(draw: Any) -> tuple[dict[str, str], dict[str, str], bool]:
+    """A writer's schema, and a reader's: the writer's fields (some of them) in any order, some renamed, some made
+    optional; and whether the reader is told the writer's schema (``writer_schemas``)."""
+    names = draw(st.lists(st.sampled_from("abcdefgh"), min_size=2, max_size=6, unique=True))
+    writer = {name: draw(st.sampled_from(SCALARS)) for name in names}
+    kept = draw(st.permutations(names).map(lambda p: p[:max(1, len(p) - draw(st.integers(0, 1)))]))
+    reader: dict[str, str] = {}
+    for i, name in enumerate(kept):
+        renamed = draw(st.booleans()) and draw(st.booleans())  # a quarter of the fields
+        optional = draw(st.booleans())
+        reader[f"r{i}" if renamed else name] = writer[name] + ("?" if optional else "")
+    return writer, reader, draw(st.booleans())
+
+
+@pytest.mark.parametrize("fmt", TYPED)
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(case=writer_and_reader())
+def test_no_value_ever_lands_under_another_fields_name(fmt: str, case: tuple[dict[str, str], dict[str, str], bool]
+                                                       ) -> None:
+    writer, reader, told = case
+    note(f"writer {writer}, reader {reader}, writer_schemas: {told}")
+    kinds = list(writer.values())
+    sent_records = [{name: _value(kind, f, r) for f, (name, kind) in enumerate(writer.items())} for r in range(3)]
+    sent = Serialize(fmt, schema=writer)(Batch([dict(r) for r in sent_records]))
+    assert not sent.rejected and len(kinds) == len(writer)
+    got = Deserialize(fmt, schema=reader, writer_schemas=[writer] if told else [])(
+        Batch(list(sent.values), headers=sent.headers))
+    assert len(got.values) + len(got.rejected) == 3
+    by_name = compare_schemas(parse_schema(writer), parse_schema(reader))
+    refused = {id(r.value) for r in got.rejected}
+    kept = [record for record, payload in zip(sent_records, sent.values, strict=True) if id(payload) not in refused]
+    for value, written in zip(got.values, kept, strict=True):  # by name: what was written under it, or None
+        for name in {*value, *reader}:  # (bson and flexbuffers, which do not check on decode, keep every field sent)
+            assert value.get(name) == written.get(name), (name, value, written)
+    for rejected in got.rejected:
+        assert rejected.error, rejected
+    if fmt in POSITIONAL:  # never decoded with the reader's schema: read by name when it can be, else refused
+        readable = by_name.identical or (told and by_name.readable)
+        assert (len(got.values), len(got.rejected)) == ((3, 0) if readable else (0, 3)), got.rejected[:1]
+        if not readable:
+            assert "written with schema" in got.rejected[0].error
