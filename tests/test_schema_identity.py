@@ -375,3 +375,58 @@ def test_no_value_ever_lands_under_another_fields_name(fmt: str, case: tuple[dic
         assert (len(got.values), len(got.rejected)) == ((3, 0) if readable else (0, 3)), got.rejected[:1]
         if not readable:
             assert "written with schema" in got.rejected[0].error
+
+
+# --- real processes over a real nats-server ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["msgpack-array", "avro", "bincode"])
+def test_a_consumer_with_the_fields_in_another_order_reads_by_name_or_refuses_every_record(
+        tmp_path: Path, nats_url: str, fmt: str) -> None:
+    """The issue's case: a publisher with {a: int64, b: int64}, consumers with {b: int64, a: int64}, 3,000 records
+    through JetStream, each end its own ``wirepipe run``. Told the publisher's schema, the consumer reads all
+    3,000 by name; not told, it reads none and dead-letters all 3,000 with the reason (exit 3: every record
+    rejected). Before the header, all 3,000 arrived with a and b swapped, and exit 0."""
+    import orjson
+
+    from tests.cli import wirepipe
+
+    n = 3000
+    write(tmp_path / "in.jsonl", "".join(f'{{"a": {i}, "b": {-i - 1}}}\n' for i in range(n)))
+    stream = f"AB{POSITIONAL.index(fmt)}"
+    publisher = {"name": "ab-publish", "source": {"type": "jsonl", "path": str(tmp_path / "in.jsonl"),
+                                                  "batch_size": 500},
+                 "operators": [{"serialize": {"format": fmt, "schema": AB}}, {"compress": {"codec": "zstd"}}],
+                 "sink": {"type": "jetstream", "url": nats_url, "subject": "ab.one",
+                          "stream": {"name": stream, "subjects": ["ab.>"]}}}
+    write(tmp_path / "publish.yaml", orjson.dumps(publisher).decode())
+    done = wirepipe("run", tmp_path / "publish.yaml", "--no-status")
+    assert done.returncode == 0, done.stderr
+
+    def consume(name: str, **deserialize: Any) -> tuple[Any, list[Any], list[Any]]:
+        config = {"name": name, "source": {"type": "jetstream", "url": nats_url, "stream": stream, "durable": name,
+                                           "count": n, "batch_size": 1000},
+                  "operators": [{"decompress": {"codec": "auto"}},
+                                {"deserialize": {"format": "auto", "schema": BA, **deserialize}}],
+                  "sink": {"type": "jsonl", "path": str(tmp_path / f"{name}.jsonl")},
+                  "dead_letter": {"type": "jsonl", "path": str(tmp_path / f"{name}.dead.jsonl")}}
+        write(tmp_path / f"{name}.yaml", orjson.dumps(config).decode())
+        proc = wirepipe("run", tmp_path / f"{name}.yaml", "--no-status")
+        out, dead = (tmp_path / f"{name}.jsonl", tmp_path / f"{name}.dead.jsonl")
+        return (proc, [orjson.loads(x) for x in out.read_bytes().splitlines()] if out.exists() else [],
+                [orjson.loads(x) for x in dead.read_bytes().splitlines()] if dead.exists() else [])
+
+    proc, got, dead = consume("told", writer_schemas=[AB])
+    assert proc.returncode == 0, proc.stderr
+    assert (len(got), len(dead)) == (n, 0)
+    assert sorted(got, key=lambda r: r["a"]) == [{"b": -i - 1, "a": i} for i in range(n)]
+
+    proc, got, dead = consume("not-told")
+    assert proc.returncode == 3, proc.stderr  # every record rejected
+    assert (len(got), len(dead)) == (0, n)
+    reasons = {d["error"] for d in dead}
+    assert reasons == {"written with schema 59fc81b9aa9d0fde, which this deserialize does not know: it reads Record "
+                       "{b: int64, a: int64} (21a89305cde87adc), and " + fmt + " read with another schema than the "
+                       "writer's puts values under other fields' names; give the publisher's schema in "
+                       "writer_schemas: to read its records by field name (wirepipe schema diff says what differs)"}
