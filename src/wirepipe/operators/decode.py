@@ -15,11 +15,11 @@ from .chain_operators import ChainParams
 from .decompress import Decompress
 from .deserialize import Deserialize
 from .operator import BuildContext, Operator, with_shorthand
-from .schema_options import SCHEMA_HEADER_FIELD, WRITER_SCHEMAS_FIELD, SchemaParam
+from .schema_options import SCHEMA_HEADER_FIELD, WRITER_SCHEMAS_FIELD, WriterSchemaParam
 
 
 class DecodeParams(ChainParams):
-    writer_schemas: list[SchemaParam] = WRITER_SCHEMAS_FIELD
+    writer_schemas: list[WriterSchemaParam] = WRITER_SCHEMAS_FIELD
     schema_header: Literal["optional", "required"] = SCHEMA_HEADER_FIELD
 
     def build(self, ctx: BuildContext) -> list[Operator]:

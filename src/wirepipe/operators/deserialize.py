@@ -42,6 +42,7 @@ from .schema_options import (
     WRITER_SCHEMAS_FIELD,
     SchemaParam,
     SchemaSpec,
+    WriterSchemaParam,
     known_format,
     resolve_schema,
     schema_param,
@@ -240,7 +241,7 @@ class DeserializeParams(Strict):
                                "instead of dicts; default: when the schema is a class")
     framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
-    writer_schemas: list[SchemaParam] = WRITER_SCHEMAS_FIELD
+    writer_schemas: list[WriterSchemaParam] = WRITER_SCHEMAS_FIELD
     schema_header: Literal["optional", "required"] = SCHEMA_HEADER_FIELD
 
     _format = field_validator("format")(known_format(("auto",)))
