@@ -30,6 +30,7 @@ batch (one dict lookup a record), and:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from ..codecs.formats import Decoder, Format, Schema
@@ -62,7 +63,10 @@ class SchemaIdentity:
             return not self.required
         if isinstance(headers, dict):
             return self._own(headers.get(key), names_on_wire)
-        seen = {h.get(key) if h else None for h in headers}
+        try:  # one dict lookup a record, in C (half the time of a comprehension)
+            seen = set(map(dict.get, headers, repeat(key)))
+        except TypeError:  # a record without headers (None)
+            seen = {h.get(key) if h else None for h in headers}
         return all(self._own(fp, names_on_wire) for fp in seen)
 
     def _own(self, fingerprint: str | None, names_on_wire: bool) -> bool:
