@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,24 @@ def test_a_positional_format_never_reads_a_record_with_another_schema(fmt: str) 
     read = Deserialize(fmt, schema=BA, writer_schemas=[AB])(Batch(list(sent.values), headers=sent.headers))
     assert read.values == [{"b": -i - 1, "a": i} for i in range(5)] and not read.rejected
     assert [list(r) for r in read.values] == [["b", "a"]] * 5  # the reader's order
+
+
+@dataclass
+class Swapped:
+    b: int
+    a: int
+
+
+def test_framed_messages_and_typed_records_are_read_by_name_too() -> None:
+    from wirepipe.operators.pack import Pack
+
+    for fmt in ("bincode", "avro", "protobuf"):
+        sent = Serialize(fmt, schema=AB)(Pack(2)(Batch(records(4))))
+        got = Deserialize(fmt, schema=BA, framed=True, writer_schemas=[AB])(sent)
+        assert got.values == [[{"b": -1, "a": 0}, {"b": -2, "a": 1}], [{"b": -3, "a": 2}, {"b": -4, "a": 3}]], fmt
+    sent = Serialize("msgpack-array", schema=AB)(Batch(records(2)))  # a class's field order: a schema of names
+    got = Deserialize("msgpack-array", schema=Swapped, writer_schemas=[AB])(sent)
+    assert got.values == [Swapped(b=-1, a=0), Swapped(b=-2, a=1)]
 
 
 def test_a_writer_schema_the_reader_cannot_read_by_name_is_refused_naming_the_fields() -> None:

@@ -192,8 +192,9 @@ class Deserialize(Configured, Operator):
             fmt, own = get_format(self.name), self._fixed  # type: ignore[assignment]
         options = self._options
 
-        def build(writer: Schema) -> Decoder:
-            return self._typed(fmt.decoder(writer, allow_pickle=self.allow_pickle, **options))
+        def build(writer: Schema, convert: Callable[[Any], Any]) -> Decoder:
+            decode = fmt.decoder(writer, allow_pickle=self.allow_pickle, **options)
+            return self._typed(lambda data: convert(decode(data)))
 
         return identity.decoder(fmt, fingerprint, own, build)
 

@@ -75,10 +75,11 @@ class SchemaIdentity:
         return names_on_wire or fingerprint == self.own
 
     def decoder(self, fmt: Format, fingerprint: str | None, own: Decoder,
-                build: Callable[[Schema], Decoder]) -> Decoder:
+                build: Callable[[Schema, Callable[[Any], Any]], Decoder]) -> Decoder:
         """The decoder of a record of ``fmt`` written with the schema ``fingerprint`` names (None: no header):
-        ``own`` (the reader's) where that is right, else the writer's decoder (``build``) then the reader's
-        fields by name, else one that dead-letters the record with the reason."""
+        ``own`` (the reader's) where that is right, else ``build(writer, convert)``: the writer's decoder, its
+        records then read by field name as the reader's (``convert``); else one that dead-letters the record
+        with the reason."""
         if fingerprint is None:
             if not self.required:
                 return own
@@ -100,12 +101,10 @@ class SchemaIdentity:
                 f"written with schema {fingerprint} ({_shown(writer)}), read here as {self.own} "
                 f"({_shown(self.reader)}), and its records cannot be read by field name: {'; '.join(diff.problems)}")
         try:
-            decode = build(writer)
+            return build(writer, reader_of(writer, self.reader))
         except (ValueError, KeyError) as exc:  # a writer's schema the format cannot take (field names for avro)
             return self._refused(f"written with schema {fingerprint} ({_shown(writer)}): {fmt.name} cannot "
                                  f"decode with it ({exc})")
-        convert = reader_of(writer, self.reader)
-        return lambda data: convert(decode(data))
 
     def _refused(self, reason: str) -> Decoder:
         return failing(StageError("deserialize", "schema", reason))
