@@ -85,8 +85,10 @@ class Deserialize(Configured, Operator):
             raise ValueError("typed: true needs schema: module:RecordClass")
         self._writers = [_writer_schema(i, w) for i, w in enumerate(params.writer_schemas)]
         self._required = params.schema_header == REQUIRED
-        self.params |= ({"writer_schemas": [schema_param(w) for w in params.writer_schemas]} if self._writers else {}) | (
-            {"schema_header": REQUIRED} if self._required else {})
+        if self._writers:
+            self.params["writer_schemas"] = [schema_param(w) for w in params.writer_schemas]
+        if self._required:
+            self.params["schema_header"] = REQUIRED
         self._identity: SchemaIdentity | None = None
         self._by_type: dict[str | None, Decoder] = {}
         self._by_schema: dict[tuple[str | None, str | None], Decoder] = {}
@@ -176,7 +178,9 @@ class Deserialize(Configured, Operator):
         key = (content_type, fingerprint)
         fn = self._by_schema.get(key)
         if fn is None:
-            fn = self._by_schema[key] = self._pick(content_type, fingerprint)
+            fn = self._pick(content_type, fingerprint)
+            if len(self._by_schema) < _PICKS_KEPT:  # the header is the publisher's: its values are not ours to count
+                self._by_schema[key] = fn
         return fn
 
     def _pick(self, content_type: str | None, fingerprint: str | None) -> Decoder:
@@ -197,6 +201,9 @@ class Deserialize(Configured, Operator):
             return self._typed(lambda data: convert(decode(data)))
 
         return identity.decoder(fmt, fingerprint, own, build)
+
+
+_PICKS_KEPT = 1024  # decoders kept by (Content-Type, Wirepipe-Schema): a few in any real stream
 
 
 def _writer_schema(i: int, spec: SchemaSpec) -> Schema:
