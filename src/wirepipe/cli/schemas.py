@@ -85,7 +85,7 @@ def schema_diff(
     for reader, writer, diff in (("B", "A", forward), ("A", "B", backward)):
         verdict = "yes" if diff.readable else "no: " + "; ".join(diff.problems)
         typer.echo(f"{reader} reads records written with {writer} by field name: {verdict}")
-    raise typer.Exit(ExitCode.RUNTIME)
+    raise typer.Exit(ExitCode.RUNTIME)  # they differ: 1, as for diff(1) and a failed `wirepipe test` case
 
 
 def _changes_table(changes: Any) -> Any:
@@ -134,7 +134,7 @@ def _pipeline_schema(path: str, side: str, operators: list[Any]) -> tuple[str, A
 
     if side and side not in ("serialize", "deserialize"):
         raise ConfigError(f"#{side}: name the side whose schema to take, #serialize or #deserialize", file=path)
-    found: dict[str, tuple[str, Any]] = {}
+    found: dict[str, tuple[str, Any]] = {}  # fingerprint -> (the first entry given it, the schema)
     for i, entry in enumerate(operators):
         kind = next(iter(entry)) if isinstance(entry, dict) and len(entry) == 1 else None
         value = entry[kind] if kind else None
@@ -148,14 +148,15 @@ def _pipeline_schema(path: str, side: str, operators: list[Any]) -> tuple[str, A
         schema = resolve_schema(with_message(params.schema_, getattr(params, "message", None)))
         if schema is None:
             continue
-        found.setdefault(schema_fingerprint(schema), (f"{path} ({where})", schema))
+        found.setdefault(schema_fingerprint(schema), (where, schema))
     if len(found) == 1:
-        return next(iter(found.values()))
+        where, schema = next(iter(found.values()))
+        return f"{path} ({where})", schema
     sides = f"{side} or {'encode' if side == 'serialize' else 'decode'}" if side else \
         "serialize, encode, deserialize or decode"
     if not found:
         raise ConfigError(f"no {sides} in this pipeline is given a schema", file=path)
-    listed = ", ".join(f"{label.partition(' (')[2][:-1]} ({fingerprint})" for fingerprint, (label, _) in found.items())
+    listed = ", ".join(f"{where} ({fingerprint})" for fingerprint, (where, _) in found.items())
     raise ConfigError(f"its {sides} entries are given {len(found)} different schemas ({listed}): name the side with "
                       f"{path}#serialize or {path}#deserialize", file=path)
 
