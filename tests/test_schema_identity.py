@@ -99,6 +99,8 @@ def test_compare_names_every_change_and_whether_it_reads_by_name() -> None:
     assert compare_schemas(parse_schema({"x": "int32?"}), parse_schema({"x": "int32"})).problems == (
         "x: int32? in the writer's schema, int32 here (a null has nowhere to go)",)
     assert compare_schemas(writer, parse_schema(writer.to_spec(), name="Renamed")).identical
+    names = compare_schemas(["a", "b"], parse_schema(AB))  # field names only: types not compared, not the same
+    assert names.readable and not names.identical and names.summary() == "a any -> int64; b any -> int64"
 
 
 def test_reader_of_reads_fields_by_name_widens_and_fills_what_the_writer_lacks() -> None:

@@ -149,7 +149,10 @@ def _compare_fields(writer: Fields, reader: Fields, prefix: str, changes: list[C
 
 
 def _compare_types(w: Type | None, r: Type | None, path: str, changes: list[Change]) -> None:
-    if w is None or r is None or w == r:
+    if w == r:
+        return
+    if w is None or r is None:  # one schema names its fields only: nothing to compare, but not the same schema
+        changes.append(Change(path, "retyped", _spelled(w), _spelled(r)))
         return
     if w.optional and not r.optional:
         changes.append(Change(path, "retyped", str(w), str(r), f"{w} in the writer's schema, {r} here (a null "
