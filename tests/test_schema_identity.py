@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.cli import invoke
 from wirepipe.core.batch import Batch
 from wirepipe.core.errors import ConfigError
+from wirepipe.core.rejections import reason_of
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decode import DecodeParams
 from wirepipe.operators.deserialize import Deserialize
@@ -92,12 +93,12 @@ def test_compare_names_every_change_and_whether_it_reads_by_name() -> None:
     assert diff.readable and not diff.identical
     back = compare_schemas(reader, writer)
     assert back.problems == (
-        "ts: int64 in the writer's schema, int32 here (no int64 reads as int32)",
-        "tags: required here, absent from the writer's schema",
-        "n: float64 in the writer's schema, uint32 here (no float64 reads as uint32)",
-        "key: bytes in the writer's schema, bytes[4] here (no bytes reads as bytes[4])")
+        "ts: int64 in the writer schema, int32 here (no int64 reads as int32)",
+        "tags: required here, absent from the writer schema",
+        "n: float64 in the writer schema, uint32 here (no float64 reads as uint32)",
+        "key: bytes in the writer schema, bytes[4] here (no bytes reads as bytes[4])")
     assert compare_schemas(parse_schema({"x": "int32?"}), parse_schema({"x": "int32"})).problems == (
-        "x: int32? in the writer's schema, int32 here (a null has nowhere to go)",)
+        "x: int32? in the writer schema, int32 here (a null has nowhere to go)",)
     assert compare_schemas(writer, parse_schema(writer.to_spec(), name="Renamed")).identical
     names = compare_schemas(["a", "b"], parse_schema(AB))  # field names only: types not compared, not the same
     assert names.readable and not names.identical and names.summary() == "a any -> int64; b any -> int64"
@@ -139,6 +140,7 @@ def test_a_positional_format_never_reads_a_record_with_another_schema(fmt: str) 
     assert reason.startswith("written with schema 59fc81b9aa9d0fde, which this deserialize does not know: it reads "
                              "Record {b: int64, a: int64} (21a89305cde87adc)"), reason
     assert "writer_schemas" in reason
+    assert reason_of(reason) == reason  # a run's summary groups rejections by it: nothing in it reads as a value
     read = Deserialize(fmt, schema=BA, writer_schemas=[AB])(Batch(list(sent.values), headers=sent.headers))
     assert read.values == [{"b": -i - 1, "a": i} for i in range(5)] and not read.rejected
     assert [list(r) for r in read.values] == [["b", "a"]] * 5  # the reader's order
@@ -168,8 +170,8 @@ def test_a_writer_schema_the_reader_cannot_read_by_name_is_refused_naming_the_fi
     got = Deserialize("bincode", schema={"a": "int32", "c": "bool"}, writer_schemas=[writer])(sent)
     assert got.values == [] and got.rejected[0].error == (
         "written with schema {} (Record {{a: int64, b: string}}), read here as {} (Record {{a: int32, c: bool}}), "
-        "and its records cannot be read by field name: a: int64 in the writer's schema, int32 here (no int64 reads "
-        "as int32); c: required here, absent from the writer's schema").format(
+        "and its records cannot be read by field name: a: int64 in the writer schema, int32 here (no int64 reads "
+        "as int32); c: required here, absent from the writer schema").format(
         schema_fingerprint(parse_schema(writer)), schema_fingerprint(parse_schema({"a": "int32", "c": "bool"})))
 
 
@@ -317,8 +319,8 @@ def test_schema_diff_says_what_differs_and_exits_1(tmp_path: Path) -> None:
     assert [line.split() for line in lines[5:9]] == [["id", "moved", "1st", "2nd"], ["ts", "retyped", "int32", "int64"],
                                                       ["note", "added", "string?"], ["tags", "removed", "list<string>"]]
     assert lines[-2:] == ["B reads records written with A by field name: yes",
-                          "A reads records written with B by field name: no: ts: int64 in the writer's schema, int32 "
-                          "here (no int64 reads as int32); tags: required here, absent from the writer's schema"]
+                          "A reads records written with B by field name: no: ts: int64 in the writer schema, int32 "
+                          "here (no int64 reads as int32); tags: required here, absent from the writer schema"]
 
 
 def test_schema_diff_of_identical_schemas_exits_0_and_takes_datasets_and_pipelines(tmp_path: Path) -> None:
@@ -448,6 +450,6 @@ def test_a_consumer_with_the_fields_in_another_order_reads_by_name_or_refuses_ev
     assert (len(got), len(dead)) == (0, n)
     reasons = {d["error"] for d in dead}
     assert reasons == {"written with schema 59fc81b9aa9d0fde, which this deserialize does not know: it reads Record "
-                       "{b: int64, a: int64} (21a89305cde87adc), and " + fmt + " read with another schema than the "
-                       "writer's puts values under other fields' names; give the publisher's schema in "
+                       "{b: int64, a: int64} (21a89305cde87adc), and " + fmt + " read with another schema than the one it "
+                       "was written with puts values under other field names; list the publisher schema in "
                        "writer_schemas: to read its records by field name (wirepipe schema diff says what differs)"}

@@ -26,11 +26,11 @@ with the writer's schema to the reader's.
 >>> old, new = parse_schema({"a": "int32", "b": "string"}), parse_schema({"b": "string", "a": "int64", "c?": "bool"})
 >>> diff = compare_schemas(old, new)
 >>> diff.readable, diff.summary()
-(True, "a moved (1st in the writer's schema, 2nd here); a int32 -> int64; c added (bool?)")
+(True, 'a moved (1st in the writer schema, 2nd here); a int32 -> int64; c added (bool?)')
 >>> reader_of(old, new)({"a": 1, "b": "x"})
 {'b': 'x', 'a': 1, 'c': None}
 >>> compare_schemas(new, old).problems
-("a: int64 in the writer's schema, int32 here (no int64 reads as int32)",)
+('a: int64 in the writer schema, int32 here (no int64 reads as int32)',)
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Change:
 
     def __str__(self) -> str:
         if self.kind == "moved":
-            return f"{self.path} moved ({self.writer} in the writer's schema, {self.reader} here)"
+            return f"{self.path} moved ({self.writer} in the writer schema, {self.reader} here)"
         if self.kind == "retyped":
             return f"{self.path} {self.writer} -> {self.reader}"
         return f"{self.path} {self.kind} ({self.reader if self.kind == 'added' else self.writer})"
@@ -140,7 +140,7 @@ def _compare_fields(writer: Fields, reader: Fields, prefix: str, changes: list[C
         if name not in w_types:
             required = r_type is not None and not r_type.optional
             changes.append(Change(path, "added", reader=_spelled(r_type),
-                                  problem="required here, absent from the writer's schema" if required else None))
+                                  problem="required here, absent from the writer schema" if required else None))
         else:
             _compare_types(w_types[name], r_type, path, changes)
     for name, w_type in writer:
@@ -155,7 +155,7 @@ def _compare_types(w: Type | None, r: Type | None, path: str, changes: list[Chan
         changes.append(Change(path, "retyped", _spelled(w), _spelled(r)))
         return
     if w.optional and not r.optional:
-        changes.append(Change(path, "retyped", str(w), str(r), f"{w} in the writer's schema, {r} here (a null "
+        changes.append(Change(path, "retyped", str(w), str(r), f"{w} in the writer schema, {r} here (a null "
                                                                   "has nowhere to go)"))
         return
     wk, rk = w.kind, r.kind
@@ -172,7 +172,7 @@ def _compare_types(w: Type | None, r: Type | None, path: str, changes: list[Chan
         return
     fits = (wk == rk and w.size == r.size) or rk in _WIDENS.get(wk, ())
     changes.append(Change(path, "retyped", str(w), str(r), None if fits else
-                          f"{w} in the writer's schema, {r} here (no {w.required()} reads as {r.required()})"))
+                          f"{w} in the writer schema, {r} here (no {w.required()} reads as {r.required()})"))
 
 
 def _moved(writer_order: list[str], reader_order: list[str]) -> list[str]:

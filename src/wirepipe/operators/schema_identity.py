@@ -20,7 +20,7 @@ batch (one dict lookup a record), and:
 >>> from wirepipe.operators.serialize import Serialize
 >>> sent = Serialize("bincode", schema={"a": "int64", "b": "int64"})(Batch([{"a": 1, "b": 2}]))
 >>> Deserialize("bincode", schema={"b": "int64", "a": "int64"})(sent).rejected[0].error  # doctest: +ELLIPSIS
-"written with schema 59fc81b9aa9d0fde, which this deserialize does not know: ..."
+'written with schema 59fc81b9aa9d0fde, which this deserialize does not know: ...'
 >>> sent = Serialize("bincode", schema={"a": "int64", "b": "int64"})(Batch([{"a": 1, "b": 2}]))
 >>> Deserialize("bincode", schema={"b": "int64", "a": "int64"}, writer_schemas=[{"a": "int64", "b": "int64"}])(
 ...     sent).values
@@ -92,9 +92,9 @@ class SchemaIdentity:
         if writer is None:
             return self._refused(
                 f"written with schema {fingerprint}, which this deserialize does not know: it reads "
-                f"{_shown(self.reader)} ({self.own}), and {fmt.name} read with another schema than the writer's "
-                "puts values under other fields' names; give the publisher's schema in writer_schemas: to read "
-                "its records by field name (wirepipe schema diff says what differs)")
+                f"{_shown(self.reader)} ({self.own}), and {fmt.name} read with another schema than the one it was "
+                "written with puts values under other field names; list the publisher schema in writer_schemas: to "
+                "read its records by field name (wirepipe schema diff says what differs)")
         diff = compare_schemas(writer, self.reader)
         if not diff.readable:
             return self._refused(
