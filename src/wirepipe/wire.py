@@ -67,22 +67,29 @@ def set_header(batch: Batch, key: str, value: str, drop: str | None = None) -> N
     >>> b.headers
     [{'traceparent': '00-1', 'Content-Type': 'application/json'}, {'Content-Type': 'application/json'}]
     """
+    set_headers(batch, {key: value}, () if drop is None else (drop,))
+
+
+def set_headers(batch: Batch, values: dict[str, str], drop: Sequence[str] = ()) -> None:
+    """``set_header`` for several headers at once (each record's headers copied once), and the headers in
+    ``drop`` taken away."""
     h = batch.headers
     if h is None or (not isinstance(h, dict) and not any(h)):  # no record has a header: one shared dict
-        batch.headers = {key: value}
+        batch.headers = dict(values)
     elif isinstance(h, dict):
-        batch.headers = _merged(h, key, value, drop)
-    elif drop is None:
-        batch.headers = [{**d, key: value} if d else {key: value} for d in h]
-    else:  # a record's headers are copied once; only one that holds ``drop`` pays for dropping it
-        batch.headers = [({**d, key: value} if drop not in d else _merged(d, key, value, drop)) if d else {key: value}
+        batch.headers = _merged(h, values, drop)
+    elif not drop:
+        batch.headers = [{**d, **values} if d else dict(values) for d in h]
+    else:  # a record's headers are copied once; only one that holds a header of ``drop`` pays for dropping it
+        keep = frozenset(drop).isdisjoint
+        batch.headers = [({**d, **values} if keep(d) else _merged(d, values, drop)) if d else dict(values)
                          for d in h]
 
 
-def _merged(headers: dict[str, str], key: str, value: str, drop: str | None) -> dict[str, str]:
-    out = {**headers, key: value}
-    if drop is not None:
-        out.pop(drop, None)
+def _merged(headers: dict[str, str], values: dict[str, str], drop: Sequence[str]) -> dict[str, str]:
+    out = {**headers, **values}
+    for key in drop:
+        out.pop(key, None)
     return out
 
 

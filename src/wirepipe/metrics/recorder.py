@@ -106,7 +106,7 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
     return {**pool,
         "wirepipe.run_id": run_id,
         "wirepipe.pipeline": pipeline,
-        "wirepipe.config": json.dumps(redact_tree(config or {}), default=str, sort_keys=True),
+        "wirepipe.config": json.dumps(redact_tree(config or {}), default=str),
         "wirepipe.versions": versions,
         # the allocator policy is read per run, not cached: it changes what large payloads cost and is applied
         # when the process builds its first pipeline, which may come after the first run's metadata (Beam)
@@ -202,7 +202,7 @@ class MetricsRecorder:
         """Fix the run's stages (index = position) and prepare the output; call once before stamping."""
         from ..storage.parts import check_folder
 
-        self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str, sort_keys=True))
+        self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str))
                         for s, o, p in stages]
         meta = run_metadata(self.pipeline, self.config, self.run_id)
         self._schemas = {table: table_schema(table, meta) for table in TABLES}
