@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 import urllib.request
@@ -13,7 +14,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cli import start_wirepipe, wirepipe
+from tests.cli import cli_env, start_wirepipe, wirepipe
 from tests.nats_fixtures import consumer_info, publish_numbered
 from wirepipe.connectors.nats.jetstream_source import PULL_AHEAD, JetStreamSource
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -53,6 +54,12 @@ def written(out: Path) -> list[int]:
     return seen
 
 
+def worker_path() -> str:
+    """The workers' ``PYTHONPATH``: ``tests/`` (the configs name ``nats_fixtures`` functions) before the one a
+    ``wirepipe`` subprocess gets (the code under test)."""
+    return os.pathsep.join([str(TESTS), cli_env()["PYTHONPATH"]])
+
+
 def acked_seqs(info: Any) -> int:
     """Stream sequences 1..ack_floor are acknowledged (one worker, so acks are contiguous)."""
     return info.ack_floor.stream_seq
@@ -68,7 +75,7 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
     config = tmp_path / "worker.yaml"
     config.write_text(WORKER)
     out = tmp_path / "out"
-    env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": str(TESTS)}
+    env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path()}
 
     worker = start_wirepipe("run", str(config), env=env)
     try:

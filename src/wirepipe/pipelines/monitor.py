@@ -158,6 +158,8 @@ def run_summary(pipeline: Any, stats: Any) -> str:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
     text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
+    if getattr(stats, "outstanding", 0):
+        text += f", {stats.outstanding} records awaiting redelivery"
     lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     if stats.unreadable:
         from ..connectors.connector import describe_unreadable
