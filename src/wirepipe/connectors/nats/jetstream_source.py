@@ -478,7 +478,11 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._learn(info)
         end = self._end
         was_waiting = end.waiting
-        if not end.reached(int(info.num_pending), int(info.num_ack_pending), time.monotonic()):
+        reached = end.reached(int(info.num_pending), int(info.num_ack_pending), time.monotonic())
+        # The status line says what the read waits for: "waiting for 2,800 unacknowledged records (...)".
+        self.waiting = (f"{end.outstanding:,} unacknowledged records (held by another reader, or redelivered "
+                        "after ack_wait)" if end.waiting and not reached else None)
+        if not reached:
             if end.waiting and not was_waiting:
                 log.info("%s: stream %s is read; %d record(s) delivered and not acknowledged yet (another reader "
                          "holds them, or they come back after ack_wait): waiting for them", self.consumer,
@@ -676,9 +680,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
     async def close(self) -> None:
         await self.pulls.stop()
-        if self._bound_reached:  # what it took and could not settle (a drain cut short) comes back later
-            self._outstanding += max(0, self._seen - self._settled)
-        if not self.ordered:
+        if not self.ordered:  # (an ordered consumer has no acks)
+            if self._bound_reached:  # what it took and could not settle (a drain cut short) comes back later
+                self._outstanding += max(0, self._seen - self._settled)
             await self._confirm_acks()
         if self.nc is not None and not self.ordered and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
