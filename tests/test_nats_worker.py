@@ -34,7 +34,7 @@ source:
   stream: NUM
   durable: archive
   batch_size: 200
-  ack_wait: 3s
+  ack_wait: ${ACK_WAIT:-3s}
   stop_at_end: ${STOP_AT_END:-false}
 operators:
   - deserialize: {format: auto}
@@ -73,14 +73,17 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
     """A worker stopped mid-stream (a drain, or a SIGKILL holding records it was given and had not acknowledged),
     then restarted with ``stop_at_end``: the restart ends only once nothing is pending or unacknowledged, so it
     waits for what the dead worker held to come back after ``ack_wait``, and every record is in the sink. The
-    only duplicates are records the first worker wrote and had not acknowledged, each counted as redelivered."""
+    only duplicates are records the first worker wrote and had not acknowledged, each counted as redelivered.
+    (After a SIGKILL, ``ack_wait`` is longer than the restart takes to read the rest: a restart that ended when
+    the stream looked read would miss what the dead worker held.)"""
     n = 12000
     url = nats_server.url
     await publish_numbered(url, n)
     config = tmp_path / "worker.yaml"
     config.write_text(WORKER)
     out = tmp_path / "out"
-    env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path()}
+    env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path(),
+           "ACK_WAIT": "10s" if sig == signal.SIGKILL else "3s"}
 
     worker = start_wirepipe("run", str(config), env=env)
     try:
@@ -161,9 +164,10 @@ async def test_a_bounded_run_that_ends_with_records_held_elsewhere_exits_6_and_c
     keeper = asyncio.ensure_future(keep_in_progress())
     try:
         config = tmp_path / "worker.yaml"
-        config.write_text(WORKER.replace("ack_wait: 3s", "ack_wait: 2s"))
+        config.write_text(WORKER)
         out = tmp_path / "out"
-        env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path(), "STOP_AT_END": "true"}
+        env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path(), "STOP_AT_END": "true",
+               "ACK_WAIT": "2s"}
         done = await asyncio.to_thread(wirepipe, "run", str(config), env=env, timeout=120)
         info = await consumer_info(url, "NUM", "archive")
     finally:

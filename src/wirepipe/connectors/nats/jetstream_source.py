@@ -193,6 +193,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._at_end = asyncio.Event()  # an ordered consumer saw its last message (pending 0)
         self._end = BoundedEnd(self.ack_wait + END_GRACE)  # stop_at_end on a durable: see ``_read_to_end``
         self._taken_since_look = False  # a batch was taken since the consumer was last asked
+        self._said_waiting = False  # the log said the read waits for records held elsewhere
         self._bound_reached = False  # the read ended at its bound (stop_at_end, count), not at a stop
         self._outstanding = 0
         self.acked = 0
@@ -350,7 +351,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                                 f"{exc.description}{hint}") from None
         assert isinstance(self.buffer, SubscriptionReader)  # nats-py's ordered consumer handles its status messages  # the raw inbox is the pull path's
         self.buffer.attach(self.sub)
-        await self._check_empty(js)
+        await self._check_empty()
 
     def _pull_config(self, name: str | None) -> Any:
         from nats.js import api
@@ -407,7 +408,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         assert self.stream is not None  # found by _wait_for_stream
         self.pulls.start(self.nc, inbox, self.stream, self.consumer, reply_to, self.stopping)
 
-    async def _check_empty(self, js: Any) -> None:
+    async def _check_empty(self) -> None:
         """An ordered consumer's ``stop_at_end`` on an empty stream (or past its end): nothing will come. (A
         durable asks its consumer in ``batches``: ``_read_to_end``.)"""
         if not self.stop_at_end:
@@ -483,7 +484,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.waiting = (f"{end.outstanding:,} unacknowledged records (held by another reader, or redelivered "
                         "after ack_wait)" if end.waiting and not reached else None)
         if not reached:
-            if end.waiting and not was_waiting:
+            # Said at the second look: at the first, what the server was sending this reader may still be on its way.
+            if was_waiting and not self._said_waiting:
+                self._said_waiting = True
                 log.info("%s: stream %s is read; %d record(s) delivered and not acknowledged yet (another reader "
                          "holds them, or they come back after ack_wait): waiting for them", self.consumer,
                          self.stream, end.outstanding)
@@ -492,7 +495,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             log.warning("%s: %d record(s) still awaiting acknowledgement or redelivery after %.0fs without a "
                         "change (ack_wait %.0fs): another reader holds them; a later run reads them once they come "
                         "back", self.consumer, end.outstanding, end.patience, self.ack_wait)
-        elif was_waiting:
+        elif self._said_waiting:
             log.info("%s: every record is acknowledged", self.consumer)
         self._outstanding = end.outstanding
         return True
@@ -731,7 +734,8 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most; -1: no limit")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
-    stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")
+    stop_at_end: bool = Field(default=False, description="stop once every message in the stream was delivered and "
+                              "(a durable) acknowledged: records another reader holds are waited for up to ack_wait")
     ack: Literal["explicit", "all"] = Field(
         default="explicit", description="explicit: every message acked (safe when workers share the durable); "
         "all: one AckAll per commit, only when this worker is the durable's sole consumer")
