@@ -526,7 +526,7 @@ async def test_readers_of_one_durable_read_to_its_end_without_waiting_on_each_ot
     from wirepipe.core.workers import Worker
 
     monkeypatch.setattr(jetstream_source, "LAG_REFRESH", 0.2)  # how soon an idle reader looks at the consumer
-    await publish_numbered(nats_url, 3000)
+    await publish_numbered(nats_url, 1500)
     sinks, pipes = [], []
     for index in range(3):
         for name, value in Worker(index, 3).environment("pool").items():
@@ -536,11 +536,11 @@ async def test_readers_of_one_durable_read_to_its_end_without_waiting_on_each_ot
         sinks.append(TestingSink())
         pipes.append(Pipeline(source, [Deserialize("msgpack")], sinks[-1], flush_interval=3600))
     runs = await asyncio.wait_for(asyncio.gather(*(pipe.run_async() for pipe in pipes)), 60)
-    assert sorted(r["i"] for sink in sinks for r in sink.records) == list(range(3000))
+    assert sorted(r["i"] for sink in sinks for r in sink.records) == list(range(1500))
     assert [stats.outstanding for stats in runs] == [0, 0, 0]
-    assert sum(stats.acked for stats in runs) == 3000
+    assert sum(stats.acked for stats in runs) == 1500
     info = await consumer_info(nats_url, "NUM", "to-the-end")
-    assert (info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq) == (0, 0, 3000)
+    assert (info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq) == (0, 0, 1500)
 
 
 def test_a_bounded_end_waits_while_records_held_elsewhere_change_and_ack_wait_past_their_last_change() -> None:
