@@ -69,6 +69,10 @@ def run(
         from ..connectors.connector import describe_unreadable
 
         fail(describe_unreadable(stats.unreadable), ExitCode.RUNTIME)
+    if stats.outstanding:  # the bound was reached with records another reader holds: the run is not complete
+        fail(f"{stats.outstanding} records awaiting redelivery: the run ended before every record was "
+             "acknowledged (another reader of the durable holds them, or they come back after its ack_wait)",
+             ExitCode.INCOMPLETE)
     verdict = limit.verdict(stats.rejected, stats.records_in)
     if verdict is not None:
         fail(verdict, ExitCode.REJECTED)

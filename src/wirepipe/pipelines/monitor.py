@@ -169,6 +169,8 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     text += loss_summary(getattr(stats, "losses", None))
     text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated,
                                getattr(pipeline.sink, "repeated_msg_ids", 0))
+    if getattr(stats, "outstanding", 0):
+        text += f", {stats.outstanding} records awaiting redelivery"
     lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     if stats.unreadable:
         from ..connectors.connector import describe_unreadable

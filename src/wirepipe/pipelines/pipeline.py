@@ -123,6 +123,8 @@ class RunStats:
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
     redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
+    # Records still awaiting acknowledgement or redelivery when a bounded run ended (``Source.outstanding``).
+    outstanding: int = 0
     deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
     unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
     # What writing the metrics met (``MetricsRecorder.figures``: rows a full disk delayed, failed writes, values
@@ -384,6 +386,7 @@ class Pipeline:
             stats.elapsed = time.monotonic() - stats.started
             stats.losses = source.losses()
             stats.redelivered = source.redelivered
+            stats.outstanding = source.outstanding
             stats.deduplicated = sink.deduplicated
             stats.unreadable = source.unreadable()
         return stats
