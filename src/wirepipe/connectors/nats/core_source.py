@@ -49,8 +49,9 @@ class NatsSource(Configured, Source):
     off in a queue group, where each member sees only its share), messages nats-py dropped
     because the subscription's pending limits were reached and that no gap covers (the
     tail), messages received but never handed to the pipeline because it stopped, and what
-    the pipeline took and could not finish (``discard``). Publishers' stamps count a lost tail;
-    a disconnect leaves the publishers not heard from since *unsure* (``losses()["unsure"]``).
+    the pipeline took and could not finish (``discard``). Publishers' stamps count a lost tail,
+    shown apart from the gaps (``losses()["tail"]``: claimed, unconfirmed); a disconnect leaves the
+    publishers not heard from since *unsure* (``losses()["unsure"]``).
     """
 
     type = "nats"
@@ -277,7 +278,8 @@ class NatsSourceConfig(NatsConnectionConfig, SourceLimits):
     pending_msgs_limit: int = Field(default=65536, ge=1, description="messages the client holds for the pipeline; past it the client drops them (counted as lost)")
     pending_bytes_limit: Size = Field(default=64 * 1024 * 1024, description="bytes the client holds for the pipeline; past it the client drops messages (counted as lost)")
     gaps: bool | None = Field(default=None, description="count messages missing from each publisher's "
-                              "Wirepipe-Seq; default on, off in a queue group (members see only a share)")
+                              "Wirepipe-Seq; default on, off in a queue group (members see only a share: true "
+                              "is refused there)")
 
     @field_validator("gaps")
     @classmethod
