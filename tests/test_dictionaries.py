@@ -461,6 +461,12 @@ def orders(n: int) -> list[dict[str, Any]]:
              "note": f"order {rnd.choice(words)} on time"} for i in range(n)]
 
 
+def trained(url: str, folder: Path) -> bytes:
+    """A dictionary trained on transactions and published as nats://DICTS/tx: its bytes."""
+    train(url, folder / "trainer", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(folder / "tx.zdict"))
+    return (folder / "tx.zdict").read_bytes()
+
+
 async def replace_object(url: str, name: str, data: bytes) -> None:
     """What an adversary with write access to the bucket does: the object rewritten, its Object Store digest
     with it (the id header kept, so it looks filed where it was)."""
@@ -540,8 +546,7 @@ def test_a_publisher_whose_dictionary_is_not_the_pinned_digest_does_not_start(
     from wirepipe.codecs.compression import dictionary_digest
 
     url = nats_server.url
-    train(url, tmp_path / "trainer", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(tmp_path / "tx.zdict"))
-    good = (tmp_path / "tx.zdict").read_bytes()
+    good = trained(url, tmp_path)
     path = publisher(tmp_path / "p", count=50)
     pinned = yaml.safe_load(path.read_text())
     pinned["operators"][1]["compress"]["digest"] = dictionary_digest(good)
@@ -649,8 +654,7 @@ def test_a_running_consumer_asks_again_for_a_disowned_dictionary_and_decodes_onc
     from wirepipe.testing import TestingSink
 
     url = nats_server.url
-    train(url, tmp_path / "trainer", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(tmp_path / "tx.zdict"))
-    good = (tmp_path / "tx.zdict").read_bytes()
+    good = trained(url, tmp_path)
     dict_id = zstd_dictionary_id(good)
     records = expected("transaction", 200)
     frames = frames_with(good, records)
