@@ -593,6 +593,13 @@ def test_a_dictionary_file_is_checked_against_each_records_stamp() -> None:
     assert bad.rejected[0].error == (f"the zstd dictionary file is {dictionary_digest(tampered)}, but the record's "
                                      f"Wirepipe-Dictionary says it was compressed with {stamp}: other bytes would "
                                      "decode it to other data (refused)")
+    other = "sha256:" + "0" * 64  # records of one batch stamped alike, otherwise, or not at all
+    mixed = Decompress("auto", dictionary=good)(Batch(list(packed.values[:6]), headers=[
+        dict(packed.headers), {**packed.headers, "Wirepipe-Dictionary": other}, {"Content-Encoding": "zstd"}] * 2))
+    assert mixed.values == [orjson.dumps(r) for i, r in enumerate(orders(6)) if i % 3 != 1]
+    assert [r.value for r in mixed.rejected] == [packed.values[1], packed.values[4]]
+    assert mixed.rejected[0].error.endswith(f"says it was compressed with {other}: other bytes would decode it to "
+                                            "other data (refused)")
     forged = Decompress("zstd", dictionary=good)(Batch(list(packed.values[:3]),
                                                        headers={"Wirepipe-Dictionary": "sha256:12"}))
     assert [r.error for r in forged.rejected] == ["Wirepipe-Dictionary: 'sha256:12' is not a dictionary digest: "

@@ -46,6 +46,11 @@ from .operator import PAYLOADS, BuildContext, Configured, Operator, failing, giv
 from .shared_dictionaries import SharedDictionaries, disowned
 
 _STAMPS = 1024  # Content-Encoding values, (Content-Encoding, Wirepipe-Dictionary) pairs: decided and kept at once
+_BARE: tuple[str | None, str | None] = (None, None)  # a record without headers
+
+
+def _call(value: bytes, fn: Callable[[bytes], bytes]) -> bytes:
+    return fn(value)
 
 
 class Decompress(Configured, Operator):
@@ -166,16 +171,24 @@ class Decompress(Configured, Operator):
             return base
         return self.shared.decompressor(base, lambda d: zstd.decompressor(self.max_output_size, d), local, digest)
 
+    def _by_stamps(self, batch: Batch) -> Batch:
+        """Each record through the function of its (``Content-Encoding``, ``Wirepipe-Dictionary``): the pairs
+        are one column built by a comprehension, and a batch of one pair (one publisher) is one plain map."""
+        h = batch.headers
+        encoding, stamp = Header.CONTENT_ENCODING, Header.DICTIONARY
+        if not isinstance(h, list):
+            return batch.map_values(self._for_stamp(*((h.get(encoding), h.get(stamp)) if h else _BARE)), self.stage,
+                                    self.name)
+        keys = [(hd.get(encoding), hd.get(stamp)) if hd else _BARE for hd in h]
+        distinct = set(keys)
+        if len(distinct) == 1:
+            return batch.map_values(self._for_stamp(*distinct.pop()), self.stage, self.name)
+        fns = {key: self._for_stamp(*key) for key in distinct}
+        return batch.map_values(_call, self.stage, self.name, with_column=[fns[k] for k in keys])
+
     def __call__(self, batch: Batch) -> Batch:
         if self._stamped:
-            h, pick = batch.headers, self._for_stamp
-            encoding, stamp = Header.CONTENT_ENCODING, Header.DICTIONARY
-            name = self.name
-            if not isinstance(h, list):
-                return batch.map_values(pick(h.get(encoding), h.get(stamp)) if h else pick(None, None), self.stage,
-                                        name)
-            return batch.map_values(lambda v, hd: (pick(hd.get(encoding), hd.get(stamp)) if hd else pick(None, None))(v),
-                                    self.stage, name, with_column=h)
+            return self._by_stamps(batch)
         if self._fn is not None:
             batch.map_values(self._fn, self.stage, self.name)
             return batch
