@@ -198,3 +198,41 @@ def test_forged_and_absurd_stamps_on_real_processes(nats_server: EmbeddedServer,
     rows = pq.read_table(metrics, columns=["step", "records", "lost"]).to_pylist()
     assert sum(r["records"] for r in rows if r["step"] == 0) == 1001  # no batch's rows dropped
     assert all(0 <= (r["lost"] or 0) <= INT64_MAX for r in rows)
+
+
+@pytest.mark.slow
+async def test_the_tail_and_the_malformed_stamps_reach_prometheus_and_the_status_line(nats_url: str) -> None:
+    import urllib.request
+
+    import nats
+
+    from wirepipe.connectors.nats.core_source import NatsSource
+    from wirepipe.connectors.null import NullSink
+    from wirepipe.pipelines.monitor import snapshot, status_line
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    source = NatsSource("stamped", url=nats_url, duration=60)
+    pipe = Pipeline(source, [], NullSink(), name="tails", monitor={"status_interval": 0, "prometheus": {"port": 0}})
+    stop = asyncio.Event()
+    run = asyncio.ensure_future(pipe.run_async(stop))
+    while not source.ready.is_set():
+        await asyncio.sleep(0.01)
+    nc = await nats.connect(nats_url)
+    for seq in ("1", "2", "3", "+4"):  # the last one malformed: a record, not a number
+        await nc.publish("stamped", b"x", headers={Header.PUBLISHER: "p1", Header.SEQ: seq})
+    await nc.publish(STAMP_PREFIX + "stamped", b"", headers={Header.PUBLISHER: "p1", Header.LAST_SEQ: "10"})
+    await nc.flush()
+    while pipe.stats.records_in < 4 or source.gaps is None or source.gaps.tail < 7:
+        await asyncio.sleep(0.01)
+    port = pipe.active_monitor.port
+    body = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode())
+    line = status_line("tails", snapshot(pipe), None, 1.0)
+    stop.set()
+    stats = await asyncio.wait_for(run, 30)
+    await nc.close()
+    assert 'wirepipe_lost_total{pipeline="tails"} 7.0' in body
+    assert 'wirepipe_lost_tail{pipeline="tails"} 7.0' in body
+    assert 'wirepipe_malformed_stamps_total{pipeline="tails"} 1.0' in body
+    assert "7 lost, 7 of them claimed by stamps alone" in line and "1 malformed stamps" in line
+    assert {k: stats.losses[k] for k in ("lost", "gap", "tail", "malformed")} == {"lost": 7, "gap": 0, "tail": 7,
+                                                                                  "malformed": 1}

@@ -194,7 +194,7 @@ class NatsSource(Configured, Source):
         events = self._events
         missing = 0
         done = 0
-        while events and events[0][0] < end:
+        while events and events[0][0] <= end:  # an event at the batch's end follows all of it
             position, apply = events.popleft()
             cut = max(done, position - start)
             if cut > done:
