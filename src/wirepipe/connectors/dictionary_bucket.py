@@ -10,7 +10,9 @@ so messages compressed with the old one stay readable while they exist.
 Why an Object Store and not a KV bucket: a KV value is one message, bounded by the server's
 ``max_payload`` (a server set to 64 KiB refuses a 112 KiB dictionary); an object is cut into
 128 KiB chunks, whatever the limit, and carries a SHA-256 digest, so a damaged object is told
-from a good one. Every read is bounded: an object larger than the caller's cap (the
+from a good one (not a replaced one: whoever rewrites an object rewrites its digest; the bytes are
+checked against the digest each publisher stamps where they are used, ``operators/shared_dictionaries.py``,
+whatever store they came from). Every read is bounded: an object larger than the caller's cap (the
 decompressor's ``max_output_size``) is refused from its size before a chunk is read, and the
 chunks stop at the cap whatever the size claims.
 

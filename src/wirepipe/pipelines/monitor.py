@@ -74,6 +74,10 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "dropped": sum(c.stats.slow_consumer_drops for c in conns),
         # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see connectors/nats/gaps.py
         "lost": losses.get("lost", 0),
+        # of the lost: what only a publisher's stamp claims, past the last message received (unconfirmed)
+        "lost_tail": losses.get("tail", 0),
+        # stamps whose publisher or numbers cannot be read: ignored, never a loss figure
+        "malformed_stamps": losses.get("malformed", 0),
         # core NATS: publishers not heard from since a disconnect (what they sent meanwhile is not counted yet)
         "unsure": losses.get("unsure", 0),
         "duplicates": losses.get("duplicates", 0),
@@ -126,7 +130,9 @@ def _size(path: Path) -> int:
 # Counters shown after the rates when they are not zero, in this order; a counter that a connector adds
 # to ``snapshot`` later and that is not listed here is shown too, by its name.
 STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
-                   ("lost", "lost"), ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
+                   ("lost", "lost"), ("lost_tail", "of them claimed by stamps alone"),
+                   ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
+                   ("malformed_stamps", "malformed stamps"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
                    ("acked", "acked"), ("reconnects", "reconnects"))
@@ -244,8 +250,13 @@ def loss_summary(losses: dict[str, int] | None) -> str:
     says so instead of a count that reads as complete."""
     if losses is None:
         return ""
-    parts = (f"{losses['missing']} missing from publisher sequences, {losses['dropped']} dropped by the client, "
-             f"{losses['discarded']} discarded at stop")
+    missing = f"{losses['missing']} missing from publisher sequences"
+    if losses.get("tail"):  # docs/concepts/loss-accounting.md: a gap is seen, a tail only claimed
+        missing += (f" ({losses['gap']} in gaps between messages, {losses['tail']} claimed by stamps past the last "
+                    "message received: unconfirmed)")
+    parts = f"{missing}, {losses['dropped']} dropped by the client, {losses['discarded']} discarded at stop"
+    if losses.get("malformed"):
+        parts += f", {losses['malformed']} malformed stamp(s) ignored"
     if losses.get("disconnects"):
         parts += f", {losses['disconnects']} disconnect(s)"
     unsure = losses.get("unsure", 0)
@@ -342,7 +353,9 @@ COUNTER_DOCS = {
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
     "dropped": "messages the NATS client dropped: its subscription's pending limits were reached (core NATS)",
     "lost": "messages known lost (core NATS): Wirepipe-Seq gaps, client drops no gap shows, "
-            "received but unprocessed at stop",
+            "received but unprocessed at stop, a tail publishers' stamps claim (wirepipe_lost_tail)",
+    "malformed_stamps": "Wirepipe-Seq / Wirepipe-Last-Seq stamps that are not a positive int64 or name no "
+                        "publisher (core NATS): ignored, never counted as lost",
     "duplicates": "messages received twice (same Wirepipe-Publisher and Wirepipe-Seq)",
     "redelivered": "records read that had been delivered before (JetStream: a lost ack, a dead worker); every "
                    "duplicate the sink writes is among them",
@@ -361,6 +374,8 @@ COUNTER_DOCS = {
                             "its range or nulled; their rows are written",
 }
 GAUGE_DOCS = {"lag": "records waiting upstream of the source",
+              "lost_tail": "of wirepipe_lost_total: numbers only publishers' stamps claim, past the last message "
+                           "received (unconfirmed; a later message turns them into gaps)",
               "unsure": "publishers not heard from since a disconnect of a core NATS source: what they published "
                         "meanwhile is lost and not counted yet",
               "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1",
