@@ -40,6 +40,7 @@ def _python_schema_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
 SchemaParam = Annotated[str | list[str] | dict[str, Any] | None, WrapValidator(_python_schema_or)]
 _SCHEMA_FILES = (".yaml", ".yml", ".json")
 _DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")
+SCHEMA_FILE_SUFFIXES = (*_SCHEMA_FILES, ".avsc", ".proto", *_DESCRIPTOR_SETS)  # a schema: that names a file
 
 
 def resolve_schema(spec: SchemaSpec) -> RecordSchema | tuple[str, ...] | None:
