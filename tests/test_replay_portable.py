@@ -32,7 +32,7 @@ import pytest
 import yaml
 import zstandard
 
-from tests.cli import ROOT, wirepipe
+from tests.cli import ROOT, start_wirepipe, wirepipe
 from wirepipe.connectors.capture_format import capture_table
 from wirepipe.connectors.capture_sink import CaptureWriter
 from wirepipe.core.batch import Batch
@@ -164,6 +164,28 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+def start_service(module: str, *args: str, folder: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``python -m MODULE ARGS`` in ``folder`` (made here), logging to ``folder/service.log``, in a process
+    group of its own (``stop`` ends it with what it started)."""
+    folder.mkdir()
+    with open(folder / "service.log", "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", module, *args], cwd=folder, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def start_job_service(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Beam's Python job service on a free port: the process and its endpoint."""
+    port_file = folder.parent / f"{folder.name}.port"
+    job = start_service("apache_beam.runners.portability.local_job_service_main", "--port=0",
+                        f"--port_file={port_file}", folder=folder, env=env)
+    try:
+        wait_until(port_file.exists, "the job service", job, folder / "service.log")
+    except BaseException:
+        stop(job)
+        raise
+    return job, f"localhost:{port_file.read_text().strip()}"
+
+
 @pytest.fixture(scope="module")
 def beam_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A job service and an external worker pool whose workers boot as an SDK container's do; stopped
@@ -177,28 +199,16 @@ def beam_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     boot.chmod(0o755)
     started: list[subprocess.Popen[bytes]] = []
     try:
-        pool_dir, job_dir = root / "pool", root / "job"
-        pool_dir.mkdir()
-        job_dir.mkdir()
         pool_port = free_port()
-        pool_log = root / "pool.log"
-        with open(pool_log, "wb") as out:
-            pool = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                                     f"--service_port={pool_port}", f"--container_executable={boot}"],
-                                    cwd=pool_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        pool = start_service("apache_beam.runners.worker.worker_pool_main", f"--service_port={pool_port}",
+                             f"--container_executable={boot}", folder=root / "pool", env=env)
         started.append(pool)
-        job_log, port_file = root / "job.log", root / "job.port"
-        with open(job_log, "wb") as out:
-            job = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-                                    "--port=0", f"--port_file={port_file}"],
-                                   cwd=job_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        job, endpoint = start_job_service(root / "job", env)
         started.append(job)
-        wait_until(lambda: listening(pool_port), "the worker pool", pool, pool_log)
-        wait_until(port_file.exists, "the job service", job, job_log)
-        yield {"job_endpoint": f"localhost:{port_file.read_text().strip()}", "pool": f"localhost:{pool_port}",
-               "boot_log": root / "boot.jsonl", "pool_dir": pool_dir, "job_log": job_log, "pool_log": pool_log}
+        wait_until(lambda: listening(pool_port), "the worker pool", pool, root / "pool" / "service.log")
+        yield {"job_endpoint": endpoint, "pool": f"localhost:{pool_port}", "env": env, "root": root,
+               "boot_log": root / "boot.jsonl", "pool_dir": root / "pool",
+               "logs": [root / "job" / "service.log", root / "pool" / "service.log"]}
     finally:
         for proc in reversed(started):
             stop(proc)
@@ -275,7 +285,7 @@ def replays(submit: Path, wheel: Path, beam_services: dict[str, Any]) -> dict[st
     portable = wirepipe("replay", "cap", "-p", "decode.yaml", "--runner", "beam", "--output", "portable",
                         *portable_options(beam_services, f"extra_package={wheel}", "job_server_timeout=1"),
                         cwd=submit, timeout=600)
-    logs = "\n".join(f"{p.name}:\n{p.read_text()[-3000:]}" for p in (beam_services["job_log"], beam_services["pool_log"]))
+    logs = "\n".join(f"{p.parent.name}:\n{p.read_text()[-3000:]}" for p in beam_services["logs"])
     assert portable.returncode == 0, f"{portable.stderr}\n{logs}"
     return {"local": local, "portable": portable}
 
@@ -360,3 +370,27 @@ def test_a_job_service_that_does_not_answer_is_one_clear_error(submit: Path, tmp
         f"error: no Beam job service answered at localhost:{port} (--beam-option job_endpoint) within 2s: "
         "start it first, or wait longer with --beam-option job_server_timeout=SECONDS")
     assert "Traceback" not in out.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_job_service_that_goes_away_mid_job_is_one_clear_error(submit: Path, wheel: Path,
+                                                                  beam_services: dict[str, Any]) -> None:
+    """A second job service, killed once its job has asked the pool for a worker: the replay ends at once."""
+    log = beam_services["boot_log"]
+    booted = len(log.read_text().splitlines()) if log.exists() else 0
+    job, endpoint = start_job_service(beam_services["root"] / "doomed-job", beam_services["env"])
+    try:
+        options = portable_options({**beam_services, "job_endpoint": endpoint}, f"extra_package={wheel}")
+        replay = start_wirepipe("replay", "cap", "-p", "decode.yaml", "--runner", "beam", "--output", "doomed",
+                                *options, cwd=submit)
+        deadline = time.monotonic() + 120
+        while (not log.exists() or len(log.read_text().splitlines()) == booted) and replay.poll() is None:
+            assert time.monotonic() < deadline, "no worker was asked for"
+            time.sleep(0.05)
+        stop(job)
+        _, err = replay.communicate(timeout=120)
+    finally:
+        stop(job)
+    assert replay.returncode == 1, err
+    assert err.strip().splitlines()[-1].startswith("error: the Beam pipeline failed: UNAVAILABLE: "), err
+    assert "Traceback" not in err

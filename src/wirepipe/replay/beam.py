@@ -6,7 +6,8 @@ Shape of the Beam pipeline::
         | ParDo(ReplayRowGroupFn)       # the operator chain over the row group, in batches; writes its results
         | WriteToParquetBatched(metrics) # the stage rows of every batch, the metrics folder's schema
 
-``ReplayRowGroupFn`` (``beam_fn.py``) carries only the validated config (plain data) and builds the
+``ReplayRowGroupFn`` (``beam_fn.py``) carries only the validated config (plain data), with the bytes of the
+files its operators read (``beam_files.py``: schema files, zstd dictionaries), and builds the
 operators in ``setup()``, on the worker: codec contexts are never pickled. Each row
 group's results go to ``OUTPUT/results/part-<position>.parquet``, named by the position
 of the row group's first record in the capture, so the parts in name order are the
@@ -18,8 +19,10 @@ names a dead letter: none is thrown away), metrics rows to ``OUTPUT/metrics/``. 
 The runner is ``FnApiRunner`` unless ``--beam-option runner=...`` says otherwise (never
 ``DirectRunner``: it first tries to download a Prism binary). ``--beam-option key=value``
 becomes ``--key=value`` for Beam's ``PipelineOptions``, so the same command targets Flink,
-Spark or Dataflow. ``apache_beam`` is imported only here, with its import-time logging
-contained (``beam_import.quiet_import``).
+Spark or Dataflow; with a ``job_endpoint`` (a portable runner's job service) the replay waits
+for the service to answer, then for the job however long it runs (``reach_job_service``), and
+writes a local ``--output`` by its absolute path (the workers run elsewhere). ``apache_beam`` is
+imported only here, with its import-time logging contained (``beam_import.quiet_import``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ log = logging.getLogger("wirepipe.replay.beam")
 
 DEFAULT_RUNNER = "FnApiRunner"
 JOB_SERVICE_WAIT = 60  # seconds a job service has to answer, unless job_server_timeout says otherwise
+JOB_DEADLINE = 7 * 24 * 3600  # what Beam is given as job_server_timeout once the service answered
 
 
 HARNESS_NOISE = ("INFO:", "WARNING:root:apitools not found", "WARNING:__main__:No semi_persistent_directory")
@@ -105,9 +109,6 @@ def pipeline_options(options: list[str]) -> Any:
     return PipelineOptions(flags)
 
 
-JOB_DEADLINE = 7 * 24 * 3600  # what Beam is given as job_server_timeout once the service answered
-
-
 def job_endpoint(opts: Any) -> str | None:
     """The job service a portable runner submits to (``job_endpoint``), or None (an in-process runner,
     ``embed``, or a runner that starts its own job server)."""
@@ -171,9 +172,9 @@ def relayed_job_messages() -> Iterator[None]:
     root = logging.getLogger()
     messages = _JobMessages()
     root.addFilter(messages)
-    bare = not root.handlers
-    if bare:
-        root.addHandler(logging.lastResort or logging.NullHandler())  # warnings and errors still show
+    added = None if root.handlers else logging.lastResort or logging.NullHandler()  # warnings, errors still show
+    if added is not None:
+        root.addHandler(added)
     hook = threading.excepthook
 
     def beam_threads(args: Any) -> None:
@@ -188,8 +189,8 @@ def relayed_job_messages() -> Iterator[None]:
     finally:
         threading.excepthook = hook
         root.removeFilter(messages)
-        if bare:
-            root.handlers = []
+        if added is not None:
+            root.removeHandler(added)
 
 
 def _capture_files(captures: list[str]) -> list[str]:
