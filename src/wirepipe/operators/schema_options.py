@@ -42,6 +42,7 @@ SchemaParam = Annotated[str | list[str] | dict[str, Any] | None, WrapValidator(_
 WriterSchemaParam = Annotated[str | dict[str, Any], WrapValidator(_python_schema_or)]
 _SCHEMA_FILES = (".yaml", ".yml", ".json")
 _DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")
+SCHEMA_FILE_SUFFIXES = (*_SCHEMA_FILES, ".avsc", ".proto", *_DESCRIPTOR_SETS)  # a schema: that names a file
 
 
 def resolve_schema(spec: SchemaSpec) -> RecordSchema | tuple[str, ...] | None:
