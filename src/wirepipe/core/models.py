@@ -36,7 +36,8 @@ M = TypeVar("M", bound=BaseModel)
 class Strict(BaseModel):
     """A config model that names the allowed fields when it meets an unknown one."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # No infinity or NaN in any number of a config: `rate: .inf` would be accepted here and overflow there.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
