@@ -231,6 +231,9 @@ BAD_NAMES: dict[str, dict[str, Any]] = {
         "codec": "zstd", "dictionary": "nats://a.b/D"}}]),
     "decompress dictionaries bucket a.b": pipeline(NATS_IN, [{"decompress": {"codec": "auto",
                                                                              "dictionaries": "nats://a.b"}}]),
+    "nats source url http": pipeline({**NATS_IN, "url": "http://127.0.0.1:4222"}),
+    "jetstream sink url list with an https server": pipeline(sink={**JS_SINK, "url": "nats://a:1, https://b:2"}),
+    "nats sink url list mixing websocket": pipeline(sink={**NATS_SINK, "url": "nats://a:1, ws://b:2"}),
     "generate rate inf": pipeline({**GENERATE, "rate": "inf"}),
     "generate rate nan": pipeline({**GENERATE, "rate": float("nan")}),
     "shutdown_timeout inf": pipeline(shutdown_timeout=float("inf")),
@@ -331,3 +334,14 @@ def test_a_command_refuses_a_bad_name_in_a_flag(args: list[str], message: str, t
     assert isinstance(done.exception, SystemExit) and done.returncode == 2, done.output
     assert done.stderr.startswith(f"error: {message}") and done.stderr.count("\n") == 1, done.stderr
     assert list(tmp_path.iterdir()) == []  # no capture folder made
+
+
+@pytest.mark.parametrize("args", [["tap", "points.>"], ["capture", "-o", "cap", "--subject", "points.>"],
+                                  ["dict", "list", "nats://DICTS"]], ids=lambda a: a[0])
+def test_a_url_whose_scheme_is_not_nats_is_a_config_error_at_once(args: list[str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = invoke(*args, env={"NATS_URL": "http://127.0.0.1:4222"})
+    assert done.returncode == 2 and isinstance(done.exception, SystemExit), done.output
+    assert "'http://127.0.0.1:4222': a NATS url's scheme is nats, tls, ws, wss (or none: host:port), not http" \
+        in done.stderr and done.stderr.count("\n") == 1, done.stderr
