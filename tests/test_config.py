@@ -161,3 +161,58 @@ def test_a_whole_pipeline_rule_holds_for_a_pipeline_built_in_python(tmp_path: Pa
     wp.jetstream_source("S", durable="d") | wp.parquet_sink("out/part-{part}.parquet")
     wp.jetstream_source("S", ordered=True) | wp.parquet_sink("out.parquet")
     wp.generate("point", count=1) | wp.parquet_sink("out.parquet")
+
+
+# --- bounded inputs: a config or test file is read within MAX_CONFIG_BYTES and MAX_CONFIG_VALUES --------------
+
+
+def _bomb(levels: int = 9) -> str:
+    """The billion laughs: each anchor a list of nine of the one before (9**9 values from 11 lines)."""
+    lines = ["name: bomb", 'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join([*lines, "source: {type: generate, dataset: point, count: 1}", ""])
+
+
+def test_dev_zero_and_an_alias_bomb_are_read_within_the_bounds(tmp_path: Path) -> None:
+    from wirepipe.pipelines.config import read_yaml_mapping
+
+    (tmp_path / "bomb.yaml").write_text(_bomb())
+    with pytest.raises(ConfigError, match=r"bomb.yaml: the YAML holds more than 500,000 values"):
+        read_yaml_mapping(tmp_path / "bomb.yaml", "a pipeline")
+    with pytest.raises(ConfigError, match=r"/dev/zero: the file is larger than 2 MiB"):
+        read_yaml_mapping("/dev/zero", "a pipeline")
+
+
+@pytest.mark.slow
+def test_unbounded_inputs_are_refused_with_the_bound(tmp_path: Path) -> None:
+    """Each case: exit 2, one line naming the file and the bound, no traceback, no MemoryError."""
+    from wirepipe.pipelines.config import MAX_CONFIG_VALUES
+
+    (tmp_path / "bomb.yaml").write_text(_bomb())
+    (tmp_path / "zero.test.yaml").write_text("pipeline: /dev/zero\ntests: [{name: a, input: {records: [1]}}]\n")
+    (tmp_path / "big.yaml").write_text("name: big\ndescription: " + "x" * (2 * 1024 * 1024) + "\n")
+    (tmp_path / "bomb.test.yaml").write_text(_bomb().replace("name: bomb", "tests: [{name: a, input: {records: "
+                                                                           "*a9}}]"))
+    many = f"name: many\ndescription: [{', '.join(['1'] * (MAX_CONFIG_VALUES + 1))}]\n"
+    (tmp_path / "many.yaml").write_text(many)
+    values = f"the YAML holds more than {MAX_CONFIG_VALUES:,} values"
+    size = "the file is larger than 2 MiB, the most a config or test file may be"
+    for args, message in ((["validate", "/dev/zero"], f"/dev/zero: {size}"),
+                          (["validate", tmp_path / "big.yaml"], f"big.yaml: {size}"),
+                          (["validate", tmp_path / "bomb.yaml"], f"bomb.yaml: {values}"),
+                          (["validate", tmp_path / "many.yaml"], f"many.yaml: {values}"),
+                          (["run", tmp_path / "bomb.yaml"], f"bomb.yaml: {values}"),
+                          (["test", tmp_path / "zero.test.yaml"], f"/dev/zero: {size}"),
+                          (["test", tmp_path / "bomb.test.yaml"], f"bomb.test.yaml: {values}")):
+        done = wirepipe(*args)
+        assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
+        assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, (args, done.stderr)
+
+
+def test_a_set_value_with_aliases_is_bounded_too() -> None:
+    data: dict[str, object] = {"name": "x"}
+    flow = "[" + ", ".join(f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" if i else "&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"
+                           for i in range(8)) + "]"
+    with pytest.raises(ConfigError, match=r"--set description=\.\.\.: the value: the YAML holds more than 500,000"):
+        apply_override(data, f"description={flow}")
+    assert data == {"name": "x"}
