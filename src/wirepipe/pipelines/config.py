@@ -220,7 +220,7 @@ def _values(events: Iterable[Any]) -> int:
     anchored: dict[str, int] = {}
     for event in events:
         if isinstance(event, AliasEvent):
-            seen += anchored.get(event.anchor, 1)
+            seen += anchored.get(event.anchor or "", 1)
         elif isinstance(event, CollectionStartEvent):
             starts.append((event.anchor, seen))
             seen += 1
