@@ -8,6 +8,7 @@ import json
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -334,3 +335,33 @@ def test_inline_records_carry_the_schema_the_pipelines_source_attaches(tmp_path:
         """)
     result = wirepipe("test", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("capture", ["/**", "/", "../**/*.parquet", "../cap", "cap/../../x", "*/../../**", "out/**",
+                                     ["cap/", "/tmp"]])
+def test_a_capture_stays_inside_the_test_files_folder(tmp_path: Path, capture: Any) -> None:
+    """A capture (file, folder or glob) outside the test file's folder, or through a link that leads out,
+    is refused before anything is walked."""
+    from wirepipe.core.errors import ConfigError
+    from wirepipe.pipetest.cases import load
+
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "cap").mkdir()
+    (tests / "out").symlink_to(tmp_path)  # a link inside that leads out
+    write(tests, "decoder.yaml", DECODER)
+    (tests / "decoder.test.yaml").write_text(f"tests:\n  - name: a\n    input: {{capture: {json.dumps(capture)}}}\n")
+    with pytest.raises(ConfigError) as info:
+        load(tests / "decoder.test.yaml")
+    text = str(info.value)
+    assert "decoder.test.yaml: tests[0].input.capture: " in text and "stays inside its folder" in text, text
+
+
+def test_a_capture_inside_the_folder_is_taken(tmp_path: Path) -> None:
+    from wirepipe.core.errors import ConfigError
+    from wirepipe.pipetest.cases import load
+
+    write(tmp_path, "decoder.yaml", DECODER)
+    (tmp_path / "decoder.test.yaml").write_text("tests:\n  - name: a\n    input: {capture: 'cap/**/*.parquet'}\n")
+    with pytest.raises(ConfigError, match=r"cap/\*\*/\*.parquet: no file matches this pattern"):  # taken: looked for
+        load(tmp_path / "decoder.test.yaml")

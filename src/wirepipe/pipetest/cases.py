@@ -131,7 +131,34 @@ def _input_paths(loaded: LoadedFile, spec: InputSpec) -> list[str]:
     given = spec.file if spec.file is not None else spec.capture
     items = [given] if isinstance(given, str) else list(given or [])
     base = loaded.path.parent
+    if spec.capture is not None:
+        for item in items:
+            _inside(base, item)
     return [str(base / p) if not Path(p).is_absolute() else p for p in items]
+
+
+_GLOB = frozenset("*?[")
+
+
+def _inside(base: Path, item: str) -> None:
+    """A capture's files, folders and globs stay inside the test file's folder (a glob such as ``/**`` or
+    ``../../**`` would walk the whole disk): relative, no ``..``, and its fixed part (up to the first
+    wildcard), links resolved, within the folder. ``ConfigError`` otherwise."""
+    p = Path(item)
+    fixed = Path(*_until_glob(p.parts))
+    outside = p.is_absolute() or ".." in p.parts or not (base / fixed).resolve().is_relative_to(base.resolve())
+    if outside:
+        raise ConfigError(f"{item!r}: a capture of a test file stays inside its folder ({base}): give a file, "
+                          "folder or glob relative to it, without '..'")
+
+
+def _until_glob(parts: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for part in parts:
+        if _GLOB & set(part):
+            break
+        out.append(part)
+    return out
 
 
 def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
@@ -139,6 +166,10 @@ def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
 
     if spec.file is None and spec.capture is None:
         return
+    try:
+        _input_paths(loaded, spec)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=str(loaded.path), path=f"{where}.capture") from None
     try:
         find_files(_input_paths(loaded, spec), recursive=spec.capture is not None,
                    suffix=".parquet" if spec.capture is not None else None,
