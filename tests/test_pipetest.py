@@ -365,3 +365,29 @@ def test_a_capture_inside_the_folder_is_taken(tmp_path: Path) -> None:
     (tmp_path / "decoder.test.yaml").write_text("tests:\n  - name: a\n    input: {capture: 'cap/**/*.parquet'}\n")
     with pytest.raises(ConfigError, match=r"cap/\*\*/\*.parquet: no file matches this pattern"):  # taken: looked for
         load(tmp_path / "decoder.test.yaml")
+
+
+PASS_THROUGH = """name: copy
+source: {type: jsonl, path: in.jsonl}
+sink: {type: jsonl, path: out.jsonl}
+"""
+
+
+@pytest.mark.parametrize(("records", "reason"), [
+    ([{"n": i} for i in range(1001)], "--update records at most 1,000 outputs and rejections in a test file; "
+                                      "this case made 1,001 and 0"),
+    ([{"text": "x" * 300_000} for _ in range(4)], "--update records at most 1,024 KiB of outputs in a test file; "
+                                                   "this case's 4 outputs are larger"),
+])
+def test_update_refuses_to_record_what_no_one_would_review(tmp_path: Path, records: list[Any], reason: str) -> None:
+    """The case fails with the reason; the test file is left as it was."""
+    from wirepipe.pipetest import collect, run_files
+
+    write(tmp_path, "copy.yaml", PASS_THROUGH)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    test_file = write(tmp_path, "copy.test.yaml", "tests:\n  - name: all of it\n    input: {file: in.jsonl}\n")
+    before = test_file.read_text()
+    session = run_files(collect([str(test_file)]), update=True, echo=lambda line: None)
+    assert session.rewritten == [] and test_file.read_text() == before
+    [result] = session.results
+    assert not result.passed and result.failures[-1].startswith(reason), result.failures

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..core.errors import ConfigError
 from . import report
 from .cases import CaseResult, LoadedFile, find_test_files, load, run_case, snapshot
+from .snapshot import unrecordable
 
 __all__ = ["Session", "collect", "run_files"]
 
@@ -63,8 +64,12 @@ def run_files(files: list[LoadedFile], *, update: bool = False, echo: Callable[[
             expect = loaded.spec.tests[i].expect
             unconstrained = expect is None or (expect.count is None and expect.records is None and expect.outputs is None)
             if update and result.error is None and (not result.passed or unconstrained):
-                result = run_case(loaded, i, update=True)
-                updates[i] = snapshot(result)
+                why = unrecordable(result.outputs, result.rejects)
+                if why is None:
+                    result = run_case(loaded, i, update=True)
+                    updates[i] = snapshot(result)
+                else:
+                    result.failures.append(why)
             session.results.append(result)
             echo(report.case_line(result))
         if updates:
