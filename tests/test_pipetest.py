@@ -391,3 +391,16 @@ def test_update_refuses_to_record_what_no_one_would_review(tmp_path: Path, recor
     assert session.rewritten == [] and test_file.read_text() == before
     [result] = session.results
     assert not result.passed and result.failures[-1].startswith(reason), result.failures
+
+
+def test_a_matches_condition_re2_cannot_take_is_refused_when_the_file_is_read(tmp_path: Path) -> None:
+    from wirepipe.core.errors import ConfigError
+    from wirepipe.pipetest.model import load_test_file
+
+    (tmp_path / "x.test.yaml").write_text(
+        "tests:\n  - name: a\n    input: {records: [{s: aa}]}\n"
+        "    expect: {each: [{field: s, matches: '(a)\\1'}]}\n")
+    with pytest.raises(ConfigError) as info:
+        load_test_file(tmp_path / "x.test.yaml")
+    assert ("x.test.yaml: tests[0].expect.each[0].matches: '(a)\\\\1': not a pattern the linear-time engine (RE2) "
+            "takes: invalid escape sequence: \\1 (no backreferences or lookarounds)") in str(info.value), str(info.value)
