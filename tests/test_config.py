@@ -216,3 +216,54 @@ def test_a_set_value_with_aliases_is_bounded_too() -> None:
     with pytest.raises(ConfigError, match=r"--set description=\.\.\.: the value: the YAML holds more than 500,000"):
         apply_override(data, f"description={flow}")
     assert data == {"name": "x"}
+
+
+# --- a misspelled name: "did you mean `batch_size`?", in YAML and in --set ---------------------------------------
+
+TYPOS = [
+    ("source.batchsize=10", "source: unknown field 'batchsize': allowed batch_size, count, dataset, duration, rate, "
+                            "seed, type; did you mean `batch_size`?"),
+    ("source.type=generat", "source: unknown type 'generat': allowed generate, jsonl, parquet, nats, jetstream, capture; "
+                            "did you mean `generate`?"),
+    ("source.dataset=pont", "source.dataset: unknown dataset 'pont': allowed point, "),
+    ("operators[0]={serialise: {format: json}}", "operators[0]: unknown operator 'serialise': allowed serialize, "),
+    ("operators[0].serialize.format=msgpak", "operators[0].serialize.format: unknown format 'msgpak': allowed json, "),
+    ("operators[1].compress.codec=Zstd", "operators[1].compress.codec: unknown codec 'Zstd': allowed zstd, "),
+    ("operators[1].compress.levle=3", "operators[1].compress: unknown field 'levle': allowed codec, dictionary, level, "
+                                      "nats; did you mean `level`?"),
+    ("operators[1]={encode: msgpak|zstd}", "operators[1].encode.chain: unknown step 'msgpak' in chain 'msgpak|zstd'"),
+    ("sink.subjcet=x", "sink: unknown field 'subjcet': allowed "),
+    ("shutdown_timout=3s", "unknown field 'shutdown_timout': allowed allow_pickle, "),
+]
+SUGGESTED = ["batch_size", "generate", "point", "serialize", "msgpack", "zstd", "level", "msgpack", "subject",
+             "shutdown_timeout"]
+
+
+@pytest.mark.parametrize(("assignment", "message", "suggested"), [(*t, s) for t, s in zip(TYPOS, SUGGESTED, strict=True)],
+                         ids=[t[0] for t in TYPOS])
+def test_a_misspelled_name_gets_did_you_mean_in_set_and_in_yaml(assignment: str, message: str, suggested: str,
+                                                                 tmp_path: Path) -> None:
+    import yaml
+
+    from wirepipe.pipelines.config import validate_config
+
+    base = {"name": "t", "source": {"type": "generate", "dataset": "point", "count": 1},
+            "operators": [{"serialize": {"format": "json"}}, {"compress": {"codec": "zstd"}}],
+            "sink": {"type": "nats", "url": "nats://127.0.0.1:1", "subject": "out"}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(base))
+    with pytest.raises(ConfigError) as by_set:
+        validate_config(read_config(tmp_path / "p.yaml", [assignment]), file="p.yaml")
+    data = read_config(tmp_path / "p.yaml", [assignment])  # the same change written in the file
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as by_yaml:
+        load_pipeline(tmp_path / "q.yaml", env={})
+    for text in (str(by_set.value), str(by_yaml.value)):
+        assert message in text and f"did you mean `{suggested}`?" in text, text
+
+
+def test_no_suggestion_for_a_name_close_to_nothing() -> None:
+    from wirepipe.pipelines.config import validate_config
+
+    with pytest.raises(ConfigError) as info:
+        validate_config({"name": "t", "source": {"type": "kafka"}})
+    assert "unknown type 'kafka'" in str(info.value) and "did you mean" not in str(info.value)

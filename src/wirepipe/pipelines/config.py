@@ -35,6 +35,7 @@ from ..core.models import (
     parse_field_path,
     problem_message,
     short_repr,
+    unknown_message,
     validate,
 )
 from ..operators import OPERATORS
@@ -272,11 +273,6 @@ def registered(registry: Mapping[str, Any], name: Any, what: str, where: str | N
         return registry[name]
     except (KeyError, TypeError):  # TypeError: an unhashable name
         raise ConfigError(unknown_message(what, name, registry), path=where) from None
-
-
-def unknown_message(what: str, name: Any, allowed: Iterable[str]) -> str:
-    """The one message for a name no registry holds, in YAML and in Python."""
-    return f"unknown {what} {name!r}: allowed {', '.join(allowed)}"
 
 
 def validate_entry(model: Any, data: Mapping[str, Any], where: str) -> Any:
