@@ -413,3 +413,10 @@ def test_a_table_of_60000_forged_publishers_stops_at_sigint(nats_server: Embedde
     hidden = MAX_PUBLISHERS + 1 - SHOWN  # the busiest row is (others): the rows left out have one message each
     assert f"... and {hidden:,} more publisher row(s), {hidden:,} messages (the {SHOWN} busiest are shown)" in out
     assert f"(others): publishers past the first {MAX_PUBLISHERS:,} ids" in out
+
+
+def test_the_help_shows_the_filter_language_as_written() -> None:
+    from tests.cli import invoke
+
+    done = invoke("tap", "--help", columns=200)
+    assert done.returncode == 0 and "in [a, b]" in done.stdout and "\\[" not in done.stdout, done.stdout
