@@ -404,3 +404,39 @@ def test_a_matches_condition_re2_cannot_take_is_refused_when_the_file_is_read(tm
         load_test_file(tmp_path / "x.test.yaml")
     assert ("x.test.yaml: tests[0].expect.each[0].matches: '(a)\\\\1': not a pattern the linear-time engine (RE2) "
             "takes: invalid escape sequence: \\1 (no backreferences or lookarounds)") in str(info.value), str(info.value)
+
+
+@pytest.mark.slow
+def test_ctrl_c_drains_the_running_case_and_stops_the_session(tmp_path: Path) -> None:
+    """SIGINT while a case reads a 2,000,000-record fixture: the case drains and errors as interrupted, the
+    next case does not run, exit 130 (without it: the case ran to its end and the session passed)."""
+    import signal
+
+    write(tmp_path, "copy.yaml", PASS_THROUGH)
+    with (tmp_path / "in.jsonl").open("w") as f:
+        f.writelines(f'{{"n": {i}}}\n' for i in range(2_000_000))
+    write(tmp_path, "copy.test.yaml", """\
+        tests:
+          - name: big
+            input: {file: in.jsonl}
+            expect: {count: 2000000}
+          - name: after
+            input: {records: [{n: 1}]}
+            expect: {count: 1}
+        """)
+    proc = start_wirepipe("test", str(tmp_path / "copy.test.yaml"))
+
+    def cpu_ticks() -> int:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    import time
+
+    while proc.poll() is None and cpu_ticks() < 300:  # 3 s of CPU: imports done, the big case reading
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "copy.test.yaml::big ERROR" in out and "interrupted (Ctrl-C): the case drained and stopped" in out
+    assert "::after" not in out and "1 error" in out, out
+    assert err.strip() == "error: interrupted (Ctrl-C): the cases after it did not run", err

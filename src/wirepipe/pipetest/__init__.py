@@ -30,6 +30,8 @@ class Session:
     results: list[CaseResult] = field(default_factory=list)
     elapsed: float = 0.0
     rewritten: list[Path] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C: the case running then drained, no later case ran
+
 
     @property
     def failed(self) -> int:
@@ -61,6 +63,11 @@ def run_files(files: list[LoadedFile], *, update: bool = False, echo: Callable[[
         updates = {}
         for i in range(len(loaded.spec.tests)):
             result = run_case(loaded, i)
+            if result.interrupted:
+                session.results.append(result)
+                echo(report.case_line(result))
+                session.interrupted = True
+                break
             expect = loaded.spec.tests[i].expect
             unconstrained = expect is None or (expect.count is None and expect.records is None and expect.outputs is None)
             if update and result.error is None and (not result.passed or unconstrained):
@@ -77,6 +84,8 @@ def run_files(files: list[LoadedFile], *, update: bool = False, echo: Callable[[
 
             write(loaded.path, updates)
             session.rewritten.append(loaded.path)
+        if session.interrupted:
+            break
     session.elapsed = time.monotonic() - started
     return session
 

@@ -82,6 +82,7 @@ class CaseResult:
     error: str | None = None  # the case could not run (an exception, not a mismatch)
     elapsed: float = 0.0
     updated: bool = False
+    interrupted: bool = False  # Ctrl-C during the case: it drained and stopped, and so does the session
 
     @property
     def id(self) -> str:
@@ -243,9 +244,12 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
         pipe = build(loaded, case)
         source = source_for(loaded, case.input, f"tests[{index}].input", getattr(pipe.source, "schema", None))
         sink = TestingSink()
-        between(pipe, source, sink).run()
+        _run(between(pipe, source, sink))
         result.outputs = outputs(pipe, sink, _decode_spec(case.expect))
         result.rejects = list(sink.rejects)
+    except KeyboardInterrupt:
+        result.error = "interrupted (Ctrl-C): the case drained and stopped"
+        result.interrupted = True
     except ConfigError as exc:
         result.error = str(exc) if exc.file else str(ConfigError(exc.detail, file=str(loaded.path), path=exc.path))
     except WirepipeError as exc:
@@ -261,6 +265,22 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
         else:
             result.failures = check(case.expect, result.outputs, result.rejects)
     return result
+
+
+def _run(pipe: Any) -> None:
+    """Run a case's pipeline as ``wirepipe run`` runs one (``pipelines.worker``): SIGINT drains it within its
+    ``shutdown_timeout`` (stop reading, finish what was read), then ``KeyboardInterrupt``."""
+    import asyncio
+
+    from ..pipelines.worker import run_worker_async
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        await run_worker_async(pipe, stop)
+        if stop.is_set():
+            raise KeyboardInterrupt
+
+    asyncio.run(main())
 
 
 def _decode_spec(expect: Expect | None) -> DecodeSpec | None:
