@@ -657,7 +657,9 @@ def get_codec(name: str) -> Codec:
     """The codec called ``name`` (or one of its aliases); ``KeyError`` listing the known ones."""
     codec = CODECS.get(name) or CODECS.get(_lookups(CODECS.generation)[0].get(name, ""))
     if codec is None:
-        raise KeyError(f"unknown codec {name!r}: allowed {', '.join(CODECS)}")
+        from ..core.models import unknown_message
+
+        raise KeyError(unknown_message("codec", name, CODECS))
     return codec
 
 

@@ -151,9 +151,10 @@ def known_format(extra: tuple[str, ...] = ()) -> Callable[[str], str]:
     """A params validator: a registered format name (or one of ``extra``), else the allowed ones."""
     def check(v: str) -> str:
         from ..codecs.formats import FORMATS
+        from ..core.models import unknown_message
 
         if v not in FORMATS and v not in extra:
-            raise ValueError(f"unknown format {v!r}: allowed {', '.join([*FORMATS, *extra])}")
+            raise ValueError(unknown_message("format", v, [*FORMATS, *extra]))
         return v
 
     return check

@@ -30,6 +30,7 @@ from ...wire import STAMP_PREFIX, Header, subjects_overlap
 from ..connector import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import INT64_MAX, GapCounter, parse_seq
+from .names import QueueGroup, SubjectPattern
 from .reader import RawSubscription
 
 log = logging.getLogger("wirepipe.nats")
@@ -271,8 +272,8 @@ class NatsSourceConfig(NatsConnectionConfig, SourceLimits):
     """``source: {type: nats, url: ..., subject: "points.>", queue: workers}``"""
 
     type: Literal["nats"]
-    subject: str = Field(description="subject to subscribe to; wildcards allowed (points.>, orders.*.eu)")
-    queue: str | None = Field(default=None, description="queue group: the messages are shared among its members")
+    subject: SubjectPattern = Field(description="subject to subscribe to; wildcards allowed (points.>, orders.*.eu)")
+    queue: QueueGroup | None = Field(default=None, description="queue group: the messages are shared among its members")
     batch_size: int = Field(default=1000, ge=1, description="records per batch at most")
     batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
     pending_msgs_limit: int = Field(default=65536, ge=1, description="messages the client holds for the pipeline; past it the client drops them (counted as lost)")

@@ -36,6 +36,7 @@ from ...core.stages import Stage
 from ...core.workers import Worker
 from ..connector import AtLeastOnce, Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from .names import ConsumerName, StreamName, SubjectPattern
 from .pull_requests import PullRequester
 from .reader import RawSubscription, Received, SubscriptionReader, publish_many
 from .streams import when_available
@@ -717,9 +718,9 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     """``source: {type: jetstream, stream: POINTS, durable: points-worker}``"""
 
     type: Literal["jetstream"]
-    stream: str | None = Field(default=None, description="default: the stream that stores `subject`")
-    subject: str | None = Field(default=None, description="filter subject")
-    durable: str | None = Field(default=None, description="durable consumer name; unset: an ephemeral consumer")
+    stream: StreamName | None = Field(default=None, description="default: the stream that stores `subject`")
+    subject: SubjectPattern | None = Field(default=None, description="filter subject")
+    durable: ConsumerName | None = Field(default=None, description="durable consumer name; unset: an ephemeral consumer")
     ordered: bool = Field(default=False, description="ordered consumer (replay): no acks, no durable")
     deliver: Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"] = Field(
         default="all", description="where a new consumer starts in the stream")
