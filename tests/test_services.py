@@ -249,8 +249,10 @@ async def test_an_account_that_may_not_use_srv_says_so_once_and_the_pipeline_run
     ({"metadata": {"team": "payments", "pid": "1"}}, "service.metadata", "'pid': wirepipe writes these keys"),
     ({"enable": False}, "service", "unknown field 'enable': allowed enabled, metadata, name"),
     ({"enabled": "sometimes"}, "service.enabled", "valid boolean"),
+    (False, "service", "give a mapping: {enabled: false} turns the NATS service off, {name, metadata} describe it "
+                       "(got False)"),
 ])
-def test_the_service_setting_is_validated_like_every_field(service: dict[str, Any], path: str, words: str) -> None:
+def test_the_service_setting_is_validated_like_every_field(service: Any, path: str, words: str) -> None:
     with pytest.raises(ConfigError) as info:
         validate_config(consumer("nats://127.0.0.1:4222", service=service), file="p.yaml")
     assert info.value.path == path and info.value.file == "p.yaml"
@@ -416,18 +418,36 @@ def test_ps_and_top_list_a_pool_of_two_and_a_second_pipeline_and_not_a_killed_wo
 
 
 @pytest.mark.slow
-def test_top_stops_on_sigint_with_exit_0(nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    """An observer stopped by Ctrl-C did its job: exit 0, its last table on the screen."""
-    top = start_wirepipe("top", "--url", nats_server.url, "--interval", "0.3s")
+def test_top_redraws_one_table_on_a_terminal_and_stops_on_sigint_with_exit_0(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """On a terminal top redraws one table in place; Ctrl-C stops an observer, which did its job: exit 0."""
+    import pty
+    import select
+
+    (tmp_path / "audit.yaml").write_text(SECOND)
+    log = tmp_path / "second.log"
+    with open(log, "w") as err:
+        second = start_wirepipe("run", tmp_path / "audit.yaml", stderr=err, env={"NATS_URL": nats_server.url})
+    master, slave = pty.openpty()
+    top = None
     try:
-        assert top.stdout is not None
-        first = top.stdout.readline()
-        assert first.startswith("wirepipe top"), first + (top.stderr.read() if top.stderr else "")
+        wait_ps(nats_server.url, lambda ps: len(ps) == 1, "the pipeline", [log])
+        top = start_wirepipe("top", "--url", nats_server.url, "--interval", "0.3s", columns=160, stdout=slave)
+        seen = ""
+        deadline = time.monotonic() + 60
+        while seen.count("wirepipe top") < 3 and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                seen += os.read(master, 65536).decode(errors="replace")
+        assert seen.count("wirepipe top") >= 3, seen
+        assert re.search(r"audit\.eu\s+-\s+running\s+0\s+0\s+", seen), seen
+        assert "\x1b[" in seen  # redrawn in place (cursor moves), not printed one after another
         top.send_signal(signal.SIGINT)
         assert top.wait(30) == 0
         assert "Traceback" not in (top.stderr.read() if top.stderr else "")
     finally:
-        if top.poll() is None:
-            top.kill()
-            top.wait()
-
+        os.close(slave)
+        os.close(master)
+        for proc in (top, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()

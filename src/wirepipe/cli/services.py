@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..core.exit_codes import ExitCode
+from ..core.exit_codes import ExitCode, exit_code
 from .app import command, fail, setup_logging
 
 if TYPE_CHECKING:
@@ -226,8 +226,10 @@ def ps(
 
     try:
         processes, where = asyncio.run(ask())
+    except KeyboardInterrupt:
+        fail("interrupted", ExitCode.INTERRUPTED)
     except WirepipeError as exc:
-        fail(str(exc), ExitCode.RUNTIME)
+        fail(str(exc), exit_code(exc))
     if json_:
         typer.echo(json.dumps([p.answer for p in processes], indent=2))
         return
@@ -263,7 +265,7 @@ def top(
     try:
         asyncio.run(_watch(config, pipeline, every, window, count))
     except WirepipeError as exc:
-        fail(str(exc), ExitCode.RUNTIME)
+        fail(str(exc), exit_code(exc))
 
 
 async def _watch(config: NatsConnectionConfig, pipeline: str | None, every: float, window: float,

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from ..core.models import Strict
+from ..core.models import Strict, short_repr
 from ..core.redact import redact_secrets
 from ..wire import SERVICE_PREFIX
 
@@ -69,6 +69,14 @@ class ServiceConfig(Strict):
                                                        "pipeline's name, any other character replaced by _")
     metadata: dict[str, str] = Field(default_factory=dict, description="more metadata for the service (team, "
                                                                        "region ...) beside wirepipe's own")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, data: Any) -> Any:
+        if not isinstance(data, (dict, ServiceConfig)):
+            raise ValueError("give a mapping: {enabled: false} turns the NATS service off, {name, metadata} describe "
+                             f"it (got {short_repr(data)})")
+        return data
 
     @field_validator("name")
     @classmethod
