@@ -194,6 +194,31 @@ async def test_a_running_pipeline_answers_ping_info_and_stats_as_the_protocol_de
         await nc.close()
 
 
+async def test_a_worker_waiting_for_its_stream_is_listed_waiting(nats_url: str) -> None:
+    """Registered once its connection is up, before its parts are all open: a worker started before its stream
+    exists says in ps what it waits for, and is unhealthy until then."""
+    nc = await nats.connect(nats_url)
+    data = {"name": "late", "source": {"type": "jetstream", "url": nats_url, "stream": "LATER"},
+            "sink": {"type": "null"}}
+    pipe = build_pipeline(validate_config(data))
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(with_service(pipe, pipe.run_async(stop)))
+    try:
+        async def listed() -> list[dict[str, Any]]:
+            return answers(await ask(nc, "$SRV.STATS.late", expect=1))
+
+        [answer] = await until(listed)
+        process = Process.from_answer(answer)
+        assert process is not None and process.state() == "waiting for stream LATER"
+        assert not pipe.running
+        reply = await nc.request(f"_WIREPIPE.service.late.{answer['id']}.health", b"", timeout=2)
+        assert reply.headers == {"Nats-Service-Error": "waiting for stream LATER", "Nats-Service-Error-Code": "503"}
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await nc.close()
+
+
 async def test_service_enabled_false_registers_nothing(nats_url: str) -> None:
     nc = await nats.connect(nats_url)
     try:

@@ -20,7 +20,8 @@ instance of a name, or to one instance), so a killed worker simply stops answeri
   no service: nothing in its file says which NATS system it belongs to, and a run must not open a connection
   its file does not declare (``NATS_URL`` set in a shell would make a file-to-file job join a production
   system, and wait for it when it is down).
-- **Never in the way.** Registering happens beside the run, not before it; an account that may not
+- **Never in the way.** Registering happens beside the run, as soon as that connection is up (a worker
+  waiting for its stream is listed, waiting), never holding the run back; an account that may not
   subscribe to ``$SRV.>`` (or to the endpoints' subjects) gets one warning in the log and the pipeline runs
   on, unregistered. ``service: {enabled: false}`` turns it off.
 """
@@ -144,13 +145,13 @@ def service_config(pipeline: Any) -> ServiceConfig:
 
 
 def service_connection(pipeline: Any) -> Any:
-    """The connection the service rides on: the source's, else the sink's, else the dead letter's, whichever
-    is on NATS and open; None for a pipeline with no NATS part."""
+    """The connection the service rides on: the source's when the source is on NATS, else the sink's, else the dead
+    letter's; None for a pipeline with no NATS part."""
     from ..connectors.nats.connection import NatsConnection
 
     for part in (pipeline.source, pipeline.sink, pipeline.dead_letter):
         conn = getattr(part, "conn", None)
-        if isinstance(conn, NatsConnection) and conn.nc is not None:
+        if isinstance(conn, NatsConnection):
             return conn
     return None
 
@@ -308,14 +309,16 @@ async def with_service(pipeline: Any, run: Awaitable[T]) -> T:
 
 
 async def _serve(pipeline: Any, config: ServiceConfig, run: asyncio.Future[Any]) -> None:
-    while not pipeline.running:  # the parts are opening (a server or a stream may be waited for)
-        if run.done():
-            return
-        await asyncio.wait({run}, timeout=0.1)
     conn = service_connection(pipeline)
     if conn is None:
         log.debug("%s: no NATS part, so no NATS service", pipeline.name)
         return
+    # Registered once that part has connected, before the others open: a worker waiting for its stream is listed,
+    # waiting.
+    while conn.nc is None or not conn.nc.is_connected:
+        if run.done():
+            return
+        await asyncio.wait({run}, timeout=0.1)
     service = PipelineService(pipeline, config, conn)
     try:
         if await service.start():
