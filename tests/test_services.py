@@ -269,6 +269,16 @@ async def test_an_account_that_may_not_use_srv_says_so_once_and_the_pipeline_run
         await nc.close()
 
 
+def test_a_tap_registers_no_service() -> None:
+    """A tap watches pipelines; it is not one: `wirepipe ps` does not list it."""
+    from wirepipe.pipelines.service import service_config
+    from wirepipe.tap import TapSink, build, tap_config
+
+    pipe = build(tap_config(subject="points.>", stream=None, url="nats://127.0.0.1:4222"), TapSink())
+    assert service_config(pipe).enabled is False
+    assert service_config(build_pipeline(validate_config(consumer("nats://127.0.0.1:4222")))).enabled is True
+
+
 @pytest.mark.parametrize(("service", "path", "words"), [
     ({"name": "orders eu"}, "service.name", "is not a NATS service name: use A-Z, a-z, 0-9, - and _ only"),
     ({"metadata": {"team": "payments", "pid": "1"}}, "service.metadata", "'pid': wirepipe writes these keys"),

@@ -24,6 +24,9 @@ instance of a name, or to one instance), so a killed worker simply stops answeri
   waiting for its stream is listed, waiting), never holding the run back; an account that may not
   subscribe to ``$SRV.>`` (or to the endpoints' subjects) gets one warning in the log and the pipeline runs
   on, unregistered. ``service: {enabled: false}`` turns it off.
+
+The other side, what ``wirepipe ps`` and ``top`` (``cli/services.py``) read: ``discover`` asks ``$SRV.STATS``
+once and turns each wirepipe answer into a ``Process``; another kind of service's answer is left out.
 """
 
 from __future__ import annotations
@@ -159,8 +162,8 @@ def service_connection(pipeline: Any) -> Any:
 def stats_data(snap: dict[str, Any]) -> dict[str, Any]:
     """What the ``stats`` endpoint answers: every figure of the snapshot (counters, lag, the states) and the
     rejections by stage, operator and reason, without their example (it holds a record's values)."""
-    data: dict[str, Any] = {key: redact_secrets(value) if isinstance(value, str) else value for key, value in snap.items()
-            if value is None or isinstance(value, (bool, int, float, str))}
+    data: dict[str, Any] = {key: redact_secrets(value) if isinstance(value, str) else value
+                            for key, value in snap.items() if value is None or isinstance(value, (bool, int, float, str))}
     data["rejections"] = [list(row[:4]) for row in snap.get("rejections") or []]
     return data
 
@@ -168,10 +171,10 @@ def stats_data(snap: dict[str, Any]) -> dict[str, Any]:
 def health_data(snap: dict[str, Any], draining: bool) -> dict[str, Any]:
     """What the ``health`` endpoint answers: healthy as ``/healthz`` says it (running, every connection up), and
     why not."""
+    sink_error = snap.get("sink_error")
     return {"healthy": bool(snap.get("running") and snap.get("connected")), "running": bool(snap.get("running")),
-            "connected": bool(snap.get("connected")), "draining": draining,
-            "waiting": snap.get("waiting"), "sink_error": redact_secrets(snap["sink_error"])
-            if snap.get("sink_error") else None}
+            "connected": bool(snap.get("connected")), "draining": draining, "waiting": snap.get("waiting"),
+            "sink_error": redact_secrets(sink_error) if sink_error else None}
 
 
 class PipelineService:
@@ -294,8 +297,8 @@ def _unhealthy(answer: dict[str, Any]) -> str:
 
 
 async def with_service(pipeline: Any, run: Awaitable[T]) -> T:
-    """``run`` (the pipeline's run) with the pipeline's NATS service beside it: registered once the parts are
-    open, until the run ends (see the module doc). What the service meets is logged, never raised."""
+    """``run`` (the pipeline's run) with the pipeline's NATS service beside it: registered once its connection is
+    up, until the run ends (see the module doc). What the service meets is logged, never raised."""
     config = service_config(pipeline)
     task = asyncio.ensure_future(run)
     if not config.enabled:
