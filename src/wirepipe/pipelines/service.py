@@ -181,9 +181,14 @@ class PipelineService:
     """One pipeline process registered with the services protocol on ``conn`` (see the module doc)."""
 
     def __init__(self, pipeline: Any, config: ServiceConfig, conn: Any) -> None:
+        import nats.micro  # noqa: F401 - here, before the run reads: nothing is imported on its event loop later
+
         self.pipeline = pipeline
         self.conn = conn
         self.name = config.name or service_name(pipeline.name)
+        self.version = semver(wirepipe_version())
+        self.description = (getattr(pipeline, "config", None) or {}).get("description") or \
+            f"wirepipe pipeline {pipeline.name}"
         self.metadata = {**config.metadata, **own_metadata(pipeline)}
         self.service: Any = None
         self.refused: str | None = None  # the error of the first subscription the server refused
@@ -212,11 +217,8 @@ class PipelineService:
         from nats.micro.request import Request, ServiceError
 
         self.conn.on_error(self._refusal)
-        nc = self.conn.nc
-        description = (getattr(self.pipeline, "config", None) or {}).get("description") or \
-            f"wirepipe pipeline {self.pipeline.name}"
         self.service = service = await add_service(
-            nc, name=self.name, version=semver(wirepipe_version()), description=description,
+            self.conn.nc, name=self.name, version=self.version, description=self.description,
             metadata=self.metadata, stats_handler=lambda endpoint: self.data(endpoint.name))
         prefix = f"{SERVICE_PREFIX}{self.name}.{service.id}"
 
@@ -316,13 +318,13 @@ async def _serve(pipeline: Any, config: ServiceConfig, run: asyncio.Future[Any])
     if conn is None:
         log.debug("%s: no NATS part, so no NATS service", pipeline.name)
         return
+    service = PipelineService(pipeline, config, conn)  # what takes time is done now, before the run reads
     # Registered once that part has connected, before the others open: a worker waiting for its stream is listed,
     # waiting.
     while conn.nc is None or not conn.nc.is_connected:
         if run.done():
             return
         await asyncio.wait({run}, timeout=0.1)
-    service = PipelineService(pipeline, config, conn)
     try:
         if await service.start():
             await asyncio.wait({run})
