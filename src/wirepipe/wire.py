@@ -349,6 +349,9 @@ def _meet(pattern: list[str], tokens: Sequence[str | tuple[str, str]]) -> bool:
 MAX_CONTROL_LINE = 4096
 # Publisher stamps travel on this prefix + the data subject (docs/concepts/wire-contract.md).
 STAMP_PREFIX = "_WIREPIPE.last."
+# A running pipeline's NATS service (pipelines/service.py) answers the protocol on $SRV.PING|INFO|STATS, and its
+# endpoints on this prefix + <service name>.<service id>.stats and .health.
+SERVICE_PREFIX = "_WIREPIPE.service."
 # Whitespace or a control character anywhere; or an empty token (leading, trailing or double dot, or an
 # empty subject), or a ``*``/``>`` token: a publish names one subject, wildcards are for subscriptions.
 _WILD = "[" + re.escape("".join(WILDCARDS)) + "]"

@@ -32,10 +32,12 @@ class ShutdownTimeout(WirepipeError):
 
 async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None) -> RunStats:
     """Run ``pipeline`` until its source ends or a signal arrives, then drain within its deadline."""
+    from .service import with_service
+
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     signals = 0
-    task = asyncio.ensure_future(pipeline.run_async(stop))
+    task = asyncio.ensure_future(with_service(pipeline, pipeline.run_async(stop)))  # a NATS service beside the run
     deadline: asyncio.TimerHandle | None = None
     timed_out = False
 
