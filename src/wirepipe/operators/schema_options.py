@@ -9,22 +9,41 @@ generated protobuf class gives a typed schema; other classes give their field or
 on decode, typed records). Without one, positional formats use the schema the source
 attached to the batch.
 
+Or a schema registered in a schema store (``registry_ref``): ``registry/NAME`` (the latest version),
+``registry/NAME@3``, or ``registry`` alone (deserialize: each record with the schema it was written with), where
+``registry`` names a store under the pipeline's ``resources.schemas`` (undeclared, ``registry`` is the NATS KV
+bucket ``WIREPIPE_SCHEMAS``); ``nats://BUCKET/NAME@3`` names the store by its bucket. The schema is fetched when
+the pipeline starts (``pipelines/resources.py`` hands the operator its store).
+
 >>> resolve_schema(["id", "x"])
 ('id', 'x')
+>>> str(registry_ref("registry/points@3")), registry_ref("nats://SCHEMAS/points").use.bucket
+('registry/points@3', 'SCHEMAS')
 >>> schema_param(["id", "x"])
 ['id', 'x']
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, WrapValidator
 
-from ..core.errors import Refusal
+from ..core.errors import ConfigError, Refusal, WirepipeError
 from ..core.registry import load_ref
+from ..core.stores import (
+    SCHEMA_NAME,
+    SCHEMA_NAME_RULE,
+    SCHEMAS,
+    NotRegistered,
+    Registered,
+    SchemaStore,
+    StoreUse,
+)
 from ..schema import RecordSchema, SchemaError, load_schema_file, parse_schema
 
 SchemaSpec = str | Sequence[str] | Mapping[str, Any] | type | RecordSchema | None
@@ -42,6 +61,69 @@ SchemaParam = Annotated[str | list[str] | dict[str, Any] | None, WrapValidator(_
 WriterSchemaParam = Annotated[str | dict[str, Any], WrapValidator(_python_schema_or)]
 _SCHEMA_FILES = (".yaml", ".yml", ".json")
 _DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")
+_SUFFIXES = (*_SCHEMA_FILES, ".avsc", ".proto", *_DESCRIPTOR_SETS)
+
+
+# --- a schema in a store: registry/NAME@VERSION, nats://BUCKET/NAME@VERSION -------------------------------------
+
+REGISTRY = "registry"  # the store ``schema: registry/...`` names when ``resources.schemas`` declares no other
+_NATS = "nats://"
+_STORE = r"[A-Za-z0-9_-]+"
+_REF = re.compile(rf"^(?P<store>{_STORE})(?:/(?P<name>[-_=.a-zA-Z0-9]+?)(?:@(?P<version>[^@/]*))?)?$")
+_REF_SHAPE = "registry/NAME, registry/NAME@VERSION, nats://BUCKET/NAME@VERSION (VERSION: 1, 2 ... or latest)"
+
+
+@dataclass(frozen=True)
+class RegistryRef:
+    """A schema in a schema store: the store (``use``), a name (None: each record's own writer schema) and a
+    version (None: the latest when the pipeline starts)."""
+
+    use: StoreUse
+    name: str | None = None
+    version: int | None = None
+    spelled: str = ""
+
+    def __str__(self) -> str:
+        return self.spelled
+
+
+def registry_ref(spec: Any) -> RegistryRef | None:
+    """The registered schema ``spec`` names, or None when it names a schema some other way (a file, a dataset,
+    module:Class, a mapping); ``ValueError`` for a reference that is not well formed."""
+    if not isinstance(spec, str):
+        return None
+    text, bucket = spec, None
+    if spec.startswith(_NATS):
+        text = spec[len(_NATS):]
+        bucket = text.partition("/")[0]
+    elif "/" not in spec and spec != REGISTRY:
+        return None
+    elif ":" in spec or "#" in spec or Path(spec).suffix.lower() in _SUFFIXES:
+        return None  # module:Class, FILE#Message, a schema file in a folder
+    m = _REF.match(text)
+    if m is None:
+        raise ValueError(f"{spec!r} is not a registered schema: {_REF_SHAPE}; the store is letters, digits, - and _, "
+                         "the name letters, digits, - _ = and single dots")
+    version, name = m.group("version"), m.group("name")
+    if name is not None and not SCHEMA_NAME.match(name):
+        raise ValueError(f"{spec!r}: {name!r} is not a schema name: {SCHEMA_NAME_RULE}")
+    if version is not None and not (version == "latest" or (version.isdigit() and int(version) > 0)):
+        raise ValueError(f"{spec!r}: the version is 1, 2, 3 ... or latest, got {version!r}")
+    return RegistryRef(StoreUse(SCHEMAS, m.group("store"), bucket), name,
+                       int(version) if version and version != "latest" else None, spec)
+
+
+async def registered_schema(store: SchemaStore | None, ref: RegistryRef, entry: str) -> Registered:
+    """The version of a registered schema ``ref`` names, from the store the pipeline handed ``entry``'s operator;
+    a ``ConfigError`` at ``entry.schema`` saying what the store holds when it does not hold that one."""
+    if store is None:
+        raise WirepipeError(f"{entry}: schema {ref} comes from a schema store the pipeline hands the operator: run it "
+                            "in a Pipeline (its resources give it the store)")
+    assert ref.name is not None
+    try:
+        return await store.version(ref.name, ref.version)
+    except NotRegistered as exc:
+        raise ConfigError(f"{ref}: {exc}", path=f"{entry}.schema") from None
 
 
 def resolve_schema(spec: SchemaSpec) -> RecordSchema | tuple[str, ...] | None:
@@ -178,5 +260,11 @@ WRITER_SCHEMAS_FIELD: Any = Field(
     "read by field name as `schema:`, where the two are compatible; a positional format's record written with any "
     "other schema is dead-lettered")
 SCHEMA_HEADER_FIELD: Any = Field(
-    default="optional", description="a record without a Wirepipe-Schema header (a publisher that does not "
-    "stamp its schema): decoded with `schema:` (optional) or dead-lettered (required)")
+    default=None, description="a record without a Wirepipe-Schema header (a publisher that does not "
+    "stamp its schema): decoded with `schema:` (optional) or dead-lettered (required); default: optional, and "
+    "required with a schema from a registry")
+SCHEMA_FIELD: Any = Field(
+    default=None, alias="schema", description="a dataset name, a schema file (.yaml, .json, .avsc, .proto, .desc), "
+    "an inline mapping {field: type}, a list of field names, module:Class, or a registered schema: registry/NAME "
+    "(its latest version when the pipeline starts), registry/NAME@VERSION, nats://BUCKET/NAME@VERSION (see "
+    "resources.schemas)")
