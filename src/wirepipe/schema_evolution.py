@@ -142,9 +142,9 @@ def reader_of(writer: AnySchema, reader: AnySchema) -> Callable[[Any], Any]:
 BACKWARD, FORWARD, FULL, NONE = "backward", "forward", "full", "none"
 RULES = (BACKWARD, f"{BACKWARD}_transitive", FORWARD, f"{FORWARD}_transitive", FULL, f"{FULL}_transitive", NONE)
 RULE_MEANINGS = {
-    BACKWARD: "a consumer with the new version reads what the latest one wrote (upgrade consumers first)",
+    BACKWARD: "a consumer with the new version reads what the latest one wrote: upgrade consumers first",
     f"{BACKWARD}_transitive": "a consumer with the new version reads what every earlier one wrote",
-    FORWARD: "a consumer with the latest version reads what the new one writes (upgrade publishers first)",
+    FORWARD: "a consumer with the latest version reads what the new one writes: upgrade publishers first",
     f"{FORWARD}_transitive": "a consumer with any earlier version reads what the new one writes",
     FULL: "backward and forward against the latest version: upgrade either end first",
     f"{FULL}_transitive": "backward and forward against every earlier version",
@@ -167,7 +167,7 @@ class Incompatibility:
             what = f"a consumer with the new schema cannot read what version {self.version} wrote"
         else:
             what = f"a consumer with version {self.version} cannot read what the new schema writes"
-        return f"{self.direction}: {what}: {'; '.join(self.problems)}"
+        return f"{what}: {'; '.join(self.problems)}"
 
 
 def incompatibilities(rule: str, new: AnySchema, versions: Sequence[tuple[int, AnySchema]]) -> list[Incompatibility]:
@@ -177,7 +177,7 @@ def incompatibilities(rule: str, new: AnySchema, versions: Sequence[tuple[int, A
     >>> from wirepipe.schema import parse_schema
     >>> v1 = parse_schema({"id": "int64", "name": "string"})
     >>> [str(i) for i in incompatibilities("backward", parse_schema({"id": "int64", "email": "string"}), [(1, v1)])]
-    ['backward: a consumer with the new schema cannot read what version 1 wrote: email: required in the new schema, absent from version 1']
+    ['a consumer with the new schema cannot read what version 1 wrote: email: required in the new schema, absent from version 1']
     >>> incompatibilities("backward", parse_schema({"id": "int64", "email?": "string"}), [(1, v1)])
     []
     """

@@ -26,11 +26,11 @@ schema files (``connectors/schema_folder.py``: ``wirepipe test`` and replays wit
 >>> registry = SchemaRegistry(MemoryBackend())
 >>> v1 = asyncio.run(registry.push("points", parse_schema({"x": "int32"})))
 >>> str(v1.registered), v1.new, asyncio.run(registry.push("points", parse_schema({"x": "int32"}))).new
-('points@1', True, False)
+('points version 1', True, False)
 >>> asyncio.run(registry.push("points", parse_schema({"x": "int32", "y": "int32"})))
 Traceback (most recent call last):
 ...
-wirepipe.connectors.schema_registry.Incompatible: points: the new schema breaks its rule, backward (a consumer with the new version reads what the latest one wrote (upgrade consumers first)): backward: a consumer with the new schema cannot read what version 1 wrote: y: required in the new schema, absent from version 1
+wirepipe.connectors.schema_registry.Incompatible: points keeps the rule backward (a consumer with the new version reads what the latest one wrote: upgrade consumers first), which the new schema breaks: a consumer with the new schema cannot read what version 1 wrote: y: required in the new schema, absent from version 1
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class Incompatible(WirepipeError):
 
     def __init__(self, name: str, rule: str, found: Sequence[Incompatibility]) -> None:
         self.name, self.rule, self.found = name, rule, tuple(found)
-        super().__init__(f"{name}: the new schema breaks its rule, {rule} ({RULE_MEANINGS[rule]}): "
+        super().__init__(f"{name} keeps the rule {rule} ({RULE_MEANINGS[rule]}), which the new schema breaks: "
                          + "; ".join(map(str, found)))
 
 
@@ -278,7 +278,7 @@ class SchemaRegistry:
         v = entry.version(version, self.where)
         schema = await self.by_fingerprint(v.fingerprint)
         if schema is None:
-            raise NotRegistered(f"{self.where}: {name}@{v.version} names schema {v.fingerprint}, which it does not "
+            raise NotRegistered(f"{self.where}: {name} version {v.version} names schema {v.fingerprint}, which it does not "
                                 "hold (damaged)")
         return Registered(name, v.version, v.fingerprint, schema)
 
@@ -302,8 +302,8 @@ class SchemaRegistry:
             entry, token = await self.backend.read_entry(name)
             entry = entry or NameEntry(name, compatibility or DEFAULT_RULE)
             if compatibility is not None and compatibility != entry.compatibility:
-                raise WirepipeError(f"{name}'s rule is {entry.compatibility}, not {compatibility}: change it first "
-                                    f"(wirepipe schema compatibility {name} {compatibility})")
+                raise WirepipeError(f"the rule of {name} is {entry.compatibility}, not {compatibility}: change it "
+                                    f"first (wirepipe schema compatibility {name} {compatibility})")
             found = entry.find(fingerprint)
             if found is not None:
                 return Pushed(Registered(name, found.version, fingerprint, schema), False, entry.compatibility)
@@ -320,7 +320,7 @@ class SchemaRegistry:
         for v in entry.versions:
             old = await self.by_fingerprint(v.fingerprint)
             if old is None:
-                raise NotRegistered(f"{self.where}: {entry.name}@{v.version} names schema {v.fingerprint}, which it "
+                raise NotRegistered(f"{self.where}: {entry.name} version {v.version} names schema {v.fingerprint}, which it "
                                     "does not hold (damaged)")
             earlier.append((v.version, old))
         found = incompatibilities(entry.compatibility, schema, earlier)

@@ -56,8 +56,8 @@ class Registered:
     fingerprint: str
     schema: Schema
 
-    def __str__(self) -> str:
-        return f"{self.name}@{self.version}"
+    def __str__(self) -> str:  # no NAME@VERSION in a message: redaction takes NAME for a URL's user info
+        return f"{self.name} version {self.version}"
 
 
 class Resource(Protocol):

@@ -140,6 +140,11 @@ class Deserialize(Configured, Operator):
                              f"are read as: {ref}/NAME)")
         self.io = self.prepares = True
 
+    @property
+    def schema_ref(self) -> RegistryRef | None:
+        """The registered schema ``schema:`` names (None: a schema given another way)."""
+        return self._ref
+
     def store_uses(self) -> Sequence[StoreUse]:
         """The schema store ``schema:`` names, if it names one (``core.stores.UsesStores``)."""
         return (self._ref.use,) if self._ref is not None else ()

@@ -18,7 +18,7 @@ the pipeline starts (``pipelines/resources.py`` hands the operator its store).
 >>> resolve_schema(["id", "x"])
 ('id', 'x')
 >>> str(registry_ref("registry/points@3")), registry_ref("nats://SCHEMAS/points").use.bucket
-('registry/points@3', 'SCHEMAS')
+('registry/points version 3', 'SCHEMAS')
 >>> schema_param(["id", "x"])
 ['id', 'x']
 """
@@ -70,7 +70,8 @@ REGISTRY = "registry"  # the store ``schema: registry/...`` names when ``resourc
 _NATS = "nats://"
 _STORE = r"[A-Za-z0-9_-]+"
 _REF = re.compile(rf"^(?P<store>{_STORE})(?:/(?P<name>[-_=.a-zA-Z0-9]+?)(?:@(?P<version>[^@/]*))?)?$")
-_REF_SHAPE = "registry/NAME, registry/NAME@VERSION, nats://BUCKET/NAME@VERSION (VERSION: 1, 2 ... or latest)"
+# (no NAME@VERSION in a message: redaction would take NAME for a URL's user info; " @VERSION" stays as it is)
+_REF_SHAPE = "registry/NAME, registry/NAME @VERSION (1, 2 ... or latest), or nats://BUCKET in place of registry"
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,11 @@ class RegistryRef:
     spelled: str = ""
 
     def __str__(self) -> str:
-        return self.spelled
+        """The reference in a message (``registry/points version 3``: see ``_REF_SHAPE``)."""
+        head = self.spelled.partition("@")[0]
+        if self.name is None:
+            return head
+        return f"{head} version {self.version}" if self.version is not None else f"{head} (its latest version)"
 
 
 def registry_ref(spec: Any) -> RegistryRef | None:
@@ -102,13 +107,13 @@ def registry_ref(spec: Any) -> RegistryRef | None:
         return None  # module:Class, FILE#Message, a schema file in a folder
     m = _REF.match(text)
     if m is None:
-        raise ValueError(f"{spec!r} is not a registered schema: {_REF_SHAPE}; the store is letters, digits, - and _, "
-                         "the name letters, digits, - _ = and single dots")
+        raise ValueError(f"a registered schema is {_REF_SHAPE} (the store letters, digits, - and _, the name letters, "
+                         f"digits, - _ = and single dots), got {spec.partition('@')[0]!r}")
     version, name = m.group("version"), m.group("name")
     if name is not None and not SCHEMA_NAME.match(name):
-        raise ValueError(f"{spec!r}: {name!r} is not a schema name: {SCHEMA_NAME_RULE}")
+        raise ValueError(f"{name!r} is not a schema name: {SCHEMA_NAME_RULE}")
     if version is not None and not (version == "latest" or (version.isdigit() and int(version) > 0)):
-        raise ValueError(f"{spec!r}: the version is 1, 2, 3 ... or latest, got {version!r}")
+        raise ValueError(f"{spec.partition('@')[0]!r}: the version is 1, 2, 3 ... or latest, got {version!r}")
     return RegistryRef(StoreUse(SCHEMAS, m.group("store"), bucket), name,
                        int(version) if version and version != "latest" else None, spec)
 

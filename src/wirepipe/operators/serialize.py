@@ -105,7 +105,7 @@ class Serialize(Configured, Operator):
         self._store: SchemaStore | None = None
         if self._ref is not None and self._ref.name is None:
             raise ValueError(f"schema: {self._ref}: a publisher writes with one registered version: name it, "
-                             f"{self._ref}/NAME (the latest when the pipeline starts) or {self._ref}/NAME@VERSION")
+                             f"{self._ref}/NAME (the latest when the pipeline starts), with @VERSION after it for another")
         self.io = self._ref is not None
         self._schema: Schema = resolve_schema(schema) if self._ref is None else None
         self._encode: Encoder | None = None
@@ -125,6 +125,11 @@ class Serialize(Configured, Operator):
         if self._ready() or self._ref is not None:
             return None
         return source_schema_refusal(self.format, schema, self._options)
+
+    @property
+    def schema_ref(self) -> RegistryRef | None:
+        """The registered schema ``schema:`` names (None: a schema given another way)."""
+        return self._ref
 
     def store_uses(self) -> Sequence[StoreUse]:
         """The schema store ``schema:`` names, if it names one (``core.stores.UsesStores``)."""

@@ -113,6 +113,10 @@ class Resources:
         self._stores[key] = store
         return store
 
+    def store(self, use: StoreUse) -> Any:
+        """The store handed to the operators that name ``use`` (``bind`` built it)."""
+        return self._stores[(use.kind, use.resource)]
+
     async def open(self) -> None:
         """Open every store an operator was handed, in the order they were named."""
         for store in self._stores.values():
