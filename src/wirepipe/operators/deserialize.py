@@ -41,7 +41,7 @@ from ..core.errors import ConfigError, Refusal, RefusedError, StageError, Wirepi
 from ..core.models import Strict
 from ..core.registry import load_ref
 from ..core.stages import Stage
-from ..core.stores import NotRegistered, SchemaStore, StoreUse
+from ..core.stores import NotRegistered
 from ..schema import SchemaError
 from ..wire import Header
 from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
@@ -52,6 +52,7 @@ from .schema_options import (
     SCHEMA_HEADER_FIELD,
     WRITER_SCHEMAS_FIELD,
     RegistryRef,
+    SchemaFromStore,
     SchemaParam,
     SchemaSpec,
     WriterSchemaParam,
@@ -67,7 +68,7 @@ from .schema_options import (
 log = logging.getLogger("wirepipe.schemas")
 
 
-class Deserialize(Configured, Operator):
+class Deserialize(SchemaFromStore, Configured, Operator):
     """Decode every payload with one format, or by ``Content-Type`` with ``format: auto``."""
 
     stage = Stage.DESERIALIZE
@@ -94,7 +95,7 @@ class Deserialize(Configured, Operator):
         self._options: dict[str, Any] = {"framed": framed, "schema_id": schema_id}
         self._column: Callable[[list[bytes]], list[Any]] | None = None
         self._ref: RegistryRef | None = registry_ref(schema)
-        self._store: SchemaStore | None = None
+        self._store = None
         self._schema: Schema = resolve_schema(schema) if self._ref is None else None
         record_class = _record_class(schema) if self._ref is None else None
         # A record class in the schema gives typed records unless typed: false says otherwise.
@@ -139,18 +140,6 @@ class Deserialize(Configured, Operator):
                              "the Wirepipe-Schema header has none (schema_header: optional needs the schema records "
                              f"are read as: {ref}/NAME)")
         self.io = self.prepares = True
-
-    @property
-    def schema_ref(self) -> RegistryRef | None:
-        """The registered schema ``schema:`` names (None: a schema given another way)."""
-        return self._ref
-
-    def store_uses(self) -> Sequence[StoreUse]:
-        """The schema store ``schema:`` names, if it names one (``core.stores.UsesStores``)."""
-        return (self._ref.use,) if self._ref is not None else ()
-
-    def use_store(self, use: StoreUse, store: Any) -> None:
-        self._store = store
 
     async def open(self, parts: Sequence[Any]) -> None:
         """The reader's schema from the registry (its latest version, or the one pinned), fixed for the run."""

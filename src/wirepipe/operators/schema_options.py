@@ -118,6 +118,26 @@ def registry_ref(spec: Any) -> RegistryRef | None:
                        int(version) if version and version != "latest" else None, spec)
 
 
+class SchemaFromStore:
+    """What ``serialize`` and ``deserialize`` share when ``schema:`` names a registered schema: the reference and the
+    store the pipeline hands them (``core.stores.UsesStores``)."""
+
+    _ref: RegistryRef | None = None
+    _store: SchemaStore | None = None
+
+    @property
+    def schema_ref(self) -> RegistryRef | None:
+        """The registered schema ``schema:`` names (None: a schema given another way)."""
+        return self._ref
+
+    def store_uses(self) -> Sequence[StoreUse]:
+        """The schema store ``schema:`` names, if it names one."""
+        return (self._ref.use,) if self._ref is not None else ()
+
+    def use_store(self, use: StoreUse, store: Any) -> None:
+        self._store = store
+
+
 async def registered_schema(store: SchemaStore | None, ref: RegistryRef, entry: str) -> Registered:
     """The version of a registered schema ``ref`` names, from the store the pipeline handed ``entry``'s operator;
     a ``ConfigError`` at ``entry.schema`` saying what the store holds when it does not hold that one."""

@@ -50,7 +50,6 @@ from ..core.errors import Refusal, StageError, WirepipeError
 from ..core.models import Strict
 from ..core.records import as_dict, is_typed_record
 from ..core.stages import Stage
-from ..core.stores import SchemaStore, StoreUse
 from ..schema import RecordSchema, explain, projection, schema_fingerprint, undeclared_column_test
 from ..wire import Header, set_headers
 from .operator import PAYLOADS, BuildContext, Configured, Operator, given
@@ -58,6 +57,7 @@ from .schema_options import (
     MESSAGE_FIELD,
     SCHEMA_FIELD,
     RegistryRef,
+    SchemaFromStore,
     SchemaParam,
     SchemaSpec,
     known_format,
@@ -72,7 +72,7 @@ from .schema_options import (
 log = logging.getLogger("wirepipe.schemas")
 
 
-class Serialize(Configured, Operator):
+class Serialize(SchemaFromStore, Configured, Operator):
     """Encode every value with one format; sets ``Content-Type``."""
 
     stage = Stage.SERIALIZE
@@ -102,7 +102,7 @@ class Serialize(Configured, Operator):
         self._drop = extra_fields == "drop"
         self._options = {"schema_id": schema_id}
         self._ref: RegistryRef | None = registry_ref(schema)
-        self._store: SchemaStore | None = None
+        self._store = None
         if self._ref is not None and self._ref.name is None:
             raise ValueError(f"schema: {self._ref}: a publisher writes with one registered version: name it, "
                              f"{self._ref}/NAME (the latest when the pipeline starts), with @VERSION after it for another")
@@ -125,18 +125,6 @@ class Serialize(Configured, Operator):
         if self._ready() or self._ref is not None:
             return None
         return source_schema_refusal(self.format, schema, self._options)
-
-    @property
-    def schema_ref(self) -> RegistryRef | None:
-        """The registered schema ``schema:`` names (None: a schema given another way)."""
-        return self._ref
-
-    def store_uses(self) -> Sequence[StoreUse]:
-        """The schema store ``schema:`` names, if it names one (``core.stores.UsesStores``)."""
-        return (self._ref.use,) if self._ref is not None else ()
-
-    def use_store(self, use: StoreUse, store: Any) -> None:
-        self._store = store
 
     async def open(self, parts: Sequence[Any]) -> None:
         """The registered version ``schema:`` names, fetched once: what every record of the run is written with."""
