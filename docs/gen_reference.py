@@ -228,6 +228,8 @@ def configuration_page() -> str:
         "flush_interval": "how often the sink is flushed and a JetStream source acknowledged",
         "monitor": "the status line and the Prometheus endpoint",
         "tracing": "OpenTelemetry spans (the `otel` extra)",
+        "resources": "stores operators read from, declared once: schema registries (`schemas`), see "
+                     "[Schema registry](../how-to/schema-registry.md)",
     }
     for name, field in top.model_fields.items():
         kind = link.get(name) or type_name(field.annotation, list(field.metadata), models)
