@@ -205,6 +205,12 @@ def test_schema_push_list_show_diff_on_a_folder(tmp_path: Path) -> None:
     assert "B reads records written with A by field name: yes" in diff.stdout
     same = invoke("schema", "diff", "points@2", str(v2), "--registry", str(reg))
     assert same.returncode == 0 and same.stdout.endswith("identical: the same fields in the same order, of the same types\n")
+    consumer = tmp_path / "consumer.yaml"
+    consumer.write_text(yaml.safe_dump({"name": "c", "source": {"type": "jsonl", "path": "in.jsonl"},
+                                        "operators": [{"deserialize": {"format": "bincode",
+                                                                       "schema": "registry/points"}}]}))
+    theirs = invoke("schema", "diff", str(v2), f"{consumer}#deserialize", "--registry", str(reg))
+    assert theirs.returncode == 0, theirs.output  # the pipeline reads as the latest version: v2
     missing = invoke("schema", "show", "points@3", "--registry", str(reg))
     assert missing.returncode == 2 and missing.stderr == f"error: points has versions 1 to 2 in folder {reg}: no version 3\n"
 

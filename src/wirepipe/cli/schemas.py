@@ -76,7 +76,8 @@ def schema_diff(
 
     A and B are each a schema file (.yaml, .yml, .json, .avsc, .proto, .desc; FILE#Message for a .proto or .desc
     that declares several), a dataset name, or a pipeline file: the schema its serialize, encode, deserialize or
-    decode is given (FILE#serialize or FILE#deserialize picks the side when it has both), or a registered version:
+    decode is given (FILE#serialize or FILE#deserialize picks the side when it has both; a registered one is looked
+    up in --registry), or a registered version:
     NAME@VERSION, NAME@latest (in --registry), or as a pipeline names one, registry/NAME@VERSION or
     nats://BUCKET/NAME@VERSION. Prints each schema with
     its fingerprint (the Wirepipe-Schema header of its messages), the fields added, removed, moved and retyped
@@ -131,7 +132,7 @@ def _schema_named(arg: str, registry: str = DEFAULT_REGISTRY, url: str | None = 
         if Path(path).suffix.lower() in (".yaml", ".yml") and Path(path).is_file():
             data = read_yaml_mapping(path, "a schema file is a mapping of field: type")
             if isinstance(data.get("operators"), list) and "source" in data:
-                return _pipeline_schema(path, part, data["operators"])
+                return _pipeline_schema(path, part, data["operators"], lambda ref: _registered(ref, registry, url))
         schema = resolve_schema(arg)
     except (SchemaError, ConfigError) as exc:
         fail(f"{arg}: {exc}" if isinstance(exc, SchemaError) else str(exc), ExitCode.CONFIG)
@@ -140,13 +141,20 @@ def _schema_named(arg: str, registry: str = DEFAULT_REGISTRY, url: str | None = 
     return arg, schema
 
 
-def _pipeline_schema(path: str, side: str, operators: list[Any]) -> tuple[str, Any]:
-    """The one schema a pipeline file's serialize / deserialize side is given (``side``: either, when empty)."""
+def _registered(ref: Any, registry: str, url: str | None) -> Any:
+    """The schema of a registered version a pipeline names (in its bucket, or in ``registry``)."""
+    where = f"nats://{ref.use.bucket}" if ref.use.bucket else registry
+    return _with_registry(where, url, lambda r: r.version(ref.name, ref.version)).schema
+
+
+def _pipeline_schema(path: str, side: str, operators: list[Any], registered: Any) -> tuple[str, Any]:
+    """The one schema a pipeline file's serialize / deserialize side is given (``side``: either, when empty);
+    ``registered(ref)`` looks up a registered one (``schema: registry/NAME@VERSION``)."""
     import os
 
     from ..core.errors import ConfigError
     from ..operators import OPERATORS
-    from ..operators.schema_options import resolve_schema, with_message
+    from ..operators.schema_options import registry_ref, resolve_schema, with_message
     from ..pipelines.config import interpolate, validate_entry
     from ..schema import schema_fingerprint
 
@@ -163,7 +171,11 @@ def _pipeline_schema(path: str, side: str, operators: list[Any]) -> tuple[str, A
             params = validate_entry(OPERATORS[kind], interpolate(value, os.environ, where), where)
         except ConfigError as exc:
             raise ConfigError(exc.detail, file=path, path=exc.path) from None
-        schema = resolve_schema(with_message(params.schema_, getattr(params, "message", None)))
+        ref = registry_ref(params.schema_)
+        if ref is not None and ref.name is None:
+            continue  # each record read as it was written: no one schema
+        schema = registered(ref) if ref is not None else \
+            resolve_schema(with_message(params.schema_, getattr(params, "message", None)))
         if schema is None:
             continue
         found.setdefault(schema_fingerprint(schema), (where, schema))
