@@ -20,7 +20,9 @@ name, the record is right. Whether that can be done is Avro's schema resolution,
 
 ``compare_schemas(writer, reader)`` gives the ``SchemaDiff`` (``wirepipe schema diff`` prints it, a dead
 letter's reason quotes its ``summary``); ``reader_of(writer, reader)`` the function from a record decoded
-with the writer's schema to the reader's.
+with the writer's schema to the reader's. ``incompatibilities(rule, new, versions)`` applies a registry's
+compatibility rule (``RULES``: Confluent's backward, forward, full, none and their transitive forms) to a new
+version, by the same resolution: what ``wirepipe schema push`` checks.
 
 >>> from wirepipe.schema import parse_schema
 >>> old, new = parse_schema({"a": "int32", "b": "string"}), parse_schema({"b": "string", "a": "int64", "c?": "bool"})

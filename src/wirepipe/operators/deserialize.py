@@ -15,7 +15,9 @@ name's latest version (or the one pinned, ``@3``) as its own schema, fixed for t
 asks the store for the fingerprints of the batch it does not know yet, once each; the records of a version the
 reader can read by field name are read so, the others and those of a fingerprint the registry does not hold are
 dead-lettered with the reason. ``schema: registry`` alone reads each record as it was written. Records without
-the header are refused unless ``schema_header: optional``.
+the header are refused unless ``schema_header: optional``. The fetch is the run loop's (``prepare``, awaited before
+the batch's pass): it sees the headers the batch came with, so a deserialize behind a serialize of the same
+pipeline knows the schemas it fetched before and its ``writer_schemas``.
 
 In YAML ``- deserialize: {format: auto}``; in Python ``wirepipe.deserialize("auto")``:
 

@@ -65,15 +65,8 @@ class SchemaIdentity:
 
     def unknown(self, headers: Any) -> set[str]:
         """The fingerprints a batch's records carry that are neither the reader's nor a writer's known yet."""
-        key = Header.SCHEMA
-        if headers is None:
-            return set()
-        if isinstance(headers, dict):
-            seen = {headers.get(key)}
-        else:
-            seen = {h.get(key) if h else None for h in headers}
-        seen.discard(None)
-        return {fp for fp in seen if fp != self.own and fp not in self.writers}  # type: ignore[misc]
+        seen = _fingerprints(headers)
+        return {fp for fp in seen if fp is not None and fp != self.own and fp not in self.writers}
 
     def learn(self, fingerprint: str, schema: Schema | None, why: str | None = None) -> None:
         """What the registry answered for ``fingerprint``: its schema, or None and why there is none."""
@@ -87,16 +80,9 @@ class SchemaIdentity:
         """Whether every record with these headers (a batch's: None, one dict, or one per record) decodes with
         the reader's own decoder: written with its schema, or unstamped and allowed (any stamp, when the format
         names its fields on the wire)."""
-        key = Header.SCHEMA
         if headers is None:
             return not self.required
-        if isinstance(headers, dict):
-            return self._own(headers.get(key), names_on_wire)
-        try:  # one dict lookup a record, in C (half the time of a comprehension)
-            seen = set(map(dict.get, headers, repeat(key)))
-        except TypeError:  # a record without headers (None)
-            seen = {h.get(key) if h else None for h in headers}
-        return all(self._own(fp, names_on_wire) for fp in seen)
+        return all(self._own(fp, names_on_wire) for fp in _fingerprints(headers))
 
     def _own(self, fingerprint: str | None, names_on_wire: bool) -> bool:
         if fingerprint is None:
@@ -154,6 +140,20 @@ class SchemaIdentity:
         if fields_first:
             return f"{label}{_shown(self.reader)}, {self.own}"
         return f"{label}{self.own} ({_shown(self.reader)})"
+
+
+def _fingerprints(headers: Any) -> set[str | None]:
+    """The distinct ``Wirepipe-Schema`` values of a batch's headers (None, one dict, or one per record); None
+    for a record without one."""
+    key = Header.SCHEMA
+    if headers is None:
+        return {None}
+    if isinstance(headers, dict):
+        return {headers.get(key)}
+    try:  # one dict lookup a record, in C (half the time of a comprehension)
+        return set(map(dict.get, headers, repeat(key)))
+    except TypeError:  # a record without headers (None)
+        return {h.get(key) if h else None for h in headers}
 
 
 def _as_written(record: Any) -> Any:
