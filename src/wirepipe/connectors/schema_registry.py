@@ -49,6 +49,8 @@ from ..schema_evolution import BACKWARD, RULE_MEANINGS, RULES, AnySchema, Incomp
 
 DEFAULT_RULE = BACKWARD
 _PUSH_ATTEMPTS = 50  # reads of a name's entry before a push gives up (each lost race is another pusher's version)
+# fingerprints remembered as missing: a header is the publisher's, and a stream of made-up values must not grow it
+MISSING_KEPT = 1024
 
 
 def check_name(name: str) -> str:
@@ -251,6 +253,8 @@ class SchemaRegistry:
             return None
         stored = await self.backend.read_schema(fingerprint)
         if stored is None:
+            if len(self._missing) >= MISSING_KEPT:
+                del self._missing[next(iter(self._missing))]  # the oldest: asked for again sooner
             self._missing[fingerprint] = time.monotonic() + self.retry_after
             return None
         schema = self._checked(fingerprint, stored)

@@ -47,6 +47,7 @@ from ..wire import Header
 from .operator import failing
 
 REQUIRED = "required"
+_UNUSABLE_KEPT = 1024  # fingerprints remembered with why the registry gave no schema
 
 
 class SchemaIdentity:
@@ -74,6 +75,8 @@ class SchemaIdentity:
             self.writers[fingerprint] = schema
             self.unusable.pop(fingerprint, None)
         else:
+            if len(self.unusable) >= _UNUSABLE_KEPT:  # the header is the publisher's: made-up values must not grow it
+                del self.unusable[next(iter(self.unusable))]
             self.unusable[fingerprint] = why or f"the schema registry {self.registry} does not hold it"
 
     def all_own(self, headers: Any, names_on_wire: bool = False) -> bool:
