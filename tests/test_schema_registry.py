@@ -392,3 +392,18 @@ def test_wirepipe_test_swaps_the_registry_for_a_folder(tmp_path: Path) -> None:
                    "expect": {"records": [{"y": 0, "x": 0, "label": None}, {"y": -1, "x": 1, "label": None}]}}]}))
     done = invoke("test", str(tmp_path / "consumer.test.yaml"))
     assert done.returncode == 0, done.output
+
+
+def test_an_operator_that_reads_a_store_runs_in_a_pipeline_that_hands_it_one() -> None:
+    from wirepipe.core.batch import Batch
+    from wirepipe.pipelines.pipeline import Pipeline
+
+    with pytest.raises(WirepipeError) as outside:
+        Serialize("bincode", schema="registry/points")(Batch(POINTS))
+    assert str(outside.value).startswith("serialize: schema registry/points (its latest version) comes from a schema "
+                                         "registry when the pipeline starts")
+    with pytest.raises(ConfigError) as caught:
+        Pipeline(TestingSource(POINTS), [Deserialize("bincode", schema="team/points")], TestingSink())
+    assert str(caught.value) == ("operators[0].deserialize.schema: no schemas resource 'team' (declared: none): declare "
+                                 "it under resources.schemas, or name the registry `registry` (a schema file needs its "
+                                 "suffix: .yaml, .json, .avsc, .proto ...)")

@@ -148,17 +148,16 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         ref = self._ref
         if ref is None:
             return
-        label = None
+        store, label = self._handed("deserialize"), None
         if ref.name is not None:
-            registered = await registered_schema(self._store, ref, "deserialize")
+            registered = await registered_schema(store, ref, "deserialize")
             self._schema, label = registered.schema, str(registered)
-            log.info("deserialize: reading records as %s (%s) from %s", registered, registered.fingerprint,
-                     self._store.where)  # type: ignore[union-attr]
+            log.info("deserialize: reading records as %s (%s) from %s", registered, registered.fingerprint, store.where)
         if not self.auto and self._schema is not None:
             self._fixed = None
             self._build(get_format(self.name))
-        self._identity = SchemaIdentity(self._schema, self._writers, required=self._required,
-                                        registry=self._store.where, reader_label=label)  # type: ignore[union-attr]
+        self._identity = SchemaIdentity(self._schema, self._writers, required=self._required, registry=store.where,
+                                        reader_label=label)
         self._by_schema.clear()
 
     async def prepare(self, batch: Batch) -> None:

@@ -137,13 +137,17 @@ class SchemaFromStore:
     def use_store(self, use: StoreUse, store: Any) -> None:
         self._store = store
 
+    def _handed(self, entry: str) -> SchemaStore:
+        """The store the pipeline handed the operator (``entry``: its name in messages)."""
+        if self._store is None:
+            raise WirepipeError(f"{entry}: schema {self._ref} comes from a schema store the pipeline hands the "
+                                "operator: run it in a Pipeline (its resources give it the store)")
+        return self._store
 
-async def registered_schema(store: SchemaStore | None, ref: RegistryRef, entry: str) -> Registered:
+
+async def registered_schema(store: SchemaStore, ref: RegistryRef, entry: str) -> Registered:
     """The version of a registered schema ``ref`` names, from the store the pipeline handed ``entry``'s operator;
     a ``ConfigError`` at ``entry.schema`` saying what the store holds when it does not hold that one."""
-    if store is None:
-        raise WirepipeError(f"{entry}: schema {ref} comes from a schema store the pipeline hands the operator: run it "
-                            "in a Pipeline (its resources give it the store)")
     assert ref.name is not None
     try:
         return await store.version(ref.name, ref.version)

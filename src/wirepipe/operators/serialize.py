@@ -130,11 +130,11 @@ class Serialize(SchemaFromStore, Configured, Operator):
         """The registered version ``schema:`` names, fetched once: what every record of the run is written with."""
         if self._ref is None:
             return
-        registered = await registered_schema(self._store, self._ref, "serialize")
+        store = self._handed("serialize")
+        registered = await registered_schema(store, self._ref, "serialize")
         self._schema = registered.schema
         self._build()
-        log.info("serialize: writing with %s (%s) from %s", registered, registered.fingerprint,
-                 self._store.where)  # type: ignore[union-attr]
+        log.info("serialize: writing with %s (%s) from %s", registered, registered.fingerprint, store.where)
 
     def _build(self) -> None:
         schema = self._schema
