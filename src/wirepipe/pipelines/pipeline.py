@@ -214,7 +214,8 @@ def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
 
 
 class Pipeline:
-    """A source, CPU operators and a sink, run as one asyncio task.
+    """A source, CPU operators and a sink, run as one asyncio task; ``resources`` are the stores its operators
+    read from (a schema registry: ``pipelines/resources.py``), handed to them here and opened before them.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
     or from YAML with ``wirepipe.pipelines.config.load_pipeline``. ``|`` returns a new
