@@ -20,7 +20,9 @@ name, the record is right. Whether that can be done is Avro's schema resolution,
 
 ``compare_schemas(writer, reader)`` gives the ``SchemaDiff`` (``wirepipe schema diff`` prints it, a dead
 letter's reason quotes its ``summary``); ``reader_of(writer, reader)`` the function from a record decoded
-with the writer's schema to the reader's.
+with the writer's schema to the reader's. ``incompatibilities(rule, new, versions)`` applies a registry's
+compatibility rule (``RULES``: Confluent's backward, forward, full, none and their transitive forms) to a new
+version, by the same resolution: what ``wirepipe schema push`` checks.
 
 >>> from wirepipe.schema import parse_schema
 >>> old, new = parse_schema({"a": "int32", "b": "string"}), parse_schema({"b": "string", "a": "int64", "c?": "bool"})
@@ -54,15 +56,15 @@ class Change:
     """One difference between a writer's schema and a reader's, at a field path (``user.zip``, ``rows[].k``).
 
     ``kind`` is ``added`` (the reader has it, the writer not), ``removed`` (the writer has it, the reader not),
-    ``retyped`` or ``moved`` (its place among the fields both have differs); ``problem`` says why the reader
-    cannot read the writer's records there, or is None.
+    ``retyped`` or ``moved`` (its place among the fields both have differs); ``why`` says why the reader
+    cannot read the writer's records there (``problem`` in a sentence), or is None.
     """
 
     path: str
     kind: str
     writer: str | None = None  # the field's type in the writer's schema (retyped, removed), or its position (moved)
     reader: str | None = None  # the same in the reader's
-    problem: str | None = None
+    why: str | None = None
 
     def __str__(self) -> str:
         if self.kind == "moved":
@@ -70,6 +72,20 @@ class Change:
         if self.kind == "retyped":
             return f"{self.path} {self.writer} -> {self.reader}"
         return f"{self.path} {self.kind} ({self.reader if self.kind == 'added' else self.writer})"
+
+    @property
+    def problem(self) -> str | None:
+        """Why the reader cannot read the writer's records here, said from the reader's side; None if it can."""
+        return self.problem_between()
+
+    def problem_between(self, writer: str = "the writer schema", reader: str = "here") -> str | None:
+        """``problem`` with the two schemas called ``writer`` and ``reader`` (``in version 2``, ``in the new
+        schema``: the reader's label reads after a type, the writer's after "in" and "from")."""
+        if self.why is None:
+            return None
+        if self.kind == "added":
+            return f"required {reader}, absent from {writer}"
+        return f"{self.writer} in {writer}, {self.reader} {reader} ({self.why})"
 
 
 @dataclass(frozen=True)
@@ -88,7 +104,11 @@ class SchemaDiff:
     @property
     def problems(self) -> tuple[str, ...]:
         """Why the reader cannot read the writer's records by field name, one reason per field; empty when it can."""
-        return tuple(f"{c.path}: {c.problem}" for c in self.changes if c.problem)
+        return self.problems_between()
+
+    def problems_between(self, writer: str = "the writer schema", reader: str = "here") -> tuple[str, ...]:
+        """``problems`` with the two schemas called as ``Change.problem_between`` calls them."""
+        return tuple(f"{c.path}: {c.problem_between(writer, reader)}" for c in self.changes if c.why)
 
     @property
     def readable(self) -> bool:
@@ -117,6 +137,72 @@ def reader_of(writer: AnySchema, reader: AnySchema) -> Callable[[Any], Any]:
     return lambda value: [record(r) for r in value] if type(value) is list else record(value)
 
 
+# --- compatibility rules: what a registry lets a name's next version be ---------------------------------------
+
+# A name's rule, as Confluent's and Apicurio's registries spell them (lower case): a new version is checked
+# against the latest one, or with _transitive against every one registered before it.
+BACKWARD, FORWARD, FULL, NONE = "backward", "forward", "full", "none"
+RULES = (BACKWARD, f"{BACKWARD}_transitive", FORWARD, f"{FORWARD}_transitive", FULL, f"{FULL}_transitive", NONE)
+RULE_MEANINGS = {
+    BACKWARD: "a consumer with the new version reads what the latest one wrote: upgrade consumers first",
+    f"{BACKWARD}_transitive": "a consumer with the new version reads what every earlier one wrote",
+    FORWARD: "a consumer with the latest version reads what the new one writes: upgrade publishers first",
+    f"{FORWARD}_transitive": "a consumer with any earlier version reads what the new one writes",
+    FULL: "backward and forward against the latest version: upgrade either end first",
+    f"{FULL}_transitive": "backward and forward against every earlier version",
+    NONE: "no check: any schema may be the next version",
+}
+
+
+@dataclass(frozen=True)
+class Incompatibility:
+    """Why a new version breaks a name's rule against one registered version: which way records cannot be read
+    (``backward``: the new version cannot read what ``version`` wrote; ``forward``: the other way), and at
+    which fields."""
+
+    direction: str
+    version: int
+    problems: tuple[str, ...]
+
+    def __str__(self) -> str:
+        if self.direction == BACKWARD:
+            what = f"a consumer with the new schema cannot read what version {self.version} wrote"
+        else:
+            what = f"a consumer with version {self.version} cannot read what the new schema writes"
+        return f"{what}: {'; '.join(self.problems)}"
+
+
+def incompatibilities(rule: str, new: AnySchema, versions: Sequence[tuple[int, AnySchema]]) -> list[Incompatibility]:
+    """Why ``new`` breaks ``rule`` against a name's registered ``versions`` (``(number, schema)``, oldest first):
+    empty when it may be registered as the next one.
+
+    >>> from wirepipe.schema import parse_schema
+    >>> v1 = parse_schema({"id": "int64", "name": "string"})
+    >>> [str(i) for i in incompatibilities("backward", parse_schema({"id": "int64", "email": "string"}), [(1, v1)])]
+    ['a consumer with the new schema cannot read what version 1 wrote: email: required in the new schema, absent from version 1']
+    >>> incompatibilities("backward", parse_schema({"id": "int64", "email?": "string"}), [(1, v1)])
+    []
+    """
+    if rule not in RULES:
+        raise ValueError(f"unknown compatibility rule {rule!r}: allowed {', '.join(RULES)}")
+    base, _, transitive = rule.partition("_")
+    if base == NONE or not versions:
+        return []
+    checked = versions if transitive else versions[-1:]
+    out: list[Incompatibility] = []
+    for number, old in reversed(checked):
+        label = f"version {number}"
+        if base in (BACKWARD, FULL):
+            problems = compare_schemas(old, new).problems_between(label, "in the new schema")
+            if problems:
+                out.append(Incompatibility(BACKWARD, number, problems))
+        if base in (FORWARD, FULL):
+            problems = compare_schemas(new, old).problems_between("the new schema", f"in {label}")
+            if problems:
+                out.append(Incompatibility(FORWARD, number, problems))
+    return out
+
+
 # --- comparing ---------------------------------------------------------------------------------------------
 
 Fields = list[tuple[str, Type | None]]  # a record's fields in order; None: a type not given (field names only)
@@ -140,7 +226,7 @@ def _compare_fields(writer: Fields, reader: Fields, prefix: str, changes: list[C
         if name not in w_types:
             required = r_type is not None and not r_type.optional
             changes.append(Change(path, "added", reader=_spelled(r_type),
-                                  problem="required here, absent from the writer schema" if required else None))
+                                  why="required" if required else None))
         else:
             _compare_types(w_types[name], r_type, path, changes)
     for name, w_type in writer:
@@ -155,8 +241,7 @@ def _compare_types(w: Type | None, r: Type | None, path: str, changes: list[Chan
         changes.append(Change(path, "retyped", _spelled(w), _spelled(r)))
         return
     if w.optional and not r.optional:
-        changes.append(Change(path, "retyped", str(w), str(r), f"{w} in the writer schema, {r} here (a null "
-                                                                  "has nowhere to go)"))
+        changes.append(Change(path, "retyped", str(w), str(r), "a null has nowhere to go"))
         return
     wk, rk = w.kind, r.kind
     if wk == rk == Kind.RECORD:
@@ -171,8 +256,8 @@ def _compare_types(w: Type | None, r: Type | None, path: str, changes: list[Chan
             changes.append(Change(path, "retyped", str(w), str(r)))
         return
     fits = (wk == rk and w.size == r.size) or rk in _WIDENS.get(wk, ())
-    changes.append(Change(path, "retyped", str(w), str(r), None if fits else
-                          f"{w} in the writer schema, {r} here (no {w.required()} reads as {r.required()})"))
+    changes.append(Change(path, "retyped", str(w), str(r),
+                          None if fits else f"no {w.required()} reads as {r.required()}"))
 
 
 def _moved(writer_order: list[str], reader_order: list[str]) -> list[str]:

@@ -214,7 +214,8 @@ def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
 
 
 class Pipeline:
-    """A source, CPU operators and a sink, run as one asyncio task.
+    """A source, CPU operators and a sink, run as one asyncio task; ``resources`` are the stores its operators
+    read from (a schema registry: ``pipelines/resources.py``), handed to them here and opened before them.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
     or from YAML with ``wirepipe.pipelines.config.load_pipeline``. ``|`` returns a new
@@ -231,11 +232,17 @@ class Pipeline:
     def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
-                 config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None) -> None:
+                 config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None,
+                 resources: Any = None) -> None:
+        from .resources import Resources
+
         operators = list(operators)
         check_parts(source, sink, dead_letter, operators)
         self.source = source
         self.operators = list(operators)
+        # the stores operators read from (a schema registry), each handed to the operators that name it
+        self.resources = resources if isinstance(resources, Resources) else Resources(resources)
+        self.resources.bind(self.operators, (source, sink))
         self.sink = sink
         self.name = name
         self.metrics_spec = metrics
@@ -284,7 +291,8 @@ class Pipeline:
         return type(self)(self.source, operators, sink, name=self.name, metrics=self.metrics_spec,
                           dead_letter=self.dead_letter, queue_size=self.queue_size,
                           shutdown_timeout=self.shutdown_timeout, flush_interval=self.flush_interval,
-                          config=self.config, monitor=self.monitor, tracing=self.tracing_spec)
+                          config=self.config, monitor=self.monitor, tracing=self.tracing_spec,
+                          resources=self.resources)
 
     @property
     def unacked_records(self) -> int:
@@ -404,6 +412,8 @@ class Pipeline:
             with _io_errors(f"dead_letter {self.dead_letter.name}", None):
                 await self.dead_letter.open()
             opened.append(self.dead_letter)
+        opened.append(self.resources)  # the stores operators read from (a schema registry), opened before them
+        await self.resources.open()
         for op in self.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
             opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
             await op.open((source, sink))
