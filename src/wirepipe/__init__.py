@@ -22,11 +22,13 @@ _LAZY = {
 }
 
 
-def _api_names() -> list[str]:
-    """The Python factories: ``wirepipe.api.__all__``, the one list of them (imported on first use)."""
+def _api_names(renamed: bool = False) -> list[str]:
+    """The Python factories: ``wirepipe.api.__all__``, the one list of them (imported on first use); with
+    ``renamed``, the old names of renamed ones too (``wirepipe.api.RENAMED``: deprecated, not in ``__all__``)."""
     import importlib
 
-    return list(importlib.import_module("wirepipe.api").__all__)
+    api = importlib.import_module("wirepipe.api")
+    return [*api.__all__, *(api.RENAMED if renamed else ())]
 
 
 def __getattr__(name: str) -> Any:
@@ -36,7 +38,7 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name == "__all__":
         return [*_LAZY, *_api_names(), "__version__"]
-    if not name.startswith("_") and name in _api_names():  # a probe for a private name imports nothing
+    if not name.startswith("_") and name in _api_names(renamed=True):  # a probe for a private name imports nothing
         return getattr(importlib.import_module("wirepipe.api"), name)
     raise AttributeError(f"module 'wirepipe' has no attribute {name!r}")
 

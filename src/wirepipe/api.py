@@ -1,14 +1,14 @@
 """The Python API: short factory names for operators and connectors.
 
-    from wirepipe import Pipeline, generate, serialize, compress, null_sink
-    Pipeline(generate("point", count=1_000_000), [serialize("msgpack"), compress("zstd", "fastest")], null_sink())
-    generate("point", count=1000) | serialize("msgpack") | compress("zstd") | jsonl_sink("out.jsonl")
+    from wirepipe import Pipeline, generate_source, serialize, compress, null_sink
+    Pipeline(generate_source("point", count=1_000_000), [serialize("msgpack"), compress("zstd", "fastest")], null_sink())
+    generate_source("point", count=1000) | serialize("msgpack") | compress("zstd") | jsonl_sink("out.jsonl")
 
 Each factory validates its arguments with the model that validates the same entry in YAML
 (an operator's params model, a connector's config model: the fields are declared once), so a
 bad value raises the ``ConfigError`` YAML gives, naming the field:
 
->>> generate("point", count=10, batch_size=0)
+>>> generate_source("point", count=10, batch_size=0)
 Traceback (most recent call last):
 ...
 wirepipe.core.errors.ConfigError: source.batch_size: Input should be greater than or equal to 1 (got 0)
@@ -31,6 +31,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from typing_extensions import deprecated
 
 from .operators.operator import BuildContext, Operator
 from .pipelines import pipeline as _pipeline  # noqa: F401 - registers ``source | ... | sink`` (Source.compose)
@@ -158,10 +160,10 @@ def filter_values(function: str | Callable[[Any], bool]) -> Operator:
     return op
 
 
-def select(*fields: str) -> Operator:
+def select_fields(*fields: str) -> Operator:
     """``- select: [field, ...]``.
 
-    >>> select("id", "x").params
+    >>> select_fields("id", "x").params
     {'fields': ['id', 'x']}
     """
     op: Operator = _operators("select", {"fields": list(fields)})[0]
@@ -198,10 +200,10 @@ def subject(template: str) -> Operator:
     return op
 
 
-def operator(name: str, **fields: Any) -> list[Any]:
+def operator_entry(name: str, **fields: Any) -> list[Any]:
     """Any registered operator by its YAML name, a plugin's too; the keyword arguments are its fields.
 
-    >>> operator("compress", codec="lz4")
+    >>> operator_entry("compress", codec="lz4")
     [Compress(codec='lz4', level='default')]
     """
     return _operators(name, fields, schema=fields.pop("schema", None),
@@ -229,10 +231,10 @@ def sink(type_name: str, **fields: Any) -> Sink:
 # --- sources ------------------------------------------------------------------------------------------
 
 
-def generate(dataset: str = "point", **kwargs: Any) -> Source:
+def generate_source(dataset: str = "point", **kwargs: Any) -> Source:
     """``source: {type: generate, ...}``: a synthetic dataset.
 
-    >>> generate("point", count=10, batch_size=4).params["batch_size"]
+    >>> generate_source("point", count=10, batch_size=4).params["batch_size"]
     4
     """
     return _connector("source", "generate", {"dataset": dataset, **kwargs})
@@ -344,9 +346,34 @@ def capture_sink(dir: PathArg, **kwargs: Any) -> Sink:
     return _connector("sink", "capture", {"dir": os.fspath(dir), **kwargs})
 
 
+# --- renamed names, kept for one release ------------------------------------------------------------
+
+
+@deprecated("wirepipe.generate is renamed wirepipe.generate_source")
+def generate(dataset: str = "point", **kwargs: Any) -> Source:
+    """Deprecated: ``generate_source``."""
+    return generate_source(dataset, **kwargs)
+
+
+@deprecated("wirepipe.select is renamed wirepipe.select_fields")
+def select(*fields: str) -> Operator:
+    """Deprecated: ``select_fields``."""
+    return select_fields(*fields)
+
+
+@deprecated("wirepipe.operator is renamed wirepipe.operator_entry")
+def operator(name: str, **fields: Any) -> list[Any]:
+    """Deprecated: ``operator_entry``."""
+    return operator_entry(name, **fields)
+
+
+# The old name of each renamed factory and its new one (``wirepipe.__getattr__`` reaches the old names; the
+# API reference lists them). Their calls warn (``DeprecationWarning``), and a type checker flags them.
+RENAMED = {"generate": "generate_source", "select": "select_fields", "operator": "operator_entry"}
+
 __all__ = [
     "capture_sink", "capture_source", "compress", "decode", "decompress", "deserialize", "encode", "filter_values",
-    "generate", "jetstream_sink", "jetstream_source", "jsonl_sink", "jsonl_source", "map_values", "nats_sink",
-    "nats_source", "null_sink", "operator", "pack", "parquet_sink", "parquet_source", "select", "serialize", "sink",
-    "source", "subject", "unpack",
+    "generate_source", "jetstream_sink", "jetstream_source", "jsonl_sink", "jsonl_source", "map_values", "nats_sink",
+    "nats_source", "null_sink", "operator_entry", "pack", "parquet_sink", "parquet_source", "select_fields",
+    "serialize", "sink", "source", "subject", "unpack",
 ]

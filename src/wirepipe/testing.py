@@ -374,9 +374,9 @@ def between(pipeline: Pipeline, source: Source, sink: TestingSink) -> Pipeline:
     dead letter was (every rejected record is kept, whether the pipeline has a dead letter or not).
     Its metrics and monitor are left out: a test writes no results. What ``wirepipe test`` runs.
 
-    >>> from wirepipe import generate, map_values, null_sink
+    >>> from wirepipe import generate_source, map_values, null_sink
     >>> sink = TestingSink()
-    >>> _ = between(generate("point", count=5) | map_values(lambda r: r["x"]) | null_sink(),
+    >>> _ = between(generate_source("point", count=5) | map_values(lambda r: r["x"]) | null_sink(),
     ...             TestingSource([{"x": 1}, {"y": 2}]), sink).run()
     >>> sink.records, [r.stage for r in sink.rejects]
     ([1], ['map'])

@@ -221,8 +221,8 @@ class Pipeline:
     pipeline (the operators added, or the sink set) and leaves the one it was applied to
     as it was, so one base can be extended two ways:
 
-    >>> from wirepipe import compress, generate, serialize
-    >>> base = generate("point", count=10) | serialize("msgpack")
+    >>> from wirepipe import compress, generate_source, serialize
+    >>> base = generate_source("point", count=10) | serialize("msgpack")
     >>> zstd, lz4 = base | compress("zstd"), base | compress("lz4")
     >>> [op.name for op in zstd.operators], [op.name for op in lz4.operators], len(base.operators)
     (['msgpack', 'zstd'], ['msgpack', 'lz4'], 1)
