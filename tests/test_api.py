@@ -77,3 +77,32 @@ def test_the_api_reference_lists_every_renamed_name() -> None:
 
     page = (Path(__file__).parent.parent / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
     assert [f"| `{old}` | `{new}` |" in page for old, new in api.RENAMED.items()] == [True] * len(api.RENAMED)
+
+
+def test_a_chain_goes_wherever_an_operator_goes() -> None:
+    """``encode``, ``decode`` and ``operator_entry`` return an ``OperatorChain``: a pipeline opens it in place,
+    each of its operators a stage of its own."""
+    from wirepipe import (
+        OperatorChain,
+        Pipeline,
+        decode,
+        encode,
+        generate_source,
+        operator_entry,
+        select_fields,
+    )
+    from wirepipe.testing import TestingSink
+
+    chains = [encode("msgpack|zstd"), decode("msgpack|zstd"), operator_entry("select", fields=["x"])]
+    assert [type(c) for c in chains] == [OperatorChain] * 3
+    sink = TestingSink()
+    source = generate_source("point", count=30, batch_size=10)
+    pipeline = Pipeline(source, [*chains[:2], select_fields("x")], sink, dead_letter=sink)
+    assert [op.stage for op in pipeline.operators] == ["serialize", "compress", "decompress", "deserialize", "select"]
+    stats = pipeline.run()
+    expected = [{"x": r["x"]} for r in source.dataset.sample(30, seed=0)]
+    assert (stats.records_out, stats.rejected, sink.records) == (30, 0, expected)
+    piped = generate_source("point", count=3) | chains[0] | [chains[1]] | chains[2]
+    assert [op.stage for op in piped.operators] == ["serialize", "compress", "decompress", "deserialize", "select"]
+    with pytest.raises(TypeError, match=r"^'msgpack' is not an operator: build one with a wirepipe factory"):
+        Pipeline(generate_source("point", count=3), ["msgpack"])  # type: ignore[list-item]

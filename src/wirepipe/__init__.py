@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Batch": "wirepipe.core.batch",
     "Pipeline": "wirepipe.pipelines.pipeline",
+    "OperatorChain": "wirepipe.operators.operator",
     "load_pipeline": "wirepipe.pipelines.config",
     "Chain": "wirepipe.codecs.chain",
     "WirepipeError": "wirepipe.core.errors",

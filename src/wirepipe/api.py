@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import deprecated
 
-from .operators.operator import BuildContext, Operator
+from .operators.operator import BuildContext, Operator, OperatorChain
 from .pipelines import pipeline as _pipeline  # noqa: F401 - registers ``source | ... | sink`` (Source.compose)
 from .storage.files import PathArg, Paths, fspaths
 
@@ -122,22 +122,23 @@ def decompress(codec: str = "auto", **kwargs: Any) -> Operator:
     return op
 
 
-def encode(chain: str, schema: Any = None, **kwargs: Any) -> list[Any]:
-    """The encode-side operators of a chain string.
+def encode(chain: str, schema: Any = None, **kwargs: Any) -> OperatorChain:
+    """``- encode: msgpack|zstd:3``: the encode-side operators of a chain string, in order.
 
     >>> [op.canonical() for op in encode("msgpack|zstd:3")]
     ['msgpack', 'zstd:3']
     """
-    return _operators("encode", {"chain": chain, **kwargs}, schema=schema)
+    return OperatorChain(_operators("encode", {"chain": chain, **kwargs}, schema=schema))
 
 
-def decode(chain: str, schema: Any = None, *, allow_pickle: bool = False, **kwargs: Any) -> list[Any]:
-    """The decode-side operators of a chain string.
+def decode(chain: str, schema: Any = None, *, allow_pickle: bool = False, **kwargs: Any) -> OperatorChain:
+    """``- decode: msgpack|lz4``: the decode-side operators of a chain string, in order.
 
     >>> [op.stage for op in decode("msgpack|lz4")]
     ['decompress', 'deserialize']
     """
-    return _operators("decode", {"chain": chain, **kwargs}, schema=schema, allow_pickle=allow_pickle)
+    return OperatorChain(_operators("decode", {"chain": chain, **kwargs}, schema=schema,
+                                    allow_pickle=allow_pickle))
 
 
 def map_values(function: str | Callable[[Any], Any]) -> Operator:
@@ -200,14 +201,15 @@ def subject(template: str) -> Operator:
     return op
 
 
-def operator_entry(name: str, **fields: Any) -> list[Any]:
-    """Any registered operator by its YAML name, a plugin's too; the keyword arguments are its fields.
+def operator_entry(name: str, **fields: Any) -> OperatorChain:
+    """Any registered operator by its YAML name, a plugin's too; the keyword arguments are its fields. An
+    entry may build several operators (``encode``), so it is a chain.
 
     >>> operator_entry("compress", codec="lz4")
     [Compress(codec='lz4', level='default')]
     """
-    return _operators(name, fields, schema=fields.pop("schema", None),
-                      allow_pickle=fields.pop("allow_pickle", False))
+    return OperatorChain(_operators(name, fields, schema=fields.pop("schema", None),
+                                    allow_pickle=fields.pop("allow_pickle", False)))
 
 
 def source(type_name: str, **fields: Any) -> Source:
@@ -362,7 +364,7 @@ def select(*fields: str) -> Operator:
 
 
 @deprecated("wirepipe.operator is renamed wirepipe.operator_entry")
-def operator(name: str, **fields: Any) -> list[Any]:
+def operator(name: str, **fields: Any) -> OperatorChain:
     """Deprecated: ``operator_entry``."""
     return operator_entry(name, **fields)
 

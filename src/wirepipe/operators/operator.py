@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..core.errors import Refusal
 
 __all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Configured", "Operator", "OperatorChain", "failing",
-           "given", "refused_at", "with_shorthand"]
+           "flatten", "given", "refused_at", "with_shorthand"]
 
 _O = TypeVar("_O", bound="Configured")
 
@@ -83,20 +83,41 @@ class Operator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
 
-    def __or__(self, other: Any) -> Any:
-        """``op | op`` builds an operator list for a pipeline."""
+    def __or__(self, other: Operator | Iterable[Operator]) -> OperatorChain:
+        """``op | op`` builds an operator chain for a pipeline."""
         return OperatorChain([self]) | other
 
 
-class OperatorChain(list):  # type: ignore[type-arg]
-    """Operators composed with ``|`` before they meet a source."""
+class OperatorChain(list[Operator]):
+    """Operators in order, built together: ``op | op``, an ``encode`` or ``decode`` chain, an entry by name
+    (``wirepipe.operator_entry``). A pipeline takes one wherever it takes an operator (``Pipeline(source,
+    [decode("msgpack|zstd"), map_values(fn)], sink)``, ``source | chain``) and runs each of its operators as
+    a stage of its own: its own metrics rows, its own dead letters.
 
-    def __or__(self, other: Any) -> OperatorChain:
-        if isinstance(other, Operator):
-            return OperatorChain([*self, other])
-        if isinstance(other, Iterable):
-            return OperatorChain([*self, *other])
-        return NotImplemented
+    >>> from wirepipe import compress, encode, serialize
+    >>> [op.canonical() for op in serialize("msgpack") | compress("zstd") | encode("json|lz4")]
+    ['msgpack', 'zstd', 'json', 'lz4']
+    """
+
+    def __or__(self, other: Operator | Iterable[Operator]) -> OperatorChain:
+        if not isinstance(other, (Operator, Iterable)):
+            return NotImplemented
+        return OperatorChain(flatten([*self, other]))
+
+
+def flatten(operators: Iterable[Operator | Iterable[Operator]]) -> list[Operator]:
+    """The operators in order, each chain among them (``encode``'s, ``op | op``) opened in place; anything
+    else is a ``TypeError`` that names it (a string is not an operator, nor is a sink)."""
+    out: list[Operator] = []
+    for part in operators:
+        if isinstance(part, Operator):
+            out.append(part)
+        elif isinstance(part, Iterable) and not isinstance(part, (str, bytes)):
+            out += flatten(part)
+        else:
+            raise TypeError(f"{part!r} is not an operator: build one with a wirepipe factory "
+                            f"(wirepipe.serialize(...), wirepipe.encode(...) ...)")
+    return out
 
 
 def failing(error: Exception) -> Callable[[Any], Any]:

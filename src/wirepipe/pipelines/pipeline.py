@@ -52,7 +52,7 @@ from ..core.allocator import between_batches
 from ..core.batch import PAYLOADS, SAME, Batch, Rejected, payload_nbytes
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.rejections import Rejections
-from ..operators.operator import Operator
+from ..operators.operator import Operator, flatten
 from ..wire import Header, subjects_overlap
 from .commits import AckLedger
 from .sink_retry import SinkRetry
@@ -217,7 +217,8 @@ class Pipeline:
     """A source, CPU operators and a sink, run as one asyncio task.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
-    or from YAML with ``wirepipe.pipelines.config.load_pipeline``. ``|`` returns a new
+    or from YAML with ``wirepipe.pipelines.config.load_pipeline``; an ``OperatorChain`` (``encode``'s,
+    ``op | op``) goes wherever an operator does, each of its operators a stage of its own. ``|`` returns a new
     pipeline (the operators added, or the sink set) and leaves the one it was applied to
     as it was, so one base can be extended two ways:
 
@@ -228,14 +229,15 @@ class Pipeline:
     (['msgpack', 'zstd'], ['msgpack', 'lz4'], 1)
     """
 
-    def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+    def __init__(self, source: Source, operators: Iterable[Operator | Iterable[Operator]] = (),
+                 sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
                  config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None) -> None:
-        operators = list(operators)
+        operators = flatten(operators)
         check_parts(source, sink, dead_letter, operators)
         self.source = source
-        self.operators = list(operators)
+        self.operators = operators
         self.sink = sink
         self.name = name
         self.metrics_spec = metrics
@@ -269,7 +271,7 @@ class Pipeline:
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
         self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
 
-    def __or__(self, other: Any) -> Pipeline:
+    def __or__(self, other: Operator | Iterable[Operator] | Sink) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
         settings (name, dead letter, metrics, timeouts...); this one is left as it was."""
         operators, sink = self.operators, self.sink
@@ -278,7 +280,7 @@ class Pipeline:
         elif isinstance(other, Sink):
             sink = other
         elif isinstance(other, Iterable) and not isinstance(other, (str, bytes)):
-            operators = [*operators, *other]
+            operators = [*operators, *flatten(other)]
         else:
             return NotImplemented
         return type(self)(self.source, operators, sink, name=self.name, metrics=self.metrics_spec,
