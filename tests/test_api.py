@@ -1,11 +1,17 @@
-"""The Python front door (``wirepipe``, ``wirepipe.api``): its names follow one rule, and a renamed name
-still works for a release, with a warning that names the new one."""
+"""The Python front door (``wirepipe``, ``wirepipe.api``): its names follow one rule, a renamed name still
+works for a release with a warning that names the new one, and each factory's signature is its model's
+fields, with their defaults and types."""
 
 from __future__ import annotations
 
+import ast
 import builtins
+import inspect
 import sys
-from typing import Any
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
@@ -73,8 +79,6 @@ def test_a_renamed_factory_still_builds_the_same_and_warns_with_its_new_name(old
 
 
 def test_the_api_reference_lists_every_renamed_name() -> None:
-    from pathlib import Path
-
     page = (Path(__file__).parent.parent / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
     assert [f"| `{old}` | `{new}` |" in page for old, new in api.RENAMED.items()] == [True] * len(api.RENAMED)
 
@@ -106,3 +110,142 @@ def test_a_chain_goes_wherever_an_operator_goes() -> None:
     assert [op.stage for op in piped.operators] == ["serialize", "compress", "decompress", "deserialize", "select"]
     with pytest.raises(TypeError, match=r"^'msgpack' is not an operator: build one with a wirepipe factory"):
         Pipeline(generate_source("point", count=3), ["msgpack"])  # type: ignore[list-item]
+
+
+def test_a_misspelt_argument_is_refused_before_the_model_by_its_name() -> None:
+    """The factories' parameters are spelled out: a type checker refuses a misspelt one, and Python names it
+    (``source``/``sink``/``operator_entry`` take any fields: the model names the allowed ones)."""
+    with pytest.raises(TypeError, match=r"nats_sink\(\) got an unexpected keyword argument 'subjcet'"):
+        wirepipe.nats_sink("points", subjcet="x")  # type: ignore[call-arg]
+    with pytest.raises(wirepipe.ConfigError, match=r"^sink: unknown field 'subjcet': allowed .*\bsubject\b"):
+        wirepipe.sink("nats", subject="points", subjcet="x")
+
+
+# --- the factories' signatures against their models ---------------------------------------------------
+
+# Python defaults a YAML entry does not have (the entry must name them): `serialize()` is msgpack.
+PYTHON_DEFAULTS = {("serialize", "format"): "msgpack", ("compress", "codec"): "zstd"}
+# Not a field of the entry: the pipeline-wide setting YAML gives beside the operators.
+CONTEXT = {"allow_pickle"}
+# A value for each required parameter, to build what each factory builds.
+SAMPLES = {"path": "in.jsonl", "dir": "captures/", "subject": "points", "chain": "msgpack|zstd",
+           "function": "operator:truth", "fields": "x", "records": 2, "template": "orders.{region}"}
+NEEDS = {"jetstream_source": {"stream": "POINTS"}}  # what else a factory needs to build (stream or subject)
+
+
+def _model(factory: str) -> type[Any]:
+    entry = _entry(factory)
+    assert entry is not None, factory
+    role, key = entry
+    model = {"source": SOURCES, "sink": SINKS, "operator": OPERATORS}[role][key]
+    return typing.get_args(model)[0] if typing.get_origin(model) is typing.Annotated else model
+
+
+def _fields(model: type[Any]) -> dict[str, Any]:
+    """The model's fields by the name YAML gives them (``schema``, not ``schema_``), ``type`` (the tag) left out."""
+    return {info.alias or name: info for name, info in model.model_fields.items() if name != "type"}
+
+
+NAMED = [pytest.param(name, id=name) for name in api.__all__ if name not in ("source", "sink", "operator_entry")]
+
+
+def _hints(factory: Any) -> dict[str, Any]:
+    """A factory's annotations, evaluated with the names ``api`` imports for type checkers only."""
+    tree = ast.parse(Path(api.__file__).read_text(encoding="utf-8"))
+    [block] = [n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
+    names: dict[str, Any] = {"__name__": api.__name__, "__package__": "wirepipe"}
+    exec(compile(ast.Module(body=block.body, type_ignores=[]), api.__file__, "exec"), names)
+    return typing.get_type_hints(factory, {**vars(api), **names})
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_a_factory_takes_its_models_fields_with_their_defaults(name: str) -> None:
+    """Every field of the model is a parameter and every parameter a field, with the model's default (a
+    field built by a factory, ``reconnect``'s, and one whose default is None: None)."""
+    params = inspect.signature(getattr(api, name)).parameters
+    fields = _fields(_model(name))
+    assert set(params) - CONTEXT == set(fields), name
+    entry = _entry(name)[1]  # type: ignore[index]
+    for key, info in fields.items():
+        param = params[key]
+        if param.kind is param.VAR_POSITIONAL:  # select_fields(*fields)
+            assert info.is_required()
+        elif info.is_required():
+            expected = PYTHON_DEFAULTS.get((entry, key), param.empty)
+            assert param.default == expected, (name, key)
+        elif info.default_factory is not None or info.default is None:
+            assert param.default is None, (name, key)
+        else:
+            assert (param.default, type(param.default)) == (info.default, type(info.default)), (name, key)
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_a_factorys_defaults_build_what_the_models_own_defaults_build(name: str) -> None:
+    """Given explicitly (as a factory gives them) the defaults pass the model's checks and make the same model."""
+    model, fields = _model(name), _fields(_model(name))
+    tag = {"type": typing.get_args(model.model_fields["type"].annotation)[0]} if "type" in model.model_fields else {}
+    required = {k: [SAMPLES[k]] if k == "fields" else SAMPLES.get(k, PYTHON_DEFAULTS.get((_entry(name)[1], k)))  # type: ignore[index]
+                for k, info in fields.items() if info.is_required()}
+    params = inspect.signature(getattr(api, name)).parameters
+    defaults = {k: p.default for k, p in params.items() if k in fields and p.default not in (None, p.empty)}
+    required |= NEEDS.get(name, {})
+    assert model.model_validate({**tag, **defaults, **required}) == model.model_validate({**tag, **required})
+
+
+def _flat(annotation: Any) -> tuple[list[Any], set[str]]:
+    """A type's union members, ``Annotated`` taken off, and the names of the validators it carried."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        members, marks = _flat(typing.get_args(annotation)[0])
+        return members, marks | {getattr(getattr(m, "func", None), "__name__", "") for m in annotation.__metadata__}
+    if origin in (typing.Union, types.UnionType):
+        members, marks = [], set()
+        for arg in typing.get_args(annotation):
+            more, also = _flat(arg)
+            members, marks = members + more, marks | also
+        return members, marks
+    return [annotation], set()
+
+
+def _refusal(hint: Any, info: Any) -> str | None:
+    """Why a parameter typed ``hint`` does not take every value the field's type admits, or None."""
+    taken, _ = _flat(hint)
+    wanted, marks = _flat(info.annotation)
+    marks |= {getattr(getattr(m, "func", None), "__name__", "") for m in info.metadata}
+    if marks & {"_duration", "_size"} and str not in taken:
+        return "a duration or a size is also a string ('30s', '64MiB')"
+    literals = {value for t in taken if typing.get_origin(t) is Literal for value in typing.get_args(t)}
+    for want in wanted:
+        if typing.get_origin(want) is Literal:
+            if set(typing.get_args(want)) != literals:
+                return f"the values {typing.get_args(want)}, not {sorted(literals)}"
+            continue
+        base = typing.get_origin(want) or want
+        if not any(isinstance(b := typing.get_origin(t) or t, type) and issubclass(base, b) for t in taken):
+            return f"{want} is not taken"
+    return None
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_a_factorys_parameters_take_what_its_models_fields_take(name: str) -> None:
+    hints, fields = _hints(getattr(api, name)), _fields(_model(name))
+    for param in inspect.signature(getattr(api, name)).parameters.values():
+        if param.kind is param.VAR_POSITIONAL:  # select_fields(*fields): each one a field's item
+            hints[param.name] = types.GenericAlias(list, (hints[param.name],))
+    refused = {key: why for key, info in fields.items() if (why := _refusal(hints[key], info))}
+    assert not refused, (name, refused)
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_a_factorys_return_type_is_the_class_it_builds(name: str) -> None:
+    factory = getattr(api, name)
+    params = inspect.signature(factory).parameters.values()
+    args = [SAMPLES[p.name] for p in params if p.kind is p.VAR_POSITIONAL]
+    kwargs = {p.name: SAMPLES[p.name] for p in params if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD}
+    built = factory(*args, **kwargs, **NEEDS.get(name, {}))
+    assert type(built) is _hints(factory)["return"], name
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(api.RENAMED.items()))
+def test_a_renamed_factory_keeps_its_new_names_signature(old: str, new: str) -> None:
+    assert inspect.signature(getattr(api, old)) == inspect.signature(getattr(api, new))

@@ -323,7 +323,6 @@ def test_operator_classes_raise_the_yaml_message(tmp_path: Path, call, yaml_entr
     (lambda wp: wp.jsonl_source("in.jsonl", batch_size=-1), "source: {type: jsonl, path: in.jsonl, batch_size: -1}"),
     (lambda wp: wp.parquet_sink("out.parquet", compression="zip"),
      "source: {type: generate}\nsink: {type: parquet, path: out.parquet, compression: zip}"),
-    (lambda wp: wp.nats_sink("points", subjcet="x"), "source: {type: generate}\nsink: {type: nats, subject: points, subjcet: x}"),
     (lambda wp: wp.nats_source("points", batch_size=0), "source: {type: nats, subject: points, batch_size: 0}"),
     (lambda wp: wp.jetstream_source(ordered=True, durable="d"),
      "source: {type: jetstream, ordered: true, durable: d}"),
