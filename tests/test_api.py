@@ -249,3 +249,83 @@ def test_a_factorys_return_type_is_the_class_it_builds(name: str) -> None:
 @pytest.mark.parametrize(("old", "new"), sorted(api.RENAMED.items()))
 def test_a_renamed_factory_keeps_its_new_names_signature(old: str, new: str) -> None:
     assert inspect.signature(getattr(api, old)) == inspect.signature(getattr(api, new))
+
+
+# --- what a user's type checker sees ---------------------------------------------------------------------
+
+
+def test_the_packages_typed_names_are_its_public_names() -> None:
+    """The imports a type checker reads (``if TYPE_CHECKING:`` in ``wirepipe/__init__.py``) are exactly the
+    public names and the old names of renamed ones, each re-exported (``X as X``) and the object that
+    ``wirepipe.X`` gives at run time."""
+    import importlib
+
+    tree = ast.parse(Path(wirepipe.__file__).read_text(encoding="utf-8"))
+    [block] = [n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
+    typed = {a.asname: (f"wirepipe{'.' + node.module if node.module else ''}", a.name)
+             for node in block.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert [(a, n) for a, (_, n) in typed.items() if a != n] == []
+    assert set(typed) == {*wirepipe.__all__, *api.RENAMED} - {"__version__"}
+    assert [n for n, (m, a) in typed.items() if getattr(importlib.import_module(m), a) is not getattr(wirepipe, n)] == []
+
+
+SNIPPET = '''\
+"""A user's program, written as the README and the docs write one."""
+import wirepipe
+from wirepipe import (Pipeline, compress, decode, encode, generate_source, jsonl_sink, map_values, null_sink,
+                      serialize)
+
+pipeline = Pipeline(generate_source("point", count=1000), [serialize("msgpack"), compress("zstd", "fastest")],
+                    null_sink(), name="quickstart")
+stats = pipeline.run()
+composed = (generate_source("feed", count=100) | encode("msgpack|zstd") | decode("msgpack|zstd")
+            | map_values(abs) | jsonl_sink("out.jsonl"))
+reveal_type(pipeline)
+reveal_type(stats)
+reveal_type(composed)
+reveal_type(composed.run())
+reveal_type(serialize("msgpack") | compress("zstd"))
+reveal_type(wirepipe.load_pipeline("pipeline.yaml"))
+operators = [serialize("json"), map_values(abs), compress("lz4")]  # a list a user keeps: still operators
+sources = [generate_source("feed", count=10), wirepipe.jsonl_source("in.jsonl")]
+pipelines = [Pipeline(s, operators, null_sink()) for s in sources]
+'''
+OLD_NAMES = '''\
+import wirepipe
+
+wirepipe.generate("point", count=10)
+wirepipe.select("x")
+wirepipe.operator("compress", codec="lz4")
+'''
+
+
+@pytest.mark.slow  # a cold mypy over the package: seconds
+def test_a_users_mypy_sees_every_public_name_typed(tmp_path: Path) -> None:
+    """mypy (``--strict``) on a user's program: what ``Pipeline.run()`` returns, what the factories and ``|``
+    build, and every public name reveal their own types, never ``Any`` (nor a callable returning ``Any``); the
+    old names of renamed factories are flagged (PEP 702)."""
+    import re
+    import subprocess
+
+    reveals = "".join(f"reveal_type(wirepipe.{name})\n" for name in sorted(wirepipe.__all__))
+    (tmp_path / "snippet.py").write_text(SNIPPET + reveals, encoding="utf-8")
+    (tmp_path / "old_names.py").write_text(OLD_NAMES, encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--enable-error-code", "deprecated", "--follow-imports=silent",
+         "--cache-dir", str(tmp_path / "cache"), "snippet.py", "old_names.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "MYPYPATH": str(Path(wirepipe.__file__).parent.parent)})  # the tested code
+    lines = (SNIPPET + reveals).splitlines()
+    revealed = {lines[int(n) - 1].strip(): t for n, t in re.findall(r'^snippet\.py:(\d+): note: Revealed type is "(.*)"$',
+                                                                  out.stdout, re.M)}
+    errors = [line for line in out.stdout.splitlines() if ": error: " in line]
+    deprecated = [line for line in errors if line.startswith("old_names.py:") and line.endswith("[deprecated]")]
+    assert errors == deprecated and len(deprecated) == 3, out.stdout + out.stderr
+    assert len(revealed) == 6 + len(wirepipe.__all__), out.stdout
+    anys = {expr: t for expr, t in revealed.items() if t == "Any" or t.endswith("-> Any")}
+    assert not anys, anys
+    pipeline, stats = "wirepipe.pipelines.pipeline.Pipeline", "wirepipe.pipelines.pipeline.RunStats"
+    assert [revealed[f"reveal_type({e})"] for e in ("pipeline", "stats", "composed", "composed.run()")] == \
+        [pipeline, stats, pipeline, stats]
+    assert revealed['reveal_type(serialize("msgpack") | compress("zstd"))'] == "wirepipe.operators.operator.OperatorChain"
+    assert revealed['reveal_type(wirepipe.load_pipeline("pipeline.yaml"))'] == pipeline

@@ -183,8 +183,9 @@ def test_the_public_names_are_listed_once() -> None:
     functions = {n for n, f in vars(api).items() if inspect.isfunction(f) and f.__module__ == api.__name__
                  and not n.startswith("_")}
     assert functions == {*api.__all__, *api.RENAMED}
-    assert set(wirepipe.__all__) == {*api.__all__, "Batch", "Pipeline", "OperatorChain", "load_pipeline", "Chain", "WirepipeError",
-                                     "ConfigError", "StageError", "RefusedError", "__version__"}
+    assert set(wirepipe.__all__) == {*api.__all__, "Batch", "Pipeline", "RunStats", "Operator", "OperatorChain",
+                                     "Source", "Sink", "load_pipeline", "Chain", "WirepipeError", "ConfigError",
+                                     "StageError", "RefusedError", "__version__"}
     assert all(getattr(wirepipe, name) is getattr(api, name) for name in api.__all__)
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from .connectors.connector import AtLeastOnce, Sink, Source
 from .core.batch import Batch, Rejected
 from .core.stages import Stage
-from .operators.operator import Operator
+from .operators.operator import Operators
 from .pipelines.pipeline import Pipeline, RunStats
 
 __all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "run", "run_async"]
@@ -358,7 +358,7 @@ class TestingSink(Sink):
         self.flushes += 1
 
 
-def run(source: Source, operators: Iterable[Operator | Iterable[Operator]] = (), sink: Sink | None = None, *,
+def run(source: Source, operators: Operators = (), sink: Sink | None = None, *,
         dead_letter: Sink | None = None, **options: Any) -> RunStats:
     """Run ``source | operators | sink`` to the end in a new event loop; its stats.
 
@@ -386,7 +386,7 @@ def between(pipeline: Pipeline, source: Source, sink: TestingSink) -> Pipeline:
                     flush_interval=pipeline.flush_interval, config=pipeline.config)
 
 
-async def run_async(source: Source, operators: Iterable[Operator | Iterable[Operator]] = (), sink: Sink | None = None, *,
+async def run_async(source: Source, operators: Operators = (), sink: Sink | None = None, *,
                     dead_letter: Sink | None = None, **options: Any) -> RunStats:
     """``run`` inside a running event loop (a test that also runs a server or a publisher)."""
     if dead_letter is None and isinstance(sink, TestingSink):

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar, get_args
 
 from ..core.batch import Batch, Rejected
@@ -47,7 +47,7 @@ from ..wire import dead_letter_batch
 if TYPE_CHECKING:
     from ..core.models import Strict
     from ..core.workers import Worker
-    from ..operators.operator import Operator
+    from ..operators.operator import Operator, Operators
     from ..pipelines.pipeline import Pipeline  # what ``source | ...`` builds: typed, never imported here
 
 _C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
@@ -204,7 +204,7 @@ class Source(ABC):
     # sources do not import the run loop. ``wirepipe.pipelines.pipeline`` sets it at import.
     compose: ClassVar[Callable[[Source], Pipeline] | None] = None
 
-    def __or__(self, other: Operator | Iterable[Operator] | Sink) -> Pipeline:
+    def __or__(self, other: Operator | Operators | Sink) -> Pipeline:
         """``source | op | ... | sink`` builds a ``Pipeline``."""
         if Source.compose is None:
             raise TypeError("source | ... builds a wirepipe Pipeline: import wirepipe.pipelines.pipeline first "

@@ -14,7 +14,7 @@ works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the ki
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias, TypeVar, Union
 
 from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
 from ..core.errors import ConfigError, WirepipeError
@@ -22,8 +22,8 @@ from ..core.errors import ConfigError, WirepipeError
 if TYPE_CHECKING:
     from ..core.errors import Refusal
 
-__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Configured", "Operator", "OperatorChain", "failing",
-           "flatten", "given", "refused_at", "with_shorthand"]
+__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Configured", "Operator", "OperatorChain",
+           "Operators", "failing", "flatten", "given", "refused_at", "with_shorthand"]
 
 _O = TypeVar("_O", bound="Configured")
 
@@ -83,7 +83,7 @@ class Operator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
 
-    def __or__(self, other: Operator | Iterable[Operator]) -> OperatorChain:
+    def __or__(self, other: Operator | Operators) -> OperatorChain:
         """``op | op`` builds an operator chain for a pipeline."""
         return OperatorChain([self]) | other
 
@@ -99,13 +99,17 @@ class OperatorChain(list[Operator]):
     ['msgpack', 'zstd', 'json', 'lz4']
     """
 
-    def __or__(self, other: Operator | Iterable[Operator]) -> OperatorChain:
+    def __or__(self, other: Operator | Operators) -> OperatorChain:
         if not isinstance(other, (Operator, Iterable)):
             return NotImplemented
-        return OperatorChain(flatten([*self, other]))
+        return OperatorChain([*self, *([other] if isinstance(other, Operator) else flatten(other))])
 
 
-def flatten(operators: Iterable[Operator | Iterable[Operator]]) -> list[Operator]:
+# What a pipeline takes where it takes operators: operators and chains of them, in order.
+Operators: TypeAlias = "Iterable[Operator | Iterable[Operator]]"
+
+
+def flatten(operators: Operators) -> list[Operator]:
     """The operators in order, each chain among them (``encode``'s, ``op | op``) opened in place; anything
     else is a ``TypeError`` that names it (a string is not an operator, nor is a sink)."""
     out: list[Operator] = []
@@ -147,9 +151,10 @@ class BuildContext:
         self.allow_pickle = allow_pickle
 
 
-class Configured:
+class Configured(Operator):
     """An operator whose arguments are declared once, in its params model (the YAML entry's fields), as a
-    connector's are (``connectors.connector.Configured``).
+    connector's are (``connectors.connector.Configured``). An ``Operator`` itself, so a type checker's join of
+    two of them (``[serialize(...), map_values(...)]``) is still an operator.
 
     ``from_params`` takes a validated model (what the entry's ``build`` and so YAML and the factories of
     ``wirepipe.api`` use); ``__init__`` takes the same fields as arguments and checks them with the model

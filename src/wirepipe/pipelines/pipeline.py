@@ -52,7 +52,7 @@ from ..core.allocator import between_batches
 from ..core.batch import PAYLOADS, SAME, Batch, Rejected, payload_nbytes
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.rejections import Rejections
-from ..operators.operator import Operator, flatten
+from ..operators.operator import Operator, Operators, flatten
 from ..wire import Header, subjects_overlap
 from .commits import AckLedger
 from .sink_retry import SinkRetry
@@ -229,8 +229,7 @@ class Pipeline:
     (['msgpack', 'zstd'], ['msgpack', 'lz4'], 1)
     """
 
-    def __init__(self, source: Source, operators: Iterable[Operator | Iterable[Operator]] = (),
-                 sink: Sink | None = None, *,
+    def __init__(self, source: Source, operators: Operators = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
                  config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None) -> None:
@@ -271,7 +270,7 @@ class Pipeline:
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
         self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
 
-    def __or__(self, other: Operator | Iterable[Operator] | Sink) -> Pipeline:
+    def __or__(self, other: Operator | Operators | Sink) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
         settings (name, dead letter, metrics, timeouts...); this one is left as it was."""
         operators, sink = self.operators, self.sink
