@@ -35,7 +35,7 @@ from .connectors.connector import AtLeastOnce, Sink, Source
 from .connectors.schema_registry import SchemaRegistry
 from .core.batch import Batch, Rejected
 from .core.stages import Stage
-from .operators.operator import Operator
+from .operators.operator import Operators
 from .pipelines.pipeline import Pipeline, RunStats
 
 __all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "memory_schema_registry", "run",
@@ -360,7 +360,7 @@ class TestingSink(Sink):
         self.flushes += 1
 
 
-def run(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+def run(source: Source, operators: Operators = (), sink: Sink | None = None, *,
         dead_letter: Sink | None = None, **options: Any) -> RunStats:
     """Run ``source | operators | sink`` to the end in a new event loop; its stats.
 
@@ -376,9 +376,9 @@ def between(pipeline: Pipeline, source: Source, sink: TestingSink) -> Pipeline:
     dead letter was (every rejected record is kept, whether the pipeline has a dead letter or not).
     Its metrics and monitor are left out: a test writes no results. What ``wirepipe test`` runs.
 
-    >>> from wirepipe import generate, map_values, null_sink
+    >>> from wirepipe import generate_source, map_values, null_sink
     >>> sink = TestingSink()
-    >>> _ = between(generate("point", count=5) | map_values(lambda r: r["x"]) | null_sink(),
+    >>> _ = between(generate_source("point", count=5) | map_values(lambda r: r["x"]) | null_sink(),
     ...             TestingSource([{"x": 1}, {"y": 2}]), sink).run()
     >>> sink.records, [r.stage for r in sink.rejects]
     ([1], ['map'])
@@ -419,7 +419,7 @@ def memory_schema_registry(schemas: Mapping[str, Sequence[Any]] | None = None, *
     return registry
 
 
-async def run_async(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+async def run_async(source: Source, operators: Operators = (), sink: Sink | None = None, *,
                     dead_letter: Sink | None = None, **options: Any) -> RunStats:
     """``run`` inside a running event loop (a test that also runs a server or a publisher)."""
     if dead_letter is None and isinstance(sink, TestingSink):

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Discriminator, Field, Tag, ValidationError, create_model
 
@@ -40,6 +40,9 @@ from ..core.models import (
 )
 from ..operators import OPERATORS
 from ..operators.operator import BuildContext, refused_at
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline  # what a file builds (the run loop is imported where one is built)
 
 # --- operator entries: each operator module declares its params (see operators/__init__.py) ----------
 
@@ -411,7 +414,7 @@ def _metrics(cfg: Any) -> Any:
     return cfg.metrics.build(cfg.name, cfg.model_dump(mode="json", by_alias=True))
 
 
-def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Any:
+def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Pipeline:
     """Read, validate and build a pipeline from a YAML file."""
     data = read_config(path, overrides, env)
     cfg = validate_config(data, file=str(path))

@@ -52,7 +52,7 @@ from ..core.allocator import between_batches
 from ..core.batch import PAYLOADS, SAME, Batch, Rejected, payload_nbytes
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.rejections import Rejections
-from ..operators.operator import Operator
+from ..operators.operator import Operator, Operators, flatten
 from ..wire import Header, subjects_overlap
 from .commits import AckLedger
 from .sink_retry import SinkRetry
@@ -218,28 +218,29 @@ class Pipeline:
     read from (a schema registry: ``pipelines/resources.py``), handed to them here and opened before them.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
-    or from YAML with ``wirepipe.pipelines.config.load_pipeline``. ``|`` returns a new
+    or from YAML with ``wirepipe.pipelines.config.load_pipeline``; an ``OperatorChain`` (``encode``'s,
+    ``op | op``) goes wherever an operator does, each of its operators a stage of its own. ``|`` returns a new
     pipeline (the operators added, or the sink set) and leaves the one it was applied to
     as it was, so one base can be extended two ways:
 
-    >>> from wirepipe import compress, generate, serialize
-    >>> base = generate("point", count=10) | serialize("msgpack")
+    >>> from wirepipe import compress, generate_source, serialize
+    >>> base = generate_source("point", count=10) | serialize("msgpack")
     >>> zstd, lz4 = base | compress("zstd"), base | compress("lz4")
     >>> [op.name for op in zstd.operators], [op.name for op in lz4.operators], len(base.operators)
     (['msgpack', 'zstd'], ['msgpack', 'lz4'], 1)
     """
 
-    def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+    def __init__(self, source: Source, operators: Operators = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
                  config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None,
                  resources: Any = None) -> None:
         from .resources import Resources
 
-        operators = list(operators)
+        operators = flatten(operators)
         check_parts(source, sink, dead_letter, operators)
         self.source = source
-        self.operators = list(operators)
+        self.operators = operators
         # the stores operators read from (a schema registry), each handed to the operators that name it
         self.resources = resources if isinstance(resources, Resources) else Resources(resources)
         self.resources.bind(self.operators, (source, sink))
@@ -276,7 +277,7 @@ class Pipeline:
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
         self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
 
-    def __or__(self, other: Any) -> Pipeline:
+    def __or__(self, other: Operator | Operators | Sink) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
         settings (name, dead letter, metrics, timeouts...); this one is left as it was."""
         operators, sink = self.operators, self.sink
@@ -285,7 +286,7 @@ class Pipeline:
         elif isinstance(other, Sink):
             sink = other
         elif isinstance(other, Iterable) and not isinstance(other, (str, bytes)):
-            operators = [*operators, *other]
+            operators = [*operators, *flatten(other)]
         else:
             return NotImplemented
         return type(self)(self.source, operators, sink, name=self.name, metrics=self.metrics_spec,
