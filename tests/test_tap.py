@@ -288,9 +288,9 @@ for headers in ({"Content-Type": "application/json", "Content-Encoding": "br"},
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("[] ") and "decompress: codec brotli needs brotli, which is not installed" in lines[0]
-    assert "wirepipe[brotli]" in lines[0]
+    assert "'.[brotli]'" in lines[0]
     assert lines[1].startswith("[] ") and "deserialize: format cbor needs cbor2, which is not installed" in lines[1]
-    assert "wirepipe[cbor]" in lines[1]
+    assert "'.[cbor]'" in lines[1]
     assert lines[2] == "[{'x': 1}] []"
 
 

@@ -294,5 +294,5 @@ def test_a_tracing_block_without_opentelemetry_names_the_extra(tmp_path: Path) -
             "from wirepipe.cli import main\nsys.argv = ['wirepipe', 'validate', sys.argv[1]]\nmain()")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
-    assert (f"{path}: tracing: tracing needs OpenTelemetry, which is not installed: pip install 'wirepipe[otel]'"
+    assert (f"{path}: tracing: tracing needs OpenTelemetry, which is not installed: pip install '.[otel]' in wirepipe's clone"
             in out.stderr), out.stderr

@@ -239,7 +239,7 @@ def codecs() -> None:
 
 def _installed(entry: Any) -> str:
     """``yes``, or the extra that installs the entry's library."""
-    return "yes" if entry.available() else f"no: wirepipe[{entry.extra}]" if entry.extra else "no"
+    return "yes" if entry.available() else f"no: the {entry.extra} extra" if entry.extra else "no"
 
 
 

@@ -293,7 +293,7 @@ def _safe_name(name: str) -> str:
 def write_pngs(report: Report, folder: str | Path) -> tuple[list[Path], list[str]]:
     """Each plot as ``folder/<plot>.png``; returns the files and notes (why a plot is missing)."""
     if not available()["matplotlib"]:
-        return [], ["PNG plots skipped: matplotlib is not installed (pip install 'wirepipe[plots]')"]
+        return [], ["PNG plots skipped: matplotlib is not installed ({install_hint('plots')})"]
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     files = []
@@ -375,7 +375,7 @@ def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[s
             data = base64.b64encode(_png_bytes(fig)).decode()
             plots.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
     else:
-        notes.append("plots skipped: neither plotly nor matplotlib is installed (pip install 'wirepipe[plots]')")
+        notes.append("plots skipped: neither plotly nor matplotlib is installed ({install_hint('plots')})")
     if plots:
         notes += _plot_gaps(report)
     esc = html.escape
