@@ -251,6 +251,20 @@ def test_recommendations_follow_the_figures() -> None:
     assert {r.kind: r.group.label for r in fast_lan.recommendations}["bandwidth"] == "fast"
 
 
+def test_a_failed_combination_is_never_a_pick_even_with_rows() -> None:
+    """Results of an older bench kept a failed combination's rows (its in-process figures, the fastest here):
+    its run's failures name it, so no pick is it; the figures pick among the others."""
+    from wirepipe.report.results import RunInfo
+
+    runs = {"run-fast": RunInfo("run-fast", failures={"fast": "nats: the records that crossed NATS differ"})}
+    report = summarize(_bench_table(), runs=runs, bandwidth_bps=parse_bandwidth("10Gbit"))
+    assert {r.kind: r.group.label for r in report.recommendations} == {
+        "fastest": "mid", "smallest": "small", "bandwidth": "mid"}
+    assert {g.label: g.failed for g in report.groups} == {
+        "fast": "nats: the records that crossed NATS differ", "small": None, "mid": None}
+    assert report.failures == {"fast": "nats: the records that crossed NATS differ"}
+
+
 def test_recommended_snippet_is_a_valid_pipeline() -> None:
     report = summarize(_bench_table())
     mid = next(r.group for r in report.recommendations if r.kind == "bandwidth")

@@ -244,12 +244,13 @@ def write_outputs(run: BenchRun, console: Any, seconds: float) -> None:
 
     from ..report.plots import write_html
     from ..report.render import write_markdown
+    from ..report.results import RunInfo
     from ..report.summary import summarize
 
     plan = run.plan
     path = write_results(run)
-    report = summarize(rows_table(run), latency_table(run), bandwidth_bps=run.bandwidth)
-    report.failures = run.errors
+    report = summarize(rows_table(run), latency_table(run), {run.run_id: RunInfo(run.run_id, failures=run.errors)},
+                       bandwidth_bps=run.bandwidth)
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
     notes = write_html(report, plan.out / "report.html")

@@ -3,7 +3,7 @@
 Outputs in ``--out``: ``bench.parquet`` (one row per stage per iteration per
 combination: the stage columns then the bench's own, ``metrics.columns.bench_schema``,
 with the run metadata; ``wirepipe report`` reads it), ``bench.md`` (the
-tables and recommendations), ``bench.progress.jsonl`` (a line per measured step,
+tables and recommendations; a failed combination has no rows, its reason is in the metadata), ``bench.progress.jsonl`` (a line per measured step,
 appended as it finishes: what a run had done when it stopped), and trained zstd
 dictionaries when asked for.
 """
@@ -255,7 +255,8 @@ def _keep(run: BenchRun, data: BenchData, results: dict[Combo, ComboResult], n: 
     run.measured[data.name] = [measured_from(data, r, n, run.latency.get(f"{data.name}: {r.combo.label}"))
                                for r in kept]
     for r in kept:
-        run.raw_rows += raw_rows(run.run_id, data, r)
+        if not r.error:  # a failed combination's figures are of a chain that does not work: only its reason is kept
+            run.raw_rows += raw_rows(run.run_id, data, r)
 
 
 def rows_table(run: BenchRun) -> Any:

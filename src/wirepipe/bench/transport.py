@@ -8,8 +8,9 @@ embedded one unless ``--url``):
     consumer:   consume -> decompress -> deserialize -> [unpack] -> null
 
 On the first iteration the consumer keeps what it decoded and the run checks it equals
-the input, in order. The ``publish`` and ``consume`` stage times and the per-record end-to-end latency
-(``Wirepipe-Sent-At`` to the end of the consumer's last stage) come from these runs;
+the input, in order (``round_trip``: the check the in-process phase makes). The ``publish`` and
+``consume`` stage times and the per-record end-to-end latency (``Wirepipe-Sent-At`` to the end of
+the consumer's last stage) come from these runs;
 the codec stages keep their in-process figures (the same operators, measured without
 a network competing for the two cores).
 
@@ -34,9 +35,10 @@ from ..connectors.nats.connection import split_urls
 from ..core.errors import WirepipeError
 from ..core.stages import Stage
 from ..testing import TestingSink, TestingSource
-from .codec_timing import ComboResult, StageTime, first_difference
+from .codec_timing import ComboResult, StageTime
 from .combos import BenchPlan, Combo
 from .data import BenchData
+from .round_trip import round_trip_error
 from .timing import batch_size_for, chunks
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
@@ -177,9 +179,10 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     if received < n:
         raise WirepipeError(f"{n - received} of {n} records did not arrive"
                             + (" (core NATS is at-most-once: a slow consumer drops)" if transport == "nats" else ""))
-    if verify and consumer.sink.records != values:
-        raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order): "
-                            f"{first_difference(consumer.sink.records, values)}")
+    differs = round_trip_error(consumer.sink.records, values) if verify else None
+    if differs:
+        raise WirepipeError(f"the records that crossed NATS differ from the input (or arrived out of order): "
+                            f"{differs}")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
     p0, p1, p_bytes = _stage_total(pub_rows, Stage.PUBLISH)

@@ -335,7 +335,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     out = []
     for name in [dataset] if dataset else held:
         groups = [g for g in report.groups if g.dataset == name and (want is None or g.chain == want)
-                  and g.path_ns_per_record]
+                  and g.path_ns_per_record and not g.failed]
         if not groups:
             have = sorted({f"{g.dataset} {g.chain}" for g in report.groups})
             raise WirepipeError(f"no configuration {name or ''} {want or ''} in {', '.join(paths)}; "

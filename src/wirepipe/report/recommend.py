@@ -2,7 +2,8 @@
 
 Ranked by the median (a bench: over iterations; robust to one slow one), each pick names
 the configurations tied with it within noise (overlapping intervals of the median) and is
-never a configuration that writes the same bytes as a faster one. A dataset measured in one
+never a configuration that writes the same bytes as a faster one, nor one that failed (a bench's
+failed combinations: ``GroupSummary.failed``). A dataset measured in one
 configuration only gets its figures and no ranking.
 """
 
@@ -48,7 +49,7 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
     """
     out: list[Recommendation] = []
     for dataset in dict.fromkeys(g.dataset for g in groups):
-        cands = [g for g in groups if g.dataset == dataset and g.path_median is not None]
+        cands = [g for g in groups if g.dataset == dataset and g.path_median is not None and not g.failed]
         if not cands:
             continue
         # one configuration measured (a bench's label; a pipeline's chain, however many runs): nothing to rank
