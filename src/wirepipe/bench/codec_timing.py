@@ -99,22 +99,28 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
                 r = results[c]
                 if timing.digest is not None:
                     r.digest = timing.digest
-                if progress is not None:
+                if not r.error:
+                    _add_iteration(r, ops[c], timing, repetitions, it)
+                if progress is not None:  # after the step: the progress journal lists what finished
                     progress(c)
-                if r.error:
-                    continue
-                r.error = timing.error
-                if timing.error:
-                    continue
-                comp, decomp = ops[c]
-                rows: list[StageTime] | str = [*timing.rows_before, *timing.rows_after]
-                if comp is not None and decomp is not None:
-                    rows = _time_codec(c, comp, decomp, timing, repetitions, warm_up=it == 0)
-                if isinstance(rows, str):
-                    r.error = rows
-                elif it:
-                    r.iterations.append(rows)
     return list(results.values())
+
+
+def _add_iteration(r: ComboResult, ops: tuple[Compress | None, Decompress | None], timing: _FormatTiming,
+                   repetitions: int, it: int) -> None:
+    """One iteration of a combination on its format's timing (iteration 0, the warm-up, only checks), or why it
+    failed."""
+    r.error = timing.error
+    if timing.error:
+        return
+    comp, decomp = ops
+    rows: list[StageTime] | str = [*timing.rows_before, *timing.rows_after]
+    if comp is not None and decomp is not None:
+        rows = _time_codec(r.combo, comp, decomp, timing, repetitions, warm_up=it == 0)
+    if isinstance(rows, str):
+        r.error = rows
+    elif it:
+        r.iterations.append(rows)
 
 
 def _codec_operators(combos: list[Combo], dictionaries: dict[str, str]

@@ -249,7 +249,7 @@ def write_outputs(run: BenchRun, console: Any, seconds: float) -> None:
 
     plan = run.plan
     path = write_results(run)
-    report = summarize(rows_table(run), latency_table(run), {run.run_id: RunInfo(run.run_id, failures=run.errors)},
+    report = summarize(rows_table(run), latency_table(run), {run.run_id: RunInfo(run.run_id, failures=run.errors, samples=run.samples)},
                        bandwidth_bps=run.bandwidth)
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
@@ -269,7 +269,8 @@ def _protocol(run: BenchRun, dataset: str) -> str:
     n = ms[0].repetitions if ms else 0
     raw = ms[0].raw_bytes if ms else 0
     note = "" if dataset in DATASETS else " (raw = the record's compact JSON size)"
-    return (f"N = {n} repetitions per iteration, K = {run.plan.iterations} iterations after a warm-up; "
+    sample = run.samples.get(dataset) or f"N = {n} repetitions per iteration"
+    return (f"Measured on {sample}; K = {run.plan.iterations} iterations after a warm-up; "
             f"times in ms per iteration, median [min-max]; sizes in bytes per record; "
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 

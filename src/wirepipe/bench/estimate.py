@@ -5,10 +5,11 @@ timed on a few of the dataset's records (at most ``CALIBRATION_SECONDS`` per ste
 one call: ``xz:9`` on small records costs tens of ms per call and must not make the
 calibration itself long). Those per-record costs times N repetitions times K iterations
 (plus the warm-up) give the codec phase; the transport phase adds a per-iteration cost
-(a publisher process, a connection, a stream) and a per-message cost measured on the
-2-core development machine (~5 µs to publish, ~11 µs to receive; a JetStream pull
-consumer with acks ~30 µs). The progress bar advances in these estimated seconds,
-so its ETA holds from the first step, warm-up included.
+(a forked publisher, its connection and the consumer's; a fresh stream with JetStream), a
+per-message cost and, once, what the first transport step loads (the NATS client, the
+embedded server), measured on the 2-core development machine (docs/how-to/study.md has
+the figures). The progress bar advances in these estimated seconds, so its ETA holds from
+the first step, warm-up included.
 """
 
 from __future__ import annotations
@@ -17,15 +18,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .combos import BenchPlan, Combo, default_repetitions
+from .combos import BenchPlan, Combo
 from .data import BenchData
 
 CALIBRATION_SECONDS = 0.02  # per timed step
 CALIBRATION_RECORDS = 50
 CONFIRM_ABOVE_SECONDS = 600.0  # plans longer than this ask first (or need --yes)
-# Transport cost model (seconds): per iteration, per message, and per record of codec work it redoes.
-TRANSPORT_PER_ITERATION = {"nats": 0.6, "jetstream": 1.0}
-TRANSPORT_PER_MESSAGE = {"nats": 8e-6, "jetstream": 30e-6}
+# Transport cost model (seconds), measured with `wirepipe bench --quick` on the 2-core development machine:
+# per iteration (core NATS ~50-90 ms, JetStream ~100-150 ms with N = 2,439 small records), per message
+# (core NATS ~8-10 µs, JetStream with acks ~20 µs, from N = 25,000 points), and once per run, the first
+# step's imports, fork and server start (~0.4-0.5 s); plus the codec work each iteration redoes.
+TRANSPORT_PER_ITERATION = {"nats": 0.06, "jetstream": 0.1}
+TRANSPORT_PER_MESSAGE = {"nats": 9e-6, "jetstream": 20e-6}
+TRANSPORT_FIRST_STEP = 0.45
 
 
 @dataclass
@@ -72,7 +77,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
     began = time.perf_counter()
     est = Estimate(iterations=plan.iterations)
     for data in datas:
-        n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
+        n = data.repetitions
         est.repetitions[data.name] = n
         sample = data.records[:CALIBRATION_RECORDS]
         payloads: dict[str, list[bytes]] = {}
@@ -99,6 +104,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
                 comp, dec = 1e-6, 0.0
             codec_cost[key] = comp + dec
         shared: set[tuple[str, int]] = set()  # serialize/deserialize are timed once per format and framing
+        first_step = plan.transport != "none" and not est.transport  # the first transport step of the run
         for c in combos:
             per_record = codec_cost.get((c.format, c.codec, c.level), 0.0)
             fmt_key = (c.format, c.records_per_message)
@@ -112,6 +118,9 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
                 est.transport[(data.name, c)] = (TRANSPORT_PER_ITERATION[plan.transport]
                                                  + messages * TRANSPORT_PER_MESSAGE[plan.transport]
                                                  + (fmt_cost[c.format] + per_record) * n)
+                if first_step:
+                    est.transport[(data.name, c)] += TRANSPORT_FIRST_STEP / plan.iterations  # a step per iteration
+                    first_step = False
     est.calibration_seconds = time.perf_counter() - began
     return est
 
@@ -127,6 +136,17 @@ def duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def short_duration(seconds: float) -> str:
+    """A short time with the digits it deserves: ``35 ms``, ``1.2s``, ``45s``.
+
+    >>> short_duration(0.0354), short_duration(1.234), short_duration(45.2)
+    ('35 ms', '1.2s', '45s')
+    """
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.1f}s" if seconds < 10 else duration(seconds)
+
+
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
@@ -136,9 +156,10 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
     transport = plan.transport + (f" ({redact_secrets(plan.url)})" if plan.url and plan.transport != "none" else "")
     lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
+             *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
-             f"estimated duration: {duration(est.seconds)} (from a {est.calibration_seconds:.1f}s calibration "
-             "on this machine)"]
+             f"estimated duration: {duration(est.seconds)} (from a {short_duration(est.calibration_seconds)} "
+             "calibration on this machine)"]
     trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
     if trained:
         lines.append(f"+dict rows for {', '.join(trained)}: zstd with a dictionary trained on the records (small "

@@ -180,6 +180,14 @@ def _worker(r: Any) -> str:
     return f"w{w.get('index')} of {w.get('workers')}" if w else "–"
 
 
+SAMPLES = "Samples measured"
+
+
+def sample_lines(report: Report) -> list[str]:
+    """A bench's datasets, one line each: which records were measured and how they were drawn."""
+    return [f"{dataset}: {text}" for dataset, text in report.samples.items()]
+
+
 def failure_lines(report: Report) -> list[str]:
     """A bench's failed combinations, one line each."""
     return [f"{label}: {why}" for label, why in report.failures.items()]
@@ -206,6 +214,8 @@ def print_terminal(report: Report, console: Any = None, width: int | None = None
     width = width or terminal_width()
     ts = tables(report)
     parts = ["\n".join(recommend_lines(report, width))]
+    if report.samples:
+        parts.append("\n".join([SAMPLES, *(x for line in sample_lines(report) for x in wrap(line, width))]) + "\n")
     if report.failures:
         parts.append("\n".join(["Failed combinations", *(x for line in failure_lines(report)
                                                          for x in wrap(line, width))]) + "\n")
@@ -248,6 +258,8 @@ def to_markdown(report: Report, title: str = "wirepipe report") -> str:
     parts = [f"# {title}\n", ts[0].markdown()]
     for name, yaml in snippets(report):
         parts.append(f"#### {name}\n\n```yaml\n{yaml}\n```\n")
+    if report.samples:
+        parts.append(f"### {SAMPLES}\n\n" + "\n".join(f"- {md_cell(line)}" for line in sample_lines(report)) + "\n")
     if report.failures:
         parts.append("### Failed combinations\n\n" + "\n".join(f"- {md_cell(line)}" for line in failure_lines(report))
                      + "\n")
