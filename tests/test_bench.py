@@ -274,6 +274,12 @@ def test_an_absent_optional_field_passes_the_same_check_on_every_transport(tmp_p
         chains = pq.read_table(out / "bench.parquet").column("chain").to_pylist()
         assert set(chains) == {"msgpack-array", "msgpack"}, transport
         assert json.loads(pq.read_schema(out / "bench.parquet").metadata[b"wirepipe.bench.failures"]) == {}
+        said = "events: all 60 records of events.jsonl, each once per iteration (N = 60)"
+        assert f"### Samples measured\n\n- {said}\n" in (out / "report.md").read_text()
+        assert "Measured on all 60 records of events.jsonl, each once per iteration (N = 60); K = 1" in (
+            out / "bench.md").read_text()
+    again = wirepipe("report", str(tmp_path / "nats"), columns=240)
+    assert f"Samples measured\n{said}\n" in again.stdout, again.stdout
 
 
 @pytest.mark.slow

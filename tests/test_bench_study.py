@@ -45,6 +45,33 @@ def test_quick_composes_with_input_dataset_and_other_flags(tmp_path: Path) -> No
     assert both.formats == QUICK["formats"] and both.levels == QUICK["levels"]
 
 
+def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) -> None:
+    """A file's sample is drawn at random from all of it (seeded, in random order), the plan says so with N,
+    and the estimate comes from a calibration that took measurable time (not ``0.0s``)."""
+    from wirepipe.bench.estimate import describe
+
+    src = tmp_path / "events.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "user": f"u{i % 7}"}) + "\n" for i in range(2000)))
+    plan = _plan(tmp_path, quick=True, inputs=[src], transport="nats")
+    [data] = load_data(plan)
+    ids = [r["id"] for r in data.records]
+    assert len(set(ids)) == len(ids) == 1000 and data.total == 2000
+    assert min(ids) < 100 and max(ids) >= 1900 and ids != sorted(ids)  # all of the file, in random order
+    assert [r["id"] for r in load_data(plan)[0].records] == ids  # the seed draws the same sample
+    assert [r["id"] for r in load_data(_plan(tmp_path, quick=True, inputs=[src], seed=1))[0].records] != ids
+    estimate = calibrate(plan, [data], plan.combos())
+    assert estimate.calibration_seconds > 0 and estimate.repetitions == {"events": data.repetitions}
+    text = " ".join(describe(plan, [data], plan.combos(), estimate, 400).split())
+    assert (f"events: 1,000 of the 2,000 records of events.jsonl, drawn at random (seed 0), cycled through the "
+            f"N = {data.repetitions:,} repetitions of an iteration") in text and data.repetitions > 1000
+    assert re.search(r"estimated duration: \d+s \(from a [1-9]\d* ms calibration on this machine\)", text), text
+    # N smaller than the sample: the first N of the random sample, each measured once per iteration
+    [few] = load_data(_plan(tmp_path, inputs=[src], repetitions=300))
+    assert few.records == data.records[:300]
+    assert few.sample == "300 of the 2,000 records of events.jsonl, drawn at random (seed 0), each once per " \
+                         "iteration (N = 300)"
+
+
 @pytest.mark.slow
 def test_progress_counts_estimated_seconds_from_the_start(tmp_path: Path) -> None:
     plan = BenchPlan(datasets=["point"], formats=["msgpack", "json"], codecs=["none", "zstd"], levels=["fastest"],
