@@ -64,7 +64,7 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
     text = " ".join(describe(plan, [data], plan.combos(), estimate, 400).split())
     assert (f"events: 1,000 of the 2,000 records of events.jsonl, drawn at random (seed 0), cycled through the "
             f"N = {data.repetitions:,} repetitions of an iteration") in text and data.repetitions > 1000
-    assert re.search(r"estimated duration: \d+s \(from a [1-9]\d* ms calibration on this machine\)", text), text
+    assert re.search(r"estimated duration: [\d.]+s \(from a [1-9]\d* ms calibration on this machine\)", text), text
     # N smaller than the sample: the first N of the random sample, each measured once per iteration
     [few] = load_data(_plan(tmp_path, inputs=[src], repetitions=300))
     assert few.records == data.records[:300]

@@ -31,6 +31,9 @@ CONFIRM_ABOVE_SECONDS = 600.0  # plans longer than this ask first (or need --yes
 TRANSPORT_PER_ITERATION = {"nats": 0.06, "jetstream": 0.1}
 TRANSPORT_PER_MESSAGE = {"nats": 9e-6, "jetstream": 20e-6}
 TRANSPORT_FIRST_STEP = 0.45
+# Around the measuring: zstd dictionaries trained (~0.1-0.2 s for the quick formats), bench.parquet, bench.md,
+# report.md and report.html with its plots written (~0.7 s for the quick matrix).
+AROUND_SECONDS = 0.9
 
 
 @dataclass
@@ -45,8 +48,14 @@ class Estimate:
 
     @property
     def seconds(self) -> float:
+        """The measuring (what the progress bar counts)."""
         codec = sum(self.codec.values()) * (self.iterations + 1)  # + the warm-up
         return codec + sum(self.transport.values()) * self.iterations
+
+    @property
+    def announced(self) -> float:
+        """The whole command after its calibration: the measuring and the work around it (``AROUND_SECONDS``)."""
+        return self.seconds + AROUND_SECONDS
 
     def step(self, dataset: str, combo: Combo, phase: str) -> float:
         table = self.codec if phase == "codec" else self.transport
@@ -126,7 +135,9 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
 
 
 def duration(seconds: float) -> str:
-    """``45s``, ``12 min``, ``3.4 h``, ``2.1 days``."""
+    """``4.5s``, ``45s``, ``12 min``, ``3.4 h``, ``2.1 days``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
     if seconds < 90:
         return f"{seconds:.0f}s"
     if seconds < 5400:
@@ -137,14 +148,12 @@ def duration(seconds: float) -> str:
 
 
 def short_duration(seconds: float) -> str:
-    """A short time with the digits it deserves: ``35 ms``, ``1.2s``, ``45s``.
+    """A time that may be short, with the digits it deserves: ``35 ms``, ``1.2s``, ``45s``.
 
     >>> short_duration(0.0354), short_duration(1.234), short_duration(45.2)
     ('35 ms', '1.2s', '45s')
     """
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    return f"{seconds:.1f}s" if seconds < 10 else duration(seconds)
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else duration(seconds)
 
 
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
@@ -158,7 +167,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
     lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
              *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
-             f"estimated duration: {duration(est.seconds)} (from a {short_duration(est.calibration_seconds)} "
+             f"estimated duration: {duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
              "calibration on this machine)"]
     trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
     if trained:
