@@ -177,6 +177,13 @@ def test_a_failed_combination_exits_4_writes_the_rest_and_is_never_recommended(t
         assert "- block: msgpack: nats: the publisher refused" in markdown
     assert [k for k, _ in terminal] == list(kinds) and bench_md == terminal
     assert {c for _, c in terminal} <= {"msgpack|zstd:fastest", "json|zstd:fastest"}, terminal
+    # nor does `wirepipe plan --bench` plan with one
+    planned = wirepipe("plan", "--rate", "10k", "--bench", str(tmp_path), "--no-calibrate")
+    assert planned.returncode == 0, planned.stderr
+    assert re.search(r"^plan for 10k records/s of block (msgpack|json)\|zstd:fastest ", planned.stdout, re.M)
+    refused = wirepipe("plan", "--rate", "10k", "--bench", str(tmp_path), "--chain", "msgpack", "--no-calibrate")
+    assert refused.returncode == 1 and "block msgpack failed in the bench, so it is not planned with: nats: the " \
+        "publisher refused" in refused.stderr, refused.stderr
 
 
 # --- honest winners ----------------------------------------------------------------------------------
