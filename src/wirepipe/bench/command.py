@@ -61,7 +61,7 @@ class BenchOptions(Strict):
     quick: bool = False
     zstd_dict: Literal["train"] | None = None
     records_per_message: Annotated[list[Annotated[int, Field(ge=1)]] | None, BeforeValidator(_listed)] = None
-    seed: int = Field(default=0, description="the random seed of the built-in datasets' records")
+    seed: int = Field(default=0, description="the random seed of the built-in datasets' records and of the sample drawn from each --input")
 
     @field_validator("dataset")
     @classmethod
