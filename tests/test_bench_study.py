@@ -52,7 +52,7 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
 
     src = tmp_path / "events.jsonl"
     src.write_text("".join(json.dumps({"id": i, "user": f"u{i % 7}"}) + "\n" for i in range(2000)))
-    plan = _plan(tmp_path, quick=True, inputs=[src], transport="nats")
+    plan = _plan(tmp_path, quick=True, inputs=[src])
     [data] = load_data(plan)
     ids = [r["id"] for r in data.records]
     assert len(set(ids)) == len(ids) == 1000 and data.total == 2000
@@ -65,11 +65,31 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
     assert (f"events: 1,000 of the 2,000 records of events.jsonl, drawn at random (seed 0), cycled through the "
             f"N = {data.repetitions:,} repetitions of an iteration") in text and data.repetitions > 1000
     assert re.search(r"estimated duration: [\d.]+s \(from a [1-9]\d* ms calibration on this machine\)", text), text
+    assert estimate.transport_factor == 1.0 and not estimate.transport  # in-process only: no transport to probe
     # N smaller than the sample: the first N of the random sample, each measured once per iteration
     [few] = load_data(_plan(tmp_path, inputs=[src], repetitions=300))
     assert few.records == data.records[:300]
     assert few.sample == "300 of the 2,000 records of events.jsonl, drawn at random (seed 0), each once per " \
                          "iteration (N = 300)"
+
+
+@pytest.mark.slow
+def test_the_transport_estimate_is_scaled_by_a_real_iteration(tmp_path: Path) -> None:
+    """Over NATS the calibration runs one real iteration (the probe) and scales the model's transport figures
+    by what it took: each step's estimate is the model's wire cost times that factor plus the codec work."""
+    from wirepipe.bench.estimate import _wire, describe
+
+    plan = _plan(tmp_path, dataset="point", format="msgpack", codec="none,zstd", level="fastest",
+                 transport="nats", repetitions=2000, iterations=2)
+    datas = load_data(plan)
+    combos = plan.combos()
+    estimate = calibrate(plan, datas, combos)
+    assert 0.5 <= estimate.transport_factor <= 10 and estimate.transport_factor != 1.0  # a probe ran
+    for c in combos:
+        codec_work = estimate.transport[("point", c)] - _wire("nats", 2000, c) * estimate.transport_factor
+        assert 0 < codec_work < estimate.transport[("point", c)]
+    text = " ".join(describe(plan, datas, combos, estimate, 400).split())
+    assert "calibration on this machine, one iteration over nats included)" in text
 
 
 @pytest.mark.slow

@@ -5,10 +5,10 @@ timed on a few of the dataset's records (at most ``CALIBRATION_SECONDS`` per ste
 one call: ``xz:9`` on small records costs tens of ms per call and must not make the
 calibration itself long). Those per-record costs times N repetitions times K iterations
 (plus the warm-up) give the codec phase; the transport phase adds a per-iteration cost
-(a forked publisher, its connection and the consumer's; a fresh stream with JetStream), a
-per-message cost and, once, what the first transport step loads (the NATS client, the
-embedded server), measured on the 2-core development machine (docs/how-to/study.md has
-the figures). The progress bar advances in these estimated seconds, so its ETA holds from
+(a forked publisher, its connection and the consumer's; a fresh stream with JetStream) and a
+per-message cost measured on the 2-core development machine, scaled by a probe: one real
+iteration of a few hundred records, timed against what the model says it costs (on a busy
+machine both the probe and the run are slower; docs/how-to/study.md has the figures). The progress bar advances in these estimated seconds, so its ETA holds from
 the first step, warm-up included.
 """
 
@@ -25,12 +25,12 @@ CALIBRATION_SECONDS = 0.02  # per timed step
 CALIBRATION_RECORDS = 50
 CONFIRM_ABOVE_SECONDS = 600.0  # plans longer than this ask first (or need --yes)
 # Transport cost model (seconds), measured with `wirepipe bench --quick` on the 2-core development machine:
-# per iteration (core NATS ~50-90 ms, JetStream ~100-150 ms with N = 2,439 small records), per message
-# (core NATS ~8-10 µs, JetStream with acks ~20 µs, from N = 25,000 points), and once per run, the first
-# step's imports, fork and server start (~0.4-0.5 s); plus the codec work each iteration redoes.
+# per iteration (core NATS ~50-90 ms, JetStream ~100-150 ms with N = 2,439 small records) and per message
+# (core NATS ~8-10 µs, JetStream with acks ~20 µs, from N = 25,000 points); plus the codec work each
+# iteration redoes. A probe (one real iteration of PROBE_RECORDS) scales them to this machine as it is now.
 TRANSPORT_PER_ITERATION = {"nats": 0.06, "jetstream": 0.1}
 TRANSPORT_PER_MESSAGE = {"nats": 9e-6, "jetstream": 20e-6}
-TRANSPORT_FIRST_STEP = 0.45
+PROBE_RECORDS = 500
 # Around the measuring: zstd dictionaries trained (~0.1-0.2 s for the quick formats), bench.parquet, bench.md,
 # report.md and report.html with its plots written (~0.7 s for the quick matrix).
 AROUND_SECONDS = 0.9
@@ -45,6 +45,7 @@ class Estimate:
     transport: dict[tuple[str, Combo], float] = field(default_factory=dict)  # one iteration over NATS
     iterations: int = 1
     calibration_seconds: float = 0.0
+    transport_factor: float = 1.0  # this machine's transport against the model's (the probe), 1 without one
 
     @property
     def seconds(self) -> float:
@@ -54,8 +55,9 @@ class Estimate:
 
     @property
     def announced(self) -> float:
-        """The whole command after its calibration: the measuring and the work around it (``AROUND_SECONDS``)."""
-        return self.seconds + AROUND_SECONDS
+        """The whole command after its calibration: the measuring and the work around it (``AROUND_SECONDS``,
+        scaled as the transport is: a busy machine writes its files slower too)."""
+        return self.seconds + AROUND_SECONDS * self.transport_factor
 
     def step(self, dataset: str, combo: Combo, phase: str) -> float:
         table = self.codec if phase == "codec" else self.transport
@@ -85,6 +87,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
 
     began = time.perf_counter()
     est = Estimate(iterations=plan.iterations)
+    redone: dict[tuple[str, Combo], float] = {}  # the codec work a transport iteration redoes, per record
     for data in datas:
         n = data.repetitions
         est.repetitions[data.name] = n
@@ -113,7 +116,6 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
                 comp, dec = 1e-6, 0.0
             codec_cost[key] = comp + dec
         shared: set[tuple[str, int]] = set()  # serialize/deserialize are timed once per format and framing
-        first_step = plan.transport != "none" and not est.transport  # the first transport step of the run
         for c in combos:
             per_record = codec_cost.get((c.format, c.codec, c.level), 0.0)
             fmt_key = (c.format, c.records_per_message)
@@ -122,16 +124,38 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
                 shared.add(fmt_key)
                 codec_seconds += fmt_cost[c.format] * n
             est.codec[(data.name, c)] = codec_seconds
-            if plan.transport != "none":
-                messages = -(-n // c.records_per_message)
-                est.transport[(data.name, c)] = (TRANSPORT_PER_ITERATION[plan.transport]
-                                                 + messages * TRANSPORT_PER_MESSAGE[plan.transport]
-                                                 + (fmt_cost[c.format] + per_record) * n)
-                if first_step:
-                    est.transport[(data.name, c)] += TRANSPORT_FIRST_STEP / plan.iterations  # a step per iteration
-                    first_step = False
+            redone[(data.name, c)] = fmt_cost[c.format] + per_record
+    if plan.transport != "none":
+        est.transport_factor = _transport_factor(plan, datas, redone)
+        for (name, c), per_record in redone.items():
+            n = est.repetitions[name]
+            est.transport[(name, c)] = _wire(plan.transport, n, c) * est.transport_factor + per_record * n
     est.calibration_seconds = time.perf_counter() - began
     return est
+
+
+def _wire(transport: str, n: int, combo: Combo) -> float:
+    """The model's seconds of one transport iteration of ``n`` records, codec work aside."""
+    return TRANSPORT_PER_ITERATION[transport] + -(-n // combo.records_per_message) * TRANSPORT_PER_MESSAGE[transport]
+
+
+def _transport_factor(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple[str, Combo], float]) -> float:
+    """How much slower (or faster) than the model one real transport iteration runs on this machine now (a
+    busy machine, another server), from a probe of ``PROBE_RECORDS`` of the first dataset's first plain
+    combination; 1 when the probe cannot run."""
+    from .transport import probe
+
+    data = datas[0]
+    plain = [c for c in redone if c[0] == data.name and not c[1].dictionary]
+    if not plain:
+        return 1.0
+    name, combo = min(plain, key=lambda k: (k[1].codec != "none", k[1].records_per_message))
+    n = min(PROBE_RECORDS, data.repetitions)
+    seconds = probe(plan, data, combo, n)
+    if seconds is None:
+        return 1.0
+    model = _wire(plan.transport, n, combo) + redone[(name, combo)] * n
+    return min(max(seconds / model, 0.5), 10.0)
 
 
 def duration(seconds: float) -> str:
@@ -168,7 +192,8 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
              f"estimated duration: {duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
-             "calibration on this machine)"]
+             "calibration on this machine" + (f", one iteration over {plan.transport} included)"
+                                              if plan.transport != "none" else ")")]
     trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
     if trained:
         lines.append(f"+dict rows for {', '.join(trained)}: zstd with a dictionary trained on the records (small "

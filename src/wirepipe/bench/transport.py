@@ -256,6 +256,36 @@ def _receive_window(latency: Any) -> tuple[int, int]:
     return pc.min(received).as_py() + offset, pc.max(received).as_py() + offset
 
 
+def probe(plan: BenchPlan, data: BenchData, combo: Combo, n: int) -> float | None:
+    """Seconds one transport iteration of ``n`` records takes on this machine now (``estimate`` scales its
+    transport figures by it), or None when it cannot run (the combination fails: the run will say why).
+
+    A first, untimed iteration of a few records pays what only the first one does (imports, the first
+    connection, a fresh server's start): the run's first step would pay it once, not per iteration."""
+    import uuid
+
+    server = None
+    url = plan.url
+    if not url:
+        from ..connectors.nats.server import EmbeddedServer
+
+        server = EmbeddedServer().start()
+        url = server.url
+    try:
+        chunk = batch_size_for(data.raw_bytes)
+        for records in (min(n, 10), n):
+            subject = f"wirepipe.bench.probe.{uuid.uuid4().hex[:12]}"
+            started = time.perf_counter()
+            _one_iteration(url, plan.transport, subject, data, combo, data.values(records), chunk, {}, [],
+                           verify=False)
+        return time.perf_counter() - started
+    except WirepipeError:
+        return None
+    finally:
+        if server is not None:
+            server.close()
+
+
 def check_server(url: str) -> None:
     """Fail before a long bench starts, with one line, when no NATS server answers at ``url``.
 
