@@ -71,6 +71,15 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
     assert few.records == data.records[:300]
     assert few.sample == "300 of the 2,000 records of events.jsonl, drawn at random (seed 0), each once per " \
                          "iteration (N = 300)"
+    # a small file is measured whole, in its order; with N smaller, N of its records drawn at random
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(400)))
+    [whole] = load_data(_plan(tmp_path, inputs=[small], repetitions=500))
+    assert [r["id"] for r in whole.records] == list(range(400))
+    assert whole.sample == "all 400 records of small.jsonl, cycled through the N = 500 repetitions of an iteration"
+    [part] = load_data(_plan(tmp_path, inputs=[small], repetitions=100))
+    ids = [r["id"] for r in part.records]
+    assert len(set(ids)) == 100 and max(ids) >= 300 and part.sample.startswith("100 of the 400 records of small")
 
 
 @pytest.mark.slow

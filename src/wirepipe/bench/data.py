@@ -50,7 +50,12 @@ class BenchData:
         n = repetitions or default_repetitions(self.raw_bytes, scale)
         if n >= len(self.records):
             return replace(self, repetitions=n)
-        records = self.records[:n]
+        if self.file is not None and len(self.records) == self.total:  # all of a small file, in its order
+            import random
+
+            records = random.Random(self.seed).sample(self.records, n)
+        else:  # a random sample in random order, or a dataset's first records: its first n
+            records = self.records[:n]
         return replace(self, records=records, raw_bytes=sum(map(self.raw_of, records)) / n, repetitions=n)
 
     @property
@@ -97,7 +102,8 @@ def _json_size(record: Any) -> int:
 
 def sample_records(path: Path, k: int, seed: int = 0, what: str = "") -> tuple[list[Any], int]:
     """Up to ``k`` records of a JSONL or Parquet file drawn at random (seeded), in random order (any first n of
-    them are a random sample too), and how many records the file has; every record when it has ``k`` or fewer.
+    them are a random sample too), and how many records the file has; every record, in the file's order, when
+    it has ``k`` or fewer.
 
     The file is read twice, the first time only to count its records, so memory holds the sample and not the
     file. Errors as ``read_records``."""
