@@ -65,7 +65,7 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
     assert (f"events: 1,000 of the 2,000 records of events.jsonl, drawn at random (seed 0), cycled through the "
             f"N = {data.repetitions:,} repetitions of an iteration") in text and data.repetitions > 1000
     assert re.search(r"estimated duration: [\d.]+s \(from a [1-9]\d* ms calibration on this machine\)", text), text
-    assert estimate.transport_factor == 1.0 and not estimate.transport  # in-process only: no transport to probe
+    assert estimate.per_iteration == estimate.per_message == 0 and not estimate.transport  # in-process only
     # N smaller than the sample: the first N of the random sample, each measured once per iteration
     [few] = load_data(_plan(tmp_path, inputs=[src], repetitions=300))
     assert few.records == data.records[:300]
@@ -84,21 +84,24 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_the_transport_estimate_is_scaled_by_a_real_iteration(tmp_path: Path) -> None:
-    """Over NATS the calibration runs one real iteration (the probe) and scales the model's transport figures
-    by what it took: each step's estimate is the model's wire cost times that factor plus the codec work."""
-    from wirepipe.bench.estimate import _wire, describe
+    """Over NATS the calibration runs two real iterations (the probes) and fits a transport iteration's cost and
+    a message's to them: each step's estimate is those for its N plus the codec work."""
+    from wirepipe.bench.estimate import TRANSPORT_PER_ITERATION, TRANSPORT_PER_MESSAGE, describe
 
     plan = _plan(tmp_path, dataset="point", format="msgpack", codec="none,zstd", level="fastest",
                  transport="nats", repetitions=2000, iterations=2)
     datas = load_data(plan)
     combos = plan.combos()
     estimate = calibrate(plan, datas, combos)
-    assert 0.5 <= estimate.transport_factor <= 10 and estimate.transport_factor != 1.0  # a probe ran
+    iteration, message = TRANSPORT_PER_ITERATION["nats"], TRANSPORT_PER_MESSAGE["nats"]
+    assert iteration / 2 <= estimate.per_iteration <= iteration * 10 and message / 2 <= estimate.per_message <= \
+        message * 10
+    assert (estimate.per_iteration, estimate.per_message) != (iteration, message)  # the probes ran
     for c in combos:
-        codec_work = estimate.transport[("point", c)] - _wire("nats", 2000, c) * estimate.transport_factor
+        codec_work = estimate.transport[("point", c)] - estimate.per_iteration - 2000 * estimate.per_message
         assert 0 < codec_work < estimate.transport[("point", c)]
     text = " ".join(describe(plan, datas, combos, estimate, 400).split())
-    assert "calibration on this machine, one iteration over nats included)" in text
+    assert "calibration on this machine, two iterations over nats included)" in text
 
 
 @pytest.mark.slow

@@ -6,10 +6,11 @@ one call: ``xz:9`` on small records costs tens of ms per call and must not make 
 calibration itself long). Those per-record costs times N repetitions times K iterations
 (plus the warm-up) give the codec phase; the transport phase adds a per-iteration cost
 (a forked publisher, its connection and the consumer's; a fresh stream with JetStream) and a
-per-message cost measured on the 2-core development machine, scaled by a probe: one real
-iteration of a few hundred records, timed against what the model says it costs (on a busy
-machine both the probe and the run are slower; docs/how-to/study.md has the figures). The progress bar advances in these estimated seconds, so its ETA holds from
-the first step, warm-up included.
+per-message cost, both measured now by two real iterations, of 20 records and of up to 3,000
+(4 MB of raw data at most; on a busy machine both the probes and the run are slower), within
+bounds set by the figures of the 2-core development machine (docs/how-to/study.md has how close
+the estimate came there). The progress bar advances in these estimated seconds, so its ETA
+holds from the first step, warm-up included.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ CONFIRM_ABOVE_SECONDS = 600.0  # plans longer than this ask first (or need --yes
 # Transport cost model (seconds), measured with `wirepipe bench --quick` on the 2-core development machine:
 # per iteration (core NATS ~50-90 ms, JetStream ~100-150 ms with N = 2,439 small records) and per message
 # (core NATS ~8-10 µs, JetStream with acks ~20 µs, from N = 25,000 points); plus the codec work each
-# iteration redoes. A probe (one real iteration of PROBE_RECORDS) scales them to this machine as it is now.
+# iteration redoes. Two probes (real iterations of PROBE_RECORDS records, the larger one at most
+# PROBE_BYTES of raw data) measure both on this machine as it is now; the model's figures bound what they
+# may say (a half to ten times them).
 TRANSPORT_PER_ITERATION = {"nats": 0.06, "jetstream": 0.1}
 TRANSPORT_PER_MESSAGE = {"nats": 9e-6, "jetstream": 20e-6}
-PROBE_RECORDS = 500
+PROBE_RECORDS = (20, 3000)
+PROBE_BYTES = 4_000_000
 # Around the measuring: zstd dictionaries trained (~0.1-0.2 s for the quick formats), bench.parquet, bench.md,
 # report.md and report.html with its plots written (~0.7 s for the quick matrix).
 AROUND_SECONDS = 0.9
@@ -45,7 +49,9 @@ class Estimate:
     transport: dict[tuple[str, Combo], float] = field(default_factory=dict)  # one iteration over NATS
     iterations: int = 1
     calibration_seconds: float = 0.0
-    transport_factor: float = 1.0  # this machine's transport against the model's (the probe), 1 without one
+    per_iteration: float = 0.0  # a transport iteration's own cost and a message's on this machine (the probes)
+    per_message: float = 0.0
+    busy: float = 1.0  # this machine's transport iteration against the model's: how much slower it runs now
 
     @property
     def seconds(self) -> float:
@@ -57,7 +63,7 @@ class Estimate:
     def announced(self) -> float:
         """The whole command after its calibration: the measuring and the work around it (``AROUND_SECONDS``,
         scaled as the transport is: a busy machine writes its files slower too)."""
-        return self.seconds + AROUND_SECONDS * self.transport_factor
+        return self.seconds + AROUND_SECONDS * self.busy
 
     def step(self, dataset: str, combo: Combo, phase: str) -> float:
         table = self.codec if phase == "codec" else self.transport
@@ -126,36 +132,39 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
             est.codec[(data.name, c)] = codec_seconds
             redone[(data.name, c)] = fmt_cost[c.format] + per_record
     if plan.transport != "none":
-        est.transport_factor = _transport_factor(plan, datas, redone)
+        est.per_iteration, est.per_message = _transport_costs(plan, datas, redone)
+        est.busy = est.per_iteration / TRANSPORT_PER_ITERATION[plan.transport]
         for (name, c), per_record in redone.items():
             n = est.repetitions[name]
-            est.transport[(name, c)] = _wire(plan.transport, n, c) * est.transport_factor + per_record * n
+            est.transport[(name, c)] = (est.per_iteration + -(-n // c.records_per_message) * est.per_message
+                                        + per_record * n)
     est.calibration_seconds = time.perf_counter() - began
     return est
 
 
-def _wire(transport: str, n: int, combo: Combo) -> float:
-    """The model's seconds of one transport iteration of ``n`` records, codec work aside."""
-    return TRANSPORT_PER_ITERATION[transport] + -(-n // combo.records_per_message) * TRANSPORT_PER_MESSAGE[transport]
-
-
-def _transport_factor(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple[str, Combo], float]) -> float:
-    """How much slower (or faster) than the model one real transport iteration runs on this machine now (a
-    busy machine, another server), from a probe of ``PROBE_RECORDS`` of the first dataset's first plain
-    combination; 1 when the probe cannot run."""
+def _transport_costs(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple[str, Combo], float]
+                     ) -> tuple[float, float]:
+    """(seconds per transport iteration, per message) on this machine now (a busy machine, another server),
+    from two real iterations of the first dataset's first plain combination, of ``PROBE_RECORDS`` records
+    (the second at most ``PROBE_BYTES`` of raw data), the codec work taken out; the model's figures where the
+    probes cannot run, and within a half to ten times them."""
     from .transport import probe
 
+    model = TRANSPORT_PER_ITERATION[plan.transport], TRANSPORT_PER_MESSAGE[plan.transport]
     data = datas[0]
-    plain = [c for c in redone if c[0] == data.name and not c[1].dictionary]
+    plain = [c for c in redone if c[0] == data.name and not c[1].dictionary and c[1].records_per_message == 1]
+    small = PROBE_RECORDS[0]
+    large = max(2 * small, min(PROBE_RECORDS[1], int(PROBE_BYTES / max(data.raw_bytes, 1.0))))
     if not plain:
-        return 1.0
-    name, combo = min(plain, key=lambda k: (k[1].codec != "none", k[1].records_per_message))
-    n = min(PROBE_RECORDS, data.repetitions)
-    seconds = probe(plan, data, combo, n)
-    if seconds is None:
-        return 1.0
-    model = _wire(plan.transport, n, combo) + redone[(name, combo)] * n
-    return min(max(seconds / model, 0.5), 10.0)
+        return model
+    key = min(plain, key=lambda k: k[1].codec != "none")
+    times = probe(plan, data, key[1], [small, large])
+    if times is None:
+        return model
+    wire = [t - redone[key] * n for t, n in zip(times, (small, large), strict=True)]
+    per_message = min(max((wire[1] - wire[0]) / (large - small), model[1] / 2), model[1] * 10)
+    per_iteration = min(max(wire[0] - per_message * small, model[0] / 2), model[0] * 10)
+    return per_iteration, per_message
 
 
 def duration(seconds: float) -> str:
@@ -192,7 +201,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
              f"estimated duration: {duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
-             "calibration on this machine" + (f", one iteration over {plan.transport} included)"
+             "calibration on this machine" + (f", two iterations over {plan.transport} included)"
                                               if plan.transport != "none" else ")")]
     trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
     if trained:

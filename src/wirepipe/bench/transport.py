@@ -256,9 +256,10 @@ def _receive_window(latency: Any) -> tuple[int, int]:
     return pc.min(received).as_py() + offset, pc.max(received).as_py() + offset
 
 
-def probe(plan: BenchPlan, data: BenchData, combo: Combo, n: int) -> float | None:
-    """Seconds one transport iteration of ``n`` records takes on this machine now (``estimate`` scales its
-    transport figures by it), or None when it cannot run (the combination fails: the run will say why).
+def probe(plan: BenchPlan, data: BenchData, combo: Combo, sizes: list[int]) -> list[float] | None:
+    """Seconds one transport iteration takes on this machine now, for each of ``sizes`` records (``estimate``
+    fits its transport figures to them), or None when it cannot run (the combination fails: the run will
+    say why).
 
     A first, untimed iteration of a few records pays what only the first one does (imports, the first
     connection, a fresh server's start): the run's first step would pay it once, not per iteration."""
@@ -273,12 +274,14 @@ def probe(plan: BenchPlan, data: BenchData, combo: Combo, n: int) -> float | Non
         url = server.url
     try:
         chunk = batch_size_for(data.raw_bytes)
-        for records in (min(n, 10), n):
+        seconds = []
+        for records in (10, *sizes):
             subject = f"wirepipe.bench.probe.{uuid.uuid4().hex[:12]}"
             started = time.perf_counter()
             _one_iteration(url, plan.transport, subject, data, combo, data.values(records), chunk, {}, [],
                            verify=False)
-        return time.perf_counter() - started
+            seconds.append(time.perf_counter() - started)
+        return seconds[1:]
     except WirepipeError:
         return None
     finally:
