@@ -84,7 +84,7 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_the_transport_estimate_is_scaled_by_a_real_iteration(tmp_path: Path) -> None:
-    """Over NATS the calibration runs two real iterations (the probes) and fits a transport iteration's cost and
+    """Over NATS the calibration runs real iterations (the probes) and fits a transport iteration's cost and
     a message's to them: each step's estimate is those for its N plus the codec work."""
     from wirepipe.bench.estimate import TRANSPORT_PER_ITERATION, TRANSPORT_PER_MESSAGE, describe
 
@@ -101,7 +101,7 @@ def test_the_transport_estimate_is_scaled_by_a_real_iteration(tmp_path: Path) ->
         codec_work = estimate.transport[("point", c)] - estimate.per_iteration - 2000 * estimate.per_message
         assert 0 < codec_work < estimate.transport[("point", c)]
     text = " ".join(describe(plan, datas, combos, estimate, 400).split())
-    assert "calibration on this machine, two iterations over nats included)" in text
+    assert "calibration on this machine, three iterations over nats included)" in text
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ one call: ``xz:9`` on small records costs tens of ms per call and must not make 
 calibration itself long). Those per-record costs times N repetitions times K iterations
 (plus the warm-up) give the codec phase; the transport phase adds a per-iteration cost
 (a forked publisher, its connection and the consumer's; a fresh stream with JetStream) and a
-per-message cost, both measured now by two real iterations, of 20 records and of up to 3,000
+per-message cost, both measured now by real iterations, of 20 records (twice) and of up to 10,000
 (4 MB of raw data at most; on a busy machine both the probes and the run are slower), within
 bounds set by the figures of the 2-core development machine (docs/how-to/study.md has how close
 the estimate came there). The progress bar advances in these estimated seconds, so its ETA
@@ -33,7 +33,7 @@ CONFIRM_ABOVE_SECONDS = 600.0  # plans longer than this ask first (or need --yes
 # may say (a half to ten times them).
 TRANSPORT_PER_ITERATION = {"nats": 0.06, "jetstream": 0.1}
 TRANSPORT_PER_MESSAGE = {"nats": 9e-6, "jetstream": 20e-6}
-PROBE_RECORDS = (20, 3000)
+PROBE_RECORDS = (20, 10_000)
 PROBE_BYTES = 4_000_000
 # Around the measuring: zstd dictionaries trained (~0.1-0.2 s for the quick formats), bench.parquet, bench.md,
 # report.md and report.html with its plots written (~0.7 s for the quick matrix).
@@ -145,7 +145,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
 def _transport_costs(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple[str, Combo], float]
                      ) -> tuple[float, float]:
     """(seconds per transport iteration, per message) on this machine now (a busy machine, another server),
-    from two real iterations of the first dataset's first plain combination, of ``PROBE_RECORDS`` records
+    from real iterations of the first dataset's first plain combination, of ``PROBE_RECORDS`` records
     (the second at most ``PROBE_BYTES`` of raw data), the codec work taken out; the model's figures where the
     probes cannot run, and within a half to ten times them."""
     from .transport import probe
@@ -158,12 +158,13 @@ def _transport_costs(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple
     if not plain:
         return model
     key = min(plain, key=lambda k: k[1].codec != "none")
-    times = probe(plan, data, key[1], [small, large])
+    times = probe(plan, data, key[1], [small, large, small])  # the small one twice: before and after
     if times is None:
         return model
-    wire = [t - redone[key] * n for t, n in zip(times, (small, large), strict=True)]
-    per_message = min(max((wire[1] - wire[0]) / (large - small), model[1] / 2), model[1] * 10)
-    per_iteration = min(max(wire[0] - per_message * small, model[0] / 2), model[0] * 10)
+    small_wire = (times[0] + times[2]) / 2 - redone[key] * small
+    large_wire = times[1] - redone[key] * large
+    per_message = min(max((large_wire - small_wire) / (large - small), model[1] / 2), model[1] * 10)
+    per_iteration = min(max(small_wire - per_message * small, model[0] / 2), model[0] * 10)
     return per_iteration, per_message
 
 
@@ -201,7 +202,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
              *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
              f"estimated duration: {duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
-             "calibration on this machine" + (f", two iterations over {plan.transport} included)"
+             "calibration on this machine" + (f", three iterations over {plan.transport} included)"
                                               if plan.transport != "none" else ")")]
     trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
     if trained:
