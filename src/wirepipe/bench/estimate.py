@@ -28,9 +28,9 @@ CONFIRM_ABOVE_SECONDS = 600.0  # plans longer than this ask first (or need --yes
 # Transport cost model (seconds), measured with `wirepipe bench --quick` on the 2-core development machine:
 # per iteration (core NATS ~50-90 ms, JetStream ~100-150 ms with N = 2,439 small records) and per message
 # (core NATS ~8-10 µs, JetStream with acks ~20 µs, from N = 25,000 points); plus the codec work each
-# iteration redoes. Two probes (real iterations of PROBE_RECORDS records, the larger one at most
-# PROBE_BYTES of raw data) measure both on this machine as it is now; the model's figures bound what they
-# may say (a half to ten times them).
+# iteration redoes. Probes (real iterations of PROBE_RECORDS records, the larger one at most PROBE_BYTES of
+# raw data) measure both on this machine as it is now; the model's figures bound what they may say (a half
+# to ten times them).
 TRANSPORT_PER_ITERATION = {"nats": 0.06, "jetstream": 0.1}
 TRANSPORT_PER_MESSAGE = {"nats": 9e-6, "jetstream": 20e-6}
 PROBE_RECORDS = (20, 10_000)
@@ -146,7 +146,7 @@ def _transport_costs(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple
                      ) -> tuple[float, float]:
     """(seconds per transport iteration, per message) on this machine now (a busy machine, another server),
     from real iterations of the first dataset's first plain combination, of ``PROBE_RECORDS`` records
-    (the second at most ``PROBE_BYTES`` of raw data), the codec work taken out; the model's figures where the
+    (the larger at most ``PROBE_BYTES`` of raw data), the codec work taken out; the model's figures where the
     probes cannot run, and within a half to ten times them."""
     from .transport import probe
 
