@@ -36,8 +36,8 @@ TRANSPORT_PER_MESSAGE = {"nats": 9e-6, "jetstream": 20e-6}
 PROBE_RECORDS = (20, 10_000)
 PROBE_BYTES = 4_000_000
 # Around the measuring: zstd dictionaries trained (~0.1-0.2 s for the quick formats), bench.parquet, bench.md,
-# report.md and report.html with its plots written (~0.7 s for the quick matrix).
-AROUND_SECONDS = 0.9
+# report.md and report.html with its plots written (~0.4-0.7 s for the quick matrix).
+AROUND_SECONDS = 0.6
 
 
 @dataclass
