@@ -4,6 +4,7 @@ over a real nats-server (and a consumer that failed to start), read as one flow.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -51,7 +52,9 @@ def deployment(nats_server: EmbeddedServer, tmp_path: Path) -> Path:
         for i in range(N)))
     (tmp_path / "publish.yaml").write_text(PUBLISH)
     (tmp_path / "consume.yaml").write_text(CONSUME)
-    env = {"NATS_URL": nats_server.url, "PYTHONPATH": str(Path(__file__).parent)}
+    # nats_fixtures for the map function, before what the caller's PYTHONPATH has (a worktree's src)
+    env = {"NATS_URL": nats_server.url,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     with open(tmp_path / "pool.log", "w") as log:
         pool = start_wirepipe("run", "consume.yaml", "--workers", "2", stdout=subprocess.DEVNULL, stderr=log, env=env,
                               cwd=tmp_path)
