@@ -132,7 +132,7 @@ def test_train_reports_the_gain_on_held_out_records_and_publishes_by_name_and_by
 
     listed = wirepipe("dict", "list", "nats://DICTS", "--url", url)
     assert listed.returncode == 0 and listed.stdout.startswith(f"tx\tid {dict_id}\t{len(local):,} B\t")
-    assert f"+{gain:.1f}% vs zstd" in listed.stdout
+    assert f"\t{gain:.1f}% smaller than zstd\n" in listed.stdout  # the figure train printed
     shown = wirepipe("dict", "show", f"nats://DICTS/id/{dict_id}", "--url", url, "--out", str(tmp_path / "s"))
     assert shown.returncode == 0, shown.stderr
     assert f"id {dict_id}, {len(local):,} bytes" in shown.stdout and "trained_on: 1600" in shown.stdout

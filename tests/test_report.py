@@ -251,6 +251,44 @@ def test_recommendations_follow_the_figures() -> None:
     assert {r.kind: r.group.label for r in fast_lan.recommendations}["bandwidth"] == "fast"
 
 
+def test_a_failed_combination_is_never_a_pick_even_with_rows() -> None:
+    """Results of an older bench kept a failed combination's rows (its in-process figures, the fastest here):
+    its run's failures name it, so no pick is it; the figures pick among the others."""
+    from wirepipe.report.results import RunInfo
+
+    runs = {"run-fast": RunInfo("run-fast", failures={"fast": "nats: the records that crossed NATS differ"})}
+    report = summarize(_bench_table(), runs=runs, bandwidth_bps=parse_bandwidth("10Gbit"))
+    assert {r.kind: r.group.label for r in report.recommendations} == {
+        "fastest": "mid", "smallest": "small", "bandwidth": "mid"}
+    assert {g.label: g.failed for g in report.groups} == {
+        "fast": "nats: the records that crossed NATS differ", "small": None, "mid": None}
+    assert report.failures == {"fast": "nats: the records that crossed NATS differ"}
+
+
+def test_one_run_is_recommended_with_the_figures_of_its_tables(results: Path) -> None:
+    """One configuration measured: the recommendation's µs per record is the total its tables show (the
+    sides' sum, not a median over batches beside a mean), and its bytes on the wire are the tables' too."""
+    from wirepipe.report.render import recommend_lines, tables
+    from wirepipe.report.table import num
+
+    res = load_results([results / "msgpack.parquet"])
+    report = summarize(res.stages, res.latency, res.runs)
+    [only] = report.recommendations
+    g = only.group
+    assert only.kind == "only" and g.path_median != g.path_ns_per_record  # batches vary: the two differ
+    sides = next(t for t in tables(report) if t.title.startswith("Publish side and consume side"))
+    [row] = sides.rows
+    total = num(g.publish_side.ns_per_record / 1e3 + g.consume_side.ns_per_record / 1e3)
+    assert row[-1] == num(g.path_ns_per_record, 1e3) == total
+    assert only.why.startswith(f"{row[-1]} µs per record (publish + consume side), "
+                               f"{num(g.wire_bytes_per_record)} B per record on the wire, ~")
+    assert f": {row[-1]} µs per record (publish + consume side)" in " ".join(recommend_lines(report, 200))
+    # a figure not known is an ASCII "-": one column and one byte wherever the table is shown
+    assert row[:4] == ["points-msgpack-zstd", "msgpack|zstd:fastest", row[2], "serialize+compress"]
+    cells = [c for t in tables(report) for r in t.rows for c in r]
+    assert "-" in cells and "–" not in "".join(cells)
+
+
 def test_recommended_snippet_is_a_valid_pipeline() -> None:
     report = summarize(_bench_table())
     mid = next(r.group for r in report.recommendations if r.kind == "bandwidth")

@@ -7,7 +7,8 @@ timed once per format per iteration and shared by that format's codec rows; comp
 decompress are timed per codec and level. Iterations are the outer loop, so drift on a
 busy machine spreads over every combination alike. The first iteration (the warm-up)
 also checks the round trip: a combination whose output differs from its input (or that
-rejects a record) is reported as failed with the reason, never dropped.
+rejects a record) is reported as failed with the reason, never dropped (``round_trip``: the
+same check the transport makes).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..operators.serialize import Serialize
 from ..operators.unpack import Unpack
 from .combos import Combo
 from .data import BenchData
+from .round_trip import round_trip_error
 from .timing import Timed, batch_size_for, chunks, time_batches
 
 
@@ -49,74 +51,6 @@ class ComboResult:
     error: str | None = None
     wire_done: bool = False  # every iteration also went through NATS (set by the transport phase)
     digest: str | None = None  # of the serialized payloads: equal digests = byte-identical formats
-
-
-def round_trip_error(decoded: list[Any], values: list[Any], fmt: str, schema: Any) -> str | None:
-    """Why decoded differs from the input (the first differing record and field), or None when it equals it;
-    for typed formats, in the schema's shape (absent optional fields read as None; msgpack-array, positional
-    at the top level only, there)."""
-    if decoded == values:
-        return None
-    from ..schema import RecordSchema, with_defaults
-
-    if isinstance(schema, RecordSchema) and FORMATS[fmt].typed:
-        fill = with_defaults(schema)
-        values = [fill(v) for v in values]
-    elif isinstance(schema, RecordSchema) and FORMATS[fmt].needs_schema:
-        values = [{name: v.get(name) for name in schema.names} if type(v) is dict else v for v in values]
-    return first_difference(decoded, values)
-
-
-def first_difference(got: list[Any], wanted: list[Any]) -> str | None:
-    """The first place two lists of records differ, as a reader finds it: the record's index, the field's path
-    and both values, with their types when those differ.
-
-    >>> first_difference([{"a": 1, "b": [1, 2]}], [{"a": 1, "b": [1, 3]}])
-    'record 0, field b[1]: 3 in the input, 2 decoded'
-    >>> first_difference([{"a": "1"}], [{"a": 1, "b": None}])
-    "record 0, field a: 1 (int) in the input, '1' (str) decoded"
-    """
-    if len(got) != len(wanted):
-        return f"{len(got)} records decoded from {len(wanted)}"
-    for i, (g, w) in enumerate(zip(got, wanted, strict=True)):
-        where = _difference(g, w, "")
-        if where is not None:
-            path, gv, wv = where
-            field = f", field {path}" if path else ""
-            typed = type(gv) is not type(wv) and _ABSENT not in (gv, wv)
-            return (f"record {i}{field}: {_shown(wv, typed)} in the input, {_shown(gv, typed)} decoded")
-    return None
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-_ABSENT = _Absent()
-
-
-def _difference(got: Any, wanted: Any, path: str) -> tuple[str, Any, Any] | None:
-    if isinstance(got, dict) and isinstance(wanted, dict):
-        for key in [*wanted, *(k for k in got if k not in wanted)]:
-            sub = f"{path}.{key}" if path else str(key)
-            found = _difference(got.get(key, _ABSENT), wanted.get(key, _ABSENT), sub)
-            if found is not None:
-                return found
-        return None
-    if isinstance(got, (list, tuple)) and isinstance(wanted, (list, tuple)):
-        for j, (g, w) in enumerate(zip(got, wanted, strict=False)):
-            found = _difference(g, w, f"{path}[{j}]")
-            if found is not None:
-                return found
-        return None if len(got) == len(wanted) else (path, f"{len(got)} items", f"{len(wanted)} items")
-    return None if got == wanted else (path, got, wanted)  # 1 and 1.0 are equal for a round trip
-
-
-def _shown(value: Any, typed: bool, limit: int = 60) -> str:
-    text = repr(value) if isinstance(value, (str, bytes, _Absent)) else str(value)
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return f"{text} ({type(value).__name__})" if typed else text
 
 
 def _nbytes(batches: list[list[bytes]]) -> int:
@@ -165,22 +99,28 @@ def time_codecs(data: BenchData, combos: list[Combo], repetitions: int, iteratio
                 r = results[c]
                 if timing.digest is not None:
                     r.digest = timing.digest
-                if progress is not None:
+                if not r.error:
+                    _add_iteration(r, ops[c], timing, repetitions, it)
+                if progress is not None:  # after the step: the progress journal lists what finished
                     progress(c)
-                if r.error:
-                    continue
-                r.error = timing.error
-                if timing.error:
-                    continue
-                comp, decomp = ops[c]
-                rows: list[StageTime] | str = [*timing.rows_before, *timing.rows_after]
-                if comp is not None and decomp is not None:
-                    rows = _time_codec(c, comp, decomp, timing, repetitions, warm_up=it == 0)
-                if isinstance(rows, str):
-                    r.error = rows
-                elif it:
-                    r.iterations.append(rows)
     return list(results.values())
+
+
+def _add_iteration(r: ComboResult, ops: tuple[Compress | None, Decompress | None], timing: _FormatTiming,
+                   repetitions: int, it: int) -> None:
+    """One iteration of a combination on its format's timing (iteration 0, the warm-up, only checks), or why it
+    failed."""
+    r.error = timing.error
+    if timing.error:
+        return
+    comp, decomp = ops
+    rows: list[StageTime] | str = [*timing.rows_before, *timing.rows_after]
+    if comp is not None and decomp is not None:
+        rows = _time_codec(r.combo, comp, decomp, timing, repetitions, warm_up=it == 0)
+    if isinstance(rows, str):
+        r.error = rows
+    elif it:
+        r.iterations.append(rows)
 
 
 def _codec_operators(combos: list[Combo], dictionaries: dict[str, str]
@@ -226,7 +166,7 @@ def _time_format(fmt: str, k: int, batches: list[list[Any]], data: BenchData, va
     ser_bytes = _nbytes(serialized.outputs)
     before.append(_row(Stage.SERIALIZE, ser, serialized, repetitions, round(data.raw_bytes * repetitions), ser_bytes))
     after.insert(0, _row(Stage.DESERIALIZE, deser, deserialized, repetitions, ser_bytes, None))
-    differs = round_trip_error(_flat(decoded.outputs), values, fmt, schema) if warm_up else None
+    differs = round_trip_error(_flat(decoded.outputs), values) if warm_up else None
     error = _first(errors) or (f"{fmt}: decoded records differ from the input: {differs}" if differs else None)
     return _FormatTiming(before, after, serialized.outputs, error, _digest(serialized.outputs) if warm_up else None)
 

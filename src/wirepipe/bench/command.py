@@ -61,7 +61,7 @@ class BenchOptions(Strict):
     quick: bool = False
     zstd_dict: Literal["train"] | None = None
     records_per_message: Annotated[list[Annotated[int, Field(ge=1)]] | None, BeforeValidator(_listed)] = None
-    seed: int = Field(default=0, description="the random seed of the built-in datasets' records")
+    seed: int = Field(default=0, description="the random seed of the built-in datasets' records and of the sample drawn from each --input")
 
     @field_validator("dataset")
     @classmethod
@@ -244,12 +244,13 @@ def write_outputs(run: BenchRun, console: Any, seconds: float) -> None:
 
     from ..report.plots import write_html
     from ..report.render import write_markdown
+    from ..report.results import RunInfo
     from ..report.summary import summarize
 
     plan = run.plan
     path = write_results(run)
-    report = summarize(rows_table(run), latency_table(run), bandwidth_bps=run.bandwidth)
-    report.failures = run.errors
+    report = summarize(rows_table(run), latency_table(run), {run.run_id: RunInfo(run.run_id, failures=run.errors, samples=run.samples)},
+                       bandwidth_bps=run.bandwidth)
     (plan.out / "bench.md").write_text(render_markdown(run, report), encoding="utf-8")
     write_markdown(report, plan.out / "report.md")
     notes = write_html(report, plan.out / "report.html")
@@ -268,7 +269,8 @@ def _protocol(run: BenchRun, dataset: str) -> str:
     n = ms[0].repetitions if ms else 0
     raw = ms[0].raw_bytes if ms else 0
     note = "" if dataset in DATASETS else " (raw = the record's compact JSON size)"
-    return (f"N = {n} repetitions per iteration, K = {run.plan.iterations} iterations after a warm-up; "
+    sample = run.samples.get(dataset) or f"N = {n} repetitions per iteration"
+    return (f"Measured on {sample}; K = {run.plan.iterations} iterations after a warm-up; "
             f"times in ms per iteration, median [min-max]; sizes in bytes per record; "
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 

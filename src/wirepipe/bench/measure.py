@@ -3,7 +3,7 @@
 Outputs in ``--out``: ``bench.parquet`` (one row per stage per iteration per
 combination: the stage columns then the bench's own, ``metrics.columns.bench_schema``,
 with the run metadata; ``wirepipe report`` reads it), ``bench.md`` (the
-tables and recommendations), ``bench.progress.jsonl`` (a line per measured step,
+tables and recommendations; a failed combination has no rows, its reason is in the metadata), ``bench.progress.jsonl`` (a line per measured step,
 appended as it finishes: what a run had done when it stopped), and trained zstd
 dictionaries when asked for.
 """
@@ -23,7 +23,7 @@ from typing import Any
 from ..core.stages import Stage
 from ..report.recommend import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
-from .combos import BenchPlan, Combo, default_repetitions
+from .combos import BenchPlan, Combo
 from .data import BenchData, from_dataset, from_file
 from .estimate import Estimate
 from .study_tables import Measured, Spread
@@ -43,6 +43,7 @@ class BenchRun:
     bandwidth: float = DEFAULT_BANDWIDTH
     interrupted: bool = False  # Ctrl-C: what finished is kept, the rest is in not_measured
     not_measured: list[str] = field(default_factory=list)
+    samples: dict[str, str] = field(default_factory=dict)  # dataset -> what was measured (``BenchData.sample``)
 
     @property
     def failed(self) -> list[str]:
@@ -55,7 +56,9 @@ class BenchRun:
 
 
 def load_data(plan: BenchPlan) -> list[BenchData]:
-    return [from_dataset(d, plan.seed) for d in plan.datasets] + [from_file(p) for p in plan.inputs]
+    """Each dataset's and file's sample, with its N (``BenchData.for_plan``)."""
+    samples = [from_dataset(d, plan.seed) for d in plan.datasets] + [from_file(p, plan.seed) for p in plan.inputs]
+    return [data.for_plan(plan.repetitions, plan.scale) for data in samples]
 
 
 def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[str, str]:
@@ -147,6 +150,7 @@ def run_bench(plan: BenchPlan, on_step: Callable[[str, float, float], None] | No
     """
     run = BenchRun(plan, uuid.uuid4().hex)
     datas = load_data(plan) if datas is None else datas
+    run.samples = {data.name: data.sample for data in datas}
     combos = plan.combos()
     phases = ("codec",) if plan.transport == "none" else ("codec", "transport")
 
@@ -216,7 +220,7 @@ def _measure(run: BenchRun, datas: list[BenchData], combos: list[Combo],
              step: Callable[[Combo, BenchData, str], None]) -> None:
     plan = run.plan
     for data in datas:
-        n = plan.repetitions or default_repetitions(data.raw_bytes, plan.scale)
+        n = data.repetitions
         results: dict[Combo, ComboResult] = {}
         try:
             dictionaries = (train_dictionaries(data, plan.formats, plan.out)
@@ -255,7 +259,8 @@ def _keep(run: BenchRun, data: BenchData, results: dict[Combo, ComboResult], n: 
     run.measured[data.name] = [measured_from(data, r, n, run.latency.get(f"{data.name}: {r.combo.label}"))
                                for r in kept]
     for r in kept:
-        run.raw_rows += raw_rows(run.run_id, data, r)
+        if not r.error:  # a failed combination's figures are of a chain that does not work: only its reason is kept
+            run.raw_rows += raw_rows(run.run_id, data, r)
 
 
 def rows_table(run: BenchRun) -> Any:
@@ -299,6 +304,7 @@ def write_results(run: BenchRun) -> Path:
     meta["wirepipe.bench.not_measured"] = json.dumps(run.not_measured)
     meta["wirepipe.bench.repetitions"] = json.dumps(
         {d: ms[0].repetitions for d, ms in run.measured.items() if ms})
+    meta["wirepipe.bench.samples"] = json.dumps(run.samples)  # what was measured of each dataset, in words
     meta["wirepipe.bench.deflate"] = deflate_choice()  # which library ran zlib/gzip/deflate, by level and size
     table = rows_table(run)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})

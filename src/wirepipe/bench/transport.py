@@ -8,8 +8,9 @@ embedded one unless ``--url``):
     consumer:   consume -> decompress -> deserialize -> [unpack] -> null
 
 On the first iteration the consumer keeps what it decoded and the run checks it equals
-the input, in order. The ``publish`` and ``consume`` stage times and the per-record end-to-end latency
-(``Wirepipe-Sent-At`` to the end of the consumer's last stage) come from these runs;
+the input, in order (``round_trip``: the check the in-process phase makes). The ``publish`` and
+``consume`` stage times and the per-record end-to-end latency (``Wirepipe-Sent-At`` to the end of
+the consumer's last stage) come from these runs;
 the codec stages keep their in-process figures (the same operators, measured without
 a network competing for the two cores).
 
@@ -34,9 +35,10 @@ from ..connectors.nats.connection import split_urls
 from ..core.errors import WirepipeError
 from ..core.stages import Stage
 from ..testing import TestingSink, TestingSource
-from .codec_timing import ComboResult, StageTime, first_difference
+from .codec_timing import ComboResult, StageTime
 from .combos import BenchPlan, Combo
 from .data import BenchData
+from .round_trip import round_trip_error
 from .timing import batch_size_for, chunks
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
@@ -177,9 +179,10 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     if received < n:
         raise WirepipeError(f"{n - received} of {n} records did not arrive"
                             + (" (core NATS is at-most-once: a slow consumer drops)" if transport == "nats" else ""))
-    if verify and consumer.sink.records != values:
-        raise WirepipeError("the records that crossed NATS differ from the input (or arrived out of order): "
-                            f"{first_difference(consumer.sink.records, values)}")
+    differs = round_trip_error(consumer.sink.records, values) if verify else None
+    if differs:
+        raise WirepipeError(f"the records that crossed NATS differ from the input (or arrived out of order): "
+                            f"{differs}")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
     _, con_latency = consumer.metrics.tables()
     p0, p1, p_bytes = _stage_total(pub_rows, Stage.PUBLISH)
@@ -251,6 +254,39 @@ def _receive_window(latency: Any) -> tuple[int, int]:
     received = latency.column("received_ns")
     offset = time.monotonic_ns() - time.time_ns()
     return pc.min(received).as_py() + offset, pc.max(received).as_py() + offset
+
+
+def probe(plan: BenchPlan, data: BenchData, combo: Combo, sizes: list[int]) -> list[float] | None:
+    """Seconds one transport iteration takes on this machine now, for each of ``sizes`` records (``estimate``
+    fits its transport figures to them), or None when it cannot run (the combination fails: the run will
+    say why).
+
+    A first, untimed iteration of a few records pays what only the first one does (imports, the first
+    connection, a fresh server's start): the run's first step would pay it once, not per iteration."""
+    import uuid
+
+    server = None
+    url = plan.url
+    if not url:
+        from ..connectors.nats.server import EmbeddedServer
+
+        server = EmbeddedServer().start()
+        url = server.url
+    try:
+        chunk = batch_size_for(data.raw_bytes)
+        seconds = []
+        for records in (10, *sizes):
+            subject = f"wirepipe.bench.probe.{uuid.uuid4().hex[:12]}"
+            started = time.perf_counter()
+            _one_iteration(url, plan.transport, subject, data, combo, data.values(records), chunk, {}, [],
+                           verify=False)
+            seconds.append(time.perf_counter() - started)
+        return seconds[1:]
+    except WirepipeError:
+        return None
+    finally:
+        if server is not None:
+            server.close()
 
 
 def check_server(url: str) -> None:

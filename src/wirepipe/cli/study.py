@@ -32,7 +32,7 @@ def bench(
     zstd_dict: Annotated[str | None, typer.Option(help="`train`: add zstd rows with a dictionary trained on the data", metavar="ZSTD-DICT")] = None,
     records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100", metavar="RECORDS-PER-MESSAGE")] = None,
     bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit", metavar="BANDWIDTH")] = "100Mbit",
-    seed: Annotated[int, typer.Option(help="random seed of the built-in datasets' records", metavar="SEED")] = 0,
+    seed: Annotated[int, typer.Option(help="random seed of the built-in datasets' records and of the sample drawn from each --input", metavar="SEED")] = 0,
     reference_tables: Annotated[bool, typer.Option("--reference-tables", help=(
         "print published benchmarks' tables (FlatMessage's Point and Large Vectors, a Rust transaction serde "
         "benchmark, a feed JSON benchmark) with wirepipe's formats; --dataset picks tables, -k/-n override"))] = False,

@@ -335,9 +335,12 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     out = []
     for name in [dataset] if dataset else held:
         groups = [g for g in report.groups if g.dataset == name and (want is None or g.chain == want)
-                  and g.path_ns_per_record]
+                  and g.path_ns_per_record and not g.failed]
         if not groups:
-            have = sorted({f"{g.dataset} {g.chain}" for g in report.groups})
+            failed = report.failures.get(f"{name}: {want}")
+            if failed:
+                raise WirepipeError(f"{name} {want} failed in the bench, so it is not planned with: {failed}")
+            have = sorted({f"{g.dataset} {g.chain}" for g in report.groups if not g.failed})
             raise WirepipeError(f"no configuration {name or ''} {want or ''} in {', '.join(paths)}; "
                                 f"it has: {', '.join(have[:20]) or 'no stage rows'}")
         g = min(groups, key=lambda g: g.path_ns_per_record or math.inf)

@@ -101,6 +101,7 @@ class GroupSummary:
     span: tuple[int, int] | None = None  # its runs' first start to its rows' last end, Unix ns
     workers: list[GroupSummary] = field(default_factory=list)  # a pool's: one per worker (its restarts included)
     flow: tuple[GroupSummary, GroupSummary] | None = None  # a flow's publisher and consumer (see ``flows``)
+    failed: str | None = None  # a bench's configuration that failed (its round trip, a loss): why; never a pick
 
     @property
     def path_median(self) -> float | None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..core.stages import Stage
 from ..storage.files import write_bytes_atomic
-from .render import extra_tables, failure_lines, runs_table, snippets, tables
+from .render import SAMPLES, extra_tables, failure_lines, runs_table, sample_lines, snippets, tables
 from .summary import Report
 
 CDF_POINTS = 100  # per latency CDF in the page: a smooth curve, a few kB
@@ -382,6 +382,9 @@ def to_html(report: Report, title: str = "wirepipe report") -> tuple[str, list[s
     tabs = tables(report)
     body = [f"<h1>{esc(title)}</h1>", tabs[0].html()]
     body += [f"<h3>{esc(name)}</h3><pre>{esc(yaml)}</pre>" for name, yaml in snippets(report)]
+    if report.samples:
+        body.append(f"<h2>{SAMPLES}</h2><ul>" + "".join(f"<li>{esc(line)}</li>" for line in sample_lines(report))
+                    + "</ul>")
     body.append("<h2>Plots</h2>")
     body += [f"<div class=\"plot\">{p}</div>" for p in plots]
     if report.failures:

@@ -2,7 +2,8 @@
 
 Ranked by the median (a bench: over iterations; robust to one slow one), each pick names
 the configurations tied with it within noise (overlapping intervals of the median) and is
-never a configuration that writes the same bytes as a faster one. A dataset measured in one
+never a configuration that writes the same bytes as a faster one, nor one that failed (a bench's
+failed combinations: ``GroupSummary.failed``). A dataset measured in one
 configuration only gets its figures and no ranking.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .groups import GroupSummary
 from .statistics import overlaps
+from .table import num
 
 DEFAULT_BANDWIDTH = 100e6  # bits per second
 
@@ -48,7 +50,7 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
     """
     out: list[Recommendation] = []
     for dataset in dict.fromkeys(g.dataset for g in groups):
-        cands = [g for g in groups if g.dataset == dataset and g.path_median is not None]
+        cands = [g for g in groups if g.dataset == dataset and g.path_median is not None and not g.failed]
         if not cands:
             continue
         # one configuration measured (a bench's label; a pipeline's chain, however many runs): nothing to rank
@@ -65,7 +67,7 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
             continue
         smallest = min(sized, key=lambda g: (g.wire_bytes_per_record, g.path_median))
         out.append(_fastest_of_same_bytes(Recommendation(
-            dataset, "smallest", smallest, f"{smallest.wire_bytes_per_record:.4g} bytes per record on the wire"),
+            dataset, "smallest", smallest, f"{num(smallest.wire_bytes_per_record)} bytes per record on the wire"),
             cands))
         best = max(sized, key=lambda g: (link_rate(g, bandwidth_bps), -(g.wire_bytes_per_record or 0.0)))
         out.append(_fastest_of_same_bytes(Recommendation(
@@ -76,19 +78,29 @@ def recommend(groups: list[GroupSummary], bandwidth_bps: float) -> list[Recommen
 
 
 def _only(g: GroupSummary, bandwidth_bps: float) -> str:
-    """The figures of the one configuration measured, and how to compare it with others."""
-    wire = f", {g.wire_bytes_per_record:.4g} B per record on the wire" if g.wire_bytes_per_record else ""
-    return (f"{(g.path_median or 0.0) / 1e3:.3g} µs per record (publish + consume side){wire}, ~"
+    """The figures of the one configuration measured (the tables' own: its sides' sum), and how to compare it
+    with others."""
+    wire = f", {num(g.wire_bytes_per_record)} B per record on the wire" if g.wire_bytes_per_record else ""
+    return (f"{num(g.path_ns_per_record, 1e3)} µs per record ({_sides(g)}){wire}, ~"
             f"{link_rate(g, bandwidth_bps):,.0f} records/s on {format_bandwidth(bandwidth_bps)}; the only "
             "configuration measured: `wirepipe bench --input FILE` on these records compares the others")
 
 
+def _sides(g: GroupSummary) -> str:
+    """What ``path_ns_per_record`` sums for this group, in words (the tables' "total")."""
+    pub, con = g.publish_side is not None, g.consume_side is not None
+    return ("publish + consume side" if pub and con else "publish side" if pub else "consume side" if con
+            else "all stages")
+
+
 def _speed(g: GroupSummary) -> str:
-    median = g.path_median or 0.0
+    """The figure a fastest pick is ranked by: the median over iterations with its interval, or with one
+    sample, the group's sides' sum as its tables show it."""
     interval = g.path_interval
-    spread = f" [{interval[0] / 1e3:.3g}-{interval[1] / 1e3:.3g}]" if interval and len(g.path_samples) > 1 else ""
-    what = f"median of {len(g.path_samples)}" if len(g.path_samples) > 1 else "publish + consume side"
-    return f"{median / 1e3:.3g}{spread} µs per record ({what})"
+    if len(g.path_samples) < 2 or interval is None:
+        return f"{num(g.path_ns_per_record, 1e3)} µs per record ({_sides(g)})"
+    return (f"{num(g.path_median, 1e3)} [{num(interval[0], 1e3)}-{num(interval[1], 1e3)}] µs per record "
+            f"(median of {len(g.path_samples)})")
 
 
 def _fastest_of_same_bytes(rec: Recommendation, cands: list[GroupSummary]) -> Recommendation:

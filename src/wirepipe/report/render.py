@@ -17,28 +17,11 @@ from .groups import GroupSummary, StageSummary
 from .recommend import format_bandwidth
 from .statistics import QUANTILES, TimeStats
 from .summary import Report
-from .table import Table, md_cell, terminal_width, wrap
+from .table import Table, md_cell, num, terminal_width, wrap
 
 TIME_COLUMNS = ("mean", "std", "min", *(name for name, _ in QUANTILES), "max")
 _FOR = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
         "only": "one configuration measured"}
-
-
-def num(x: float | int | None, unit_scale: float = 1.0) -> str:
-    """A figure with as many digits as it deserves: 1,234 / 12.3 / 1.23 / 0.0123; ``–`` when unknown."""
-    if x is None:
-        return "–"
-    if isinstance(x, int) and unit_scale == 1.0:
-        return f"{x:,}"
-    v = x / unit_scale
-    a = abs(v)
-    if a >= 100:
-        return f"{v:,.0f}"
-    if a >= 10:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
 
 
 def _times(stats: TimeStats | None, scale: float) -> list[str]:
@@ -47,13 +30,13 @@ def _times(stats: TimeStats | None, scale: float) -> list[str]:
 
 def _side(g: GroupSummary, which: str) -> str:
     side = g.publish_side if which == "publish" else g.consume_side
-    return f"{num(side.ns_per_record, 1e3)} ({'+'.join(side.stages)})" if side else "–"
+    return f"{num(side.ns_per_record, 1e3)} ({'+'.join(side.stages)})" if side else "-"
 
 
 def _sum_row(g: GroupSummary) -> list[str]:
     pub, con = g.publish_side, g.consume_side
-    return [g.label, g.chain or "–", num(pub.ns_per_record, 1e3) if pub else "–", "+".join(pub.stages) if pub else "",
-            num(con.ns_per_record, 1e3) if con else "–", "+".join(con.stages) if con else "",
+    return [g.label, g.chain or "-", num(pub.ns_per_record, 1e3) if pub else "-", "+".join(pub.stages) if pub else "",
+            num(con.ns_per_record, 1e3) if con else "-", "+".join(con.stages) if con else "",
             num(g.path_ns_per_record, 1e3)]
 
 
@@ -65,7 +48,7 @@ def _with_workers(groups: list[GroupSummary]) -> list[GroupSummary]:
 
 
 def _pipeline_row(g: GroupSummary) -> list[str]:
-    return [g.label, g.dataset, g.chain or "–", num(g.records_in), num(g.records_out), num(g.rejected),
+    return [g.label, g.dataset, g.chain or "-", num(g.records_in), num(g.records_out), num(g.rejected),
             num(g.wall_seconds), num(g.records_per_s), num(g.mb_per_s), num(g.time.mean if g.time else None, 1e3),
             num(g.raw_bytes_per_record), num(g.wire_bytes_per_record), num(g.ratio)]
 
@@ -122,11 +105,11 @@ def flows_table(report: Report) -> Table:
     rows = []
     for f in report.flows:
         lat = f.latency.get("end_to_end")
-        rows.append([f.label, f.dataset, f.chain or "–", num(f.records_in), num(f.records_out),
+        rows.append([f.label, f.dataset, f.chain or "-", num(f.records_in), num(f.records_out),
                      num(f.publish_side.ns_per_record if f.publish_side else None, 1e3),
                      num(f.consume_side.ns_per_record if f.consume_side else None, 1e3),
                      num(f.path_ns_per_record, 1e3), num(f.wire_bytes_per_record),
-                     f"{num(lat.p50, 1e6)} / {num(lat.p99, 1e6)}" if lat else "–"])
+                     f"{num(lat.p50, 1e6)} / {num(lat.p99, 1e6)}" if lat else "-"])
     return Table("Flows: publisher -> consumer, end to end",
                  ["flow", "dataset", "chain", "published", "consumed", "publish side µs/rec",
                   "consume side µs/rec", "total µs/rec", "wire B/rec", "latency p50 / p99 ms"],
@@ -159,9 +142,9 @@ def runs_table(report: Report) -> Table:
         if r.run_id in failed:
             continue
         host = r.host
-        rows.append([r.run_id, r.pipeline or "–", _worker(r), r.started_at or "–",
+        rows.append([r.run_id, r.pipeline or "-", _worker(r), r.started_at or "-",
                      f"{host.get('hostname', '?')} ({host.get('cpus', '?')} cpus, Python {host.get('python', '?')})"
-                     if host else "–", r.versions.get("wirepipe", "–")])
+                     if host else "-", r.versions.get("wirepipe", "-")])
     return Table("Runs", ["run", "pipeline", "worker", "started (UTC)", "host", "wirepipe"], rows, [False] * 6,
                  priority=[0, 0, 1, 1, 2, 3])
 
@@ -169,7 +152,7 @@ def runs_table(report: Report) -> Table:
 def failed_starts_table(report: Report) -> Table:
     return Table(f"Failed starts: {len(report.failed_starts)} run(s) that stopped before they could read",
                  ["run", "pipeline", "worker", "started (UTC)"],
-                 [[r.run_id, r.pipeline or "–", _worker(r), r.started_at or "–"] for r in report.failed_starts],
+                 [[r.run_id, r.pipeline or "-", _worker(r), r.started_at or "-"] for r in report.failed_starts],
                  [False] * 4, "a run that stopped before its source and sink were open (it could not connect, "
                  "its input was missing, it was stopped while it waited): the log of that run says why.",
                  [0, 0, 1, 1])
@@ -177,7 +160,15 @@ def failed_starts_table(report: Report) -> Table:
 
 def _worker(r: Any) -> str:
     w = r.worker
-    return f"w{w.get('index')} of {w.get('workers')}" if w else "–"
+    return f"w{w.get('index')} of {w.get('workers')}" if w else "-"
+
+
+SAMPLES = "Samples measured"
+
+
+def sample_lines(report: Report) -> list[str]:
+    """A bench's datasets, one line each: which records were measured and how they were drawn."""
+    return [f"{dataset}: {text}" for dataset, text in report.samples.items()]
 
 
 def failure_lines(report: Report) -> list[str]:
@@ -206,6 +197,8 @@ def print_terminal(report: Report, console: Any = None, width: int | None = None
     width = width or terminal_width()
     ts = tables(report)
     parts = ["\n".join(recommend_lines(report, width))]
+    if report.samples:
+        parts.append("\n".join([SAMPLES, *(x for line in sample_lines(report) for x in wrap(line, width))]) + "\n")
     if report.failures:
         parts.append("\n".join(["Failed combinations", *(x for line in failure_lines(report)
                                                          for x in wrap(line, width))]) + "\n")
@@ -248,6 +241,8 @@ def to_markdown(report: Report, title: str = "wirepipe report") -> str:
     parts = [f"# {title}\n", ts[0].markdown()]
     for name, yaml in snippets(report):
         parts.append(f"#### {name}\n\n```yaml\n{yaml}\n```\n")
+    if report.samples:
+        parts.append(f"### {SAMPLES}\n\n" + "\n".join(f"- {md_cell(line)}" for line in sample_lines(report)) + "\n")
     if report.failures:
         parts.append("### Failed combinations\n\n" + "\n".join(f"- {md_cell(line)}" for line in failure_lines(report))
                      + "\n")

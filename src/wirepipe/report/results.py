@@ -32,6 +32,7 @@ class RunInfo:
     clock_offset: int = 0  # Unix ns minus monotonic ns of the run's process: its rows' times on one clock
     worker: dict[str, Any] = field(default_factory=dict)  # a pool worker's run: {pool, index, workers}
     failures: dict[str, str] = field(default_factory=dict)  # a bench's failed combinations and why
+    samples: dict[str, str] = field(default_factory=dict)  # a bench's datasets: what was measured, in words
     opened: bool = False  # its pipeline's parts opened (a run without batches was idle, not a failed start)
 
     @classmethod
@@ -54,7 +55,7 @@ class RunInfo:
         offset = int(clock["unix_ns"]) - int(clock["monotonic_ns"]) if "monotonic_ns" in clock else 0
         return cls(run_id, get("pipeline") or "", get("started_at") or "", obj("config"), obj("versions"),
                    obj("host"), int(clock.get("unix_ns", 0)), offset, obj("worker"), obj("bench.failures"),
-                   get("opened_at") is not None)
+                   obj("bench.samples"), get("opened_at") is not None)
 
 
 @dataclass

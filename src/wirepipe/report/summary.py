@@ -35,6 +35,7 @@ class Report:
     flows: list[GroupSummary] = field(default_factory=list)  # publisher and consumer of one stream, joined
     failed_starts: list[RunInfo] = field(default_factory=list)  # runs that stopped before their parts opened
     failures: dict[str, str] = field(default_factory=dict)  # a bench's failed combinations and why
+    samples: dict[str, str] = field(default_factory=dict)  # a bench's datasets: what was measured, in words
 
     @property
     def datasets(self) -> list[str]:
@@ -58,8 +59,9 @@ def summarize(stages: Any, latency: Any = None, runs: dict[str, RunInfo] | None 
     recorded = set(rows.run_names)
     failed = [r for r in rows.runs.values() if r.run_id not in recorded and not r.opened]
     failures = {k: v for r in rows.runs.values() for k, v in r.failures.items()}
+    samples = {k: v for r in rows.runs.values() for k, v in r.samples.items()}
     return Report(groups, recommend(candidates, bandwidth_bps), rows.runs, bandwidth_bps, notes, flows, failed,
-                  failures)
+                  failures, samples)
 
 
 class _Rows:
@@ -128,13 +130,15 @@ class _Rows:
         started = [self.runs[self.run_names[r]].started_ns for r in g_runs if self.runs[self.run_names[r]].started_ns]
         pipelines = sorted({str(p) for p in self.table.column("pipeline").take(rows).unique().to_pylist()})
         named = self.datasets[int(rows[0])] if self.datasets is not None else None
+        raw_label = str(self.table.column("label")[int(rows[0])].as_py()) if is_labelled else ""
+        failed = next((why for r in g_runs if (why := self.runs[self.run_names[r]].failures.get(raw_label))), None)
         return GroupSummary(
             label=label, dataset=named if named is not None else _dataset(stages), pipelines=pipelines,
             runs=[self.run_names[r] for r in g_runs], stages=stages, records_in=records_in,
             records_out=records_out, rejected=int(self.rejected[rows].sum()), wall_seconds=wall,
             time=time_stats(per_rec, per_batch_n), path_samples=[float(x) for x in path_rec if np.isfinite(x)],
             payload_digest=digest, labelled=is_labelled,
-            span=(min([int(self.start_u[rows].min()), *started]), int(self.end_u[rows].max())))
+            span=(min([int(self.start_u[rows].min()), *started]), int(self.end_u[rows].max())), failed=failed)
 
     def _stages(self, rows: Any, g_runs: list[int]) -> list[StageSummary]:
         """One summary per stage (step, stage, operator), in run order, then step order."""

@@ -101,6 +101,25 @@ class Table:
                 [*self.alignment, False])
 
 
+def num(x: float | int | None, unit_scale: float = 1.0) -> str:
+    """A figure with as many digits as it deserves: 1,234 / 12.3 / 1.23 / 0.0123; ``-`` when unknown (ASCII, one
+    column in every terminal and one byte: an en dash is three, and two columns where East Asian widths apply).
+    Every table and recommendation writes its figures with it, so one figure reads the same everywhere."""
+    if x is None:
+        return "-"
+    if isinstance(x, int) and unit_scale == 1.0:
+        return f"{x:,}"
+    v = x / unit_scale
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
 def md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
