@@ -72,7 +72,7 @@ def schema_diff(
     writer_schemas), and A those of B. Exits 0 when the two are identical (one fingerprint), 1 when they
     differ, 2 when one cannot be read."""
     from ..schema import schema_fingerprint
-    from ..schema_evolution import compare_schemas
+    from ..schema.evolution import compare_schemas
 
     (label_a, first), (label_b, second) = _schema_named(a), _schema_named(b)
     forward, backward = compare_schemas(first, second), compare_schemas(second, first)

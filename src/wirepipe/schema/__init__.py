@@ -40,8 +40,9 @@ message as ``Wirepipe-Schema`` (docs/concepts/wire-contract.md has the rules a p
 The package holds one concept per module, each re-exported here (``from wirepipe.schema import X``):
 ``language`` (the kinds, ``SchemaError``), ``types`` (``Type``, ``Field``, ``RecordSchema`` and their
 spellings), ``parsing`` (YAML, JSON, files), ``inference`` (from Arrow and from records), ``checks`` (why a
-value does not fit), ``extra_fields`` and ``projection`` (fields a schema does not declare: found, dropped) and
-``fingerprint`` (the canonical form and the ``Wirepipe-Schema`` fingerprint).
+value does not fit), ``extra_fields`` and ``projection`` (fields a schema does not declare: found, dropped),
+``fingerprint`` (the canonical form and the ``Wirepipe-Schema`` fingerprint) and ``evolution`` (two schemas
+compared, records of one read as the other by field name; ``wirepipe.schema.evolution``, not re-exported).
 """
 
 from .checks import check_value, explain, undeclared
