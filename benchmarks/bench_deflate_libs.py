@@ -32,13 +32,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import Result, interleave, ratio
-from wirepipe.codecs.compression import (
+from wirepipe.codecs.compression import get_codec
+from wirepipe.codecs.deflate import (
     deflate_choice,
     deflate_compressor,
     deflate_decompressor,
     deflate_installed,
     deflate_library,
-    get_codec,
 )
 from wirepipe.codecs.formats import FORMATS
 from wirepipe.datasets import get_dataset

@@ -19,7 +19,7 @@ from wirepipe.core.stores import NotRegistered
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.schema import parse_schema, schema_fingerprint
-from wirepipe.schema_evolution import RULES, incompatibilities
+from wirepipe.schema.evolution import RULES, incompatibilities
 from wirepipe.testing import TestingSink, TestingSource, memory_schema_registry, run
 
 # Two versions of one record, each readable as the other by field name (full): a positional format written with
@@ -193,8 +193,9 @@ def test_schema_push_list_show_diff_on_a_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in (reg / "points").iterdir()) == ["1.yaml", "2.yaml"]
     assert parse_schema(yaml.safe_load((reg / "points" / "2.yaml").read_text())) == parse_schema(V2, "Point")
 
-    listed = invoke("schema", "list", "--registry", str(reg))
-    assert listed.returncode == 0 and listed.stdout.splitlines()[3].split()[:3] == ["points", "2", FP2]
+    listed = invoke("schema", "list", "--registry", str(reg), columns=120)  # a header that wraps moves the rows
+    rows = [line.split()[:3] for line in listed.stdout.splitlines() if line.startswith("points")]
+    assert listed.returncode == 0 and rows == [["points", "2", FP2]], listed.stdout
     shown = invoke("schema", "show", "points@1", "--registry", str(reg))
     assert shown.returncode == 0 and parse_schema(yaml.safe_load(shown.stdout)) == parse_schema(V1, "Point")
     assert shown.stdout.startswith(f"# points version 1 in {reg}: fingerprint {FP1}, registered ")

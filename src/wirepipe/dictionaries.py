@@ -90,13 +90,8 @@ def train(samples: list[bytes], *, level: str | int = "default", size: int | Non
     samples are too few (or too alike) to train on."""
     import zstandard
 
-    from .codecs.compression import (
-        dictionary_size,
-        get_codec,
-        train_zstd_dictionary,
-        zstd_compressor,
-        zstd_dictionary_id,
-    )
+    from .codecs.compression import get_codec
+    from .codecs.zstd import dictionary_size, train_zstd_dictionary, zstd_compressor, zstd_dictionary_id
 
     if not 0 < holdout < 1:
         raise ConfigError(f"--holdout {holdout}: a fraction between 0 and 1 (0.2: one record in five)")

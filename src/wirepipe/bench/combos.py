@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..codecs.chain import Chain
-from ..codecs.compression import get_codec
+from ..codecs.compression import LEVEL_NAMES, get_codec
 from ..codecs.formats import FORMATS
 from ..datasets import DATASETS
 
-ALL_LEVELS = ("fastest", "default", "best")
+ALL_LEVELS = LEVEL_NAMES
 RAW_BYTES_PER_ITERATION = 4_000_000
 MIN_REPETITIONS, MAX_REPETITIONS = 100, 500_000
 SAMPLE_RECORDS = 1000  # distinct records cycled through the repetitions

@@ -211,7 +211,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
     from ..codecs.compression import get_codec
 
     if any(get_codec(c.codec).library == "zlib" for c in combos):  # the deflate family (zlib, gzip, deflate)
-        from ..codecs.compression import deflate_choice
+        from ..codecs.deflate import deflate_choice
 
         lines.append(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
     slow = sorted(((s, c) for (_, c), s in est.codec.items()), key=lambda x: x[0], reverse=True)[:3]

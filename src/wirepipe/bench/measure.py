@@ -68,8 +68,8 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
     """
     import zstandard
 
-    from ..codecs.compression import dictionary_size, train_zstd_dictionary
     from ..codecs.formats import get_format
+    from ..codecs.zstd import dictionary_size, train_zstd_dictionary
     from ..storage.files import write_bytes_atomic
 
     paths: dict[str, str] = {}
@@ -291,7 +291,7 @@ def write_results(run: BenchRun) -> Path:
     """
     import pyarrow.parquet as pq
 
-    from ..codecs.compression import deflate_choice
+    from ..codecs.deflate import deflate_choice
     from ..metrics.recorder import run_metadata
     from ..storage.files import write_atomic
 

@@ -315,7 +315,7 @@ def print_reference_tables(console: Any, iterations: int | None = None, repetiti
                       width: int | None = None) -> dict[str, Any]:
     """Print the tables (all four unless ``tables`` names some) in ``width`` columns (the terminal's);
     returns their rows for tests and files."""
-    from ..codecs.compression import deflate_choice
+    from ..codecs.deflate import deflate_choice
     from ..report.table import terminal_width, wrap
 
     width = width or terminal_width()

@@ -85,7 +85,7 @@ def schema_diff(
     writer_schemas), and A those of B. Exits 0 when the two are identical (one fingerprint), 1 when they
     differ, 2 when one cannot be read."""
     from ..schema import schema_fingerprint
-    from ..schema_evolution import compare_schemas
+    from ..schema.evolution import compare_schemas
 
     (label_a, first), (label_b, second) = _schema_named(a, registry, url), _schema_named(b, registry, url)
     forward, backward = compare_schemas(first, second), compare_schemas(second, first)
@@ -426,7 +426,7 @@ def schema_compatibility(
     a consumer with the latest version reads what the new one writes (upgrade publishers first); full: both;
     _transitive: against every earlier version, not only the latest; none: no check."""
     from ..connectors.schema_registry import DEFAULT_RULE
-    from ..schema_evolution import RULE_MEANINGS
+    from ..schema.evolution import RULE_MEANINGS
 
     if rule is None:
         entry = _with_registry(registry, url, lambda r: r.entry(name))

@@ -214,7 +214,8 @@ def plan(
 @command()
 def codecs() -> None:
     """List every format and codec, its levels, if installed."""
-    from ..codecs.compression import CODECS, deflate_choice
+    from ..codecs.compression import CODECS
+    from ..codecs.deflate import deflate_choice
     from ..codecs.formats import FORMATS
     from ..report.table import Table, terminal_width, wrap
     from ..wire import Header

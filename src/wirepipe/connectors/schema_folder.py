@@ -27,7 +27,7 @@ from pydantic import Field
 from ..core.models import Duration, Strict
 from ..core.stores import SCHEMA_NAME, NotRegistered
 from ..schema import SchemaError, schema_fingerprint
-from ..schema_evolution import AnySchema
+from ..schema.evolution import AnySchema
 from .schema_registry import (
     DEFAULT_RULE,
     NameEntry,

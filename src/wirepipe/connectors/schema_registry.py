@@ -1,7 +1,7 @@
 """A schema registry: names, each name's versions and its compatibility rule, kept in a small key-value backend.
 
 Publishers and consumers that share a server share their schemas through it. ``wirepipe schema push`` registers a
-schema under a name as the name's next version when it keeps the name's rule (``schema_evolution``:
+schema under a name as the name's next version when it keeps the name's rule (``schema.evolution``:
 ``incompatibilities``); ``serialize: {schema: registry/points@3}`` publishes with version 3; ``deserialize:
 {schema: registry/points}`` reads each record with the schema its ``Wirepipe-Schema`` header names, fetched from the
 registry, as the latest version of ``points``.
@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from ..core.errors import WirepipeError
 from ..core.stores import SCHEMA_NAME, SCHEMA_NAME_RULE, NotRegistered, Registered
 from ..schema import RecordSchema, canonical_form, parse_schema, schema_fingerprint
-from ..schema_evolution import BACKWARD, RULE_MEANINGS, RULES, AnySchema, Incompatibility, incompatibilities
+from ..schema.evolution import BACKWARD, RULE_MEANINGS, RULES, AnySchema, Incompatibility, incompatibilities
 
 DEFAULT_RULE = BACKWARD
 _PUSH_ATTEMPTS = 50  # reads of a name's entry before a push gives up (each lost race is another pusher's version)

@@ -12,7 +12,7 @@ batch (one dict lookup a record), and:
 - another, in a positional format (msgpack-array, avro, bincode, bincode-varint, postcard, protobuf, whose field
   numbers follow the order): never decoded with the reader's schema, which would put values under other
   fields' names. A schema of ``writer_schemas`` with that fingerprint decodes it, and its fields are then read
-  by name (``schema_evolution.reader_of``) when the two schemas are compatible; else the record is
+  by name (``schema.evolution.reader_of``) when the two schemas are compatible; else the record is
   dead-lettered with a reason naming both schemas and what differs, or that the fingerprint is none it knows.
 
 With a schema registry (``schema: registry/points``), the writers are those the registry holds: ``unknown``
@@ -42,7 +42,7 @@ from typing import Any
 from ..codecs.formats import Decoder, Format, Schema
 from ..core.errors import StageError
 from ..schema import RecordSchema, schema_fingerprint
-from ..schema_evolution import compare_schemas, reader_of
+from ..schema.evolution import compare_schemas, reader_of
 from ..wire import Header
 from .operator import failing
 

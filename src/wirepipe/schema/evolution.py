@@ -41,7 +41,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .schema import Kind, RecordSchema, Type, schema_fingerprint
+from .fingerprint import schema_fingerprint
+from .language import Kind
+from .types import RecordSchema, Type
 
 AnySchema = RecordSchema | Sequence[str]  # a typed schema, or field names only
 
