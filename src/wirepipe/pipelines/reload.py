@@ -401,8 +401,7 @@ class FileReloads:
             else:
                 outcome = await live.apply(data)
             if outcome.unchanged and not first:
-                log.info("%s changed, but no setting the run uses did (a comment, the layout): nothing to reload",
-                         self.file)
+                _unchanged(self.file)
             first = False
             watch.follow([self.file, *live.running.files], seen)
 
@@ -411,6 +410,11 @@ class FileReloads:
 
     def summary(self, batches: int) -> str | None:
         return self.live.history.summary(batches) if self.live is not None else None
+
+
+def _unchanged(file: str) -> None:
+    log.info("%s changed, but no setting a reload compares did (a comment, the layout; or a secret: those are "
+             "masked, and a new credential needs a restart): nothing to reload", file)
 
 
 def follow(target: Pipeline | Pool, file: str, overrides: Sequence[str], watch: bool) -> None:
@@ -457,13 +461,16 @@ class PoolReloads:
         self._running = Version.of(validate_config(pool.data, file=self.file).model_dump(mode="json", by_alias=True),
                                    pool.digest)
         watch = Watch([self.file, *self._running.files], poll=self.poll, settle=self.settle)
+        first = True
         while not pool.stopping:
             seen = await watch.changed()
-            await self.evaluate()
+            await self.evaluate(quiet=first)
+            first = False
             watch.follow([self.file, *self._running.files], seen)
 
-    async def evaluate(self) -> None:
-        """Read, validate and classify the file once; roll a new version out to the workers one by one."""
+    async def evaluate(self, quiet: bool = False) -> None:
+        """Read, validate and classify the file once; roll a new version out to the workers one by one (``quiet``:
+        an unchanged config is not worth a line, as at the start)."""
         from .config import build_connector, build_pipeline, read_config, validate_config
         from .pool import pool_config
 
@@ -478,7 +485,7 @@ class PoolReloads:
             return self._refuse(str(exc))
         version = Version.of(cfg.model_dump(mode="json", by_alias=True))
         if version.digest == running.digest:
-            return
+            return None if quiet else _unchanged(file)
         restart = [c for c in classify(running.config, version.config, source) if c.restart is not None]
         if restart:
             return self._refuse(f"{file}: " + "; ".join(f"{c.describe()} needs a restart: {c.restart}"
