@@ -175,7 +175,8 @@ def test_every_example_runs_as_written(page: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("RESULTS", "COUNT", "COLUMNS", "NATS_URL")}
     env.update(COUNT="2000", PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
                REAL_WIREPIPE=str(Path(scripts) / "wirepipe"), COLUMNS="100",
-               PYTHONPATH=str(work))  # the docs' `PYTHONPATH=.` for myapp.models
+               # the docs' `PYTHONPATH=.` for myapp.models, before the code under test (a worktree's)
+               PYTHONPATH=os.pathsep.join(p for p in (str(work), os.environ.get("PYTHONPATH")) if p))
     with contextlib.ExitStack() as stack:
         if needs_server(page):
             server = stack.enter_context(EmbeddedServer(store_dir=tmp_path / "js"))
