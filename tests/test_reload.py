@@ -297,3 +297,36 @@ async def test_a_watched_file_reloads_in_place_refuses_what_needs_a_restart_and_
     assert digests == {(False, "x", old), (True, "x,y", new)}
     assert reloads.summary(stats.batches) == (f"config: 1 reload, 2 refused (the running config stayed); {old} ran "
                                               f"batches 0-{first - 1}, {new} ran batches {first}-{stats.batches - 1}")
+
+
+async def test_a_new_dead_letter_and_metrics_section_take_over_at_the_switch(tmp_path: Path) -> None:
+    """Every record is rejected (``select: [z]``: points have no z): the dead letters before the switch are in the
+    old file, those after it in the new one, none lost; the old metrics folder holds the old config's rows, the new
+    one (a new recorder, a new run id) the new config's."""
+    from wirepipe.pipelines.config import build_pipeline, validate_config
+    from wirepipe.pipelines.reload import LiveConfig
+
+    def data(n: int) -> dict[str, Any]:
+        return {"name": "p", "source": {"type": "generate", "dataset": "point", "batch_size": 20, "rate": 4000},
+                "operators": [{"select": ["z"]}], "sink": {"type": "null"},
+                "dead_letter": {"type": "jsonl", "path": str(tmp_path / f"dead{n}.jsonl")},
+                "metrics": {"path": str(tmp_path / f"m{n}.parquet")}, "flush_interval": "50ms"}
+
+    pipe = build_pipeline(validate_config(data(1)))
+    pipe.config_digest = Version.of(pipe.config).digest
+    stop = asyncio.Event()
+    run = asyncio.ensure_future(pipe.run_async(stop))
+    await until(lambda: pipe.stats.rejected >= 100)
+    live = LiveConfig(pipe, "p.yaml")
+    outcome = await asyncio.wait_for(live.apply(data(2)), 5)
+    assert outcome.ok, outcome.error
+    await until(lambda: pipe.stats.rejected >= live.history.versions[1][1] * 20 + 100)
+    stop.set()
+    stats = await asyncio.wait_for(run, 5)
+    first = live.history.versions[1][1]
+    dead = [len((tmp_path / f"dead{n}.jsonl").read_text().splitlines()) for n in (1, 2)]
+    assert dead == [first * 20, stats.rejected - first * 20]
+    rows = [pq.read_table(tmp_path / f"m{n}.parquet").to_pylist() for n in (1, 2)]
+    assert {(r["config_digest"], r["batch"] < first) for r in rows[0]} == {(live.history.versions[0][0], True)}
+    assert {(r["config_digest"], r["batch"] >= first) for r in rows[1]} == {(outcome.digest, True)}
+    assert {r["run_id"] for r in rows[0]}.isdisjoint({r["run_id"] for r in rows[1]})

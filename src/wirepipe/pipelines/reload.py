@@ -48,7 +48,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -314,7 +314,6 @@ class Outcome:
     ok: bool = False
     unchanged: bool = False
     error: str | None = None
-    changed: list[str] = field(default_factory=list)
 
 
 class LiveConfig:
@@ -322,11 +321,11 @@ class LiveConfig:
     classify, keep the parts that did not change, ``Pipeline.switch_to``. A single run's ``FileReloads`` and a
     pool worker's ``WorkerReloads`` both apply through it."""
 
-    def __init__(self, pipeline: Pipeline, file: str, digest: str | None = None) -> None:
+    def __init__(self, pipeline: Pipeline, file: str) -> None:
         assert pipeline.config is not None, "a hot reload follows a pipeline built from a config"
         self.pipeline = pipeline
         self.file = file
-        self.running = Version.of(pipeline.config, digest or pipeline.config_digest)
+        self.running = Version.of(pipeline.config, pipeline.config_digest)
         self.history = History([(self.running.digest, 0)])
 
     async def apply(self, data: dict[str, Any], digest: str | None = None) -> Outcome:
@@ -337,7 +336,7 @@ class LiveConfig:
         try:
             new = build_pipeline(validate_config(data, file=self.file), file=self.file)
         except (ConfigError, WirepipeError) as exc:
-            return self._refused(digest, str(exc))
+            return self.refuse(digest, str(exc))
         version = Version.of(new.config, digest)
         if version.digest == self.running.digest:
             return Outcome(version.digest, unchanged=True)
@@ -346,7 +345,7 @@ class LiveConfig:
         restart = [c for c in changes if c.restart is not None]
         if restart:
             why = "; ".join(f"{c.describe()} needs a restart: {c.restart}" for c in restart)
-            return self._refused(version.digest, f"{self.file}: {why}")
+            return self.refuse(version.digest, f"{self.file}: {why}")
         changed = {c.path for c in changes}
         # What did not change keeps running as it is: an append-less JSONL dead letter reopened would start empty.
         if "dead_letter" not in changed:
@@ -362,15 +361,16 @@ class LiveConfig:
             raise
         except Exception as exc:
             message = str(exc) if isinstance(exc, WirepipeError) else f"{type(exc).__name__}: {exc}"
-            return self._refused(version.digest, f"{self.file}: the new config could not start: {message}")
+            return self.refuse(version.digest, f"{self.file}: the new config could not start: {message}")
         previous, self.running = self.running, version
         self.history.versions.append((version.digest, first))
         what = [*(c.path for c in changes), *files]
         log.info("%s: reloaded %s in place (%s): config %s -> %s from batch %d", pipeline.name, self.file,
                  ", ".join(what), previous.digest, version.digest, first)
-        return Outcome(version.digest, ok=True, changed=what)
+        return Outcome(version.digest, ok=True)
 
-    def _refused(self, digest: str | None, why: str) -> Outcome:
+    def refuse(self, digest: str | None, why: str) -> Outcome:
+        """Log and count a refusal: the running config stays."""
         log.error("reload refused: %s (the running config %s stays)", self.history.refuse(why), self.running.digest)
         return Outcome(digest, error=why)
 
@@ -397,7 +397,7 @@ class FileReloads:
             try:
                 data = worker_config(read_config(self.file, self.overrides), Worker(), file=self.file)
             except ConfigError as exc:
-                outcome = live._refused(None, str(exc))
+                outcome = live.refuse(None, str(exc))
             else:
                 outcome = await live.apply(data)
             if outcome.unchanged and not first:
