@@ -108,10 +108,11 @@ def running(config: Path, env: dict[str, str], log: Path, *args: str) -> Iterato
 
 def one_cut(rows: list[dict[str, Any]]) -> int:
     """Where the records, in the order written, go from the old operators' shape ({i}) to the new one ({i, tag}):
-    the position of the first new one, every record before it old and every one after it new."""
+    the position of the first new one (the number of records when there is none), every record before it old and
+    every one after it new."""
     new = [list(r) == ["i", "tag"] for r in rows]
     assert all(list(r) in (["i"], ["i", "tag"]) for r in rows)
-    cut = new.index(True)
+    cut = new.index(True) if any(new) else len(new)
     assert not any(new[:cut]) and all(new[cut:]), "the records of the two configs are interleaved"
     assert all(r["tag"] == f"t{r['i']}" for r in rows[cut:])
     return cut
@@ -234,8 +235,8 @@ async def test_a_pool_of_two_reloads_worker_by_worker(nats_server: EmbeddedServe
     for line in order[0::2]:
         assert f"config {old} -> {new}" in line
     per_worker = [records(f) for f in files]
-    for rows in per_worker:
-        one_cut(rows)
+    cuts = [one_cut(rows) for rows in per_worker]
+    assert any(cut < len(rows) for cut, rows in zip(cuts, per_worker, strict=True))
     every = [r["i"] for rows in per_worker for r in rows]
     assert set(every) == set(range(n))
     assert all("tag" in r for rows in per_worker for r in rows if r["i"] >= N1)

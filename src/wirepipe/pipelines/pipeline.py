@@ -524,18 +524,15 @@ class Pipeline:
         except BaseException:
             await self._close_each(opened)
             raise
-        if recorder is old_metrics:
-            if recorder is not None:  # the rows so far keep the stages and config they ran under
-                recorder.restage(stages, new.config_digest)
-        else:
+        # From here nothing can fail: the new parts take over, then the ones they replace are closed.
+        if recorder is old_metrics and recorder is not None:  # the rows so far keep the stages and config they ran
+            recorder.restage(stages, new.config_digest)
+        elif recorder is not old_metrics:
             if self._flusher is not None:
                 self._flusher.cancel()
-                self._flusher = None
-            if old_metrics is not None:
-                await old_metrics.aclose()
+            self._flusher = asyncio.create_task(recorder.flush_periodically()) if recorder is not None else None
             if recorder is not None:
                 recorder.mark_opened()
-                self._flusher = asyncio.create_task(recorder.flush_periodically())
         self.metrics, self.metrics_spec = recorder, new.metrics_spec
         self.operators = list(new.operators)
         self._preparing = [op for op in self.operators if op.prepares]
@@ -547,6 +544,8 @@ class Pipeline:
         if dead_letter is not None and old_dead_letter is not None:
             left.append(old_dead_letter)
         self._opened = [*(p for p in self._opened if not any(p is q for q in left)), *opened]
+        if old_metrics is not None and recorder is not old_metrics:
+            await old_metrics.aclose()  # its rows are written (it waits for room on a full disk, as at the end)
         await self._close_each(left)
 
     async def _loop(self, source: Source, sink: Sink, stats: RunStats) -> None:

@@ -309,7 +309,7 @@ class Pool:
         # it watches the file while the pool runs, and starts the workers with a target that takes reloads).
         self.digest: str | None = None
         self.reloader: Any = None
-        self.target = WORKER_TARGET
+        self.worker_target = WORKER_TARGET
 
     # --- snapshots ---------------------------------------------------------------------------
 
@@ -391,7 +391,7 @@ class Pool:
 
     async def _start(self, slot: Slot) -> WorkerProcess:
         message = {"file": self.file, "config": self.worker_config(slot.index), "digest": self.digest}
-        slot.proc = proc = await start(self.target, message, Worker(slot.index, self.workers), group=self.id,
+        slot.proc = proc = await start(self.worker_target, message, Worker(slot.index, self.workers), group=self.id,
                                        name=self.file or "", log_level=self.log_level,
                                        keep_input=self.reloader is not None)
         slot.started = time.monotonic()

@@ -428,7 +428,7 @@ def follow(target: Pipeline | Pool, file: str, overrides: Sequence[str], watch: 
         target.digest = Version.of(validate_config(target.data, file=file).model_dump(mode="json", by_alias=True)).digest
         if watch:
             target.reloader = PoolReloads(target, file, overrides)
-            target.target = WATCHED_WORKER_TARGET
+            target.worker_target = WATCHED_WORKER_TARGET
         return
     assert target.config is not None
     target.config_digest = Version.of(target.config).digest
