@@ -15,7 +15,6 @@ import pytest
 
 from wirepipe.connectors.connector import Source
 from wirepipe.connectors.generate import GenerateSource
-from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.batch import Batch
 from wirepipe.core.errors import WirepipeError
 from wirepipe.operators.map import Map
@@ -39,6 +38,13 @@ def config(**changes: Any) -> dict[str, Any]:
     data = {"name": "p", "source": {"type": "generate", "count": 10}, "operators": [{"serialize": {"format": "msgpack"}}]}
     data.update(changes)
     return pipeline_model().model_validate(data).model_dump(mode="json", by_alias=True)
+
+
+def source_of(data: dict[str, Any]) -> Source:
+    """The source a config builds (nothing is opened)."""
+    from wirepipe.pipelines.config import build_connector, validate_config
+
+    return build_connector(validate_config(data).source, "source")
 
 
 def test_every_field_of_a_pipeline_is_classified() -> None:
@@ -69,11 +75,8 @@ def test_operators_dead_letters_metrics_and_intervals_reload_in_place() -> None:
 ], ids=["durable", "stream", "core-nats", "generate"])
 def test_a_source_change_needs_a_restart_and_says_why_for_this_kind_of_source(
         source: dict[str, Any], field: str, value: Any, reason: str) -> None:
-    from wirepipe.pipelines.config import build_connector, validate_config
-
     old = config(source=source)
-    running = build_connector(validate_config(old).source, "source")
-    [change] = classify(old, config(source={**source, field: value}), running)
+    [change] = classify(old, config(source={**source, field: value}), source_of(old))
     assert change.path == f"source.{field}"
     assert reason in change.restart  # type: ignore[operator]
     assert change.describe() == f"source.{field}: {source[field]!r} -> {value!r}"
@@ -96,7 +99,7 @@ def test_credentials_never_show_in_a_refusal() -> None:
     base = {"type": "jetstream", "stream": "S", "durable": "a"}
     old = config(source={**base, "url": "nats://u:old-secret@127.0.0.1:4222"})
     new = config(source={**base, "url": "nats://u:new-secret@127.0.0.1:4222"})
-    changes = classify(old, new, JetStreamSource(stream="S", durable="a"))
+    changes = classify(old, new, source_of(old))
     text = " ".join(c.describe() for c in changes)
     assert [c.path for c in changes] == ["source.url"]
     assert "secret" not in text and "***" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -18,10 +19,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cli import start_wirepipe
+from tests.cli import cli_env, start_wirepipe
 from tests.nats_fixtures import consumer_info
-from tests.test_nats_worker import worker_path
 from wirepipe.connectors.nats.server import EmbeddedServer
+
+TESTS = Path(__file__).parent
 
 WORKER = """
 name: reloading
@@ -61,6 +63,12 @@ async def publish(url: str, first: int, n: int, *, create: bool) -> None:
             pending = []
     await asyncio.gather(*pending)
     await nc.close()
+
+
+def worker_path() -> str:
+    """The worker's ``PYTHONPATH``: ``tests/`` (the config names ``nats_fixtures:slow_identity``), then the code under
+    test."""
+    return os.pathsep.join([str(TESTS), cli_env()["PYTHONPATH"]])
 
 
 def edit(path: Path, text: str) -> None:
