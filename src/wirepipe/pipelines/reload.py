@@ -67,17 +67,11 @@ log = logging.getLogger("wirepipe")
 POLL = 0.5  # seconds between two looks at the watched files
 SETTLE = 0.3  # seconds the files must stay the same before a new version is read
 
-# The top-level fields of a pipeline that reload in place, and how.
-IN_PLACE: dict[str, str] = {
-    "operators": "rebuilt (the files they name read again) and opened beside the running source and sink",
-    "dead_letter": "the new destination opened, the old one flushed and closed",
-    "metrics": "the rows so far written as they ran; a changed section closes the recorder and opens one as "
-               "configured (a new run id)",
-    "flush_interval": "from the next commit",
-    "shutdown_timeout": "from the next stop",
-    "allow_pickle": "the operators are rebuilt with it",
-    "description": "",
-}
+# The top-level fields of a pipeline that reload in place (``Pipeline.switch_to`` says how: the operators rebuilt,
+# the files they name read again; a new dead letter opened and the old one closed; the metrics rows so far written
+# as they ran, a changed section a new recorder; the intervals from the next commit or stop).
+IN_PLACE = frozenset({"operators", "dead_letter", "metrics", "flush_interval", "shutdown_timeout", "allow_pickle",
+                      "description"})
 # The ones that need a restart, and why (the source's reason depends on the source: ``restart_reason``).
 RESTART: dict[str, str] = {
     "name": "the pipeline's name is its identity: the durable or queue group its workers share by default, "
