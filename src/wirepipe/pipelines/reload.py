@@ -234,8 +234,8 @@ class Version:
 
 class Watch:
     """Files polled for a change (see the module doc): ``changed`` returns once they differ from what was last seen
-    and then stayed the same for ``settle`` seconds. ``seen=None`` (the default) makes the first call return at
-    once: the first look is compared with what runs."""
+    and then stayed the same for ``settle`` seconds. Until ``follow`` says what was read, it returns at once: the
+    first look is compared with what runs."""
 
     def __init__(self, paths: Iterable[str], *, poll: float = POLL, settle: float = SETTLE) -> None:
         self.paths = list(dict.fromkeys(paths))
