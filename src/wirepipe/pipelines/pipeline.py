@@ -342,7 +342,7 @@ class Pipeline:
         self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
         self.metrics = self._open_metrics()
         self.tracing = _open_tracing(self)
-        timer = watching = None
+        timer = watching = self._flusher = None
         if self.metrics is not None:
             self._start_metrics(self.metrics, source, self.operators, sink)
         self._opened = []
