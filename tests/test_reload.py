@@ -248,7 +248,7 @@ async def test_a_switch_is_refused_once_the_run_stops() -> None:
 
 PIPELINE = """
 name: points
-source: {{type: generate, dataset: point, batch_size: 50, rate: 5000}}
+source: {{type: generate, dataset: point, batch_size: 50, rate: 10}}
 operators:
   - select: {select}
 sink: {{type: jsonl, path: {out}}}
@@ -261,7 +261,8 @@ async def test_a_watched_file_reloads_in_place_refuses_what_needs_a_restart_and_
         tmp_path: Path) -> None:
     """In one process: an edit of the operators reloads in place (the records, the metrics' stages and config
     digest change together, from one batch on); an invalid edit and one that needs a restart are refused, each
-    counted, and the records keep coming under the config in force."""
+    counted, and the records keep coming under the config in force. The command line's ``--set`` applies to every
+    version (the file's rate is never the one that runs)."""
     file, out, metrics = tmp_path / "p.yaml", tmp_path / "out.jsonl", tmp_path / "m.parquet"
 
     def write(select: str, more: str = "") -> None:
@@ -271,9 +272,10 @@ async def test_a_watched_file_reloads_in_place_refuses_what_needs_a_restart_and_
         return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
 
     write("[x]")
-    pipe = load_pipeline(file)
+    overrides = ["source.rate=5000"]
+    pipe = load_pipeline(file, overrides)
     pipe.config_digest = Version.of(pipe.config).digest
-    reloads = pipe.reloader = FileReloads(str(file), [], poll=0.01, settle=0.02)
+    reloads = pipe.reloader = FileReloads(str(file), overrides, poll=0.01, settle=0.02)
     stop = asyncio.Event()
     run = asyncio.ensure_future(pipe.run_async(stop))
     await until(lambda: len(lines()) >= 100)

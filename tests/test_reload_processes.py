@@ -134,7 +134,8 @@ async def test_a_worker_reloads_its_operators_under_load_and_every_record_is_wri
     ``[i, tag]``) while it is busy. The worker commits, goes on with the new operators from one batch on, on the
     same durable: every record is in the sink once, those before the cut without ``tag`` and those after it with
     it (all those published after the edit), the metrics' stage rows name each batch's config, and the log and
-    the summary say when the reload happened."""
+    the summary say when the reload happened. (``--count`` is an override of ``source.count``: the new version keeps
+    it, or it would be refused as a change of the source.)"""
     url, n = nats_server.url, N1 + N2
     await publish(url, 0, N1, create=True)
     config, out, log = tmp_path / "worker.yaml", tmp_path / "out", tmp_path / "worker.log"
