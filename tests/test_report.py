@@ -208,8 +208,8 @@ def _config_rows(label: str, stages: list[tuple[str, str, float, int | None, int
     t = 0
     for step, (stage, op, us, b_in, b_out) in enumerate([("generate", "generate:point", 1.0, None, None), *stages]):
         d = int(us * 1000 * 1000)
-        for k, v in {"run_id": f"run-{label}", "pipeline": "bench", "batch": 0, "step": step, "stage": stage,
-                     "operator": op, "params": "{}", "records": 1000, "rejected": 0,
+        for k, v in {"run_id": f"run-{label}", "pipeline": "bench", "config_digest": None, "batch": 0, "step": step,
+                     "stage": stage, "operator": op, "params": "{}", "records": 1000, "rejected": 0,
                      "bytes_in": b_in * 1000 if b_in is not None else None,
                      "bytes_out": b_out * 1000 if b_out is not None else None, "start_ns": t, "end_ns": t + d,
                      "lost": None, "redelivered": None, "reasons": None, "projected": 0, "label": label,

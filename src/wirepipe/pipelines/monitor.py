@@ -98,6 +98,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         **(recorder.figures() if recorder is not None else {}),
         "metrics_error": recorder.failing if recorder is not None else None,
         "metrics_up": 0 if recorder is not None and recorder.failing else 1,
+        # a hot reload (``run --watch``): versions applied, changes refused
+        **(pipeline.reloader.counters() if getattr(pipeline, "reloader", None) is not None else {}),
     }
 
 
@@ -177,7 +179,8 @@ def run_summary(pipeline: Any, stats: Any) -> str:
                                getattr(pipeline.sink, "repeated_msg_ids", 0))
     if getattr(stats, "outstanding", 0):
         text += f", {stats.outstanding} records awaiting redelivery"
-    lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
+    reloads = pipeline.reloader.summary(stats.batches) if getattr(pipeline, "reloader", None) is not None else None
+    lines = [*([reloads] if reloads else []), *rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     if stats.unreadable:
         from ..connectors.connector import describe_unreadable
 
@@ -365,6 +368,8 @@ COUNTER_DOCS = {
                         "their batch (the stream keeps one record per id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
+    "reloads": "hot reloads applied (`run --watch`): the config changed and the run went on with it",
+    "reloads_refused": "config changes not applied (invalid, or needing a restart): the running config stayed",
     "metrics_write_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never "
                             "drops them)",
     "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",
