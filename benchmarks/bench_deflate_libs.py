@@ -41,8 +41,8 @@ from wirepipe.codecs.deflate import (
     deflate_library,
 )
 from wirepipe.codecs.formats import FORMATS
+from wirepipe.core.table import Table
 from wirepipe.datasets import get_dataset
-from wirepipe.report.table import Table
 
 COUNTS = {"point": 20_000, "block": 100, "large_vectors": 2}  # ~0.14, ~1 and ~1 MB of msgpack
 LEVELS = {"fastest": 1, "default": 6, "best": 9}

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.cli import wirepipe
-from wirepipe.bench.combos import BenchPlan, default_repetitions
-from wirepipe.bench.command import make_plan
-from wirepipe.bench.data import from_dataset
-from wirepipe.bench.measure import run_bench
 from wirepipe.core.errors import ConfigError
+from wirepipe.study.bench.combos import BenchPlan, default_repetitions
+from wirepipe.study.bench.command import make_plan
+from wirepipe.study.bench.data import from_dataset
+from wirepipe.study.bench.measure import run_bench
 
 
 @pytest.mark.slow
@@ -243,7 +243,7 @@ def test_a_round_trip_failure_names_the_record_and_the_field(tmp_path: Path) -> 
 
 def test_the_round_trip_reads_an_absent_field_and_a_null_as_one_value() -> None:
     """The one rule of the round-trip check, at any depth; everything else is a difference."""
-    from wirepipe.bench.round_trip import round_trip_error
+    from wirepipe.study.bench.round_trip import round_trip_error
 
     sent = [{"id": 1, "items": ["a"]}, {"id": 2}, {"id": 3, "user": {"name": "x"}}]
     assert round_trip_error([{"id": 1, "items": ["a"]}, {"id": 2, "items": None},

@@ -16,15 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.cli import start_wirepipe, wirepipe
-from wirepipe.bench.combos import QUICK, BenchPlan
-from wirepipe.bench.command import make_plan
-from wirepipe.bench.estimate import calibrate
-from wirepipe.bench.measure import JOURNAL, load_data, rows_table, run_bench
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.exit_codes import ExitCode
-from wirepipe.report import summarize
-from wirepipe.report.recommend import Recommendation, _fastest_of_same_bytes
-from wirepipe.report.statistics import median_interval
+from wirepipe.study.bench.combos import QUICK, BenchPlan
+from wirepipe.study.bench.command import make_plan
+from wirepipe.study.bench.estimate import calibrate
+from wirepipe.study.bench.measure import JOURNAL, load_data, rows_table, run_bench
+from wirepipe.study.report import summarize
+from wirepipe.study.report.recommend import Recommendation, _fastest_of_same_bytes
+from wirepipe.study.report.statistics import median_interval
 
 
 def _plan(out: Path, **kw: object) -> BenchPlan:
@@ -48,7 +48,7 @@ def test_quick_composes_with_input_dataset_and_other_flags(tmp_path: Path) -> No
 def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) -> None:
     """A file's sample is drawn at random from all of it (seeded, in random order), the plan says so with N,
     and the estimate comes from a calibration that took measurable time (not ``0.0s``)."""
-    from wirepipe.bench.estimate import describe
+    from wirepipe.study.bench.estimate import describe
 
     src = tmp_path / "events.jsonl"
     src.write_text("".join(json.dumps({"id": i, "user": f"u{i % 7}"}) + "\n" for i in range(2000)))
@@ -86,7 +86,7 @@ def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) 
 def test_the_transport_estimate_is_scaled_by_a_real_iteration(tmp_path: Path) -> None:
     """Over NATS the calibration runs real iterations (the probes) and fits a transport iteration's cost and
     a message's to them: each step's estimate is those for its N plus the codec work."""
-    from wirepipe.bench.estimate import TRANSPORT_PER_ITERATION, TRANSPORT_PER_MESSAGE, describe
+    from wirepipe.study.bench.estimate import TRANSPORT_PER_ITERATION, TRANSPORT_PER_MESSAGE, describe
 
     plan = _plan(tmp_path, dataset="point", format="msgpack", codec="none,zstd", level="fastest",
                  transport="nats", repetitions=2000, iterations=2)

@@ -29,10 +29,10 @@ from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import build_pipeline, validate_config
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.report import load_results, summarize
-from wirepipe.report.plots import to_html, write_pngs
-from wirepipe.report.render import csv_rows, to_markdown
-from wirepipe.report.statistics import QUANTILES, time_stats
+from wirepipe.study.report import load_results, summarize
+from wirepipe.study.report.plots import to_html, write_pngs
+from wirepipe.study.report.render import csv_rows, to_markdown
+from wirepipe.study.report.statistics import QUANTILES, time_stats
 from wirepipe.testing import TestingSource
 
 
@@ -254,7 +254,7 @@ def test_recommendations_follow_the_figures() -> None:
 def test_a_failed_combination_is_never_a_pick_even_with_rows() -> None:
     """Results of an older bench kept a failed combination's rows (its in-process figures, the fastest here):
     its run's failures name it, so no pick is it; the figures pick among the others."""
-    from wirepipe.report.results import RunInfo
+    from wirepipe.study.report.results import RunInfo
 
     runs = {"run-fast": RunInfo("run-fast", failures={"fast": "nats: the records that crossed NATS differ"})}
     report = summarize(_bench_table(), runs=runs, bandwidth_bps=parse_bandwidth("10Gbit"))
@@ -268,8 +268,8 @@ def test_a_failed_combination_is_never_a_pick_even_with_rows() -> None:
 def test_one_run_is_recommended_with_the_figures_of_its_tables(results: Path) -> None:
     """One configuration measured: the recommendation's µs per record is the total its tables show (the
     sides' sum, not a median over batches beside a mean), and its bytes on the wire are the tables' too."""
-    from wirepipe.report.render import recommend_lines, tables
-    from wirepipe.report.table import num
+    from wirepipe.core.table import num
+    from wirepipe.study.report.render import recommend_lines, tables
 
     res = load_results([results / "msgpack.parquet"])
     report = summarize(res.stages, res.latency, res.runs)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli import start_wirepipe, wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer, free_port
-from wirepipe.report.plots import MIN_HEIGHT
+from wirepipe.study.report.plots import MIN_HEIGHT
 
 N = 3000
 

@@ -51,7 +51,7 @@ class Training:
 
     def lines(self, width: int = 80) -> list[str]:
         """The training report, its note (when compressing made records larger) wrapped to ``width``."""
-        from .report.table import wrap
+        from .core.table import wrap
 
         plain, shared = _larger(self.plain, self.raw), _larger(self.with_dictionary, self.raw)
         out = [f"trained a {len(self.dictionary):,}-byte dictionary (id {self.dict_id}) on {self.trained:,} records",

@@ -67,7 +67,7 @@ def dict_train(
         fail(f"--level: {exc}", ExitCode.CONFIG)
     except WirepipeError as exc:
         fail(str(exc), ExitCode.RUNTIME)
-    from ..report.table import terminal_width
+    from ..core.table import terminal_width
 
     for line in training.lines(terminal_width()):
         typer.echo(line)

@@ -43,9 +43,9 @@ def schema_infer(
     `schema:`, as it is."""
     import yaml
 
-    from ..bench.data import read_records, schema_name
     from ..core.errors import WirepipeError
     from ..schema import SchemaError, infer_schema
+    from ..study.bench.data import read_records, schema_name
 
     try:
         records = read_records(file, INFER_LIMIT)
@@ -102,7 +102,7 @@ def schema_diff(
 
 
 def _changes_table(changes: Any) -> Any:
-    from ..report.table import Table
+    from ..core.table import Table
 
     rows = [[c.path, c.kind, c.writer or "", c.reader or ""] for c in changes]
     return Table("from A to B", ["field", "change", "A", "B"], rows, [False] * 4)
@@ -378,7 +378,7 @@ def schema_list(
     if not found:
         typer.echo(f"no schema is registered in {registry} yet (wirepipe schema push FILE --name NAME)")
         return
-    from ..report.table import Table
+    from ..core.table import Table
 
     rows = [[e.name, str(len(e.versions)), e.versions[-1].fingerprint if e.versions else "",
              e.versions[-1].registered if e.versions else "", e.compatibility] for e in found]

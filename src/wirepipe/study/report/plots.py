@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.stages import Stage
-from ..storage.files import write_bytes_atomic
+from ...core.stages import Stage
+from ...storage.files import write_bytes_atomic
 from .render import SAMPLES, extra_tables, failure_lines, runs_table, sample_lines, snippets, tables
 from .summary import Report
 

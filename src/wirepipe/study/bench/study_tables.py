@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.stages import Stage
-from ..report.table import Table
+from ...core.stages import Stage
+from ...core.table import Table
 from .combos import Combo
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.stages import Stage
+from ...core.stages import Stage
 from ..report.recommend import DEFAULT_BANDWIDTH
 from .codec_timing import ComboResult, StageTime, time_codecs
 from .combos import BenchPlan, Combo
@@ -68,9 +68,9 @@ def train_dictionaries(data: BenchData, formats: list[str], out: Path) -> dict[s
     """
     import zstandard
 
-    from ..codecs.formats import get_format
-    from ..codecs.zstd import dictionary_size, train_zstd_dictionary
-    from ..storage.files import write_bytes_atomic
+    from ...codecs.formats import get_format
+    from ...codecs.zstd import dictionary_size, train_zstd_dictionary
+    from ...storage.files import write_bytes_atomic
 
     paths: dict[str, str] = {}
     out.mkdir(parents=True, exist_ok=True)
@@ -267,7 +267,7 @@ def rows_table(run: BenchRun) -> Any:
     """The raw rows as an Arrow table in the metrics schema (what ``summarize`` reads)."""
     import pyarrow as pa
 
-    from ..metrics.columns import bench_schema
+    from ...metrics.columns import bench_schema
 
     schema = bench_schema()
     return pa.Table.from_pylist(run.raw_rows, schema=schema) if run.raw_rows else schema.empty_table()
@@ -291,9 +291,9 @@ def write_results(run: BenchRun) -> Path:
     """
     import pyarrow.parquet as pq
 
-    from ..codecs.deflate import deflate_choice
-    from ..metrics.recorder import run_metadata
-    from ..storage.files import write_atomic
+    from ...codecs.deflate import deflate_choice
+    from ...metrics.recorder import run_metadata
+    from ...storage.files import write_atomic
 
     out = run.plan.out
     out.mkdir(parents=True, exist_ok=True)
@@ -311,8 +311,8 @@ def write_results(run: BenchRun) -> Path:
     write_atomic(path, lambda f: pq.write_table(table, f, compression="zstd"))
     latency = latency_table(run)
     if latency is not None:
-        from ..metrics.columns import TABLE_KEY
-        from ..metrics.recorder import latency_path
+        from ...metrics.columns import TABLE_KEY
+        from ...metrics.recorder import latency_path
 
         latency = latency.replace_schema_metadata({**meta, TABLE_KEY: "latency"})
         write_atomic(latency_path(path), lambda f: pq.write_table(latency, f, compression="zstd"))

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import MissingInput, WirepipeError
-from ..datasets import get_dataset
+from ...core.errors import MissingInput, WirepipeError
+from ...datasets import get_dataset
 from .combos import SAMPLE_RECORDS, default_repetitions
 
 if TYPE_CHECKING:
-    from ..codecs.formats import Schema
+    from ...codecs.formats import Schema
 
 
 @dataclass
@@ -95,7 +95,7 @@ def from_file(path: Path, seed: int = 0) -> BenchData:
 def _json_size(record: Any) -> int:
     import orjson
 
-    from ..codecs.formats import json_default
+    from ...codecs.formats import json_default
 
     return len(orjson.dumps(record, default=json_default))
 
@@ -168,7 +168,7 @@ def _jsonl(path: Path, what: str, only: set[int] | None = None) -> Iterator[tupl
     is not JSON."""
     import orjson
 
-    from ..codecs.formats import restore_bytes
+    from ...codecs.formats import restore_bytes
 
     with open(path, "rb") as f:
         index = -1
@@ -194,7 +194,7 @@ def _infer_schema(records: list[Any], name: str) -> Schema:
     when none can be inferred (records that are not dicts, a field null everywhere)."""
     if not isinstance(records[0], dict):
         return None
-    from ..schema import SchemaError, infer_schema
+    from ...schema import SchemaError, infer_schema
 
     try:
         return infer_schema(records, schema_name(name))

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..core.stages import Stage
-from ..core.units import covered
-from ..wire import subject_matches
+from ...core.stages import Stage
+from ...core.units import covered
+from ...wire import subject_matches
 
 if TYPE_CHECKING:
     from .groups import GroupSummary, StageSummary

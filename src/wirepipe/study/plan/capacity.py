@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..codecs.chain import Chain
+    from ...codecs.chain import Chain
     from .calibrate import Calibration
 
 # One record's transport cost on one core, microseconds: the NATS benchmarks of docs/performance (quiet 2-core machine,
@@ -250,10 +250,10 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
                   records: int = 2000, batch_size: int = 500, rounds: int = 3, calibrate: bool = False) -> Costs:
     """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``;
     with ``calibrate`` (over JetStream), the consume side as a worker process spends it (``calibrated``)."""
+    from ...codecs.chain import Chain
+    from ...datasets import get_dataset
+    from ...operators.chain_operators import chain_operators
     from ..bench.timing import best_of, chunks, time_batches
-    from ..codecs.chain import Chain
-    from ..datasets import get_dataset
-    from ..operators.chain_operators import chain_operators
 
     parsed = Chain.parse(chain)
     schema = dataset if _positional(parsed) else None  # a positional format reads the dataset's schema
@@ -300,8 +300,8 @@ def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..connectors.parquet import batch_table
-    from ..core.batch import Batch
+    from ...connectors.parquet import batch_table
+    from ...core.batch import Batch
 
     if sink != "parquet":
         raise ValueError(f"sink {sink!r}: measured sinks are null and parquet")
@@ -321,10 +321,10 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
     hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
     A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
     input file the results name)."""
+    from ...codecs.chain import Chain
+    from ...core.errors import WirepipeError
+    from ...datasets import DATASETS
     from ..bench.timing import chunks
-    from ..codecs.chain import Chain
-    from ..core.errors import WirepipeError
-    from ..datasets import DATASETS
     from ..report import load_results, summarize
 
     res = load_results(paths)
@@ -372,7 +372,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
 
 def _positional(chain: Chain) -> bool:
     """The chain's format needs a schema to read its records (``msgpack-array``, ``bincode``...)."""
-    from ..codecs.formats import FORMATS
+    from ...codecs.formats import FORMATS
 
     fmt = chain.format
     if not fmt:
@@ -382,8 +382,8 @@ def _positional(chain: Chain) -> bool:
 
 def _encoded(chain: str, records: list[Any], schema: str | None = None) -> list[bytes]:
     """``records`` encoded with ``chain`` (and ``schema``) as a pipeline encodes them."""
+    from ...operators.chain_operators import chain_operators
     from ..bench.timing import chunks, time_batches
-    from ..operators.chain_operators import chain_operators
 
     encode_ops, _ = chain_operators(chain, schema)
     return [v for chunk in time_batches(encode_ops, chunks(records, 500), name="plan-encode").outputs for v in chunk]
@@ -394,9 +394,9 @@ def _bench_records(dataset: str, runs: dict[str, Any], records: int = 2000) -> l
     results' run metadata names (its name is the dataset's)."""
     from pathlib import Path
 
+    from ...core.errors import MissingInput
+    from ...datasets import DATASETS
     from ..bench.data import read_records
-    from ..core.errors import MissingInput
-    from ..datasets import DATASETS
 
     if dataset in DATASETS:
         return DATASETS[dataset].sample(records)

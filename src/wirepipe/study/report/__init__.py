@@ -3,7 +3,7 @@ their ``statistics``; publishers and consumers joined, ``flows``; the picks, ``r
 (``render``: the report's tables, drawn by ``table`` for the terminal, Markdown and HTML, and CSV;
 ``plots`` for the HTML page and PNG).
 
-    from wirepipe.report import load_results, summarize
+    from wirepipe.study.report import load_results, summarize
     res = load_results(["results/"])
     report = summarize(res.stages, res.latency, res.runs, bandwidth_bps=100e6)
 

@@ -46,12 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecs.formats import FORMATS
-from ..core.batch import Batch
-from ..datasets import get_dataset
-from ..operators.deserialize import Deserialize
-from ..operators.serialize import Serialize
-from ..report.table import Table
+from ...codecs.formats import FORMATS
+from ...core.batch import Batch
+from ...core.table import Table
+from ...datasets import get_dataset
+from ...operators.deserialize import Deserialize
+from ...operators.serialize import Serialize
 from .timing import best_of, chunks, repetitions, time_batches
 
 REFERENCE_ROWS: list[tuple[str, str | None, bool]] = [
@@ -202,7 +202,7 @@ def measure_row(name: str, fmt: str | None, typed: bool, dataset: str, k: int, n
 
 
 def _same(decoded: Any, record: Any, schema: Any) -> bool:
-    from ..schema import with_defaults
+    from ...schema import with_defaults
 
     return bool(decoded == record or decoded == with_defaults(schema)(record))
 
@@ -315,8 +315,8 @@ def print_reference_tables(console: Any, iterations: int | None = None, repetiti
                       width: int | None = None) -> dict[str, Any]:
     """Print the tables (all four unless ``tables`` names some) in ``width`` columns (the terminal's);
     returns their rows for tests and files."""
-    from ..codecs.deflate import deflate_choice
-    from ..report.table import terminal_width, wrap
+    from ...codecs.deflate import deflate_choice
+    from ...core.table import terminal_width, wrap
 
     width = width or terminal_width()
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ...core.table import num
 from .groups import GroupSummary
 from .statistics import overlaps
-from .table import num
 
 DEFAULT_BANDWIDTH = 100e6  # bits per second
 

@@ -100,7 +100,7 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
     """Run ``pool`` (a ``pipelines.pool.Pool``) until its workers committed the last fraction of ``window``
     (of ``records``), then drain it; its steady state between the two. ``RuntimeError`` when the pool failed
     or the window was not seen."""
-    from ..pipelines.pool import usable_cores
+    from ...pipelines.pool import usable_cores
 
     task = asyncio.ensure_future(pool.run())
     marks: list[tuple[list[tuple[float, int, float]], float | None, float, float, tuple[float, float] | None,
@@ -216,8 +216,8 @@ async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], es
     """The consume pipeline on a local nats-server (a temporary store) as one worker, then as a worker per core,
     each on a durable of its own, measured in steady state (see the module doc). ``payloads``: the dataset's
     records encoded with ``chain``."""
-    from ..connectors.nats.server import EmbeddedServer
-    from ..pipelines.pool import Pool, RestartPolicy, usable_cores
+    from ...connectors.nats.server import EmbeddedServer
+    from ...pipelines.pool import Pool, RestartPolicy, usable_cores
 
     records = calibration_records(estimate_us)
     cores = usable_cores()

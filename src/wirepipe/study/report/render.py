@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ...core.table import Table, md_cell, num, terminal_width, wrap
 from .groups import GroupSummary, StageSummary
 from .recommend import format_bandwidth
 from .statistics import QUANTILES, TimeStats
 from .summary import Report
-from .table import Table, md_cell, num, terminal_width, wrap
 
 TIME_COLUMNS = ("mean", "std", "min", *(name for name, _ in QUANTILES), "max")
 _FOR = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
@@ -307,6 +307,6 @@ def _write_text(path: str | Path, text: str) -> None:
     if str(path) == "-":
         sys.stdout.write(text)
         return
-    from ..storage.files import write_bytes_atomic
+    from ...storage.files import write_bytes_atomic
 
     write_bytes_atomic(path, text.encode("utf-8"))  # a reader never opens half a report

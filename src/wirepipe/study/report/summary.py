@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.stages import Stage
-from ..core.units import covered
+from ...core.stages import Stage
+from ...core.units import covered
 from .flows import join_flows
 from .groups import GroupSummary, StageSummary
 from .recommend import DEFAULT_BANDWIDTH, Recommendation, recommend

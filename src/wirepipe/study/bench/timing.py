@@ -31,11 +31,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.allocator import between_batches
-from ..core.batch import Batch
-from ..operators.operator import Operator
-from ..pipelines.pipeline import Pipeline
-from ..testing import TestingSource
+from ...core.allocator import between_batches
+from ...core.batch import Batch
+from ...operators.operator import Operator
+from ...pipelines.pipeline import Pipeline
+from ...testing import TestingSource
 
 _ns = time.monotonic_ns
 _frozen_depth = 0

@@ -88,8 +88,8 @@ def _per_record(fn: Any, items: list[Any]) -> tuple[float, list[Any]]:
 
 def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> Estimate:
     """Time each step briefly on each dataset; extrapolate to the plan's N, K and transport."""
-    from ..codecs.compression import get_codec
-    from ..codecs.formats import FORMATS, get_format
+    from ...codecs.compression import get_codec
+    from ...codecs.formats import FORMATS, get_format
 
     began = time.perf_counter()
     est = Estimate(iterations=plan.iterations)
@@ -193,8 +193,8 @@ def short_duration(seconds: float) -> str:
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
-    from ..core.redact import redact_secrets
-    from ..report.table import wrap
+    from ...core.redact import redact_secrets
+    from ...core.table import wrap
 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
     transport = plan.transport + (f" ({redact_secrets(plan.url)})" if plan.url and plan.transport != "none" else "")
@@ -208,10 +208,10 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
     if trained:
         lines.append(f"+dict rows for {', '.join(trained)}: zstd with a dictionary trained on the records (small "
                      "records gain most from one; --zstd-dict train adds them at every level)")
-    from ..codecs.compression import get_codec
+    from ...codecs.compression import get_codec
 
     if any(get_codec(c.codec).library == "zlib" for c in combos):  # the deflate family (zlib, gzip, deflate)
-        from ..codecs.deflate import deflate_choice
+        from ...codecs.deflate import deflate_choice
 
         lines.append(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
     slow = sorted(((s, c) for (_, c), s in est.codec.items()), key=lambda x: x[0], reverse=True)[:3]

@@ -30,11 +30,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..codecs.formats import FORMATS
-from ..connectors.nats.connection import split_urls
-from ..core.errors import WirepipeError
-from ..core.stages import Stage
-from ..testing import TestingSink, TestingSource
+from ...codecs.formats import FORMATS
+from ...connectors.nats.connection import split_urls
+from ...core.errors import WirepipeError
+from ...core.stages import Stage
+from ...testing import TestingSink, TestingSource
 from .codec_timing import ComboResult, StageTime
 from .combos import BenchPlan, Combo
 from .data import BenchData
@@ -46,12 +46,12 @@ STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
 def _operators(combo: Combo, schema: Any,
                dictionaries: dict[str, str]) -> tuple[list[Any], list[Any]]:
-    from ..operators.compress import Compress
-    from ..operators.decompress import Decompress
-    from ..operators.deserialize import Deserialize
-    from ..operators.pack import Pack
-    from ..operators.serialize import Serialize
-    from ..operators.unpack import Unpack
+    from ...operators.compress import Compress
+    from ...operators.decompress import Decompress
+    from ...operators.deserialize import Deserialize
+    from ...operators.pack import Pack
+    from ...operators.serialize import Serialize
+    from ...operators.unpack import Unpack
 
     positional = schema if FORMATS[combo.format].needs_schema else None
     d = dictionaries.get(combo.format) if combo.dictionary else None
@@ -82,16 +82,16 @@ def _stage_total(rows: Any, stage: str) -> tuple[int, int, int | None]:
 
 def _publisher(url: str, transport: str, subject: str, data: BenchData, combo: Combo, chunks: list[list[Any]],
                dictionaries: dict[str, str]) -> tuple[Any, Any, TestingSink]:
-    from ..metrics.recorder import MetricsRecorder
-    from ..pipelines.pipeline import Pipeline
+    from ...metrics.recorder import MetricsRecorder
+    from ...pipelines.pipeline import Pipeline
 
     if transport == "jetstream":
-        from ..connectors.nats.jetstream_sink import JetStreamSink
+        from ...connectors.nats.jetstream_sink import JetStreamSink
 
         sink: Any = JetStreamSink(subject, url=url, stream={"name": _stream(subject), "subjects": [subject]},
                                   msg_id="{pipeline}-{seq}")
     else:
-        from ..connectors.nats.core_sink import NatsSink
+        from ...connectors.nats.core_sink import NatsSink
 
         sink = NatsSink(subject, url=url)
     refused = TestingSink(keep=False)  # the dead-letter destination: why the publisher refused records
@@ -131,7 +131,7 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     publishes, see ``pipelines/spawn.py``), consumer here."""
     import pyarrow as pa
 
-    from ..pipelines.spawn import fork
+    from ...pipelines.spawn import fork
 
     n = len(values)
     batches = chunks(values, chunk)
@@ -198,17 +198,17 @@ def _stream(subject: str) -> str:
 
 def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Combo, messages: int, chunk: int,
               dictionaries: dict[str, str], verify: bool) -> tuple[Any, Any]:
-    from ..metrics.recorder import MetricsRecorder
-    from ..pipelines.pipeline import Pipeline
+    from ...metrics.recorder import MetricsRecorder
+    from ...pipelines.pipeline import Pipeline
 
     if transport == "jetstream":
-        from ..connectors.nats.jetstream_source import JetStreamSource
+        from ...connectors.nats.jetstream_source import JetStreamSource
 
         stream = _stream(subject)
         source: Any = JetStreamSource(subject, stream=stream, durable=f"{stream}_C", url=url,
                                       count=messages, max_ack_pending=max(20000, chunk * 4))
     else:
-        from ..connectors.nats.core_source import NatsSource
+        from ...connectors.nats.core_source import NatsSource
 
         source = NatsSource(subject, url=url, count=messages, pending_msgs_limit=messages + 16,
                             pending_bytes_limit=1 << 34)
@@ -268,7 +268,7 @@ def probe(plan: BenchPlan, data: BenchData, combo: Combo, sizes: list[int]) -> l
     server = None
     url = plan.url
     if not url:
-        from ..connectors.nats.server import EmbeddedServer
+        from ...connectors.nats.server import EmbeddedServer
 
         server = EmbeddedServer().start()
         url = server.url
@@ -295,7 +295,7 @@ def check_server(url: str) -> None:
     The connection is the one ``wirepipe run`` makes (``NatsConnection``): the same log line
     the moment the server refuses (``waiting for NATS at ...``), the same ``connect_timeout``.
     """
-    from ..connectors.nats.connection import NatsConnection, connection_config
+    from ...connectors.nats.connection import NatsConnection, connection_config
 
     async def probe() -> None:
         conn = NatsConnection(connection_config(url), role="bench")
@@ -334,7 +334,7 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
     server = None
     url = plan.url
     if not url:
-        from ..connectors.nats.server import EmbeddedServer
+        from ...connectors.nats.server import EmbeddedServer
 
         server = EmbeddedServer().start()
         url = server.url

@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..codecs.formats import FORMATS
-from ..core.errors import ConfigError
-from ..core.stages import Stage
-from ..operators.compress import Compress
-from ..operators.decompress import Decompress
-from ..operators.deserialize import Deserialize
-from ..operators.pack import Pack
-from ..operators.serialize import Serialize
-from ..operators.unpack import Unpack
+from ...codecs.formats import FORMATS
+from ...core.errors import ConfigError
+from ...core.stages import Stage
+from ...operators.compress import Compress
+from ...operators.decompress import Decompress
+from ...operators.deserialize import Deserialize
+from ...operators.pack import Pack
+from ...operators.serialize import Serialize
+from ...operators.unpack import Unpack
 from .combos import Combo
 from .data import BenchData
 from .round_trip import round_trip_error

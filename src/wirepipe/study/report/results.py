@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import MissingInput, WirepipeError
+from ...core.errors import MissingInput, WirepipeError
 
 
 @dataclass
@@ -74,7 +74,7 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..metrics.columns import TABLES, arrow_schema
+    from ...metrics.columns import TABLES, arrow_schema
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files: list[Path] = []
@@ -113,7 +113,7 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
 
 
 def _kind(schema: Any) -> str | None:
-    from ..metrics.columns import TABLE_KEY, TABLES
+    from ...metrics.columns import TABLE_KEY, TABLES
 
     declared = (schema.metadata or {}).get(TABLE_KEY.encode(), b"").decode()
     if declared in TABLES:
@@ -128,9 +128,9 @@ def _kind(schema: Any) -> str | None:
 
 def _discover(path: Path) -> list[Path]:
     """Parquet files under ``path``, and the latency folder beside a stage folder named directly."""
-    from ..metrics.recorder import latency_path
-    from ..storage.files import sub_folders
-    from ..storage.parts import list_parts
+    from ...metrics.recorder import latency_path
+    from ...storage.files import sub_folders
+    from ...storage.parts import list_parts
 
     if not path.exists():
         raise MissingInput(f"{path}: no such file or folder")

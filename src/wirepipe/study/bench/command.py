@@ -8,12 +8,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
-from ..codecs.compression import CODECS, get_codec
-from ..codecs.formats import FORMATS
-from ..core.errors import ConfigError
-from ..core.models import Strict, config_error, problem_message
-from ..core.registry import install_hint
-from ..datasets import DATASETS
+from ...codecs.compression import CODECS, get_codec
+from ...codecs.formats import FORMATS
+from ...core.errors import ConfigError
+from ...core.models import Strict, config_error, problem_message
+from ...core.registry import install_hint
+from ...datasets import DATASETS
 from .combos import ALL_LEVELS, QUICK, BenchPlan
 from .estimate import Estimate
 from .measure import BenchRun, latency_table, load_data, rows_table, run_bench, write_results
@@ -311,7 +311,7 @@ def render_markdown(run: BenchRun, report: Any) -> str:
 def print_tables(run: BenchRun, report: Any, console: Any) -> None:
     """The terminal: per dataset the tables, then the recommendation with its YAML (never cut), last so it
     stays on screen."""
-    from ..report.table import terminal_width, wrap
+    from ...core.table import terminal_width, wrap
 
     width = terminal_width()
     out: list[str] = []

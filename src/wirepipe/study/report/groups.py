@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.stages import Stage
+from ...core.stages import Stage
 from .statistics import TimeStats, median_interval
 
 

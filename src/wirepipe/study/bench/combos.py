@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..codecs.chain import Chain
-from ..codecs.compression import LEVEL_NAMES, get_codec
-from ..codecs.formats import FORMATS
-from ..datasets import DATASETS
+from ...codecs.chain import Chain
+from ...codecs.compression import LEVEL_NAMES, get_codec
+from ...codecs.formats import FORMATS
+from ...datasets import DATASETS
 
 ALL_LEVELS = LEVEL_NAMES
 RAW_BYTES_PER_ITERATION = 4_000_000
