@@ -463,7 +463,7 @@ def _rejection_failures(expect: Expect, rejects: list[Any]) -> list[str]:
 # --- snapshots ---------------------------------------------------------------------------------------
 
 
-def snapshot(result: CaseResult) -> dict[str, Any]:
+def recorded_expect(result: CaseResult) -> dict[str, Any]:
     """What ``--update`` records as the case's ``expect``: the outputs exactly and the rejections,
     keeping the case's own ``decode`` and ``each``."""
     old = result.case.expect
