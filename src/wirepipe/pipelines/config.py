@@ -338,7 +338,7 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
     from ..metrics.tracing import check_installed
-    from .pipeline import Pipeline, check_flow, check_operators
+    from .pipeline import Pipeline, check_flow
     from .resources import Resources
 
     def check_tracing(tracing: Any) -> None:
@@ -359,7 +359,6 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
     try:
         check_flow(source, operators, sink, where)  # at the entries' own paths (Pipeline checks by position)
-        check_operators(operators, source, sink, where)
         resources = Resources(cfg.resources)
         resources.bind(operators, (source, sink), where)  # at the entries' own paths, as check_flow
         check_tracing(cfg.tracing)

@@ -147,16 +147,6 @@ class RunStats:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
 
 
-def check_operators(operators: Sequence[Operator], source: Source, sink: Sink, where: Sequence[str] = ()) -> None:
-    """What each operator declares it cannot run between (``Operator.refuse_parts``: a dictionary fetched
-    from NATS in a pipeline with no NATS part): ``ConfigError`` at ``where[i]`` (the YAML entry) or
-    ``operators[i]``."""
-    for i, op in enumerate(operators):
-        why = op.refuse_parts((source, sink))
-        if why is not None:
-            raise ConfigError(why, path=where[i] if where else f"operators[{i}].{op.stage}")
-
-
 def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None, operators: Sequence[Operator] = ()
                 ) -> None:
     """The rules that belong to a whole pipeline, as its parts declare them: ``ConfigError`` at the field of
@@ -328,7 +318,6 @@ class Pipeline:
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
         check_parts(source, sink, self.dead_letter, self.operators)  # attributes may have been set since construction
-        check_operators(self.operators, source, sink)
         self._preparing = [op for op in self.operators if op.prepares]
         if stop is not None:
             source.stopping = stop

@@ -62,9 +62,9 @@ def read_job_files(config: dict[str, Any]) -> dict[str, JobFile]:
 
 
 def _dictionary_file(value: str) -> JobFile | None:
-    from ..connectors.dictionary_bucket import is_shared
+    from ..core.stores import is_nats_ref
 
-    if is_shared(value) or "://" in value:  # a dictionary shared through NATS is fetched, not read
+    if is_nats_ref(value) or "://" in value:  # a dictionary shared through NATS is fetched, not read
         return None
     return JobFile(Path(value).name, Path(value).read_bytes())
 
