@@ -75,6 +75,7 @@ class Compress(Configured, Operator):
         self.shared: SharedDictionaries | None = None
         self.dictionary_id = 0  # the id every frame carries (a dictionary shared through NATS)
         self.digest: str | None = None  # Wirepipe-Dictionary: the digest of the dictionary's bytes, if one is used
+        self.local_dictionary: bytes | None = None  # a dictionary given as a file or bytes (its frames carry no id)
         self._fn: Callable[[bytes], bytes] | None
         if is_nats_ref(dictionary):
             # From the store the pipeline hands it, when it starts (``open``); its id goes in every frame so
@@ -87,7 +88,7 @@ class Compress(Configured, Operator):
             self._fn = None
             self.io = True
         else:
-            data = load_dictionary(dictionary)
+            data = self.local_dictionary = load_dictionary(dictionary)
             self._fn = c.compressor(self.level, data)
             if data is not None:
                 self.digest = self._pinned(data, f"dictionary {dictionary if isinstance(dictionary, str) else '<bytes>'}")
