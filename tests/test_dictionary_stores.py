@@ -201,3 +201,247 @@ def test_the_variables_of_replaced_parts_need_not_be_set(tmp_path: Path) -> None
         read_config(path, ["sink={type: jsonl, path: out.jsonl}"], env={}, replaced=replaced_parts("source"))
     with pytest.raises(ConfigError, match=r"sink.subject: environment variable SUBJECT is not set"):
         read_config(path, env={"CODEC": "zstd"}, replaced=replaced_parts("source", "sink", kept=["sink.subject"]))
+
+
+# --- wirepipe test: a NATS pipeline with no server and no NATS_URL ------------------------------------------------
+
+FLIGHTS = [{"carrier": "UA", "flight": 1545, "dep_delay": 2}, {"carrier": "AA", "flight": 1141, "dep_delay": -4},
+           {"carrier": "B6", "flight": 725, "dep_delay": 0}]
+FLIGHT_SCHEMA = "carrier: string\nflight: int32\ndep_delay: int32\n"
+PUBLISHER = """\
+name: flights-publish
+source: {type: jetstream, url: "${NATS_URL}", stream: FLIGHTS, durable: publisher}
+operators:
+  - deserialize: {format: json}
+  - serialize: {format: bincode, schema: flight.yaml}
+  - compress: {codec: zstd, dictionary: nats://DICTS/flights}
+sink: {type: nats, url: "${NATS_URL}", subject: flights.packed}
+"""
+
+
+def flights_dictionary() -> bytes:
+    import random
+
+    rnd = random.Random(3)
+    carriers = ["UA", "AA", "B6", "DL", "EV", "MQ", "US", "WN"]
+    samples = [orjson.dumps({"carrier": rnd.choice(carriers), "flight": rnd.randrange(5000),
+                             "dep_delay": rnd.randrange(-20, 200)}) for _ in range(2000)]
+    return train_zstd_dictionary(samples, size=2048)
+
+
+def flights_folder(folder: Path) -> bytes:
+    """A folder with the publisher pipeline, its schema and ``dicts/flights.zdict``; the dictionary's bytes."""
+    dictionary = flights_dictionary()
+    (folder / "dicts").mkdir(parents=True)
+    (folder / "dicts" / "flights.zdict").write_bytes(dictionary)
+    (folder / "flight.yaml").write_text(FLIGHT_SCHEMA)
+    (folder / "flights.yaml").write_text(PUBLISHER)
+    return dictionary
+
+
+@pytest.mark.slow
+def test_wirepipe_test_runs_a_nats_pipeline_with_a_nats_dictionary_without_a_server_or_NATS_URL(
+        tmp_path: Path) -> None:
+    """The source and sink are NATS (``${NATS_URL}``), compress names ``nats://DICTS/flights``: the test file's
+    folder of ``.zdict`` files stands in for the bucket, and the outputs decode with the schema and that
+    dictionary (named by default, or explicitly), exactly."""
+    from wirepipe.codecs.formats import get_format
+    from wirepipe.schema import load_schema_file, schema_fingerprint
+
+    dictionary = flights_folder(tmp_path)
+    headers = {"Content-Type": get_format("bincode").content_type,
+               "Wirepipe-Schema": schema_fingerprint(load_schema_file(str(tmp_path / "flight.yaml"))),
+               "Content-Encoding": "zstd", "Wirepipe-Dictionary": dictionary_digest(dictionary)}
+    payloads = [json.dumps(f) for f in FLIGHTS]
+    (tmp_path / "flights.test.yaml").write_text(json.dumps({
+        "resources": {"dictionaries": {"DICTS": {"type": "folder", "path": "dicts"}}},
+        "tests": [
+            {"name": "flights go out compressed with the shared dictionary",
+             "input": {"payloads": payloads},
+             "expect": {"decode": {"schema": "flight.yaml"}, "rejected": 0,
+                        "outputs": [{"value": f, "subject": "flights.packed", "headers": headers} for f in FLIGHTS]}},
+            {"name": "the decoder names the dictionary store",
+             "input": {"payloads": payloads[:1]},
+             "expect": {"decode": {"schema": "flight.yaml", "dictionaries": "nats://DICTS"}, "records": FLIGHTS[:1]}},
+            {"name": "a record that is not a flight is dead-lettered",
+             "input": {"payloads": ['{"carrier": "UA"}']},
+             "expect": {"count": 0, "rejections": [{"stage": "serialize", "seq": 0}]}}]}))
+    offline = {"NATS_URL": None}
+    done = wirepipe("test", "flights.test.yaml", env=offline, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[:3] == [
+        "flights.test.yaml::flights go out compressed with the shared dictionary PASSED",
+        "flights.test.yaml::the decoder names the dictionary store PASSED",
+        "flights.test.yaml::a record that is not a flight is dead-lettered PASSED"]
+    assert "3 passed" in done.stdout
+    checked = wirepipe("validate", "flights.test.yaml", env=offline, cwd=tmp_path)
+    assert checked.returncode == 0 and checked.stdout == "ok: flights.test.yaml: 3 test case(s) (run them: " \
+                                                         "wirepipe test flights.test.yaml)\n", checked.stderr
+
+
+@pytest.mark.slow
+def test_a_test_that_would_reach_nats_and_a_set_mapping_are_refused_by_test_and_validate_alike(
+        tmp_path: Path) -> None:
+    flights_folder(tmp_path)
+    (tmp_path / "online.test.yaml").write_text(
+        "pipeline: flights.yaml\ntests:\n  - {name: one, input: {payloads: ['{}']}, expect: {count: 0}}\n")
+    (tmp_path / "mapping.test.yaml").write_text(
+        "pipeline: flights.yaml\nset:\n  sink.subject: out\n  operators[0].deserialize.format: json\n"
+        "tests:\n  - {name: one, input: {payloads: ['{}']}}\n")
+    offline = {"NATS_URL": None}
+    for command in ("test", "validate"):
+        online = wirepipe(command, "online.test.yaml", env=offline, cwd=tmp_path)
+        assert online.returncode == 2 and online.stdout == "", online.stdout
+        assert online.stderr == (
+            "error: online.test.yaml: resources: flights.yaml operators[2].compress.dictionary reads dictionaries "
+            "from nats://DICTS, a NATS bucket, and a test runs without a server: declare `resources: {dictionaries: "
+            "{DICTS: {type: folder, path: FOLDER}}}` in the test file (fill it: wirepipe dict show "
+            "nats://DICTS/NAME --out FOLDER/NAME.zdict)\n")
+        mapping = wirepipe(command, "mapping.test.yaml", env=offline, cwd=tmp_path)
+        assert mapping.returncode == 2 and mapping.stderr == (
+            'error: mapping.test.yaml: set: `set:` is a list of PATH=VALUE overrides, as --set takes them: write '
+            'set: ["sink.subject=out", "operators[0].deserialize.format=json"]\n')
+
+
+# --- replays of a capture: no server ----------------------------------------------------------------------------
+
+N = 300
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Dictionary-compressed transactions as a publisher sent them through a real server, captured; the
+    dictionary published as nats://DICTS/tx and copied to ``dicts/tx.zdict``; the consumer pipeline that reads
+    them (NATS source, ``decompress: {dictionaries: nats://DICTS}``). The server stays up for the Beam test."""
+    import yaml
+
+    from tests.nats_fixtures import expected
+    from wirepipe.connectors.nats.server import EmbeddedServer
+
+    folder = tmp_path_factory.mktemp("captured")
+    server = EmbeddedServer(store_dir=folder / "jetstream").start()
+    try:
+        url = server.url
+        records = folder / "train.jsonl"
+        records.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in orders(2000)))
+        done = wirepipe("dict", "train", "--from", str(records), "--to", "nats://DICTS/tx", "--url", url,
+                        "--format", "msgpack", "--out", str(folder / "dicts" / "tx.zdict"), cwd=folder)
+        assert done.returncode == 0, done.stderr
+        publisher = folder / "publish.yaml"
+        publisher.write_text(yaml.safe_dump({
+            "name": "publish", "source": {"type": "generate", "dataset": "transaction", "count": N, "batch_size": 100},
+            "operators": [{"serialize": {"format": "msgpack"}},
+                          {"compress": {"codec": "zstd", "dictionary": "nats://DICTS/tx"}}],
+            "sink": {"type": "jetstream", "url": "${NATS_URL}", "subject": "tx.js",
+                     "stream": {"name": "TX", "subjects": ["tx.js"]}}}, sort_keys=False))
+        done = wirepipe("run", str(publisher), "--no-status", env={"NATS_URL": url}, cwd=folder)
+        assert done.returncode == 0, done.stderr
+        done = wirepipe("capture", "--url", url, "--stream", "TX", "--from-seq", "1", "--out", str(folder / "cap"))
+        assert done.returncode == 0, done.stderr
+        consumer = folder / "archive.yaml"
+        consumer.write_text(yaml.safe_dump({
+            "name": "archive", "source": {"type": "jetstream", "url": "${NATS_URL}", "stream": "TX", "durable": "a"},
+            "operators": [{"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"}},
+                          {"deserialize": {"format": "auto"}}],
+            "sink": {"type": "jsonl", "path": "out.jsonl"}}, sort_keys=False))
+        yield {"folder": folder, "server": server, "consumer": consumer, "records": expected("transaction", N)}
+    finally:
+        server.close()
+
+
+def read_lines(path: Path) -> list[Any]:
+    from wirepipe.codecs.formats import restore_bytes
+
+    return [restore_bytes(json.loads(line)) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_wirepipe_replay_of_a_capture_needs_no_server_and_no_NATS_URL(captured: Any) -> None:
+    folder, consumer = captured["folder"], captured["consumer"]
+    offline = {"NATS_URL": None}
+    refused = wirepipe("replay", "cap", "-p", str(consumer), env=offline, cwd=folder)
+    assert refused.returncode == 2 and refused.stderr == (
+        f"error: {consumer}: operators[0].decompress.dictionaries: the pipeline has no NATS source or sink to reach "
+        "the dictionaries nats://DICTS through: declare resources.dictionaries.DICTS as {type: nats, nats: {url: "
+        "...}}, or as {type: folder, path: ...} (a folder of .zdict files)\n")
+    done = wirepipe("replay", "cap", "-p", str(consumer), "--set",
+                    "resources.dictionaries.DICTS={type: folder, path: dicts}", env=offline, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert f"archive: replayed {N} records (local)" in done.stderr and f"{N} out, 0 rejected" in done.stderr
+    assert read_lines(folder / "out.jsonl") == captured["records"]
+
+
+@pytest.mark.slow
+def test_beam_replay_fetches_the_dictionaries_when_the_job_is_built_and_runs_without_the_server(
+        captured: Any) -> None:
+    """The job is built while the server is up (the bucket reached through the resource's own `nats:`), then the
+    server stops and the job runs: its workers read what the job carries, and the results are the local
+    runner's, record for record."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from wirepipe.replay import Replay, local
+    from wirepipe.replay.beam import build_job
+
+    folder, consumer, server = captured["folder"], captured["consumer"], captured["server"]
+    beam_out, local_out = folder / "beam", folder / "local.parquet"
+    bucket = f"resources.dictionaries.DICTS={{type: nats, nats: {{url: '{server.url}'}}}}"
+    job = build_job(Replay(str(consumer), [str(folder / "cap")], [bucket, "sink={type: parquet, path: x.parquet}"]),
+                    output=str(beam_out), options=["direct_num_workers=1"])
+    server.stop()
+    result = job.run()
+    assert (result.records_in, result.records_out, result.rejected) == (N, N, 0)
+    replayed = local.run(Replay(str(consumer), [str(folder / "cap")], [
+        "resources.dictionaries.DICTS={type: folder, path: %s}" % (folder / "dicts"),
+        f"sink={{type: parquet, path: '{local_out}'}}"]))
+    assert (replayed.records_out, replayed.rejected) == (N, 0)
+    parts = pa.concat_tables([pq.read_table(f) for f in sorted((beam_out / "results").glob("part-*.parquet"))])
+    assert parts.to_pylist() == pq.read_table(local_out).to_pylist()
+
+
+@pytest.mark.slow
+def test_beam_replay_carries_the_registry_schemas_fetched_when_the_job_is_built(make_server: Any,
+                                                                                tmp_path: Path) -> None:
+    """A consumer reads each record with the schema its Wirepipe-Schema header names, from the NATS registry: the
+    job fetches every registered version when it is built, and runs after the server stopped; version 1 and
+    version 2 records both come out as version 2 (by field name), as in a local run."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from wirepipe.connectors.capture_format import capture_table
+    from wirepipe.connectors.capture_sink import CaptureWriter
+    from wirepipe.core.batch import Batch
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.replay import Replay
+    from wirepipe.replay.beam import build_job
+
+    server = make_server()
+    v1, v2 = {"x": "int32", "y": "int32"}, {"y": "int32", "x": "int32", "label?": "string"}
+    for version, schema in enumerate((v1, v2), 1):
+        (tmp_path / f"v{version}.yaml").write_text(yaml.safe_dump(schema, sort_keys=False))
+        done = wirepipe("schema", "push", str(tmp_path / f"v{version}.yaml"), "--name", "points", "--registry",
+                        "nats://WIREPIPE_SCHEMAS", "--url", server.url)
+        assert done.returncode == 0, done.stderr
+    sent = [Serialize("bincode", schema=v1)(Batch([{"x": i, "y": -i} for i in range(5)])),
+            Serialize("bincode", schema=v2)(Batch([{"y": i, "x": 10 + i, "label": f"p{i}"} for i in range(5)]))]
+    writer = CaptureWriter(tmp_path / "cap", row_group_rows=5, fsync=False)
+    for i, batch in enumerate(sent):
+        writer.append(capture_table(Batch(batch.values, subjects="points", headers=batch.headers), 5 * i,
+                                    writer.schema()))
+    writer.close()
+    consumer = tmp_path / "consumer.yaml"
+    consumer.write_text(yaml.safe_dump({
+        "name": "points-archive", "source": {"type": "nats", "url": "${NATS_URL}", "subject": "points"},
+        "operators": [{"deserialize": {"format": "bincode", "schema": "registry/points"}}],
+        "sink": {"type": "parquet", "path": "x.parquet"}}, sort_keys=False))
+    registry = f"resources.schemas.registry={{type: nats, nats: {{url: '{server.url}'}}}}"
+    job = build_job(Replay(str(consumer), [str(tmp_path / "cap")], [registry]), output=str(tmp_path / "beam"),
+                    options=["direct_num_workers=1"])
+    server.stop()
+    result = job.run()
+    assert (result.records_in, result.records_out, result.rejected) == (10, 10, 0)
+    parts = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "beam" / "results").glob("part-*"))],
+                             promote_options="permissive")
+    assert parts.to_pylist() == ([{"y": -i, "x": i, "label": None} for i in range(5)]
+                                 + [{"y": i, "x": 10 + i, "label": f"p{i}"} for i in range(5)])
