@@ -89,19 +89,16 @@ class MemoryDictionaries:
         return None
 
     async def by_name(self, name: str, cap: int) -> bytes:
-        data = self._by_name.get(name)
-        if data is None:
-            raise DictionaryMissing(f"no dictionary {name!r} in {self.where}")
-        if len(data) > cap:
-            raise over_cap(len(data), cap, f"dictionary {name!r} in {self.where}")
-        return data
+        return self._held(self._by_name.get(name), cap, f"{name!r}", f"{name!r}")
 
     async def by_id(self, dict_id: int, cap: int) -> bytes:
-        data = self._by_id.get(dict_id)
+        return self._held(self._by_id.get(dict_id), cap, f"with id {dict_id}", str(dict_id))
+
+    def _held(self, data: bytes | None, cap: int, missing: str, which: str) -> bytes:
         if data is None:
-            raise DictionaryMissing(f"no dictionary with id {dict_id} in {self.where}")
+            raise DictionaryMissing(f"no dictionary {missing} in {self.where}")
         if len(data) > cap:
-            raise over_cap(len(data), cap, f"dictionary {dict_id} in {self.where}")
+            raise over_cap(len(data), cap, f"dictionary {which} in {self.where}")
         return data
 
     async def ids(self) -> Sequence[int]:
