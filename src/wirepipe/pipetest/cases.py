@@ -161,12 +161,16 @@ def _test_stores(loaded: LoadedFile, case: Case) -> dict[tuple[str, str], dict[s
     """The stores the test file (then the case) declares, by kind and name, as config data; a folder's path from
     the test file's folder."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for declared in (loaded.spec.resources, case.resources):
+    at = f"tests[{loaded.spec.tests.index(case)}].resources"
+    for where, declared in (("resources", loaded.spec.resources), (at, case.resources)):
         for kind, named in declared.named().items():
             for name, config in named.items():
                 data = config.model_dump(mode="json", exclude_unset=True)
                 if isinstance(data.get("path"), str):
                     data["path"] = str(loaded.path.parent / data["path"])
+                    if not Path(data["path"]).is_dir():
+                        raise ConfigError(f"{data['path']}: no such folder", file=str(loaded.path),
+                                          path=f"{where}.{kind}.{name}.path")
                 out[(kind, name)] = data
     return out
 
