@@ -342,6 +342,9 @@ def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: Emb
      "resources.dictionaries.DICTS", "unknown type 'redis': allowed nats, folder"),
     ({"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"}, "resources": {"DICTS": {"type": "folder"}}},
      "resources.dictionaries.DICTS.path", "required field is missing"),
+    ({"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"},
+      "resources": {"DICTS": {"type": "nats", "bucket": "a.b"}}},
+     "resources.dictionaries.DICTS.bucket", "bucket name 'a.b': a bucket name is letters, digits, - and _"),
 ])
 def test_a_bad_dictionary_reference_is_a_config_error_naming_file_field_and_value(
         tmp_path: Path, entry: dict[str, Any], where: str, message: str) -> None:
