@@ -205,7 +205,8 @@ def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
 
 class Pipeline:
     """A source, CPU operators and a sink, run as one asyncio task; ``resources`` are the stores its operators
-    read from (a schema registry: ``pipelines/resources.py``), handed to them here and opened before them.
+    read from (a schema registry, zstd dictionaries: ``pipelines/resources.py``), handed to them here (or, put
+    together with ``|`` before its sink, when it runs) and opened before them.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
     or from YAML with ``wirepipe.pipelines.config.load_pipeline``. ``|`` returns a new
@@ -232,7 +233,8 @@ class Pipeline:
         self.operators = list(operators)
         # the stores operators read from (a schema registry), each handed to the operators that name it
         self.resources = resources if isinstance(resources, Resources) else Resources(resources)
-        self.resources.bind(self.operators, (source, sink))
+        if sink is not None:  # put together with | (no sink yet), at its run: its stores may need the sink's server
+            self.resources.bind(self.operators, (source, sink))
         self.sink = sink
         self.name = name
         self.metrics_spec = metrics
@@ -318,6 +320,7 @@ class Pipeline:
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
         check_parts(source, sink, self.dead_letter, self.operators)  # attributes may have been set since construction
+        self.resources.bind(self.operators, (source, sink))  # put together with |, it has its sink only now
         self._preparing = [op for op in self.operators if op.prepares]
         if stop is not None:
             source.stopping = stop
