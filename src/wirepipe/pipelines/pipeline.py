@@ -148,16 +148,6 @@ class RunStats:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
 
 
-def check_operators(operators: Sequence[Operator], source: Source, sink: Sink, where: Sequence[str] = ()) -> None:
-    """What each operator declares it cannot run between (``Operator.refuse_parts``: a dictionary fetched
-    from NATS in a pipeline with no NATS part): ``ConfigError`` at ``where[i]`` (the YAML entry) or
-    ``operators[i]``."""
-    for i, op in enumerate(operators):
-        why = op.refuse_parts((source, sink))
-        if why is not None:
-            raise ConfigError(why, path=where[i] if where else f"operators[{i}].{op.stage}")
-
-
 def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None, operators: Sequence[Operator] = ()
                 ) -> None:
     """The rules that belong to a whole pipeline, as its parts declare them: ``ConfigError`` at the field of
@@ -216,7 +206,8 @@ def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
 
 class Pipeline:
     """A source, CPU operators and a sink, run as one asyncio task; ``resources`` are the stores its operators
-    read from (a schema registry: ``pipelines/resources.py``), handed to them here and opened before them.
+    read from (a schema registry, zstd dictionaries: ``pipelines/resources.py``), handed to them here (or, put
+    together with ``|`` before its sink, when it runs) and opened before them.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
     or from YAML with ``wirepipe.pipelines.config.load_pipeline``; an ``OperatorChain`` (``encode``'s,
@@ -244,7 +235,8 @@ class Pipeline:
         self.operators = operators
         # the stores operators read from (a schema registry), each handed to the operators that name it
         self.resources = resources if isinstance(resources, Resources) else Resources(resources)
-        self.resources.bind(self.operators, (source, sink))
+        if sink is not None:  # put together with | (no sink yet), at its run: its stores may need the sink's server
+            self.resources.bind(self.operators, (source, sink))
         self.sink = sink
         self.name = name
         self.metrics_spec = metrics
@@ -339,7 +331,7 @@ class Pipeline:
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
         check_parts(source, sink, self.dead_letter, self.operators)  # attributes may have been set since construction
-        check_operators(self.operators, source, sink)
+        self.resources.bind(self.operators, (source, sink))  # put together with |, it has its sink only now
         self._preparing = [op for op in self.operators if op.prepares]
         if stop is not None:
             source.stopping = stop
@@ -512,7 +504,9 @@ class Pipeline:
 
         source = self.source
         check_parts(source, sink, new.dead_letter, new.operators)
-        check_operators(new.operators, source, sink)
+        # the running stores (a changed `resources:` needs a restart): a store only the new operators name opens now
+        self.resources.bind(new.operators, (source, sink))
+        await self.resources.open()
         old_operators, old_dead_letter, old_metrics = self.operators, self.dead_letter, self.metrics
         fresh = [op for op in new.operators if not any(op is o for o in old_operators)]
         dead_letter = new.dead_letter if new.dead_letter is not old_dead_letter else None

@@ -32,10 +32,11 @@ class Replay:
     stop_on_error: bool = False  # stop at the first unreadable file or row group (default: replay the rest)
 
     def config(self) -> dict[str, Any]:
-        """The pipeline file's config (variables and overrides applied) with the capture as its source."""
-        from ..pipelines.config import read_config
+        """The pipeline file's config (variables and overrides applied) with the capture as its source (whose
+        variables need not be set: it is replaced)."""
+        from ..pipelines.config import read_config, replaced_parts
 
-        data = read_config(self.pipeline, self.overrides)
+        data = read_config(self.pipeline, self.overrides, replaced=replaced_parts("source"))
         data["source"] = {
             "type": "capture", "path": [str(c) for c in self.captures], "batch_size": self.batch_size,
             "count": self.count, "pace": self.pace, "speed": self.speed, "pace_by": self.pace_by,
