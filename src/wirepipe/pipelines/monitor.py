@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import Field
 
 from ..core.models import Duration, Strict
+from ..core.workers import Worker
 
 log = logging.getLogger("wirepipe")
 
@@ -80,6 +81,11 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         # them), and records the sink's destination already had (kept once)
         "redelivered": source.redelivered,
         "deduplicated": pipeline.sink.deduplicated if pipeline.sink is not None else 0,
+        # records still awaiting acknowledgement or redelivery when a bounded run ended (0 while it runs)
+        "outstanding": stats.outstanding,
+        # every loss figure of the source by kind (``Source.losses``: missing, dropped, discarded...), so a pool
+        # sums them as a single run shows them; a dict, so neither the status line nor Prometheus repeat it
+        "losses": losses,
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
         "lag": lag,
@@ -154,16 +160,36 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     rate = stats.records_per_second
     text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
             f"({rate:,.0f} records/s), {stats.rejected} rejected")
+    lines = [*ending_lines(stats), *rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
+    return text + run_figures(pipeline, stats) + "\n  " + "\n  ".join(lines)
+
+
+def run_figures(pipeline: Any, stats: Any) -> str:
+    """The summary's figures after the counts: projected, lost by kind, redelivered, deduplicated, awaiting
+    redelivery, interrupted (``run``, ``capture``)."""
+    text = ""
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
     text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
-    lines = [*rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
+    return text + ending_summary(stats.outstanding, stats.interrupted)
+
+
+def ending_lines(stats: Any) -> list[str]:
+    """The summary's lines on what the run could not finish: a drain cut short, input it could not read."""
+    lines = [f"drain cut: {stats.cut}"] if stats.cut else []
     if stats.unreadable:
         from ..connectors.connector import describe_unreadable
 
-        lines.insert(0, f"not read: {describe_unreadable(stats.unreadable)}")
-    return text + "\n  " + "\n  ".join(lines)
+        lines.append(f"not read: {describe_unreadable(stats.unreadable)}")
+    return lines
+
+
+def ending_summary(outstanding: int, interrupted: bool) -> str:
+    """How the run ended, when it did not simply reach its end: records still awaiting redelivery (JetStream)
+    and an interruption (SIGINT before the end of a bounded run)."""
+    text = f", {outstanding} records awaiting redelivery" if outstanding else ""
+    return text + (", interrupted (SIGINT) before its end" if interrupted else "")
 
 
 def rejection_lines(rows: list[Any]) -> list[str]:
@@ -185,6 +211,17 @@ def run_outputs(pipeline: Any) -> list[str]:
     if path is not None:
         where.append(f"metrics: {path}")
     return where
+
+
+def worker_outputs(outputs: list[list[str]]) -> list[str]:
+    """Where each of several workers' output went (``run_outputs`` of each, in worker order) as one list: a line
+    every worker has (their shared metrics folder) once, the others with the worker's tag (``w1 output: ...``)."""
+    if not outputs:
+        return []
+    shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
+    tags = [Worker(i, len(outputs)).tag for i in range(len(outputs))]
+    return [*(f"{tag} {line}" for tag, mine in zip(tags, outputs, strict=True) for line in mine if line not in shared),
+            *shared]
 
 
 def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
@@ -212,7 +249,7 @@ def loss_summary(losses: dict[str, int] | None) -> str:
     """The run summary's loss figures (core NATS), empty for sources that cannot lose. When a publisher was
     not heard from since a disconnect, what it sent meanwhile is lost and cannot be counted: the figure
     says so instead of a count that reads as complete."""
-    if losses is None:
+    if not losses:
         return ""
     parts = (f"{losses['missing']} missing from publisher sequences, {losses['dropped']} dropped by the client, "
              f"{losses['discarded']} discarded at stop")
@@ -228,7 +265,9 @@ def loss_summary(losses: dict[str, int] | None) -> str:
 
 
 def describe_sink(sink: Any) -> str:
-    """``jsonl blocks.jsonl (1.2 MB)``, ``nats subject points``, ``null (discarded)``."""
+    """``jsonl blocks.jsonl (1.2 MB)``, ``nats subject points``, ``jetstream: each record on the subject it was
+    read from``, ``parquet archive/part-w1-*.parquet: nothing written``, ``null (discarded)``: what the run wrote,
+    never a template left unfilled."""
     if sink is None or sink.type == "null":
         return "null (discarded)"
     params = sink.params if hasattr(sink, "params") else {}
@@ -237,10 +276,29 @@ def describe_sink(sink: Any) -> str:
         size = sum(_size(p) for p in files)
         shown = ", ".join(map(str, files[:3])) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
         return f"{sink.type} {shown} ({size / 1e6:,.2f} MB)"
-    for key, word in (("subject", "subject"), ("dir", "folder"), ("path", "")):
+    if params.get("subject"):
+        return f"{sink.type} {describe_subject(str(params['subject']))}"
+    for key, word in (("dir", "folder "), ("path", "")):
         if params.get(key):
-            return f"{sink.type} {word + ' ' if word else ''}{params[key]}"
+            where = str(params[key]).replace("{part}", "*")  # the files it would have written
+            return f"{sink.type} {word}{where}" + (": nothing written" if hasattr(sink, "files") else "")
     return str(sink.type)
+
+
+def describe_subject(template: str) -> str:
+    """Where a NATS sink publishes, in words: ``subject points``; a subject template names what each record's
+    subject is made of (``{subject}``: the one it was read from)."""
+    if "{" not in template:
+        return f"subject {template}"
+    if template == "{subject}":
+        return "on the subject each record was read from"
+    from ..wire import template_fields
+
+    try:
+        fields = ", ".join(template_fields(template))
+    except ValueError:
+        fields = "its fields"
+    return f"a subject per record from {fields} (template {template})"
 
 
 class Monitor:
@@ -322,6 +380,8 @@ COUNTER_DOCS = {
     "disconnects": "NATS disconnects",
 }
 GAUGE_DOCS = {"lag": "records waiting upstream of the source",
+              "outstanding": "records still awaiting acknowledgement or redelivery when a bounded run ended "
+                             "(JetStream; 0 while it runs)",
               "unsure": "publishers not heard from since a disconnect of a core NATS source: what they published "
                         "meanwhile is lost and not counted yet",
               "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1"}

@@ -58,6 +58,7 @@ from .commits import AckLedger
 from .sink_retry import SinkRetry
 
 if TYPE_CHECKING:
+    from ..core.exit_codes import Outcome
     from ..metrics.recorder import Stamps
 
 log = logging.getLogger("wirepipe")
@@ -125,10 +126,29 @@ class RunStats:
     redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
     deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
     unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
+    # Records still awaiting acknowledgement or redelivery when a bounded run ended (JetStream: the source sets it;
+    # a cut drain's unacknowledged records too): exit 6.
+    outstanding: int = 0
+    interrupted: bool = False  # a bounded run stopped by SIGINT before its end, after a clean drain (worker.py)
+    cut: str | None = None  # the drain was cut (shutdown_timeout, a second signal): what it left (worker.py)
+    unconfirmed: int = 0  # records published and not confirmed by the server when the drain was cut
 
     @property
     def lost(self) -> int:
         return self.losses["lost"] if self.losses else 0
+
+    def outcome(self) -> Outcome:
+        """What the run's exit code follows (``exit_codes.verdict``)."""
+        from ..connectors.connector import describe_unreadable
+        from ..core.exit_codes import Outcome
+
+        failures = [describe_unreadable(self.unreadable)] if self.unreadable else []
+        if self.unconfirmed:
+            failures.append(f"{self.unconfirmed:,} record(s) published and not confirmed by the server when the "
+                            "drain was cut: whether they were stored is unknown")
+        return Outcome(records=self.records_in, rejected=self.rejected, lost=self.lost,
+                       unsure=(self.losses or {}).get("unsure", 0), outstanding=self.outstanding,
+                       interrupted=self.interrupted, failures=failures)
 
     def working(self) -> float:
         """Seconds of work so far: since every part was open (0 while opening or waiting for a stream)."""
@@ -237,6 +257,7 @@ class Pipeline:
         self.dead_letter = dead_letter
         # where rejects go without a ``dead_letter``, and what a dead_letter refuses (dead_letters.py): set at start
         self.default_dead_letter: Sink | None = None
+        self.dead_letter_role: str | None = None  # names that file apart (a replay's: ``out.replay.dead.jsonl``)
         self.queue_size = queue_size
         self.shutdown_timeout = shutdown_timeout
         self.flush_interval = flush_interval
@@ -263,6 +284,7 @@ class Pipeline:
         self._in_flight: tuple[int, int] | None = None
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
         self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
+        self.read_to_end = False  # the source ended on its own (its input, its count): a stop after it interrupts nothing
 
     def __or__(self, other: Any) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
@@ -299,8 +321,9 @@ class Pipeline:
                 self._ledger.records + sum(len(b.values) for b in self._queued))
 
     def __repr__(self) -> str:
-        ops = " | ".join(f"{op.stage}({op.name})" for op in self.operators)
-        return f"Pipeline({self.name!r}: {self.source.name} | {ops} | {self.sink.name if self.sink else 'null'})"
+        parts = [self.source.name, *(f"{op.stage}({op.name})" for op in self.operators),
+                 self.sink.name if self.sink else "null"]
+        return f"Pipeline({self.name!r}: {' | '.join(parts)})"
 
     # --- running -----------------------------------------------------------------------------
 
@@ -320,11 +343,13 @@ class Pipeline:
         if stop is not None:
             source.stopping = stop
         self.stats = stats = RunStats()
+        self.read_to_end = False
         self._queued, self._ledger, self._retry = [], AckLedger(source), SinkRetry(source, self._held)
         from .dead_letters import DefaultDeadLetter, default_path
 
         # Without a dead_letter, where rejects go; with one, where what it refuses for itself goes.
-        self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
+        self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec,
+                                                                  self.dead_letter_role))
         self.metrics = self._open_metrics()
         self.tracing = _open_tracing(self)
         timer = flusher = None
@@ -480,6 +505,7 @@ class Pipeline:
                 try:
                     batch = await it.__anext__()
                 except StopAsyncIteration:
+                    self.read_to_end = not source.stopping.is_set()
                     break
                 end = _ns()
                 if limit is not None and seen + len(batch.values) > limit:
@@ -488,6 +514,7 @@ class Pipeline:
                 self._queued.append(batch)
                 await queue.put((batch, start, end))
                 if limit is not None and seen >= limit:
+                    self.read_to_end = True
                     break
         finally:
             aclose = getattr(it, "aclose", None)

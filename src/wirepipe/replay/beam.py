@@ -253,9 +253,11 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
         raise WirepipeError(f"the Beam pipeline failed: {_short_error(exc)}") from None
     result = ReplayResult(pipeline=cfg.name, runner=f"beam {_runner_name(opts)}", elapsed=time.monotonic() - started)
     _fill_counts(result, state)
-    result.outputs = [output]
+    result.outputs = [f"output: {join(output, 'results')}/ (Parquet parts)" if sink.batch_results == "files"
+                      else "output: null (discarded)"]
     if result.rejected:
-        result.dead_letters = [f"{output}/dead_letter/ (dead-letter envelopes)"]
+        result.outputs.append(f"dead letters: {output}/dead_letter/ (dead-letter envelopes)")
+    result.outputs.append(f"metrics: {join(output, 'metrics')}/")
     return result
 
 

@@ -238,7 +238,8 @@ class NatsSource(Configured, Source):
         # are discarded, not missing), so the gap counter sees them before the last stamps apply.
         dropped = self.buffer.drop_messages()
         self.buffer.detach()
-        self.discarded += len(dropped)
+        if not self.observer:  # an observer's copy left unread is nobody's loss
+            self.discarded += len(dropped)
         if self.gaps is not None:
             self._observe(dropped.headers, self.buffer.taken - len(dropped))
             while self._events:

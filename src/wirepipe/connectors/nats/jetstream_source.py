@@ -161,6 +161,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
                 "batch_size": self.batch_size, **self.config.public_params()}
 
+    @property
+    def ends(self) -> bool:
+        return self.stop_at_end or super().ends
+
     def refuse_workers(self, workers: int) -> Refusal | None:
         if self.ordered:
             return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
