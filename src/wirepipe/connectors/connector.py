@@ -83,6 +83,9 @@ class Source(ABC):
     redelivers: bool = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
     # True: messages are lost when the source is not read for a while (core NATS): losses are counted per batch.
     drops_when_unread: ClassVar[bool] = False
+    # True: once ``stopping`` is set the source still yields what it already holds (a core NATS client's received
+    # messages, which nobody can send again), then ends on its own: the run loop takes batches until it ends.
+    drains: ClassVar[bool] = False
     # True: the source has a socket to keep serving while the operators run (reading what arrives, pulls, acks,
     # heartbeats), so the pipeline runs long operator passes off the event loop (``Pipeline._run_operators``).
     reads_while_busy: ClassVar[bool] = False

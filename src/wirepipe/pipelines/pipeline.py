@@ -108,7 +108,7 @@ class RunStats:
     """What a run did: counts in and out, rejects by stage and by reason, wall time."""
 
     batches: int = 0
-    records_in: int = 0
+    records_in: int = 0  # read and taken through (a cut run hands what it could not finish back to its source)
     records_out: int = 0
     rejected: int = 0
     bytes_out: int = 0
@@ -484,7 +484,9 @@ class Pipeline:
         self._queued = []
         if self._in_flight is not None:
             n, rejected_before = self._in_flight
-            left += n - (stats.rejected - rejected_before)
+            unfinished = n - (stats.rejected - rejected_before)
+            left += unfinished
+            stats.records_in -= unfinished  # handed back to the source: redelivered, or counted lost there
             self._in_flight = None
         if left:
             log.warning("%s: stopped with %d record(s) read and not written%s", self.name, left,
@@ -500,7 +502,7 @@ class Pipeline:
         seen = 0
         it = source.batches().__aiter__()
         try:
-            while not source.stopping.is_set():
+            while source.drains or not source.stopping.is_set():  # a draining source ends on its own
                 start = _ns()
                 try:
                     batch = await it.__anext__()

@@ -171,6 +171,7 @@ class Slot:
 
     index: int
     restart: ExponentialBackoff  # its waits before a restart; ``failures``: its deaths in a row
+    redelivers: bool = True  # its source redelivers what a worker did not commit (``committed``)
     proc: WorkerProcess | None = None
     snapshot: dict[str, Any] = field(default_factory=dict)
     carried: dict[str, Any] = field(default_factory=dict)  # counters, and counts by kind (dicts of counters)
@@ -193,7 +194,7 @@ class Slot:
 
     def totals(self) -> dict[str, Any]:
         """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
-        out = committed(self.snapshot)
+        out = committed(self.snapshot, self.redelivers)
         for key, value in self.carried.items():
             mine = out.get(key)
             if isinstance(value, dict):  # counts by kind (the losses): summed kind by kind
@@ -211,7 +212,7 @@ class Slot:
     def retire(self) -> None:
         """The current process ended: keep its counters (records out: what it committed) and its span of work,
         forget its gauges."""
-        for key, value in committed(self.snapshot).items():
+        for key, value in committed(self.snapshot, self.redelivers).items():
             if key in GAUGES or isinstance(value, bool):
                 continue
             if isinstance(value, (int, float)):
@@ -233,12 +234,13 @@ class Slot:
         return [(self.reported - self.working, self.reported)] if self.working > 0 else []
 
 
-def committed(snap: dict[str, Any]) -> dict[str, Any]:
-    """A worker's snapshot as the pool counts it: its records out are the records it committed (the sink flushed
-    them, the source was acknowledged: ``acked``). What a worker had written but not committed when it was
-    killed is not in its output for good: a durable redelivers it to another worker (``redelivered``), which
-    writes and counts it; core NATS counts it lost."""
-    if isinstance(snap.get("acked"), int) and not isinstance(snap.get("acked"), bool):
+def committed(snap: dict[str, Any], redelivers: bool = True) -> dict[str, Any]:
+    """A worker's snapshot as the pool counts it: with a source that redelivers, its records out are the records
+    it committed (the sink flushed them, the source was acknowledged: ``acked``). What a worker had written but
+    not committed when it was killed is not in its output for good: a durable redelivers it to another worker
+    (``redelivered``), which writes and counts it. A core NATS worker's records out are what it wrote: nothing
+    comes back, and closing the sink (a drain, even a cut one) flushes them."""
+    if redelivers and isinstance(snap.get("acked"), int) and not isinstance(snap.get("acked"), bool):
         return {**snap, "records_out": snap["acked"]}
     return dict(snap)
 
@@ -311,7 +313,7 @@ class Pool:
         self.log_level = log_level  # what the workers log
         self.monitor = cfg.monitor or MonitorConfig()  # the pool's status line is on even without `monitor:`
         self.shutdown_timeout = float(cfg.shutdown_timeout)
-        self.slots = [Slot(i, self.restart.delays()) for i in range(workers)]
+        self.slots = [Slot(i, self.restart.delays(), self.redelivers) for i in range(workers)]
         self.stopping = False
         self.interrupted = False  # a SIGINT stopped the workers before the end of their bounded runs
         self.gave_up: str | None = None

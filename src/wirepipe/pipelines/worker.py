@@ -135,8 +135,9 @@ def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = Non
     elif unacked:
         what.append(f"{unacked} record(s) written but not flushed")
     losses = pipeline.source.losses()
-    if summary and losses and losses.get("discarded"):
-        what.append("records read and not written are counted as discarded (lost)")
+    if summary:  # the summary line has the losses by kind
+        if losses and losses.get("discarded"):
+            what.append("records read and not written are counted as discarded (lost)")
     elif losses and (losses["lost"] or losses.get("unsure")):
         from .monitor import loss_summary
 
