@@ -60,6 +60,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
+        "messages_out": stats.messages_out,  # values written: several records each after ``pack``
         # bytes_out is summed by the run loop only with metrics on; NATS sinks count their own,
         # file sinks are measured on disk.
         "bytes_out": stats.bytes_out or sink_bytes(pipeline.sink),
@@ -128,8 +129,8 @@ STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_
                    ("lost", "lost"), ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("acked", "acked"), ("reconnects", "reconnects"))
-_NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
-                 "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
+_NOT_COUNTERS = {"records_in", "records_out", "messages_out", "bytes_out", "lag", "running", "connected",
+                 "disconnects", "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
 
 
 def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:
@@ -157,11 +158,28 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
 def run_summary(pipeline: Any, stats: Any) -> str:
     """The end of a run in words: counts, rate, rejects by reason, and where the output, rejected records and
     metrics went."""
-    rate = stats.records_per_second
-    text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
-            f"({rate:,.0f} records/s), {stats.rejected} rejected")
+    text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in}{read_unit(pipeline)} in "
+            f"{stats.elapsed:.2f}s ({stats.records_per_second:,.0f} records/s"
+            f"{messages_summary(stats.messages_out, stats.records_out, stats.elapsed)}), {stats.rejected} rejected")
     lines = [*ending_lines(stats), *rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
     return text + run_figures(pipeline, stats) + "\n  " + "\n  ".join(lines)
+
+
+def read_unit(pipeline: Any) -> str:
+    """What a run's "records in" counted: messages, when an ``unpack`` (before any ``pack``) makes records of
+    them later: the source cannot know how many each carries."""
+    from ..core.stages import Stage
+
+    first = next((op.stage for op in pipeline.operators if op.stage in (Stage.PACK, Stage.UNPACK)), None)
+    return " messages" if first == Stage.UNPACK else ""
+
+
+def messages_summary(messages: int, records: int, seconds: float) -> str:
+    """The messages a run wrote, when ``pack`` put several records in each (records are counted as records)."""
+    if messages == records:
+        return ""
+    rate = f", {messages / seconds:,.0f} messages/s" if seconds > 0 else ""
+    return f"; {messages} messages{rate}"
 
 
 def run_figures(pipeline: Any, stats: Any) -> str:
@@ -362,7 +380,9 @@ class Monitor:
 # worker pool's endpoint without touching the collector.
 COUNTER_DOCS = {
     "records_in": "records read from the source",
-    "records_out": "records written to the sink",
+    "records_out": "records written to the sink (a message `pack` made counts its records)",
+    "messages_out": "messages (values) written to the sink: as many as records_out unless `pack` put several "
+                    "records in each",
     "bytes_out": "payload bytes written to the sink",
     "rejected": "records sent to the dead-letter destination",
     "projected": "records whose fields the schema does not declare serialize dropped (extra_fields: drop)",

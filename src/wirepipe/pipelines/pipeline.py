@@ -86,17 +86,18 @@ def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = Fal
     ns = _ns
     stamps: Stamps | None = None  # nothing is allocated for an untimed pass (the sliced path runs many)
     if timed:
-        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)],
-                  [batch.projected])
+        stamps = ([], [], [batch.record_count()], [len(batch.rejected)], [payload_nbytes(batch.values)],
+                  [batch.projected], [len(batch.values)])
     for op in operators:
         if stamps is not None:
             stamps[0].append(ns())
         batch = op(batch)
         if stamps is not None:
-            _, ends, records, rejected, sizes, projected = stamps
+            _, ends, records, rejected, sizes, projected, messages = stamps
             ends.append(ns())
             values = batch.values
-            records.append(len(values))
+            records.append(batch.record_count())
+            messages.append(len(values))
             rejected.append(len(batch.rejected))
             sizes.append(payload_nbytes(values))
             projected.append(batch.projected)
@@ -110,6 +111,7 @@ class RunStats:
     batches: int = 0
     records_in: int = 0  # read and taken through (a cut run hands what it could not finish back to its source)
     records_out: int = 0
+    messages_out: int = 0  # values written: messages on the wire, several records each after ``pack``
     rejected: int = 0
     bytes_out: int = 0
     acked: int = 0
@@ -448,12 +450,19 @@ class Pipeline:
             while True:
                 if ledger.pending:
                     wait = ledger.last + interval - time.monotonic()
-                    try:  # woken now and then: the source may ask for a commit while no batch comes
-                        item = await asyncio.wait_for(queue.get(), min(max(wait, 0.001), _COMMIT_POLL))
-                    except asyncio.TimeoutError:
+                    # Woken now and then: the source may ask for a commit while no batch comes. (Not wait_for:
+                    # on Python 3.11 it swallows a cancellation, a Ctrl-C of ``run()``, that meets a ready item.)
+                    getter = asyncio.ensure_future(queue.get())
+                    try:
+                        done, _ = await asyncio.wait({getter}, timeout=min(max(wait, 0.001), _COMMIT_POLL))
+                    finally:
+                        if not getter.done():
+                            getter.cancel()  # a get cancelled leaves its item in the queue
+                    if not done:
                         if ledger.due(interval, pressure):
                             await self._commit(sink, stats)
                         continue
+                    item = getter.result()
                 else:
                     item = await queue.get()
                 if item is None:
@@ -590,7 +599,8 @@ class Pipeline:
             batch.rejected = []
             if taken:
                 settled_apart += [r.meta.get("ack") for r in refused]
-        stats.records_out += len(batch.values)
+        stats.records_out += batch.record_count()
+        stats.messages_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
         if tracing is not None:

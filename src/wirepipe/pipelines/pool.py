@@ -532,15 +532,24 @@ class Pool:
         they committed, see ``committed``; the rejections by reason, the losses by kind, redelivered,
         deduplicated, awaiting redelivery), records per second of work, and where each worker's output, dead
         letters and metrics went (a line the workers share is shown once)."""
-        from .monitor import ending_summary, loss_summary, redelivery_summary, rejection_lines, worker_outputs
+        from .monitor import (
+            ending_summary,
+            loss_summary,
+            messages_summary,
+            redelivery_summary,
+            rejection_lines,
+            worker_outputs,
+        )
 
         t = self.total()
         work = self.work_seconds()
         out, rate = t.get("records_out", 0), t.get("records_out", 0) / work if work > 0 else 0.0
         restarts = sum(s.restarts for s in self.slots)
         redelivered = int(t.get("redelivered", 0)) if self.redelivers else None
+        messages = messages_summary(int(t.get("messages_out", out)), int(out), work)
         text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {work:.2f}s "
-                f"of work ({rate:,.0f} records/s), {t.get('rejected', 0)} rejected{loss_summary(t.get('losses'))}"
+                f"of work ({rate:,.0f} records/s{messages}), {t.get('rejected', 0)} rejected"
+                f"{loss_summary(t.get('losses'))}"
                 f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)))}"
                 f"{ending_summary(int(t.get('outstanding', 0)), self.interrupted)}, {restarts} restarts")
         where = worker_outputs([s.all_outputs() for s in self.slots])

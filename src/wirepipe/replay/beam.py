@@ -243,6 +243,8 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     from apache_beam.options.pipeline_options import DirectOptions
 
     separate = opts.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    runner_log = logging.getLogger("apache_beam.runners.common")
+    runner_log.addFilter(_no_interrupt_traceback)
     try:
         with quiet_worker_processes() if separate else contextlib.nullcontext():
             state = p.run()
@@ -250,7 +252,11 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     except WirepipeError:
         raise
     except Exception as exc:
+        if _interrupted(exc):  # a Ctrl-C that reached a DoFn, wrapped by the runner: an interruption (130)
+            raise KeyboardInterrupt from None
         raise WirepipeError(f"the Beam pipeline failed: {_short_error(exc)}") from None
+    finally:
+        runner_log.removeFilter(_no_interrupt_traceback)
     result = ReplayResult(pipeline=cfg.name, runner=f"beam {_runner_name(opts)}", elapsed=time.monotonic() - started)
     _fill_counts(result, state)
     result.outputs = [f"output: {join(output, 'results')}/ (Parquet parts)" if sink.batch_results == "files"
@@ -265,6 +271,21 @@ def _runner_name(opts: Any) -> str:
     from apache_beam.options.pipeline_options import StandardOptions
 
     return str(opts.view_as(StandardOptions).runner)
+
+
+def _no_interrupt_traceback(record: logging.LogRecord) -> bool:
+    """Beam logs a Ctrl-C that reached a DoFn as an error with its traceback; the command says "interrupted"."""
+    return not record.getMessage().startswith("KeyboardInterrupt")
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a runner's error is a ``KeyboardInterrupt`` it wrapped (in its chain, or named in its message)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt) or str(seen).startswith("KeyboardInterrupt"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _short_error(exc: BaseException) -> str:
