@@ -325,3 +325,44 @@ sink: {type: capture, dir: cap}
     assert summary[2].startswith("  output: parquet archive/part-"), summary
     assert summary[3].startswith(f"  dead letters: {own.relative_to(tmp_path)} ({rejected} appended"), summary
     assert summary[4:] == ["  metrics: m"], summary  # the metrics are not called the output
+
+
+# --- the one verdict -------------------------------------------------------------------------------------------
+
+
+def test_the_verdict_names_every_reason_and_the_first_of_1_5_6_3_130_wins() -> None:
+    from wirepipe.core.exit_codes import LossLimit, Outcome, verdict
+
+    everything = Outcome(records=100, rejected=100, lost=2, outstanding=7, interrupted=True, failures=["input cut"])
+    assert [code for code, _ in verdict(everything)] == [1, 5, 6, 3, 130]
+    assert [code for code, _ in verdict(Outcome(records=100, rejected=3, outstanding=7, interrupted=True))] == [6, 130]
+    assert verdict(Outcome(records=100, lost=2), lost=LossLimit.parse("2")) == []
+    assert verdict(Outcome(records=98, lost=2), lost=LossLimit.parse("1%"))[0][1] == \
+        "2 of 100 records lost (2%), more than --max-lost 1%"
+    unsure = verdict(Outcome(records=10, unsure=1))  # an unknown number lost fails, unless 100% is accepted
+    assert unsure[0][0] == ExitCode.LOST and "1 publisher(s) not heard from since a disconnect" in unsure[0][1]
+    assert verdict(Outcome(records=10, unsure=1), lost=LossLimit.parse("100%")) == []
+    assert verdict(Outcome(records=10)) == []
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "101%"])
+def test_bad_max_lost_is_a_usage_error(bad: str, tmp_path: Path) -> None:
+    config = write(tmp_path / "p.yaml", "name: p\nsource: {type: generate, dataset: point, count: 10}\nsink: {type: \"null\"}\n")
+    out = invoke("run", str(config), "--max-lost", bad, columns=100)
+    assert out.returncode == ExitCode.CONFIG and f"--max-lost {bad!r}: give a count" in out.stderr
+
+
+def test_records_awaiting_redelivery_are_in_the_summary_and_exit_6(tmp_path: Path) -> None:
+    """What the JetStream source sets at the end of a bounded run (``RunStats.outstanding``) reaches the summary
+    and the one verdict."""
+    from wirepipe import generate, null_sink
+    from wirepipe.core.exit_codes import verdict
+    from wirepipe.pipelines.monitor import run_summary
+
+    pipe = generate("point", count=10) | null_sink()
+    stats = pipe.run()
+    stats.outstanding = 3000
+    assert ", 3000 records awaiting redelivery" in run_summary(pipe, stats).splitlines()[0]
+    assert verdict(stats.outcome()) == [(ExitCode.INCOMPLETE, "3,000 records awaiting redelivery when the run "
+                                         "ended (not acknowledged: the stream delivers them again to the next "
+                                         "reader)")]
