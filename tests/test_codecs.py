@@ -157,12 +157,19 @@ def test_zstd_dictionary_shrinks_small_messages(dataset: str) -> None:
     assert sum(len(with_dict(r)) for r in records) < 0.9 * sum(len(plain(r)) for r in records)
 
 
-def test_zstd_dictionary_frames_carry_no_dictionary_id() -> None:
+def test_zstd_dictionary_frames_carry_a_checksum_and_no_dictionary_id() -> None:
+    """A file dictionary both ends load: the frame names no id (4 bytes saved) and carries zstd's content checksum
+    (4 bytes), so the same dictionary with other bytes fails the frame instead of decoding it to other data."""
+    import zstandard
+
     encode = get_format("msgpack").encoder()
     dictionary = train_zstd_dictionary([encode(r) for r in DATASETS["point"].sample(2000, seed=1)], size=1024)
     point = {"x": 5, "y": 7}
     with_dict = Chain.parse("msgpack|zstd").encoder(dictionary=dictionary)(point)
-    assert len(with_dict) <= len(Chain.parse("msgpack|zstd").encoder()(point))
+    plain = Chain.parse("msgpack|zstd").encoder()(point)
+    frame, plain_frame = zstandard.get_frame_parameters(with_dict), zstandard.get_frame_parameters(plain)
+    assert (frame.dict_id, frame.has_checksum, plain_frame.has_checksum) == (0, True, False)
+    assert len(with_dict) <= len(plain) + 4
 
 
 # --- corrupt input, bombs, pickle -------------------------------------------------------------

@@ -161,3 +161,109 @@ def test_a_whole_pipeline_rule_holds_for_a_pipeline_built_in_python(tmp_path: Pa
     wp.jetstream_source("S", durable="d") | wp.parquet_sink("out/part-{part}.parquet")
     wp.jetstream_source("S", ordered=True) | wp.parquet_sink("out.parquet")
     wp.generate("point", count=1) | wp.parquet_sink("out.parquet")
+
+
+# --- bounded inputs: a config or test file is read within MAX_CONFIG_BYTES and MAX_CONFIG_VALUES --------------
+
+
+def _bomb(levels: int = 9) -> str:
+    """The billion laughs: each anchor a list of nine of the one before (9**9 values from 11 lines)."""
+    lines = ["name: bomb", 'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join([*lines, "source: {type: generate, dataset: point, count: 1}", ""])
+
+
+def test_dev_zero_and_an_alias_bomb_are_read_within_the_bounds(tmp_path: Path) -> None:
+    from wirepipe.pipelines.config import read_yaml_mapping
+
+    (tmp_path / "bomb.yaml").write_text(_bomb())
+    with pytest.raises(ConfigError, match=r"bomb.yaml: the YAML holds more than 500,000 values"):
+        read_yaml_mapping(tmp_path / "bomb.yaml", "a pipeline")
+    with pytest.raises(ConfigError, match=r"/dev/zero: the file is larger than 2 MiB"):
+        read_yaml_mapping("/dev/zero", "a pipeline")
+
+
+@pytest.mark.slow
+def test_unbounded_inputs_are_refused_with_the_bound(tmp_path: Path) -> None:
+    """Each case: exit 2, one line naming the file and the bound, no traceback, no MemoryError."""
+    from wirepipe.pipelines.config import MAX_CONFIG_VALUES
+
+    (tmp_path / "bomb.yaml").write_text(_bomb())
+    (tmp_path / "zero.test.yaml").write_text("pipeline: /dev/zero\ntests: [{name: a, input: {records: [1]}}]\n")
+    (tmp_path / "big.yaml").write_text("name: big\ndescription: " + "x" * (2 * 1024 * 1024) + "\n")
+    (tmp_path / "bomb.test.yaml").write_text(_bomb().replace("name: bomb", "tests: [{name: a, input: {records: "
+                                                                           "*a9}}]"))
+    many = f"name: many\ndescription: [{', '.join(['1'] * (MAX_CONFIG_VALUES + 1))}]\n"
+    (tmp_path / "many.yaml").write_text(many)
+    values = f"the YAML holds more than {MAX_CONFIG_VALUES:,} values"
+    size = "the file is larger than 2 MiB, the most a config or test file may be"
+    for args, message in ((["validate", "/dev/zero"], f"/dev/zero: {size}"),
+                          (["validate", tmp_path / "big.yaml"], f"big.yaml: {size}"),
+                          (["validate", tmp_path / "bomb.yaml"], f"bomb.yaml: {values}"),
+                          (["validate", tmp_path / "many.yaml"], f"many.yaml: {values}"),
+                          (["run", tmp_path / "bomb.yaml"], f"bomb.yaml: {values}"),
+                          (["test", tmp_path / "zero.test.yaml"], f"/dev/zero: {size}"),
+                          (["test", tmp_path / "bomb.test.yaml"], f"bomb.test.yaml: {values}")):
+        done = wirepipe(*args)
+        assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
+        assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, (args, done.stderr)
+
+
+def test_a_set_value_with_aliases_is_bounded_too() -> None:
+    data: dict[str, object] = {"name": "x"}
+    flow = "[" + ", ".join(f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" if i else "&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"
+                           for i in range(8)) + "]"
+    with pytest.raises(ConfigError, match=r"--set description=\.\.\.: the value: the YAML holds more than 500,000"):
+        apply_override(data, f"description={flow}")
+    assert data == {"name": "x"}
+
+
+# --- a misspelled name: "did you mean `batch_size`?", in YAML and in --set ---------------------------------------
+
+TYPOS = [
+    ("source.batchsize=10", "source: unknown field 'batchsize': allowed batch_size, count, dataset, duration, rate, "
+                            "seed, type; did you mean `batch_size`?"),
+    ("source.type=generat", "source: unknown type 'generat': allowed generate, jsonl, parquet, nats, jetstream, capture; "
+                            "did you mean `generate`?"),
+    ("source.dataset=pont", "source.dataset: unknown dataset 'pont': allowed point, "),
+    ("operators[0]={serialise: {format: json}}", "operators[0]: unknown operator 'serialise': allowed serialize, "),
+    ("operators[0].serialize.format=msgpak", "operators[0].serialize.format: unknown format 'msgpak': allowed json, "),
+    ("operators[1].compress.codec=Zstd", "operators[1].compress.codec: unknown codec 'Zstd': allowed zstd, "),
+    ("operators[1].compress.levle=3", "operators[1].compress: unknown field 'levle': allowed codec, dictionary, level, "
+                                      "nats; did you mean `level`?"),
+    ("operators[1]={encode: msgpak|zstd}", "operators[1].encode.chain: unknown step 'msgpak' in chain 'msgpak|zstd'"),
+    ("sink.subjcet=x", "sink: unknown field 'subjcet': allowed "),
+    ("shutdown_timout=3s", "unknown field 'shutdown_timout': allowed allow_pickle, "),
+]
+SUGGESTED = ["batch_size", "generate", "point", "serialize", "msgpack", "zstd", "level", "msgpack", "subject",
+             "shutdown_timeout"]
+
+
+@pytest.mark.parametrize(("assignment", "message", "suggested"), [(*t, s) for t, s in zip(TYPOS, SUGGESTED, strict=True)],
+                         ids=[t[0] for t in TYPOS])
+def test_a_misspelled_name_gets_did_you_mean_in_set_and_in_yaml(assignment: str, message: str, suggested: str,
+                                                                 tmp_path: Path) -> None:
+    import yaml
+
+    from wirepipe.pipelines.config import validate_config
+
+    base = {"name": "t", "source": {"type": "generate", "dataset": "point", "count": 1},
+            "operators": [{"serialize": {"format": "json"}}, {"compress": {"codec": "zstd"}}],
+            "sink": {"type": "nats", "url": "nats://127.0.0.1:1", "subject": "out"}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(base))
+    with pytest.raises(ConfigError) as by_set:
+        validate_config(read_config(tmp_path / "p.yaml", [assignment]), file="p.yaml")
+    data = read_config(tmp_path / "p.yaml", [assignment])  # the same change written in the file
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as by_yaml:
+        load_pipeline(tmp_path / "q.yaml", env={})
+    for text in (str(by_set.value), str(by_yaml.value)):
+        assert message in text and f"did you mean `{suggested}`?" in text, text
+
+
+def test_no_suggestion_for_a_name_close_to_nothing() -> None:
+    from wirepipe.pipelines.config import validate_config
+
+    with pytest.raises(ConfigError) as info:
+        validate_config({"name": "t", "source": {"type": "kafka"}})
+    assert "unknown type 'kafka'" in str(info.value) and "did you mean" not in str(info.value)

@@ -134,7 +134,7 @@ def test_a_connector_added_as_one_module_is_found_without_touching_another_file(
     assert (work / "out.jsonl").read_text(encoding="utf-8").splitlines() == ['"hello"', '"nats"', '"again"']
     path, detail = seen["refused"]["yaml"]
     assert (path, detail) == ("source", "unknown type 'wordz': allowed generate, jsonl, parquet, words, nats, jetstream, "
-                              "capture")
+                              "capture; did you mean `words`?")
     # The module's own class and the generic factory check its fields as YAML would, with the same message.
     assert seen["refused"]["api"] == seen["refused"]["class"]
     assert seen["refused"]["api"][0] == "source.words" and "at least 1 item" in seen["refused"]["api"][1]

@@ -195,16 +195,19 @@ def test_a_dictionary_trained_again_gets_a_new_id_and_old_messages_stay_readable
     assert con.stderr.count("fetched zstd dictionary") == 2
 
 
-async def publish_frames(url: str, frames: list[bytes]) -> None:
-    """Raw messages into the TX stream, as a publisher with a dictionary sends them."""
+async def publish_frames(url: str, frames: list[bytes], stamp: str | None = None, first: int = 0) -> None:
+    """Raw messages into the TX stream, as a publisher with a dictionary sends them (``stamp``: its
+    ``Wirepipe-Dictionary``)."""
     import nats
 
     nc = await nats.connect(url)
     js = nc.jetstream()
     await js.add_stream(name="TX", subjects=["tx.js"])
-    for i, f in enumerate(frames):
-        await js.publish("tx.js", f, headers={"Content-Type": "application/msgpack", "Content-Encoding": "zstd",
-                                              "Nats-Msg-Id": str(i)})
+    headers = {"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}
+    if stamp is not None:
+        headers["Wirepipe-Dictionary"] = stamp
+    for i, f in enumerate(frames, first):
+        await js.publish("tx.js", f, headers={**headers, "Nats-Msg-Id": str(i)})
     await nc.close()
 
 
@@ -443,3 +446,255 @@ def test_tap_decodes_frames_that_name_a_shared_dictionary(nats_server: EmbeddedS
     blind = wirepipe(*tap[:-2], "--url", url, "--raw", "--limit", "1", timeout=60)
     assert blind.returncode == 0, blind.stderr
     assert "dictionar" in blind.stderr and blind.stdout.count("\n") == 1
+
+
+# --- which bytes: the publisher's digest stamp, the frames' checksum -------------------------------------------
+
+
+def orders(n: int) -> list[dict[str, Any]]:
+    """Order records whose words a dictionary learns: the tampering below upper-cases one of them."""
+    import random
+
+    rnd = random.Random(1)
+    words = ["shipped", "pending", "delivered", "cancelled", "returned"]
+    return [{"id": i, "status": rnd.choice(words), "customer": f"c{rnd.randrange(500)}",
+             "note": f"order {rnd.choice(words)} on time"} for i in range(n)]
+
+
+def trained(url: str, folder: Path) -> bytes:
+    """A dictionary trained on transactions and published as nats://DICTS/tx: its bytes."""
+    train(url, folder / "trainer", "nats://DICTS/tx", "transaction", 0, 2000, "--out", str(folder / "tx.zdict"))
+    return (folder / "tx.zdict").read_bytes()
+
+
+async def replace_object(url: str, name: str, data: bytes) -> None:
+    """What an adversary with write access to the bucket does: the object rewritten, its Object Store digest
+    with it (the id header kept, so it looks filed where it was)."""
+    import nats
+    from nats.js.api import ObjectMeta
+
+    nc = await nats.connect(url)
+    try:
+        store = await DictionaryBucket(nc, "DICTS")._bucket()
+        info = await store.get_info(name)
+        await store.put(name, data, meta=ObjectMeta(name=name, headers=info.headers))
+    finally:
+        await nc.close()
+
+
+@pytest.mark.slow
+def test_a_tampered_dictionary_rejects_every_record_stamped_with_the_publishers_digest(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """The bucket's id/<id> replaced by the same dictionary with one word upper-cased (same id, same magic, a
+    fresh Object Store digest): before, 4,000 out, 0 rejected and 1,403 records changed; now every record is
+    rejected with both digests, none is decoded to other data."""
+    from wirepipe.codecs.compression import dictionary_digest
+
+    url, n = nats_server.url, 4000
+    records = orders(n)
+    source = tmp_path / "orders.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    done = wirepipe("dict", "train", "--from", str(source), "--to", "nats://DICTS/orders", "--url", url,
+                    "--out", str(tmp_path / "orders.zdict"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    good = (tmp_path / "orders.zdict").read_bytes()
+    dict_id = zstd_dictionary_id(good)
+    pub = run(pipeline(tmp_path / "pub", "pub", {
+        "source": {"type": "jsonl", "path": str(source)},
+        "operators": [{"serialize": {"format": "json"}},
+                      {"compress": {"codec": "zstd", "dictionary": "nats://DICTS/orders"}}],
+        "sink": {"type": "jetstream", "url": "${NATS_URL}", "subject": "tx.js",
+                 "stream": {"name": "TX", "subjects": ["tx.js"]}}}), url)
+    assert pub.returncode == 0, pub.stderr
+    tampered = good.replace(b"shipped", b"SHIPPED")
+    assert tampered != good and zstd_dictionary_id(tampered) == dict_id and tampered[:4] == good[:4]
+    asyncio.run(replace_object(url, f"id/{dict_id}", tampered))
+
+    folder = tmp_path / "consumer"
+    con = run(pipeline(folder, "archive", {
+        "source": {"type": "jetstream", "url": "${NATS_URL}", "stream": "TX", "durable": "archive",
+                   "batch_size": 500},
+        "operators": [{"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"}},
+                      {"deserialize": {"format": "json"}}],
+        "sink": {"type": "jsonl", "path": "out.jsonl"},
+        "dead_letter": {"type": "jsonl", "path": "dead.jsonl"}}), url, "--count", str(n))
+    assert con.returncode == 3, con.stderr  # every record rejected
+    assert "4,000 of 4,000 records rejected" in con.stderr
+    out, dead = lines(folder / "out.jsonl"), lines(folder / "dead.jsonl")
+    assert (len(out), len(dead)) == (0, n)  # 0 changed: nothing decoded with the other bytes
+    assert {(d["stage"], d["error"]) for d in dead} == {("decompress", (
+        f"zstd dictionary {dict_id} from nats://DICTS is {dictionary_digest(tampered)}, but the record's "
+        f"Wirepipe-Dictionary says it was compressed with {dictionary_digest(good)}: other bytes would decode it "
+        "to other data (refused)"))}
+    assert con.stderr.count(f"records stamped {dictionary_digest(good)} were compressed with other bytes") == 1
+    assert con.stderr.count("fetched zstd dictionary") == 1  # 8 batches: one fetch, one comparison per stamp
+
+    # the consumer's own copy repaired: the same messages decode to exactly what was published
+    asyncio.run(replace_object(url, f"id/{dict_id}", good))
+    again = run(pipeline(tmp_path / "again", "again", {
+        "source": {"type": "jetstream", "url": "${NATS_URL}", "stream": "TX", "durable": "again", "batch_size": 500},
+        "operators": [{"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"}},
+                      {"deserialize": {"format": "json"}}],
+        "sink": {"type": "jsonl", "path": "out.jsonl"}}), url, "--count", str(n))
+    assert again.returncode == 0, again.stderr
+    assert lines(tmp_path / "again" / "out.jsonl") == records
+
+
+@pytest.mark.slow
+def test_a_publisher_whose_dictionary_is_not_the_pinned_digest_does_not_start(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    from wirepipe.codecs.compression import dictionary_digest
+
+    url = nats_server.url
+    good = trained(url, tmp_path)
+    path = publisher(tmp_path / "p", count=50)
+    pinned = yaml.safe_load(path.read_text())
+    pinned["operators"][1]["compress"]["digest"] = dictionary_digest(good)
+    path.write_text(yaml.safe_dump(pinned, sort_keys=False))
+    assert run(path, url).returncode == 0
+    frames = asyncio.run(stream_payloads(url))
+    assert len(frames) == 50
+
+    tampered = good.replace(b"version", b"VERSION")  # both copies rewritten: a consumer could not tell
+    assert tampered != good
+    asyncio.run(replace_object(url, "tx", tampered))
+    done = run(path, url)
+    assert done.returncode == 1
+    assert (f"compress: dictionary nats://DICTS/tx is {dictionary_digest(tampered)}, not the pinned digest "
+            f"{dictionary_digest(good)}: refused (the dictionary is not the bytes this config names)") in done.stderr
+    assert len(asyncio.run(stream_payloads(url))) == 50  # nothing published
+
+
+def _dictionary_and_frames(n: int) -> tuple[bytes, Any]:
+    from wirepipe.codecs.compression import train_zstd_dictionary
+    from wirepipe.core.batch import Batch
+    from wirepipe.operators.compress import Compress
+
+    samples = [orjson.dumps(r) for r in orders(400)]
+    good = train_zstd_dictionary(samples, size=2048)
+    return good, Compress("zstd", 3, dictionary=good)(Batch(samples[:n]))
+
+
+def test_a_dictionary_file_is_checked_against_each_records_stamp() -> None:
+    from wirepipe.codecs.compression import dictionary_digest
+    from wirepipe.core.batch import Batch
+    from wirepipe.operators.decompress import Decompress
+
+    good, packed = _dictionary_and_frames(20)
+    stamp = dictionary_digest(good)
+    assert packed.headers == {"Content-Encoding": "zstd", "Wirepipe-Dictionary": stamp}
+    tampered = good.replace(b"shipped", b"SHIPPED")
+    assert tampered != good
+
+    ok = Decompress("auto", dictionary=good)(Batch(list(packed.values), headers=[dict(packed.headers)] * 20))
+    assert ok.values == [orjson.dumps(r) for r in orders(20)] and ok.rejected == []
+    bad = Decompress("auto", dictionary=tampered)(Batch(list(packed.values), headers=packed.headers))
+    assert (len(bad.values), len(bad.rejected)) == (0, 20)
+    assert bad.rejected[0].error == (f"the zstd dictionary file is {dictionary_digest(tampered)}, but the record's "
+                                     f"Wirepipe-Dictionary says it was compressed with {stamp}: other bytes would "
+                                     "decode it to other data (refused)")
+    other = "sha256:" + "0" * 64  # records of one batch stamped alike, otherwise, or not at all
+    mixed = Decompress("auto", dictionary=good)(Batch(list(packed.values[:6]), headers=[
+        dict(packed.headers), {**packed.headers, "Wirepipe-Dictionary": other}, {"Content-Encoding": "zstd"}] * 2))
+    assert mixed.values == [orjson.dumps(r) for i, r in enumerate(orders(6)) if i % 3 != 1]
+    assert [r.value for r in mixed.rejected] == [packed.values[1], packed.values[4]]
+    assert mixed.rejected[0].error.endswith(f"says it was compressed with {other}: other bytes would decode it to "
+                                            "other data (refused)")
+    forged = Decompress("zstd", dictionary=good)(Batch(list(packed.values[:3]),
+                                                       headers={"Wirepipe-Dictionary": "sha256:12"}))
+    assert [r.error for r in forged.rejected] == ["Wirepipe-Dictionary: 'sha256:12' is not a dictionary digest: "
+                                                  "sha256: and the 64 hex digits of the dictionary's SHA-256: the "
+                                                  "record cannot be checked against its dictionary (refused)"] * 3
+
+
+def test_an_unstamped_frame_decoded_with_other_bytes_fails_its_checksum_never_gives_other_data() -> None:
+    from wirepipe.core.batch import Batch
+    from wirepipe.operators.decompress import Decompress
+
+    good, packed = _dictionary_and_frames(200)
+    tampered = good.replace(b"shipped", b"SHIPPED")
+    out = Decompress("zstd", dictionary=tampered)(Batch(list(packed.values)))  # a peer that does not stamp
+    originals = [orjson.dumps(r) for r in orders(200)]
+    kept = [originals[i] for i in range(200) if packed.values[i] not in {r.value for r in out.rejected}]
+    assert out.values == kept  # what decodes is exactly what was compressed: 0 changed
+    assert len(out.values) + len(out.rejected) == 200 and out.rejected
+    assert {r.error for r in out.rejected} == {
+        "decompression error: Restored data doesn't match checksum: the frame was decompressed with other dictionary "
+        "bytes than it was compressed with (or it is damaged): refused rather than decoded to other data"}
+
+
+def test_compress_without_a_dictionary_drops_the_stamp_of_an_earlier_one() -> None:
+    from wirepipe.core.batch import Batch
+    from wirepipe.operators.compress import Compress
+
+    _, packed = _dictionary_and_frames(2)
+    again = Compress("gzip")(Batch([b"a", b"b"], headers=[{**packed.headers, "traceparent": "00-1"}, None]))
+    assert again.headers == [{"Content-Encoding": "gzip", "traceparent": "00-1"}, {"Content-Encoding": "gzip"}]
+
+
+@pytest.mark.parametrize(("entry", "where", "message"), [
+    ({"codec": "zstd", "dictionary": "{dir}/d.zdict", "digest": "sha256:" + "0" * 64}, "operators[0].compress",
+     "dictionary {dir}/d.zdict is sha256:"),
+    ({"codec": "zstd", "dictionary": "{dir}/d.zdict", "digest": "md5:00"}, "operators[0].compress.digest",
+     "'md5:00' is not a dictionary digest: sha256: and the 64 hex digits of the dictionary's SHA-256"),
+    ({"codec": "zstd", "digest": "sha256:" + "0" * 64}, "operators[0].compress.digest",
+     "digest pins the bytes of a dictionary: give `dictionary:` beside it"),
+])
+def test_a_pinned_digest_is_checked_at_validation(tmp_path: Path, entry: dict[str, Any], where: str,
+                                                  message: str) -> None:
+    from tests.cli import invoke
+
+    good, _ = _dictionary_and_frames(1)
+    (tmp_path / "d.zdict").write_bytes(good)
+    entry = {k: v.replace("{dir}", str(tmp_path)) for k, v in entry.items()}
+    path = pipeline(tmp_path, "pinned", {"source": {"type": "jsonl", "path": "in.jsonl"},
+                                         "operators": [{"compress": entry}], "sink": {"type": "null"}})
+    done = invoke("validate", str(path))
+    assert done.returncode == 2 and "Traceback" not in done.output, done.output
+    assert f"{path}: {where}: " in done.stderr and message.replace("{dir}", str(tmp_path)) in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_a_running_consumer_asks_again_for_a_disowned_dictionary_and_decodes_once_it_is_repaired(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    from wirepipe.codecs.compression import dictionary_digest
+    from wirepipe.testing import TestingSink
+
+    url = nats_server.url
+    good = trained(url, tmp_path)
+    dict_id = zstd_dictionary_id(good)
+    records = expected("transaction", 200)
+    frames = frames_with(good, records)
+    tampered = good.replace(b"version", b"VERSION")
+    asyncio.run(replace_object(url, f"id/{dict_id}", tampered))
+
+    async def scenario() -> tuple[Any, TestingSink, Any]:
+        from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+        from wirepipe.operators.decompress import Decompress
+        from wirepipe.operators.deserialize import Deserialize
+        from wirepipe.pipelines.pipeline import Pipeline
+
+        await publish_frames(url, frames[:100], dictionary_digest(good))
+        sink = TestingSink()
+        decompress = Decompress("auto", dictionaries="nats://DICTS")
+        assert decompress.shared is not None
+        decompress.shared.retry_after = 0.2
+        pipe = Pipeline(JetStreamSource(stream="TX", durable="w", url=url, count=200, batch_size=100),
+                        [decompress, Deserialize("msgpack")], sink, dead_letter=sink, name="repaired")
+        task = asyncio.create_task(pipe.run_async())
+        for _ in range(500):
+            if len(sink.rejects) == 100:
+                break
+            await asyncio.sleep(0.02)
+        await replace_object(url, f"id/{dict_id}", good)
+        await asyncio.sleep(0.3)  # past retry_after: the next batch asks the bucket again
+        await publish_frames(url, frames[100:], dictionary_digest(good), first=100)
+        return await asyncio.wait_for(task, 60), sink, decompress.shared
+
+    stats, sink, shared = asyncio.run(scenario())
+    assert (len(sink.rejects), sink.records) == (100, records[100:])
+    assert {r.error for r in sink.rejects} == {
+        f"zstd dictionary {dict_id} from nats://DICTS is {dictionary_digest(tampered)}, but the record's "
+        f"Wirepipe-Dictionary says it was compressed with {dictionary_digest(good)}: other bytes would decode it "
+        "to other data (refused)"}
+    assert (stats.records_out, stats.rejected, shared.fetched) == (100, 100, 2)

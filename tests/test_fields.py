@@ -40,13 +40,25 @@ def test_conditions(text: str, result: bool) -> None:
     ("level == [a]", "`==` takes one value, not a list"),
     ("level in [a b]", "a list is [value, value, ...]"),
     ("level in [a, b", "a list ends with ]"),
-    ("level matches '('", "not a regular expression"),
+    ("level matches '('", "not a pattern the linear-time engine .RE2. takes: missing .: ."),
+    (r"level matches '(a)\\1'", "takes: invalid escape sequence: .1 .no backreferences or lookarounds.$"),
+    ("level matches '(?=a)b'", "takes: invalid perl operator: ..= .no backreferences or lookarounds.$"),
     ("level exists x", "nothing may follow `exists`"),
     ("level == 'open", "cannot read the value"),
 ])
 def test_a_bad_expression_says_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
         parse_condition(text)
+
+
+def test_matches_is_linear_in_the_record_whatever_the_pattern() -> None:
+    """``(a+)+$`` backtracks exponentially in Python's ``re`` on a record of a's and one b; RE2 answers at once
+    (the test would not end otherwise: no clock is read)."""
+    hostile = {"name": "a" * 100_000 + "b"}
+    assert parse_condition("name matches '(a+)+$'")(hostile) is False
+    assert parse_condition("name matches '^a+b$'")(hostile) is True
+    assert parse_condition("name matches 'café'")({"name": "un café"}) is True
+    assert parse_condition("name matches 'x'")({"name": "\ud800x"}) is False  # no UTF-8 for it: no match
 
 
 def test_conditions_read_as_written_and_bound_sizes() -> None:

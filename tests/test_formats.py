@@ -22,7 +22,7 @@ from wirepipe.datasets import DATASETS
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.schema_options import resolve_schema
 from wirepipe.operators.serialize import Serialize
-from wirepipe.schema import SchemaError, parse_schema, with_defaults
+from wirepipe.schema import SchemaError, parse_schema, schema_fingerprint, with_defaults
 
 TYPED = ["protobuf", "avro", "bincode", "postcard", "bincode-varint"]
 DOCUMENTS = ["bson", "flexbuffers", "toml"]
@@ -376,7 +376,7 @@ def test_typed_serialize_batches_write_the_untyped_bytes(fmt: str, name: str) ->
     typed = Serialize(fmt, schema=name)(Batch(list(records)))
     plain = Serialize(fmt)(Batch(list(records)))
     assert typed.values == plain.values and not typed.rejected
-    assert typed.headers == plain.headers
+    assert typed.headers == plain.headers | {"Wirepipe-Schema": schema_fingerprint(DATASETS[name].schema)}
     if name == "block":  # the buffered way ran: a block record is past the first buffer
         assert len(plain.values[0]) >= LARGE_PAYLOAD
 
@@ -489,13 +489,14 @@ def test_protobuf_decode_refuses_nested_fixed_bytes_of_another_length() -> None:
     short = {**good[1], "inputs": [*good[1]["inputs"], {**good[1]["inputs"][0], "previous_outpoint": {
         "transaction_id": b"x" * 31, "index": 0}}]}
     records = [good[0], short, {**good[2], "subnetwork_id": b""}]
-    b = Deserialize("protobuf", schema=tight)(Serialize("protobuf", schema=loose)(Batch(list(records))))
+    sent = Serialize("protobuf", schema=loose)(Batch(list(records)))
+    b = Deserialize("protobuf", schema=tight)(Batch(sent.values))  # a peer's messages: no Wirepipe-Schema header
     assert b.values == [good[0]]
     where = f"inputs[{len(short['inputs']) - 1}].previous_outpoint.transaction_id"
     assert [r.error for r in b.rejected] == [f"{where}: expected exactly 32 bytes, got 31",
                                              "subnetwork_id: expected exactly 20 bytes, got 0"]
     b = Serialize("protobuf", schema=loose)(Pack(2)(Batch(list(records))))
-    b = Deserialize("protobuf", schema=tight, framed=True)(b)
+    b = Deserialize("protobuf", schema=tight, framed=True)(Batch(b.values))
     assert b.values == [] and [r.error for r in b.rejected] == [
         f"record 1: {where}: expected exactly 32 bytes, got 31", "record 0: subnetwork_id: expected exactly 20 bytes, got 0"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import signal
@@ -216,6 +217,120 @@ def test_writer_errors_surface_at_close(tmp_path: Path) -> None:
     w.write(pa.table({"other": [1]}))  # does not match the schema
     with pytest.raises(WirepipeError, match="writing results"):
         w.close()
+
+
+# --- values a column cannot hold ------------------------------------------------------------------
+
+
+INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
+
+
+def test_values_a_column_cannot_hold_are_clamped_or_nulled_counted_and_their_rows_kept(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever reaches the recorder, every row is written; each value changed to fit is counted, each column
+    warned about once."""
+    from wirepipe.core.batch import Batch
+
+    path = tmp_path / "absurd.parquet"
+    rec = MetricsRecorder(path, flush_interval=None)
+    rec.open([("consume", "nats", {}), ("write", "null", {})])
+    absurd = [10**29, -(10**29), float("nan"), float("inf"), "12", True, 7]
+    for i, lost in enumerate(absurd):
+        rec.record_batch(i, (1, 2), ([], [], [5], [0], [None], [0]), lost=lost)
+        sent = [10**30, float("nan"), 3, 4, 5]  # a forged Wirepipe-Sent-At, a value that is no integer
+        rec.stamp_sink(i, Batch([b"x"] * 5, meta={"sent_ns": sent, "received_ns": [1, 2, 3, 4, 5],
+                                                  "seq": [2**64, 1, 2, 3, 4]}), 3, 4)
+    with caplog.at_level("WARNING", logger="wirepipe"):
+        rec.close()
+    stages = pq.read_table(path).to_pylist()
+    latency = pq.read_table(latency_path(path)).to_pylist()
+    assert len(stages) == 2 * 7 and len(latency) == 5 * 7, "no row dropped"
+    assert [r["lost"] for r in stages if r["step"] == 0] == [INT64_MAX, INT64_MIN, None, INT64_MAX, None, None, 7]
+    assert [r["sent_ns"] for r in latency[:5]] == [INT64_MAX, None, 3, 4, 5]
+    assert [r["seq"] for r in latency[:5]] == [INT64_MAX, 1, 2, 3, 4]
+    assert rec.figures()["metrics_values_fixed"] == 6 + 7 * 3  # lost: 6 of 7; per batch: sent_ns 2, seq 1
+    warned = [r.getMessage() for r in caplog.records if "cannot hold" in r.getMessage()]
+    assert [w.split(" column")[0] for w in warned] == ["metrics: the lost", "metrics: the seq",
+                                                       "metrics: the sent_ns"], warned
+
+
+async def test_a_forged_sent_at_header_keeps_every_metrics_row(nats_url: str, tmp_path: Path) -> None:
+    """3,002 records through core NATS, one with ``Wirepipe-Sent-At: 99999999999999999999999999999``: every
+    stage and latency row is in the Parquet files, the forged value clamped and counted in the summary."""
+    import nats
+
+    from wirepipe.connectors.nats.core_source import NatsSource
+    from wirepipe.pipelines.monitor import run_summary
+    from wirepipe.testing import TestingSink
+
+    n = 3002
+    path = tmp_path / "forged.parquet"
+    source = NatsSource("forged", url=nats_url, count=n, batch_size=1000)
+    pipe = Pipeline(source, [], TestingSink(), name="forged", metrics=path)
+    task = asyncio.ensure_future(pipe.run_async())
+    while not source.ready.is_set():
+        assert not task.done()
+        await asyncio.sleep(0.01)
+    nc = await nats.connect(nats_url)
+    for i in range(n):
+        sent = "99999999999999999999999999999" if i == 1500 else str(time.time_ns())
+        await nc.publish("forged", b"%d" % i, headers={"Wirepipe-Sent-At": sent})
+    await nc.flush()
+    await nc.close()
+    stats = await asyncio.wait_for(task, 30)
+    stages = pq.read_table(path).to_pylist()
+    latency = pq.read_table(latency_path(path)).to_pylist()
+    assert stats.records_out == n and sum(r["records"] for r in stages if r["step"] == 0) == n
+    assert len(stages) == 2 * stats.batches
+    assert len(latency) == n and [r["sent_ns"] for r in latency].count(INT64_MAX) == 1
+    assert stats.metrics is not None and stats.metrics["metrics_values_fixed"] == 1
+    from wirepipe.pipelines.monitor import MetricsCollector, snapshot
+
+    exported = {m.name: m.samples[0].value for m in MetricsCollector(lambda: [({}, snapshot(pipe))]).collect()}
+    assert (exported["wirepipe_metrics_values_fixed"], exported["wirepipe_metrics_up"]) == (1.0, 1.0)
+    assert "metrics: " + str(path) + " (1 value(s) a column could not hold, clamped or nulled (rows kept))" \
+        in run_summary(pipe, stats)
+
+
+async def test_records_discarded_at_the_stop_are_on_the_lost_column(nats_url: str, tmp_path: Path) -> None:
+    """Core NATS: what the client held and the pipeline never took is lost at the stop; a source row of no
+    records carries it, so the ``lost`` column adds up to the summary's figure."""
+    import nats
+
+    from wirepipe.connectors.nats.core_source import NatsSource
+    from wirepipe.testing import TestingSink
+
+    gate = asyncio.Event()
+
+    class GatedSink(TestingSink):
+        async def write(self, batch: Any) -> None:
+            await gate.wait()
+            await super().write(batch)
+
+    n = 2000
+    path = tmp_path / "stop.parquet"
+    source = NatsSource("stop", url=nats_url, batch_size=100)
+    sink = GatedSink(keep=False)
+    task = asyncio.ensure_future(Pipeline(source, [], sink, queue_size=1, metrics=path).run_async())
+    while not source.ready.is_set():
+        await asyncio.sleep(0.01)
+    nc = await nats.connect(nats_url)
+    for i in range(n):
+        await nc.publish("stop", b"%d" % i)
+    await nc.flush()
+    await nc.close()
+    while source.buffer.received < n:  # every message reached the client; the pipeline holds a few batches
+        await asyncio.sleep(0.01)
+    source.stopping.set()
+    gate.set()
+    stats = await asyncio.wait_for(task, 20)
+    assert stats.losses is not None
+    discarded = stats.losses["discarded"]
+    assert stats.records_out + discarded == n and stats.losses["lost"] == discarded
+    rows = pq.read_table(path).to_pylist()
+    assert sum(r["lost"] or 0 for r in rows) == discarded
+    last = max(rows, key=lambda r: r["batch"])
+    assert (last["step"], last["records"], last["lost"], last["batch"]) == (0, 0, discarded, stats.batches)
 
 
 # --- a worker killed with SIGKILL -------------------------------------------------------------------

@@ -73,6 +73,11 @@ async def test_user_password_and_nkey_users(tmp_path: Path) -> None:
         assert "an nkey" in wrong and other_seed not in wrong
         missing = await refused(dict(url=srv.url, connect_timeout=5))
         assert "no credentials" in missing
+        # Credentials in the url, wrong: the message says those were tried, never the password.
+        in_url = srv.url.replace("nats://", f"nats://alice:nope-{PASSWORD}@")
+        wrong = await refused(dict(url=in_url, connect_timeout=5))
+        assert "refused the connection with the credentials in the url" in wrong, wrong
+        assert "no credentials" not in wrong and PASSWORD not in wrong and "nats://***@127.0.0.1" in wrong
 
 
 async def test_token(tmp_path: Path) -> None:

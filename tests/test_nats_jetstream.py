@@ -10,11 +10,16 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.nats_fixtures import ODD_HEADERS, consumer_info, expected
+from tests.nats_fixtures import ODD_HEADERS, consumer_info, expected, publish_numbered
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
-from wirepipe.connectors.nats.jetstream_source import JetStreamSource, parse_ack_replies, parse_ack_reply
+from wirepipe.connectors.nats.jetstream_source import (
+    BoundedEnd,
+    JetStreamSource,
+    parse_ack_replies,
+    parse_ack_reply,
+)
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.connectors.null import NullSink
 from wirepipe.core.batch import Batch
@@ -73,6 +78,23 @@ async def test_msg_id_deduplicates_a_rerun(nats_url: str) -> None:
     sink = await publish(nats_url, 500)  # the same job again: same Nats-Msg-Id per record
     assert sink.duplicates == 500
     assert (await stream_state(nats_url, "PTS")).messages == 500
+
+
+async def test_a_msg_id_repeated_within_a_batch_is_counted_and_said_once(nats_url: str,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """``msg_id: constant`` gives every record one id: the stream keeps 1 of 30, the summary says why."""
+    from wirepipe.pipelines.monitor import run_summary
+
+    sink = JetStreamSink("const", url=nats_url, stream={"name": "CONST", "subjects": ["const"]}, msg_id="constant")
+    pipe = Pipeline(TestingSource([b"%d" % i for i in range(30)], batch_size=10), [], sink, name="const")
+    with caplog.at_level("WARNING", logger="wirepipe"):
+        stats = await pipe.run_async()
+    assert (await stream_state(nats_url, "CONST")).messages == 1
+    assert (stats.records_out, sink.deduplicated, sink.repeated_msg_ids) == (30, 29, 27)
+    warned = [r.getMessage() for r in caplog.records if "Nats-Msg-Id of another record" in r.getMessage()]
+    assert len(warned) == 1 and "msg_id 'constant' gave 9 of the 10 records of a batch" in warned[0], warned
+    assert ("30 records out of 30" in run_summary(pipe, stats) and "29 already stored (deduplicated), 27 given the "
+            "Nats-Msg-Id of another record of their batch by the sink's msg_id" in run_summary(pipe, stats))
 
 
 @pytest.mark.slow
@@ -491,3 +513,59 @@ async def test_a_relay_keeps_the_headers_records_came_with_through_serialize(nat
     assert all(m.headers["Content-Type"] == "application/msgpack" and "Content-Encoding" not in m.headers
                for m in msgs)
     assert [msgpack.unpackb(m.data) for m in msgs] == [{"i": i} for i in range(5)]
+
+
+@pytest.mark.parametrize("ack", ["explicit", "all"])
+async def test_a_count_stops_after_n_and_the_server_has_its_acks_when_the_run_returns(nats_url: str,
+                                                                                     ack: str) -> None:
+    """``count`` means "stop after N": the run reads 300 of 1,000, commits them at once (the flush interval is an
+    hour: the source asks for the commit), and returns only once the server has applied every ack: a look at
+    the consumer right after it finds the 300 acknowledged and nothing held."""
+    await publish_numbered(nats_url, 1000)
+    source = JetStreamSource(stream="NUM", durable=f"counted-{ack}", url=nats_url, count=300, batch_size=70,
+                             ack=ack)
+    sink = TestingSink()
+    stats = await asyncio.wait_for(Pipeline(source, [Deserialize("msgpack")], sink, flush_interval=3600).run_async(),
+                                   30)
+    info = await consumer_info(nats_url, "NUM", f"counted-{ack}")
+    assert [r["i"] for r in sink.records] == list(range(300))
+    assert (stats.records_out, stats.acked, stats.outstanding) == (300, 300, 0)
+    assert (info.ack_floor.stream_seq, info.num_ack_pending, info.num_pending) == (300, 0, 700)
+
+
+async def test_readers_of_one_durable_read_to_its_end_without_waiting_on_each_other(
+        nats_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three workers of a pool on one durable with ``stop_at_end``, committing only when the source asks (the
+    flush interval is an hour). Each ends once nothing is pending or unacknowledged; what a worker was given and
+    has not acknowledged is its own, settled before it looks, so none waits on another's records for ever and
+    none counts them as outstanding: every record once, nothing left on the server."""
+    import wirepipe.connectors.nats.jetstream_source as jetstream_source
+    from wirepipe.core.workers import Worker
+
+    monkeypatch.setattr(jetstream_source, "LAG_REFRESH", 0.2)  # how soon an idle reader looks at the consumer
+    await publish_numbered(nats_url, 1500)
+    sinks, pipes = [], []
+    for index in range(3):
+        for name, value in Worker(index, 3).environment("pool").items():
+            monkeypatch.setenv(name, value)
+        source = JetStreamSource(stream="NUM", durable="to-the-end", url=nats_url, batch_size=50, ack_wait=60,
+                                 stop_at_end=True)
+        sinks.append(TestingSink())
+        pipes.append(Pipeline(source, [Deserialize("msgpack")], sinks[-1], flush_interval=3600))
+    runs = await asyncio.wait_for(asyncio.gather(*(pipe.run_async() for pipe in pipes)), 60)
+    assert sorted(r["i"] for sink in sinks for r in sink.records) == list(range(1500))
+    assert [stats.outstanding for stats in runs] == [0, 0, 0]
+    assert sum(stats.acked for stats in runs) == 1500
+    info = await consumer_info(nats_url, "NUM", "to-the-end")
+    assert (info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq) == (0, 0, 1500)
+
+
+def test_a_bounded_end_waits_while_records_held_elsewhere_change_and_ack_wait_past_their_last_change() -> None:
+    end = BoundedEnd(patience=10)
+    assert not end.reached(pending=5, ack_pending=0, now=0.0) and not end.waiting  # more to read
+    assert not end.reached(0, 40, now=1.0) and (end.waiting, end.outstanding) == (True, 40)
+    assert not end.reached(0, 30, now=9.0)  # they are being acknowledged (or come back): the wait goes on
+    assert not end.reached(0, 30, now=18.0)
+    assert end.reached(0, 30, now=19.0) and end.outstanding == 30  # ack_wait without a change: incomplete
+    assert not end.reached(3, 30, now=20.0) and not end.waiting and end.outstanding == 0  # new records: read on
+    assert end.reached(0, 0, now=21.0) and end.outstanding == 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import signal
 import time
 import urllib.request
@@ -13,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cli import start_wirepipe, wirepipe
+from tests.cli import cli_env, start_wirepipe, wirepipe
 from tests.nats_fixtures import consumer_info, publish_numbered
 from wirepipe.connectors.nats.jetstream_source import PULL_AHEAD, JetStreamSource
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -32,7 +34,7 @@ source:
   stream: NUM
   durable: archive
   batch_size: 200
-  ack_wait: 3s
+  ack_wait: ${ACK_WAIT:-3s}
   stop_at_end: ${STOP_AT_END:-false}
 operators:
   - deserialize: {format: auto}
@@ -53,22 +55,35 @@ def written(out: Path) -> list[int]:
     return seen
 
 
+def worker_path() -> str:
+    """The workers' ``PYTHONPATH``: ``tests/`` (the configs name ``nats_fixtures`` functions) before the one a
+    ``wirepipe`` subprocess gets (the code under test)."""
+    return os.pathsep.join([str(TESTS), cli_env()["PYTHONPATH"]])
+
+
 def acked_seqs(info: Any) -> int:
     """Stream sequences 1..ack_floor are acknowledged (one worker, so acks are contiguous)."""
     return info.ack_floor.stream_seq
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=lambda sig: sig.name)
 @pytest.mark.slow
 async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
         nats_server: EmbeddedServer, tmp_path: Path, sig: signal.Signals) -> None:
+    """A worker stopped mid-stream (a drain, or a SIGKILL holding records it was given and had not acknowledged),
+    then restarted with ``stop_at_end``: the restart ends only once nothing is pending or unacknowledged, so it
+    waits for what the dead worker held to come back after ``ack_wait``, and every record is in the sink. The
+    only duplicates are records the first worker wrote and had not acknowledged, each counted as redelivered.
+    (After a SIGKILL, ``ack_wait`` is longer than the restart takes to read the rest: a restart that ended when
+    the stream looked read would miss what the dead worker held.)"""
     n = 12000
     url = nats_server.url
     await publish_numbered(url, n)
     config = tmp_path / "worker.yaml"
     config.write_text(WORKER)
     out = tmp_path / "out"
-    env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": str(TESTS)}
+    env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path(),
+           "ACK_WAIT": "10s" if sig == signal.SIGKILL else "3s"}
 
     worker = start_wirepipe("run", str(config), env=env)
     try:
@@ -95,17 +110,74 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
     assert set(range(acked_seqs(info))) <= set(first)
     if sig == signal.SIGTERM:
         assert acked_seqs(info) == len(set(first))  # the drain acked everything it wrote
+    # Given to the first worker and not acknowledged (a drain gives back what it did not take: nak): the
+    # restart gets them again.
+    held = info.num_ack_pending
+    written_unacked = len(set(first)) - acked_seqs(info)
 
     env["STOP_AT_END"] = "true"
     again = await asyncio.to_thread(wirepipe, "run", str(config), env=env, timeout=120)
     assert again.returncode == 0, again.stderr
+    summary = re.search(r"archive: (\d+) records out of (\d+) in .* (\d+) redelivered", again.stderr)
+    assert summary is not None, again.stderr
+    assert "awaiting redelivery" not in again.stderr
     everything = written(out)
-    assert set(everything) == set(range(n))  # every record reached the sink at least once
+    assert sorted(set(everything)) == list(range(n))  # every record reached the sink
     duplicates = len(everything) - n
-    assert duplicates >= 0
+    redelivered = int(summary[3])
+    assert redelivered >= held
+    # Every duplicate row is a redelivered record: those the first worker wrote without acknowledging, and
+    # (on a machine slow enough that the restart's own records outlived ack_wait) what it was given twice.
+    assert written_unacked <= duplicates <= written_unacked + redelivered - held
+    assert int(summary[1]) == int(summary[2]) == n - len(first) + duplicates
     info = await consumer_info(url, "NUM", "archive")
-    assert info.num_pending == 0 and info.num_ack_pending == 0
+    assert (info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq) == (0, 0, n)
     assert not (out / "dead.jsonl").exists() or not (out / "dead.jsonl").read_text().strip()
+
+
+@pytest.mark.slow
+async def test_a_bounded_run_that_ends_with_records_held_elsewhere_exits_6_and_counts_them(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """Another reader of the durable holds 100 records past the end of the stream (in progress: the server does
+    not redeliver them): a ``stop_at_end`` run reads the other 200, waits ``ack_wait`` (and a grace) for the 100,
+    then ends incomplete: exit 6, the summary counts them, and they are still unacknowledged on the server."""
+    import nats
+    from nats.js import api
+
+    n, held = 300, 100
+    url = nats_server.url
+    await publish_numbered(url, n)
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_consumer("NUM", api.ConsumerConfig(durable_name="archive", ack_wait=2,
+                                                    ack_policy=api.AckPolicy.EXPLICIT))
+    holder = await js.pull_subscribe_bind("archive", "NUM")
+    msgs = await holder.fetch(held, timeout=5)
+    assert [m.metadata.sequence.stream for m in msgs] == list(range(1, held + 1))
+
+    async def keep_in_progress() -> None:
+        while True:
+            for m in msgs:
+                await m.in_progress()
+            await asyncio.sleep(0.5)
+
+    keeper = asyncio.ensure_future(keep_in_progress())
+    try:
+        config = tmp_path / "worker.yaml"
+        config.write_text(WORKER)
+        out = tmp_path / "out"
+        env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path(), "STOP_AT_END": "true",
+               "ACK_WAIT": "2s"}
+        done = await asyncio.to_thread(wirepipe, "run", str(config), env=env, timeout=120)
+        info = await consumer_info(url, "NUM", "archive")
+    finally:
+        keeper.cancel()
+        await nc.close()
+    assert done.returncode == 6, done.stderr
+    assert f"archive: {n - held} records out of {n - held} in " in done.stderr
+    assert f", {held} records awaiting redelivery" in done.stderr
+    assert sorted(written(out)) == list(range(held, n))  # the rest, each once
+    assert (info.num_pending, info.num_ack_pending) == (0, held)
 
 
 @pytest.mark.slow

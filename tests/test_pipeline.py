@@ -301,7 +301,7 @@ def test_the_operators_declare_the_headers_they_set() -> None:
     from wirepipe.operators.operator import Operator
     from wirepipe.wire import Header
 
-    assert Serialize.adds_headers == (Header.CONTENT_TYPE,)
+    assert Serialize.adds_headers == (Header.CONTENT_TYPE, Header.SCHEMA)
     assert Operator.adds_headers == ()
-    batch = Serialize("json")(Batch([{"i": 1}]))
+    batch = Serialize("json", schema={"i": "int64"})(Batch([{"i": 1}]))
     assert set(Serialize.adds_headers) <= set(batch.headers)

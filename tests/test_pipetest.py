@@ -8,6 +8,7 @@ import json
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -334,3 +335,108 @@ def test_inline_records_carry_the_schema_the_pipelines_source_attaches(tmp_path:
         """)
     result = wirepipe("test", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("capture", ["/**", "/", "../**/*.parquet", "../cap", "cap/../../x", "*/../../**", "out/**",
+                                     ["cap/", "/tmp"]])
+def test_a_capture_stays_inside_the_test_files_folder(tmp_path: Path, capture: Any) -> None:
+    """A capture (file, folder or glob) outside the test file's folder, or through a link that leads out,
+    is refused before anything is walked."""
+    from wirepipe.core.errors import ConfigError
+    from wirepipe.pipetest.cases import load
+
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "cap").mkdir()
+    (tests / "out").symlink_to(tmp_path)  # a link inside that leads out
+    write(tests, "decoder.yaml", DECODER)
+    (tests / "decoder.test.yaml").write_text(f"tests:\n  - name: a\n    input: {{capture: {json.dumps(capture)}}}\n")
+    with pytest.raises(ConfigError) as info:
+        load(tests / "decoder.test.yaml")
+    text = str(info.value)
+    assert "decoder.test.yaml: tests[0].input.capture: " in text and "stays inside its folder" in text, text
+
+
+def test_a_capture_inside_the_folder_is_taken(tmp_path: Path) -> None:
+    from wirepipe.core.errors import ConfigError
+    from wirepipe.pipetest.cases import load
+
+    write(tmp_path, "decoder.yaml", DECODER)
+    (tmp_path / "decoder.test.yaml").write_text("tests:\n  - name: a\n    input: {capture: 'cap/**/*.parquet'}\n")
+    with pytest.raises(ConfigError, match=r"cap/\*\*/\*.parquet: no file matches this pattern"):  # taken: looked for
+        load(tmp_path / "decoder.test.yaml")
+
+
+PASS_THROUGH = """name: copy
+source: {type: jsonl, path: in.jsonl}
+sink: {type: jsonl, path: out.jsonl}
+"""
+
+
+@pytest.mark.parametrize(("records", "reason"), [
+    ([{"n": i} for i in range(1001)], "--update records at most 1,000 outputs and rejections in a test file; "
+                                      "this case made 1,001 and 0"),
+    ([{"text": "x" * 300_000} for _ in range(4)], "--update records at most 1,024 KiB of outputs in a test file; "
+                                                   "this case's 4 outputs are larger"),
+])
+def test_update_refuses_to_record_what_no_one_would_review(tmp_path: Path, records: list[Any], reason: str) -> None:
+    """The case fails with the reason; the test file is left as it was."""
+    from wirepipe.pipetest import collect, run_files
+
+    write(tmp_path, "copy.yaml", PASS_THROUGH)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    test_file = write(tmp_path, "copy.test.yaml", "tests:\n  - name: all of it\n    input: {file: in.jsonl}\n")
+    before = test_file.read_text()
+    session = run_files(collect([str(test_file)]), update=True, echo=lambda line: None)
+    assert session.rewritten == [] and test_file.read_text() == before
+    [result] = session.results
+    assert not result.passed and result.failures[-1].startswith(reason), result.failures
+
+
+def test_a_matches_condition_re2_cannot_take_is_refused_when_the_file_is_read(tmp_path: Path) -> None:
+    from wirepipe.core.errors import ConfigError
+    from wirepipe.pipetest.model import load_test_file
+
+    (tmp_path / "x.test.yaml").write_text(
+        "tests:\n  - name: a\n    input: {records: [{s: aa}]}\n"
+        "    expect: {each: [{field: s, matches: '(a)\\1'}]}\n")
+    with pytest.raises(ConfigError) as info:
+        load_test_file(tmp_path / "x.test.yaml")
+    assert ("x.test.yaml: tests[0].expect.each[0].matches: '(a)\\\\1': not a pattern the linear-time engine (RE2) "
+            "takes: invalid escape sequence: \\1 (no backreferences or lookarounds)") in str(info.value), str(info.value)
+
+
+@pytest.mark.slow
+def test_ctrl_c_drains_the_running_case_and_stops_the_session(tmp_path: Path) -> None:
+    """SIGINT while a case reads a 2,000,000-record fixture: the case drains and errors as interrupted, the
+    next case does not run, exit 130 (without it: the case ran to its end and the session passed)."""
+    import signal
+
+    write(tmp_path, "copy.yaml", PASS_THROUGH)
+    with (tmp_path / "in.jsonl").open("w") as f:
+        f.writelines(f'{{"n": {i}}}\n' for i in range(2_000_000))
+    write(tmp_path, "copy.test.yaml", """\
+        tests:
+          - name: big
+            input: {file: in.jsonl}
+            expect: {count: 2000000}
+          - name: after
+            input: {records: [{n: 1}]}
+            expect: {count: 1}
+        """)
+    proc = start_wirepipe("test", str(tmp_path / "copy.test.yaml"))
+
+    def cpu_ticks() -> int:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    import time
+
+    while proc.poll() is None and cpu_ticks() < 300:  # 3 s of CPU: imports done, the big case reading
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "copy.test.yaml::big ERROR" in out and "interrupted (Ctrl-C): the case drained and stopped" in out
+    assert "::after" not in out and "1 error" in out, out
+    assert err.strip() == "error: interrupted (Ctrl-C): the cases after it did not run", err

@@ -221,3 +221,140 @@ def _run_blocks(page: Path, found: list[dict[str, Any]], work: Path, env: dict[s
             continue
         else:
             raise AssertionError(f"{where}: a ```{lang} block: run it, validate it or mark it")
+
+
+# --- install lines: every one works from a clone as written ------------------------------------------------------
+# wirepipe is not on PyPI: a page installs it from the clone (`pip install '.[beam]'` at its root, `'../..[avro]'` from an
+# example's folder) or from a wheel built there. Each `pip install` / `pip wheel` line of the README, the docs and the
+# examples' READMEs is found here and checked: the extras it names exist, its path is the clone's root from where the
+# page's commands run, and the page says it runs in a clone.
+
+INSTALL = re.compile(r"pip3? (?:install|wheel)\b([^`\n;&#|]*)")
+NAMED_EXTRAS = re.compile(r"wirepipe\[([^\]]*)\]")
+PATH_FORM = re.compile(r"(\.\.?(?:/\.\.)*)/?(?:\[([^\]]*)\])?")
+WHEEL_FORM = re.compile(r"[^\[]*\.whl(?:\[([^\]]*)\])?")
+OPTIONS_WITH_VALUES = {"-w", "--wheel-dir", "-r", "--requirement", "-c", "--constraint", "-t", "--target"}
+
+
+def install_pages() -> list[Path]:
+    return [*pages(), *sorted((ROOT / "examples").glob("*/README.md"))]
+
+
+def commands_folder(page: Path) -> Path:
+    """Where a page's commands run: an example's README in its folder (tests/test_examples.py runs them there),
+    the README and the docs at the root of the clone."""
+    return page.parent if page.parent.parent == ROOT / "examples" else ROOT
+
+
+def pyproject_extras() -> set[str]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the toml extra's tomli
+        import tomli as tomllib
+
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"])
+
+
+def _context(text: str, at: int) -> str:
+    """The paragraph around ``at``; for a line in a fenced block, the block and the paragraph before it."""
+    fence = next((m for m in FENCE.finditer(text) if m.start() <= at < m.end()), None)
+    start, end = (fence.start(), fence.end()) if fence else (at, at)
+    before = text.rfind("\n\n", 0, start - 2 if fence else start)
+    after = text.find("\n\n", end)
+    return text[before + 1 if before >= 0 else 0: after if after >= 0 else len(text)]
+
+
+def _shown(page: Path) -> str:
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else page.name
+
+
+def install_lines(page: Path) -> list[dict[str, Any]]:
+    """Each install line of ``page``: where it is, its requirements, and the text around it."""
+    import shlex
+
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for m in INSTALL.finditer(text):
+        tokens, requirements = shlex.split(m.group(1)), []
+        while tokens:
+            token = tokens.pop(0)
+            if token in OPTIONS_WITH_VALUES:
+                tokens = tokens[1:]
+            elif not token.startswith("-"):
+                requirements.append(token)
+        if requirements:
+            found.append({"where": f"{_shown(page)}:{text[: m.start()].count(chr(10)) + 1}",
+                          "line": m.group(0).strip(), "requirements": requirements, "context": _context(text, m.start())})
+    return found
+
+
+def install_problems(page: Path, extras: set[str]) -> list[str]:
+    """What is wrong with the page's install lines and extras (nothing, for a page that installs as written)."""
+    problems = []
+    text = page.read_text(encoding="utf-8")
+    for m in NAMED_EXTRAS.finditer(text):
+        problems += [f"{_shown(page)}: wirepipe[{m.group(1)}]: no extra {e!r}"
+                     for e in m.group(1).split(",") if e not in extras]
+    for line in install_lines(page):
+        for req in line["requirements"]:
+            path, wheel = PATH_FORM.fullmatch(req), WHEEL_FORM.fullmatch(req)
+            named = (path.group(2) if path else wheel.group(1) if wheel else None) or ""
+            problems += [f"{line['where']}: {line['line']}: no extra {e!r}" for e in named.split(",") if e and e not in extras]
+            if req == "wirepipe" or req.startswith("wirepipe["):
+                problems.append(f"{line['where']}: {line['line']}: wirepipe is not on PyPI: install it from the clone")
+            elif path:
+                root = (commands_folder(page) / path.group(1)).resolve()
+                if root != ROOT:
+                    problems.append(f"{line['where']}: {line['line']}: {path.group(1)} is {root}, not the clone's root, "
+                                    f"from {commands_folder(page).relative_to(ROOT.parent)}")
+                if "clone" not in line["context"]:
+                    problems.append(f"{line['where']}: {line['line']}: the page does not say it runs in a clone")
+    return problems
+
+
+def test_every_install_line_works_from_a_clone_as_written() -> None:
+    extras = pyproject_extras()
+    lines = [line for page in install_pages() for line in install_lines(page)]
+    assert len(lines) >= 15, [line["line"] for line in lines]  # the finder finds them (README, docs, examples)
+    assert [p for page in install_pages() for p in install_problems(page, extras)] == []
+
+
+def test_the_install_line_checks_catch_each_mistake(tmp_path: Path) -> None:
+    page = tmp_path / "README.md"
+    page.write_text("From a clone: `pip install '.[study,beams]'`.\n\n`pip install 'wirepipe[avro]'`, "
+                    "`pip install ../[otel]`, `wirepipe[plot]`.\n\n```bash\npip install -e '.[docs]' && mkdocs serve\n```\n")
+    assert [p.split(": ", 1)[1] for p in install_problems(page, pyproject_extras())] == [
+        "wirepipe[plot]: no extra 'plot'",
+        "pip install '.[study,beams]': no extra 'beams'",
+        "pip install 'wirepipe[avro]': wirepipe is not on PyPI: install it from the clone",
+        f"pip install ../[otel]: .. is {ROOT.parent}, not the clone's root, from {ROOT.name}",
+        "pip install ../[otel]: the page does not say it runs in a clone",
+        "pip install -e '.[docs]': the page does not say it runs in a clone",
+    ]
+
+
+@pytest.mark.slow
+def test_an_example_install_line_installs_from_the_example_folder(tmp_path: Path) -> None:
+    """The own-logs example's line, run as written from that folder of a copy of the clone: pip finds wirepipe at
+    ``../..`` with the extra. Offline and without installing (``--dry-run --no-index``: the extra's library is
+    installed here already; the build backend is this environment's, ``--no-build-isolation``)."""
+    import json
+
+    [line, *_] = install_lines(ROOT / "examples" / "own-logs" / "README.md")
+    assert line["requirements"] == ["../..[avro]"]
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, clone / name)
+    shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info"))
+    folder = clone / "examples" / "own-logs"
+    folder.mkdir(parents=True)
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--no-build-isolation",
+                           "--disable-pip-version-check", "--report", str(report), *line["requirements"]],
+                          cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "does not provide the extra" not in done.stderr, done.stderr
+    [wirepipe] = [i for i in json.loads(report.read_text())["install"] if i["metadata"]["name"] == "wirepipe"]
+    assert wirepipe["requested_extras"] == ["avro"]
+    assert wirepipe["download_info"]["url"] == clone.as_uri()

@@ -15,8 +15,14 @@ from wirepipe.connectors import sink_models, source_models
 from wirepipe.connectors.nats.connection import split_urls
 from wirepipe.core.errors import ConfigError
 from wirepipe.core.models import Secret
-from wirepipe.core.redact import SECRET_FIELDS, RedactingFormatter, redact_secrets, redact_tree
-from wirepipe.pipelines.config import apply_override, validate_config
+from wirepipe.core.redact import (
+    SECRET_FIELDS,
+    SECRET_MAPPINGS,
+    RedactingFormatter,
+    redact_secrets,
+    redact_tree,
+)
+from wirepipe.pipelines.config import apply_override, pipeline_model, validate_config
 
 PIECES = ("Alpha7Kq", "Bravo9Zx", "Charlie3Mv", "Delta5Wp", "Echo1Ty")
 PASSWORD = "Alpha7Kq,Bravo9Zx'Charlie3Mv:Delta5Wp@Echo1Ty"  # every character a parser may split on
@@ -90,6 +96,35 @@ def test_a_config_tree_masks_secret_fields_and_url_user_info() -> None:
     assert named == {"auth": {"password": "${NATS_PASSWORD}", "token": "***"}}
 
 
+@pytest.mark.parametrize(("text", "shown"), [
+    (f"http://collector:4318/v1/traces?token={PIECES[0]}", "http://collector:4318/v1/traces?***"),
+    (f"Max retries exceeded with url: /v1/traces?token={PIECES[0]}&x=1 (Caused by", "url: /v1/traces?*** (Caused by"),
+    (f"endpoint='https://h/v1?api_key={PIECES[0]}'", "endpoint='https://h/v1?***'"),
+    (f"nats://svc:{PIECES[0]}@h:1/?x={PIECES[1]}", "nats://***@h:1/?***"),
+])
+def test_a_url_query_string_is_a_secret(text: str, shown: str) -> None:
+    out = redact_secrets(text)
+    assert shown in out and not leaked(out), out
+
+
+def test_a_question_without_a_query_is_left_as_it_is() -> None:
+    for text in ("is the server up?", "what? x == 1", "a?b", "http://h/v1/traces?"):
+        assert redact_secrets(text) == text
+
+
+def test_tracing_headers_are_masked_in_a_raw_config_and_in_a_dumped_one() -> None:
+    raw = {"tracing": {"headers": {"Authorization": f"Bearer {PIECES[0]}", "X-Env": "${OTLP_KEY}"},
+                       "endpoint": f"http://c:4318/v1/traces?token={PIECES[1]}"},
+           "sink": {"type": "nats", "headers": "wire"}}
+    out = redact_tree(raw)
+    assert out == {"tracing": {"headers": {"Authorization": "***", "X-Env": "${OTLP_KEY}"},
+                               "endpoint": "http://c:4318/v1/traces?***"}, "sink": {"type": "nats", "headers": "wire"}}
+    cfg = validate_config({**BASE, "source": {"type": "generate", "count": 1}, "tracing": raw["tracing"]})
+    dumped = json.dumps(redact_tree(cfg.model_dump(mode="json", by_alias=True)))
+    assert not leaked(dumped) and '"Authorization": "***"' in dumped
+    assert cfg.tracing.http_headers()["Authorization"] == f"Bearer {PIECES[0]}"  # what the exporter sends
+
+
 def test_log_lines_and_their_tracebacks_are_redacted() -> None:
     record = logging.LogRecord("x", logging.ERROR, __file__, 1, "reconnect to %s failed", (f"svc:{PASSWORD}@h:1",),
                                None)
@@ -141,9 +176,9 @@ def test_every_secret_field_is_typed_secret() -> None:
             for arg in args:
                 walk(arg)
 
-    for model in (*source_models(), *sink_models()):
+    for model in (*source_models(), *sink_models(), pipeline_model()):
         walk(model)
-    assert typed == SECRET_FIELDS
+    assert typed == SECRET_FIELDS | {field for _, field in SECRET_MAPPINGS}
 
 
 def test_set_errors_name_the_field_not_the_value() -> None:

@@ -20,6 +20,50 @@ ROOT = Path(__file__).parent.parent
 BOX = re.compile(r"[│┃║╭╮╯╰┏┓┗┛━─┼╇┡┩]")
 pytestmark = pytest.mark.slow  # a bench over NATS, two runs, a terminal and a browser
 
+# The system programs two tests drive (the README names them): a real terminal and a headless browser, each
+# with the Debian package that installs it. Without one its test is skipped, saying so; `.ci/run` installs
+# both and sets REQUIRE_SYSTEM_TOOLS=1, with which a missing one fails the test instead.
+SYSTEM_TOOLS = {"tmux": ("tmux",), "chromium": ("chromium", "chromium-browser")}
+REQUIRE_SYSTEM_TOOLS = "WIREPIPE_REQUIRE_SYSTEM_TOOLS"
+
+
+def system_tool(package: str) -> str:
+    """The path of the program ``package`` installs (one of its names in ``SYSTEM_TOOLS``); skips the test
+    when there is none, or fails it when ``WIREPIPE_REQUIRE_SYSTEM_TOOLS=1``."""
+    for name in SYSTEM_TOOLS[package]:
+        found = shutil.which(name)
+        if found:
+            return found
+    why = f"{package} is not installed (apt-get install {package}: the README's test command names it)"
+    if os.environ.get(REQUIRE_SYSTEM_TOOLS) == "1":
+        pytest.fail(f"{why}; {REQUIRE_SYSTEM_TOOLS}=1 requires it")
+    pytest.skip(why)
+
+
+def test_a_missing_system_tool_skips_its_test_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/chromium-browser" if name == "chromium-browser" else None)
+    monkeypatch.delenv(REQUIRE_SYSTEM_TOOLS, raising=False)
+    assert system_tool("chromium") == "/usr/bin/chromium-browser"  # the name some distributions give it
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        system_tool("tmux")
+    assert str(skipped.value) == "tmux is not installed (apt-get install tmux: the README's test command names it)"
+    monkeypatch.setenv(REQUIRE_SYSTEM_TOOLS, "1")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        system_tool("tmux")
+    assert str(failed.value) == ("tmux is not installed (apt-get install tmux: the README's test command names it); "
+                                 "WIREPIPE_REQUIRE_SYSTEM_TOOLS=1 requires it")
+
+
+def test_the_readme_names_the_system_tools_and_ci_requires_them() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for package in SYSTEM_TOOLS:
+        assert f"`{package}`" in readme, package
+    assert f"apt-get install {' '.join(SYSTEM_TOOLS)}" in readme
+    assert f"install -y -qq {' '.join(SYSTEM_TOOLS)}" in ci
+    assert f"export {REQUIRE_SYSTEM_TOOLS}=1" in ci
+    assert ci.index(f"export {REQUIRE_SYSTEM_TOOLS}=1") < ci.index("python -m pytest")
+
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -95,8 +139,7 @@ def test_report_pipelines_table_uses_each_combinations_own_rows(results: Path) -
 
 @pytest.mark.timeout(180)
 def test_report_in_a_real_80_column_terminal(results: Path, tmp_path: Path) -> None:
-    tmux = shutil.which("tmux")
-    assert tmux, "tmux is needed (apt-get install tmux; .ci/run installs it)"
+    tmux = system_tool("tmux")
     session = f"wirepipe-{os.getpid()}"
     done = tmp_path / "done"
     command = f"{shlex.join([*WIREPIPE, 'report', str(results)])} > /dev/tty; echo $? > {done}; sleep 600"
@@ -126,8 +169,7 @@ def test_html_report_is_light_and_a_browser_draws_it(results: Path, tmp_path: Pa
     text = page.read_text()
     assert text.count('id="plotly-gz"') == 1 and "cdn" not in text.split('id="plotly-gz"')[0].lower()
     assert page.stat().st_size < 3_000_000  # plotly once (packed) + figures as data
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "chromium is needed (apt-get install chromium; .ci/run installs it)"
+    chromium = system_tool("chromium")
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000"]
     dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=150).stdout

@@ -303,3 +303,131 @@ def test_a_tap_that_stops_at_its_limit_reports_no_loss_it_caused(nats_server: Em
     out, err = finish(tap)
     assert len(out.splitlines()) == 5 and ", 5 shown" in err, err
     assert "lost" not in err and "not processed at stop" not in err and "discarded" not in err, err
+
+
+# --- what the tap tracks and prints is bounded ---------------------------------------------------------------
+
+
+def _render(table: Any) -> str:
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(table)
+    return buf.getvalue()
+
+
+def test_forged_publisher_ids_cost_a_bounded_table() -> None:
+    """100,000 ids, one message each: MAX_PUBLISHERS rows, the rest in one (others) row; SHOWN rows drawn."""
+    from wirepipe.tap.live import MAX_PUBLISHERS, OTHERS, SHOWN, TapStats
+
+    stats = TapStats(clock=lambda: 1.0)
+    n = 100_000
+    for start in range(0, n, 10_000):
+        headers = [{"Wirepipe-Publisher": f"{i:012x}", "Wirepipe-Seq": "1"} for i in range(start, start + 10_000)]
+        stats.observe([b"x"] * 10_000, ["s"] * 10_000, headers, [None] * 10_000, [None] * 10_000, {}, set())
+    assert len(stats.rows) == MAX_PUBLISHERS + 1 and stats.rows[OTHERS].messages == n - MAX_PUBLISHERS
+    assert len(stats.gaps.publishers) == MAX_PUBLISHERS  # losses counted for the tracked ones only
+    text = _render(stats.table())
+    assert sum(line.startswith("│") for line in text.splitlines()) == SHOWN
+    assert f"... and {MAX_PUBLISHERS + 1 - SHOWN:,} more publisher row(s)" in text
+    assert f"{OTHERS}: publishers past the first {MAX_PUBLISHERS:,} ids" in text
+
+
+def test_the_table_says_why_a_jetstream_publishers_loss_is_not_shown() -> None:
+    from wirepipe.tap.live import TapStats
+
+    stats = TapStats(clock=lambda: 1.0)
+    stats.observe([b"x", b"y"], ["s", "s"], [{"Content-Type": "application/json"}, None], [None] * 2, [None] * 2,
+                  {}, set())
+    text = _render(stats.table())
+    row = next(line for line in text.splitlines() if line.startswith("│"))
+    assert [c.strip() for c in row.split("│")[1:-1]][-2] == "-"  # missing
+    assert "publisher -: messages without Wirepipe-Publisher/Wirepipe-Seq (a JetStream sink" in text.replace("\n", " ")
+
+
+def test_raw_and_long_records_print_bounded_lines() -> None:
+    """An 8 MiB payload that does not decode prints MAX_LINE // 2 bytes in hex and how many were cut; a decoded
+    record longer than MAX_LINE prints its head and the characters cut: one JSON line each."""
+    import io
+
+    from wirepipe.core.batch import Batch
+    from wirepipe.tap.sink import MAX_LINE, TapSink
+
+    out = io.StringIO()
+    sink = TapSink(out, raw=True, err=io.StringIO())
+    payload = bytes(range(256)) * (8 * 4096)
+    record = json.dumps({"text": "a" * (2 * MAX_LINE)}).encode()
+    asyncio.run(sink.write(Batch([payload, record], subjects="big",
+                                 headers=[{"Content-Type": "text/plain"}, {"Content-Type": "application/json"}])))
+    raw, long = (json.loads(line) for line in out.getvalue().splitlines())
+    assert raw["size"] == len(payload) and raw["cut"] == len(payload) - MAX_LINE // 2
+    assert bytes.fromhex(raw["hex"]) == payload[: MAX_LINE // 2]
+    text = json.dumps({"text": "a" * (2 * MAX_LINE)}, separators=(",", ":"))  # as orjson writes it
+    head = text[: MAX_LINE // 2]  # its quotes escaped again would pass MAX_LINE: half of it
+    assert long == {"subject": "big", "cut": len(text) - len(head), "head": head}
+    assert max(map(len, out.getvalue().splitlines())) < MAX_LINE + 1024  # the reason and the fields besides
+
+
+def _wait_idle(pid: int, quiet: float = 0.5, at_most: float = 60) -> None:
+    """Until the process's CPU time stops growing for ``quiet`` seconds: it has handled what it was sent."""
+    import time
+
+    def cpu() -> int:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+
+    last, since, end = cpu(), time.monotonic(), time.monotonic() + at_most
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        now = cpu()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+
+
+
+@pytest.mark.slow
+def test_a_table_of_60000_forged_publishers_stops_at_sigint(nats_server: EmbeddedServer) -> None:
+    """One message from each of 60,000 publisher ids (fewer than the client's pending_msgs_limit, so none is
+    dropped): the tap counts them all, stops at SIGINT (the communicate timeout is only a guard) and prints a
+    bounded table, a line for the rows not shown."""
+    import signal
+
+    from wirepipe.tap.live import MAX_PUBLISHERS, SHOWN
+
+    url = nats_server.url
+    tap = start_tap(url, "forged.>", "--table")
+    n = 60_000
+
+    async def send() -> None:
+        import nats
+
+        nc = await nats.connect(url)
+        for i in range(n):
+            await nc.publish("forged.x", b"1", headers={"Content-Type": "application/json",
+                                                        "Wirepipe-Publisher": f"{i:012x}", "Wirepipe-Seq": "7"})
+        await nc.flush()
+        await nc.close()
+
+    asyncio.run(send())
+    _wait_idle(tap.pid)
+    tap.send_signal(signal.SIGINT)
+    out, err = tap.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    assert tap.returncode == 0, err
+    assert f"tap: {n:,} messages" in err, err
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == SHOWN, out
+    hidden = MAX_PUBLISHERS + 1 - SHOWN  # the busiest row is (others): the rows left out have one message each
+    assert f"... and {hidden:,} more publisher row(s), {hidden:,} messages (the {SHOWN} busiest are shown)" in out
+    assert f"(others): publishers past the first {MAX_PUBLISHERS:,} ids" in out
+
+
+def test_the_help_shows_the_filter_language_as_written() -> None:
+    from tests.cli import invoke
+
+    done = invoke("tap", "--help", columns=200)
+    assert done.returncode == 0 and "in [a, b]" in done.stdout and "\\[" not in done.stdout, done.stdout

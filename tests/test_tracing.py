@@ -139,6 +139,7 @@ class Collector(http.server.ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.spans: list[tuple[str, Any]] = []  # (service.name, span)
+        self.requests: list[tuple[str, dict[str, str]]] = []  # (path with its query, headers by lower-case name) of each export
         super().__init__(("127.0.0.1", 0), _Receive)
 
 
@@ -149,6 +150,7 @@ class _Receive(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         request = ExportTraceServiceRequest.FromString(body)
         server: Any = self.server
+        server.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
         for rs in request.resource_spans:
             service = next(a.value.string_value for a in rs.resource.attributes if a.key == "service.name")
             for ss in rs.scope_spans:
@@ -205,6 +207,52 @@ def test_worker_processes_export_one_trace_by_otlp(nats_server: EmbeddedServer, 
     records = [a.value.int_value for _, s in collector.spans if s.name == "consume"
                for a in s.attributes if a.key == "wirepipe.records"]
     assert sum(records) == 300
+
+
+@pytest.mark.slow
+def test_tracing_headers_and_the_endpoint_query_are_secrets_on_every_surface(collector: Collector, tmp_path: Path,
+                                                                            make_pipeline: Callable[..., Path]
+                                                                            ) -> None:
+    """The exporter sends the header and the query as given; neither reaches a metrics file's metadata (every
+    file of both runs), stdout or stderr, nor the exporter's warnings when the endpoint does not answer, nor a
+    config error."""
+    import glob
+
+    import pyarrow.parquet as pq
+
+    header, query = "Bearer HDR-SECRET-1", "QRY-SECRET-2"
+    port = collector.server_address[1]
+
+    def traced(endpoint: str, name: str) -> Path:
+        return make_pipeline({
+            "name": name, "source": {"type": "generate", "dataset": "point", "count": 200, "batch_size": 100},
+            "operators": [{"serialize": {"format": "json"}}], "sink": {"type": "null"},
+            "metrics": {"path": str(tmp_path / f"{name}.parquet")},
+            "tracing": {"endpoint": endpoint, "headers": {"Authorization": "${OTLP_AUTH}"}}})
+
+    good = traced(f"http://127.0.0.1:{port}/v1/traces?token={query}", "good")
+    done = wirepipe("run", str(good), "--no-status", env={"OTLP_AUTH": header})
+    assert done.returncode == 0, done.stderr
+    assert collector.requests and {(path, h["authorization"]) for path, h in collector.requests} == {
+        (f"/v1/traces?token={query}", header)}  # what the exporter sends: the secrets as given
+    unreachable = traced(f"http://127.0.0.1:1/v1/traces?token={query}", "unreachable")
+    lost = wirepipe("run", str(unreachable), "--no-status", env={"OTLP_AUTH": header})
+    assert lost.returncode == 0, lost.stderr
+    assert "/v1/traces?***" in lost.stderr  # the exporter's warning, its query hidden
+    files = sorted(f for f in glob.glob(str(tmp_path / "**" / "*.parquet"), recursive=True) if Path(f).is_file())
+    assert [Path(f).parent.name for f in files] == ["good.parquet", "unreachable.parquet"], files  # every one
+    for f in files:
+        config = pq.read_schema(f).metadata[b"wirepipe.config"].decode()
+        assert "HDR-SECRET" not in config and "QRY-SECRET" not in config, (f, config)
+        assert '"headers": {"Authorization": "***"}' in config and "/v1/traces?***" in config
+    for text in (done.stdout, done.stderr, lost.stdout, lost.stderr):
+        assert "HDR-SECRET" not in text and "QRY-SECRET" not in text, text
+    bad = make_pipeline({"name": "bad", "source": {"type": "generate", "dataset": "point", "count": 1},
+                         "tracing": {"headers": {"Authorization": 98765432101}, "endpoint": f"x?token={query}",
+                                     "exporter": "zipkin"}})
+    refused = wirepipe("validate", str(bad))
+    assert refused.returncode == 2 and "tracing.headers.Authorization" in refused.stderr, refused.stderr
+    assert "98765432101" not in refused.stderr and "QRY-SECRET" not in refused.stderr, refused.stderr
 
 
 @pytest.mark.parametrize(("spec", "env", "on"), [

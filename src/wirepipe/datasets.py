@@ -307,5 +307,7 @@ def get_dataset(name: str) -> Dataset:
     """
     ds = DATASETS.get(name)
     if ds is None:
-        raise KeyError(f"unknown dataset {name!r}: allowed {', '.join(DATASETS)}")
+        from .core.models import unknown_message
+
+        raise KeyError(unknown_message("dataset", name, DATASETS))
     return ds

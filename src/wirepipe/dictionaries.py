@@ -149,9 +149,9 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
 async def with_bucket(url: str | None, bucket: str, action: Any) -> Any:
     """``await action(DictionaryBucket)`` on a connection to ``url`` (the embedded server when None)."""
     from .connectors.dictionary_bucket import DictionaryBucket
-    from .connectors.nats.connection import NatsConnection, NatsConnectionConfig
+    from .connectors.nats.connection import NatsConnection, connection_config
 
-    conn = NatsConnection(NatsConnectionConfig(url=url), role="dict")
+    conn = NatsConnection(connection_config(url), role="dict")
     nc = await conn.connect()
     try:
         return await action(DictionaryBucket(nc, bucket))

@@ -67,22 +67,29 @@ def set_header(batch: Batch, key: str, value: str, drop: str | None = None) -> N
     >>> b.headers
     [{'traceparent': '00-1', 'Content-Type': 'application/json'}, {'Content-Type': 'application/json'}]
     """
+    set_headers(batch, {key: value}, () if drop is None else (drop,))
+
+
+def set_headers(batch: Batch, values: dict[str, str], drop: Sequence[str] = ()) -> None:
+    """``set_header`` for several headers at once (each record's headers copied once), and the headers in
+    ``drop`` taken away."""
     h = batch.headers
     if h is None or (not isinstance(h, dict) and not any(h)):  # no record has a header: one shared dict
-        batch.headers = {key: value}
+        batch.headers = dict(values)
     elif isinstance(h, dict):
-        batch.headers = _merged(h, key, value, drop)
-    elif drop is None:
-        batch.headers = [{**d, key: value} if d else {key: value} for d in h]
-    else:  # a record's headers are copied once; only one that holds ``drop`` pays for dropping it
-        batch.headers = [({**d, key: value} if drop not in d else _merged(d, key, value, drop)) if d else {key: value}
+        batch.headers = _merged(h, values, drop)
+    elif not drop:
+        batch.headers = [{**d, **values} if d else dict(values) for d in h]
+    else:  # a record's headers are copied once; only one that holds a header of ``drop`` pays for dropping it
+        keep = frozenset(drop).isdisjoint
+        batch.headers = [({**d, **values} if keep(d) else _merged(d, values, drop)) if d else dict(values)
                          for d in h]
 
 
-def _merged(headers: dict[str, str], key: str, value: str, drop: str | None) -> dict[str, str]:
-    out = {**headers, key: value}
-    if drop is not None:
-        out.pop(drop, None)
+def _merged(headers: dict[str, str], values: dict[str, str], drop: Sequence[str]) -> dict[str, str]:
+    out = {**headers, **values}
+    for key in drop:
+        out.pop(key, None)
     return out
 
 
@@ -228,21 +235,43 @@ class SubjectTemplate:
 # token, ``>`` one or more at the end. The sink's checks below (no wildcard in a publish) and the
 # matching here share these definitions.
 TOKEN_SEPARATOR = "."
+_UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")  # whitespace and control characters: in no subject
+_CHAR_NAMES = {" ": "a space", "\t": "a tab", "\r": "a CR", "\n": "an LF"}
 ONE_TOKEN = "*"
 THE_REST = ">"
 WILDCARDS = (ONE_TOKEN, THE_REST)
 
 
 def pattern_tokens(pattern: str) -> list[str]:
-    """The tokens of a subscription pattern; ``ValueError`` for an empty token or a ``>`` before the end.
+    """The tokens of a subscription pattern; ``ValueError`` for whitespace or a control character, an empty
+    token or a ``>`` before the end (what the server refuses: the one check of every subject a source or a
+    filter subscribes to).
 
     >>> pattern_tokens("orders.*.>")
     ['orders', '*', '>']
+    >>> pattern_tokens("orders..eu")
+    Traceback (most recent call last):
+    ...
+    ValueError: subject pattern 'orders..eu': tokens are separated by single dots, and `>` comes last
     """
+    if not pattern:
+        raise ValueError("the subject is empty: give one, e.g. points or points.>")
+    bad = _UNSENDABLE.search(pattern)
+    if bad is not None:
+        what = _CHAR_NAMES.get(bad.group(), f"the control character {bad.group()!r}")
+        raise ValueError(f"subject pattern {shown_subject(pattern)} contains {what} (at character {bad.start() + 1}): "
+                         "a subject holds no whitespace or control characters")
     tokens = pattern.split(TOKEN_SEPARATOR)
     if any(not t for t in tokens) or any(t == THE_REST for t in tokens[:-1]):
-        raise ValueError(f"subject pattern {pattern!r}: tokens are separated by single dots, and `>` comes last")
+        raise ValueError(f"subject pattern {shown_subject(pattern)}: tokens are separated by single dots, and `>` "
+                         "comes last")
     return tokens
+
+
+def subscription_pattern(pattern: str) -> str:
+    """``pattern`` when a subscription can take it (``pattern_tokens``); what config fields validate with."""
+    pattern_tokens(pattern)
+    return pattern
 
 
 def subject_regex(pattern: str) -> str:
@@ -325,7 +354,6 @@ STAMP_PREFIX = "_WIREPIPE.last."
 _WILD = "[" + re.escape("".join(WILDCARDS)) + "]"
 _DOT = re.escape(TOKEN_SEPARATOR)
 _NOT_PUBLISHABLE = re.compile(rf"[\x00-\x20\x7f]|(?:^|{_DOT}){_WILD}?(?:{_DOT}|$)")
-_CHAR_NAMES = {" ": "a space", "\t": "a tab", "\r": "a CR", "\n": "an LF"}
 
 
 def subject_room(max_control_line: int, max_payload: int, reply: int = 0) -> int:
@@ -378,6 +406,27 @@ def subject_problem(subject: str, room: int, max_control_line: int = MAX_CONTROL
         return (f"subject {shown_subject(subject)} is {size:,} bytes: a publish line holds at most {room:,} "
                 f"(the server's max_control_line {max_control_line:,} less the line's other fields)")
     return None
+
+
+def publish_template_problem(template: str) -> str | None:
+    """Why no record could be published on the subject ``template`` (None when some can): a malformed
+    template (``template_fields``), or a problem of its literal text (``subject_problem``: an empty subject or
+    token, a wildcard token, whitespace), each placeholder standing for some text. What a sink's ``subject``
+    is validated with; each rendered subject is checked again when it is published.
+
+    >>> publish_template_problem("points.>")
+    "subject 'points.>' has a wildcard token '>': a publish names one subject"
+    >>> publish_template_problem("out.{subject}") is None, publish_template_problem("")
+    (True, 'the subject is empty')
+    """
+    try:
+        template_fields(template)
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return str(exc)
+    literal = "".join(text + ("x" if name is not None else "") for text, name, _, _ in parts)
+    problem = subject_problem(literal, len(literal.encode()) + 1)
+    return None if problem is None else problem.replace(shown_subject(literal), shown_subject(template))
 
 
 class SubjectCheck:

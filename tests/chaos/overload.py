@@ -49,7 +49,7 @@ class Outcome:
     def line(self) -> str:
         c = self.counters
         return (f"sent {self.sent:,} / received {self.received:,} / counted lost {c.get('lost', 'n/a')} "
-                f"(missing {c.get('missing', 'n/a')}, dropped {c.get('dropped', 'n/a')}, discarded {c.get('discarded', 'n/a')})"
+                f"(missing {c.get('missing', 'n/a')}: gap {c.get('gap', 'n/a')} + tail {c.get('tail', 'n/a')}, dropped {c.get('dropped', 'n/a')}, discarded {c.get('discarded', 'n/a')})"
                 f" / duplicates {c.get('duplicates', 'n/a')} / unaccounted {self.sent - self.received - (c.get('lost') or 0):,}"
                 f" / server slow-consumer events {self.server_log.count('Slow Consumer')}")
 
@@ -179,6 +179,10 @@ def run_scenario(url: str, folder: Path, *, count: int, spin_us: float, rate: fl
     received = int(re.search(r"records out of ([\d,]+)", summary).group(1).replace(",", ""))  # type: ignore[union-attr]
     counters = {k: int(v.replace(",", "")) for v, k in re.findall(
         r"([\d,]+) (lost|missing|dropped|discarded|duplicates)\b", summary)}
+    split = re.search(r"\(([\d,]+) in gaps between messages, ([\d,]+) claimed by stamps", summary)
+    if "missing" in counters:  # a gap is seen between messages, a tail only claimed by a stamp (shown when there is one)
+        counters["gap"], counters["tail"] = ((int(split.group(1).replace(",", "")), int(split.group(2).replace(",", "")))
+                                             if split else (counters["missing"], 0))
     disconnects = re.search(r"([\d,]+) disconnect\(s\)", summary)
     counters["disconnects"] = int(disconnects.group(1).replace(",", "")) if disconnects else 0
     counted = re.search(r"lost: ([\d,]+) counted", summary)  # the figure when a tail could not be counted

@@ -131,3 +131,19 @@ def test_core_nats_to_jetstream_relay_with_the_default_id(nats_url: str, tmp_pat
     assert f"{n} records out of {n}" in err
     assert stream_messages(nats_url, "STORED") == n
     assert len(stored_values(nats_url, "STORED")) == n
+
+
+def test_a_constant_msg_id_is_said_once_with_its_count_and_in_the_summary(nats_url: str, tmp_path: Path) -> None:
+    """``msg_id: constant``: the stream keeps 1 of 10 records; the run says why, not only "already stored"."""
+    source = write_jsonl(tmp_path / "ten.jsonl", [{"i": i} for i in range(10)])
+    cfg = yaml.safe_load(ingest_config(tmp_path, nats_url, source).read_text(encoding="utf-8"))
+    cfg["sink"]["msg_id"] = "constant"
+    path = tmp_path / "constant.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    done = wirepipe("run", str(path), timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert stream_messages(nats_url, "INGEST") == 1
+    assert done.stderr.count("msg_id 'constant' gave 9 of the 10 records of a batch the Nats-Msg-Id of another "
+                             "record of the batch (it names no field") == 1, done.stderr
+    assert ("10 records out of 10" in done.stderr and "9 already stored (deduplicated), 9 given the Nats-Msg-Id of "
+            "another record of their batch by the sink's msg_id (the stream keeps one record per id)" in done.stderr)

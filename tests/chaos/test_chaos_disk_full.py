@@ -17,7 +17,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -341,3 +341,210 @@ def test_stopped_while_the_disk_is_full_a_worker_exits_non_zero_and_acks_nothing
         assert f"{out} has 1 unfinished parquet file(s), {left[0].stat().st_size:,} bytes, from a run that did not " \
                f"stop cleanly" in second and left[0].name in second, second[-3000:]
         assert "unfinished" not in first
+
+
+# --- metrics on a full disk --------------------------------------------------------------------------
+
+
+def fill(disk: Path) -> Path:
+    """Fill ``disk`` to its last byte with one file; deleting it frees the room."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for size in (1 << 16, 1 << 12, 1):
+            with contextlib.suppress(OSError):
+                while f.write(b"\0" * size):
+                    pass
+    return filler
+
+
+def metrics_rows(folder: Path) -> list[dict[str, object]]:
+    import pyarrow.parquet as pq
+
+    from wirepipe.storage.parts import list_parts
+
+    return [row for part in list_parts(folder) for row in pq.read_table(part).to_pylist()]
+
+
+def delay_figures(text: str, folder: Path) -> tuple[int, int]:
+    """The summary's metrics line: rows that waited for room, failed writes."""
+    import re
+
+    found = re.search(re.escape(f"metrics: {folder} (") + r"([\d,]+) row\(s\) waited for room on the disk; "
+                      r"([\d,]+) failed write\(s\), each tried again\)", text)
+    assert found, text[-3000:]
+    return int(found[1].replace(",", "")), int(found[2].replace(",", ""))
+
+
+def retries_reported(text: str) -> int:
+    """The failures the writers' recovery lines count (one line per outage)."""
+    import re
+
+    return sum(int(n) for n in re.findall(r"written again after [\d.]+s and (\d+) failure\(s\)", text))
+
+
+def free_room(filler: Path, proc: subprocess.Popen[str], log: Path, ready: Callable[[], bool], what: str,
+              hold: float) -> tuple[int, str]:
+    """Once ``ready()``, let the full disk refuse ``hold`` s more (the worker must still run: its metrics wait),
+    then free it: the worker's exit code and its log."""
+    try:
+        wait_for(ready, 30, what, proc, log)
+        time.sleep(hold)
+        assert proc.poll() is None, f"the metrics wait for room, they do not end the run: {log.read_text()[-3000:]}"
+        filler.unlink()
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return code, log.read_text()
+
+
+GENERATED = 12_000  # records at 2,000/s: batches of 200 (about ten a second), 6 s of run
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sink", ["jsonl elsewhere", "parquet parts on the same disk"])
+def test_metrics_on_a_full_disk_wait_for_room_and_lose_no_row(small_disk: Path, tmp_path: Path, sink: str) -> None:
+    """The disk is full from the start and freed 2 s after the first failed part: the run goes on, every record
+    is written, every metrics row reaches the folder once, the summary prints what the wait cost, exit 0."""
+    filler = fill(small_disk)
+    folder = small_disk / "metrics.parquet"
+    if sink == "jsonl elsewhere":
+        out = tmp_path / "out.jsonl"
+        spec: dict[str, object] = {"type": "jsonl", "path": str(out)}
+        written = lambda: len(out.read_bytes().splitlines())  # noqa: E731
+    else:
+        out = small_disk / "parts"
+        spec = {"type": "parquet", "path": str(out / "part-{part}.parquet"), "compression": "none"}
+        written = lambda: len(parquet_numbers(out))  # noqa: E731
+    config = tmp_path / "metrics.yaml"
+    config.write_text(json.dumps({
+        "name": "full-metrics",
+        "source": {"type": "generate", "dataset": "point", "count": GENERATED, "rate": 2000, "batch_size": 500},
+        "operators": [{"serialize": {"format": "msgpack"}}],
+        "sink": spec,
+        "metrics": {"path": str(folder), "flush_interval": "0.5s"},
+        "flush_interval": 0.5,
+        "monitor": {"status_interval": "0.5s"},
+    }))
+    log = tmp_path / "run.log"
+    proc = start(["run", str(config)], log)
+    # parts keep failing for 2 s while the run goes on
+    code, text = free_room(filler, proc, log, lambda: "wait for room" in log.read_text(),
+                           "the metrics never met the full disk", hold=2)
+    assert code == 0, text[-3000:]
+    assert f"full-metrics: {GENERATED} records out of {GENERATED}" in text and "Traceback" not in text
+    assert written() == GENERATED
+    rows = metrics_rows(folder)
+    batches = GENERATED // 200
+    assert len(rows) == 3 * batches, "source, serialize and sink rows of every batch"
+    assert sorted({(r["batch"], r["step"]) for r in rows}) == [(b, s) for b in range(batches) for s in range(3)]
+    assert [sum(r["records"] for r in rows if r["step"] == s) for s in range(3)] == [GENERATED] * 3  # type: ignore[misc]
+    delayed, errors = delay_figures(text, folder)
+    print(f"{sink}: {GENERATED} records, {len(rows)} metrics rows; {delayed} rows delayed, {errors} failed writes")
+    assert errors == retries_reported(text), "each failed write is counted once"
+    assert errors >= 2 and 0 < delayed <= len(rows)
+    assert f"metrics wait for room: {folder}: No space left on device" in text, "the status line says it"
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")], "no temporary part is left"
+
+
+@pytest.mark.timeout(120)
+def test_latency_rows_wait_for_room_at_the_end_of_a_bounded_run(nats_url: str, small_disk: Path,
+                                                                tmp_path: Path) -> None:
+    """A JetStream consumer reads its 3,000 records at once, then its metrics wait at the close for room:
+    every stage and latency row is written once it comes."""
+    import nats
+
+    n = 3000
+
+    async def publish() -> None:
+        nc = await nats.connect(nats_url)
+        js = nc.jetstream()
+        await js.add_stream(name="LAT", subjects=["lat"])
+        for i in range(n):
+            await js.publish("lat", b"%d" % i, headers={"Wirepipe-Sent-At": str(time.time_ns())})
+        await nc.close()
+
+    asyncio.run(publish())
+    filler = fill(small_disk)
+    folder = small_disk / "lat.parquet"
+    out = tmp_path / "lat.jsonl"
+    config = tmp_path / "lat.yaml"
+    config.write_text(json.dumps({
+        "name": "lat", "source": {"type": "jetstream", "url": nats_url, "stream": "LAT", "durable": "lat", "count": n},
+        "sink": {"type": "jsonl", "path": str(out)}, "metrics": {"path": str(folder)},
+    }))
+    log = tmp_path / "lat.log"
+    proc = start(["run", str(config), "--no-status"], log)
+    code, text = free_room(filler, proc, log, lambda: out.exists() and len(out.read_bytes().splitlines()) == n
+                           and "wait for room" in log.read_text(), "the run did not end its records and wait for room",
+                           hold=1)
+    assert code == 0, text[-3000:]
+    assert f"lat: {n} records out of {n}" in text
+    from wirepipe.metrics.recorder import latency_path
+
+    latency = metrics_rows(latency_path(folder))
+    assert sorted(r["stream_seq"] for r in latency) == list(range(1, n + 1))  # type: ignore[type-var]
+    stages = metrics_rows(folder)
+    assert sum(r["records"] for r in stages if r["step"] == 0) == n  # type: ignore[misc]
+    assert len(stages) == 2 * len({r["batch"] for r in stages})
+    delayed, errors = delay_figures(text, folder)
+    print(f"jetstream: {n} records, {len(stages)} stage rows, {len(latency)} latency rows; {delayed} rows delayed, "
+          f"{errors} failed writes")
+    assert delayed == len(stages) + n, "every row was held while the disk refused them"
+    assert errors == retries_reported(text)
+
+
+@pytest.mark.timeout(90)
+def test_metrics_a_stop_gives_up_on_are_counted_in_the_error(small_disk: Path, tmp_path: Path) -> None:
+    """The disk stays full; SIGTERM after the run's records are written: the drain deadline passes, the process
+    exits 1 and its error counts the metrics rows it could not write, exactly; nothing half-written is left."""
+    fill(small_disk)
+    folder = small_disk / "stuck.parquet"
+    out = tmp_path / "out.jsonl"
+    config = tmp_path / "stuck.yaml"
+    config.write_text(json.dumps({
+        "name": "stuck",
+        "source": {"type": "generate", "dataset": "point", "count": 4000, "rate": 2000, "batch_size": 500},
+        "operators": [{"serialize": {"format": "msgpack"}}],
+        "sink": {"type": "jsonl", "path": str(out)},
+        "metrics": {"path": str(folder), "flush_interval": "0.5s"},
+        "shutdown_timeout": "2s",
+    }))
+    log = tmp_path / "stuck.log"
+    proc = start(["run", str(config), "--no-status"], log)
+    wait_for(lambda: out.exists() and len(out.read_bytes().splitlines()) == 4000 and "wait for room" in log.read_text(),
+             30, "the run did not write its records", proc, log)
+    code = stop(proc)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    rows = 3 * 4000 // 200
+    assert "stuck: the drain took longer than shutdown_timeout (2s): " \
+           f"{rows} metrics row(s) not written (the disk refused them)" in text, text[-3000:]
+    assert f"{folder}: {rows} row(s) not written: the disk still refused them when the run was stopped" in text
+    assert "Traceback" not in text
+    assert list(folder.iterdir()) == [], "no part, no temporary"
+
+
+def test_a_metrics_part_waits_for_room_and_is_written_once(small_disk: Path) -> None:
+    """``PartWriter``: the closing thread hands a full disk to a writer thread; the parts are written in order,
+    each row once, when the room comes."""
+    import pyarrow as pa
+
+    from wirepipe.storage.parts import PartWriter, list_parts
+
+    filler = fill(small_disk)
+    folder = small_disk / "parts.parquet"
+    schema = pa.schema([("i", pa.int64())])
+    w = PartWriter(folder, "run", schema, compact_parts=0)
+    w.finish(pa.table({"i": list(range(1000))}, schema=schema))  # never waits: a full disk is handed over
+    assert not w.join(0.5) and w.errors >= 1 and w.rows_held == 1000 and w.failing == "No space left on device"
+    assert list_parts(folder) == []
+    filler.unlink()
+    assert w.join(10)
+    assert w.error is None and (w.rows_delayed, w.rows_unwritten, w.failing) == (1000, 0, None)
+    (part,) = list_parts(folder)
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(part)["i"].to_pylist() == list(range(1000))
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]

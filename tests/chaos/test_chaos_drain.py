@@ -5,7 +5,7 @@ real publisher process (30,000 stamped records). SIGTERM arrives while the worke
 its drain cannot finish within ``shutdown_timeout``, so the run is cut. What was read is then
 either in the output file, or counted in the loss figures of the run summary (discarded: read and
 never written; missing or dropped: never read), and the worker exits 5 (records lost). Read back: the
-file's lines and the figures of the summary.
+file's lines, the figures of the summary and the metrics' ``lost`` column, which adds up to them.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
         "source": {"type": "nats", "url": nats_server.url, "subject": "backlog"},
         "operators": [{"map": {"function": "tests.chaos.busy:spin"}}],
         "sink": {"type": "jsonl", "path": str(out_file)},
+        "metrics": {"path": str(tmp_path / "metrics.parquet")},
         "shutdown_timeout": "2s",
     }
     path = make_pipeline(cfg)
@@ -81,3 +82,8 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
     assert (missing, dropped) == (0, 0)  # the worker kept up with reading: everything lost was read, then cut
     assert written == out and written + discarded == 30_000, f"written {written} + discarded {discarded}"
     assert lost == discarded and 0 < written < 30_000
+    import pyarrow.dataset as ds
+
+    rows = ds.dataset(tmp_path / "metrics.parquet").to_table().to_pylist()
+    assert sum(r["lost"] or 0 for r in rows) == lost, "the metrics' lost column adds up to the summary's"
+    assert sum(r["records"] for r in rows if r["step"] == 2) == written

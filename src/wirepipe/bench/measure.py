@@ -130,7 +130,7 @@ def _row(run_id: str, label: str, dataset: str, combo: Combo, iteration: int, st
     return {
         "run_id": run_id, "pipeline": label, "label": label, "dataset": dataset, "chain": combo.label,
         "iteration": iteration, "batch": iteration, "step": step, "stage": row.stage, "operator": row.operator,
-        "params": json.dumps(row.params, default=str, sort_keys=True), "records": row.records, "rejected": 0,
+        "params": json.dumps(row.params, default=str), "records": row.records, "rejected": 0,
         "bytes_in": row.bytes_in, "bytes_out": row.bytes_out, "start_ns": row.start_ns, "end_ns": row.end_ns,
         "projected": 0, "payload_digest": None,
     }

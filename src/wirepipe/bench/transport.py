@@ -259,10 +259,10 @@ def check_server(url: str) -> None:
     The connection is the one ``wirepipe run`` makes (``NatsConnection``): the same log line
     the moment the server refuses (``waiting for NATS at ...``), the same ``connect_timeout``.
     """
-    from ..connectors.nats.connection import NatsConnection, NatsConnectionConfig
+    from ..connectors.nats.connection import NatsConnection, connection_config
 
     async def probe() -> None:
-        conn = NatsConnection(NatsConnectionConfig(url=url), role="bench")
+        conn = NatsConnection(connection_config(url), role="bench")
         try:
             await conn.connect()
         finally:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..core.exit_codes import ExitCode
+from ..core.exit_codes import ExitCode, exit_code
 from .app import WordsHelp, app, fail, setup_logging
 
 dict_app = typer.Typer(name="dict", no_args_is_help=True, help="zstd dictionaries shared through NATS.")
@@ -79,7 +79,7 @@ def dict_train(
     try:
         dict_id = asyncio.run(publish(url, ref, training, origin=from_))
     except WirepipeError as exc:
-        fail(str(exc), ExitCode.RUNTIME)
+        fail(str(exc), exit_code(exc))
     typer.echo(f"published {ref} (id {dict_id}; also as nats://{ref.bucket}/id/{dict_id})")
 
 
@@ -103,7 +103,7 @@ def dict_list(
     try:
         entries = asyncio.run(with_bucket(url, ref.bucket, lambda b: b.entries()))
     except WirepipeError as exc:
-        fail(str(exc), ExitCode.RUNTIME)
+        fail(str(exc), exit_code(exc))
     for e in entries:
         try:
             gain = f"{json.loads(e.description)['gain']:+.1%} vs zstd"
@@ -145,7 +145,7 @@ def dict_show(
     try:
         entry, data = asyncio.run(with_bucket(url, ref.bucket, show))
     except WirepipeError as exc:
-        fail(str(exc), ExitCode.RUNTIME)
+        fail(str(exc), exit_code(exc))
     typer.echo(f"nats://{ref.bucket}/{name}: id {entry.dict_id}, {entry.size:,} bytes, {entry.modified} "
                "(digest checked)")
     try:

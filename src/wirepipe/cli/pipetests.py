@@ -38,5 +38,7 @@ def test_pipelines(
     typer.echo(report.summary_line(session.results, session.elapsed))
     if junit is not None:
         report.write_junit(session.results, junit, session.elapsed)
+    if session.interrupted:
+        fail("interrupted (Ctrl-C): the cases after it did not run", ExitCode.INTERRUPTED)
     if session.failed:
         raise typer.Exit(ExitCode.RUNTIME)

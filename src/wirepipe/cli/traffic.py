@@ -187,7 +187,7 @@ def tap(
     from_time: Annotated[str | None, typer.Option(help="--stream: start at this time (ISO 8601) or this long "
                                                        "ago (10m)", metavar="FROM-TIME")] = None,
     filter_: Annotated[list[str] | None, typer.Option("--filter", metavar="EXPR", help=(
-        "show records where EXPR holds: field == value, !=, <, <=, >, >=, in \\[a, b], matches 'regex', "
+        "show records where EXPR holds: field == value, !=, <, <=, >, >=, in [a, b], matches 'regex', "
         "field exists (repeatable: all must hold)"))] = None,
     sample: Annotated[int, typer.Option(help="show one message in N (the table counts them all)", metavar="SAMPLE")] = 1,
     limit: Annotated[int | None, typer.Option(help="stop after showing N messages", metavar="LIMIT")] = None,

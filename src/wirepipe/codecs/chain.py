@@ -66,9 +66,11 @@ class Chain:
             try:
                 codec = get_codec(name)
             except KeyError:
+                from ..core.models import did_you_mean
+
                 raise ValueError(
                     f"unknown step {name!r} in chain {text!r}: formats are {', '.join(FORMATS)}; "
-                    f"codecs are {', '.join(_codec_names())}"
+                    f"codecs are {', '.join(_codec_names())}{did_you_mean(name, [*FORMATS, *_codec_names()])}"
                 ) from None
             parsed: str | int | None = level if level and level != "default" else None
             if parsed is not None and parsed not in ("fastest", "default", "best"):

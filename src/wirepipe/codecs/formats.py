@@ -539,7 +539,9 @@ def get_format(name: str) -> Format:
     """The format called ``name``; ``KeyError`` listing the known ones."""
     fmt = FORMATS.get(name)
     if fmt is None:
-        raise KeyError(f"unknown format {name!r}: allowed {', '.join(FORMATS)}")
+        from ..core.models import unknown_message
+
+        raise KeyError(unknown_message("format", name, FORMATS))
     return fmt
 
 

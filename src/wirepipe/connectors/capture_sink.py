@@ -97,7 +97,7 @@ class CaptureWriter(Configured):
 
         info = {"format": FORMAT_VERSION, "writer": f"wirepipe {version('wirepipe')}",
                 "columns": CAPTURE_COLUMNS, "metadata": self.metadata}
-        return capture_schema({"wirepipe.capture": json.dumps(info, default=str, sort_keys=True)})
+        return capture_schema({"wirepipe.capture": json.dumps(info, default=str)})
 
     def append(self, table: Any) -> None:
         """Add capture rows; writes full row groups and rotates the file when it is due.

@@ -199,6 +199,13 @@ class Source(ABC):
         writes after a lost ack or a dead worker is among them. 0 for a source that never redelivers."""
         return 0
 
+    @property
+    def outstanding(self) -> int:
+        """Records still awaiting acknowledgement or redelivery upstream when a bounded read ended (a JetStream
+        durable read to its end, or to its ``count``): the run did not get everything its bound covers. 0 for a
+        source without acks, and for a read that was stopped or has no bound."""
+        return 0
+
     def wants_commit(self) -> bool:
         """True when the source waits for acks to go on (it read its ``count``): commit without delay."""
         return False

@@ -10,7 +10,9 @@ so messages compressed with the old one stay readable while they exist.
 Why an Object Store and not a KV bucket: a KV value is one message, bounded by the server's
 ``max_payload`` (a server set to 64 KiB refuses a 112 KiB dictionary); an object is cut into
 128 KiB chunks, whatever the limit, and carries a SHA-256 digest, so a damaged object is told
-from a good one. Every read is bounded: an object larger than the caller's cap (the
+from a good one (not a replaced one: whoever rewrites an object rewrites its digest; the bytes are
+checked against the digest each publisher stamps where they are used, ``operators/shared_dictionaries.py``,
+whatever store they came from). Every read is bounded: an object larger than the caller's cap (the
 decompressor's ``max_output_size``) is refused from its size before a chunk is read, and the
 chunks stop at the cap whatever the size claims.
 
@@ -30,11 +32,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..core.errors import NotConnected, WirepipeError
+from .nats.names import bucket_name
 
 SCHEME = "nats://"
 ID_PREFIX = "id/"
 ID_HEADER = "Wirepipe-Dictionary-Id"  # on each object: the id of the dictionary it holds
-_BUCKET = re.compile(r"^[a-zA-Z0-9_-]+$")
 _NAME = re.compile(r"^[-_=.a-zA-Z0-9]+$")
 _CHUNK = 128 * 1024
 _MAX_DICTIONARY = 64 * 1024 * 1024  # what publish reads back of an entry with the same id, to compare
@@ -69,8 +71,10 @@ def parse_ref(text: str, *, name: bool) -> DictionaryRef:
     if not text.startswith(SCHEME):
         raise ValueError(f"{text!r}: a dictionary in a NATS Object Store bucket is {shape}")
     bucket, _, rest = text[len(SCHEME):].partition("/")
-    if not _BUCKET.match(bucket):
-        raise ValueError(f"{text!r}: the bucket name is letters, digits, - and _ ({shape})")
+    try:
+        bucket_name(bucket)
+    except ValueError:
+        raise ValueError(f"{text!r}: the bucket name is letters, digits, - and _ ({shape})") from None
     if not name:
         if rest:
             raise ValueError(f"{text!r}: a bucket alone, nats://BUCKET (the frames name their dictionary by id)")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ..core.batch import RECORDS, Batch
-from ..core.models import SourceLimits
+from ..core.models import SourceLimits, unknown_message
 from ..core.stages import Stage
 from ..datasets import DATASETS, get_dataset
 from .connector import Configured, Source
@@ -91,7 +91,7 @@ class GenerateConfig(SourceLimits):
     @classmethod
     def _known_dataset(cls, v: str) -> str:
         if v not in DATASETS:
-            raise ValueError(f"unknown dataset {v!r}: allowed {', '.join(DATASETS)}")
+            raise ValueError(unknown_message("dataset", v, DATASETS))
         return v
 
     def build(self) -> GenerateSource:

@@ -9,6 +9,11 @@ without hammering what is down. A part that knows better raises ``BackOff(wait)`
 within the cap. ``reset()`` after a success starts again from the first wait. ``jitter`` (a
 fraction of the wait, either way) spreads clients that lost the same server.
 
+``Outage`` is a part that fails until it works again, retried for as long as it takes (a sink, the
+metrics writer on a full disk): its backoff, since when it fails and when to say so, at the first
+failure, then every ``report_every`` seconds, and once when it works again, so a long outage is
+neither silent nor a log line per try.
+
 >>> retry = ExponentialBackoff(first=0.1, cap=1.0)
 >>> [retry.next() for _ in range(6)]
 [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
@@ -24,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from .errors import BackOff
 
@@ -69,3 +75,45 @@ class ExponentialBackoff:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), wait)
         return stop.is_set()
+
+
+@dataclass
+class Outage:
+    """A part's failure while it lasts (see the module doc). ``error`` is what failed, None while it works."""
+
+    backoff: ExponentialBackoff
+    report_every: float = 30.0
+    error: str | None = None
+    since: float = 0.0  # monotonic seconds of the first failure of this outage
+    _reported: float = field(default=0.0, repr=False)
+
+    def failed(self, error: str, exc: BaseException | None = None) -> tuple[float, bool]:
+        """One more failure: the wait before the next try, and whether to report it now (the first failure
+        of an outage, then every ``report_every`` seconds)."""
+        now = time.monotonic()
+        if self.error is None:
+            self.since = now
+        report = self.error is None or now - self._reported >= self.report_every
+        if report:
+            self._reported = now
+        self.error = error
+        return self.backoff.next(exc), report
+
+    def recovered(self) -> float | None:
+        """It works: the seconds the outage lasted, None when there was none; the next failure waits the first
+        wait again."""
+        if self.error is None:
+            return None
+        self.error = None
+        self.backoff.reset()
+        return time.monotonic() - self.since
+
+    @property
+    def lasted(self) -> float:
+        """Seconds since the outage began (0 while the part works)."""
+        return time.monotonic() - self.since if self.error is not None else 0.0
+
+    @property
+    def failures(self) -> int:
+        """Failures since the outage began."""
+        return self.backoff.failures

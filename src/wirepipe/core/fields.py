@@ -12,6 +12,10 @@ expression language has no ``eval``: a path, an operator, a literal.
 True
 >>> first_difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]})
 (['a', 1, 'b'], 2, 3)
+
+``matches`` runs on records a publisher chose, so its engine is RE2 (``compile_pattern``): linear in the
+text whatever the pattern (Python's ``re`` backtracks: ``(a+)+$`` on a hostile record runs for ever). A
+pattern RE2 cannot take (a backreference, a lookaround) is refused where it is given, with the reason.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ class Condition:
         if self.op not in OPERATORS:
             raise ValueError(f"unknown operator {self.op!r}: allowed {', '.join(OPERATORS)}")
         if self.op == "matches":
-            _regex(self.operand)  # a bad pattern fails here, not at the first record
+            compile_pattern(self.operand)  # a bad pattern fails here, not at the first record
 
     def value(self, record: Any) -> Any:
         """What the condition looks at in ``record`` (``MISSING`` when it has no such field)."""
@@ -127,7 +131,7 @@ class Condition:
             found = any(same(value, x) for x in self.operand)
             return found if op == "in" else not found
         if op == "matches":
-            return isinstance(value, str) and _regex(self.operand).search(value) is not None
+            return isinstance(value, str) and _search(self.operand, value)
         if isinstance(value, bool) or isinstance(self.operand, bool):
             return False
         try:
@@ -145,8 +149,33 @@ class Condition:
 
 
 @functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (linear time: see the module doc); ``ValueError`` saying why RE2 refuses it.
+
+    >>> compile_pattern(r"^(\\w+)@example\\.com$").search("ops@example.com") is not None
+    True
+    >>> compile_pattern(r"(a)\\1")
+    Traceback (most recent call last):
+    ...
+    ValueError: not a pattern the linear-time engine (RE2) takes: invalid escape sequence: \\1 (no backreferences or lookarounds)
+    """
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # the reason is in the error: nothing on stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        hint = " (no backreferences or lookarounds)" if reason.startswith(("invalid escape", "invalid perl")) else ""
+        raise ValueError(f"not a pattern the linear-time engine (RE2) takes: {reason}{hint}") from None
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return compile_pattern(pattern).search(text) is not None
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for RE2 to read, nothing matches
+        return False
 
 
 def _literal(value: Any) -> str:
@@ -192,9 +221,9 @@ def parse_condition(text: str) -> Condition:
         if not isinstance(operand, str):
             raise ValueError(f"{text!r}: `matches` takes a regular expression (a string)")
         try:
-            re.compile(operand)
-        except re.error as exc:
-            raise ValueError(f"{text!r}: not a regular expression ({exc})") from None
+            compile_pattern(operand)
+        except ValueError as exc:
+            raise ValueError(f"{text!r}: {exc}") from None
     return Condition(path, op, operand)
 
 

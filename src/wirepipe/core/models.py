@@ -11,7 +11,7 @@ operator names are allowed).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Annotated, Any, TypeVar
 
@@ -36,7 +36,8 @@ M = TypeVar("M", bound=BaseModel)
 class Strict(BaseModel):
     """A config model that names the allowed fields when it meets an unknown one."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # No infinity or NaN in any number of a config: `rate: .inf` would be accepted here and overflow there.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -45,13 +46,48 @@ class Strict(BaseModel):
             allowed = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
             unknown = [k for k in data if k not in allowed]
             if unknown:
+                names = sorted(f.alias or n for n, f in cls.model_fields.items())
                 raise PydanticCustomError(
                     "unknown_field",
-                    "unknown field {unknown}: allowed {allowed}",
-                    {"unknown": ", ".join(map(repr, unknown)),
-                     "allowed": ", ".join(sorted(f.alias or n for n, f in cls.model_fields.items()))},
+                    "unknown field {unknown}: allowed {allowed}{hint}",
+                    {"unknown": ", ".join(map(repr, unknown)), "allowed": ", ".join(names),
+                     "hint": did_you_mean(unknown, names)},
                 )
         return data
+
+
+def did_you_mean(given: Any, allowed: Iterable[str]) -> str:
+    """``; did you mean `batch_size`?`` for a name (or names) close to an allowed one, else ``""``: what every
+    message about an unknown name ends with (a field, a type, an operator, a format, a codec, a dataset).
+
+    >>> did_you_mean("batchsize", ["batch_size", "count"]), did_you_mean(["Zstd", "x"], ["zstd", "gzip"])
+    ('; did you mean `batch_size`?', '; did you mean `zstd`?')
+    >>> did_you_mean(["subjcet", "levle"], ["subject", "level"]), did_you_mean("kafka", ["nats", "jsonl"])
+    ("; did you mean `subject` (for 'subjcet'), `level` (for 'levle')?", '')
+    """
+    import difflib
+
+    candidates = [str(a) for a in allowed]
+    lower = {c.lower(): c for c in candidates}
+    names = [given] if isinstance(given, str) else [g for g in given if isinstance(g, str)]
+    found: list[tuple[str, str]] = []
+    for name in names:
+        close = lower.get(name.lower()) or next(iter(difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)),
+                                                None)
+        if close is not None and close != name:
+            found.append((name, close))
+    if not found:
+        return ""
+    if len(found) == 1:
+        return f"; did you mean `{found[0][1]}`?"
+    return "; did you mean " + ", ".join(f"`{close}` (for {name!r})" for name, close in found) + "?"
+
+
+def unknown_message(what: str, name: Any, allowed: Iterable[str]) -> str:
+    """The one message for a name no registry holds (``unknown codec 'zstdd': allowed ...; did you mean
+    `zstd`?``), in YAML, in ``--set`` and in Python."""
+    allowed = list(allowed)
+    return f"unknown {what} {name!r}: allowed {', '.join(map(str, allowed))}{did_you_mean(name, allowed)}"
 
 
 def _duration(value: Any) -> Any:

@@ -18,6 +18,11 @@ Parquet dataset folders (``storage/parts.py``): ``PATH`` (stage rows) and its si
 its Parquet key-value metadata. With ``path=None`` the rows stay in memory
 (``tables()``), for benchmarks that build their own results.
 
+A row is never dropped. A value its column cannot hold (a forged header's 10^29, NaN) is
+clamped or nulled (``columns.fit_value``), counted and warned about once per column; a full
+disk delays the parts (``PartWriter``: the sinks' waits, the spool) and ``figures()`` counts
+what it cost. ``aclose`` waits for room without blocking the event loop.
+
 Columns: ``metrics/columns.py`` (``STAGE_COLUMNS``, ``LATENCY_COLUMNS``). Settings and their
 defaults: ``MetricsConfig``, the YAML ``metrics:`` section, whose defaults are the recorder's too.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import os
 import platform
 import secrets
@@ -41,7 +47,9 @@ from pydantic import Field
 
 from ..core.batch import Batch, Rejected
 from ..core.models import Duration, Strict
-from .columns import METRICS_VERSION, METRICS_VERSION_KEY, TABLES, table_schema
+from .columns import METRICS_VERSION, METRICS_VERSION_KEY, TABLES, fit_value, table_schema
+
+log = logging.getLogger("wirepipe")
 
 # What a timed pass measured (``run_operators``): each operator's start and end (monotonic ns) and, per
 # stage, entry 0 being the batch as the source gave it, the records that left it, the running count of
@@ -52,6 +60,7 @@ Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"], l
 _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4", "zlib-ng", "isal",
               "cramjam", "msgspec", "fastavro", "protobuf", "pymongo")
 _LATENCY_FLUSH_RECORDS = 65536
+_GIVE_UP_GRACE = 5.0  # seconds a cancelled run's part writers get for their last try
 
 
 def new_run_id() -> str:
@@ -98,7 +107,7 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
         "wirepipe.run_id": run_id,
         METRICS_VERSION_KEY: str(METRICS_VERSION),  # what the columns mean (metrics/columns.py); report reads each
         "wirepipe.pipeline": pipeline,
-        "wirepipe.config": json.dumps(redact_tree(config or {}), default=str, sort_keys=True),
+        "wirepipe.config": json.dumps(redact_tree(config or {}), default=str),
         "wirepipe.versions": versions,
         # the allocator policy is read per run, not cached: it changes what large payloads cost and is applied
         # when the process builds its first pipeline, which may come after the first run's metadata (Beam)
@@ -184,6 +193,9 @@ class MetricsRecorder:
         self._writers: dict[str, Any] = {}
         self._memory: dict[str, list[Any]] = {"stages": [], "latency": []}
         self._schemas: dict[str, Any] = {}
+        self._closed: list[Any] = []  # the part writers of the run, once handed its end (their figures stay)
+        self.values_fixed = 0  # values a column could not hold, clamped or nulled (their rows kept)
+        self._warned: set[str] = set()  # columns whose first fixed value was logged
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -191,7 +203,7 @@ class MetricsRecorder:
         """Fix the run's stages (index = position) and prepare the output; call once before stamping."""
         from ..storage.parts import check_folder
 
-        self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str, sort_keys=True))
+        self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str))
                         for s, o, p in stages]
         meta = run_metadata(self.pipeline, self.config, self.run_id)
         self._schemas = {table: table_schema(table, meta) for table in TABLES}
@@ -210,31 +222,76 @@ class MetricsRecorder:
                          for kind, schema in self._schemas.items()}
 
     def close(self) -> None:
-        """Flush the buffers and finish the part files: everything recorded is on disk after this.
+        """Flush the buffers and finish the part files: everything recorded is on disk after this (it waits
+        for room while the disk is full; ``aclose`` waits without blocking an event loop).
 
-        The last rows go to each writer with its ``close``: a short run that never flushed
+        The last rows go to each writer with its ``finish``: a short run that never flushed
         writes its one file here, without starting a writer thread (see ``PartWriter``).
         """
+        writers = self._finish()
+        for writer in writers:
+            writer.join()
+        for writer in writers:
+            writer.raise_error()
+
+    async def aclose(self, *, wait: bool = True) -> None:
+        """``close`` on an event loop: the loop runs on while the disk is full. ``wait=False``, or a cancellation
+        while it waits (a run stopped past its deadline), gives the parts left one more try and counts what the
+        disk still refuses (``figures``: ``metrics_rows_unwritten``)."""
+        writers = self._finish()
+        if not wait:
+            for writer in writers:
+                writer.stop_waiting()
+        try:
+            for writer in writers:
+                if not writer.join(0):
+                    await asyncio.to_thread(writer.join)
+        except asyncio.CancelledError:
+            for writer in writers:
+                writer.stop_waiting()
+            for writer in writers:
+                writer.join(_GIVE_UP_GRACE)
+            raise
+        for writer in writers:
+            writer.raise_error()
+
+    def _finish(self) -> list[Any]:
+        """Hand the last rows and the end of the run to the part writers (none in memory); returns them."""
         if not self._schemas:
-            return
+            return []
         last = self._take()
         if self.path is None:
             for kind, table in last.items():
                 self._memory[kind].append(table)
-            return
+            return []
         if "stages" not in self._writers and "stages" not in last:  # a run with no batches is still listed
             last["stages"] = self._schemas["stages"].empty_table()
         for kind in last:
             self._writer(kind)
         writers, self._writers = self._writers, {}
-        errors = []
         for kind, writer in writers.items():
-            try:
-                writer.close(last.get(kind))
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+            writer.finish(last.get(kind))
+        self._closed += writers.values()
+        return list(writers.values())
+
+    def figures(self) -> dict[str, int]:
+        """What writing the metrics met, for the run summary and Prometheus: ``metrics_write_errors`` (failed
+        writes of a part, each tried again), ``metrics_rows_delayed`` (rows held in memory while the disk
+        refused them), ``metrics_rows_unwritten`` (given up: the run was stopped past its deadline while the
+        disk was still full) and ``metrics_values_fixed`` (values a column could not hold, clamped or nulled)."""
+        writers = [*self._writers.values(), *self._closed]
+        return {"metrics_write_errors": sum(w.errors for w in writers),
+                "metrics_rows_delayed": sum(w.rows_delayed for w in writers),
+                "metrics_rows_unwritten": sum(w.rows_unwritten for w in writers),
+                "metrics_values_fixed": self.values_fixed}
+
+    @property
+    def failing(self) -> str | None:
+        """``<folder>: <error>`` while the disk refuses the metrics (the status line), else None."""
+        for writer in [*self._writers.values(), *self._closed]:
+            if writer.failing is not None:
+                return f"{writer.folder}: {writer.failing}"
+        return None
 
     async def flush_periodically(self) -> None:
         """Flush every ``flush_interval`` seconds; the pipeline runs this as a task and cancels it at the end."""
@@ -320,6 +377,15 @@ class MetricsRecorder:
             self.flush()
         return nbytes
 
+    def stamp_source_lost(self, index: int, lost: int) -> None:
+        """A source row of no records for what the source found lost after its last batch (core NATS: the
+        records discarded at a drain, a tail the last stamps count), so the ``lost`` column adds up to the
+        run summary's figure; ``index`` the batch after the last one."""
+        now = time.monotonic_ns()
+        cols = self._cols
+        for col, value in zip(cols, (index, 0, 0, 0, None, None, now, now, lost, None, None, 0, 0), strict=True):
+            col.append(value)
+
     def stamp_sink_refused(self, index: int, refused: Sequence[Rejected]) -> None:
         """A sink row of no records for what the destination refused after the write (JetStream, at its
         ack), so the stage rows count every reject the run summary does; ``index`` the last batch written."""
@@ -395,24 +461,26 @@ class MetricsRecorder:
         (batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered, reasons, projected,
          messages) = cols
         n = len(batch)
-        index = pa.array(stage, pa.int32())
+        index = self._array("stages", "step", stage)
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
-        i64 = pa.int64()
-        schema = self._schemas["stages"]
+        array = functools.partial(self._array, "stages")
         return pa.Table.from_arrays(
-            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.array(batch, i64), index, *names,
-             pa.array(records, i64), pa.array(rejected, i64), pa.array(bytes_in, i64), pa.array(bytes_out, i64),
-             pa.array(start, i64), pa.array(end, i64), pa.array(lost, i64), pa.array(redelivered, i64),
-             pa.array(reasons, schema.field("reasons").type), pa.array(projected, i64), pa.array(messages, i64)],
-            schema=schema)
+            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), array("batch", batch), index, *names,
+             array("records", records), array("rejected", rejected), array("bytes_in", bytes_in),
+             array("bytes_out", bytes_out), array("start_ns", start), array("end_ns", end), array("lost", lost),
+             array("redelivered", redelivered), array("reasons", reasons), array("projected", projected),
+             array("messages", messages)],
+            schema=self._schemas["stages"])
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:
         import pyarrow as pa
 
         i64 = pa.int64()
+        names = ("seq", "stream_seq", "sent_ns", "received_ns")
 
         def column(pos: int) -> Any:
-            return pa.concat_arrays([_int64s(t[pos]) if t[pos] is not None else pa.nulls(t[1], i64) for t in lat])
+            return pa.concat_arrays([self._int64s(names[pos - 2], t[pos]) if t[pos] is not None
+                                     else pa.nulls(t[1], i64) for t in lat])
 
         n = sum(t[1] for t in lat)
         batch = pa.concat_arrays([pa.repeat(pa.scalar(t[0], i64), t[1]) for t in lat])
@@ -420,14 +488,37 @@ class MetricsRecorder:
         return pa.Table.from_arrays([pa.repeat(self.run_id, n), batch, column(2), column(3), column(4),
                                      column(5), done], schema=self._schemas["latency"])
 
+    def _int64s(self, column: str, values: list[Any]) -> Any:
+        """A latency column as an Arrow int64 array: through numpy (~2/3 of ``pa.array``'s time on a list of
+        ints), or ``_array`` where it holds a None or a value to fit."""
+        import numpy as np
+        import pyarrow as pa
 
-def _int64s(values: list[int | None]) -> Any:
-    """A column of ints as an Arrow int64 array: through numpy (~2/3 of ``pa.array``'s time on a list of
-    ints), or ``pa.array`` where it holds a None."""
-    import numpy as np
-    import pyarrow as pa
+        try:
+            return pa.array(np.fromiter(values, np.int64, len(values)))
+        except (TypeError, ValueError, OverflowError):
+            return self._array("latency", column, values)
 
-    try:
-        return pa.array(np.fromiter(values, np.int64, len(values)))
-    except (TypeError, OverflowError):
-        return pa.array(values, pa.int64())
+    def _array(self, table: str, column: str, values: list[Any]) -> Any:
+        """``values`` as ``column``'s Arrow array; what the column cannot hold is fitted to it (``fit_value``),
+        counted and, the first time in a column, logged: the row is always written."""
+        import pyarrow as pa
+
+        kind = self._schemas[table].field(column).type
+        try:
+            return pa.array(values, kind)
+        except (OverflowError, TypeError, ValueError, UnicodeError, pa.ArrowException):
+            pass
+        declared = TABLES[table][column][0]
+        fitted = []
+        for value in values:
+            fit, changed = fit_value(value, declared)
+            fitted.append(fit)
+            if changed:
+                self.values_fixed += 1
+                if column not in self._warned:
+                    self._warned.add(column)
+                    log.warning("metrics: the %s column (%s) cannot hold %.80r: written as %r, its row kept (every "
+                                "value so changed is counted: metrics_values_fixed; this is said once a column)",
+                                column, declared, value, fit)
+        return pa.array(fitted, kind)

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ..core.batch import Batch, payload_nbytes
-from ..core.models import Strict
+from ..core.models import Secret, Strict
 from ..core.registry import install_hint, library_installed
 from ..wire import Header, set_header
 
@@ -57,10 +57,15 @@ class TracingConfig(Strict):
                                   "already has); default: OTEL_TRACES_EXPORTER, else otlp")
     endpoint: str | None = Field(default=None, description="the OTLP/HTTP traces URL; default: "
                                  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318")
-    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers of the export (auth)")
+    headers: dict[str, Secret] = Field(default_factory=dict, description="HTTP headers of the export (auth), "
+                                       "e.g. {Authorization: \"${OTLP_AUTH}\"}: secrets, never shown")
     service_name: str | None = Field(default=None, description="default: OTEL_SERVICE_NAME, else the pipeline's name")
     sample_ratio: float | None = Field(default=None, ge=0, le=1, description="share of traces kept, parent-based "
                                        "(default: OTEL_TRACES_SAMPLER, else all)")
+
+    def http_headers(self) -> dict[str, str]:
+        """The export's headers as they are sent (the model keeps them as secrets)."""
+        return {k: v.get_secret_value() for k, v in self.headers.items()}
 
 
 def available() -> bool:
@@ -119,7 +124,7 @@ def _provider(config: TracingConfig, pipeline: str) -> Any:
     env = os.environ
     exporter = config.exporter or env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")[0].strip().lower() or "otlp"
     service = config.service_name or env.get("OTEL_SERVICE_NAME") or pipeline
-    key = (exporter, config.endpoint, tuple(sorted(config.headers.items())), service, config.sample_ratio)
+    key = (exporter, config.endpoint, tuple(sorted(config.http_headers().items())), service, config.sample_ratio)
     provider = _PROVIDERS.get(key)
     if provider is None:
         provider = _PROVIDERS[key] = _new_provider(exporter, config, service)
@@ -142,7 +147,7 @@ def _new_provider(exporter: str, config: TracingConfig, service: str) -> Any:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=config.endpoint,
-                                                                        headers=config.headers or None)))
+                                                                        headers=config.http_headers() or None)))
     elif exporter == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 

@@ -5,6 +5,9 @@ so a consumer with ``decompress: {codec: auto}`` (``operators/decompress.py``) p
 Levels are ``fastest``, ``default``, ``best`` or the codec's own integers; zstd takes a trained
 dictionary (``operators/codec_options.py``): a file both ends load, or one shared through NATS
 (``nats://BUCKET/NAME``, ``operators/shared_dictionaries.py``), whose id every frame then carries.
+With a dictionary every record is stamped ``Wirepipe-Dictionary`` (``Header.DICTIONARY``: the SHA-256
+digest of the exact bytes compressed with), which a consumer checks its own copy against; ``digest:``
+pins those bytes in the config, so a publisher whose dictionary is not them does not start.
 
 In YAML ``- compress: {codec: zstd, level: fastest}``; in Python ``wirepipe.compress("zstd", "fastest")``:
 
@@ -25,7 +28,14 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec, zstd_compressor, zstd_dictionary_id
+from ..codecs.compression import (
+    DEFAULT_MAX_OUTPUT,
+    dictionary_digest,
+    get_codec,
+    parse_dictionary_digest,
+    zstd_compressor,
+    zstd_dictionary_id,
+)
 from ..connectors.dictionary_bucket import is_shared, parse_ref
 from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
@@ -44,16 +54,17 @@ class Compress(Configured, Operator):
     stage = Stage.COMPRESS
     entry = "compress"
     takes, gives = PAYLOADS, PAYLOADS
-    adds_headers = (Header.CONTENT_ENCODING,)
+    adds_headers = (Header.CONTENT_ENCODING, Header.DICTIONARY)
 
     def __init__(self, codec: str = "zstd", level: str | int | None = None,
-                 dictionary: bytes | str | Path | None = None, nats: Any = None) -> None:
+                 dictionary: bytes | str | Path | None = None, nats: Any = None, digest: str | None = None) -> None:
         """The arguments are ``CompressParams``'s fields, checked as the YAML entry is."""
-        self._init(CompressParams, codec=codec, **given(level=level, dictionary=dictionary, nats=nats))
+        self._init(CompressParams, codec=codec, **given(level=level, dictionary=dictionary, nats=nats, digest=digest))
 
     def _configure(self, params: CompressParams, ctx: BuildContext) -> None:
         c = get_codec(params.codec)
         dictionary, nats = params.dictionary, params.nats
+        self.pinned = params.digest
         self.codec = c
         self.level = params.level
         self.params = {"codec": c.name, "level": self.level}
@@ -63,6 +74,7 @@ class Compress(Configured, Operator):
         self._encoding = c.content_encoding
         self.shared: SharedDictionaries | None = None
         self.dictionary_id = 0  # the id every frame carries (a dictionary shared through NATS)
+        self.digest: str | None = None  # Wirepipe-Dictionary: the digest of the dictionary's bytes, if one is used
         self._fn: Callable[[bytes], bytes] | None
         if is_shared(dictionary):
             # Fetched when the pipeline starts (``open``); its id goes in every frame so consumers find it.
@@ -74,13 +86,28 @@ class Compress(Configured, Operator):
             self._fn = None
             self.io = True
         else:
-            self._fn = c.compressor(self.level, load_dictionary(dictionary))
+            data = load_dictionary(dictionary)
+            self._fn = c.compressor(self.level, data)
+            if data is not None:
+                self.digest = self._pinned(data, f"dictionary {dictionary if isinstance(dictionary, str) else '<bytes>'}")
+
+    def _pinned(self, data: bytes, what: str) -> str:
+        """The digest of ``data``; ``ValueError`` when the config pins another one."""
+        digest = dictionary_digest(data)
+        if self.pinned is not None and digest != self.pinned:
+            raise ValueError(f"{what} is {digest}, not the pinned digest {self.pinned}: refused (the dictionary "
+                             "is not the bytes this config names)")
+        return digest
 
     async def open(self, parts: Sequence[Any]) -> None:
         if self.shared is None:
             return
         await self.shared.open(parts)
         data = await self.shared.named()
+        try:
+            self.digest = self._pinned(data, f"compress: dictionary {self.shared.ref}")
+        except ValueError as exc:
+            raise WirepipeError(str(exc)) from None
         self.dictionary_id = zstd_dictionary_id(data)
         self._fn = zstd_compressor(self.codec.resolve_level(self.level), data, write_dict_id=True)
 
@@ -98,7 +125,11 @@ class Compress(Configured, Operator):
                 raise WirepipeError(f"compress: dictionary {self.shared and self.shared.ref} is fetched when the "
                                     "pipeline starts: run the operator in a Pipeline (or await its open() first)")
             batch.map_values(fn, self.stage, self.name)
-        set_header(batch, Header.CONTENT_ENCODING, self._encoding)
+        if self.digest is None:  # a stamp the records came with names the bytes of an earlier compression
+            set_header(batch, Header.CONTENT_ENCODING, self._encoding, drop=Header.DICTIONARY)
+        else:
+            set_header(batch, Header.CONTENT_ENCODING, self._encoding)
+            set_header(batch, Header.DICTIONARY, self.digest)
         return batch
 
 
@@ -113,8 +144,19 @@ class CompressParams(Strict):
                                    "or nats://BUCKET/NAME, shared through NATS (bytes in Python)")
     nats: NatsConnectionConfig | None = Field(default=None, description="the connection a nats:// dictionary is "
                                               "fetched through (default: the pipeline's NATS source or sink)")
+    digest: str | None = Field(default=None, description="sha256:<64 hex digits>: the dictionary's bytes, pinned; "
+                               "a dictionary with another digest is refused (the run does not start)")
 
     _codec = field_validator("codec")(known_codec)
+
+    @field_validator("digest")
+    @classmethod
+    def _digest(cls, v: str | None, info: Any) -> str | None:
+        if v is None:
+            return v
+        if info.data.get("dictionary") is None:
+            raise ValueError("digest pins the bytes of a dictionary: give `dictionary:` beside it")
+        return parse_dictionary_digest(v)
 
     @field_validator("level")
     @classmethod

@@ -5,6 +5,9 @@ dead-lettered, the run goes on. With ``codec: auto`` each record's codec is the 
 ``Content-Encoding`` (``Header.CONTENT_ENCODING``, which ``compress`` sets) names. With
 ``dictionaries: nats://BUCKET`` a zstd frame that names a dictionary by id is decompressed with
 that dictionary, fetched from the bucket before the pass (``operators/shared_dictionaries.py``).
+With a dictionary (a file or a bucket), a zstd record stamped ``Wirepipe-Dictionary`` (the digest
+of the dictionary ``compress`` used) is decompressed only with those exact bytes: one stamped with
+another digest is rejected with both digests in the reason, never decoded to other data.
 
 In YAML ``- decompress: {codec: auto, max_output_size: 64MiB}``; in Python ``wirepipe.decompress("auto")``:
 
@@ -24,7 +27,13 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
+from ..codecs.compression import (
+    DEFAULT_MAX_OUTPUT,
+    codec_for_encoding,
+    dictionary_digest,
+    get_codec,
+    parse_dictionary_digest,
+)
 from ..connectors.dictionary_bucket import parse_ref
 from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
@@ -34,7 +43,14 @@ from ..core.stages import Stage
 from ..wire import Header
 from .codec_options import Dictionary, known_codec, load_dictionary
 from .operator import PAYLOADS, BuildContext, Configured, Operator, failing, given
-from .shared_dictionaries import SharedDictionaries
+from .shared_dictionaries import SharedDictionaries, disowned
+
+_STAMPS = 1024  # Content-Encoding values, (Content-Encoding, Wirepipe-Dictionary) pairs: decided and kept at once
+_BARE: tuple[str | None, str | None] = (None, None)  # a record without headers
+
+
+def _call(value: bytes, fn: Callable[[bytes], bytes]) -> bytes:
+    return fn(value)
 
 
 class Decompress(Configured, Operator):
@@ -57,6 +73,7 @@ class Decompress(Configured, Operator):
         self.auto = codec == "auto"
         self.max_output_size = max_output_size
         self._dictionary = load_dictionary(dictionary)
+        self._local_digest = dictionary_digest(self._dictionary) if self._dictionary is not None else None
         self.params = {"codec": codec, "max_output_size": max_output_size}
         self.name = codec if self.auto else get_codec(codec).name
         self.shared: SharedDictionaries | None = None
@@ -69,6 +86,9 @@ class Decompress(Configured, Operator):
             self.prepares = self.io = True
         self._fn = None if self.auto else self._build(self.name)
         self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
+        # With a dictionary in play, each record's Wirepipe-Dictionary stamp picks a checked decompressor.
+        self._stamped = self._dictionary is not None or self.shared is not None
+        self._by_stamp: dict[tuple[str | None, str | None], Callable[[bytes], bytes]] = {}
 
     def _build(self, codec_name: str) -> Callable[[bytes], bytes]:
         codec = get_codec(codec_name)
@@ -99,6 +119,8 @@ class Decompress(Configured, Operator):
     def _for_encoding(self, encoding: str | None) -> Callable[[bytes], bytes]:
         fn = self._by_encoding.get(encoding)
         if fn is None:
+            if len(self._by_encoding) >= _STAMPS:  # forged encodings, each another key
+                self._by_encoding.clear()
             try:
                 fn = self._build(codec_for_encoding(encoding).name)
             except (KeyError, ValueError) as exc:  # an unknown encoding; a codec whose library is not installed
@@ -106,7 +128,67 @@ class Decompress(Configured, Operator):
             self._by_encoding[encoding] = fn
         return fn
 
+    def _for_stamp(self, encoding: str | None, stamp: str | None) -> Callable[[bytes], bytes]:
+        """The function for records of this ``Content-Encoding`` (``codec: auto``) and ``Wirepipe-Dictionary``:
+        decided once per pair, so a stamp is compared with a dictionary once, not per record."""
+        key = (encoding, stamp)
+        fn = self._by_stamp.get(key)
+        if fn is None:
+            if len(self._by_stamp) >= _STAMPS:  # forged stamps, each another key: decided again, never unbounded
+                self._by_stamp.clear()
+                if self.shared is not None:
+                    self.shared.forget_stamped()
+            fn = self._by_stamp[key] = self._checked(encoding, stamp)
+        return fn
+
+    def _checked(self, encoding: str | None, stamp: str | None) -> Callable[[bytes], bytes]:
+        plain = self._for_encoding(encoding) if self.auto else self._fn
+        assert plain is not None
+        codec = self.name
+        if self.auto:
+            try:
+                codec = codec_for_encoding(encoding).name
+            except (KeyError, ValueError):
+                return plain  # refused with its reason
+        if stamp is None or not get_codec(codec).supports_dictionary:
+            return plain  # unstamped (a peer that does not stamp): the frames' checksum is the check
+        try:
+            digest = parse_dictionary_digest(stamp)
+        except ValueError as exc:
+            return failing(StageError("decompress", codec, f"{Header.DICTIONARY}: {exc}: the record cannot be "
+                                                            "checked against its dictionary (refused)"))
+        zstd = get_codec(codec)
+        local = self._dictionary
+        if local is None:
+            base = failing(StageError("decompress", codec, (
+                f"the record was compressed with the zstd dictionary {digest} and its frames do not name it by "
+                "id (a dictionary file both ends load): give this decompressor that file as `dictionary:`")))
+        elif self._local_digest != digest:
+            base = failing(StageError("decompress", codec, disowned(None, "file", str(self._local_digest), digest)))
+        else:
+            base = zstd.decompressor(self.max_output_size, local)
+        if self.shared is None:
+            return base
+        return self.shared.decompressor(base, lambda d: zstd.decompressor(self.max_output_size, d), local, digest)
+
+    def _by_stamps(self, batch: Batch) -> Batch:
+        """Each record through the function of its (``Content-Encoding``, ``Wirepipe-Dictionary``): the pairs
+        are one column built by a comprehension, and a batch of one pair (one publisher) is one plain map."""
+        h = batch.headers
+        encoding, stamp = Header.CONTENT_ENCODING, Header.DICTIONARY
+        if not isinstance(h, list):
+            return batch.map_values(self._for_stamp(*((h.get(encoding), h.get(stamp)) if h else _BARE)), self.stage,
+                                    self.name)
+        keys = [(hd.get(encoding), hd.get(stamp)) if hd else _BARE for hd in h]
+        distinct = set(keys)
+        if len(distinct) == 1:
+            return batch.map_values(self._for_stamp(*distinct.pop()), self.stage, self.name)
+        fns = {key: self._for_stamp(*key) for key in distinct}
+        return batch.map_values(_call, self.stage, self.name, with_column=[fns[k] for k in keys])
+
     def __call__(self, batch: Batch) -> Batch:
+        if self._stamped:
+            return self._by_stamps(batch)
         if self._fn is not None:
             batch.map_values(self._fn, self.stage, self.name)
             return batch

@@ -4,7 +4,10 @@
 record's ``Content-Type`` (``Header.CONTENT_TYPE``, which ``serialize`` sets). A payload that
 does not decode is rejected per record with the reason. With a ``module:Class`` schema the
 records are instances of that class (``typed: false`` keeps dicts). The ``schema`` option is
-described in ``operators/schema_options.py``.
+described in ``operators/schema_options.py``. Given a schema, each record's ``Wirepipe-Schema`` header is
+compared with it first (``operators/schema_identity.py``): a record written with another schema is never
+decoded positionally with this one; ``writer_schemas`` lists the publishers' schemas whose records are read by
+field name, and ``schema_header: required`` refuses records that carry no header.
 
 In YAML ``- deserialize: {format: auto}``; in Python ``wirepipe.deserialize("auto")``:
 
@@ -18,23 +21,28 @@ In YAML ``- deserialize: {format: auto}``; in Python ``wirepipe.deserialize("aut
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
 from ..core.batch import Batch
-from ..core.errors import Refusal, RefusedError, StageError
+from ..core.errors import ConfigError, Refusal, RefusedError, StageError
 from ..core.models import Strict
 from ..core.registry import load_ref
 from ..core.stages import Stage
+from ..schema import SchemaError
 from ..wire import Header
 from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
+from .schema_identity import REQUIRED, SchemaIdentity
 from .schema_options import (
     MESSAGE_FIELD,
+    SCHEMA_HEADER_FIELD,
+    WRITER_SCHEMAS_FIELD,
     SchemaParam,
     SchemaSpec,
+    WriterSchemaParam,
     known_format,
     resolve_schema,
     schema_param,
@@ -51,10 +59,12 @@ class Deserialize(Configured, Operator):
     takes, gives = PAYLOADS, RECORDS
 
     def __init__(self, format: str = "auto", schema: SchemaSpec = None, *, allow_pickle: bool = False,
-                 typed: bool | None = None, framed: bool = False, schema_id: int | None = None) -> None:
+                 typed: bool | None = None, framed: bool = False, schema_id: int | None = None,
+                 writer_schemas: Sequence[SchemaSpec] = (), schema_header: str = "optional") -> None:
         """The arguments are ``DeserializeParams``'s fields, checked as the YAML entry is; ``allow_pickle`` is the
         pipeline-wide setting (``BuildContext``)."""
         self._init(DeserializeParams, BuildContext(allow_pickle=allow_pickle), format=format, framed=framed,
+                   schema_header=schema_header, writer_schemas=list(writer_schemas),
                    **given(schema=schema, typed=typed, schema_id=schema_id))
 
     def _configure(self, params: DeserializeParams, ctx: BuildContext) -> None:
@@ -73,12 +83,27 @@ class Deserialize(Configured, Operator):
         self._record_class = record_class if (typed is None or typed) else None
         if typed and record_class is None:
             raise ValueError("typed: true needs schema: module:RecordClass")
+        self._writers = [_writer_schema(i, w) for i, w in enumerate(params.writer_schemas)]
+        self._required = params.schema_header == REQUIRED
+        if self._writers:
+            self.params["writer_schemas"] = [schema_param(w) for w in params.writer_schemas]
+        if self._required:
+            self.params["schema_header"] = REQUIRED
+        self._identity: SchemaIdentity | None = None
+        self._by_type: dict[str | None, Decoder] = {}
+        self._by_schema: dict[tuple[str | None, str | None], Decoder] = {}
         self._fixed: Decoder | None = None
+        self._names_on_wire = False
         if not self.auto:
             fmt = get_format(format)
+            self._names_on_wire = not fmt.needs_schema
             if not fmt.needs_schema or self._schema is not None:
                 self._build(fmt)
-        self._by_type: dict[str | None, Decoder] = {}
+        elif self._schema is not None:
+            self._identity = SchemaIdentity(self._schema, self._writers, required=self._required)
+        if (self._writers or self._required) and self._schema is None and (self.auto or self._names_on_wire):
+            raise ValueError("writer_schemas and schema_header: required compare records with the schema they are "
+                             "read with: set `schema:` too")
 
     def refuse_schema(self, schema: Any) -> Refusal | None:
         """A positional format given no ``schema:`` takes the one its source attaches: refused when the pipeline
@@ -91,6 +116,8 @@ class Deserialize(Configured, Operator):
         self._fixed = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle, **self._options))
         if self._record_class is None:
             self._column = fmt.column_decoder(self._schema, **self._options)
+        if self._schema is not None:
+            self._identity = SchemaIdentity(self._schema, self._writers, required=self._required)
 
     def _typed(self, decode: Decoder) -> Decoder:
         cls = self._record_class
@@ -115,6 +142,9 @@ class Deserialize(Configured, Operator):
         if self._fixed is None and not self.auto:  # positional format waiting for the source's schema
             self._schema = self._schema or batch.schema
             self._build(get_format(self.name))
+        identity = self._identity
+        if identity is not None and not identity.all_own(batch.headers, self._names_on_wire):
+            return self._by_writer(batch)
         fn = self._fixed
         if fn is not None:
             column = self._column
@@ -128,6 +158,61 @@ class Deserialize(Configured, Operator):
             batch.map_values(fn, self.stage, self.name)
             return batch
         return batch.map_by_header(Header.CONTENT_TYPE, self._for_type, self.stage, "auto")
+
+    def _by_writer(self, batch: Batch) -> Batch:
+        """A batch with records written with another schema (or none, refused): each record's decoder picked by
+        its ``Wirepipe-Schema`` (and with ``auto``, its ``Content-Type``): one pick per distinct value."""
+        if not self.auto:
+            return batch.map_by_header(Header.SCHEMA, self._for_schema, self.stage, self.name)
+        return batch.map_values(self._by_headers, self.stage, "auto", with_column=batch.headers_column())
+
+    def _for_schema(self, fingerprint: str | None) -> Decoder:
+        return self._decoder(None, fingerprint)
+
+    def _by_headers(self, data: bytes, headers: dict[str, str] | None) -> Any:
+        if not headers:
+            return self._decoder(None, None)(data)
+        return self._decoder(headers.get(Header.CONTENT_TYPE), headers.get(Header.SCHEMA))(data)
+
+    def _decoder(self, content_type: str | None, fingerprint: str | None) -> Decoder:
+        key = (content_type, fingerprint)
+        fn = self._by_schema.get(key)
+        if fn is None:
+            fn = self._pick(content_type, fingerprint)
+            if len(self._by_schema) < _PICKS_KEPT:  # the header is the publisher's: its values are not ours to count
+                self._by_schema[key] = fn
+        return fn
+
+    def _pick(self, content_type: str | None, fingerprint: str | None) -> Decoder:
+        identity = self._identity
+        assert identity is not None
+        if self.auto:
+            own = self._for_type(content_type)
+            try:
+                fmt = format_for_content_type(content_type)
+            except KeyError:
+                return own  # it says why
+        else:
+            fmt, own = get_format(self.name), self._fixed  # type: ignore[assignment]
+        options = self._options
+
+        def build(writer: Schema, convert: Callable[[Any], Any]) -> Decoder:
+            decode = fmt.decoder(writer, allow_pickle=self.allow_pickle, **options)
+            return self._typed(lambda data: convert(decode(data)))
+
+        return identity.decoder(fmt, fingerprint, own, build)
+
+
+_PICKS_KEPT = 1024  # decoders kept by (Content-Type, Wirepipe-Schema): a few in any real stream
+
+
+def _writer_schema(i: int, spec: SchemaSpec) -> Schema:
+    """One of ``writer_schemas``, resolved as ``schema:`` is; a schema error names its place in the list."""
+    try:
+        return resolve_schema(spec)
+    except SchemaError as exc:
+        where = f"deserialize.writer_schemas[{i}]" + (f".{exc.path}" if exc.path else "")
+        raise ConfigError(exc.message, path=where) from None
 
 
 def _record_class(spec: SchemaSpec) -> type | None:
@@ -164,6 +249,8 @@ class DeserializeParams(Strict):
                                "instead of dicts; default: when the schema is a class")
     framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
+    writer_schemas: list[WriterSchemaParam] = WRITER_SCHEMAS_FIELD
+    schema_header: Literal["optional", "required"] = SCHEMA_HEADER_FIELD
 
     _format = field_validator("format")(known_format(("auto",)))
 

@@ -38,8 +38,11 @@ def _python_schema_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
 
 # YAML's spellings of a SchemaSpec (see resolve_schema); in Python, what only Python can give passes too.
 SchemaParam = Annotated[str | list[str] | dict[str, Any] | None, WrapValidator(_python_schema_or)]
+# One of writer_schemas: a file, a dataset or module:Class, or an inline mapping (Python: what SchemaParam takes)
+WriterSchemaParam = Annotated[str | dict[str, Any], WrapValidator(_python_schema_or)]
 _SCHEMA_FILES = (".yaml", ".yml", ".json")
 _DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")
+SCHEMA_FILE_SUFFIXES = (*_SCHEMA_FILES, ".avsc", ".proto", *_DESCRIPTOR_SETS)  # a schema: that names a file
 
 
 def resolve_schema(spec: SchemaSpec) -> RecordSchema | tuple[str, ...] | None:
@@ -148,9 +151,10 @@ def known_format(extra: tuple[str, ...] = ()) -> Callable[[str], str]:
     """A params validator: a registered format name (or one of ``extra``), else the allowed ones."""
     def check(v: str) -> str:
         from ..codecs.formats import FORMATS
+        from ..core.models import unknown_message
 
         if v not in FORMATS and v not in extra:
-            raise ValueError(f"unknown format {v!r}: allowed {', '.join([*FORMATS, *extra])}")
+            raise ValueError(unknown_message("format", v, [*FORMATS, *extra]))
         return v
 
     return check
@@ -170,3 +174,11 @@ def with_message(schema: SchemaSpec, message: str | None) -> SchemaSpec:
 
 
 MESSAGE_FIELD = Field(default=None, description="protobuf: the message of a .proto/.desc schema that declares several")
+WRITER_SCHEMAS_FIELD: Any = Field(
+    default_factory=list, description="the schemas publishers may write with besides `schema:` (files, dataset "
+    "names, module:Class or inline mappings): a record whose Wirepipe-Schema header names one is decoded with it and "
+    "read by field name as `schema:`, where the two are compatible; a positional format's record written with any "
+    "other schema is dead-lettered")
+SCHEMA_HEADER_FIELD: Any = Field(
+    default="optional", description="a record without a Wirepipe-Schema header (a publisher that does not "
+    "stamp its schema): decoded with `schema:` (optional) or dead-lettered (required)")

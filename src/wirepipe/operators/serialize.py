@@ -1,9 +1,12 @@
 """The serialize operator: records to payload bytes with one format.
 
 ``Serialize`` turns the value column into payload bytes with one format and sets
-``Content-Type`` (``Header.CONTENT_TYPE``), so a consumer with ``format: auto`` decodes it;
-the other headers records came with (a trace id from a NATS source) stay, except a
-``Content-Encoding``: the bytes are new and not compressed (``compress`` sets its own);
+``Content-Type`` (``Header.CONTENT_TYPE``), so a consumer with ``format: auto`` decodes it, and, given a
+schema (its own or the one its source attaches), ``Wirepipe-Schema`` (``Header.SCHEMA``): the schema's
+fingerprint, which a consumer compares with its own (``operators/schema_identity.py``). The other headers
+records came with (a trace id from a NATS source) stay, except those that described the old bytes:
+``Content-Encoding`` and ``Wirepipe-Dictionary`` (the bytes are new and not compressed: ``compress`` sets its
+own) and, without a schema, ``Wirepipe-Schema``;
 ``deserialize`` (``operators/deserialize.py``) is the reverse. The ``schema`` option is
 described in ``operators/schema_options.py``. A value that does not fit a typed schema is
 rejected per record with the field path in the reason, and so is a record with a field the
@@ -23,6 +26,8 @@ In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgp
 [{'x': 1}, {'x': 2}]
 >>> Serialize("json")(Batch([{"x": 1}], headers=[{"traceparent": "00-1", "Content-Encoding": "gzip"}])).headers
 [{'traceparent': '00-1', 'Content-Type': 'application/json'}]
+>>> Serialize("bincode", schema={"x": "int32"})(Batch([{"x": 1}])).headers
+{'Content-Type': 'application/vnd.wirepipe.bincode', 'Wirepipe-Schema': '925ba1e389ec7e0a'}
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ from ..core.errors import Refusal, StageError
 from ..core.models import Strict
 from ..core.records import as_dict, is_typed_record
 from ..core.stages import Stage
-from ..schema import RecordSchema, explain, projection, undeclared_column_test
-from ..wire import Header, set_header
+from ..schema import RecordSchema, explain, projection, schema_fingerprint, undeclared_column_test
+from ..wire import Header, set_headers
 from .operator import PAYLOADS, BuildContext, Configured, Operator, given
 from .schema_options import (
     MESSAGE_FIELD,
@@ -59,7 +64,7 @@ class Serialize(Configured, Operator):
 
     stage = Stage.SERIALIZE
     entry = "serialize"
-    adds_headers = (Header.CONTENT_TYPE,)
+    adds_headers = (Header.CONTENT_TYPE, Header.SCHEMA)
     gives = PAYLOADS
 
     def __init__(self, format: str = "msgpack", schema: SchemaSpec = None, *, schema_id: int | None = None,
@@ -88,9 +93,9 @@ class Serialize(Configured, Operator):
         self._column: Callable[[list[Any]], list[bytes]] | None = None
         self._project: Callable[[Any], Any] | None = None
         self._all_fit: Callable[[list[Any]], bool] | None = None
+        self._headers: dict[str, str] = {Header.CONTENT_TYPE: self.format.content_type}
         if self._ready():
             self._build()
-        self._content_type = self.format.content_type
 
     def _ready(self) -> bool:
         return not self.format.needs_schema or self._schema is not None
@@ -102,6 +107,9 @@ class Serialize(Configured, Operator):
 
     def _build(self) -> None:
         schema = self._schema
+        if schema:
+            self._headers[Header.SCHEMA] = schema_fingerprint(schema)
+        self._stale = (Header.CONTENT_ENCODING, Header.DICTIONARY) + (() if schema else (Header.SCHEMA,))
         self._encode = self.format.encoder(schema, **self._options)
         self._column = self.format.column_encoder(schema, **self._options)
         if isinstance(schema, RecordSchema) and not self.format.checks_schema:
@@ -135,7 +143,7 @@ class Serialize(Configured, Operator):
             except Exception:  # redo record by record: each misfit rejected with its field path
                 batch.values = values
                 batch.map_values(self._explained, self.stage, self.name)
-        set_header(batch, Header.CONTENT_TYPE, self._content_type, drop=Header.CONTENT_ENCODING)
+        set_headers(batch, self._headers, drop=self._stale)
         return batch
 
     def _explained(self, value: Any) -> bytes:

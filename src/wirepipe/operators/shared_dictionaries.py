@@ -16,6 +16,16 @@ have, one larger than ``max_output_size`` or a damaged one is remembered with th
 ``retry_after`` seconds (then asked for again: it may have been published since); the frames
 that need it are dead-lettered with that reason and the worker goes on.
 
+Which bytes: an id names a dictionary, it does not prove its bytes (whoever can rewrite the
+bucket's ``id/<id>`` object rewrites the Object Store's digest with it). So the publisher stamps
+each record with the SHA-256 digest of the exact dictionary it compressed with
+(``Wirepipe-Dictionary``, ``codecs.compression.dictionary_digest``), and here, where the bytes
+are used, a fetched dictionary's digest is compared with each stamp once (per fetch and stamp,
+then cached): a record whose stamp names other bytes is rejected with both digests in the
+reason, never decoded to other data, and the id is asked for again after ``retry_after`` (the
+bucket may have been repaired). The frames also carry zstd's content checksum, which fails a
+frame decoded with other bytes even when the record has no stamp.
+
 The connection: the ``nats:`` settings given to the operator, else those of the pipeline's NATS
 source or sink (its URL, auth and TLS; a connection of its own, so a dictionary's chunks never
 queue behind the records).
@@ -28,10 +38,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..codecs.compression import zstd_dictionary_id, zstd_frame_dictionary_id
+from ..codecs.compression import dictionary_digest, zstd_dictionary_id, zstd_frame_dictionary_id
 from ..core.batch import Batch
 from ..core.errors import StageError, WirepipeError
 from ..wire import Header
+from .operator import failing
 
 log = logging.getLogger("wirepipe.dictionaries")
 
@@ -77,7 +88,12 @@ class SharedDictionaries:
         self._conn: Any = None
         self._bucket: Any = None
         self._held: dict[int, bytes] = {}
+        self._digests: dict[int, str] = {}  # id -> the held bytes' digest, computed once per fetch
         self._unusable: dict[int, tuple[str, float]] = {}  # id -> (why, when it may be asked for again)
+        self._mismatched: dict[int, float] = {}  # id whose bytes a stamp disowned -> when to ask for it again
+        self._built: dict[int, Fn] = {}  # id -> its decompressor (built once per fetched bytes)
+        # the decompressors' functions by id, one table per stamp and local dictionary id
+        self._caches: dict[tuple[str | None, int], dict[int, Fn]] = {}
         self.fetched = 0
 
     async def open(self, parts: Sequence[Any]) -> None:
@@ -112,8 +128,23 @@ class SharedDictionaries:
             data: bytes = await self._require().by_name(self.ref.name, self.cap)
         except DictionaryUnusable as exc:
             raise WirepipeError(f"{self.what}: dictionary {self.ref}: {exc}") from None
-        self._held[zstd_dictionary_id(data)] = data
+        self._hold(zstd_dictionary_id(data), data)
         return data
+
+    def digest(self, dict_id: int) -> str:
+        """The digest of the held dictionary ``dict_id`` (what a publisher stamps)."""
+        return self._digests[dict_id]
+
+    def _hold(self, dict_id: int, data: bytes) -> None:
+        """Keep fetched bytes with their digest; what was built or decided from earlier bytes of that id goes."""
+        if self._held.get(dict_id) != data:
+            self._built.pop(dict_id, None)
+        self._held[dict_id] = data
+        self._digests[dict_id] = dictionary_digest(data)
+        self._mismatched.pop(dict_id, None)
+        for (_, local_id), by_id in self._caches.items():
+            if dict_id != local_id:
+                by_id.pop(dict_id, None)
 
     def _require(self) -> Any:
         if self._bucket is None:
@@ -132,7 +163,9 @@ class SharedDictionaries:
         ids = {zstd_frame_dictionary_id(v) for v in values}
         ids.discard(0)
         now = time.monotonic()
-        return {i for i in ids if i not in self._held and (i not in self._unusable or self._unusable[i][1] <= now)}
+        held, unusable, mismatched = self._held, self._unusable, self._mismatched
+        return {i for i in ids if (i not in held and (i not in unusable or unusable[i][1] <= now))
+                or (i in mismatched and mismatched[i] <= now)}
 
     async def fetch(self, ids: set[int]) -> None:
         """Fetch ``ids`` (raises ``NotConnected`` while the server does not answer: the caller retries)."""
@@ -141,23 +174,27 @@ class SharedDictionaries:
         bucket = self._require()
         for dict_id in sorted(ids):
             try:
-                self._held[dict_id] = await bucket.by_id(dict_id, self.cap)
+                self._hold(dict_id, await bucket.by_id(dict_id, self.cap))
             except DictionaryUnusable as exc:
                 self._unusable[dict_id] = (str(exc), time.monotonic() + self.retry_after)
                 log.warning("%s: zstd dictionary %d: %s (its records go to the dead letter)", self.what, dict_id, exc)
                 continue
             self._unusable.pop(dict_id, None)
             self.fetched += 1
-            log.info("%s: fetched zstd dictionary %d from bucket %s (%d bytes)", self.what, dict_id,
-                     self.ref.bucket, len(self._held[dict_id]))
+            log.info("%s: fetched zstd dictionary %d from bucket %s (%d bytes, %s)", self.what, dict_id,
+                     self.ref.bucket, len(self._held[dict_id]), self._digests[dict_id])
 
-    def decompressor(self, base: Fn, build: Callable[[bytes], Fn], local: bytes | None = None) -> Fn:
-        """``decompress(data)``: a frame that names a dictionary by id is decompressed with that one
-        (``build`` makes a capped decompressor from a dictionary's bytes), any other frame by ``base``
-        (plain zstd, or the ``local`` dictionary given as a file, whose frames carry no id)."""
-        by_id: dict[int, Fn] = {}
-        if local is not None and zstd_dictionary_id(local):
-            by_id[zstd_dictionary_id(local)] = base
+    def decompressor(self, base: Fn, build: Callable[[bytes], Fn], local: bytes | None = None,
+                     stamp: str | None = None) -> Fn:
+        """``decompress(data)`` for records stamped ``stamp`` (a parsed ``Wirepipe-Dictionary``; None: no
+        stamp, nothing to compare): a frame that names a dictionary by id is decompressed with that one when
+        its digest is the stamp (``build`` makes a capped decompressor from a dictionary's bytes), refused
+        with both digests when it is not; any other frame by ``base`` (plain zstd, or the ``local``
+        dictionary given as a file, whose frames carry no id: the caller checks its stamp)."""
+        local_id = zstd_dictionary_id(local) if local is not None else 0
+        by_id = self._caches.setdefault((stamp, local_id), {})
+        if local_id:
+            by_id[local_id] = base
         frame_id = zstd_frame_dictionary_id
 
         def decompress(data: bytes) -> bytes:
@@ -166,17 +203,40 @@ class SharedDictionaries:
                 return base(data)
             fn = by_id.get(dict_id)
             if fn is None:
-                fn = self._for_id(dict_id, build, by_id)
+                fn = self._for_id(dict_id, build, stamp, by_id)
             return fn(data)
 
         return decompress
 
-    def _for_id(self, dict_id: int, build: Callable[[bytes], Fn], by_id: dict[int, Fn]) -> Fn:
+    def forget_stamped(self) -> None:
+        """The caller dropped the functions ``decompressor`` gave it for stamped records: stop keeping them up
+        to date."""
+        self._caches = {key: by_id for key, by_id in self._caches.items() if key[0] is None}
+
+    def _for_id(self, dict_id: int, build: Callable[[bytes], Fn], stamp: str | None, by_id: dict[int, Fn]) -> Fn:
         data = self._held.get(dict_id)
-        if data is not None:
-            fn = by_id[dict_id] = build(data)
-            return fn
-        why = self._unusable.get(dict_id)
-        reason = why[0] if why is not None else "it was not fetched before the pass (the run loop fetches " \
-                                                "the dictionaries a batch names before its operators run)"
-        raise StageError("decompress", "zstd", f"zstd dictionary {dict_id} from {self.ref}: {reason}")
+        if data is None:
+            why = self._unusable.get(dict_id)
+            reason = why[0] if why is not None else "it was not fetched before the pass (the run loop fetches " \
+                                                    "the dictionaries a batch names before its operators run)"
+            raise StageError("decompress", "zstd", f"zstd dictionary {dict_id} from {self.ref}: {reason}")
+        held = self._digests[dict_id]
+        if stamp is not None and stamp != held:
+            if dict_id not in self._mismatched:
+                log.warning("%s: zstd dictionary %d from %s is %s, but records stamped %s were compressed with "
+                            "other bytes (the bucket's copy replaced?): they go to the dead letter; asked for "
+                            "again in %gs", self.what, dict_id, self.ref, held, stamp, self.retry_after)
+            self._mismatched.setdefault(dict_id, time.monotonic() + self.retry_after)
+            fn: Fn = failing(StageError("decompress", "zstd", disowned(dict_id, self.ref, held, stamp)))
+        else:
+            built = self._built.get(dict_id)
+            fn = built if built is not None else self._built.setdefault(dict_id, build(data))
+        by_id[dict_id] = fn
+        return fn
+
+
+def disowned(dict_id: int | None, where: Any, held: str, stamp: str) -> str:
+    """Why a record is refused when the dictionary at hand is not the one it was compressed with."""
+    which = f"zstd dictionary {dict_id} from {where}" if dict_id else f"the zstd dictionary {where}"
+    return (f"{which} is {held}, but the record's {Header.DICTIONARY} says it was compressed with {stamp}: "
+            "other bytes would decode it to other data (refused)")

@@ -58,6 +58,11 @@ def capture_config(*, out: str, subject: str | None = None, stream: str | None =
         raise ConfigError("give --subject (core NATS) or --stream (JetStream)")
     if not url:
         raise ConfigError("give --url (or set NATS_URL): a capture listens to the server the publishers use")
+    from ..connectors.nats.names import check_flags, consumer_name, queue_group, stream_name
+    from ..wire import subscription_pattern
+
+    check_flags(("--stream", stream_name, stream), ("--durable", consumer_name, durable),
+                ("--subject", subscription_pattern, subject), ("--queue", queue_group, queue))
     source: dict[str, Any] = {"url": url, "count": count, "duration": duration}
     if batch_size is not None:
         source["batch_size"] = batch_size

@@ -35,6 +35,7 @@ from ..core.models import (
     parse_field_path,
     problem_message,
     short_repr,
+    unknown_message,
     validate,
 )
 from ..operators import OPERATORS
@@ -124,16 +125,16 @@ def _join(path: str, key: Any) -> str:
 
 def apply_override(data: dict[str, Any], assignment: str) -> None:
     """Apply one ``--set a.b[1].c=value`` (value parsed as YAML) to a raw config dict."""
-    import yaml
-
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {assignment!r}: expected path=value, e.g. source.count=1000")
     shown = f"--set {key.strip()}=..."  # the value is not echoed: it may be a secret
     parts = parse_field_path(key)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = load_yaml(raw) if raw.strip() else ""
+    except ConfigError as exc:  # past the bound: said, never taken as text
+        raise ConfigError(f"{shown}: the value: {exc.detail}") from None
+    except ValueError:  # not YAML: the text itself
         value = raw
     node: Any = data
     for i, part in enumerate(parts[:-1]):
@@ -151,25 +152,94 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         raise ConfigError(f"{shown}: {key!r} does not exist in the config") from None
 
 
+# A config or test file is read whole and parsed before anything runs, so what it may hold is bounded: its
+# size (``/dev/zero`` is refused after this many bytes, not read until memory runs out), and the values
+# its YAML makes with every alias expanded (``&a [x, x]`` then ``&b [*a, *a]`` ... doubles at each step: a
+# few lines make gigabytes). A parsed value costs about 10 us and a few hundred bytes: the bounds keep a
+# file within seconds and a few hundred MB. Inline records fit well within them; more go in a file
+# (a test's ``input.file``).
+MAX_CONFIG_BYTES = 2 * 1024 * 1024
+MAX_CONFIG_VALUES = 500_000
+
+
 def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     """A YAML file's top-level mapping; ``ConfigError`` naming the file, and the line and column of a syntax
-    error. ``what`` says what the mapping holds when the file is something else."""
-    import yaml
-
+    error, or the bound it passes (``MAX_CONFIG_BYTES``). ``what`` says what the mapping holds when the file
+    is something else."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read the file ({exc.strerror or exc})", file=file) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"the file is larger than {_mib(MAX_CONFIG_BYTES)}, the most a config or test file may be "
+                          "(records to test with go in a file: input.file)", file=file)
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(f"{where}not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file) from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start + 1})", file=file) from None
+    try:
+        data = load_yaml(text)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=file) from None
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=file) from None
     if not isinstance(data, dict):
         raise ConfigError(what, file=file)
     return data
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` within ``MAX_CONFIG_VALUES``: ``ValueError`` for text that is not YAML (with its line
+    and column); ``ConfigError`` for YAML that nests deeper than Python recurses, or that makes more values
+    than the bound, its aliases expanded (counted on the parser's events, before any is built)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed: 5-10x faster
+    try:
+        if _values(yaml.parse(text, Loader=loader)) > MAX_CONFIG_VALUES:
+            raise ConfigError(f"the YAML holds more than {MAX_CONFIG_VALUES:,} values (scalars, lists and mappings, "
+                              "each alias *name counted as what it repeats), the most a config or test file may "
+                              "hold (records to test with go in a file: input.file)")
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ValueError(f"{where}not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    except RecursionError:
+        raise ConfigError("the YAML nests deeper than wirepipe reads (lists or mappings within each other)") from None
+
+
+def _values(events: Iterable[Any]) -> int:
+    """The values a YAML stream makes, every alias counted as the values it repeats; the count stops once past
+    ``MAX_CONFIG_VALUES`` (a stream of events: nothing is built, whatever the aliases expand to)."""
+    from yaml import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
+
+    seen = 0
+    starts: list[tuple[str | None, int]] = []  # the open lists and mappings: (anchor, values seen before it)
+    anchored: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, AliasEvent):
+            seen += anchored.get(event.anchor or "", 1)
+        elif isinstance(event, CollectionStartEvent):
+            starts.append((event.anchor, seen))
+            seen += 1
+        elif isinstance(event, CollectionEndEvent):
+            anchor, before = starts.pop()
+            if anchor is not None:
+                anchored[anchor] = seen - before
+        elif isinstance(event, NodeEvent):  # a scalar
+            seen += 1
+            if event.anchor is not None:
+                anchored[event.anchor] = 1
+        if seen > MAX_CONFIG_VALUES:
+            break
+    return seen
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB"
 
 
 def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -203,11 +273,6 @@ def registered(registry: Mapping[str, Any], name: Any, what: str, where: str | N
         return registry[name]
     except (KeyError, TypeError):  # TypeError: an unhashable name
         raise ConfigError(unknown_message(what, name, registry), path=where) from None
-
-
-def unknown_message(what: str, name: Any, allowed: Iterable[str]) -> str:
-    """The one message for a name no registry holds, in YAML and in Python."""
-    return f"unknown {what} {name!r}: allowed {', '.join(allowed)}"
 
 
 def validate_entry(model: Any, data: Mapping[str, Any], where: str) -> Any:

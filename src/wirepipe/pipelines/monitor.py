@@ -57,6 +57,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
              if c is not None and hasattr(c, "stats")]
     lag = source.lag()
     losses = source.losses() or {}
+    recorder = getattr(pipeline, "metrics", None)
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
@@ -75,6 +76,10 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "dropped": sum(c.stats.slow_consumer_drops for c in conns),
         # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see connectors/nats/gaps.py
         "lost": losses.get("lost", 0),
+        # of the lost: what only a publisher's stamp claims, past the last message received (unconfirmed)
+        "lost_tail": losses.get("tail", 0),
+        # stamps whose publisher or numbers cannot be read: ignored, never a loss figure
+        "malformed_stamps": losses.get("malformed", 0),
         # core NATS: publishers not heard from since a disconnect (what they sent meanwhile is not counted yet)
         "unsure": losses.get("unsure", 0),
         "duplicates": losses.get("duplicates", 0),
@@ -82,6 +87,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         # them), and records the sink's destination already had (kept once)
         "redelivered": source.redelivered,
         "deduplicated": pipeline.sink.deduplicated if pipeline.sink is not None else 0,
+        # JetStream sink: records given the Nats-Msg-Id of another record of their batch (a msg_id template)
+        "repeated_msg_ids": getattr(pipeline.sink, "repeated_msg_ids", 0),
         # records still awaiting acknowledgement or redelivery when a bounded run ended (0 while it runs)
         "outstanding": stats.outstanding,
         # every loss figure of the source by kind (``Source.losses``: missing, dropped, discarded...), so a pool
@@ -94,6 +101,10 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
         # what the run waits for before it can read or write: a server that refuses, a stream not created yet
         "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None),
+        # the metrics' own writing (a full disk delays them, never drops them): counters, and the error while it lasts
+        **(recorder.figures() if recorder is not None else {}),
+        "metrics_error": recorder.failing if recorder is not None else None,
+        "metrics_up": 0 if recorder is not None and recorder.failing else 1,
     }
 
 
@@ -126,11 +137,14 @@ def _size(path: Path) -> int:
 # Counters shown after the rates when they are not zero, in this order; a counter that a connector adds
 # to ``snapshot`` later and that is not listed here is shown too, by its name.
 STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
-                   ("lost", "lost"), ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
+                   ("lost", "lost"), ("lost_tail", "of them claimed by stamps alone"),
+                   ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
+                   ("malformed_stamps", "malformed stamps"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
-                   ("deduplicated", "already stored"), ("acked", "acked"), ("reconnects", "reconnects"))
+                   ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
+                   ("acked", "acked"), ("reconnects", "reconnects"))
 _NOT_COUNTERS = {"records_in", "records_out", "messages_out", "bytes_out", "lag", "running", "connected",
-                 "disconnects", "sink_up"}  # sink_up is a 0/1 gauge for Prometheus; the line says "sink unavailable" instead
+                 "disconnects", "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
 
 
 def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:
@@ -150,6 +164,8 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
             parts.append(f"{value:,} {shown.get(key, key.replace('_', ' '))}")
     if now.get("sink_error"):
         parts.append(f"sink unavailable: {now['sink_error']}")
+    if now.get("metrics_error"):
+        parts.append(f"metrics wait for room: {now['metrics_error']}")
     if now.get("waiting"):
         parts.append(f"waiting for {now['waiting']}")
     return ", ".join(parts)
@@ -189,7 +205,8 @@ def run_figures(pipeline: Any, stats: Any) -> str:
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
-    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated)
+    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated,
+                               getattr(pipeline.sink, "repeated_msg_ids", 0))
     return text + ending_summary(stats.outstanding, stats.interrupted)
 
 
@@ -227,7 +244,8 @@ def run_outputs(pipeline: Any) -> list[str]:
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
     if path is not None:
-        where.append(f"metrics: {path}")
+        recorder = getattr(pipeline, "metrics", None)
+        where.append(f"metrics: {path}{metrics_figures(recorder.figures() if recorder is not None else {})}")
     return where
 
 
@@ -242,11 +260,27 @@ def worker_outputs(outputs: list[list[str]]) -> list[str]:
             *shared]
 
 
-def redelivery_summary(redelivered: int | None, deduplicated: int = 0) -> str:
-    """The summary's at-least-once figures: records read again (None: the source never redelivers) and records
-    the sink's destination already had."""
+def metrics_figures(figures: dict[str, int]) -> str:
+    """What writing the metrics met (``MetricsRecorder.figures``), for the summary's metrics line; empty when
+    nothing."""
+    said = [f"{figures[key]:,} {words}" for key, words in (
+        ("metrics_rows_delayed", "row(s) waited for room on the disk"),
+        ("metrics_write_errors", "failed write(s), each tried again"),
+        ("metrics_rows_unwritten", "row(s) NOT written: the disk still refused them when the run was stopped"),
+        ("metrics_values_fixed", "value(s) a column could not hold, clamped or nulled (rows kept)"))
+        if figures.get(key)]
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def redelivery_summary(redelivered: int | None, deduplicated: int = 0, repeated_msg_ids: int = 0) -> str:
+    """The summary's at-least-once figures: records read again (None: the source never redelivers), records
+    the sink's destination already had, and records given the ``Nats-Msg-Id`` of another of their batch."""
     text = f", {redelivered} redelivered" if redelivered is not None else ""
-    return text + (f", {deduplicated} already stored (deduplicated)" if deduplicated else "")
+    text += f", {deduplicated} already stored (deduplicated)" if deduplicated else ""
+    if repeated_msg_ids:
+        text += (f", {repeated_msg_ids} given the Nats-Msg-Id of another record of their batch by the sink's msg_id "
+                 "(the stream keeps one record per id)")
+    return text
 
 
 def dead_letter_destination(pipeline: Any) -> str | None:
@@ -269,8 +303,13 @@ def loss_summary(losses: dict[str, int] | None) -> str:
     says so instead of a count that reads as complete."""
     if not losses:
         return ""
-    parts = (f"{losses['missing']} missing from publisher sequences, {losses['dropped']} dropped by the client, "
-             f"{losses['discarded']} discarded at stop")
+    missing = f"{losses['missing']} missing from publisher sequences"
+    if losses.get("tail"):  # docs/concepts/loss-accounting.md: a gap is seen, a tail only claimed
+        missing += (f" ({losses['gap']} in gaps between messages, {losses['tail']} claimed by stamps past the last "
+                    "message received: unconfirmed)")
+    parts = f"{missing}, {losses['dropped']} dropped by the client, {losses['discarded']} discarded at stop"
+    if losses.get("malformed"):
+        parts += f", {losses['malformed']} malformed stamp(s) ignored"
     if losses.get("disconnects"):
         parts += f", {losses['disconnects']} disconnect(s)"
     unsure = losses.get("unsure", 0)
@@ -390,21 +429,35 @@ COUNTER_DOCS = {
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
     "dropped": "messages the NATS client dropped: its subscription's pending limits were reached (core NATS)",
     "lost": "messages known lost (core NATS): Wirepipe-Seq gaps, client drops no gap shows, "
-            "received but unprocessed at stop",
+            "received but unprocessed at stop, a tail publishers' stamps claim (wirepipe_lost_tail)",
+    "malformed_stamps": "Wirepipe-Seq / Wirepipe-Last-Seq stamps that are not a positive int64 or name no "
+                        "publisher (core NATS): ignored, never counted as lost",
     "duplicates": "messages received twice (same Wirepipe-Publisher and Wirepipe-Seq)",
     "redelivered": "records read that had been delivered before (JetStream: a lost ack, a dead worker); every "
                    "duplicate the sink writes is among them",
     "deduplicated": "records the sink's destination already had and kept once (a JetStream stream that knew the "
                     "Nats-Msg-Id)",
+    "repeated_msg_ids": "records the JetStream sink's msg_id template gave the Nats-Msg-Id of another record of "
+                        "their batch (the stream keeps one record per id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
+    "metrics_write_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never "
+                            "drops them)",
+    "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",
+    "metrics_rows_unwritten": "metrics rows given up: the disk still refused them when the run was stopped past "
+                              "its shutdown_timeout",
+    "metrics_values_fixed": "values a metrics column could not hold (a forged header's 10^29, NaN), clamped to "
+                            "its range or nulled; their rows are written",
 }
 GAUGE_DOCS = {"lag": "records waiting upstream of the source",
               "outstanding": "records still awaiting acknowledgement or redelivery when a bounded run ended "
                              "(JetStream; 0 while it runs)",
+              "lost_tail": "of wirepipe_lost_total: numbers only publishers' stamps claim, past the last message "
+                           "received (unconfirmed; a later message turns them into gaps)",
               "unsure": "publishers not heard from since a disconnect of a core NATS source: what they published "
                         "meanwhile is lost and not counted yet",
-              "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1"}
+              "sink_up": "0 while the sink (or dead letter) fails and its records are held, else 1",
+              "metrics_up": "0 while the disk refuses the metrics parts (they wait in memory), else 1"}
 
 
 def serve_prometheus(cfg: PrometheusConfig, collector: Any, health: Any) -> tuple[Any, int]:

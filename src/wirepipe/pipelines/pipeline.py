@@ -126,14 +126,17 @@ class RunStats:
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
     redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
+    # Records still awaiting acknowledgement or redelivery when a bounded run ended (``Source.outstanding``; a cut
+    # drain's unacknowledged records too): exit 6.
+    outstanding: int = 0
     deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
     unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
-    # Records still awaiting acknowledgement or redelivery when a bounded run ended (JetStream: the source sets it;
-    # a cut drain's unacknowledged records too): exit 6.
-    outstanding: int = 0
     interrupted: bool = False  # a bounded run stopped by SIGINT before its end, after a clean drain (worker.py)
     cut: str | None = None  # the drain was cut (shutdown_timeout, a second signal): what it left (worker.py)
     unconfirmed: int = 0  # records published and not confirmed by the server when the drain was cut
+    # What writing the metrics met (``MetricsRecorder.figures``: rows a full disk delayed, failed writes, values
+    # clamped or nulled), None without metrics.
+    metrics: dict[str, int] | None = None
 
     @property
     def lost(self) -> int:
@@ -362,6 +365,7 @@ class Pipeline:
                 self.metrics.open(pipeline_stages(source, self.operators, sink))
             flusher = asyncio.create_task(self.metrics.flush_periodically())
         opened: list[Any] = []
+        cancelled = False
         for part in (sink, self.dead_letter):
             if part is not None:
                 part.bind(self.name, source)  # e.g. the JetStream sink's default Nats-Msg-Id names both
@@ -381,6 +385,9 @@ class Pipeline:
             if self.metrics is not None:
                 self.metrics.mark_opened()
             await self._loop(source, sink, stats)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
         finally:
             self.running = False
             if monitor is not None:
@@ -391,13 +398,20 @@ class Pipeline:
             if flusher is not None:
                 flusher.cancel()
             if self.metrics is not None:
-                self.metrics.close()
+                found_late = source.lost - self._lost_seen  # discarded at the drain, a tail: on the source's rows too
+                if found_late:
+                    self._lost_seen += found_late
+                    self.metrics.stamp_source_lost(stats.batches, found_late)
+                # a full disk is waited out as a sink's is; not once the run is cancelled (a deadline passed)
+                await self.metrics.aclose(wait=not cancelled)
+                stats.metrics = self.metrics.figures()
             if self.tracing is not None:
                 self.tracing.finish()
             collector.run_ended()
             stats.elapsed = time.monotonic() - stats.started
             stats.losses = source.losses()
             stats.redelivered = source.redelivered
+            stats.outstanding = source.outstanding
             stats.deduplicated = sink.deduplicated
             stats.unreadable = source.unreadable()
         return stats

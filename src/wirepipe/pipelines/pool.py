@@ -550,7 +550,7 @@ class Pool:
         text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {work:.2f}s "
                 f"of work ({rate:,.0f} records/s{messages}), {t.get('rejected', 0)} rejected"
                 f"{loss_summary(t.get('losses'))}"
-                f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)))}"
+                f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)), int(t.get('repeated_msg_ids', 0)))}"
                 f"{ending_summary(int(t.get('outstanding', 0)), self.interrupted)}, {restarts} restarts")
         where = worker_outputs([s.all_outputs() for s in self.slots])
         return "\n  ".join([text, *rejection_lines(t.get("rejections") or []), *where])

@@ -5,7 +5,7 @@ error, a timeout) says nothing about the records. ``SinkRetry`` holds every reco
 has (the batch being written, what was written and not committed, what waits in the queue),
 keeps a redelivering source from sending them again (``AtLeastOnce.in_progress``; nothing is
 ``nak``-ed, so a sink outage never counts toward ``max_deliver``), waits (what a ``BackOff``
-asks for, else the bounded exponential backoff of ``core/backoff.py``) and retries the same
+asks for, else the bounded exponential backoff of ``core/backoff.py``'s ``Outage``) and retries the same
 write or flush for as long as it takes. The failure is logged at once and then every 30 s, and
 ``error`` names it for the status line while it lasts.
 
@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.connector import AtLeastOnce, Sink, Source
-from ..core.backoff import ExponentialBackoff
+from ..core.backoff import ExponentialBackoff, Outage
 from ..core.batch import Batch, Rejected, describe_error
 from ..core.errors import ConfigError, SinkUnavailable, is_sink_failure
 from ..core.redact import redact_secrets
@@ -52,10 +51,16 @@ class SinkRetry:
         # least three times as often.
         keep_alive = source.ack_wait if isinstance(source, AtLeastOnce) else None
         cap = _MAX_WAIT if not keep_alive else max(0.05, min(_MAX_WAIT, keep_alive / 3))
-        self.backoff = ExponentialBackoff(first=_FIRST_WAIT, cap=cap)
-        self.error: str | None = None  # "<sink>: <error>" while a part fails (status: "sink unavailable: ...")
-        self._down_since = 0.0
-        self._last_log = 0.0
+        self.outage = Outage(ExponentialBackoff(first=_FIRST_WAIT, cap=cap), report_every=_LOG_EVERY)
+
+    @property
+    def backoff(self) -> ExponentialBackoff:
+        return self.outage.backoff
+
+    @property
+    def error(self) -> str | None:
+        """``<sink>: <error>`` while a part fails (the status line: ``sink unavailable: ...``), else None."""
+        return self.outage.error
 
     async def write(self, sink: Sink, batch: Batch, stats: RunStats) -> None:
         """Write a batch; a sink failure is retried, records the sink cannot represent go to ``batch.rejected``."""
@@ -123,19 +128,14 @@ class SinkRetry:
     async def down(self, part: Sink | Operator, exc: BaseException, stats: RunStats, holding: list[Batch]) -> None:
         """A failure of ``part``: report it (rate-limited), keep the held records alive upstream, back off."""
         stats.sink_errors += 1
-        now = time.monotonic()
         error = describe_error(exc)
-        first = self.error is None
-        if first:
-            self._down_since = now
         name = part_name(part)
-        self.error = redact_secrets(f"{name}: {error}")  # the status line prints it as it is
-        wait = self.backoff.next(exc)
+        outage = self.outage
+        wait, report = outage.failed(redact_secrets(f"{name}: {error}"), exc)  # the status line prints it as it is
         held, held_records = self._held()
-        if first or now - self._last_log >= _LOG_EVERY:
-            self._last_log = now
+        if report:
             log.error("sink unavailable: %s: %s (for %.0fs, %d failures; holding %d records unacknowledged, "
-                      "retrying)", name, error, now - self._down_since, self.backoff.failures,
+                      "retrying)", name, error, outage.lasted, outage.failures,
                       sum(len(b.values) for b in holding) + held_records)
         source = self.source
         if isinstance(source, AtLeastOnce):
@@ -144,12 +144,11 @@ class SinkRetry:
 
     def up(self, part: Sink | Operator) -> None:
         """``part`` worked: log the recovery once and start the backoff again from its first wait."""
-        if self.error is None:
-            return
-        log.warning("sink %s works again after %.1fs and %d failure(s): resuming", part_name(part),
-                    time.monotonic() - self._down_since, self.backoff.failures)
-        self.error = None
-        self.backoff.reset()
+        failures = self.outage.failures
+        lasted = self.outage.recovered()
+        if lasted is not None:
+            log.warning("sink %s works again after %.1fs and %d failure(s): resuming", part_name(part), lasted,
+                        failures)
 
 
 def part_name(part: Sink | Operator) -> str:

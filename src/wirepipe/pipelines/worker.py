@@ -142,6 +142,9 @@ def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = Non
         from .monitor import loss_summary
 
         what.append("core NATS: " + loss_summary(losses).lstrip(", "))
+    unwritten = pipeline.metrics.figures()["metrics_rows_unwritten"] if pipeline.metrics is not None else 0
+    if unwritten and not summary:  # the summary's metrics line says it
+        what.append(f"{unwritten} metrics row(s) not written (the disk refused them)")
     left = "; ".join(what) or "nothing left unsettled"
     return f"{pipeline.name}: {why}: {left}"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..core.errors import ConfigError
 from . import report
 from .cases import CaseResult, LoadedFile, find_test_files, load, run_case, snapshot
+from .snapshot import unrecordable
 
 __all__ = ["Session", "collect", "run_files"]
 
@@ -29,6 +30,8 @@ class Session:
     results: list[CaseResult] = field(default_factory=list)
     elapsed: float = 0.0
     rewritten: list[Path] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C: the case running then drained, no later case ran
+
 
     @property
     def failed(self) -> int:
@@ -60,11 +63,20 @@ def run_files(files: list[LoadedFile], *, update: bool = False, echo: Callable[[
         updates = {}
         for i in range(len(loaded.spec.tests)):
             result = run_case(loaded, i)
+            if result.interrupted:
+                session.results.append(result)
+                echo(report.case_line(result))
+                session.interrupted = True
+                break
             expect = loaded.spec.tests[i].expect
             unconstrained = expect is None or (expect.count is None and expect.records is None and expect.outputs is None)
             if update and result.error is None and (not result.passed or unconstrained):
-                result = run_case(loaded, i, update=True)
-                updates[i] = snapshot(result)
+                why = unrecordable(result.outputs, result.rejects)
+                if why is None:
+                    result = run_case(loaded, i, update=True)
+                    updates[i] = snapshot(result)
+                else:
+                    result.failures.append(why)
             session.results.append(result)
             echo(report.case_line(result))
         if updates:
@@ -72,6 +84,8 @@ def run_files(files: list[LoadedFile], *, update: bool = False, echo: Callable[[
 
             write(loaded.path, updates)
             session.rewritten.append(loaded.path)
+        if session.interrupted:
+            break
     session.elapsed = time.monotonic() - started
     return session
 

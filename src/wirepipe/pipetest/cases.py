@@ -82,6 +82,7 @@ class CaseResult:
     error: str | None = None  # the case could not run (an exception, not a mismatch)
     elapsed: float = 0.0
     updated: bool = False
+    interrupted: bool = False  # Ctrl-C during the case: it drained and stopped, and so does the session
 
     @property
     def id(self) -> str:
@@ -131,7 +132,34 @@ def _input_paths(loaded: LoadedFile, spec: InputSpec) -> list[str]:
     given = spec.file if spec.file is not None else spec.capture
     items = [given] if isinstance(given, str) else list(given or [])
     base = loaded.path.parent
+    if spec.capture is not None:
+        for item in items:
+            _inside(base, item)
     return [str(base / p) if not Path(p).is_absolute() else p for p in items]
+
+
+_GLOB = frozenset("*?[")
+
+
+def _inside(base: Path, item: str) -> None:
+    """A capture's files, folders and globs stay inside the test file's folder (a glob such as ``/**`` or
+    ``../../**`` would walk the whole disk): relative, no ``..``, and its fixed part (up to the first
+    wildcard), links resolved, within the folder. ``ConfigError`` otherwise."""
+    p = Path(item)
+    fixed = Path(*_until_glob(p.parts))
+    outside = p.is_absolute() or ".." in p.parts or not (base / fixed).resolve().is_relative_to(base.resolve())
+    if outside:
+        raise ConfigError(f"{item!r}: a capture of a test file stays inside its folder ({base}): give a file, "
+                          "folder or glob relative to it, without '..'")
+
+
+def _until_glob(parts: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for part in parts:
+        if _GLOB & set(part):
+            break
+        out.append(part)
+    return out
 
 
 def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
@@ -139,6 +167,10 @@ def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
 
     if spec.file is None and spec.capture is None:
         return
+    try:
+        _input_paths(loaded, spec)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=str(loaded.path), path=f"{where}.capture") from None
     try:
         find_files(_input_paths(loaded, spec), recursive=spec.capture is not None,
                    suffix=".parquet" if spec.capture is not None else None,
@@ -212,9 +244,12 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
         pipe = build(loaded, case)
         source = source_for(loaded, case.input, f"tests[{index}].input", getattr(pipe.source, "schema", None))
         sink = TestingSink()
-        between(pipe, source, sink).run()
+        _run(between(pipe, source, sink))
         result.outputs = outputs(pipe, sink, _decode_spec(case.expect))
         result.rejects = list(sink.rejects)
+    except KeyboardInterrupt:
+        result.error = "interrupted (Ctrl-C): the case drained and stopped"
+        result.interrupted = True
     except ConfigError as exc:
         result.error = str(exc) if exc.file else str(ConfigError(exc.detail, file=str(loaded.path), path=exc.path))
     except WirepipeError as exc:
@@ -230,6 +265,22 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
         else:
             result.failures = check(case.expect, result.outputs, result.rejects)
     return result
+
+
+def _run(pipe: Any) -> None:
+    """Run a case's pipeline as ``wirepipe run`` runs one (``pipelines.worker``): SIGINT drains it within its
+    ``shutdown_timeout`` (stop reading, finish what was read), then ``KeyboardInterrupt``."""
+    import asyncio
+
+    from ..pipelines.worker import run_worker_async
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        await run_worker_async(pipe, stop)
+        if stop.is_set():
+            raise KeyboardInterrupt
+
+    asyncio.run(main())
 
 
 def _decode_spec(expect: Expect | None) -> DecodeSpec | None:

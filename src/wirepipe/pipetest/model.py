@@ -15,14 +15,13 @@ tests:
 from __future__ import annotations
 
 import datetime as dt
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..core.errors import ConfigError
-from ..core.fields import Condition
+from ..core.fields import Condition, compile_pattern
 from ..core.models import Strict, config_error, parse_field_path
 from ..operators.encode import EncodeParams
 from ..operators.schema_options import SchemaParam, with_message
@@ -60,9 +59,9 @@ class ConditionSpec(Strict):
     def _regex(cls, v: str | None) -> str | None:
         if v is not None:
             try:
-                re.compile(v)
-            except re.error as exc:
-                raise ValueError(f"{v!r} is not a regular expression ({exc})") from None
+                compile_pattern(v)
+            except ValueError as exc:
+                raise ValueError(f"{v!r}: {exc}") from None
         return v
 
     @model_validator(mode="after")

@@ -2,14 +2,45 @@
 
 The file is edited as text where the YAML parser says the case's ``expect`` is (its nodes' marks), so
 comments and formatting elsewhere stay as they were and the change reads as a diff of that block only.
+
+What a case records is bounded (``unrecordable``): at most ``MAX_OUTPUTS`` outputs and about ``MAX_BYTES``
+of them. A case past either fails with the reason instead of writing a file nobody reviews (a fixture of
+93 MB would write more than 100 MB of YAML): such a case checks ``count`` and ``each`` conditions, or
+records a slice of its input (``count:``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+MAX_OUTPUTS = 1000
+MAX_BYTES = 1024 * 1024  # the outputs as JSON, about: the recorded block stays a reviewable diff
+
+
+def unrecordable(outputs: Sequence[Any], rejects: Sequence[Any]) -> str | None:
+    """Why ``--update`` does not record these outputs and rejections (None: it does): too many, or too large."""
+    import orjson
+
+    from ..core.fields import plain
+
+    n = len(outputs) + len(rejects)
+    if n > MAX_OUTPUTS:
+        return (f"--update records at most {MAX_OUTPUTS:,} outputs and rejections in a test file; this case made "
+                f"{len(outputs):,} and {len(rejects):,}: check it with `count:` and `each:` conditions, or record "
+                "a slice of its input (`count:`)")
+    size = 0
+    for o in outputs:
+        size += len(orjson.dumps(plain(o.value), default=repr, option=orjson.OPT_NON_STR_KEYS))
+        size += len(o.subject or "") + sum(len(k) + len(v) for k, v in (o.headers or {}).items())
+        if size > MAX_BYTES:
+            return (f"--update records at most {MAX_BYTES // 1024:,} KiB of outputs in a test file; this case's "
+                    f"{len(outputs):,} outputs are larger: check them with `count:` and `each:` conditions, or "
+                    "record a slice of its input (`count:`)")
+    return None
 
 
 def _end(node: Any) -> int:

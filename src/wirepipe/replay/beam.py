@@ -6,7 +6,8 @@ Shape of the Beam pipeline::
         | ParDo(ReplayRowGroupFn)       # the operator chain over the row group, in batches; writes its results
         | WriteToParquetBatched(metrics) # the stage rows of every batch, the metrics folder's schema
 
-``ReplayRowGroupFn`` (``beam_fn.py``) carries only the validated config (plain data) and builds the
+``ReplayRowGroupFn`` (``beam_fn.py``) carries only the validated config (plain data), with the bytes of the
+files its operators read (``beam_files.py``: schema files, zstd dictionaries), and builds the
 operators in ``setup()``, on the worker: codec contexts are never pickled. Each row
 group's results go to ``OUTPUT/results/part-<position>.parquet``, named by the position
 of the row group's first record in the capture, so the parts in name order are the
@@ -18,14 +19,17 @@ names a dead letter: none is thrown away), metrics rows to ``OUTPUT/metrics/``. 
 The runner is ``FnApiRunner`` unless ``--beam-option runner=...`` says otherwise (never
 ``DirectRunner``: it first tries to download a Prism binary). ``--beam-option key=value``
 becomes ``--key=value`` for Beam's ``PipelineOptions``, so the same command targets Flink,
-Spark or Dataflow. ``apache_beam`` is imported only here, with its import-time logging
-contained (``beam_import.quiet_import``).
+Spark or Dataflow; with a ``job_endpoint`` (a portable runner's job service) the replay waits
+for the service to answer, then for the job however long it runs (``reach_job_service``), and
+writes a local ``--output`` by its absolute path (the workers run elsewhere). ``apache_beam`` is
+imported only here, with its import-time logging contained (``beam_import.quiet_import``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +42,8 @@ from .beam_import import import_beam
 log = logging.getLogger("wirepipe.replay.beam")
 
 DEFAULT_RUNNER = "FnApiRunner"
+JOB_SERVICE_WAIT = 60  # seconds a job service has to answer, unless job_server_timeout says otherwise
+JOB_DEADLINE = 7 * 24 * 3600  # what Beam is given as job_server_timeout once the service answered
 
 
 HARNESS_NOISE = ("INFO:", "WARNING:root:apitools not found", "WARNING:__main__:No semi_persistent_directory")
@@ -88,17 +94,103 @@ def pipeline_options(options: list[str]) -> Any:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     flags = []
-    has_runner = False
+    keys = set()
     for option in options:
         key, sep, value = option.partition("=")
         key = key.strip().lstrip("-")
         if not sep or not key:
             raise ConfigError(f"--beam-option {option!r}: expected key=value, e.g. runner=FlinkRunner")
-        has_runner = has_runner or key == "runner"
+        keys.add(key.replace("-", "_"))
         flags.append(f"--{key}={value}")
-    if not has_runner:
+    if "runner" not in keys:
         flags.append(f"--runner={DEFAULT_RUNNER}")
+    if "job_server_timeout" not in keys:  # how long a job service has to answer (reach_job_service)
+        flags.append(f"--job_server_timeout={JOB_SERVICE_WAIT}")
     return PipelineOptions(flags)
+
+
+def job_endpoint(opts: Any) -> str | None:
+    """The job service a portable runner submits to (``job_endpoint``), or None (an in-process runner,
+    ``embed``, or a runner that starts its own job server)."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    endpoint = opts.view_as(PortableOptions).job_endpoint
+    return None if endpoint in (None, "", "embed") else str(endpoint)
+
+
+def reach_job_service(opts: Any) -> None:
+    """Wait for the job service to answer, then let the job run as long as it takes.
+
+    Beam's ``job_server_timeout`` (default 300 s) bounds the wait for the service and is also
+    given as the deadline of the stream the job's state comes on, although its help says it does
+    not bound the run: a replay longer than that would be reported failed while it went on. So
+    wirepipe waits ``job_server_timeout`` for the service itself (60 s unless given, see
+    ``pipeline_options``), then gives Beam a deadline of a week.
+    """
+    endpoint = job_endpoint(opts)
+    if endpoint is None:
+        return
+    import grpc
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    wait = int(opts.view_as(PortableOptions).job_server_timeout)
+    channel = grpc.insecure_channel(endpoint)
+    ready = grpc.channel_ready_future(channel)
+    try:
+        try:
+            ready.result(timeout=min(1, wait))
+        except grpc.FutureTimeoutError:
+            log.info("waiting for the Beam job service at %s, up to %ss (job_server_timeout)", endpoint, wait)
+            ready.result(timeout=max(wait - 1, 0))
+    except grpc.FutureTimeoutError:
+        raise WirepipeError(f"no Beam job service answered at {endpoint} (--beam-option job_endpoint) within "
+                            f"{wait}s: start it first, or wait longer with --beam-option job_server_timeout=SECONDS"
+                            ) from None
+    finally:
+        channel.close()
+    opts.view_as(PortableOptions).job_server_timeout = max(wait, JOB_DEADLINE)
+
+
+class _JobMessages(logging.Filter):
+    """On the root logger: what Beam relays from a job service through it (``logging.log``), below WARNING,
+    goes to ``wirepipe.replay.beam`` at DEBUG (the service's start-up of its servers, "Completed job")."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "root" and record.levelno < logging.WARNING and "apache_beam" in record.pathname:
+            log.debug("job service: %s", record.getMessage())
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def relayed_job_messages() -> Iterator[None]:
+    """While a job runs: the job service's chatter at DEBUG (``_JobMessages``), and no handler installed
+    on a root logger that has none (``logging.log`` would install one for the whole process); a Beam
+    thread that dies when the service goes away is logged at DEBUG, its error reaching this thread."""
+    import threading
+
+    root = logging.getLogger()
+    messages = _JobMessages()
+    root.addFilter(messages)
+    added = None if root.handlers else logging.lastResort or logging.NullHandler()  # warnings, errors still show
+    if added is not None:
+        root.addHandler(added)
+    hook = threading.excepthook
+
+    def beam_threads(args: Any) -> None:
+        if args.thread is not None and args.thread.name.startswith("wait_until_finish"):
+            log.debug("beam thread %s: %s", args.thread.name, args.exc_value)
+        else:
+            hook(args)
+
+    threading.excepthook = beam_threads
+    try:
+        yield
+    finally:
+        threading.excepthook = hook
+        root.removeFilter(messages)
+        if added is not None:
+            root.removeHandler(added)
 
 
 def _capture_files(captures: list[str]) -> list[str]:
@@ -219,6 +311,7 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
 
     from ..core.allocator import keep_freed_memory
     from ..metrics.recorder import new_run_id
+    from .beam_files import read_job_files
     from .beam_fn import ReplayRowGroupFn, join, metrics_schema
 
     keep_freed_memory()  # before the metadata records it: the DoFns build their pipelines later (in process, too)
@@ -227,10 +320,13 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     positions, limit = file_positions(files, replay.count)
     run_id = new_run_id()
     output = output or str(Path("results") / f"replay-{cfg.name}-{run_id}")
+    if "://" not in output:  # the workers write it, from folders of their own
+        output = os.path.abspath(output)
     _check_output(output)
     config = cfg.model_dump(mode="json", by_alias=True)
     dofn = ReplayRowGroupFn(config, replay.pipeline, positions, limit, output, replay.batch_size, run_id,
-                            sink.batch_results == "files")
+                            sink.batch_results == "files", read_job_files(config))
+    reach_job_service(opts)  # before the Pipeline copies the options
     started = time.monotonic()
     p = beam.Pipeline(options=opts)
     rows = (p
@@ -246,7 +342,7 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     runner_log = logging.getLogger("apache_beam.runners.common")
     runner_log.addFilter(_no_interrupt_traceback)
     try:
-        with quiet_worker_processes() if separate else contextlib.nullcontext():
+        with quiet_worker_processes() if separate else contextlib.nullcontext(), relayed_job_messages():
             state = p.run()
             state.wait_until_finish()
     except WirepipeError:
@@ -289,7 +385,11 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 def _short_error(exc: BaseException) -> str:
-    """The last line of a Beam error (they wrap worker tracebacks into the message)."""
+    """The last line of a Beam error (they wrap worker tracebacks into the message); a gRPC error's status
+    and details (a job service gone away)."""
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        return f"{getattr(code(), 'name', code())}: {details()}"
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
 

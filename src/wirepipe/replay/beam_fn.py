@@ -6,6 +6,7 @@ the Beam runner and Beam workers (when they unpickle the DoFn) import it.
 
 from __future__ import annotations
 
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 
 from ..core.allocator import between_batches
 from ..core.errors import WirepipeError
+from .beam_files import JobFile, place_job_files, restore_names
 from .beam_import import import_beam
 
 import_beam()  # quietly, before the apache_beam imports below
@@ -33,14 +35,16 @@ REASON = "reason"  # counters "reason|<stage>|<operator>|<reason>": rejected rec
 class ReplayRowGroupFn(DoFn):
     """One row group through the operator chain: writes its results part, yields its metrics rows (a table).
 
-    Holds only plain data (the validated config, file positions, paths); the pipeline's
-    operators, with their codec contexts, are built in ``setup()`` on the worker.
+    Holds only plain data (the validated config, the files its operators read, file positions, paths);
+    the pipeline's operators, with their codec contexts, are built in ``setup()`` on the worker.
     """
 
     def __init__(self, config: dict[str, Any], file: str, positions: dict[str, tuple[int, int]], limit: int,
-                 output: str, batch_size: int, run_id: str, write_results: bool) -> None:
+                 output: str, batch_size: int, run_id: str, write_results: bool,
+                 files: dict[str, JobFile] | None = None) -> None:
         super().__init__()
         self.config = config
+        self.files = files or {}
         self.file = file
         self.positions = positions
         self.limit = limit
@@ -56,7 +60,11 @@ class ReplayRowGroupFn(DoFn):
         if asked_in_environment():  # a runner's worker is not wirepipe's process: only when asked
             keep_freed_memory()
 
-        self.pipe = build_pipeline(validate_config(self.config, file=self.file), file=self.file)
+        # The operators read their files when they are built: the worker's copies live only that long.
+        with tempfile.TemporaryDirectory(prefix="wirepipe-beam-job-") as folder:
+            config, originals = place_job_files(self.config, self.files, Path(folder))
+            self.pipe = build_pipeline(validate_config(config, file=self.file), file=self.file)
+        restore_names(self.pipe.operators, originals)
         self.counters: dict[str, Any] = {}
 
     def count(self, stage: str, operator: str, records: int) -> None:

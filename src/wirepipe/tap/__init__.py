@@ -29,7 +29,9 @@ DELIVER = ("new", "all", "last")
 def tap_config(*, subject: str | None, stream: str | None, url: str | None, deliver: str = "new",
                from_seq: int | None = None, from_time: str | None = None, batch_size: int = 1000) -> dict[str, Any]:
     """The tap's pipeline config (its sink, a ``null`` one here, is replaced by a ``TapSink``)."""
+    from ..connectors.nats.names import check_flags, stream_name
     from ..pipelines.capture_worker import parse_start_time
+    from ..wire import subscription_pattern
 
     if not url:
         raise ConfigError("give --url (or set NATS_URL): a tap listens to the server the pipelines use")
@@ -41,6 +43,7 @@ def tap_config(*, subject: str | None, stream: str | None, url: str | None, deli
         raise ConfigError("--from-seq and --from-time: give one start position")
     if deliver not in DELIVER:
         raise ConfigError(f"--deliver {deliver!r}: allowed {', '.join(DELIVER)}")
+    check_flags(("--stream", stream_name, stream), ("SUBJECT", subscription_pattern, subject))
     source: dict[str, Any] = {"url": url, "batch_size": batch_size}
     if stream is not None:
         source.update(type="jetstream", stream=stream, ordered=True, deliver=deliver)

@@ -2,8 +2,13 @@
 before compression, the end-to-end latency and the messages missing from its sequence numbers.
 
 A publisher is what ``Wirepipe-Publisher`` names (a core ``nats`` sink, one id per run); messages
-without the stamp (a JetStream publisher, another client) share the row ``-``. Losses are counted by
-``connectors.gaps.GapCounter`` as any core NATS consumer counts them.
+without the stamp (a JetStream publisher, another client) share the row ``-``, whose losses cannot be
+counted from the messages (the table's footnote says so: a stream's own sequence tells them). Losses are
+counted by ``connectors.gaps.GapCounter`` as any core NATS consumer counts them.
+
+What it tracks is bounded, whatever the publishers claim: at most ``MAX_PUBLISHERS`` rows (messages
+from further ids are counted together in one row, ``OTHERS``, their losses not counted), and the table
+shows the ``SHOWN`` busiest of them, with a line for the rest.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from ..connectors.nats.gaps import GapCounter
 from ..wire import Header
 
 UNSTAMPED = "-"
+OTHERS = "(others)"  # the row of the publishers past MAX_PUBLISHERS
+MAX_PUBLISHERS = 1000  # rows tracked: ids are the publishers' word, 100,000 forged ones must not cost more
+SHOWN = 25  # rows drawn, the busiest first: a live table redraws them every second
 _LATENCIES = 4096  # per publisher: the latest latencies the percentiles are taken over
 _SUBJECTS = 1000  # per publisher: distinct subjects counted (a subject per record would grow without end)
 
@@ -56,14 +64,21 @@ class TapStats:
                 serialized: dict[int, int], undecoded: set[int]) -> None:
         """One batch: ``serialized`` is each decoded message's size before compression (by index),
         ``undecoded`` the indices of messages that did not decode."""
-        self.gaps.observe(headers)
         now = self.clock()
         publisher = Header.PUBLISHER
+        rows = self.rows
+        counted: list[dict[str, str] | None] = []  # the headers whose losses are counted: tracked publishers'
         for i, payload in enumerate(payloads):
             h = headers[i] or {}
-            row = self.rows.get(h.get(publisher, UNSTAMPED))
+            pid = h.get(publisher, UNSTAMPED)
+            row = rows.get(pid)
             if row is None:
-                row = self.rows[h.get(publisher, UNSTAMPED)] = PublisherRow(first=now)
+                if len(rows) >= MAX_PUBLISHERS:
+                    pid = OTHERS
+                    row = rows.get(pid)
+                if row is None:
+                    row = rows[pid] = PublisherRow(first=now)
+            counted.append(headers[i] if pid != OTHERS else None)
             row.messages += 1
             row.last = now
             row.wire_bytes += len(payload)
@@ -80,19 +95,34 @@ class TapStats:
             sent, received = sent_ns[i], received_ns[i]
             if sent is not None and received is not None:
                 row.latencies_ms.append((received - sent) / 1e6)
+        self.gaps.observe(counted)
 
     def missing(self, publisher: str) -> int | None:
-        return None if publisher == UNSTAMPED else self.gaps.missing_from(publisher)
+        return None if publisher in (UNSTAMPED, OTHERS) else self.gaps.missing_from(publisher)
 
     def table(self) -> Any:
         """The rows as a ``rich`` table (a terminal shows it live; elsewhere it is printed at the end)."""
         from rich.table import Table
 
-        t = Table(title="wirepipe tap", title_justify="left")
+        t = Table(title="wirepipe tap", title_justify="left", caption_justify="left")
         for col in ("publisher", "subjects", "format", "codec", "msgs", "msg/s", "B/rec wire", "B/rec raw",
                     "raw/wire", "p50 ms", "p99 ms", "missing", "undecoded"):
             t.add_column(col, justify="left" if col in ("publisher", "subjects", "format", "codec") else "right")
-        for pid, row in sorted(self.rows.items()):
+        busiest = sorted(self.rows.items(), key=lambda item: -item[1].messages)
+        shown, hidden = busiest[:SHOWN], busiest[SHOWN:]
+        notes = []
+        if hidden:
+            notes.append(f"... and {len(hidden):,} more publisher row(s), {sum(r.messages for _, r in hidden):,} "
+                         f"messages (the {SHOWN} busiest are shown)")
+        if UNSTAMPED in self.rows:
+            notes.append(f"publisher {UNSTAMPED}: messages without Wirepipe-Publisher/Wirepipe-Seq (a JetStream "
+                         "sink, another client): their losses cannot be counted here, missing shows -; a stream's "
+                         "own sequence numbers tell them (nats stream info)")
+        if OTHERS in self.rows:
+            notes.append(f"{OTHERS}: publishers past the first {MAX_PUBLISHERS:,} ids, counted together; "
+                         "their losses are not counted")
+        t.caption = "\n".join(notes) or None
+        for pid, row in sorted(shown):
             span = row.last - row.first
             wire = row.wire_bytes / row.messages if row.messages else 0.0
             raw = row.serialized_bytes / row.decoded if row.decoded else None

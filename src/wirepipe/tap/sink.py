@@ -4,6 +4,11 @@ A message that does not decode (no or an unknown ``Content-Type``, a corrupt fra
 carries no schema on the wire when no ``--schema`` was given) is counted with its reason; the first
 message of each reason is named on stderr, and ``--raw`` prints every one as a JSON line with the
 reason and the payload in hex.
+
+What it prints is bounded whatever a publisher sends: a line is at most about ``MAX_LINE`` characters.
+``--raw`` shows the first ``MAX_LINE // 2`` bytes of a payload in hex and ``cut``, the bytes not shown; a
+decoded record whose JSON is longer is shown as ``{"subject", "cut": N, "head": "<its first MAX_LINE
+characters>"}`` (N: the characters not shown), still one JSON line.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..core.stages import Stage
 from ..operators.by_headers import SERIALIZED_SIZE, HeaderDecoder
 from .live import TapStats
 
+MAX_LINE = 64 * 1024  # characters of one printed message, about: a tap is read by people and by jq
 NO_SCHEMA = "give --schema (a dataset name, a schema file such as points.proto#Point, or module:Class)"
 
 
@@ -141,15 +147,23 @@ class TapSink(Sink):
         import orjson
 
         if reason is not None:
-            line: dict[str, Any] = {"subject": subject, "error": reason, "size": len(payload),
-                                    "hex": bytes(payload).hex()}
+            shown = memoryview(payload)[: MAX_LINE // 2]
+            line: dict[str, Any] = {"subject": subject, "error": reason, "size": len(payload), "hex": shown.hex()}
+            if len(shown) < len(payload):
+                line["cut"] = len(payload) - len(shown)  # bytes not shown
             if self.envelope:
                 line["headers"] = headers
             return orjson.dumps(line).decode()
         record = plain(value)
         if self.envelope:
             record = {"value": record, "subject": subject, "headers": headers}
-        return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+        text = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+        if len(text) <= MAX_LINE:
+            return text
+        head = text[:MAX_LINE]
+        while len(orjson.dumps(head)) > MAX_LINE:  # its quotes and control characters escaped again
+            head = head[: len(head) // 2]
+        return orjson.dumps({"subject": subject, "cut": len(text) - len(head), "head": head}).decode()
 
     def summary(self) -> str:
         text = f"tap: {self.messages:,} messages, {self.shown:,} shown"

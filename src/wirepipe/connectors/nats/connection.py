@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -32,13 +33,15 @@ from typing import Any, overload
 from pydantic import Field, field_validator, model_validator
 
 from ...core.backoff import ExponentialBackoff
-from ...core.errors import Refusal, WirepipeError
-from ...core.models import Duration, Secret, Size, Strict, refuse_unshown
+from ...core.errors import ConfigError, Refusal, WirepipeError
+from ...core.models import Duration, Secret, Size, Strict, problem_message, refuse_unshown
 from ...core.redact import redact_secrets
 
 log = logging.getLogger("wirepipe.nats")
 
 EMBEDDED = "embedded"
+SCHEMES = ("nats", "tls", "ws", "wss")  # what nats-py connects with; nats:// when a url has none
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")  # what precedes "://" in a url (in a password it may not)
 
 
 # --- config ------------------------------------------------------------------------------------------
@@ -172,6 +175,17 @@ class NatsConnectionConfig(Strict):
         return out
 
 
+def connection_config(url: str | None, flag: str = "--url") -> NatsConnectionConfig:
+    """The connection of a command that takes a url alone (``--url`` or ``NATS_URL``): a bad one is the
+    ``ConfigError`` naming the flag, as a config's ``url`` is."""
+    from pydantic import ValidationError
+
+    try:
+        return NatsConnectionConfig(url=url)
+    except ValidationError as exc:
+        raise ConfigError(f"{flag}: {problem_message(exc.errors(include_url=False)[0])}") from None
+
+
 @overload
 def split_urls(url: str | list[str]) -> str | list[str]: ...
 @overload
@@ -186,6 +200,14 @@ def split_urls(url: str | list[str] | None) -> str | list[str] | None:
         raise ValueError("the url list is empty: give nats://host:port, several comma-separated, or `embedded`")
     if len(urls) > 1 and EMBEDDED in urls:
         raise ValueError("`embedded` cannot be part of a url list: give it alone or list real servers")
+    for u in urls:
+        scheme, sep, _ = u.partition("://")
+        if sep and _SCHEME.fullmatch(scheme) and scheme.lower() not in SCHEMES:
+            raise ValueError(f"{redact_secrets(u)!r}: a NATS url's scheme is {', '.join(SCHEMES)} (or none: "
+                             f"host:port), not {scheme}")
+    websocket = {u.lower().startswith(("ws://", "wss://")) for u in urls}
+    if len(websocket) > 1:
+        raise ValueError("a url list mixes websocket (ws://, wss://) and other servers: the client takes one kind")
     return urls[0] if len(urls) == 1 else urls
 
 
@@ -374,7 +396,7 @@ class NatsConnection:
 
     def _connect_failure(self, done: set[Any]) -> str:
         where = ", ".join(redact_secrets(u) for u in self._servers) or self.public_url
-        how = self.config.auth.describe() if self.config.auth is not None else "no credentials"
+        how = self._credentials()
         err = self._first_error
         fail_fast = self._fail_fast
         fast = fail_fast is not None and fail_fast in done
@@ -388,6 +410,14 @@ class NatsConnection:
             return f"NATS at {where}: TLS failed: {reason} (check tls: ca, cert, key and the url scheme)"
         return (f"cannot connect to NATS at {where} within {self.config.connect_timeout:g}s "
                 f"(connect_timeout): {reason}")
+
+    def _credentials(self) -> str:
+        """The credentials a refused connect tried, for its message: the auth method, those of the url, or none."""
+        if self.config.auth is not None:
+            return self.config.auth.describe()
+        if any(redact_secrets(u) != u for u in self._servers):
+            return "the credentials in the url"
+        return "no credentials"
 
     def _next_server(self, servers: list[Any], _info: dict[str, Any]) -> tuple[Any, float]:
         """nats-py's reconnect hook: round-robin over the pool with exponential backoff."""

@@ -53,6 +53,7 @@ from ...wire import (
     dead_letter_payloads,
     header_lines,
     header_size,
+    publish_template_problem,
     subject_room,
 )
 from ..connector import Configured, Sink, Source
@@ -504,7 +505,9 @@ class PublishConfig(NatsConnectionConfig):
     @field_validator("subject")
     @classmethod
     def _template(cls, v: str) -> str:
-        SubjectTemplate(v)
+        problem = publish_template_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
         return v
 
 

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from ...core.batch import PAYLOADS, Batch
 from ...core.errors import Refusal
@@ -29,10 +29,16 @@ from ...core.stages import Stage
 from ...wire import STAMP_PREFIX, Header, subjects_overlap
 from ..connector import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
-from .gaps import GapCounter
+from .gaps import INT64_MAX, GapCounter, parse_seq
+from .names import QueueGroup, SubjectPattern
 from .reader import RawSubscription
 
 log = logging.getLogger("wirepipe.nats")
+
+# Why gaps are not counted in a queue group: what the refusal of `gaps: true` there says.
+QUEUE_SHARES = ("each member receives a share of every publisher's messages, so the numbers the other members "
+                "received would count as lost; leave `gaps` unset (off in a queue group: the client's drops and "
+                "what a stop discards are still counted) or subscribe without a queue group")
 
 
 
@@ -44,8 +50,9 @@ class NatsSource(Configured, Source):
     off in a queue group, where each member sees only its share), messages nats-py dropped
     because the subscription's pending limits were reached and that no gap covers (the
     tail), messages received but never handed to the pipeline because it stopped, and what
-    the pipeline took and could not finish (``discard``). Publishers' stamps count a lost tail;
-    a disconnect leaves the publishers not heard from since *unsure* (``losses()["unsure"]``).
+    the pipeline took and could not finish (``discard``). Publishers' stamps count a lost tail,
+    shown apart from the gaps (``losses()["tail"]``: claimed, unconfirmed); a disconnect leaves the
+    publishers not heard from since *unsure* (``losses()["unsure"]``).
     """
 
     type = "nats"
@@ -92,6 +99,9 @@ class NatsSource(Configured, Source):
                 **self.config.public_params()}
 
     def refuse_workers(self, workers: int) -> Refusal | None:
+        if self.config.gaps:  # the workers join one queue group (shared_by)
+            return Refusal("gaps", f"true: --workers {workers} share the messages in one queue group, and "
+                                   f"{QUEUE_SHARES}")
         return embedded_refusal(self.config, workers)
 
     @property
@@ -102,14 +112,19 @@ class NatsSource(Configured, Source):
     @property
     def lost(self) -> int:
         missing = self.gaps.missing if self.gaps is not None else 0
-        return missing + self.dropped - self._drops_in_gaps + self.discarded
+        return min(INT64_MAX, missing + self.dropped - self._drops_in_gaps + self.discarded)
 
     def losses(self) -> dict[str, int]:
+        """Every count, at most an int64 (what Parquet and Prometheus hold: the sum of several publishers' claims
+        could pass it). ``missing`` is ``gap`` + ``tail``: the numbers missing between data messages and those
+        only stamps claim (gaps.py)."""
         g = self.gaps
-        return {"lost": self.lost, "missing": g.missing if g else 0, "dropped": self.dropped,
-                "discarded": self.discarded, "duplicates": g.duplicates if g else 0,
-                "reordered": g.reordered if g else 0, "disconnects": self.conn.stats.disconnects,
-                "unsure": g.unsure if g else 0}
+        counts = {"lost": self.lost, "missing": g.missing if g else 0, "gap": g.gap if g else 0,
+                  "tail": g.tail if g else 0, "dropped": self.dropped, "discarded": self.discarded,
+                  "duplicates": g.duplicates if g else 0, "reordered": g.reordered if g else 0,
+                  "malformed": g.malformed if g else 0, "disconnects": self.conn.stats.disconnects,
+                  "unsure": g.unsure if g else 0}
+        return {k: min(v, INT64_MAX) for k, v in counts.items()}
 
     def discard(self, records: int) -> None:
         self.discarded += records
@@ -194,7 +209,7 @@ class NatsSource(Configured, Source):
         events = self._events
         missing = 0
         done = 0
-        while events and events[0][0] < end:
+        while events and events[0][0] <= end:  # an event at the batch's end follows all of it
             position, apply = events.popleft()
             cut = max(done, position - start)
             if cut > done:
@@ -218,13 +233,13 @@ class NatsSource(Configured, Source):
             self._events.append((position, apply))
 
     async def _on_stamp(self, msg: Any) -> None:
-        h = msg.headers
-        try:
-            publisher, last = h[Header.PUBLISHER], int(h[Header.LAST_SEQ])
-        except (TypeError, KeyError, ValueError):
-            return  # not a stamp wirepipe reads
         gaps = self.gaps
         assert gaps is not None
+        h = msg.headers or {}
+        publisher, last = h.get(Header.PUBLISHER), parse_seq(h.get(Header.LAST_SEQ))
+        if not publisher or last is None:
+            gaps.malformed += 1  # counted apart, never a loss figure
+            return
         final = Header.FINAL in h
         self._event(lambda: gaps.stamp(publisher, last, final))
 
@@ -275,14 +290,23 @@ class NatsSourceConfig(NatsConnectionConfig, SourceLimits):
     """``source: {type: nats, url: ..., subject: "points.>", queue: workers}``"""
 
     type: Literal["nats"]
-    subject: str = Field(description="subject to subscribe to; wildcards allowed (points.>, orders.*.eu)")
-    queue: str | None = Field(default=None, description="queue group: the messages are shared among its members")
+    subject: SubjectPattern = Field(description="subject to subscribe to; wildcards allowed (points.>, orders.*.eu)")
+    queue: QueueGroup | None = Field(default=None, description="queue group: the messages are shared among its members")
     batch_size: int = Field(default=1000, ge=1, description="records per batch at most")
     batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
     pending_msgs_limit: int = Field(default=65536, ge=1, description="messages the client holds for the pipeline; past it the client drops them (counted as lost)")
     pending_bytes_limit: Size = Field(default=64 * 1024 * 1024, description="bytes the client holds for the pipeline; past it the client drops messages (counted as lost)")
     gaps: bool | None = Field(default=None, description="count messages missing from each publisher's "
-                              "Wirepipe-Seq; default on, off in a queue group (members see only a share)")
+                              "Wirepipe-Seq; default on, off in a queue group (members see only a share: true "
+                              "is refused there)")
+
+    @field_validator("gaps")
+    @classmethod
+    def _gaps_need_every_message(cls, v: bool | None, info: ValidationInfo) -> bool | None:
+        queue = info.data.get("queue")
+        if v and queue:
+            raise ValueError(f"true with queue {queue!r}: {QUEUE_SHARES}")
+        return v
 
     def build(self) -> NatsSource:
         return NatsSource.from_config(self)

@@ -28,6 +28,15 @@ publisher still running *unsure* until the consumer hears from it again: its nex
 or stamp counts what the disconnect lost; a publisher never heard from again (it ended while
 the consumer was away) leaves its tail unknown, and the consumer says so (``unsure``) rather
 than report nothing lost.
+
+Two kinds of loss, shown apart (docs/concepts/loss-accounting.md): a *gap* is numbers missing
+between two data messages of a publisher, seen on both sides; a *tail* is numbers a stamp
+claims were published past the last data message received, with no data message past them
+(yet). A stamp is one small message anyone who may publish on the stamp subject can forge, so
+what it claims alone is reported as claimed, unconfirmed: it never moves the numbers the data
+messages are counted against, and a data message past the claim turns what it confirms into a
+gap. The numbers are parsed strictly (``parse_seq``: a positive int64 in plain decimal);
+anything else is a malformed stamp, counted apart (``malformed``), never a loss figure.
 """
 
 from __future__ import annotations
@@ -40,6 +49,21 @@ from typing import Any
 from ...wire import Header
 
 _OPEN_GAPS = 4096  # per publisher: gaps remembered to recognise a late (reordered) message
+INT64_MAX = (1 << 63) - 1  # the largest number a stamp may carry: what Parquet, Prometheus and peers hold
+
+
+def parse_seq(text: object) -> int | None:
+    """A ``Wirepipe-Seq`` or ``Wirepipe-Last-Seq`` value: a positive int64 written in plain decimal (no sign,
+    space, leading zero or other digits than 0-9); None for anything else.
+
+    >>> [parse_seq(v) for v in ("1", "9223372036854775807", "9223372036854775808", "0", "-1", "+1", " 1", "01",
+    ...                         "1e9", "\u0661", None)]
+    [1, 9223372036854775807, None, None, None, None, None, None, None, None, None]
+    """
+    if type(text) is not str or not 0 < len(text) <= 19 or not (text.isascii() and text.isdigit()) or text[0] == "0":
+        return None
+    n = int(text)
+    return n if n <= INT64_MAX else None
 
 
 def new_publisher_id() -> str:
@@ -47,22 +71,29 @@ def new_publisher_id() -> str:
 
 
 class _Publisher:
-    """What one consumer knows of one publisher: the next number expected, the open gaps, whether it said
-    it was done (its final stamp) and whether a disconnect since it was last heard from hides a loss."""
+    """What one consumer knows of one publisher: the next number expected, the open gaps, the last number its
+    stamps claim, whether it said it was done (its final stamp) and whether a disconnect since it was last
+    heard from hides a loss."""
 
-    __slots__ = ("done", "gaps", "missing", "next", "unsure")
+    __slots__ = ("claimed", "done", "gap", "gaps", "next", "unsure")
 
     def __init__(self, first: int) -> None:
         self.next = first
         self.gaps: list[tuple[int, int]] = []  # [start, end) ranges not received yet, sorted
-        self.missing = 0  # this publisher's share of GapCounter.missing
+        self.gap = 0  # numbers missing between data messages (net of late arrivals): this publisher's share
+        self.claimed = 0  # the highest Wirepipe-Last-Seq its stamps announced
         self.done = False
         self.unsure = False
+
+    @property
+    def tail(self) -> int:
+        """Numbers its stamps claim were published past the last data message received from it."""
+        return max(0, self.claimed + 1 - self.next)
 
     def late(self, n: int) -> bool:
         """``n`` < next: True if it fills an open gap (reordered), False if it was seen (duplicate)."""
         gaps = self.gaps
-        i = bisect.bisect_right(gaps, (n, 1 << 62)) - 1
+        i = bisect.bisect_right(gaps, (n, 1 << 64)) - 1
         if i < 0:
             return False
         start, end = gaps[i]
@@ -72,7 +103,7 @@ class _Publisher:
         gaps[i:i + 1] = parts
         return True
 
-    def gap(self, start: int, end: int) -> None:
+    def open_gap(self, start: int, end: int) -> None:
         self.gaps.append((start, end))
         if len(self.gaps) > _OPEN_GAPS:
             del self.gaps[: len(self.gaps) - _OPEN_GAPS]
@@ -82,16 +113,23 @@ class GapCounter:
     """Counts missing, reordered and duplicated messages per publisher from the two stamp headers.
 
     ``observe(headers)`` takes a batch's header column; the common case (one publisher,
-    consecutive numbers) costs two dict lookups and an ``int()`` per record.
+    consecutive numbers) costs a dict lookup and a string comparison per record. ``gap`` and
+    ``tail`` are the two kinds of loss (the module doc), ``missing`` their sum.
     """
 
     def __init__(self) -> None:
         self.publishers: dict[str, _Publisher] = {}
-        self.missing = 0  # numbers skipped, net of the late arrivals that filled them
+        self.gap = 0  # numbers skipped between data messages, net of the late arrivals that filled them
+        self.tail = 0  # numbers stamps claim past the last data message of their publisher: unconfirmed
         self.duplicates = 0
         self.reordered = 0
         self.unstamped = 0
+        self.malformed = 0  # stamps (on a message or on its own) whose numbers or publisher cannot be read
         self.disconnects = 0
+
+    @property
+    def missing(self) -> int:
+        return self.gap + self.tail
 
     @property
     def unsure(self) -> int:
@@ -99,23 +137,23 @@ class GapCounter:
         return sum(1 for p in self.publishers.values() if p.unsure)
 
     def stamp(self, publisher: str, last: int, final: bool = False) -> int:
-        """A publisher's stamp: it published every number up to ``last`` (``final``: and no more). The ones
-        not received are missing (one that arrives later still cancels its gap). Returns how many it showed
-        missing. A publisher this consumer never heard from is not counted: it may have published before
+        """A publisher's stamp: it published every number up to ``last`` (``final``: and no more). The ones past
+        the last data message received are its tail, claimed, not confirmed (a later data message past them
+        confirms the ones it did not see as a gap; one that arrives fills its place). Returns how many more it
+        showed missing. A publisher this consumer never heard from is not counted: it may have published before
         the consumer listened."""
         state = self.publishers.get(publisher)
         if state is None:
             return 0
         state.unsure = False
         state.done = state.done or final
-        if last < state.next:
+        if last <= state.claimed:
             return 0
-        missing = last + 1 - state.next
-        state.gap(state.next, last + 1)
-        self.missing += missing
-        state.missing += missing
-        state.next = last + 1
-        return missing
+        before = state.tail
+        state.claimed = last
+        added = state.tail - before
+        self.tail += added
+        return added
 
     def disconnected(self) -> None:
         """The consumer lost its connection: what the server held for it and what was published until it
@@ -126,32 +164,35 @@ class GapCounter:
                 state.unsure = True
 
     def missing_from(self, publisher: str) -> int:
-        """Messages missing (net of late arrivals) from one publisher, by its ``Wirepipe-Publisher`` id."""
+        """Messages missing (net of late arrivals, gaps and tail) from one publisher, by its ``Wirepipe-Publisher``
+        id."""
         state = self.publishers.get(publisher)
-        return state.missing if state is not None else 0
+        return state.gap + state.tail if state is not None else 0
 
     def observe(self, headers: Sequence[dict[str, str] | None] | None) -> int:
         """Account for one batch; returns how many messages it showed missing (net)."""
         if not headers:
             return 0
         fast = self._consecutive(headers)
-        if fast:
-            return 0
+        if fast is not None:
+            return fast
         before = self.missing
         pubs = self.publishers
         last_id: Any = None
         state: _Publisher | None = None
-        unstamped = 0
+        unstamped = malformed = 0
         publisher, seq = Header.PUBLISHER, Header.SEQ  # locals: the loop reads them per record
         for h in headers:
             pid = h.get(publisher) if h else None
             if pid is None:
-                unstamped += 1
+                if h and seq in h:
+                    malformed += 1  # a number without its publisher
+                else:
+                    unstamped += 1
                 continue
-            try:
-                n = int(h[seq])  # type: ignore[index]
-            except (KeyError, ValueError):
-                unstamped += 1
+            n = parse_seq(h.get(seq))  # type: ignore[union-attr]
+            if n is None:
+                malformed += 1
                 continue
             if pid != last_id:
                 state = pubs.get(pid)
@@ -161,44 +202,47 @@ class GapCounter:
             assert state is not None
             state.unsure = False
             expected = state.next
-            if n == expected:
-                state.next = n + 1
-            elif n > expected:
-                state.gap(expected, n)
-                self.missing += n - expected
-                state.missing += n - expected
+            if n >= expected:
+                if n > expected:
+                    state.open_gap(expected, n)
+                    self.gap += n - expected
+                    state.gap += n - expected
+                if state.claimed >= expected:  # a claimed tail: what this message reaches is no longer past the last
+                    self.tail -= min(n, state.claimed) + 1 - expected
                 state.next = n + 1
             elif state.late(n):
-                self.missing -= 1
-                state.missing -= 1
+                self.gap -= 1
+                state.gap -= 1
                 self.reordered += 1
             else:
                 self.duplicates += 1
         self.unstamped += unstamped
+        self.malformed += malformed
         return self.missing - before
 
-
-    def _consecutive(self, headers: Sequence[dict[str, str] | None]) -> bool:
+    def _consecutive(self, headers: Sequence[dict[str, str] | None]) -> int | None:
         """The common batch, checked with C-level comprehensions: one known publisher, numbers going on
-        exactly from where it was. True when accounted for; False leaves the batch to the full loop."""
+        exactly from where it was, written as ``parse_seq`` reads them (the strings compared with the
+        expected numbers' own). When accounted for, how many it showed missing (0, or less when it reaches
+        a claimed tail); None leaves the batch to the full loop."""
         publisher, seq = Header.PUBLISHER, Header.SEQ
         try:
             pids = {h[publisher] for h in headers}  # type: ignore[index]
             if len(pids) != 1:
-                return False
+                return None
             state = self.publishers.get(next(iter(pids)))
             if state is None:
-                return False
-            first = state.next
-            if [int(h[seq]) for h in headers] != list(range(first, first + len(headers))):  # type: ignore[index]
-                return False
-        except (KeyError, TypeError, ValueError):  # unstamped or malformed records: the full loop sorts them
-            return False
-        state.next = first + len(headers)
+                return None
+            first, end = state.next, state.next + len(headers)
+            if end - 1 > INT64_MAX or [h[seq] for h in headers] != list(map(str, range(first, end))):  # type: ignore[index]
+                return None
+        except (KeyError, TypeError):  # unstamped records: the full loop sorts them
+            return None
+        reached = min(end, state.claimed + 1) - first if state.claimed >= first else 0
+        self.tail -= reached
+        state.next = end
         state.unsure = False
-        return True
-
-
+        return -reached
 class PublisherStamp:
     """The sink side: this publisher's id and the next number to stamp (it moves on only when nats-py took
     the record, so a record refused or not yet published never leaves a number unused)."""

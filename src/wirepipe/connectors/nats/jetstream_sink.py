@@ -6,7 +6,10 @@ The default (``msg_id: auto``) is ``{pipeline}-{source}-{position}-{payload hash
 source's identity (its type and parameters, e.g. the file it reads; ``Source.identity``),
 the record's position in it (``seq``; for a core NATS source, the publisher's
 ``Wirepipe-Publisher.Wirepipe-Seq``, else a per-run counter) and a BLAKE2b hash of the
-payload: a re-run of the same input is deduplicated, different content never is.
+payload: a re-run of the same input is deduplicated, different content never is. A ``msg_id``
+template that gives two records of one batch the same id (``msg_id: constant``, a field most
+records share) makes the stream keep one of them: the sink counts those records
+(``repeated_msg_ids``, in the run summary beside "already stored") and says so once a run.
 Publishes are asynchronous inside a bounded window, written a window's worth at a time as ready-made
 protocol frames (``frames.acked_frames``; nats-py's own publish while it reconnects or for a header it
 must judge); the sink tracks each ack itself (one
@@ -145,6 +148,7 @@ class JetStreamSink(NatsSink):
         self.acked = 0
         self.duplicates = 0
         self.republished = 0
+        self.repeated_msg_ids = 0  # records whose Nats-Msg-Id another record of their batch had (a msg_id template)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -398,6 +402,8 @@ class JetStreamSink(NatsSink):
             headers = wire_headers(batch, self.headers_mode)
         if not batch.values:
             return
+        if self._msg_id_template is not None:
+            self._count_repeated(ids, len(batch.values))
         await self._wait_connected()
         n = len(batch.values)
         values = batch.values
@@ -491,6 +497,20 @@ class JetStreamSink(NatsSink):
         digest = hashlib.blake2b
         return [f"{prefix}{p}-{digest(v, digest_size=8).hexdigest()}"
                 for p, v in zip(positions, batch.values, strict=True)]
+
+    def _count_repeated(self, ids: str | list[str], n: int) -> None:
+        """Records of a batch whose id another record of it has: the stream keeps one of each id, so they are
+        counted and said once a run (a template's ids; the default's hold the position and the payload)."""
+        repeated = n - 1 if isinstance(ids, str) else n - len(set(ids))
+        if not repeated:
+            return
+        if not self.repeated_msg_ids:
+            fixed = " (it names no field: every record of the run gets that one id)" if isinstance(ids, str) else ""
+            log.warning("msg_id %r gave %d of the %d records of a batch the Nats-Msg-Id of another record of the "
+                        "batch%s: the stream keeps one record per id and acknowledges the others as duplicates "
+                        "(\"already stored\" in the run summary); name a field that tells records apart, e.g. "
+                        "{seq}. Said once a run, counted for the run: repeated_msg_ids", self.msg_id, repeated, n, fixed)
+        self.repeated_msg_ids += repeated
 
     def _positions(self, batch: Batch) -> list[str]:
         """Positions of records from a source without ``seq`` (core NATS): the publisher's stamp when the

@@ -36,6 +36,7 @@ from ...core.stages import Stage
 from ...core.workers import Worker
 from ..connector import AtLeastOnce, Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from .names import ConsumerName, StreamName, SubjectPattern
 from .pull_requests import PullRequester
 from .reader import RawSubscription, Received, SubscriptionReader, publish_many
 from .streams import when_available
@@ -44,7 +45,10 @@ log = logging.getLogger("wirepipe.jetstream")
 T = TypeVar("T")
 
 STREAM_POLL = 0.5  # seconds between looks for a stream that does not exist yet
-LAG_REFRESH = 1.0  # seconds without messages after which the lag is asked of the consumer
+LAG_REFRESH = 1.0  # seconds without messages after which the lag (and, bounded, the end) is asked of the consumer
+# A bounded read (stop_at_end) waits for records another reader holds this long past ack_wait without a change: the
+# server's redelivery timer and one more look at the consumer.
+END_GRACE = 2.0
 _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
@@ -79,6 +83,46 @@ def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int
     off = 0 if size == 9 else 2
     seq, delivered = 5 + off, 4 + off
     return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
+
+
+class BoundedEnd:
+    """Whether a bounded read of a durable (``stop_at_end``) is over, from what the consumer says once this reader
+    has settled everything it took: nothing pending in the stream **and** nothing delivered and unacknowledged
+    (``num_ack_pending`` counts records held by another reader, live or dead, and records whose ``ack_wait``
+    passed and that wait for redelivery). Records a dead reader held come back after their ``ack_wait``; so
+    the read waits while they are outstanding, for as long as their number keeps changing (other readers
+    acknowledge them, or they come back to be read here) and ``patience`` (``ack_wait`` and a grace) past its
+    last change; then it ends, and ``outstanding`` says how many still await acknowledgement or redelivery.
+
+    >>> end = BoundedEnd(patience=30)
+    >>> end.reached(pending=0, ack_pending=3, now=0.0), end.reached(0, 3, 29.0), end.reached(0, 3, 30.0)
+    (False, False, True)
+    >>> end.outstanding
+    3
+    >>> end.reached(0, 0, 31.0), end.outstanding
+    (True, 0)
+    """
+
+    def __init__(self, patience: float) -> None:
+        self.patience = patience
+        self.outstanding = 0  # records delivered and not acknowledged at the last look
+        self._since: float | None = None  # when ``outstanding`` last changed
+
+    @property
+    def waiting(self) -> bool:
+        """The stream is read and records held elsewhere are waited for."""
+        return self._since is not None
+
+    def reached(self, pending: int, ack_pending: int, now: float) -> bool:
+        if pending:  # more to read first
+            self._since, self.outstanding = None, 0
+            return False
+        if not ack_pending:
+            self._since, self.outstanding = None, 0
+            return True
+        if self._since is None or ack_pending != self.outstanding:
+            self._since, self.outstanding = now, ack_pending
+        return now - self._since >= self.patience
 
 
 class AckMode(str, Enum):
@@ -145,15 +189,22 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.consumer = ""
         self._seen = 0
         self._lag: int | None = None
-        self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the lag last asked
+        self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the consumer last asked
         self._held_back = False  # the server waits for our acks (max_ack_pending) with messages still to send
-        self._at_end = asyncio.Event()
+        self._at_end = asyncio.Event()  # an ordered consumer saw its last message (pending 0)
+        self._end = BoundedEnd(self.ack_wait + END_GRACE)  # stop_at_end on a durable: see ``_read_to_end``
+        self._taken_since_look = False  # a batch was taken since the consumer was last asked
+        self._said_waiting = False  # the log said the read waits for records held elsewhere
+        self._bound_reached = False  # the read ended at its bound (stop_at_end, count), not at a stop
+        self._outstanding = 0
         self.acked = 0
         self.terminated = 0
         self.in_progress_sent = 0
         self._redelivered = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
+        self._awaiting_acks = False  # the source waits for the pipeline to commit what it took (``_settling``)
+        self._last_ack = ""  # the reply subject of the last message acknowledged: ``_confirm_acks``
         self._stream_subjects: list[str] | None = None  # when no filter subject: the stream's, once open
 
     @property
@@ -187,6 +238,13 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return self._redelivered
 
     @property
+    def outstanding(self) -> int:
+        """Records of the durable still awaiting acknowledgement or redelivery when the read ended at its bound
+        (``stop_at_end``: held by another reader past the wait, ``BoundedEnd``; ``count``, or either: what this
+        reader took and could not settle); 0 before that, and for a read that was stopped or has no bound."""
+        return self._outstanding
+
+    @property
     def repulls(self) -> int:
         """Pull requests made again (after a reconnect, or a request unanswered for two heartbeats)."""
         return self.pulls.repulls
@@ -197,9 +255,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return [self.subject] if self.subject else self._stream_subjects
 
     def wants_commit(self) -> bool:
-        """The ``count`` was read, this worker took its part of ``max_ack_pending`` (``_within_share``), or the
-        server holds messages back until acks come (``_refresh_lag``)."""
-        return ((self.count is not None and self._seen >= self.count) or self._held_back
+        """The ``count`` was read, this worker took its part of ``max_ack_pending`` (``_within_share``), the
+        server holds messages back until acks come (``_refresh_lag``), or the source waits for its acks
+        (``_settling``: at its ``count``, at the end of the stream)."""
+        return ((self.count is not None and self._seen >= self.count) or self._held_back or self._awaiting_acks
                 or (not self.ordered and self._seen - self._settled >= self.take_limit))
 
     @property
@@ -297,7 +356,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                                 f"{exc.description}{hint}") from None
         assert isinstance(self.buffer, SubscriptionReader)  # nats-py's ordered consumer handles its status messages  # the raw inbox is the pull path's
         self.buffer.attach(self.sub)
-        await self._check_empty(js)
+        await self._check_empty()
 
     def _pull_config(self, name: str | None) -> Any:
         from nats.js import api
@@ -351,19 +410,19 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         inbox.attach(self.nc, self.sub)
         self.buffer = inbox
         self.conn.on_reconnect(self.pulls.repull)
-        await self._check_empty(js)
         assert self.stream is not None  # found by _wait_for_stream
         self.pulls.start(self.nc, inbox, self.stream, self.consumer, reply_to, self.stopping)
 
-    async def _check_empty(self, js: Any) -> None:
+    async def _check_empty(self) -> None:
+        """An ordered consumer's ``stop_at_end`` on an empty stream (or past its end): nothing will come. (A
+        durable asks its consumer in ``batches``: ``_read_to_end``.)"""
         if not self.stop_at_end:
             return
-        info = await self._api(self.sub.consumer_info if self.ordered
-                               else lambda: js.consumer_info(self.stream, self.consumer))
+        info = await self._api(self.sub.consumer_info)
         # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
         # reader, not pending any more, and its last message's metadata ends the run (``_batch``).
-        pushed = self.ordered and info.delivered is not None and bool(info.delivered.consumer_seq)
-        if not info.num_pending and not info.num_ack_pending and not pushed:
+        pushed = info.delivered is not None and bool(info.delivered.consumer_seq)
+        if not info.num_pending and not pushed:
             self._at_end.set()
 
     # --- receiving ---------------------------------------------------------------------------------
@@ -371,33 +430,80 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     async def _refresh_lag(self) -> None:
         """The lag is the pending count a message's metadata carried, so it stands still once messages stop
         coming: when nothing came for a while and the last count was not 0, ask the consumer (workers of a
-        pool share the durable, and one of them may have taken the last messages). With ``stop_at_end`` the
-        same answer ends the run when nothing is pending or unacknowledged: a worker of a pool that another
-        worker left no message to never sees a last message of its own.
-
-        The same answer tells when the server holds messages back for acks: the durable's readers together
-        hold ``max_ack_pending`` unacknowledged. A pool divides it between its workers (``ack_share``), but
-        processes of other pools (replicas) on the same durable are not known here: then the source asks
-        for a commit (``wants_commit``) rather than wait for the flush interval."""
+        pool share the durable, and one of them may have taken the last messages). (A bounded read asks it
+        itself, in ``batches``: ``_read_to_end``.)"""
         now = time.monotonic()
-        end_unknown = self.stop_at_end and not self._at_end.is_set()
-        if ((not self._lag and not end_unknown) or now - self._last_taken < LAG_REFRESH
+        if (not self._lag or self.stop_at_end or now - self._last_taken < LAG_REFRESH
                 or now - self._lag_checked < LAG_REFRESH or not self.nc.is_connected):
             return
-        self._lag_checked = now
+        info = await self._consumer_info()
+        if info is not None and time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
+            self._learn(info)
+
+    async def _consumer_info(self) -> Any:
+        """The durable's state from the server, or None when it does not answer now (a cluster electing a
+        leader, a reconnect: the next look asks again)."""
+        self._lag_checked = time.monotonic()
+        self._taken_since_look = False
         try:
-            info = await self.nc.jetstream().consumer_info(self.stream, self.consumer, timeout=2)
-        except Exception as exc:  # a cluster electing a leader, a reconnect: the next idle period asks again
-            log.debug("consumer info for the lag failed: %s", type(exc).__name__)
-            return
-        if time.monotonic() - self._last_taken >= LAG_REFRESH:  # no message came meanwhile
-            self._lag = int(info.num_pending)
-            if info.num_pending and info.num_ack_pending >= self.max_ack_pending:
-                log.debug("%s: the server holds %d messages back until acks come: asking for a commit",
-                          self.consumer, info.num_pending)
-                self._held_back = True
-            if end_unknown and not info.num_pending and not info.num_ack_pending:
-                self._at_end.set()
+            return await self.nc.jetstream().consumer_info(self.stream, self.consumer, timeout=2)
+        except Exception as exc:
+            log.debug("consumer info failed: %s", type(exc).__name__)
+            return None
+
+    def _learn(self, info: Any) -> None:
+        """The lag from the consumer's answer, and whether the server holds messages back for acks: the
+        durable's readers together hold ``max_ack_pending`` unacknowledged. A pool divides it between its
+        workers (``ack_share``), but processes of other pools (replicas) on the same durable are not known
+        here: then the source asks for a commit (``wants_commit``) rather than wait for the flush interval."""
+        self._lag = int(info.num_pending)
+        if info.num_pending and info.num_ack_pending >= self.max_ack_pending:
+            log.debug("%s: the server holds %d messages back until acks come: asking for a commit",
+                      self.consumer, info.num_pending)
+            self._held_back = True
+
+    async def _read_to_end(self) -> bool:
+        """``stop_at_end`` on a durable: True once the read is over (``BoundedEnd``). Asked while nothing is
+        buffered: at once when the last message said the stream was delivered, else once a ``LAG_REFRESH``
+        (a worker of a pool that another worker left the last messages to never sees a last message of its own).
+
+        What this reader took is settled first (the pipeline commits it: ``wants_commit``), so what the server
+        still counts as unacknowledged is held elsewhere: by another reader, live (a pool's worker, committing
+        at its pace) or dead (its records come back after ``ack_wait``, and are read here). No reader waits on
+        another: each settles its own before it looks."""
+        if len(self.buffer) or self.stopping.is_set():
+            return False
+        if not ((self._lag == 0 and self._taken_since_look) or time.monotonic() - self._lag_checked >= LAG_REFRESH):
+            return False
+        await self._settling(0)
+        if len(self.buffer) or self.stopping.is_set():  # redelivered meanwhile: read it first
+            return False
+        info = await self._consumer_info()
+        if info is None:
+            return False
+        self._learn(info)
+        end = self._end
+        was_waiting = end.waiting
+        reached = end.reached(int(info.num_pending), int(info.num_ack_pending), time.monotonic())
+        # The status line says what the read waits for: "waiting for 2,800 unacknowledged records (...)".
+        self.waiting = (f"{end.outstanding:,} unacknowledged records (held by another reader, or redelivered "
+                        "after ack_wait)" if end.waiting and not reached else None)
+        if not reached:
+            # Said at the second look: at the first, what the server was sending this reader may still be on its way.
+            if was_waiting and not self._said_waiting:
+                self._said_waiting = True
+                log.info("%s: stream %s is read; %d record(s) delivered and not acknowledged yet (another reader "
+                         "holds them, or they come back after ack_wait): waiting for them", self.consumer,
+                         self.stream, end.outstanding)
+            return False
+        if end.outstanding:
+            log.warning("%s: %d record(s) still awaiting acknowledgement or redelivery after %.0fs without a "
+                        "change (ack_wait %.0fs): another reader holds them; a later run reads them once they come "
+                        "back", self.consumer, end.outstanding, end.patience, self.ack_wait)
+        elif self._said_waiting:
+            log.info("%s: every record is acknowledged", self.consumer)
+        self._outstanding = end.outstanding
+        return True
 
     async def _ensure_consumer(self) -> None:
         """Re-create a consumer the server lost (memory storage, a reset): same name and settings."""
@@ -415,21 +521,30 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     async def batches(self) -> AsyncIterator[Batch]:
         if self.sub is None:  # stopped while waiting for JetStream at open
             return
+        bounded_durable = self.stop_at_end and not self.ordered
         while True:
             # An ordered consumer has nothing to settle (no acks): its count is reached when it is read.
             if (self.count is not None and self._seen >= self.count
                     and (self.ordered or not await self._count_settled())):
+                self._bound_reached = not self.stopping.is_set()
                 return
             if self._at_end.is_set() and not len(self.buffer):
+                self._bound_reached = not self.stopping.is_set()
+                return
+            if bounded_durable and await self._read_to_end():
+                self._bound_reached = True
                 return
             left = self.batch_size if self.count is None else self.count - self._seen
             if not self.ordered:
                 await self._within_share()
             got = await self._take(left)
             if got is None:
+                if bounded_durable and not self.stopping.is_set():
+                    continue  # nothing came for a while: look at the consumer again
                 return
             self._seen += len(got)
             self._last_taken = time.monotonic()
+            self._taken_since_look = True
             if not self.ordered:
                 self.pulls.taken(got)
             yield self._batch(got)
@@ -446,22 +561,29 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         await self._settling(self.take_limit - 1)
 
     async def _settling(self, unsettled: int) -> None:
-        """Until at most ``unsettled`` records taken are not yet settled (acked or terminated), or stopping."""
-        while self._seen - self._settled > unsettled and not self.stopping.is_set():
-            self._settle_event.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._settle_event.wait(), 0.5)
+        """Until at most ``unsettled`` records taken are not yet settled (acked or terminated), or stopping; the
+        pipeline is asked to commit meanwhile (``wants_commit``)."""
+        self._awaiting_acks = True
+        try:
+            while self._seen - self._settled > unsettled and not self.stopping.is_set():
+                self._settle_event.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._settle_event.wait(), 0.5)
+        finally:
+            self._awaiting_acks = False
 
     async def _take(self, left: int) -> Received | None:
+        """The next batch; None when stopping, and with ``stop_at_end`` when nothing is buffered once an
+        ordered consumer saw its last message, or a durable waited ``LAG_REFRESH`` (to look at its end)."""
         if not self.stop_at_end:
             return await self.buffer.take(left, self.stopping)
-        # Stop at the end of the stream: also wake up when the last message was seen.
         stop = asyncio.Event()
 
         async def watch() -> None:
             waits = [asyncio.ensure_future(e.wait()) for e in (self.stopping, self._at_end)]
             try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=None if self.ordered else LAG_REFRESH,
+                                   return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waits:
                     w.cancel()
@@ -488,8 +610,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._lag = pending if replies else self._lag
         if not self.ordered:
             batch.meta["ack"] = replies
-        if self.stop_at_end and self._lag == 0:
-            self._at_end.set()
+        if self.stop_at_end and self.ordered and self._lag == 0:
+            self._at_end.set()  # no acks: nothing it was given comes back (a durable asks: ``_read_to_end``)
         return batch
 
     # --- settling ------------------------------------------------------------------------------
@@ -518,8 +640,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
                 while i > 0 and not replies[i]:
                     i -= 1  # records unpacked from one message: its handle is on the first
                 await self._send_all([replies[i]], _ACK)
+                self._last_ack = replies[i] or self._last_ack
         else:
             n = await self._send_all(replies, _ACK)  # the handles (records unpacked from one message share one)
+            self._last_ack = next((r for r in reversed(replies) if r), self._last_ack)
         self.acked += n
         self._held_back = False
         self._settled_more(n)
@@ -549,8 +673,25 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             await self._send_all(replies, _WPI)
             self.in_progress_sent += len(replies)
 
+    async def _confirm_acks(self) -> None:
+        """Wait until the server has applied every ack and term sent: one ack sent again with a reply subject (as
+        nats-py's ``ack_sync``), which the server answers after the acks before it (it answers a repeated ack
+        too). Without it the process could end while the server had not yet counted its last acks, and a
+        look at the consumer right after the run (a script, the next run) would still find them pending."""
+        if not self._last_ack or self.nc is None or not self.nc.is_connected:
+            return
+        try:
+            await self.nc.request(self._last_ack, _ACK, timeout=5)
+        except Exception as exc:
+            log.warning("%s: the server did not confirm the last acknowledgements (%s): they may be delivered again",
+                        self.consumer, type(exc).__name__)
+
     async def close(self) -> None:
         await self.pulls.stop()
+        if not self.ordered:  # (an ordered consumer has no acks)
+            if self._bound_reached:  # what it took and could not settle (a drain cut short) comes back later
+                self._outstanding += max(0, self._seen - self._settled)
+            await self._confirm_acks()
         if self.nc is not None and not self.ordered and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
             # Let what the server is still sending for our pull requests arrive first (until the queue
@@ -581,9 +722,9 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     """``source: {type: jetstream, stream: POINTS, durable: points-worker}``"""
 
     type: Literal["jetstream"]
-    stream: str | None = Field(default=None, description="default: the stream that stores `subject`")
-    subject: str | None = Field(default=None, description="filter subject")
-    durable: str | None = Field(default=None, description="durable consumer name; unset: an ephemeral consumer")
+    stream: StreamName | None = Field(default=None, description="default: the stream that stores `subject`")
+    subject: SubjectPattern | None = Field(default=None, description="filter subject")
+    durable: ConsumerName | None = Field(default=None, description="durable consumer name; unset: an ephemeral consumer")
     ordered: bool = Field(default=False, description="ordered consumer (replay): no acks, no durable")
     deliver: Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"] = Field(
         default="all", description="where a new consumer starts in the stream")
@@ -598,7 +739,8 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most; -1: no limit")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
-    stop_at_end: bool = Field(default=False, description="stop when every message in the stream was delivered")
+    stop_at_end: bool = Field(default=False, description="stop once every message in the stream was delivered and "
+                              "(a durable) acknowledged: records another reader holds are waited for up to ack_wait")
     ack: Literal["explicit", "all"] = Field(
         default="explicit", description="explicit: every message acked (safe when workers share the durable); "
         "all: one AckAll per commit, only when this worker is the durable's sole consumer")

@@ -9,11 +9,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from ...core.backoff import ExponentialBackoff
 from ...core.errors import WirepipeError
 from ...core.models import Duration, Size, Strict
+from .names import StreamName
 
 log = logging.getLogger("wirepipe.jetstream")
 T = TypeVar("T")
@@ -30,7 +31,7 @@ class PlacementConfig(Strict):
 class StreamConfig(Strict):
     """``stream: {name: POINTS, subjects: ["points.>"], storage: file, duplicate_window: 2m, replicas: 3}``"""
 
-    name: str = Field(description="the stream's name")
+    name: StreamName = Field(description="the stream's name")
     subjects: list[str] | None = Field(default=None, description="default: the sink's subject")
     storage: Literal["file", "memory"] = Field(default="file", description="where the stream keeps its messages")
     retention: Literal["limits", "interest", "workqueue"] = Field(default="limits", description="when messages go: at the limits, once every consumer acked, or once one did (a work queue)")
@@ -44,13 +45,6 @@ class StreamConfig(Strict):
     discard: Literal["old", "new"] = Field(default="old", description="at a limit: drop the oldest messages, or refuse new ones")
     replicas: int = Field(default=1, ge=1, le=5, description="R1..R5: copies on distinct servers of a cluster")
     placement: PlacementConfig | None = Field(default=None, description="which servers of a cluster hold the replicas")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not v or any(ch in v for ch in " .*>\t\r\n/\\"):
-            raise ValueError(f"stream name {v!r} may not contain spaces, '.', '*', '>' or slashes")
-        return v
 
     def api_config(self, default_subject: str) -> Any:
         from nats.js import api

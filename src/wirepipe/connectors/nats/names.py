@@ -1,0 +1,111 @@
+"""The names NATS restricts, each checked by one function that every config and command calls.
+
+A name the server would refuse is refused when the config is validated, with what is allowed, so
+``wirepipe validate`` says what ``run`` would otherwise meet as a traceback at its first request:
+
+- a JetStream **stream** or **consumer** (``durable``) name: 1 to 255 characters, none of them
+  whitespace, a control character, ``.``, ``*``, ``>``, ``/`` or ``\\`` (nats-server's rule; a name
+  is a token of the API's subjects and a folder of the store);
+- a **bucket** (Object Store, key-value): letters, digits, ``-`` and ``_`` (nats-py's rule), short enough
+  for the stream that holds it (``OBJ_`` + the name);
+- a **queue group**: not empty, no whitespace or control character (it is a word of the SUB line).
+
+Subjects have their own home, ``wire.py``: ``pattern_tokens`` (what a subscription takes) and
+``publish_template_problem`` (what a publish takes).
+
+>>> stream_name("POINTS")
+'POINTS'
+>>> stream_name("PO.INTS")
+Traceback (most recent call last):
+...
+ValueError: stream name 'PO.INTS' contains '.' (at character 3): a stream name is 1-255 characters without whitespace, control characters, '.', '*', '>', '/' or '\\'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from ...core.errors import ConfigError
+from ...wire import subscription_pattern
+
+MAX_NAME = 255  # nats-server's JSMaxNameLen: streams and consumers
+_NOT_IN_NAME = re.compile(r"[\x00-\x20\x7f.*>/\\]")
+_NOT_IN_WORD = re.compile(r"[\x00-\x20\x7f]")
+_BUCKET = re.compile(r"[a-zA-Z0-9_-]+")
+_BUCKET_STREAM_PREFIX = len("OBJ_")  # the longer of an Object Store's (OBJ_) and a KV bucket's (KV_) stream
+_SHOWN = {" ": "a space", "\t": "a tab", "\r": "a CR", "\n": "an LF"}
+
+
+def _char(ch: str) -> str:
+    return _SHOWN.get(ch, repr(ch))
+
+
+def _jetstream_name(kind: str, name: str) -> str:
+    allowed = (f"a {kind} name is 1-{MAX_NAME} characters without whitespace, control characters, "
+               "'.', '*', '>', '/' or '\\'")
+    if not name:
+        raise ValueError(f"the {kind} name is empty: {allowed}")
+    bad = _NOT_IN_NAME.search(name)
+    if bad is not None:
+        raise ValueError(f"{kind} name {name[:64]!r} contains {_char(bad.group())} (at character {bad.start() + 1}): "
+                         f"{allowed}")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"{kind} name {name[:64]!r}... is {len(name)} characters: {allowed}")
+    return name
+
+
+def stream_name(name: str) -> str:
+    """``name`` when the server takes it as a stream's name; ``ValueError`` saying what is allowed."""
+    return _jetstream_name("stream", name)
+
+
+def consumer_name(name: str) -> str:
+    """``name`` when the server takes it as a consumer's (a durable's) name; ``ValueError`` otherwise."""
+    return _jetstream_name("consumer", name)
+
+
+def bucket_name(name: str) -> str:
+    """``name`` when the server takes it as an Object Store or key-value bucket's name; ``ValueError`` otherwise.
+
+    >>> bucket_name("a.b")
+    Traceback (most recent call last):
+    ...
+    ValueError: bucket name 'a.b': a bucket name is letters, digits, - and _ (1-251 characters)
+    """
+    longest = MAX_NAME - _BUCKET_STREAM_PREFIX
+    if not _BUCKET.fullmatch(name) or len(name) > longest:
+        raise ValueError(f"bucket name {name[:64]!r}: a bucket name is letters, digits, - and _ (1-{longest} characters)")
+    return name
+
+
+def queue_group(name: str) -> str:
+    """``name`` when it can be a queue group (a word of the SUB line); ``ValueError`` otherwise."""
+    bad = _NOT_IN_WORD.search(name)
+    if not name or bad is not None:
+        where = f" contains {_char(bad.group())} (at character {bad.start() + 1})" if bad is not None else " is empty"
+        raise ValueError(f"queue group {name[:64]!r}{where}: a queue group is a word without whitespace "
+                         "or control characters")
+    return name
+
+
+def check_flags(*flags: tuple[str, Callable[[str], str], str | None]) -> None:
+    """Each ``(flag, checker, value)`` of a command's options checked before its pipeline is made, so the error
+    names the flag the user typed (``--stream 'A.B'``) rather than the generated config's field."""
+    for flag, check, value in flags:
+        if value is not None:
+            try:
+                check(value)
+            except ValueError as exc:
+                raise ConfigError(f"{flag}: {exc}") from None
+
+
+# The types config models declare their fields with.
+StreamName = Annotated[str, AfterValidator(stream_name)]
+ConsumerName = Annotated[str, AfterValidator(consumer_name)]
+BucketName = Annotated[str, AfterValidator(bucket_name)]
+QueueGroup = Annotated[str, AfterValidator(queue_group)]
+SubjectPattern = Annotated[str, AfterValidator(subscription_pattern)]
