@@ -134,6 +134,7 @@ class RunStats:
     interrupted: bool = False  # a bounded run stopped by SIGINT before its end, after a clean drain (worker.py)
     cut: str | None = None  # the drain was cut (shutdown_timeout, a second signal): what it left (worker.py)
     unconfirmed: int = 0  # records published and not confirmed by the server when the drain was cut
+    sink_error: str | None = None  # the sink still failed when the drain was cut (what it held is not settled)
     # What writing the metrics met (``MetricsRecorder.figures``: rows a full disk delayed, failed writes, values
     # clamped or nulled), None without metrics.
     metrics: dict[str, int] | None = None
@@ -151,6 +152,13 @@ class RunStats:
         if self.unconfirmed:
             failures.append(f"{self.unconfirmed:,} record(s) published and not confirmed by the server when the "
                             "drain was cut: whether they were stored is unknown")
+        if self.sink_error:
+            failures.append(f"the sink still failed when the drain was cut ({self.sink_error}): what it held was "
+                            "not acknowledged")
+        unwritten = (self.metrics or {}).get("metrics_rows_unwritten", 0)
+        if unwritten:
+            failures.append(f"{unwritten:,} metrics row(s) not written: the disk still refused them when the run "
+                            "was stopped")
         return Outcome(records=self.records_in, rejected=self.rejected, lost=self.lost,
                        unsure=(self.losses or {}).get("unsure", 0), outstanding=self.outstanding,
                        interrupted=self.interrupted, failures=failures)

@@ -46,7 +46,8 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
     signals = 0
     task = asyncio.ensure_future(pipeline.run_async(stop))
     deadline: asyncio.TimerHandle | None = None
-    cut: tuple[str, int, int] | None = None  # why the drain was cut, and what it left: unconfirmed, unacked
+    # why the drain was cut, and what it left: records unconfirmed, records unacked, the sink's error if it still failed
+    cut: tuple[str, int, int, str | None] | None = None
     interrupted = False
     bounded = pipeline.source.ends if ends is None else ends
 
@@ -54,7 +55,7 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
         nonlocal cut
         sink = pipeline.sink
         unconfirmed = sink.unconfirmed if sink is not None else 0
-        cut = (why, unconfirmed, pipeline.unacked_records if pipeline.source.redelivers else 0)
+        cut = (why, unconfirmed, pipeline.unacked_records if pipeline.source.redelivers else 0, pipeline.sink_error)
         task.cancel()
 
     def expire() -> None:
@@ -105,8 +106,8 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
             with contextlib.suppress(asyncio.CancelledError):
                 task.result()
             stats = pipeline.stats
-            why, unconfirmed, unacked = cut
-            stats.cut = _timeout_message(pipeline, why, unconfirmed, unacked)
+            why, unconfirmed, unacked, stats.sink_error = cut
+            stats.cut = _timeout_message(pipeline, why, unconfirmed, unacked, stats.sink_error)
             stats.unconfirmed = unconfirmed
             stats.outstanding = max(stats.outstanding, unacked)
         stats.interrupted = interrupted
@@ -118,8 +119,8 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
             loop.remove_signal_handler(sig)
 
 
-def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = None, unacked: int | None = None
-                     ) -> str:
+def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = None, unacked: int | None = None,
+                     sink_error: str | None = None) -> str:
     """What a cut drain could not settle: for the run summary (given what was unsettled at the cut), or with the
     source's losses for the error that ends the process when the parts would not close (no summary then)."""
     summary = unacked is not None
@@ -127,7 +128,7 @@ def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = Non
         unacked = pipeline.unacked_records
     if unconfirmed is None:
         unconfirmed = pipeline.sink.unconfirmed if pipeline.sink is not None else 0
-    what = []
+    what = [f"the sink still failing ({sink_error})"] if sink_error else []
     if unconfirmed:
         what.append(f"{unconfirmed} record(s) published but unconfirmed by the server")
     if unacked and pipeline.source.redelivers:
@@ -143,7 +144,7 @@ def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = Non
 
         what.append("core NATS: " + loss_summary(losses).lstrip(", "))
     unwritten = pipeline.metrics.figures()["metrics_rows_unwritten"] if pipeline.metrics is not None else 0
-    if unwritten and not summary:  # the summary's metrics line says it
+    if unwritten:
         what.append(f"{unwritten} metrics row(s) not written (the disk refused them)")
     left = "; ".join(what) or "nothing left unsettled"
     return f"{pipeline.name}: {why}: {left}"
