@@ -228,6 +228,8 @@ def configuration_page() -> str:
         "flush_interval": "how often the sink is flushed and a JetStream source acknowledged",
         "monitor": "the status line and the Prometheus endpoint",
         "tracing": "OpenTelemetry spans (the `otel` extra)",
+        "service": "the running pipeline as a NATS service (`wirepipe ps`, `nats micro ls`); "
+                   "[Pipelines as NATS services](../how-to/services.md)",
     }
     for name, field in top.model_fields.items():
         kind = link.get(name) or type_name(field.annotation, list(field.metadata), models)

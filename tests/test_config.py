@@ -229,7 +229,7 @@ TYPOS = [
     ("operators[0]={serialise: {format: json}}", "operators[0]: unknown operator 'serialise': allowed serialize, "),
     ("operators[0].serialize.format=msgpak", "operators[0].serialize.format: unknown format 'msgpak': allowed json, "),
     ("operators[1].compress.codec=Zstd", "operators[1].compress.codec: unknown codec 'Zstd': allowed zstd, "),
-    ("operators[1].compress.levle=3", "operators[1].compress: unknown field 'levle': allowed codec, dictionary, level, "
+    ("operators[1].compress.levle=3", "operators[1].compress: unknown field 'levle': allowed codec, dictionary, digest, level, "
                                       "nats; did you mean `level`?"),
     ("operators[1]={encode: msgpak|zstd}", "operators[1].encode.chain: unknown step 'msgpak' in chain 'msgpak|zstd'"),
     ("sink.subjcet=x", "sink: unknown field 'subjcet': allowed "),

@@ -287,3 +287,26 @@ async def test_a_batch_written_as_frames_arrives_as_nats_py_publishes_each_recor
         assert {m.headers[Header.PUBLISHER] for m in got["sink"]} == {sink.stamp.id}
         assert all(int(m.headers[Header.SENT_AT]) > 1_600_000_000 * 10**9 for m in got["sink"])
     assert sink.records == n and sink.stamp.next == (n + 1 if not shape.endswith("no headers") else 1)
+
+
+async def test_a_subscription_to_everything_reads_no_control_traffic(nats_url: str) -> None:
+    """A source on ``>`` receives wirepipe's own control subjects too (stamps, service endpoints): none is a
+    record, and the records around them all are."""
+    import nats
+
+    source = NatsSource(">", url=nats_url, count=3)
+    sink = TestingSink()
+
+    async def produce() -> None:
+        nc = await nats.connect(nats_url)
+        await nc.publish("data.a", b"1")
+        await nc.publish("_WIREPIPE.last.data.a", b"", headers={Header.PUBLISHER: "p", Header.LAST_SEQ: "1"})
+        await nc.publish("_WIREPIPE.service.some_pipe.abc.stats", b"")
+        await nc.publish("data.b", b"2")
+        await nc.publish("data.c", b"3")
+        await nc.flush()
+        await nc.close()
+
+    stats = await consume_while(source, Pipeline(source, [], sink), produce)
+    assert (stats.records_in, stats.records_out) == (3, 3)
+    assert sink.records == [b"1", b"2", b"3"]

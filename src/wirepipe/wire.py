@@ -347,8 +347,13 @@ def _meet(pattern: list[str], tokens: Sequence[str | tuple[str, str]]) -> bool:
 # client had buffered after that line. The server's INFO does not announce it: a server configured
 # otherwise is told to the sink (``max_control_line``).
 MAX_CONTROL_LINE = 4096
+# wirepipe's own control traffic (stamps, service endpoints): never a record, even to a subscription to ``>``.
+CONTROL_PREFIX = "_WIREPIPE."
 # Publisher stamps travel on this prefix + the data subject (docs/concepts/wire-contract.md).
-STAMP_PREFIX = "_WIREPIPE.last."
+STAMP_PREFIX = CONTROL_PREFIX + "last."
+# A running pipeline's NATS service (pipelines/service.py) answers the protocol on $SRV.PING|INFO|STATS, and its
+# endpoints on this prefix + <service name>.<service id>.stats and .health.
+SERVICE_PREFIX = CONTROL_PREFIX + "service."
 # Whitespace or a control character anywhere; or an empty token (leading, trailing or double dot, or an
 # empty subject), or a ``*``/``>`` token: a publish names one subject, wildcards are for subscriptions.
 _WILD = "[" + re.escape("".join(WILDCARDS)) + "]"

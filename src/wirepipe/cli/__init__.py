@@ -5,6 +5,7 @@ Importing a group's module registers its commands; the order below is the order 
 
 # isort: off
 from . import runs  # noqa: F401 - run, validate, server
+from . import services  # noqa: F401 - ps, top
 from . import traffic  # noqa: F401 - capture, replay, tap
 from . import pipetests  # noqa: F401 - test
 from . import study  # noqa: F401 - bench, report, plan, codecs, datasets

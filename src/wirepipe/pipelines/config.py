@@ -70,6 +70,7 @@ def pipeline_model() -> type[Strict]:
     from ..metrics.recorder import MetricsConfig
     from ..metrics.tracing import TracingConfig
     from .monitor import MonitorConfig
+    from .service import ServiceConfig
 
     fields: dict[str, Any] = dict(
         name=(str, Field(min_length=1)),
@@ -85,6 +86,7 @@ def pipeline_model() -> type[Strict]:
         flush_interval=(Duration, 1.0),
         monitor=(MonitorConfig | None, None),
         tracing=(TracingConfig | None, None),
+        service=(ServiceConfig, Field(default_factory=ServiceConfig)),
     )
     return create_model("PipelineConfig", __base__=Strict, **fields)
 

@@ -41,10 +41,12 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
 
     ``ends``: the run has an end of its own, so a SIGINT before it interrupts the run (default: the source
     says, ``Source.ends``; ``tap --limit`` is a bound its sink keeps)."""
+    from .service import with_service
+
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     signals = 0
-    task = asyncio.ensure_future(pipeline.run_async(stop))
+    task = asyncio.ensure_future(with_service(pipeline, pipeline.run_async(stop)))  # a NATS service beside the run
     deadline: asyncio.TimerHandle | None = None
     # why the drain was cut, and what it left: records unconfirmed, records unacked, the sink's error if it still failed
     cut: tuple[str, int, int, str | None] | None = None

@@ -57,7 +57,9 @@ def tap_config(*, subject: str | None, stream: str | None, url: str | None, deli
         # Gaps are counted per publisher by the tap's own table; the source's count would be the same sum.
         source.update(type="nats", subject=subject, gaps=False)
     name = f"tap-{stream or subject}".replace(">", "all").replace("*", "any")
-    return {"name": name, "source": source, "sink": {"type": "null"}, "shutdown_timeout": 5}
+    # A tap looks at a pipeline's traffic; it is no pipeline of the system: `wirepipe ps` does not list it.
+    return {"name": name, "source": source, "sink": {"type": "null"}, "shutdown_timeout": 5,
+            "service": {"enabled": False}}
 
 
 def build(data: dict[str, Any], sink: TapSink) -> Any:

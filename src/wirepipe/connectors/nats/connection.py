@@ -288,6 +288,7 @@ class NatsConnection:
         self._server: Any = None
         self._reconnect_hooks: list[Callable[[], Awaitable[None]]] = []
         self._disconnect_hooks: list[Callable[[], None]] = []
+        self._error_hooks: list[Callable[[Exception], bool]] = []
         self._connecting = False
         self._first_error: BaseException | None = None
         self._fail_fast: asyncio.Future[BaseException] | None = None
@@ -303,6 +304,12 @@ class NatsConnection:
         """``hook()`` runs at every disconnect, before anything is received again (a consumer marks where
         its losses are)."""
         self._disconnect_hooks.append(hook)
+
+    def on_error(self, hook: Callable[[Exception], bool]) -> None:
+        """``hook(error)`` sees every asynchronous error from the server first; True: it took the error, which
+        is then neither counted nor logged here (the pipeline's NATS service says itself once that the server
+        refused its subscriptions)."""
+        self._error_hooks.append(hook)
 
     @property
     def public_url(self) -> str:
@@ -441,6 +448,8 @@ class NatsConnection:
 
         if isinstance(exc, nats.errors.SlowConsumerError):
             self.client_dropped()
+            return
+        if any(hook(exc) for hook in self._error_hooks):
             return
         self.stats.errors += 1
         if self._connecting:

@@ -26,7 +26,7 @@ from ...core.batch import PAYLOADS, Batch
 from ...core.errors import Refusal
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
-from ...wire import STAMP_PREFIX, Header, subjects_overlap
+from ...wire import CONTROL_PREFIX, STAMP_PREFIX, Header, subjects_overlap
 from ..connector import Configured, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
 from .gaps import INT64_MAX, GapCounter, parse_seq
@@ -163,14 +163,15 @@ class NatsSource(Configured, Source):
         self.ready.set()
 
     @property
-    def reads_stamps(self) -> bool:
-        """The subscription itself matches stamp subjects (``>``, ``*.last.>``): they are not records."""
-        return subjects_overlap(self.subject, STAMP_PREFIX + "{subject}")
+    def reads_control(self) -> bool:
+        """The subscription itself matches wirepipe's control subjects (``>``, ``*.last.>``: stamps, service
+        requests): they are not records."""
+        return subjects_overlap(self.subject, CONTROL_PREFIX + "{subject}")
 
     async def batches(self) -> AsyncIterator[Batch]:
         left = self.count if self.count is not None else -1
         gaps = self.gaps
-        skip_stamps = self.reads_stamps
+        skip_control = self.reads_control
         while left != 0:
             if self.stopping.is_set() and self.sub is not None:
                 await self._stop_receiving()
@@ -180,8 +181,8 @@ class NatsSource(Configured, Source):
             if gaps is not None:
                 self._observe(got.headers, self.buffer.taken - len(got))
             batch = got.batch()
-            if skip_stamps and any(s.startswith(STAMP_PREFIX) for s in got.subjects):
-                batch.keep([i for i, s in enumerate(got.subjects) if not s.startswith(STAMP_PREFIX)])
+            if skip_control and any(s.startswith(CONTROL_PREFIX) for s in got.subjects):
+                batch.keep([i for i, s in enumerate(got.subjects) if not s.startswith(CONTROL_PREFIX)])
                 if not batch.values:
                     continue
             if left > 0:
