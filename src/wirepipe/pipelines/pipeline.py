@@ -373,7 +373,7 @@ class Pipeline:
                 self.metrics.open(pipeline_stages(source, self.operators, sink))
             flusher = asyncio.create_task(self.metrics.flush_periodically())
         opened: list[Any] = []
-        cancelled = False
+        cancelled = cancelled_late = False
         for part in (sink, self.dead_letter):
             if part is not None:
                 part.bind(self.name, source)  # e.g. the JetStream sink's default Nats-Msg-Id names both
@@ -411,7 +411,10 @@ class Pipeline:
                     self._lost_seen += found_late
                     self.metrics.stamp_source_lost(stats.batches, found_late)
                 # a full disk is waited out as a sink's is; not once the run is cancelled (a deadline passed)
-                await self.metrics.aclose(wait=not cancelled)
+                try:
+                    await self.metrics.aclose(wait=not cancelled)
+                except asyncio.CancelledError:  # the deadline passed while they waited: the figures are still set
+                    cancelled_late = True
                 stats.metrics = self.metrics.figures()
             if self.tracing is not None:
                 self.tracing.finish()
@@ -422,6 +425,8 @@ class Pipeline:
             stats.outstanding = source.outstanding
             stats.deduplicated = sink.deduplicated
             stats.unreadable = source.unreadable()
+        if cancelled_late:
+            raise asyncio.CancelledError
         return stats
 
     async def _open_parts(self, source: Source, sink: Sink, opened: list[Any]) -> None:
