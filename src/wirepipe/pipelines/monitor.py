@@ -186,7 +186,8 @@ def read_unit(pipeline: Any) -> str:
     them later: the source cannot know how many each carries."""
     from ..core.stages import Stage
 
-    first = next((op.stage for op in pipeline.operators if op.stage in (Stage.PACK, Stage.UNPACK)), None)
+    framing = {Stage.PACK, Stage.UNPACK}  # what makes several records one message, and one message records again
+    first = next((stage for stage in (op.stage for op in pipeline.operators) if stage in framing), None)
     return " messages" if first == Stage.UNPACK else ""
 
 
