@@ -81,7 +81,7 @@ def main() -> None:
     def paired(label: str, a: str, b: str) -> float:
         return statistics.median(y[label] / x[label] for x, y in zip(rates[b], rates[a], strict=True))
 
-    from wirepipe.report.table import Table
+    from wirepipe.core.table import Table
 
     rows = []
     for label in CHAINS:

@@ -32,17 +32,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import Result, interleave, ratio
-from wirepipe.codecs.compression import (
+from wirepipe.codecs.compression import get_codec
+from wirepipe.codecs.deflate import (
     deflate_choice,
     deflate_compressor,
     deflate_decompressor,
     deflate_installed,
     deflate_library,
-    get_codec,
 )
 from wirepipe.codecs.formats import FORMATS
+from wirepipe.core.table import Table
 from wirepipe.datasets import get_dataset
-from wirepipe.report.table import Table
 
 COUNTS = {"point": 20_000, "block": 100, "large_vectors": 2}  # ~0.14, ~1 and ~1 MB of msgpack
 LEVELS = {"fastest": 1, "default": 6, "best": 9}

@@ -7,7 +7,7 @@ A. In process, per record (serialize + deserialize, batches of 1000, through ``r
    stdlib json) in a bare loop: the last ratio is what the engines give with no wirepipe around
    them. All four run in the conditions a run gives its operators: the allocator policy of
    ``wirepipe.core.allocator`` (as ``wirepipe run`` applies it; ``WIREPIPE_MALLOC=default``
-   measures with glibc's default), and the collector as ``wirepipe.bench.timing`` has it (what
+   measures with glibc's default), and the collector as ``wirepipe.study.bench.timing`` has it (what
    existed at the start, the pre-generated records, frozen out of its walks). Target: typed >=
    1.3x untyped. Times are medians over the rounds (best also shown); ratios medians of
    per-round ratios. Every variant calls ``allocator.between_batches`` before each batch, as the
@@ -31,12 +31,12 @@ import sys
 from typing import Any
 
 from common import interleave, ratio
-from wirepipe.bench.timing import as_in_a_run, chunks, time_batches
 from wirepipe.core.allocator import between_batches, keep_freed_memory
+from wirepipe.core.table import Table
 from wirepipe.datasets import get_dataset
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
-from wirepipe.report.table import Table
+from wirepipe.study.bench.timing import as_in_a_run, chunks, time_batches
 
 # --- A. in process ------------------------------------------------------------------------------------
 
@@ -57,7 +57,7 @@ def _operators(fmt: str, schema: Any, batches: list[list[Any]]) -> Any:
 
 
 def _as_a_run(loop: Any) -> Any:
-    """``loop`` with the collector as a pipeline's run has it (``wirepipe.bench.timing.as_in_a_run``)."""
+    """``loop`` with the collector as a pipeline's run has it (``wirepipe.study.bench.timing.as_in_a_run``)."""
     def run() -> int:
         with as_in_a_run():
             return int(loop())

@@ -245,7 +245,7 @@ def bottleneck(folder: Path) -> str:
 def main() -> None:
     global HEADERS, BATCH
     from wirepipe.connectors.nats.server import EmbeddedServer
-    from wirepipe.report.table import Table
+    from wirepipe.core.table import Table
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=4_000_000)

@@ -30,7 +30,9 @@ from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.report.statistics import median_interval  # the bench report's: exact binomial order statistics
+from wirepipe.study.report.statistics import (
+    median_interval,  # the bench report's: exact binomial order statistics
+)
 from wirepipe.testing import TestingSource
 
 

@@ -28,7 +28,7 @@ from bench_workers import encoded_blocks, fill, run_pool
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.units import parse_rate
 from wirepipe.pipelines.pool import usable_cores
-from wirepipe.plan.capacity import ERROR_BAND
+from wirepipe.study.plan.capacity import ERROR_BAND
 
 PREDICTED = re.compile(r"predicted on this machine \((\d+) cores\): (.*) \(records/s")
 

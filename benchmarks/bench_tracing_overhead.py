@@ -37,7 +37,7 @@ from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines import pipeline as pipeline_module
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.report.statistics import median_interval
+from wirepipe.study.report.statistics import median_interval
 from wirepipe.testing import TestingSource
 
 HOOKED = ("_process", "process_batch", "_run_operators", "_record")

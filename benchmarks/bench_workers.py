@@ -5,7 +5,7 @@ zstd best) from a JetStream stream through one shared durable, zstd decompress +
 written as Parquet part files, acked after each part is complete. Both pool sizes run as a real
 supervisor (``Pool``) with real worker processes, alternately, in one run; the rate is the
 steady state between 20% and 90% of the stream written (process start-up and the tail excluded;
-``wirepipe.plan.calibrate.measure_pool``, as ``wirepipe plan`` calibrates). Where the second worker's
+``wirepipe.study.plan.calibrate.measure_pool``, as ``wirepipe plan`` calibrates). Where the second worker's
 records go: the CPU per record of the workers, nats-server and the supervisor in the same window,
 the share of a core each worker got, and the time it waited for one (the run queue: other processes
 on the machine). A hand-written single-process loop (nats-py fetch + ack, zstd, msgpack, pyarrow)
@@ -40,7 +40,7 @@ from typing import Any
 from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.datasets import get_dataset
 from wirepipe.pipelines.pool import Pool, RestartPolicy, usable_cores
-from wirepipe.plan.calibrate import PoolRun, fill_stream, measure_pool
+from wirepipe.study.plan.calibrate import PoolRun, fill_stream, measure_pool
 from wirepipe.wire import Header
 
 SUBJECT = "bench.blocks"
@@ -139,7 +139,7 @@ def breakdown(cores: int) -> float:
     """Where each pool's cores went (medians of the rounds): CPU per record of the workers, nats-server and the
     supervisor, and per worker the share of a core it got and the part of the time it waited for one. Returns
     the ceiling of the largest pool: records/s its cores allow at these CPU costs per record."""
-    from wirepipe.report.table import Table
+    from wirepipe.core.table import Table
 
     rows = []
     ceiling = 0.0

@@ -51,7 +51,7 @@ def ratio(results: dict[str, Result], a: str, b: str) -> float:
 
 def print_table(title: str, results: dict[str, Result], baseline: str) -> None:
     """Each variant's best rate and its median ratio to ``baseline``, as a table that fits the terminal."""
-    from wirepipe.report.table import Table
+    from wirepipe.core.table import Table
 
     rows = [[name, f"{r.rate:,.0f}", f"{ratio(results, name, baseline):.3f}"] for name, r in results.items()]
     print()

@@ -33,7 +33,7 @@ from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.plan.calibrate import process_cpu
+from wirepipe.study.plan.calibrate import process_cpu
 from wirepipe.wire import Header
 
 _ids = itertools.count()
@@ -142,7 +142,7 @@ async def main() -> None:
               "machine, >= 5x")
     # On a shared machine wall-clock rates swing with the neighbours; the consumer's own CPU per record
     # (the client is the bottleneck; the server runs on the other core) is the steadier figure.
-    from wirepipe.report.table import Table
+    from wirepipe.core.table import Table
 
     # nats-server's share: it stores nothing here, it delivers each message and takes each ack.
     print(Table("CPU per record (median of the rounds) of the consumer and of nats-server, and the rate each "

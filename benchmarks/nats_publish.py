@@ -146,7 +146,7 @@ def subject_check_us(n: int, subjects: str) -> float:
 def main() -> None:
     from natsbench import finish_subscriber, start_subscriber
     from wirepipe.connectors.nats.server import EmbeddedServer
-    from wirepipe.report.table import Table
+    from wirepipe.core.table import Table
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=1_000_000)

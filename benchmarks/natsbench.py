@@ -163,7 +163,7 @@ async def _publish(url: str, subject: str, count: int, dataset: str) -> None:
 
 
 def report(title: str, results: dict[str, Result], wirepipe: str, hand: str, target: float = 0.9) -> float:
-    from wirepipe.report.table import Table
+    from wirepipe.core.table import Table
 
     print()
     print(Table(title, ["variant", "best rec/s", "median rec/s", "MB/s"],

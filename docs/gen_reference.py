@@ -230,6 +230,8 @@ def configuration_page() -> str:
         "tracing": "OpenTelemetry spans (the `otel` extra)",
         "service": "the running pipeline as a NATS service (`wirepipe ps`, `nats micro ls`); "
                    "[Pipelines as NATS services](../how-to/services.md)",
+        "resources": "stores operators read from, declared once: schema registries (`schemas`), see "
+                     "[Schema registry](../how-to/schema-registry.md)",
     }
     for name, field in top.model_fields.items():
         kind = link.get(name) or type_name(field.annotation, list(field.metadata), models)

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.cli import wirepipe
-from wirepipe.bench.combos import BenchPlan, default_repetitions
-from wirepipe.bench.command import make_plan
-from wirepipe.bench.data import from_dataset
-from wirepipe.bench.measure import run_bench
 from wirepipe.core.errors import ConfigError
+from wirepipe.study.bench.combos import BenchPlan, default_repetitions
+from wirepipe.study.bench.command import make_plan
+from wirepipe.study.bench.data import from_dataset
+from wirepipe.study.bench.measure import run_bench
 
 
 @pytest.mark.slow
@@ -60,25 +60,38 @@ def test_sizes_are_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert first == again
 
 
+def _timestamps(path: Path) -> Path:
+    """A user's Parquet file with a timestamp: orjson writes it as text, pickle keeps it."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    at = [dt.datetime(2026, 1, 2, 3, 4, i, tzinfo=dt.timezone.utc) for i in range(20)]
+    pq.write_table(pa.table({"id": list(range(20)), "at": pa.array(at, pa.timestamp("us", tz="UTC"))}), path)
+    return path
+
+
 @pytest.mark.slow
 def test_a_failing_combination_is_reported_not_dropped(tmp_path: Path) -> None:
-    # feed records differ in their content keys: an Arrow message of ten records is one
-    # table with the union of keys, so it decodes with extra nulls and must be reported.
-    result = wirepipe("bench", "--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none,lz4", "--level",
+    src = _timestamps(tmp_path / "events.parquet")
+    result = wirepipe("bench", "--input", str(src), "--format", "orjson,pickle", "--codec", "none,lz4", "--level",
                       "fastest", "--records-per-message", "1,10", "--transport", "none", "--repetitions", "100",
-                      "--iterations", "1", "--out", str(tmp_path), columns=240, timeout=300)
+                      "--iterations", "1", "--out", str(tmp_path / "out"), columns=240, timeout=300)
     assert result.returncode == 4, result.stderr  # ExitCode.BENCH_FAILURES: the rest is measured and written
-    assert "2 combination(s) failed" in result.stderr
-    md = (tmp_path / "bench.md").read_text()
+    assert "4 combination(s) failed" in result.stderr
+    md = (tmp_path / "out" / "bench.md").read_text()
     assert "### Failed combinations" in md
     # the first record and field that differ, with both sides
-    assert re.search(r"`arrow x10/msg`: arrow: decoded records differ from the input: record \d+, field "
-                     r"content\.\w+: \(absent\) in the input, None decoded", md), md
-    assert "failed" in result.stdout and "arrow x10/msg" in result.stdout
-    failures = json.loads(pq.read_schema(tmp_path / "bench.parquet").metadata[b"wirepipe.bench.failures"])
-    assert set(failures) == {"feed: arrow x10/msg", "feed: arrow|lz4:fastest x10/msg"}
-    # the combinations that work are all there
-    assert "| msgpack x10/msg |" in md and "| arrow |" in md
+    assert ("- `orjson x10/msg`: orjson: decoded records differ from the input: record 0, field at: "
+            "2026-01-02 03:04:00+00:00 (datetime) in the input, '2026-01-02T03:04:00+00:00' (str) decoded") in md
+    assert "failed orjson x10/msg" in result.stdout
+    out = tmp_path / "out" / "bench.parquet"
+    failures = json.loads(pq.read_schema(out).metadata[b"wirepipe.bench.failures"])
+    assert set(failures) == {f"events: orjson{c}{k}" for c in ("", "|lz4:fastest") for k in ("", " x10/msg")}
+    # the combinations that work are all there; a failed one has its reason and no figures
+    assert "| pickle x10/msg |" in md and "| pickle |" in md
+    assert set(pq.read_table(out).column("chain").to_pylist()) == {
+        f"pickle{c}{k}" for c in ("", "|lz4:fastest") for k in ("", " x10/msg")}
 
 
 @pytest.mark.slow
@@ -220,19 +233,53 @@ def test_oversized_messages_fail_the_combination_with_the_reason(tmp_path: Path)
 def test_a_round_trip_failure_names_the_record_and_the_field(tmp_path: Path) -> None:
     """A user's Parquet file with a timestamp: orjson writes it as text, so its records do not come back as
     they went in; the failure names the first record and field that differ, with both values."""
-    import datetime as dt
-
-    import pyarrow as pa
-
-    src = tmp_path / "events.parquet"
-    at = [dt.datetime(2026, 1, 2, 3, 4, i, tzinfo=dt.timezone.utc) for i in range(20)]
-    pq.write_table(pa.table({"id": list(range(20)), "at": pa.array(at, pa.timestamp("us", tz="UTC"))}), src)
-    plan = BenchPlan(datasets=[], inputs=[src], formats=["orjson"], codecs=["none"], transport="none",
-                     iterations=1, repetitions=20, out=tmp_path / "out")
+    plan = BenchPlan(datasets=[], inputs=[_timestamps(tmp_path / "events.parquet")], formats=["orjson"],
+                     codecs=["none"], transport="none", iterations=1, repetitions=20, out=tmp_path / "out")
     [measured] = run_bench(plan).measured["events"]
     assert measured.error == ("orjson: decoded records differ from the input: record 0, field at: "
                               "2026-01-02 03:04:00+00:00 (datetime) in the input, "
                               "'2026-01-02T03:04:00+00:00' (str) decoded")
+
+
+def test_the_round_trip_reads_an_absent_field_and_a_null_as_one_value() -> None:
+    """The one rule of the round-trip check, at any depth; everything else is a difference."""
+    from wirepipe.study.bench.round_trip import round_trip_error
+
+    sent = [{"id": 1, "items": ["a"]}, {"id": 2}, {"id": 3, "user": {"name": "x"}}]
+    assert round_trip_error([{"id": 1, "items": ["a"]}, {"id": 2, "items": None},
+                             {"id": 3, "user": {"name": "x", "age": None}, "items": None}], sent) is None
+    assert round_trip_error([{"id": 1}, {"id": 2}, {"id": 3, "user": {"name": "x"}}], sent) == (
+        "record 0, field items: ['a'] in the input, (absent) decoded")
+    assert round_trip_error([{"id": 1, "items": ["a"]}, {"id": 2, "items": []}, sent[2]], sent) == (
+        "record 1, field items: (absent) in the input, [] decoded")
+    assert round_trip_error([{"id": 1, "items": ["a"]}, {"id": 2}, {"id": 3, "user": {"name": None}}], sent) == (
+        "record 2, field user.name: 'x' (str) in the input, None (NoneType) decoded")
+    assert round_trip_error(sent[1:] + sent[:1], sent) == "record 0, field id: 1 in the input, 2 decoded"
+
+
+@pytest.mark.slow
+def test_an_absent_optional_field_passes_the_same_check_on_every_transport(tmp_path: Path) -> None:
+    """The tutorial's events: ``items`` only on a purchase. msgpack-array writes the absent field as null
+    (its typed schema has one value for both); in-process and over NATS the round trip is the same check."""
+    src = tmp_path / "events.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "action": "buy" if i % 3 == 0 else "view",
+                                       **({"items": [f"sku-{i}"]} if i % 3 == 0 else {})}) + "\n"
+                           for i in range(60)))
+    for transport in ("none", "nats"):
+        out = tmp_path / transport
+        result = wirepipe("bench", "--input", str(src), "--format", "msgpack-array,msgpack", "--codec", "none",
+                          "--transport", transport, "--repetitions", "60", "--iterations", "1", "--out", str(out),
+                          columns=240, timeout=300)
+        assert result.returncode == 0, (transport, result.stdout[-2000:], result.stderr)
+        chains = pq.read_table(out / "bench.parquet").column("chain").to_pylist()
+        assert set(chains) == {"msgpack-array", "msgpack"}, transport
+        assert json.loads(pq.read_schema(out / "bench.parquet").metadata[b"wirepipe.bench.failures"]) == {}
+        said = "events: all 60 records of events.jsonl, each once per iteration (N = 60)"
+        assert f"### Samples measured\n\n- {said}\n" in (out / "report.md").read_text()
+        assert "Measured on all 60 records of events.jsonl, each once per iteration (N = 60); K = 1" in (
+            out / "bench.md").read_text()
+    again = wirepipe("report", str(tmp_path / "nats"), columns=240)
+    assert f"Samples measured\n{said}\n" in again.stdout, again.stdout
 
 
 @pytest.mark.slow

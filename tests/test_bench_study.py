@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -15,15 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.cli import start_wirepipe, wirepipe
-from wirepipe.bench.combos import QUICK, BenchPlan
-from wirepipe.bench.command import make_plan
-from wirepipe.bench.estimate import calibrate
-from wirepipe.bench.measure import JOURNAL, load_data, rows_table, run_bench
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.exit_codes import ExitCode
-from wirepipe.report import summarize
-from wirepipe.report.recommend import Recommendation, _fastest_of_same_bytes
-from wirepipe.report.statistics import median_interval
+from wirepipe.study.bench.combos import QUICK, BenchPlan
+from wirepipe.study.bench.command import make_plan
+from wirepipe.study.bench.estimate import calibrate
+from wirepipe.study.bench.measure import JOURNAL, load_data, rows_table, run_bench
+from wirepipe.study.report import summarize
+from wirepipe.study.report.recommend import Recommendation, _fastest_of_same_bytes
+from wirepipe.study.report.statistics import median_interval
 
 
 def _plan(out: Path, **kw: object) -> BenchPlan:
@@ -42,6 +43,65 @@ def test_quick_composes_with_input_dataset_and_other_flags(tmp_path: Path) -> No
     both = _plan(tmp_path, quick=True, inputs=[src], dataset="transaction", codec="gzip", iterations=2)
     assert both.datasets == ["transaction"] and both.codecs == ["gzip"] and both.iterations == 2
     assert both.formats == QUICK["formats"] and both.levels == QUICK["levels"]
+
+
+def test_the_plan_says_what_it_measures_and_its_calibration_ran(tmp_path: Path) -> None:
+    """A file's sample is drawn at random from all of it (seeded, in random order), the plan says so with N,
+    and the estimate comes from a calibration that took measurable time (not ``0.0s``)."""
+    from wirepipe.study.bench.estimate import describe
+
+    src = tmp_path / "events.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "user": f"u{i % 7}"}) + "\n" for i in range(2000)))
+    plan = _plan(tmp_path, quick=True, inputs=[src])
+    [data] = load_data(plan)
+    ids = [r["id"] for r in data.records]
+    assert len(set(ids)) == len(ids) == 1000 and data.total == 2000
+    assert min(ids) < 100 and max(ids) >= 1900 and ids != sorted(ids)  # all of the file, in random order
+    assert [r["id"] for r in load_data(plan)[0].records] == ids  # the seed draws the same sample
+    assert [r["id"] for r in load_data(_plan(tmp_path, quick=True, inputs=[src], seed=1))[0].records] != ids
+    estimate = calibrate(plan, [data], plan.combos())
+    assert estimate.calibration_seconds > 0 and estimate.repetitions == {"events": data.repetitions}
+    text = " ".join(describe(plan, [data], plan.combos(), estimate, 400).split())
+    assert (f"events: 1,000 of the 2,000 records of events.jsonl, drawn at random (seed 0), cycled through the "
+            f"N = {data.repetitions:,} repetitions of an iteration") in text and data.repetitions > 1000
+    assert re.search(r"estimated duration: [\d.]+s \(from a [1-9]\d* ms calibration on this machine\)", text), text
+    assert estimate.per_iteration == estimate.per_message == 0 and not estimate.transport  # in-process only
+    # N smaller than the sample: the first N of the random sample, each measured once per iteration
+    [few] = load_data(_plan(tmp_path, inputs=[src], repetitions=300))
+    assert few.records == data.records[:300]
+    assert few.sample == "300 of the 2,000 records of events.jsonl, drawn at random (seed 0), each once per " \
+                         "iteration (N = 300)"
+    # a small file is measured whole, in its order; with N smaller, N of its records drawn at random
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(400)))
+    [whole] = load_data(_plan(tmp_path, inputs=[small], repetitions=500))
+    assert [r["id"] for r in whole.records] == list(range(400))
+    assert whole.sample == "all 400 records of small.jsonl, cycled through the N = 500 repetitions of an iteration"
+    [part] = load_data(_plan(tmp_path, inputs=[small], repetitions=100))
+    ids = [r["id"] for r in part.records]
+    assert len(set(ids)) == 100 and max(ids) >= 300 and part.sample.startswith("100 of the 400 records of small")
+
+
+@pytest.mark.slow
+def test_the_transport_estimate_is_scaled_by_a_real_iteration(tmp_path: Path) -> None:
+    """Over NATS the calibration runs real iterations (the probes) and fits a transport iteration's cost and
+    a message's to them: each step's estimate is those for its N plus the codec work."""
+    from wirepipe.study.bench.estimate import TRANSPORT_PER_ITERATION, TRANSPORT_PER_MESSAGE, describe
+
+    plan = _plan(tmp_path, dataset="point", format="msgpack", codec="none,zstd", level="fastest",
+                 transport="nats", repetitions=2000, iterations=2)
+    datas = load_data(plan)
+    combos = plan.combos()
+    estimate = calibrate(plan, datas, combos)
+    iteration, message = TRANSPORT_PER_ITERATION["nats"], TRANSPORT_PER_MESSAGE["nats"]
+    assert iteration / 2 <= estimate.per_iteration <= iteration * 10 and message / 2 <= estimate.per_message <= \
+        message * 10
+    assert (estimate.per_iteration, estimate.per_message) != (iteration, message)  # the probes ran
+    for c in combos:
+        codec_work = estimate.transport[("point", c)] - estimate.per_iteration - 2000 * estimate.per_message
+        assert 0 < codec_work < estimate.transport[("point", c)]
+    text = " ".join(describe(plan, datas, combos, estimate, 400).split())
+    assert "calibration on this machine, three iterations over nats included)" in text
 
 
 @pytest.mark.slow
@@ -125,13 +185,37 @@ def test_ctrl_c_keeps_what_finished_and_exits_130(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_failed_combination_exits_4_and_writes_the_rest(tmp_path: Path) -> None:
-    with EmbeddedServer(max_payload=8192) as server:  # msgpack blocks (~11 kB) are refused, zstd ones pass
-        out = wirepipe("bench", "--dataset", "block", "--format", "msgpack", "--codec", "none,zstd", "--level", "fastest",
-                       "--repetitions", "100", "--iterations", "1", "--url", server.url, "--out", str(tmp_path), columns=100, timeout=300)
+def test_a_failed_combination_exits_4_writes_the_rest_and_is_never_recommended(tmp_path: Path) -> None:
+    """Uncompressed blocks (~11 kB) are refused by a server with an 8 kB max_payload, after their in-process
+    figures (faster: no compression) were measured; no pick, file or later report names them."""
+    with EmbeddedServer(max_payload=8192) as server:
+        out = wirepipe("bench", "--dataset", "block", "--format", "msgpack,json", "--codec", "none,zstd", "--level",
+                       "fastest", "--repetitions", "100", "--iterations", "2", "--url", server.url, "--out",
+                       str(tmp_path), columns=100, timeout=300)
     assert out.returncode == ExitCode.BENCH_FAILURES, out.stderr
-    assert "1 combination(s) failed" in out.stderr
+    assert "2 combination(s) failed" in out.stderr
     assert "### Failed combinations" in (tmp_path / "bench.md").read_text()
+    assert set(pq.read_table(tmp_path / "bench.parquet").column("chain").to_pylist()) == {
+        "msgpack|zstd:fastest", "json|zstd:fastest"}
+    kinds = ("fastest end to end", "smallest on the wire", "best for the link")
+    # the terminal, bench.md, report.md and `wirepipe report` on the results: only configurations that passed
+    terminal = re.findall(rf"^({'|'.join(kinds)}): (\S+)$", out.stdout, re.M)
+    bench_md = re.findall(rf"^\*\*({'|'.join(kinds)})\*\*: `([^`]+)`", (tmp_path / "bench.md").read_text(), re.M)
+    again = wirepipe("report", str(tmp_path), "--quiet", "--markdown", "-")
+    assert again.returncode == 0, again.stderr
+    for markdown in ((tmp_path / "report.md").read_text(), again.stdout):
+        rows = re.findall(rf"^\| block \| ({'|'.join(kinds)}) \| (.+?) \| ", markdown, re.M)
+        assert [(k, c.replace("\\|", "|")) for k, c in rows] == terminal, markdown[:1500]
+        assert "- block: msgpack: nats: the publisher refused" in markdown
+    assert [k for k, _ in terminal] == list(kinds) and bench_md == terminal
+    assert {c for _, c in terminal} <= {"msgpack|zstd:fastest", "json|zstd:fastest"}, terminal
+    # nor does `wirepipe plan --bench` plan with one
+    planned = wirepipe("plan", "--rate", "10k", "--bench", str(tmp_path), "--no-calibrate")
+    assert planned.returncode == 0, planned.stderr
+    assert re.search(r"^plan for 10k records/s of block (msgpack|json)\|zstd:fastest ", planned.stdout, re.M)
+    refused = wirepipe("plan", "--rate", "10k", "--bench", str(tmp_path), "--chain", "msgpack", "--no-calibrate")
+    assert refused.returncode == 1 and "block msgpack failed in the bench, so it is not planned with: nats: the " \
+        "publisher refused" in refused.stderr, refused.stderr
 
 
 # --- honest winners ----------------------------------------------------------------------------------

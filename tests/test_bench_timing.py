@@ -7,11 +7,11 @@ import gc
 import re
 from pathlib import Path
 
-from wirepipe.bench.timing import Timed, as_in_a_run, best_of, chunks, repetitions, time_batches
 from wirepipe.core.batch import Batch
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.operator import Operator
 from wirepipe.operators.serialize import Serialize
+from wirepipe.study.bench.timing import Timed, as_in_a_run, best_of, chunks, repetitions, time_batches
 
 ROOT = Path(__file__).parent.parent
 
@@ -67,10 +67,10 @@ def test_one_home_for_the_collector_policy_and_the_batches() -> None:
     records into batches by hand."""
     src = ROOT / "src" / "wirepipe"
     policy = re.compile(r"gc\.disable\(\)|gc\.freeze\(\)")
-    allowed = {src / "bench" / "timing.py", src / "core" / "collector.py"}  # the harness and the run loop's
+    allowed = {src / "study" / "bench" / "timing.py", src / "core" / "collector.py"}  # the harness and the run loop's
     offenders = [p for p in [*src.rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
                  if p not in allowed and policy.search(p.read_text())]
     batching = re.compile(r"def _chunks|\[\w+\[i:i \+ \w+\] for i in range")
-    timing_code = [*(src / "bench").glob("*.py"), *(src / "plan").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+    timing_code = [*(src / "study" / "bench").glob("*.py"), *(src / "study" / "plan").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
     offenders += [p for p in timing_code if p not in allowed and batching.search(p.read_text())]
     assert not offenders

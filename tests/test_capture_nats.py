@@ -263,7 +263,7 @@ def test_durable_capture_killed_and_restarted_loses_nothing(nats_server: Embedde
 async def test_an_ordered_consumer_holds_its_records_through_a_sink_error(nats_url: str) -> None:
     """Nothing redelivers what an ordered consumer handed over: a failed write is retried until it works."""
     from tests.nats_fixtures import publish_numbered
-    from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+    from wirepipe.connectors.nats.jetstream_source import JetStreamSourceConfig
     from wirepipe.pipelines.pipeline import Pipeline
     from wirepipe.testing import TestingSink
 
@@ -277,7 +277,7 @@ async def test_an_ordered_consumer_holds_its_records_through_a_sink_error(nats_u
             await super().write(batch)
 
     await publish_numbered(nats_url, 200)
-    source = JetStreamSource(stream="NUM", ordered=True, url=nats_url, stop_at_end=True)
+    source = JetStreamSourceConfig(type="jetstream", stream="NUM", ordered=True, url=nats_url, stop_at_end=True).build()
     sink = DiskFullThrice()
     stats = await Pipeline(source, [], sink).run_async()
     assert sink.failures == 3 and stats.sink_errors == 3

@@ -118,7 +118,7 @@ def test_an_unknown_name_in_python_is_the_yaml_error() -> None:
     cases = [
         (lambda: wp.source("bogus"), {**base, "source": {"type": "bogus"}}),
         (lambda: wp.sink("bogus", path="x"), {**base, "sink": {"type": "bogus"}}),
-        (lambda: wp.operator("bogus", level=1), {**base, "operators": [{"bogus": {}}]}),
+        (lambda: wp.operator_entry("bogus", level=1), {**base, "operators": [{"bogus": {}}]}),
     ]
     for python, data in cases:
         with pytest.raises(ConfigError) as info:
@@ -160,7 +160,7 @@ def test_a_whole_pipeline_rule_holds_for_a_pipeline_built_in_python(tmp_path: Pa
     # what stays allowed: part files behind the durable, one file behind an ordered consumer or a file source
     wp.jetstream_source("S", durable="d") | wp.parquet_sink("out/part-{part}.parquet")
     wp.jetstream_source("S", ordered=True) | wp.parquet_sink("out.parquet")
-    wp.generate("point", count=1) | wp.parquet_sink("out.parquet")
+    wp.generate_source("point", count=1) | wp.parquet_sink("out.parquet")
 
 
 # --- bounded inputs: a config or test file is read within MAX_CONFIG_BYTES and MAX_CONFIG_VALUES --------------

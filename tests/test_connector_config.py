@@ -29,8 +29,9 @@ from wirepipe.connectors.nats import connection as natsconn
 from wirepipe.connectors.nats.connection import NatsConnection, NatsConnectionConfig
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.connectors.nats.jetstream_ordered import OrderedJetStreamSource
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
-from wirepipe.connectors.nats.jetstream_source import JetStreamSource
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource, JetStreamSourceConfig
 from wirepipe.connectors.null import NullSink
 from wirepipe.connectors.parquet import ParquetSink, ParquetSource
 from wirepipe.core.errors import ConfigError, WirepipeError
@@ -317,7 +318,7 @@ _OLD_NOT_IDENTITY = {"count", "duration", "batch_size", "batch_timeout", "rate",
     lambda: CaptureSource("cap", pace="original", speed=2),
     lambda: NatsSource("pts.>", queue="w", url="nats://u:pw@a:1", batch_size=7),
     lambda: JetStreamSource(stream="S", durable="d", url="nats://a:1", batch_size=9),
-    lambda: JetStreamSource(stream="S", ordered=True),
+    lambda: JetStreamSourceConfig(type="jetstream", stream="S", ordered=True).build(),
 ])
 def test_a_source_identity_is_what_it_was(build: Callable[[], Any]) -> None:
     """The default JetStream ``Nats-Msg-Id`` hashes the identity: a new release must not change it, or a re-run
@@ -334,7 +335,7 @@ def test_the_builtin_connectors_declare_how_they_are_shared() -> None:
     bounded = {name for name in SOURCES if _source_class(name).bounded}
     assert bounded == {"generate", "jsonl", "parquet", "capture"}
     assert (NatsSource.shared_by, JetStreamSource.shared_by, GenerateSource.shared_by) == ("queue", "durable", None)
-    refusal = JetStreamSource(stream="S", ordered=True, url="nats://h:1").refuse_workers(3)
+    refusal = JetStreamSourceConfig(type="jetstream", stream="S", ordered=True, url="nats://h:1").build().refuse_workers(3)
     assert refusal is not None and refusal.field == "ordered" and "3 times" in refusal.message
     assert JetStreamSource(stream="S", url="nats://h:1").refuse_workers(3) is None
     assert NatsSink("s").refuse_workers(2).field == "url"  # type: ignore[union-attr]  # the embedded server
@@ -349,6 +350,23 @@ def test_the_builtin_connectors_declare_how_they_are_shared() -> None:
     assert JsonlSink("-").refuse_workers(2).field == "path"  # type: ignore[union-attr]  # stdout is one
     assert (NullSink.batch_results, JsonlSink.batch_results, ParquetSink.batch_results,
             NatsSink.batch_results, CaptureSink.batch_results) == ("nothing", "files", "files", None, None)
+
+
+def test_the_jetstream_config_builds_one_class_per_kind_of_consumer() -> None:
+    """A pull consumer (durable or ephemeral) and an ordered one are two classes; the config picks, and the
+    durable class refuses an ordered config by the field, naming the way to the other."""
+    pull = JetStreamSourceConfig(type="jetstream", stream="S", durable="d").build()
+    ordered = JetStreamSourceConfig(type="jetstream", stream="S", ordered=True).build()
+    assert (type(pull), type(ordered)) == (JetStreamSource, OrderedJetStreamSource)
+    assert (pull.redelivers, ordered.redelivers, OrderedJetStreamSource.shared_by) == (True, False, None)
+    assert (pull.params["ordered"], ordered.params["ordered"], ordered.params["durable"]) == (False, True, None)
+    assert not hasattr(ordered, "pulls") and ordered.outstanding == 0
+    assert ordered.ack_pressure == pull.ack_pressure == 10000  # the run loop commits as often for both
+    with pytest.raises(ConfigError) as info:
+        JetStreamSource(stream="S", ordered=True)
+    assert info.value.path == "source.ordered"
+    assert info.value.detail.startswith("true: JetStreamSource reads a pull consumer (durable or ephemeral); "
+                                        "JetStreamSourceConfig.build()")
 
 
 def _source_class(name: str) -> Any:

@@ -21,8 +21,8 @@ import yaml
 
 from tests.cli import wirepipe
 from tests.nats_fixtures import expected
-from wirepipe.codecs.compression import zstd_compressor, zstd_dictionary_id, zstd_frame_dictionary_id
 from wirepipe.codecs.formats import json_default
+from wirepipe.codecs.zstd import zstd_compressor, zstd_dictionary_id, zstd_frame_dictionary_id
 from wirepipe.connectors.dictionary_bucket import DictionaryBucket
 from wirepipe.connectors.nats.server import EmbeddedServer
 
@@ -132,7 +132,7 @@ def test_train_reports_the_gain_on_held_out_records_and_publishes_by_name_and_by
 
     listed = wirepipe("dict", "list", "nats://DICTS", "--url", url)
     assert listed.returncode == 0 and listed.stdout.startswith(f"tx\tid {dict_id}\t{len(local):,} B\t")
-    assert f"+{gain:.1f}% vs zstd" in listed.stdout
+    assert f"\t{gain:.1f}% smaller than zstd\n" in listed.stdout  # the figure train printed
     shown = wirepipe("dict", "show", f"nats://DICTS/id/{dict_id}", "--url", url, "--out", str(tmp_path / "s"))
     assert shown.returncode == 0, shown.stderr
     assert f"id {dict_id}, {len(local):,} bytes" in shown.stdout and "trained_on: 1600" in shown.stdout
@@ -350,7 +350,7 @@ def test_frames_that_name_a_dictionary_the_decompressor_lacks_say_which() -> Non
     from wirepipe.operators.decompress import Decompress
 
     samples = [orjson.dumps(r, default=json_default) for r in expected("transaction", 200)]
-    from wirepipe.codecs.compression import train_zstd_dictionary
+    from wirepipe.codecs.zstd import train_zstd_dictionary
 
     d = train_zstd_dictionary(samples, size=4096)
     out = Decompress("zstd")(Batch(frames_with(d, expected("transaction", 1))))
@@ -488,7 +488,7 @@ def test_a_tampered_dictionary_rejects_every_record_stamped_with_the_publishers_
     """The bucket's id/<id> replaced by the same dictionary with one word upper-cased (same id, same magic, a
     fresh Object Store digest): before, 4,000 out, 0 rejected and 1,403 records changed; now every record is
     rejected with both digests, none is decoded to other data."""
-    from wirepipe.codecs.compression import dictionary_digest
+    from wirepipe.codecs.zstd import dictionary_digest
 
     url, n = nats_server.url, 4000
     records = orders(n)
@@ -543,7 +543,7 @@ def test_a_tampered_dictionary_rejects_every_record_stamped_with_the_publishers_
 @pytest.mark.slow
 def test_a_publisher_whose_dictionary_is_not_the_pinned_digest_does_not_start(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    from wirepipe.codecs.compression import dictionary_digest
+    from wirepipe.codecs.zstd import dictionary_digest
 
     url = nats_server.url
     good = trained(url, tmp_path)
@@ -566,7 +566,7 @@ def test_a_publisher_whose_dictionary_is_not_the_pinned_digest_does_not_start(
 
 
 def _dictionary_and_frames(n: int) -> tuple[bytes, Any]:
-    from wirepipe.codecs.compression import train_zstd_dictionary
+    from wirepipe.codecs.zstd import train_zstd_dictionary
     from wirepipe.core.batch import Batch
     from wirepipe.operators.compress import Compress
 
@@ -576,7 +576,7 @@ def _dictionary_and_frames(n: int) -> tuple[bytes, Any]:
 
 
 def test_a_dictionary_file_is_checked_against_each_records_stamp() -> None:
-    from wirepipe.codecs.compression import dictionary_digest
+    from wirepipe.codecs.zstd import dictionary_digest
     from wirepipe.core.batch import Batch
     from wirepipe.operators.decompress import Decompress
 
@@ -657,7 +657,7 @@ def test_a_pinned_digest_is_checked_at_validation(tmp_path: Path, entry: dict[st
 @pytest.mark.slow
 def test_a_running_consumer_asks_again_for_a_disowned_dictionary_and_decodes_once_it_is_repaired(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    from wirepipe.codecs.compression import dictionary_digest
+    from wirepipe.codecs.zstd import dictionary_digest
     from wirepipe.testing import TestingSink
 
     url = nats_server.url

@@ -220,7 +220,7 @@ def test_capture_replay(tmp_path: Path, nats_server: EmbeddedServer) -> None:
 
 @pytest.mark.slow
 def test_capture_replay_on_beam(tmp_path: Path, nats_server: EmbeddedServer) -> None:
-    pytest.importorskip("apache_beam", reason="the Beam replay needs the beam extra: pip install 'wirepipe[beam]'")
+    pytest.importorskip("apache_beam", reason="the Beam replay needs the beam extra: pip install '.[beam]' in wirepipe's clone")
     from tests.nats_fixtures import expected
 
     work, output = run_readme("capture-replay", tmp_path, nats_server, beam=True)
@@ -288,7 +288,7 @@ def test_embedded_service(tmp_path: Path, nats_server: EmbeddedServer) -> None:
 
 @pytest.mark.slow
 def test_faust_bridge(tmp_path: Path, nats_server: EmbeddedServer) -> None:
-    pytest.importorskip("faust", reason="the bridge needs the faust extra: pip install 'wirepipe[faust]'")
+    pytest.importorskip("faust", reason="the bridge needs the faust extra: pip install '.[faust]' in wirepipe's clone")
     from faust.serializers import codecs
 
     work, output = run_readme("faust-bridge", tmp_path, nats_server)

@@ -438,7 +438,7 @@ def test_pickle_is_refused_unless_registered_as_trusted(codecs: Any) -> None:
 
 def test_register_codec_levels_dictionaries_and_chains(codecs: Any, tmp_path: Path) -> None:
     from wirepipe.codecs.chain import Chain
-    from wirepipe.codecs.compression import train_zstd_dictionary
+    from wirepipe.codecs.zstd import train_zstd_dictionary
     from wirepipe.integrations.faust import register_codec
 
     records = sample("transaction", 200)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli import wirepipe
 from wirepipe.codecs import CODECS, FORMATS, Chain, get_codec
-from wirepipe.codecs.compression import deflate_library
+from wirepipe.codecs.deflate import deflate_library
 from wirepipe.core.batch import Batch
 from wirepipe.core.errors import ConfigError, StageError
 from wirepipe.datasets import DATASETS
@@ -645,7 +645,7 @@ def test_codecs_command_lists_every_format_with_its_library() -> None:
     for name in [*FORMATS, *CODECS]:
         assert re.search(rf"^{re.escape(name)} ", out, re.M), name
     assert "application/x-protobuf" in out and "application/avro" in out and "snappy" in out
-    from wirepipe.codecs.compression import deflate_choice
+    from wirepipe.codecs.deflate import deflate_choice
 
     assert f"zlib, gzip, deflate run on: {deflate_choice()}" in " ".join(out.split())
 

@@ -26,9 +26,9 @@ from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.report import load_results, summarize
 from wirepipe.storage.files import temp_path
 from wirepipe.storage.parts import PartWriter, list_parts, part_name
+from wirepipe.study.report import load_results, summarize
 from wirepipe.testing import TestingSource
 
 

@@ -13,13 +13,9 @@ import pytest
 from tests.nats_fixtures import ODD_HEADERS, consumer_info, expected, publish_numbered
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.jetstream_reader import parse_ack_replies, parse_ack_reply
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
-from wirepipe.connectors.nats.jetstream_source import (
-    BoundedEnd,
-    JetStreamSource,
-    parse_ack_replies,
-    parse_ack_reply,
-)
+from wirepipe.connectors.nats.jetstream_source import BoundedEnd, JetStreamSource, JetStreamSourceConfig
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.connectors.null import NullSink
 from wirepipe.core.batch import Batch
@@ -219,21 +215,21 @@ async def test_ordered_consumer_replays_from_a_sequence_and_a_time(nats_url: str
     await publish(nats_url, 1000)
     opts = dict(url=nats_url)
     out = TestingSink()
-    source = JetStreamSource("pts", **opts, ordered=True, deliver="by_start_sequence", start_seq=901,
-                             stop_at_end=True)
+    source = JetStreamSourceConfig(type="jetstream", subject="pts", **opts, ordered=True, deliver="by_start_sequence",
+                                   start_seq=901, stop_at_end=True).build()
     stats = await Pipeline(source, [Decompress("zstd"), Deserialize("msgpack")], out).run_async()
     assert stats.records_out == 100
     assert out.meta["stream_seq"] == list(range(901, 1001))
     assert out.records == expected("point", 1000)[900:]
 
     future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
-    source = JetStreamSource("pts", **opts, ordered=True, deliver="by_start_time", start_time=future,
-                             stop_at_end=True)
+    source = JetStreamSourceConfig(type="jetstream", subject="pts", **opts, ordered=True, deliver="by_start_time",
+                                   start_time=future, stop_at_end=True).build()
     assert (await Pipeline(source, [], NullSink()).run_async()).records_out == 0
 
     past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
-    source = JetStreamSource("pts", **opts, ordered=True, deliver="by_start_time", start_time=past,
-                             stop_at_end=True)
+    source = JetStreamSourceConfig(type="jetstream", subject="pts", **opts, ordered=True, deliver="by_start_time",
+                                   start_time=past, stop_at_end=True).build()
     assert (await Pipeline(source, [], NullSink()).run_async()).records_out == 1000
 
 

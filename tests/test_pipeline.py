@@ -20,9 +20,9 @@ from wirepipe.operators.serialize import Serialize
 
 
 def test_pipe_syntax_and_constructor_are_the_same_pipeline(tmp_path: Path) -> None:
-    a = wp.generate("feed", count=300, batch_size=64) | wp.serialize("msgpack") | wp.compress("zstd", "fastest") \
+    a = wp.generate_source("feed", count=300, batch_size=64) | wp.serialize("msgpack") | wp.compress("zstd", "fastest") \
         | wp.jsonl_sink(tmp_path / "a.jsonl")
-    b = wp.Pipeline(wp.generate("feed", count=300, batch_size=64), [Serialize("msgpack"), Compress("zstd", "fastest")],
+    b = wp.Pipeline(wp.generate_source("feed", count=300, batch_size=64), [Serialize("msgpack"), Compress("zstd", "fastest")],
                     wp.jsonl_sink(tmp_path / "b.jsonl"))
     sa, sb = a.run(), b.run()
     assert sa.records_out == sb.records_out == 300
@@ -31,7 +31,7 @@ def test_pipe_syntax_and_constructor_are_the_same_pipeline(tmp_path: Path) -> No
 
 def test_encoded_jsonl_decodes_back_to_the_dataset(tmp_path: Path) -> None:
     out = tmp_path / "tx.jsonl"
-    (wp.generate("transaction", count=120, batch_size=50) | wp.encode("cbor|gzip:best") | wp.jsonl_sink(out)).run()
+    (wp.generate_source("transaction", count=120, batch_size=50) | wp.encode("cbor|gzip:best") | wp.jsonl_sink(out)).run()
     decoded = tmp_path / "decoded.jsonl"
     (wp.jsonl_source(str(out), batch_size=7) | wp.decode("cbor|gzip") | wp.jsonl_sink(decoded)).run()
     back = [r for chunk in [b.values for b in _read_jsonl(decoded)] for r in chunk]
@@ -51,14 +51,14 @@ def _read_jsonl(path: Path) -> list[Batch]:
 
 def test_jsonl_bytes_are_written_in_the_documented_form(tmp_path: Path) -> None:
     out = tmp_path / "p.jsonl"
-    (wp.generate("point", count=3) | wp.serialize("msgpack") | wp.jsonl_sink(out)).run()
+    (wp.generate_source("point", count=3) | wp.serialize("msgpack") | wp.jsonl_sink(out)).run()
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(set(line) == {"$base64"} for line in lines)
 
 
 def test_parquet_sink_and_source_round_trip_payloads(tmp_path: Path) -> None:
     out = tmp_path / "blocks.parquet"
-    (wp.generate("block", count=250, batch_size=40) | wp.encode("msgpack|lz4")
+    (wp.generate_source("block", count=250, batch_size=40) | wp.encode("msgpack|lz4")
      | wp.parquet_sink(out, row_group_rows=100)).run()
     pf = pq.ParquetFile(out)
     assert pf.metadata.num_rows == 250
@@ -91,7 +91,7 @@ def test_parquet_schema_grows_inside_nested_records_and_rejects_only_conflicts(t
 
 
 def test_count_is_enforced_even_across_batches(tmp_path: Path) -> None:
-    stats = (wp.generate("point", count=1005, batch_size=100) | wp.serialize("json") | wp.null_sink()).run()
+    stats = (wp.generate_source("point", count=1005, batch_size=100) | wp.serialize("json") | wp.null_sink()).run()
     assert (stats.records_in, stats.records_out, stats.batches) == (1005, 1005, 11)
 
 
@@ -156,7 +156,7 @@ def test_pickle_by_header_is_refused_per_record() -> None:
 
 def test_metrics_rows_for_every_stage_of_every_batch(tmp_path: Path) -> None:
     path = tmp_path / "m.parquet"
-    pipe = wp.Pipeline(wp.generate("point", count=2500, batch_size=1000),
+    pipe = wp.Pipeline(wp.generate_source("point", count=2500, batch_size=1000),
                        [Serialize("msgpack"), Compress("zstd", "fastest")], wp.null_sink(), metrics=path)
     pipe.run()
     table = pq.read_table(path)
@@ -249,7 +249,7 @@ async def test_appending_to_a_jsonl_file_a_killed_writer_tore_cuts_the_torn_line
 
 def test_pipe_returns_a_new_pipeline_and_leaves_the_base_as_it_was(tmp_path: Path) -> None:
     dead = wp.jsonl_sink(tmp_path / "dead.jsonl")
-    base = wp.Pipeline(wp.generate("point", count=20, batch_size=8), [Serialize("msgpack")], name="base",
+    base = wp.Pipeline(wp.generate_source("point", count=20, batch_size=8), [Serialize("msgpack")], name="base",
                        dead_letter=dead, queue_size=3, flush_interval=0.25, shutdown_timeout=7.0)
     zstd = base | wp.compress("zstd")
     lz4 = base | [wp.compress("lz4")]

@@ -42,20 +42,24 @@ SKIP = re.compile(r"<!-- readme-test: skip \((.+?)\) -->\s*$")
 
 # bench and capture in sizes a test affords, plan uncalibrated (docs/contributing.md documents exactly this; a
 # calibration is tests/test_scale_plan.py's): a `wirepipe` script first on PATH that execs the real one, so
-# `wirepipe server &` then `kill %1` stops the server itself
+# `wirepipe server &` then `kill %1` stops the server itself. On the pages in AS_WRITTEN, only the bench's sizes
+# change: the same commands, chains, transports and durations as the page shows.
 WRAPPER = r"""#!/usr/bin/env bash
 extra=()
 case "$1" in
   bench)
     extra=(--repetitions 50 --iterations 1 --yes)
-    case " $* " in *" --transport "*) ;; *) extra+=(--transport none) ;; esac
-    case " $* " in *" --format "*) ;; *) extra+=(--format msgpack,json) ;; esac ;;
-  capture) extra=(--duration 3s) ;;
-  run) case " $* " in *" --workers "*) extra=(--duration 3s) ;; esac ;;
+    if [ -z "${AS_WRITTEN:-}" ]; then
+      case " $* " in *" --transport "*) ;; *) extra+=(--transport none) ;; esac
+      case " $* " in *" --format "*) ;; *) extra+=(--format msgpack,json) ;; esac
+    fi ;;
+  capture) [ -n "${AS_WRITTEN:-}" ] || extra=(--duration 3s) ;;
+  run) [ -n "${AS_WRITTEN:-}" ] || case " $* " in *" --workers "*) extra=(--duration 3s) ;; esac ;;
   plan) case " $* " in *" --calibrate "*|*" --no-calibrate "*) ;; *) extra=(--no-calibrate) ;; esac ;;
 esac
 exec "$REAL_WIREPIPE" "$@" "${extra[@]}"
 """
+AS_WRITTEN = {DOCS / "tutorial.md"}  # pages whose every block runs as the page shows it, sizes aside
 
 
 MYAPP = '''import faust
@@ -175,7 +179,10 @@ def test_every_example_runs_as_written(page: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("RESULTS", "COUNT", "COLUMNS", "NATS_URL")}
     env.update(COUNT="2000", PATH=os.pathsep.join([str(shim), scripts, env.get("PATH", "")]),
                REAL_WIREPIPE=str(Path(scripts) / "wirepipe"), COLUMNS="100",
-               PYTHONPATH=str(work))  # the docs' `PYTHONPATH=.` for myapp.models
+               # the docs' `PYTHONPATH=.` for myapp.models, before the caller's (a worktree's src)
+               PYTHONPATH=os.pathsep.join(p for p in (str(work), os.environ.get("PYTHONPATH")) if p))
+    if page in AS_WRITTEN:
+        env["AS_WRITTEN"] = "1"
     with contextlib.ExitStack() as stack:
         if needs_server(page):
             server = stack.enter_context(EmbeddedServer(store_dir=tmp_path / "js"))

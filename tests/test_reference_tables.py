@@ -13,7 +13,14 @@ import msgpack
 import pytest
 
 from tests.cli import wirepipe
-from wirepipe.bench.reference_tables import (
+from wirepipe.codecs import FORMATS
+from wirepipe.core.batch import Batch
+from wirepipe.core.errors import StageError
+from wirepipe.datasets import DATASETS
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.serialize import Serialize
+from wirepipe.schema import parse_schema
+from wirepipe.study.bench.reference_tables import (
     EXACT,
     EXTRA_ROWS,
     REFERENCE_POINT,
@@ -23,13 +30,6 @@ from wirepipe.bench.reference_tables import (
     reference_record,
     row_size,
 )
-from wirepipe.codecs import FORMATS
-from wirepipe.core.batch import Batch
-from wirepipe.core.errors import StageError
-from wirepipe.datasets import DATASETS
-from wirepipe.operators.deserialize import Deserialize
-from wirepipe.operators.serialize import Serialize
-from wirepipe.schema import parse_schema
 
 # --- the command ---------------------------------------------------------------------------------
 

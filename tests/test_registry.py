@@ -148,7 +148,7 @@ from wirepipe.connectors import SOURCES, SINKS
 
 stats = load_pipeline("pipeline.yaml").run()
 built = api.compress("reverse")
-shout = api.operator("shout", suffix="!")[0]
+shout = api.operator_entry("shout", suffix="!")[0]
 words = api.source("words", words=["a"]).words
 try:
     api.serialize("rot14")
@@ -249,14 +249,14 @@ def _yaml_error(tmp_path: Path, text: str) -> str:
 
 
 def test_generate_with_batch_size_zero_raises_the_yaml_message(tmp_path: Path) -> None:
-    from wirepipe import generate
+    from wirepipe import generate_source
 
     yaml_detail = _yaml_error(tmp_path, """\
         name: x
         source: {type: generate, dataset: point, count: 10, batch_size: 0}
         """)
     with pytest.raises(ConfigError) as info:
-        generate("point", count=10, batch_size=0)
+        generate_source("point", count=10, batch_size=0)
     assert info.value.path == "source.batch_size"
     assert info.value.detail == yaml_detail
     assert "greater than or equal to 1" in yaml_detail and "got 0" in yaml_detail
@@ -270,7 +270,7 @@ def test_generate_with_batch_size_zero_raises_the_yaml_message(tmp_path: Path) -
      "max_output_size"),
     (lambda wp: wp.deserialize("msgpack", typed=3), "- deserialize: {format: msgpack, typed: 3}", "typed"),
     (lambda wp: wp.pack(0), "- pack: {records: 0}", "records"),
-    (lambda wp: wp.select(), "- select: []", "fields"),
+    (lambda wp: wp.select_fields(), "- select: []", "fields"),
     (lambda wp: wp.encode("msgpack|zstd:99"), "- encode: msgpack|zstd:99", "chain"),
     (lambda wp: wp.subject("a b"), "- subject: a b", None),
     (lambda wp: wp.map_values("os:no_such_function"), "- map: {function: os:no_such_function}", None),
@@ -323,7 +323,6 @@ def test_operator_classes_raise_the_yaml_message(tmp_path: Path, call, yaml_entr
     (lambda wp: wp.jsonl_source("in.jsonl", batch_size=-1), "source: {type: jsonl, path: in.jsonl, batch_size: -1}"),
     (lambda wp: wp.parquet_sink("out.parquet", compression="zip"),
      "source: {type: generate}\nsink: {type: parquet, path: out.parquet, compression: zip}"),
-    (lambda wp: wp.nats_sink("points", subjcet="x"), "source: {type: generate}\nsink: {type: nats, subject: points, subjcet: x}"),
     (lambda wp: wp.nats_source("points", batch_size=0), "source: {type: nats, subject: points, batch_size: 0}"),
     (lambda wp: wp.jetstream_source(ordered=True, durable="d"),
      "source: {type: jetstream, ordered: true, durable: d}"),
@@ -331,7 +330,7 @@ def test_operator_classes_raise_the_yaml_message(tmp_path: Path, call, yaml_entr
     (lambda wp: wp.capture_source("cap/", speed=0), "source: {type: capture, path: cap/, speed: 0}"),
     (lambda wp: wp.capture_sink("cap/", max_file_size="huge"),
      "source: {type: generate}\nsink: {type: capture, dir: cap/, max_file_size: huge}"),
-    (lambda wp: wp.generate("nope"), "source: {type: generate, dataset: nope}"),
+    (lambda wp: wp.generate_source("nope"), "source: {type: generate, dataset: nope}"),
 ])
 def test_connector_factories_raise_the_yaml_message(tmp_path: Path, call, yaml_part: str) -> None:
     import wirepipe
@@ -357,9 +356,9 @@ def test_factories_build_what_yaml_builds(tmp_path: Path) -> None:
         sink: {type: jsonl, path: out.jsonl, envelope: true}
         """), encoding="utf-8")
     from_yaml = load_pipeline(tmp_path / "p.yaml")
-    ops = [wirepipe.select("id"), wirepipe.serialize("msgpack"), wirepipe.compress("br", "best")]
+    ops = [wirepipe.select_fields("id"), wirepipe.serialize("msgpack"), wirepipe.compress("br", "best")]
     assert [repr(op) for op in ops] == [repr(op) for op in from_yaml.operators]
-    source = wirepipe.generate("feed", count=7, batch_size=3, seed=5)
+    source = wirepipe.generate_source("feed", count=7, batch_size=3, seed=5)
     assert source.params == from_yaml.source.params
     sink = wirepipe.jsonl_sink(tmp_path / "out.jsonl", envelope=True)  # a pathlib.Path is accepted
     assert (sink.envelope, Path(sink.path).name) == (True, "out.jsonl")
@@ -382,7 +381,7 @@ def test_a_python_pipeline_from_the_factories_runs(tmp_path: Path) -> None:
     import wirepipe
 
     out = tmp_path / "out.jsonl"
-    records = wirepipe.generate("point", count=25, batch_size=10) | wirepipe.encode("msgpack|zstd:3")
+    records = wirepipe.generate_source("point", count=25, batch_size=10) | wirepipe.encode("msgpack|zstd:3")
     stats = (records | wirepipe.decode("msgpack|zstd") | wirepipe.jsonl_sink(out)).run()
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 25

@@ -29,10 +29,10 @@ from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.config import build_pipeline, validate_config
 from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.report import load_results, summarize
-from wirepipe.report.plots import to_html, write_pngs
-from wirepipe.report.render import csv_rows, to_markdown
-from wirepipe.report.statistics import QUANTILES, time_stats
+from wirepipe.study.report import load_results, summarize
+from wirepipe.study.report.plots import to_html, write_pngs
+from wirepipe.study.report.render import csv_rows, to_markdown
+from wirepipe.study.report.statistics import QUANTILES, time_stats
 from wirepipe.testing import TestingSource
 
 
@@ -208,8 +208,8 @@ def _config_rows(label: str, stages: list[tuple[str, str, float, int | None, int
     t = 0
     for step, (stage, op, us, b_in, b_out) in enumerate([("generate", "generate:point", 1.0, None, None), *stages]):
         d = int(us * 1000 * 1000)
-        for k, v in {"run_id": f"run-{label}", "pipeline": "bench", "batch": 0, "step": step, "stage": stage,
-                     "operator": op, "params": "{}", "records": 1000, "rejected": 0,
+        for k, v in {"run_id": f"run-{label}", "pipeline": "bench", "config_digest": None, "batch": 0, "step": step,
+                     "stage": stage, "operator": op, "params": "{}", "records": 1000, "rejected": 0,
                      "bytes_in": b_in * 1000 if b_in is not None else None,
                      "bytes_out": b_out * 1000 if b_out is not None else None, "start_ns": t, "end_ns": t + d,
                      "lost": None, "redelivered": None, "reasons": None, "projected": 0, "messages": 1000, "label": label,
@@ -249,6 +249,44 @@ def test_recommendations_follow_the_figures() -> None:
     assert by["mid"].wire_bytes_per_record == 300 and by["mid"].ratio == pytest.approx(1000 / 300)
     fast_lan = summarize(_bench_table(), bandwidth_bps=parse_bandwidth("10Gbit"))
     assert {r.kind: r.group.label for r in fast_lan.recommendations}["bandwidth"] == "fast"
+
+
+def test_a_failed_combination_is_never_a_pick_even_with_rows() -> None:
+    """Results of an older bench kept a failed combination's rows (its in-process figures, the fastest here):
+    its run's failures name it, so no pick is it; the figures pick among the others."""
+    from wirepipe.study.report.results import RunInfo
+
+    runs = {"run-fast": RunInfo("run-fast", failures={"fast": "nats: the records that crossed NATS differ"})}
+    report = summarize(_bench_table(), runs=runs, bandwidth_bps=parse_bandwidth("10Gbit"))
+    assert {r.kind: r.group.label for r in report.recommendations} == {
+        "fastest": "mid", "smallest": "small", "bandwidth": "mid"}
+    assert {g.label: g.failed for g in report.groups} == {
+        "fast": "nats: the records that crossed NATS differ", "small": None, "mid": None}
+    assert report.failures == {"fast": "nats: the records that crossed NATS differ"}
+
+
+def test_one_run_is_recommended_with_the_figures_of_its_tables(results: Path) -> None:
+    """One configuration measured: the recommendation's µs per record is the total its tables show (the
+    sides' sum, not a median over batches beside a mean), and its bytes on the wire are the tables' too."""
+    from wirepipe.core.table import num
+    from wirepipe.study.report.render import recommend_lines, tables
+
+    res = load_results([results / "msgpack.parquet"])
+    report = summarize(res.stages, res.latency, res.runs)
+    [only] = report.recommendations
+    g = only.group
+    assert only.kind == "only" and g.path_median != g.path_ns_per_record  # batches vary: the two differ
+    sides = next(t for t in tables(report) if t.title.startswith("Publish side and consume side"))
+    [row] = sides.rows
+    total = num(g.publish_side.ns_per_record / 1e3 + g.consume_side.ns_per_record / 1e3)
+    assert row[-1] == num(g.path_ns_per_record, 1e3) == total
+    assert only.why.startswith(f"{row[-1]} µs per record (publish + consume side), "
+                               f"{num(g.wire_bytes_per_record)} B per record on the wire, ~")
+    assert f": {row[-1]} µs per record (publish + consume side)" in " ".join(recommend_lines(report, 200))
+    # a figure not known is an ASCII "-": one column and one byte wherever the table is shown
+    assert row[:4] == ["points-msgpack-zstd", "msgpack|zstd:fastest", row[2], "serialize+compress"]
+    cells = [c for t in tables(report) for r in t.rows for c in r]
+    assert "-" in cells and "–" not in "".join(cells)
 
 
 def test_recommended_snippet_is_a_valid_pipeline() -> None:

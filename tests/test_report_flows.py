@@ -4,6 +4,7 @@ over a real nats-server (and a consumer that failed to start), read as one flow.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -13,7 +14,7 @@ import pytest
 
 from tests.cli import start_wirepipe, wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer, free_port
-from wirepipe.report.plots import MIN_HEIGHT
+from wirepipe.study.report.plots import MIN_HEIGHT
 
 N = 3000
 
@@ -51,7 +52,9 @@ def deployment(nats_server: EmbeddedServer, tmp_path: Path) -> Path:
         for i in range(N)))
     (tmp_path / "publish.yaml").write_text(PUBLISH)
     (tmp_path / "consume.yaml").write_text(CONSUME)
-    env = {"NATS_URL": nats_server.url, "PYTHONPATH": str(Path(__file__).parent)}
+    # nats_fixtures for the map function, before what the caller's PYTHONPATH has (a worktree's src)
+    env = {"NATS_URL": nats_server.url,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     with open(tmp_path / "pool.log", "w") as log:
         pool = start_wirepipe("run", "consume.yaml", "--workers", "2", stdout=subprocess.DEVNULL, stderr=log, env=env,
                               cwd=tmp_path)
@@ -92,8 +95,8 @@ def test_report_joins_the_flow_merges_the_pool_and_lists_failed_starts(deploymen
                      text, re.M)
     assert flow and flow[1] == flow[2] == f"{N:,}", text
     # the pool is one pipeline, each worker beneath it; their records add up
-    pool = re.search(r"^events-consume \[2 workers\]\n\s+–\s+([\d,]+)\s", text, re.M)
-    workers = re.findall(r"^events-consume \[2 workers\]: w(\d)\n\s+–\s+([\d,]+)\s", text, re.M)
+    pool = re.search(r"^events-consume \[2 workers\]\n\s+-\s+([\d,]+)\s", text, re.M)
+    workers = re.findall(r"^events-consume \[2 workers\]: w(\d)\n\s+-\s+([\d,]+)\s", text, re.M)
     assert pool and int(pool[1].replace(",", "")) == N, text
     assert sorted(w for w, _ in workers) == ["0", "1"]
     assert sum(int(n.replace(",", "")) for _, n in workers) == N
@@ -115,11 +118,19 @@ def test_report_joins_the_flow_merges_the_pool_and_lists_failed_starts(deploymen
 def test_bench_failures_are_in_report_md_and_html(tmp_path: Path) -> None:
     """A bench where a combination fails: report.md and report.html name it and why, as bench.md and the
     terminal do, and so does `wirepipe report` on the bench's folder."""
-    bench = wirepipe("bench", "--dataset", "feed", "--format", "arrow,msgpack", "--codec", "none",
-                     "--records-per-message", "10", "--transport", "none", "--repetitions", "100",
-                     "--iterations", "1", "--out", tmp_path / "b", timeout=300, columns=100)
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    at = [dt.datetime(2026, 1, 2, 3, 4, i, tzinfo=dt.timezone.utc) for i in range(20)]  # orjson writes them as text
+    pq.write_table(pa.table({"id": list(range(20)), "at": pa.array(at, pa.timestamp("us", tz="UTC"))}),
+                   tmp_path / "events.parquet")
+    bench = wirepipe("bench", "--input", tmp_path / "events.parquet", "--format", "orjson,pickle", "--codec", "none",
+                     "--transport", "none", "--repetitions", "100", "--iterations", "1", "--out", tmp_path / "b",
+                     timeout=300, columns=100)
     assert bench.returncode == 4, bench.stderr
-    why = "feed: arrow x10/msg: arrow: decoded records differ from the input: record"
+    why = "events: orjson: orjson: decoded records differ from the input: record"
     for name in ("report.md", "report.html"):
         assert why in (tmp_path / "b" / name).read_text(), name
     again = wirepipe("report", tmp_path / "b", "--markdown", tmp_path / "r.md", columns=100)

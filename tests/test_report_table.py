@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from wirepipe.report.table import Table
+from wirepipe.core.table import Table
 
 SRC = Path(__file__).parent.parent / "src" / "wirepipe"
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"

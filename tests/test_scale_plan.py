@@ -11,8 +11,8 @@ import pytest
 
 from tests.cli import wirepipe
 from wirepipe.core.units import parse_rate
-from wirepipe.plan.calibrate import Calibration, PoolRun, calibration_records
-from wirepipe.plan.capacity import (
+from wirepipe.study.plan.calibrate import Calibration, PoolRun, calibration_records
+from wirepipe.study.plan.capacity import (
     ERROR_BAND,
     HEADER_BYTES,
     SERVER_US,

@@ -25,7 +25,7 @@ from wirepipe.operators.operator import BuildContext
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines.pipeline import run_operators
 from wirepipe.schema import canonical_form, parse_schema, schema_fingerprint
-from wirepipe.schema_evolution import compare_schemas, reader_of
+from wirepipe.schema.evolution import compare_schemas, reader_of
 
 ROOT = Path(__file__).resolve().parent.parent
 AB = {"a": "int64", "b": "int64"}

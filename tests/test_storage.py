@@ -49,8 +49,8 @@ def test_a_folder_names_its_visible_files_in_name_order(tmp_path: Path) -> None:
 
 def test_one_rule_for_every_reader_of_folders(tmp_path: Path) -> None:
     """The file sources, the metrics part folders and ``wirepipe report`` skip the same names."""
-    from wirepipe.report.results import _discover
     from wirepipe.storage.parts import list_parts
+    from wirepipe.study.report.results import _discover
 
     tree(tmp_path)
     visible = ["a.parquet", "b.parquet"]

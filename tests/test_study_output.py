@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import WIREPIPE, wirepipe
-from wirepipe.report import load_results, summarize
+from wirepipe.study.report import load_results, summarize
 
 ROOT = Path(__file__).parent.parent
 BOX = re.compile(r"[│┃║╭╮╯╰┏┓┗┛━─┼╇┡┩]")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.cli import start_wirepipe, wirepipe
 from tests.nats_fixtures import consumer_info, expected
-from wirepipe import Pipeline, generate, nats_sink
+from wirepipe import Pipeline, generate_source, nats_sink
 from wirepipe.codecs.compression import CODECS
 from wirepipe.codecs.formats import FORMATS
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -45,7 +45,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
 def publish(url: str, subject: str, fmt: str, codec: str, n: int = POINTS) -> None:
     """A publishing pipeline: points in one format and codec on core NATS (the wire contract's headers)."""
     schema = "point" if FORMATS[fmt].needs_schema else None
-    Pipeline(generate("point", count=n, batch_size=7), [Serialize(fmt, schema=schema), Compress(codec)],
+    Pipeline(generate_source("point", count=n, batch_size=7), [Serialize(fmt, schema=schema), Compress(codec)],
              nats_sink(subject, url=url), name=f"pub-{fmt}-{codec}").run()
 
 
@@ -288,9 +288,9 @@ for headers in ({"Content-Type": "application/json", "Content-Encoding": "br"},
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("[] ") and "decompress: codec brotli needs brotli, which is not installed" in lines[0]
-    assert "wirepipe[brotli]" in lines[0]
+    assert "'.[brotli]'" in lines[0]
     assert lines[1].startswith("[] ") and "deserialize: format cbor needs cbor2, which is not installed" in lines[1]
-    assert "wirepipe[cbor]" in lines[1]
+    assert "'.[cbor]'" in lines[1]
     assert lines[2] == "[{'x': 1}] []"
 
 

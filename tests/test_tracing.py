@@ -39,7 +39,7 @@ def by_name(spans: Any, name: str) -> list[Any]:
 
 
 def test_a_publisher_and_a_consumer_over_nats_are_one_trace(nats_server: EmbeddedServer) -> None:
-    from wirepipe import Pipeline, generate
+    from wirepipe import Pipeline, generate_source
     from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
     from wirepipe.connectors.nats.jetstream_source import JetStreamSource
     from wirepipe.operators.compress import Compress
@@ -54,7 +54,7 @@ def test_a_publisher_and_a_consumer_over_nats_are_one_trace(nats_server: Embedde
     sink = TestingSink()
 
     async def scenario() -> None:
-        await Pipeline(generate("point", count=200, batch_size=50), [Serialize("msgpack"), Compress("zstd")],
+        await Pipeline(generate_source("point", count=200, batch_size=50), [Serialize("msgpack"), Compress("zstd")],
                        JetStreamSink("tr.js", url=url, stream={"name": "TR", "subjects": ["tr.js"]}),
                        name="pub", tracing=pub_provider).run_async()
         await Pipeline(JetStreamSource(stream="TR", durable="c", url=url, count=200, batch_size=80),
@@ -101,7 +101,7 @@ def test_a_publisher_and_a_consumer_over_nats_are_one_trace(nats_server: Embedde
 def test_a_relay_continues_the_trace(nats_server: EmbeddedServer) -> None:
     """Publisher -> relay (consume, re-encode, publish) -> consumer: the relay's publish spans are in the
     publisher's trace, and the consumer's batch spans are their children."""
-    from wirepipe import Pipeline, generate
+    from wirepipe import Pipeline, generate_source
     from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
     from wirepipe.connectors.nats.jetstream_source import JetStreamSource
     from wirepipe.operators.compress import Compress
@@ -114,7 +114,7 @@ def test_a_relay_continues_the_trace(nats_server: EmbeddedServer) -> None:
     (pp, ps), (rp, rs), (cp, cs) = provider(), provider(), provider()
 
     async def scenario() -> None:
-        await Pipeline(generate("point", count=60, batch_size=60), [Serialize("msgpack"), Compress("zstd")],
+        await Pipeline(generate_source("point", count=60, batch_size=60), [Serialize("msgpack"), Compress("zstd")],
                        JetStreamSink("a", url=url, stream={"name": "A", "subjects": ["a"]}), name="pub",
                        tracing=pp).run_async()
         await Pipeline(JetStreamSource(stream="A", durable="r", url=url, count=60, batch_size=60),
@@ -270,8 +270,8 @@ def test_when_tracing_is_on(spec: Any, env: dict[str, str], on: bool) -> None:
 
 
 def test_off_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
-    code = ("import sys\nfrom wirepipe import generate, serialize, null_sink\n"
-            "(generate('point', count=10) | serialize('msgpack') | null_sink()).run()\n"
+    code = ("import sys\nfrom wirepipe import generate_source, serialize, null_sink\n"
+            "(generate_source('point', count=10) | serialize('msgpack') | null_sink()).run()\n"
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
     env = {k: v for k, v in cli_env().items() if not k.startswith("OTEL_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
@@ -294,5 +294,5 @@ def test_a_tracing_block_without_opentelemetry_names_the_extra(tmp_path: Path) -
             "from wirepipe.cli import main\nsys.argv = ['wirepipe', 'validate', sys.argv[1]]\nmain()")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
-    assert (f"{path}: tracing: tracing needs OpenTelemetry, which is not installed: pip install 'wirepipe[otel]'"
+    assert (f"{path}: tracing: tracing needs OpenTelemetry, which is not installed: pip install '.[otel]' in wirepipe's clone"
             in out.stderr), out.stderr

@@ -32,12 +32,14 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from .connectors.connector import AtLeastOnce, Sink, Source
+from .connectors.schema_registry import SchemaRegistry
 from .core.batch import Batch, Rejected
 from .core.stages import Stage
-from .operators.operator import Operator
+from .operators.operator import Operators
 from .pipelines.pipeline import Pipeline, RunStats
 
-__all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "run", "run_async"]
+__all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "memory_schema_registry", "run",
+           "run_async"]
 
 
 class TestingSource(Source):
@@ -358,7 +360,7 @@ class TestingSink(Sink):
         self.flushes += 1
 
 
-def run(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+def run(source: Source, operators: Operators = (), sink: Sink | None = None, *,
         dead_letter: Sink | None = None, **options: Any) -> RunStats:
     """Run ``source | operators | sink`` to the end in a new event loop; its stats.
 
@@ -374,19 +376,50 @@ def between(pipeline: Pipeline, source: Source, sink: TestingSink) -> Pipeline:
     dead letter was (every rejected record is kept, whether the pipeline has a dead letter or not).
     Its metrics and monitor are left out: a test writes no results. What ``wirepipe test`` runs.
 
-    >>> from wirepipe import generate, map_values, null_sink
+    >>> from wirepipe import generate_source, map_values, null_sink
     >>> sink = TestingSink()
-    >>> _ = between(generate("point", count=5) | map_values(lambda r: r["x"]) | null_sink(),
+    >>> _ = between(generate_source("point", count=5) | map_values(lambda r: r["x"]) | null_sink(),
     ...             TestingSource([{"x": 1}, {"y": 2}]), sink).run()
     >>> sink.records, [r.stage for r in sink.rejects]
     ([1], ['map'])
     """
     return Pipeline(source, pipeline.operators, sink, name=pipeline.name, dead_letter=sink,
                     queue_size=pipeline.queue_size, shutdown_timeout=pipeline.shutdown_timeout,
-                    flush_interval=pipeline.flush_interval, config=pipeline.config)
+                    flush_interval=pipeline.flush_interval, config=pipeline.config, resources=pipeline.resources)
 
 
-async def run_async(source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+def memory_schema_registry(schemas: Mapping[str, Sequence[Any]] | None = None, *, compatibility: str = "backward",
+                           retry_after: float = 30.0) -> SchemaRegistry:
+    """A schema registry in this process, for a pipeline's ``resources`` in a test: ``schemas`` registers each
+    name's versions in order (schemas as ``schema:`` takes them: mappings, files, datasets), under ``compatibility``.
+
+    >>> from wirepipe import deserialize, serialize
+    >>> registry = memory_schema_registry({"points": [{"x": "int32"}, {"x": "int32", "label?": "string"}]})
+    >>> resources = {"schemas": {"registry": registry}}
+    >>> sent, read = TestingSink(), TestingSink()
+    >>> _ = run(TestingSource([{"x": 1}]), [serialize("bincode", schema="registry/points@1")], sent, resources=resources)
+    >>> _ = run(TestingSource(sent.records, headers=sent.headers), [deserialize("bincode", schema="registry/points")],
+    ...         read, resources=resources)
+    >>> read.records
+    [{'x': 1, 'label': None}]
+    """
+    from .connectors.schema_registry import MemoryBackend
+    from .operators.schema_options import resolve_schema
+
+    registry = SchemaRegistry(MemoryBackend(), retry_after=retry_after)
+
+    async def push() -> None:
+        for name, versions in (schemas or {}).items():
+            for spec in versions:
+                schema = resolve_schema(spec)
+                assert schema is not None, f"{name}: a version is a schema, not None"
+                await registry.push(name, schema, compatibility)
+
+    asyncio.run(push())
+    return registry
+
+
+async def run_async(source: Source, operators: Operators = (), sink: Sink | None = None, *,
                     dead_letter: Sink | None = None, **options: Any) -> RunStats:
     """``run`` inside a running event loop (a test that also runs a server or a publisher)."""
     if dead_letter is None and isinstance(sink, TestingSink):

@@ -67,7 +67,9 @@ def dict_train(
         fail(f"--level: {exc}", ExitCode.CONFIG)
     except WirepipeError as exc:
         fail(str(exc), ExitCode.RUNTIME)
-    for line in training.lines():
+    from ..core.table import terminal_width
+
+    for line in training.lines(terminal_width()):
         typer.echo(line)
     if out is not None:
         from ..storage.files import write_bytes_atomic
@@ -94,7 +96,7 @@ def dict_list(
 
     from ..connectors.dictionary_bucket import parse_ref
     from ..core.errors import WirepipeError
-    from ..dictionaries import with_bucket
+    from ..dictionaries import gain_words, with_bucket
 
     try:
         ref = parse_ref(bucket, name=False)
@@ -106,7 +108,7 @@ def dict_list(
         fail(str(exc), exit_code(exc))
     for e in entries:
         try:
-            gain = f"{json.loads(e.description)['gain']:+.1%} vs zstd"
+            gain = gain_words(float(json.loads(e.description)["gain"]))
         except (ValueError, KeyError, TypeError):
             gain = ""
         typer.echo(f"{e.name}\tid {e.dict_id}\t{e.size:,} B\t{e.modified[:19]}\t{gain}".rstrip())

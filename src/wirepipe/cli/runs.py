@@ -36,6 +36,11 @@ def run(
     max_lost: Annotated[str | None, typer.Option(metavar="N|P%", help=MAX_LOST_HELP)] = None,
     status: Annotated[bool | None, typer.Option("--status/--no-status", help=(
         "a live status line on stderr (default: on a terminal)"))] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help=(
+        "hot reload: when the file (or a schema or dictionary file it names) changes, validate it and go on with "
+        "it between two batches, after a commit, on the same source; operators, dead_letter, metrics, "
+        "flush_interval and shutdown_timeout reload in place, a change of anything else is refused with the "
+        "reason and the running config stays; a pool reloads worker by worker"))] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
@@ -58,6 +63,9 @@ def run(
         except ValueError as exc:
             fail(f"--duration: {exc}", ExitCode.CONFIG)
     pool, pipe = _prepare(pipeline, overrides, n_workers)
+    from ..pipelines.reload import follow
+
+    follow(pool if pool is not None else pipe, str(pipeline), overrides, watch)
     if pool is not None:
         import asyncio
 

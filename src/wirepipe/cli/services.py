@@ -19,8 +19,8 @@ from .app import command, fail, setup_logging
 
 if TYPE_CHECKING:
     from ..connectors.nats.connection import NatsConnectionConfig
+    from ..core.table import Table
     from ..pipelines.service import Process
-    from ..report.table import Table
 
 CONNECT_TIMEOUT = 5.0  # an observer at a terminal: a server that does not answer is said sooner than a worker's 10s
 # The figures shown, each a key of the stats endpoint's answer (monitor.snapshot) and its header.
@@ -114,8 +114,8 @@ def process_table(processes: list[Process], *, title: str, caption: str,
                   rates: dict[str, float | None] | None = None) -> Table:
     """One row per process, and a total row for a pipeline of several processes (counters summed, lag the
     largest, as the pool's status line counts them); ``rates`` (``top``): records out per second by service id."""
+    from ..core.table import Table
     from ..pipelines.pool import combine
-    from ..report.table import Table
 
     headers = ["pipeline", "worker", "state", *(h for _, h in FIGURES), "up", "host", "pid", "service id"]
     if rates is not None:

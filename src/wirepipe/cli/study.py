@@ -32,7 +32,7 @@ def bench(
     zstd_dict: Annotated[str | None, typer.Option(help="`train`: add zstd rows with a dictionary trained on the data", metavar="ZSTD-DICT")] = None,
     records_per_message: Annotated[str | None, typer.Option(help="records framed per message, e.g. 1,10,100", metavar="RECORDS-PER-MESSAGE")] = None,
     bandwidth: Annotated[str, typer.Option(help="link speed for the balanced pick, e.g. 100Mbit, 1Gbit", metavar="BANDWIDTH")] = "100Mbit",
-    seed: Annotated[int, typer.Option(help="random seed of the built-in datasets' records", metavar="SEED")] = 0,
+    seed: Annotated[int, typer.Option(help="random seed of the built-in datasets' records and of the sample drawn from each --input", metavar="SEED")] = 0,
     reference_tables: Annotated[bool, typer.Option("--reference-tables", help=(
         "print published benchmarks' tables (FlatMessage's Point and Large Vectors, a Rust transaction serde "
         "benchmark, a feed JSON benchmark) with wirepipe's formats; --dataset picks tables, -k/-n override"))] = False,
@@ -45,7 +45,7 @@ def bench(
 
     owned_process()
     if reference_tables:
-        from ..bench.reference_tables import REFERENCE_TABLES, print_reference_tables
+        from ..study.bench.reference_tables import REFERENCE_TABLES, print_reference_tables
 
         tables = [d.strip() for d in dataset.split(",")] if dataset else None
         bad = [t for t in tables or [] if t not in REFERENCE_TABLES]
@@ -55,9 +55,9 @@ def bench(
         print_reference_tables(Console(stderr=False), iterations, repetitions, seed, tables=tables)
         return
 
-    from ..bench.command import execute, make_plan
     from ..core.errors import ConfigError, WirepipeError
     from ..core.units import parse_bandwidth
+    from ..study.bench.command import execute, make_plan
 
     try:
         plan = make_plan(dataset=dataset, inputs=list(input or []), format=format, codec=codec, level=level,
@@ -110,8 +110,8 @@ def report(
     missing = [str(p) for p in results if not p.exists()]
     if missing:
         fail(f"no such file or folder: {', '.join(missing)}", ExitCode.CONFIG)
-    from ..report import load_results, summarize
-    from ..report.render import print_terminal, write_csv, write_markdown
+    from ..study.report import load_results, summarize
+    from ..study.report.render import print_terminal, write_csv, write_markdown
 
     try:
         res = load_results(results)
@@ -127,7 +127,7 @@ def report(
         write_markdown(rep, markdown)
         notes.append(f"wrote {markdown}")
     if html is not None or png is not None:
-        from ..report.plots import write_html, write_pngs
+        from ..study.report.plots import write_html, write_pngs
 
         if html is not None:
             notes += write_html(rep, html)
@@ -173,8 +173,8 @@ def plan(
     from ..core.errors import WirepipeError
     from ..core.units import parse_bandwidth, parse_duration, parse_rate, parse_size
     from ..pipelines.pool import usable_cores
-    from ..plan.capacity import Deployment, costs_from_bench, measure_costs
-    from ..plan.capacity import plan as make_plan
+    from ..study.plan.capacity import Deployment, costs_from_bench, measure_costs
+    from ..study.plan.capacity import plan as make_plan
 
     try:
         if transport not in ("jetstream", "nats"):
@@ -214,9 +214,10 @@ def plan(
 @command()
 def codecs() -> None:
     """List every format and codec, its levels, if installed."""
-    from ..codecs.compression import CODECS, deflate_choice
+    from ..codecs.compression import CODECS
+    from ..codecs.deflate import deflate_choice
     from ..codecs.formats import FORMATS
-    from ..report.table import Table, terminal_width, wrap
+    from ..core.table import Table, terminal_width, wrap
     from ..wire import Header
 
     # A name or a content type is what a reader copies into a config or a peer: the table never cuts one;
@@ -239,15 +240,15 @@ def codecs() -> None:
 
 def _installed(entry: Any) -> str:
     """``yes``, or the extra that installs the entry's library."""
-    return "yes" if entry.available() else f"no: wirepipe[{entry.extra}]" if entry.extra else "no"
+    return "yes" if entry.available() else f"no: the {entry.extra} extra" if entry.extra else "no"
 
 
 
 @command()
 def datasets() -> None:
     """List the built-in datasets of the generate source."""
+    from ..core.table import Table
     from ..datasets import DATASETS
-    from ..report.table import Table
 
     rows = [[d.name, ", ".join(d.fields),
              str(d.fixed_raw_size) if d.fixed_raw_size else f"~{d.raw_size(d.sample(100)) // 100} (varies)"]

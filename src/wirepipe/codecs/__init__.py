@@ -61,15 +61,9 @@ format names its ``Content-Type`` and each codec its ``Content-Encoding``
 """
 
 from .chain import Chain, Step
-from .compression import (
-    CODECS,
-    DEFAULT_MAX_OUTPUT,
-    Codec,
-    codec_for_encoding,
-    get_codec,
-    train_zstd_dictionary,
-)
+from .compression import CODECS, DEFAULT_MAX_OUTPUT, Codec, codec_for_encoding, get_codec
 from .formats import FORMATS, Format, format_for_content_type, get_format
+from .zstd import train_zstd_dictionary
 
 __all__ = [
     "CODECS",

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.batch import describe_error
 from ..core.errors import StageError
-from .compression import DEFAULT_MAX_OUTPUT, get_codec
+from .compression import DEFAULT_MAX_OUTPUT, LEVEL_NAMES, get_codec
 from .formats import Schema, get_format
 
 
@@ -73,7 +73,7 @@ class Chain:
                     f"codecs are {', '.join(_codec_names())}{did_you_mean(name, [*FORMATS, *_codec_names()])}"
                 ) from None
             parsed: str | int | None = level if level and level != "default" else None
-            if parsed is not None and parsed not in ("fastest", "default", "best"):
+            if parsed is not None and parsed not in LEVEL_NAMES:
                 with contextlib.suppress(ValueError):
                     parsed = int(parsed)
             codec.resolve_level(parsed)  # raises ValueError naming the range

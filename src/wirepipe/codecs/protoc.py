@@ -1,4 +1,4 @@
-"""``.proto`` source files, compiled by protoc (the ``grpcio-tools`` wheel: ``pip install 'wirepipe[proto]'``).
+"""``.proto`` source files, compiled by protoc (the ``grpcio-tools`` wheel: ``pip install '.[proto]'``).
 
 Why protoc and not a parser of our own: protoc *is* the language's definition (proto2, proto3,
 editions, imports, options, scoping), it ships as a wheel, and its errors are the ones a protobuf

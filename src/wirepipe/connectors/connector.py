@@ -47,6 +47,8 @@ from ..wire import dead_letter_batch
 if TYPE_CHECKING:
     from ..core.models import Strict
     from ..core.workers import Worker
+    from ..operators.operator import Operator, Operators
+    from ..pipelines.pipeline import Pipeline  # what ``source | ...`` builds: typed, never imported here
 
 _C = TypeVar("_C", bound="Configured")  # ``from_config`` returns the class it is called on (typing.Self is 3.11+)
 
@@ -212,9 +214,9 @@ class Source(ABC):
 
     # The pipelines layer (above this one) registers how ``source | ...`` becomes a ``Pipeline``:
     # sources do not import the run loop. ``wirepipe.pipelines.pipeline`` sets it at import.
-    compose: ClassVar[Callable[[Source], Any] | None] = None
+    compose: ClassVar[Callable[[Source], Pipeline] | None] = None
 
-    def __or__(self, other: Any) -> Any:
+    def __or__(self, other: Operator | Operators | Sink) -> Pipeline:
         """``source | op | ... | sink`` builds a ``Pipeline``."""
         if Source.compose is None:
             raise TypeError("source | ... builds a wirepipe Pipeline: import wirepipe.pipelines.pipeline first "

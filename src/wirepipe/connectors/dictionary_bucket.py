@@ -167,7 +167,7 @@ class DictionaryBucket:
             await sub.unsubscribe()
 
     def _check(self, data: bytes, dict_id: int | None, name: str) -> None:
-        from ..codecs.compression import zstd_dictionary_id
+        from ..codecs.zstd import zstd_dictionary_id
 
         got = zstd_dictionary_id(data) if data[:4] == b"\x37\xa4\x30\xec" else 0
         if not got or (dict_id is not None and got != dict_id):
@@ -207,7 +207,7 @@ class DictionaryBucket:
         """Store a trained dictionary as ``id/<its id>`` and as ``name`` (creating the bucket if needed);
         returns its id. An id the bucket already holds with other bytes is refused: a frame would find the
         wrong dictionary."""
-        from ..codecs.compression import zstd_dictionary_id
+        from ..codecs.zstd import zstd_dictionary_id
 
         dict_id = zstd_dictionary_id(data)
         if not dict_id:

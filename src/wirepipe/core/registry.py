@@ -174,5 +174,9 @@ def library_installed(library: str) -> bool:
 
 
 def install_hint(extra: str) -> str:
-    """What to run to install an extra."""
-    return f"pip install 'wirepipe[{extra}]'" if extra else "reinstall wirepipe"
+    """What to run to install an extra: from wirepipe's clone, as the docs install it (wirepipe is not on PyPI).
+
+    >>> install_hint("lz4")
+    "pip install '.[lz4]' in wirepipe's clone"
+    """
+    return f"pip install '.[{extra}]' in wirepipe's clone" if extra else "reinstall wirepipe"

@@ -25,6 +25,11 @@ METRICS_VERSION_KEY = "wirepipe.metrics_version"
 STAGE_COLUMNS: Columns = {
     "run_id": ("string", "id of the run: `<UTC start>-<random>`, the same in every row of one run"),
     "pipeline": ("string", "pipeline name"),
+    "config_digest": ("string", "the config the batch ran under, as `wirepipe run` names it in its log and summary: 12 "
+                                "hex digits of a SHA-256 of the validated config (secrets masked) and of the files "
+                                "its operators name (schemas, dictionaries); it changes at a hot reload (`run "
+                                "--watch`) and is the same in every worker of a pool; null in rows `wirepipe run` "
+                                "did not write (the bench, a replay, a pipeline run from Python)"),
     "batch": ("int64", "index of the batch in the run, from 0 (joins the latency rows)"),
     "step": ("int32", "position of the stage in the pipeline: 0 is the source, the highest is the sink"),
     "stage": ("string", "stage kind: generate/read/consume, serialize, compress, decompress, deserialize, "

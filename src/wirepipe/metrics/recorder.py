@@ -141,6 +141,11 @@ def pipeline_stages(source: Any, operators: Sequence[Any], sink: Any) -> list[tu
             (sink.stage, sink.name, sink.params)]
 
 
+def _named(stages: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, str]]:
+    """``(stage, operator, params as JSON)`` of each stage, as the rows name them."""
+    return [(s, o, p if isinstance(p, str) else json.dumps(p, default=str)) for s, o, p in stages]
+
+
 class MetricsConfig(Strict):
     """``metrics: {path: results/run.parquet}``: a folder of crash-safe Parquet parts (docs/concepts/metrics.md).
 
@@ -183,6 +188,9 @@ class MetricsRecorder:
         self.latency = latency
         self.compact_parts = compact_parts
         self.run_id = run_id or new_run_id()
+        # The config the batches run under (the ``config_digest`` column: ``wirepipe run`` sets it, a hot reload
+        # changes it with ``restage``); None: unknown.
+        self.config_digest: str | None = None
         self.rows_written = 0
         self.latency_rows_written = 0
         self._cols: tuple[list[Any], ...] = _columns()  # the stage rows, column by column
@@ -203,8 +211,7 @@ class MetricsRecorder:
         """Fix the run's stages (index = position) and prepare the output; call once before stamping."""
         from ..storage.parts import check_folder
 
-        self._stages = [(s, o, p if isinstance(p, str) else json.dumps(p, default=str))
-                        for s, o, p in stages]
+        self._stages = _named(stages)
         meta = run_metadata(self.pipeline, self.config, self.run_id)
         self._schemas = {table: table_schema(table, meta) for table in TABLES}
         if self.path is not None:
@@ -213,6 +220,13 @@ class MetricsRecorder:
             check_folder(self.path)
             check_folder(latency_path(self.path))
             check_writable(self.path)  # fail at start, not at the first flush
+
+    def restage(self, stages: Iterable[tuple[str, str, Any]], config_digest: str | None) -> None:
+        """A hot reload: the rows recorded so far are written with the stages and config they ran under, the next
+        ones name ``stages`` and ``config_digest``."""
+        self.flush()
+        self._stages = _named(stages)
+        self.config_digest = config_digest
 
     def mark_opened(self) -> None:
         """The pipeline's parts are open (it connected, its stream is there): the files written from now on
@@ -465,7 +479,8 @@ class MetricsRecorder:
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
         array = functools.partial(self._array, "stages")
         return pa.Table.from_arrays(
-            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), array("batch", batch), index, *names,
+            [pa.repeat(self.run_id, n), pa.repeat(self.pipeline, n), pa.repeat(pa.scalar(self.config_digest, pa.string()), n),
+             array("batch", batch), index, *names,
              array("records", records), array("rejected", rejected), array("bytes_in", bytes_in),
              array("bytes_out", bytes_out), array("start_ns", start), array("end_ns", end), array("lost", lost),
              array("redelivered", redelivered), array("reasons", reasons), array("projected", projected),

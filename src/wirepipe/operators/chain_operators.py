@@ -23,7 +23,7 @@ from ..core.models import Size, Strict
 from .compress import Compress
 from .decompress import Decompress
 from .deserialize import Deserialize
-from .schema_options import SchemaParam
+from .schema_options import SCHEMA_FIELD, SchemaParam
 from .serialize import Serialize
 
 
@@ -43,9 +43,7 @@ class ChainParams(Strict):
     """The chain option of ``encode`` and ``decode``: ``msgpack|zstd:3``, a schema, the decompression cap."""
 
     chain: str = Field(description="format|codec[:level]|..., in the order it is applied when encoding")
-    schema_: SchemaParam = Field(default=None, alias="schema", description="a dataset name, a schema file (.yaml, "
-                                 ".json, .avsc, .proto, .desc), an inline mapping {field: type}, a list of field "
-                                 "names, or module:Class")
+    schema_: SchemaParam = SCHEMA_FIELD
     max_output_size: Size = Field(default=DEFAULT_MAX_OUTPUT, description="the decompression cap (decode)")
 
     @field_validator("chain")

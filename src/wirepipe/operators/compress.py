@@ -28,14 +28,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..codecs.compression import (
-    DEFAULT_MAX_OUTPUT,
-    dictionary_digest,
-    get_codec,
-    parse_dictionary_digest,
-    zstd_compressor,
-    zstd_dictionary_id,
-)
+from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec
+from ..codecs.zstd import dictionary_digest, parse_dictionary_digest, zstd_compressor, zstd_dictionary_id
 from ..connectors.dictionary_bucket import is_shared, parse_ref
 from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch

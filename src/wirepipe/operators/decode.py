@@ -20,7 +20,7 @@ from .schema_options import SCHEMA_HEADER_FIELD, WRITER_SCHEMAS_FIELD, WriterSch
 
 class DecodeParams(ChainParams):
     writer_schemas: list[WriterSchemaParam] = WRITER_SCHEMAS_FIELD
-    schema_header: Literal["optional", "required"] = SCHEMA_HEADER_FIELD
+    schema_header: Literal["optional", "required"] | None = SCHEMA_HEADER_FIELD
 
     def build(self, ctx: BuildContext) -> list[Operator]:
         chain = Chain.parse(self.chain)

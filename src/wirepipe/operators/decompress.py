@@ -27,13 +27,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..codecs.compression import (
-    DEFAULT_MAX_OUTPUT,
-    codec_for_encoding,
-    dictionary_digest,
-    get_codec,
-    parse_dictionary_digest,
-)
+from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
+from ..codecs.zstd import dictionary_digest, parse_dictionary_digest
 from ..connectors.dictionary_bucket import parse_ref
 from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch

@@ -9,6 +9,16 @@ compared with it first (``operators/schema_identity.py``): a record written with
 decoded positionally with this one; ``writer_schemas`` lists the publishers' schemas whose records are read by
 field name, and ``schema_header: required`` refuses records that carry no header.
 
+With a schema registry (``schema: registry/points``, ``nats://BUCKET/points``: ``schema_options.registry_ref``)
+the operator is handed its store by the pipeline (``core/stores.py``): when the pipeline starts it takes the
+name's latest version (or the one pinned, ``@3``) as its own schema, fixed for the run, and before each pass it
+asks the store for the fingerprints of the batch it does not know yet, once each; the records of a version the
+reader can read by field name are read so, the others and those of a fingerprint the registry does not hold are
+dead-lettered with the reason. ``schema: registry`` alone reads each record as it was written. Records without
+the header are refused unless ``schema_header: optional``. The fetch is the run loop's (``prepare``, awaited before
+the batch's pass): it sees the headers the batch came with, so a deserialize behind a serialize of the same
+pipeline knows the schemas it fetched before and its ``writer_schemas``.
+
 In YAML ``- deserialize: {format: auto}``; in Python ``wirepipe.deserialize("auto")``:
 
 >>> from wirepipe.core.batch import Batch
@@ -21,6 +31,7 @@ In YAML ``- deserialize: {format: auto}``; in Python ``wirepipe.deserialize("aut
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -28,30 +39,38 @@ from pydantic import Field, field_validator
 
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
 from ..core.batch import Batch
-from ..core.errors import ConfigError, Refusal, RefusedError, StageError
+from ..core.errors import ConfigError, Refusal, RefusedError, StageError, WirepipeError
 from ..core.models import Strict
 from ..core.registry import load_ref
 from ..core.stages import Stage
+from ..core.stores import NotRegistered
 from ..schema import SchemaError
 from ..wire import Header
 from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
 from .schema_identity import REQUIRED, SchemaIdentity
 from .schema_options import (
     MESSAGE_FIELD,
+    SCHEMA_FIELD,
     SCHEMA_HEADER_FIELD,
     WRITER_SCHEMAS_FIELD,
+    RegistryRef,
+    SchemaFromStore,
     SchemaParam,
     SchemaSpec,
     WriterSchemaParam,
     known_format,
+    registered_schema,
+    registry_ref,
     resolve_schema,
     schema_param,
     source_schema_refusal,
     with_message,
 )
 
+log = logging.getLogger("wirepipe.schemas")
 
-class Deserialize(Configured, Operator):
+
+class Deserialize(SchemaFromStore, Configured, Operator):
     """Decode every payload with one format, or by ``Content-Type`` with ``format: auto``."""
 
     stage = Stage.DESERIALIZE
@@ -60,12 +79,12 @@ class Deserialize(Configured, Operator):
 
     def __init__(self, format: str = "auto", schema: SchemaSpec = None, *, allow_pickle: bool = False,
                  typed: bool | None = None, framed: bool = False, schema_id: int | None = None,
-                 writer_schemas: Sequence[SchemaSpec] = (), schema_header: str = "optional") -> None:
+                 writer_schemas: Sequence[SchemaSpec] = (), schema_header: str | None = None) -> None:
         """The arguments are ``DeserializeParams``'s fields, checked as the YAML entry is; ``allow_pickle`` is the
         pipeline-wide setting (``BuildContext``)."""
         self._init(DeserializeParams, BuildContext(allow_pickle=allow_pickle), format=format, framed=framed,
-                   schema_header=schema_header, writer_schemas=list(writer_schemas),
-                   **given(schema=schema, typed=typed, schema_id=schema_id))
+                   writer_schemas=list(writer_schemas),
+                   **given(schema=schema, typed=typed, schema_id=schema_id, schema_header=schema_header))
 
     def _configure(self, params: DeserializeParams, ctx: BuildContext) -> None:
         format, schema, typed = params.format, with_message(params.schema_, params.message), params.typed
@@ -77,38 +96,94 @@ class Deserialize(Configured, Operator):
         self.params |= {k: v for k, v in (("framed", framed), ("schema_id", schema_id)) if v}
         self._options: dict[str, Any] = {"framed": framed, "schema_id": schema_id}
         self._column: Callable[[list[bytes]], list[Any]] | None = None
-        self._schema: Schema = resolve_schema(schema)
-        record_class = _record_class(schema)
+        self._ref: RegistryRef | None = registry_ref(schema)
+        self._store = None
+        self._schema: Schema = resolve_schema(schema) if self._ref is None else None
+        record_class = _record_class(schema) if self._ref is None else None
         # A record class in the schema gives typed records unless typed: false says otherwise.
         self._record_class = record_class if (typed is None or typed) else None
         if typed and record_class is None:
             raise ValueError("typed: true needs schema: module:RecordClass")
         self._writers = [_writer_schema(i, w) for i, w in enumerate(params.writer_schemas)]
-        self._required = params.schema_header == REQUIRED
+        # without the header, a record of a registry's schemas cannot be told: refused unless asked otherwise
+        header = params.schema_header or (REQUIRED if self._ref is not None else "optional")
+        self._required = header == REQUIRED
         if self._writers:
             self.params["writer_schemas"] = [schema_param(w) for w in params.writer_schemas]
-        if self._required:
-            self.params["schema_header"] = REQUIRED
+        if params.schema_header is not None:
+            self.params["schema_header"] = header
         self._identity: SchemaIdentity | None = None
         self._by_type: dict[str | None, Decoder] = {}
         self._by_schema: dict[tuple[str | None, str | None], Decoder] = {}
         self._fixed: Decoder | None = None
-        self._names_on_wire = False
-        if not self.auto:
+        self._names_on_wire = not self.auto and not get_format(format).needs_schema
+        if self._ref is not None:
+            self._check_registry(self._ref)
+        elif not self.auto:
             fmt = get_format(format)
-            self._names_on_wire = not fmt.needs_schema
             if not fmt.needs_schema or self._schema is not None:
                 self._build(fmt)
         elif self._schema is not None:
             self._identity = SchemaIdentity(self._schema, self._writers, required=self._required)
-        if (self._writers or self._required) and self._schema is None and (self.auto or self._names_on_wire):
+        if (self._writers or self._required) and self._schema is None and self._ref is None and \
+                (self.auto or self._names_on_wire):
             raise ValueError("writer_schemas and schema_header: required compare records with the schema they are "
                              "read with: set `schema:` too")
+
+    # --- a schema registry: the store, the reader's schema at start, the writers' before each pass --------------
+
+    def _check_registry(self, ref: RegistryRef) -> None:
+        if ref.name is None and self._names_on_wire:
+            raise ValueError(f"schema: {ref} reads each record with the schema it was written with, and {self.name} "
+                             "names its fields on the wire, needing none: name the schema records are read as "
+                             f"({ref}/NAME), or give no schema")
+        if ref.name is None and not self._required and not self.auto:
+            raise ValueError(f"schema: {ref} reads each record with the schema it was written with: a record without "
+                             "the Wirepipe-Schema header has none (schema_header: optional needs the schema records "
+                             f"are read as: {ref}/NAME)")
+        self.io = self.prepares = True
+
+    async def open(self, parts: Sequence[Any]) -> None:
+        """The reader's schema from the registry (its latest version, or the one pinned), fixed for the run."""
+        ref = self._ref
+        if ref is None:
+            return
+        store, label = self._handed("deserialize"), None
+        if ref.name is not None:
+            registered = await registered_schema(store, ref, "deserialize")
+            self._schema, label = registered.schema, str(registered)
+            log.info("deserialize: reading records as %s (%s) from %s", registered, registered.fingerprint, store.where)
+        if not self.auto and self._schema is not None:
+            self._fixed = None
+            self._build(get_format(self.name))
+        self._identity = SchemaIdentity(self._schema, self._writers, required=self._required, registry=store.where,
+                                        reader_label=label)
+        self._by_schema.clear()
+
+    async def prepare(self, batch: Batch) -> None:
+        """The schemas of the batch's fingerprints this operator does not know yet, from the registry: once each
+        (a fingerprint it does not hold is asked for again after the store's ``retry_after``). ``NotConnected``
+        when the registry does not answer: the run loop holds the batch and asks again."""
+        identity, store = self._identity, self._store
+        if identity is None or store is None or self._names_on_wire:
+            return
+        for fingerprint in sorted(identity.unknown(batch.headers)):
+            try:
+                schema = await store.by_fingerprint(fingerprint)
+            except NotRegistered as exc:  # a damaged entry: its records are dead-lettered with the reason
+                identity.learn(fingerprint, None, str(exc))
+                continue
+            if schema is None and fingerprint in identity.unusable:
+                continue
+            identity.learn(fingerprint, schema)
+            if schema is not None:
+                log.info("deserialize: schema %s from %s", fingerprint, store.where)
+            self._by_schema = {k: fn for k, fn in self._by_schema.items() if k[1] != fingerprint}
 
     def refuse_schema(self, schema: Any) -> Refusal | None:
         """A positional format given no ``schema:`` takes the one its source attaches: refused when the pipeline
         is built when there is none (a NATS source attaches none)."""
-        if self.auto or self._fixed is not None:
+        if self.auto or self._fixed is not None or self._ref is not None:
             return None
         return source_schema_refusal(get_format(self.name), schema, self._options)
 
@@ -116,7 +191,7 @@ class Deserialize(Configured, Operator):
         self._fixed = self._typed(fmt.decoder(self._schema, allow_pickle=self.allow_pickle, **self._options))
         if self._record_class is None:
             self._column = fmt.column_decoder(self._schema, **self._options)
-        if self._schema is not None:
+        if self._schema is not None and self._ref is None:
             self._identity = SchemaIdentity(self._schema, self._writers, required=self._required)
 
     def _typed(self, decode: Decoder) -> Decoder:
@@ -139,7 +214,10 @@ class Deserialize(Configured, Operator):
         return fn
 
     def __call__(self, batch: Batch) -> Batch:
-        if self._fixed is None and not self.auto:  # positional format waiting for the source's schema
+        if self._ref is not None and self._identity is None:
+            raise WirepipeError(f"deserialize: schema {self._ref} comes from a schema registry when the pipeline "
+                                "starts: run the operator in a Pipeline (or await its open() first)")
+        if self._fixed is None and not self.auto and self._ref is None:  # a positional format: the source's schema
             self._schema = self._schema or batch.schema
             self._build(get_format(self.name))
         identity = self._identity
@@ -241,16 +319,14 @@ def _builder(cls: type) -> Callable[[Any], Any]:
 class DeserializeParams(Strict):
     format: str = Field(default="auto", description="the format payloads are decoded with; auto: by each "
                         "message's Content-Type")
-    schema_: SchemaParam = Field(default=None, alias="schema", description="a dataset name, a schema file (.yaml, "
-                                 ".json, .avsc, .proto, .desc), an inline mapping {field: type}, a list of field "
-                                 "names, or module:Class")
+    schema_: SchemaParam = SCHEMA_FIELD
     message: str | None = MESSAGE_FIELD
     typed: bool | None = Field(default=None, description="decode into typed records (the schema's class) "
                                "instead of dicts; default: when the schema is a class")
     framed: bool = Field(default=False, description="a message is a list of records (pack before serialize)")
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
     writer_schemas: list[WriterSchemaParam] = WRITER_SCHEMAS_FIELD
-    schema_header: Literal["optional", "required"] = SCHEMA_HEADER_FIELD
+    schema_header: Literal["optional", "required"] | None = SCHEMA_HEADER_FIELD
 
     _format = field_validator("format")(known_format(("auto",)))
 

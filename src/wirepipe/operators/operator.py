@@ -14,7 +14,7 @@ works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the ki
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias, TypeVar, Union
 
 from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
 from ..core.errors import ConfigError, WirepipeError
@@ -22,8 +22,8 @@ from ..core.errors import ConfigError, WirepipeError
 if TYPE_CHECKING:
     from ..core.errors import Refusal
 
-__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Configured", "Operator", "OperatorChain", "failing",
-           "given", "refused_at", "with_shorthand"]
+__all__ = ["PAYLOADS", "RECORDS", "SAME", "BuildContext", "Configured", "Operator", "OperatorChain",
+           "Operators", "failing", "flatten", "given", "refused_at", "with_shorthand"]
 
 _O = TypeVar("_O", bound="Configured")
 
@@ -83,20 +83,45 @@ class Operator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
 
-    def __or__(self, other: Any) -> Any:
-        """``op | op`` builds an operator list for a pipeline."""
+    def __or__(self, other: Operator | Operators) -> OperatorChain:
+        """``op | op`` builds an operator chain for a pipeline."""
         return OperatorChain([self]) | other
 
 
-class OperatorChain(list):  # type: ignore[type-arg]
-    """Operators composed with ``|`` before they meet a source."""
+class OperatorChain(list[Operator]):
+    """Operators in order, built together: ``op | op``, an ``encode`` or ``decode`` chain, an entry by name
+    (``wirepipe.operator_entry``). A pipeline takes one wherever it takes an operator (``Pipeline(source,
+    [decode("msgpack|zstd"), map_values(fn)], sink)``, ``source | chain``) and runs each of its operators as
+    a stage of its own: its own metrics rows, its own dead letters.
 
-    def __or__(self, other: Any) -> OperatorChain:
-        if isinstance(other, Operator):
-            return OperatorChain([*self, other])
-        if isinstance(other, Iterable):
-            return OperatorChain([*self, *other])
-        return NotImplemented
+    >>> from wirepipe import compress, encode, serialize
+    >>> [op.canonical() for op in serialize("msgpack") | compress("zstd") | encode("json|lz4")]
+    ['msgpack', 'zstd', 'json', 'lz4']
+    """
+
+    def __or__(self, other: Operator | Operators) -> OperatorChain:
+        if not isinstance(other, (Operator, Iterable)):
+            return NotImplemented
+        return OperatorChain([*self, *([other] if isinstance(other, Operator) else flatten(other))])
+
+
+# What a pipeline takes where it takes operators: operators and chains of them, in order.
+Operators: TypeAlias = "Iterable[Operator | Iterable[Operator]]"
+
+
+def flatten(operators: Operators) -> list[Operator]:
+    """The operators in order, each chain among them (``encode``'s, ``op | op``) opened in place; anything
+    else is a ``TypeError`` that names it (a string is not an operator, nor is a sink)."""
+    out: list[Operator] = []
+    for part in operators:
+        if isinstance(part, Operator):
+            out.append(part)
+        elif isinstance(part, Iterable) and not isinstance(part, (str, bytes)):
+            out += flatten(part)
+        else:
+            raise TypeError(f"{part!r} is not an operator: build one with a wirepipe factory "
+                            f"(wirepipe.serialize(...), wirepipe.encode(...) ...)")
+    return out
 
 
 def failing(error: Exception) -> Callable[[Any], Any]:
@@ -126,9 +151,10 @@ class BuildContext:
         self.allow_pickle = allow_pickle
 
 
-class Configured:
+class Configured(Operator):
     """An operator whose arguments are declared once, in its params model (the YAML entry's fields), as a
-    connector's are (``connectors.connector.Configured``).
+    connector's are (``connectors.connector.Configured``). An ``Operator`` itself, so a type checker's join of
+    two of them (``[serialize(...), map_values(...)]``) is still an operator.
 
     ``from_params`` takes a validated model (what the entry's ``build`` and so YAML and the factories of
     ``wirepipe.api`` use); ``__init__`` takes the same fields as arguments and checks them with the model

@@ -3,7 +3,7 @@
 It runs on decoded values, typically to drop what a relay does not forward. A record that
 lacks a field is dead-lettered with the missing name.
 
-In YAML ``- select: [id, x]``; in Python ``wirepipe.select("id", "x")``:
+In YAML ``- select: [id, x]``; in Python ``wirepipe.select_fields("id", "x")``:
 
 >>> from wirepipe.core.batch import Batch
 >>> Select(["id", "y"])(Batch([{"id": 1, "x": 2.5, "y": 1}])).values

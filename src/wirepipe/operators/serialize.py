@@ -15,6 +15,11 @@ projection instead, and the records that lost fields are counted (``Batch.projec
 ``projected`` figure). Formats that take no schema (``arrow``, ``toml`` ...) given a typed one
 have each record checked against it (``codecs/checks.py``'s ``validator``) before they write it.
 
+A registered schema (``schema: registry/points@3``, ``nats://BUCKET/points@3``; without ``@``, the latest version
+when the pipeline starts) is fetched from the store the pipeline hands the operator (``core/stores.py``) when the
+pipeline starts: a name or a version the registry does not hold stops it there, saying what it holds, so a
+publisher only ever writes with a registered version.
+
 In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgpack")``:
 
 >>> from wirepipe.core.batch import Batch
@@ -32,7 +37,8 @@ In YAML ``- serialize: {format: msgpack}``; in Python ``wirepipe.serialize("msgp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from operator import is_not
 from typing import Any, Literal
 
@@ -40,7 +46,7 @@ from pydantic import Field, field_validator
 
 from ..codecs.formats import Encoder, Schema, get_format
 from ..core.batch import Batch
-from ..core.errors import Refusal, StageError
+from ..core.errors import Refusal, StageError, WirepipeError
 from ..core.models import Strict
 from ..core.records import as_dict, is_typed_record
 from ..core.stages import Stage
@@ -49,17 +55,24 @@ from ..wire import Header, set_headers
 from .operator import PAYLOADS, BuildContext, Configured, Operator, given
 from .schema_options import (
     MESSAGE_FIELD,
+    SCHEMA_FIELD,
+    RegistryRef,
+    SchemaFromStore,
     SchemaParam,
     SchemaSpec,
     known_format,
+    registered_schema,
+    registry_ref,
     resolve_schema,
     schema_param,
     source_schema_refusal,
     with_message,
 )
 
+log = logging.getLogger("wirepipe.schemas")
 
-class Serialize(Configured, Operator):
+
+class Serialize(SchemaFromStore, Configured, Operator):
     """Encode every value with one format; sets ``Content-Type``."""
 
     stage = Stage.SERIALIZE
@@ -88,7 +101,13 @@ class Serialize(Configured, Operator):
             self.params["extra_fields"] = extra_fields
         self._drop = extra_fields == "drop"
         self._options = {"schema_id": schema_id}
-        self._schema: Schema = resolve_schema(schema)
+        self._ref: RegistryRef | None = registry_ref(schema)
+        self._store = None
+        if self._ref is not None and self._ref.name is None:
+            raise ValueError(f"schema: {self._ref}: a publisher writes with one registered version: name it, "
+                             f"{self._ref}/NAME (the latest when the pipeline starts), with @VERSION after it for another")
+        self.io = self._ref is not None
+        self._schema: Schema = resolve_schema(schema) if self._ref is None else None
         self._encode: Encoder | None = None
         self._column: Callable[[list[Any]], list[bytes]] | None = None
         self._project: Callable[[Any], Any] | None = None
@@ -98,12 +117,24 @@ class Serialize(Configured, Operator):
             self._build()
 
     def _ready(self) -> bool:
-        return not self.format.needs_schema or self._schema is not None
+        return self._ref is None and (not self.format.needs_schema or self._schema is not None)
 
     def refuse_schema(self, schema: Any) -> Refusal | None:
         """A positional format given no ``schema:`` takes the one its source attaches: refused when the pipeline
         is built (not at its first batch) when the source attaches none, or one without the types it needs."""
-        return None if self._ready() else source_schema_refusal(self.format, schema, self._options)
+        if self._ready() or self._ref is not None:
+            return None
+        return source_schema_refusal(self.format, schema, self._options)
+
+    async def open(self, parts: Sequence[Any]) -> None:
+        """The registered version ``schema:`` names, fetched once: what every record of the run is written with."""
+        if self._ref is None:
+            return
+        store = self._handed("serialize")
+        registered = await registered_schema(store, self._ref, "serialize")
+        self._schema = registered.schema
+        self._build()
+        log.info("serialize: writing with %s (%s) from %s", registered, registered.fingerprint, store.where)
 
     def _build(self) -> None:
         schema = self._schema
@@ -124,6 +155,9 @@ class Serialize(Configured, Operator):
 
     def __call__(self, batch: Batch) -> Batch:
         if self._encode is None:  # positional format waiting for the source's schema
+            if self._ref is not None:
+                raise WirepipeError(f"serialize: schema {self._ref} comes from a schema registry when the pipeline "
+                                    "starts: run the operator in a Pipeline (or await its open() first)")
             self._schema = batch.schema
             self._build()
         encode = self._encode
@@ -170,9 +204,7 @@ def _all_fit(test: Any, values: list[Any]) -> bool:
 
 class SerializeParams(Strict):
     format: str = Field(description="the format every record is encoded with (sets Content-Type)")
-    schema_: SchemaParam = Field(default=None, alias="schema", description="a dataset name, a schema file (.yaml, "
-                                 ".json, .avsc, .proto, .desc), an inline mapping {field: type}, a list of field "
-                                 "names, or module:Class")
+    schema_: SchemaParam = SCHEMA_FIELD
     message: str | None = MESSAGE_FIELD
     schema_id: int | None = Field(default=None, ge=0, lt=2**32, description="avro: Confluent framing")
     extra_fields: Literal["reject", "drop"] = Field(

@@ -19,7 +19,7 @@ that need it are dead-lettered with that reason and the worker goes on.
 Which bytes: an id names a dictionary, it does not prove its bytes (whoever can rewrite the
 bucket's ``id/<id>`` object rewrites the Object Store's digest with it). So the publisher stamps
 each record with the SHA-256 digest of the exact dictionary it compressed with
-(``Wirepipe-Dictionary``, ``codecs.compression.dictionary_digest``), and here, where the bytes
+(``Wirepipe-Dictionary``, ``codecs.zstd.dictionary_digest``), and here, where the bytes
 are used, a fetched dictionary's digest is compared with each stamp once (per fetch and stamp,
 then cached): a record whose stamp names other bytes is rejected with both digests in the
 reason, never decoded to other data, and the id is asked for again after ``retry_after`` (the
@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..codecs.compression import dictionary_digest, zstd_dictionary_id, zstd_frame_dictionary_id
+from ..codecs.zstd import dictionary_digest, zstd_dictionary_id, zstd_frame_dictionary_id
 from ..core.batch import Batch
 from ..core.errors import StageError, WirepipeError
 from ..wire import Header

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Discriminator, Field, Tag, ValidationError, create_model
 
@@ -40,6 +40,9 @@ from ..core.models import (
 )
 from ..operators import OPERATORS
 from ..operators.operator import BuildContext, refused_at
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline  # what a file builds (the run loop is imported where one is built)
 
 # --- operator entries: each operator module declares its params (see operators/__init__.py) ----------
 
@@ -70,6 +73,7 @@ def pipeline_model() -> type[Strict]:
     from ..metrics.recorder import MetricsConfig
     from ..metrics.tracing import TracingConfig
     from .monitor import MonitorConfig
+    from .resources import ResourcesConfig
     from .service import ServiceConfig
 
     fields: dict[str, Any] = dict(
@@ -87,6 +91,7 @@ def pipeline_model() -> type[Strict]:
         monitor=(MonitorConfig | None, None),
         tracing=(TracingConfig | None, None),
         service=(ServiceConfig, Field(default_factory=ServiceConfig)),
+        resources=(ResourcesConfig, Field(default_factory=ResourcesConfig)),
     )
     return create_model("PipelineConfig", __base__=Strict, **fields)
 
@@ -296,16 +301,24 @@ def _describe(err: Any) -> tuple[str, str]:
         part = loc[i]
         parts.append(part)
         nxt = loc[i + 1] if i + 1 < len(loc) else None
-        if (part in ("source", "sink", "dead_letter") and len(parts) == 1 and nxt in tags) or (isinstance(part, int) and parts[:1] == ["operators"] and i + 2 < len(loc) and loc[i + 2] == nxt):
+        if (part in ("source", "sink", "dead_letter") and len(parts) == 1 and nxt in tags) or (isinstance(part, int) and parts[:1] == ["operators"] and i + 2 < len(loc) and loc[i + 2] == nxt) or _resource_tag(parts, nxt):
             i += 1
         i += 1
     return _describe_at(parts, err)
+
+
+def _resource_tag(parts: list[Any], nxt: Any) -> bool:
+    """``resources.schemas.NAME.<type>``: the union tag pydantic puts after a resource's name."""
+    from .resources import STORE_TYPES
+
+    return len(parts) == 3 and parts[0] == "resources" and nxt in STORE_TYPES
 
 
 def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
     """The message of one error at the field path ``parts`` (one entry alone has no union tags to drop:
     ``source.words`` stays that even where ``words`` is also a connector type)."""
     from ..connectors import SINKS, SOURCES
+    from .resources import STORE_TYPES
 
     kind = err["type"]
     ctx = err.get("ctx") or {}
@@ -320,7 +333,7 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
         return path, (f"each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got {got} "
                       f"(allowed operators: {', '.join(OPERATORS)})")
     if kind == "union_tag_not_found":
-        allowed = ", ".join(SOURCES if parts[:1] == ["source"] else SINKS)
+        allowed = ", ".join(STORE_TYPES if parts[:1] == ["resources"] else SOURCES if parts[:1] == ["source"] else SINKS)
         return path, f"`type` is required: allowed {allowed}"
     return path, problem_message(err)
 
@@ -329,6 +342,7 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
     from ..metrics.tracing import check_installed
     from .pipeline import Pipeline, check_flow, check_operators
+    from .resources import Resources
 
     def check_tracing(tracing: Any) -> None:
         try:
@@ -349,6 +363,8 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     try:
         check_flow(source, operators, sink, where)  # at the entries' own paths (Pipeline checks by position)
         check_operators(operators, source, sink, where)
+        resources = Resources(cfg.resources)
+        resources.bind(operators, (source, sink), where)  # at the entries' own paths, as check_flow
         check_tracing(cfg.tracing)
         # The whole-pipeline rules (``check_parts``, run by ``Pipeline``: e.g. one Parquet file behind a source
         # acknowledged at every flush) are the ones a pipeline built in Python meets; YAML adds the file.
@@ -365,6 +381,7 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
             config=cfg.model_dump(mode="json", by_alias=True),
             monitor=cfg.monitor,
             tracing=cfg.tracing,
+            resources=resources,
         )
     except ConfigError as exc:
         raise ConfigError(exc.detail, file=file, path=exc.path) from None
@@ -397,7 +414,7 @@ def _metrics(cfg: Any) -> Any:
     return cfg.metrics.build(cfg.name, cfg.model_dump(mode="json", by_alias=True))
 
 
-def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Any:
+def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Pipeline:
     """Read, validate and build a pipeline from a YAML file."""
     data = read_config(path, overrides, env)
     cfg = validate_config(data, file=str(path))

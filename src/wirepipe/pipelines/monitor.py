@@ -105,6 +105,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         **(recorder.figures() if recorder is not None else {}),
         "metrics_error": recorder.failing if recorder is not None else None,
         "metrics_up": 0 if recorder is not None and recorder.failing else 1,
+        # a hot reload (``run --watch``): versions applied, changes refused
+        **(pipeline.reloader.counters() if getattr(pipeline, "reloader", None) is not None else {}),
     }
 
 
@@ -177,7 +179,9 @@ def run_summary(pipeline: Any, stats: Any) -> str:
     text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in}{read_unit(pipeline)} in "
             f"{stats.elapsed:.2f}s ({stats.records_per_second:,.0f} records/s"
             f"{messages_summary(stats.messages_out, stats.records_out, stats.elapsed)}), {stats.rejected} rejected")
-    lines = [*ending_lines(stats), *rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
+    reloads = pipeline.reloader.summary(stats.batches) if getattr(pipeline, "reloader", None) is not None else None
+    lines = [*ending_lines(stats), *([reloads] if reloads else []), *rejection_lines(stats.rejections.rows()),
+             *run_outputs(pipeline)]
     return text + run_figures(pipeline, stats) + "\n  " + "\n  ".join(lines)
 
 
@@ -442,6 +446,8 @@ COUNTER_DOCS = {
                         "their batch (the stream keeps one record per id)",
     "reconnects": "NATS reconnects",
     "disconnects": "NATS disconnects",
+    "reloads": "hot reloads applied (`run --watch`): the config changed and the run went on with it",
+    "reloads_refused": "config changes not applied (invalid, or needing a restart): the running config stayed",
     "metrics_write_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never "
                             "drops them)",
     "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",

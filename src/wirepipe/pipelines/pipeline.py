@@ -52,7 +52,7 @@ from ..core.allocator import between_batches
 from ..core.batch import PAYLOADS, SAME, Batch, Rejected, payload_nbytes
 from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..core.rejections import Rejections
-from ..operators.operator import Operator
+from ..operators.operator import Operator, Operators, flatten
 from ..wire import Header, subjects_overlap
 from .commits import AckLedger
 from .sink_retry import SinkRetry
@@ -65,6 +65,7 @@ log = logging.getLogger("wirepipe")
 _ns = time.monotonic_ns
 _RECEIVED = "wirepipe.received"  # meta column: the records as the source gave them, while the sink writes
 _COMMIT_POLL = 0.25  # seconds: how often a loop waiting for a batch asks whether a commit is due
+_WAKE: Any = object()  # a queue item that only wakes a loop waiting for a batch (a switch was asked for)
 # Operators expected to hold the event loop longer than this run off it (sources with a socket to serve).
 _OFFLOAD_NS = 2_000_000
 _SLICE_NS = 1_000_000
@@ -242,28 +243,36 @@ def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
 
 
 class Pipeline:
-    """A source, CPU operators and a sink, run as one asyncio task.
+    """A source, CPU operators and a sink, run as one asyncio task; ``resources`` are the stores its operators
+    read from (a schema registry: ``pipelines/resources.py``), handed to them here and opened before them.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
-    or from YAML with ``wirepipe.pipelines.config.load_pipeline``. ``|`` returns a new
+    or from YAML with ``wirepipe.pipelines.config.load_pipeline``; an ``OperatorChain`` (``encode``'s,
+    ``op | op``) goes wherever an operator does, each of its operators a stage of its own. ``|`` returns a new
     pipeline (the operators added, or the sink set) and leaves the one it was applied to
     as it was, so one base can be extended two ways:
 
-    >>> from wirepipe import compress, generate, serialize
-    >>> base = generate("point", count=10) | serialize("msgpack")
+    >>> from wirepipe import compress, generate_source, serialize
+    >>> base = generate_source("point", count=10) | serialize("msgpack")
     >>> zstd, lz4 = base | compress("zstd"), base | compress("lz4")
     >>> [op.name for op in zstd.operators], [op.name for op in lz4.operators], len(base.operators)
     (['msgpack', 'zstd'], ['msgpack', 'lz4'], 1)
     """
 
-    def __init__(self, source: Source, operators: Iterable[Operator] = (), sink: Sink | None = None, *,
+    def __init__(self, source: Source, operators: Operators = (), sink: Sink | None = None, *,
                  name: str = "pipeline", metrics: Any = None, dead_letter: Sink | None = None,
                  queue_size: int = 8, shutdown_timeout: float = 30.0, flush_interval: float = 1.0,
-                 config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None) -> None:
-        operators = list(operators)
+                 config: dict[str, Any] | None = None, monitor: Any = None, tracing: Any = None,
+                 resources: Any = None) -> None:
+        from .resources import Resources
+
+        operators = flatten(operators)
         check_parts(source, sink, dead_letter, operators)
         self.source = source
-        self.operators = list(operators)
+        self.operators = operators
+        # the stores operators read from (a schema registry), each handed to the operators that name it
+        self.resources = resources if isinstance(resources, Resources) else Resources(resources)
+        self.resources.bind(self.operators, (source, sink))
         self.sink = sink
         self.name = name
         self.metrics_spec = metrics
@@ -298,8 +307,17 @@ class Pipeline:
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
         self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
         self.read_to_end = False  # the source ended on its own (its input, its count): a stop after it interrupts nothing
+        # A hot reload (``reload.py``): ``reloader.watch(self)`` runs beside the loop while the run lasts and asks
+        # for a switch to another config's operators (``switch_to``); ``config_digest`` names the config the
+        # batches run under (the metrics' ``config_digest`` column).
+        self.reloader: Any = None
+        self.config_digest: str | None = None
+        self._switch: tuple[Pipeline, asyncio.Future[int]] | None = None
+        self._queue: asyncio.Queue[Any] | None = None  # the loop's queue while it runs
+        self._opened: list[Any] = []  # the parts open, closed last first at the end (a switch changes them)
+        self._flusher: asyncio.Task[None] | None = None  # the metrics' periodic flush
 
-    def __or__(self, other: Any) -> Pipeline:
+    def __or__(self, other: Operator | Operators | Sink) -> Pipeline:
         """``pipeline | op``, ``pipeline | [ops]``, ``pipeline | sink``: a new pipeline with the rest of this one's
         settings (name, dead letter, metrics, timeouts...); this one is left as it was."""
         operators, sink = self.operators, self.sink
@@ -308,13 +326,14 @@ class Pipeline:
         elif isinstance(other, Sink):
             sink = other
         elif isinstance(other, Iterable) and not isinstance(other, (str, bytes)):
-            operators = [*operators, *other]
+            operators = [*operators, *flatten(other)]
         else:
             return NotImplemented
         return type(self)(self.source, operators, sink, name=self.name, metrics=self.metrics_spec,
                           dead_letter=self.dead_letter, queue_size=self.queue_size,
                           shutdown_timeout=self.shutdown_timeout, flush_interval=self.flush_interval,
-                          config=self.config, monitor=self.monitor, tracing=self.tracing_spec)
+                          config=self.config, monitor=self.monitor, tracing=self.tracing_spec,
+                          resources=self.resources)
 
     @property
     def unacked_records(self) -> int:
@@ -365,14 +384,10 @@ class Pipeline:
                                                                   self.dead_letter_role))
         self.metrics = self._open_metrics()
         self.tracing = _open_tracing(self)
-        timer = flusher = None
+        timer = watching = self._flusher = None
         if self.metrics is not None:
-            from ..metrics.recorder import pipeline_stages
-
-            with _io_errors("metrics", self.metrics.path):
-                self.metrics.open(pipeline_stages(source, self.operators, sink))
-            flusher = asyncio.create_task(self.metrics.flush_periodically())
-        opened: list[Any] = []
+            self._start_metrics(self.metrics, source, self.operators, sink)
+        self._opened = []
         cancelled = cancelled_late = False
         for part in (sink, self.dead_letter):
             if part is not None:
@@ -385,26 +400,35 @@ class Pipeline:
             await monitor.start()
         try:
             collector.run_started()  # the garbage collector for batches (core/collector.py)
-            await self._open_parts(source, sink, opened)
+            await self._open_parts(source, sink, self._opened)
             if source.duration:
                 timer = asyncio.get_running_loop().call_later(source.duration, source.stopping.set)
             self.running = True
             stats.opened = time.monotonic() - stats.started
             if self.metrics is not None:
                 self.metrics.mark_opened()
+            if self.reloader is not None:
+                watching = asyncio.create_task(self.reloader.watch(self))
             await self._loop(source, sink, stats)
         except asyncio.CancelledError:
             cancelled = True
             raise
         finally:
             self.running = False
+            if watching is not None:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+            if self._switch is not None:  # asked for while the run ended: it never ran
+                self._switch[1].cancel()
+                self._switch = None
             if monitor is not None:
                 await monitor.stop()
             if timer is not None:
                 timer.cancel()
-            await self._close_parts(opened)
-            if flusher is not None:
-                flusher.cancel()
+            await self._close_parts(self._opened)
+            if self._flusher is not None:
+                self._flusher.cancel()
             if self.metrics is not None:
                 found_late = source.lost - self._lost_seen  # discarded at the drain, a tail: on the source's rows too
                 if found_late:
@@ -442,6 +466,8 @@ class Pipeline:
             with _io_errors(f"dead_letter {self.dead_letter.name}", None):
                 await self.dead_letter.open()
             opened.append(self.dead_letter)
+        opened.append(self.resources)  # the stores operators read from (a schema registry), opened before them
+        await self.resources.open()
         for op in self.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
             opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
             await op.open((source, sink))
@@ -450,7 +476,12 @@ class Pipeline:
         """Close what ``_open_parts`` opened, last first; a part that fails to close is logged, the others close."""
         if self.default_dead_letter is not None:
             opened.insert(1, self.default_dead_letter)  # opened at its first record, closed after the sink
-        for part in reversed(opened):
+        await self._close_each(opened)
+
+    @staticmethod
+    async def _close_each(parts: Sequence[Any]) -> None:
+        """Close ``parts``, last first; a part that fails to close is logged, the others close."""
+        for part in reversed(parts):
             try:
                 await part.close()
             except Exception as exc:
@@ -466,8 +497,109 @@ class Pipeline:
             return spec
         return MetricsRecorder(Path(spec), pipeline=self.name, config=self.config)
 
+    def _start_metrics(self, recorder: Any, source: Source, operators: Sequence[Operator], sink: Sink) -> None:
+        """Open ``recorder`` for these stages and start its periodic flush."""
+        from ..metrics.recorder import pipeline_stages
+
+        if self.config_digest is not None:
+            recorder.config_digest = self.config_digest
+        with _io_errors("metrics", recorder.path):
+            recorder.open(pipeline_stages(source, operators, sink))
+        self._flusher = asyncio.create_task(recorder.flush_periodically())
+
+    # --- a hot reload ------------------------------------------------------------------------------
+
+    def switch_to(self, new: Pipeline) -> asyncio.Future[int]:
+        """Go on with ``new``'s operators, dead letter, metrics, ``flush_interval``, ``shutdown_timeout`` and config
+        from the next batch boundary, once what this config wrote is committed (flushed, then acknowledged): a
+        hot reload (``reload.py``). ``new`` itself never runs: its source, sink, name, queue, monitor and tracing
+        are not used (changing those needs a restart: ``reload.py`` refuses it before asking). Parts that ``new``
+        shares with this pipeline (the same objects) stay open as they are. The future's result is the index of
+        the first batch that ``new``'s parts run; its error, what kept this pipeline's (a part that cannot open)."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if not self.running or self.source.stopping.is_set():
+            future.set_exception(WirepipeError(f"{self.name}: the run is {'stopping' if self.running else 'not running'}"))
+        elif self._switch is not None:
+            future.set_exception(WirepipeError(f"{self.name}: another switch waits for the next batch boundary"))
+        else:
+            self._switch = (new, future)
+            if self._queue is not None and self._queue.empty():  # the loop waits for a batch: wake it
+                self._queue.put_nowait(_WAKE)
+        return future
+
+    async def _switch_now(self, sink: Sink, stats: RunStats) -> None:
+        """The switch ``switch_to`` asked for: commit what the current config wrote, then adopt the new parts."""
+        assert self._switch is not None
+        new, done = self._switch
+        self._switch = None
+        await self._commit(sink, stats)
+        try:
+            await self._adopt(new, sink)
+        except Exception as exc:  # a part that cannot open, whatever its error: the current config runs on
+            if not done.done():
+                done.set_exception(exc)
+            return
+        if not done.done():
+            done.set_result(stats.batches)
+
+    async def _adopt(self, new: Pipeline, sink: Sink) -> None:
+        """Open ``new``'s parts beside the running source and sink (checked against them as at a start), go on with
+        them and close the ones they replace; when one cannot open, the ones opened are closed and the error
+        raised: nothing changed."""
+        from ..metrics.recorder import pipeline_stages
+
+        source = self.source
+        check_parts(source, sink, new.dead_letter, new.operators)
+        check_operators(new.operators, source, sink)
+        old_operators, old_dead_letter, old_metrics = self.operators, self.dead_letter, self.metrics
+        fresh = [op for op in new.operators if not any(op is o for o in old_operators)]
+        dead_letter = new.dead_letter if new.dead_letter is not old_dead_letter else None
+        recorder = old_metrics if new.metrics_spec is self.metrics_spec else new._open_metrics()
+        stages = pipeline_stages(source, new.operators, sink)
+        opened: list[Any] = []
+        try:
+            if dead_letter is not None:
+                dead_letter.bind(self.name, source)
+                with _io_errors(f"dead_letter {dead_letter.name}", None):
+                    await dead_letter.open()
+                opened.append(dead_letter)
+            for op in fresh:
+                opened.append(op)
+                await op.open((source, sink))
+            if recorder is not None and recorder is not old_metrics:
+                recorder.config_digest = new.config_digest
+                with _io_errors("metrics", recorder.path):
+                    recorder.open(stages)
+        except BaseException:
+            await self._close_each(opened)
+            raise
+        # From here nothing can fail: the new parts take over, then the ones they replace are closed.
+        if recorder is old_metrics and recorder is not None:  # the rows so far keep the stages and config they ran
+            recorder.restage(stages, new.config_digest)
+        elif recorder is not old_metrics:
+            if self._flusher is not None:
+                self._flusher.cancel()
+            self._flusher = asyncio.create_task(recorder.flush_periodically()) if recorder is not None else None
+            if recorder is not None:
+                recorder.mark_opened()
+        self.metrics, self.metrics_spec = recorder, new.metrics_spec
+        self.operators = list(new.operators)
+        self._preparing = [op for op in self.operators if op.prepares]
+        self._op_ns_per_record = None  # measured again: the new operators may cost more or less
+        self.dead_letter = new.dead_letter
+        self.flush_interval, self.shutdown_timeout = new.flush_interval, new.shutdown_timeout
+        self.config, self.config_digest = new.config, new.config_digest
+        left: list[Any] = [op for op in old_operators if not any(op is o for o in self.operators)]
+        if dead_letter is not None and old_dead_letter is not None:
+            left.append(old_dead_letter)
+        self._opened = [*(p for p in self._opened if not any(p is q for q in left)), *opened]
+        if old_metrics is not None and recorder is not old_metrics:
+            await old_metrics.aclose()  # its rows are written (it waits for room on a full disk, as at the end)
+        await self._close_each(left)
+
     async def _loop(self, source: Source, sink: Sink, stats: RunStats) -> None:
         queue: asyncio.Queue[tuple[Batch, int, int] | None] = asyncio.Queue(self.queue_size)
+        self._queue = queue
         producer = asyncio.create_task(self._produce(source, queue))
         pressure = source.ack_pressure if isinstance(source, AtLeastOnce) else None
         interval = self.flush_interval
@@ -475,6 +607,9 @@ class Pipeline:
         ledger.last = time.monotonic()
         try:
             while True:
+                if self._switch is not None:  # a hot reload, between two batches
+                    await self._switch_now(sink, stats)
+                    interval = self.flush_interval
                 if ledger.pending:
                     wait = ledger.last + interval - time.monotonic()
                     # Woken now and then: the source may ask for a commit while no batch comes. (Not wait_for:
@@ -494,12 +629,15 @@ class Pipeline:
                     item = await queue.get()
                 if item is None:
                     break
+                if item is _WAKE:
+                    continue
                 self._queued.pop(0)
                 await self._process(*item, sink, stats)
                 if ledger.due(interval, pressure):
                     await self._commit(sink, stats)
             await self._commit(sink, stats)  # the drain: what was written is flushed, then acked
         finally:
+            self._queue = None
             if not producer.done():
                 source.stopping.set()
                 producer.cancel()

@@ -321,6 +321,11 @@ class Pool:
         self.started = time.monotonic()
         self.id = group_id()  # in each worker's run metadata
         self._stopped = asyncio.Event()  # set once by stop(): wakes every slot's waits
+        # The config's digest (each worker's metrics name it) and, with ``run --watch``, the hot reload (``reload.py``:
+        # it watches the file while the pool runs, and starts the workers with a target that takes reloads).
+        self.digest: str | None = None
+        self.reloader: Any = None
+        self.worker_target = WORKER_TARGET
 
     # --- snapshots ---------------------------------------------------------------------------
 
@@ -350,12 +355,17 @@ class Pool:
                 loop.add_signal_handler(sig, self._on_signal, sig.name)
                 installed.append(sig)
         status = asyncio.ensure_future(self._status_loop()) if self.monitor.status_interval > 0 else None
+        watching = asyncio.ensure_future(self.reloader.watch()) if self.reloader is not None else None
         log.info("%s: starting %d workers", self.name, self.workers)
         try:
             await asyncio.gather(*(self._supervise(slot) for slot in self.slots))
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
+            if watching is not None:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
             if status is not None:
                 status.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -407,14 +417,17 @@ class Pool:
             if slot.proc is not None:
                 slot.proc.signal(sig)
 
-    def worker_config(self, index: int) -> dict[str, Any]:
-        """What worker ``index`` runs: its own files (``worker_config``) and no monitor (the pool reports)."""
-        return {**worker_config(self.data, Worker(index, self.workers), file=self.file), "monitor": None}
+    def worker_config(self, index: int, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What worker ``index`` runs (of ``data``, a pool config; the pool's by default): its own files
+        (``worker_config``) and no monitor (the pool reports)."""
+        return {**worker_config(self.data if data is None else data, Worker(index, self.workers), file=self.file),
+                "monitor": None}
 
     async def _start(self, slot: Slot) -> WorkerProcess:
-        slot.proc = proc = await start(WORKER_TARGET, {"file": self.file, "config": self.worker_config(slot.index)},
-                                       Worker(slot.index, self.workers), group=self.id, name=self.file or "",
-                                       log_level=self.log_level)
+        message = {"file": self.file, "config": self.worker_config(slot.index), "digest": self.digest}
+        slot.proc = proc = await start(self.worker_target, message, Worker(slot.index, self.workers), group=self.id,
+                                       name=self.file or "", log_level=self.log_level,
+                                       keep_input=self.reloader is not None)
         slot.started = time.monotonic()
         log.info("%s: worker %d started (pid %d)", self.name, slot.index, proc.pid)
         return proc
@@ -490,6 +503,8 @@ class Pool:
                 if report.get("commit"):
                     slot.at_commit = (slot.reported, int(slot.snapshot.get("records_out", 0)), slot.cpu)
                 slot.outputs = list(report.get("outputs") or slot.outputs)  # the latest says it all
+            if "reload" in report and self.reloader is not None:
+                self.reloader.answered(slot.index, report["reload"])
 
     async def _status_loop(self) -> None:
         interval = self.monitor.status_interval
@@ -553,7 +568,8 @@ class Pool:
                 f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)), int(t.get('repeated_msg_ids', 0)))}"
                 f"{ending_summary(int(t.get('outstanding', 0)), self.interrupted)}, {restarts} restarts")
         where = worker_outputs([s.all_outputs() for s in self.slots])
-        return "\n  ".join([text, *rejection_lines(t.get("rejections") or []), *where])
+        reloads = [self.reloader.summary()] if self.reloader is not None else []
+        return "\n  ".join([text, *reloads, *rejection_lines(t.get("rejections") or []), *where])
 
 
 # --- one worker ------------------------------------------------------------------------------------
@@ -605,14 +621,17 @@ async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
         send(outputs=True)
 
 
-def run_pool_worker(message: dict[str, Any], channel: Channel) -> ExitCode:
-    """One worker of a pool (started by ``spawn.start``): ``message`` is ``{"file", "config"}``, the pipeline file
-    (what its errors name) and the config this worker runs."""
+def run_pool_worker(message: dict[str, Any], channel: Channel, reloads: Any = None) -> ExitCode:
+    """One worker of a pool (started by ``spawn.start``): ``message`` is ``{"file", "config", "digest"}``, the
+    pipeline file (what its errors name), the config this worker runs and its digest; ``reloads``, what takes the
+    configs a watching supervisor sends (``reload.run_watched_worker``)."""
     from .config import build_pipeline, validate_config
     from .monitor import run_summary
 
     file = message.get("file") or f"worker {Worker.current().index}"
     pipe = build_pipeline(validate_config(message["config"], file=file), file=file)
+    pipe.config_digest = message.get("digest")
+    pipe.reloader = reloads
     stats = asyncio.run(_run_reporting(pipe, channel))
     log.info("%s", run_summary(pipe, stats))
     # Its counts reached the supervisor, which decides the pool's exit code from them all; a failure of its own

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..core.errors import WirepipeError
+from ..core.registry import install_hint
 
 log = logging.getLogger("wirepipe.replay.beam")
 
@@ -57,7 +58,7 @@ def import_beam() -> Any:
             import apache_beam
             import apache_beam.io.parquetio
     except ImportError as exc:
-        raise WirepipeError(f"the Beam runner needs Apache Beam: pip install 'wirepipe[beam]' ({exc})") from None
+        raise WirepipeError(f"the Beam runner needs Apache Beam: {install_hint('beam')} ({exc})") from None
     # Beam reports its progress at INFO; wirepipe's output keeps its warnings and errors only.
     if not log.isEnabledFor(logging.DEBUG):
         logging.getLogger("apache_beam").setLevel(logging.WARNING)

@@ -230,6 +230,23 @@ def write_bytes_atomic(final: str | Path, data: bytes) -> Path:
     return write_atomic(final, lambda file: file.write(data))
 
 
+
+def create_atomic(final: str | Path, data: bytes) -> bool:
+    """``data`` as a new file ``final``, whole or not at all, unless ``final`` exists: False then, and the file is
+    left as it was. Two processes racing for one name: exactly one gets True (a hard link never replaces a file)."""
+    final = Path(final)
+    temp = temp_path(final, os.getpid())
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temp.write_bytes(data)
+    try:
+        os.link(temp, final)
+    except FileExistsError:
+        return False
+    finally:
+        temp.unlink()
+    return True
+
+
 # --- unfinished files ------------------------------------------------------------------------------
 
 

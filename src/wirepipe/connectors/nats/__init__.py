@@ -2,7 +2,9 @@
 
 ``connection`` (options, auth, TLS, reconnects; the managed connection), ``reader`` (a subscription read a
 batch at a time: every nats-py private attribute wirepipe touches), ``core_sink`` and ``core_source`` (core
-NATS, at-most-once, gaps counted by ``gaps``), ``jetstream_sink`` and ``jetstream_source`` (at-least-once),
+NATS, at-most-once, gaps counted by ``gaps``), ``jetstream_sink`` and the ``jetstream`` source
+(``jetstream_source``: its config and the durable pull consumer, at-least-once; ``jetstream_ordered``: the
+ordered consumer, no acks; ``jetstream_reader``: what both share),
 ``streams`` (the stream a sink creates), ``server`` (the embedded nats-server process). Header names, sizes
 and dead letters are the wire contract's, in ``wirepipe.wire``.
 """

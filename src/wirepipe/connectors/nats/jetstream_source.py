@@ -1,4 +1,6 @@
-"""The ``jetstream`` source: a durable pull consumer or an ordered consumer.
+"""The ``jetstream`` source: its config, and the durable pull consumer it builds by default
+(``OrderedJetStreamSource``, ``jetstream_ordered.py``, with ``ordered: true``; what both share is
+``jetstream_reader.py``'s).
 
 Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 (~15k records/s with an ack each); here pull requests go straight to
@@ -11,9 +13,6 @@ Measured on 2 shared cores: ~9-10 us of consumer CPU per record against ~66 for 
 has made them durable; while the sink is unavailable they are kept with in-progress acks
 (``+WPI``), never nak-ed (a sink failure must not count toward ``max_deliver``); a record a
 stage rejected goes to the dead-letter destination and is terminated.
-
-Source, ordered consumer (``ordered: true``): nats-py's ordered push consumer (no acks,
-gaps repaired by the client), from a start sequence or time: the replay path.
 """
 
 from __future__ import annotations
@@ -23,28 +22,26 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from enum import Enum
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ...core.batch import PAYLOADS, Batch, Rejected
+from ...core.batch import Batch, Rejected
 from ...core.errors import Refusal, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
-from ...core.stages import Stage
 from ...core.workers import Worker
-from ..connector import AtLeastOnce, Configured, Source
-from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from ..connector import AtLeastOnce
+from .connection import NatsConnectionConfig, embedded_refusal
+from .jetstream_ordered import OrderedJetStreamSource
+from .jetstream_reader import JetStreamReader
 from .names import ConsumerName, StreamName, SubjectPattern
 from .pull_requests import PullRequester
-from .reader import RawSubscription, Received, SubscriptionReader, publish_many
-from .streams import when_available
+from .reader import RawSubscription, Received, publish_many
 
 log = logging.getLogger("wirepipe.jetstream")
-T = TypeVar("T")
 
-STREAM_POLL = 0.5  # seconds between looks for a stream that does not exist yet
 LAG_REFRESH = 1.0  # seconds without messages after which the lag (and, bounded, the end) is asked of the consumer
 # A bounded read (stop_at_end) waits for records another reader holds this long past ack_wait without a change: the
 # server's redelivery timer and one more look at the consumer.
@@ -52,37 +49,9 @@ END_GRACE = 2.0
 _ACK = b"+ACK"
 _TERM = b"+TERM"
 _WPI = b"+WPI"
-_WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream requires explicit ack"
 # Batches asked for ahead of the pipeline (received or in flight): with two, a pipeline as fast as the server
 # often found half a batch and waited out batch_timeout; four keep it busy (benchmarks/jetstream_consume.py).
 PULL_AHEAD = 4
-
-
-class _StoppedWaiting(Exception):
-    """The source was stopped while JetStream did not answer (``open``): nothing to read."""
-
-
-def parse_ack_reply(reply: str) -> tuple[int, int, int]:
-    """(stream sequence, delivery count, pending) from a ``$JS.ACK...`` reply subject (v1 and v2 forms)."""
-    t = reply.split(".")
-    off = 0 if len(t) == 9 else 2
-    return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
-
-
-def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int]:
-    """The stream sequences and delivery counts of a batch's ``$JS.ACK...`` reply subjects, and the pending count
-    of the last: ``parse_ack_reply`` as columns, one comprehension each (a batch comes from one consumer, so its
-    replies share one form; mixed forms are parsed one by one)."""
-    if not replies:
-        return [], [], 0
-    tokens = [r.split(".") for r in replies]
-    size = len(tokens[0])
-    if any(len(t) != size for t in tokens):
-        parsed = [parse_ack_reply(r) for r in replies]
-        return [p[0] for p in parsed], [p[1] for p in parsed], parsed[-1][2]
-    off = 0 if size == 9 else 2
-    seq, delivered = 5 + off, 4 + off
-    return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
 
 
 class BoundedEnd:
@@ -132,46 +101,31 @@ class AckMode(str, Enum):
     ALL = "all"  # one AckAll per commit: only when this worker is the durable's sole consumer
 
 
-class JetStreamSource(Configured, Source, AtLeastOnce):
-    """A durable pull consumer (default) or an ordered consumer (``ordered=True``) as batches."""
+class JetStreamSource(JetStreamReader, AtLeastOnce):
+    """A durable pull consumer (or an ephemeral one, without ``durable``) as batches, each record acknowledged once
+    the sink made it durable."""
 
-    type = "jetstream"
-    gives = PAYLOADS
-    stage = Stage.CONSUME
+    reads_ordered = False
     redelivers = True
-    reads_while_busy = True
     shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
-    identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
+    buffer: RawSubscription
 
     def __init__(self, subject: str | None = None, **fields: Any) -> None:
-        """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``ordered``, ``batch_size``...,
-        the connection's ``url``, ``auth``, ``reconnect``...), validated as the YAML is: declared once, there."""
+        """``fields`` are ``JetStreamSourceConfig``'s (``stream``, ``durable``, ``batch_size``..., the
+        connection's ``url``, ``auth``, ``reconnect``...), validated as the YAML is: declared once, there. (An
+        ordered consumer is ``OrderedJetStreamSource``, which the config's ``build()`` gives.)"""
         self._init(JetStreamSourceConfig, subject=subject, **fields)
 
     def _configure(self, config: JetStreamSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
-        self.subject = config.subject
-        self.stream = config.stream
-        self.durable = config.durable
-        self.ordered = ordered = config.ordered
-        # An ordered consumer has no acks: nothing it delivered comes back (through a sink failure the run loop
-        # holds its records in memory instead).
-        self.redelivers = not ordered
-        self.deliver = config.deliver
-        self.start_seq = config.start_seq
-        self.start_time = config.start_time
-        self.batch_size = batch_size = config.batch_size
+        super()._configure(config)
+        batch_size = config.batch_size
         self.max_ack_pending = max_ack_pending = config.max_ack_pending
         self.ack_wait = config.ack_wait
         self.max_deliver = config.max_deliver
         self.expires = config.expires
         self.heartbeat = config.heartbeat
-        self.stop_at_end = config.stop_at_end
         self.ack_mode = AckMode(config.ack)
         self.pending_bytes_limit = config.pending_bytes_limit
-        batch_timeout = config.batch_timeout
-        self.conn = NatsConnection(config, role="jetstream consumer")
         # The workers of a pool share the durable and so its max_ack_pending: each keeps to its part, or the
         # server stops delivering to all of them while each holds records written and not committed yet.
         self.ack_share = max(1, max_ack_pending // Worker.current().workers)
@@ -179,20 +133,16 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         # committed yet: ``ack_pressure``); take no more than the rest (``_within_share``).
         ahead = max(batch_size, min(PULL_AHEAD * batch_size, self.ack_share // 2))
         self.take_limit = max(batch_size, self.ack_share - ahead)
-        self.buffer: SubscriptionReader | RawSubscription = SubscriptionReader(batch_size, batch_timeout, max_buffered=ahead)
         self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
                                    pending_bytes_limit=self.pending_bytes_limit,
                                    left=lambda: None if self.count is None else self.count - self._seen,
                                    idle=self._refresh_lag, lost=self._ensure_consumer)
-        self.nc: Any = None
-        self.sub: Any = None
+        # The replies to the pull requests, on one inbox, read as raw protocol tuples (attached at open).
+        self.buffer = RawSubscription(batch_size, config.batch_timeout, ahead, status=self.pulls.on_status)
         self.consumer = ""
-        self._seen = 0
-        self._lag: int | None = None
         self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the consumer last asked
         self._held_back = False  # the server waits for our acks (max_ack_pending) with messages still to send
-        self._at_end = asyncio.Event()  # an ordered consumer saw its last message (pending 0)
-        self._end = BoundedEnd(self.ack_wait + END_GRACE)  # stop_at_end on a durable: see ``_read_to_end``
+        self._end = BoundedEnd(self.ack_wait + END_GRACE)  # stop_at_end: see ``_read_to_end``
         self._taken_since_look = False  # a batch was taken since the consumer was last asked
         self._said_waiting = False  # the log said the read waits for records held elsewhere
         self._bound_reached = False  # the read ended at its bound (stop_at_end, count), not at a stop
@@ -200,42 +150,17 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self.acked = 0
         self.terminated = 0
         self.in_progress_sent = 0
-        self._redelivered = 0
         self._settled = 0  # acked or terminated: with `count`, the source ends when all it read is settled
         self._settle_event = asyncio.Event()
         self._awaiting_acks = False  # the source waits for the pipeline to commit what it took (``_settling``)
         self._last_ack = ""  # the reply subject of the last message acknowledged: ``_confirm_acks``
-        self._stream_subjects: list[str] | None = None  # when no filter subject: the stream's, once open
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
-                "batch_size": self.batch_size, **self.config.public_params()}
-
-    @property
-    def ends(self) -> bool:
-        return self.stop_at_end or super().ends
 
     def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.ordered:
-            return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
-                                      f"--workers {workers} would process every record {workers} times; use a "
-                                      "durable (drop `ordered`) or --workers 1")
         if self.ack_mode is AckMode.ALL:
             return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
                                   f"including messages the other {workers - 1} worker(s) of the shared durable have "
                                   "not written yet; use ack: explicit (the default) with --workers > 1")
         return embedded_refusal(self.config, workers)
-
-    def lag(self) -> int | None:
-        """Messages in the stream not yet delivered to this consumer: from the last message's metadata, and
-        from the server while no message comes (a drained stream shows 0, not what was pending at the last
-        message this worker got)."""
-        return self._lag
-
-    @property
-    def redelivered(self) -> int:
-        return self._redelivered
 
     @property
     def outstanding(self) -> int:
@@ -249,17 +174,12 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         """Pull requests made again (after a reconnect, or a request unanswered for two heartbeats)."""
         return self.pulls.repulls
 
-    @property
-    def subjects(self) -> list[str] | None:
-        """The filter subject, or (without one) the stream's subjects once the source is open."""
-        return [self.subject] if self.subject else self._stream_subjects
-
     def wants_commit(self) -> bool:
         """The ``count`` was read, this worker took its part of ``max_ack_pending`` (``_within_share``), the
         server holds messages back until acks come (``_refresh_lag``), or the source waits for its acks
         (``_settling``: at its ``count``, at the end of the stream)."""
         return ((self.count is not None and self._seen >= self.count) or self._held_back or self._awaiting_acks
-                or (not self.ordered and self._seen - self._settled >= self.take_limit))
+                or self._seen - self._settled >= self.take_limit)
 
     @property
     def ack_pressure(self) -> int:
@@ -268,95 +188,6 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         return max(1, self.ack_share // 2)
 
     # --- setup ---------------------------------------------------------------------------------
-
-    async def open(self) -> None:
-        """Connect, wait for the stream (a consumer may start before the publisher creates it) and for a
-        cluster leader (the consumer cannot be created before it has one), and create or join the consumer;
-        stopped meanwhile, the source opens nothing and yields nothing."""
-        self.nc = nc = await self.conn.connect()
-        js = nc.jetstream()
-        if self.stream is None and not self.subject:
-            raise WirepipeError("the jetstream source needs a stream or a subject")
-        try:
-            if not await self._wait_for_stream(js):
-                return  # stopped while waiting: ``batches`` ends at once
-            if self.ordered:
-                await self._open_ordered(js)
-            else:
-                await self._open_pull(js)
-        except _StoppedWaiting:
-            log.info("stopped while waiting for JetStream: nothing was read")
-
-    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
-        """A JetStream API request, made again while the cluster has no leader (``when_available``)."""
-        result = await when_available(call, f"jetstream consumer of {self.stream or self.subject}", self.stopping)
-        if result is None:
-            raise _StoppedWaiting
-        return result
-
-    async def _wait_for_stream(self, js: Any) -> bool:
-        """Wait until the stream exists (a consumer may start before the publisher creates it), as the
-        connection waits for a server: ``waiting`` names it for the status line and one log line says so at
-        once. False when the source was stopped first. A one-off copy (``stop_at_end``) has nothing to
-        wait for: a missing stream is an error there."""
-        import nats.js.errors
-
-        what = f"stream {self.stream}" if self.stream else f"a stream that stores subject {self.subject!r}"
-        since = time.monotonic()
-        while True:
-            try:
-                if self.stream is None:
-                    self.stream = await self._api(lambda: js.find_stream_name_by_subject(self.subject))
-                else:
-                    info = await self._api(lambda: js.stream_info(self.stream))
-                    if not self.subject:  # what the pipeline reads: a dead letter must not land there
-                        self._stream_subjects = list(info.config.subjects or [])
-                break
-            except nats.js.errors.NotFoundError:
-                if self.stop_at_end:
-                    raise WirepipeError(f"no JetStream {what}" if self.stream else
-                                        f"no JetStream stream stores subject {self.subject!r}") from None
-            if self.waiting is None:
-                self.waiting = what
-                log.warning("waiting for %s (it does not exist yet)", what)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), STREAM_POLL)
-            if self.stopping.is_set():
-                self._at_end.set()
-                return False
-        if self.waiting is not None:
-            log.info("%s is there after %.1fs: consuming", what, time.monotonic() - since)
-            self.waiting = None
-        return True
-
-    def _deliver_config(self, cfg: Any) -> None:
-        from nats.js import api
-
-        cfg.deliver_policy = api.DeliverPolicy(self.deliver)
-        if self.deliver == "by_start_sequence":
-            cfg.opt_start_seq = self.start_seq
-        elif self.deliver == "by_start_time":
-            cfg.opt_start_time = self.start_time
-
-    async def _open_ordered(self, js: Any) -> None:
-        import nats.js.errors
-        from nats.js import api
-
-        cfg = api.ConsumerConfig()
-        self._deliver_config(cfg)
-        try:
-            self.sub = await self._api(lambda: js.subscribe(self.subject or ">", stream=self.stream,
-                                                            ordered_consumer=True, config=cfg,
-                                                            pending_msgs_limit=4 * self.batch_size + 65536))
-        except nats.js.errors.APIError as exc:
-            hint = ("; it is a work queue (each message goes to one consumer, which acknowledges it): read its "
-                    "subjects on core NATS to see messages as they are published"
-                    if exc.err_code == _WORKQUEUE_NEEDS_ACK else "")
-            raise WirepipeError(f"cannot create an ordered consumer on stream {self.stream}: "
-                                f"{exc.description}{hint}") from None
-        assert isinstance(self.buffer, SubscriptionReader)  # nats-py's ordered consumer handles its status messages  # the raw inbox is the pull path's
-        self.buffer.attach(self.sub)
-        await self._check_empty()
 
     def _pull_config(self, name: str | None) -> Any:
         from nats.js import api
@@ -371,7 +202,7 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         self._deliver_config(cfg)
         return cfg
 
-    async def _open_pull(self, js: Any) -> None:
+    async def _open_consumer(self, js: Any) -> None:
         import nats.js.errors
         from nats.js import api
 
@@ -405,25 +236,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         reply_to = self.nc.new_inbox()
         self.sub = await self.nc.subscribe(reply_to, pending_msgs_limit=self.buffer.max_buffered + 1024,
                                            pending_bytes_limit=0)
-        inbox = RawSubscription(self.batch_size, self.buffer.batch_timeout, self.buffer.max_buffered,
-                         status=self.pulls.on_status)
-        inbox.attach(self.nc, self.sub)
-        self.buffer = inbox
+        self.buffer.attach(self.nc, self.sub)
         self.conn.on_reconnect(self.pulls.repull)
         assert self.stream is not None  # found by _wait_for_stream
-        self.pulls.start(self.nc, inbox, self.stream, self.consumer, reply_to, self.stopping)
-
-    async def _check_empty(self) -> None:
-        """An ordered consumer's ``stop_at_end`` on an empty stream (or past its end): nothing will come. (A
-        durable asks its consumer in ``batches``: ``_read_to_end``.)"""
-        if not self.stop_at_end:
-            return
-        info = await self._api(self.sub.consumer_info)
-        # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
-        # reader, not pending any more, and its last message's metadata ends the run (``_batch``).
-        pushed = info.delivered is not None and bool(info.delivered.consumer_seq)
-        if not info.num_pending and not pushed:
-            self._at_end.set()
+        self.pulls.start(self.nc, self.buffer, self.stream, self.consumer, reply_to, self.stopping)
 
     # --- receiving ---------------------------------------------------------------------------------
 
@@ -521,32 +337,25 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
     async def batches(self) -> AsyncIterator[Batch]:
         if self.sub is None:  # stopped while waiting for JetStream at open
             return
-        bounded_durable = self.stop_at_end and not self.ordered
+        bounded = self.stop_at_end
         while True:
-            # An ordered consumer has nothing to settle (no acks): its count is reached when it is read.
-            if (self.count is not None and self._seen >= self.count
-                    and (self.ordered or not await self._count_settled())):
+            if self.count is not None and self._seen >= self.count and not await self._count_settled():
                 self._bound_reached = not self.stopping.is_set()
                 return
-            if self._at_end.is_set() and not len(self.buffer):
-                self._bound_reached = not self.stopping.is_set()
-                return
-            if bounded_durable and await self._read_to_end():
+            if bounded and await self._read_to_end():
                 self._bound_reached = True
                 return
             left = self.batch_size if self.count is None else self.count - self._seen
-            if not self.ordered:
-                await self._within_share()
-            got = await self._take(left)
+            await self._within_share()
+            got = await self._take(left, LAG_REFRESH)
             if got is None:
-                if bounded_durable and not self.stopping.is_set():
+                if bounded and not self.stopping.is_set():
                     continue  # nothing came for a while: look at the consumer again
                 return
             self._seen += len(got)
             self._last_taken = time.monotonic()
             self._taken_since_look = True
-            if not self.ordered:
-                self.pulls.taken(got)
+            self.pulls.taken(got)
             yield self._batch(got)
 
     async def _count_settled(self) -> bool:
@@ -572,46 +381,9 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
         finally:
             self._awaiting_acks = False
 
-    async def _take(self, left: int) -> Received | None:
-        """The next batch; None when stopping, and with ``stop_at_end`` when nothing is buffered once an
-        ordered consumer saw its last message, or a durable waited ``LAG_REFRESH`` (to look at its end)."""
-        if not self.stop_at_end:
-            return await self.buffer.take(left, self.stopping)
-        stop = asyncio.Event()
-
-        async def watch() -> None:
-            waits = [asyncio.ensure_future(e.wait()) for e in (self.stopping, self._at_end)]
-            try:
-                await asyncio.wait(waits, timeout=None if self.ordered else LAG_REFRESH,
-                                   return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waits:
-                    w.cancel()
-            if not len(self.buffer):
-                stop.set()
-
-        watcher = asyncio.ensure_future(watch())
-        try:
-            return await self.buffer.take(left, stop)
-        finally:
-            watcher.cancel()
-
     def _batch(self, got: Received) -> Batch:
-        batch = got.batch()
-        replies = got.replies
-        try:
-            seqs, delivered, pending = parse_ack_replies(replies)
-        except (IndexError, ValueError):
-            seqs, delivered, pending = [0] * len(replies), [1] * len(replies), 0
-        batch.meta["seq"] = seqs
-        batch.meta["stream_seq"] = seqs
-        batch.meta["delivered"] = delivered
-        self._redelivered += batch.redelivered() or 0
-        self._lag = pending if replies else self._lag
-        if not self.ordered:
-            batch.meta["ack"] = replies
-        if self.stop_at_end and self.ordered and self._lag == 0:
-            self._at_end.set()  # no acks: nothing it was given comes back (a durable asks: ``_read_to_end``)
+        batch = super()._batch(got)
+        batch.meta["ack"] = got.replies
         return batch
 
     # --- settling ------------------------------------------------------------------------------
@@ -688,11 +460,10 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
 
     async def close(self) -> None:
         await self.pulls.stop()
-        if not self.ordered:  # (an ordered consumer has no acks)
-            if self._bound_reached:  # what it took and could not settle (a drain cut short) comes back later
-                self._outstanding += max(0, self._seen - self._settled)
-            await self._confirm_acks()
-        if self.nc is not None and not self.ordered and self.nc.is_connected and self.sub is not None:
+        if self._bound_reached:  # what it took and could not settle (a drain cut short) comes back later
+            self._outstanding += max(0, self._seen - self._settled)
+        await self._confirm_acks()
+        if self.nc is not None and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
             # Let what the server is still sending for our pull requests arrive first (until the queue
             # stops growing, at most a second), then unsubscribe and nak everything queued.
@@ -709,12 +480,8 @@ class JetStreamSource(Configured, Source, AtLeastOnce):
             with contextlib.suppress(Exception):
                 await self._send_all(left, b"-NAK")
                 await self.nc.flush(timeout=5)
-        if self.sub is not None:
-            with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
-            self.sub = None
-        if isinstance(self.buffer, RawSubscription):
-            self.buffer.detach()
+        await self._unsubscribe()
+        self.buffer.detach()
         await self.conn.close()
 
 
@@ -763,8 +530,8 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
             raise ValueError("an ordered consumer has no acks: drop `ack: all`")
         return self
 
-    def build(self) -> JetStreamSource:
-        return JetStreamSource.from_config(self)
+    def build(self) -> JetStreamReader:
+        return (OrderedJetStreamSource if self.ordered else JetStreamSource).from_config(self)
 
 
 SOURCES = {"jetstream": JetStreamSourceConfig}

@@ -1,0 +1,254 @@
+"""What the two readers of the ``jetstream`` source share: connecting, waiting for the stream (a consumer may
+start before its publisher creates it) and for a cluster leader, where a new consumer starts in the stream,
+taking a batch, and the JetStream metadata its reply subjects carry.
+
+One class per kind of consumer, as ``JetStreamSourceConfig.build()`` picks it: ``JetStreamSource``
+(``jetstream_source.py``), a durable (or ephemeral) pull consumer whose records are acknowledged once the sink
+made them durable, and ``OrderedJetStreamSource`` (``jetstream_ordered.py``), nats-py's ordered push consumer,
+which acknowledges nothing (replay, tap, capture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from abc import abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ...core.batch import PAYLOADS, Batch
+from ...core.errors import ConfigError, WirepipeError
+from ...core.stages import Stage
+from ..connector import Configured, Source
+from .connection import CONNECTION_PARAMS, NatsConnection
+from .reader import RawSubscription, Received, SubscriptionReader
+from .streams import when_available
+
+if TYPE_CHECKING:
+    from .jetstream_source import JetStreamSourceConfig
+
+log = logging.getLogger("wirepipe.jetstream")
+T = TypeVar("T")
+
+STREAM_POLL = 0.5  # seconds between looks for a stream that does not exist yet
+
+
+class _StoppedWaiting(Exception):
+    """The source was stopped while JetStream did not answer (``open``): nothing to read."""
+
+
+def parse_ack_reply(reply: str) -> tuple[int, int, int]:
+    """(stream sequence, delivery count, pending) from a ``$JS.ACK...`` reply subject (v1 and v2 forms)."""
+    t = reply.split(".")
+    off = 0 if len(t) == 9 else 2
+    return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
+
+
+def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int]:
+    """The stream sequences and delivery counts of a batch's ``$JS.ACK...`` reply subjects, and the pending count
+    of the last: ``parse_ack_reply`` as columns, one comprehension each (a batch comes from one consumer, so its
+    replies share one form; mixed forms are parsed one by one)."""
+    if not replies:
+        return [], [], 0
+    tokens = [r.split(".") for r in replies]
+    size = len(tokens[0])
+    if any(len(t) != size for t in tokens):
+        parsed = [parse_ack_reply(r) for r in replies]
+        return [p[0] for p in parsed], [p[1] for p in parsed], parsed[-1][2]
+    off = 0 if size == 9 else 2
+    seq, delivered = 5 + off, 4 + off
+    return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
+
+
+class JetStreamReader(Configured, Source):
+    """A JetStream consumer read as batches of payloads: what the ordered and the durable reader share.
+
+    A subclass opens its kind of consumer (``_open_consumer``: ``sub`` and ``buffer``) and reads it
+    (``batches``, built on ``_take`` and ``_batch``).
+    """
+
+    type = "jetstream"
+    gives = PAYLOADS
+    stage = Stage.CONSUME
+    reads_while_busy = True
+    identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
+    reads_ordered: bool  # the kind of consumer the class reads: ``ordered`` in its config
+    buffer: SubscriptionReader | RawSubscription
+
+    def _configure(self, config: JetStreamSourceConfig) -> None:
+        if config.ordered != self.reads_ordered:
+            kind = "an ordered consumer" if self.reads_ordered else "a pull consumer (durable or ephemeral)"
+            raise ConfigError(f"{str(config.ordered).lower()}: {type(self).__name__} reads {kind}; "
+                              "JetStreamSourceConfig.build() and wirepipe.jetstream_source() pick the class from "
+                              "the config", path="source.ordered")
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+        self.subject = config.subject
+        self.stream = config.stream
+        self.durable = config.durable
+        self.ordered = config.ordered
+        self.deliver = config.deliver
+        self.start_seq = config.start_seq
+        self.start_time = config.start_time
+        self.batch_size = config.batch_size
+        self.stop_at_end = config.stop_at_end
+        self.conn = NatsConnection(config, role="jetstream consumer")
+        self.nc: Any = None
+        self.sub: Any = None
+        self._seen = 0
+        self._lag: int | None = None
+        self._redelivered = 0
+        self._at_end = asyncio.Event()  # the last message was read (an ordered consumer's stop_at_end)
+        self._stream_subjects: list[str] | None = None  # when no filter subject: the stream's, once open
+
+    @property
+    def ends(self) -> bool:
+        return self.stop_at_end or super().ends
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
+                "batch_size": self.batch_size, **self.config.public_params()}
+
+    def lag(self) -> int | None:
+        """Messages in the stream not yet delivered to this consumer: from the last message's metadata (a durable
+        also asks the server while no message comes: a drained stream shows 0, not what was pending at the last
+        message this worker got)."""
+        return self._lag
+
+    @property
+    def redelivered(self) -> int:
+        return self._redelivered
+
+    @property
+    def subjects(self) -> list[str] | None:
+        """The filter subject, or (without one) the stream's subjects once the source is open."""
+        return [self.subject] if self.subject else self._stream_subjects
+
+    # --- setup ---------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, wait for the stream (a consumer may start before the publisher creates it) and for a
+        cluster leader (the consumer cannot be created before it has one), and create or join the consumer;
+        stopped meanwhile, the source opens nothing and yields nothing."""
+        self.nc = nc = await self.conn.connect()
+        js = nc.jetstream()
+        if self.stream is None and not self.subject:
+            raise WirepipeError("the jetstream source needs a stream or a subject")
+        try:
+            if not await self._wait_for_stream(js):
+                return  # stopped while waiting: ``batches`` ends at once
+            await self._open_consumer(js)
+        except _StoppedWaiting:
+            log.info("stopped while waiting for JetStream: nothing was read")
+
+    @abstractmethod
+    async def _open_consumer(self, js: Any) -> None:
+        """Create (or join) the consumer on the stream, which exists now, and attach ``buffer`` to it."""
+
+    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A JetStream API request, made again while the cluster has no leader (``when_available``)."""
+        result = await when_available(call, f"jetstream consumer of {self.stream or self.subject}", self.stopping)
+        if result is None:
+            raise _StoppedWaiting
+        return result
+
+    async def _wait_for_stream(self, js: Any) -> bool:
+        """Wait until the stream exists (a consumer may start before the publisher creates it), as the
+        connection waits for a server: ``waiting`` names it for the status line and one log line says so at
+        once. False when the source was stopped first. A one-off copy (``stop_at_end``) has nothing to
+        wait for: a missing stream is an error there."""
+        import nats.js.errors
+
+        what = f"stream {self.stream}" if self.stream else f"a stream that stores subject {self.subject!r}"
+        since = time.monotonic()
+        while True:
+            try:
+                if self.stream is None:
+                    self.stream = await self._api(lambda: js.find_stream_name_by_subject(self.subject))
+                else:
+                    info = await self._api(lambda: js.stream_info(self.stream))
+                    if not self.subject:  # what the pipeline reads: a dead letter must not land there
+                        self._stream_subjects = list(info.config.subjects or [])
+                break
+            except nats.js.errors.NotFoundError:
+                if self.stop_at_end:
+                    raise WirepipeError(f"no JetStream {what}" if self.stream else
+                                        f"no JetStream stream stores subject {self.subject!r}") from None
+            if self.waiting is None:
+                self.waiting = what
+                log.warning("waiting for %s (it does not exist yet)", what)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), STREAM_POLL)
+            if self.stopping.is_set():
+                self._at_end.set()
+                return False
+        if self.waiting is not None:
+            log.info("%s is there after %.1fs: consuming", what, time.monotonic() - since)
+            self.waiting = None
+        return True
+
+    def _deliver_config(self, cfg: Any) -> None:
+        """Where a new consumer starts in the stream (``deliver``, ``start_seq``, ``start_time``)."""
+        from nats.js import api
+
+        cfg.deliver_policy = api.DeliverPolicy(self.deliver)
+        if self.deliver == "by_start_sequence":
+            cfg.opt_start_seq = self.start_seq
+        elif self.deliver == "by_start_time":
+            cfg.opt_start_time = self.start_time
+
+    # --- receiving ---------------------------------------------------------------------------------
+
+    async def _take(self, left: int, look_after: float | None) -> Received | None:
+        """The next batch; None when stopping, and with ``stop_at_end`` when nothing is buffered once the last
+        message was read (``_at_end``) or, given ``look_after``, once that many seconds passed (a durable then
+        looks at its end)."""
+        if not self.stop_at_end:
+            return await self.buffer.take(left, self.stopping)
+        stop = asyncio.Event()
+
+        async def watch() -> None:
+            waits = [asyncio.ensure_future(e.wait()) for e in (self.stopping, self._at_end)]
+            try:
+                await asyncio.wait(waits, timeout=look_after, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if not len(self.buffer):
+                stop.set()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            return await self.buffer.take(left, stop)
+        finally:
+            watcher.cancel()
+
+    def _batch(self, got: Received) -> Batch:
+        """``got`` as a batch with its stream sequences and delivery counts; the lag from its last message."""
+        batch = got.batch()
+        replies = got.replies
+        try:
+            seqs, delivered, pending = parse_ack_replies(replies)
+        except (IndexError, ValueError):
+            seqs, delivered, pending = [0] * len(replies), [1] * len(replies), 0
+        batch.meta["seq"] = seqs
+        batch.meta["stream_seq"] = seqs
+        batch.meta["delivered"] = delivered
+        self._redelivered += batch.redelivered() or 0
+        self._lag = pending if replies else self._lag
+        return batch
+
+    # --- closing -------------------------------------------------------------------------------
+
+    async def _unsubscribe(self) -> None:
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
+            self.sub = None
+
+    async def close(self) -> None:
+        await self._unsubscribe()
+        await self.conn.close()

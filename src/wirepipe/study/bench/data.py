@@ -1,0 +1,202 @@
+"""The records a benchmark encodes: a sample of a built-in dataset or of the user's own file.
+
+A benchmark measures a sample of distinct records (up to 1000), cycled through its N repetitions
+when N is larger and cut to N when it is smaller, so sizes are means over real variety and every
+figure is deterministic for the random seed (``--seed``). A dataset's sample is its first records
+for the seed; a file's is drawn at random, in random order, from all of its records (reading the
+file once to count them), so a file sorted by time or by key is measured on all of it, not on its
+head. What was measured is said in words (``BenchData.sample``) in the plan, ``bench.md`` and the
+report. Raw size is the dataset's declared raw size; for a user file, which has no struct to count,
+it is the record's compact JSON size (said in the table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...core.errors import MissingInput, WirepipeError
+from ...datasets import get_dataset
+from .combos import SAMPLE_RECORDS, default_repetitions
+
+if TYPE_CHECKING:
+    from ...codecs.formats import Schema
+
+
+@dataclass
+class BenchData:
+    name: str
+    records: list[Any]  # the sample measured
+    raw_bytes: float  # mean raw bytes per record of the sample
+    fields: Schema  # a typed RecordSchema, or only the field names when none could be inferred
+    raw_note: str = "raw"
+    seed: int = 0
+    file: str | None = None  # the file's name (None: a built-in dataset's generated records)
+    total: int | None = None  # the file's records, of which ``records`` is a sample
+    repetitions: int = 0  # N, once the plan is known (``for_plan``)
+    raw_of: Callable[[Any], float] = field(default=lambda _r: 0.0, repr=False)  # one record's raw bytes
+
+    def values(self, n: int) -> list[Any]:
+        """``n`` repetitions cycling the sample."""
+        from .timing import repetitions
+
+        return repetitions(self.records, n)
+
+    def for_plan(self, repetitions: int | None, scale: float = 1.0) -> BenchData:
+        """The data a plan measures: N repetitions (``repetitions``, else about 4 MB of raw data per iteration,
+        ``default_repetitions``), over the sample's first N records when N is smaller than the sample."""
+        n = repetitions or default_repetitions(self.raw_bytes, scale)
+        if n >= len(self.records):
+            return replace(self, repetitions=n)
+        if self.file is not None and len(self.records) == self.total:  # all of a small file, in its order
+            import random
+
+            records = random.Random(self.seed).sample(self.records, n)
+        else:  # a random sample in random order, or a dataset's first records: its first n
+            records = self.records[:n]
+        return replace(self, records=records, raw_bytes=sum(map(self.raw_of, records)) / n, repetitions=n)
+
+    @property
+    def sample(self) -> str:
+        """What was measured, in words: ``1,000 of the 27,004 records of flights.jsonl, drawn at random (seed 0),
+        each once per iteration (N = 1,000)``."""
+        k = len(self.records)
+        if self.file is None:
+            what = f"{k:,} {self.name} records generated with seed {self.seed}"
+        elif k == self.total:
+            what = f"all {k:,} records of {self.file}"
+        else:
+            what = f"{k:,} of the {self.total:,} records of {self.file}, drawn at random (seed {self.seed})"
+        n = self.repetitions or k
+        return what + (f", each once per iteration (N = {n:,})" if n == k
+                       else f", cycled through the N = {n:,} repetitions of an iteration")
+
+
+def from_dataset(name: str, seed: int = 0) -> BenchData:
+    ds = get_dataset(name)
+    sample = 10 if name == "large_vectors" else SAMPLE_RECORDS
+    records = ds.sample(sample, seed=seed)
+    return BenchData(name, records, ds.raw_size(records) / len(records), ds.schema, seed=seed,
+                     raw_of=lambda r: ds.raw_size([r]))
+
+
+def from_file(path: Path, seed: int = 0) -> BenchData:
+    """A random sample of a JSONL or Parquet file's records (``sample_records``), with their typed schema
+    (``schema.infer_schema``)."""
+    records, total = sample_records(path, SAMPLE_RECORDS, seed, what="--input ")
+    fields = _infer_schema(records, path.stem)
+    raw = sum(map(_json_size, records)) / len(records)
+    return BenchData(path.stem, records, raw, fields, raw_note="JSON", seed=seed, file=path.name, total=total,
+                     raw_of=_json_size)
+
+
+def _json_size(record: Any) -> int:
+    import orjson
+
+    from ...codecs.formats import json_default
+
+    return len(orjson.dumps(record, default=json_default))
+
+
+def sample_records(path: Path, k: int, seed: int = 0, what: str = "") -> tuple[list[Any], int]:
+    """Up to ``k`` records of a JSONL or Parquet file drawn at random (seeded), in random order (any first n of
+    them are a random sample too), and how many records the file has; every record, in the file's order, when
+    it has ``k`` or fewer.
+
+    The file is read twice, the first time only to count its records, so memory holds the sample and not the
+    file. Errors as ``read_records``."""
+    import random
+
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        if not path.exists():
+            raise MissingInput(f"{what}{path}: no such file")
+        total = pq.ParquetFile(path).metadata.num_rows
+        if total <= k:
+            return read_records(path, what=what), total
+        picked = random.Random(seed).sample(range(total), k)
+        return pq.read_table(path).take(picked).to_pylist(), total
+    total = _count_lines(path, what)
+    if total <= k:
+        return read_records(path, what=what), total
+    picked = random.Random(seed).sample(range(total), k)
+    wanted = set(picked)
+    by_number = {i: record for i, record in _jsonl(path, what, wanted)}
+    return [by_number[i] for i in picked], total
+
+
+def _count_lines(path: Path, what: str) -> int:
+    """Records (non-blank lines) of a JSONL file, without parsing them; ``WirepipeError`` when there are none."""
+    if not path.exists():
+        raise MissingInput(f"{what}{path}: no such file")
+    with open(path, "rb") as f:
+        total = sum(1 for line in f if line.strip())
+    if not total:
+        raise WirepipeError(f"{what}{path}: no records")
+    return total
+
+
+def read_records(path: Path, limit: int | None = None, what: str = "") -> list[Any]:
+    """Up to ``limit`` records of a JSONL file (``$base64`` bytes restored) or a Parquet file (rows as dicts).
+
+    ``MissingInput`` when the file is not there, ``WirepipeError`` for a line that is not JSON or no records;
+    ``what`` starts each message (``--input ``)."""
+    if not path.exists():
+        raise MissingInput(f"{what}{path}: no such file")
+    records: list[Any] = []
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        records = (table if limit is None else table.slice(0, limit)).to_pylist()
+    else:
+        for _, record in _jsonl(path, what):
+            records.append(record)
+            if limit is not None and len(records) >= limit:
+                break
+    if not records:
+        raise WirepipeError(f"{what}{path}: no records")
+    return records
+
+
+def _jsonl(path: Path, what: str, only: set[int] | None = None) -> Iterator[tuple[int, Any]]:
+    """(index, record) of a JSONL file's records (blank lines skipped, ``$base64`` bytes restored), only those
+    whose index is in ``only`` when given (the others are not parsed); ``WirepipeError`` naming the line that
+    is not JSON."""
+    import orjson
+
+    from ...codecs.formats import restore_bytes
+
+    with open(path, "rb") as f:
+        index = -1
+        for line in f:
+            if not line.strip():
+                continue
+            index += 1
+            if only is not None and index not in only:
+                continue
+            try:
+                yield index, restore_bytes(orjson.loads(line))
+            except orjson.JSONDecodeError as exc:
+                raise WirepipeError(f"{what}{path}: line {index + 1} is not JSON ({exc})") from None
+
+
+def schema_name(stem: str) -> str:
+    """A record name from a file name: ``web-events`` -> ``WebEvents``."""
+    return "".join(p.title() for p in stem.replace("-", "_").split("_")) or "Record"
+
+
+def _infer_schema(records: list[Any], name: str) -> Schema:
+    """The records' typed schema, so the schema'd formats can run on the user's data; their field names
+    when none can be inferred (records that are not dicts, a field null everywhere)."""
+    if not isinstance(records[0], dict):
+        return None
+    from ...schema import SchemaError, infer_schema
+
+    try:
+        return infer_schema(records, schema_name(name))
+    except SchemaError:
+        return tuple(records[0])
