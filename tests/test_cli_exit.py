@@ -355,11 +355,11 @@ def test_bad_max_lost_is_a_usage_error(bad: str, tmp_path: Path) -> None:
 def test_records_awaiting_redelivery_are_in_the_summary_and_exit_6(tmp_path: Path) -> None:
     """What the JetStream source sets at the end of a bounded run (``RunStats.outstanding``) reaches the summary
     and the one verdict."""
-    from wirepipe import generate, null_sink
+    from wirepipe import generate_source, null_sink
     from wirepipe.core.exit_codes import verdict
     from wirepipe.pipelines.monitor import run_summary
 
-    pipe = generate("point", count=10) | null_sink()
+    pipe = generate_source("point", count=10) | null_sink()
     stats = pipe.run()
     stats.outstanding = 3000
     assert ", 3000 records awaiting redelivery" in run_summary(pipe, stats).splitlines()[0]
