@@ -227,7 +227,7 @@ def test_a_packing_publisher_counts_records_and_names_its_messages_apart(tmp_pat
     import pyarrow.compute as pc
 
     from wirepipe.metrics.columns import METRICS_VERSION_KEY
-    from wirepipe.report import load_results
+    from wirepipe.study.report import load_results
 
     config = write(tmp_path / "pack.yaml", """name: packer
 source: {type: generate, dataset: point, count: 1000, batch_size: 250}

@@ -177,6 +177,8 @@ class NatsSource(Configured, Source):
                 await self._stop_receiving()
             got = await self.buffer.take(left if left > 0 else self.batch_size, self.stopping)
             if got is None:
+                if self.sub is not None:  # stopped while it waited: unsubscribe, then finish what had been sent
+                    continue
                 return
             if gaps is not None:
                 self._observe(got.headers, self.buffer.taken - len(got))
