@@ -288,12 +288,17 @@ class Job:
     pipeline: Any  # the Beam pipeline
     opts: Any
     output: str
+    files: bool  # the sink's results are Parquet parts under output/results (else discarded: a null sink)
 
     def run(self) -> ReplayResult:
         from apache_beam.options.pipeline_options import DirectOptions
 
+        from .beam_fn import join
+
         separate = self.opts.view_as(DirectOptions).direct_running_mode == "multi_processing"
         started = time.monotonic()
+        runner_log = logging.getLogger("apache_beam.runners.common")
+        runner_log.addFilter(_no_interrupt_traceback)
         try:
             with quiet_worker_processes() if separate else contextlib.nullcontext(), relayed_job_messages():
                 state = self.pipeline.run()
@@ -301,13 +306,19 @@ class Job:
         except WirepipeError:
             raise
         except Exception as exc:
+            if _interrupted(exc):  # a Ctrl-C that reached a DoFn, wrapped by the runner: an interruption (130)
+                raise KeyboardInterrupt from None
             raise WirepipeError(f"the Beam pipeline failed: {_short_error(exc)}") from None
+        finally:
+            runner_log.removeFilter(_no_interrupt_traceback)
         result = ReplayResult(pipeline=self.name, runner=f"beam {_runner_name(self.opts)}",
                               elapsed=time.monotonic() - started)
         _fill_counts(result, state)
-        result.outputs = [self.output]
+        result.outputs = [f"output: {join(self.output, 'results')}/ (Parquet parts)" if self.files
+                          else "output: null (discarded)"]
         if result.rejected:
-            result.dead_letters = [f"{self.output}/dead_letter/ (dead-letter envelopes)"]
+            result.outputs.append(f"dead letters: {self.output}/dead_letter/ (dead-letter envelopes)")
+        result.outputs.append(f"metrics: {join(self.output, 'metrics')}/")
         return result
 
 
@@ -361,13 +372,28 @@ def build_job(replay: Replay, *, output: str | None = None, options: list[str] |
     _ = rows | "Metrics" >> WriteToParquetBatched(join(output, "metrics", "metrics"),
                                                   schema=metrics_schema(cfg.name, config, run_id), codec="zstd",
                                                   file_name_suffix=".parquet")
-    return Job(cfg.name, p, opts, output)
+    return Job(cfg.name, p, opts, output, files=sink.batch_results == "files")
 
 
 def _runner_name(opts: Any) -> str:
     from apache_beam.options.pipeline_options import StandardOptions
 
     return str(opts.view_as(StandardOptions).runner)
+
+
+def _no_interrupt_traceback(record: logging.LogRecord) -> bool:
+    """Beam logs a Ctrl-C that reached a DoFn as an error with its traceback; the command says "interrupted"."""
+    return not record.getMessage().startswith("KeyboardInterrupt")
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a runner's error is a ``KeyboardInterrupt`` it wrapped (in its chain, or named in its message)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt) or str(seen).startswith("KeyboardInterrupt"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _short_error(exc: BaseException) -> str:
