@@ -46,8 +46,51 @@ def test_typed_records_are_one_dict_for_serialize_and_for_subjects() -> None:
     assert routed.subjects == ["orders.eu.7", "orders.us.8", "orders.ap.9"]
     assert Serialize("json")(routed).values == [b'{"region":"eu","id":1}', b'{"region":"us"}', b'{"region":"ap"}']
     refused = Subject("x.{region}")(Batch([3]))
-    assert refused.rejected[0].error == ("TypeError: expected a record (a dict, a dataclass, a faust.Record or a "
-                                         "pydantic model), got int")
+    assert refused.rejected[0].error == ("TypeError: expected a record (a dict, a dataclass, a msgspec Struct, a "
+                                         "faust.Record or a pydantic model), got int")
+
+
+def test_a_typed_record_is_one_dict_written_compared_and_shown() -> None:
+    """A dataclass, a msgspec Struct, a faust.Record and a pydantic model are each the dict ``as_dict`` makes of
+    them to the formats, to subject templates and to what ``wirepipe test`` compares and ``tap`` shows (``plain``):
+    a Faust record keeps its ``__faust`` metadata, a Struct its encoded names, nested records are dicts too."""
+    import faust
+    import msgspec
+    from pydantic import BaseModel
+
+    from wirepipe.core.fields import plain
+    from wirepipe.core.records import as_dict
+
+    class Leg(BaseModel):
+        venue: str
+
+    class Quote(BaseModel):
+        region: str
+        legs: list[Leg]
+
+    class Tick(msgspec.Struct, rename="camel"):
+        region: str
+        at_ms: int
+        raw: bytes
+
+    class Trade(faust.Record, namespace="tests.one_home.Trade"):
+        region: str
+        qty: int
+
+    cases = [
+        (Order("eu", 1), {"region": "eu", "id": 1}),
+        (Quote(region="us", legs=[Leg(venue="x")]), {"region": "us", "legs": [{"venue": "x"}]}),
+        (Tick("ap", 5, b"\x00"), {"region": "ap", "atMs": 5, "raw": b"\x00"}),
+        (Trade(region="sa", qty=3), {"region": "sa", "qty": 3, "__faust": {"ns": "tests.one_home.Trade"}}),
+    ]
+    records = [record for record, _ in cases]
+    dicts = [expected for _, expected in cases]
+    assert [as_dict(r) for r in records] == dicts
+    assert [plain(r) for r in records] == [plain(d) for d in dicts]
+    assert plain(records[2])["raw"] == {"$base64": "AA=="}
+    assert Serialize("json")(Batch(records)).values == Serialize("json")(Batch(dicts)).values
+    assert Subject("t.{region}")(Batch(records)).subjects == ["t.eu", "t.us", "t.ap", "t.sa"]
+    assert plain(object).startswith("<class")  # not a record: shown as its repr
 
 
 def test_a_sink_template_and_the_operator_render_with_one_class() -> None:
@@ -119,6 +162,31 @@ def test_one_varint_one_import_path_loader_one_subject_template() -> None:
         templates += [f"{rel}:{n.lineno}" for n in ast.walk(tree)
                       if isinstance(n, ast.ClassDef) and "Template" in n.name and rel != "wire.py"]
     assert (varint_loops, loaders, templates) == ([], [], [])
+
+
+def test_typed_records_become_dicts_only_in_core_records() -> None:
+    """Only ``core/records.py`` asks what kind of typed record a value is (``to_representation``, ``asdict``,
+    ``model_dump``, ``__struct_fields__``, ``__dataclass_fields__`` as a string or an attribute); everyone else
+    calls ``as_dict``/``is_typed_record``. A config model dumped to JSON (``cfg.model_dump(mode=...)``) is not a
+    record and is not looked for: only a ``hasattr``/``getattr`` probe or a bare call is."""
+    probes = {"to_representation", "asdict", "model_dump", "__struct_fields__", "__struct_encode_fields__",
+              "__dataclass_fields__"}
+    found = []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        if rel == "core/records.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            probe = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("hasattr", "getattr") and len(node.args) > 1 and \
+                isinstance(node.args[1], ast.Constant) and node.args[1].value in probes
+            struct = isinstance(node, ast.Attribute) and node.attr in ("__struct_fields__", "__struct_encode_fields__",
+                                                                       "to_representation")
+            bare_dump = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "model_dump" and not node.args and not node.keywords
+            if probe or struct or bare_dump:
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []
 
 
 def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:

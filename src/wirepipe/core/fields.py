@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .models import field_path, parse_field_path
+from .records import as_dict, is_typed_record
 
 
 class _Missing:
@@ -276,7 +277,8 @@ def _scalar(kind: str, text: str) -> Any:
 def plain(value: Any) -> Any:
     """A record as JSON or YAML holds it, to compare and to show: bytes as ``{"$base64": ...}`` (the JSON
     format's convention), times as ISO 8601 text, tuples as lists, typed records (dataclasses, msgspec
-    Structs, faust Records, protobuf-made dicts) as mappings of their fields."""
+    Structs, faust Records, pydantic models) as the dict ``core.records.as_dict`` makes of them, as the formats
+    write them; anything else as its ``repr``."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, Mapping):
@@ -296,17 +298,8 @@ def plain(value: Any) -> Any:
         return value.isoformat()
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return plain(value.tolist())
-    for attr in ("asdict", "to_representation"):  # faust.Record
-        fn = getattr(value, attr, None)
-        if callable(fn):
-            return plain(fn())
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return plain({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
-    fields = getattr(value, "__struct_fields__", None)  # msgspec.Struct
-    if fields is not None:
-        return plain({f: getattr(value, f) for f in fields})
+    if is_typed_record(value):
+        return plain(as_dict(value))
     return repr(value)
 
 
