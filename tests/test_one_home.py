@@ -189,6 +189,33 @@ def test_typed_records_become_dicts_only_in_core_records() -> None:
     assert found == []
 
 
+def _walks_two_values(fn: ast.FunctionDef) -> bool:
+    """``fn`` calls itself and asks of two of its parameters whether each is a mapping (or a dict): a walker of two
+    nested values side by side."""
+    params = {a.arg for a in fn.args.args}
+    recursive = any(isinstance(n.func, ast.Name) and n.func.id == fn.name for n in _all_calls(fn))
+    mappings = {c.args[0].id for c in _calls(fn, "isinstance") if len(c.args) == 2
+                and isinstance(c.args[0], ast.Name) and c.args[0].id in params
+                and any(isinstance(t, ast.Name) and t.id in ("Mapping", "dict") for t in ast.walk(c.args[1]))}
+    return recursive and len(mappings) >= 2
+
+
+def _all_calls(tree: ast.AST) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+
+def test_two_values_are_compared_by_one_walker() -> None:
+    """``core.fields.first_difference`` is the one walker of two nested values (``wirepipe test``'s expectations,
+    the study's round trip, a reload's changed field); no other function walks two values side by side."""
+    found = []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, ast.FunctionDef) and _walks_two_values(fn):
+                found.append(f"{rel}:{fn.name}")
+    assert found == ["core/fields.py:first_difference"]
+
+
 def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:
     """A pattern receives the same subjects whether they are matched one by one, as a regular expression over
     a column (a capture sliced by subject) or as a template with no placeholder (a dead-letter loop)."""

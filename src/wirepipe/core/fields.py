@@ -304,25 +304,34 @@ def plain(value: Any) -> Any:
 
 
 
-def first_difference(expected: Any, actual: Any, path: tuple[str | int, ...] = ()
+def first_difference(expected: Any, actual: Any, path: tuple[str | int, ...] = (), *, absent_is_null: bool = False
                      ) -> tuple[list[str | int], Any, Any] | None:
-    """The first place two plain values (what JSON or YAML hold) differ: (path, expected there, actual there),
-    ``MISSING`` on the side that lacks the field; None when they are equal. Mappings are walked in the
-    expected value's key order, then the keys only ``actual`` has."""
+    """The first place two values differ: (path, expected there, actual there), ``MISSING`` on the side that lacks
+    the field or item; None when they are equal (``same``: ``1 == 1.0``, ``True`` is not ``1``). Mappings are
+    walked in the expected value's key order, then the keys only ``actual`` has; lists and tuples item by item.
+    With ``absent_is_null`` a field one side lacks and the other holds as None is no difference (the study's
+    round trip: a typed schema has one value for both).
+
+    The one walker of two values: ``wirepipe test``'s expectations, the study's round-trip check and a reload's
+    changed field all find their difference here.
+
+    >>> first_difference({"a": 1, "b": None}, {"a": 1}, absent_is_null=True) is None
+    True
+    """
     if isinstance(expected, Mapping) and isinstance(actual, Mapping):
-        for key in expected:
-            if key not in actual:
-                return [*path, key], expected[key], MISSING
-            found = first_difference(expected[key], actual[key], (*path, key))
+        for key in [*expected, *(k for k in actual if k not in expected)]:
+            e, a = expected.get(key, MISSING), actual.get(key, MISSING)
+            if e is MISSING or a is MISSING:
+                if not (absent_is_null and (e is None or a is None)):
+                    return [*path, key], e, a
+                continue
+            found = first_difference(e, a, (*path, key), absent_is_null=absent_is_null)
             if found is not None:
                 return found
-        for key in actual:
-            if key not in expected:
-                return [*path, key], MISSING, actual[key]
         return None
-    if isinstance(expected, list) and isinstance(actual, list):
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
         for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
-            found = first_difference(e, a, (*path, i))
+            found = first_difference(e, a, (*path, i), absent_is_null=absent_is_null)
             if found is not None:
                 return found
         if len(expected) != len(actual):
