@@ -216,6 +216,30 @@ def test_two_values_are_compared_by_one_walker() -> None:
     assert found == ["core/fields.py:first_difference"]
 
 
+_CODE_CLOCKS = {"perf_counter", "perf_counter_ns", "monotonic_ns", "process_time_ns", "thread_time", "thread_time_ns"}
+
+
+def test_code_is_timed_by_the_one_harness() -> None:
+    """``study/bench/timing.py`` is the one timing harness (the collector as in a run, batches, ``time_each``,
+    ``best_of``, ``Stopwatch``): no other module reads ``perf_counter``, and no loop of the study reads a clock
+    that times code (``monotonic_ns``, ``perf_counter``...). Stamps on batches (the run loop, metrics) and the
+    study's timeouts (``time.monotonic``) are no timing loops."""
+    harness = "study/bench/timing.py"
+    readers, loops = [], []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        if rel == harness:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        readers += [f"{rel}:{n.lineno}" for n in ast.walk(tree)
+                    if isinstance(n, ast.Attribute) and n.attr.startswith("perf_counter")]
+        if rel.startswith("study/"):
+            for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp))):
+                loops += [f"{rel}:{c.lineno}" for c in _all_calls(loop) if isinstance(c.func, ast.Attribute)
+                          and c.func.attr in _CODE_CLOCKS]
+    assert (readers, loops) == ([], [])
+
+
 def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:
     """A pattern receives the same subjects whether they are matched one by one, as a regular expression over
     a column (a capture sliced by subject) or as a template with no placeholder (a dead-letter loop)."""

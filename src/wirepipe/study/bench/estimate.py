@@ -15,12 +15,12 @@ holds from the first step, warm-up included.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .combos import BenchPlan, Combo
 from .data import BenchData
+from .timing import Stopwatch, time_each
 
 CALIBRATION_SECONDS = 0.02  # per timed step
 CALIBRATION_RECORDS = 50
@@ -71,19 +71,11 @@ class Estimate:
 
 
 def _per_record(fn: Any, items: list[Any]) -> tuple[float, list[Any]]:
-    """Seconds per item of ``fn`` over at most ``CALIBRATION_SECONDS`` worth of ``items``; and its outputs.
-
-    One untimed call first: a first call may import a module or fill a cache.
-    """
-    if items:
-        fn(items[0])
-    out = []
-    start = time.perf_counter()
-    for item in items:
-        out.append(fn(item))
-        if time.perf_counter() - start > CALIBRATION_SECONDS:
-            break
-    return (time.perf_counter() - start) / max(len(out), 1), out
+    """Seconds per item of ``fn`` over at most ``CALIBRATION_SECONDS`` worth of ``items``, and its outputs
+    (``timing.time_each``: one untimed call first)."""
+    timed = time_each(fn, items, budget=CALIBRATION_SECONDS)
+    out = timed.outputs[0]
+    return timed.ns / 1e9 / max(len(out), 1), out
 
 
 def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> Estimate:
@@ -91,7 +83,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
     from ...codecs.compression import get_codec
     from ...codecs.formats import FORMATS, get_format
 
-    began = time.perf_counter()
+    began = Stopwatch()
     est = Estimate(iterations=plan.iterations)
     redone: dict[tuple[str, Combo], float] = {}  # the codec work a transport iteration redoes, per record
     for data in datas:
@@ -138,7 +130,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
             n = est.repetitions[name]
             est.transport[(name, c)] = (est.per_iteration + -(-n // c.records_per_message) * est.per_message
                                         + per_record * n)
-    est.calibration_seconds = time.perf_counter() - began
+    est.calibration_seconds = began.seconds
     return est
 
 

@@ -39,7 +39,7 @@ from .codec_timing import ComboResult, StageTime
 from .combos import BenchPlan, Combo
 from .data import BenchData
 from .round_trip import round_trip_error
-from .timing import batch_size_for, chunks
+from .timing import batch_size_for, chunks, time_each
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
@@ -261,7 +261,7 @@ def probe(plan: BenchPlan, data: BenchData, combo: Combo, sizes: list[int]) -> l
     fits its transport figures to them), or None when it cannot run (the combination fails: the run will
     say why).
 
-    A first, untimed iteration of a few records pays what only the first one does (imports, the first
+    A first, untimed iteration (``timing.time_each``) pays what only the first one does (imports, the first
     connection, a fresh server's start): the run's first step would pay it once, not per iteration."""
     import uuid
 
@@ -272,16 +272,14 @@ def probe(plan: BenchPlan, data: BenchData, combo: Combo, sizes: list[int]) -> l
 
         server = EmbeddedServer().start()
         url = server.url
+    chunk = batch_size_for(data.raw_bytes)
+
+    def iteration(records: int) -> None:
+        subject = f"wirepipe.bench.probe.{uuid.uuid4().hex[:12]}"
+        _one_iteration(url, plan.transport, subject, data, combo, data.values(records), chunk, {}, [], verify=False)
+
     try:
-        chunk = batch_size_for(data.raw_bytes)
-        seconds = []
-        for records in (10, *sizes):
-            subject = f"wirepipe.bench.probe.{uuid.uuid4().hex[:12]}"
-            started = time.perf_counter()
-            _one_iteration(url, plan.transport, subject, data, combo, data.values(records), chunk, {}, [],
-                           verify=False)
-            seconds.append(time.perf_counter() - started)
-        return seconds[1:]
+        return time_each(iteration, sizes).seconds_each
     except WirepipeError:
         return None
     finally:

@@ -150,13 +150,15 @@ async def fill_stream(url: str, payloads: Sequence[bytes], records: int, *, head
     awaited); returns the records/s it was published at."""
     import nats
 
+    from ..bench.timing import Stopwatch
+
     nc = await nats.connect(url.split(","))
     try:
         js = nc.jetstream()
         with contextlib.suppress(Exception):  # it may not exist
             await js.delete_stream(stream)
         await js.add_stream(name=stream, subjects=[subject], num_replicas=replicas)
-        t0 = time.perf_counter()
+        watch = Stopwatch()
         window: list[Any] = []
         for i in range(records):
             window.append(await js.publish_async(subject, payloads[i % len(payloads)], headers=headers))
@@ -164,7 +166,7 @@ async def fill_stream(url: str, payloads: Sequence[bytes], records: int, *, head
                 await asyncio.gather(*window)
                 window = []
         await asyncio.gather(*window)
-        rate = records / (time.perf_counter() - t0)
+        rate = records / watch.seconds
         stored = (await js.stream_info(stream)).state.messages
         if stored != records:
             raise RuntimeError(f"stream {stream} holds {stored} messages, not the {records} published")

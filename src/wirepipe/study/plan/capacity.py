@@ -33,7 +33,6 @@ checks against a measured pool.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -294,25 +293,23 @@ def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes], 
 
 
 def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
-    """A Parquet sink's cost per record: Arrow table from the records, written with zstd to memory."""
-    import io
-
+    """A Parquet sink's cost per record: Arrow tables from the records, one file's bytes written with zstd, in
+    memory (``storage.lifecycle.parquet_bytes``); the best of ``rounds`` (``timing.best_of``)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from ...connectors.parquet import batch_table
     from ...core.batch import Batch
+    from ...storage.lifecycle import parquet_bytes
+    from ..bench.timing import best_of, time_each
 
     if sink != "parquet":
         raise ValueError(f"sink {sink!r}: measured sinks are null and parquet")
-    best = math.inf
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        buf = io.BytesIO()
-        tables = [batch_table(Batch(values)) for values in decoded]
-        pq.write_table(pa.concat_tables(tables), buf, compression="zstd")
-        best = min(best, time.perf_counter() - t0)
-    return best / sum(map(len, decoded)) * 1e6
+
+    def write(batches: list[list[Any]]) -> bytes:
+        return parquet_bytes(pa.concat_tables([batch_table(Batch(values)) for values in batches]))
+
+    best = best_of(rounds, lambda: time_each(write, [decoded]))
+    return best.ns / 1e3 / sum(map(len, decoded))
 
 
 def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
