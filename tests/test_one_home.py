@@ -240,6 +240,26 @@ def test_code_is_timed_by_the_one_harness() -> None:
     assert (readers, loops) == ([], [])
 
 
+def test_a_duration_is_written_for_a_reader_in_core_units_only() -> None:
+    """``core.units.format_duration`` writes every duration a reader is told (a bench's estimate, a plan's
+    retention): no other function both builds text and scales seconds by the hour or the day (divides by, compares
+    with or lists 3600 or 86400). ``ps``'s uptime
+    column (``12m03s``: two units, the width of a clock) is the one other spelling, and it stays in its column."""
+    found = []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        if rel == "core/units.py":
+            continue
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            scales = {c.value for n in ast.walk(fn) if isinstance(n, (ast.BinOp, ast.Compare, ast.Tuple))
+                      for c in ast.iter_child_nodes(n) if isinstance(c, ast.Constant) and c.value in (3600, 86400)}
+            if scales and any(isinstance(n, ast.JoinedStr) for n in ast.walk(fn)):
+                found.append(f"{rel}:{fn.name}")
+    assert found == ["cli/services.py:_uptime"]
+
+
 def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:
     """A pattern receives the same subjects whether they are matched one by one, as a regular expression over
     a column (a capture sliced by subject) or as a template with no placeholder (a dead-letter loop)."""

@@ -180,7 +180,8 @@ def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> t
 
     ``ConfigError`` (exit 2) when a long plan is refused, ``WirepipeError`` (exit 1) when the server is not there.
     """
-    from .estimate import CONFIRM_ABOVE_SECONDS, calibrate, describe, duration, narrower
+    from ...core.units import format_duration
+    from .estimate import CONFIRM_ABOVE_SECONDS, calibrate, describe, narrower
 
     if plan.transport != "none" and plan.url:
         from .transport import check_server
@@ -196,11 +197,11 @@ def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> t
                       soft_wrap=True)
     if estimate.seconds > CONFIRM_ABOVE_SECONDS and not yes:
         if not interactive:
-            raise ConfigError(f"this plan should take about {duration(estimate.seconds)}, more than "
-                              f"{duration(CONFIRM_ABOVE_SECONDS)}: {narrower(plan)}", path="--yes")
+            raise ConfigError(f"this plan should take about {format_duration(estimate.seconds)}, more than "
+                              f"{format_duration(CONFIRM_ABOVE_SECONDS)}: {narrower(plan)}", path="--yes")
         from rich.prompt import Confirm
 
-        if not Confirm.ask(f"run it (about {duration(estimate.seconds)})?", console=console, default=False):
+        if not Confirm.ask(f"run it (about {format_duration(estimate.seconds)})?", console=console, default=False):
             raise ConfigError(f"not started: {narrower(plan)}", path="--yes")
     return datas, estimate
 

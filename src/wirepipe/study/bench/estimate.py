@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...core.units import format_duration
 from .combos import BenchPlan, Combo
 from .data import BenchData
 from .timing import Stopwatch, time_each
@@ -160,26 +161,13 @@ def _transport_costs(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple
     return per_iteration, per_message
 
 
-def duration(seconds: float) -> str:
-    """``4.5s``, ``45s``, ``12 min``, ``3.4 h``, ``2.1 days``."""
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
 def short_duration(seconds: float) -> str:
     """A time that may be short, with the digits it deserves: ``35 ms``, ``1.2s``, ``45s``.
 
     >>> short_duration(0.0354), short_duration(1.234), short_duration(45.2)
     ('35 ms', '1.2s', '45s')
     """
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else duration(seconds)
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else format_duration(seconds)
 
 
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
@@ -193,7 +181,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
     lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
              *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
-             f"estimated duration: {duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
+             f"estimated duration: {format_duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
              "calibration on this machine" + (f", three iterations over {plan.transport} included)"
                                               if plan.transport != "none" else ")")]
     trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
@@ -208,7 +196,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
         lines.append(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
     slow = sorted(((s, c) for (_, c), s in est.codec.items()), key=lambda x: x[0], reverse=True)[:3]
     if est.seconds > CONFIRM_ABOVE_SECONDS and slow:
-        lines.append("the slowest steps: " + ", ".join(f"{c.label} ({duration(s * (plan.iterations + 1))})"
+        lines.append("the slowest steps: " + ", ".join(f"{c.label} ({format_duration(s * (plan.iterations + 1))})"
                                                        for s, c in slow))
     out: list[str] = []
     for i, line in enumerate(lines):

@@ -36,6 +36,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...core.units import format_duration
+
 if TYPE_CHECKING:
     from ...codecs.chain import Chain
     from .calibrate import Calibration
@@ -154,7 +156,7 @@ class CapacityPlan:
         replicas = d.replicas if d.transport == "jetstream" else 1
         out = [
             f"plan for {fmt_count(d.rate)} records/s of {c.label} over {d.transport}"
-            + (f" (R{replicas}, retention {fmt_duration(d.retention_s)})" if d.transport == "jetstream" else ""),
+            + (f" (R{replicas}, retention {format_duration(d.retention_s)})" if d.transport == "jetstream" else ""),
             f"  per record: publish side {c.publish_us:.1f} us, consume side {c.consume_us:.1f} us, "
             f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire"
             + (f" ({c.raw_bytes:,.0f} B raw)" if c.raw_bytes else "") + f"  [{c.origin}]",
@@ -168,7 +170,7 @@ class CapacityPlan:
         ]
         if d.transport == "jetstream":
             out.append(f"  JetStream storage: {fmt_bytes(self.store_per_hour)} per hour, "
-                       f"{fmt_bytes(self.store_retention)} per {fmt_duration(d.retention_s)} "
+                       f"{fmt_bytes(self.store_retention)} per {format_duration(d.retention_s)} "
                        f"({fmt_bytes(self.store_retention / d.nodes)} per node)")
         out.append(f"  against {d.nodes} nodes x {d.cores_per_node} cores, {fmt_bits(d.link_bps / 8)} links, "
                    f"{fmt_bytes(d.disk_bytes)} disks, planned at {d.utilization:.0%} busy:")
@@ -432,10 +434,3 @@ def fmt_bytes(x: float) -> str:
 
 def fmt_bits(bytes_per_s: float) -> str:
     return _scaled(bytes_per_s * 8, ("Tbit/s", "Gbit/s", "Mbit/s", "kbit/s", "bit/s"), " ", 0)
-
-
-def fmt_duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
