@@ -260,6 +260,38 @@ def test_a_duration_is_written_for_a_reader_in_core_units_only() -> None:
     assert found == ["cli/services.py:_uptime"]
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants of a module and its classes and functions."""
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_tables_are_drawn_by_core_table_only() -> None:
+    """``core/table.py`` draws every table wirepipe prints (text that fits the terminal, Markdown, HTML): no other
+    module imports a table library (``rich.table``, tabulate...), pads cells into columns (``ljust``/``rjust``) or
+    writes a Markdown rule or an HTML table. A live view redraws that text (rich's ``Live`` around a ``Text``)."""
+    found = []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        if rel == "core/table.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            if any((m or "").split(".")[0] in ("tabulate", "prettytable", "texttable") or m == "rich.table"
+                   for m in [module, *names]):
+                found.append(f"{rel}:{node.lineno}: imports a table library")
+            if isinstance(node, ast.Attribute) and node.attr in ("ljust", "rjust"):
+                found.append(f"{rel}:{node.lineno}: pads a column")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs and \
+                    ("|---" in node.value or "<table" in node.value):
+                found.append(f"{rel}:{node.lineno}: writes a Markdown or HTML table")
+    assert found == []
+
+
 def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:
     """A pattern receives the same subjects whether they are matched one by one, as a regular expression over
     a column (a capture sliced by subject) or as a template with no placeholder (a dead-letter loop)."""
