@@ -292,6 +292,29 @@ def test_tables_are_drawn_by_core_table_only() -> None:
     assert found == []
 
 
+def test_files_are_written_by_storage_only() -> None:
+    """A Parquet file lives the one life of ``storage/lifecycle.py`` (its ``ParquetWriter``, ``write_table``), on
+    the local disk or through another filesystem (Beam's ``FileSystems``); a temporary file is renamed into place
+    by ``storage/files.py`` only (``os.replace``, a filesystem's ``rename``, a hard link). A second writer of
+    either kind fails here."""
+    found = []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+            parquet = name == "ParquetWriter" or (name == "write_table" and isinstance(owner, ast.Name)
+                                                   and owner.id in ("pq", "parquet"))
+            if parquet and rel != "storage/lifecycle.py":
+                found.append(f"{rel}:{node.lineno}: writes Parquet")
+            if name in ("replace", "rename", "link") and rel != "storage/files.py" and not (
+                    name == "replace" and not (isinstance(owner, ast.Name) and owner.id == "os")):
+                found.append(f"{rel}:{node.lineno}: renames a file")
+    assert found == []
+
+
 def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:
     """A pattern receives the same subjects whether they are matched one by one, as a regular expression over
     a column (a capture sliced by subject) or as a template with no placeholder (a dead-letter loop)."""
