@@ -315,6 +315,29 @@ def test_files_are_written_by_storage_only() -> None:
     assert found == []
 
 
+def test_nats_is_reached_through_the_one_connection() -> None:
+    """Only ``connectors/nats/connection.py`` makes a nats-py client (``nats.connect``, ``NATS()``): every other
+    part (the study's bench and plan too) connects through ``NatsConnection``, so a server's auth, TLS,
+    timeouts and reconnects hold for all of it. A command's ``--url``/``--creds``/``--set`` become that
+    connection's config in ``cli/connection.py`` only."""
+    clients, options = [], []
+    for path in _source_files():
+        rel = path.relative_to(SRC).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict) and rel != "cli/connection.py" and any(
+                    isinstance(k, ast.Constant) and k.value == "creds" for k in node.keys):
+                options.append(f"{rel}:{node.lineno}")  # auth from a --creds flag
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            raw = (isinstance(func, ast.Attribute) and func.attr in ("connect", "NATS")
+                   and isinstance(func.value, ast.Name) and func.value.id == "nats") or \
+                (isinstance(func, ast.Name) and func.id == "NATS")
+            if raw and rel != "connectors/nats/connection.py":
+                clients.append(f"{rel}:{node.lineno}")
+    assert (clients, options) == ([], [])
+
+
 def test_one_subject_vocabulary_matches_alike_as_a_regex_a_match_and_an_overlap() -> None:
     """A pattern receives the same subjects whether they are matched one by one, as a regular expression over
     a column (a capture sliced by subject) or as a template with no placeholder (a dead-letter loop)."""

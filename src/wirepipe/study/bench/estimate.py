@@ -173,11 +173,11 @@ def short_duration(seconds: float) -> str:
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
-    from ...core.redact import redact_secrets
     from ...core.table import wrap
 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
-    transport = plan.transport + (f" ({redact_secrets(plan.url)})" if plan.url and plan.transport != "none" else "")
+    server = plan.nats.public_params() if plan.nats is not None and plan.transport != "none" else None
+    transport = plan.transport + (f" ({', '.join(map(str, server.values()))})" if server else "")
     lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
              *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",

@@ -318,7 +318,10 @@ def write_results(run: BenchRun) -> Path:
 
 
 def _plan_dict(plan: BenchPlan) -> dict[str, Any]:
-    return {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if k == "inputs" else v)
-            for k, v in plan.__dict__.items()}
+    """The plan as the results' run metadata holds it: the server as ``public_params`` shows it (no secret)."""
+    out = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if k == "inputs" else v)
+           for k, v in plan.__dict__.items()}
+    out["nats"] = plan.nats.public_params() if plan.nats is not None else None
+    return out
 
 

@@ -40,6 +40,7 @@ from ...core.units import format_duration
 
 if TYPE_CHECKING:
     from ...codecs.chain import Chain
+    from ...connectors.nats.connection import NatsConnectionConfig
     from .calibrate import Calibration
 
 # One record's transport cost on one core, microseconds: the NATS benchmarks of docs/performance (quiet 2-core machine,
@@ -99,7 +100,7 @@ class Costs:
         cores = one.cores
         rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
                           for w in sorted({1, cores}))
-        return [f"  calibrated: the consume pipeline ran {ran} on a local nats-server: a worker spent {spent} "
+        return [f"  calibrated: the consume pipeline ran {ran} on {self.calibrated.server}: a worker spent {spent} "
                 f"(in-process stages and sink {self.consume_us + self.sink_us:.1f})"
                 + (f", nats-server {server:.1f} us" if server is not None else "") + busy,
                 f"  predicted on this machine ({cores} cores): {rates} (records/s, +-{ERROR_BAND:.0%})"]
@@ -248,9 +249,11 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
 
 
 def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sink: str = "null",
-                  records: int = 2000, batch_size: int = 500, rounds: int = 3, calibrate: bool = False) -> Costs:
+                  records: int = 2000, batch_size: int = 500, rounds: int = 3, calibrate: bool = False,
+                  nats: NatsConnectionConfig | None = None) -> Costs:
     """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``;
-    with ``calibrate`` (over JetStream), the consume side as a worker process spends it (``calibrated``)."""
+    with ``calibrate`` (over JetStream), the consume side as a worker process spends it (``calibrated``), on the
+    server ``nats`` reaches (None: a local one of its own)."""
     from ...codecs.chain import Chain
     from ...datasets import get_dataset
     from ...operators.chain_operators import chain_operators
@@ -277,19 +280,20 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
                   stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
                   f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
     if calibrate and transport == "jetstream":
-        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema)
+        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema, nats)
     return costs
 
 
-def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes], schema: str | None = None) -> Costs:
+def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes], schema: str | None = None,
+                    nats: NatsConnectionConfig | None = None) -> Costs:
     """``costs`` with the consume side calibrated (``calibrate.py``): one worker process runs the pipeline of
     ``chain``'s decode (with ``schema``, a built-in dataset's name) and ``sink`` on ``payloads`` (records encoded
-    with ``chain``) for a few seconds."""
+    with ``chain``) for a few seconds, on the server ``nats`` reaches (None: a local one)."""
     import asyncio
 
     from .calibrate import calibrate_consume
 
-    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us, schema))
+    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us, schema, nats))
     costs.origin += "; consume side calibrated in worker processes now"
     return costs
 
@@ -315,7 +319,8 @@ def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
 
 
 def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
-                     sink: str = "null", calibrate: bool = False) -> list[Costs]:
+                     sink: str = "null", calibrate: bool = False, nats: NatsConnectionConfig | None = None
+                     ) -> list[Costs]:
     """Per-record costs from ``wirepipe bench`` results: for ``dataset``, else for every dataset the results
     hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
     A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
@@ -362,7 +367,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
             positional = _positional(Chain.parse(g.chain))
             schema = name if positional and name in DATASETS else None  # one's own records: see the else
             if schema is not None or not positional:
-                calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema)
+                calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema, nats)
             else:
                 costs.origin += f"; consume side not calibrated ({g.chain} is positional: its schema is the bench's)"
         out.append(costs)
