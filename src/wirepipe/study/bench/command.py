@@ -279,10 +279,6 @@ def _protocol(run: BenchRun, dataset: str) -> str:
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 
 
-_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
-         "only": "one configuration measured"}
-
-
 def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[str, str, str, str]]:
     """(what, configuration, figure and how sure, YAML) for each recommendation of a dataset."""
     prefix = f"{dataset}: "
@@ -291,7 +287,7 @@ def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[st
         if r.dataset != dataset:
             continue
         why = f"{r.why}; {r.sureness}" if r.sureness else r.why
-        out.append((_KIND.get(r.kind, r.kind), r.group.label.removeprefix(prefix), why, r.group.snippet(width)))
+        out.append((r.what, r.group.label.removeprefix(prefix), why, r.group.snippet(width)))
     return out
 
 
