@@ -225,7 +225,7 @@ def plan(
 @command()
 def codecs() -> None:
     """List every format and codec, its levels, if installed."""
-    from ..codecs.compression import CODECS
+    from ..codecs.compression import CODECS, LEVEL_NAMES
     from ..codecs.deflate import deflate_choice
     from ..codecs.formats import FORMATS
     from ..core.table import Table, terminal_width, wrap
@@ -238,8 +238,8 @@ def codecs() -> None:
                     [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()], [False] * 3,
                     notes=[f.note for f in FORMATS.values()], notes_header="notes")
     codecs = Table("codecs (compress / decompress)",
-                   ["codec", Header.CONTENT_ENCODING, "fastest", "default", "best", "range", "installed"],
-                   [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
+                   ["codec", Header.CONTENT_ENCODING, *LEVEL_NAMES, "range", "installed"],
+                   [[c.name, c.content_encoding, *(str(c.resolve_level(name)) for name in LEVEL_NAMES),
                      f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()], [False] * 7,
                    notes=[c.note for c in CODECS.values()], notes_header="notes")
     tail = [f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)",

@@ -165,7 +165,7 @@ def time_each(fn: Callable[[Any], Any], items: Sequence[Any], *, budget: float |
         for item in items:
             out.append(fn(item))
             ends.append(_ns())
-            if limit is not None and ends[-1] - start > limit:
+            if limit is not None and ends[-1] - start >= limit:
                 break
     return Timed([out], start, ends[-1] if ends else start, ends_ns=ends)
 
