@@ -25,3 +25,18 @@ def fail_odd_x(record: dict[str, Any]) -> dict[str, Any]:
     if record["x"] % 2:
         raise ValueError(f"odd x: {record['x']}")
     return record
+
+
+def first_then_crawl(record: dict[str, Any]) -> dict[str, Any]:
+    """A ``map`` for interruption tests: the first record creates the file ``$WIREPIPE_TEST_STARTED`` (the test
+    waits for it before it signals), and every record takes 20 ms, so the run is still going when the signal
+    comes."""
+    import os
+    import time
+    from pathlib import Path
+
+    marker = os.environ.get("WIREPIPE_TEST_STARTED")
+    if marker:
+        Path(marker).touch()
+    time.sleep(0.02)
+    return record

@@ -213,3 +213,156 @@ def test_run_and_bench_say_at_once_what_they_wait_for_and_wait_alike(tmp_path: P
     assert benched.stderr.splitlines()[0].endswith(default), benched.stderr
     assert f"error: cannot connect to NATS at {url} within 10s (connect_timeout): connection refused" \
         in benched.stderr
+
+
+# --- what a summary says is what happened ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_packing_publisher_counts_records_and_names_its_messages_apart(tmp_path: Path) -> None:
+    """10 records a message: the summary counts records (and the rate of records), the messages beside them; the
+    metrics' `records` are records on every row, `messages` the values each stage gave, the file says its
+    version; `report` reads it and a file of version 1 (no `messages`: its `records` counted the messages)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from wirepipe.metrics.columns import METRICS_VERSION_KEY
+    from wirepipe.study.report import load_results
+
+    config = write(tmp_path / "pack.yaml", """name: packer
+source: {type: generate, dataset: point, count: 1000, batch_size: 250}
+operators:
+  - pack: {records: 10}
+  - serialize: {format: msgpack}
+sink: {type: jsonl, path: out.jsonl}
+metrics: {path: m}
+""")
+    out = wirepipe("run", config, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert re.match(r"packer: 1000 records out of 1000 in [\d.]+s \([\d,]+ records/s; 100 messages, [\d,]+ messages/s\), "
+                    r"0 rejected\n", out.stderr), out.stderr
+    files = sorted((tmp_path / "m").glob("*.parquet"))
+    table = pq.read_table(files)
+    by_stage = {s: (int(pc.sum(t.column("records")).as_py()), int(pc.sum(t.column("messages")).as_py()))
+                for s in ("generate", "pack", "serialize", "write")
+                for t in [table.filter(pc.equal(table.column("stage"), s))]}
+    assert by_stage == {"generate": (1000, 1000), "pack": (1000, 100), "serialize": (1000, 100),
+                        "write": (1000, 100)}
+    assert pq.read_schema(files[0]).metadata[METRICS_VERSION_KEY.encode()] == b"2"
+    # A file as version 1 wrote it: no `messages`, no version, `records` counting the values (messages).
+    old = tmp_path / "v1"
+    old.mkdir()
+    v1 = table.set_column(table.column_names.index("records"), "records", table.column("messages")) \
+        .set_column(table.column_names.index("run_id"), "run_id", pa.repeat("old-run", table.num_rows)) \
+        .drop_columns(["messages"])
+    meta = {k: v for k, v in (pq.read_schema(files[0]).metadata or {}).items()
+            if k != METRICS_VERSION_KEY.encode()}
+    pq.write_table(v1.replace_schema_metadata({**meta, b"wirepipe.run_id": b"old-run"}), old / "part-0.parquet")
+    both = load_results([tmp_path / "m", old])
+    stages = both.stages
+    for run, records in (("old-run", 100), (table.column("run_id")[0].as_py(), 1000)):
+        rows = stages.filter(pc.and_(pc.equal(stages.column("run_id"), run), pc.equal(stages.column("stage"),
+                                                                                      "write")))
+        assert (pc.sum(rows.column("records")).as_py(), pc.sum(rows.column("messages")).as_py()) == (records, 100)
+    assert wirepipe("report", tmp_path / "m", old, "--quiet").returncode == 0
+
+
+def test_no_summary_leaves_a_template_unfilled(tmp_path: Path) -> None:
+    """A subject template, a part-file template nothing was written to, a pipeline without operators: what the
+    summaries and `validate` say reads as what happened."""
+    from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
+    from wirepipe.connectors.parquet import ParquetSink
+    from wirepipe.pipelines.monitor import describe_sink
+
+    url = "nats://127.0.0.1:4222"
+    assert describe_sink(JetStreamSink("{subject}", url=url)) == "jetstream on the subject each record was read from"
+    assert describe_sink(JetStreamSink("out.{region}", url=url)) == \
+        "jetstream a subject per record from region (template out.{region})"
+    assert describe_sink(JetStreamSink("points", url=url)) == "jetstream subject points"
+    idle = ParquetSink(str(tmp_path / "archive" / "part-w1-{part}.parquet"))
+    assert describe_sink(idle) == f"parquet {tmp_path}/archive/part-w1-*.parquet: nothing written"
+    out = invoke("validate", ROOT / "configs" / "capture-points.yaml", env={"NATS_URL": url})
+    assert out.returncode == 0, out.output
+    assert "Pipeline('points-capture': jetstream | capture)" in out.stdout, out.stdout
+
+
+@pytest.mark.slow
+def test_the_default_dead_letters_stay_out_of_a_parquet_folder_and_a_replay_keeps_its_own(tmp_path: Path) -> None:
+    """Rejects of a pipeline writing Parquet parts go beside the folder (pyarrow.dataset reads the folder whole);
+    replaying a capture through the same pipeline appends to a file of its own, and its summary names its output,
+    dead letters and metrics each on its own line."""
+    import pyarrow.dataset as ds
+
+    config = write(tmp_path / "odd.yaml", """name: odd
+source: {type: generate, dataset: point, count: 400, batch_size: 100}
+operators:
+  - map: {function: "tests.records:fail_odd_x"}
+sink: {type: parquet, path: "archive/part-{part}.parquet"}
+metrics: {path: m}
+""")
+    out = wirepipe("run", config, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rejected = int(re.search(r"(\d+) rejected", out.stderr).group(1))  # type: ignore[union-attr]
+    assert ds.dataset(tmp_path / "archive").to_table().num_rows == 400 - rejected
+    live = tmp_path / "archive.part.dead.jsonl"
+    assert len(live.read_text().splitlines()) == rejected
+    capture = write(tmp_path / "cap.yaml", """name: cap
+source: {type: generate, dataset: point, count: 400, batch_size: 100}
+operators: [{serialize: {format: msgpack}}]
+sink: {type: capture, dir: cap}
+""")
+    assert wirepipe("run", capture, cwd=tmp_path).returncode == 0
+    decode = write(tmp_path / "decode.yaml", config.read_text().replace(
+        "operators:\n", "operators:\n  - deserialize: {format: msgpack}\n"))
+    replayed = wirepipe("replay", "cap", "-p", decode, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stderr
+    assert len(live.read_text().splitlines()) == rejected  # the live run's file is untouched
+    own = tmp_path / "archive.part.replay.dead.jsonl"
+    assert len(own.read_text().splitlines()) == rejected
+    lines = replayed.stderr.splitlines()
+    summary = lines[lines.index(next(x for x in lines if x.startswith("odd: replayed 400 records"))):]
+    assert "; output" not in summary[0] and summary[1].startswith(f"  rejected: {rejected} × map"), summary
+    assert summary[2].startswith("  output: parquet archive/part-"), summary
+    assert summary[3].startswith(f"  dead letters: {own.relative_to(tmp_path)} ({rejected} appended"), summary
+    assert summary[4:] == ["  metrics: m"], summary  # the metrics are not called the output
+
+
+# --- the one verdict -------------------------------------------------------------------------------------------
+
+
+def test_the_verdict_names_every_reason_and_the_first_of_1_5_6_3_130_wins() -> None:
+    from wirepipe.core.exit_codes import LossLimit, Outcome, verdict
+
+    everything = Outcome(records=100, rejected=100, lost=2, outstanding=7, interrupted=True, failures=["input cut"])
+    assert [code for code, _ in verdict(everything)] == [1, 5, 6, 3, 130]
+    assert [code for code, _ in verdict(Outcome(records=100, rejected=3, outstanding=7, interrupted=True))] == [6, 130]
+    assert verdict(Outcome(records=100, lost=2), lost=LossLimit.parse("2")) == []
+    assert verdict(Outcome(records=98, lost=2), lost=LossLimit.parse("1%"))[0][1] == \
+        "2 of 100 records lost (2%), more than --max-lost 1%"
+    unsure = verdict(Outcome(records=10, unsure=1))  # an unknown number lost fails, unless 100% is accepted
+    assert unsure[0][0] == ExitCode.LOST and "1 publisher(s) not heard from since a disconnect" in unsure[0][1]
+    assert verdict(Outcome(records=10, unsure=1), lost=LossLimit.parse("100%")) == []
+    assert verdict(Outcome(records=10)) == []
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "101%"])
+def test_bad_max_lost_is_a_usage_error(bad: str, tmp_path: Path) -> None:
+    config = write(tmp_path / "p.yaml", "name: p\nsource: {type: generate, dataset: point, count: 10}\nsink: {type: \"null\"}\n")
+    out = invoke("run", str(config), "--max-lost", bad, columns=100)
+    assert out.returncode == ExitCode.CONFIG and f"--max-lost {bad!r}: give a count" in out.stderr
+
+
+def test_records_awaiting_redelivery_are_in_the_summary_and_exit_6(tmp_path: Path) -> None:
+    """What the JetStream source sets at the end of a bounded run (``RunStats.outstanding``) reaches the summary
+    and the one verdict."""
+    from wirepipe import generate_source, null_sink
+    from wirepipe.core.exit_codes import verdict
+    from wirepipe.pipelines.monitor import run_summary
+
+    pipe = generate_source("point", count=10) | null_sink()
+    stats = pipe.run()
+    stats.outstanding = 3000
+    assert ", 3000 records awaiting redelivery" in run_summary(pipe, stats).splitlines()[0]
+    assert verdict(stats.outcome()) == [(ExitCode.INCOMPLETE, "3,000 records awaiting redelivery when the run "
+                                         "ended (not acknowledged: the stream delivers them again to the next "
+                                         "reader)")]

@@ -23,7 +23,7 @@ from tests.cli import wirepipe
 from tests.nats_fixtures import expected
 from wirepipe.codecs.formats import json_default
 from wirepipe.codecs.zstd import zstd_compressor, zstd_dictionary_id, zstd_frame_dictionary_id
-from wirepipe.connectors.dictionary_bucket import DictionaryBucket
+from wirepipe.connectors.nats.dictionary_bucket import DictionaryBucket
 from wirepipe.connectors.nats.server import EmbeddedServer
 
 N = 600
@@ -163,7 +163,7 @@ def test_a_publisher_and_a_consumer_share_nothing_but_the_server(nats_server: Em
     results = ends["archive"].parent / "results"
     assert lines(results / "tx.jsonl") == expected("transaction", N)
     assert lines(results / "tx-dead-letters.jsonl") == []
-    assert f"fetched zstd dictionary {dict_id} from bucket DICTS" in con.stderr
+    assert f"fetched zstd dictionary {dict_id} from nats://DICTS" in con.stderr
     assert sorted(p.name for p in (tmp_path / "archive").rglob("*")) == ["archive.yaml", "results", "tx-dead-letters.jsonl",
                                                                          "tx.jsonl"]  # no dictionary file
 
@@ -332,14 +332,25 @@ def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: Emb
      "give the dictionary's name, nats://BUCKET/NAME"),
     ({"compress": {"codec": "gzip", "dictionary": "nats://DICTS/tx"}}, "operators[0].compress",
      "codec gzip does not take a dictionary (only zstd does)"),
-    ({"compress": {"codec": "zstd", "dictionary": "nats://DICTS/tx"}}, "operators[0].compress",
-     "dictionary nats://DICTS/tx: the pipeline has no NATS source or sink to fetch it through: give "
-     "`nats: {url: ...}` beside it"),
+    ({"compress": {"codec": "zstd", "dictionary": "nats://DICTS/tx"}}, "operators[0].compress.dictionary",
+     "the pipeline has no NATS source or sink to reach the dictionaries nats://DICTS through: declare "
+     "resources.dictionaries.DICTS as {type: nats, nats: {url: ...}}, or as {type: folder, path: ...} (a folder of "
+     ".zdict files)"),
+    ({"compress": {"codec": "zstd", "dictionary": "nats://DICTS/tx", "nats": {"url": "http://h:4222"}}},
+     "operators[0].compress.nats.url", "'http://h:4222': a NATS url's scheme is nats, tls, ws, wss"),
+    ({"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"}, "resources": {"DICTS": {"type": "redis"}}},
+     "resources.dictionaries.DICTS", "unknown type 'redis': allowed nats, folder"),
+    ({"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"}, "resources": {"DICTS": {"type": "folder"}}},
+     "resources.dictionaries.DICTS.path", "required field is missing"),
+    ({"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"},
+      "resources": {"DICTS": {"type": "nats", "bucket": "a.b"}}},
+     "resources.dictionaries.DICTS.bucket", "bucket name 'a.b': a bucket name is letters, digits, - and _"),
 ])
 def test_a_bad_dictionary_reference_is_a_config_error_naming_file_field_and_value(
         tmp_path: Path, entry: dict[str, Any], where: str, message: str) -> None:
+    declared = entry.pop("resources", {})
     path = pipeline(tmp_path, "bad", {"source": {"type": "jsonl", "path": "in.jsonl"}, "operators": [entry],
-                                      "sink": {"type": "null"}})
+                                      "sink": {"type": "null"}, "resources": {"dictionaries": declared}})
     done = wirepipe("validate", str(path))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{path}: {where}: " in done.stderr and message in done.stderr, done.stderr
@@ -386,12 +397,14 @@ def test_train_from_a_capture_of_dictionary_compressed_traffic(nats_server: Embe
     con = consumer(tmp_path / "replay")
     env = {"NATS_URL": url}  # the pipeline's own source names it; the replay reads the capture instead
     done = wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), cwd=con.parent, env=env)
-    assert done.returncode == 2 and ("operators[0].decompress: dictionaries nats://DICTS: the pipeline has no NATS "
-                                     "source or sink to fetch them through: give `nats: {url: ...}`") in done.stderr
-    done = wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), "--runner", "beam",
-                    "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
-    assert done.returncode == 2 and ("operators[0].decompress: fetches from NATS around its passes (a zstd "
-                                     "dictionary): the Beam runner runs the passes alone") in done.stderr
+    assert done.returncode == 2 and ("operators[0].decompress.dictionaries: the pipeline has no NATS source or sink "
+                                     "to reach the dictionaries nats://DICTS through: declare "
+                                     "resources.dictionaries.DICTS as {type: nats, nats: {url: ...}}") in done.stderr
+    done = wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con), "--runner", "beam", "--output", "beam",
+                    "--set", f"operators[0].decompress.nats.url={url}", "--set", "sink={type: parquet, path: x}",
+                    "--beam-option", "direct_num_workers=1", cwd=con.parent, env=env)
+    assert done.returncode == 0, done.stderr  # the dictionaries fetched when the job was built, carried by it
+    assert "replayed 1000 records (beam FnApiRunner) in" in done.stderr and "1000 out, 0 rejected" in done.stderr
     done = wirepipe("replay", str(tmp_path / "cap"), "--pipeline", str(con),
                     "--set", f"operators[0].decompress.nats.url={url}", cwd=con.parent, env=env)
     assert done.returncode == 0, done.stderr
@@ -402,7 +415,7 @@ def test_publish_repairs_a_damaged_entry_and_refuses_another_dictionary_with_the
         nats_server: EmbeddedServer) -> None:
     import zstandard
 
-    from wirepipe.connectors.dictionary_bucket import DictionaryUnusable
+    from wirepipe.core.stores import DictionaryUnusable
 
     samples = [orjson.dumps(r, default=json_default) for r in expected("transaction", 400)]
     mine = zstandard.train_dictionary(4096, samples).as_bytes()
@@ -677,10 +690,9 @@ def test_a_running_consumer_asks_again_for_a_disowned_dictionary_and_decodes_onc
         await publish_frames(url, frames[:100], dictionary_digest(good))
         sink = TestingSink()
         decompress = Decompress("auto", dictionaries="nats://DICTS")
-        assert decompress.shared is not None
-        decompress.shared.retry_after = 0.2
         pipe = Pipeline(JetStreamSource(stream="TX", durable="w", url=url, count=200, batch_size=100),
-                        [decompress, Deserialize("msgpack")], sink, dead_letter=sink, name="repaired")
+                        [decompress, Deserialize("msgpack")], sink, dead_letter=sink, name="repaired",
+                        resources={"dictionaries": {"DICTS": {"type": "nats", "retry_after": 0.2}}})
         task = asyncio.create_task(pipe.run_async())
         for _ in range(500):
             if len(sink.rejects) == 100:

@@ -158,10 +158,10 @@ def test_without_protoc_a_proto_schema_names_the_extra_and_a_desc_still_works(
     protoc(points, tmp_path / "p.desc")
     monkeypatch.setitem(sys.modules, "grpc_tools", None)  # as if grpcio-tools were not installed
     protoc_module._compile.cache_clear()
-    with pytest.raises(SchemaError, match=r"pip install 'wirepipe\[proto\]'"):
+    with pytest.raises(SchemaError, match=r"pip install '\.\[proto\]' in wirepipe's clone"):
         load_message(points, "Point")
     assert resolve_schema(f"{tmp_path / 'p.desc'}#Point").names == ("x", "y")
-    with pytest.raises(ConfigError, match=r"schema: .*pip install 'wirepipe\[proto\]'"):
+    with pytest.raises(ConfigError, match=r"schema: .*pip install '\.\[proto\]' in wirepipe's clone"):
         wp.serialize("protobuf", schema=str(points), message="Point")
     protoc_module._compile.cache_clear()
 

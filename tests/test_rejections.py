@@ -228,8 +228,11 @@ def test_a_worker_names_its_rejections_on_prometheus_and_in_its_final_summary(na
     text = log.read_text()
     assert f"notes: {n - n // 10} records out of {n}" in text and f", {n // 10} rejected" in text
     assert f"  rejected: {n // 10} × {UNDECLARED} (first: seq 1)\n" in text  # the stream sequence
-    dead = out / "part.dead.jsonl"
+    dead = tmp_path / "out.part.dead.jsonl"  # beside the folder of parts: pyarrow.dataset(out) reads the parts alone
     assert f"  dead letters: {dead} ({n // 10} appended as JSONL dead-letter envelopes" in text
+    import pyarrow.dataset as ds
+
+    assert ds.dataset(out).to_table().num_rows == n - n // 10  # the tutorial's idiom reads the folder whole
     assert sorted(json.loads(line)["seq"] for line in dead.read_text().splitlines()) == list(range(1, n + 1, 10))
 
 
@@ -252,7 +255,7 @@ def test_a_pool_sums_its_workers_rejections_and_names_each_workers_file(nats_ser
     text = log.read_text()
     assert f"notes: 2 workers, {n - n // 10} records out of {n}" in text and f", {n // 10} rejected" in text
     assert f"\n  rejected: {n // 10} × {UNDECLARED} (first: seq " in text
-    files = {w: out / f"part-{w}.dead.jsonl" for w in ("w0", "w1")}
+    files = {w: tmp_path / f"out.part-{w}.dead.jsonl" for w in ("w0", "w1")}
     seqs = {w: [json.loads(line)["seq"] for line in f.read_text().splitlines()] if f.exists() else []
             for w, f in files.items()}
     # every reject in one worker's file, once (seq: the stream sequence, from 1)
@@ -279,16 +282,22 @@ def test_the_default_file_is_beside_the_output_else_in_the_results_folder(monkey
 
     monkeypatch.delenv("WIREPIPE_WORKER", raising=False)
     assert default_path("p", JsonlSink("out/logs.jsonl"), None) == Path("out/logs.dead.jsonl")
-    assert default_path("p", ParquetSink("out/part-w1-{part}.parquet"), None) == Path("out/part-w1.dead.jsonl")
+    # beside a folder of Parquet parts, never in it: pyarrow.dataset("out") reads the parts alone
+    assert default_path("p", ParquetSink("out/part-w1-{part}.parquet"), None) == Path("out.part-w1.dead.jsonl")
+    assert default_path("p", ParquetSink("out/one.parquet"), None) == Path("out/one.dead.jsonl")
     assert default_path("p", CaptureSink("cap", prefix="points"), None) == Path("cap.points.dead.jsonl")
     nats = NatsSink("points", url="nats://127.0.0.1:4222")
     assert default_path("p", nats, "results/p.parquet") == Path("results/p.dead.jsonl")
     assert default_path("p", NullSink(), None) == Path("results/p.dead.jsonl")
     assert default_path("p", JsonlSink("-"), None) == Path("results/p.dead.jsonl")  # stdout: no file to be beside
+    # a replay's file is its own: never the one a live run of the same pipeline appends to
+    assert default_path("p", JsonlSink("out/logs.jsonl"), None, "replay") == Path("out/logs.replay.dead.jsonl")
+    assert default_path("p", nats, "results/p.parquet", "replay") == Path("results/p.replay.dead.jsonl")
     monkeypatch.setenv("WIREPIPE_WORKER", "1")
     monkeypatch.setenv("WIREPIPE_WORKERS", "2")  # a pool's workers share the results folder: one file each
     assert default_path("p", nats, "results/p.parquet") == Path("results/p.w1.dead.jsonl")
     assert default_path("p", None, None) == Path("results/p.w1.dead.jsonl")
+    assert default_path("p", nats, "results/p.parquet", "replay") == Path("results/p.w1.replay.dead.jsonl")
 
 
 async def test_what_the_server_refuses_at_its_ack_is_counted_by_reason_in_the_metrics(nats_server: EmbeddedServer,

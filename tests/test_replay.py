@@ -236,7 +236,7 @@ def test_rejected_records_are_kept_without_a_dead_letter_on_both_runners(tmp_pat
     pipeline = write_pipeline(tmp_path / "p.yaml", {"type": "jsonl", "path": str(tmp_path / "out.jsonl")})
     local_run = invoke("replay", str(tmp_path / "cap"), "-p", str(pipeline))
     assert local_run.returncode == 0, local_run.output
-    dead = tmp_path / "out.dead.jsonl"
+    dead = tmp_path / "out.replay.dead.jsonl"  # a replay's own: never a live run's out.dead.jsonl
     assert [orjson.loads(line)["seq"] for line in dead.read_bytes().splitlines()] == list(range(49, 300, 50))
     assert f"  dead letters: {dead} (6 appended as JSONL dead-letter envelopes" in local_run.stderr
     beam_run = invoke("replay", str(tmp_path / "cap"), "-p", str(pipeline), "--runner", "beam",

@@ -348,7 +348,7 @@ def test_workers_run_the_staged_wheel_and_write_where_the_replay_was_started(
     for boot in boots:
         assert wheel.name in boot["staged"] and "extra_packages.txt" in boot["staged"]
         assert boot["wirepipe"] == str(Path(boot["site"]) / "wirepipe" / "__init__.py"), boot
-    assert f"output: {submit / 'portable'}\n" in replays["portable"].stderr
+    assert f"output: {submit / 'portable' / 'results'}/ (Parquet parts)\n" in replays["portable"].stderr
     assert not (beam_services["pool_dir"] / "portable").exists()
 
 

@@ -578,3 +578,93 @@ def test_a_pool_started_before_its_stream_waits_for_it_and_loses_no_worker(nats_
     for w in (0, 1):  # each worker's own part files (a worker that got no record names its pattern)
         assert re.search(rf"^  w{w} output: parquet {re.escape(str(out))}/part-w{w}-", where, re.M), where
     assert f"  metrics: {out / 'metrics.parquet'}" in where  # the workers share it: said once
+
+
+# --- a core NATS pool's losses: summed, and its exit code follows them ----------------------------------------
+
+LOSSY = """
+name: pd
+source: {type: nats, url: "${NATS_URL}", subject: "pd.>", queue: pdq, pending_msgs_limit: 100}
+operators:
+  - map: {function: "tests.chaos.busy:spin"}
+sink: {type: "null"}
+shutdown_timeout: 1s
+"""
+_FIGURES = ("records out of", "rejected", "lost", "missing from publisher sequences", "dropped by the client",
+            "discarded at stop")
+
+
+def _figures(line: str) -> dict[str, int]:
+    """The counts of a run summary's first line (a worker's or the pool's)."""
+    found = {what: re.search(rf"([\d,]+) {re.escape(what)}", line) for what in _FIGURES}
+    assert all(found.values()), line
+    return {what: int(m.group(1).replace(",", "")) for what, m in found.items() if m}
+
+
+def _lossy_pool(tmp_path: Path, stop: Literal["duration", "sigterm"]) -> tuple[int, str, list[dict[str, int]],
+                                                                            dict[str, int]]:
+    """Two core NATS workers of a queue group, each 15 ms a record behind a 100-message pending limit; 5,000
+    stamped records published at once. Ends by ``--duration`` or by a SIGTERM whose drain ``shutdown_timeout``
+    cuts (then with room for 1,000 pending records each). (exit code, the output, each worker's figures, the
+    pool's)."""
+    import sys
+
+    http_port = free_port()
+    cfg = tmp_path / "pd.yaml"
+    cfg.write_text(LOSSY)
+    log = tmp_path / "pool.log"
+    env = {"WIREPIPE_TEST_SPIN_US": "15000"}
+    with EmbeddedServer(options=ServerOptions(http_port=http_port)) as server:
+        env["NATS_URL"] = server.url
+        # Stopped by SIGTERM, each worker holds far more than its 1 s drain can finish (1,000 records, 15 s).
+        args = ["--duration", "7s"] if stop == "duration" else ["--set", "source.pending_msgs_limit=1000",
+                                                                 "--set", "source.batch_size=50"]
+        with open(log, "w") as err:
+            proc = start_wirepipe("run", cfg, "--workers", "2", "--no-status", *args, stderr=err, env=env, cwd=TESTS)
+        try:
+            members = lambda: sum(1 for c in json.loads(urllib.request.urlopen(  # noqa: E731
+                f"http://127.0.0.1:{http_port}/connz?subs=1", timeout=5).read()).get("connections", [])
+                                  if "pd.>" in (c.get("subscriptions_list") or []))
+            wait_for(lambda: members() == 2, 60, proc, log)
+            pub = subprocess.run([sys.executable, "-m", "tests.chaos.overload", "publish", server.url, "pd.x", "5000"],
+                                 capture_output=True, text=True, env={**os.environ, **env}, cwd=TESTS.parent,
+                                 timeout=60)
+            assert pub.returncode == 0 and json.loads(pub.stdout)["sent"] == 5000, pub.stderr[-2000:]
+            if stop == "sigterm":
+                time.sleep(1.5)
+                proc.send_signal(signal.SIGTERM)
+            code = proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = log.read_text()
+    workers = [_figures(line) for line in re.findall(r"\[w\d\]: (pd: \d+ records out of .*)", text)]
+    pool = _figures(text[text.rindex("pd: 2 workers"):].splitlines()[0])
+    return code, text, workers, pool
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["duration", "sigterm"])
+def test_a_core_pool_sums_what_its_workers_lost_and_exits_5(tmp_path: Path, stop: Literal["duration", "sigterm"]
+                                                            ) -> None:
+    """The final line is the sum of every count the workers report (the losses by kind among them), so
+    published = out + rejected + lost over the pool, exactly; its exit code follows them (5: records lost).
+    Ended by its duration the losses are the client's drops; a SIGTERM whose drain is cut adds what the workers
+    had read and could not finish (discarded at stop)."""
+    code, text, workers, pool = _lossy_pool(tmp_path, stop)
+    print(text[text.rindex("pd: 2 workers"):])
+    assert len(workers) == 2, text[-3000:]
+    assert pool == {what: sum(w[what] for w in workers) for what in _FIGURES}  # the pool's line: the workers' sums
+    assert pool["records out of"] + pool["rejected"] + pool["lost"] == 5000  # every record published accounted
+    assert pool["lost"] == pool["missing from publisher sequences"] + pool["dropped by the client"] \
+        + pool["discarded at stop"]
+    if stop == "sigterm":
+        assert pool["discarded at stop"] and text.count("drain cut: pd: the drain took longer than shutdown_timeout "
+                                                        "(1s)") == 2, text[-3000:]
+    else:
+        assert pool["discarded at stop"] == 0  # the duration's drain finished what each worker held
+    assert code == 5, text[-3000:]
+    assert re.search(rf"^error: {pool['lost']:,} of 5,000 records lost \([\d.]+%\), more than --max-lost 0$", text,
+                     re.M), text[-2000:]

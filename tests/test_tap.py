@@ -293,6 +293,17 @@ for headers in ({"Content-Type": "application/json", "Content-Encoding": "br"},
     assert lines[2] == "[{'x': 1}] []"
 
 
+@pytest.mark.slow
+def test_a_tap_that_stops_at_its_limit_reports_no_loss_it_caused(nats_server: EmbeddedServer) -> None:
+    """`tap --limit 5` while 2,000 messages arrive: the ones it received past its limit are nobody's loss (each
+    subscriber has its own copy): no loss warning, exit 0."""
+    tap = start_tap(nats_server.url, "lim.>", "--limit", "5", "--verbose")
+    publish(nats_server.url, "lim.points", "msgpack", "none", n=2000)
+    out, err = finish(tap)
+    assert len(out.splitlines()) == 5 and ", 5 shown" in err, err
+    assert "lost" not in err and "not processed at stop" not in err and "discarded" not in err, err
+
+
 # --- what the tap tracks and prints is bounded ---------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ frames that name one) or from a JSONL / Parquet file of records (serialized in `
 on the others with the trainer ``wirepipe bench --zstd-dict train`` uses, and measured on the
 held-out records, each compressed on its own as the ``compress`` operator does: plain zstd at the
 level against zstd with the dictionary (its 4-byte id included, as it travels). Then it is
-published to the bucket (``connectors/dictionary_bucket.py``) with that report as its
+published to the bucket (``connectors/nats/dictionary_bucket.py``) with that report as its
 description. ``list`` and ``show`` read a bucket back.
 """
 
@@ -171,8 +171,8 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
 
 async def with_bucket(url: str | None, bucket: str, action: Any) -> Any:
     """``await action(DictionaryBucket)`` on a connection to ``url`` (the embedded server when None)."""
-    from .connectors.dictionary_bucket import DictionaryBucket
     from .connectors.nats.connection import NatsConnection, connection_config
+    from .connectors.nats.dictionary_bucket import DictionaryBucket
 
     conn = NatsConnection(connection_config(url), role="dict")
     nc = await conn.connect()
@@ -183,7 +183,7 @@ async def with_bucket(url: str | None, bucket: str, action: Any) -> Any:
 
 
 async def publish(url: str | None, ref: Any, training: Training, origin: str) -> int:
-    from .connectors.dictionary_bucket import describe_training
+    from .connectors.nats.dictionary_bucket import describe_training
 
     description = describe_training({**training.report(), "from": origin})
     result: int = await with_bucket(url, ref.bucket,

@@ -32,14 +32,15 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from .connectors.connector import AtLeastOnce, Sink, Source
+from .connectors.dictionary_stores import MemoryDictionaries
 from .connectors.schema_registry import SchemaRegistry
 from .core.batch import Batch, Rejected
 from .core.stages import Stage
 from .operators.operator import Operators
 from .pipelines.pipeline import Pipeline, RunStats
 
-__all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "memory_schema_registry", "run",
-           "run_async"]
+__all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "memory_dictionaries",
+           "memory_schema_registry", "run", "run_async"]
 
 
 class TestingSource(Source):
@@ -417,6 +418,26 @@ def memory_schema_registry(schemas: Mapping[str, Sequence[Any]] | None = None, *
 
     asyncio.run(push())
     return registry
+
+
+def memory_dictionaries(named: Mapping[str, bytes] | None = None, *, retry_after: float = 30.0) -> MemoryDictionaries:
+    """zstd dictionaries in this process, for a pipeline's ``resources`` in a test: ``named`` maps each name (what
+    ``compress: {dictionary: nats://STORE/NAME}`` asks for) to a trained dictionary's bytes, which a ``decompress``
+    finds by the id its frames carry; ``add(data)`` keeps one more.
+
+    >>> import zstandard
+    >>> from wirepipe import compress, decompress
+    >>> trained = zstandard.train_dictionary(1024, [b'{"id": %d, "status": "shipped"}' % i for i in range(500)])
+    >>> resources = {"dictionaries": {"DICTS": memory_dictionaries({"tx": trained.as_bytes()})}}
+    >>> sent, read = TestingSink(), TestingSink()
+    >>> _ = run(TestingSource([b'{"id": 7, "status": "shipped"}']), [compress("zstd", dictionary="nats://DICTS/tx")],
+    ...         sent, resources=resources)
+    >>> _ = run(TestingSource(sent.records, headers=sent.headers), [decompress("auto", dictionaries="nats://DICTS")],
+    ...         read, resources=resources)
+    >>> read.records
+    [b'{"id": 7, "status": "shipped"}']
+    """
+    return MemoryDictionaries(named, retry_after=retry_after)
 
 
 async def run_async(source: Source, operators: Operators = (), sink: Sink | None = None, *,

@@ -3,9 +3,9 @@
 Real nats-server, a real worker process (core NATS -> a 300 us/record ``map`` -> JSONL) and a
 real publisher process (30,000 stamped records). SIGTERM arrives while the worker is far behind;
 its drain cannot finish within ``shutdown_timeout``, so the run is cut. What was read is then
-either in the output file, or counted in the loss figure of the error that ends the process
-(discarded: read and never written; missing or dropped: never read). Read back: the file's lines,
-the figures of the final message and the metrics' ``lost`` column, which adds up to them.
+either in the output file, or counted in the loss figures of the run summary (discarded: read and
+never written; missing or dropped: never read), and the worker exits 5 (records lost). Read back: the
+file's lines, the figures of the summary and the metrics' ``lost`` column, which adds up to them.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
                                                                                  tmp_path: Path,
                                                                                  make_pipeline: Callable[..., Path]) -> None:
     # The cut run leaves records in the loop's queue and in the operators: they must be counted, not dropped.
-    out = tmp_path / "out.jsonl"
+    out_file = tmp_path / "out.jsonl"
     cfg = {
         "name": "backlog",
         "source": {"type": "nats", "url": nats_server.url, "subject": "backlog"},
         "operators": [{"map": {"function": "tests.chaos.busy:spin"}}],
-        "sink": {"type": "jsonl", "path": str(out)},
+        "sink": {"type": "jsonl", "path": str(out_file)},
         "metrics": {"path": str(tmp_path / "metrics.parquet")},
         "shutdown_timeout": "2s",
     }
@@ -66,17 +66,21 @@ def test_sigterm_during_a_backlog_past_shutdown_timeout_loses_nothing_uncounted(
             worker.wait()
     reader.join(5)
     err = "".join(lines)
-    assert worker.returncode == 1, err[-3000:]
-    final = lines[-1]
-    assert "the drain took longer than shutdown_timeout (2s)" in final, err[-3000:]
-    figures = [re.search(rf"(\d+) {what}", final) for what in (
-        r"(?:message\(s\) )?lost", "missing from publisher sequences", "dropped by the client", "discarded at stop")]
-    assert all(figures), final
-    lost, missing, dropped, discarded = (int(f.group(1)) for f in figures if f)
-    print(f"written {len(out.read_text().splitlines())}, {final.strip()}")
-    written = len(out.read_text(encoding="utf-8").splitlines())
+    # The cut run ends as every run does: its summary (the losses by kind, what the cut left), then its verdict.
+    assert worker.returncode == 5, err[-3000:]  # records lost: the discarded ones
+    summary = next(ln for ln in reversed(lines) if ln.startswith("backlog: ") and "records out of" in ln)
+    assert "\n  drain cut: backlog: the drain took longer than shutdown_timeout (2s): records read and not written " \
+           "are counted as discarded (lost)\n" in err, err[-3000:]
+    assert re.search(r"^error: [\d,]+ of 30,000 records lost \([\d.]+%\), more than --max-lost 0$", lines[-1].rstrip()), \
+        lines[-1]
+    figures = [re.search(rf"(\d+) {what}", summary) for what in (
+        "records out of", "lost", "missing from publisher sequences", "dropped by the client", "discarded at stop")]
+    assert all(figures), summary
+    out, lost, missing, dropped, discarded = (int(f.group(1)) for f in figures if f)
+    written = len(out_file.read_text(encoding="utf-8").splitlines())
+    print(f"written {written}, {summary.strip()}")
     assert (missing, dropped) == (0, 0)  # the worker kept up with reading: everything lost was read, then cut
-    assert written + discarded == 30_000, f"written {written} + discarded {discarded}"
+    assert written == out and written + discarded == 30_000, f"written {written} + discarded {discarded}"
     assert lost == discarded and 0 < written < 30_000
     import pyarrow.dataset as ds
 

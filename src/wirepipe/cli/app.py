@@ -4,8 +4,9 @@ Every command imports what it needs inside its body, so ``wirepipe --help`` answ
 without loading pyarrow, nats or pydantic. Errors wirepipe raises on purpose are
 printed as one clear message, never as a traceback, and every command exits with a
 code from the one table in ``exit_codes`` (0 ok, 1 runtime, 2 usage/config, 3 rejected
-records, 4 failed bench combinations, 130 interrupted); ``exit_codes.exit_code`` says which
-code an error gets, so the same mistake exits alike in every command.
+records, 4 failed bench combinations, 5 records lost, 6 records awaiting redelivery, 130
+interrupted); ``exit_codes.exit_code`` says which code an error gets, so the same mistake exits
+alike in every command, and ``finish`` ends every command that runs records by ``exit_codes.verdict``.
 
 ``app`` is the typer application; each command group registers on it from its own module
 (``runs``, ``traffic``, ``pipetests``, ``study``, ``schemas``), imported by the package."""
@@ -15,12 +16,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from ..core.exit_codes import ExitCode, exit_code
 
 if TYPE_CHECKING:
+    from ..core.exit_codes import LossLimit, Outcome, RejectLimit
     from ..pipelines.pipeline import Pipeline, RunStats
+
+MAX_REJECTED_HELP = ("exit 3 when more records than this are rejected (a count or a percentage of the records read); "
+                     "default: rejections are reported, and every record rejected exits 3")
+MAX_LOST_HELP = ("exit 5 when more records than this are lost (core NATS: sequence gaps, client drops, a lost tail, "
+                 "records discarded at a drain; a count or a percentage of the records the source knew of); "
+                 "default 0")
 
 
 class WordsHelp(TyperCommand):
@@ -41,7 +49,20 @@ class WordsHelp(TyperCommand):
                     formatter.write_dl(rows)
 
 
+class Commands(TyperGroup):
+    """The application's commands: a Ctrl-C that a command does not make an outcome of its own (a drain, a bench
+    that keeps what finished) ends it with one line and exit 130, as the exit-code table says; click alone
+    would print "Aborted!" and exit 1."""
+
+    def invoke(self, ctx: Any) -> Any:  # click's Context
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            fail("interrupted", ExitCode.INTERRUPTED)
+
+
 app = typer.Typer(
+    cls=Commands,
     name="wirepipe",
     help="Stream-processing pipelines for the payload path on NATS: serialize, compress, publish, consume, measure.",
     no_args_is_help=True,
@@ -81,6 +102,30 @@ def fail(message: str, code: ExitCode) -> NoReturn:
 
 
 
+def limits(max_rejected: str | None, max_lost: str | None = None) -> tuple[RejectLimit, LossLimit]:
+    """``--max-rejected`` and ``--max-lost``, parsed; a bad value is a usage error (exit 2)."""
+    from ..core.exit_codes import LossLimit, RejectLimit
+
+    try:
+        return RejectLimit.parse(max_rejected), LossLimit.parse(max_lost)
+    except ValueError as exc:
+        fail(str(exc), ExitCode.CONFIG)
+
+
+def finish(outcome: Outcome, rejected: RejectLimit | None = None, lost: LossLimit | None = None) -> None:
+    """End a command that ran records as ``exit_codes.verdict`` says: each reason it is not a success on its own
+    line, the exit code of the first; nothing (exit 0) when there is none."""
+    from ..core.exit_codes import verdict
+    from ..core.redact import redact_secrets
+
+    reasons = verdict(outcome, rejected, lost)
+    for _, why in reasons:
+        typer.echo(f"error: {redact_secrets(why)}", err=True)
+    if reasons:
+        raise typer.Exit(reasons[0][0])
+
+
+
 def owned_process() -> None:
     """This process runs pipelines for wirepipe's own command: apply the allocator policy (see wirepipe.core.allocator)."""
     from ..core.allocator import keep_freed_memory
@@ -98,14 +143,15 @@ def setup_logging(verbose: bool = False) -> None:
 
 
 
-def run_as_worker(pipe: Pipeline, file: str | None = None) -> RunStats:
-    """Run a pipeline as a long-lived worker (signals, drain); its errors become exit codes (a config error
-    found only once the parts run names ``file``, as validation would)."""
+def run_as_worker(pipe: Pipeline, file: str | None = None, *, ends: bool | None = None) -> RunStats:
+    """Run a pipeline as a long-lived worker (signals, drain; ``ends``: see ``worker.run_worker_async``); its
+    errors become exit codes (a config error found only once the parts run names ``file``, as validation
+    would)."""
     from ..core.errors import ConfigError, WirepipeError
     from ..pipelines.worker import run_worker
 
     try:
-        return run_worker(pipe)
+        return run_worker(pipe, ends=ends)
     except KeyboardInterrupt:
         fail("interrupted", ExitCode.INTERRUPTED)
     except ConfigError as exc:  # a rule only the running parts could check (a JetStream stream's subjects)

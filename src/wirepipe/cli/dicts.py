@@ -41,8 +41,8 @@ def dict_train(
     import asyncio
     import logging
 
-    from ..connectors.dictionary_bucket import parse_ref
     from ..core.errors import ConfigError, WirepipeError
+    from ..core.stores import parse_dictionary_ref as parse_ref
     from ..core.units import parse_size
     from ..dictionaries import publish, read_samples, train
 
@@ -94,8 +94,8 @@ def dict_list(
     import asyncio
     import json
 
-    from ..connectors.dictionary_bucket import parse_ref
     from ..core.errors import WirepipeError
+    from ..core.stores import parse_dictionary_ref as parse_ref
     from ..dictionaries import gain_words, with_bucket
 
     try:
@@ -126,8 +126,9 @@ def dict_show(
     import json
 
     from ..codecs.compression import DEFAULT_MAX_OUTPUT
-    from ..connectors.dictionary_bucket import ID_PREFIX, parse_ref
+    from ..connectors.nats.dictionary_bucket import ID_PREFIX
     from ..core.errors import WirepipeError
+    from ..core.stores import parse_dictionary_ref as parse_ref
     from ..dictionaries import with_bucket
 
     by_id = dictionary.rsplit("/", 2)

@@ -9,7 +9,17 @@ from typing import Annotated, Any
 import typer
 
 from ..core.exit_codes import ExitCode, exit_code
-from .app import command, fail, owned_process, run_as_worker, setup_logging
+from .app import (
+    MAX_LOST_HELP,
+    MAX_REJECTED_HELP,
+    command,
+    fail,
+    finish,
+    limits,
+    owned_process,
+    run_as_worker,
+    setup_logging,
+)
 
 
 @command()
@@ -22,9 +32,8 @@ def run(
     workers: Annotated[str, typer.Option(help="N worker processes sharing the source (a JetStream durable or a "
                                               "core NATS queue group), or auto (one per CPU); --count and "
                                               "--duration apply to each", metavar="WORKERS")] = "1",
-    max_rejected: Annotated[str | None, typer.Option(metavar="N|P%", help=(
-        "exit 3 when more records than this are rejected (a count or a percentage of the records read); "
-        "default: rejections are reported, and every record rejected exits 3"))] = None,
+    max_rejected: Annotated[str | None, typer.Option(metavar="N|P%", help=MAX_REJECTED_HELP)] = None,
+    max_lost: Annotated[str | None, typer.Option(metavar="N|P%", help=MAX_LOST_HELP)] = None,
     status: Annotated[bool | None, typer.Option("--status/--no-status", help=(
         "a live status line on stderr (default: on a terminal)"))] = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help=(
@@ -35,16 +44,15 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Validate and run a pipeline."""
-    from ..core.exit_codes import RejectLimit
     from ..core.units import parse_duration
     from ..pipelines.pool import resolve_workers
 
     setup_logging(verbose)
     owned_process()
     overrides = list(set_ or [])
+    rejected, lost = limits(max_rejected, max_lost)
     try:
         n_workers = resolve_workers(workers)
-        limit = RejectLimit.parse(max_rejected)
     except ValueError as exc:
         fail(str(exc), ExitCode.CONFIG)
     if count is not None:
@@ -63,27 +71,16 @@ def run(
 
         if status is False:  # the pool's line is on by default, as a single run's is on a terminal
             pool.monitor = pool.monitor.model_copy(update={"status_interval": 0})
-        code = asyncio.run(pool.run())
+        asyncio.run(pool.run())
         typer.echo(pool.summary(), err=True)
-        if pool.gave_up:
-            fail(f"{pool.name}: {pool.gave_up}", ExitCode.RUNTIME)
-        raise typer.Exit(code)
+        finish(pool.outcome(), rejected, lost)
+        return
     _show_status(pipe, status)
     stats = run_as_worker(pipe, str(pipeline))
     from ..pipelines.monitor import run_summary
 
     typer.echo(run_summary(pipe, stats), err=True)
-    if stats.unreadable:  # the input was read past a damaged part: every readable record ran, and the run says so
-        from ..connectors.connector import describe_unreadable
-
-        fail(describe_unreadable(stats.unreadable), ExitCode.RUNTIME)
-    if stats.outstanding:  # the bound was reached with records another reader holds: the run is not complete
-        fail(f"{stats.outstanding} records awaiting redelivery: the run ended before every record was "
-             "acknowledged (another reader of the durable holds them, or they come back after its ack_wait)",
-             ExitCode.INCOMPLETE)
-    verdict = limit.verdict(stats.rejected, stats.records_in)
-    if verdict is not None:
-        fail(verdict, ExitCode.REJECTED)
+    finish(stats.outcome(), rejected, lost)
 
 
 def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:

@@ -324,11 +324,12 @@ def _subject_of(path: Path, registry: str | None, url: str | None) -> tuple[str,
     """(the name, the registry) a pipeline gives its schema: the name its serialize/deserialize reads from a
     registry, and that registry as the pipeline reaches it; else the NATS subject it publishes to or reads, and
     the registry --registry names (a NATS one reached as the pipeline reaches its server, without --url)."""
-    from ..connectors.nats.schema_registry import SCHEME, KvBackend, connection_of
+    from ..connectors.nats.schema_registry import SCHEME, KvBackend
     from ..connectors.schema_registry import SchemaRegistry
     from ..core.errors import ConfigError, WirepipeError
     from ..core.stores import SCHEMA_NAME
     from ..pipelines.config import load_pipeline
+    from ..pipelines.resources import nats_connection
 
     try:
         pipe = load_pipeline(path)
@@ -352,7 +353,7 @@ def _subject_of(path: Path, registry: str | None, url: str | None) -> tuple[str,
         fail(f"--subject-of {path}: its subject {subject!r} is a pattern or a template, not one name: give --name",
              ExitCode.CONFIG)
     where = registry or DEFAULT_REGISTRY
-    connection = connection_of((pipe.source, pipe.sink))
+    connection = nats_connection((pipe.source, pipe.sink))
     if where.startswith(SCHEME) and url is None and connection is not None:
         return subject, SchemaRegistry(KvBackend(connection, where[len(SCHEME):]))
     return subject, where

@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 from ..core.exit_codes import ExitCode, exit_code
-from .app import command, fail, owned_process, run_as_worker, setup_logging
+from .app import (
+    MAX_LOST_HELP,
+    MAX_REJECTED_HELP,
+    command,
+    fail,
+    finish,
+    limits,
+    owned_process,
+    run_as_worker,
+    setup_logging,
+)
 
 
 @command()
@@ -32,6 +42,7 @@ def capture(
     count: Annotated[int | None, typer.Option(help="stop after N records", metavar="COUNT")] = None,
     duration: Annotated[str | None, typer.Option(help="stop after a time, e.g. 10m", metavar="DURATION")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a field of the generated pipeline: path=value")] = None,
+    max_lost: Annotated[str | None, typer.Option(metavar="N|P%", help=MAX_LOST_HELP)] = None,
     print_config: Annotated[bool, typer.Option(help="print the pipeline this command runs (YAML) and exit")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
@@ -45,6 +56,7 @@ def capture(
 
     setup_logging(verbose)
     owned_process()
+    rejected, lost = limits(None, max_lost)
     if follow and stop_at_end:
         fail("--follow and --stop-at-end: give one", ExitCode.CONFIG)
     # A one-off read from a position is a copy of the stream so far: it ends at the end, like `nats stream view`.
@@ -77,9 +89,14 @@ def capture(
     source = pipe.source
     pipe.sink.commit_records = source.ack_pressure if isinstance(source, AtLeastOnce) else None
     stats = run_as_worker(pipe)
+    from ..pipelines.monitor import ending_lines, run_figures
+
     files = pipe.sink.files
-    typer.echo(f"{pipe.name}: {stats.records_out} records captured into {len(files)} file(s) in {out} "
-               f"in {stats.elapsed:.2f}s", err=True)
+    rejects = f", {stats.rejected} rejected" if stats.rejected else ""
+    typer.echo("\n  ".join([f"{pipe.name}: {stats.records_out} records captured into {len(files)} file(s) in {out} "
+                            f"in {stats.elapsed:.2f}s{rejects}{run_figures(pipe, stats)}", *ending_lines(stats)]),
+               err=True)
+    finish(stats.outcome(), rejected, lost)
 
 
 
@@ -102,6 +119,7 @@ def replay(
     stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help=(
         "stop at the first capture file or row group that cannot be read (default: replay every readable one, "
         "list the others and exit 1)"))] = False,
+    max_rejected: Annotated[str | None, typer.Option(metavar="N|P%", help=MAX_REJECTED_HELP)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Replay a capture through a pipeline.
@@ -113,6 +131,7 @@ def replay(
 
     setup_logging(verbose)
     owned_process()
+    rejected, _ = limits(max_rejected)
     choices = {"--pace": (pace, ("max", "original")), "--pace-by": (pace_by, ("received", "sent")),
                "--runner": (runner, ("local", "beam"))}
     for flag, (value, allowed) in choices.items():
@@ -152,10 +171,7 @@ def replay(
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     typer.echo(result.summary(), err=True)
-    if result.unreadable:
-        from ..connectors.connector import describe_unreadable
-
-        fail(describe_unreadable(result.unreadable, "capture"), ExitCode.RUNTIME)
+    finish(result.outcome(), rejected)
 
 
 
@@ -228,5 +244,9 @@ def tap(
         fail(str(exc), ExitCode.CONFIG)
     except ValueError as exc:  # a --schema that cannot be read
         fail(f"--schema: {exc}", ExitCode.CONFIG)
-    run_as_worker(pipe)
-    typer.echo(sink.summary(), err=True)
+    stats = run_as_worker(pipe, ends=limit is not None)  # --limit is the tap's end: a Ctrl-C before it interrupts
+    from ..core.exit_codes import Outcome
+
+    typer.echo(sink.summary() + (", interrupted (SIGINT) before --limit" if stats.interrupted else ""), err=True)
+    # An observer: what it did not decode is not rejected (--raw shows it), and nothing it leaves unread is lost.
+    finish(Outcome(interrupted=stats.interrupted, failures=stats.outcome().failures))

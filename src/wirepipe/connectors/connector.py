@@ -85,6 +85,9 @@ class Source(ABC):
     redelivers: bool = False  # True: an unacknowledged record comes back (the pipeline may let go of it)
     # True: messages are lost when the source is not read for a while (core NATS): losses are counted per batch.
     drops_when_unread: ClassVar[bool] = False
+    # True: once ``stopping`` is set the source still yields what it already holds (a core NATS client's received
+    # messages, which nobody can send again), then ends on its own: the run loop takes batches until it ends.
+    drains: ClassVar[bool] = False
     # True: the source has a socket to keep serving while the operators run (reading what arrives, pulls, acks,
     # heartbeats), so the pipeline runs long operator passes off the event loop (``Pipeline._run_operators``).
     reads_while_busy: ClassVar[bool] = False
@@ -104,6 +107,9 @@ class Source(ABC):
         self.count = count
         self.duration = duration
         self.stopping = asyncio.Event()
+        # A read-only observer (``wirepipe tap``): it takes nothing from anyone (no queue group, no acks), so what
+        # it leaves unread at its own stop is no loss: a source counts none for it.
+        self.observer = False
         self.schema: Any = None  # field names, or a typed schema (positional and schema'd formats read it)
         # What ``open`` waits for before the source can read ("stream EVENTS": a consumer started before
         # its publisher), for the status line; None once it reads.
@@ -126,6 +132,12 @@ class Source(ABC):
 
         params = {k: v for k, v in self.params.items() if k not in self.identity_ignores}
         return f"{self.type}:{json.dumps(params, sort_keys=True, default=str)}"
+
+    @property
+    def ends(self) -> bool:
+        """The run has an end of its own (a count, a duration, the end of its input): a SIGINT before it
+        interrupts the run (exit 130), where it is a long-lived worker's normal stop otherwise."""
+        return self.count is not None or self.duration is not None or self.bounded
 
     def refuse_workers(self, workers: int) -> Refusal | None:
         """Why ``workers`` (> 1) processes of one pipeline cannot share this source as configured, or None

@@ -50,6 +50,10 @@ class GenerateSource(Configured, Source):
         return f"generate:{self.dataset.name}"
 
     @property
+    def ends(self) -> bool:
+        return self.count is not None or self.duration is not None  # without either it generates for ever
+
+    @property
     def params(self) -> dict[str, Any]:
         return {"dataset": self.dataset.name, "count": self.count, "seed": self.seed,
                 "batch_size": self.batch_size, "rate": self.rate}

@@ -109,7 +109,11 @@ class ParquetSink(Configured, Sink):
         return {"path": worker.path(self.template)}
 
     def beside(self, suffix: str) -> str | None:
-        return beside_file(self.template, suffix)
+        """Next to a folder of parts, not in it: a reader takes the folder as one dataset
+        (``archive/part-{part}.parquet`` -> ``archive.part.dead.jsonl``)."""
+        name = beside_file(self.template, suffix)
+        folder = Path(self.template).parent
+        return str(folder.with_name(f"{folder.name}.{Path(name).name}")) if self.parts and folder.name else name
 
     async def open(self) -> None:
         self._out.start()

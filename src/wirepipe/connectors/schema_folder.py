@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -143,5 +142,5 @@ class FolderRegistryConfig(Strict):
     retry_after: Duration = Field(default=30.0, gt=0, description="a fingerprint the folder does not hold is looked "
                                   "for again after this long (its records are dead-lettered meanwhile)")
 
-    def build(self, parts: Sequence[Any] = ()) -> SchemaRegistry:
+    def build(self, connection: Any = None) -> SchemaRegistry:
         return SchemaRegistry(FolderBackend(self.path), retry_after=self.retry_after)

@@ -19,6 +19,8 @@ T = TypeVar("T")
 # The kinds of values a batch carries, as operators and connectors declare what they take and give:
 # decoded values (a record, a list) or payloads (bytes); SAME: what an operator was given.
 RECORDS, PAYLOADS, SAME = "records", "payloads", "same"
+# The meta column of a batch whose values each carry several records (``pack``): how many each one does.
+PACKED = "packed"
 
 
 @dataclass(slots=True)
@@ -62,6 +64,16 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def record_count(self) -> int:
+        """The records the batch carries: one per value, or as many as ``pack`` put in each (its ``packed``
+        meta column), so a run counts records, not messages, after it.
+
+        >>> Batch([[1, 2], [3]], meta={PACKED: [2, 1]}).record_count(), Batch([1, 2, 3]).record_count()
+        (3, 3)
+        """
+        packed = self.meta.get(PACKED)
+        return len(self.values) if packed is None else sum(packed)
 
     def redelivered(self) -> int | None:
         """Records delivered more than once (a redelivering source's ``delivered`` meta column above 1: a

@@ -11,24 +11,36 @@ its operators and closes them after; the operator only calls the lookups below, 
 - ``SchemaStore``: registered schemas by fingerprint (the ``Wirepipe-Schema`` header) and by name and version
   (``connectors/schema_registry.py``: in memory and in a folder; ``connectors/nats/schema_registry.py``: a NATS
   KV bucket).
-- ``DictionaryStore``: the shape zstd dictionaries take when they follow (today ``operators/shared_dictionaries.py``
-  opens its own connection to ``connectors/dictionary_bucket.DictionaryBucket``, whose two reads are these).
+- ``DictionaryStore``: zstd dictionaries by name (a publisher's) and by the id every frame carries (a consumer's)
+  (``connectors/dictionary_stores.py``: in memory and a folder of ``.zdict`` files;
+  ``connectors/nats/dictionary_bucket.py``: a NATS Object Store bucket).
 
 A store says "the server did not answer" with ``NotConnected`` (the run loop holds the batch and asks again,
-as for a sink that is down) and "no such thing" with a value (``None``) or ``NotRegistered``.
+as for a sink that is down) and "no such thing" with a value (``None``), ``NotRegistered`` or
+``DictionaryUnusable``.
 
 An operator names its stores with ``StoreUse`` values (``UsesStores.store_uses``) and is handed each one
-(``UsesStores.use_store``) when the pipeline is put together (``pipelines/resources.py``).
+(``UsesStores.use_store``) when the pipeline is put together (``pipelines/resources.py``). A ``nats://BUCKET/...``
+reference names the resource ``BUCKET``: a resource declared under that name stands in for the bucket (a folder in
+a test), else it is the bucket, reached as the pipeline's NATS source or sink is.
+
+>>> parse_dictionary_ref("nats://DICTS/points", name=True)
+DictionaryRef(bucket='DICTS', name='points')
+>>> parse_dictionary_ref("nats://DICTS/points", name=False)
+Traceback (most recent call last):
+...
+ValueError: 'nats://DICTS/points': a bucket alone, nats://BUCKET (the frames name their dictionary by id)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from .errors import MissingInput
+from .errors import MissingInput, WirepipeError
 
 if TYPE_CHECKING:
     from ..schema import RecordSchema
@@ -39,7 +51,11 @@ SCHEMAS = "schemas"  # the kind of store under ``resources.schemas``
 # A registered name: a KV key's tokens (points, orders.eu); no ``/``, which splits a reference (registry/NAME@3)
 SCHEMA_NAME = re.compile(r"^[-_=a-zA-Z0-9]+(\.[-_=a-zA-Z0-9]+)*$")
 SCHEMA_NAME_RULE = "letters, digits, - _ =, in tokens joined by single dots (points, orders.eu)"
-DICTIONARIES = "dictionaries"  # the kind zstd dictionaries will take
+DICTIONARIES = "dictionaries"  # the kind of store under ``resources.dictionaries``
+# A resource's name under ``resources.<kind>``: what a NATS bucket may be called, so nats://BUCKET names one
+RESOURCE_NAME = r"^[a-zA-Z0-9_-]+$"
+NATS_SCHEME = "nats://"
+DICTIONARY_NAME = re.compile(r"^[-_=.a-zA-Z0-9]+$")  # a dictionary's name in its store (tx, orders.v2)
 
 
 class NotRegistered(MissingInput):
@@ -83,26 +99,80 @@ class SchemaStore(Resource, Protocol):
         ...
 
 
+class DictionaryUnusable(WirepipeError):
+    """A dictionary that cannot be used: not in the store, no store, larger than the cap, or damaged (the records
+    that need it are dead-lettered with this reason)."""
+
+
+class DictionaryMissing(DictionaryUnusable):
+    """No such dictionary (or no such bucket, or folder)."""
+
+
+@runtime_checkable
 class DictionaryStore(Resource, Protocol):
     """zstd dictionaries, as ``compress`` (by name) and ``decompress`` (by the id every frame carries) read them;
-    every read bounded by ``cap`` bytes (the decompressor's ``max_output_size``). Not used yet: the dictionaries
-    still reach NATS from ``operators/shared_dictionaries.py``; this is the shape they move to."""
+    every read bounded by ``cap`` bytes (the decompressor's ``max_output_size``) and checked to be a trained
+    dictionary (of that id). Which bytes a record was compressed with is checked where they are used
+    (``operators/shared_dictionaries.py``), whatever store they came from. ``retry_after``: how long a
+    dictionary it could not give is taken as missing before it is asked for again."""
+
+    retry_after: float
 
     async def by_id(self, dict_id: int, cap: int) -> bytes: ...
 
     async def by_name(self, name: str, cap: int) -> bytes: ...
+
+    async def ids(self) -> Sequence[int]:
+        """Every dictionary id it holds (what a Beam job carries to its workers)."""
+        ...
+
+
+class DictionaryRef(NamedTuple):
+    """``nats://BUCKET/NAME`` (a publisher's dictionary) or ``nats://BUCKET`` (where a consumer looks); the
+    bucket names the resource (``resources.dictionaries.BUCKET``, when declared, stands in for it)."""
+
+    bucket: str
+    name: str | None = None
+
+    def __str__(self) -> str:
+        return f"{NATS_SCHEME}{self.bucket}" + (f"/{self.name}" if self.name else "")
+
+
+def is_nats_ref(value: object) -> bool:
+    """True for a ``nats://`` reference (a dictionary in a store), False for a file path or bytes."""
+    return isinstance(value, str) and value.startswith(NATS_SCHEME)
+
+
+def parse_dictionary_ref(text: str, *, name: bool) -> DictionaryRef:
+    """``nats://BUCKET/NAME`` (``name=True``) or ``nats://BUCKET``; ``ValueError`` saying what is allowed."""
+    shape = "nats://BUCKET/NAME" if name else "nats://BUCKET"
+    if not text.startswith(NATS_SCHEME):
+        raise ValueError(f"{text!r}: a dictionary in a NATS Object Store bucket is {shape}")
+    bucket, _, rest = text[len(NATS_SCHEME):].partition("/")
+    if not re.match(RESOURCE_NAME, bucket):
+        raise ValueError(f"{text!r}: the bucket name is letters, digits, - and _ ({shape})")
+    if not name:
+        if rest:
+            raise ValueError(f"{text!r}: a bucket alone, nats://BUCKET (the frames name their dictionary by id)")
+        return DictionaryRef(bucket)
+    if not DICTIONARY_NAME.match(rest):
+        raise ValueError(f"{text!r}: give the dictionary's name, {shape} (letters, digits, - _ = .)")
+    return DictionaryRef(bucket, rest)
 
 
 @dataclass(frozen=True)
 class StoreUse:
     """A store an operator names: its kind (``schemas``), the resource's name under ``resources.<kind>``, the
     bucket a ``nats://BUCKET`` reference implies when no resource of that name is declared (None: it must be
-    declared), and the operator's field that names it (where a configuration error points)."""
+    declared), the operator's field that names it (where a configuration error points), and how the implied
+    store reaches its server (an operator's own ``nats:`` settings; None: as the pipeline's NATS source or sink
+    does)."""
 
     kind: str
     resource: str
     bucket: str | None = None
     field: str = "schema"
+    connection: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False)
 
 
 @runtime_checkable

@@ -47,15 +47,15 @@ from pydantic import Field
 
 from ..core.batch import Batch, Rejected
 from ..core.models import Duration, Strict
-from .columns import TABLES, fit_value, table_schema
+from .columns import METRICS_VERSION, METRICS_VERSION_KEY, TABLES, fit_value, table_schema
 
 log = logging.getLogger("wirepipe")
 
 # What a timed pass measured (``run_operators``): each operator's start and end (monotonic ns) and, per
 # stage, entry 0 being the batch as the source gave it, the records that left it, the running count of
-# the batch's rejects, the payload bytes that left it (None while values are objects) and the running
-# count of its projected records.
-Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"], list[int]]
+# the batch's rejects, the payload bytes that left it (None while values are objects), the running
+# count of its projected records and the messages (values) that left it.
+Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"], list[int], list[int]]
 
 _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4", "zlib-ng", "isal",
               "cramjam", "msgspec", "fastavro", "protobuf", "pymongo")
@@ -105,6 +105,7 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
                                                "workers": int(os.environ[WORKERS_ENV])})}
     return {**pool,
         "wirepipe.run_id": run_id,
+        METRICS_VERSION_KEY: str(METRICS_VERSION),  # what the columns mean (metrics/columns.py); report reads each
         "wirepipe.pipeline": pipeline,
         "wirepipe.config": json.dumps(redact_tree(config or {}), default=str),
         "wirepipe.versions": versions,
@@ -119,8 +120,8 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
 
 def _columns() -> tuple[list[Any], ...]:
     """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost,
-    redelivered, reasons, projected."""
-    return ([], [], [], [], [], [], [], [], [], [], [], [])
+    redelivered, reasons, projected, messages."""
+    return ([], [], [], [], [], [], [], [], [], [], [], [], [])
 
 
 def _reasons(rejected: Sequence[Rejected]) -> list[tuple[str, int]] | None:
@@ -332,15 +333,17 @@ class MetricsRecorder:
         reason). Call it on the event loop (the periodic flush runs there); the operators may have
         run in a thread.
         """
-        starts, ends, records, running, sizes, projected = stamps
+        starts, ends, records, running, sizes, projected, messages = stamps
         if read is None:
             t = starts[0] if starts else time.monotonic_ns()
             read = (t, t)
         n = len(sizes)
-        batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col, redelivered_col, reasons, proj = self._cols
+        (batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col, redelivered_col, reasons, proj,
+         msgs) = self._cols
         batch += repeat(index, n)
         step += range(n)
         rec += records
+        msgs += messages
         rej.append(running[0])
         rej += map(sub, islice(running, 1, None), running)
         if rejected:  # each stage's slice of the batch's rejects, by reason
@@ -373,8 +376,8 @@ class MetricsRecorder:
         Returns the payload bytes the sink was given (what ``record_batch`` measured last).
         """
         nbytes, self._pending_nbytes = self._pending_nbytes, None
-        records = len(batch.values)
-        self._sink_row(index, records, refused, nbytes, start, end)
+        records = len(batch.values)  # values: a latency row each
+        self._sink_row(index, batch.record_count(), refused, nbytes, start, end, records)
         cols = self._cols
         if self.latency:
             meta = batch.meta
@@ -394,17 +397,17 @@ class MetricsRecorder:
         run summary's figure; ``index`` the batch after the last one."""
         now = time.monotonic_ns()
         cols = self._cols
-        for col, value in zip(cols, (index, 0, 0, 0, None, None, now, now, lost, None, None, 0), strict=True):
+        for col, value in zip(cols, (index, 0, 0, 0, None, None, now, now, lost, None, None, 0, 0), strict=True):
             col.append(value)
 
     def stamp_sink_refused(self, index: int, refused: Sequence[Rejected]) -> None:
         """A sink row of no records for what the destination refused after the write (JetStream, at its
         ack), so the stage rows count every reject the run summary does; ``index`` the last batch written."""
         now = time.monotonic_ns()
-        self._sink_row(index, 0, refused, None, now, now)
+        self._sink_row(index, 0, refused, None, now, now, 0)
 
     def _sink_row(self, index: int, records: int, refused: Sequence[Rejected], nbytes: int | None, start: int,
-                  end: int) -> None:
+                  end: int, messages: int) -> None:
         cols = self._cols
         cols[0].append(index)
         cols[1].append(len(self._stages) - 1)
@@ -418,6 +421,7 @@ class MetricsRecorder:
         cols[9].append(None)
         cols[10].append(_reasons(refused))
         cols[11].append(0)
+        cols[12].append(messages)
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -468,7 +472,8 @@ class MetricsRecorder:
     def _stage_table(self, cols: tuple[list[Any], ...]) -> Any:
         import pyarrow as pa
 
-        batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered, reasons, projected = cols
+        (batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered, reasons, projected,
+         messages) = cols
         n = len(batch)
         index = self._array("stages", "step", stage)
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
@@ -478,7 +483,8 @@ class MetricsRecorder:
              array("batch", batch), index, *names,
              array("records", records), array("rejected", rejected), array("bytes_in", bytes_in),
              array("bytes_out", bytes_out), array("start_ns", start), array("end_ns", end), array("lost", lost),
-             array("redelivered", redelivered), array("reasons", reasons), array("projected", projected)],
+             array("redelivered", redelivered), array("reasons", reasons), array("projected", projected),
+             array("messages", messages)],
             schema=self._schemas["stages"])
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:

@@ -242,7 +242,7 @@ class PipelineTracer:
         (``refused``: the records the sink refused) and of the batch span."""
         offset = self._offset
         tracer, ctx = self.tracer, state.context
-        starts, ends, records, rejects, sizes, _projected = stamps
+        starts, ends, records, rejects, sizes, *_ = stamps
         for i, (stage, name) in enumerate(self._operators):
             tracer.start_span(stage, context=ctx, start_time=starts[i] + offset, attributes=_attrs(
                 stage, name, records[i + 1], rejects[i + 1] - rejects[i], sizes[i], sizes[i + 1])

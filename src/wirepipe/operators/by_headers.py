@@ -26,6 +26,7 @@ from typing import Any
 from ..codecs.formats import format_for_content_type
 from ..core.batch import Batch
 from ..core.errors import StageError
+from ..core.stores import StoreUse
 from ..wire import Header
 from .decompress import Decompress
 from .deserialize import Deserialize
@@ -45,12 +46,14 @@ class HeaderDecoder:
     """
 
     def __init__(self, schema: SchemaSpec = None, *, allow_pickle: bool = False,
-                 no_schema: str = "set `schema:`", dictionaries: str | None = None) -> None:
-        """``dictionaries`` (``nats://BUCKET``): where the zstd dictionaries that frames name by id are
-        fetched from (``open``, then ``prepare`` before each call), as ``decompress`` fetches them."""
+                 no_schema: str = "set `schema:`", dictionaries: str | None = None,
+                 dictionary: bytes | None = None) -> None:
+        """``dictionaries`` (``nats://BUCKET``): the store the zstd dictionaries that frames name by id are
+        fetched from (handed by whoever runs the decoder: ``store_uses``; then ``prepare`` before each call), as
+        ``decompress`` fetches them; ``dictionary``: a dictionary's bytes, for frames that do not name theirs."""
         self.has_schema = schema is not None
         self.no_schema = no_schema
-        self.decompress = Decompress("auto", dictionaries=dictionaries)
+        self.decompress = Decompress("auto", dictionaries=dictionaries, dictionary=dictionary)
         self.deserialize = Deserialize("auto", schema=schema, allow_pickle=allow_pickle)
         self._schema_needed: dict[str | None, str | None] = {}
 
@@ -73,16 +76,16 @@ class HeaderDecoder:
         why = self._refusal(content_type)
         return _kept if why is None else failing(StageError("deserialize", "auto", why))
 
-    async def open(self, parts: Sequence[Any]) -> None:
-        """Connect for the shared dictionaries (through ``parts``' NATS settings), if any were named."""
-        await self.decompress.open(parts)
+    def store_uses(self) -> Sequence[StoreUse]:
+        """The dictionary store ``dictionaries`` names (``core.stores.UsesStores``), if it names one."""
+        return self.decompress.store_uses()
+
+    def use_store(self, use: StoreUse, store: Any) -> None:
+        self.decompress.use_store(use, store)
 
     async def prepare(self, batch: Batch) -> None:
         """Fetch the dictionaries ``batch``'s frames name that are not held yet."""
         await self.decompress.prepare(batch)
-
-    async def close(self) -> None:
-        await self.decompress.close()
 
     def __call__(self, batch: Batch) -> Batch:
         batch.map_by_header(Header.CONTENT_TYPE, self._check, "deserialize", "auto")

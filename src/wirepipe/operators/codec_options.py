@@ -1,7 +1,8 @@
-"""What ``compress`` and ``decompress`` share: the codec-name check and the zstd dictionary option.
+"""What ``compress`` and ``decompress`` share: the codec-name check and the zstd dictionary options.
 
 A dictionary is given as a file path in YAML (both ends load the same file) or as bytes in
-Python; a codec name may be an alias (``br`` for brotli), resolved to the codec's own name.
+Python, or named in a dictionary store (``nats://BUCKET/NAME``, ``core.stores.parse_dictionary_ref``); a codec
+name may be an alias (``br`` for brotli), resolved to the codec's own name.
 
 >>> known_codec("zstd"), load_dictionary(b"raw")
 ('zstd', b'raw')
@@ -17,7 +18,7 @@ from typing import Annotated, Any
 from pydantic import WrapValidator
 
 from ..codecs.compression import get_codec
-from ..connectors.dictionary_bucket import is_shared
+from ..core.stores import is_nats_ref
 
 
 def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
@@ -26,7 +27,7 @@ def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
     id in the frames, ``decompress: {dictionaries: nats://BUCKET}``)."""
     if dictionary is None or isinstance(dictionary, bytes):
         return dictionary
-    if is_shared(dictionary):
+    if is_nats_ref(dictionary):
         raise ValueError(f"{dictionary}: a dictionary shared through NATS is found by the id the frames carry: "
                          "give the bucket as `dictionaries: nats://BUCKET`")
     return Path(dictionary).read_bytes()
@@ -48,3 +49,16 @@ def _bytes_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
 
 
 Dictionary = Annotated[str | None, WrapValidator(_bytes_or)]
+
+
+def _settings_or(value: Any, as_yaml: Callable[[Any], Any]) -> Any:
+    """A connection's settings given in Python as a model (``NatsConnectionConfig``) taken as its fields."""
+    dump = getattr(value, "model_dump", None)
+    return as_yaml(dump(exclude_unset=True) if callable(dump) else value)
+
+
+# An operator's own ``nats:`` beside a ``nats://`` reference: the settings of the store it implies, checked as a
+# NATS connection where the pipeline builds that store (``pipelines/resources.py``: the operator knows no transport)
+NatsSettings = Annotated[dict[str, Any] | None, WrapValidator(_settings_or)]
+NATS_FIELD = ("how the nats:// store is reached (url, auth, tls ...: a NATS connection's fields); default: as the "
+              "pipeline's NATS source or sink. Declaring resources.dictionaries.BUCKET with nats: says it once")

@@ -3,8 +3,9 @@
 One comprehension over the payload column; sets ``Content-Encoding`` (``Header.CONTENT_ENCODING``)
 so a consumer with ``decompress: {codec: auto}`` (``operators/decompress.py``) picks the codec.
 Levels are ``fastest``, ``default``, ``best`` or the codec's own integers; zstd takes a trained
-dictionary (``operators/codec_options.py``): a file both ends load, or one shared through NATS
-(``nats://BUCKET/NAME``, ``operators/shared_dictionaries.py``), whose id every frame then carries.
+dictionary (``operators/codec_options.py``): a file both ends load, or one in a dictionary store
+(``nats://BUCKET/NAME``: the NATS bucket, or the store ``resources.dictionaries.BUCKET`` declares;
+``operators/shared_dictionaries.py``), whose id every frame then carries.
 With a dictionary every record is stamped ``Wirepipe-Dictionary`` (``Header.DICTIONARY``: the SHA-256
 digest of the exact bytes compressed with), which a consumer checks its own copy against; ``digest:``
 pins those bytes in the config, so a publisher whose dictionary is not them does not start.
@@ -30,14 +31,13 @@ from pydantic import Field, field_validator
 
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, get_codec
 from ..codecs.zstd import dictionary_digest, parse_dictionary_digest, zstd_compressor, zstd_dictionary_id
-from ..connectors.dictionary_bucket import is_shared, parse_ref
-from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
 from ..core.errors import WirepipeError
 from ..core.models import Strict
 from ..core.stages import Stage
+from ..core.stores import StoreUse, is_nats_ref, parse_dictionary_ref
 from ..wire import Header, set_header
-from .codec_options import Dictionary, known_codec, load_dictionary
+from .codec_options import NATS_FIELD, Dictionary, NatsSettings, known_codec, load_dictionary
 from .operator import PAYLOADS, BuildContext, Configured, Operator, given
 from .shared_dictionaries import SharedDictionaries
 
@@ -69,18 +69,20 @@ class Compress(Configured, Operator):
         self.shared: SharedDictionaries | None = None
         self.dictionary_id = 0  # the id every frame carries (a dictionary shared through NATS)
         self.digest: str | None = None  # Wirepipe-Dictionary: the digest of the dictionary's bytes, if one is used
+        self.local_dictionary: bytes | None = None  # a dictionary given as a file or bytes (its frames carry no id)
         self._fn: Callable[[bytes], bytes] | None
-        if is_shared(dictionary):
-            # Fetched when the pipeline starts (``open``); its id goes in every frame so consumers find it.
+        if is_nats_ref(dictionary):
+            # From the store the pipeline hands it, when it starts (``open``); its id goes in every frame so
+            # consumers find it.
             assert isinstance(dictionary, str)
             if not c.supports_dictionary:
                 raise ValueError(f"codec {c.name} does not take a dictionary (only zstd does)")
-            self.shared = SharedDictionaries(parse_ref(dictionary, name=True), nats, cap=DEFAULT_MAX_OUTPUT,
+            self.shared = SharedDictionaries(parse_dictionary_ref(dictionary, name=True), nats, cap=DEFAULT_MAX_OUTPUT,
                                              what="compress")
             self._fn = None
             self.io = True
         else:
-            data = load_dictionary(dictionary)
+            data = self.local_dictionary = load_dictionary(dictionary)
             self._fn = c.compressor(self.level, data)
             if data is not None:
                 self.digest = self._pinned(data, f"dictionary {dictionary if isinstance(dictionary, str) else '<bytes>'}")
@@ -93,10 +95,18 @@ class Compress(Configured, Operator):
                              "is not the bytes this config names)")
         return digest
 
+    def store_uses(self) -> Sequence[StoreUse]:
+        """The dictionary store ``dictionary: nats://BUCKET/NAME`` names, if it names one."""
+        return (self.shared.use,) if self.shared is not None else ()
+
+    def use_store(self, use: StoreUse, store: Any) -> None:
+        assert self.shared is not None
+        self.shared.hand(store)
+
     async def open(self, parts: Sequence[Any]) -> None:
+        """The dictionary from its store (opened by the pipeline), fixed for the run."""
         if self.shared is None:
             return
-        await self.shared.open(parts)
         data = await self.shared.named()
         try:
             self.digest = self._pinned(data, f"compress: dictionary {self.shared.ref}")
@@ -104,13 +114,6 @@ class Compress(Configured, Operator):
             raise WirepipeError(str(exc)) from None
         self.dictionary_id = zstd_dictionary_id(data)
         self._fn = zstd_compressor(self.codec.resolve_level(self.level), data, write_dict_id=True)
-
-    async def close(self) -> None:
-        if self.shared is not None:
-            await self.shared.close()
-
-    def refuse_parts(self, parts: Sequence[Any]) -> str | None:
-        return self.shared.refusal(parts) if self.shared is not None else None
 
     def __call__(self, batch: Batch) -> Batch:
         if self.codec.name != "none":
@@ -135,9 +138,9 @@ class CompressParams(Strict):
     level: str | int = Field(default="default", description="fastest, default, best, or the codec's own "
                              "integer level")
     dictionary: Dictionary = Field(default=None, description="a trained zstd dictionary: a file both ends load, "
-                                   "or nats://BUCKET/NAME, shared through NATS (bytes in Python)")
-    nats: NatsConnectionConfig | None = Field(default=None, description="the connection a nats:// dictionary is "
-                                              "fetched through (default: the pipeline's NATS source or sink)")
+                                   "or nats://BUCKET/NAME, from a dictionary store: the NATS bucket, or the store "
+                                   "resources.dictionaries.BUCKET declares (bytes in Python)")
+    nats: NatsSettings = Field(default=None, description=NATS_FIELD)
     digest: str | None = Field(default=None, description="sha256:<64 hex digits>: the dictionary's bytes, pinned; "
                                "a dictionary with another digest is refused (the run does not start)")
 
@@ -163,9 +166,9 @@ class CompressParams(Strict):
     @field_validator("dictionary")
     @classmethod
     def _shared(cls, v: str | None) -> str | None:
-        if is_shared(v):
+        if is_nats_ref(v):
             assert isinstance(v, str)
-            parse_ref(v, name=True)
+            parse_dictionary_ref(v, name=True)
         return v
 
     def build(self, ctx: BuildContext) -> list[Operator]:

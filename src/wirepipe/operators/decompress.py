@@ -4,7 +4,8 @@ One comprehension over the payload column. ``max_output_size`` refuses a bomb: t
 dead-lettered, the run goes on. With ``codec: auto`` each record's codec is the one its
 ``Content-Encoding`` (``Header.CONTENT_ENCODING``, which ``compress`` sets) names. With
 ``dictionaries: nats://BUCKET`` a zstd frame that names a dictionary by id is decompressed with
-that dictionary, fetched from the bucket before the pass (``operators/shared_dictionaries.py``).
+that dictionary, fetched before the pass from the store the pipeline hands the operator (the NATS
+bucket, or the store ``resources.dictionaries.BUCKET`` declares: ``operators/shared_dictionaries.py``).
 With a dictionary (a file or a bucket), a zstd record stamped ``Wirepipe-Dictionary`` (the digest
 of the dictionary ``compress`` used) is decompressed only with those exact bytes: one stamped with
 another digest is rejected with both digests in the reason, never decoded to other data.
@@ -29,14 +30,13 @@ from pydantic import Field, field_validator
 
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
 from ..codecs.zstd import dictionary_digest, parse_dictionary_digest
-from ..connectors.dictionary_bucket import parse_ref
-from ..connectors.nats.connection import NatsConnectionConfig
 from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
 from ..core.stages import Stage
+from ..core.stores import StoreUse, parse_dictionary_ref
 from ..wire import Header
-from .codec_options import Dictionary, known_codec, load_dictionary
+from .codec_options import NATS_FIELD, Dictionary, NatsSettings, known_codec, load_dictionary
 from .operator import PAYLOADS, BuildContext, Configured, Operator, failing, given
 from .shared_dictionaries import SharedDictionaries, disowned
 
@@ -76,8 +76,8 @@ class Decompress(Configured, Operator):
             if not self.auto and not get_codec(codec).supports_dictionary:
                 raise ValueError(f"codec {self.name} does not take a dictionary (only zstd does)")
             self.params["dictionaries"] = dictionaries
-            self.shared = SharedDictionaries(parse_ref(dictionaries, name=False), nats, cap=max_output_size,
-                                             what="decompress")
+            self.shared = SharedDictionaries(parse_dictionary_ref(dictionaries, name=False), nats,
+                                             cap=max_output_size, what="decompress")
             self.prepares = self.io = True
         self._fn = None if self.auto else self._build(self.name)
         self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
@@ -93,9 +93,13 @@ class Decompress(Configured, Operator):
                                             self._dictionary)
         return fn
 
-    async def open(self, parts: Sequence[Any]) -> None:
-        if self.shared is not None:
-            await self.shared.open(parts)
+    def store_uses(self) -> Sequence[StoreUse]:
+        """The dictionary store ``dictionaries: nats://BUCKET`` names, if it names one."""
+        return (self.shared.use,) if self.shared is not None else ()
+
+    def use_store(self, use: StoreUse, store: Any) -> None:
+        assert self.shared is not None
+        self.shared.hand(store)
 
     async def prepare(self, batch: Batch) -> None:
         """Fetch the dictionaries the batch's frames name that are not held yet (before the pass)."""
@@ -103,13 +107,6 @@ class Decompress(Configured, Operator):
             wanted = self.shared.wanted(batch, self.auto)
             if wanted:
                 await self.shared.fetch(wanted)
-
-    async def close(self) -> None:
-        if self.shared is not None:
-            await self.shared.close()
-
-    def refuse_parts(self, parts: Sequence[Any]) -> str | None:
-        return self.shared.refusal(parts) if self.shared is not None else None
 
     def _for_encoding(self, encoding: str | None) -> Callable[[bytes], bytes]:
         fn = self._by_encoding.get(encoding)
@@ -199,10 +196,10 @@ class DecompressParams(Strict):
     max_output_size: Size = Field(default=DEFAULT_MAX_OUTPUT, description="a payload that would inflate past "
                                   "this is refused before it is allocated (a decompression bomb)")
     dictionary: Dictionary = Field(default=None, description="a trained zstd dictionary file (bytes in Python)")
-    dictionaries: str | None = Field(default=None, description="nats://BUCKET: the bucket where zstd frames that "
-                                     "name a dictionary by id find it (fetched once per id, then kept)")
-    nats: NatsConnectionConfig | None = Field(default=None, description="the connection the dictionaries are "
-                                              "fetched through (default: the pipeline's NATS source or sink)")
+    dictionaries: str | None = Field(default=None, description="nats://BUCKET: the dictionary store where zstd "
+                                     "frames that name a dictionary by id find it (fetched once per id, then kept): "
+                                     "the NATS bucket, or the store resources.dictionaries.BUCKET declares")
+    nats: NatsSettings = Field(default=None, description=NATS_FIELD)
 
     @field_validator("codec")
     @classmethod
@@ -213,7 +210,7 @@ class DecompressParams(Strict):
     @classmethod
     def _bucket(cls, v: str | None) -> str | None:
         if v is not None:
-            parse_ref(v, name=False)
+            parse_dictionary_ref(v, name=False)
         return v
 
     def build(self, ctx: BuildContext) -> list[Operator]:

@@ -46,8 +46,8 @@ class Operator:
     params: dict[str, Any]
     # True: the run loop awaits ``prepare(batch)`` before each pass (I/O the pass needs, on the event loop).
     prepares: bool = False
-    # True: it does I/O around its passes (``open``/``prepare``/``close`` below), which only the run loop awaits
-    # (a runner that calls ``process_batch`` alone, Beam's, refuses it).
+    # True: it does I/O around its passes (``open``/``prepare``/``close`` below), which whatever runs it awaits
+    # around ``process_batch`` (the run loop; the Beam replay's DoFn, on the stores it ships).
     io: bool = False
 
     def refuse_schema(self, schema: Any) -> Refusal | None:
@@ -58,8 +58,9 @@ class Operator:
     def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    # I/O around the passes (a zstd dictionary fetched from NATS), awaited by the run loop on its event
-    # loop: the passes themselves stay plain CPU work. ``parts`` are the pipeline's source and sink.
+    # I/O around the passes (a zstd dictionary or a schema read from a store the pipeline handed it), awaited by
+    # the run loop on its event loop: the passes themselves stay plain CPU work. ``parts`` are the pipeline's
+    # source and sink.
     async def open(self, parts: Sequence[Any]) -> None:
         """Called once when the pipeline starts, after its source and sink opened."""
 
@@ -69,11 +70,6 @@ class Operator:
 
     async def close(self) -> None:
         """Called once when the pipeline ends, also after errors."""
-
-    def refuse_parts(self, parts: Sequence[Any]) -> str | None:
-        """Why this operator cannot run between ``parts`` (source, sink) as configured, or None; the
-        pipeline raises it as a ``ConfigError`` at the operator's entry."""
-        return None
 
     def canonical(self) -> str:
         """The operator as one chain step (``zstd:3``) or ``stage(name)`` when it is not a codec."""

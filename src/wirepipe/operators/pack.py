@@ -11,7 +11,9 @@ length. Fewer, larger messages cost less per record to publish and compress bett
 Per-record meta columns follow the records: a packed message keeps the meta of its
 first record; an unpacked record repeats its message's meta, except the ``ack``
 handle, which only the first record of the message carries (a message is acknowledged
-once, after all its records were written).
+once, after all its records were written). A packed message also says how many records
+it carries (the ``packed`` meta column, ``Batch.record_count``), so a run counts records
+after ``pack`` as before it, and its messages apart.
 
 ``unpack`` (``operators/unpack.py``) is the reverse.
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..core.batch import Batch
+from ..core.batch import PACKED, Batch
 from ..core.models import Strict
 from ..core.stages import Stage
 from .operator import RECORDS, BuildContext, Configured, Operator
@@ -57,7 +59,8 @@ class Pack(Configured, Operator):
         values = batch.values
         starts = range(0, len(values), k)
         batch.keep(list(starts))  # meta, subjects, headers of each group's first record
-        batch.values = [values[i:i + k] for i in starts]
+        batch.values = packs = [values[i:i + k] for i in starts]
+        batch.meta[PACKED] = [len(p) for p in packs]
         return batch
 
 

@@ -1,92 +1,70 @@
-"""zstd dictionaries shared through NATS, as ``compress`` and ``decompress`` use them.
+"""zstd dictionaries from a store, as ``compress`` and ``decompress`` use them.
 
 A publisher says ``compress: {codec: zstd, dictionary: nats://BUCKET/NAME}``: the dictionary is
 fetched once, when the pipeline starts, and every frame carries its id. A consumer says
 ``decompress: {codec: auto, dictionaries: nats://BUCKET}``: a frame's header names its
 dictionary by id, and each id is fetched the first time a batch holds a frame that names it,
-then kept for the run.
+then kept for the run. ``BUCKET`` names a dictionary store, a pipeline resource
+(``pipelines/resources.py``): the NATS Object Store bucket of that name unless ``resources.dictionaries``
+declares another store under it (a folder of ``.zdict`` files in a test or a replay). The pipeline hands the
+operator its store (``core.stores.UsesStores``) and opens it before the operator: no operator connects.
 
 The operators are CPU operators, so the fetch is not theirs: the run loop awaits the operator's
 ``prepare(batch)`` on its event loop before the pass (``Pipeline``), which reads the ids of the
 batch's frames and fetches the ones not yet held; the pass then finds every dictionary it needs.
-While the server does not answer, ``prepare`` raises ``NotConnected`` and the loop holds the
+While the store does not answer, ``prepare`` raises ``NotConnected`` and the loop holds the
 batch and retries, as it does for a sink that is down (a JetStream source keeps its records in
-progress): no record is lost or dead-lettered for an outage. A dictionary the bucket does not
+progress): no record is lost or dead-lettered for an outage. A dictionary the store does not
 have, one larger than ``max_output_size`` or a damaged one is remembered with the reason for
-``retry_after`` seconds (then asked for again: it may have been published since); the frames
+the store's ``retry_after`` (then asked for again: it may have been published since); the frames
 that need it are dead-lettered with that reason and the worker goes on.
 
 Which bytes: an id names a dictionary, it does not prove its bytes (whoever can rewrite the
-bucket's ``id/<id>`` object rewrites the Object Store's digest with it). So the publisher stamps
-each record with the SHA-256 digest of the exact dictionary it compressed with
-(``Wirepipe-Dictionary``, ``codecs.zstd.dictionary_digest``), and here, where the bytes
+bucket's ``id/<id>`` object rewrites the Object Store's digest with it; a folder holds what was copied
+into it). So the publisher stamps each record with the SHA-256 digest of the exact dictionary it compressed
+with (``Wirepipe-Dictionary``, ``codecs.zstd.dictionary_digest``), and here, where the bytes
 are used, a fetched dictionary's digest is compared with each stamp once (per fetch and stamp,
-then cached): a record whose stamp names other bytes is rejected with both digests in the
-reason, never decoded to other data, and the id is asked for again after ``retry_after`` (the
-bucket may have been repaired). The frames also carry zstd's content checksum, which fails a
+then cached), whatever store delivered the bytes: a record whose stamp names other bytes is rejected with
+both digests in the reason, never decoded to other data, and the id is asked for again after ``retry_after``
+(the store may have been repaired). The frames also carry zstd's content checksum, which fails a
 frame decoded with other bytes even when the record has no stamp.
-
-The connection: the ``nats:`` settings given to the operator, else those of the pipeline's NATS
-source or sink (its URL, auth and TLS; a connection of its own, so a dictionary's chunks never
-queue behind the records).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..codecs.zstd import dictionary_digest, zstd_dictionary_id, zstd_frame_dictionary_id
 from ..core.batch import Batch
 from ..core.errors import StageError, WirepipeError
+from ..core.stores import DICTIONARIES, DictionaryRef, DictionaryStore, DictionaryUnusable, StoreUse
 from ..wire import Header
 from .operator import failing
 
 log = logging.getLogger("wirepipe.dictionaries")
 
 Fn = Callable[[bytes], bytes]
-
-
-def connection_config(given: Any, parts: Sequence[Any], what: str) -> Any:
-    """The NATS connection settings to fetch with: ``given`` (the operator's ``nats:``), else the first of
-    ``parts`` (source, sink) that is a NATS connector; ``WirepipeError`` naming the fix when none is."""
-    from ..connectors.nats.connection import NatsConnectionConfig
-
-    if given is not None:
-        return given if isinstance(given, NatsConnectionConfig) else NatsConnectionConfig.model_validate(given)
-    for part in parts:
-        config = getattr(part, "config", None)
-        if isinstance(config, NatsConnectionConfig):
-            return config
-    raise WirepipeError(f"{what}: the pipeline has no NATS source or sink to fetch the dictionary through: "
-                        "give the operator `nats: {url: ...}`")
-
-
-def has_nats_part(parts: Sequence[Any]) -> bool:
-    from ..connectors.nats.connection import NatsConnectionConfig
-
-    return any(isinstance(getattr(p, "config", None), NatsConnectionConfig) for p in parts)
+RETRY_AFTER = 30.0  # until a store is handed (a store says its own)
 
 
 class SharedDictionaries:
-    """The zstd dictionaries of one bucket that an operator has fetched, by id, for one run.
+    """The zstd dictionaries of one store that an operator has fetched, by id, for one run.
 
-    ``cap`` bounds every fetch (``max_output_size``); ``what`` names the operator in messages.
+    ``cap`` bounds every fetch (``max_output_size``); ``what`` names the operator in messages; ``nats`` is the
+    operator's own ``nats:`` (how an undeclared bucket is reached; None: as the pipeline's NATS source or sink).
     """
 
-    def __init__(self, ref: Any, nats: Any = None, *, cap: int, what: str, retry_after: float = 30.0,
-                 timeout: float = 5.0) -> None:
+    def __init__(self, ref: DictionaryRef, nats: Any = None, *, cap: int, what: str) -> None:
         self.ref = ref
         self.option = "dictionary" if ref.name else "dictionaries"  # the operator's field that names it
-        self.nats = nats
+        self.use = StoreUse(DICTIONARIES, ref.bucket, ref.bucket, self.option, nats)
         self.cap = cap
         self.what = what
-        self.retry_after = retry_after
-        self.timeout = timeout
-        self._conn: Any = None
-        self._bucket: Any = None
+        self.retry_after = RETRY_AFTER
+        self.store: DictionaryStore | None = None
         self._held: dict[int, bytes] = {}
         self._digests: dict[int, str] = {}  # id -> the held bytes' digest, computed once per fetch
         self._unusable: dict[int, tuple[str, float]] = {}  # id -> (why, when it may be asked for again)
@@ -96,34 +74,19 @@ class SharedDictionaries:
         self._caches: dict[tuple[str | None, int], dict[int, Fn]] = {}
         self.fetched = 0
 
-    async def open(self, parts: Sequence[Any]) -> None:
-        """Connect (once per run) with the operator's settings or those of the pipeline's NATS part."""
-        if self._conn is not None:
-            return
-        from ..connectors.dictionary_bucket import DictionaryBucket
-        from ..connectors.nats.connection import NatsConnection
+    def hand(self, store: DictionaryStore) -> None:
+        """The store the pipeline hands the operator (``UsesStores.use_store``)."""
+        self.store = store
+        self.retry_after = store.retry_after
 
-        conn = NatsConnection(connection_config(self.nats, parts, f"{self.what} {self.ref}"), role="dictionaries")
-        nc = await conn.connect()
-        self._conn = conn
-        self._bucket = DictionaryBucket(nc, self.ref.bucket, timeout=self.timeout)
-
-    async def close(self) -> None:
-        conn, self._conn, self._bucket = self._conn, None, None
-        if conn is not None:
-            await conn.close()
-
-    def refusal(self, parts: Sequence[Any]) -> str | None:
-        """Why the operator cannot fetch between ``parts`` (no ``nats:`` and no NATS source or sink), or None."""
-        if self.nats is not None or has_nats_part(parts):
-            return None
-        return (f"{self.option} {self.ref}: the pipeline has no NATS source or sink to fetch "
-                f"{'it' if self.ref.name else 'them'} through: give `nats: {{url: ...}}` beside it")
+    @property
+    def where(self) -> str:
+        """The store in messages: ``nats://DICTS``, ``folder dicts`` (the reference until one is handed)."""
+        return self.store.where if self.store is not None else str(self.ref)
 
     async def named(self) -> bytes:
         """The publisher's dictionary (``nats://BUCKET/NAME``); ``WirepipeError`` saying why it cannot be had."""
-        from ..connectors.dictionary_bucket import DictionaryUnusable
-
+        assert self.ref.name is not None
         try:
             data: bytes = await self._require().by_name(self.ref.name, self.cap)
         except DictionaryUnusable as exc:
@@ -146,11 +109,11 @@ class SharedDictionaries:
             if dict_id != local_id:
                 by_id.pop(dict_id, None)
 
-    def _require(self) -> Any:
-        if self._bucket is None:
-            raise WirepipeError(f"{self.what}: the dictionaries of {self.ref} are fetched by the run loop "
-                                "(Pipeline.run opens the operator first)")
-        return self._bucket
+    def _require(self) -> DictionaryStore:
+        if self.store is None:
+            raise WirepipeError(f"{self.what}: {self.option} {self.ref} comes from a dictionary store the pipeline "
+                                "hands the operator: run it in a Pipeline (its resources give it the store)")
+        return self.store
 
     # --- a consumer: by the ids the frames carry --------------------------------------------------------
 
@@ -169,20 +132,18 @@ class SharedDictionaries:
 
     async def fetch(self, ids: set[int]) -> None:
         """Fetch ``ids`` (raises ``NotConnected`` while the server does not answer: the caller retries)."""
-        from ..connectors.dictionary_bucket import DictionaryUnusable
-
-        bucket = self._require()
+        store = self._require()
         for dict_id in sorted(ids):
             try:
-                self._hold(dict_id, await bucket.by_id(dict_id, self.cap))
+                self._hold(dict_id, await store.by_id(dict_id, self.cap))
             except DictionaryUnusable as exc:
                 self._unusable[dict_id] = (str(exc), time.monotonic() + self.retry_after)
                 log.warning("%s: zstd dictionary %d: %s (its records go to the dead letter)", self.what, dict_id, exc)
                 continue
             self._unusable.pop(dict_id, None)
             self.fetched += 1
-            log.info("%s: fetched zstd dictionary %d from bucket %s (%d bytes, %s)", self.what, dict_id,
-                     self.ref.bucket, len(self._held[dict_id]), self._digests[dict_id])
+            log.info("%s: fetched zstd dictionary %d from %s (%d bytes, %s)", self.what, dict_id,
+                     self.where, len(self._held[dict_id]), self._digests[dict_id])
 
     def decompressor(self, base: Fn, build: Callable[[bytes], Fn], local: bytes | None = None,
                      stamp: str | None = None) -> Fn:
@@ -219,15 +180,15 @@ class SharedDictionaries:
             why = self._unusable.get(dict_id)
             reason = why[0] if why is not None else "it was not fetched before the pass (the run loop fetches " \
                                                     "the dictionaries a batch names before its operators run)"
-            raise StageError("decompress", "zstd", f"zstd dictionary {dict_id} from {self.ref}: {reason}")
+            raise StageError("decompress", "zstd", f"zstd dictionary {dict_id} from {self.where}: {reason}")
         held = self._digests[dict_id]
         if stamp is not None and stamp != held:
             if dict_id not in self._mismatched:
                 log.warning("%s: zstd dictionary %d from %s is %s, but records stamped %s were compressed with "
                             "other bytes (the bucket's copy replaced?): they go to the dead letter; asked for "
-                            "again in %gs", self.what, dict_id, self.ref, held, stamp, self.retry_after)
+                            "again in %gs", self.what, dict_id, self.where, held, stamp, self.retry_after)
             self._mismatched.setdefault(dict_id, time.monotonic() + self.retry_after)
-            fn: Fn = failing(StageError("decompress", "zstd", disowned(dict_id, self.ref, held, stamp)))
+            fn: Fn = failing(StageError("decompress", "zstd", disowned(dict_id, self.where, held, stamp)))
         else:
             built = self._built.get(dict_id)
             fn = built if built is not None else self._built.setdefault(dict_id, build(data))

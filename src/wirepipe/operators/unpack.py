@@ -20,7 +20,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from ..core.batch import Batch
+from ..core.batch import PACKED, Batch
 from ..core.models import Strict
 from ..core.stages import Stage
 from .operator import RECORDS, BuildContext, Configured, Operator
@@ -51,6 +51,7 @@ class Unpack(Configured, Operator):
             batch.keep(keep)
             values = batch.values
         counts = [len(v) for v in values]
+        batch.meta.pop(PACKED, None)  # each value is one record again
         acks = batch.meta.pop("ack", None)
         batch.repeat(counts)
         if acks is not None:  # only the first record of a message carries its ack

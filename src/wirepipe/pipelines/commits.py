@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.connector import AtLeastOnce, Sink, Source
-from ..core.batch import Batch, Rejected
+from ..core.batch import PACKED, Batch, Rejected
 from ..wire import Header
 
 if TYPE_CHECKING:
@@ -113,7 +113,8 @@ class AckLedger:
         written, self.written, self.records = self.written, [], 0
         refused_late = sink.take_rejected()
         if refused_late:  # counted out when the sink took them; refused since (JetStream: at their ack)
-            stats.records_out -= len(refused_late)
+            stats.records_out -= sum(r.meta.get(PACKED, 1) for r in refused_late)
+            stats.messages_out -= len(refused_late)
             await late(refused_late)
         if dead_letter is not None and self.unsettled:
             await retry.retry(dead_letter, dead_letter.flush, stats)

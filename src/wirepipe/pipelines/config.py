@@ -11,15 +11,18 @@ The shape::
     metrics:   {path: results/points.parquet}
 
 ``${VAR}`` and ``${VAR:-default}`` are replaced in every string value (``$${`` writes a
-literal ``${``). Everything is validated before anything runs; a problem becomes a
-``ConfigError`` that names the file, the field path, the bad value and what is allowed.
+literal ``${``). In the parts a command replaces (``wirepipe test`` its source and sink, a replay
+its source, ``--set sink=...`` the sink: ``read_config``'s ``replaced``), a variable that is not set
+is left as written instead of refused: those parts are not used. Everything is validated before
+anything runs; a problem becomes a ``ConfigError`` that names the file, the field path, the bad
+value and what is allowed.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Union
@@ -101,12 +104,14 @@ def pipeline_model() -> type[Strict]:
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed config."""
+def interpolate(value: Any, env: Mapping[str, str], path: str = "",
+                unused: Callable[[str], bool] | None = None) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed config; a variable that is not set is
+    a ``ConfigError``, except at a field path ``unused`` says is not used (a replaced part's): left as written."""
     if isinstance(value, dict):
-        return {k: interpolate(v, env, _join(path, k)) for k, v in value.items()}
+        return {k: interpolate(v, env, _join(path, k), unused) for k, v in value.items()}
     if isinstance(value, list):
-        return [interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [interpolate(v, env, f"{path}[{i}]", unused) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${" not in value:
         return value
 
@@ -118,6 +123,8 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
             return env[name]
         if default is not None:
             return default
+        if unused is not None and unused(path):
+            return m.group(0)
         raise ConfigError(
             f"environment variable {name} is not set (in {value!r}); set it, or give a default: ${{{name}:-value}}",
             path=path,
@@ -128,6 +135,16 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
 
 def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
+
+
+def replaced_parts(*parts: str, kept: Sequence[str] = ()) -> Callable[[str], bool]:
+    """Whether a field path lies in one of ``parts`` (field paths: ``source``, ``resources.dictionaries.DICTS``)
+    and in none of ``kept`` (what the command still uses of them: the test's ``sink.subject``)."""
+
+    def within(path: str, prefixes: Sequence[str]) -> bool:
+        return any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in prefixes)
+
+    return lambda path: within(path, parts) and not within(path, kept)
 
 
 def apply_override(data: dict[str, Any], assignment: str) -> None:
@@ -249,20 +266,31 @@ def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):g} MiB"
 
 
-def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Parse YAML, interpolate variables and apply overrides; ``ConfigError`` on any problem."""
+def read_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                replaced: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """Parse YAML, interpolate variables and apply overrides; ``ConfigError`` on any problem. ``replaced`` says
+    which field paths the caller replaces (``replaced_parts``): a variable there that is not set is no error; nor
+    is one in what an override replaces (``--set sink={...}``, ``--set sink.url=...``)."""
     file = str(path)
     data = read_yaml_mapping(path, "a pipeline is a YAML mapping with name, source, operators, sink")
     if "tests" in data and "source" not in data:
         raise ConfigError("this is a test file (it has `tests:`), not a pipeline: run it with wirepipe test",
                           file=file)
+    overridden = replaced_parts(*_override_paths(overrides))
+    unused = overridden if replaced is None else (lambda p: replaced(p) or overridden(p))
     try:
-        data = interpolate(data, os.environ if env is None else env)
+        data = interpolate(data, os.environ if env is None else env, unused=unused)
         for assignment in overrides:
             apply_override(data, assignment)
     except ConfigError as exc:
         raise ConfigError(exc.detail, file=file, path=exc.path) from None
     return data
+
+
+def _override_paths(overrides: Sequence[str]) -> list[str]:
+    """The field paths ``--set`` assignments replace (one that does not parse is refused by ``apply_override``)."""
+    keys = (key for key, sep, _ in (a.partition("=") for a in overrides) if sep and key.strip())
+    return [field_path(parse_field_path(key)) for key in keys]
 
 
 def validate_config(data: dict[str, Any], file: str | None = None) -> Any:
@@ -341,7 +369,7 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
     from ..metrics.tracing import check_installed
-    from .pipeline import Pipeline, check_flow, check_operators
+    from .pipeline import Pipeline, check_flow
     from .resources import Resources
 
     def check_tracing(tracing: Any) -> None:
@@ -362,7 +390,6 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
     try:
         check_flow(source, operators, sink, where)  # at the entries' own paths (Pipeline checks by position)
-        check_operators(operators, source, sink, where)
         resources = Resources(cfg.resources)
         resources.bind(operators, (source, sink), where)  # at the entries' own paths, as check_flow
         check_tracing(cfg.tracing)

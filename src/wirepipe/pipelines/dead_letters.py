@@ -6,15 +6,18 @@ writes its rejects as the dead-letter envelopes a ``jsonl`` dead letter would
 (``{stage, operator, error, subject, seq, payload, value_json}``, ``wire.dead_letter_batch``) to
 a file it names after its output (``default_path``):
 
-- beside the sink's file (``Sink.beside``): ``out/records.jsonl`` -> ``out/records.dead.jsonl``,
-  ``out/part-w0-{part}.parquet`` -> ``out/part-w0.dead.jsonl``, a capture folder ``cap`` ->
-  ``cap.<prefix>.dead.jsonl`` (beside the folder: a capture is every file in it);
+- beside the sink's file (``Sink.beside``): ``out/records.jsonl`` -> ``out/records.dead.jsonl``; beside a
+  folder that is read as a whole, never in it: Parquet parts ``archive/part-w0-{part}.parquet`` ->
+  ``archive.part-w0.dead.jsonl`` (``pyarrow.dataset("archive")`` reads the parts alone), a capture
+  folder ``cap`` -> ``cap.<prefix>.dead.jsonl``;
 - else (a NATS or null sink) beside the metrics folder, ``results/run.parquet`` ->
   ``results/run.dead.jsonl``, else ``results/<pipeline>.dead.jsonl``; one of several workers adds
   its tag (``core/workers.py``: ``results/run.w0.dead.jsonl``), since the workers share those folders.
 
-The file is created at the first rejected record (a run that rejects nothing leaves none) and
-appended to, so a re-run never overwrites rejects nobody has looked at yet. The run summary
+A replay names its file apart (``role``: ``out.replay.dead.jsonl``, ``results/run.w0.replay.dead.jsonl``),
+so replaying a capture through a pipeline never appends to the file a live run or pool of the same
+pipeline writes. The file is created at the first rejected record (a run that rejects nothing leaves
+none) and appended to, so a re-run never overwrites rejects nobody has looked at yet. The run summary
 names it.
 """
 
@@ -31,9 +34,10 @@ from ..core.workers import Worker
 SUFFIX = ".dead.jsonl"
 
 
-def default_path(name: str, sink: Sink | None, metrics: Any) -> Path:
-    """The default dead-letter file of pipeline ``name`` (see the module doc)."""
-    beside = sink.beside(SUFFIX) if sink is not None else None
+def default_path(name: str, sink: Sink | None, metrics: Any, role: str | None = None) -> Path:
+    """The default dead-letter file of pipeline ``name`` (``role``: a replay's, see the module doc)."""
+    suffix = f".{role}{SUFFIX}" if role else SUFFIX
+    beside = sink.beside(suffix) if sink is not None else None
     if beside is not None:
         return Path(beside)
     worker = Worker.current()
@@ -41,8 +45,8 @@ def default_path(name: str, sink: Sink | None, metrics: Any) -> Path:
     path = metrics if isinstance(metrics, (str, Path)) else getattr(metrics, "path", None)
     if path is not None:
         p = Path(path)
-        return p.with_name(f"{p.stem if p.suffix else p.name}{tag}{SUFFIX}")
-    return Path("results") / f"{name}{tag}{SUFFIX}"
+        return p.with_name(f"{p.stem if p.suffix else p.name}{tag}{suffix}")
+    return Path("results") / f"{name}{tag}{suffix}"
 
 
 class DefaultDeadLetter(Sink):

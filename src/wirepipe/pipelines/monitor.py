@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import Field
 
 from ..core.models import Duration, Strict
+from ..core.workers import Worker
 
 log = logging.getLogger("wirepipe")
 
@@ -60,6 +61,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
+        "messages_out": stats.messages_out,  # values written: several records each after ``pack``
         # bytes_out is summed by the run loop only with metrics on; NATS sinks count their own,
         # file sinks are measured on disk.
         "bytes_out": stats.bytes_out or sink_bytes(pipeline.sink),
@@ -87,6 +89,11 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "deduplicated": pipeline.sink.deduplicated if pipeline.sink is not None else 0,
         # JetStream sink: records given the Nats-Msg-Id of another record of their batch (a msg_id template)
         "repeated_msg_ids": getattr(pipeline.sink, "repeated_msg_ids", 0),
+        # records still awaiting acknowledgement or redelivery when a bounded run ended (0 while it runs)
+        "outstanding": stats.outstanding,
+        # every loss figure of the source by kind (``Source.losses``: missing, dropped, discarded...), so a pool
+        # sums them as a single run shows them; a dict, so neither the status line nor Prometheus repeat it
+        "losses": losses,
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
         "lag": lag,
@@ -138,8 +145,8 @@ STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
                    ("acked", "acked"), ("reconnects", "reconnects"))
-_NOT_COUNTERS = {"records_in", "records_out", "bytes_out", "lag", "running", "connected", "disconnects",
-                 "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
+_NOT_COUNTERS = {"records_in", "records_out", "messages_out", "bytes_out", "lag", "running", "connected",
+                 "disconnects", "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
 
 
 def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:
@@ -169,23 +176,60 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
 def run_summary(pipeline: Any, stats: Any) -> str:
     """The end of a run in words: counts, rate, rejects by reason, and where the output, rejected records and
     metrics went."""
-    rate = stats.records_per_second
-    text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in} in {stats.elapsed:.2f}s "
-            f"({rate:,.0f} records/s), {stats.rejected} rejected")
+    text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in}{read_unit(pipeline)} in "
+            f"{stats.elapsed:.2f}s ({stats.records_per_second:,.0f} records/s"
+            f"{messages_summary(stats.messages_out, stats.records_out, stats.elapsed)}), {stats.rejected} rejected")
+    reloads = pipeline.reloader.summary(stats.batches) if getattr(pipeline, "reloader", None) is not None else None
+    lines = [*ending_lines(stats), *([reloads] if reloads else []), *rejection_lines(stats.rejections.rows()),
+             *run_outputs(pipeline)]
+    return text + run_figures(pipeline, stats) + "\n  " + "\n  ".join(lines)
+
+
+def read_unit(pipeline: Any) -> str:
+    """What a run's "records in" counted: messages, when an ``unpack`` (before any ``pack``) makes records of
+    them later: the source cannot know how many each carries."""
+    from ..core.stages import Stage
+
+    framing = {Stage.PACK, Stage.UNPACK}  # what makes several records one message, and one message records again
+    first = next((stage for stage in (op.stage for op in pipeline.operators) if stage in framing), None)
+    return " messages" if first == Stage.UNPACK else ""
+
+
+def messages_summary(messages: int, records: int, seconds: float) -> str:
+    """The messages a run wrote, when ``pack`` put several records in each (records are counted as records)."""
+    if messages == records:
+        return ""
+    rate = f", {messages / seconds:,.0f} messages/s" if seconds > 0 else ""
+    return f"; {messages} messages{rate}"
+
+
+def run_figures(pipeline: Any, stats: Any) -> str:
+    """The summary's figures after the counts: projected, lost by kind, redelivered, deduplicated, awaiting
+    redelivery, interrupted (``run``, ``capture``)."""
+    text = ""
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
     text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated,
                                getattr(pipeline.sink, "repeated_msg_ids", 0))
-    if getattr(stats, "outstanding", 0):
-        text += f", {stats.outstanding} records awaiting redelivery"
-    reloads = pipeline.reloader.summary(stats.batches) if getattr(pipeline, "reloader", None) is not None else None
-    lines = [*([reloads] if reloads else []), *rejection_lines(stats.rejections.rows()), *run_outputs(pipeline)]
+    return text + ending_summary(stats.outstanding, stats.interrupted)
+
+
+def ending_lines(stats: Any) -> list[str]:
+    """The summary's lines on what the run could not finish: a drain cut short, input it could not read."""
+    lines = [f"drain cut: {stats.cut}"] if stats.cut else []
     if stats.unreadable:
         from ..connectors.connector import describe_unreadable
 
-        lines.insert(0, f"not read: {describe_unreadable(stats.unreadable)}")
-    return text + "\n  " + "\n  ".join(lines)
+        lines.append(f"not read: {describe_unreadable(stats.unreadable)}")
+    return lines
+
+
+def ending_summary(outstanding: int, interrupted: bool) -> str:
+    """How the run ended, when it did not simply reach its end: records still awaiting redelivery (JetStream)
+    and an interruption (SIGINT before the end of a bounded run)."""
+    text = f", {outstanding} records awaiting redelivery" if outstanding else ""
+    return text + (", interrupted (SIGINT) before its end" if interrupted else "")
 
 
 def rejection_lines(rows: list[Any]) -> list[str]:
@@ -208,6 +252,17 @@ def run_outputs(pipeline: Any) -> list[str]:
         recorder = getattr(pipeline, "metrics", None)
         where.append(f"metrics: {path}{metrics_figures(recorder.figures() if recorder is not None else {})}")
     return where
+
+
+def worker_outputs(outputs: list[list[str]]) -> list[str]:
+    """Where each of several workers' output went (``run_outputs`` of each, in worker order) as one list: a line
+    every worker has (their shared metrics folder) once, the others with the worker's tag (``w1 output: ...``)."""
+    if not outputs:
+        return []
+    shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
+    tags = [Worker(i, len(outputs)).tag for i in range(len(outputs))]
+    return [*(f"{tag} {line}" for tag, mine in zip(tags, outputs, strict=True) for line in mine if line not in shared),
+            *shared]
 
 
 def metrics_figures(figures: dict[str, int]) -> str:
@@ -251,7 +306,7 @@ def loss_summary(losses: dict[str, int] | None) -> str:
     """The run summary's loss figures (core NATS), empty for sources that cannot lose. When a publisher was
     not heard from since a disconnect, what it sent meanwhile is lost and cannot be counted: the figure
     says so instead of a count that reads as complete."""
-    if losses is None:
+    if not losses:
         return ""
     missing = f"{losses['missing']} missing from publisher sequences"
     if losses.get("tail"):  # docs/concepts/loss-accounting.md: a gap is seen, a tail only claimed
@@ -272,7 +327,9 @@ def loss_summary(losses: dict[str, int] | None) -> str:
 
 
 def describe_sink(sink: Any) -> str:
-    """``jsonl blocks.jsonl (1.2 MB)``, ``nats subject points``, ``null (discarded)``."""
+    """``jsonl blocks.jsonl (1.2 MB)``, ``nats subject points``, ``jetstream: each record on the subject it was
+    read from``, ``parquet archive/part-w1-*.parquet: nothing written``, ``null (discarded)``: what the run wrote,
+    never a template left unfilled."""
     if sink is None or sink.type == "null":
         return "null (discarded)"
     params = sink.params if hasattr(sink, "params") else {}
@@ -281,10 +338,29 @@ def describe_sink(sink: Any) -> str:
         size = sum(_size(p) for p in files)
         shown = ", ".join(map(str, files[:3])) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
         return f"{sink.type} {shown} ({size / 1e6:,.2f} MB)"
-    for key, word in (("subject", "subject"), ("dir", "folder"), ("path", "")):
+    if params.get("subject"):
+        return f"{sink.type} {describe_subject(str(params['subject']))}"
+    for key, word in (("dir", "folder "), ("path", "")):
         if params.get(key):
-            return f"{sink.type} {word + ' ' if word else ''}{params[key]}"
+            where = str(params[key]).replace("{part}", "*")  # the files it would have written
+            return f"{sink.type} {word}{where}" + (": nothing written" if hasattr(sink, "files") else "")
     return str(sink.type)
+
+
+def describe_subject(template: str) -> str:
+    """Where a NATS sink publishes, in words: ``subject points``; a subject template names what each record's
+    subject is made of (``{subject}``: the one it was read from)."""
+    if "{" not in template:
+        return f"subject {template}"
+    if template == "{subject}":
+        return "on the subject each record was read from"
+    from ..wire import template_fields
+
+    try:
+        fields = ", ".join(template_fields(template))
+    except ValueError:
+        fields = "its fields"
+    return f"a subject per record from {fields} (template {template})"
 
 
 class Monitor:
@@ -348,7 +424,9 @@ class Monitor:
 # worker pool's endpoint without touching the collector.
 COUNTER_DOCS = {
     "records_in": "records read from the source",
-    "records_out": "records written to the sink",
+    "records_out": "records written to the sink (a message `pack` made counts its records)",
+    "messages_out": "messages (values) written to the sink: as many as records_out unless `pack` put several "
+                    "records in each",
     "bytes_out": "payload bytes written to the sink",
     "rejected": "records sent to the dead-letter destination",
     "projected": "records whose fields the schema does not declare serialize dropped (extra_fields: drop)",
@@ -379,6 +457,8 @@ COUNTER_DOCS = {
                             "its range or nulled; their rows are written",
 }
 GAUGE_DOCS = {"lag": "records waiting upstream of the source",
+              "outstanding": "records still awaiting acknowledgement or redelivery when a bounded run ended "
+                             "(JetStream; 0 while it runs)",
               "lost_tail": "of wirepipe_lost_total: numbers only publishers' stamps claim, past the last message "
                            "received (unconfirmed; a later message turns them into gaps)",
               "unsure": "publishers not heard from since a disconnect of a core NATS source: what they published "

@@ -58,6 +58,7 @@ from .commits import AckLedger
 from .sink_retry import SinkRetry
 
 if TYPE_CHECKING:
+    from ..core.exit_codes import Outcome
     from ..metrics.recorder import Stamps
 
 log = logging.getLogger("wirepipe")
@@ -86,17 +87,18 @@ def run_operators(operators: Sequence[Operator], batch: Batch, timed: bool = Fal
     ns = _ns
     stamps: Stamps | None = None  # nothing is allocated for an untimed pass (the sliced path runs many)
     if timed:
-        stamps = ([], [], [len(batch.values)], [len(batch.rejected)], [payload_nbytes(batch.values)],
-                  [batch.projected])
+        stamps = ([], [], [batch.record_count()], [len(batch.rejected)], [payload_nbytes(batch.values)],
+                  [batch.projected], [len(batch.values)])
     for op in operators:
         if stamps is not None:
             stamps[0].append(ns())
         batch = op(batch)
         if stamps is not None:
-            _, ends, records, rejected, sizes, projected = stamps
+            _, ends, records, rejected, sizes, projected, messages = stamps
             ends.append(ns())
             values = batch.values
-            records.append(len(values))
+            records.append(batch.record_count())
+            messages.append(len(values))
             rejected.append(len(batch.rejected))
             sizes.append(payload_nbytes(values))
             projected.append(batch.projected)
@@ -108,8 +110,9 @@ class RunStats:
     """What a run did: counts in and out, rejects by stage and by reason, wall time."""
 
     batches: int = 0
-    records_in: int = 0
+    records_in: int = 0  # read and taken through (a cut run hands what it could not finish back to its source)
     records_out: int = 0
+    messages_out: int = 0  # values written: messages on the wire, several records each after ``pack``
     rejected: int = 0
     bytes_out: int = 0
     acked: int = 0
@@ -124,10 +127,15 @@ class RunStats:
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
     redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
-    # Records still awaiting acknowledgement or redelivery when a bounded run ended (``Source.outstanding``).
+    # Records still awaiting acknowledgement or redelivery when a bounded run ended (``Source.outstanding``; a cut
+    # drain's unacknowledged records too): exit 6.
     outstanding: int = 0
     deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
     unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
+    interrupted: bool = False  # a bounded run stopped by SIGINT before its end, after a clean drain (worker.py)
+    cut: str | None = None  # the drain was cut (shutdown_timeout, a second signal): what it left (worker.py)
+    unconfirmed: int = 0  # records published and not confirmed by the server when the drain was cut
+    sink_error: str | None = None  # the sink still failed when the drain was cut (what it held is not settled)
     # What writing the metrics met (``MetricsRecorder.figures``: rows a full disk delayed, failed writes, values
     # clamped or nulled), None without metrics.
     metrics: dict[str, int] | None = None
@@ -135,6 +143,26 @@ class RunStats:
     @property
     def lost(self) -> int:
         return self.losses["lost"] if self.losses else 0
+
+    def outcome(self) -> Outcome:
+        """What the run's exit code follows (``exit_codes.verdict``)."""
+        from ..connectors.connector import describe_unreadable
+        from ..core.exit_codes import Outcome
+
+        failures = [describe_unreadable(self.unreadable)] if self.unreadable else []
+        if self.unconfirmed:
+            failures.append(f"{self.unconfirmed:,} record(s) published and not confirmed by the server when the "
+                            "drain was cut: whether they were stored is unknown")
+        if self.sink_error:
+            failures.append(f"the sink still failed when the drain was cut ({self.sink_error}): what it held was "
+                            "not acknowledged")
+        unwritten = (self.metrics or {}).get("metrics_rows_unwritten", 0)
+        if unwritten:
+            failures.append(f"{unwritten:,} metrics row(s) not written: the disk still refused them when the run "
+                            "was stopped")
+        return Outcome(records=self.records_in, rejected=self.rejected, lost=self.lost,
+                       unsure=(self.losses or {}).get("unsure", 0), outstanding=self.outstanding,
+                       interrupted=self.interrupted, failures=failures)
 
     def working(self) -> float:
         """Seconds of work so far: since every part was open (0 while opening or waiting for a stream)."""
@@ -146,16 +174,6 @@ class RunStats:
     @property
     def records_per_second(self) -> float:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
-
-
-def check_operators(operators: Sequence[Operator], source: Source, sink: Sink, where: Sequence[str] = ()) -> None:
-    """What each operator declares it cannot run between (``Operator.refuse_parts``: a dictionary fetched
-    from NATS in a pipeline with no NATS part): ``ConfigError`` at ``where[i]`` (the YAML entry) or
-    ``operators[i]``."""
-    for i, op in enumerate(operators):
-        why = op.refuse_parts((source, sink))
-        if why is not None:
-            raise ConfigError(why, path=where[i] if where else f"operators[{i}].{op.stage}")
 
 
 def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None, operators: Sequence[Operator] = ()
@@ -216,7 +234,8 @@ def _misfit(what: str, takes: str, kind: str, origin: str) -> str:
 
 class Pipeline:
     """A source, CPU operators and a sink, run as one asyncio task; ``resources`` are the stores its operators
-    read from (a schema registry: ``pipelines/resources.py``), handed to them here and opened before them.
+    read from (a schema registry, zstd dictionaries: ``pipelines/resources.py``), handed to them here (or, put
+    together with ``|`` before its sink, when it runs) and opened before them.
 
     Build it directly, ``Pipeline(source, [ops...], sink)``, with ``source | op | sink``,
     or from YAML with ``wirepipe.pipelines.config.load_pipeline``; an ``OperatorChain`` (``encode``'s,
@@ -244,13 +263,15 @@ class Pipeline:
         self.operators = operators
         # the stores operators read from (a schema registry), each handed to the operators that name it
         self.resources = resources if isinstance(resources, Resources) else Resources(resources)
-        self.resources.bind(self.operators, (source, sink))
+        if sink is not None:  # put together with | (no sink yet), at its run: its stores may need the sink's server
+            self.resources.bind(self.operators, (source, sink))
         self.sink = sink
         self.name = name
         self.metrics_spec = metrics
         self.dead_letter = dead_letter
         # where rejects go without a ``dead_letter``, and what a dead_letter refuses (dead_letters.py): set at start
         self.default_dead_letter: Sink | None = None
+        self.dead_letter_role: str | None = None  # names that file apart (a replay's: ``out.replay.dead.jsonl``)
         self.queue_size = queue_size
         self.shutdown_timeout = shutdown_timeout
         self.flush_interval = flush_interval
@@ -277,6 +298,7 @@ class Pipeline:
         self._in_flight: tuple[int, int] | None = None
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
         self._preparing: list[Operator] = []  # operators whose prepare(batch) the loop awaits before a pass
+        self.read_to_end = False  # the source ended on its own (its input, its count): a stop after it interrupts nothing
         # A hot reload (``reload.py``): ``reloader.watch(self)`` runs beside the loop while the run lasts and asks
         # for a switch to another config's operators (``switch_to``); ``config_digest`` names the config the
         # batches run under (the metrics' ``config_digest`` column).
@@ -323,8 +345,9 @@ class Pipeline:
                 self._ledger.records + sum(len(b.values) for b in self._queued))
 
     def __repr__(self) -> str:
-        ops = " | ".join(f"{op.stage}({op.name})" for op in self.operators)
-        return f"Pipeline({self.name!r}: {self.source.name} | {ops} | {self.sink.name if self.sink else 'null'})"
+        parts = [self.source.name, *(f"{op.stage}({op.name})" for op in self.operators),
+                 self.sink.name if self.sink else "null"]
+        return f"Pipeline({self.name!r}: {' | '.join(parts)})"
 
     # --- running -----------------------------------------------------------------------------
 
@@ -339,23 +362,25 @@ class Pipeline:
         source = self.source
         sink = self.sink if self.sink is not None else NullSink()
         check_parts(source, sink, self.dead_letter, self.operators)  # attributes may have been set since construction
-        check_operators(self.operators, source, sink)
+        self.resources.bind(self.operators, (source, sink))  # put together with |, it has its sink only now
         self._preparing = [op for op in self.operators if op.prepares]
         if stop is not None:
             source.stopping = stop
         self.stats = stats = RunStats()
+        self.read_to_end = False
         self._queued, self._ledger, self._retry = [], AckLedger(source), SinkRetry(source, self._held)
         from .dead_letters import DefaultDeadLetter, default_path
 
         # Without a dead_letter, where rejects go; with one, where what it refuses for itself goes.
-        self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec))
+        self.default_dead_letter = DefaultDeadLetter(default_path(self.name, self.sink, self.metrics_spec,
+                                                                  self.dead_letter_role))
         self.metrics = self._open_metrics()
         self.tracing = _open_tracing(self)
         timer = watching = self._flusher = None
         if self.metrics is not None:
             self._start_metrics(self.metrics, source, self.operators, sink)
         self._opened = []
-        cancelled = False
+        cancelled = cancelled_late = False
         for part in (sink, self.dead_letter):
             if part is not None:
                 part.bind(self.name, source)  # e.g. the JetStream sink's default Nats-Msg-Id names both
@@ -402,7 +427,10 @@ class Pipeline:
                     self._lost_seen += found_late
                     self.metrics.stamp_source_lost(stats.batches, found_late)
                 # a full disk is waited out as a sink's is; not once the run is cancelled (a deadline passed)
-                await self.metrics.aclose(wait=not cancelled)
+                try:
+                    await self.metrics.aclose(wait=not cancelled)
+                except asyncio.CancelledError:  # the deadline passed while they waited: the figures are still set
+                    cancelled_late = True
                 stats.metrics = self.metrics.figures()
             if self.tracing is not None:
                 self.tracing.finish()
@@ -413,6 +441,8 @@ class Pipeline:
             stats.outstanding = source.outstanding
             stats.deduplicated = sink.deduplicated
             stats.unreadable = source.unreadable()
+        if cancelled_late:
+            raise asyncio.CancelledError
         return stats
 
     async def _open_parts(self, source: Source, sink: Sink, opened: list[Any]) -> None:
@@ -512,7 +542,9 @@ class Pipeline:
 
         source = self.source
         check_parts(source, sink, new.dead_letter, new.operators)
-        check_operators(new.operators, source, sink)
+        # the running stores (a changed `resources:` needs a restart): a store only the new operators name opens now
+        self.resources.bind(new.operators, (source, sink))
+        await self.resources.open()
         old_operators, old_dead_letter, old_metrics = self.operators, self.dead_letter, self.metrics
         fresh = [op for op in new.operators if not any(op is o for o in old_operators)]
         dead_letter = new.dead_letter if new.dead_letter is not old_dead_letter else None
@@ -574,12 +606,19 @@ class Pipeline:
                     interval = self.flush_interval
                 if ledger.pending:
                     wait = ledger.last + interval - time.monotonic()
-                    try:  # woken now and then: the source may ask for a commit while no batch comes
-                        item = await asyncio.wait_for(queue.get(), min(max(wait, 0.001), _COMMIT_POLL))
-                    except asyncio.TimeoutError:
+                    # Woken now and then: the source may ask for a commit while no batch comes. (Not wait_for:
+                    # on Python 3.11 it swallows a cancellation, a Ctrl-C of ``run()``, that meets a ready item.)
+                    getter = asyncio.ensure_future(queue.get())
+                    try:
+                        done, _ = await asyncio.wait({getter}, timeout=min(max(wait, 0.001), _COMMIT_POLL))
+                    finally:
+                        if not getter.done():
+                            getter.cancel()  # a get cancelled leaves its item in the queue
+                    if not done:
                         if ledger.due(interval, pressure):
                             await self._commit(sink, stats)
                         continue
+                    item = getter.result()
                 else:
                     item = await queue.get()
                 if item is None:
@@ -613,7 +652,9 @@ class Pipeline:
         self._queued = []
         if self._in_flight is not None:
             n, rejected_before = self._in_flight
-            left += n - (stats.rejected - rejected_before)
+            unfinished = n - (stats.rejected - rejected_before)
+            left += unfinished
+            stats.records_in -= unfinished  # handed back to the source: redelivered, or counted lost there
             self._in_flight = None
         if left:
             log.warning("%s: stopped with %d record(s) read and not written%s", self.name, left,
@@ -629,11 +670,12 @@ class Pipeline:
         seen = 0
         it = source.batches().__aiter__()
         try:
-            while not source.stopping.is_set():
+            while source.drains or not source.stopping.is_set():  # a draining source ends on its own
                 start = _ns()
                 try:
                     batch = await it.__anext__()
                 except StopAsyncIteration:
+                    self.read_to_end = not source.stopping.is_set()
                     break
                 end = _ns()
                 if limit is not None and seen + len(batch.values) > limit:
@@ -642,6 +684,7 @@ class Pipeline:
                 self._queued.append(batch)
                 await queue.put((batch, start, end))
                 if limit is not None and seen >= limit:
+                    self.read_to_end = True
                     break
         finally:
             aclose = getattr(it, "aclose", None)
@@ -715,7 +758,8 @@ class Pipeline:
             batch.rejected = []
             if taken:
                 settled_apart += [r.meta.get("ack") for r in refused]
-        stats.records_out += len(batch.values)
+        stats.records_out += batch.record_count()
+        stats.messages_out += len(batch.values)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
         if tracing is not None:

@@ -49,6 +49,7 @@ from ..core.workers import Worker
 from .spawn import WorkerProcess, describe_exit, group_id, start
 
 if TYPE_CHECKING:
+    from ..core.exit_codes import Outcome
     from .pipeline import Pipeline, RunStats
     from .spawn import Channel
 
@@ -170,9 +171,10 @@ class Slot:
 
     index: int
     restart: ExponentialBackoff  # its waits before a restart; ``failures``: its deaths in a row
+    redelivers: bool = True  # its source redelivers what a worker did not commit (``committed``)
     proc: WorkerProcess | None = None
     snapshot: dict[str, Any] = field(default_factory=dict)
-    carried: dict[str, float] = field(default_factory=dict)
+    carried: dict[str, Any] = field(default_factory=dict)  # counters, and counts by kind (dicts of counters)
     restarts: int = 0
     started: float = 0.0
     done: bool = False
@@ -192,9 +194,13 @@ class Slot:
 
     def totals(self) -> dict[str, Any]:
         """The snapshot with the counters of this slot's earlier processes added (monotonic across restarts)."""
-        out = committed(self.snapshot)
+        out = committed(self.snapshot, self.redelivers)
         for key, value in self.carried.items():
-            out[key] = out.get(key, 0) + value if isinstance(out.get(key, 0), (int, float)) else value
+            mine = out.get(key)
+            if isinstance(value, dict):  # counts by kind (the losses): summed kind by kind
+                out[key] = combine([mine if isinstance(mine, dict) else {}, value])
+            else:
+                out[key] = (mine or 0) + value if isinstance(mine, (int, float, type(None))) else value
         if self.rejections:
             out["rejections"] = merge_rejections([self.rejections, out.get("rejections") or []])
         out["restarts"] = self.restarts
@@ -206,9 +212,13 @@ class Slot:
     def retire(self) -> None:
         """The current process ended: keep its counters (records out: what it committed) and its span of work,
         forget its gauges."""
-        for key, value in committed(self.snapshot).items():
-            if key not in GAUGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+        for key, value in committed(self.snapshot, self.redelivers).items():
+            if key in GAUGES or isinstance(value, bool):
+                continue
+            if isinstance(value, (int, float)):
                 self.carried[key] = self.carried.get(key, 0) + value
+            elif isinstance(value, dict):
+                self.carried[key] = combine([self.carried.get(key) or {}, value])
         self.rejections = merge_rejections([self.rejections, self.snapshot.get("rejections") or []])
         self.snapshot = {}
         self.spans += self.current_span()
@@ -224,12 +234,13 @@ class Slot:
         return [(self.reported - self.working, self.reported)] if self.working > 0 else []
 
 
-def committed(snap: dict[str, Any]) -> dict[str, Any]:
-    """A worker's snapshot as the pool counts it: its records out are the records it committed (the sink flushed
-    them, the source was acknowledged: ``acked``). What a worker had written but not committed when it was
-    killed is not in its output for good: a durable redelivers it to another worker (``redelivered``), which
-    writes and counts it; core NATS counts it lost."""
-    if isinstance(snap.get("acked"), int) and not isinstance(snap.get("acked"), bool):
+def committed(snap: dict[str, Any], redelivers: bool = True) -> dict[str, Any]:
+    """A worker's snapshot as the pool counts it: with a source that redelivers, its records out are the records
+    it committed (the sink flushed them, the source was acknowledged: ``acked``). What a worker had written but
+    not committed when it was killed is not in its output for good: a durable redelivers it to another worker
+    (``redelivered``), which writes and counts it. A core NATS worker's records out are what it wrote: nothing
+    comes back, and closing the sink (a drain, even a cut one) flushes them."""
+    if redelivers and isinstance(snap.get("acked"), int) and not isinstance(snap.get("acked"), bool):
         return {**snap, "records_out": snap["acked"]}
     return dict(snap)
 
@@ -243,7 +254,7 @@ def merge_rejections(parts: list[list[Any]]) -> list[Any]:
 
 def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     """The pool's snapshot: counters summed, gauges (lag) the max, flags counted, texts (what a worker
-    waits for) the first one set, rejections merged by reason."""
+    waits for) the first one set, rejections merged by reason, counts by kind (the losses) summed kind by kind."""
     total: dict[str, Any] = {}
     rows = [snap["rejections"] for snap in snapshots if snap.get("rejections")]
     if rows:
@@ -256,6 +267,8 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
                 total[key] = total.get(key, 0) + int(value)
             elif isinstance(value, (int, float)):
                 total[key] = max(total.get(key) or 0, value) if key in GAUGES else total.get(key, 0) + value
+            elif isinstance(value, dict):
+                total[key] = combine([total.get(key) or {}, value])
             elif value is None:
                 total.setdefault(key, None)
     return total
@@ -289,7 +302,9 @@ class Pool:
 
         self.data = pool_config(data, workers, file=file)
         cfg = validate_config(self.data, file=file)  # what the workers will run
-        self.redelivers = bool(_parts(self.data, file)["source"].redelivers)
+        source = _parts(self.data, file)["source"]
+        self.redelivers = bool(source.redelivers)
+        self.ends = bool(source.ends)  # each worker's run has an end of its own: a SIGINT before it interrupts
         self.file = file
         self.workers = workers
         self.name = cfg.name
@@ -298,8 +313,9 @@ class Pool:
         self.log_level = log_level  # what the workers log
         self.monitor = cfg.monitor or MonitorConfig()  # the pool's status line is on even without `monitor:`
         self.shutdown_timeout = float(cfg.shutdown_timeout)
-        self.slots = [Slot(i, self.restart.delays()) for i in range(workers)]
+        self.slots = [Slot(i, self.restart.delays(), self.redelivers) for i in range(workers)]
         self.stopping = False
+        self.interrupted = False  # a SIGINT stopped the workers before the end of their bounded runs
         self.gave_up: str | None = None
         self.port: int | None = None  # the Prometheus port, once serving
         self.started = time.monotonic()
@@ -357,16 +373,34 @@ class Pool:
             if http is not None:
                 http.shutdown()
                 http.server_close()
+        return ExitCode.RUNTIME if self.failures() else ExitCode.OK
+
+    def failures(self) -> list[str]:
+        """Why the pool failed (exit 1): it gave up on a worker, or a worker ended on an error."""
         if self.gave_up:
-            return ExitCode.RUNTIME
+            return [f"{self.name}: {self.gave_up}"]
         # -SIGTERM: a worker stopped before its drain handler was installed (still importing): it had read nothing.
         clean = (ExitCode.OK, None, -signal.SIGTERM) if self.stopping else (ExitCode.OK, None)
-        return ExitCode.OK if all(s.last_exit in clean for s in self.slots) else ExitCode.RUNTIME
+        return [f"{self.name}: worker {s.index} ended on {describe_exit(s.last_exit)} (see its log above)"
+                for s in self.slots if s.last_exit not in clean]
+
+    def outcome(self) -> Outcome:
+        """What the pool's exit code follows (``exit_codes.verdict``): its workers' counts summed, its failures,
+        and whether a SIGINT interrupted it."""
+        from ..core.exit_codes import Outcome
+
+        t = self.total()
+        return Outcome(records=int(t.get("records_in", 0)), rejected=int(t.get("rejected", 0)),
+                       lost=int(t.get("lost", 0)), unsure=int(t.get("unsure", 0)),
+                       outstanding=int(t.get("outstanding", 0)), interrupted=self.interrupted,
+                       failures=self.failures())
 
     def _on_signal(self, signame: str) -> None:
         if not self.stopping:
             log.info("%s: draining %d workers (SIGTERM to each; up to %.0fs)", signame, self.workers,
                      self.shutdown_timeout)
+            # The workers drain as on SIGTERM; the pool says whether that interrupted their bounded runs.
+            self.interrupted = signame == "SIGINT" and self.ends and not all(s.done for s in self.slots)
             self.stop()
         else:
             log.warning("%s again: killing the workers without finishing the drain", signame)
@@ -509,24 +543,31 @@ class Pool:
         return float(covered(span for s in self.slots for span in [*s.spans, *s.current_span()]))
 
     def summary(self) -> str:
-        """The pool's final line, as a single run's: counts (records out: what the workers committed, see
-        ``committed``), records per second of work, the rejections by reason, and where each worker's output,
-        dead letters and metrics went (a line the workers share is shown once)."""
-        from .monitor import redelivery_summary, rejection_lines
+        """The pool's final line, as a single run's: every count its workers report summed (records out: what
+        they committed, see ``committed``; the rejections by reason, the losses by kind, redelivered,
+        deduplicated, awaiting redelivery), records per second of work, and where each worker's output, dead
+        letters and metrics went (a line the workers share is shown once)."""
+        from .monitor import (
+            ending_summary,
+            loss_summary,
+            messages_summary,
+            redelivery_summary,
+            rejection_lines,
+            worker_outputs,
+        )
 
         t = self.total()
         work = self.work_seconds()
         out, rate = t.get("records_out", 0), t.get("records_out", 0) / work if work > 0 else 0.0
         restarts = sum(s.restarts for s in self.slots)
         redelivered = int(t.get("redelivered", 0)) if self.redelivers else None
+        messages = messages_summary(int(t.get("messages_out", out)), int(out), work)
         text = (f"{self.name}: {self.workers} workers, {out} records out of {t.get('records_in', 0)} in {work:.2f}s "
-                f"of work ({rate:,.0f} records/s), {t.get('rejected', 0)} rejected"
+                f"of work ({rate:,.0f} records/s{messages}), {t.get('rejected', 0)} rejected"
+                f"{loss_summary(t.get('losses'))}"
                 f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)), int(t.get('repeated_msg_ids', 0)))}"
-                f", {restarts} restarts")
-        outputs = [s.all_outputs() for s in self.slots]
-        shared = [line for line in outputs[0] if all(line in mine for mine in outputs)]
-        where = [*(f"w{s.index} {line}" for s, mine in zip(self.slots, outputs, strict=True) for line in mine
-                   if line not in shared), *shared]
+                f"{ending_summary(int(t.get('outstanding', 0)), self.interrupted)}, {restarts} restarts")
+        where = worker_outputs([s.all_outputs() for s in self.slots])
         reloads = [self.reloader.summary()] if self.reloader is not None else []
         return "\n  ".join([text, *reloads, *rejection_lines(t.get("rejections") or []), *where])
 
@@ -593,4 +634,6 @@ def run_pool_worker(message: dict[str, Any], channel: Channel, reloads: Any = No
     pipe.reloader = reloads
     stats = asyncio.run(_run_reporting(pipe, channel))
     log.info("%s", run_summary(pipe, stats))
-    return ExitCode.OK
+    # Its counts reached the supervisor, which decides the pool's exit code from them all; a failure of its own
+    # (publishes left unconfirmed by a cut drain) is the worker's.
+    return ExitCode.RUNTIME if stats.outcome().failures else ExitCode.OK

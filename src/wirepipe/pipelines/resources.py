@@ -6,41 +6,53 @@ resources:
   schemas:
     registry: {type: nats, bucket: WIREPIPE_SCHEMAS}   # nats: {url: ...} to reach another server
     archive: {type: folder, path: schemas/}
+  dictionaries:
+    DICTS: {type: nats}                                # the Object Store bucket DICTS (bucket: to name another)
 operators:
+  - decompress: {codec: auto, dictionaries: nats://DICTS}
   - deserialize: {format: avro, schema: registry/points}
 ```
 
-An operator names a store (``core.stores.StoreUse``: ``schema: registry/points``, ``schema: archive/points@2``);
-``Resources.bind`` hands it the store when the pipeline is put together (a name that is not declared is a
-configuration error at the operator's field), the pipeline opens the stores before its operators and closes them
-after. Two names need no declaration: ``registry``, the NATS KV registry in bucket ``WIREPIPE_SCHEMAS``, and the
-bucket of a ``nats://BUCKET/NAME`` reference, a NATS KV registry in that bucket; both reach the server as the
-pipeline's NATS source or sink does. Declared, a resource of that name stands in for them: a test or a replay
-swaps the registry for a folder (``--set 'resources.schemas.registry={type: folder, path: schemas}'``) and the
-operators read the same schemas from files.
+An operator names a store (``core.stores.StoreUse``: ``schema: registry/points``, ``schema: archive/points@2``,
+``dictionary: nats://DICTS/tx``); ``Resources.bind`` hands it the store when the pipeline is put together (a name
+that is not declared is a configuration error at the operator's field), the pipeline opens the stores before its
+operators and closes them after. Some names need no declaration: ``registry``, the NATS KV registry in bucket
+``WIREPIPE_SCHEMAS``, and the bucket of a ``nats://BUCKET/...`` reference (a NATS KV registry for a schema, an
+Object Store bucket for zstd dictionaries); they reach the server as the pipeline's NATS source or sink does
+(``nats_connection``), or as the operator's own ``nats:`` says. Declared, a resource of that name stands in for
+them: a test or a replay swaps the registry for a folder (``resources.schemas.registry: {type: folder, path:
+schemas}``) and a bucket of dictionaries for a folder of ``.zdict`` files (``resources.dictionaries.DICTS: {type:
+folder, path: dicts}``), and the operators read the same schemas and dictionaries from files.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Union
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
-from ..connectors.nats.schema_registry import BUCKET_PATTERN, DEFAULT_BUCKET, NatsRegistryConfig
+from ..connectors.dictionary_stores import FolderDictionariesConfig
+from ..connectors.nats.connection import NatsConnectionConfig
+from ..connectors.nats.dictionary_bucket import NatsDictionariesConfig
+from ..connectors.nats.schema_registry import DEFAULT_BUCKET, NatsRegistryConfig
 from ..connectors.schema_folder import FolderRegistryConfig
 from ..core.errors import ConfigError
-from ..core.models import Strict
-from ..core.stores import SCHEMAS, StoreUse, UsesStores
+from ..core.models import Strict, validate
+from ..core.stores import DICTIONARIES, RESOURCE_NAME, SCHEMAS, StoreUse, UsesStores
 
 log = logging.getLogger("wirepipe")
 
 REGISTRY = "registry"  # the schema store ``schema: registry/...`` names without a declaration
+KINDS = (SCHEMAS, DICTIONARIES)
 STORE_TYPES = ("nats", "folder")
 SchemaStoreConfig = Annotated[Union[NatsRegistryConfig, FolderRegistryConfig],  # noqa: UP007
                               Field(discriminator="type")]
-ResourceName = Annotated[str, StringConstraints(pattern=BUCKET_PATTERN)]
+DictionaryStoreConfig = Annotated[Union[NatsDictionariesConfig, FolderDictionariesConfig],  # noqa: UP007
+                                  Field(discriminator="type")]
+ResourceName = Annotated[str, StringConstraints(pattern=RESOURCE_NAME)]
 
 
 class ResourcesConfig(Strict):
@@ -49,6 +61,48 @@ class ResourcesConfig(Strict):
     schemas: dict[ResourceName, SchemaStoreConfig] = Field(
         default_factory=dict, description="schema registries, by the name `schema: NAME/SCHEMA@VERSION` gives them "
         "(`registry` undeclared: the NATS KV bucket WIREPIPE_SCHEMAS; nats://BUCKET/...: that bucket)")
+    dictionaries: dict[ResourceName, DictionaryStoreConfig] = Field(
+        default_factory=dict, description="zstd dictionary stores, by the name `dictionary: nats://NAME/DICT` and "
+        "`dictionaries: nats://NAME` give them (undeclared: the NATS Object Store bucket NAME)")
+
+    @model_validator(mode="after")
+    def _buckets_named(self) -> ResourcesConfig:
+        """A NATS dictionary store's bucket is its resource's name unless it says another."""
+        for name, config in self.dictionaries.items():
+            if isinstance(config, NatsDictionariesConfig) and config.bucket is None:
+                config.bucket = name
+        return self
+
+    def named(self) -> dict[str, dict[str, Any]]:
+        """The declared stores by kind and name."""
+        return {SCHEMAS: dict(self.schemas), DICTIONARIES: dict(self.dictionaries)}
+
+
+def nats_connection(parts: Sequence[Any]) -> NatsConnectionConfig | None:
+    """The connection settings of the first of a pipeline's parts (source, sink) that is a NATS connector: how a
+    store given no ``nats:`` of its own reaches the server."""
+    for part in parts:
+        config = getattr(part, "config", None)
+        if isinstance(config, NatsConnectionConfig):
+            return config
+    return None
+
+
+@dataclass
+class Bound:
+    """A store the pipeline handed to its operators: the first use that named it and where (the operator's field,
+    or ``resources.<kind>.<name>`` when declared), the config it was built from (None: an object given in
+    Python) and the store."""
+
+    use: StoreUse
+    at: str
+    config: Any
+    store: Any
+
+    @property
+    def reached_through_nats(self) -> bool:
+        """True when the store is a NATS bucket (it needs a server)."""
+        return getattr(self.config, "type", None) == "nats"
 
 
 class Resources:
@@ -56,7 +110,7 @@ class Resources:
     operator names them, opened and closed with the pipeline.
 
     ``declared`` is a ``ResourcesConfig``, its mapping (``{"schemas": {"registry": {...}}}``) or, in Python, a
-    mapping of store objects by kind and name (``{"schemas": {"registry": memory_schema_registry()}}``).
+    mapping of store objects by kind and name (``{"dictionaries": {"DICTS": memory_dictionaries(...)}}``).
     """
 
     name = "resources"
@@ -64,15 +118,15 @@ class Resources:
     def __init__(self, declared: ResourcesConfig | Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._declared: dict[tuple[str, str], Any] = {}
         if isinstance(declared, ResourcesConfig):
-            declared = {SCHEMAS: declared.schemas}
+            declared = declared.named()
         for kind, named in (declared or {}).items():
-            if kind != SCHEMAS:
-                raise ConfigError(f"unknown kind of resource {kind!r}: allowed {SCHEMAS}", path="resources")
+            if kind not in KINDS:
+                raise ConfigError(f"unknown kind of resource {kind!r}: allowed {', '.join(KINDS)}", path="resources")
             for name, value in named.items():
                 if isinstance(value, Mapping):
-                    value = ResourcesConfig.model_validate({kind: {name: value}}).schemas[name]
+                    value = ResourcesConfig.model_validate({kind: {name: value}}).named()[kind][name]
                 self._declared[(kind, name)] = value
-        self._stores: dict[tuple[str, str], Any] = {}
+        self._bound: dict[tuple[str, str], Bound] = {}
         self._opened: list[Any] = []
 
     def __repr__(self) -> str:
@@ -80,7 +134,7 @@ class Resources:
 
     def bind(self, operators: Sequence[Any], parts: Sequence[Any], where: Sequence[str] | None = None) -> None:
         """Hand every operator that names stores (``core.stores.UsesStores``) each one; ``ConfigError`` at the
-        operator's field (``where[i]``: its YAML entry) for a store that is not declared."""
+        operator's field (``where[i]``: its YAML entry) for a store that is not declared or cannot be built."""
         for i, op in enumerate(operators):
             if not isinstance(op, UsesStores):
                 continue
@@ -90,39 +144,40 @@ class Resources:
 
     def _store(self, use: StoreUse, parts: Sequence[Any], at: str) -> Any:
         key = (use.kind, use.resource)
-        store = self._stores.get(key)
-        if store is not None:
-            return store
+        bound = self._bound.get(key)
+        if bound is not None:
+            if key not in self._declared and use.connection != bound.use.connection:
+                raise ConfigError(f"{use.bucket} is named with other `nats:` settings at {bound.at}: declare "
+                                  f"resources.{use.kind}.{use.resource} once, with its nats:", path=f"{at}.nats")
+            return bound.store
         config = self._declared.get(key)
         path = f"resources.{use.kind}.{use.resource}"
         if config is None:
-            bucket = use.bucket or (DEFAULT_BUCKET if use.resource == REGISTRY else None)
-            if bucket is None:
-                declared = ", ".join(n for k, n in self._declared if k == use.kind) or "none"
-                raise ConfigError(f"no {use.kind} resource {use.resource!r} (declared: {declared}): declare it under "
-                                  f"resources.{use.kind}, or name the registry `{REGISTRY}` (a schema file needs its "
-                                  "suffix: .yaml, .json, .avsc, .proto ...)", path=f"{at}.{use.field}")
-            config, path = NatsRegistryConfig(type="nats", bucket=bucket), f"{at}.{use.field}"
+            config, path = _implied(use, self._declared, at), f"{at}.{use.field}"
         if hasattr(config, "build"):
             try:
-                store = config.build(parts)
+                store = config.build(nats_connection(parts))
             except ConfigError as exc:
                 raise ConfigError(exc.detail, path=path) from None
         else:
-            store = config  # a store object given in Python
-        self._stores[key] = store
+            store, config = config, None  # a store object given in Python
+        self._bound[key] = Bound(use, path, config, store)
         return store
 
     def store(self, use: StoreUse) -> Any:
         """The store handed to the operators that name ``use`` (``bind`` built it)."""
-        return self._stores[(use.kind, use.resource)]
+        return self._bound[(use.kind, use.resource)].store
+
+    def bound(self) -> list[Bound]:
+        """The stores handed to operators, in the order they were first named."""
+        return list(self._bound.values())
 
     async def open(self) -> None:
         """Open every store an operator was handed, in the order they were named."""
-        for store in self._stores.values():
-            if store not in self._opened:
-                await store.open()
-                self._opened.append(store)
+        for bound in self._bound.values():
+            if bound.store not in self._opened:
+                await bound.store.open()
+                self._opened.append(bound.store)
 
     async def close(self) -> None:
         """Close the stores opened, last first; one that fails to close is logged, the others close."""
@@ -132,3 +187,18 @@ class Resources:
                 await store.close()
             except Exception as exc:
                 log.error("closing the store %s failed: %s", getattr(store, "where", store), exc)
+
+
+def _implied(use: StoreUse, declared: Mapping[tuple[str, str], Any], at: str) -> Any:
+    """The store a reference implies without a declaration (``registry``, ``nats://BUCKET``): a NATS bucket;
+    ``ConfigError`` at the operator's field for a name that must be declared."""
+    if use.kind == DICTIONARIES and use.bucket is not None:
+        settings = {"type": "nats", "bucket": use.bucket} | ({"nats": use.connection} if use.connection else {})
+        return validate(NatsDictionariesConfig, settings, at)
+    bucket = use.bucket or (DEFAULT_BUCKET if use.resource == REGISTRY else None)
+    if bucket is None:
+        names = ", ".join(n for k, n in declared if k == use.kind) or "none"
+        raise ConfigError(f"no {use.kind} resource {use.resource!r} (declared: {names}): declare it under "
+                          f"resources.{use.kind}, or name the registry `{REGISTRY}` (a schema file needs its "
+                          "suffix: .yaml, .json, .avsc, .proto ...)", path=f"{at}.{use.field}")
+    return NatsRegistryConfig(type="nats", bucket=bucket)

@@ -4,9 +4,14 @@
 pipeline's stop event: the source stops fetching, the batches already read go through
 the operators and the sink, the sink is flushed, what was written is acknowledged, and
 files are closed (a Parquet file gets its footer). If that takes longer than the
-pipeline's ``shutdown_timeout``, or a second signal arrives, the run is cancelled:
-parts are still closed, and records not yet acknowledged are redelivered later (a
-JetStream source is at-least-once; nothing is acked that was not written).
+pipeline's ``shutdown_timeout``, or a second signal arrives, the run is cut: parts are
+still closed, records not yet acknowledged are redelivered later (a JetStream source is
+at-least-once; nothing is acked that was not written), records a source cannot send again
+are counted as discarded, and the stats say what the cut left (``RunStats.cut``).
+
+Which stop is which, for the exit code (``core/exit_codes.py``): SIGTERM is the normal end of a
+long-lived worker; SIGINT before the end of a bounded run (a count, a duration, ``stop_at_end``, a
+file: ``Source.ends``) *interrupts* it (``RunStats.interrupted``: exit 130 after the drain).
 """
 
 from __future__ import annotations
@@ -30,8 +35,12 @@ class ShutdownTimeout(WirepipeError):
     """The drain after a stop signal did not finish within ``shutdown_timeout``."""
 
 
-async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None) -> RunStats:
-    """Run ``pipeline`` until its source ends or a signal arrives, then drain within its deadline."""
+async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None, *,
+                           ends: bool | None = None) -> RunStats:
+    """Run ``pipeline`` until its source ends or a signal arrives, then drain within its deadline.
+
+    ``ends``: the run has an end of its own, so a SIGINT before it interrupts the run (default: the source
+    says, ``Source.ends``; ``tap --limit`` is a bound its sink keeps)."""
     from .service import with_service
 
     loop = asyncio.get_running_loop()
@@ -39,27 +48,38 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
     signals = 0
     task = asyncio.ensure_future(with_service(pipeline, pipeline.run_async(stop)))  # a NATS service beside the run
     deadline: asyncio.TimerHandle | None = None
-    timed_out = False
+    # why the drain was cut, and what it left: records unconfirmed, records unacked, the sink's error if it still failed
+    cut: tuple[str, int, int, str | None] | None = None
+    interrupted = False
+    bounded = pipeline.source.ends if ends is None else ends
+
+    def cut_now(why: str) -> None:
+        nonlocal cut
+        sink = pipeline.sink
+        unconfirmed = sink.unconfirmed if sink is not None else 0
+        cut = (why, unconfirmed, pipeline.unacked_records if pipeline.source.redelivers else 0, pipeline.sink_error)
+        task.cancel()
 
     def expire() -> None:
-        nonlocal timed_out
-        timed_out = True
         log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; %s",
                   pipeline.shutdown_timeout, "records not acknowledged will be redelivered"
                   if pipeline.source.redelivers else "records read and not written are counted as discarded")
-        task.cancel()
+        cut_now(f"the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s)")
 
     def on_signal(signame: str) -> None:
-        nonlocal signals, deadline
+        nonlocal signals, deadline, interrupted
         signals += 1
         if signals == 1:
             log.info("%s: draining (stop reading, finish in-flight batches, flush, ack; up to %.0fs)",
                      signame, pipeline.shutdown_timeout)
+            # SIGINT before the end of a bounded run interrupts it; SIGTERM is a long-lived worker's normal end.
+            interrupted = signame == "SIGINT" and bounded and not stop.is_set() and not pipeline.read_to_end
             stop.set()
             deadline = loop.call_later(pipeline.shutdown_timeout, expire)
-        else:
+        elif cut is None:
             log.warning("%s again: stopping without finishing the drain", signame)
-            task.cancel()
+            interrupted = True
+            cut_now(f"a second {signame}: stopped without finishing the drain")
 
     installed = []
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -69,26 +89,31 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
     try:
         given_up_at = None
         while True:
-            # After the deadline the cancelled run gets a short grace to close its parts; a part that
-            # cannot close (a hung server swallowing nats-py's close) must not keep the process alive.
+            # After a cut the cancelled run gets a short grace to close its parts; a part that cannot close
+            # (a hung server swallowing nats-py's close) must not keep the process alive.
             done, _ = await asyncio.wait({task}, timeout=0.5)
             if done:
                 break
-            if not timed_out:
+            if cut is None:
                 continue
             given_up_at = given_up_at or loop.time()
             if loop.time() - given_up_at < _CLOSE_GRACE:
                 continue
-            log.error("closing the pipeline's parts did not finish within %.0fs after shutdown_timeout: "
+            log.error("closing the pipeline's parts did not finish within %.0fs after the drain was cut: "
                       "leaving them", _CLOSE_GRACE)
-            raise ShutdownTimeout(_timeout_message(pipeline))
-        return task.result()
-    except asyncio.CancelledError:
-        if timed_out:
-            raise ShutdownTimeout(_timeout_message(pipeline)) from None
-        if signals:
-            raise KeyboardInterrupt from None
-        raise
+            raise ShutdownTimeout(_timeout_message(pipeline, cut[0]))
+        if cut is None:
+            stats = task.result()
+        else:  # cancelled: its parts closed, its figures are complete (``Pipeline.run_async`` set them)
+            with contextlib.suppress(asyncio.CancelledError):
+                task.result()
+            stats = pipeline.stats
+            why, unconfirmed, unacked, stats.sink_error = cut
+            stats.cut = _timeout_message(pipeline, why, unconfirmed, unacked, stats.sink_error)
+            stats.unconfirmed = unconfirmed
+            stats.outstanding = max(stats.outstanding, unacked)
+        stats.interrupted = interrupted
+        return stats
     finally:
         if deadline is not None:
             deadline.cancel()
@@ -96,11 +121,16 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
             loop.remove_signal_handler(sig)
 
 
-def _timeout_message(pipeline: Pipeline) -> str:
-    """What the drain could not settle, for the error that ends the process."""
-    unacked = pipeline.unacked_records
-    unconfirmed = pipeline.sink.unconfirmed if pipeline.sink is not None else 0
-    what = []
+def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = None, unacked: int | None = None,
+                     sink_error: str | None = None) -> str:
+    """What a cut drain could not settle: for the run summary (given what was unsettled at the cut), or with the
+    source's losses for the error that ends the process when the parts would not close (no summary then)."""
+    summary = unacked is not None
+    if unacked is None:
+        unacked = pipeline.unacked_records
+    if unconfirmed is None:
+        unconfirmed = pipeline.sink.unconfirmed if pipeline.sink is not None else 0
+    what = [f"the sink still failing ({sink_error})"] if sink_error else []
     if unconfirmed:
         what.append(f"{unconfirmed} record(s) published but unconfirmed by the server")
     if unacked and pipeline.source.redelivers:
@@ -108,19 +138,21 @@ def _timeout_message(pipeline: Pipeline) -> str:
     elif unacked:
         what.append(f"{unacked} record(s) written but not flushed")
     losses = pipeline.source.losses()
-    if losses and (losses["lost"] or losses.get("unsure")):
+    if summary:  # the summary line has the losses by kind
+        if losses and losses.get("discarded"):
+            what.append("records read and not written are counted as discarded (lost)")
+    elif losses and (losses["lost"] or losses.get("unsure")):
         from .monitor import loss_summary
 
         what.append("core NATS: " + loss_summary(losses).lstrip(", "))
     unwritten = pipeline.metrics.figures()["metrics_rows_unwritten"] if pipeline.metrics is not None else 0
     if unwritten:
         what.append(f"{unwritten} metrics row(s) not written (the disk refused them)")
-    left = "; ".join(what) or "nothing known unsettled"
-    return (f"{pipeline.name}: the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s): "
-            f"{left}")
+    left = "; ".join(what) or "nothing left unsettled"
+    return f"{pipeline.name}: {why}: {left}"
 
 
-def run_worker(pipeline: Pipeline) -> RunStats:
+def run_worker(pipeline: Pipeline, *, ends: bool | None = None) -> RunStats:
     """Run ``run_worker_async`` in a new event loop: the entry point of ``wirepipe run``.
 
     Unlike ``asyncio.run``, leftover tasks get a bounded wait after cancellation: a task stuck
@@ -128,7 +160,7 @@ def run_worker(pipeline: Pipeline) -> RunStats:
     """
     loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(run_worker_async(pipeline))
+        return loop.run_until_complete(run_worker_async(pipeline, ends=ends))
     finally:
         tasks = asyncio.all_tasks(loop)
         for t in tasks:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError
 from . import report
-from .cases import CaseResult, LoadedFile, find_test_files, load, run_case, snapshot
+from .cases import CaseResult, LoadedFile, find_test_files, load, recorded_expect, run_case
 from .snapshot import unrecordable
 
 __all__ = ["Session", "collect", "run_files"]
@@ -74,7 +74,7 @@ def run_files(files: list[LoadedFile], *, update: bool = False, echo: Callable[[
                 why = unrecordable(result.outputs, result.rejects)
                 if why is None:
                     result = run_case(loaded, i, update=True)
-                    updates[i] = snapshot(result)
+                    updates[i] = recorded_expect(result)
                 else:
                     result.failures.append(why)
             session.results.append(result)

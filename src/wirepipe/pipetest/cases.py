@@ -4,6 +4,12 @@ A case runs in this process with no server: ``testing.between`` puts the pipelin
 batching, dead-letter routing) between the case's input and a ``TestingSink``. The outputs are what
 the sink would have written: each record's value, the subject a NATS sink would publish it to
 (its subject template rendered), the headers it would carry (before the publish-time stamps).
+
+What the test replaces needs no variable: the source, the sink (all but its ``subject``, which names the
+outputs' subjects), the dead letter, metrics and monitor, and the pipeline's stores the test file declares
+under ``resources:`` (a folder of ``.zdict`` files for ``nats://DICTS``, a folder registry for ``registry``).
+A store the pipeline reaches through NATS and the test file does not replace is refused when the file is
+loaded (``wirepipe validate`` says so too): a test runs without a server.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ class CaseResult:
     elapsed: float = 0.0
     updated: bool = False
     interrupted: bool = False  # Ctrl-C during the case: it drained and stopped, and so does the session
+    redecoded: list[Output] | None = None  # --update: the payload outputs decoded by their headers, if they decode
 
     @property
     def id(self) -> str:
@@ -111,21 +118,75 @@ def load(path: Path) -> LoadedFile:
         raise ConfigError(f"the pipeline {pipeline} does not exist", file=str(path), path=where)
     loaded = LoadedFile(path, spec, pipeline)
     for i, case in enumerate(spec.tests):
-        build(loaded, case)  # the pipeline (and the case's --set) validate
+        pipe = build(loaded, case)  # the pipeline (and the case's --set) validate
         _check_input_files(loaded, case.input, f"tests[{i}].input")
+        decode = _decode_spec(case.expect)
+        if decode is not None:
+            try:
+                _decoder(loaded, pipe, decode)
+            except (ConfigError, ValueError, OSError) as exc:
+                detail = exc.detail if isinstance(exc, ConfigError) else str(exc)
+                raise ConfigError(detail, file=str(path), path=f"tests[{i}].expect.decode") from None
     return loaded
 
 
+REPLACED = ("source", "sink", "dead_letter", "metrics", "monitor")  # the parts a case runs without
+KEPT = ("sink.subject",)  # what the outputs still take from them: the subjects a NATS sink would publish to
+
+
 def build(loaded: LoadedFile, case: Case) -> Any:
-    """A fresh ``Pipeline`` from the pipeline file for one case (operators keep state: none is shared)."""
-    from ..pipelines.config import build_pipeline, read_config, validate_config
+    """A fresh ``Pipeline`` from the pipeline file for one case (operators keep state: none is shared), with the
+    test file's stores in place of the pipeline's; ``ConfigError`` for a store it would reach through NATS."""
+    from ..pipelines.config import build_pipeline, read_config, replaced_parts, validate_config
 
     env = {**os.environ, **loaded.spec.env}
-    data = read_config(loaded.pipeline, [*loaded.spec.set_, *case.set_], env)
+    stores = _test_stores(loaded, case)
+    replaced = replaced_parts(*REPLACED, *(f"resources.{kind}.{name}" for kind, name in stores), kept=KEPT)
+    data = read_config(loaded.pipeline, [*loaded.spec.set_, *case.set_], env, replaced=replaced)
     data.pop("metrics", None)  # a test writes no results
     data.pop("monitor", None)
+    declared = data.setdefault("resources", {})
+    if isinstance(declared, dict):  # anything else: the pipeline's validation says what it should be
+        for (kind, name), config in stores.items():
+            if not isinstance(declared.get(kind), dict):
+                declared[kind] = {}
+            declared[kind][name] = config
     cfg = validate_config(data, file=str(loaded.pipeline))
-    return build_pipeline(cfg, file=str(loaded.pipeline))
+    pipe = build_pipeline(cfg, file=str(loaded.pipeline))
+    _refuse_servers(loaded, pipe.resources)
+    return pipe
+
+
+def _test_stores(loaded: LoadedFile, case: Case) -> dict[tuple[str, str], dict[str, Any]]:
+    """The stores the test file (then the case) declares, by kind and name, as config data; a folder's path from
+    the test file's folder."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    at = f"tests[{loaded.spec.tests.index(case)}].resources"
+    for where, declared in (("resources", loaded.spec.resources), (at, case.resources)):
+        for kind, named in declared.named().items():
+            for name, config in named.items():
+                data = config.model_dump(mode="json", exclude_unset=True)
+                if isinstance(data.get("path"), str):
+                    data["path"] = str(loaded.path.parent / data["path"])
+                    if not Path(data["path"]).is_dir():
+                        raise ConfigError(f"{data['path']}: no such folder", file=str(loaded.path),
+                                          path=f"{where}.{kind}.{name}.path")
+                out[(kind, name)] = data
+    return out
+
+
+def _refuse_servers(loaded: LoadedFile, resources: Any) -> None:
+    """``ConfigError`` naming the fix for a store the pipeline would reach through NATS: a test has no server."""
+    for bound in resources.bound():
+        if not bound.reached_through_nats:
+            continue
+        kind, name = bound.use.kind, bound.use.resource
+        fill = (f"wirepipe dict show nats://{name}/NAME --out FOLDER/NAME.zdict" if kind == "dictionaries"
+                else "wirepipe schema push FILE --name NAME --registry FOLDER")
+        raise ConfigError(f"{loaded.pipeline.name} {bound.at} reads {kind} from {bound.store.where}, a NATS bucket, "
+                          f"and a test runs without a server: declare `resources: {{{kind}: {{{name}: {{type: folder, "
+                          f"path: FOLDER}}}}}}` in the test file (fill it: {fill})", file=str(loaded.path),
+                          path="resources")
 
 
 def _input_paths(loaded: LoadedFile, spec: InputSpec) -> list[str]:
@@ -245,8 +306,11 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
         source = source_for(loaded, case.input, f"tests[{index}].input", getattr(pipe.source, "schema", None))
         sink = TestingSink()
         _run(between(pipe, source, sink))
-        result.outputs = outputs(pipe, sink, _decode_spec(case.expect))
+        decode = _decode_spec(case.expect)
+        result.outputs = outputs(pipe, sink, _decoder(loaded, pipe, decode) if decode is not None else None)
         result.rejects = list(sink.rejects)
+        if update and decode is None:
+            result.redecoded = _redecode(result.outputs, _decoder(loaded, pipe, DecodeSpec()))
     except KeyboardInterrupt:
         result.error = "interrupted (Ctrl-C): the case drained and stopped"
         result.interrupted = True
@@ -289,8 +353,9 @@ def _decode_spec(expect: Expect | None) -> DecodeSpec | None:
     return expect.decode if isinstance(expect.decode, DecodeSpec) else DecodeSpec()
 
 
-def outputs(pipe: Any, sink: Any, decode: DecodeSpec | None) -> list[Output]:
-    """What the pipeline's own sink would have written, from what the testing sink kept."""
+def outputs(pipe: Any, sink: Any, decoder: Any = None) -> list[Output]:
+    """What the pipeline's own sink would have written, from what the testing sink kept; payloads decoded by
+    ``decoder`` (``_decoder``) when given."""
     from ..wire import SubjectTemplate
 
     records = sink.records
@@ -305,8 +370,8 @@ def outputs(pipe: Any, sink: Any, decode: DecodeSpec | None) -> list[Output]:
         headers = [None] * len(records)
     sizes: list[int | None] = [None] * len(records)
     values = list(records)
-    if decode is not None:
-        values, sizes = _decoded(values, headers, decode)
+    if decoder is not None:
+        values, sizes = _decoded(values, headers, decoder)
     return [Output(v, s, dict(h) if h else None, n) for v, s, h, n in zip(values, subjects, headers, sizes,
                                                                              strict=True)]
 
@@ -315,16 +380,54 @@ class UndecodableOutput(WirepipeError):
     """``decode: true`` and an output that does not decode by its headers."""
 
 
-def _decoded(values: list[Any], headers: list[dict[str, str] | None], decode: DecodeSpec
-             ) -> tuple[list[Any], list[int | None]]:
+@dataclass
+class Decoder:
+    """A ``HeaderDecoder`` as a case decodes its outputs with: handed the dictionary stores the pipeline's operators
+    read (or the ones ``decode`` names), which it opens around each use."""
+
+    decoder: Any
+    resources: Any
+
+    def __call__(self, batch: Batch) -> Batch:
+        import asyncio
+
+        async def decode() -> Batch:
+            await self.resources.open()
+            try:
+                await self.decoder.prepare(batch)
+                return self.decoder(batch)
+            finally:
+                await self.resources.close()
+
+        return asyncio.run(decode())
+
+
+def _decoder(loaded: LoadedFile, pipe: Any, decode: DecodeSpec) -> Decoder:
+    """The decoder of ``decode``: its schema, and the dictionaries it names or the pipeline's own (a compress's
+    file, the store a compress or decompress names)."""
     from ..operators.by_headers import HeaderDecoder
 
+    named = [op.shared.ref.bucket for op in pipe.operators if getattr(op, "shared", None) is not None]
+    files = [op.local_dictionary for op in pipe.operators if getattr(op, "local_dictionary", None) is not None]
+    store = decode.dictionaries or (f"nats://{named[-1]}" if named else None)
+    if decode.dictionary is not None:
+        dictionary: bytes | None = (loaded.path.parent / decode.dictionary).read_bytes()
+    else:
+        dictionary = files[-1] if files else None
+    decoder = HeaderDecoder(decode.spec(), no_schema="give `decode: {schema: ...}`", dictionaries=store,
+                            dictionary=dictionary)
+    pipe.resources.bind([decoder], (pipe.source, pipe.sink), ["expect.decode"])
+    _refuse_servers(loaded, pipe.resources)
+    return Decoder(decoder, pipe.resources)
+
+
+def _decoded(values: list[Any], headers: list[dict[str, str] | None], decoder: Decoder
+             ) -> tuple[list[Any], list[int | None]]:
     payload = [isinstance(v, (bytes, bytearray, memoryview)) for v in values]
     if not any(payload):
         return values, [None] * len(values)
     index = [i for i, p in enumerate(payload) if p]
     batch = Batch([values[i] for i in index], headers=[headers[i] for i in index], meta={"i": index})
-    decoder = HeaderDecoder(decode.spec(), no_schema="give `decode: {schema: ...}`")
     batch = decoder(batch)
     if batch.rejected:
         r = batch.rejected[0]
@@ -463,7 +566,7 @@ def _rejection_failures(expect: Expect, rejects: list[Any]) -> list[str]:
 # --- snapshots ---------------------------------------------------------------------------------------
 
 
-def snapshot(result: CaseResult) -> dict[str, Any]:
+def recorded_expect(result: CaseResult) -> dict[str, Any]:
     """What ``--update`` records as the case's ``expect``: the outputs exactly and the rejections,
     keeping the case's own ``decode`` and ``each``."""
     old = result.case.expect
@@ -471,12 +574,9 @@ def snapshot(result: CaseResult) -> dict[str, Any]:
     if old is not None and old.decode is not False:
         expect["decode"] = old.decode if isinstance(old.decode, bool) else old.decode.model_dump(
             by_alias=True, exclude_unset=True)
-    elif any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE)
-             for o in result.outputs):
-        decoded = _redecode(result)
-        if decoded is not None:  # payloads recorded as what they decode to: readable, and stable across libraries
-            expect["decode"] = True
-            result.outputs = decoded
+    elif result.redecoded is not None:  # payloads recorded as what they decode to: readable, stable across libraries
+        expect["decode"] = True
+        result.outputs = result.redecoded
     expect["count"] = len(result.outputs)
     if all(o.subject is None and not o.headers for o in result.outputs):
         expect["records"] = [plain(o.value) for o in result.outputs]
@@ -493,11 +593,13 @@ def snapshot(result: CaseResult) -> dict[str, Any]:
     return expect
 
 
-def _redecode(result: CaseResult) -> list[Output] | None:
-    """The outputs decoded by their headers, or None when one does not decode (then they stay bytes)."""
+def _redecode(outs: list[Output], decoder: Decoder) -> list[Output] | None:
+    """Payload outputs decoded by their headers, for ``--update`` to record; None when there are none, or one does
+    not decode (then they stay bytes)."""
+    if not any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE) for o in outs):
+        return None
     try:
-        values, sizes = _decoded([o.value for o in result.outputs], [o.headers for o in result.outputs],
-                                 DecodeSpec())
+        values, sizes = _decoded([o.value for o in outs], [o.headers for o in outs], decoder)
     except UndecodableOutput:
         return None
-    return [Output(v, o.subject, o.headers, n) for v, o, n in zip(values, result.outputs, sizes, strict=True)]
+    return [Output(v, o.subject, o.headers, n) for v, o, n in zip(values, outs, sizes, strict=True)]

@@ -5,6 +5,8 @@ is allowed, as a pipeline's config errors do.
 pipeline: decode.yaml            # default: this file's name without .test (decode.test.yaml -> decode.yaml)
 env: {STREAM: POINTS}            # ${VAR}s of the pipeline file (over the process environment)
 set: ["operators[0].decompress.max_output_size=1MiB"]   # --set overrides for every case
+resources:                       # stores standing in for the pipeline's (paths relative to this file)
+  dictionaries: {DICTS: {type: folder, path: dicts}}
 tests:
   - name: points published as msgpack + zstd come out decoded
     input: {records: [{x: 1, y: 2}], encode: msgpack|zstd}
@@ -16,16 +18,37 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.functional_validators import BeforeValidator
 
 from ..core.errors import ConfigError
 from ..core.fields import Condition, compile_pattern
 from ..core.models import Strict, config_error, parse_field_path
 from ..operators.encode import EncodeParams
 from ..operators.schema_options import SchemaParam, with_message
+from ..pipelines.resources import ResourcesConfig
 from ..wire import subject_regex
+
+
+def _overrides(value: Any) -> Any:
+    """``set:`` as a list of ``PATH=VALUE`` strings; a mapping or a string gets one line saying what to write."""
+    import yaml
+
+    def flow(v: Any) -> str:
+        return yaml.safe_dump(v, default_flow_style=True, sort_keys=False, width=1 << 16).removesuffix("...\n").strip()
+
+    if isinstance(value, dict):
+        shown = ", ".join(f'"{k}={flow(v)}"' for k, v in value.items())
+    elif isinstance(value, str):
+        shown = f'"{value}"'
+    else:
+        return value
+    raise ValueError(f"`set:` is a list of PATH=VALUE overrides, as --set takes them: write set: [{shown}]")
+
+
+Overrides = Annotated[list[str], BeforeValidator(_overrides)]
 
 
 class SizeBounds(Strict):
@@ -119,10 +142,25 @@ class RejectionSpec(Strict):
 
 class DecodeSpec(Strict):
     """Payload outputs decoded by their headers (Content-Encoding, Content-Type) before their values are
-    compared; ``schema`` for the formats that carry none on the wire."""
+    compared; ``schema`` for the formats that carry none on the wire; the zstd dictionaries the pipeline's own
+    ``compress`` and ``decompress`` use unless ``dictionary`` or ``dictionaries`` say others."""
 
     schema_: SchemaParam = Field(default=None, alias="schema")
     message: str | None = None
+    dictionary: str | None = Field(default=None, description="a zstd dictionary file the outputs were compressed "
+                                   "with (relative to the test file); default: the pipeline's compress's file")
+    dictionaries: str | None = Field(default=None, description="nats://NAME: the dictionary store whose ids the "
+                                     "frames carry (the test file's resource, or the pipeline's); default: the one "
+                                     "the pipeline's compress or decompress names")
+
+    @field_validator("dictionaries")
+    @classmethod
+    def _store(cls, v: str | None) -> str | None:
+        from ..core.stores import parse_dictionary_ref
+
+        if v is not None:
+            parse_dictionary_ref(v, name=False)
+        return v
 
     def spec(self) -> Any:
         return with_message(self.schema_, self.message)
@@ -230,11 +268,16 @@ class InputSpec(Strict):
         return self
 
 
+RESOURCES = ("stores that stand in for the pipeline's of the same name (a folder of .zdict files for nats://DICTS, "
+             "a folder registry for registry): a test runs without a server; paths relative to the test file")
+
+
 class Case(Strict):
     name: str = Field(min_length=1)
     input: InputSpec
     expect: Expect | None = Field(default=None, description="missing: record it with wirepipe test --update")
-    set_: list[str] = Field(default_factory=list, alias="set", description="--set overrides for this case")
+    set_: Overrides = Field(default_factory=list, alias="set", description="--set overrides for this case")
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig, description=f"this case's {RESOURCES}")
 
 
 class TestFile(Strict):
@@ -242,7 +285,9 @@ class TestFile(Strict):
 
     pipeline: str | None = Field(default=None, description="the pipeline file, relative to this one")
     env: dict[str, str] = Field(default_factory=dict)
-    set_: list[str] = Field(default_factory=list, alias="set")
+    set_: Overrides = Field(default_factory=list, alias="set", description="--set overrides for every case: "
+                            'PATH=VALUE strings, ["sink.subject=out"]')
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig, description=RESOURCES)
     tests: list[Case] = Field(min_length=1)
 
 

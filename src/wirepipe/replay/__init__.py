@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..connectors.connector import Unreadable
+    from ..core.exit_codes import Outcome
 
 
 @dataclass
@@ -32,10 +33,11 @@ class Replay:
     stop_on_error: bool = False  # stop at the first unreadable file or row group (default: replay the rest)
 
     def config(self) -> dict[str, Any]:
-        """The pipeline file's config (variables and overrides applied) with the capture as its source."""
-        from ..pipelines.config import read_config
+        """The pipeline file's config (variables and overrides applied) with the capture as its source (whose
+        variables need not be set: it is replaced)."""
+        from ..pipelines.config import read_config, replaced_parts
 
-        data = read_config(self.pipeline, self.overrides)
+        data = read_config(self.pipeline, self.overrides, replaced=replaced_parts("source"))
         data["source"] = {
             "type": "capture", "path": [str(c) for c in self.captures], "batch_size": self.batch_size,
             "count": self.count, "pace": self.pace, "speed": self.speed, "pace_by": self.pace_by,
@@ -65,29 +67,39 @@ class ReplayResult:
     elapsed: float = 0.0
     workers: int = 1
     stage_records: dict[str, int] = field(default_factory=dict)
+    # Where its output, dead letters and metrics went, one line each (``monitor.run_outputs``: ``output: jsonl
+    # out.jsonl (1.20 MB)``, ``metrics: m``)
     outputs: list[str] = field(default_factory=list)
     unreadable: list[Unreadable] = field(default_factory=list)  # parts of the capture that could not be read
     rejections: list[Any] = field(default_factory=list)  # by stage, operator and reason (``Rejections.rows``)
-    dead_letters: list[str] = field(default_factory=list)  # where the rejected records went
+    interrupted: bool = False  # a SIGINT stopped it before the end of the capture (after a clean drain)
 
     @property
     def records_per_second(self) -> float:
         return self.records_in / self.elapsed if self.elapsed > 0 else 0.0
 
+    def outcome(self) -> Outcome:
+        """What the replay's exit code follows (``exit_codes.verdict``), as ``wirepipe run``'s does."""
+        from ..connectors.connector import describe_unreadable
+        from ..core.exit_codes import Outcome
+
+        return Outcome(records=self.records_in, rejected=self.rejected, interrupted=self.interrupted,
+                       failures=[describe_unreadable(self.unreadable, "capture")] if self.unreadable else [])
+
     def summary(self) -> str:
         where = f" on {self.workers} workers" if self.workers > 1 else ""
         text = (f"{self.pipeline}: replayed {self.records_in} records ({self.runner}{where}) in {self.elapsed:.2f}s "
                 f"({self.records_per_second:,.0f} records/s): {self.records_out} out, {self.rejected} rejected")
-        if self.outputs:
-            shown = ", ".join(self.outputs[:4]) + (f" and {len(self.outputs) - 4} more" if len(self.outputs) > 4 else "")
-            text += f"; output: {shown}"
+        if self.interrupted:
+            text += ", interrupted (SIGINT) before the end of the capture"
+        lines = [text]
         if self.unreadable:
             from ..connectors.connector import describe_unreadable
 
-            text += f"\n  not replayed: {describe_unreadable(self.unreadable, 'capture')}"
+            lines.append(f"not replayed: {describe_unreadable(self.unreadable, 'capture')}")
         from ..pipelines.monitor import rejection_lines
 
-        return "\n  ".join([text, *rejection_lines(self.rejections), *(f"dead letters: {d}" for d in self.dead_letters)])
+        return "\n  ".join([*lines, *rejection_lines(self.rejections), *self.outputs])
 
 
 __all__ = ["Replay", "ReplayResult"]

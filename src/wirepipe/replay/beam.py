@@ -32,6 +32,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -278,23 +279,58 @@ def result_sinks() -> list[str]:
     return names
 
 
-def _refuse_io(cfg: Any, file: str) -> None:
-    """The DoFn runs the operators' passes alone: an operator that does I/O around them (a zstd dictionary
-    fetched from NATS) needs the local runner's loop."""
-    from ..operators.operator import BuildContext
-    from ..pipelines.config import build_operators
+@dataclass
+class Job:
+    """A Beam replay built where it was started (the capture planned, the files and stores its operators read
+    fetched into the DoFn), not run yet: ``run()`` runs it, needing no server."""
 
-    for i, entry in enumerate(cfg.operators):
-        where = f"operators[{i}].{entry.kind}"
-        ctx = BuildContext(allow_pickle=cfg.allow_pickle)
-        if any(op.io for op in build_operators(getattr(entry, entry.kind), ctx, where, file)):
-            raise ConfigError("fetches from NATS around its passes (a zstd dictionary): the Beam runner runs the "
-                              "passes alone; replay it with the local runner", file=file, path=where)
+    name: str
+    pipeline: Any  # the Beam pipeline
+    opts: Any
+    output: str
+    files: bool  # the sink's results are Parquet parts under output/results (else discarded: a null sink)
+
+    def run(self) -> ReplayResult:
+        from apache_beam.options.pipeline_options import DirectOptions
+
+        from .beam_fn import join
+
+        separate = self.opts.view_as(DirectOptions).direct_running_mode == "multi_processing"
+        started = time.monotonic()
+        runner_log = logging.getLogger("apache_beam.runners.common")
+        runner_log.addFilter(_no_interrupt_traceback)
+        try:
+            with quiet_worker_processes() if separate else contextlib.nullcontext(), relayed_job_messages():
+                state = self.pipeline.run()
+                state.wait_until_finish()
+        except WirepipeError:
+            raise
+        except Exception as exc:
+            if _interrupted(exc):  # a Ctrl-C that reached a DoFn, wrapped by the runner: an interruption (130)
+                raise KeyboardInterrupt from None
+            raise WirepipeError(f"the Beam pipeline failed: {_short_error(exc)}") from None
+        finally:
+            runner_log.removeFilter(_no_interrupt_traceback)
+        result = ReplayResult(pipeline=self.name, runner=f"beam {_runner_name(self.opts)}",
+                              elapsed=time.monotonic() - started)
+        _fill_counts(result, state)
+        result.outputs = [f"output: {join(self.output, 'results')}/ (Parquet parts)" if self.files
+                          else "output: null (discarded)"]
+        if result.rejected:
+            result.outputs.append(f"dead letters: {self.output}/dead_letter/ (dead-letter envelopes)")
+        result.outputs.append(f"metrics: {join(self.output, 'metrics')}/")
+        return result
 
 
 def run(replay: Replay, *, output: str | None = None, options: list[str] | None = None) -> ReplayResult:
     """Replay a capture on a Beam runner; results and metrics under ``output`` (default: a new folder in results/)."""
-    from ..pipelines.config import build_connector
+    return build_job(replay, output=output, options=options).run()
+
+
+def build_job(replay: Replay, *, output: str | None = None, options: list[str] | None = None) -> Job:
+    """The Beam job of a replay: checked, its capture planned, what its operators read (files, and the stores they
+    name, fetched now: a NATS bucket of dictionaries, a schema registry) carried inside it."""
+    from ..pipelines.config import build_connector, build_pipeline
 
     data = replay.config()
     cfg = replay.validated(data)
@@ -305,13 +341,13 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
                           file=replay.pipeline, path="sink.type")
     if replay.pace != "max":
         raise ConfigError("--pace original needs the local runner: Beam processes row groups in any order")
-    _refuse_io(cfg, replay.pipeline)
+    local = build_pipeline(cfg, file=replay.pipeline)  # its stores, as a local replay reaches them
     beam = import_beam()
     from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquetBatched
 
     from ..core.allocator import keep_freed_memory
     from ..metrics.recorder import new_run_id
-    from .beam_files import read_job_files
+    from .beam_files import read_job_files, read_job_stores
     from .beam_fn import ReplayRowGroupFn, join, metrics_schema
 
     keep_freed_memory()  # before the metadata records it: the DoFns build their pipelines later (in process, too)
@@ -324,10 +360,10 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
         output = os.path.abspath(output)
     _check_output(output)
     config = cfg.model_dump(mode="json", by_alias=True)
-    dofn = ReplayRowGroupFn(config, replay.pipeline, positions, limit, output, replay.batch_size, run_id,
-                            sink.batch_results == "files", read_job_files(config))
+    job_config, stores = read_job_stores(config, local)
+    dofn = ReplayRowGroupFn(job_config, replay.pipeline, positions, limit, output, replay.batch_size, run_id,
+                            sink.batch_results == "files", {**read_job_files(config), **stores}, recorded=config)
     reach_job_service(opts)  # before the Pipeline copies the options
-    started = time.monotonic()
     p = beam.Pipeline(options=opts)
     rows = (p
             | "Captures" >> beam.Create([f for f in files if f in positions])
@@ -336,29 +372,28 @@ def run(replay: Replay, *, output: str | None = None, options: list[str] | None 
     _ = rows | "Metrics" >> WriteToParquetBatched(join(output, "metrics", "metrics"),
                                                   schema=metrics_schema(cfg.name, config, run_id), codec="zstd",
                                                   file_name_suffix=".parquet")
-    from apache_beam.options.pipeline_options import DirectOptions
-
-    separate = opts.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    try:
-        with quiet_worker_processes() if separate else contextlib.nullcontext(), relayed_job_messages():
-            state = p.run()
-            state.wait_until_finish()
-    except WirepipeError:
-        raise
-    except Exception as exc:
-        raise WirepipeError(f"the Beam pipeline failed: {_short_error(exc)}") from None
-    result = ReplayResult(pipeline=cfg.name, runner=f"beam {_runner_name(opts)}", elapsed=time.monotonic() - started)
-    _fill_counts(result, state)
-    result.outputs = [output]
-    if result.rejected:
-        result.dead_letters = [f"{output}/dead_letter/ (dead-letter envelopes)"]
-    return result
+    return Job(cfg.name, p, opts, output, files=sink.batch_results == "files")
 
 
 def _runner_name(opts: Any) -> str:
     from apache_beam.options.pipeline_options import StandardOptions
 
     return str(opts.view_as(StandardOptions).runner)
+
+
+def _no_interrupt_traceback(record: logging.LogRecord) -> bool:
+    """Beam logs a Ctrl-C that reached a DoFn as an error with its traceback; the command says "interrupted"."""
+    return not record.getMessage().startswith("KeyboardInterrupt")
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a runner's error is a ``KeyboardInterrupt`` it wrapped (in its chain, or named in its message)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt) or str(seen).startswith("KeyboardInterrupt"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _short_error(exc: BaseException) -> str:

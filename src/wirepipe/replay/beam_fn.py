@@ -6,10 +6,12 @@ the Beam runner and Beam workers (when they unpickle the DoFn) import it.
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +37,19 @@ REASON = "reason"  # counters "reason|<stage>|<operator>|<reason>": rejected rec
 class ReplayRowGroupFn(DoFn):
     """One row group through the operator chain: writes its results part, yields its metrics rows (a table).
 
-    Holds only plain data (the validated config, the files its operators read, file positions, paths);
-    the pipeline's operators, with their codec contexts, are built in ``setup()`` on the worker.
+    Holds only plain data (the validated config, the files and stores its operators read, file positions,
+    paths); the pipeline's operators, with their codec contexts, are built in ``setup()`` on the worker, which
+    also opens the stores (folders of what the job builder fetched: ``beam_files.read_job_stores``) and the
+    operators' I/O (``open``; ``prepare`` before each batch), as the run loop does, on an event loop of its own.
+    ``recorded`` is the config the metrics rows name (the pipeline's, before its stores became folders).
     """
 
     def __init__(self, config: dict[str, Any], file: str, positions: dict[str, tuple[int, int]], limit: int,
                  output: str, batch_size: int, run_id: str, write_results: bool,
-                 files: dict[str, JobFile] | None = None) -> None:
+                 files: dict[str, JobFile] | None = None, recorded: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.config = config
+        self.recorded = recorded if recorded is not None else config
         self.files = files or {}
         self.file = file
         self.positions = positions
@@ -60,12 +66,44 @@ class ReplayRowGroupFn(DoFn):
         if asked_in_environment():  # a runner's worker is not wirepipe's process: only when asked
             keep_freed_memory()
 
-        # The operators read their files when they are built: the worker's copies live only that long.
-        with tempfile.TemporaryDirectory(prefix="wirepipe-beam-job-") as folder:
-            config, originals = place_job_files(self.config, self.files, Path(folder))
-            self.pipe = build_pipeline(validate_config(config, file=self.file), file=self.file)
+        # The job's files, and the folders of its stores (read while it runs), for this DoFn's life.
+        self.folder = tempfile.mkdtemp(prefix="wirepipe-beam-job-")
+        config, originals = place_job_files(self.config, self.files, Path(self.folder))
+        self.pipe = build_pipeline(validate_config(config, file=self.file), file=self.file)
         restore_names(self.pipe.operators, originals)
         self.counters: dict[str, Any] = {}
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(self._open())
+        self.preparing = [op for op in self.pipe.operators if op.prepares]
+
+    async def _open(self) -> None:
+        pipe = self.pipe
+        await pipe.resources.open()
+        for op in pipe.operators:
+            await op.open((pipe.source, pipe.sink))
+
+    async def _close(self) -> None:
+        pipe = self.pipe
+        for op in reversed(pipe.operators):
+            await op.close()
+        await pipe.resources.close()
+
+    def prepare(self, batch: Any) -> None:
+        """The I/O the operators need before their pass over ``batch`` (the dictionaries its frames name)."""
+        async def each() -> None:
+            for op in self.preparing:
+                await op.prepare(batch)
+
+        self.loop.run_until_complete(each())
+
+    def teardown(self) -> None:
+        if getattr(self, "loop", None) is not None:
+            try:
+                self.loop.run_until_complete(self._close())
+            finally:
+                self.loop.close()
+        if getattr(self, "folder", None) is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def count(self, stage: str, operator: str, records: int) -> None:
         key = f"{stage}|{operator}"
@@ -87,14 +125,15 @@ class ReplayRowGroupFn(DoFn):
         table = table.slice(0, self.limit - start)
         pipe = self.pipe
         # Latency rows describe a live run, not a replay (the capture holds the recorded times).
-        recorder = MetricsRecorder(None, pipeline=pipe.name, config=self.config, run_id=self.run_id,
+        recorder = MetricsRecorder(None, pipeline=pipe.name, config=self.recorded, run_id=self.run_id,
                                    flush_interval=None, latency=False)
         recorder.open(pipeline_stages(pipe.source, pipe.operators, pipe.sink))
         results: list[Any] = []
         rejected: list[Any] = []
         position = start
         for rb in table.to_batches(max_chunksize=self.batch_size):
-            out, bad = run_chain(pipe, rb, position, recorder, self.write_results)
+            out, bad = run_chain(pipe, rb, position, recorder, self.write_results,
+                                 self.prepare if self.preparing else None)
             if out is not None:
                 results.append(out)
             rejected += bad
@@ -117,8 +156,10 @@ class ReplayRowGroupFn(DoFn):
         yield stages
 
 
-def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: bool) -> tuple[Any, list[Any]]:
-    """One batch of capture rows through the operators, stamped as the local run loop stamps it.
+def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: bool,
+              prepare: Callable[[Any], None] | None = None) -> tuple[Any, list[Any]]:
+    """One batch of capture rows through the operators (``prepare`` first: their I/O), stamped as the local run
+    loop stamps it.
 
     The batch index in the metrics rows is the capture position of the batch's first
     record: unique in the run whichever worker ran it. Returns the results as an Arrow
@@ -133,6 +174,8 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: b
     t0 = ns()
     batch = batch_from_arrow(rb, position)
     t1 = ns()
+    if prepare is not None:
+        prepare(batch)
     pipe.metrics = recorder
     batch = pipe.process_batch(batch, position, (t0, t1))
     t0 = ns()

@@ -19,11 +19,11 @@ same schedule from one common start, so the combined stream keeps the recorded t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import signal
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.capture_format import RowGroup, plan_row_groups
@@ -32,7 +32,7 @@ from ..connectors.connector import Unreadable, describe_unreadable
 from ..core.errors import WirepipeError
 from ..core.exit_codes import ExitCode
 from ..core.workers import Worker
-from ..pipelines.monitor import dead_letter_destination
+from ..pipelines.monitor import run_outputs, worker_outputs
 from ..pipelines.pool import merge_rejections, worker_config
 from ..pipelines.spawn import WorkerProcess, describe_exit, group_id, start
 from . import Replay, ReplayResult
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("wirepipe.replay")
 
-OUTPUT_SECTIONS = ("sink", "dead_letter")
 STOP_GRACE = 30.0  # seconds the other workers get to drain when one failed or the replay was interrupted
 
 
@@ -57,10 +56,13 @@ def run(replay: Replay, *, workers: int = 1, pacer: Pacer | None = None) -> Repl
 
 
 def build(replay: Replay, data: dict[str, Any] | None = None) -> Pipeline:
-    """The replay pipeline, built but not run."""
+    """The replay pipeline, built but not run. Without a ``dead_letter`` its rejects go to a file of the replay's
+    own (``out.replay.dead.jsonl``): never the file a live run of the same pipeline appends to."""
     from ..pipelines.config import build_pipeline
 
-    return build_pipeline(replay.validated(data), file=replay.pipeline)
+    pipe = build_pipeline(replay.validated(data), file=replay.pipeline)
+    pipe.dead_letter_role = "replay"
+    return pipe
 
 
 def _capture_source(pipe: Pipeline) -> CaptureSource:
@@ -74,26 +76,13 @@ def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> Re
     pipe = build(replay, data)
     if pacer is not None:
         _capture_source(pipe).pacer = pacer
-    stats = pipe.run()
+    from ..pipelines.worker import run_worker
+
+    stats = run_worker(pipe)  # signals as `wirepipe run`: a Ctrl-C drains, then the replay says it was interrupted
     return ReplayResult(pipeline=pipe.name, runner="local", records_in=stats.records_in,
                         records_out=stats.records_out, rejected=stats.rejected, elapsed=stats.elapsed,
-                        outputs=[p for p in _outputs(data) if Path(p).exists()], unreadable=stats.unreadable,
-                        rejections=stats.rejections.rows(),
-                        dead_letters=[d for d in [dead_letter_destination(pipe)] if d and stats.rejected])
-
-
-def _outputs(data: dict[str, Any]) -> list[str]:
-    """The files and folders a pipeline config writes to."""
-    out = []
-    for section in OUTPUT_SECTIONS:
-        part = data.get(section) or {}
-        for key in ("path", "dir"):
-            if isinstance(part.get(key), str) and part[key] != "-":
-                out.append(part[key])
-    metrics = data.get("metrics") or {}
-    if isinstance(metrics.get("path"), str):
-        out.append(metrics["path"])
-    return out
+                        outputs=run_outputs(pipe), unreadable=stats.unreadable, rejections=stats.rejections.rows(),
+                        interrupted=stats.interrupted)
 
 
 # --- several processes -------------------------------------------------------------------------
@@ -167,29 +156,59 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
                  "state": list(state), "paced": paced}
                 for cfg, share, state in zip(configs, shares, states, strict=True)]
     started = time.monotonic()
-    reports = asyncio.run(_run_shares(replay, messages, paced))
+    stop = _Stop()
+    reports = asyncio.run(_run_shares(replay, messages, paced, stop))
     result = ReplayResult(pipeline=str(data.get("name")), runner="local", workers=len(shares),
-                          elapsed=time.monotonic() - started, unreadable=unreadable)
+                          elapsed=time.monotonic() - started, unreadable=unreadable, interrupted=stop.interrupted)
     for stats in reports:
         result.records_in += stats["records_in"]
         result.records_out += stats["records_out"]
         result.rejected += stats["rejected"]
         result.unreadable += [Unreadable(*u) for u in stats["unreadable"]]
         result.rejections += stats["rejections"]
-        if stats["rejected"] and stats["dead_letter"]:
-            result.dead_letters.append(stats["dead_letter"])
     result.rejections = merge_rejections([result.rejections])
-    result.outputs = list(dict.fromkeys(p for cfg in configs for p in _outputs(cfg) if Path(p).exists()))
+    result.outputs = worker_outputs([stats["outputs"] for stats in reports])
     return result
 
 
-async def _run_shares(replay: Replay, messages: list[dict[str, Any]], paced: bool) -> list[dict[str, Any]]:
+class _Stop:
+    """The signals a multi-process replay got: the first drains every worker (SIGTERM to each; a SIGINT makes it
+    an interrupted replay), a second kills them."""
+
+    def __init__(self) -> None:
+        self.signals = 0
+        self.interrupted = False
+
+
+async def _run_shares(replay: Replay, messages: list[dict[str, Any]], paced: bool,
+                      stop: _Stop | None = None) -> list[dict[str, Any]]:
     """Start a worker per share, give the paced ones their common start once all are ready, and return each
-    one's stats in share order; the first failure stops the others and becomes the error."""
+    one's stats in share order; the first failure stops the others and becomes the error. A signal drains the
+    workers (each reports what it replayed); a second one kills them (``KeyboardInterrupt``)."""
     n = len(messages)
     group, level = group_id(), logging.getLogger().getEffectiveLevel()
     events: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
     procs: list[WorkerProcess] = []
+    stop = stop or _Stop()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signame: str) -> None:
+        stop.signals += 1
+        if stop.signals == 1:
+            log.info("%s: draining %d replay worker(s)", signame, len(procs))
+            stop.interrupted = signame == "SIGINT"
+            for proc in procs:
+                proc.end_input()  # a paced worker waiting for its start: it gets none
+                proc.signal(signal.SIGTERM)
+        else:
+            for proc in procs:
+                proc.signal(signal.SIGKILL)
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+            installed.append(sig)
 
     async def follow(k: int, proc: WorkerProcess) -> None:
         async for report in proc.reports():
@@ -203,11 +222,16 @@ async def _run_shares(replay: Replay, messages: list[dict[str, Any]], paced: boo
                                log_level=level, keep_input=paced)
             procs.append(proc)
             followers.append(asyncio.ensure_future(follow(k, proc)))
+            if stop.signals:  # started while the others drain: it drains too
+                proc.end_input()
+                proc.signal(signal.SIGTERM)
         stats: dict[int, dict[str, Any]] = {}
         ready: set[int] = set()
         ended: set[int] = set()
         while len(ended) < n:
             k, report = await events.get()
+            if stop.signals > 1:
+                raise KeyboardInterrupt
             if "error" in report:
                 raise WirepipeError(f"replay worker {k}: {report['error']}")
             if "stats" in report:
@@ -225,6 +249,8 @@ async def _run_shares(replay: Replay, messages: list[dict[str, Any]], paced: boo
                 ended.add(k)
         return [stats[k] for k in range(n)]
     finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
         await _stop(procs)
         for follower in followers:
             follower.cancel()
@@ -264,14 +290,15 @@ def run_share(message: dict[str, Any], channel: Channel) -> ExitCode:
 
         channel.send({"ready": True})
         go = channel.receive()
-        if not isinstance(go, dict) or "origin" not in go:
-            raise WirepipeError("stopped before the common start")
+        if not isinstance(go, dict) or "origin" not in go:  # stopped before the common start: it replayed nothing
+            channel.send({"stats": {"records_in": 0, "records_out": 0, "rejected": 0, "rejections": [],
+                                    "unreadable": [], "outputs": []}})
+            return ExitCode.OK
         last_ns, virtual_ns = message["state"]
         source.pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap, clock=WallClock(),
                              origin=float(go["origin"]), last_ns=last_ns, virtual_ns=virtual_ns)
     stats = run_worker(pipe)
     channel.send({"stats": {"records_in": stats.records_in, "records_out": stats.records_out,
                             "rejected": stats.rejected, "rejections": stats.rejections.rows(),
-                            "unreadable": [tuple(u) for u in stats.unreadable],
-                            "dead_letter": dead_letter_destination(pipe)}})
+                            "unreadable": [tuple(u) for u in stats.unreadable], "outputs": run_outputs(pipe)}})
     return ExitCode.OK

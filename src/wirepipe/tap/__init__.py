@@ -67,6 +67,7 @@ def build(data: dict[str, Any], sink: TapSink) -> Any:
     from ..pipelines.config import build_pipeline, validate_config
 
     pipe = build_pipeline(validate_config(data, file="wirepipe tap"), file="wirepipe tap")
+    pipe.source.observer = True  # what the tap leaves unread at its stop (--limit, Ctrl-C) is nobody's loss
     pipe.sink = sink
     sink.on_done = lambda: pipe.source.stopping.set()
     return pipe

@@ -44,11 +44,12 @@ class TapSink(Sink):
                  envelope: bool = False, stats: TapStats | None = None, lines: bool = True,
                  err: TextIO | None = None, announce: str | None = None, dictionaries: str | None = None) -> None:
         """``announce`` is said on ``err`` once the source listens (a script waits for it before publishing);
-        ``dictionaries`` (``nats://BUCKET``) is where the zstd dictionaries frames name are fetched from."""
+        ``dictionaries`` (``nats://BUCKET``) is the store the zstd dictionaries frames name are fetched from (the
+        bucket, reached as the tap's source is)."""
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.decoder = HeaderDecoder(schema, allow_pickle=allow_pickle, no_schema=NO_SCHEMA, dictionaries=dictionaries)
-        self._source: Any = None
+        self._resources: Any = None  # the decoder's dictionary store, once the source is known
         self.filters = list(filters)
         self.sample = sample
         self.limit = limit
@@ -66,12 +67,18 @@ class TapSink(Sink):
         self.on_done: Callable[[], None] = lambda: None  # set by the tap: stop the source at --limit
 
     def bind(self, pipeline: str, source: Any) -> None:
-        self._source = source  # the shared dictionaries connect as the source does (its URL, auth, TLS)
+        """The decoder's dictionary store, as a pipeline hands an operator its store: it reaches the server as the
+        source does (its URL, auth, TLS)."""
+        from ..pipelines.resources import Resources
+
+        self._resources = Resources()
+        self._resources.bind([self.decoder], (source,), ["tap"])
 
     async def open(self) -> None:
         """The source listens already (the run loop opens it first): say so; with the table on a terminal,
         redraw it live (once a second) until the tap stops."""
-        await self.decoder.open([self._source] if self._source is not None else [])
+        if self._resources is not None:
+            await self._resources.open()
         if self.announce:
             print(self.announce, file=self.err, flush=True)
         if self.stats is not None and not self.lines and self.out.isatty():
@@ -86,7 +93,8 @@ class TapSink(Sink):
 
     async def close(self) -> None:
         """The table as it ends: the live one's last frame, or printed once where there is no terminal."""
-        await self.decoder.close()
+        if self._resources is not None:
+            await self._resources.close()
         if self.stats is None or self.lines:
             return
         if self._live is not None:

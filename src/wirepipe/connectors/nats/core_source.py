@@ -60,6 +60,7 @@ class NatsSource(Configured, Source):
     stage = Stage.CONSUME
     drops_when_unread = True
     reads_while_busy = True
+    drains = True  # a stop unsubscribes, then finishes what the client received (``_stop_receiving``)
     shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"queue"}
 
@@ -172,8 +173,12 @@ class NatsSource(Configured, Source):
         gaps = self.gaps
         skip_control = self.reads_control
         while left != 0:
+            if self.stopping.is_set() and self.sub is not None:
+                await self._stop_receiving()
             got = await self.buffer.take(left if left > 0 else self.batch_size, self.stopping)
             if got is None:
+                if self.sub is not None:  # stopped while it waited: unsubscribe, then finish what had been sent
+                    continue
                 return
             if gaps is not None:
                 self._observe(got.headers, self.buffer.taken - len(got))
@@ -185,6 +190,17 @@ class NatsSource(Configured, Source):
             if left > 0:
                 left -= len(batch.values)
             yield batch
+
+    async def _stop_receiving(self) -> None:
+        """A drain, as NATS's own: unsubscribe, then one round trip, so every message the server sent before the
+        unsubscribe is in the client's queue (``RawSubscription`` still takes them) for the pipeline to finish;
+        what is published later goes to the queue group's other members, or to no one (core NATS)."""
+        sub, self.sub = self.sub, None
+        nc = self.conn.nc
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+            if nc is not None and nc.is_connected:
+                await nc.flush(timeout=5)
 
     # --- stamps and disconnects: events between messages ------------------------------------------
 
@@ -254,7 +270,11 @@ class NatsSource(Configured, Source):
         # are discarded, not missing), so the gap counter sees them before the last stamps apply.
         dropped = self.buffer.drop_messages()
         self.buffer.detach()
-        self.discarded += len(dropped)
+        # Left unread: lost, unless nobody else was owed them: an observer's copy (wirepipe tap), or what arrived
+        # past the run's count on a subscription of its own (a queue group's member took them from the others).
+        beyond_count = self.count is not None and self.buffer.delivered >= self.count and not self.queue
+        if not (self.observer or beyond_count):
+            self.discarded += len(dropped)
         if self.gaps is not None:
             self._observe(dropped.headers, self.buffer.taken - len(dropped))
             while self._events:

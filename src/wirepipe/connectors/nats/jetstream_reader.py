@@ -104,6 +104,10 @@ class JetStreamReader(Configured, Source):
         self._stream_subjects: list[str] | None = None  # when no filter subject: the stream's, once open
 
     @property
+    def ends(self) -> bool:
+        return self.stop_at_end or super().ends
+
+    @property
     def params(self) -> dict[str, Any]:
         return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
                 "batch_size": self.batch_size, **self.config.public_params()}

@@ -22,21 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
 from ...core.errors import ConfigError, NotConnected, WirepipeError
 from ...core.models import Duration, Strict
-from ...core.stores import NotRegistered
+from ...core.stores import RESOURCE_NAME, NotRegistered
 from ..schema_registry import NameEntry, SchemaRegistry
 from .connection import NatsConnection, NatsConnectionConfig
 
 DEFAULT_BUCKET = "WIREPIPE_SCHEMAS"
 SCHEME = "nats://"
 FINGERPRINTS, NAMES = "fingerprints.", "names."
-BUCKET_PATTERN = r"^[a-zA-Z0-9_-]+$"
 
 T = TypeVar("T")
 
@@ -149,21 +148,12 @@ def nats_registry(url: str | None, bucket: str = DEFAULT_BUCKET, *, timeout: flo
     return SchemaRegistry(KvBackend(NatsConnectionConfig(url=url), bucket, timeout=timeout))
 
 
-def connection_of(parts: Sequence[Any]) -> NatsConnectionConfig | None:
-    """The connection settings of the first of a pipeline's parts (source, sink) that is a NATS connector."""
-    for part in parts:
-        config = getattr(part, "config", None)
-        if isinstance(config, NatsConnectionConfig):
-            return config
-    return None
-
-
 class NatsRegistryConfig(Strict):
     """The schema registry in a NATS KV bucket, reached through the resource's own `nats:` settings or, without
     them, those of the pipeline's NATS source or sink (its URL, auth and TLS; a connection of its own)."""
 
     type: Literal["nats"]
-    bucket: str = Field(default=DEFAULT_BUCKET, pattern=BUCKET_PATTERN, description="the KV bucket")
+    bucket: str = Field(default=DEFAULT_BUCKET, pattern=RESOURCE_NAME, description="the KV bucket")
     nats: NatsConnectionConfig | None = Field(default=None, description="how to reach the server; default: as the "
                                               "pipeline's NATS source or sink does")
     timeout: Duration = Field(default=5.0, gt=0, description="one request to the bucket; past it the batch is held "
@@ -171,8 +161,9 @@ class NatsRegistryConfig(Strict):
     retry_after: Duration = Field(default=30.0, gt=0, description="a fingerprint the registry does not hold is asked "
                                   "for again after this long (its records are dead-lettered meanwhile)")
 
-    def build(self, parts: Sequence[Any] = ()) -> SchemaRegistry:
-        connection = self.nats or connection_of(parts)
+    def build(self, connection: NatsConnectionConfig | None = None) -> SchemaRegistry:
+        """The registry; ``connection``: the pipeline's NATS settings, used when the resource gives none."""
+        connection = self.nats or connection
         if connection is None:
             raise ConfigError(f"the pipeline has no NATS source or sink to reach the schema registry {SCHEME}"
                               f"{self.bucket} through: give the resource `nats: {{url: ...}}`")

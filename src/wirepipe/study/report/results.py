@@ -97,7 +97,10 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
         info = RunInfo.from_metadata(meta)
         if info is not None:
             runs.setdefault(info.run_id, info).opened |= info.opened  # any of its files may say it opened
-        tables[kind].append(pq.read_table(f).replace_schema_metadata(None))
+        table = pq.read_table(f)
+        if kind == "stages" and "messages" not in table.column_names:  # version 1: `records` counted the values
+            table = table.append_column("messages", table.column("records"))
+        tables[kind].append(table.replace_schema_metadata(None))
         used.append(f)
     if not tables["stages"]:
         raise WirepipeError(f"no wirepipe results (stage rows) in {', '.join(map(str, paths))}")

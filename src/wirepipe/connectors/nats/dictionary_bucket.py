@@ -16,6 +16,10 @@ whatever store they came from). Every read is bounded: an object larger than the
 decompressor's ``max_output_size``) is refused from its size before a chunk is read, and the
 chunks stop at the cap whatever the size claims.
 
+``DictionaryBucket`` reads and writes a bucket through a connected client (``wirepipe dict``);
+``NatsDictionaries`` is the bucket as a pipeline's dictionary store (``core.stores.DictionaryStore``: a connection
+of its own, opened with the pipeline's resources), built from ``NatsDictionariesConfig``.
+
 Errors: ``DictionaryUnusable`` says why a dictionary cannot be used (not in the bucket, no such
 bucket, too large, damaged): the records that need it are dead-lettered with that reason.
 ``NotConnected`` says the server did not answer in time: the caller retries.
@@ -27,69 +31,23 @@ import asyncio
 import base64
 import hashlib
 import json
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal
 
-from ..core.errors import NotConnected, WirepipeError
-from .nats.names import bucket_name
+from pydantic import Field, field_validator
 
-SCHEME = "nats://"
+from ...core.errors import ConfigError, NotConnected, WirepipeError
+from ...core.models import Duration, Strict
+from ...core.stores import NATS_SCHEME, DictionaryMissing, DictionaryUnusable
+from ..dictionary_stores import RETRY_AFTER, checked, over_cap
+from .connection import NatsConnection, NatsConnectionConfig
+from .names import bucket_name
+
 ID_PREFIX = "id/"
 ID_HEADER = "Wirepipe-Dictionary-Id"  # on each object: the id of the dictionary it holds
-_NAME = re.compile(r"^[-_=.a-zA-Z0-9]+$")
 _CHUNK = 128 * 1024
 _MAX_DICTIONARY = 64 * 1024 * 1024  # what publish reads back of an entry with the same id, to compare
-
-
-class DictionaryRef(NamedTuple):
-    """``nats://BUCKET/NAME`` (a publisher's dictionary) or ``nats://BUCKET`` (where a consumer looks)."""
-
-    bucket: str
-    name: str | None = None
-
-    def __str__(self) -> str:
-        return f"{SCHEME}{self.bucket}" + (f"/{self.name}" if self.name else "")
-
-
-def is_shared(value: object) -> bool:
-    """True for a ``nats://`` reference (a dictionary in a bucket), False for a file path or bytes."""
-    return isinstance(value, str) and value.startswith(SCHEME)
-
-
-def parse_ref(text: str, *, name: bool) -> DictionaryRef:
-    """``nats://BUCKET/NAME`` (``name=True``) or ``nats://BUCKET``; ``ValueError`` saying what is allowed.
-
-    >>> parse_ref("nats://DICTS/points", name=True)
-    DictionaryRef(bucket='DICTS', name='points')
-    >>> parse_ref("nats://DICTS/points", name=False)
-    Traceback (most recent call last):
-    ...
-    ValueError: 'nats://DICTS/points': a bucket alone, nats://BUCKET (the frames name their dictionary by id)
-    """
-    shape = "nats://BUCKET/NAME" if name else "nats://BUCKET"
-    if not text.startswith(SCHEME):
-        raise ValueError(f"{text!r}: a dictionary in a NATS Object Store bucket is {shape}")
-    bucket, _, rest = text[len(SCHEME):].partition("/")
-    try:
-        bucket_name(bucket)
-    except ValueError:
-        raise ValueError(f"{text!r}: the bucket name is letters, digits, - and _ ({shape})") from None
-    if not name:
-        if rest:
-            raise ValueError(f"{text!r}: a bucket alone, nats://BUCKET (the frames name their dictionary by id)")
-        return DictionaryRef(bucket)
-    if not _NAME.match(rest):
-        raise ValueError(f"{text!r}: give the dictionary's name, {shape} (letters, digits, - _ = .)")
-    return DictionaryRef(bucket, rest)
-
-
-class DictionaryUnusable(WirepipeError):
-    """A dictionary that cannot be used: not in the bucket, no bucket, larger than the cap, or damaged."""
-
-
-class DictionaryMissing(DictionaryUnusable):
-    """No such dictionary (or no such bucket)."""
 
 
 @dataclass
@@ -141,8 +99,7 @@ class DictionaryBucket:
             raise DictionaryMissing(f"no dictionary {name!r} in bucket {self.bucket}") from None
         size = info.size or 0
         if size > cap:
-            raise DictionaryUnusable(f"dictionary {name!r} in bucket {self.bucket} is {size} bytes, over "
-                                     f"max_output_size ({cap} bytes): refused")
+            raise over_cap(size, cap, f"dictionary {name!r} in bucket {self.bucket}")
         data = await self._call(self._chunks(info, cap)) if size else b""
         digest = (info.digest or "").partition("=")[2]
         if len(data) != size or (digest and base64.urlsafe_b64decode(digest) != hashlib.sha256(data).digest()):
@@ -167,12 +124,7 @@ class DictionaryBucket:
             await sub.unsubscribe()
 
     def _check(self, data: bytes, dict_id: int | None, name: str) -> None:
-        from ..codecs.zstd import zstd_dictionary_id
-
-        got = zstd_dictionary_id(data) if data[:4] == b"\x37\xa4\x30\xec" else 0
-        if not got or (dict_id is not None and got != dict_id):
-            what = f"has id {got}" if got else "is not a trained zstd dictionary (no magic number and id)"
-            raise DictionaryUnusable(f"dictionary {name!r} in bucket {self.bucket} is damaged: it {what}")
+        checked(data, dict_id, f"dictionary {name!r} in bucket {self.bucket}")
 
     async def entries(self) -> list[DictionaryEntry]:
         """The named dictionaries (not their ``id/`` copies), by name."""
@@ -184,6 +136,18 @@ class DictionaryBucket:
         except NotFoundError:  # nats-py's word for an empty bucket
             return []
         return sorted((self.entry(i) for i in infos if not i.name.startswith(ID_PREFIX)), key=lambda e: e.name)
+
+    async def ids(self) -> list[int]:
+        """The ids of every dictionary the bucket holds (its ``id/<id>`` objects), in order."""
+        from nats.js.errors import NotFoundError
+
+        store = await self._bucket()
+        try:
+            infos = await self._call(store.list(ignore_deletes=True))
+        except NotFoundError:
+            return []
+        names = (i.name[len(ID_PREFIX):] for i in infos if i.name.startswith(ID_PREFIX))
+        return sorted(int(n) for n in names if n.isdigit())
 
     async def info(self, name: str) -> DictionaryEntry:
         from nats.js.errors import ObjectNotFoundError
@@ -207,7 +171,7 @@ class DictionaryBucket:
         """Store a trained dictionary as ``id/<its id>`` and as ``name`` (creating the bucket if needed);
         returns its id. An id the bucket already holds with other bytes is refused: a frame would find the
         wrong dictionary."""
-        from ..codecs.zstd import zstd_dictionary_id
+        from ...codecs.zstd import zstd_dictionary_id
 
         dict_id = zstd_dictionary_id(data)
         if not dict_id:
@@ -275,3 +239,82 @@ class DictionaryBucket:
 def describe_training(report: dict[str, Any]) -> str:
     """The training report kept as an object's description (JSON: one line any client shows)."""
     return json.dumps(report, sort_keys=True)
+
+
+# --- the bucket as a pipeline's dictionary store -------------------------------------------------------------
+
+
+class NatsDictionaries:
+    """The dictionaries of one bucket, as ``compress`` and ``decompress`` read them (``core.stores.DictionaryStore``),
+    through a connection of its own (a dictionary's chunks never queue behind records), made when the pipeline
+    opens its resources."""
+
+    def __init__(self, connection: NatsConnectionConfig, bucket: str, *, timeout: float = 5.0,
+                 retry_after: float = RETRY_AFTER) -> None:
+        self.connection = connection
+        self.bucket = bucket
+        self.timeout = timeout
+        self.retry_after = retry_after
+        self.where = f"{NATS_SCHEME}{bucket}"
+        self._conn: NatsConnection | None = None
+        self._reader: DictionaryBucket | None = None
+
+    async def open(self) -> None:
+        if self._reader is not None:
+            return
+        conn = NatsConnection(self.connection, role="dictionaries")
+        self._conn = conn
+        self._reader = DictionaryBucket(await conn.connect(), self.bucket, timeout=self.timeout)
+
+    async def close(self) -> None:
+        conn, self._conn, self._reader = self._conn, None, None
+        if conn is not None:
+            await conn.close()
+
+    def _require(self) -> DictionaryBucket:
+        if self._reader is None:
+            raise WirepipeError(f"{self.where}: the dictionary store is opened first (the pipeline opens its "
+                                "resources before its operators)")
+        return self._reader
+
+    async def by_id(self, dict_id: int, cap: int) -> bytes:
+        return await self._require().by_id(dict_id, cap)
+
+    async def by_name(self, name: str, cap: int) -> bytes:
+        return await self._require().by_name(name, cap)
+
+    async def ids(self) -> Sequence[int]:
+        return await self._require().ids()
+
+
+class NatsDictionariesConfig(Strict):
+    """The zstd dictionaries of a NATS Object Store bucket (``wirepipe dict train`` publishes them), reached through
+    the resource's own `nats:` settings or, without them, those of the pipeline's NATS source or sink (its URL, auth
+    and TLS; a connection of its own)."""
+
+    type: Literal["nats"]
+    bucket: str | None = Field(default=None, description="the Object Store bucket; default: "
+                               "the resource's name")
+    nats: NatsConnectionConfig | None = Field(default=None, description="how to reach the server; default: as the "
+                                              "pipeline's NATS source or sink does")
+    timeout: Duration = Field(default=5.0, gt=0, description="one request to the bucket; past it the batch is held "
+                              "and the request made again")
+    retry_after: Duration = Field(default=RETRY_AFTER, gt=0, description="a dictionary the bucket does not hold (or "
+                                  "holds damaged) is asked for again after this long (its records are dead-lettered "
+                                  "meanwhile)")
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, v: str | None) -> str | None:
+        return bucket_name(v) if v is not None else v
+
+    def build(self, connection: NatsConnectionConfig | None = None) -> NatsDictionaries:
+        """The store; ``connection``: the pipeline's NATS settings, used when the resource gives none."""
+        assert self.bucket is not None, "the resources section names the bucket after the resource"
+        reach = self.nats or connection
+        if reach is None:
+            raise ConfigError(f"the pipeline has no NATS source or sink to reach the dictionaries {NATS_SCHEME}"
+                              f"{self.bucket} through: declare resources.dictionaries.{self.bucket} as "
+                              "{type: nats, nats: {url: ...}}, or as {type: folder, path: ...} (a folder of .zdict "
+                              "files)")
+        return NatsDictionaries(reach, self.bucket, timeout=self.timeout, retry_after=self.retry_after)
