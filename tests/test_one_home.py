@@ -255,22 +255,21 @@ def test_a_batchs_columns_are_read_through_the_batch() -> None:
 
 
 def test_typed_records_become_dicts_only_in_core_records() -> None:
-    """Only ``core/records.py`` asks what kind of typed record a value is (``to_representation``, ``asdict``,
-    ``model_dump``, ``__struct_fields__``, ``__dataclass_fields__`` as a string or an attribute); everyone else
-    calls ``as_dict``/``is_typed_record``. A config model dumped to JSON (``cfg.model_dump(mode=...)``) is not a
-    record and is not looked for: only a ``hasattr``/``getattr`` probe or a bare call is."""
-    probes = {"to_representation", "asdict", "model_dump", "__struct_fields__", "__struct_encode_fields__",
-              "__dataclass_fields__"}
+    """Only ``core/records.py`` asks what kind of typed record a value is: a Faust record's ``to_representation``
+    or ``asdict``, a msgspec Struct's ``__struct_fields__``, a dataclass's ``__dataclass_fields__`` (probed by
+    name or read); everyone else calls ``as_dict``/``is_typed_record``. ``model_dump`` is every pydantic model's,
+    a config's too (a connection's settings given in Python), so only a bare ``x.model_dump()`` of a value counts
+    (a config dumped to JSON passes arguments)."""
+    kinds = {"to_representation", "asdict", "__struct_fields__", "__struct_encode_fields__", "__dataclass_fields__"}
     found = []
     for rel, tree in _elsewhere("core/records.py"):
-        for node in ast.walk(tree):
+        for node in _nodes(tree, (ast.Call, ast.Attribute)):
             probe = isinstance(node, ast.Call) and _method(node) in (("", "hasattr"), ("", "getattr")) and \
-                len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in probes
-            struct = isinstance(node, ast.Attribute) and node.attr in ("__struct_fields__", "__struct_encode_fields__",
-                                                                       "to_representation")
-            bare_dump = isinstance(node, ast.Call) and _method(node)[1] == "model_dump" and isinstance(
-                node.func, ast.Attribute) and not node.args and not node.keywords
-            if probe or struct or bare_dump:
+                len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in kinds
+            read = isinstance(node, ast.Attribute) and node.attr in kinds - {"asdict"}
+            bare_dump = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "model_dump" and not node.args and not node.keywords
+            if probe or read or bare_dump:
                 found.append(f"{rel}:{node.lineno}")
     assert found == []
 

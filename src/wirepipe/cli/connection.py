@@ -22,7 +22,7 @@ Sets = Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", h
     "'auth.password=${NATS_PASSWORD}' (read from the environment), tls.ca=ca.pem, connect_timeout=10s"))]
 
 
-def nats_connection(url: str | list[str] | None, creds: str | None, overrides: list[str], *, where: str,
+def connection_from_options(url: str | list[str] | None, creds: str | None, overrides: list[str], *, where: str,
                     **fields: Any) -> NatsConnectionConfig:
     """``url``, ``creds`` (``auth.creds``) and ``fields`` (the command's own defaults), then each ``--set``
     (``${VAR}`` read from the environment), checked as a connector's connection is; ``ConfigError`` naming what
@@ -60,4 +60,4 @@ def own_server(url: str | None, creds: str | None, overrides: list[str] | None, 
             raise ConfigError(f"{given} need --url: without it, {command} starts a NATS server of its own, which "
                               "takes no credentials", file=f"wirepipe {command}")
         return None
-    return nats_connection(url, creds, list(overrides or []), where=f"wirepipe {command}", name=f"wirepipe-{command}")
+    return connection_from_options(url, creds, list(overrides or []), where=f"wirepipe {command}", name=f"wirepipe-{command}")

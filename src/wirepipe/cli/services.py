@@ -16,7 +16,7 @@ import typer
 
 from ..core.exit_codes import ExitCode, exit_code
 from .app import command, fail, setup_logging
-from .connection import Creds, Sets, nats_connection
+from .connection import Creds, Sets, connection_from_options
 
 if TYPE_CHECKING:
     from ..connectors.nats.connection import NatsConnectionConfig
@@ -49,7 +49,7 @@ def connection_config(url: str | None, creds: str | None, overrides: list[str], 
     if is_embedded(url):
         raise ConfigError("--url embedded would start a private server no pipeline is on: give the url of the "
                           "NATS server the pipelines use", file=where)
-    return nats_connection(url, creds, overrides, where=where, name=f"wirepipe-{command}",
+    return connection_from_options(url, creds, overrides, where=where, name=f"wirepipe-{command}",
                            connect_timeout=CONNECT_TIMEOUT)
 
 
