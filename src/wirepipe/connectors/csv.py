@@ -181,7 +181,11 @@ class CsvFile:
                     arrow = reader.schema
             except EmptyFile:
                 arrow = pa.schema([])
-            names = arrow.names
+            try:
+                names = arrow.names
+            except UnicodeDecodeError:
+                raise WirepipeError(f"{self.path}: the header is not UTF-8 text: give the source its `encoding:` "
+                                    f"(latin-1, cp1252, utf-16 ...)") from None
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
                 raise WirepipeError(f"{self.path}: column(s) {', '.join(map(repr, twice))} more than once in the header: "
@@ -244,7 +248,7 @@ class CsvFile:
             from ..core.errors import MissingInput
 
             return MissingInput(f"{self.path}: no such file")
-        where = f" from row {row:,} on" if row is not None else ""
+        where = f" from row {row} on" if row is not None else ""
         return WirepipeError(f"{self.path}: not a readable CSV file{where} ({_reason(exc)})")
 
     def blocks(self) -> Generator[Rows, None, None]:
@@ -286,7 +290,7 @@ class CsvFile:
                        {i: self._where(r, why) for i, (r, _, why) in enumerate(invalid)})
 
     def _where(self, row: int, why: str) -> str:
-        return f"{self.path} row {row:,}: {why}"
+        return f"{self.path} row {row}: {why}"
 
     def _rows(self, rb: Any, columns: list[Column], first: int, invalid: list[tuple[int, str, str]]) -> Rows:
         """A block's rows in file order, numbered from ``first``: its records, with the rows pyarrow skipped
@@ -402,7 +406,8 @@ def _convert(raw: Any, column: Column, config: CsvSourceConfig) -> tuple[Any, di
     if t.kind in (Kind.BYTES, Kind.FIXED):
         array = raw
     else:
-        array, why = _cast(raw, pa.string(), "not UTF-8 text (give the source its `encoding:`)")
+        array, why = _cast(raw, pa.string(), f"column {column.name!r} is not UTF-8 text (give the source its "
+                                             "`encoding:`)")
         bad |= why
     if nullable and len(array):
         array = pc.if_else(pc.is_in(array, value_set=pa.array(config.null_values, array.type)),
