@@ -92,7 +92,7 @@ def test_headerless_tsv_gzip_latin1_and_skipped_rows(tmp_path: Path) -> None:
     with pytest.raises(WirepipeError, match=r"w.tsv.gz: the header is not UTF-8 text: give the source its `encoding:`"):
         read(csv_source(data, skip_rows=1))  # utf-8: latin-1 bytes in the header
     mixed = tmp_path / "m.csv"
-    mixed.write_bytes("id,drink\n1,tea\n2,".encode() + "thé".encode("latin-1") + b"\n")
+    mixed.write_bytes(b"id,drink\n1,tea\n2," + "thé".encode("latin-1") + b"\n")
     assert read(csv_source(mixed))[:2] == ([{"id": 1, "drink": "tea"}], [
         (f"{mixed} row 3: column 'drink' is not UTF-8 text (give the source its `encoding:`)", {"id": "2", "drink": "th\ufffd"})])
 
