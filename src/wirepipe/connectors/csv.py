@@ -520,13 +520,13 @@ class CsvSourceConfig(SourceLimits):
                                       "header's, or the schema's fields when header is false")
     skip_rows: int = Field(default=0, ge=0, description="rows to skip before the header (a title, comments)")
     null_values: list[str] = Field(default_factory=lambda: list(NULL_VALUES), description="values read as null "
-                                   "in columns that are not text (default: pyarrow's, \"\", NA, null, NaN, N/A ...)")
+                                   "in columns that are not text (pyarrow's)")
     strings_can_be_null: bool = Field(default=False, description="null_values are null in string and bytes columns "
                                       "too (by default such a column keeps \"\" and NA as text)")
     true_values: list[str] = Field(default_factory=lambda: list(TRUE_VALUES), description="values read as true "
-                                   "in a bool column (default: 1, True, TRUE, true)")
+                                   "in a bool column")
     false_values: list[str] = Field(default_factory=lambda: list(FALSE_VALUES), description="values read as false "
-                                    "in a bool column (default: 0, False, FALSE, false)")
+                                    "in a bool column")
     encoding: str = Field(default="utf-8", description="the files' text encoding (latin-1, utf-16, cp1252 ...); "
                           "other than UTF-8, the text is transcoded as it is read")
     block_size: Size = Field(default=1 << 20, ge=1 << 10, description="bytes read at a time, at least a row's "
