@@ -195,3 +195,38 @@ def test_bench_input_measures_a_csv_file(tmp_path: Path) -> None:
     refused = invoke("bench", "--input", bad, "--quick", "--transport", "none", "--format", "msgpack", "--codec",
                      "none", "--iterations", "1", "--yes", "--out", tmp_path / "res2")
     assert refused.returncode == 1 and f"--input {bad} row 3: 1 fields where the header has 2 columns" in refused.stderr
+
+
+def test_a_test_file_and_dict_train_read_a_csv_file_by_its_name(tmp_path: Path) -> None:
+    from wirepipe.dictionaries import source_for
+
+    write(tmp_path / "weather.csv", WEATHER + "BOS,3,2013-01-03,x,false,extra\n")
+    write(tmp_path / "select.yaml", "name: select\nsource: {type: generate, dataset: point, count: 1}\n"
+                                    "operators: [{select: [station, temp]}]\n")
+    write(tmp_path / "select.test.yaml", yaml.safe_dump({"tests": [{
+        "name": "csv: a row with a field too many rejected where the source reads it",
+        "input": {"file": "weather.csv"},
+        "expect": {"records": [{"station": "EWR", "temp": 21.5}, {"station": "JFK", "temp": None},
+                               {"station": "LGA", "temp": None}],
+                   "rejections": [{"stage": "read", "error": "row 5: 6 fields where the header has 5",
+                                   "seq": 3}]}}]}))
+    result = invoke("test", tmp_path)
+    assert result.returncode == 0, result.output
+    source, capture = source_for(str(tmp_path / "weather.csv"), count=2)
+    assert (type(source), source.count, capture) == (CsvSource, 2, False)
+    with pytest.raises(ConfigError, match=r"^--from: .*notes.txt: not a file of records wirepipe reads"):
+        source_for(str(write(tmp_path / "notes.txt", "x")), count=None)
+
+
+def test_run_and_validate_refuse_a_header_the_schema_does_not_match_before_anything_opens(tmp_path: Path) -> None:
+    write(tmp_path / "weather.csv", WEATHER)
+    config = write(tmp_path / "p.yaml", yaml.safe_dump({
+        "name": "weather", "source": {"type": "csv", "path": str(tmp_path / "weather.csv"),
+                                      "schema": {"station": "string", "temp": "float64?"}},
+        "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")}}))
+    for command in ("validate", "run"):
+        out = invoke(command, config)
+        assert out.returncode == 2, out.output
+        assert out.stderr.startswith(f"error: {config}: source.schema: {tmp_path / 'weather.csv'}: column(s) 'when', "
+                                     "'note', 'wet' not in the schema (add them, e.g. `when: string?`)"), out.stderr
+    assert not (tmp_path / "out.jsonl").exists()
