@@ -101,19 +101,27 @@ class CsvSource(Configured, Source):
                          _bytes(file.block_size), columns_schema(columns))
             blocks = file.blocks()
             try:
-                while left and (rows := await asyncio.to_thread(next, blocks, None)) is not None:  # parsing
-                    pending = pending.then(rows)  # releases the GIL: it overlaps the operators downstream
-                    while left and len(pending.values) >= min(self.batch_size, left if left > 0 else self.batch_size):
-                        part, pending = pending.cut(self.batch_size if left < 0 else min(self.batch_size, left))
+                # pyarrow parses in a thread, without the GIL: the next block is read while operators run
+                while left and (rows := await asyncio.to_thread(next, blocks, None)) is not None:
+                    pending = pending.then(rows)
+                    start = 0
+                    while left and len(pending.values) - start >= (size := self._next_size(left)):
+                        part = pending.slice(start, start + size)
+                        start += size
                         yield self._batch(part, seq)
-                        seq += len(part.values)
-                        left -= len(part.values) if left > 0 else 0
+                        seq += size
+                        left = left - size if left > 0 else left
                         if self.stopping.is_set():
                             return
+                    pending = pending.slice(start, len(pending.values))
             finally:
                 blocks.close()
         if left and pending.values:
             yield self._batch(pending, seq)
+
+    def _next_size(self, left: int) -> int:
+        """The next batch's records: ``batch_size``, or what is left of ``count`` (``left``; -1: no count)."""
+        return self.batch_size if left < 0 else min(self.batch_size, left)
 
     def _batch(self, rows: Rows, seq: int) -> Batch:
         batch = Batch(rows.values, meta={"seq": list(range(seq, seq + len(rows.values)))}, schema=self.schema)
@@ -141,10 +149,9 @@ class Rows:
         n = len(self.values)
         return Rows(self.values + more.values, {**self.bad, **{n + i: why for i, why in more.bad.items()}})
 
-    def cut(self, n: int) -> tuple[Rows, Rows]:
-        """The first ``n`` rows, and the rest."""
-        head = Rows(self.values[:n], {i: why for i, why in self.bad.items() if i < n})
-        return head, Rows(self.values[n:], {i - n: why for i, why in self.bad.items() if i >= n})
+    def slice(self, start: int, stop: int) -> Rows:
+        """The rows from ``start`` to ``stop``."""
+        return Rows(self.values[start:stop], {i - start: why for i, why in self.bad.items() if start <= i < stop})
 
 
 class Column(NamedTuple):
@@ -155,12 +162,12 @@ class Column(NamedTuple):
 
 class CsvFile:
     """One CSV file as the source's config reads it: its typed columns (``columns``) and its rows, block by
-    block (``blocks``). ``block_size`` overrides the config's (``wirepipe schema infer`` infers from more)."""
+    block (``blocks``)."""
 
-    def __init__(self, path: Path, config: CsvSourceConfig, block_size: int | None = None) -> None:
+    def __init__(self, path: Path, config: CsvSourceConfig) -> None:
         self.path = path
         self.config = config
-        self.block_size = block_size or config.block_size
+        self.block_size = config.block_size
         self._columns: list[Column] | None = None
 
     @property
