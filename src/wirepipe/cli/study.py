@@ -17,7 +17,7 @@ from .connection import OwnCreds, Sets, own_server
 def bench(
     dataset: Annotated[str | None, typer.Option(help="datasets, comma-separated: point,large_vectors,transaction,"
                                                     "block,feed", metavar="DATASET")] = None,
-    input: Annotated[list[Path] | None, typer.Option("--input", help="your records: FILE.jsonl or FILE.parquet", metavar="INPUT")] = None,
+    input: Annotated[list[Path] | None, typer.Option("--input", help="your records: FILE.jsonl, FILE.parquet or FILE.csv (.tsv, .csv.gz ...)", metavar="INPUT")] = None,
     format: Annotated[str | None, typer.Option(help="formats, comma-separated (default: all)", metavar="FORMAT")] = None,
     codec: Annotated[str | None, typer.Option(help="codecs, comma-separated (default: all)", metavar="CODEC")] = None,
     level: Annotated[str | None, typer.Option(help="levels: fastest,default,best or integers", metavar="LEVEL")] = None,

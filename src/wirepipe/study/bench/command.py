@@ -49,7 +49,8 @@ class BenchOptions(Strict):
     option, the bad value and what is allowed (exit 2)."""
 
     dataset: Listed = Field(default=None, description="built-in datasets, comma-separated")
-    inputs: list[Path] = Field(default_factory=list, description="files of one's own records (JSONL, Parquet)")
+    inputs: list[Path] = Field(default_factory=list, description="files of one's own records (JSONL, Parquet, CSV: "
+                               "what a file source reads, by the file's name)")
     format: Listed = Field(default=None, description="formats, comma-separated (default: all)")
     codec: Listed = Field(default=None, description="codecs or their aliases, comma-separated (default: all)")
     level: Annotated[list[str | int] | None, BeforeValidator(_levels)] = Field(
@@ -146,6 +147,10 @@ def _plan(opts: BenchOptions) -> BenchPlan:
         plan.datasets, plan.formats, plan.codecs = list(QUICK["datasets"]), list(QUICK["formats"]), list(QUICK["codecs"])
         plan.levels, plan.iterations, plan.scale = list(QUICK["levels"]), int(QUICK["iterations"]), float(QUICK["scale"])
     if opts.inputs:
+        from ...connectors.files import file_type
+
+        for path in opts.inputs:
+            file_type(path, "--input")  # a type no source reads: refused before anything runs
         plan.inputs = list(opts.inputs)
         plan.datasets = []
     for name in ("dataset", "format", "codec", "level", "records_per_message"):
