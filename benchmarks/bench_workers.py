@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wirepipe.connectors.nats.connection import connection_config
 from wirepipe.connectors.nats.server import EmbeddedServer, LocalCluster
 from wirepipe.datasets import get_dataset
 from wirepipe.pipelines.pool import Pool, RestartPolicy, usable_cores
@@ -61,7 +62,8 @@ def encoded_blocks(distinct: int = 400) -> list[bytes]:
 async def fill(url: str, n: int, payloads: list[bytes], replicas: int) -> float:
     """A fresh stream with n records; returns the records/s it was published at (acks awaited)."""
     headers = {Header.CONTENT_TYPE: "application/msgpack", Header.CONTENT_ENCODING: "zstd"}
-    return await fill_stream(url, payloads, n, headers=headers, stream=STREAM, subject=SUBJECT, replicas=replicas)
+    return await fill_stream(connection_config(url), payloads, n, headers=headers, stream=STREAM, subject=SUBJECT,
+                             replicas=replicas)
 
 
 def pipeline(url: str, out: Path, durable: str) -> dict[str, Any]:

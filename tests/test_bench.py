@@ -125,7 +125,7 @@ def test_repetitions_scale_with_payload_size() -> None:
 ])
 def test_bad_options_are_config_errors(option: str, value: str, message: str, tmp_path: Path) -> None:
     kwargs = {"dataset": None, "inputs": [], "format": None, "codec": "zstd", "level": None, "transport": "none",
-              "url": None, "iterations": None, "repetitions": None, "out": tmp_path, "quick": False,
+              "iterations": None, "repetitions": None, "out": tmp_path, "quick": False,
               "zstd_dict": None, "records_per_message": None, "seed": 0}
     kwargs[option] = value
     with pytest.raises(ConfigError) as caught:
@@ -150,7 +150,7 @@ def test_bad_options_are_config_errors(option: str, value: str, message: str, tm
 def test_every_option_is_checked_by_the_options_model(option: str, value: Any, message: str, tmp_path: Path) -> None:
     """The option, the bad value and what is allowed, as a YAML field's error names them."""
     kwargs = {"dataset": None, "inputs": [], "format": None, "codec": "zstd", "level": None, "transport": "none",
-              "url": None, "iterations": None, "repetitions": None, "out": tmp_path, "quick": False,
+              "iterations": None, "repetitions": None, "out": tmp_path, "quick": False,
               "zstd_dict": None, "records_per_message": None, "seed": 0, option: value}
     with pytest.raises(ConfigError) as caught:
         make_plan(**kwargs)
@@ -159,18 +159,18 @@ def test_every_option_is_checked_by_the_options_model(option: str, value: Any, m
 
 def test_options_become_the_plan(tmp_path: Path) -> None:
     plan = make_plan(dataset="point,feed", inputs=[], format="msgpack", codec="br,none", level="fastest,3",
-                     transport="jetstream", url=None, iterations=4, repetitions=50, out=tmp_path, quick=False,
+                     transport="jetstream", iterations=4, repetitions=50, out=tmp_path, quick=False,
                      zstd_dict="train", records_per_message="1,10", seed=7)
     assert (plan.datasets, plan.formats, plan.codecs, plan.levels) == (["point", "feed"], ["msgpack"],
                                                                        ["brotli", "none", "zstd"], ["fastest", 3])
     assert (plan.transport, plan.iterations, plan.repetitions, plan.zstd_dict, plan.records_per_message,
             plan.seed) == ("jetstream", 4, 50, True, [1, 10], 7)
-    quick = make_plan(dataset=None, inputs=[], format=None, codec=None, level=None, transport="nats", url=None,
+    quick = make_plan(dataset=None, inputs=[], format=None, codec=None, level=None, transport="nats",
                       iterations=None, repetitions=None, out=tmp_path, quick=True, zstd_dict=None,
                       records_per_message=None, seed=0)
     assert (quick.datasets, quick.iterations, quick.levels) == (["point", "block"], 3, ["fastest", "default"])
     with pytest.raises(ConfigError, match=r"^--level: 20 is out of range for lz4"):  # --quick's codecs take it
-        make_plan(dataset=None, inputs=[], format=None, codec=None, level="20", transport="nats", url=None,
+        make_plan(dataset=None, inputs=[], format=None, codec=None, level="20", transport="nats",
                   iterations=None, repetitions=None, out=tmp_path, quick=True, zstd_dict=None,
                   records_per_message=None, seed=0)
 
@@ -217,13 +217,15 @@ def test_jetstream_transport_counts_every_record(tmp_path: Path) -> None:
 
 
 def test_oversized_messages_fail_the_combination_with_the_reason(tmp_path: Path) -> None:
+    from wirepipe.connectors.nats.connection import NatsConnectionConfig
     from wirepipe.connectors.nats.server import EmbeddedServer
 
     # blocks are ~11 kB as msgpack and ~4 kB with zstd: a server with an 8 kB max_payload
     # takes the compressed ones and the publisher refuses the others (the connection stays up).
     with EmbeddedServer(max_payload=8192) as server:
         plan = BenchPlan(datasets=["block"], formats=["msgpack"], codecs=["none", "zstd"], levels=["fastest"],
-                         transport="nats", url=server.url, iterations=1, repetitions=100, out=tmp_path)
+                         transport="nats", nats=NatsConnectionConfig(url=server.url), iterations=1, repetitions=100,
+                         out=tmp_path)
         rows = {m.combo.label: m for m in run_bench(plan).measured["block"]}
     error = rows["msgpack"].error or ""
     assert re.search(r"the publisher refused \d+ of 100 records", error) and "max_payload 8192 B" in error
@@ -313,7 +315,7 @@ def test_a_format_that_cannot_write_the_records_gets_no_dictionary_and_stops_not
     src.write_text("".join(json.dumps({"ts": i, "msg": f"request {i}", **({"error": "timeout"} if i % 7 == 0 else {}),
                                        "user": None if i % 5 == 0 else "bob"}) + "\n" for i in range(200)))
     plan = make_plan(dataset=None, inputs=[src], format="msgpack,msgpack-array,toml", codec="zstd", level=None,
-                     transport="none", url=None, iterations=1, repetitions=200, out=tmp_path / "out", quick=True,
+                     transport="none", iterations=1, repetitions=200, out=tmp_path / "out", quick=True,
                      zstd_dict=None, records_per_message=None, seed=0)
     rows = {m.combo.label: m for m in run_bench(plan).measured["logs"]}
     assert rows["msgpack|zstd +dict"].error is None and rows["msgpack|zstd +dict"].compressed > 0

@@ -29,7 +29,7 @@ from wirepipe.study.report.statistics import median_interval
 
 def _plan(out: Path, **kw: object) -> BenchPlan:
     base: dict[str, object] = {"dataset": None, "inputs": [], "format": None, "codec": None, "level": None,
-                               "transport": "none", "url": None, "iterations": None, "repetitions": None, "out": out,
+                               "transport": "none", "iterations": None, "repetitions": None, "out": out,
                                "quick": False, "zstd_dict": None, "records_per_message": None, "seed": 0}
     return make_plan(**{**base, **kw})  # type: ignore[arg-type]
 

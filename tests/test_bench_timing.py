@@ -4,16 +4,21 @@ capacity plan, benchmarks/bench_formats.py), with the collector as a run has it.
 from __future__ import annotations
 
 import gc
-import re
-from pathlib import Path
 
 from wirepipe.core.batch import Batch
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.operator import Operator
 from wirepipe.operators.serialize import Serialize
-from wirepipe.study.bench.timing import Timed, as_in_a_run, best_of, chunks, repetitions, time_batches
-
-ROOT = Path(__file__).parent.parent
+from wirepipe.study.bench.timing import (
+    Stopwatch,
+    Timed,
+    as_in_a_run,
+    best_of,
+    chunks,
+    repetitions,
+    time_batches,
+    time_each,
+)
 
 
 class Watch(Operator):
@@ -62,15 +67,21 @@ def test_repetitions_batches_and_best_of() -> None:
     assert best_of(0, lambda: time_batches(Watch(), [[7]])).outputs == [[7]]  # at least one round
 
 
-def test_one_home_for_the_collector_policy_and_the_batches() -> None:
-    """No other module times stages with the collector paused or frozen, and no other timing code cuts its
-    records into batches by hand."""
-    src = ROOT / "src" / "wirepipe"
-    policy = re.compile(r"gc\.disable\(\)|gc\.freeze\(\)")
-    allowed = {src / "study" / "bench" / "timing.py", src / "core" / "collector.py"}  # the harness and the run loop's
-    offenders = [p for p in [*src.rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
-                 if p not in allowed and policy.search(p.read_text())]
-    batching = re.compile(r"def _chunks|\[\w+\[i:i \+ \w+\] for i in range")
-    timing_code = [*(src / "study" / "bench").glob("*.py"), *(src / "study" / "plan").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
-    offenders += [p for p in timing_code if p not in allowed and batching.search(p.read_text())]
-    assert not offenders
+def test_functions_are_timed_call_by_call_with_an_untimed_first_call_and_a_budget() -> None:
+    """``time_each``: one untimed call on the first item, then each item timed with the collector as in a run (its
+    end read after each call); a budget stops after the call that passes it. tests/test_one_home.py checks that
+    no other code of the study reads a clock to time code."""
+    calls: list[tuple[int, bool]] = []
+
+    def double(x: int) -> int:
+        calls.append((x, gc.get_freeze_count() > 0))
+        return 2 * x
+
+    timed = time_each(double, [1, 2, 3])
+    assert calls == [(1, False), (1, True), (2, True), (3, True)]
+    assert timed.outputs == [[2, 4, 6]] and len(timed.ends_ns) == 3 and timed.ends_ns[-1] == timed.end_ns
+    assert timed.ends_ns == sorted(timed.ends_ns) and timed.start_ns <= timed.ends_ns[0]
+    assert len(timed.seconds_each) == 3 and all(s >= 0 for s in timed.seconds_each)
+    assert time_each(double, [5, 6, 7], budget=0).outputs == [[10]]  # past the budget after the first timed call
+    assert time_each(double, []).outputs == [[]]
+    assert Stopwatch().seconds >= 0

@@ -22,7 +22,7 @@ CASES = {
     "bad_schema_type.yaml": ("operators[0].serialize.schema.y.z", "'int33'", "allowed int32, int64"),
     "unknown_format.yaml": ("operators[0].serialize.format", "'capnproto'", "allowed json, orjson, msgpack"),
     "unknown_field.yaml": ("source", "unknown field 'batchsize'", "allowed batch_size, count"),
-    "unknown_source_type.yaml": ("source", "unknown type 'kafka'", "allowed generate, jsonl, parquet"),
+    "unknown_source_type.yaml": ("source", "unknown type 'kafka'", "allowed generate, jsonl, csv, parquet"),
     "two_keys_operator.yaml": ("operators[0]", "one-key entry", "serialize, compress"),
     "not_yaml.yaml": ("", "not valid YAML", "line "),
     "pickle_not_allowed.yaml": ("operators[0].deserialize", "allow_pickle: true", ""),
@@ -223,7 +223,7 @@ def test_a_set_value_with_aliases_is_bounded_too() -> None:
 TYPOS = [
     ("source.batchsize=10", "source: unknown field 'batchsize': allowed batch_size, count, dataset, duration, rate, "
                             "seed, type; did you mean `batch_size`?"),
-    ("source.type=generat", "source: unknown type 'generat': allowed generate, jsonl, parquet, nats, jetstream, capture; "
+    ("source.type=generat", "source: unknown type 'generat': allowed generate, jsonl, csv, parquet, nats, jetstream, capture; "
                             "did you mean `generate`?"),
     ("source.dataset=pont", "source.dataset: unknown dataset 'pont': allowed point, "),
     ("operators[0]={serialise: {format: json}}", "operators[0]: unknown operator 'serialise': allowed serialize, "),

@@ -129,12 +129,12 @@ def test_a_connector_added_as_one_module_is_found_without_touching_another_file(
                          text=True, timeout=100)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen["sources"] == ["generate", "jsonl", "parquet", "words", "nats", "jetstream", "capture"]  # by RANK
+    assert seen["sources"] == ["generate", "jsonl", "csv", "parquet", "words", "nats", "jetstream", "capture"]  # by RANK
     assert seen["sinks"] == list(SINKS)
     assert seen["records"] == 3
     assert (work / "out.jsonl").read_text(encoding="utf-8").splitlines() == ['"hello"', '"nats"', '"again"']
     path, detail = seen["refused"]["yaml"]
-    assert (path, detail) == ("source", "unknown type 'wordz': allowed generate, jsonl, parquet, words, nats, jetstream, "
+    assert (path, detail) == ("source", "unknown type 'wordz': allowed generate, jsonl, csv, parquet, words, nats, jetstream, "
                               "capture; did you mean `words`?")
     # The module's own class and the generic factory check its fields as YAML would, with the same message.
     assert seen["refused"]["api"] == seen["refused"]["class"]
@@ -159,7 +159,7 @@ def test_the_scan_orders_by_rank_and_refuses_a_name_declared_twice(tmp_path: Pat
 
 
 def test_the_builtin_connectors_keep_their_types_and_order() -> None:
-    assert list(SOURCES) == ["generate", "jsonl", "parquet", "nats", "jetstream", "capture"]
+    assert list(SOURCES) == ["generate", "jsonl", "csv", "parquet", "nats", "jetstream", "capture"]
     assert list(SINKS) == ["null", "jsonl", "parquet", "nats", "jetstream", "capture"]
     # the names stay importable where they were (user code, entry points written against them)
     from wirepipe.connectors.nats.core_source import NatsSourceConfig
@@ -176,7 +176,7 @@ def test_scanning_the_connectors_imports_nothing_heavy() -> None:
             " if m in sys.modules]\nprint(len(models), ','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["12"]
+    assert out.stdout.split() == ["13"]
 
 
 # --- item 3: fields declared once; the runtime classes validate as YAML does ---------------------------
@@ -333,7 +333,7 @@ def test_a_source_identity_is_what_it_was(build: Callable[[], Any]) -> None:
 
 def test_the_builtin_connectors_declare_how_they_are_shared() -> None:
     bounded = {name for name in SOURCES if _source_class(name).bounded}
-    assert bounded == {"generate", "jsonl", "parquet", "capture"}
+    assert bounded == {"generate", "jsonl", "csv", "parquet", "capture"}
     assert (NatsSource.shared_by, JetStreamSource.shared_by, GenerateSource.shared_by) == ("queue", "durable", None)
     refusal = JetStreamSourceConfig(type="jetstream", stream="S", ordered=True, url="nats://h:1").build().refuse_workers(3)
     assert refusal is not None and refusal.field == "ordered" and "3 times" in refusal.message

@@ -185,7 +185,7 @@ def test_forged_and_absurd_stamps_on_real_processes(nats_server: EmbeddedServer,
         forger = Forger(url, subject)
         assert wirepipe("run", publisher, "--no-status").returncode == 0
         forger.thread.join(60)
-        assert worker.wait(60) == 0
+        assert worker.wait(60) == 5  # a tail claimed by a stamp is counted lost (unconfirmed): past --max-lost 0
     finally:
         if worker.poll() is None:
             worker.kill()

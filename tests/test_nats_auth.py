@@ -153,3 +153,92 @@ async def test_first_connect_has_its_own_timeout_and_a_clear_error() -> None:
     msg = await refused(dict(url=url, connect_timeout=1))
     assert "cannot connect to NATS at nats://***@127.0.0.1:" in msg and "within 1s" in msg
     assert PASSWORD not in msg
+
+
+# --- bench and plan against a server of one's own, with its credentials ----------------------------------------
+
+
+def _bench(url: str, out: Path, *auth: str, transport: str = "nats", env: dict[str, str] | None = None) -> Any:
+    return wirepipe("bench", "--dataset", "point", "--format", "msgpack", "--codec", "none", "--level", "fastest",
+                    "--repetitions", "200", "--iterations", "1", "--transport", transport, "--url", url, *auth,
+                    "--out", str(out), env=env, columns=100, timeout=300)
+
+
+def _measured_over_nats(out: Path) -> dict[str, int]:
+    """Records each wire stage of bench.parquet counted, the connection the run metadata names."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "bench.parquet")
+    rows = [r for r in table.to_pylist() if r["stage"] in ("publish", "consume")]
+    config = json.loads(table.schema.metadata[b"wirepipe.config"])
+    return {**{r["stage"]: r["records"] for r in rows}, "nats": config["nats"]}
+
+
+@pytest.mark.slow
+def test_bench_crosses_a_server_with_a_token_or_a_user_and_password(tmp_path: Path) -> None:
+    """``wirepipe bench --url`` with ``--set``: every connection it makes (the probes, the publisher, the consumer,
+    a JetStream stream's deletion) takes the credentials; the secret is in no output and no file; none is an
+    authorization error, exit 1, that says what to check."""
+    runs = {}
+    with EmbeddedServer(token=TOKEN, store_dir=tmp_path / "js-token") as srv:
+        runs["token"] = _bench(srv.url, tmp_path / "token", "--set", f"auth.token={TOKEN}")
+        assert runs["token"].returncode == 0, runs["token"].stderr
+        assert _measured_over_nats(tmp_path / "token") == {  # how it connected, never a secret
+            "publish": 200, "consume": 200, "nats": {"url": srv.url, "auth": "***"}}
+        refused = _bench(srv.url, tmp_path / "none")
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert "refused the connection with no credentials" in refused.stderr, refused.stderr
+    with EmbeddedServer(users=[User(user="alice", password=PASSWORD)], store_dir=tmp_path / "js-user") as srv:
+        runs["user"] = _bench(srv.url, tmp_path / "user", "--set", "auth.user=alice",
+                              "--set", "auth.password=${NATS_PASSWORD}", transport="jetstream",
+                              env={"NATS_PASSWORD": PASSWORD})
+        assert runs["user"].returncode == 0, runs["user"].stderr
+        assert _measured_over_nats(tmp_path / "user") == {
+            "publish": 200, "consume": 200, "nats": {"url": srv.url, "auth": "***"}}
+    for out, run in runs.items():
+        assert TOKEN not in run.stdout + run.stderr and PASSWORD not in run.stdout + run.stderr
+        assert not any(TOKEN.encode() in f.read_bytes() or PASSWORD.encode() in f.read_bytes()
+                       for f in (tmp_path / out).iterdir())
+
+
+@pytest.mark.slow
+def test_plan_calibrates_on_a_server_with_a_user_and_password_and_leaves_nothing_there(tmp_path: Path) -> None:
+    """``wirepipe plan --url --set auth...``: the stream filled, the pool's workers and the clean-up all connect with
+    the credentials; the plan says where it calibrated, and the server keeps no stream of it."""
+    import asyncio
+
+    import nats
+
+    with EmbeddedServer(users=[User(user="alice", password=PASSWORD)], store_dir=tmp_path / "js") as srv:
+        done = wirepipe("plan", "--rate", "1k", "--dataset", "point", "--chain", "msgpack", "--replicas", "1",
+                        "--url", srv.url, "--set", "auth.user=alice", "--set", "auth.password=${NATS_PASSWORD}",
+                        env={"NATS_PASSWORD": PASSWORD}, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "calibrated: the consume pipeline ran " in done.stdout and f" on {srv.url}: a worker spent" \
+            in done.stdout, done.stdout
+        assert PASSWORD not in done.stdout + done.stderr
+
+        async def streams() -> list[str]:
+            nc = await nats.connect(srv.url, user="alice", password=PASSWORD)
+            try:
+                return [s.config.name for s in await nc.jetstream().streams_info()]
+            finally:
+                await nc.close()
+
+        assert asyncio.run(streams()) == []
+
+
+def test_credentials_without_a_server_are_a_usage_error() -> None:
+    """bench and plan start a server of their own unless --url: --creds and --set need --url (exit 2, no
+    traceback), and a bad --set names the field."""
+    from tests.cli import invoke
+
+    for command in (["bench", "--quick"], ["plan", "--rate", "1k"]):
+        done = invoke(*command, "--set", "auth.token=x")
+        assert done.returncode == 2, done.output
+        assert f"--set need --url: without it, {command[0]} starts a NATS server of its own" in done.stderr
+        assert "Traceback" not in done.output
+    bad = invoke("bench", "--quick", "--url", "nats://127.0.0.1:1", "--creds", "u.creds", "--set", "auth.user=alice")
+    assert bad.returncode == 2 and "auth: choose one auth method, got user/password, creds" in bad.stderr, bad.stderr

@@ -101,10 +101,10 @@ def test_wirepipe_plan_measures_the_chain_when_no_bench_is_given() -> None:
                    "--nodes", "3", "--cores-per-node", "16", "--no-calibrate")
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "plan for 2M records/s of point msgpack|zstd:fastest over jetstream (R3, retention 7d)" in out
+    assert "plan for 2M records/s of point msgpack|zstd:fastest over jetstream (R3, retention 7 days)" in out
     assert "measured in-process now" in out
     assert "consume side not calibrated" in out
-    for needle in ("publishers:", "consumers:", "wire:", "JetStream storage:", "per hour", "per 7d",
+    for needle in ("publishers:", "consumers:", "wire:", "JetStream storage:", "per hour", "per 7 days",
                    "runs out first:"):
         assert needle in out
 

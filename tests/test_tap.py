@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ POINTS = 20
 
 
 def start_tap(url: str, *args: str) -> subprocess.Popen[str]:
-    """``wirepipe tap ARGS`` in the background, returned once it listens (its announce line on stderr)."""
-    proc = start_wirepipe("tap", *args, "--url", url)
+    """``wirepipe tap ARGS`` in the background, returned once it listens (its announce line on stderr); 200 columns
+    wide, so its table keeps every column."""
+    proc = start_wirepipe("tap", *args, "--url", url, columns=200)
     assert proc.stderr is not None
     for _ in range(50):
         line = proc.stderr.readline()
@@ -156,14 +158,11 @@ def test_the_table_counts_loss_per_publisher_from_seq_gaps(nats_server: Embedded
 
     asyncio.run(send())
     out, _ = finish(tap)
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[1:-1]]
-            for line in out.splitlines() if line.startswith("│")}
-    header = [c.strip() for c in next(line for line in out.splitlines() if line.startswith("┃")).split("┃")[1:-1]]
-    col = {name: header.index(name) for name in ("msgs", "missing", "undecoded", "B/rec wire", "subjects")}
-    assert rows["aaaaaaaaaaaa"][col["msgs"]] == "7" and rows["aaaaaaaaaaaa"][col["missing"]] == "3"
-    assert rows["bbbbbbbbbbbb"][col["msgs"]] == "5" and rows["bbbbbbbbbbbb"][col["missing"]] == "0"
-    assert rows["aaaaaaaaaaaa"][col["subjects"]] == "loss.a"
-    assert rows["bbbbbbbbbbbb"][col["B/rec wire"]] == "4.0"  # {"n": 1} is 4 bytes of msgpack
+    rows = _table_rows(out)
+    assert rows["aaaaaaaaaaaa"]["msgs"] == "7" and rows["aaaaaaaaaaaa"]["missing"] == "3"
+    assert rows["bbbbbbbbbbbb"]["msgs"] == "5" and rows["bbbbbbbbbbbb"]["missing"] == "0"
+    assert rows["aaaaaaaaaaaa"]["subjects"] == "loss.a"
+    assert rows["bbbbbbbbbbbb"]["B/rec wire"] == "4.0"  # {"n": 1} is 4 bytes of msgpack
 
 
 async def _durable(url: str, stream: str, durable: str) -> dict[str, int]:
@@ -308,14 +307,15 @@ def test_a_tap_that_stops_at_its_limit_reports_no_loss_it_caused(nats_server: Em
 # --- what the tap tracks and prints is bounded ---------------------------------------------------------------
 
 
-def _render(table: Any) -> str:
-    import io
+def _table_rows(text: str) -> dict[str, dict[str, str]]:
+    """The rows of a tap table as printed (``core/table.py``'s grid: cells two spaces apart, a rule under the
+    headers), by publisher, each cell by its header."""
+    from wirepipe.tap.live import COLUMNS
 
-    from rich.console import Console
-
-    buf = io.StringIO()
-    Console(file=buf, width=200).print(table)
-    return buf.getvalue()
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line and set(line) == {"-"})
+    cells = [re.split(r" {2,}", line.strip()) for line in lines[rule + 1:]]
+    return {row[0]: dict(zip(COLUMNS, row, strict=True)) for row in cells if len(row) == len(COLUMNS)}
 
 
 def test_forged_publisher_ids_cost_a_bounded_table() -> None:
@@ -329,8 +329,8 @@ def test_forged_publisher_ids_cost_a_bounded_table() -> None:
         stats.observe([b"x"] * 10_000, ["s"] * 10_000, headers, [None] * 10_000, [None] * 10_000, {}, set())
     assert len(stats.rows) == MAX_PUBLISHERS + 1 and stats.rows[OTHERS].messages == n - MAX_PUBLISHERS
     assert len(stats.gaps.publishers) == MAX_PUBLISHERS  # losses counted for the tracked ones only
-    text = _render(stats.table())
-    assert sum(line.startswith("│") for line in text.splitlines()) == SHOWN
+    text = stats.text(200)
+    assert len(_table_rows(text)) == SHOWN
     assert f"... and {MAX_PUBLISHERS + 1 - SHOWN:,} more publisher row(s)" in text
     assert f"{OTHERS}: publishers past the first {MAX_PUBLISHERS:,} ids" in text
 
@@ -341,10 +341,27 @@ def test_the_table_says_why_a_jetstream_publishers_loss_is_not_shown() -> None:
     stats = TapStats(clock=lambda: 1.0)
     stats.observe([b"x", b"y"], ["s", "s"], [{"Content-Type": "application/json"}, None], [None] * 2, [None] * 2,
                   {}, set())
-    text = _render(stats.table())
-    row = next(line for line in text.splitlines() if line.startswith("│"))
-    assert [c.strip() for c in row.split("│")[1:-1]][-2] == "-"  # missing
+    text = stats.text(200)
+    assert _table_rows(text)["-"]["missing"] == "-"
     assert "publisher -: messages without Wirepipe-Publisher/Wirepipe-Seq (a JetStream sink" in text.replace("\n", " ")
+
+
+def test_a_narrow_terminal_keeps_the_publisher_its_rate_and_its_losses() -> None:
+    """At 60 columns the table leaves out its least telling columns and says which; the publisher, messages,
+    rate and missing stay, one publisher per line."""
+    from wirepipe.tap.live import TapStats
+
+    stats = TapStats(clock=iter([1.0, 3.0]).__next__)
+    for seq in ("1", "3"):
+        stats.observe([b"xyz"], ["orders.eu"], [{"Wirepipe-Publisher": "aaaaaaaaaaaa", "Wirepipe-Seq": seq}],
+                      [None], [None], {0: 9}, set())
+    text = stats.text(60)
+    lines = text.splitlines()
+    assert lines[0] == "wirepipe tap" and max(map(len, lines)) <= 60
+    assert "(not shown at 60 columns: subjects, B/rec raw, raw/wire, undecoded; widen the terminal to see them)" \
+        in " ".join(lines)
+    row = lines[lines.index("aaaaaaaaaaaa") + 1].split()  # the name on its line, its cells beneath
+    assert row == ["?", "identity", "2", "1", "3.0", "-", "-", "1"]  # msgs, msg/s over 2 s, B/rec wire; missing: seq 2
 
 
 def test_raw_and_long_records_print_bounded_lines() -> None:
@@ -419,8 +436,7 @@ def test_a_table_of_60000_forged_publishers_stops_at_sigint(nats_server: Embedde
     assert "Traceback" not in err, err
     assert tap.returncode == 0, err
     assert f"tap: {n:,} messages" in err, err
-    rows = [line for line in out.splitlines() if line.startswith("│")]
-    assert len(rows) == SHOWN, out
+    assert len(_table_rows(out)) == SHOWN, out
     hidden = MAX_PUBLISHERS + 1 - SHOWN  # the busiest row is (others): the rows left out have one message each
     assert f"... and {hidden:,} more publisher row(s), {hidden:,} messages (the {SHOWN} busiest are shown)" in out
     assert f"(others): publishers past the first {MAX_PUBLISHERS:,} ids" in out

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported, for a type checker's strictest setti
     from .api import capture_sink as capture_sink
     from .api import capture_source as capture_source
     from .api import compress as compress
+    from .api import csv_source as csv_source
     from .api import decode as decode
     from .api import decompress as decompress
     from .api import deserialize as deserialize

@@ -24,7 +24,7 @@ together (the rules a whole pipeline has, checked when it is built):
 >>> source("bogus")
 Traceback (most recent call last):
 ...
-wirepipe.core.errors.ConfigError: source: unknown type 'bogus': allowed generate, jsonl, parquet, nats, jetstream, capture
+wirepipe.core.errors.ConfigError: source: unknown type 'bogus': allowed generate, jsonl, csv, parquet, nats, jetstream, capture
 >>> jetstream_source("S", durable="d") | parquet_sink("out.parquet")
 Traceback (most recent call last):
 ...
@@ -34,7 +34,7 @@ wirepipe.core.errors.ConfigError: sink.path: 'out.parquet' is one Parquet file, 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import deprecated
@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what the factories build and take, for a type checker: none
     from .connectors.capture_sink import CaptureSink
     from .connectors.capture_source import CaptureSource
     from .connectors.connector import Sink, Source
+    from .connectors.csv import CsvSource
     from .connectors.generate import GenerateSource
     from .connectors.jsonl import JsonlSink, JsonlSource
     from .connectors.nats.connection import AuthConfig, NatsConnectionConfig, ReconnectConfig, TLSConfig
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # what the factories build and take, for a type checker: none
     from .operators.select import Select
     from .operators.serialize import Serialize
     from .operators.unpack import Unpack
+    from .schema import RecordSchema
 
 
 
@@ -293,6 +295,22 @@ def parquet_source(path: Paths, *, batch_size: int = 65536, count: int | None = 
     return _connector("source", "parquet", {**given(**locals()), "path": fspaths(path)})
 
 
+def csv_source(path: Paths, *, batch_size: int = 1000, schema: RecordSchema | Mapping[str, Any] | str | None = None,
+               delimiter: str | None = None, quote_char: str | Literal[False] = '"', escape_char: str | None = None,
+               double_quote: bool = True, header: bool = True, columns: list[str] | None = None, skip_rows: int = 0,
+               null_values: list[str] | None = None, strings_can_be_null: bool = False,
+               true_values: list[str] | None = None, false_values: list[str] | None = None, encoding: str = "utf-8",
+               block_size: int | str = 1048576, count: int | None = None,
+               duration: float | str | None = None) -> CsvSource:
+    """``source: {type: csv, path: ...}`` (a file, a glob, a folder or a list; .tsv, .csv.gz ...): records typed
+    by ``schema`` (a mapping, a schema file, a ``RecordSchema``) or by the types pyarrow infers.
+
+    >>> print(csv_source("weather.csv", schema={"station": "string", "temp": "float32?"}).schema)
+    Record {station: string, temp: float32?}
+    """
+    return _connector("source", "csv", {**given(**locals()), "path": fspaths(path)})
+
+
 def nats_source(subject: str, *, queue: str | None = None, batch_size: int = 1000,
                 batch_timeout: float | str = 0.005, pending_msgs_limit: int = 65536,
                 pending_bytes_limit: int | str = 67108864, gaps: bool | None = None,
@@ -451,7 +469,7 @@ def operator(name: str, **fields: Any) -> OperatorChain:
 RENAMED = {"generate": "generate_source", "select": "select_fields", "operator": "operator_entry"}
 
 __all__ = [
-    "capture_sink", "capture_source", "compress", "decode", "decompress", "deserialize", "encode", "filter_values",
+    "capture_sink", "capture_source", "compress", "csv_source", "decode", "decompress", "deserialize", "encode", "filter_values",
     "generate_source", "jetstream_sink", "jetstream_source", "jsonl_sink", "jsonl_source", "map_values", "nats_sink",
     "nats_source", "null_sink", "operator_entry", "pack", "parquet_sink", "parquet_source", "select_fields",
     "serialize", "sink", "source", "subject", "unpack",

@@ -118,25 +118,19 @@ def train(samples: list[bytes], *, level: str | int = "default", size: int | Non
 
 def source_for(path: str, count: int | None) -> tuple[Any, bool]:
     """(the source reading ``path``, whether it is a capture): a folder or a Parquet file a capture wrote
-    (its ``wirepipe.capture`` metadata) is a capture; a ``.jsonl`` or another ``.parquet`` holds records."""
+    (its ``wirepipe.capture`` metadata) is a capture; another file holds records, read by the source its name
+    says (``connectors/files.py``: .jsonl, .parquet, .csv ...)."""
+    from .connectors.files import describe_file_types, file_source
+
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"{path}: no such file or folder (a capture folder, a .jsonl or a .parquet file)",
-                          path="--from")
-    fields: dict[str, Any] = {"count": count}
+        raise ConfigError(f"{path}: no such file or folder (a capture folder, or a file of records: "
+                          f"{describe_file_types()})", path="--from")
     if p.is_dir() or (p.suffix == ".parquet" and _is_capture(p)):
         from .connectors.capture_source import CaptureSource
 
-        return CaptureSource([path], **fields), True
-    if p.suffix == ".jsonl":
-        from .connectors.jsonl import JsonlSource
-
-        return JsonlSource([path], **fields), False
-    if p.suffix == ".parquet":
-        from .connectors.parquet import ParquetSource
-
-        return ParquetSource([path], **fields), False
-    raise ConfigError(f"{path}: a capture folder, a .jsonl or a .parquet file", path="--from")
+        return CaptureSource([path], count=count), True
+    return file_source(path, "--from", count=count), False
 
 
 def _is_capture(path: Path) -> bool:

@@ -17,7 +17,7 @@ app.add_typer(dict_app)
 @dict_app.command("train", cls=WordsHelp)
 def dict_train(
     from_: Annotated[str, typer.Option("--from", metavar="CAPTURE|FILE", help=(
-        "a capture folder (or file), or a .jsonl / .parquet file of records"))],
+        "a capture folder (or file), or a file of records: .jsonl, .parquet, .csv (.tsv, .csv.gz ...)"))],
     to: Annotated[str, typer.Option("--to", metavar="nats://BUCKET/NAME", help=(
         "where to publish it: the bucket (created if missing) and the name publishers give"))],
     url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,

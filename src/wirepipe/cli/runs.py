@@ -103,6 +103,8 @@ def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
         pipe = build_pipeline(validate_config(worker_config(data, Worker(), file=file), file=file), file=file)
         try:
             pipe.source.check_input()
+        except ConfigError as exc:  # the source names the field at fault (a CSV header against its schema)
+            raise ConfigError(exc.detail, file=file, path=exc.path) from None
         except WirepipeError as exc:  # a missing input file or capture is a usage error too
             raise ConfigError(str(exc), file=file, path="source.path" if "path" in pipe.source.params else "source") \
                 from None

@@ -34,13 +34,15 @@ URL_OPTION: dict[str, Any] = dict(envvar="NATS_URL", metavar="URL",
 
 @schema_app.command("infer", cls=WordsHelp)
 def schema_infer(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="records: FILE.jsonl or FILE.parquet")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="records: FILE.jsonl, FILE.parquet or FILE.csv (.tsv, .csv.gz ...)")],
     name: Annotated[str | None, typer.Option(help="the record's name (default: from the file name)", metavar="NAME")] = None,
 ) -> None:
     """Print the typed schema of FILE's records.
 
     YAML, with `?` where a field is absent or null in some records: what serialize and deserialize take as
-    `schema:`, as it is."""
+    `schema:`, as it is, and the csv source too. A CSV file's columns are typed as the csv source types them
+    without a schema (int64, float64, bool, string; dates and timestamps stay text), inferred from up to 16 MiB
+    of the file: give the result to the source as `schema:` so that every row is typed the same."""
     import yaml
 
     from ..core.errors import WirepipeError

@@ -2,7 +2,7 @@
 
 Every running pipeline answers the services protocol (``pipelines/service.py``); these commands ask
 ``$SRV.STATS`` once (``ps``) or every ``--interval`` (``top``) and show the answers in one table, drawn by
-``report/table.py`` like every table wirepipe prints. They connect as any NATS client does (``--url``,
+``core/table.py`` like every table wirepipe prints. They connect as any NATS client does (``--url``,
 ``--creds``, ``--set`` for the other connection fields), never to an embedded server: there is no pipeline
 on a server of one's own.
 """
@@ -16,6 +16,7 @@ import typer
 
 from ..core.exit_codes import ExitCode, exit_code
 from .app import command, fail, setup_logging
+from .connection import Creds, Sets, connection_from_options
 
 if TYPE_CHECKING:
     from ..connectors.nats.connection import NatsConnectionConfig
@@ -29,11 +30,6 @@ FIGURES = (("records_in", "in"), ("records_out", "out"), ("rejected", "rejected"
 
 Url = Annotated[str | None, typer.Option(envvar="NATS_URL", metavar="URL", help=(
     "the NATS server (or comma-separated cluster) the pipelines use (default $NATS_URL)"))]
-Creds = Annotated[str | None, typer.Option(envvar="NATS_CREDS", metavar="FILE", help=(
-    "a .creds file (user JWT and nkey seed; default $NATS_CREDS)"))]
-Sets = Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help=(
-    "another field of the connection, as a pipeline's NATS connector takes it: auth.user=me, "
-    "'auth.password=${NATS_PASSWORD}' (read from the environment), tls.ca=ca.pem, connect_timeout=10s"))]
 Window = Annotated[str, typer.Option("--timeout", metavar="DURATION", help=(
     "how long to collect the answers (a process that answers later is not listed)"))]
 Only = Annotated[str | None, typer.Argument(metavar="PIPELINE", help=(
@@ -41,16 +37,10 @@ Only = Annotated[str | None, typer.Argument(metavar="PIPELINE", help=(
 
 
 def connection_config(url: str | None, creds: str | None, overrides: list[str], command: str) -> NatsConnectionConfig:
-    """The observer's connection: ``--url`` (no embedded server), ``--creds``, then each ``--set`` (``${VAR}``
-    read from the environment); ``ConfigError`` naming what is wrong."""
-    import os
-
-    from pydantic import ValidationError
-
-    from ..connectors.nats.connection import NatsConnectionConfig, is_embedded
+    """The observer's connection: ``--url`` (no embedded server), ``--creds``, then each ``--set``
+    (``cli/connection.py``); ``ConfigError`` naming what is wrong."""
+    from ..connectors.nats.connection import is_embedded
     from ..core.errors import ConfigError
-    from ..core.models import config_error
-    from ..pipelines.config import apply_override, interpolate
 
     where = f"wirepipe {command}"
     if not url:
@@ -59,15 +49,8 @@ def connection_config(url: str | None, creds: str | None, overrides: list[str], 
     if is_embedded(url):
         raise ConfigError("--url embedded would start a private server no pipeline is on: give the url of the "
                           "NATS server the pipelines use", file=where)
-    data: dict[str, Any] = {"url": url, "name": f"wirepipe-{command}", "connect_timeout": CONNECT_TIMEOUT}
-    if creds:
-        data["auth"] = {"creds": creds}
-    for assignment in overrides:
-        apply_override(data, assignment)
-    try:
-        return NatsConnectionConfig.model_validate(interpolate(data, os.environ))
-    except ValidationError as exc:
-        raise config_error(exc, where) from None
+    return connection_from_options(url, creds, overrides, where=where, name=f"wirepipe-{command}",
+                           connect_timeout=CONNECT_TIMEOUT)
 
 
 async def _connected(config: NatsConnectionConfig) -> Any:

@@ -10,18 +10,21 @@ import typer
 
 from ..core.exit_codes import ExitCode, exit_code
 from .app import command, fail, owned_process
+from .connection import OwnCreds, Sets, own_server
 
 
 @command()
 def bench(
     dataset: Annotated[str | None, typer.Option(help="datasets, comma-separated: point,large_vectors,transaction,"
                                                     "block,feed", metavar="DATASET")] = None,
-    input: Annotated[list[Path] | None, typer.Option("--input", help="your records: FILE.jsonl or FILE.parquet", metavar="INPUT")] = None,
+    input: Annotated[list[Path] | None, typer.Option("--input", help="your records: FILE.jsonl, FILE.parquet or FILE.csv (.tsv, .csv.gz ...)", metavar="INPUT")] = None,
     format: Annotated[str | None, typer.Option(help="formats, comma-separated (default: all)", metavar="FORMAT")] = None,
     codec: Annotated[str | None, typer.Option(help="codecs, comma-separated (default: all)", metavar="CODEC")] = None,
     level: Annotated[str | None, typer.Option(help="levels: fastest,default,best or integers", metavar="LEVEL")] = None,
     transport: Annotated[str, typer.Option(help="nats (default, embedded server unless --url), jetstream or none (in-process codecs only)", metavar="TRANSPORT")] = "nats",
     url: Annotated[str | None, typer.Option(help="NATS url (default: an embedded server)", metavar="URL")] = None,
+    creds: OwnCreds = None,
+    set_: Sets = None,
     iterations: Annotated[int | None, typer.Option("--iterations", "-k", help="K iterations", metavar="ITERATIONS")] = None,
     repetitions: Annotated[int | None, typer.Option("--repetitions", "-n",
                                                     help="N repetitions per iteration (default scales with size)", metavar="REPETITIONS")] = None,
@@ -61,8 +64,9 @@ def bench(
 
     try:
         plan = make_plan(dataset=dataset, inputs=list(input or []), format=format, codec=codec, level=level,
-                         transport=transport, url=url, iterations=iterations, repetitions=repetitions, out=out,
-                         quick=quick, zstd_dict=zstd_dict, records_per_message=records_per_message, seed=seed)
+                         transport=transport, iterations=iterations, repetitions=repetitions, out=out,
+                         quick=quick, zstd_dict=zstd_dict, records_per_message=records_per_message, seed=seed,
+                         nats=own_server(url, creds, set_, "bench"))
         bits = parse_bandwidth(bandwidth)
     except ValueError as exc:
         fail(f"--bandwidth: {exc}", ExitCode.CONFIG)
@@ -166,11 +170,15 @@ def plan(
     calibrate: Annotated[bool, typer.Option(help="over JetStream, run the consume pipeline in a worker process for a "
                                                  "few seconds on a local nats-server and plan with what it spent "
                                                  "(the default)")] = True,
+    url: Annotated[str | None, typer.Option(help="calibrate on this NATS server (default: a local one of its own)",
+                                            metavar="URL")] = None,
+    creds: OwnCreds = None,
+    set_: Sets = None,
 ) -> None:
     """Turn per-record costs into a deployment plan.
 
     Cores, workers, wire bytes/s, JetStream storage, and the first limit."""
-    from ..core.errors import WirepipeError
+    from ..core.errors import ConfigError, WirepipeError
     from ..core.units import parse_bandwidth, parse_duration, parse_rate, parse_size
     from ..pipelines.pool import usable_cores
     from ..study.plan.capacity import Deployment, costs_from_bench, measure_costs
@@ -187,7 +195,10 @@ def plan(
                          retention_s=parse_duration(retention), nodes=nodes,
                          cores_per_node=cores_per_node or usable_cores(), link_bps=parse_bandwidth(link),
                          disk_bytes=parse_size(disk), utilization=utilization, consumers=consumers)
+        nats = own_server(url, creds, set_, "plan")
     except ValueError as exc:
+        fail(str(exc), ExitCode.CONFIG)
+    except ConfigError as exc:
         fail(str(exc), ExitCode.CONFIG)
     from ..datasets import DATASETS
 
@@ -199,10 +210,10 @@ def plan(
     try:
         if bench:
             costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink,
-                                     calibrate=calibrate)
+                                     calibrate=calibrate, nats=nats)
         else:
             costs = [measure_costs(dataset or "block", chain or "msgpack|zstd:fastest", transport=transport,
-                                   sink=sink, calibrate=calibrate)]
+                                   sink=sink, calibrate=calibrate, nats=nats)]
     except (ValueError, KeyError) as exc:
         fail(str(exc.args[0] if exc.args else exc), ExitCode.CONFIG)
     except WirepipeError as exc:
@@ -214,7 +225,7 @@ def plan(
 @command()
 def codecs() -> None:
     """List every format and codec, its levels, if installed."""
-    from ..codecs.compression import CODECS
+    from ..codecs.compression import CODECS, LEVEL_NAMES
     from ..codecs.deflate import deflate_choice
     from ..codecs.formats import FORMATS
     from ..core.table import Table, terminal_width, wrap
@@ -227,8 +238,8 @@ def codecs() -> None:
                     [[f.name, f.content_type, _installed(f)] for f in FORMATS.values()], [False] * 3,
                     notes=[f.note for f in FORMATS.values()], notes_header="notes")
     codecs = Table("codecs (compress / decompress)",
-                   ["codec", Header.CONTENT_ENCODING, "fastest", "default", "best", "range", "installed"],
-                   [[c.name, c.content_encoding, str(c.fastest), str(c.default), str(c.best),
+                   ["codec", Header.CONTENT_ENCODING, *LEVEL_NAMES, "range", "installed"],
+                   [[c.name, c.content_encoding, *(str(c.resolve_level(name)) for name in LEVEL_NAMES),
                      f"{c.min_level}..{c.max_level}", _installed(c)] for c in CODECS.values()], [False] * 7,
                    notes=[c.note for c in CODECS.values()], notes_header="notes")
     tail = [f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)",

@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -228,6 +228,8 @@ class JsonlSource(Configured, Source):
 
 class JsonlSourceConfig(SourceLimits):
     """``source: {type: jsonl, path: in.jsonl}`` (a file, a glob, a folder or a list)"""
+
+    suffixes: ClassVar[tuple[str, ...]] = (".jsonl", ".ndjson")  # the files it reads, by name (connectors/files.py)
 
     type: Literal["jsonl"]
     path: str | list[str] = Field(description="a file, a glob, a folder (its files in name order) "

@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -411,6 +411,8 @@ def _from_record_batch(rb: Any, payload: bool) -> Batch:
 
 class ParquetSourceConfig(SourceLimits):
     """``source: {type: parquet, path: in.parquet}`` (a file, a glob, a folder or a list)"""
+
+    suffixes: ClassVar[tuple[str, ...]] = (".parquet",)  # the files it reads, by name (connectors/files.py)
 
     type: Literal["parquet"]
     path: str | list[str] = Field(description="a file, a glob, a folder (its files in name order) "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .models import field_path, parse_field_path
+from .records import as_dict, is_typed_record
 
 
 class _Missing:
@@ -276,7 +277,8 @@ def _scalar(kind: str, text: str) -> Any:
 def plain(value: Any) -> Any:
     """A record as JSON or YAML holds it, to compare and to show: bytes as ``{"$base64": ...}`` (the JSON
     format's convention), times as ISO 8601 text, tuples as lists, typed records (dataclasses, msgspec
-    Structs, faust Records, protobuf-made dicts) as mappings of their fields."""
+    Structs, faust Records, pydantic models) as the dict ``core.records.as_dict`` makes of them, as the formats
+    write them; anything else as its ``repr``."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, Mapping):
@@ -296,40 +298,40 @@ def plain(value: Any) -> Any:
         return value.isoformat()
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return plain(value.tolist())
-    for attr in ("asdict", "to_representation"):  # faust.Record
-        fn = getattr(value, attr, None)
-        if callable(fn):
-            return plain(fn())
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return plain({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
-    fields = getattr(value, "__struct_fields__", None)  # msgspec.Struct
-    if fields is not None:
-        return plain({f: getattr(value, f) for f in fields})
+    if is_typed_record(value):
+        return plain(as_dict(value))
     return repr(value)
 
 
 
-def first_difference(expected: Any, actual: Any, path: tuple[str | int, ...] = ()
+def first_difference(expected: Any, actual: Any, path: tuple[str | int, ...] = (), *, absent_is_null: bool = False
                      ) -> tuple[list[str | int], Any, Any] | None:
-    """The first place two plain values (what JSON or YAML hold) differ: (path, expected there, actual there),
-    ``MISSING`` on the side that lacks the field; None when they are equal. Mappings are walked in the
-    expected value's key order, then the keys only ``actual`` has."""
+    """The first place two values differ: (path, expected there, actual there), ``MISSING`` on the side that lacks
+    the field or item; None when they are equal (``same``: ``1 == 1.0``, ``True`` is not ``1``). Mappings are
+    walked in the expected value's key order, then the keys only ``actual`` has; lists and tuples item by item.
+    With ``absent_is_null`` a field one side lacks and the other holds as None is no difference (the study's
+    round trip: a typed schema has one value for both).
+
+    The one walker of two values: ``wirepipe test``'s expectations, the study's round-trip check and a reload's
+    changed field all find their difference here.
+
+    >>> first_difference({"a": 1, "b": None}, {"a": 1}, absent_is_null=True) is None
+    True
+    """
     if isinstance(expected, Mapping) and isinstance(actual, Mapping):
-        for key in expected:
-            if key not in actual:
-                return [*path, key], expected[key], MISSING
-            found = first_difference(expected[key], actual[key], (*path, key))
+        for key in [*expected, *(k for k in actual if k not in expected)]:
+            e, a = expected.get(key, MISSING), actual.get(key, MISSING)
+            if e is MISSING or a is MISSING:
+                if not (absent_is_null and (e is None or a is None)):
+                    return [*path, key], e, a
+                continue
+            found = first_difference(e, a, (*path, key), absent_is_null=absent_is_null)
             if found is not None:
                 return found
-        for key in actual:
-            if key not in expected:
-                return [*path, key], MISSING, actual[key]
         return None
-    if isinstance(expected, list) and isinstance(actual, list):
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
         for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
-            found = first_difference(e, a, (*path, i))
+            found = first_difference(e, a, (*path, i), absent_is_null=absent_is_null)
             if found is not None:
                 return found
         if len(expected) != len(actual):

@@ -59,16 +59,16 @@ class Table:
         return list(self.numeric) if self.numeric is not None else [False] + [True] * (len(self.headers) - 1)
 
     def text(self, width: int | None = None, elsewhere: str | None = "the Markdown report") -> str:
-        """Title, table and caption (wrapped at words) in ``width`` columns, as one string; columns left out
-        are named, with ``elsewhere``, where they are."""
+        """Title, table and caption (each of its lines wrapped at words) in ``width`` columns, as one string;
+        columns left out are named, with ``elsewhere``, where they are."""
         width = width or terminal_width()
         lines, left_out = _layout(self, width)
         lines = [*(wrap(self.title, width) if self.title else []), *lines]
         if left_out:
             where = f"see {elsewhere} or widen the terminal" if elsewhere else "widen the terminal to see them"
             lines += wrap(f"(not shown at {width} columns: {', '.join(left_out)}; {where})", width)
-        if self.caption:
-            lines += wrap(self.caption, width)
+        for paragraph in self.caption.splitlines() if self.caption else ():  # each of its lines a paragraph
+            lines += wrap(paragraph, width)
         return "\n".join(lines) + "\n"
 
     def markdown(self, level: int = 3) -> str:

@@ -1,5 +1,6 @@
-"""Human units in config and on the command line: durations (``30s``) and sizes (``64MiB``); and the
-time a set of spans covers (a pool's workers, a flow's two sides, working at once)."""
+"""Human units in config and on the command line: durations (``30s``) and sizes (``64MiB``), and a duration
+written for a reader (``format_duration``); and the time a set of spans covers (a pool's workers, a flow's two
+sides, working at once)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,24 @@ def parse_duration(value: str | float | int) -> float:
     if not m:
         raise ValueError(f"{value!r} is not a duration: use a number of seconds or e.g. 30s, 500ms, 5m, 2h")
     return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for a reader, with the digits it deserves: what ``wirepipe bench`` estimates, ``wirepipe plan``'s
+    retention.
+
+    >>> [format_duration(s) for s in (4.5, 45, 720, 12_240, 86_400, 604_800, 181_440)]
+    ['4.5s', '45s', '12 min', '3.4 h', '24 h', '7 days', '2.1 days']
+    """
+    for unit, size, above in (("days", 86400, 2 * 86400), ("h", 3600, 5400), ("min", 60, 90)):
+        if seconds >= above:
+            return f"{_digits(seconds / size)} {unit}"
+    return f"{_digits(seconds) if seconds < 10 else f'{seconds:.0f}'}s"
+
+
+def _digits(x: float) -> str:
+    """One decimal under 10 (none when it is 0), none above: ``4.5``, ``7``, ``24``."""
+    return f"{x:.1f}".removesuffix(".0") if x < 10 else f"{x:.0f}"
 
 
 def parse_size(value: str | int) -> int:

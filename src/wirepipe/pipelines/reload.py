@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ConfigError, WirepipeError
 from ..core.exit_codes import ExitCode
+from ..core.fields import MISSING, first_difference
 from ..core.workers import Worker
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ RESTART: dict[str, str] = {
                  "before the operators",
 }
 _UNKNOWN = "a hot reload does not know this field, so it is not changed in a running pipeline"
-_UNSET = object()
+_UNSET = MISSING  # a field one config has and the other does not
 
 
 def restart_reason(key: str, source: Source) -> str:
@@ -153,18 +154,14 @@ def classify(running: Mapping[str, Any], new: Mapping[str, Any], source: Source)
 
 
 def _first_difference(path: str, before: Any, after: Any) -> tuple[str, Any, Any]:
-    """The first leaf under ``path`` where ``before`` and ``after`` differ (a mapping's keys in order; a list
-    whose length changed is the leaf)."""
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        for key in dict.fromkeys([*before, *after]):
-            b, a = before.get(key, _UNSET), after.get(key, _UNSET)
-            if b != a:
-                return _first_difference(f"{path}.{key}", b, a)
-    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        for i, (b, a) in enumerate(zip(before, after, strict=True)):
-            if b != a:
-                return _first_difference(f"{path}[{i}]", b, a)
-    return path, before, after
+    """The first leaf under ``path`` where ``before`` and ``after`` differ (``core.fields.first_difference``)."""
+    from ..core.models import field_path
+
+    found = first_difference(before, after)
+    if found is None:
+        return path, before, after
+    where, before, after = found
+    return field_path([path, *where]), before, after
 
 
 # --- one version of a config -------------------------------------------------------------------------

@@ -254,13 +254,9 @@ def source_for(loaded: LoadedFile, spec: InputSpec, where: str, schema: Any = No
             from ..connectors.capture_source import CaptureSource
 
             return CaptureSource(paths, subject=spec.subject, since=spec.since, until=spec.until, **fields)
-        if paths[0].lower().endswith(".jsonl"):
-            from ..connectors.jsonl import JsonlSource
+        from ..connectors.files import file_source
 
-            return JsonlSource(paths, **fields)
-        from ..connectors.parquet import ParquetSource
-
-        return ParquetSource(paths, **fields)
+        return file_source(paths, **fields)
     if spec.records is not None:
         values = restore_bytes(spec.records)
     else:

@@ -237,8 +237,14 @@ class InputSpec(Strict):
     @field_validator("file")
     @classmethod
     def _file_kind(cls, v: str | None) -> str | None:
-        if v is not None and Path(v).suffix.lower() not in (".jsonl", ".parquet"):
-            raise ValueError(f"{v!r}: a .jsonl or a .parquet file (a capture folder goes in `capture`)")
+        if v is not None:
+            from ..connectors.files import file_type
+            from ..core.errors import ConfigError
+
+            try:
+                file_type(v)
+            except ConfigError as exc:
+                raise ValueError(f"{exc.detail} (a capture folder goes in `capture`)") from None
         return v
 
     @model_validator(mode="after")

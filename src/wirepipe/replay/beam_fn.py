@@ -186,27 +186,16 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: b
 
 
 def write_part(folder: str, position: int, tables: list[Any]) -> str:
-    """Tables as one Parquet file ``folder/part-<position>.parquet``, written under a temporary name first.
-
-    Through Beam's ``FileSystems``, not ``storage.files.AtomicFile`` (local files only): ``storage.files``'s
-    module docstring says why, and which of its rules this writer keeps.
-    """
+    """Tables as one Parquet file ``folder/part-<position>.parquet``: the one life of a Parquet file
+    (``storage.lifecycle.write_parquet``), through Beam's ``FileSystems`` so that ``gs://``, ``s3://`` and HDFS
+    folders take it as a local one does (``storage.files``'s module doc says how such a file commits)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from ..storage.lifecycle import write_table
 
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    from ..storage.files import temp_path
-
-    name = f"part-{position:012d}.parquet"
-    final = join(folder, name)
-    temp = join(folder, temp_path(Path(name), owner=uuid.uuid4().hex[:8]).name)  # Beam's filesystems rename
-    if "://" not in folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    with FileSystems.create(temp) as f:
-        pq.write_table(table, f, compression="zstd")
-    if FileSystems.exists(final):  # a retried bundle: the same records under the same name
-        FileSystems.delete([final])
-    FileSystems.rename([temp], [final])
+    final = join(folder, f"part-{position:012d}.parquet")
+    write_table(final, table, filesystem=FileSystems, owner=uuid.uuid4().hex[:8])  # bundles of a worker: concurrent
     return final
 
 

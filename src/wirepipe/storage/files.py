@@ -19,17 +19,18 @@ when several processes write into one folder and a dead one's leftovers must be 
 from a live one's), through a ``SpoolingFile`` (a full disk loses nothing), then fsynced
 when asked and renamed into place. ``commit`` resumes after an error: called again, it
 goes on where it stopped and never renames twice. Every local writer goes through it: whole
-files written at once (``wirepipe bench``'s results, reports, dictionaries, test snapshots) and the
-Parquet files of the ``parquet`` sink, captures and metrics parts, which live the one life of
+files written at once (reports, dictionaries, test snapshots) and every Parquet file (the ``parquet``
+sink's, captures, metrics parts, ``wirepipe bench``'s results), which lives the one life of
 ``storage/lifecycle.py`` (open, write, close, finalize) on top of it.
 
-The one exception is a Beam worker's results part (``replay/beam_fn.write_part``): it
-writes through Beam's ``FileSystems`` (``gs://``, ``s3://``, ``hdfs://`` as well as local
-folders), which has no ``os.replace``, no fsync and no local disk to spool to; on object
-stores a rename is a copy and a delete, and not every filesystem lets a rename replace a
-file (HDFS refuses). So it keeps this module's temporary name (``temp_path``, owned by a
-random id: bundles of one worker write concurrently) and commits Beam's way: a retried
-bundle's earlier file (same records, same name) is deleted, then the temporary renamed.
+**Through another filesystem** (``FileSystem``, ``FileSystemFile``): a Beam worker writes its results parts
+through Beam's ``FileSystems`` (``gs://``, ``s3://``, ``hdfs://`` as well as local folders), which has no
+``os.replace``, no fsync and no local disk to spool to; on object stores a rename is a copy and a delete, and
+not every filesystem lets a rename replace a file (HDFS refuses). Such a file takes the same temporary name
+(a Beam worker's owned by a random id: bundles of one worker write concurrently) and commits that filesystem's
+way: a retried
+bundle's earlier file (same records, same name) is deleted, then the temporary renamed. ``atomic_file`` picks
+the kind; the Parquet life (``storage/lifecycle.py``) takes either.
 
 **Unfinished files** (``unfinished_files``, ``report_unfinished``, ``delete_unfinished``): a writer
 killed (SIGKILL) or stopped on an error (a full disk at shutdown) leaves its temporary file. Nothing
@@ -53,7 +54,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.errors import MissingInput, WirepipeError
 from .spool import SpoolingFile
@@ -195,6 +196,10 @@ class AtomicFile:
         """Neither ``final`` nor a temporary name of it (whatever its owner) exists (a writer choosing a new name)."""
         return not final.exists() and not any(final.parent.glob(f".{glob.escape(final.name)}*{TEMP_SUFFIX}"))
 
+    def drain(self) -> None:
+        """Get what was written so far into the temporary file (raises while the disk is full; resumes)."""
+        self.file.drain()
+
     def commit(self, *, fsync: bool = True) -> Path:
         file = self.file
         if not file.closed:
@@ -211,6 +216,60 @@ class AtomicFile:
         self.file.abandon()
         with contextlib.suppress(FileNotFoundError):
             self.temp.unlink()
+
+
+class FileSystem(Protocol):
+    """What a file written through another filesystem needs of it: Apache Beam's ``FileSystems`` (its class, whose
+    methods are static) is one, and reaches ``gs://``, ``s3://``, ``hdfs://`` and local paths alike."""
+
+    def split(self, path: str) -> tuple[str, str]: ...
+    def join(self, basepath: str, *paths: str) -> str: ...
+    def create(self, path: str) -> Any: ...
+    def exists(self, path: str) -> bool: ...
+    def delete(self, paths: list[str]) -> None: ...
+    def rename(self, source_file_names: list[str], destination_file_names: list[str]) -> None: ...
+
+
+class FileSystemFile:
+    """A file written through ``filesystem`` under its temporary name and renamed into place by ``commit`` (see
+    the module doc): ``file`` is the filesystem's write channel. ``commit`` resumes as ``AtomicFile``'s does."""
+
+    def __init__(self, final: str, filesystem: FileSystem, *, owner: str | int | None = None) -> None:
+        self.final = final
+        self.filesystem = filesystem
+        folder, name = filesystem.split(final)
+        self.temp = filesystem.join(folder, temp_path(Path(name), owner).name)
+        self.file = filesystem.create(self.temp)  # a local folder is made by Beam's LocalFileSystem
+
+    def drain(self) -> None:
+        self.file.flush()
+
+    def commit(self, *, fsync: bool = True) -> str:
+        """Close, then rename into place (``fsync`` is the filesystem's own business)."""
+        fs = self.filesystem
+        if not self.file.closed:
+            self.file.close()
+        if fs.exists(self.temp):  # not yet renamed (a retry after the rename went through: not again)
+            if fs.exists(self.final):  # a retried bundle's earlier file: the same records under the same name
+                fs.delete([self.final])
+            fs.rename([self.temp], [self.final])
+        return self.final
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):  # its bytes are dropped anyway
+            self.file.close()
+        with contextlib.suppress(Exception):
+            if self.filesystem.exists(self.temp):
+                self.filesystem.delete([self.temp])
+
+
+def atomic_file(final: str | Path, *, owner: str | int | None = None,
+                filesystem: FileSystem | None = None) -> AtomicFile | FileSystemFile:
+    """The file ``final`` written under its temporary name: on the local disk (``AtomicFile``), or through
+    ``filesystem`` (``FileSystemFile``)."""
+    if filesystem is None:
+        return AtomicFile(final, owner=owner)
+    return FileSystemFile(str(final), filesystem, owner=owner)
 
 
 def write_atomic(final: str | Path, fill: Callable[[Any], None], *, owner: str | int | None = None,

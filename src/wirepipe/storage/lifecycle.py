@@ -7,6 +7,8 @@ metrics parts) gives its files one life, the one Beam's ``FileBasedSink`` gives 
 - **open** (``ParquetFileWriter``): a ``ParquetWriter`` over an ``AtomicFile``, under the hidden
   temporary name ``.NAME.PID.inprogress``. The writer's process id is in the name because a pool's
   workers write into one folder: the next writer tells a dead one's leftovers from a live one's.
+  Given a ``filesystem`` (Beam's ``FileSystems``: a Beam worker's parts on ``gs://``, ``s3://``, HDFS),
+  over a ``FileSystemFile`` instead, committed that filesystem's way.
 - **write**: row groups go into the file's ``SpoolingFile``: a write never fails, a full disk keeps
   what does not fit in memory.
 - **close**: the footer goes into the spool. The file is complete, not yet on disk.
@@ -19,7 +21,9 @@ metrics parts) gives its files one life, the one Beam's ``FileBasedSink`` gives 
 most one closed and waiting for room on the disk, and the finished ones, in order. The next file
 opens only once the one before is finalized, so files finish in the order they were written. At
 start it names what a writer that did not stop cleanly left (``storage.files.report_unfinished``).
-``write_parquet`` is the whole life at once, for a file written in one go.
+``write_parquet`` is the whole life at once, for a file written in one go (``write_table``: a table as a
+file); ``parquet_bytes`` a file's
+bytes in memory, never on disk (``wirepipe plan`` times what a Parquet sink's write costs with it).
 """
 
 from __future__ import annotations
@@ -30,23 +34,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .files import AtomicFile, report_unfinished
+from .files import FileSystem, atomic_file, report_unfinished
 from .spool import check_writable
 
 
 class ParquetFileWriter:
     """One Parquet file, opened under its temporary name: ``write`` row groups, ``close``, ``finalize``.
 
-    ``options`` go to ``pyarrow.parquet.ParquetWriter`` (``use_dictionary``...).
+    ``options`` go to ``pyarrow.parquet.ParquetWriter`` (``use_dictionary``...); ``filesystem`` writes it
+    through another filesystem than the local disk (``storage.files.FileSystem``), ``final`` then a path of it.
+    ``owner`` names the temporary file's writer: this process by default.
     """
 
     def __init__(self, final: str | Path, schema: Any, *, compression: str = "zstd", fsync: bool = True,
-                 **options: Any) -> None:
+                 filesystem: FileSystem | None = None, owner: str | int | None = None, **options: Any) -> None:
         import pyarrow.parquet as pq
 
         self.schema = schema
         self.fsync = fsync
-        self._atomic = AtomicFile(final, owner=os.getpid())
+        self._atomic = atomic_file(final, owner=os.getpid() if owner is None else owner, filesystem=filesystem)
         try:
             self._writer: Any = pq.ParquetWriter(self._atomic.file, schema, compression=compression, **options)
         except BaseException:
@@ -54,11 +60,11 @@ class ParquetFileWriter:
             raise
 
     @property
-    def final(self) -> Path:
+    def final(self) -> Path | str:
         return self._atomic.final
 
     @property
-    def temp(self) -> Path:
+    def temp(self) -> Path | str:
         return self._atomic.temp
 
     @property
@@ -76,7 +82,7 @@ class ParquetFileWriter:
 
     def drain(self) -> None:
         """Get what was written so far into the temporary file (raises while the disk is full; resumes)."""
-        self._atomic.file.drain()
+        self._atomic.drain()
 
     def close(self) -> None:
         """Write the footer (into the spool: no room is needed yet)."""
@@ -84,7 +90,7 @@ class ParquetFileWriter:
         if writer is not None:
             writer.close()
 
-    def finalize(self) -> Path:
+    def finalize(self) -> Path | str:
         """Close, get every byte to disk (fsynced when ``fsync``), rename into place; returns the final path.
 
         After an ``OSError`` (a full disk) call it again: it resumes, and a rename that went
@@ -103,15 +109,35 @@ class ParquetFileWriter:
 
 
 def write_parquet(final: str | Path, schema: Any, fill: Callable[[ParquetFileWriter], None], *,
-                  compression: str = "zstd", fsync: bool = False, **options: Any) -> Path:
-    """A whole Parquet file at once: ``fill(file)`` writes its rows, then it is finalized (aborted on any error)."""
-    file = ParquetFileWriter(final, schema, compression=compression, fsync=fsync, **options)
+                  compression: str = "zstd", fsync: bool = False, filesystem: FileSystem | None = None,
+                  owner: str | int | None = None, **options: Any) -> Path | str:
+    """A whole Parquet file at once: ``fill(file)`` writes its rows, then it is finalized (aborted on any error);
+    through ``filesystem``, by ``owner``, when given (``ParquetFileWriter``)."""
+    file = ParquetFileWriter(final, schema, compression=compression, fsync=fsync, filesystem=filesystem, owner=owner,
+                             **options)
     try:
         fill(file)
         return file.finalize()
     except BaseException:
         file.abort()
         raise
+
+
+def write_table(final: str | Path, table: Any, **options: Any) -> Path | str:
+    """``table`` as the whole Parquet file ``final`` (``write_parquet``; ``options`` as its)."""
+    return write_parquet(final, table.schema, lambda file: file.write(table), **options)
+
+
+def parquet_bytes(table: Any, *, compression: str = "zstd", **options: Any) -> bytes:
+    """``table`` as the bytes of one Parquet file, in memory: what a file of it would hold."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    writer = pq.ParquetWriter(sink, table.schema, compression=compression, **options)
+    writer.write_table(table)
+    writer.close()
+    return sink.getvalue().to_pybytes()
 
 
 class RollingParquetFiles:
@@ -147,7 +173,7 @@ class RollingParquetFiles:
         file = self._waiting
         if file is None:
             return None
-        path = file.finalize()
+        path = Path(file.finalize())  # a local file: this folder's
         self._waiting = None
         self.files.append(path)
         return path

@@ -8,7 +8,9 @@ counted by ``connectors.gaps.GapCounter`` as any core NATS consumer counts them.
 
 What it tracks is bounded, whatever the publishers claim: at most ``MAX_PUBLISHERS`` rows (messages
 from further ids are counted together in one row, ``OTHERS``, their losses not counted), and the table
-shows the ``SHOWN`` busiest of them, with a line for the rest.
+shows the ``SHOWN`` busiest of them, with a line for the rest. The table is wirepipe's one table model
+(``core/table.py``), drawn as text; on a terminal rich's ``Live`` redraws that text in place, as ``wirepipe top``
+does.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..connectors.nats.gaps import GapCounter
 from ..wire import Header
+
+if TYPE_CHECKING:
+    from ..core.table import Table
 
 UNSTAMPED = "-"
 OTHERS = "(others)"  # the row of the publishers past MAX_PUBLISHERS
@@ -100,14 +105,12 @@ class TapStats:
     def missing(self, publisher: str) -> int | None:
         return None if publisher in (UNSTAMPED, OTHERS) else self.gaps.missing_from(publisher)
 
-    def table(self) -> Any:
-        """The rows as a ``rich`` table (a terminal shows it live; elsewhere it is printed at the end)."""
-        from rich.table import Table
+    def table(self) -> Table:
+        """The rows as wirepipe's one table model (``core/table.py``): the busiest ``SHOWN`` publishers, the
+        notes beneath. On a narrow terminal the least telling columns go first; the publisher, its messages, rate
+        and losses stay."""
+        from ..core.table import Table, num
 
-        t = Table(title="wirepipe tap", title_justify="left", caption_justify="left")
-        for col in ("publisher", "subjects", "format", "codec", "msgs", "msg/s", "B/rec wire", "B/rec raw",
-                    "raw/wire", "p50 ms", "p99 ms", "missing", "undecoded"):
-            t.add_column(col, justify="left" if col in ("publisher", "subjects", "format", "codec") else "right")
         busiest = sorted(self.rows.items(), key=lambda item: -item[1].messages)
         shown, hidden = busiest[:SHOWN], busiest[SHOWN:]
         notes = []
@@ -121,19 +124,32 @@ class TapStats:
         if OTHERS in self.rows:
             notes.append(f"{OTHERS}: publishers past the first {MAX_PUBLISHERS:,} ids, counted together; "
                          "their losses are not counted")
-        t.caption = "\n".join(notes) or None
+        rows = []
         for pid, row in sorted(shown):
             span = row.last - row.first
             wire = row.wire_bytes / row.messages if row.messages else 0.0
             raw = row.serialized_bytes / row.decoded if row.decoded else None
-            missing = self.missing(pid)
-            p50, p99 = row.percentile(0.5), row.percentile(0.99)
             many = f"{len(row.subjects)}{'+' if len(row.subjects) >= _SUBJECTS else ''} subjects"
             subjects = next(iter(row.subjects)) if len(row.subjects) == 1 else many
-            t.add_row(pid, subjects, row.content_type.removeprefix("application/"), row.encoding,
-                      f"{row.messages:,}", f"{row.messages / span:,.0f}" if span > 0 else "-", f"{wire:,.1f}",
-                      "-" if raw is None else f"{raw:,.1f}",
-                      "-" if raw is None or not wire else f"{raw / wire:.2f}x",
-                      "-" if p50 is None else f"{p50:.2f}", "-" if p99 is None else f"{p99:.2f}",
-                      "-" if missing is None else f"{missing:,}", f"{row.undecoded:,}")
-        return t
+            rows.append([pid, subjects, row.content_type.removeprefix("application/"), row.encoding,
+                         num(row.messages), f"{row.messages / span:,.0f}" if span > 0 else "-", f"{wire:,.1f}",
+                         "-" if raw is None else f"{raw:,.1f}",
+                         "-" if raw is None or not wire else f"{raw / wire:.2f}x",
+                         _ms(row.percentile(0.5)), _ms(row.percentile(0.99)), num(self.missing(pid)),
+                         num(row.undecoded)])
+        return Table("wirepipe tap", list(COLUMNS), rows, numeric=[False] * 4 + [True] * (len(COLUMNS) - 4),
+                     caption="\n".join(notes), priority=list(COLUMNS.values()))
+
+    def text(self, width: int | None = None) -> str:
+        """The table drawn for a terminal ``width`` wide (the terminal's when None): what the tap prints at its
+        end and redraws live."""
+        return self.table().text(width, elsewhere=None)
+
+
+# The table's columns and their rank on a narrow terminal (0 always shown, higher left out first).
+COLUMNS = {"publisher": 0, "subjects": 2, "format": 1, "codec": 1, "msgs": 0, "msg/s": 0, "B/rec wire": 1,
+           "B/rec raw": 2, "raw/wire": 2, "p50 ms": 1, "p99 ms": 1, "missing": 0, "undecoded": 1}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -82,10 +82,13 @@ class TapSink(Sink):
         if self.announce:
             print(self.announce, file=self.err, flush=True)
         if self.stats is not None and not self.lines and self.out.isatty():
+            from rich.console import Console
             from rich.live import Live
+            from rich.text import Text
 
-            stats = self.stats
-            self._live = Live(get_renderable=stats.table, refresh_per_second=1, transient=False)
+            stats, console = self.stats, Console(file=self.out)
+            self._live = Live(get_renderable=lambda: Text(stats.text(console.width)), console=console,
+                              refresh_per_second=1, transient=False)
             self._live.start()
 
     async def close(self) -> None:
@@ -97,9 +100,7 @@ class TapSink(Sink):
         if self._live is not None:
             self._live.stop()
             return
-        from rich.console import Console
-
-        Console(file=self.out, width=160).print(self.stats.table())
+        print(self.stats.text(), file=self.out, end="", flush=True)
 
     async def write(self, batch: Batch) -> None:
         n = len(batch.values)

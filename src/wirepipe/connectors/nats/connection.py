@@ -164,6 +164,19 @@ class NatsConnectionConfig(Strict):
     def embedded(self) -> bool:
         return is_embedded(self.url)
 
+    def settings(self) -> dict[str, Any]:
+        """The connection fields given, as a connector's config takes them, secrets in clear: what a connector
+        built in this process, or a worker process of one's own, is handed (never shown: ``public_params`` is
+        what may be)."""
+        from pydantic import SecretStr
+
+        def clear(value: Any) -> Any:
+            if isinstance(value, SecretStr):
+                return value.get_secret_value()
+            return {k: clear(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+        return clear(self.model_dump(exclude_unset=True, include=set(NatsConnectionConfig.model_fields)))
+
     def public_params(self) -> dict[str, Any]:
         """What metrics rows and logs may show: the URL without user info, the auth method, never a secret."""
         urls = self.url if isinstance(self.url, list) else [self.url or EMBEDDED]

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ...codecs.chain import Chain
 from ...codecs.compression import LEVEL_NAMES, get_codec
 from ...codecs.formats import FORMATS
 from ...datasets import DATASETS
+
+if TYPE_CHECKING:
+    from ...connectors.nats.connection import NatsConnectionConfig
 
 ALL_LEVELS = LEVEL_NAMES
 RAW_BYTES_PER_ITERATION = 4_000_000
@@ -88,7 +91,7 @@ class BenchPlan:
                                                        "xz", "lz4"])
     levels: list[str | int] = field(default_factory=lambda: list(ALL_LEVELS))
     transport: str = "nats"
-    url: str | None = None
+    nats: NatsConnectionConfig | None = None  # the server to bench against (--url, --creds, --set); None: embedded
     iterations: int = 10
     repetitions: int | None = None
     scale: float = 1.0

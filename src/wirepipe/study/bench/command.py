@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 
 from ...codecs.compression import CODECS, get_codec
 from ...codecs.formats import FORMATS
+from ...connectors.nats.connection import NatsConnectionConfig
 from ...core.errors import ConfigError
 from ...core.models import Strict, config_error, problem_message
 from ...core.registry import install_hint
@@ -48,13 +49,15 @@ class BenchOptions(Strict):
     option, the bad value and what is allowed (exit 2)."""
 
     dataset: Listed = Field(default=None, description="built-in datasets, comma-separated")
-    inputs: list[Path] = Field(default_factory=list, description="files of one's own records (JSONL, Parquet)")
+    inputs: list[Path] = Field(default_factory=list, description="files of one's own records (JSONL, Parquet, CSV: "
+                               "what a file source reads, by the file's name)")
     format: Listed = Field(default=None, description="formats, comma-separated (default: all)")
     codec: Listed = Field(default=None, description="codecs or their aliases, comma-separated (default: all)")
     level: Annotated[list[str | int] | None, BeforeValidator(_levels)] = Field(
         default=None, description="fastest, default, best or integers, each valid for every codec named")
     transport: Literal["none", "nats", "jetstream"] = "nats"
-    url: str | None = None
+    nats: NatsConnectionConfig | None = Field(default=None, description="the server to bench against (--url, "
+                                              "--creds, --set); None: an embedded one")
     iterations: int | None = Field(default=None, ge=1)
     repetitions: int | None = Field(default=None, ge=1)
     out: Path = Path("results/bench")
@@ -122,12 +125,13 @@ def _codec_name(name: str) -> str:
 
 
 def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, codec: str | None,
-              level: str | None, transport: str, url: str | None, iterations: int | None,
+              level: str | None, transport: str, iterations: int | None,
               repetitions: int | None, out: Path, quick: bool, zstd_dict: str | None,
-              records_per_message: str | None, seed: int) -> BenchPlan:
-    """Validate the command's options (``BenchOptions``) into a plan; a bad one is a ``ConfigError`` naming it."""
+              records_per_message: str | None, seed: int, nats: NatsConnectionConfig | None = None) -> BenchPlan:
+    """Validate the command's options (``BenchOptions``) into a plan; a bad one is a ``ConfigError`` naming it.
+    ``nats`` is the server's connection, already checked (``cli/connection.py``)."""
     given = {"dataset": dataset, "inputs": inputs, "format": format, "codec": codec, "level": level,
-             "transport": transport, "url": url, "iterations": iterations, "repetitions": repetitions, "out": out,
+             "transport": transport, "nats": nats, "iterations": iterations, "repetitions": repetitions, "out": out,
              "quick": quick, "zstd_dict": zstd_dict, "records_per_message": records_per_message, "seed": seed}
     try:
         opts = BenchOptions.model_validate(given)
@@ -138,11 +142,15 @@ def make_plan(*, dataset: str | None, inputs: list[Path], format: str | None, co
 
 def _plan(opts: BenchOptions) -> BenchPlan:
     """The plan the options ask for: ``--quick``'s preset first, then what was named."""
-    plan = BenchPlan(out=opts.out, seed=opts.seed, quick=opts.quick, url=opts.url, transport=opts.transport)
+    plan = BenchPlan(out=opts.out, seed=opts.seed, quick=opts.quick, nats=opts.nats, transport=opts.transport)
     if opts.quick:
         plan.datasets, plan.formats, plan.codecs = list(QUICK["datasets"]), list(QUICK["formats"]), list(QUICK["codecs"])
         plan.levels, plan.iterations, plan.scale = list(QUICK["levels"]), int(QUICK["iterations"]), float(QUICK["scale"])
     if opts.inputs:
+        from ...connectors.files import file_type
+
+        for path in opts.inputs:
+            file_type(path, "--input")  # a type no source reads: refused before anything runs
         plan.inputs = list(opts.inputs)
         plan.datasets = []
     for name in ("dataset", "format", "codec", "level", "records_per_message"):
@@ -180,12 +188,13 @@ def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> t
 
     ``ConfigError`` (exit 2) when a long plan is refused, ``WirepipeError`` (exit 1) when the server is not there.
     """
-    from .estimate import CONFIRM_ABOVE_SECONDS, calibrate, describe, duration, narrower
+    from ...core.units import format_duration
+    from .estimate import CONFIRM_ABOVE_SECONDS, calibrate, describe, narrower
 
-    if plan.transport != "none" and plan.url:
+    if plan.transport != "none" and plan.nats is not None:
         from .transport import check_server
 
-        check_server(plan.url)
+        check_server(plan.nats)
     datas = load_data(plan)
     combos = plan.combos()
     estimate = calibrate(plan, datas, combos)
@@ -196,11 +205,11 @@ def prepare(plan: BenchPlan, console: Any, *, yes: bool, interactive: bool) -> t
                       soft_wrap=True)
     if estimate.seconds > CONFIRM_ABOVE_SECONDS and not yes:
         if not interactive:
-            raise ConfigError(f"this plan should take about {duration(estimate.seconds)}, more than "
-                              f"{duration(CONFIRM_ABOVE_SECONDS)}: {narrower(plan)}", path="--yes")
+            raise ConfigError(f"this plan should take about {format_duration(estimate.seconds)}, more than "
+                              f"{format_duration(CONFIRM_ABOVE_SECONDS)}: {narrower(plan)}", path="--yes")
         from rich.prompt import Confirm
 
-        if not Confirm.ask(f"run it (about {duration(estimate.seconds)})?", console=console, default=False):
+        if not Confirm.ask(f"run it (about {format_duration(estimate.seconds)})?", console=console, default=False):
             raise ConfigError(f"not started: {narrower(plan)}", path="--yes")
     return datas, estimate
 
@@ -275,10 +284,6 @@ def _protocol(run: BenchRun, dataset: str) -> str:
             f"raw size {raw:.0f} B{note}; transport: {run.plan.transport}")
 
 
-_KIND = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
-         "only": "one configuration measured"}
-
-
 def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[str, str, str, str]]:
     """(what, configuration, figure and how sure, YAML) for each recommendation of a dataset."""
     prefix = f"{dataset}: "
@@ -287,7 +292,7 @@ def _picks(report: Any, dataset: str, width: int | None = None) -> list[tuple[st
         if r.dataset != dataset:
             continue
         why = f"{r.why}; {r.sureness}" if r.sureness else r.why
-        out.append((_KIND.get(r.kind, r.kind), r.group.label.removeprefix(prefix), why, r.group.snippet(width)))
+        out.append((r.what, r.group.label.removeprefix(prefix), why, r.group.snippet(width)))
     return out
 
 

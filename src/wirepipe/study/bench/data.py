@@ -83,7 +83,7 @@ def from_dataset(name: str, seed: int = 0) -> BenchData:
 
 
 def from_file(path: Path, seed: int = 0) -> BenchData:
-    """A random sample of a JSONL or Parquet file's records (``sample_records``), with their typed schema
+    """A random sample of a file's records (``sample_records``: JSONL, Parquet, CSV ...), with their typed schema
     (``schema.infer_schema``)."""
     records, total = sample_records(path, SAMPLE_RECORDS, seed, what="--input ")
     fields = _infer_schema(records, path.stem)
@@ -101,37 +101,51 @@ def _json_size(record: Any) -> int:
 
 
 def sample_records(path: Path, k: int, seed: int = 0, what: str = "") -> tuple[list[Any], int]:
-    """Up to ``k`` records of a JSONL or Parquet file drawn at random (seeded), in random order (any first n of
-    them are a random sample too), and how many records the file has; every record, in the file's order, when
-    it has ``k`` or fewer.
+    """Up to ``k`` records of a file of records (JSONL, Parquet, CSV: ``connectors.files``) drawn at random
+    (seeded), in random order (any first n of them are a random sample too), and how many records the file has;
+    every record, in the file's order, when it has ``k`` or fewer.
 
     The file is read twice, the first time only to count its records, so memory holds the sample and not the
     file. Errors as ``read_records``."""
     import random
 
-    if path.suffix == ".parquet":
+    kind = _file_type(path, what)
+    if kind == "parquet":
         import pyarrow.parquet as pq
 
-        if not path.exists():
-            raise MissingInput(f"{what}{path}: no such file")
         total = pq.ParquetFile(path).metadata.num_rows
         if total <= k:
             return read_records(path, what=what), total
         picked = random.Random(seed).sample(range(total), k)
         return pq.read_table(path).take(picked).to_pylist(), total
-    total = _count_lines(path, what)
+    if kind == "jsonl":
+        total = _count_lines(path, what)
+        if total <= k:
+            return read_records(path, what=what), total
+        picked = random.Random(seed).sample(range(total), k)
+        by_number = dict(_jsonl(path, what, set(picked)))
+        return [by_number[i] for i in picked], total
+    total = sum(1 for _ in _read(path, what))
     if total <= k:
         return read_records(path, what=what), total
     picked = random.Random(seed).sample(range(total), k)
     wanted = set(picked)
-    by_number = {i: record for i, record in _jsonl(path, what, wanted)}
+    by_number = {i: record for i, record in enumerate(_read(path, what)) if i in wanted}
     return [by_number[i] for i in picked], total
+
+
+def _file_type(path: Path, what: str) -> str:
+    """The source type that reads ``path`` (``MissingInput`` when it is not there, ``ConfigError`` naming the
+    types that are read when its name says none)."""
+    from ...connectors.files import file_type
+
+    if not path.exists():
+        raise MissingInput(f"{what}{path}: no such file")
+    return file_type(path, what.strip() or None)
 
 
 def _count_lines(path: Path, what: str) -> int:
     """Records (non-blank lines) of a JSONL file, without parsing them; ``WirepipeError`` when there are none."""
-    if not path.exists():
-        raise MissingInput(f"{what}{path}: no such file")
     with open(path, "rb") as f:
         total = sum(1 for line in f if line.strip())
     if not total:
@@ -140,26 +154,58 @@ def _count_lines(path: Path, what: str) -> int:
 
 
 def read_records(path: Path, limit: int | None = None, what: str = "") -> list[Any]:
-    """Up to ``limit`` records of a JSONL file (``$base64`` bytes restored) or a Parquet file (rows as dicts).
+    """Up to ``limit`` records of a file of records: JSONL (``$base64`` bytes restored), Parquet (rows as dicts),
+    CSV (typed as the ``csv`` source types them, inferred from up to ``WIDE_BLOCK`` of the file), or another
+    type a file source reads (``connectors.files``).
 
-    ``MissingInput`` when the file is not there, ``WirepipeError`` for a line that is not JSON or no records;
-    ``what`` starts each message (``--input ``)."""
-    if not path.exists():
-        raise MissingInput(f"{what}{path}: no such file")
+    ``MissingInput`` when the file is not there, ``ConfigError`` for a type no source reads, ``WirepipeError``
+    for a record that cannot be read (a line that is not JSON, a bad CSV row) or no records; ``what`` starts
+    each message (``--input ``)."""
+    kind = _file_type(path, what)
     records: list[Any] = []
-    if path.suffix == ".parquet":
+    if kind == "parquet":
         import pyarrow.parquet as pq
 
         table = pq.read_table(path)
         records = (table if limit is None else table.slice(0, limit)).to_pylist()
     else:
-        for _, record in _jsonl(path, what):
+        for _, record in _jsonl(path, what) if kind == "jsonl" else enumerate(_read(path, what)):
             records.append(record)
             if limit is not None and len(records) >= limit:
                 break
     if not records:
         raise WirepipeError(f"{what}{path}: no records")
     return records
+
+
+WIDE_BLOCK = 16 << 20  # a CSV file's types inferred from up to this much of it (the source's default: 1 MiB)
+
+
+def _read(path: Path, what: str) -> Iterator[Any]:
+    """The records of a file as the source of its type reads them; ``WirepipeError`` with the reason of the
+    first one it cannot read."""
+    import asyncio
+
+    from ...connectors.files import file_source, file_type
+
+    fields: dict[str, Any] = {"block_size": WIDE_BLOCK} if file_type(path) == "csv" else {}
+    source = file_source(path, **fields)
+    loop = asyncio.new_event_loop()
+    batches = source.batches()
+    try:
+        loop.run_until_complete(source.open())
+        while True:
+            try:
+                batch = loop.run_until_complete(anext(batches))
+            except StopAsyncIteration:
+                return
+            if batch.rejected:
+                raise WirepipeError(f"{what}{batch.rejected[0].error}")
+            yield from batch.values
+    finally:
+        loop.run_until_complete(batches.aclose())
+        loop.run_until_complete(source.close())
+        loop.close()
 
 
 def _jsonl(path: Path, what: str, only: set[int] | None = None) -> Iterator[tuple[int, Any]]:

@@ -15,12 +15,13 @@ holds from the first step, warm-up included.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...core.units import format_duration
 from .combos import BenchPlan, Combo
 from .data import BenchData
+from .timing import Stopwatch, time_each
 
 CALIBRATION_SECONDS = 0.02  # per timed step
 CALIBRATION_RECORDS = 50
@@ -71,19 +72,11 @@ class Estimate:
 
 
 def _per_record(fn: Any, items: list[Any]) -> tuple[float, list[Any]]:
-    """Seconds per item of ``fn`` over at most ``CALIBRATION_SECONDS`` worth of ``items``; and its outputs.
-
-    One untimed call first: a first call may import a module or fill a cache.
-    """
-    if items:
-        fn(items[0])
-    out = []
-    start = time.perf_counter()
-    for item in items:
-        out.append(fn(item))
-        if time.perf_counter() - start > CALIBRATION_SECONDS:
-            break
-    return (time.perf_counter() - start) / max(len(out), 1), out
+    """Seconds per item of ``fn`` over at most ``CALIBRATION_SECONDS`` worth of ``items``, and its outputs
+    (``timing.time_each``: one untimed call first)."""
+    timed = time_each(fn, items, budget=CALIBRATION_SECONDS)
+    out = timed.outputs[0]
+    return timed.ns / 1e9 / max(len(out), 1), out
 
 
 def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> Estimate:
@@ -91,7 +84,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
     from ...codecs.compression import get_codec
     from ...codecs.formats import FORMATS, get_format
 
-    began = time.perf_counter()
+    began = Stopwatch()
     est = Estimate(iterations=plan.iterations)
     redone: dict[tuple[str, Combo], float] = {}  # the codec work a transport iteration redoes, per record
     for data in datas:
@@ -138,7 +131,7 @@ def calibrate(plan: BenchPlan, datas: list[BenchData], combos: list[Combo]) -> E
             n = est.repetitions[name]
             est.transport[(name, c)] = (est.per_iteration + -(-n // c.records_per_message) * est.per_message
                                         + per_record * n)
-    est.calibration_seconds = time.perf_counter() - began
+    est.calibration_seconds = began.seconds
     return est
 
 
@@ -168,40 +161,27 @@ def _transport_costs(plan: BenchPlan, datas: list[BenchData], redone: dict[tuple
     return per_iteration, per_message
 
 
-def duration(seconds: float) -> str:
-    """``4.5s``, ``45s``, ``12 min``, ``3.4 h``, ``2.1 days``."""
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
 def short_duration(seconds: float) -> str:
     """A time that may be short, with the digits it deserves: ``35 ms``, ``1.2s``, ``45s``.
 
     >>> short_duration(0.0354), short_duration(1.234), short_duration(45.2)
     ('35 ms', '1.2s', '45s')
     """
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else duration(seconds)
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else format_duration(seconds)
 
 
 def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: Estimate,
              width: int | None = None) -> str:
     """The plan in a few lines (wrapped at words to ``width``): what is measured, how often, how long."""
-    from ...core.redact import redact_secrets
     from ...core.table import wrap
 
     names = ", ".join(f"{d.name} (N={est.repetitions[d.name]:,})" for d in datas)
-    transport = plan.transport + (f" ({redact_secrets(plan.url)})" if plan.url and plan.transport != "none" else "")
+    server = plan.nats.public_params() if plan.nats is not None and plan.transport != "none" else None
+    transport = plan.transport + (f" ({', '.join(map(str, server.values()))})" if server else "")
     lines = [f"plan: {len(datas) * len(combos)} combinations ({len(datas)} dataset(s) x {len(combos)}): {names}",
              *(f"{d.name}: {d.sample}" for d in datas),
              f"K = {plan.iterations} iterations + 1 warm-up, transport: {transport}",
-             f"estimated duration: {duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
+             f"estimated duration: {format_duration(est.announced)} (from a {short_duration(est.calibration_seconds)} "
              "calibration on this machine" + (f", three iterations over {plan.transport} included)"
                                               if plan.transport != "none" else ")")]
     trained = [d.name for d in datas if plan.small_dict and plan.dictionary_for(d.name, d.raw_bytes)]
@@ -216,7 +196,7 @@ def describe(plan: BenchPlan, datas: list[BenchData], combos: list[Combo], est: 
         lines.append(f"zlib, gzip, deflate run on: {deflate_choice()} (standard bytes)")
     slow = sorted(((s, c) for (_, c), s in est.codec.items()), key=lambda x: x[0], reverse=True)[:3]
     if est.seconds > CONFIRM_ABOVE_SECONDS and slow:
-        lines.append("the slowest steps: " + ", ".join(f"{c.label} ({duration(s * (plan.iterations + 1))})"
+        lines.append("the slowest steps: " + ", ".join(f"{c.label} ({format_duration(s * (plan.iterations + 1))})"
                                                        for s, c in slow))
     out: list[str] = []
     for i, line in enumerate(lines):

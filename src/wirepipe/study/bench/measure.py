@@ -286,14 +286,12 @@ def latency_table(run: BenchRun) -> Any:
 def write_results(run: BenchRun) -> Path:
     """``bench.parquet`` with the raw rows and the run metadata, and the latency file beside it.
 
-    Each is written atomically (``storage.write_atomic``): ``wirepipe report`` on the folder never
+    Each lives the one life of a Parquet file (``storage.lifecycle``): ``wirepipe report`` on the folder never
     reads half a file, and a bench killed while writing leaves the previous run's file whole.
     """
-    import pyarrow.parquet as pq
-
     from ...codecs.deflate import deflate_choice
     from ...metrics.recorder import run_metadata
-    from ...storage.files import write_atomic
+    from ...storage.lifecycle import write_table
 
     out = run.plan.out
     out.mkdir(parents=True, exist_ok=True)
@@ -308,19 +306,22 @@ def write_results(run: BenchRun) -> Path:
     meta["wirepipe.bench.deflate"] = deflate_choice()  # which library ran zlib/gzip/deflate, by level and size
     table = rows_table(run)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    write_atomic(path, lambda f: pq.write_table(table, f, compression="zstd"))
+    write_table(path, table)
     latency = latency_table(run)
     if latency is not None:
         from ...metrics.columns import TABLE_KEY
         from ...metrics.recorder import latency_path
 
         latency = latency.replace_schema_metadata({**meta, TABLE_KEY: "latency"})
-        write_atomic(latency_path(path), lambda f: pq.write_table(latency, f, compression="zstd"))
+        write_table(latency_path(path), latency)
     return path
 
 
 def _plan_dict(plan: BenchPlan) -> dict[str, Any]:
-    return {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if k == "inputs" else v)
-            for k, v in plan.__dict__.items()}
+    """The plan as the results' run metadata holds it: the server as ``public_params`` shows it (no secret)."""
+    out = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if k == "inputs" else v)
+           for k, v in plan.__dict__.items()}
+    out["nats"] = plan.nats.public_params() if plan.nats is not None else None
+    return out
 
 

@@ -6,12 +6,16 @@ has one value for both (a ``?`` field is "absent or null"), so the positional an
 (msgpack-array, avro, protobuf, bincode, ...) decode an absent optional field as null, and an Arrow
 message of several records gives each the union of their fields, null where one was absent; JSON and
 msgpack keep whichever they were given. Anything else is a difference: a value under another name, a
-missing value, a value of another type (``1`` and ``1.0`` are equal, as Python compares them).
+missing value, a value of another type (``1`` and ``1.0`` are equal, as Python compares them; ``True`` is not
+``1``: JSON tells them apart).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ...core.fields import MISSING, first_difference
+from ...core.models import field_path
 
 
 def round_trip_error(decoded: list[Any], values: list[Any]) -> str | None:
@@ -25,58 +29,31 @@ def round_trip_error(decoded: list[Any], values: list[Any]) -> str | None:
     """
     if decoded == values:  # the common case, at C speed
         return None
-    return first_difference(decoded, values)
+    return record_difference(decoded, values)
 
 
-def first_difference(got: list[Any], wanted: list[Any]) -> str | None:
-    """The first place two lists of records differ, as a reader finds it: the record's index, the field's path
-    and both values, with their types when those differ.
+def record_difference(got: list[Any], wanted: list[Any]) -> str | None:
+    """The first place two lists of records differ, as a reader finds it (``core.fields.first_difference``, absent
+    and null as one value): the record's index, the field's path and both values, with their types when those
+    differ.
 
-    >>> first_difference([{"a": 1, "b": [1, 2]}], [{"a": 1, "b": [1, 3]}])
+    >>> record_difference([{"a": 1, "b": [1, 2]}], [{"a": 1, "b": [1, 3]}])
     'record 0, field b[1]: 3 in the input, 2 decoded'
-    >>> first_difference([{"a": "1"}], [{"a": 1, "b": None}])
+    >>> record_difference([{"a": "1"}], [{"a": 1, "b": None}])
     "record 0, field a: 1 (int) in the input, '1' (str) decoded"
     """
     if len(got) != len(wanted):
         return f"{len(got)} records decoded from {len(wanted)}"
-    for i, (g, w) in enumerate(zip(got, wanted, strict=True)):
-        where = _difference(g, w, "")
-        if where is not None:
-            path, gv, wv = where
-            field = f", field {path}" if path else ""
-            typed = type(gv) is not type(wv) and _ABSENT not in (gv, wv)
-            return f"record {i}{field}: {_shown(wv, typed)} in the input, {_shown(gv, typed)} decoded"
-    return None
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-_ABSENT = _Absent()
-
-
-def _difference(got: Any, wanted: Any, path: str) -> tuple[str, Any, Any] | None:
-    if isinstance(got, dict) and isinstance(wanted, dict):
-        for key in [*wanted, *(k for k in got if k not in wanted)]:
-            g, w = got.get(key, _ABSENT), wanted.get(key, _ABSENT)
-            if {type(g), type(w)} == {_Absent, type(None)}:  # absent and null: one value
-                continue
-            found = _difference(g, w, f"{path}.{key}" if path else str(key))
-            if found is not None:
-                return found
+    found = first_difference(wanted, got, absent_is_null=True)
+    if found is None:
         return None
-    if isinstance(got, (list, tuple)) and isinstance(wanted, (list, tuple)):
-        for j, (g, w) in enumerate(zip(got, wanted, strict=False)):
-            found = _difference(g, w, f"{path}[{j}]")
-            if found is not None:
-                return found
-        return None if len(got) == len(wanted) else (path, f"{len(got)} items", f"{len(wanted)} items")
-    return None if got == wanted else (path, got, wanted)  # 1 and 1.0 are equal for a round trip
+    (i, *path), wv, gv = found
+    field = f", field {field_path(path)}" if path else ""
+    typed = type(gv) is not type(wv) and gv is not MISSING and wv is not MISSING
+    return f"record {i}{field}: {_shown(wv, typed)} in the input, {_shown(gv, typed)} decoded"
 
 
 def _shown(value: Any, typed: bool, limit: int = 60) -> str:
-    text = repr(value) if isinstance(value, (str, bytes, _Absent)) else str(value)
+    text = "(absent)" if value is MISSING else repr(value) if isinstance(value, (str, bytes)) else str(value)
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return f"{text} ({type(value).__name__})" if typed else text

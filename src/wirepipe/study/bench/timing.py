@@ -5,7 +5,10 @@ A measurement is K iterations, after a warm-up, of N repetitions of a sample of 
 (``repetitions``) cut into batches (``chunks``, ``batch_size_for``). Each stage runs the way a
 pipeline runs its operators, one batch at a time through ``Pipeline.process_batch`` with the
 allocator's ``between_batches`` before each, timed with a monotonic clock (``time_batches``);
-``best_of`` keeps the fastest of a few rounds where one figure is wanted.
+``best_of`` keeps the fastest of a few rounds where one figure is wanted. What is not an operator
+(a codec's function in ``bench``'s calibration, a Parquet sink's write in ``plan``, a transport
+iteration in the calibration's probes) is timed call by call (``time_each``), and a phase's wall
+time is read from a ``Stopwatch``: the study reads its clock here only.
 
 The garbage collector is handled as the run loop handles it (``Pipeline.run_async``), so that a
 stage costs here what it costs in a run (``as_in_a_run``):
@@ -82,13 +85,15 @@ def as_in_a_run() -> Iterator[None]:
 
 @dataclass
 class Timed:
-    """One stage over every batch: its outputs (per batch; empty when not kept), clock readings and the first
-    rejection reason of each batch that rejected a record."""
+    """One stage over every batch (or a function over every item): its outputs (per batch; empty when not kept),
+    clock readings (``ends_ns``: after each call, where they were timed one by one) and the first rejection reason
+    of each batch that rejected a record."""
 
     outputs: list[list[Any]]
     start_ns: int
     end_ns: int
     errors: list[str] = field(default_factory=list)
+    ends_ns: list[int] = field(default_factory=list)
 
     @property
     def ns(self) -> int:
@@ -97,6 +102,23 @@ class Timed:
     @property
     def ms(self) -> float:
         return self.ns / 1e6
+
+    @property
+    def seconds_each(self) -> list[float]:
+        """Seconds of each call, where they were timed one by one (``time_each``)."""
+        starts = [self.start_ns, *self.ends_ns[:-1]]
+        return [(end - start) / 1e9 for start, end in zip(starts, self.ends_ns, strict=True)]
+
+
+class Stopwatch:
+    """A phase's wall time on the harness's clock: started when made, ``seconds`` since."""
+
+    def __init__(self) -> None:
+        self.start_ns = _ns()
+
+    @property
+    def seconds(self) -> float:
+        return (_ns() - self.start_ns) / 1e9
 
 
 def time_batches(operators: Operator | Sequence[Operator], batches: Sequence[list[Any]], *, schema: Any = None,
@@ -121,6 +143,31 @@ def time_batches(operators: Operator | Sequence[Operator], batches: Sequence[lis
                 outputs.append(b.values)
         end = _ns()
     return Timed(outputs, start, end, errors)
+
+
+def time_each(fn: Callable[[Any], Any], items: Sequence[Any], *, budget: float | None = None) -> Timed:
+    """``fn`` called on each item in turn, the collector as in a run, each call's end read (``ends_ns``). One
+    untimed call on the first item comes first: a first call may import a module or fill a cache. With ``budget``
+    (seconds) it stops after the call that passes it, so a slow function (``xz:9`` on small records) costs one
+    call, not the list. ``outputs`` is one list, the timed calls' outputs.
+
+    >>> timed = time_each(lambda x: x * 2, [1, 2, 3])
+    >>> timed.outputs, len(timed.seconds_each)
+    ([[2, 4, 6]], 3)
+    """
+    if items:
+        fn(items[0])
+    out: list[Any] = []
+    ends: list[int] = []
+    limit = None if budget is None else int(budget * 1e9)
+    with as_in_a_run():
+        start = _ns()
+        for item in items:
+            out.append(fn(item))
+            ends.append(_ns())
+            if limit is not None and ends[-1] - start >= limit:
+                break
+    return Timed([out], start, ends[-1] if ends else start, ends_ns=ends)
 
 
 def best_of(rounds: int, measure: Callable[[], Timed]) -> Timed:

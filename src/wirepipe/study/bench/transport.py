@@ -2,7 +2,8 @@
 
 For each combination that passed the in-process round trip, each iteration runs two
 pipelines of the same operators a deployment would run, against one server (the
-embedded one unless ``--url``):
+embedded one unless ``--url``; its credentials and TLS, ``--creds`` and ``--set``, reach every
+connection the bench makes: ``connectors/nats/connection.py``, as a pipeline's):
 
     publisher:  records -> [pack] -> serialize -> compress -> publish (nats / jetstream)
     consumer:   consume -> decompress -> deserialize -> [unpack] -> null
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...codecs.formats import FORMATS
-from ...connectors.nats.connection import split_urls
+from ...connectors.nats.connection import NatsConnection, NatsConnectionConfig
 from ...core.errors import WirepipeError
 from ...core.stages import Stage
 from ...testing import TestingSink, TestingSource
@@ -39,7 +40,7 @@ from .codec_timing import ComboResult, StageTime
 from .combos import BenchPlan, Combo
 from .data import BenchData
 from .round_trip import round_trip_error
-from .timing import batch_size_for, chunks
+from .timing import batch_size_for, chunks, time_each
 
 STALL_SECONDS = 10.0  # no record for this long: the rest are lost
 
@@ -80,20 +81,20 @@ def _stage_total(rows: Any, stage: str) -> tuple[int, int, int | None]:
     return start, start + busy, nbytes
 
 
-def _publisher(url: str, transport: str, subject: str, data: BenchData, combo: Combo, chunks: list[list[Any]],
-               dictionaries: dict[str, str]) -> tuple[Any, Any, TestingSink]:
+def _publisher(nats: NatsConnectionConfig, transport: str, subject: str, data: BenchData, combo: Combo,
+               chunks: list[list[Any]], dictionaries: dict[str, str]) -> tuple[Any, Any, TestingSink]:
     from ...metrics.recorder import MetricsRecorder
     from ...pipelines.pipeline import Pipeline
 
     if transport == "jetstream":
         from ...connectors.nats.jetstream_sink import JetStreamSink
 
-        sink: Any = JetStreamSink(subject, url=url, stream={"name": _stream(subject), "subjects": [subject]},
+        sink: Any = JetStreamSink(subject, **nats.settings(), stream={"name": _stream(subject), "subjects": [subject]},
                                   msg_id="{pipeline}-{seq}")
     else:
         from ...connectors.nats.core_sink import NatsSink
 
-        sink = NatsSink(subject, url=url)
+        sink = NatsSink(subject, **nats.settings())
     refused = TestingSink(keep=False)  # the dead-letter destination: why the publisher refused records
     encode, _ = _operators(combo, data.fields, dictionaries)
     pipe = Pipeline(TestingSource.from_batches(chunks, schema=data.fields), encode, sink, name=f"{subject}-pub",
@@ -125,8 +126,9 @@ def _ipc(table: Any) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _one_iteration(url: str, transport: str, subject: str, data: BenchData, combo: Combo, values: list[Any],
-                   chunk: int, dictionaries: dict[str, str], latency: list[Any], verify: bool) -> list[StageTime]:
+def _one_iteration(nats: NatsConnectionConfig, transport: str, subject: str, data: BenchData, combo: Combo,
+                   values: list[Any], chunk: int, dictionaries: dict[str, str], latency: list[Any],
+                   verify: bool) -> list[StageTime]:
     """Publisher in a forked process (as in a deployment: its own process and core; forked for the records it
     publishes, see ``pipelines/spawn.py``), consumer here."""
     import pyarrow as pa
@@ -138,7 +140,7 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
     # The sources count messages: with k records per message, a chunk of c records is ceil(c / k).
     k = combo.records_per_message
     messages = sum(-(-len(c) // k) for c in batches)
-    child, receive, go = fork(_publish_in_child, url, transport, subject, data, combo, batches, dictionaries)
+    child, receive, go = fork(_publish_in_child, nats, transport, subject, data, combo, batches, dictionaries)
     result: list[Any] = []
 
     def published() -> int | None:
@@ -150,7 +152,7 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
         return result[0][2] if result[0][0] == "ok" else 0
 
     try:
-        consumer, source = _consumer(url, transport, subject, data, combo, messages, chunk, dictionaries, verify)
+        consumer, source = _consumer(nats, transport, subject, data, combo, messages, chunk, dictionaries, verify)
         if transport == "jetstream":
             go.set()
             while published() is None:
@@ -166,7 +168,7 @@ def _one_iteration(url: str, transport: str, subject: str, data: BenchData, comb
         if child.is_alive():
             child.kill()
         if transport == "jetstream":
-            asyncio.run(_delete_stream(url, _stream(subject)))
+            asyncio.run(_delete_stream(nats, _stream(subject)))
     if not result:
         raise WirepipeError("the publisher process ended without a result")
     if result[0][0] == "error":
@@ -196,8 +198,8 @@ def _stream(subject: str) -> str:
     return subject.replace(".", "_").upper()
 
 
-def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Combo, messages: int, chunk: int,
-              dictionaries: dict[str, str], verify: bool) -> tuple[Any, Any]:
+def _consumer(nats: NatsConnectionConfig, transport: str, subject: str, data: BenchData, combo: Combo,
+              messages: int, chunk: int, dictionaries: dict[str, str], verify: bool) -> tuple[Any, Any]:
     from ...metrics.recorder import MetricsRecorder
     from ...pipelines.pipeline import Pipeline
 
@@ -205,12 +207,12 @@ def _consumer(url: str, transport: str, subject: str, data: BenchData, combo: Co
         from ...connectors.nats.jetstream_source import JetStreamSource
 
         stream = _stream(subject)
-        source: Any = JetStreamSource(subject, stream=stream, durable=f"{stream}_C", url=url,
+        source: Any = JetStreamSource(subject, stream=stream, durable=f"{stream}_C", **nats.settings(),
                                       count=messages, max_ack_pending=max(20000, chunk * 4))
     else:
         from ...connectors.nats.core_source import NatsSource
 
-        source = NatsSource(subject, url=url, count=messages, pending_msgs_limit=messages + 16,
+        source = NatsSource(subject, **nats.settings(), count=messages, pending_msgs_limit=messages + 16,
                             pending_bytes_limit=1 << 34)
     _, decode = _operators(combo, data.fields, dictionaries)
     pipe = Pipeline(source, decode, TestingSink(keep=verify), name=f"{subject}-con",
@@ -261,27 +263,19 @@ def probe(plan: BenchPlan, data: BenchData, combo: Combo, sizes: list[int]) -> l
     fits its transport figures to them), or None when it cannot run (the combination fails: the run will
     say why).
 
-    A first, untimed iteration of a few records pays what only the first one does (imports, the first
+    A first, untimed iteration (``timing.time_each``) pays what only the first one does (imports, the first
     connection, a fresh server's start): the run's first step would pay it once, not per iteration."""
     import uuid
 
-    server = None
-    url = plan.url
-    if not url:
-        from ...connectors.nats.server import EmbeddedServer
+    server, nats = _server(plan)
+    chunk = batch_size_for(data.raw_bytes)
 
-        server = EmbeddedServer().start()
-        url = server.url
+    def iteration(records: int) -> None:
+        subject = f"wirepipe.bench.probe.{uuid.uuid4().hex[:12]}"
+        _one_iteration(nats, plan.transport, subject, data, combo, data.values(records), chunk, {}, [], verify=False)
+
     try:
-        chunk = batch_size_for(data.raw_bytes)
-        seconds = []
-        for records in (10, *sizes):
-            subject = f"wirepipe.bench.probe.{uuid.uuid4().hex[:12]}"
-            started = time.perf_counter()
-            _one_iteration(url, plan.transport, subject, data, combo, data.values(records), chunk, {}, [],
-                           verify=False)
-            seconds.append(time.perf_counter() - started)
-        return seconds[1:]
+        return time_each(iteration, sizes).seconds_each
     except WirepipeError:
         return None
     finally:
@@ -289,16 +283,15 @@ def probe(plan: BenchPlan, data: BenchData, combo: Combo, sizes: list[int]) -> l
             server.close()
 
 
-def check_server(url: str) -> None:
-    """Fail before a long bench starts, with one line, when no NATS server answers at ``url``.
+def check_server(nats: NatsConnectionConfig) -> None:
+    """Fail before a long bench starts, with one line, when no NATS server answers at ``nats``'s url (or it refuses
+    the credentials).
 
     The connection is the one ``wirepipe run`` makes (``NatsConnection``): the same log line
     the moment the server refuses (``waiting for NATS at ...``), the same ``connect_timeout``.
     """
-    from ...connectors.nats.connection import NatsConnection, connection_config
-
     async def probe() -> None:
-        conn = NatsConnection(connection_config(url), role="bench")
+        conn = NatsConnection(nats, role="bench")
         try:
             await conn.connect()
         finally:
@@ -311,17 +304,27 @@ def check_server(url: str) -> None:
                             "one)") from None
 
 
-async def _delete_stream(url: str, stream: str) -> None:
+def _server(plan: BenchPlan) -> tuple[Any, NatsConnectionConfig]:
+    """(the embedded server started for the bench, or None, and the connection to bench against): the plan's
+    server (``--url``, ``--creds``, ``--set``), else a fresh embedded one (the caller closes it)."""
+    if plan.nats is not None:
+        return None, plan.nats
+    from ...connectors.nats.server import EmbeddedServer
+
+    server = EmbeddedServer().start()
+    return server, NatsConnectionConfig(url=server.url)
+
+
+async def _delete_stream(nats: NatsConnectionConfig, stream: str) -> None:
     import contextlib
 
-    import nats
-
-    nc = await asyncio.wait_for(nats.connect(split_urls(url), allow_reconnect=False), 10)
+    conn = NatsConnection(nats, role="bench")
+    nc = await conn.connect()
     try:
         with contextlib.suppress(Exception):
             await nc.jetstream().delete_stream(stream)
     finally:
-        await nc.close()
+        await conn.close()
 
 
 def time_transport(data: BenchData, results: list[ComboResult], repetitions: int, plan: BenchPlan,
@@ -331,13 +334,7 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
 
     ``latency_out[combo label]`` gets the consumer's latency rows (an Arrow table) for the report.
     """
-    server = None
-    url = plan.url
-    if not url:
-        from ...connectors.nats.server import EmbeddedServer
-
-        server = EmbeddedServer().start()
-        url = server.url
+    server, nats = _server(plan)
     values = data.values(repetitions)
     chunk = batch_size_for(data.raw_bytes)
     try:
@@ -347,7 +344,7 @@ def time_transport(data: BenchData, results: list[ComboResult], repetitions: int
                 if not r.error:
                     subject = f"wirepipe.bench.{data.name}.c{n_combo}.i{i}".replace("-", "_")
                     try:
-                        rows = _one_iteration(url, plan.transport, subject, data, r.combo, values, chunk,
+                        rows = _one_iteration(nats, plan.transport, subject, data, r.combo, values, chunk,
                                               dictionaries or {}, lat, verify=i == 0)
                         r.iterations[i] = _merge(r.iterations[i], rows)
                     except WirepipeError as exc:

@@ -4,7 +4,7 @@ In-process timings of the codec stages and the sink leave out what a worker pays
 event loop, the socket, pull requests and acks, the commit, GC. So the plan runs the consume pipeline
 it plans for (a JetStream durable, the chain's decode, the sink) as a pool of one worker, then of a
 worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
-own, on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
+own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
 from 20% to 90% of the records committed, start-up and tail left out, cut at commits so that the window
 holds whole commit cycles):
 
@@ -29,7 +29,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...connectors.nats.connection import NatsConnectionConfig
 
 STREAM = "PLAN_CALIBRATION"
 SUBJECT = "plan.calibration"
@@ -144,19 +147,22 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
                    others, usable_cores())
 
 
-async def fill_stream(url: str, payloads: Sequence[bytes], records: int, *, headers: dict[str, str] | None = None,
-                      stream: str = STREAM, subject: str = SUBJECT, replicas: int = 1) -> float:
+async def fill_stream(nats: NatsConnectionConfig, payloads: Sequence[bytes], records: int, *,
+                      headers: dict[str, str] | None = None, stream: str = STREAM, subject: str = SUBJECT,
+                      replicas: int = 1) -> float:
     """A fresh stream of ``records`` messages, ``payloads`` over and over (publish_async, windows of 2000 acks
-    awaited); returns the records/s it was published at."""
-    import nats
+    awaited), on the server ``nats`` reaches (its credentials and TLS, as a pipeline's connection); returns the
+    records/s it was published at."""
+    from ...connectors.nats.connection import NatsConnection
+    from ..bench.timing import Stopwatch
 
-    nc = await nats.connect(url.split(","))
+    conn = NatsConnection(nats, role="plan")
+    nc = await conn.connect()
     try:
         js = nc.jetstream()
-        with contextlib.suppress(Exception):  # it may not exist
-            await js.delete_stream(stream)
+        await delete_stream(js, stream)
         await js.add_stream(name=stream, subjects=[subject], num_replicas=replicas)
-        t0 = time.perf_counter()
+        watch = Stopwatch()
         window: list[Any] = []
         for i in range(records):
             window.append(await js.publish_async(subject, payloads[i % len(payloads)], headers=headers))
@@ -164,23 +170,43 @@ async def fill_stream(url: str, payloads: Sequence[bytes], records: int, *, head
                 await asyncio.gather(*window)
                 window = []
         await asyncio.gather(*window)
-        rate = records / (time.perf_counter() - t0)
+        rate = records / watch.seconds
         stored = (await js.stream_info(stream)).state.messages
         if stored != records:
             raise RuntimeError(f"stream {stream} holds {stored} messages, not the {records} published")
         return rate
     finally:
-        await nc.close()
+        await conn.close()
 
 
-def consume_pipeline(url: str, chain: str, sink: str, out: Path, *, durable: str = "plan-calibration",
-                     stream: str = STREAM, schema: str | None = None) -> dict[str, Any]:
-    """The consume pipeline a plan is for, as a config: a durable with the source's defaults, the chain's
-    decode, the sink (null, or Parquet part files in ``out``), committed every second."""
+async def delete_stream(js: Any, stream: str) -> None:
+    """Delete ``stream`` if it exists (a calibration's, before and after it)."""
+    with contextlib.suppress(Exception):  # it may not exist
+        await js.delete_stream(stream)
+
+
+async def drop_stream(nats: NatsConnectionConfig, stream: str = STREAM) -> None:
+    """Delete the calibration's stream (with its durables) from a server of the user's: it leaves nothing there."""
+    from ...connectors.nats.connection import NatsConnection
+
+    conn = NatsConnection(nats, role="plan")
+    nc = await conn.connect()
+    try:
+        await delete_stream(nc.jetstream(), stream)
+    finally:
+        await conn.close()
+
+
+def consume_pipeline(nats: NatsConnectionConfig, chain: str, sink: str, out: Path, *,
+                     durable: str = "plan-calibration", stream: str = STREAM, schema: str | None = None
+                     ) -> dict[str, Any]:
+    """The consume pipeline a plan is for, as a config: a durable with the source's defaults on the server
+    ``nats`` reaches, the chain's decode, the sink (null, or Parquet part files in ``out``), committed every
+    second."""
     sinks = {"null": {"type": "null"}, "parquet": {"type": "parquet", "path": str(out / "part-{part}.parquet")}}
     return {
         "name": "plan-calibration",
-        "source": {"type": "jetstream", "url": url, "stream": stream, "durable": durable, "ack_wait": "60s"},
+        "source": {"type": "jetstream", **nats.settings(), "stream": stream, "durable": durable, "ack_wait": "60s"},
         "operators": [{"decode": {"chain": chain, "schema": schema} if schema else chain}],
         "sink": sinks[sink],
         "flush_interval": "1s",
@@ -204,6 +230,7 @@ class Calibration:
 
     one: PoolRun
     full: PoolRun | None = None
+    server: str = "a local nats-server"  # where it ran: the plan's own server, or the user's (its url)
 
     @property
     def busiest(self) -> PoolRun:
@@ -212,30 +239,42 @@ class Calibration:
 
 
 async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], estimate_us: float,
-                            schema: str | None = None) -> Calibration:
-    """The consume pipeline on a local nats-server (a temporary store) as one worker, then as a worker per core,
-    each on a durable of its own, measured in steady state (see the module doc). ``payloads``: the dataset's
-    records encoded with ``chain``."""
+                            schema: str | None = None, nats: NatsConnectionConfig | None = None) -> Calibration:
+    """The consume pipeline as one worker, then as a worker per core, each on a durable of its own, measured in
+    steady state (see the module doc): on a local nats-server (a temporary store), or on the server ``nats``
+    reaches (``wirepipe plan --url``: its credentials and TLS; its CPU is not read there, and the stream is
+    deleted afterwards). ``payloads``: the dataset's records encoded with ``chain``."""
+    from ...connectors.nats.connection import NatsConnectionConfig
     from ...connectors.nats.server import EmbeddedServer
     from ...pipelines.pool import Pool, RestartPolicy, usable_cores
 
     records = calibration_records(estimate_us)
     cores = usable_cores()
+    theirs = nats is not None  # the user's server: the stream goes afterwards
     tmp = Path(tempfile.mkdtemp(prefix="wirepipe-plan-"))
     try:
-        with EmbeddedServer(store_dir=tmp / "store") as server:
-            pid = server.proc.pid if server.proc else None
-            await fill_stream(server.url, payloads, records * min(cores, 2))  # the full pool reads it all
+        with contextlib.ExitStack() as stack:
+            pid = None
+            if nats is None:
+                server = stack.enter_context(EmbeddedServer(store_dir=tmp / "store"))
+                pid = server.proc.pid if server.proc else None
+                nats = NatsConnectionConfig(url=server.url)
+            await fill_stream(nats, payloads, records * min(cores, 2))  # the full pool reads it all
 
             async def run(workers: int, durable: str, until: int) -> PoolRun:
-                pool = Pool(consume_pipeline(server.url, chain, sink, tmp / durable, durable=durable, schema=schema),
+                assert nats is not None
+                pool = Pool(consume_pipeline(nats, chain, sink, tmp / durable, durable=durable, schema=schema),
                             workers,
                             restart=RestartPolicy(max_failures=1), echo=lambda _line: None,
                             log_level=logging.WARNING)
                 return await measure_pool(pool, until, pid)
 
-            one = await run(1, "calibration-one", records)
-            full = await run(cores, "calibration-full", records * min(cores, 2)) if cores > 1 else None
-            return Calibration(one, full)
+            try:
+                one = await run(1, "calibration-one", records)
+                full = await run(cores, "calibration-full", records * min(cores, 2)) if cores > 1 else None
+            finally:
+                if theirs:
+                    await drop_stream(nats)
+            return Calibration(one, full, server=f"{nats.public_params()['url']}" if theirs else Calibration.server)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -33,12 +33,14 @@ checks against a measured pool.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...core.units import format_duration
+
 if TYPE_CHECKING:
     from ...codecs.chain import Chain
+    from ...connectors.nats.connection import NatsConnectionConfig
     from .calibrate import Calibration
 
 # One record's transport cost on one core, microseconds: the NATS benchmarks of docs/performance (quiet 2-core machine,
@@ -98,7 +100,7 @@ class Costs:
         cores = one.cores
         rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
                           for w in sorted({1, cores}))
-        return [f"  calibrated: the consume pipeline ran {ran} on a local nats-server: a worker spent {spent} "
+        return [f"  calibrated: the consume pipeline ran {ran} on {self.calibrated.server}: a worker spent {spent} "
                 f"(in-process stages and sink {self.consume_us + self.sink_us:.1f})"
                 + (f", nats-server {server:.1f} us" if server is not None else "") + busy,
                 f"  predicted on this machine ({cores} cores): {rates} (records/s, +-{ERROR_BAND:.0%})"]
@@ -155,7 +157,7 @@ class CapacityPlan:
         replicas = d.replicas if d.transport == "jetstream" else 1
         out = [
             f"plan for {fmt_count(d.rate)} records/s of {c.label} over {d.transport}"
-            + (f" (R{replicas}, retention {fmt_duration(d.retention_s)})" if d.transport == "jetstream" else ""),
+            + (f" (R{replicas}, retention {format_duration(d.retention_s)})" if d.transport == "jetstream" else ""),
             f"  per record: publish side {c.publish_us:.1f} us, consume side {c.consume_us:.1f} us, "
             f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire"
             + (f" ({c.raw_bytes:,.0f} B raw)" if c.raw_bytes else "") + f"  [{c.origin}]",
@@ -169,7 +171,7 @@ class CapacityPlan:
         ]
         if d.transport == "jetstream":
             out.append(f"  JetStream storage: {fmt_bytes(self.store_per_hour)} per hour, "
-                       f"{fmt_bytes(self.store_retention)} per {fmt_duration(d.retention_s)} "
+                       f"{fmt_bytes(self.store_retention)} per {format_duration(d.retention_s)} "
                        f"({fmt_bytes(self.store_retention / d.nodes)} per node)")
         out.append(f"  against {d.nodes} nodes x {d.cores_per_node} cores, {fmt_bits(d.link_bps / 8)} links, "
                    f"{fmt_bytes(d.disk_bytes)} disks, planned at {d.utilization:.0%} busy:")
@@ -247,9 +249,11 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
 
 
 def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sink: str = "null",
-                  records: int = 2000, batch_size: int = 500, rounds: int = 3, calibrate: bool = False) -> Costs:
+                  records: int = 2000, batch_size: int = 500, rounds: int = 3, calibrate: bool = False,
+                  nats: NatsConnectionConfig | None = None) -> Costs:
     """The codec stages and the sink timed in-process on a sample (best of ``rounds``); transport from ``TRANSPORT_US``;
-    with ``calibrate`` (over JetStream), the consume side as a worker process spends it (``calibrated``)."""
+    with ``calibrate`` (over JetStream), the consume side as a worker process spends it (``calibrated``), on the
+    server ``nats`` reaches (None: a local one of its own)."""
     from ...codecs.chain import Chain
     from ...datasets import get_dataset
     from ...operators.chain_operators import chain_operators
@@ -276,47 +280,47 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
                   stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
                   f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
     if calibrate and transport == "jetstream":
-        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema)
+        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema, nats)
     return costs
 
 
-def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes], schema: str | None = None) -> Costs:
+def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes], schema: str | None = None,
+                    nats: NatsConnectionConfig | None = None) -> Costs:
     """``costs`` with the consume side calibrated (``calibrate.py``): one worker process runs the pipeline of
     ``chain``'s decode (with ``schema``, a built-in dataset's name) and ``sink`` on ``payloads`` (records encoded
-    with ``chain``) for a few seconds."""
+    with ``chain``) for a few seconds, on the server ``nats`` reaches (None: a local one)."""
     import asyncio
 
     from .calibrate import calibrate_consume
 
-    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us, schema))
+    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us, schema, nats))
     costs.origin += "; consume side calibrated in worker processes now"
     return costs
 
 
 def _sink_us(sink: str, decoded: list[list[Any]], rounds: int = 3) -> float:
-    """A Parquet sink's cost per record: Arrow table from the records, written with zstd to memory."""
-    import io
-
+    """A Parquet sink's cost per record: Arrow tables from the records, one file's bytes written with zstd, in
+    memory (``storage.lifecycle.parquet_bytes``); the best of ``rounds`` (``timing.best_of``)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from ...connectors.parquet import batch_table
     from ...core.batch import Batch
+    from ...storage.lifecycle import parquet_bytes
+    from ..bench.timing import best_of, time_each
 
     if sink != "parquet":
         raise ValueError(f"sink {sink!r}: measured sinks are null and parquet")
-    best = math.inf
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        buf = io.BytesIO()
-        tables = [batch_table(Batch(values)) for values in decoded]
-        pq.write_table(pa.concat_tables(tables), buf, compression="zstd")
-        best = min(best, time.perf_counter() - t0)
-    return best / sum(map(len, decoded)) * 1e6
+
+    def write(batches: list[list[Any]]) -> bytes:
+        return parquet_bytes(pa.concat_tables([batch_table(Batch(values)) for values in batches]))
+
+    best = best_of(rounds, lambda: time_each(write, [decoded]))
+    return best.ns / 1e3 / sum(map(len, decoded))
 
 
 def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *, transport: str = "jetstream",
-                     sink: str = "null", calibrate: bool = False) -> list[Costs]:
+                     sink: str = "null", calibrate: bool = False, nats: NatsConnectionConfig | None = None
+                     ) -> list[Costs]:
     """Per-record costs from ``wirepipe bench`` results: for ``dataset``, else for every dataset the results
     hold (the built-in ones and one's own, ``bench --input``), each its fastest configuration unless ``chain``.
     A ``sink`` other than null is measured now, on the dataset's records (one's own are read again from the
@@ -363,7 +367,7 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
             positional = _positional(Chain.parse(g.chain))
             schema = name if positional and name in DATASETS else None  # one's own records: see the else
             if schema is not None or not positional:
-                calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema)
+                calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema, nats)
             else:
                 costs.origin += f"; consume side not calibrated ({g.chain} is positional: its schema is the bench's)"
         out.append(costs)
@@ -435,10 +439,3 @@ def fmt_bytes(x: float) -> str:
 
 def fmt_bits(bytes_per_s: float) -> str:
     return _scaled(bytes_per_s * 8, ("Tbit/s", "Gbit/s", "Mbit/s", "kbit/s", "bit/s"), " ", 0)
-
-
-def fmt_duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"

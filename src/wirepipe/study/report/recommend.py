@@ -19,14 +19,23 @@ from .statistics import overlaps
 DEFAULT_BANDWIDTH = 100e6  # bits per second
 
 
+KINDS = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
+         "only": "one configuration measured"}  # a pick's kind, in words
+
+
 @dataclass
 class Recommendation:
     dataset: str
-    kind: str  # fastest | smallest | bandwidth | only (the one configuration measured)
+    kind: str  # fastest | smallest | bandwidth | only (the one configuration measured): KINDS
     group: GroupSummary
     why: str  # the figure that decided it, in words
     tied: list[GroupSummary] = field(default_factory=list)  # others within noise of it
     instead_of: GroupSummary | None = None  # a byte-identical, slower configuration the figures first picked
+
+    @property
+    def what(self) -> str:
+        """The pick in words, as every report and table names it: ``fastest end to end``..."""
+        return KINDS.get(self.kind, self.kind)
 
     @property
     def sureness(self) -> str:

@@ -20,8 +20,6 @@ from .statistics import QUANTILES, TimeStats
 from .summary import Report
 
 TIME_COLUMNS = ("mean", "std", "min", *(name for name, _ in QUANTILES), "max")
-_FOR = {"fastest": "fastest end to end", "smallest": "smallest on the wire", "bandwidth": "best for the link",
-        "only": "one configuration measured"}
 
 
 def _times(stats: TimeStats | None, scale: float) -> list[str]:
@@ -123,7 +121,7 @@ def recommend_table(report: Report) -> Table:
     return Table(f"Recommend (link: {format_bandwidth(report.bandwidth_bps)})",
                  ["dataset", "for", "configuration", "why", "publish side µs/rec", "consume side µs/rec",
                   "wire B/rec"],
-                 [[r.dataset, _FOR[r.kind], r.group.config, f"{r.why}; {r.sureness}" if r.sureness else r.why,
+                 [[r.dataset, r.what, r.group.config, f"{r.why}; {r.sureness}" if r.sureness else r.why,
                    _side(r.group, "publish"), _side(r.group, "consume"), num(r.group.wire_bytes_per_record)]
                   for r in report.recommendations],
                  [False] * 4 + [True] * 3,
@@ -185,7 +183,7 @@ def snippets(report: Report) -> list[tuple[str, str]]:
             continue
         key = f"{r.dataset}: {r.group.config}"
         if key not in seen:
-            seen[key] = (f"{key} ({_FOR[r.kind]})", r.group.snippet())
+            seen[key] = (f"{key} ({r.what})", r.group.snippet())
     return list(seen.values())
 
 
@@ -217,9 +215,9 @@ def recommend_lines(report: Report, width: int) -> list[str]:
     for dataset in dict.fromkeys(r.dataset for r in report.recommendations):
         for r in (r for r in report.recommendations if r.dataset == dataset):
             if r.kind == "only":  # one line: nothing was compared
-                lines += ["", *wrap(f"{dataset}: {_FOR[r.kind]}: {r.group.config}: {r.why}", width)]
+                lines += ["", *wrap(f"{dataset}: {r.what}: {r.group.config}: {r.why}", width)]
                 continue
-            lines += ["", *wrap(f"{dataset}: {_FOR[r.kind]}: {r.group.config}", width),
+            lines += ["", *wrap(f"{dataset}: {r.what}: {r.group.config}", width),
                       *wrap(f"{r.why}; {r.sureness}" if r.sureness else r.why, width, "  "),
                       *wrap(f"publish side {_side(r.group, 'publish')} µs/rec, consume side "
                             f"{_side(r.group, 'consume')} µs/rec, {num(r.group.wire_bytes_per_record)} B/rec "
