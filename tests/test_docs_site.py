@@ -39,13 +39,25 @@ def test_the_scripts_beside_the_pages_are_not_shipped() -> None:
     assert [f.src_uri for f in files if f.src_uri.endswith(".py") and f.inclusion.is_included()] == []
 
 
-def test_a_code_line_is_told_its_indentation_and_keeps_its_text() -> None:
-    block = ('<pre><span></span><code><span id="__span-0-1"><span class="k">if</span> x:\n</span>'
-             '<span id="__span-0-2">        y(<span class="s2">"a"</span>)\n</span>'
-             '<span id="__span-0-3"><span class="w">  </span><span class="nt">key</span>: 1\n</span></code></pre>')
+def _lines(spans: list[str]) -> str:
+    return "<pre><span></span><code>" + "".join(f'<span id="__span-0-{n}">{s}\n</span>' for n, s in enumerate(spans, 1)) + "</code></pre>"
+
+
+def test_a_wrapped_line_hangs_past_its_indentation_or_under_its_second_column() -> None:
+    block = _lines(['<span class="k">if</span> x:', '        y(<span class="s2">"a-b"</span>)  # why',
+                    '<span class="w">  </span><span class="nt">key</span>: 1', "core/     errors.py, units.py",
+                    "B: points version 2 in nats://WIREPIPE_SCHEMAS: Point {y: int32}  (fingerprint b920ce4b5785ae33)"])
     out = _hook().on_page_content(block)
-    assert re.findall(r'<span id="(__span-0-\d)"(?: style="--indent:(\d+)ch")?>', out) == [
-        ("__span-0-1", ""), ("__span-0-2", "8"), ("__span-0-3", "2")]
+    assert re.findall(r'<span id="__span-0-(\d)"(?: style="--hang:(\d+)ch")?>', out) == [
+        ("1", ""), ("2", "10"), ("3", "4"), ("4", "10"), ("5", "")]  # "" is the stylesheet's 2ch
+    assert _text(out) == _text(block)
+
+
+def test_a_table_a_command_printed_keeps_its_rows() -> None:
+    block = _lines(["wirepipe ps", "pipeline  worker  state", "-" * 24, "audit.eu  -       running",
+                    "points    w0      running", "2 processes answered $SRV.STATS within 1s"])
+    out = _hook().on_page_content(block)
+    assert re.findall(r'<span id="__span-0-(\d)" class="wp-row">', out) == ["2", "3", "4", "5"]
     assert _text(out) == _text(block)
 
 
@@ -86,7 +98,7 @@ def test_the_built_site_has_pages_and_no_python_file(tmp_path: Path) -> None:
                    cwd=ROOT, check=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert sorted(p.name for p in site.rglob("*.py")) == []
     tutorial = (site / "tutorial" / "index.html").read_text(encoding="utf-8")
-    assert 'style="--indent:8ch"' in tutorial  # make_events.py's loop body
+    assert 'style="--hang:10ch"' in tutorial  # make_events.py's loop body
     codes = re.findall(r"<code>(.*?)</code>", (site / "tour" / "index.html").read_text(encoding="utf-8"), re.S)
     assert [c for c in codes if "\\|" in c] == []
     assert sum(1 for c in codes if _text(c).startswith("wirepipe bench [--dataset ... | --input FILE]")) == 1
