@@ -26,7 +26,8 @@ from typing import Any
 
 CODE = re.compile(r"<code\b[^>]*>.*?</code>", re.S)
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
-LINE_START = re.compile(r'(?=<span id="__span-[\d-]+">)')
+# A line's span: __span-BLOCK-LINE, after a prefix in a docstring mkdocstrings renders (wirepipe.api--__span-0-1).
+LINE_START = re.compile(r'(?=<span id="(?:[^"<>]*--)?__span-[\d-]+">)')
 TEXT = re.compile(r">([^<>]+)<")
 TAG = re.compile(r"<[^>]+>")
 RULE = re.compile(r"\s*[-=─━]{12,}\s*")

@@ -53,6 +53,13 @@ def test_a_wrapped_line_hangs_past_its_indentation_or_under_its_second_column() 
     assert _text(out) == _text(block)
 
 
+def test_a_docstring_example_wraps_as_a_page_block_does() -> None:
+    """mkdocstrings prefixes the line spans' ids with the object's path."""
+    block = _lines(["&gt;&gt;&gt; f(1,", "...     2)"]).replace('id="__span', 'id="wirepipe.api--__span')
+    out = _hook().on_page_content(block)
+    assert re.findall(r'<span id="wirepipe.api--__span-0-(\d)"(?: style="--hang:(\d+)ch")?>', out) == [("1", ""), ("2", "8")]
+
+
 def test_a_table_a_command_printed_keeps_its_rows() -> None:
     block = _lines(["wirepipe ps", "pipeline  worker  state", "-" * 24, "audit.eu  -       running",
                     "points    w0      running", "2 processes answered $SRV.STATS within 1s"])
