@@ -50,8 +50,9 @@ from .spawn import WorkerProcess, describe_exit, group_id, start
 
 if TYPE_CHECKING:
     from ..core.exit_codes import Outcome
-    from .pipeline import Pipeline, RunStats
+    from .pipeline import Pipeline
     from .spawn import Channel
+    from .stats import RunStats
 
 log = logging.getLogger("wirepipe.pool")
 
@@ -589,10 +590,12 @@ async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
     parent = os.getppid()
 
     def send(outputs: bool = False, commit: bool = False) -> bool:
-        message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working(), "cpu": time.process_time(),
+        run = pipeline.last_run  # made by run_worker_async before this is first called
+        assert run is not None
+        message = {"snapshot": snapshot(run), "working": run.stats.working(), "cpu": time.process_time(),
                    "commit": commit}
         if outputs:
-            message["outputs"] = run_outputs(pipeline)
+            message["outputs"] = run_outputs(run)
         return channel.send(message)
 
     async def reporter() -> None:
@@ -633,7 +636,8 @@ def run_pool_worker(message: dict[str, Any], channel: Channel, reloads: Any = No
     pipe.config_digest = message.get("digest")
     pipe.reloader = reloads
     stats = asyncio.run(_run_reporting(pipe, channel))
-    log.info("%s", run_summary(pipe, stats))
+    assert pipe.last_run is not None
+    log.info("%s", run_summary(pipe.last_run, stats))
     # Its counts reached the supervisor, which decides the pool's exit code from them all; a failure of its own
     # (publishes left unconfirmed by a cut drain) is the worker's.
     return ExitCode.RUNTIME if stats.outcome().failures else ExitCode.OK

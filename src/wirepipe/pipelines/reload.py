@@ -27,7 +27,7 @@ What happens then, all or nothing (``classify``):
 - **A change that reloads in place** (``IN_PLACE``: operators, dead letter, metrics, ``flush_interval``,
   ``shutdown_timeout``): at the next batch boundary the worker commits what the running config wrote
   (flushed, then acknowledged), opens the new parts beside the running source and sink and goes on with
-  them (``Pipeline.switch_to``). The source and the sink stay open, the durable is the same and the
+  them (``PipelineRun.switch_to``). The source and the sink stay open, the durable is the same and the
   records already read wait in the queue: nothing is lost or read twice. A part that cannot open (a
   dictionary bucket not there) refuses the change and the running config stays.
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from ..connectors.connector import Source
     from .pipeline import Pipeline
     from .pool import Pool
+    from .run import PipelineRun
     from .spawn import Channel, WorkerProcess
 
 log = logging.getLogger("wirepipe")
@@ -67,7 +68,7 @@ log = logging.getLogger("wirepipe")
 POLL = 0.5  # seconds between two looks at the watched files
 SETTLE = 0.3  # seconds the files must stay the same before a new version is read
 
-# The top-level fields of a pipeline that reload in place (``Pipeline.switch_to`` says how: the operators rebuilt,
+# The top-level fields of a pipeline that reload in place (``PipelineRun.switch_to`` says how: the operators rebuilt,
 # the files they name read again; a new dead letter opened and the old one closed; the metrics rows so far written
 # as they ran, a changed section a new recorder; the intervals from the next commit or stop).
 IN_PLACE = frozenset({"operators", "dead_letter", "metrics", "flush_interval", "shutdown_timeout", "allow_pickle",
@@ -314,13 +315,14 @@ class Outcome:
 
 
 class LiveConfig:
-    """The config a running pipeline runs, and the one way to switch it to another (``apply``): validate, build,
-    classify, keep the parts that did not change, ``Pipeline.switch_to``. A single run's ``FileReloads`` and a
+    """The config a pipeline's run runs, and the one way to switch it to another (``apply``): validate, build,
+    classify, keep the parts that did not change, ``PipelineRun.switch_to``. A single run's ``FileReloads`` and a
     pool worker's ``WorkerReloads`` both apply through it."""
 
-    def __init__(self, pipeline: Pipeline, file: str) -> None:
+    def __init__(self, run: PipelineRun, file: str) -> None:
+        pipeline = run.pipeline
         assert pipeline.config is not None, "a hot reload follows a pipeline built from a config"
-        self.pipeline = pipeline
+        self.run = run
         self.file = file
         self.running = Version.of(pipeline.config, pipeline.config_digest)
         self.history = History([(self.running.digest, 0)])
@@ -329,7 +331,7 @@ class LiveConfig:
         """Switch to ``data`` (this worker's config, as read: unvalidated); ``digest`` when the pool computed it."""
         from .config import build_pipeline, validate_config
 
-        pipeline = self.pipeline
+        pipeline = self.run.pipeline  # the one it runs now (the previous reload's)
         try:
             new = build_pipeline(validate_config(data, file=self.file), file=self.file)
         except (ConfigError, WirepipeError) as exc:
@@ -353,7 +355,7 @@ class LiveConfig:
             new.metrics_spec = pipeline.metrics_spec
         new.config_digest = version.digest
         try:
-            first = await pipeline.switch_to(new)
+            first = await self.run.switch_to(new)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -374,7 +376,7 @@ class LiveConfig:
 
 class FileReloads:
     """``wirepipe run PIPELINE --watch`` in one process: the files watched beside the run loop, each settled change
-    applied (``Pipeline.reloader``: the loop runs ``watch`` while the run lasts)."""
+    applied (``Pipeline.reloader``: the run runs ``watch`` while it lasts)."""
 
     def __init__(self, file: str, overrides: Sequence[str], *, poll: float = POLL, settle: float = SETTLE) -> None:
         self.file = file
@@ -382,11 +384,11 @@ class FileReloads:
         self.poll, self.settle = poll, settle
         self.live: LiveConfig | None = None
 
-    async def watch(self, pipeline: Pipeline) -> None:
+    async def watch(self, run: PipelineRun) -> None:
         from .config import read_config
         from .pool import worker_config
 
-        live = self.live = LiveConfig(pipeline, self.file)
+        live = self.live = LiveConfig(run, self.file)
         watch = Watch([self.file, *live.running.files], poll=self.poll, settle=self.settle)
         first = True
         while True:
@@ -566,8 +568,8 @@ class WorkerReloads:
         self.file = file
         self.live: LiveConfig | None = None
 
-    async def watch(self, pipeline: Pipeline) -> None:
-        live = self.live = LiveConfig(pipeline, self.file)
+    async def watch(self, run: PipelineRun) -> None:
+        live = self.live = LiveConfig(run, self.file)
         loop = asyncio.get_running_loop()
         messages: asyncio.Queue[Any] = asyncio.Queue()
 

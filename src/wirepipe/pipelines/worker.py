@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 from ..core.errors import WirepipeError
 
 if TYPE_CHECKING:
-    from .pipeline import Pipeline, RunStats
+    from .pipeline import Pipeline
+    from .run import PipelineRun
+    from .stats import RunStats
 
 log = logging.getLogger("wirepipe")
 _CLOSE_GRACE = 5.0  # seconds the cancelled run (and leftover tasks) get to close after shutdown_timeout
@@ -46,7 +48,8 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     signals = 0
-    task = asyncio.ensure_future(with_service(pipeline, pipeline.run_async(stop)))  # a NATS service beside the run
+    run = pipeline.new_run()  # run.pipeline from here on: a hot reload replaces it (its shutdown_timeout too)
+    task = asyncio.ensure_future(with_service(run, run.execute(stop)))  # a NATS service beside the run
     deadline: asyncio.TimerHandle | None = None
     # why the drain was cut, and what it left: records unconfirmed, records unacked, the sink's error if it still failed
     cut: tuple[str, int, int, str | None] | None = None
@@ -57,25 +60,26 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
         nonlocal cut
         sink = pipeline.sink
         unconfirmed = sink.unconfirmed if sink is not None else 0
-        cut = (why, unconfirmed, pipeline.unacked_records if pipeline.source.redelivers else 0, pipeline.sink_error)
+        cut = (why, unconfirmed, run.unacked_records if pipeline.source.redelivers else 0, run.sink_error)
         task.cancel()
 
     def expire() -> None:
-        log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; %s",
-                  pipeline.shutdown_timeout, "records not acknowledged will be redelivered"
+        timeout = run.pipeline.shutdown_timeout
+        log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; %s", timeout,
+                  "records not acknowledged will be redelivered"
                   if pipeline.source.redelivers else "records read and not written are counted as discarded")
-        cut_now(f"the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s)")
+        cut_now(f"the drain took longer than shutdown_timeout ({timeout:g}s)")
 
     def on_signal(signame: str) -> None:
         nonlocal signals, deadline, interrupted
         signals += 1
         if signals == 1:
             log.info("%s: draining (stop reading, finish in-flight batches, flush, ack; up to %.0fs)",
-                     signame, pipeline.shutdown_timeout)
+                     signame, run.pipeline.shutdown_timeout)
             # SIGINT before the end of a bounded run interrupts it; SIGTERM is a long-lived worker's normal end.
-            interrupted = signame == "SIGINT" and bounded and not stop.is_set() and not pipeline.read_to_end
+            interrupted = signame == "SIGINT" and bounded and not stop.is_set() and not run.read_to_end
             stop.set()
-            deadline = loop.call_later(pipeline.shutdown_timeout, expire)
+            deadline = loop.call_later(run.pipeline.shutdown_timeout, expire)
         elif cut is None:
             log.warning("%s again: stopping without finishing the drain", signame)
             interrupted = True
@@ -101,15 +105,15 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
                 continue
             log.error("closing the pipeline's parts did not finish within %.0fs after the drain was cut: "
                       "leaving them", _CLOSE_GRACE)
-            raise ShutdownTimeout(_timeout_message(pipeline, cut[0]))
+            raise ShutdownTimeout(_timeout_message(run, cut[0]))
         if cut is None:
             stats = task.result()
-        else:  # cancelled: its parts closed, its figures are complete (``Pipeline.run_async`` set them)
+        else:  # cancelled: its parts closed, its figures are complete (``PipelineRun.execute`` set them)
             with contextlib.suppress(asyncio.CancelledError):
                 task.result()
-            stats = pipeline.stats
+            stats = run.stats
             why, unconfirmed, unacked, stats.sink_error = cut
-            stats.cut = _timeout_message(pipeline, why, unconfirmed, unacked, stats.sink_error)
+            stats.cut = _timeout_message(run, why, unconfirmed, unacked, stats.sink_error)
             stats.unconfirmed = unconfirmed
             stats.outstanding = max(stats.outstanding, unacked)
         stats.interrupted = interrupted
@@ -121,13 +125,14 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
             loop.remove_signal_handler(sig)
 
 
-def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = None, unacked: int | None = None,
+def _timeout_message(run: PipelineRun, why: str, unconfirmed: int | None = None, unacked: int | None = None,
                      sink_error: str | None = None) -> str:
     """What a cut drain could not settle: for the run summary (given what was unsettled at the cut), or with the
     source's losses for the error that ends the process when the parts would not close (no summary then)."""
+    pipeline = run.pipeline
     summary = unacked is not None
     if unacked is None:
-        unacked = pipeline.unacked_records
+        unacked = run.unacked_records
     if unconfirmed is None:
         unconfirmed = pipeline.sink.unconfirmed if pipeline.sink is not None else 0
     what = [f"the sink still failing ({sink_error})"] if sink_error else []
@@ -145,7 +150,7 @@ def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = Non
         from .monitor import loss_summary
 
         what.append("core NATS: " + loss_summary(losses).lstrip(", "))
-    unwritten = pipeline.metrics.figures()["metrics_rows_unwritten"] if pipeline.metrics is not None else 0
+    unwritten = run.metrics.figures()["metrics_rows_unwritten"] if run.metrics is not None else 0
     if unwritten:
         what.append(f"{unwritten} metrics row(s) not written (the disk refused them)")
     left = "; ".join(what) or "nothing left unsettled"
