@@ -609,8 +609,8 @@ WATCHED_WORKER_TARGET = f"{__name__}:run_watched_worker"
 
 
 def run_watched_worker(message: dict[str, Any], channel: Channel) -> ExitCode:
-    """A pool worker that takes the configs its supervisor sends (``pool.run_pool_worker`` with ``WorkerReloads``)."""
-    from .pool import run_pool_worker
+    """A pool worker that takes the configs its supervisor sends (``worker.run_pool_worker`` with ``WorkerReloads``)."""
+    from .worker import run_pool_worker
 
     file = message.get("file") or f"worker {Worker.current().index}"
     return run_pool_worker(message, channel, reloads=WorkerReloads(channel, file))

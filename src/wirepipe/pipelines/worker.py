@@ -1,4 +1,4 @@
-"""Running a pipeline as a long-lived worker: signals, the drain, and its deadline.
+"""Running a pipeline as a long-lived worker: signals, the drain, and its deadline; a pool's worker process.
 
 ``run_worker(pipeline)`` is what ``wirepipe run`` calls. SIGINT or SIGTERM sets the
 pipeline's stop event: the source stops fetching, the batches already read go through
@@ -12,6 +12,10 @@ are counted as discarded, and the stats say what the cut left (``RunStats.cut``)
 Which stop is which, for the exit code (``core/exit_codes.py``): SIGTERM is the normal end of a
 long-lived worker; SIGINT before the end of a bounded run (a count, a duration, ``stop_at_end``, a
 file: ``Source.ends``) *interrupts* it (``RunStats.interrupted``: exit 130 after the drain).
+
+A worker process of a pool (``pool.py``, the supervisor, starts it: ``spawn.py``) runs ``run_pool_worker``: its
+pipeline as ``wirepipe run`` runs it, its counters reported to the supervisor twice a second and after every
+commit; it drains on its own when the supervisor is gone.
 """
 
 from __future__ import annotations
@@ -19,17 +23,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import WirepipeError
+from ..core.exit_codes import ExitCode
+from ..core.workers import Worker
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
     from .run import PipelineRun
+    from .spawn import Channel
     from .stats import RunStats
 
 log = logging.getLogger("wirepipe")
+pool_log = logging.getLogger("wirepipe.pool")  # a pool worker's own lines, as the pool's
 _CLOSE_GRACE = 5.0  # seconds the cancelled run (and leftover tasks) get to close after shutdown_timeout
 
 
@@ -176,3 +186,74 @@ def run_worker(pipeline: Pipeline, *, ends: bool | None = None) -> RunStats:
             loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), _CLOSE_GRACE))
         asyncio.set_event_loop(None)
         loop.close()
+
+
+# --- a pool's worker process ------------------------------------------------------------------------------
+
+REPORT_INTERVAL = 0.5  # seconds between two reports of a pool's worker to its supervisor
+OUTPUTS_EVERY = 10  # reports between two that say where the worker's output goes
+WORKER_TARGET = f"{__name__}:run_pool_worker"  # what the spawner runs in each worker process
+
+
+async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
+    """Run the pipeline as ``wirepipe run`` does, reporting its snapshot to the supervisor twice a second.
+
+    If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker
+    drains as on SIGTERM rather than run on unsupervised.
+    """
+    from .monitor import run_outputs, snapshot
+
+    parent = os.getppid()
+
+    def send(outputs: bool = False, commit: bool = False) -> bool:
+        run = pipeline.last_run  # made by run_worker_async before this is first called
+        assert run is not None
+        message = {"snapshot": snapshot(run), "working": run.stats.working(), "cpu": time.process_time(),
+                   "commit": commit}
+        if outputs:
+            message["outputs"] = run_outputs(run)
+        return channel.send(message)
+
+    async def reporter() -> None:
+        reports = 0
+        while True:
+            await asyncio.sleep(REPORT_INTERVAL)
+            reports += 1
+            # Where the output goes, now and then (it looks at the files on disk), so a worker killed later
+            # still shows in the pool's summary.
+            if not send(outputs=reports % OUTPUTS_EVERY == 0) or os.getppid() != parent:
+                pool_log.error("the pool supervisor is gone: draining")
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    task = asyncio.ensure_future(reporter())
+    def report_commit() -> None:  # counted at once: a SIGKILL right after a commit loses none of it
+        send(commit=True)
+
+    pipeline.after_commit.append(report_commit)
+    try:
+        return await run_worker_async(pipeline)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        send(outputs=True)
+
+
+def run_pool_worker(message: dict[str, Any], channel: Channel, reloads: Any = None) -> ExitCode:
+    """One worker of a pool (started by ``spawn.start``): ``message`` is ``{"file", "config", "digest"}``, the
+    pipeline file (what its errors name), the config this worker runs and its digest; ``reloads``, what takes the
+    configs a watching supervisor sends (``reload.run_watched_worker``)."""
+    from .config import build_pipeline, validate_config
+    from .monitor import run_summary
+
+    file = message.get("file") or f"worker {Worker.current().index}"
+    pipe = build_pipeline(validate_config(message["config"], file=file), file=file)
+    pipe.config_digest = message.get("digest")
+    pipe.reloader = reloads
+    stats = asyncio.run(_run_reporting(pipe, channel))
+    assert pipe.last_run is not None
+    pool_log.info("%s", run_summary(pipe.last_run, stats))
+    # Its counts reached the supervisor, which decides the pool's exit code from them all; a failure of its own
+    # (publishes left unconfirmed by a cut drain) is the worker's.
+    return ExitCode.RUNTIME if stats.outcome().failures else ExitCode.OK
