@@ -1,5 +1,6 @@
-"""Hot reload (``pipelines/reload.py``, ``PipelineRun.switch_to``): what changes reload in place and what needs a restart,
-the digest of a config version, the file watch, and a switch between two batches, in this process. The process
+"""Hot reload (``pipelines/reload.py``, ``config_versions.py``, ``PipelineRun.switch_to``): what changes reload in
+place and what needs a restart, the digest of a config version, the file watch, and a switch between two batches,
+in this process. The process
 tests (a JetStream durable under load, a pool of two) are in ``test_reload_processes.py``."""
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ from wirepipe.core.batch import Batch
 from wirepipe.core.errors import WirepipeError
 from wirepipe.operators.map import Map
 from wirepipe.pipelines.config import load_pipeline, pipeline_model
-from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.pipelines.reload import (
+from wirepipe.pipelines.config_versions import (
     IN_PLACE,
     RESTART,
-    FileReloads,
     Version,
     Watch,
     classify,
     config_digest,
     named_files,
 )
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.pipelines.reload import FileReloads
 from wirepipe.testing import TestingSink
 
 

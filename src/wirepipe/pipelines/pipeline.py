@@ -146,9 +146,9 @@ class Pipeline:
 
     def reloaded(self, new: Pipeline) -> Pipeline:
         """This pipeline with ``new``'s operators, dead letter, metrics, ``flush_interval``, ``shutdown_timeout``,
-        config and digest: what a hot reload changes in place (``reload.IN_PLACE``; ``PipelineRun.switch_to``
-        goes on with it). The rest is this one's, ``new``'s source and sink are not used; checked as any
-        pipeline is when it is built."""
+        config and digest: what a hot reload changes in place (``config_versions.IN_PLACE``;
+        ``PipelineRun.switch_to`` goes on with it). The rest is this one's, ``new``'s source and sink are not used;
+        checked as any pipeline is when it is built."""
         reloaded = self._with(new.operators, self.sink, metrics=new.metrics_spec, dead_letter=new.dead_letter,
                               shutdown_timeout=new.shutdown_timeout, flush_interval=new.flush_interval,
                               config=new.config)
