@@ -132,7 +132,7 @@ class PipelineRun:
         self._preparing = [op for op in pipeline.operators if op.prepares]
         if stop is not None:
             source.stopping = stop
-        self.stats = stats = RunStats()
+        self.stats = stats = RunStats()  # its clock starts now
         from .dead_letters import DefaultDeadLetter, default_path
 
         # Without a dead_letter, where rejects go; with one, where what it refuses for itself goes.
