@@ -180,9 +180,9 @@ def test_a_declared_nats_store_is_the_bucket_of_its_name_and_one_bucket_has_one_
 
 
 def test_a_pipeline_put_together_with_a_pipe_reaches_its_bucket_through_the_sink_it_gets_last() -> None:
-    from wirepipe import compress, generate, nats_sink, serialize
+    from wirepipe import compress, generate_source, nats_sink, serialize
 
-    head = generate("point", count=5) | serialize("msgpack") | compress("zstd", dictionary="nats://DICTS/tx")
+    head = generate_source("point", count=5) | serialize("msgpack") | compress("zstd", dictionary="nats://DICTS/tx")
     with pytest.raises(ConfigError, match=r"^operators\[1\].compress.dictionary: the pipeline has no NATS source or "
                                           r"sink to reach the dictionaries nats://DICTS through"):
         head.run()
