@@ -66,9 +66,9 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
         cfg = api.ConsumerConfig()
         self._deliver_config(cfg)
         try:
-            self.sub = await self._api(lambda: js.subscribe(self.subject or ">", stream=self.stream,
+            self.sub = await self._api(lambda: js.subscribe(self.config.subject or ">", stream=self.stream,
                                                             ordered_consumer=True, config=cfg,
-                                                            pending_msgs_limit=4 * self.batch_size + 65536))
+                                                            pending_msgs_limit=4 * self.config.batch_size + 65536))
         except nats.js.errors.APIError as exc:
             hint = ("; it is a work queue (each message goes to one consumer, which acknowledges it): read its "
                     "subjects on core NATS to see messages as they are published"
@@ -80,7 +80,7 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
 
     async def _check_empty(self) -> None:
         """``stop_at_end`` on an empty stream (or past its end): nothing will come."""
-        if not self.stop_at_end:
+        if not self.config.stop_at_end:
             return
         info = await self._api(self.sub.consumer_info)
         # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
@@ -97,7 +97,7 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
                 return
             if self._at_end.is_set() and not len(self.buffer):
                 return
-            left = self.batch_size if self.count is None else self.count - self._seen
+            left = self.config.batch_size if self.count is None else self.count - self._seen
             got = await self._take(left, None)
             if got is None:
                 return
@@ -106,7 +106,7 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
 
     def _batch(self, got: Received) -> Batch:
         batch = super()._batch(got)
-        if self.stop_at_end and self._lag == 0:
+        if self.config.stop_at_end and self._lag == 0:
             self._at_end.set()  # no acks: nothing it was given comes back
         return batch
 
