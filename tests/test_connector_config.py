@@ -291,7 +291,7 @@ def test_build_hands_the_validated_config_to_the_runtime_class() -> None:
         assert model.build().config is model
     capture = SINKS["capture"].model_validate({"type": "capture", "dir": "c", "row_group_rows": 10})
     sink = capture.build()
-    assert sink.config is capture and sink.writer.config is capture and sink.writer.row_group_rows == 10
+    assert sink.config is capture and sink.writer.config is capture and sink.writer.config.row_group_rows == 10
 
 
 def test_the_nats_connection_takes_the_connector_config() -> None:

@@ -63,6 +63,7 @@ class CsvSource(Configured, Source):
 
     type = "csv"
     stage = Stage.READ
+    config: CsvSourceConfig
     bounded = True
     gives = RECORDS
 
@@ -73,17 +74,15 @@ class CsvSource(Configured, Source):
     def _configure(self, config: CsvSourceConfig) -> None:
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
-        self.path = config.path
-        self.batch_size = config.batch_size
         self.schema = config.typed_schema()  # given: the schema'd formats downstream take it
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"path": self.path, "batch_size": self.batch_size, "count": self.count}
+        return {"path": self.config.path, "batch_size": self.config.batch_size, "count": self.count}
 
     def check_input(self) -> None:
         """The files are there and, with a schema, their headers name its fields: a usage error before the run."""
-        for path in input_files(self.path):
+        for path in input_files(self.config.path):
             if self.schema is not None:
                 CsvFile(path, self.config).columns()
 
@@ -93,7 +92,7 @@ class CsvSource(Configured, Source):
         left = self.count if self.count is not None else -1  # -1: no count
         seq = 0
         pending = Rows([])
-        for path in input_files(self.path):
+        for path in input_files(self.config.path):
             file = CsvFile(path, self.config)
             columns = file.columns()
             if self.schema is None and columns:
@@ -121,7 +120,8 @@ class CsvSource(Configured, Source):
 
     def _next_size(self, left: int) -> int:
         """The next batch's records: ``batch_size``, or what is left of ``count`` (``left``; -1: no count)."""
-        return self.batch_size if left < 0 else min(self.batch_size, left)
+        batch_size = self.config.batch_size
+        return batch_size if left < 0 else min(batch_size, left)
 
     def _batch(self, rows: Rows, seq: int) -> Batch:
         batch = Batch(rows.values, meta={"seq": list(range(seq, seq + len(rows.values)))}, schema=self.schema)
