@@ -97,7 +97,7 @@ class CsvSource(Configured, Source):
             columns = file.columns()
             if self.schema is None and columns:
                 log.info("%s: column types inferred from its first %s (no schema given): %s", path,
-                         _bytes(file.block_size), columns_schema(columns))
+                         _bytes(self.config.block_size), columns_schema(columns))
             blocks = file.blocks()
             try:
                 # pyarrow parses in a thread, without the GIL: the next block is read while operators run
@@ -167,7 +167,6 @@ class CsvFile:
     def __init__(self, path: Path, config: CsvSourceConfig) -> None:
         self.path = path
         self.config = config
-        self.block_size = config.block_size
         self._columns: list[Column] | None = None
 
     @property
@@ -228,7 +227,7 @@ class CsvFile:
         if names is None and not c.header:
             schema = c.typed_schema()
             names = list(schema) if schema is not None else None
-        read = pcsv.ReadOptions(use_threads=False, block_size=self.block_size, skip_rows=c.skip_rows,
+        read = pcsv.ReadOptions(use_threads=False, block_size=c.block_size, skip_rows=c.skip_rows,
                                 skip_rows_after_names=1 if c.columns is not None and c.header else 0,
                                 column_names=names, autogenerate_column_names=names is None and not c.header,
                                 encoding=c.encoding)
