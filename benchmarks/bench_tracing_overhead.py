@@ -6,9 +6,9 @@ The pipeline is the one of ``bench_metrics_overhead.py``: ``TestingSource (point
 msgpack -> zstd:fastest -> decompress -> deserialize -> null``, small records, so a per-batch cost
 weighs as much as it can. Three variants run interleaved in each round, in this process:
 
-- **without the hook**: ``Pipeline`` with its methods that mention tracing recompiled from their
-  own source with every statement and condition about tracing removed (``ast``), i.e. the run
-  loop as it would be had the hook never been added;
+- **without the hook**: the run (``PipelineRun``) with its methods that mention tracing recompiled
+  from their own source with every statement and condition about tracing removed (``ast``), i.e.
+  the run loop as it would be had the hook never been added;
 - **off**: ``Pipeline`` as shipped, no ``tracing:`` and no OTEL_* variable (the default);
 - **on**: tracing on, to an OpenTelemetry SDK provider whose batch processor hands the spans to an
   exporter that drops them: the cost of making the spans and the ``traceparent`` headers, not of a
@@ -35,12 +35,13 @@ from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.serialize import Serialize
-from wirepipe.pipelines import pipeline as pipeline_module
+from wirepipe.pipelines import run as run_module
 from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.pipelines.run import PipelineRun
 from wirepipe.study.report.statistics import median_interval
 from wirepipe.testing import TestingSource
 
-HOOKED = ("_process", "process_batch", "_run_operators", "_record")
+HOOKED = ("_process", "_run_operators", "record_batch")  # of PipelineRun
 
 
 def _mentions_tracing(node: ast.AST) -> bool:
@@ -76,17 +77,25 @@ class _StripTracing(ast.NodeTransformer):
 
 
 def pipeline_without_the_hook() -> type[Pipeline]:
-    """``Pipeline`` whose hooked methods are recompiled without the tracing hook (checked: nothing is left)."""
+    """``Pipeline`` whose runs' hooked methods are recompiled without the tracing hook (checked: nothing is
+    left)."""
     methods: dict[str, Any] = {}
     for name in HOOKED:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(Pipeline, name))))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(PipelineRun, name))))
         assert _mentions_tracing(tree), f"{name} has no tracing hook: update HOOKED"
         stripped = ast.fix_missing_locations(_StripTracing().visit(tree))
         assert not _mentions_tracing(stripped), f"{name}: the hook is still there:\n{ast.unparse(stripped)}"
         namespace: dict[str, Any] = {}
-        exec(compile(stripped, f"<{name} without the tracing hook>", "exec"), vars(pipeline_module), namespace)
+        exec(compile(stripped, f"<{name} without the tracing hook>", "exec"), vars(run_module), namespace)
         methods[name] = namespace[name]
-    return type("PipelineWithoutTheHook", (Pipeline,), methods)
+    bare = type("RunWithoutTheHook", (PipelineRun,), methods)
+
+    class PipelineWithoutTheHook(Pipeline):
+        def new_run(self) -> PipelineRun:
+            self.last_run = bare(self)
+            return self.last_run
+
+    return PipelineWithoutTheHook
 
 
 def dropping_provider() -> Any:

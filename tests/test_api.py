@@ -324,7 +324,7 @@ def test_a_users_mypy_sees_every_public_name_typed(tmp_path: Path) -> None:
     assert len(revealed) == 6 + len(wirepipe.__all__), out.stdout
     anys = {expr: t for expr, t in revealed.items() if t == "Any" or t.endswith("-> Any")}
     assert not anys, anys
-    pipeline, stats = "wirepipe.pipelines.pipeline.Pipeline", "wirepipe.pipelines.pipeline.RunStats"
+    pipeline, stats = "wirepipe.pipelines.pipeline.Pipeline", "wirepipe.pipelines.stats.RunStats"
     assert [revealed[f"reveal_type({e})"] for e in ("pipeline", "stats", "composed", "composed.run()")] == \
         [pipeline, stats, pipeline, stats]
     assert revealed['reveal_type(serialize("msgpack") | compress("zstd"))'] == "wirepipe.operators.operator.OperatorChain"

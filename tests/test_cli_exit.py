@@ -362,7 +362,7 @@ def test_records_awaiting_redelivery_are_in_the_summary_and_exit_6(tmp_path: Pat
     pipe = generate_source("point", count=10) | null_sink()
     stats = pipe.run()
     stats.outstanding = 3000
-    assert ", 3000 records awaiting redelivery" in run_summary(pipe, stats).splitlines()[0]
+    assert ", 3000 records awaiting redelivery" in run_summary(pipe.last_run, stats).splitlines()[0]
     assert verdict(stats.outcome()) == [(ExitCode.INCOMPLETE, "3,000 records awaiting redelivery when the run "
                                          "ended (not acknowledged: the stream delivers them again to the next "
                                          "reader)")]

@@ -285,16 +285,17 @@ def test_a_bucket_that_does_not_answer_holds_the_batch_until_it_does(tmp_path: P
                                             batch_size=100),
                             [Decompress("auto", dictionaries="nats://DICTS", nats={"url": dict_server.url}),
                              Deserialize("msgpack")], sink, dead_letter=sink, name="held")
-            task = asyncio.create_task(pipe.run_async())
-            while not pipe.running:
+            run = pipe.new_run()
+            task = asyncio.create_task(run.execute())
+            while not run.running:
                 await asyncio.sleep(0.02)
             await asyncio.to_thread(dict_server.kill)
             await publish_frames(records_server.url, frames_with(dictionary, records))
             seen: list[str] = []
             for _ in range(100):  # the loop says what it waits for, and holds the batch
                 await asyncio.sleep(0.05)
-                if pipe.sink_error:
-                    seen.append(pipe.sink_error)
+                if run.sink_error:
+                    seen.append(run.sink_error)
             assert sink.records == [] and sink.rejects == []
             await asyncio.to_thread(dict_server.restart)
             stats = await asyncio.wait_for(task, 60)

@@ -224,9 +224,9 @@ async def test_the_tail_and_the_malformed_stamps_reach_prometheus_and_the_status
     await nc.flush()
     while pipe.stats.records_in < 4 or source.gaps is None or source.gaps.tail < 7:
         await asyncio.sleep(0.01)
-    port = pipe.active_monitor.port
+    port = pipe.last_run.monitor.port
     body = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode())
-    line = status_line("tails", snapshot(pipe), None, 1.0)
+    line = status_line("tails", snapshot(pipe.last_run), None, 1.0)
     stop.set()
     stats = await asyncio.wait_for(run, 30)
     await nc.close()

@@ -161,7 +161,9 @@ def test_yaml_python_and_a_recorder_made_by_hand_record_with_one_set_of_defaults
     for pipe in (from_yaml, from_python):
         pipe.run()
     defaults = MetricsConfig(path="any")
-    assert settings(from_yaml.metrics) == settings(from_python.metrics) == settings(MetricsRecorder(None)) == (
+    assert from_yaml.last_run is not None and from_python.last_run is not None
+    assert settings(from_yaml.last_run.metrics) == settings(from_python.last_run.metrics) == \
+        settings(MetricsRecorder(None)) == (
         defaults.row_group_rows, defaults.flush_interval, defaults.latency, defaults.compact_parts)
 
 
@@ -286,10 +288,10 @@ async def test_a_forged_sent_at_header_keeps_every_metrics_row(nats_url: str, tm
     assert stats.metrics is not None and stats.metrics["metrics_values_fixed"] == 1
     from wirepipe.pipelines.monitor import MetricsCollector, snapshot
 
-    exported = {m.name: m.samples[0].value for m in MetricsCollector(lambda: [({}, snapshot(pipe))]).collect()}
+    exported = {m.name: m.samples[0].value for m in MetricsCollector(lambda: [({}, snapshot(pipe.last_run))]).collect()}
     assert (exported["wirepipe_metrics_values_fixed"], exported["wirepipe_metrics_up"]) == (1.0, 1.0)
     assert "metrics: " + str(path) + " (1 value(s) a column could not hold, clamped or nulled (rows kept))" \
-        in run_summary(pipe, stats)
+        in run_summary(pipe.last_run, stats)
 
 
 async def test_records_discarded_at_the_stop_are_on_the_lost_column(nats_url: str, tmp_path: Path) -> None:

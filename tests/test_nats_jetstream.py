@@ -89,8 +89,10 @@ async def test_a_msg_id_repeated_within_a_batch_is_counted_and_said_once(nats_ur
     assert (stats.records_out, sink.deduplicated, sink.repeated_msg_ids) == (30, 29, 27)
     warned = [r.getMessage() for r in caplog.records if "Nats-Msg-Id of another record" in r.getMessage()]
     assert len(warned) == 1 and "msg_id 'constant' gave 9 of the 10 records of a batch" in warned[0], warned
-    assert ("30 records out of 30" in run_summary(pipe, stats) and "29 already stored (deduplicated), 27 given the "
-            "Nats-Msg-Id of another record of their batch by the sink's msg_id" in run_summary(pipe, stats))
+    assert pipe.last_run is not None
+    summary = run_summary(pipe.last_run, stats)
+    assert ("30 records out of 30" in summary and "29 already stored (deduplicated), 27 given the "
+            "Nats-Msg-Id of another record of their batch by the sink's msg_id" in summary)
 
 
 @pytest.mark.slow
@@ -193,12 +195,13 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
     source = JetStreamSource("pts", durable="flaky", **opts, count=20, batch_size=20, max_deliver=2,
                              ack_wait=1.0)
     pipe = Pipeline(source, [Deserialize("msgpack")], flaky, dead_letter=dead)
-    task = asyncio.ensure_future(pipe.run_async())
+    run = pipe.new_run()
+    task = asyncio.ensure_future(run.execute())
     for _ in range(500):
         if flaky.failures >= 3:
             break
         await asyncio.sleep(0.02)
-    snap = snapshot(pipe)
+    snap = snapshot(run)
     assert "No space left on device" in snap["sink_error"]
     assert "sink unavailable: " in status_line("p", snap, None, 1.0)
     await asyncio.sleep(3.0)  # three times ack_wait: the held records must not come back
@@ -206,7 +209,7 @@ async def test_a_failing_sink_holds_the_records_without_redelivery_and_resumes(n
     stats = await asyncio.wait_for(task, 30)
     assert stats.sink_errors >= 3 and stats.rejected == 0 and not dead.rejects and not dead.records
     assert sorted(v["x"] for v in flaky.records) == sorted(p["x"] for p in expected("point", 20))
-    assert pipe.sink_error is None and source.in_progress_sent >= 20
+    assert run.sink_error is None and source.in_progress_sent >= 20
     info = await consumer_info(nats_url, "PTS", "flaky")
     assert info.num_redelivered == 0 and info.num_ack_pending == 0 and info.delivered.consumer_seq == 20
 
@@ -407,11 +410,12 @@ async def test_a_full_stream_backs_off_and_every_record_lands_once(nats_url: str
     source = JetStreamSource(stream="IN", durable="relay", url=nats_url, count=n, batch_size=100, ack_wait=2.0)
     sink = JetStreamSink("out", url=nats_url, window=64, retry={"wait": 0.05, "max_wait": 0.3})
     pipe = Pipeline(source, [], sink, dead_letter=dead, name="relay", flush_interval=0.1)
-    task = asyncio.ensure_future(pipe.run_async())
+    run = pipe.new_run()
+    task = asyncio.ensure_future(run.execute())
     try:
-        await _wait_until(lambda: pipe.sink_error and "maximum messages exceeded" in pipe.sink_error, 30,
+        await _wait_until(lambda: run.sink_error and "maximum messages exceeded" in run.sink_error, 30,
                           "the sink to back off")
-        assert "err_code 10077" in (pipe.sink_error or "") and sink.unconfirmed > 0
+        assert "err_code 10077" in (run.sink_error or "") and sink.unconfirmed > 0
         assert (await js.stream_info("OUT")).state.messages == 50  # full: nothing past max_msgs is stored
         await asyncio.sleep(2.5)  # longer than ack_wait: what the sink holds must not come back upstream
         held_errors = pipe.stats.sink_errors
@@ -433,7 +437,7 @@ async def test_a_full_stream_backs_off_and_every_record_lands_once(nats_url: str
             await drain.fetch(1, timeout=1)
         assert sorted(got) == list(range(n))  # every record, exactly once
         assert stats.sink_errors >= held_errors and stats.rejected == 0 and not dead.rejects and not dead.records
-        assert stats.records_out == n and stats.acked == n and pipe.sink_error is None and sink.unconfirmed == 0
+        assert stats.records_out == n and stats.acked == n and run.sink_error is None and sink.unconfirmed == 0
         info = await js.consumer_info("IN", "relay")
         assert info.num_ack_pending == 0 and info.num_pending == 0 and info.num_redelivered == 0
     finally:

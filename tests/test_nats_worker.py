@@ -192,7 +192,7 @@ async def test_prometheus_metrics_and_healthz(nats_url: str) -> None:
         if len(sink.records) >= 300 and pipe.stats.acked >= 300:
             break
         await asyncio.sleep(0.01)
-    base = f"http://127.0.0.1:{pipe.active_monitor.port}"
+    base = f"http://127.0.0.1:{pipe.last_run.monitor.port}"
     metrics = (await asyncio.to_thread(lambda: urllib.request.urlopen(base + "/metrics").read())).decode()
     health = await asyncio.to_thread(lambda: urllib.request.urlopen(base + "/healthz"))
     assert 'wirepipe_records_out_total{pipeline="prom-test"} 300.0' in metrics
@@ -300,20 +300,20 @@ async def test_a_jetstream_worker_runs_long_passes_off_the_event_loop(nats_url: 
     pass runs in slices between which the event loop runs, or in a thread; every record is written and acked."""
     import threading
 
-    import wirepipe.pipelines.pipeline as pipeline_module
+    import wirepipe.pipelines.run as run_module
     from wirepipe.operators.map import Map
 
     await publish_numbered(nats_url, 300)
-    monkeypatch.setattr(pipeline_module, "_OFFLOAD_NS", 0)  # every pass is "long"
-    monkeypatch.setattr(pipeline_module, "_OFFLOAD_MODE", mode)
-    sliced = pipeline_module.Pipeline._run_sliced
+    monkeypatch.setattr(run_module, "_OFFLOAD_NS", 0)  # every pass is "long"
+    monkeypatch.setattr(run_module, "_OFFLOAD_MODE", mode)
+    sliced = run_module.PipelineRun._run_sliced
     slices: list[int] = []
 
     async def counted(self: Any, batch: Batch) -> Batch:
         slices.append(len(batch.values))
         return await sliced(self, batch)
 
-    monkeypatch.setattr(pipeline_module.Pipeline, "_run_sliced", counted)
+    monkeypatch.setattr(run_module.PipelineRun, "_run_sliced", counted)
     on_main: list[bool] = []
 
     def where(record: Any) -> Any:

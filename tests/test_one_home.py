@@ -418,13 +418,14 @@ def test_header_names_are_spelled_in_wire_only() -> None:
     from wirepipe.wire import HEADER_NAMES
 
     ours = {n for n in HEADER_NAMES if n.startswith(("Wirepipe-", "Nats-"))}
-    found = [f"{rel}:{n.lineno}" for rel, tree in _elsewhere("wire.py") for n in _strings(tree) if n.value in ours]
+    found = [f"{rel}:{n.lineno}" for rel, tree in _elsewhere("wire/headers.py") for n in _strings(tree)
+             if n.value in ours]
     assert found == []
 
 
 def test_a_subject_template_is_one_class() -> None:
-    """Only ``wire.py`` defines a subject template (``SubjectTemplate``)."""
-    found = [f"{rel}:{n.lineno}" for rel, tree in _elsewhere("wire.py") for n in _nodes(tree, ast.ClassDef)
+    """Only ``wire/subjects.py`` defines a subject template (``SubjectTemplate``)."""
+    found = [f"{rel}:{n.lineno}" for rel, tree in _elsewhere("wire/subjects.py") for n in _nodes(tree, ast.ClassDef)
              if "Template" in n.name]
     assert found == []
 
@@ -432,7 +433,7 @@ def test_a_subject_template_is_one_class() -> None:
 def test_subjects_are_matched_only_in_wire() -> None:
     """No other module compares subject tokens with ``>``/``*`` (a second matcher would drift from the server's
     rules)."""
-    found = [f"{rel}:{n.lineno}" for rel, tree in _elsewhere("wire.py") for n in _nodes(tree, ast.Compare)
+    found = [f"{rel}:{n.lineno}" for rel, tree in _elsewhere("wire/subjects.py") for n in _nodes(tree, ast.Compare)
              if any(isinstance(c, ast.Constant) and c.value in (">", "*") for c in n.comparators)]
     assert found == []
 

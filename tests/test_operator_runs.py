@@ -21,6 +21,7 @@ from wirepipe.operators.map import Map
 from wirepipe.operators.pack import Pack
 from wirepipe.operators.serialize import Serialize
 from wirepipe.pipelines import pipeline as pipeline_module
+from wirepipe.pipelines import run as run_module
 from wirepipe.testing import TestingSink, TestingSource, run
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "wirepipe"
@@ -99,8 +100,8 @@ def test_offloaded_passes_run_the_one_loop_and_equal_a_plain_run(monkeypatch: py
         return original(operators, batch, timed)
 
     monkeypatch.setattr(pipeline_module, "run_operators", counting)
-    monkeypatch.setattr(pipeline_module, "_OFFLOAD_NS", 0)  # every pass is "long"
-    monkeypatch.setattr(pipeline_module, "_OFFLOAD_MODE", mode)
+    monkeypatch.setattr(run_module, "_OFFLOAD_NS", 0)  # every pass is "long"
+    monkeypatch.setattr(run_module, "_OFFLOAD_MODE", mode)
     recorder = MetricsRecorder(None, flush_interval=None) if metrics else None
     sink = TestingSink()
     stats = run(DroppingSource(records, batch_size=100), _ops(pack), sink, metrics=recorder)

@@ -347,7 +347,7 @@ async def test_dead_letters_their_destination_refuses_go_to_the_default_file(nat
     lines = [json.loads(line) for line in (tmp_path / "m.dead.jsonl").read_text().splitlines()]
     assert [json.loads(base64.b64decode(e["payload"]["$base64"])) for e in lines] == [records[i] for i in (0, 5, 10, 15)]
     assert len(lines) == 4 and all("a dead letter of serialize: " in e["error"] and "y" in e["error"] for e in lines)
-    where = dead_letter_destination(pipe)
+    where = dead_letter_destination(pipe.last_run)
     assert where is not None and f"4 it refused went to {tmp_path / 'm.dead.jsonl'}" in where
 
 
@@ -407,7 +407,7 @@ def test_projected_records_are_counted_on_the_status_line_and_prometheus() -> No
                     sink, name="proj", dead_letter=sink)
     stats = pipe.run()
     assert stats.projected == 3 and stats.rejected == 0 and len(sink.records) == 10
-    snap = snapshot(pipe)
+    snap = snapshot(pipe.last_run)
     assert snap["projected"] == 3
     assert "3 projected" in status_line("proj", snap, None, 1.0)
     registry = CollectorRegistry()

@@ -1,5 +1,6 @@
-"""Hot reload (``pipelines/reload.py``, ``Pipeline.switch_to``): what changes reload in place and what needs a restart,
-the digest of a config version, the file watch, and a switch between two batches, in this process. The process
+"""Hot reload (``pipelines/reload.py``, ``config_versions.py``, ``PipelineRun.switch_to``): what changes reload in
+place and what needs a restart, the digest of a config version, the file watch, and a switch between two batches,
+in this process. The process
 tests (a JetStream durable under load, a pool of two) are in ``test_reload_processes.py``."""
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ from wirepipe.core.batch import Batch
 from wirepipe.core.errors import WirepipeError
 from wirepipe.operators.map import Map
 from wirepipe.pipelines.config import load_pipeline, pipeline_model
-from wirepipe.pipelines.pipeline import Pipeline
-from wirepipe.pipelines.reload import (
+from wirepipe.pipelines.config_versions import (
     IN_PLACE,
     RESTART,
-    FileReloads,
     Version,
     Watch,
     classify,
     config_digest,
     named_files,
 )
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.pipelines.reload import FileReloads
 from wirepipe.testing import TestingSink
 
 
@@ -207,43 +208,46 @@ async def test_a_switch_happens_between_two_batches_after_a_commit() -> None:
     source, sink = GatedSource(), TestingSink()
     old, new_op = Opening(lambda v: v + 1), Opening(lambda v: v + 100)
     pipe = Pipeline(source, [old], sink, flush_interval=3600)
-    run = asyncio.ensure_future(pipe.run_async())
+    run = pipe.new_run()
+    task = asyncio.ensure_future(run.execute())
     source.give(0, 1)
     source.give(2)
     await until(lambda: len(sink.records) == 3)
-    switched = pipe.switch_to(Pipeline(GenerateSource("point"), [new_op], name="ignored"))
+    switched = run.switch_to(Pipeline(GenerateSource("point"), [new_op], name="ignored"))
     source.give(3, 4)
     assert await asyncio.wait_for(switched, 5) == 2  # the first batch the new operators run
-    assert pipe.stats.commits == 1 and pipe.stats.acked == 3  # the switch's commit
+    assert run.stats.commits == 1 and run.stats.acked == 3  # the switch's commit
     source.give(5)
     source.end()
-    stats = await asyncio.wait_for(run, 5)
+    stats = await asyncio.wait_for(task, 5)
     assert sink.records == [1, 2, 3, 103, 104, 105]
     assert (old.opened, old.closed, new_op.opened, new_op.closed) == (1, 1, 1, 1)
-    assert pipe.name == "pipeline" and stats.records_out == 6
+    assert run.pipeline.name == "pipeline" and run.pipeline.operators == [new_op] and stats.records_out == 6
+    assert pipe.operators == [old]  # the pipeline built is as it was: the run went on with another
 
 
 async def test_a_part_that_cannot_open_keeps_the_running_operators() -> None:
     source, sink = GatedSource(), TestingSink()
     old = Opening(lambda v: v + 1)
     pipe = Pipeline(source, [old], sink)
-    run = asyncio.ensure_future(pipe.run_async())
+    run = pipe.new_run()
+    task = asyncio.ensure_future(run.execute())
     source.give(0)
     await until(lambda: len(sink.records) == 1)
     with pytest.raises(WirepipeError, match="DICTS is not there"):
-        await asyncio.wait_for(pipe.switch_to(Pipeline(source, [Opening(lambda v: -v, refuse=True)])), 5)
+        await asyncio.wait_for(run.switch_to(Pipeline(source, [Opening(lambda v: -v, refuse=True)])), 5)
     source.give(1)
     source.end()
-    await asyncio.wait_for(run, 5)
+    await asyncio.wait_for(task, 5)
     assert sink.records == [1, 2]
-    assert pipe.operators == [old] and (old.opened, old.closed) == (1, 1)
+    assert run.pipeline is pipe and pipe.operators == [old] and (old.opened, old.closed) == (1, 1)
 
 
 async def test_a_switch_is_refused_once_the_run_stops() -> None:
     source = GatedSource()
     pipe = Pipeline(source, [], TestingSink())
     with pytest.raises(WirepipeError, match="not running"):
-        await pipe.switch_to(Pipeline(source, []))
+        await pipe.new_run().switch_to(Pipeline(source, []))
 
 
 PIPELINE = """
@@ -320,14 +324,15 @@ async def test_a_new_dead_letter_and_metrics_section_take_over_at_the_switch(tmp
     pipe = build_pipeline(validate_config(data(1)))
     pipe.config_digest = Version.of(pipe.config).digest
     stop = asyncio.Event()
-    run = asyncio.ensure_future(pipe.run_async(stop))
-    await until(lambda: pipe.stats.rejected >= 100)
-    live = LiveConfig(pipe, "p.yaml")
+    run = pipe.new_run()
+    task = asyncio.ensure_future(run.execute(stop))
+    await until(lambda: run.stats.rejected >= 100)
+    live = LiveConfig(run, "p.yaml")
     outcome = await asyncio.wait_for(live.apply(data(2)), 5)
     assert outcome.ok, outcome.error
-    await until(lambda: pipe.stats.rejected >= live.history.versions[1][1] * 20 + 100)
+    await until(lambda: run.stats.rejected >= live.history.versions[1][1] * 20 + 100)
     stop.set()
-    stats = await asyncio.wait_for(run, 5)
+    stats = await asyncio.wait_for(task, 5)
     first = live.history.versions[1][1]
     dead = [len((tmp_path / f"dead{n}.jsonl").read_text().splitlines()) for n in (1, 2)]
     assert dead == [first * 20, stats.rejected - first * 20]

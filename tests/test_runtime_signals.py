@@ -36,12 +36,12 @@ def test_signals_from_a_sink_hold_the_records_and_retry() -> None:
 
 
 def test_backoff_wait_is_what_the_part_asked_for_within_the_ack_keep_alive() -> None:
-    plain = Pipeline(GenerateSource("point", count=1), [], TestingSink())._retry.backoff  # the run loop's
+    plain = Pipeline(GenerateSource("point", count=1), [], TestingSink()).new_run()._retry.backoff  # the run loop's
     assert plain.next(BackOff("x", 0.2)) == 0.2
     assert plain.next(BackOff("x", 60.0)) == 5.0  # bounded
     plain.failures = 3
     assert plain.next(NotConnected("down")) == 0.1 * 2 ** 3 and plain.next(OSError("disk")) == 0.1 * 2 ** 4
-    acked = Pipeline(JetStreamSource(stream="S", durable="d", ack_wait=0.9), [], TestingSink())._retry.backoff
+    acked = Pipeline(JetStreamSource(stream="S", durable="d", ack_wait=0.9), [], TestingSink()).new_run()._retry.backoff
     assert acked.next(BackOff("x", 60.0)) == pytest.approx(0.3)  # in-progress acks keep arriving in time
 
 
@@ -75,13 +75,14 @@ def test_the_run_loop_calls_the_sink_hooks_the_abc_declares() -> None:
     assert sink.bound == dead.bound == [("named", source.identity)]
     for name in ("bind", "unconfirmed", "refuse_source", "refuse_workers", "worker_fields"):
         assert name in vars(Sink)
-    assert TestingSink().unconfirmed == 0 and pipe.unacked_records == 0
+    run = pipe.last_run
+    assert run is not None and TestingSink().unconfirmed == 0 and run.unacked_records == 0
     with pytest.raises(AttributeError):
-        pipe.unacked_records = 3  # type: ignore[misc]  # read-only
+        run.unacked_records = 3  # type: ignore[misc]  # read-only
 
 
 def test_the_module_doc_says_what_a_sink_failure_does() -> None:
-    import wirepipe.pipelines.pipeline as module
+    import wirepipe.pipelines.run as module
 
     doc = " ".join((module.__doc__ or "").split())
     assert "nak-ed back" not in doc and "nothing is ``nak``-ed" in doc

@@ -326,7 +326,8 @@ def test_a_plugin_sink_declares_the_source_it_cannot_follow(plugin_connectors: N
 
 def test_the_pool_names_no_connector_type() -> None:
     """What the pool, the config checks and Beam replay know about connectors, the connectors declare."""
-    for module in ("pipelines/pool.py", "pipelines/config.py", "replay/beam.py", "pipelines/pipeline.py"):
+    for module in ("pipelines/pool.py", "pipelines/config.py", "replay/beam.py", "pipelines/pipeline.py",
+                   "pipelines/run.py", "pipelines/checks.py"):
         text = (TESTS.parent / "src" / "wirepipe" / module).read_text(encoding="utf-8")
         for name in ("generate", "jsonl", "parquet", "capture", "nats", "jetstream", "null"):
             assert not re.search(rf"""[=!]= ["']{name}["']|in \(["']{name}["']|["']{name}["'],""", text), (module, name)

@@ -221,8 +221,9 @@ def test_a_registry_that_does_not_answer_holds_the_batch_until_it_does(tmp_path:
             nc = await nats.connect(records_server.url)
             js = nc.jetstream()
             await js.add_stream(name="PTS", subjects=["pts"])
-            task = asyncio.create_task(pipe.run_async())
-            while not pipe.running:
+            run = pipe.new_run()
+            task = asyncio.create_task(run.execute())
+            while not run.running:
                 await asyncio.sleep(0.02)
             await asyncio.to_thread(schema_server.kill)
             for payload, headers in zip(sent.records, sent.headers, strict=True):
@@ -231,8 +232,8 @@ def test_a_registry_that_does_not_answer_holds_the_batch_until_it_does(tmp_path:
             seen: list[str] = []
             for _ in range(100):  # the loop says what it waits for, and holds the batch
                 await asyncio.sleep(0.05)
-                if pipe.sink_error:
-                    seen.append(pipe.sink_error)
+                if run.sink_error:
+                    seen.append(run.sink_error)
             assert sink.records == [] and sink.rejects == []
             await asyncio.to_thread(schema_server.restart)
             stats = await asyncio.wait_for(task, 60)

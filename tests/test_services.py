@@ -107,7 +107,8 @@ async def running(data: dict[str, Any]) -> AsyncIterator[Any]:
     """The pipeline of ``data`` running as a worker runs it (with its service beside it), until the block ends."""
     pipe = build_pipeline(validate_config(data))
     stop = asyncio.Event()
-    task = asyncio.ensure_future(with_service(pipe, pipe.run_async(stop)))
+    run = pipe.new_run()
+    task = asyncio.ensure_future(with_service(run, run.execute(stop)))
     for _ in range(500):
         if pipe.running or task.done():
             break
@@ -202,7 +203,8 @@ async def test_a_worker_waiting_for_its_stream_is_listed_waiting(nats_url: str) 
             "sink": {"type": "null"}}
     pipe = build_pipeline(validate_config(data))
     stop = asyncio.Event()
-    task = asyncio.ensure_future(with_service(pipe, pipe.run_async(stop)))
+    run = pipe.new_run()
+    task = asyncio.ensure_future(with_service(run, run.execute(stop)))
     try:
         async def listed() -> list[dict[str, Any]]:
             return answers(await ask(nc, "$SRV.STATS.late", expect=1))
@@ -234,7 +236,8 @@ async def test_a_pipeline_with_no_nats_part_registers_no_service_and_connects_no
     data = {"name": "files", "source": {"type": "generate", "dataset": "point", "count": 500},
             "sink": {"type": "null"}}
     pipe = build_pipeline(validate_config(data))
-    stats = await with_service(pipe, pipe.run_async())
+    run = pipe.new_run()
+    stats = await with_service(run, run.execute())
     assert stats.records_out == 500
     assert service_connection(pipe) is None
 

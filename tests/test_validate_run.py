@@ -201,7 +201,7 @@ def test_every_validator_of_every_model_has_a_conflict_case() -> None:
     assert _validators() <= set(CONFLICTS), sorted(_validators() - set(CONFLICTS))
 
 
-# Every name the server restricts, in every connector that takes it (connectors/nats/names.py, wire.py): refused
+# Every name the server restricts, in every connector that takes it (connectors/nats/names.py, wire/subjects.py): refused
 # by the model, never met by `run` as the server's error. And numbers that are not finite.
 JS_SINK = {"type": "jetstream", "url": "nats://127.0.0.1:1", "subject": "s"}
 NATS_SINK = {"type": "nats", "url": "nats://127.0.0.1:1", "subject": "s"}

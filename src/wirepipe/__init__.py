@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Batch": "wirepipe.core.batch",
     "Pipeline": "wirepipe.pipelines.pipeline",
-    "RunStats": "wirepipe.pipelines.pipeline",
+    "RunStats": "wirepipe.pipelines.stats",
     "load_pipeline": "wirepipe.pipelines.config",
     "Operator": "wirepipe.operators.operator",
     "OperatorChain": "wirepipe.operators.operator",
@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported, for a type checker's strictest setti
     from .operators.operator import OperatorChain as OperatorChain
     from .pipelines.config import load_pipeline as load_pipeline
     from .pipelines.pipeline import Pipeline as Pipeline
-    from .pipelines.pipeline import RunStats as RunStats
+    from .pipelines.stats import RunStats as RunStats
 else:  # at run time: each name imported on its first use (PEP 562); hidden from a type checker, so a
     # misspelt name is its error rather than an ``Any``
 

@@ -37,7 +37,8 @@ from .connectors.schema_registry import SchemaRegistry
 from .core.batch import Batch, Rejected
 from .core.stages import Stage
 from .operators.operator import Operators
-from .pipelines.pipeline import Pipeline, RunStats
+from .pipelines.pipeline import Pipeline
+from .pipelines.stats import RunStats
 
 __all__ = ["Crashed", "RedeliveringSource", "TestingSink", "TestingSource", "between", "memory_dictionaries",
            "memory_schema_registry", "run", "run_async"]

@@ -230,7 +230,7 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
             break
         await asyncio.sleep(0.05)
     def gauges() -> dict[str, float]:
-        collector = MetricsCollector(lambda: [({"pipeline": "held"}, snapshot(pipe))])
+        collector = MetricsCollector(lambda: [({"pipeline": "held"}, snapshot(pipe.last_run))])
         return {m.name: m.samples[0].value for m in collector.collect()}
 
     down = gauges()
@@ -242,7 +242,7 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
     print("core NATS, sink down 2 s:", {"sent": n, "received": len(got), "lost": n - len(set(got)),
                                          "duplicated": len(got) - len(set(got))})
     assert got == list(range(n)), "every record once, in order"
-    assert stats.records_out == n and pipe.sink_error is None
+    assert stats.records_out == n and pipe.last_run.sink_error is None
     assert gauges()["wirepipe_sink_up"] == 1.0
 
 

@@ -73,7 +73,7 @@ async def test_gaps_reordering_and_duplicates_reach_prometheus(nats_url: str) ->
     await nc.flush()
     while pipe.stats.records_in < 8:
         await asyncio.sleep(0.01)
-    port = pipe.active_monitor.port
+    port = pipe.last_run.monitor.port
     body = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode())
     stop.set()
     stats = await asyncio.wait_for(run, 30)

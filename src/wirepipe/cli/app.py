@@ -22,7 +22,8 @@ from ..core.exit_codes import ExitCode, exit_code
 
 if TYPE_CHECKING:
     from ..core.exit_codes import LossLimit, Outcome, RejectLimit
-    from ..pipelines.pipeline import Pipeline, RunStats
+    from ..pipelines.pipeline import Pipeline
+    from ..pipelines.stats import RunStats
 
 MAX_REJECTED_HELP = ("exit 3 when more records than this are rejected (a count or a percentage of the records read); "
                      "default: rejections are reported, and every record rejected exits 3")

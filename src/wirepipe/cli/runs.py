@@ -79,7 +79,8 @@ def run(
     stats = run_as_worker(pipe, str(pipeline))
     from ..pipelines.monitor import run_summary
 
-    typer.echo(run_summary(pipe, stats), err=True)
+    assert pipe.last_run is not None  # the run that just ended
+    typer.echo(run_summary(pipe.last_run, stats), err=True)
     finish(stats.outcome(), rejected, lost)
 
 

@@ -89,7 +89,7 @@ class Source(ABC):
     # messages, which nobody can send again), then ends on its own: the run loop takes batches until it ends.
     drains: ClassVar[bool] = False
     # True: the source has a socket to keep serving while the operators run (reading what arrives, pulls, acks,
-    # heartbeats), so the pipeline runs long operator passes off the event loop (``Pipeline._run_operators``).
+    # heartbeats), so the pipeline runs long operator passes off the event loop (``PipelineRun._run_operators``).
     reads_while_busy: ClassVar[bool] = False
     # True: a finite input that every reader reads whole (a file, a generated dataset): N worker
     # processes (``wirepipe run --workers N``) would each process all of it, so N > 1 is refused.
@@ -213,7 +213,7 @@ class Source(ABC):
         return False
 
     # The pipelines layer (above this one) registers how ``source | ...`` becomes a ``Pipeline``:
-    # sources do not import the run loop. ``wirepipe.pipelines.pipeline`` sets it at import.
+    # sources do not import the pipelines. ``wirepipe.pipelines.pipeline`` sets it at import.
     compose: ClassVar[Callable[[Source], Pipeline] | None] = None
 
     def __or__(self, other: Operator | Operators | Sink) -> Pipeline:

@@ -24,8 +24,8 @@ from ..core.batch import PACKED, Batch, Rejected
 from ..wire import Header
 
 if TYPE_CHECKING:
-    from .pipeline import RunStats
     from .sink_retry import SinkRetry
+    from .stats import RunStats
 
 log = logging.getLogger("wirepipe")
 

@@ -369,7 +369,8 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
 def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
     """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
     from ..metrics.tracing import check_installed
-    from .pipeline import Pipeline, check_flow
+    from .checks import check_flow
+    from .pipeline import Pipeline
     from .resources import Resources
 
     def check_tracing(tracing: Any) -> None:

@@ -2,7 +2,7 @@
 
 - A one-line status on stderr every ``status_interval``: records/s and MB/s over the
   last interval, totals, errors, dropped (slow consumer), lag, reconnects,
-  ``sink unavailable: <error>`` while the sink fails (the records wait, see pipeline.py), and
+  ``sink unavailable: <error>`` while the sink fails (the records wait, see run.py), and
   ``waiting for <what>`` while the run waits for a server or a stream before it can start.
 - Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
   ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
@@ -25,12 +25,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from ..core.models import Duration, Strict
 from ..core.workers import Worker
+
+if TYPE_CHECKING:
+    from .run import PipelineRun
 
 log = logging.getLogger("wirepipe")
 
@@ -49,15 +52,17 @@ class MonitorConfig(Strict):
     prometheus: PrometheusConfig | None = None
 
 
-def snapshot(pipeline: Any) -> dict[str, Any]:
-    """The counters of a running pipeline, for the status line, Prometheus and tests."""
-    stats = pipeline.stats
+def snapshot(run: PipelineRun) -> dict[str, Any]:
+    """The counters of a pipeline's run (``PipelineRun``: in progress or ended), for the status line, Prometheus
+    and tests."""
+    stats = run.stats
+    pipeline = run.pipeline
     source = pipeline.source
     conns = [c for c in (getattr(part, "conn", None) for part in (source, pipeline.sink, pipeline.dead_letter))
              if c is not None and hasattr(c, "stats")]
     lag = source.lag()
     losses = source.losses() or {}
-    recorder = getattr(pipeline, "metrics", None)
+    recorder = run.metrics
     return {
         "records_in": stats.records_in,
         "records_out": stats.records_out,
@@ -71,8 +76,8 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "projected": stats.projected,
         "acked": stats.acked,
         "sink_errors": stats.sink_errors,
-        "sink_error": getattr(pipeline, "sink_error", None),  # text for the status line; sink_up for Prometheus
-        "sink_up": 0 if getattr(pipeline, "sink_error", None) else 1,
+        "sink_error": run.sink_error,  # text for the status line; sink_up for Prometheus
+        "sink_up": 0 if run.sink_error else 1,
         "dropped": sum(c.stats.slow_consumer_drops for c in conns),
         # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see connectors/nats/gaps.py
         "lost": losses.get("lost", 0),
@@ -97,7 +102,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "reconnects": sum(c.stats.reconnects for c in conns),
         "disconnects": sum(c.stats.disconnects for c in conns),
         "lag": lag,
-        "running": pipeline.running,
+        "running": run.running,
         "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
         # what the run waits for before it can read or write: a server that refuses, a stream not created yet
         "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None),
@@ -106,7 +111,7 @@ def snapshot(pipeline: Any) -> dict[str, Any]:
         "metrics_error": recorder.failing if recorder is not None else None,
         "metrics_up": 0 if recorder is not None and recorder.failing else 1,
         # a hot reload (``run --watch``): versions applied, changes refused
-        **(pipeline.reloader.counters() if getattr(pipeline, "reloader", None) is not None else {}),
+        **(pipeline.reloader.counters() if pipeline.reloader is not None else {}),
     }
 
 
@@ -173,15 +178,16 @@ def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, s
     return ", ".join(parts)
 
 
-def run_summary(pipeline: Any, stats: Any) -> str:
+def run_summary(run: PipelineRun, stats: Any) -> str:
     """The end of a run in words: counts, rate, rejects by reason, and where the output, rejected records and
-    metrics went."""
+    metrics went (of the pipeline it ran last: a hot reload may have changed its dead letter and metrics)."""
+    pipeline = run.pipeline
     text = (f"{pipeline.name}: {stats.records_out} records out of {stats.records_in}{read_unit(pipeline)} in "
             f"{stats.elapsed:.2f}s ({stats.records_per_second:,.0f} records/s"
             f"{messages_summary(stats.messages_out, stats.records_out, stats.elapsed)}), {stats.rejected} rejected")
-    reloads = pipeline.reloader.summary(stats.batches) if getattr(pipeline, "reloader", None) is not None else None
+    reloads = pipeline.reloader.summary(stats.batches) if pipeline.reloader is not None else None
     lines = [*ending_lines(stats), *([reloads] if reloads else []), *rejection_lines(stats.rejections.rows()),
-             *run_outputs(pipeline)]
+             *run_outputs(run)]
     return text + run_figures(pipeline, stats) + "\n  " + "\n  ".join(lines)
 
 
@@ -239,17 +245,18 @@ def rejection_lines(rows: list[Any]) -> list[str]:
     return [f"rejected: {line}" for line in Rejections.from_rows(rows).lines()] if rows else []
 
 
-def run_outputs(pipeline: Any) -> list[str]:
+def run_outputs(run: PipelineRun) -> list[str]:
     """Where a run's output, dead letters and metrics went (``output: jsonl out.jsonl (1.20 MB)``): the run
     summary's lines, and each pool worker's."""
+    pipeline = run.pipeline
     where = [f"output: {describe_sink(pipeline.sink)}"]
-    dead_letters = dead_letter_destination(pipeline)
+    dead_letters = dead_letter_destination(run)
     if dead_letters is not None:
         where.append(f"dead letters: {dead_letters}")
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
     if path is not None:
-        recorder = getattr(pipeline, "metrics", None)
+        recorder = run.metrics
         where.append(f"metrics: {path}{metrics_figures(recorder.figures() if recorder is not None else {})}")
     return where
 
@@ -288,12 +295,13 @@ def redelivery_summary(redelivered: int | None, deduplicated: int = 0, repeated_
     return text
 
 
-def dead_letter_destination(pipeline: Any) -> str | None:
+def dead_letter_destination(run: PipelineRun) -> str | None:
     """Where a run's rejected records go: its ``dead_letter``, or once it has some, the default file (how many
     the run appended to it), or None."""
-    default = getattr(pipeline, "default_dead_letter", None)
-    if pipeline.dead_letter is not None:
-        where = describe_sink(pipeline.dead_letter)
+    default: Any = run.default_dead_letter
+    dead_letter = run.pipeline.dead_letter
+    if dead_letter is not None:
+        where = describe_sink(dead_letter)
         if default is not None and default.files:
             where += f"; {default.records} it refused went to {default.path} (JSONL dead-letter envelopes)"
         return where
@@ -366,8 +374,8 @@ def describe_subject(template: str) -> str:
 class Monitor:
     """Runs the status line task and the Prometheus HTTP endpoint for one pipeline run."""
 
-    def __init__(self, pipeline: Any, config: MonitorConfig | dict[str, Any]) -> None:
-        self.pipeline = pipeline
+    def __init__(self, run: PipelineRun, config: MonitorConfig | dict[str, Any]) -> None:
+        self.run = run
         self.config = MonitorConfig.model_validate(config) if isinstance(config, dict) else config
         self._task: asyncio.Task[None] | None = None
         self._http: Any = None
@@ -396,9 +404,9 @@ class Monitor:
         try:
             while True:
                 await asyncio.sleep(interval)
-                now = snapshot(self.pipeline)
+                now = snapshot(self.run)
                 t1 = time.monotonic()
-                line = status_line(self.pipeline.name, now, before, t1 - t0)
+                line = status_line(self.run.pipeline.name, now, before, t1 - t0)
                 if self.config.live:  # one line, rewritten in place ("\x1b[K" clears the rest of it)
                     print(f"\r{line}\x1b[K", end="", file=sys.stderr, flush=True)
                 else:
@@ -409,14 +417,14 @@ class Monitor:
                 print(file=sys.stderr, flush=True)  # leave the last status on its own line
 
     def _serve(self, cfg: PrometheusConfig) -> None:
-        pipeline = self.pipeline
+        run = self.run
 
         def health() -> bool:
-            snap = snapshot(pipeline)
+            snap = snapshot(run)
             return bool(snap["running"] and snap["connected"])
 
         self._http, self.port = serve_prometheus(
-            cfg, MetricsCollector(lambda: [({"pipeline": pipeline.name}, snapshot(pipeline))]), health)
+            cfg, MetricsCollector(lambda: [({"pipeline": run.pipeline.name}, snapshot(run))]), health)
 
 
 # What each counter of a snapshot means. A numeric key of a snapshot that is not listed here is exported

@@ -11,11 +11,11 @@ the work the way N deployed replicas would, through NATS itself:
 The supervisor (this process) starts the workers with the spawner (``spawn.py``: their config,
 secrets and all, through a pipe on their stdin; each in its own session, so a Ctrl-C reaches the
 supervisor only and every worker gets exactly one SIGTERM: the drain of ``wirepipe run``). A worker
-reports its monitor snapshot (``monitor.snapshot``: whatever counters it has) once per
-``REPORT_INTERVAL`` and after every commit on its report channel; the supervisor sums them into one
-status line and serves them on one Prometheus endpoint with a ``worker`` label. A worker that dies
-is restarted with exponential backoff; one that dies ``max_failures`` times in a row, each time
-before ``stable_after`` seconds of life, makes the pool give up: the others drain and the pool
+(``worker.run_pool_worker``: what a worker process runs) reports its monitor snapshot (``monitor.snapshot``:
+whatever counters it has) once per ``worker.REPORT_INTERVAL`` and after every commit on its report channel;
+the supervisor sums them into one status line and serves them on one Prometheus endpoint with a ``worker``
+label. A worker that dies is restarted with exponential backoff; one that dies ``max_failures`` times in a
+row, each time before ``stable_after`` seconds of life, makes the pool give up: the others drain and the pool
 exits 1 with a message naming it.
 
 What can be shared, the connectors declare (``connectors/connector.py``; a plugin's too), and the
@@ -47,16 +47,13 @@ from ..core.exit_codes import ExitCode
 from ..core.units import covered
 from ..core.workers import Worker
 from .spawn import WorkerProcess, describe_exit, group_id, start
+from .worker import WORKER_TARGET
 
 if TYPE_CHECKING:
     from ..core.exit_codes import Outcome
-    from .pipeline import Pipeline, RunStats
-    from .spawn import Channel
 
 log = logging.getLogger("wirepipe.pool")
 
-REPORT_INTERVAL = 0.5
-OUTPUTS_EVERY = 10  # reports between two that say where the worker's output goes
 GAUGES = ("lag",)  # a shared durable's pending count is the same for every worker: the pool shows the max
 LOSS_WORDS = ("drop", "lost", "loss", "gap")  # counters of records lost upstream (slow consumers, sequence gaps)
 
@@ -570,70 +567,3 @@ class Pool:
         where = worker_outputs([s.all_outputs() for s in self.slots])
         reloads = [self.reloader.summary()] if self.reloader is not None else []
         return "\n  ".join([text, *reloads, *rejection_lines(t.get("rejections") or []), *where])
-
-
-# --- one worker ------------------------------------------------------------------------------------
-
-WORKER_TARGET = f"{__name__}:run_pool_worker"  # what the spawner runs in each worker process
-
-
-async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
-    """Run the pipeline as ``wirepipe run`` does, reporting its snapshot to the supervisor twice a second.
-
-    If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker
-    drains as on SIGTERM rather than run on unsupervised.
-    """
-    from .monitor import run_outputs, snapshot
-    from .worker import run_worker_async
-
-    parent = os.getppid()
-
-    def send(outputs: bool = False, commit: bool = False) -> bool:
-        message = {"snapshot": snapshot(pipeline), "working": pipeline.stats.working(), "cpu": time.process_time(),
-                   "commit": commit}
-        if outputs:
-            message["outputs"] = run_outputs(pipeline)
-        return channel.send(message)
-
-    async def reporter() -> None:
-        reports = 0
-        while True:
-            await asyncio.sleep(REPORT_INTERVAL)
-            reports += 1
-            # Where the output goes, now and then (it looks at the files on disk), so a worker killed later
-            # still shows in the pool's summary.
-            if not send(outputs=reports % OUTPUTS_EVERY == 0) or os.getppid() != parent:
-                log.error("the pool supervisor is gone: draining")
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    task = asyncio.ensure_future(reporter())
-    def report_commit() -> None:  # counted at once: a SIGKILL right after a commit loses none of it
-        send(commit=True)
-
-    pipeline.after_commit.append(report_commit)
-    try:
-        return await run_worker_async(pipeline)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        send(outputs=True)
-
-
-def run_pool_worker(message: dict[str, Any], channel: Channel, reloads: Any = None) -> ExitCode:
-    """One worker of a pool (started by ``spawn.start``): ``message`` is ``{"file", "config", "digest"}``, the
-    pipeline file (what its errors name), the config this worker runs and its digest; ``reloads``, what takes the
-    configs a watching supervisor sends (``reload.run_watched_worker``)."""
-    from .config import build_pipeline, validate_config
-    from .monitor import run_summary
-
-    file = message.get("file") or f"worker {Worker.current().index}"
-    pipe = build_pipeline(validate_config(message["config"], file=file), file=file)
-    pipe.config_digest = message.get("digest")
-    pipe.reloader = reloads
-    stats = asyncio.run(_run_reporting(pipe, channel))
-    log.info("%s", run_summary(pipe, stats))
-    # Its counts reached the supervisor, which decides the pool's exit code from them all; a failure of its own
-    # (publishes left unconfirmed by a cut drain) is the worker's.
-    return ExitCode.RUNTIME if stats.outcome().failures else ExitCode.OK

@@ -42,13 +42,16 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
 from ..core.models import Strict, short_repr
 from ..core.redact import redact_secrets
 from ..wire import SERVICE_PREFIX
+
+if TYPE_CHECKING:
+    from .run import PipelineRun
 
 log = logging.getLogger("wirepipe.service")
 
@@ -178,12 +181,14 @@ def health_data(snap: dict[str, Any], draining: bool) -> dict[str, Any]:
 
 
 class PipelineService:
-    """One pipeline process registered with the services protocol on ``conn`` (see the module doc)."""
+    """One pipeline process registered with the services protocol on ``conn`` (see the module doc): its ``run``'s
+    figures."""
 
-    def __init__(self, pipeline: Any, config: ServiceConfig, conn: Any) -> None:
+    def __init__(self, run: PipelineRun, config: ServiceConfig, conn: Any) -> None:
         import nats.micro  # noqa: F401 - here, before the run reads: nothing is imported on its event loop later
 
-        self.pipeline = pipeline
+        self.run = run
+        self.pipeline = pipeline = run.pipeline  # what the service says of itself: a hot reload does not change it
         self.conn = conn
         self.name = config.name or service_name(pipeline.name)
         self.version = semver(wirepipe_version())
@@ -202,7 +207,7 @@ class PipelineService:
 
         now = time.monotonic()
         if now - self._taken >= FRESH:
-            self._snap, self._taken = snapshot(self.pipeline), now
+            self._snap, self._taken = snapshot(self.run), now
         return self._snap
 
     def data(self, endpoint: str) -> dict[str, Any]:
@@ -298,14 +303,14 @@ def _unhealthy(answer: dict[str, Any]) -> str:
     return "NATS disconnected" + (f"; sink unavailable: {answer['sink_error']}" if answer.get("sink_error") else "")
 
 
-async def with_service(pipeline: Any, run: Awaitable[T]) -> T:
-    """``run`` (the pipeline's run) with the pipeline's NATS service beside it: registered once its connection is
+async def with_service(run: PipelineRun, running: Awaitable[T]) -> T:
+    """``running`` (``run.execute()``) with the pipeline's NATS service beside it: registered once its connection is
     up, until the run ends (see the module doc). What the service meets is logged, never raised."""
-    config = service_config(pipeline)
-    task = asyncio.ensure_future(run)
+    config = service_config(run.pipeline)
+    task = asyncio.ensure_future(running)
     if not config.enabled:
         return await task
-    beside = asyncio.ensure_future(_serve(pipeline, config, task))
+    beside = asyncio.ensure_future(_serve(run, config, task))
     try:
         return await task
     finally:
@@ -313,21 +318,22 @@ async def with_service(pipeline: Any, run: Awaitable[T]) -> T:
         await asyncio.wait({beside}, timeout=10.0)
 
 
-async def _serve(pipeline: Any, config: ServiceConfig, run: asyncio.Future[Any]) -> None:
+async def _serve(run: PipelineRun, config: ServiceConfig, running: asyncio.Future[Any]) -> None:
+    pipeline = run.pipeline
     conn = service_connection(pipeline)
     if conn is None:
         log.debug("%s: no NATS part, so no NATS service", pipeline.name)
         return
-    service = PipelineService(pipeline, config, conn)  # what takes time is done now, before the run reads
+    service = PipelineService(run, config, conn)  # what takes time is done now, before the run reads
     # Registered once that part has connected, before the others open: a worker waiting for its stream is listed,
     # waiting.
     while conn.nc is None or not conn.nc.is_connected:
-        if run.done():
+        if running.done():
             return
-        await asyncio.wait({run}, timeout=0.1)
+        await asyncio.wait({running}, timeout=0.1)
     try:
         if await service.start():
-            await asyncio.wait({run})
+            await asyncio.wait({running})
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # a connection lost while registering: the pipeline runs on

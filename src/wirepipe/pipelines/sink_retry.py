@@ -31,7 +31,7 @@ from ..core.redact import redact_secrets
 from ..operators.operator import Operator
 
 if TYPE_CHECKING:
-    from .pipeline import RunStats
+    from .stats import RunStats
 
 log = logging.getLogger("wirepipe")
 _POSITION = "wirepipe.position"  # meta column: record positions while a batch is written in parts

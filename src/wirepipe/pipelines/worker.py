@@ -1,4 +1,4 @@
-"""Running a pipeline as a long-lived worker: signals, the drain, and its deadline.
+"""Running a pipeline as a long-lived worker: signals, the drain, and its deadline; a pool's worker process.
 
 ``run_worker(pipeline)`` is what ``wirepipe run`` calls. SIGINT or SIGTERM sets the
 pipeline's stop event: the source stops fetching, the batches already read go through
@@ -12,6 +12,10 @@ are counted as discarded, and the stats say what the cut left (``RunStats.cut``)
 Which stop is which, for the exit code (``core/exit_codes.py``): SIGTERM is the normal end of a
 long-lived worker; SIGINT before the end of a bounded run (a count, a duration, ``stop_at_end``, a
 file: ``Source.ends``) *interrupts* it (``RunStats.interrupted``: exit 130 after the drain).
+
+A worker process of a pool (``pool.py``, the supervisor, starts it: ``spawn.py``) runs ``run_pool_worker``: its
+pipeline as ``wirepipe run`` runs it, its counters reported to the supervisor twice a second and after every
+commit; it drains on its own when the supervisor is gone.
 """
 
 from __future__ import annotations
@@ -19,15 +23,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import WirepipeError
+from ..core.exit_codes import ExitCode
+from ..core.workers import Worker
 
 if TYPE_CHECKING:
-    from .pipeline import Pipeline, RunStats
+    from .pipeline import Pipeline
+    from .run import PipelineRun
+    from .spawn import Channel
+    from .stats import RunStats
 
 log = logging.getLogger("wirepipe")
+pool_log = logging.getLogger("wirepipe.pool")  # a pool worker's own lines, as the pool's
 _CLOSE_GRACE = 5.0  # seconds the cancelled run (and leftover tasks) get to close after shutdown_timeout
 
 
@@ -46,7 +58,8 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     signals = 0
-    task = asyncio.ensure_future(with_service(pipeline, pipeline.run_async(stop)))  # a NATS service beside the run
+    run = pipeline.new_run()  # run.pipeline from here on: a hot reload replaces it (its shutdown_timeout too)
+    task = asyncio.ensure_future(with_service(run, run.execute(stop)))  # a NATS service beside the run
     deadline: asyncio.TimerHandle | None = None
     # why the drain was cut, and what it left: records unconfirmed, records unacked, the sink's error if it still failed
     cut: tuple[str, int, int, str | None] | None = None
@@ -57,25 +70,26 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
         nonlocal cut
         sink = pipeline.sink
         unconfirmed = sink.unconfirmed if sink is not None else 0
-        cut = (why, unconfirmed, pipeline.unacked_records if pipeline.source.redelivers else 0, pipeline.sink_error)
+        cut = (why, unconfirmed, run.unacked_records if pipeline.source.redelivers else 0, run.sink_error)
         task.cancel()
 
     def expire() -> None:
-        log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; %s",
-                  pipeline.shutdown_timeout, "records not acknowledged will be redelivered"
+        timeout = run.pipeline.shutdown_timeout
+        log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; %s", timeout,
+                  "records not acknowledged will be redelivered"
                   if pipeline.source.redelivers else "records read and not written are counted as discarded")
-        cut_now(f"the drain took longer than shutdown_timeout ({pipeline.shutdown_timeout:g}s)")
+        cut_now(f"the drain took longer than shutdown_timeout ({timeout:g}s)")
 
     def on_signal(signame: str) -> None:
         nonlocal signals, deadline, interrupted
         signals += 1
         if signals == 1:
             log.info("%s: draining (stop reading, finish in-flight batches, flush, ack; up to %.0fs)",
-                     signame, pipeline.shutdown_timeout)
+                     signame, run.pipeline.shutdown_timeout)
             # SIGINT before the end of a bounded run interrupts it; SIGTERM is a long-lived worker's normal end.
-            interrupted = signame == "SIGINT" and bounded and not stop.is_set() and not pipeline.read_to_end
+            interrupted = signame == "SIGINT" and bounded and not stop.is_set() and not run.read_to_end
             stop.set()
-            deadline = loop.call_later(pipeline.shutdown_timeout, expire)
+            deadline = loop.call_later(run.pipeline.shutdown_timeout, expire)
         elif cut is None:
             log.warning("%s again: stopping without finishing the drain", signame)
             interrupted = True
@@ -101,15 +115,15 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
                 continue
             log.error("closing the pipeline's parts did not finish within %.0fs after the drain was cut: "
                       "leaving them", _CLOSE_GRACE)
-            raise ShutdownTimeout(_timeout_message(pipeline, cut[0]))
+            raise ShutdownTimeout(_timeout_message(run, cut[0]))
         if cut is None:
             stats = task.result()
-        else:  # cancelled: its parts closed, its figures are complete (``Pipeline.run_async`` set them)
+        else:  # cancelled: its parts closed, its figures are complete (``PipelineRun.execute`` set them)
             with contextlib.suppress(asyncio.CancelledError):
                 task.result()
-            stats = pipeline.stats
+            stats = run.stats
             why, unconfirmed, unacked, stats.sink_error = cut
-            stats.cut = _timeout_message(pipeline, why, unconfirmed, unacked, stats.sink_error)
+            stats.cut = _timeout_message(run, why, unconfirmed, unacked, stats.sink_error)
             stats.unconfirmed = unconfirmed
             stats.outstanding = max(stats.outstanding, unacked)
         stats.interrupted = interrupted
@@ -121,13 +135,14 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
             loop.remove_signal_handler(sig)
 
 
-def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = None, unacked: int | None = None,
+def _timeout_message(run: PipelineRun, why: str, unconfirmed: int | None = None, unacked: int | None = None,
                      sink_error: str | None = None) -> str:
     """What a cut drain could not settle: for the run summary (given what was unsettled at the cut), or with the
     source's losses for the error that ends the process when the parts would not close (no summary then)."""
+    pipeline = run.pipeline
     summary = unacked is not None
     if unacked is None:
-        unacked = pipeline.unacked_records
+        unacked = run.unacked_records
     if unconfirmed is None:
         unconfirmed = pipeline.sink.unconfirmed if pipeline.sink is not None else 0
     what = [f"the sink still failing ({sink_error})"] if sink_error else []
@@ -145,7 +160,7 @@ def _timeout_message(pipeline: Pipeline, why: str, unconfirmed: int | None = Non
         from .monitor import loss_summary
 
         what.append("core NATS: " + loss_summary(losses).lstrip(", "))
-    unwritten = pipeline.metrics.figures()["metrics_rows_unwritten"] if pipeline.metrics is not None else 0
+    unwritten = run.metrics.figures()["metrics_rows_unwritten"] if run.metrics is not None else 0
     if unwritten:
         what.append(f"{unwritten} metrics row(s) not written (the disk refused them)")
     left = "; ".join(what) or "nothing left unsettled"
@@ -171,3 +186,74 @@ def run_worker(pipeline: Pipeline, *, ends: bool | None = None) -> RunStats:
             loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), _CLOSE_GRACE))
         asyncio.set_event_loop(None)
         loop.close()
+
+
+# --- a pool's worker process ------------------------------------------------------------------------------
+
+REPORT_INTERVAL = 0.5  # seconds between two reports of a pool's worker to its supervisor
+OUTPUTS_EVERY = 10  # reports between two that say where the worker's output goes
+WORKER_TARGET = f"{__name__}:run_pool_worker"  # what the spawner runs in each worker process
+
+
+async def _run_reporting(pipeline: Pipeline, channel: Channel) -> RunStats:
+    """Run the pipeline as ``wirepipe run`` does, reporting its snapshot to the supervisor twice a second.
+
+    If the supervisor disappears (its pipe breaks, or this process is re-parented), the worker
+    drains as on SIGTERM rather than run on unsupervised.
+    """
+    from .monitor import run_outputs, snapshot
+
+    parent = os.getppid()
+
+    def send(outputs: bool = False, commit: bool = False) -> bool:
+        run = pipeline.last_run  # made by run_worker_async before this is first called
+        assert run is not None
+        message = {"snapshot": snapshot(run), "working": run.stats.working(), "cpu": time.process_time(),
+                   "commit": commit}
+        if outputs:
+            message["outputs"] = run_outputs(run)
+        return channel.send(message)
+
+    async def reporter() -> None:
+        reports = 0
+        while True:
+            await asyncio.sleep(REPORT_INTERVAL)
+            reports += 1
+            # Where the output goes, now and then (it looks at the files on disk), so a worker killed later
+            # still shows in the pool's summary.
+            if not send(outputs=reports % OUTPUTS_EVERY == 0) or os.getppid() != parent:
+                pool_log.error("the pool supervisor is gone: draining")
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    task = asyncio.ensure_future(reporter())
+    def report_commit() -> None:  # counted at once: a SIGKILL right after a commit loses none of it
+        send(commit=True)
+
+    pipeline.after_commit.append(report_commit)
+    try:
+        return await run_worker_async(pipeline)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        send(outputs=True)
+
+
+def run_pool_worker(message: dict[str, Any], channel: Channel, reloads: Any = None) -> ExitCode:
+    """One worker of a pool (started by ``spawn.start``): ``message`` is ``{"file", "config", "digest"}``, the
+    pipeline file (what its errors name), the config this worker runs and its digest; ``reloads``, what takes the
+    configs a watching supervisor sends (``reload.run_watched_worker``)."""
+    from .config import build_pipeline, validate_config
+    from .monitor import run_summary
+
+    file = message.get("file") or f"worker {Worker.current().index}"
+    pipe = build_pipeline(validate_config(message["config"], file=file), file=file)
+    pipe.config_digest = message.get("digest")
+    pipe.reloader = reloads
+    stats = asyncio.run(_run_reporting(pipe, channel))
+    assert pipe.last_run is not None
+    pool_log.info("%s", run_summary(pipe.last_run, stats))
+    # Its counts reached the supervisor, which decides the pool's exit code from them all; a failure of its own
+    # (publishes left unconfirmed by a cut drain) is the worker's.
+    return ExitCode.RUNTIME if stats.outcome().failures else ExitCode.OK

@@ -3,7 +3,7 @@
 A test file sits beside its pipeline (``orders.yaml`` + ``orders.test.yaml``; the format is in
 ``model.py``). Each case replaces the pipeline's source by its input (inline records, a JSONL or
 Parquet file, a capture or a slice of one) and its sink by a collecting one, runs everything else as
-written (``cases.py``), and checks the outputs and the rejections against its ``expect``. The
+written (``cases.py``), and checks the outputs and the rejections against its ``expect`` (``expect.py``). The
 report has pytest's shape (``report.py``); ``--update`` records what a case produced as its
 expectation (``snapshot.py``), for review in the diff.
 """

@@ -176,8 +176,7 @@ def run_chain(pipe: Any, rb: Any, position: int, recorder: Any, write_results: b
     t1 = ns()
     if prepare is not None:
         prepare(batch)
-    pipe.metrics = recorder
-    batch = pipe.process_batch(batch, position, (t0, t1))
+    batch = pipe.process_batch(batch, position, (t0, t1), recorder=recorder)
     t0 = ns()
     table = batch_table(batch) if write_results and batch.values else None
     t1 = ns()

@@ -79,9 +79,10 @@ def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> Re
     from ..pipelines.worker import run_worker
 
     stats = run_worker(pipe)  # signals as `wirepipe run`: a Ctrl-C drains, then the replay says it was interrupted
+    assert pipe.last_run is not None
     return ReplayResult(pipeline=pipe.name, runner="local", records_in=stats.records_in,
                         records_out=stats.records_out, rejected=stats.rejected, elapsed=stats.elapsed,
-                        outputs=run_outputs(pipe), unreadable=stats.unreadable, rejections=stats.rejections.rows(),
+                        outputs=run_outputs(pipe.last_run), unreadable=stats.unreadable, rejections=stats.rejections.rows(),
                         interrupted=stats.interrupted)
 
 
@@ -298,7 +299,9 @@ def run_share(message: dict[str, Any], channel: Channel) -> ExitCode:
         source.pacer = Pacer(speed=replay.speed, max_gap=replay.max_gap, clock=WallClock(),
                              origin=float(go["origin"]), last_ns=last_ns, virtual_ns=virtual_ns)
     stats = run_worker(pipe)
+    assert pipe.last_run is not None
     channel.send({"stats": {"records_in": stats.records_in, "records_out": stats.records_out,
                             "rejected": stats.rejected, "rejections": stats.rejections.rows(),
-                            "unreadable": [tuple(u) for u in stats.unreadable], "outputs": run_outputs(pipe)}})
+                            "unreadable": [tuple(u) for u in stats.unreadable],
+                            "outputs": run_outputs(pipe.last_run)}})
     return ExitCode.OK

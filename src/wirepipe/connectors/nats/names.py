@@ -10,7 +10,7 @@ A name the server would refuse is refused when the config is validated, with wha
   for the stream that holds it (``OBJ_`` + the name);
 - a **queue group**: not empty, no whitespace or control character (it is a word of the SUB line).
 
-Subjects have their own home, ``wire.py``: ``pattern_tokens`` (what a subscription takes) and
+Subjects have their own home, ``wire/subjects.py``: ``pattern_tokens`` (what a subscription takes) and
 ``publish_template_problem`` (what a publish takes).
 
 >>> stream_name("POINTS")

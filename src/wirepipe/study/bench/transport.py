@@ -108,7 +108,7 @@ def _publish_in_child(go: Any, out: Any, *args: Any) -> None:
         pipe, sink, refused = _publisher(*args)
         go.wait(60)
         stats = asyncio.run(pipe.run_async())
-        rows, _ = pipe.metrics.tables()
+        rows, _ = pipe.metrics_spec.tables()  # its MetricsRecorder
         out.send(("ok", _ipc(rows), stats.records_out, stats.rejected,
                   [f"{r.stage}: {r.error}" for r in refused.rejects[:3]], sink.name, sink.params))
     except BaseException as exc:  # reported to the parent, which fails the combination with it
@@ -186,7 +186,7 @@ def _one_iteration(nats: NatsConnectionConfig, transport: str, subject: str, dat
         raise WirepipeError(f"the records that crossed NATS differ from the input (or arrived out of order): "
                             f"{differs}")
     pub_rows = pa.ipc.open_stream(rows_ipc).read_all()
-    _, con_latency = consumer.metrics.tables()
+    _, con_latency = consumer.metrics_spec.tables()
     p0, p1, p_bytes = _stage_total(pub_rows, Stage.PUBLISH)
     c0, c1 = _receive_window(con_latency)
     latency.append(con_latency)
