@@ -39,7 +39,7 @@ from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, AtomicFile, TableBuffer, is_hidden
 from ..storage.lifecycle import ParquetFileWriter, RollingParquetFiles
 from .capture_format import CAPTURE_COLUMNS, FORMAT_VERSION, capture_schema, capture_table
-from .connector import Configured, Sink
+from .connector import Configured, Sink, WritesFiles
 
 log = logging.getLogger("wirepipe.capture")
 
@@ -205,7 +205,7 @@ class CaptureWriter(Configured):
         self._out.abort()
 
 
-class CaptureSink(Configured, Sink):
+class CaptureSink(Configured, Sink, WritesFiles):
     """The ``capture`` sink: payloads as received, with subject, headers and timings, in Parquet.
 
     Parquet encoding and file I/O run on one background thread (so a consumer keeps
@@ -236,9 +236,9 @@ class CaptureSink(Configured, Sink):
         return {"dir": str(self.writer.folder), "max_file_size": config.max_file_size,
                 "max_file_age": config.max_file_age, "row_group_rows": config.row_group_rows}
 
-    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+    def for_worker(self, index: int, count: int) -> CaptureSink:
         """Each worker writes files of its own into the folder: ``<prefix>-w<index>-...``."""
-        return {"prefix": worker.prefix(self.config.prefix)}
+        return self.reconfigured(prefix=Worker(index, count).prefix(self.config.prefix))
 
     def beside(self, suffix: str) -> str | None:
         """Next to the capture folder, not in it (a capture is read as every file of its folder)."""

@@ -20,16 +20,16 @@ from pydantic import Field, field_validator
 from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import WirepipeError
 from ..core.models import Duration, SourceLimits
-from ..core.stages import Stage
 from ..storage.files import Paths, fspaths
 from ..wire import subject_regex
 from .capture_format import RowGroup, batch_from_arrow, capture_files, plan_row_groups
-from .connector import Configured, Source, Unreadable
+from .connector import Unreadable
+from .files import FileSource
 
 log = logging.getLogger("wirepipe.capture")
 
 
-class CaptureSource(Configured, Source):
+class CaptureSource(FileSource):
     """Reads a capture in capture order, row group by row group, optionally at the original pace.
 
     ``pace="original"`` releases records at their recorded inter-arrival times (by
@@ -40,13 +40,12 @@ class CaptureSource(Configured, Source):
     restricts the read to a share of the capture (what a replay worker gets); ``pacer``
     overrides the pacing (a replay worker's, or one on a test clock). ``subject``, ``since`` and
     ``until`` read a slice: the records received on matching subjects in that time (each keeps its
-    ``seq``, its place in the whole capture); ``count`` then takes the first N of the slice.
+    ``seq``, its place in the whole capture); ``count`` then takes the first N of the slice. ``Bounded``:
+    ``replay --workers N`` splits its row groups, a pool would read all of it N times.
     """
 
     type = "capture"
     gives = PAYLOADS
-    stage = Stage.READ
-    bounded = True  # replay --workers N splits row groups; a pool would read all of it N times
     config: CaptureSourceConfig
 
     def __init__(self, path: Paths, **fields: Any) -> None:
@@ -54,8 +53,7 @@ class CaptureSource(Configured, Source):
         self._init(CaptureSourceConfig, path=fspaths(path), **fields)
 
     def _configure(self, config: CaptureSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
+        super()._configure(config)
         self.row_groups: list[RowGroup] | None = None
         self.pacer: Any = None
         self._unreadable: list[Unreadable] = []

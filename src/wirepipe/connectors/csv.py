@@ -38,10 +38,9 @@ from pydantic import Field, WrapValidator, field_validator
 from ..core.batch import RECORDS, Batch
 from ..core.errors import ConfigError, WirepipeError
 from ..core.models import Size, SourceLimits
-from ..core.stages import Stage
 from ..schema import Kind, RecordSchema, SchemaError, Type, load_schema_file, parse_schema
 from ..storage.files import Paths, fspaths, input_files
-from .connector import Configured, Source
+from .files import FileSource
 
 log = logging.getLogger("wirepipe")
 
@@ -57,14 +56,12 @@ CSV_KINDS = frozenset({Kind.INT32, Kind.INT64, Kind.UINT32, Kind.FLOAT32, Kind.F
                        Kind.BYTES, Kind.FIXED})
 
 
-class CsvSource(Configured, Source):
+class CsvSource(FileSource):
     """Reads CSV files block by block into records (dicts in the file's column order), typed by ``schema``
     or by the types pyarrow infers; bad rows are dead-lettered (see the module doc)."""
 
     type = "csv"
-    stage = Stage.READ
     config: CsvSourceConfig
-    bounded = True
     gives = RECORDS
 
     def __init__(self, path: Paths, **fields: Any) -> None:
@@ -72,13 +69,8 @@ class CsvSource(Configured, Source):
         self._init(CsvSourceConfig, path=fspaths(path), **fields)
 
     def _configure(self, config: CsvSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
+        super()._configure(config)
         self.schema = config.typed_schema()  # given: the schema'd formats downstream take it
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"path": self.config.path, "batch_size": self.config.batch_size, "count": self.count}
 
     def check_input(self) -> None:
         """The files are there and, with a schema, their headers name its fields: a usage error before the run."""

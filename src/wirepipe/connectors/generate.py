@@ -14,11 +14,12 @@ from ..core.batch import RECORDS, Batch
 from ..core.models import SourceLimits, unknown_message
 from ..core.stages import Stage
 from ..datasets import DATASETS, get_dataset
-from .connector import Configured, Source
+from .connector import Bounded, Configured, Source
 
 
-class GenerateSource(Configured, Source):
-    """Records of a dataset in batches; ``rate`` (records/s) paces them, else as fast as possible.
+class GenerateSource(Configured, Source, Bounded):
+    """Records of a dataset in batches; ``rate`` (records/s) paces them, else as fast as possible. ``Bounded``:
+    every worker of a pool would generate all of it.
 
     >>> GenerateSource("point", count=10, batch_size=0)
     Traceback (most recent call last):
@@ -29,7 +30,6 @@ class GenerateSource(Configured, Source):
     type = "generate"
     gives = RECORDS
     stage = Stage.GENERATE
-    bounded = True  # every worker of a pool would generate all of it
     identity_ignores = Source.identity_ignores | {"rate"}  # the pace, not the records
     config: GenerateConfig
 

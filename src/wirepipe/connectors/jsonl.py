@@ -32,18 +32,19 @@ from pydantic import Field
 
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch
-from ..core.errors import Refusal
+from ..core.errors import CannotShare
 from ..core.models import SourceLimits, Strict
 from ..core.stages import Stage
 from ..core.workers import Worker
 from ..storage.files import Paths, beside_file, fspaths, input_files
 from ..storage.spool import SpoolingFile
-from .connector import Configured, Sink, Source
+from .connector import Configured, Sink, WritesFiles
+from .files import FileSource
 
 log = logging.getLogger("wirepipe")
 
 
-class JsonlSink(Configured, Sink):
+class JsonlSink(Configured, Sink, WritesFiles):
     """One JSON value per line; bytes as ``{"$base64": ...}``. ``path: "-"`` writes to stdout."""
 
     type = "jsonl"
@@ -64,16 +65,21 @@ class JsonlSink(Configured, Sink):
     def params(self) -> dict[str, Any]:
         return {"path": self.config.path, "envelope": self.config.envelope}
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.config.path != "-":
-            return None
-        return Refusal("path", f"'-' (stdout) cannot be shared by several workers ({workers}): give a file (each "
-                               "worker writes its own copy, out.jsonl -> out.w0.jsonl, out.w1.jsonl, ...), or use "
-                               "one worker")
-
-    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+    def for_worker(self, index: int, count: int) -> JsonlSink:
+        """Each worker writes a file of its own (``out.jsonl`` -> ``out.w1.jsonl``); standard output is one."""
         path = self.config.path
-        return {} if path == "-" else {"path": worker.path(path)}
+        if path != "-":
+            return self.reconfigured(path=Worker(index, count).path(path))
+        if count > 1:
+            raise CannotShare("path", f"'-' (stdout) cannot be shared by several workers ({count}): give a file "
+                                      "(each worker writes its own copy, out.jsonl -> out.w0.jsonl, out.w1.jsonl, "
+                                      "...), or use one worker")
+        return self
+
+    @property
+    def files(self) -> list[Path]:
+        path = self.config.path
+        return [] if path == "-" else [Path(path)]
 
     def beside(self, suffix: str) -> str | None:
         path = self.config.path
@@ -156,28 +162,15 @@ class JsonlSinkConfig(Strict):
         return JsonlSink.from_config(self)
 
 
-class JsonlSource(Configured, Source):
+class JsonlSource(FileSource):
     """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
 
     type = "jsonl"
-    stage = Stage.READ
-    bounded = True
     config: JsonlSourceConfig
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``JsonlSourceConfig``'s (``batch_size``, ``count``, ``duration``, ``envelope``)."""
         self._init(JsonlSourceConfig, path=fspaths(path), **fields)
-
-    def _configure(self, config: JsonlSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"path": self.config.path, "batch_size": self.config.batch_size, "count": self.count}
-
-    def check_input(self) -> None:
-        input_files(self.config.path)
 
     async def batches(self) -> AsyncIterator[Batch]:
         limit = self.count

@@ -46,12 +46,13 @@ from ..core.stages import Stage
 from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, Paths, TableBuffer, beside_file, fspaths, input_files
 from ..storage.lifecycle import RollingParquetFiles
-from .connector import Configured, Sink, Source
+from .connector import AtLeastOnce, Configured, Sink, Source, WritesFiles
+from .files import FileSource
 
 log = logging.getLogger("wirepipe")
 
 
-class ParquetSink(Configured, Sink):
+class ParquetSink(Configured, Sink, WritesFiles):
     """Writes Parquet in row groups of ``row_group_rows``; a file is complete after ``close``.
 
     With ``{part}`` in the path, every ``flush`` completes a part file (see the module doc).
@@ -93,7 +94,7 @@ class ParquetSink(Configured, Sink):
     def refuse_source(self, source: Source) -> Refusal | None:
         """One Parquet file gets its footer only at close: behind a source that is acknowledged at each
         flush (a JetStream durable), a SIGKILL would lose acknowledged records. Part files do not."""
-        if self.parts or not source.redelivers:
+        if self.parts or not isinstance(source, AtLeastOnce):
             return None
         fix = str(Path(self.config.path).with_suffix("")) + "/part-{part}.parquet"
         return Refusal("path", f"{self.config.path!r} is one Parquet file, readable only once closed: behind a "
@@ -101,10 +102,10 @@ class ParquetSink(Configured, Sink):
                                "acknowledged records. Write part files instead (each flush completes one): "
                                f"path: {fix!r}")
 
-    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+    def for_worker(self, index: int, count: int) -> ParquetSink:
         """``out.parquet`` -> ``out.w1.parquet``, ``{part}`` -> ``w1-{part}``: each worker's files have names of
         their own."""
-        return {"path": worker.path(self.config.path)}
+        return self.reconfigured(path=Worker(index, count).path(self.config.path))
 
     def beside(self, suffix: str) -> str | None:
         """Next to a folder of parts, not in it: a reader takes the folder as one dataset
@@ -341,28 +342,15 @@ class ParquetSinkConfig(Strict):
         return ParquetSink.from_config(self)
 
 
-class ParquetSource(Configured, Source):
+class ParquetSource(FileSource):
     """Reads Parquet row group by row group: a ``value`` binary column as payloads, else rows as dicts."""
 
     type = "parquet"
-    stage = Stage.READ
     config: ParquetSourceConfig
-    bounded = True
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``ParquetSourceConfig``'s (``batch_size``, ``count``, ``duration``)."""
         self._init(ParquetSourceConfig, path=fspaths(path), **fields)
-
-    def _configure(self, config: ParquetSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"path": self.config.path, "batch_size": self.config.batch_size, "count": self.count}
-
-    def check_input(self) -> None:
-        input_files(self.config.path)
 
     async def batches(self) -> AsyncIterator[Batch]:
         import pyarrow as pa
