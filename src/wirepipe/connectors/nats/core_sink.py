@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ...core.batch import PAYLOADS, Batch, Rejected, one_per_record
-from ...core.errors import ConfigError, NotConnected, Refusal, WirepipeError
+from ...core.errors import ConfigError, NotConnected, WirepipeError
 from ...core.models import Duration
 from ...core.stages import Stage
 from ...wire import (
@@ -56,8 +56,8 @@ from ...wire import (
     publish_template_problem,
     subject_room,
 )
-from ..connector import Configured, Sink, Source
-from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
+from ..connector import Configured, PublishesToSubjects, RefusesLate, Sink, Source
+from .connection import NatsConnection, NatsConnectionConfig, refuse_embedded
 from .frames import SEQ_LINE, bare_frames, block_frames, records_per_chunk, stamped_frames, stamped_head
 from .gaps import PublisherStamp
 from .reader import can_queue, queue_frames, send_queued
@@ -177,7 +177,7 @@ def _refused_by_client(exc: Exception) -> str | None:
     return None
 
 
-class NatsSink(Configured, Sink):
+class NatsSink(Configured, Sink, PublishesToSubjects, RefusesLate):
     """Publishes every record of a batch to core NATS with the wire-contract headers."""
 
     type = "nats"
@@ -211,14 +211,17 @@ class NatsSink(Configured, Sink):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"subject": self.subject_template.template, "headers": self.config.headers, **self.config.public_params()}
+        config = self.config
+        return {"subject": self.subject_template.template, "headers": config.headers, **config.public_params()}
 
     @property
     def publishes_to(self) -> str:
         return self.subject_template.template
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        return embedded_refusal(self.config, workers)
+    def for_worker(self, index: int, count: int) -> NatsSink:
+        """The workers publish on the same subjects, on purpose."""
+        refuse_embedded(self.config, count)
+        return self
 
     def bind(self, pipeline: str, source: Source) -> None:
         self.pipeline_name = pipeline

@@ -23,12 +23,12 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from ...core.batch import PAYLOADS, Batch
-from ...core.errors import Refusal
+from ...core.errors import CannotShare
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
 from ...wire import CONTROL_PREFIX, STAMP_PREFIX, Header, subjects_overlap
-from ..connector import Configured, Source
-from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from ..connector import Configured, CountsLoss, Drains, ReadsSubjects, ReadsWhileBusy, SharedByWorkers, Source
+from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, refuse_embedded
 from .gaps import INT64_MAX, GapCounter, parse_seq
 from .names import QueueGroup, SubjectPattern
 from .reader import RawSubscription
@@ -42,7 +42,7 @@ QUEUE_SHARES = ("each member receives a share of every publisher's messages, so 
 
 
 
-class NatsSource(Configured, Source):
+class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsWhileBusy, ReadsSubjects):
     """Subscribes (subject with wildcards, optional queue group) and yields batches of received messages.
 
     Core NATS loses messages under overload; the source counts every loss it can know of
@@ -52,16 +52,15 @@ class NatsSource(Configured, Source):
     tail), messages received but never handed to the pipeline because it stopped, and what
     the pipeline took and could not finish (``discard``). Publishers' stamps count a lost tail,
     shown apart from the gaps (``losses()["tail"]``: claimed, unconfirmed); a disconnect leaves the
-    publishers not heard from since *unsure* (``losses()["unsure"]``).
+    publishers not heard from since *unsure* (``losses()["unsure"]``). A stop unsubscribes, then finishes what
+    the client received (``Drains``: ``_stop_receiving``); N workers of a pool join one queue group
+    (``shared_by``: the pipeline's name unless given).
     """
 
     type = "nats"
     gives = PAYLOADS
     stage = Stage.CONSUME
-    drops_when_unread = True
-    reads_while_busy = True
-    drains = True  # a stop unsubscribes, then finishes what the client received (``_stop_receiving``)
-    shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)
+    shared_by = "queue"
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"queue"}
 
     def __init__(self, subject: str, **fields: Any) -> None:
@@ -93,11 +92,13 @@ class NatsSource(Configured, Source):
         return {"subject": config.subject, "queue": config.queue, "batch_size": config.batch_size,
                 **config.public_params()}
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.config.gaps:  # the workers join one queue group (shared_by)
-            return Refusal("gaps", f"true: --workers {workers} share the messages in one queue group, and "
-                                   f"{QUEUE_SHARES}")
-        return embedded_refusal(self.config, workers)
+    def for_worker(self, index: int, count: int) -> NatsSource:
+        """The workers share this subscription (one queue group: ``shared_by``), so each counts no gaps."""
+        if self.config.gaps and count > 1:
+            raise CannotShare("gaps", f"true: --workers {count} share the messages in one queue group, and "
+                                      f"{QUEUE_SHARES}")
+        refuse_embedded(self.config, count)
+        return self
 
     @property
     def dropped(self) -> int:

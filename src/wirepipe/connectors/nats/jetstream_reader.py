@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ...core.batch import PAYLOADS, Batch
 from ...core.errors import ConfigError, WirepipeError
 from ...core.stages import Stage
-from ..connector import Configured, Source
+from ..connector import Configured, ReadsSubjects, ReadsWhileBusy, Source
 from .connection import CONNECTION_PARAMS, NatsConnection
 from .reader import RawSubscription, Received, SubscriptionReader
 from .streams import when_available
@@ -62,7 +62,7 @@ def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int
     return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
 
 
-class JetStreamReader(Configured, Source):
+class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
     """A JetStream consumer read as batches of payloads: what the ordered and the durable reader share.
 
     A subclass opens its kind of consumer (``_open_consumer``: ``sub`` and ``buffer``) and reads it
@@ -72,7 +72,6 @@ class JetStreamReader(Configured, Source):
     type = "jetstream"
     gives = PAYLOADS
     stage = Stage.CONSUME
-    reads_while_busy = True
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
     reads_ordered: bool  # the kind of consumer the class reads: ``ordered`` in its config
     config: JetStreamSourceConfig
@@ -111,10 +110,6 @@ class JetStreamReader(Configured, Source):
         also asks the server while no message comes: a drained stream shows 0, not what was pending at the last
         message this worker got)."""
         return self._lag
-
-    @property
-    def redelivered(self) -> int:
-        return self._redelivered
 
     @property
     def subjects(self) -> list[str] | None:

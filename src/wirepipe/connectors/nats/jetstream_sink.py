@@ -69,7 +69,7 @@ from ...wire import (
     header_size,
     shown_subject,
 )
-from ..connector import Source
+from ..connector import ConfirmsWrites, Source
 from .connection import ReconnectConfig
 from .core_sink import (
     NatsSink,
@@ -106,7 +106,7 @@ class _Pending:
         self.attempts = 1
 
 
-class JetStreamSink(NatsSink):
+class JetStreamSink(NatsSink, ConfirmsWrites):
     """Publishes to JetStream inside a bounded window of unacknowledged records."""
 
     type = "jetstream"

@@ -29,11 +29,10 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ...core.batch import Batch, Rejected
-from ...core.errors import Refusal, WirepipeError
+from ...core.errors import CannotShare, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
-from ...core.workers import Worker
-from ..connector import AtLeastOnce
-from .connection import NatsConnectionConfig, embedded_refusal
+from ..connector import AtLeastOnce, SharedByWorkers
+from .connection import NatsConnectionConfig, refuse_embedded
 from .jetstream_ordered import OrderedJetStreamSource
 from .jetstream_reader import JetStreamReader
 from .names import ConsumerName, StreamName, SubjectPattern
@@ -101,13 +100,14 @@ class AckMode(str, Enum):
     ALL = "all"  # one AckAll per commit: only when this worker is the durable's sole consumer
 
 
-class JetStreamSource(JetStreamReader, AtLeastOnce):
+class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
     """A durable pull consumer (or an ephemeral one, without ``durable``) as batches, each record acknowledged once
-    the sink made it durable."""
+    the sink made it durable. N workers of a pool share one durable (``shared_by``: the pipeline's name unless
+    given), and so its ``max_ack_pending``: each keeps to its part (``for_worker``)."""
 
     reads_ordered = False
-    redelivers = True
-    shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
+    shared_by = "durable"
+    readers = 1  # the workers reading the durable together, this one among them (``for_worker``)
     buffer: RawSubscription
 
     def __init__(self, subject: str | None = None, **fields: Any) -> None:
@@ -122,7 +122,7 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
         self.ack_mode = AckMode(config.ack)  # the durable's own policy once open, when it has another
         # The workers of a pool share the durable and so its max_ack_pending: each keeps to its part, or the
         # server stops delivering to all of them while each holds records written and not committed yet.
-        self.ack_share = max(1, config.max_ack_pending // Worker.current().workers)
+        self.ack_share = max(1, config.max_ack_pending // self.readers)
         # Ask PULL_AHEAD batches ahead, within half of that part (the other half is for records written and not
         # committed yet: ``ack_pressure``); take no more than the rest (``_within_share``).
         ahead = max(batch_size, min(PULL_AHEAD * batch_size, self.ack_share // 2))
@@ -149,16 +149,27 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
         self._awaiting_acks = False  # the source waits for the pipeline to commit what it took (``_settling``)
         self._last_ack = ""  # the reply subject of the last message acknowledged: ``_confirm_acks``
 
+    def for_worker(self, index: int, count: int) -> JetStreamSource:
+        """One of ``count`` readers of the durable: the same config, its part of ``max_ack_pending``."""
+        if count > 1 and self.ack_mode is AckMode.ALL:
+            raise CannotShare("ack", f"'all': one worker's AckAll acknowledges every message up to a stream "
+                                     f"sequence, including messages the other {count - 1} worker(s) of the shared "
+                                     "durable have not written yet; use ack: explicit (the default) with --workers > 1")
+        refuse_embedded(self.config, count)
+        if count == self.readers:
+            return self
+        own = type(self).__new__(type(self))
+        own.readers = count  # before it is configured: its part of max_ack_pending
+        own._configure(self.config)
+        return own
+
     @property
-    def ack_wait(self) -> float:  # type: ignore[override]
+    def ack_wait(self) -> float:
         return self.config.ack_wait
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.ack_mode is AckMode.ALL:
-            return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
-                                  f"including messages the other {workers - 1} worker(s) of the shared durable have "
-                                  "not written yet; use ack: explicit (the default) with --workers > 1")
-        return embedded_refusal(self.config, workers)
+    @property
+    def redelivered(self) -> int:
+        return self._redelivered
 
     @property
     def outstanding(self) -> int:
