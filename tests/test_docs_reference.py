@@ -1,10 +1,14 @@
-"""The reference pages generated from the code (docs/gen_reference.py) are the ones committed."""
+"""The reference pages generated from the code (docs/gen_reference.py) are the ones committed, and the
+command tables of the README and the tour list every command the CLI has."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).parent.parent
 
@@ -48,6 +52,26 @@ def test_the_cli_reference_has_every_option_of_every_command() -> None:
         for param in command.params:
             if param.param_type_name == "option" and not param.hidden:
                 assert f"`{param.opts[0]}`" in page, (path, param.opts[0])
+
+
+def _command_table(page: Path, heading: str) -> list[list[str]]:
+    """The code spans of the first cell of each row of a page's command table, ``wirepipe`` dropped."""
+    text = page.read_text(encoding="utf-8")
+    table = text[text.index(heading):].split("\n\n")[1]
+    rows = [re.split(r"(?<!\\)\|", line)[1] for line in table.splitlines()[2:]]
+    return [[span.removeprefix("wirepipe ") for span in re.findall(r"`([^`]+)`", row)] for row in rows]
+
+
+@pytest.mark.parametrize(("page", "heading"), [("README.md", "### The command line"), ("docs/tour.md", "## The command line")])
+def test_the_command_table_lists_every_command_of_the_cli(page: str, heading: str) -> None:
+    """Every command ``wirepipe --help`` shows (a group's, too: ``schema config``), and none it does not."""
+    paths = [path.removeprefix("wirepipe ") for path, _ in _generator().commands() if path != "wirepipe"]
+    commands = [p for p in paths if not any(other.startswith(p + " ") for other in paths)]  # groups aside
+    spans = [span for row in _command_table(ROOT / page, heading) for span in row]
+    named = {next((c for c in commands if f"{span} ".startswith(c + " ")), span) for span in spans}
+    assert {"run", "ps", "schema config", "dict show"} <= set(commands) and "schema" not in commands
+    assert sorted(set(commands) - named) == [], f"{page}'s command table leaves these out"
+    assert sorted(named - set(commands)) == ["--version"], f"{page}'s command table names commands the CLI has not"
 
 
 def test_the_architecture_page_states_the_layer_order_of_pyproject() -> None:

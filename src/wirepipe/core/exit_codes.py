@@ -3,7 +3,7 @@
 | code | meaning |
 |---|---|
 | 0 | success |
-| 1 | runtime failure: a server unreachable, a sink that failed, input read past damaged parts, a bench that measured nothing; `test`: a case failed |
+| 1 | runtime failure: a server unreachable, a sink that failed, input read past damaged parts, a bench that measured nothing; `test`: a case failed; `schema diff`: the schemas differ |
 | 2 | usage or config error: a bad flag or field, a missing input file or capture, for every command (nothing was started) |
 | 3 | records were rejected beyond ``--max-rejected`` (every record rejected is never a success) |
 | 4 | ``wirepipe bench``: some combinations failed (the others are measured and written) |
