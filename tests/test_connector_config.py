@@ -23,6 +23,7 @@ import wirepipe
 from wirepipe.connectors import SINKS, SOURCES
 from wirepipe.connectors.capture_sink import CaptureSink, CaptureWriter
 from wirepipe.connectors.capture_source import CaptureSource
+from wirepipe.connectors.connector import AtLeastOnce, Bounded, Commits, SharedByWorkers
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.jsonl import JsonlSink, JsonlSource
 from wirepipe.connectors.nats import connection as natsconn
@@ -34,9 +35,8 @@ from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource, JetStreamSourceConfig
 from wirepipe.connectors.null import NullSink
 from wirepipe.connectors.parquet import ParquetSink, ParquetSource
-from wirepipe.core.errors import ConfigError, WirepipeError
+from wirepipe.core.errors import CannotShare, ConfigError, Refusal, WirepipeError
 from wirepipe.core.registry import declared_in
-from wirepipe.core.workers import Worker
 
 SRC = Path(wirepipe.__file__).parent
 
@@ -291,7 +291,7 @@ def test_build_hands_the_validated_config_to_the_runtime_class() -> None:
         assert model.build().config is model
     capture = SINKS["capture"].model_validate({"type": "capture", "dir": "c", "row_group_rows": 10})
     sink = capture.build()
-    assert sink.config is capture and sink.writer.config is capture and sink.writer.row_group_rows == 10
+    assert sink.config is capture and sink.writer.config is capture and sink.writer.config.row_group_rows == 10
 
 
 def test_the_nats_connection_takes_the_connector_config() -> None:
@@ -332,24 +332,48 @@ def test_a_source_identity_is_what_it_was(build: Callable[[], Any]) -> None:
 
 
 def test_the_builtin_connectors_declare_how_they_are_shared() -> None:
-    bounded = {name for name in SOURCES if _source_class(name).bounded}
+    bounded = {name for name in SOURCES if issubclass(_source_class(name), Bounded)}
     assert bounded == {"generate", "jsonl", "csv", "parquet", "capture"}
-    assert (NatsSource.shared_by, JetStreamSource.shared_by, GenerateSource.shared_by) == ("queue", "durable", None)
-    refusal = JetStreamSourceConfig(type="jetstream", stream="S", ordered=True, url="nats://h:1").build().refuse_workers(3)
-    assert refusal is not None and refusal.field == "ordered" and "3 times" in refusal.message
-    assert JetStreamSource(stream="S", url="nats://h:1").refuse_workers(3) is None
-    assert NatsSink("s").refuse_workers(2).field == "url"  # type: ignore[union-attr]  # the embedded server
-    assert JetStreamSink("s").refuse_workers(2).field == "url"  # type: ignore[union-attr]
-    assert ParquetSink("out/part-{part}.parquet").worker_fields(Worker(2, 3)) == {"path": "out/part-w2-{part}.parquet"}
-    assert ParquetSink("out.parquet").worker_fields(Worker(11, 12)) == {"path": "out.w11.parquet"}
-    assert JsonlSink("out/x-{worker}.jsonl").worker_fields(Worker()) == {"path": "out/x-0.jsonl"}
-    assert JsonlSink("out.jsonl").worker_fields(Worker(1, 12)) == {"path": "out.w01.jsonl"}
-    assert CaptureSink("cap", prefix="blocks").worker_fields(Worker(1, 2)) == {"prefix": "blocks-w1"}
-    assert NatsSink("s").worker_fields(Worker(1, 2)) == {} and NullSink().refuse_workers(5) is None
-    assert ParquetSink("out.parquet").refuse_workers(2) is None  # each worker writes a copy of its own
-    assert JsonlSink("-").refuse_workers(2).field == "path"  # type: ignore[union-attr]  # stdout is one
+    assert (NatsSource.shared_by, JetStreamSource.shared_by) == ("queue", "durable")
+    assert not issubclass(GenerateSource, SharedByWorkers) and not issubclass(OrderedJetStreamSource, SharedByWorkers)
+    ordered = JetStreamSourceConfig(type="jetstream", stream="S", ordered=True, url="nats://h:1").build()
+    assert ordered.for_worker(0, 1) is ordered
+    refused = _cannot_share(lambda: ordered.for_worker(0, 3))
+    assert refused.field == "ordered" and "3 times" in refused.message
+    durable = JetStreamSource(stream="S", url="nats://h:1", max_ack_pending=900)
+    third = durable.for_worker(1, 3)  # its part of the durable's max_ack_pending
+    assert third is not durable and third.config is durable.config and (third.ack_share, durable.ack_share) == (300, 900)
+    assert _cannot_share(lambda: NatsSink("s").for_worker(0, 2)).field == "url"  # the embedded server
+    assert _cannot_share(lambda: JetStreamSink("s").for_worker(1, 2)).field == "url"
+    assert ParquetSink("out/part-{part}.parquet").for_worker(2, 3).config.path == "out/part-w2-{part}.parquet"
+    assert ParquetSink("out.parquet").for_worker(11, 12).config.path == "out.w11.parquet"  # a copy of its own
+    assert JsonlSink("out/x-{worker}.jsonl").for_worker(0, 1).config.path == "out/x-0.jsonl"
+    assert JsonlSink("out.jsonl").for_worker(1, 12).config.path == "out.w01.jsonl"
+    assert CaptureSink("cap", prefix="blocks").for_worker(1, 2).config.prefix == "blocks-w1"
+    shared, null = NatsSink("s", url="nats://h:1"), NullSink()
+    assert shared.for_worker(1, 2) is shared and null.for_worker(4, 5) is null  # a subject shared on purpose
+    assert _cannot_share(lambda: JsonlSink("-").for_worker(0, 2)).field == "path"  # stdout is one
+    sink = JsonlSink("out.jsonl")
+    assert sink.for_worker(1, 2).config.path == "out.w1.jsonl" and sink.config.path == "out.jsonl"  # a new copy
     assert (NullSink.batch_results, JsonlSink.batch_results, ParquetSink.batch_results,
             NatsSink.batch_results, CaptureSink.batch_results) == ("nothing", "files", "files", None, None)
+
+
+def test_a_connector_declares_the_capability_whose_members_it_writes() -> None:
+    """A hook the pipelines layer would never call is refused when the class is defined: a capability's member
+    outside the capability, or a flag that capabilities replaced (a plugin written for an earlier wirepipe)."""
+    from wirepipe.connectors.connector import CountsLoss, Sink, Source, WritesFiles
+
+    with pytest.raises(TypeError, match=r"Lossy.losses belongs to the CountsLoss capability, which Lossy does not"):
+        type("Lossy", (Source,), {"losses": lambda self: {"lost": 0}})
+    with pytest.raises(TypeError, match=r"Export.bounded is not read any more: declare Bounded"):
+        type("Export", (Source,), {"bounded": True})
+    with pytest.raises(TypeError, match=r"Blob.worker_fields is not read any more: declare for_worker"):
+        type("Blob", (Sink,), {"worker_fields": lambda self, worker: {}})
+    with pytest.raises(TypeError, match=r"Files.files belongs to the WritesFiles capability"):
+        type("Files", (Sink,), {"files": property(lambda self: [])})
+    declared = type("Lossy", (Source, CountsLoss), {"losses": lambda self: {"lost": 0}})
+    assert issubclass(declared, CountsLoss) and issubclass(type("Files", (Sink, WritesFiles), {}), WritesFiles)
 
 
 def test_the_jetstream_config_builds_one_class_per_kind_of_consumer() -> None:
@@ -358,15 +382,21 @@ def test_the_jetstream_config_builds_one_class_per_kind_of_consumer() -> None:
     pull = JetStreamSourceConfig(type="jetstream", stream="S", durable="d").build()
     ordered = JetStreamSourceConfig(type="jetstream", stream="S", ordered=True).build()
     assert (type(pull), type(ordered)) == (JetStreamSource, OrderedJetStreamSource)
-    assert (pull.redelivers, ordered.redelivers, OrderedJetStreamSource.shared_by) == (True, False, None)
+    assert isinstance(pull, AtLeastOnce) and not isinstance(ordered, AtLeastOnce) and isinstance(ordered, Commits)
     assert (pull.params["ordered"], ordered.params["ordered"], ordered.params["durable"]) == (False, True, None)
-    assert not hasattr(ordered, "pulls") and ordered.outstanding == 0
+    assert not hasattr(ordered, "pulls")
     assert ordered.ack_pressure == pull.ack_pressure == 10000  # the run loop commits as often for both
     with pytest.raises(ConfigError) as info:
         JetStreamSource(stream="S", ordered=True)
     assert info.value.path == "source.ordered"
     assert info.value.detail.startswith("true: JetStreamSource reads a pull consumer (durable or ephemeral); "
                                         "JetStreamSourceConfig.build()")
+
+
+def _cannot_share(for_worker: Callable[[], Any]) -> Refusal:
+    with pytest.raises(CannotShare) as info:
+        for_worker()
+    return info.value.refusal
 
 
 def _source_class(name: str) -> Any:

@@ -215,12 +215,12 @@ def test_core_connectors_take_their_validated_config() -> None:
             build()
         assert info.value.path == where
     source = NatsSource("pts.>", queue="w", batch_timeout="20ms", url="nats://127.0.0.1:4999")
-    assert (source.batch_timeout, source.gaps, source.config.url) == (0.02, None, "nats://127.0.0.1:4999")
+    assert (source.config.batch_timeout, source.gaps, source.config.url) == (0.02, None, "nats://127.0.0.1:4999")
     yaml_built = NatsSourceConfig.model_validate({"type": "nats", "subject": "pts.>", "queue": "w",
                                                  "batch_timeout": "20ms", "url": "nats://127.0.0.1:4999"}).build()
     assert yaml_built.params == source.params and yaml_built.config == source.config
     sink = NatsSinkConfig.model_validate({"type": "nats", "subject": "out.{seq}", "flush_timeout": "2s"}).build()
-    assert (sink.subject.fields, sink.flush_timeout, sink.headers_mode) == (["seq"], 2.0, "wire")
+    assert (sink.subject_template.fields, sink.config.flush_timeout, sink.config.headers) == (["seq"], 2.0, "wire")
 
 
 def test_jetstream_connectors_take_their_validated_config() -> None:
@@ -238,7 +238,9 @@ def test_jetstream_connectors_take_their_validated_config() -> None:
     assert (source.ack_wait, source.ack_mode) == (10.0, "all") and yaml_built.config == source.config
     sink = JetStreamSinkConfig.model_validate({"type": "jetstream", "subject": "o.{seq}", "stream": {"name": "O"},
                                                "msg_id": "{pipeline}-{seq}"}).build()
-    assert (sink.stream.name, sink.msg_id, sink.subject.fields, sink.retry.wait) == ("O", "{pipeline}-{seq}", ["seq"], 0.2)
+    config = sink.config
+    assert (config.stream.name, config.msg_id, sink.subject_template.fields, config.retry.wait) == (
+        "O", "{pipeline}-{seq}", ["seq"], 0.2)
 
 
 @pytest.mark.parametrize("shape", ["one subject, shared headers", "a subject per record, headers per record",

@@ -260,18 +260,16 @@ async def test_readers_of_a_shared_durable_never_wait_on_each_others_acks(nats_u
     of the stream each still holds fewer than its pressure, for the drain to commit.)"""
     import wirepipe.connectors.nats.jetstream_source as jetstream_source
     import wirepipe.connectors.nats.pull_requests as pull_requests
-    from wirepipe.core.workers import Worker
 
     monkeypatch.setattr(jetstream_source, "LAG_REFRESH", 0.2)  # how soon an idle reader asks the server
     monkeypatch.setattr(pull_requests, "IDLE_TURN", 0.2)
     await publish_numbered(nats_url, 3000)
     sinks, pipes = [], []
     for index in range(3):
-        if readers == "one pool of 3":
-            for name, value in Worker(index, 3).environment("pool").items():
-                monkeypatch.setenv(name, value)
         source = JetStreamSource(stream="NUM", durable="shared", url=nats_url, batch_size=50, max_ack_pending=300,
                                  ack_wait=60)
+        if readers == "one pool of 3":
+            source = source.for_worker(index, 3)  # what each worker of a pool builds
         assert (source.ack_pressure, source.buffer.max_buffered) == ((50, 50) if readers == "one pool of 3"
                                                                       else (150, 150))
         sinks.append(TestingSink())

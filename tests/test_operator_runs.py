@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ast
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from wirepipe.connectors.connector import CountsLoss, ReadsWhileBusy
 from wirepipe.metrics.recorder import MetricsRecorder
 from wirepipe.operators.deserialize import Deserialize
 from wirepipe.operators.map import Map
@@ -62,13 +64,18 @@ def test_the_checker_sees_a_second_loop() -> None:
     assert _loops_calling_their_variable(ast.parse(code)) == [2]
 
 
-class DroppingSource(TestingSource):
+class DroppingSource(TestingSource, CountsLoss, ReadsWhileBusy):
     """A testing source that says it has a socket to serve and loses what it does not read (as core NATS
     does): the run loop then runs long passes off the event loop."""
 
     __test__ = False
-    drops_when_unread = True
-    reads_while_busy = True
+    lost = 0
+
+    def losses(self) -> dict[str, int]:
+        return {"lost": 0}
+
+    def discard(self, records: int) -> None:
+        pass
 
 
 def _fails_on_seven(v: int) -> dict[str, int]:
@@ -124,3 +131,29 @@ def test_offloaded_passes_run_the_one_loop_and_equal_a_plain_run(monkeypatch: py
         assert [r["rejected"] for r in rows if r["stage"] == "map"] == [1, 1, 1]
         assert [r["records"] for r in rows if r["step"] == 0] == [100, 100, 100]
         assert all(r["start_ns"] <= r["end_ns"] for r in rows)
+
+
+class Watched(TestingSource):
+    """A testing source that notes every attribute the run loop (or its own ``batches``) reads of it."""
+
+    __test__ = False
+
+    def __getattribute__(self, name: str) -> Any:
+        if not name.startswith("__"):
+            object.__getattribute__(self, "__dict__").setdefault("read", Counter())[name] += 1
+        return object.__getattribute__(self, name)
+
+
+def test_the_run_loop_asks_a_source_its_capabilities_once_not_per_batch() -> None:
+    """What a source declares (``connectors/connector.py``) is asked when the run starts: a run of 50 batches reads
+    no capability member, nor any flag of an earlier wirepipe, more often than a run of 5."""
+    from wirepipe.connectors.connector import _RETIRED_SOURCE, SOURCE_CAPABILITIES, _members
+
+    reads = []
+    for batches in (5, 50):
+        source = Watched(range(batches * 10), batch_size=10)
+        run(source, [], TestingSink())
+        reads.append(source.__dict__["read"])
+    per_batch = {name for name in reads[1] if reads[1][name] > reads[0][name]}
+    contract = set(_RETIRED_SOURCE).union(*(_members(c) for c in SOURCE_CAPABILITIES))
+    assert per_batch and not per_batch & contract, sorted(per_batch & contract)

@@ -361,7 +361,7 @@ def test_factories_build_what_yaml_builds(tmp_path: Path) -> None:
     source = wirepipe.generate_source("feed", count=7, batch_size=3, seed=5)
     assert source.params == from_yaml.source.params
     sink = wirepipe.jsonl_sink(tmp_path / "out.jsonl", envelope=True)  # a pathlib.Path is accepted
-    assert (sink.envelope, Path(sink.path).name) == (True, "out.jsonl")
+    assert (sink.config.envelope, Path(sink.config.path).name) == (True, "out.jsonl")
 
 
 def test_python_only_values_pass_where_yaml_has_strings() -> None:

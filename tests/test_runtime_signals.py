@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wirepipe.connectors.connector import AtLeastOnce, Configured, Sink, Source
+from wirepipe.connectors.connector import AtLeastOnce, Configured, ConfirmsWrites, Sink, Source
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.batch import Batch
@@ -57,8 +57,9 @@ def test_the_interfaces_are_abstract_and_the_signals_typed() -> None:
 
 
 def test_the_run_loop_calls_the_sink_hooks_the_abc_declares() -> None:
-    """``bind`` (name and source, before ``open``) and ``unconfirmed`` are ``Sink``'s, with defaults: the loop calls
-    them plainly on any sink, and a sink that overrides ``bind`` gets the pipeline's name and its source."""
+    """``bind`` (name and source, before ``open``), ``refuse_source`` and ``for_worker`` are ``Sink``'s, with
+    defaults: the loop calls them plainly on any sink, and a sink that overrides ``bind`` gets the pipeline's name
+    and its source. ``unconfirmed`` belongs to the sinks that declare ``ConfirmsWrites``."""
 
     class Bound(TestingSink):
         def __init__(self) -> None:
@@ -73,10 +74,11 @@ def test_the_run_loop_calls_the_sink_hooks_the_abc_declares() -> None:
     pipe = Pipeline(source, [], sink, name="named", dead_letter=dead)
     pipe.run()
     assert sink.bound == dead.bound == [("named", source.identity)]
-    for name in ("bind", "unconfirmed", "refuse_source", "refuse_workers", "worker_fields"):
+    for name in ("bind", "refuse_source", "for_worker"):
         assert name in vars(Sink)
+    assert "unconfirmed" in vars(ConfirmsWrites) and not isinstance(TestingSink(), ConfirmsWrites)
     run = pipe.last_run
-    assert run is not None and TestingSink().unconfirmed == 0 and run.unacked_records == 0
+    assert run is not None and run.unacked_records == 0
     with pytest.raises(AttributeError):
         run.unacked_records = 3  # type: ignore[misc]  # read-only
 

@@ -10,8 +10,8 @@ import yaml
 from tests.cli import wirepipe
 from wirepipe.core.units import parse_duration
 from wirepipe.core.workers import Worker
-from wirepipe.pipelines.config import read_config, validate_config
-from wirepipe.pipelines.pool import pool_config, resolve_workers, worker_config
+from wirepipe.pipelines.config import build_pipeline, read_config, validate_config
+from wirepipe.pipelines.pool import pool_config, resolve_workers
 
 ROOT = Path(__file__).parent.parent
 
@@ -41,7 +41,7 @@ def test_the_k8s_manifest_runs_a_valid_worker_pool(tmp_path: Path) -> None:
     shared = pool_config(data, workers, file=str(pipeline))  # refuses bounded sources, an ordered consumer
     assert shared["source"]["durable"] == "points-archive"
     assert len(cfg.source.url) == 3  # the URL list
-    paths = {worker_config(shared, Worker(i, workers))["sink"]["path"] for i in range(workers)}
+    paths = {build_pipeline(validate_config(shared), worker=Worker(i, workers)).sink.config.path for i in range(workers)}
     assert len(paths) == workers  # distinct part names per worker
     assert pod["terminationGracePeriodSeconds"] > parse_duration(data["shutdown_timeout"])
     prometheus = cfg.monitor.prometheus

@@ -20,13 +20,13 @@ import pytest
 
 from tests.cli import start_wirepipe, wirepipe
 from tests.nats_fixtures import publish_numbered
-from wirepipe.connectors.connector import Configured, Sink, Source
+from wirepipe.connectors.connector import AtLeastOnce, Bounded, Configured, SharedByWorkers, Sink, Source
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions, free_port
-from wirepipe.core.batch import Batch
-from wirepipe.core.errors import ConfigError, Refusal
+from wirepipe.core.batch import Batch, Rejected
+from wirepipe.core.errors import CannotShare, ConfigError, Refusal
 from wirepipe.core.models import Strict
 from wirepipe.core.workers import Worker
-from wirepipe.pipelines.pool import Pool, combine, pool_config, resolve_workers, worker_config
+from wirepipe.pipelines.pool import Pool, combine, pool_config, resolve_workers
 
 TESTS = Path(__file__).parent
 
@@ -114,6 +114,13 @@ def base(**over: Any) -> dict[str, Any]:
     return data
 
 
+def worker_parts(data: dict[str, Any], worker: Worker) -> Any:
+    """The pipeline ``worker`` builds from the config it is sent: its own copy of each part."""
+    from wirepipe.pipelines.config import build_pipeline, validate_config
+
+    return build_pipeline(validate_config(data), worker=worker)
+
+
 def test_the_pool_shares_the_source_and_gives_each_worker_its_own_files() -> None:
     cfg = pool_config(base(), 3)
     assert cfg["source"]["queue"] == "p"  # a queue group named after the pipeline
@@ -121,17 +128,19 @@ def test_the_pool_shares_the_source_and_gives_each_worker_its_own_files() -> Non
     assert js["source"]["durable"] == "p"  # one durable shared by all
     assert pool_config(base(source={"type": "nats", "url": "nats://h:1", "subject": "s", "queue": "mine"}),
                        2)["source"]["queue"] == "mine"
-    w1 = Pool(base(dead_letter={"type": "jsonl", "path": "dead-{worker}.jsonl"},
-                   monitor={"prometheus": {"port": 9464}}), 2).worker_config(1)
-    assert w1["sink"]["path"] == "out/part-w1-{part}.parquet"
-    assert w1["dead_letter"]["path"] == "dead-1.jsonl"
-    assert w1["monitor"] is None  # the supervisor reports for the pool
+    sent = Pool(base(dead_letter={"type": "jsonl", "path": "dead-{worker}.jsonl"},
+                     monitor={"prometheus": {"port": 9464}}), 2).worker_config()
+    assert sent["monitor"] is None  # the supervisor reports for the pool
+    w1 = worker_parts(sent, Worker(1, 2))  # what worker 1 builds from it
+    assert w1.sink.config.path == "out/part-w1-{part}.parquet"
+    assert w1.dead_letter.config.path == "dead-1.jsonl"
+    assert sent["sink"]["path"] == "out/part-{part}.parquet"  # every worker is sent the same config
     # a single file: each worker writes a copy of its own, named as a multi-process replay names it
     one_file = pool_config(base(sink={"type": "parquet", "path": "out.parquet"},
                                 dead_letter={"type": "jsonl", "path": "dead.jsonl"}), 2)
-    assert [worker_config(one_file, Worker(i, 2))["sink"]["path"] for i in range(2)] == ["out.w0.parquet",
+    assert [worker_parts(one_file, Worker(i, 2)).sink.config.path for i in range(2)] == ["out.w0.parquet",
                                                                                           "out.w1.parquet"]
-    assert worker_config(one_file, Worker(1, 2))["dead_letter"]["path"] == "dead.w1.jsonl"
+    assert worker_parts(one_file, Worker(1, 2)).dead_letter.config.path == "dead.w1.jsonl"
     assert pool_config(base(source={"type": "generate", "dataset": "point"}), 1)["source"]["type"] == "generate"
 
 
@@ -173,7 +182,7 @@ def test_pool_totals_sum_counters_and_take_the_max_lag() -> None:
 # --- a plugin's connectors declare what the pool and the config checks need ---------------------------
 
 
-class FeedSource(Configured, Source):
+class FeedSource(Configured, Source, SharedByWorkers):
     """A plugin's partitioned log whose readers share it in a consumer group (as Kafka's do)."""
 
     type = "feed"
@@ -186,19 +195,33 @@ class FeedSource(Configured, Source):
     def _configure(self, config: FeedConfig) -> None:
         super().__init__(count=config.count)
         self.config = config
-        self.redelivers = config.acked
 
     @property
     def params(self) -> dict[str, Any]:
         return {"topic": self.config.topic, "group": self.config.group, "count": self.count}
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if not self.config.from_start:
-            return None
-        return Refusal("from_start", f"true: each of the {workers} workers would read the topic from its start")
+    def for_worker(self, index: int, count: int) -> FeedSource:
+        if self.config.from_start and count > 1:
+            raise CannotShare("from_start", f"true: each of the {count} workers would read the topic from its start")
+        return self
 
     async def batches(self) -> AsyncIterator[Batch]:
         yield Batch([b"a", b"b"], meta={"seq": [0, 1]})
+
+
+class AckedFeedSource(FeedSource, AtLeastOnce):
+    """The feed read with acknowledgements: what it delivered comes back until acknowledged."""
+
+    ack_wait, ack_pressure, redelivered = 30.0, 100, 0
+
+    async def ack(self, batch: Batch) -> None:
+        pass
+
+    async def in_progress(self, batches: list[Batch]) -> None:
+        pass
+
+    async def settle_rejected(self, rejected: list[Rejected]) -> None:
+        pass
 
 
 class FeedConfig(Strict):
@@ -210,14 +233,13 @@ class FeedConfig(Strict):
     count: int | None = None
 
     def build(self) -> FeedSource:
-        return FeedSource.from_config(self)
+        return (AckedFeedSource if self.acked else FeedSource).from_config(self)
 
 
-class DumpSource(Source):
+class DumpSource(Source, Bounded):
     """A plugin's finite export: every reader reads all of it."""
 
     type = "dump"
-    bounded = True
 
     async def batches(self) -> AsyncIterator[Batch]:
         yield Batch([b"x"])
@@ -243,17 +265,17 @@ class BlobSink(Configured, Sink):
         self.config = config
 
     def refuse_source(self, source: Source) -> Refusal | None:
-        if source.redelivers and not self.config.multipart:
+        if isinstance(source, AtLeastOnce) and not self.config.multipart:
             return Refusal("multipart", f"false: the object is uploaded at close, after the {source.type} source "
                                         "acknowledged its records")
         return None
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        return Refusal("key", f"{self.config.key!r} is one object for {workers} writers") if self.config.shared \
-            else None
-
-    def worker_fields(self, worker: Worker) -> dict[str, Any]:
-        return {"key": f"{self.config.key}.{worker.tag}"}
+    def for_worker(self, index: int, count: int) -> BlobSink:
+        if count == 1:
+            return self
+        if self.config.shared:
+            raise CannotShare("key", f"{self.config.key!r} is one object for {count} writers")
+        return self.reconfigured(key=f"{self.config.key}.{Worker(index, count).tag}")
 
     async def write(self, batch: Batch) -> None:
         pass
@@ -292,7 +314,7 @@ def test_a_plugin_connector_declares_how_n_workers_share_it(plugin_connectors: N
     cfg = pool_config(base(source=feed, sink={"type": "blob", "key": "out"}), 3)
     assert cfg["source"]["group"] == "p"  # shared_by: the pool names the group after the pipeline
     assert pool_config(base(source={**feed, "group": "mine"}), 2)["source"]["group"] == "mine"
-    assert [worker_config(cfg, Worker(i, 3))["sink"]["key"] for i in range(3)] == ["out.w0", "out.w1", "out.w2"]
+    assert [worker_parts(cfg, Worker(i, 3)).sink.config.key for i in range(3)] == ["out.w0", "out.w1", "out.w2"]
     assert pool_config(base(source={"type": "dump"}), 1)["source"] == {"type": "dump"}  # one worker: as it is
     for over, message in [
         ({"source": {"type": "dump"}}, r"p.yaml: source.type: 'dump' is a bounded source that every worker would "
@@ -314,7 +336,7 @@ def test_a_plugin_sink_declares_the_source_it_cannot_follow(plugin_connectors: N
 
     message = "sink.multipart: false: the object is uploaded at close, after the feed source acknowledged"
     with pytest.raises(ConfigError, match=f"^{message}"):
-        Pipeline(FeedSource(topic="t", acked=True), [], BlobSink(key="k", multipart=False))
+        Pipeline(AckedFeedSource(topic="t", acked=True), [], BlobSink(key="k", multipart=False))
     data = {"name": "p", "source": {"type": "feed", "topic": "t", "acked": True},
             "sink": {"type": "blob", "key": "k", "multipart": False}}
     with pytest.raises(ConfigError, match=f"^p.yaml: {message}"):

@@ -186,7 +186,6 @@ class RedeliveringSource(TestingSource, AtLeastOnce):
 
     CRASH = _Sentinel("CRASH")
     STOP = _Sentinel("STOP")
-    redelivers = True
 
     def __init__(self, records: Iterable[Any], batch_size: int = 1000, *, ack_wait: float = 30.0,
                  ack_pressure: int = 1000, **columns: Any) -> None:
@@ -201,7 +200,7 @@ class RedeliveringSource(TestingSource, AtLeastOnce):
         if ack_wait <= 0 or ack_pressure < 1:
             raise ValueError(f"ack_wait ({ack_wait!r}) must be > 0 and ack_pressure ({ack_pressure!r}) >= 1")
         self._records = values
-        self.ack_wait = ack_wait
+        self._ack_wait = ack_wait
         self._ack_pressure = ack_pressure
         self._next = 0  # the first position never delivered
         self._pending: dict[int, float] = {}  # delivered, not settled: position -> when it is redelivered
@@ -213,6 +212,10 @@ class RedeliveringSource(TestingSource, AtLeastOnce):
         self._run: asyncio.Task[Any] | None = None  # the run's task (the one that opened the source), for CRASH
         self._cancels = 0  # how many times CRASH cancelled the run (0: it did not)
         self._settled: asyncio.Event | None = None
+
+    @property
+    def ack_wait(self) -> float:
+        return self._ack_wait
 
     @property
     def ack_pressure(self) -> int:

@@ -89,21 +89,23 @@ def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
     built (what flows between the parts checked too), the input there, and with N workers what they cannot share
     and each worker's pipeline. (pool, None) or (None, pipeline); a refusal is one line and exit 2, and nothing
     has been opened or written."""
+    from ..connectors.connector import ReadsFiles
     from ..core.errors import ConfigError, WirepipeError
     from ..core.workers import Worker
     from ..pipelines.config import build_pipeline, read_config, validate_config
-    from ..pipelines.pool import Pool, worker_config
+    from ..pipelines.pool import Pool
 
     file = str(path)
     try:
         data = read_config(path, overrides)
         if workers > 1:
             pool = Pool(data, workers, file=file)
-            build_pipeline(validate_config(pool.worker_config(0), file=file), file=file)
+            build_pipeline(validate_config(pool.worker_config(), file=file), file=file, worker=Worker(0, workers))
             return pool, None
-        pipe = build_pipeline(validate_config(worker_config(data, Worker(), file=file), file=file), file=file)
+        pipe = build_pipeline(validate_config(data, file=file), file=file)  # one process: ``{worker}`` is 0
         try:
-            pipe.source.check_input()
+            if isinstance(pipe.source, ReadsFiles):
+                pipe.source.check_input()
         except ConfigError as exc:  # the source names the field at fault (a CSV header against its schema)
             raise ConfigError(exc.detail, file=file, path=exc.path) from None
         except WirepipeError as exc:  # a missing input file or capture is a usage error too

@@ -84,10 +84,10 @@ def capture(
         fail(str(exc), ExitCode.CONFIG)
     # A JetStream source makes the run loop commit, and so complete a file, every `ack_pressure` records too:
     # the log says so, since on a backlog that is what sets the files' size.
-    from ..connectors.connector import AtLeastOnce
+    from ..connectors.connector import Commits
 
     source = pipe.source
-    pipe.sink.commit_records = source.ack_pressure if isinstance(source, AtLeastOnce) else None
+    pipe.sink.commit_records = source.ack_pressure if isinstance(source, Commits) else None
     stats = run_as_worker(pipe)
     from ..pipelines.monitor import ending_lines, run_figures
 

@@ -39,7 +39,7 @@ from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, AtomicFile, TableBuffer, is_hidden
 from ..storage.lifecycle import ParquetFileWriter, RollingParquetFiles
 from .capture_format import CAPTURE_COLUMNS, FORMAT_VERSION, capture_schema, capture_table
-from .connector import Configured, Sink
+from .connector import Configured, Sink, WritesFiles
 
 log = logging.getLogger("wirepipe.capture")
 
@@ -54,6 +54,7 @@ class CaptureWriter(Configured):
     """
 
     clock: Callable[[], float]
+    config: CaptureSinkConfig
 
     def __init__(self, folder: str | os.PathLike[str], *, clock: Callable[[], float] = time.monotonic,
                  **fields: Any) -> None:
@@ -65,18 +66,10 @@ class CaptureWriter(Configured):
         self.config = config
         self.clock = time.monotonic
         self.folder = Path(config.dir)
-        self.prefix = config.prefix
-        self.max_file_size = config.max_file_size
-        self.max_file_age = config.max_file_age
-        self.row_group_rows = config.row_group_rows
-        self.row_group_size = config.row_group_size
-        self.compression = config.compression
-        self.fsync = config.fsync
-        self.metadata = config.metadata
         self.records = 0  # rows appended so far (the next row's seq)
         self._pending = TableBuffer()
-        self._out = RollingParquetFiles(self.folder, leftovers=f".{self.prefix}-*{TEMP_SUFFIX}", what="capture",
-                                        fsync=self.fsync)
+        self._out = RollingParquetFiles(self.folder, leftovers=f".{config.prefix}-*{TEMP_SUFFIX}", what="capture",
+                                        fsync=config.fsync)
         self._started: float | None = None  # when the current file got its first row
         self._index = 0
         self._last_stamp = ""
@@ -96,7 +89,7 @@ class CaptureWriter(Configured):
         from importlib.metadata import version
 
         info = {"format": FORMAT_VERSION, "writer": f"wirepipe {version('wirepipe')}",
-                "columns": CAPTURE_COLUMNS, "metadata": self.metadata}
+                "columns": CAPTURE_COLUMNS, "metadata": self.config.metadata}
         return capture_schema({"wirepipe.capture": json.dumps(info, default=str)})
 
     def append(self, table: Any) -> None:
@@ -115,7 +108,7 @@ class CaptureWriter(Configured):
         try:
             if self._pending.rows >= self._group_rows():
                 self._write_row_groups(final=False)
-            if self._failed is None and (self.due() or self._size() >= self.max_file_size):
+            if self._failed is None and (self.due() or self._size() >= self.config.max_file_size):
                 self._finish()
         except OSError as exc:
             self._note_failure(exc)
@@ -127,7 +120,7 @@ class CaptureWriter(Configured):
 
     def due(self) -> bool:
         """The current file is older than ``max_file_age``."""
-        return self._started is not None and self.clock() - self._started >= self.max_file_age
+        return self._started is not None and self.clock() - self._started >= self.config.max_file_age
 
     def rotate_if_due(self) -> None:
         """Complete the current file if it is old enough (a failure stays for ``finish_file`` to report)."""
@@ -143,10 +136,11 @@ class CaptureWriter(Configured):
 
     def _group_rows(self) -> int:
         """Rows per row group: ``row_group_rows``, fewer when their bytes would pass ``row_group_size``."""
+        rows = self.config.row_group_rows
         if not self._pending.rows:
-            return self.row_group_rows
+            return rows
         per_row = max(1.0, self._pending.nbytes / self._pending.rows)
-        return max(1, min(self.row_group_rows, int(self.row_group_size // per_row)))
+        return max(1, min(rows, int(self.config.row_group_size // per_row)))
 
     def _write_row_groups(self, *, final: bool) -> None:
         """Write pending rows as full row groups; the rest waits for more rows unless ``final``."""
@@ -170,10 +164,10 @@ class CaptureWriter(Configured):
         stamp = self._last_stamp = max(stamp, self._last_stamp)  # names keep capture order if the clock steps back
         while True:
             self._index += 1
-            final = self.folder / f"{self.prefix}-{stamp}-{self._index:05d}.parquet"
+            final = self.folder / f"{self.config.prefix}-{stamp}-{self._index:05d}.parquet"
             if AtomicFile.free(final):
                 break
-        return self._out.open(final, self.schema(), compression=self.compression)
+        return self._out.open(final, self.schema(), compression=self.config.compression)
 
     def finish_file(self) -> Path | None:
         """Write what is pending and complete the current file; returns its final path.
@@ -211,7 +205,7 @@ class CaptureWriter(Configured):
         self._out.abort()
 
 
-class CaptureSink(Configured, Sink):
+class CaptureSink(Configured, Sink, WritesFiles):
     """The ``capture`` sink: payloads as received, with subject, headers and timings, in Parquet.
 
     Parquet encoding and file I/O run on one background thread (so a consumer keeps
@@ -221,6 +215,7 @@ class CaptureSink(Configured, Sink):
     type = "capture"
     takes = PAYLOADS
     stage = Stage.WRITE
+    config: CaptureSinkConfig
 
     def __init__(self, folder: str | os.PathLike[str], **fields: Any) -> None:
         """``fields`` are ``CaptureSinkConfig``'s (``prefix``, ``max_file_size``, ``max_file_age``, ``fsync``...)."""
@@ -237,13 +232,13 @@ class CaptureSink(Configured, Sink):
 
     @property
     def params(self) -> dict[str, Any]:
-        w = self.writer
-        return {"dir": str(w.folder), "max_file_size": w.max_file_size, "max_file_age": w.max_file_age,
-                "row_group_rows": w.row_group_rows}
+        config = self.config
+        return {"dir": str(self.writer.folder), "max_file_size": config.max_file_size,
+                "max_file_age": config.max_file_age, "row_group_rows": config.row_group_rows}
 
-    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+    def for_worker(self, index: int, count: int) -> CaptureSink:
         """Each worker writes files of its own into the folder: ``<prefix>-w<index>-...``."""
-        return {"prefix": worker.prefix(self.config.prefix)}
+        return self.reconfigured(prefix=Worker(index, count).prefix(self.config.prefix))
 
     def beside(self, suffix: str) -> str | None:
         """Next to the capture folder, not in it (a capture is read as every file of its folder)."""
@@ -268,15 +263,15 @@ class CaptureSink(Configured, Sink):
         self.writer.start()
         self._schema = self.writer.schema()
         self._ticker = asyncio.get_running_loop().create_task(self._rotate_when_due())
-        w = self.writer
+        config = self.config
         every = (f", or every {self.commit_records:,} records (each commit of the run loop completes the file)"
                  if self.commit_records else "")
         log.info("capturing into %s (a file is complete at about %s bytes, %gs after its first record%s)",
-                 folder, f"{w.max_file_size:,}", w.max_file_age, every)
+                 folder, f"{config.max_file_size:,}", config.max_file_age, every)
 
     async def _rotate_when_due(self) -> None:
         """Finish files by age even when no record arrives."""
-        period = max(0.05, min(1.0, self.writer.max_file_age / 4))
+        period = max(0.05, min(1.0, self.config.max_file_age / 4))
         while True:
             await asyncio.sleep(period)
             if self.writer.due():

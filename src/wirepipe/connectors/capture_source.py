@@ -20,16 +20,16 @@ from pydantic import Field, field_validator
 from ..core.batch import PAYLOADS, Batch, describe_error
 from ..core.errors import WirepipeError
 from ..core.models import Duration, SourceLimits
-from ..core.stages import Stage
 from ..storage.files import Paths, fspaths
 from ..wire import subject_regex
 from .capture_format import RowGroup, batch_from_arrow, capture_files, plan_row_groups
-from .connector import Configured, Source, Unreadable
+from .connector import Unreadable
+from .files import FileSource
 
 log = logging.getLogger("wirepipe.capture")
 
 
-class CaptureSource(Configured, Source):
+class CaptureSource(FileSource):
     """Reads a capture in capture order, row group by row group, optionally at the original pace.
 
     ``pace="original"`` releases records at their recorded inter-arrival times (by
@@ -40,44 +40,37 @@ class CaptureSource(Configured, Source):
     restricts the read to a share of the capture (what a replay worker gets); ``pacer``
     overrides the pacing (a replay worker's, or one on a test clock). ``subject``, ``since`` and
     ``until`` read a slice: the records received on matching subjects in that time (each keeps its
-    ``seq``, its place in the whole capture); ``count`` then takes the first N of the slice.
+    ``seq``, its place in the whole capture); ``count`` then takes the first N of the slice. ``Bounded``:
+    ``replay --workers N`` splits its row groups, a pool would read all of it N times.
     """
 
     type = "capture"
     gives = PAYLOADS
-    stage = Stage.READ
-    bounded = True  # replay --workers N splits row groups; a pool would read all of it N times
+    config: CaptureSourceConfig
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``CaptureSourceConfig``'s (``batch_size``, ``count``, ``pace``, ``speed``...)."""
         self._init(CaptureSourceConfig, path=fspaths(path), **fields)
 
     def _configure(self, config: CaptureSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
-        self.path = config.path
-        self.batch_size = config.batch_size
-        self.pace = config.pace
-        self.speed = config.speed
-        self.pace_by = config.pace_by
-        self.max_gap = config.max_gap
-        self.stop_on_error = config.stop_on_error
+        super()._configure(config)
         self.row_groups: list[RowGroup] | None = None
         self.pacer: Any = None
         self._unreadable: list[Unreadable] = []
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"path": self.path, "batch_size": self.batch_size, "count": self.count, "pace": self.pace,
-                "speed": self.speed}
+        config = self.config
+        return {"path": config.path, "batch_size": config.batch_size, "count": self.count, "pace": config.pace,
+                "speed": config.speed}
 
     def check_input(self) -> None:
         if self.row_groups is None:
-            capture_files(self.path)
+            capture_files(self.config.path)
 
     def plan(self) -> list[RowGroup]:
         if self.row_groups is None:
-            self.row_groups = plan_row_groups(self.path, None if self.stop_on_error else self._unreadable)
+            self.row_groups = plan_row_groups(self.config.path, None if self.config.stop_on_error else self._unreadable)
         return self.row_groups
 
     def unreadable(self) -> list[Unreadable]:
@@ -86,18 +79,19 @@ class CaptureSource(Configured, Source):
     async def batches(self) -> AsyncIterator[Batch]:
         import pyarrow.parquet as pq
 
+        config = self.config
         pacer = self.pacer
-        if pacer is None and self.pace == "original":
+        if pacer is None and config.pace == "original":
             from .pacing import Pacer
 
-            pacer = self.pacer = Pacer(speed=self.speed, max_gap=self.max_gap)
+            pacer = self.pacer = Pacer(speed=config.speed, max_gap=config.max_gap)
         files: dict[str, Any] = {}
         for group in self.plan():
             pf = files.get(group.path)
             if pf is None:
                 files.clear()
                 pf = files[group.path] = pq.ParquetFile(group.path)
-            reader = pf.iter_batches(batch_size=self.batch_size, row_groups=[group.index])
+            reader = pf.iter_batches(batch_size=config.batch_size, row_groups=[group.index])
             position = group.position
             left = group.rows  # a plan cut at a count reads a row group in part
             while left > 0:
@@ -106,7 +100,7 @@ class CaptureSource(Configured, Source):
                     rb = await asyncio.to_thread(next, reader, None)
                 except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
                     why = f"cannot be read (a corrupt file?): {describe_error(exc)}"
-                    if self.stop_on_error:
+                    if config.stop_on_error:
                         raise WirepipeError(f"{group.path}: row group {group.index} {why}") from None
                     self._unreadable.append(Unreadable(group.path, group.index, left, why))
                     log.error("%s: row group %d %s: %d records not read; replaying the rest", group.path,
@@ -123,7 +117,7 @@ class CaptureSource(Configured, Source):
                     if rows.num_rows:
                         yield batch_from_arrow(rows, seqs)
                 else:
-                    for start, stop, due in pacer.schedule(pace_column(rows, self.pace_by)):
+                    for start, stop, due in pacer.schedule(pace_column(rows, config.pace_by)):
                         if not await pacer.wait(due, self.stopping):
                             return
                         yield batch_from_arrow(rows.slice(start, stop - start),

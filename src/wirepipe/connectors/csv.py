@@ -38,10 +38,9 @@ from pydantic import Field, WrapValidator, field_validator
 from ..core.batch import RECORDS, Batch
 from ..core.errors import ConfigError, WirepipeError
 from ..core.models import Size, SourceLimits
-from ..core.stages import Stage
 from ..schema import Kind, RecordSchema, SchemaError, Type, load_schema_file, parse_schema
 from ..storage.files import Paths, fspaths, input_files
-from .connector import Configured, Source
+from .files import FileSource
 
 log = logging.getLogger("wirepipe")
 
@@ -57,13 +56,12 @@ CSV_KINDS = frozenset({Kind.INT32, Kind.INT64, Kind.UINT32, Kind.FLOAT32, Kind.F
                        Kind.BYTES, Kind.FIXED})
 
 
-class CsvSource(Configured, Source):
+class CsvSource(FileSource):
     """Reads CSV files block by block into records (dicts in the file's column order), typed by ``schema``
     or by the types pyarrow infers; bad rows are dead-lettered (see the module doc)."""
 
     type = "csv"
-    stage = Stage.READ
-    bounded = True
+    config: CsvSourceConfig
     gives = RECORDS
 
     def __init__(self, path: Paths, **fields: Any) -> None:
@@ -71,19 +69,12 @@ class CsvSource(Configured, Source):
         self._init(CsvSourceConfig, path=fspaths(path), **fields)
 
     def _configure(self, config: CsvSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
-        self.path = config.path
-        self.batch_size = config.batch_size
+        super()._configure(config)
         self.schema = config.typed_schema()  # given: the schema'd formats downstream take it
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"path": self.path, "batch_size": self.batch_size, "count": self.count}
 
     def check_input(self) -> None:
         """The files are there and, with a schema, their headers name its fields: a usage error before the run."""
-        for path in input_files(self.path):
+        for path in input_files(self.config.path):
             if self.schema is not None:
                 CsvFile(path, self.config).columns()
 
@@ -93,12 +84,12 @@ class CsvSource(Configured, Source):
         left = self.count if self.count is not None else -1  # -1: no count
         seq = 0
         pending = Rows([])
-        for path in input_files(self.path):
+        for path in input_files(self.config.path):
             file = CsvFile(path, self.config)
             columns = file.columns()
             if self.schema is None and columns:
                 log.info("%s: column types inferred from its first %s (no schema given): %s", path,
-                         _bytes(file.block_size), columns_schema(columns))
+                         _bytes(self.config.block_size), columns_schema(columns))
             blocks = file.blocks()
             try:
                 # pyarrow parses in a thread, without the GIL: the next block is read while operators run
@@ -121,7 +112,8 @@ class CsvSource(Configured, Source):
 
     def _next_size(self, left: int) -> int:
         """The next batch's records: ``batch_size``, or what is left of ``count`` (``left``; -1: no count)."""
-        return self.batch_size if left < 0 else min(self.batch_size, left)
+        batch_size = self.config.batch_size
+        return batch_size if left < 0 else min(batch_size, left)
 
     def _batch(self, rows: Rows, seq: int) -> Batch:
         batch = Batch(rows.values, meta={"seq": list(range(seq, seq + len(rows.values)))}, schema=self.schema)
@@ -167,7 +159,6 @@ class CsvFile:
     def __init__(self, path: Path, config: CsvSourceConfig) -> None:
         self.path = path
         self.config = config
-        self.block_size = config.block_size
         self._columns: list[Column] | None = None
 
     @property
@@ -228,7 +219,7 @@ class CsvFile:
         if names is None and not c.header:
             schema = c.typed_schema()
             names = list(schema) if schema is not None else None
-        read = pcsv.ReadOptions(use_threads=False, block_size=self.block_size, skip_rows=c.skip_rows,
+        read = pcsv.ReadOptions(use_threads=False, block_size=c.block_size, skip_rows=c.skip_rows,
                                 skip_rows_after_names=1 if c.columns is not None and c.header else 0,
                                 column_names=names, autogenerate_column_names=names is None and not c.header,
                                 encoding=c.encoding)

@@ -1,7 +1,7 @@
-"""Which source reads a file, by its name: a file source's config declares the names it reads (``suffixes``:
-``.jsonl``, ``.parquet``, ``.csv`` ...). Every command that takes a file of records (``schema infer``,
-``bench --input``, ``dict train --from``, a test file's ``file:``) asks here, so they read the same files and
-refuse the same others, naming the types that are read.
+"""The sources of files: what they share (``FileSource``), and which one reads a file, by its name: a file
+source's config declares the names it reads (``suffixes``: ``.jsonl``, ``.parquet``, ``.csv`` ...). Every command
+that takes a file of records (``schema infer``, ``bench --input``, ``dict train --from``, a test file's ``file:``)
+asks here, so they read the same files and refuse the same others, naming the types that are read.
 
 >>> file_type("weather.csv.gz"), file_type("events.JSONL")
 ('csv', 'jsonl')
@@ -17,6 +17,28 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.stages import Stage
+from ..storage.files import input_files
+from .connector import Bounded, Configured, ReadsFiles, Source
+
+
+class FileSource(Configured, Source, Bounded, ReadsFiles):
+    """What the sources of files share: ``path`` (a file, a glob, a folder or a list of them) and ``batch_size`` in
+    their config, read whole by every reader (``Bounded``), and the files found before anything opens
+    (``check_input``)."""
+
+    stage = Stage.READ
+
+    def _configure(self, config: Any) -> None:
+        super().__init__(count=config.count, duration=config.duration)
+        self.config = config
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"path": self.config.path, "batch_size": self.config.batch_size, "count": self.count}
+
+    def check_input(self) -> None:
+        input_files(self.config.path)
 
 
 def file_types() -> dict[str, tuple[str, ...]]:

@@ -14,11 +14,12 @@ from ..core.batch import RECORDS, Batch
 from ..core.models import SourceLimits, unknown_message
 from ..core.stages import Stage
 from ..datasets import DATASETS, get_dataset
-from .connector import Configured, Source
+from .connector import Bounded, Configured, Source
 
 
-class GenerateSource(Configured, Source):
-    """Records of a dataset in batches; ``rate`` (records/s) paces them, else as fast as possible.
+class GenerateSource(Configured, Source, Bounded):
+    """Records of a dataset in batches; ``rate`` (records/s) paces them, else as fast as possible. ``Bounded``:
+    every worker of a pool would generate all of it.
 
     >>> GenerateSource("point", count=10, batch_size=0)
     Traceback (most recent call last):
@@ -29,8 +30,8 @@ class GenerateSource(Configured, Source):
     type = "generate"
     gives = RECORDS
     stage = Stage.GENERATE
-    bounded = True  # every worker of a pool would generate all of it
     identity_ignores = Source.identity_ignores | {"rate"}  # the pace, not the records
+    config: GenerateConfig
 
     def __init__(self, dataset: str = "point", **fields: Any) -> None:
         """``fields`` are ``GenerateConfig``'s (``count``, ``batch_size``, ``seed``, ``rate``, ``duration``)."""
@@ -39,10 +40,7 @@ class GenerateSource(Configured, Source):
     def _configure(self, config: GenerateConfig) -> None:
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
-        self.dataset = get_dataset(config.dataset)
-        self.batch_size = config.batch_size
-        self.seed = config.seed
-        self.rate = config.rate
+        self.dataset = get_dataset(config.dataset)  # the dataset the name stands for
         self.schema = self.dataset.schema  # typed: positional and schema'd formats read it
 
     @property
@@ -55,24 +53,26 @@ class GenerateSource(Configured, Source):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"dataset": self.dataset.name, "count": self.count, "seed": self.seed,
-                "batch_size": self.batch_size, "rate": self.rate}
+        config = self.config
+        return {"dataset": self.dataset.name, "count": self.count, "seed": config.seed,
+                "batch_size": config.batch_size, "rate": config.rate}
 
     async def batches(self) -> AsyncIterator[Batch]:
         total = self.count if self.count is not None else 1 << 62
+        rate, batch_size = self.config.rate, self.config.batch_size
         # With a rate, batches are sized so that about ten go out per second.
-        size = self.batch_size if not self.rate else max(1, min(self.batch_size, int(self.rate / 10) or 1))
+        size = batch_size if not rate else max(1, min(batch_size, int(rate / 10) or 1))
         started = time.monotonic()
         seq = 0
-        for values in self.dataset.records(total, self.seed, size):
+        for values in self.dataset.records(total, self.config.seed, size):
             if self.stopping.is_set():
                 return
             n = len(values)
             yield Batch(values, meta={"seq": range(seq, seq + n)}, schema=self.schema,
                         raw_nbytes=self.dataset.raw_size(values))
             seq += n
-            if self.rate:
-                ahead = seq / self.rate - (time.monotonic() - started)
+            if rate:
+                ahead = seq / rate - (time.monotonic() - started)
                 if ahead > 0:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self.stopping.wait(), ahead)

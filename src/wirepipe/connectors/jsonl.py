@@ -32,23 +32,25 @@ from pydantic import Field
 
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch
-from ..core.errors import Refusal
+from ..core.errors import CannotShare
 from ..core.models import SourceLimits, Strict
 from ..core.stages import Stage
 from ..core.workers import Worker
 from ..storage.files import Paths, beside_file, fspaths, input_files
 from ..storage.spool import SpoolingFile
-from .connector import Configured, Sink, Source
+from .connector import Configured, Sink, WritesFiles
+from .files import FileSource
 
 log = logging.getLogger("wirepipe")
 
 
-class JsonlSink(Configured, Sink):
+class JsonlSink(Configured, Sink, WritesFiles):
     """One JSON value per line; bytes as ``{"$base64": ...}``. ``path: "-"`` writes to stdout."""
 
     type = "jsonl"
     stage = Stage.WRITE
     batch_results = "files"  # Beam replay writes Parquet result files instead
+    config: JsonlSinkConfig
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
         """``fields`` are ``JsonlSinkConfig``'s (``envelope``, ``append``)."""
@@ -56,37 +58,42 @@ class JsonlSink(Configured, Sink):
 
     def _configure(self, config: JsonlSinkConfig) -> None:
         self.config = config
-        self.path = config.path
-        self.envelope = config.envelope
-        self.append = config.append
         self._file: IO[bytes] | SpoolingFile | None = None
         self.records = 0
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"path": self.path, "envelope": self.envelope}
+        return {"path": self.config.path, "envelope": self.config.envelope}
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.path != "-":
-            return None
-        return Refusal("path", f"'-' (stdout) cannot be shared by several workers ({workers}): give a file (each "
-                               "worker writes its own copy, out.jsonl -> out.w0.jsonl, out.w1.jsonl, ...), or use "
-                               "one worker")
+    def for_worker(self, index: int, count: int) -> JsonlSink:
+        """Each worker writes a file of its own (``out.jsonl`` -> ``out.w1.jsonl``); standard output is one."""
+        path = self.config.path
+        if path != "-":
+            return self.reconfigured(path=Worker(index, count).path(path))
+        if count > 1:
+            raise CannotShare("path", f"'-' (stdout) cannot be shared by several workers ({count}): give a file "
+                                      "(each worker writes its own copy, out.jsonl -> out.w0.jsonl, out.w1.jsonl, "
+                                      "...), or use one worker")
+        return self
 
-    def worker_fields(self, worker: Worker) -> dict[str, Any]:
-        return {} if self.path == "-" else {"path": worker.path(self.path)}
+    @property
+    def files(self) -> list[Path]:
+        path = self.config.path
+        return [] if path == "-" else [Path(path)]
 
     def beside(self, suffix: str) -> str | None:
-        return None if self.path == "-" else beside_file(self.path, suffix)
+        path = self.config.path
+        return None if path == "-" else beside_file(path, suffix)
 
     async def open(self) -> None:
-        if self.path == "-":
+        path, append = self.config.path, self.config.append
+        if path == "-":
             self._file = sys.stdout.buffer
             return
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        if self.append:
-            _cut_torn_line(Path(self.path))
-        self._file = SpoolingFile(self.path, append=self.append)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if append:
+            _cut_torn_line(Path(path))
+        self._file = SpoolingFile(path, append=append)
 
     async def write(self, batch: Batch) -> None:
         import orjson
@@ -94,7 +101,7 @@ class JsonlSink(Configured, Sink):
         assert self._file is not None, "write() before open()"
         dumps = orjson.dumps
         opt = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
-        if self.envelope:
+        if self.config.envelope:
             rows = [{"value": v, "subject": batch.subject_at(i), "headers": batch.headers_at(i)}
                     for i, v in enumerate(batch.values)]
         else:
@@ -155,42 +162,28 @@ class JsonlSinkConfig(Strict):
         return JsonlSink.from_config(self)
 
 
-class JsonlSource(Configured, Source):
+class JsonlSource(FileSource):
     """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
 
     type = "jsonl"
-    stage = Stage.READ
-    bounded = True
+    config: JsonlSourceConfig
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``JsonlSourceConfig``'s (``batch_size``, ``count``, ``duration``, ``envelope``)."""
         self._init(JsonlSourceConfig, path=fspaths(path), **fields)
 
-    def _configure(self, config: JsonlSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
-        self.path = config.path
-        self.batch_size = config.batch_size
-        self.envelope = config.envelope
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"path": self.path, "batch_size": self.batch_size, "count": self.count}
-
-    def check_input(self) -> None:
-        input_files(self.path)
-
     async def batches(self) -> AsyncIterator[Batch]:
         limit = self.count
+        batch_size = self.config.batch_size
         lines: list[tuple[Path, int, bytes]] = []
         seq = 0
-        for path in input_files(self.path):
+        for path in input_files(self.config.path):
             with open(path, "rb") as f:
                 for lineno, line in enumerate(f, 1):
                     if not line.strip():
                         continue
                     lines.append((path, lineno, line))
-                    if len(lines) >= self.batch_size or (limit is not None and seq + len(lines) >= limit):
+                    if len(lines) >= batch_size or (limit is not None and seq + len(lines) >= limit):
                         yield self._batch(lines, seq)
                         seq += len(lines)
                         lines = []
@@ -218,7 +211,7 @@ class JsonlSource(Configured, Source):
             batch.rejected = [batch.reject(i, self.stage, self.type, why) for i, why in bad]
             dropped = {i for i, _ in bad}
             batch.keep([i for i in range(len(values)) if i not in dropped])
-        if self.envelope:
+        if self.config.envelope:
             rows = batch.values
             batch.subjects = [r.get("subject") for r in rows]
             batch.headers = [r.get("headers") for r in rows]

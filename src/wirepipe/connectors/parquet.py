@@ -46,12 +46,13 @@ from ..core.stages import Stage
 from ..core.workers import Worker
 from ..storage.files import TEMP_SUFFIX, Paths, TableBuffer, beside_file, fspaths, input_files
 from ..storage.lifecycle import RollingParquetFiles
-from .connector import Configured, Sink, Source
+from .connector import AtLeastOnce, Configured, Sink, Source, WritesFiles
+from .files import FileSource
 
 log = logging.getLogger("wirepipe")
 
 
-class ParquetSink(Configured, Sink):
+class ParquetSink(Configured, Sink, WritesFiles):
     """Writes Parquet in row groups of ``row_group_rows``; a file is complete after ``close``.
 
     With ``{part}`` in the path, every ``flush`` completes a part file (see the module doc).
@@ -61,6 +62,7 @@ class ParquetSink(Configured, Sink):
 
     type = "parquet"
     stage = Stage.WRITE
+    config: ParquetSinkConfig
     batch_results = "files"  # Beam replay writes Parquet result files in its own layout
 
     def __init__(self, path: str | os.PathLike[str], **fields: Any) -> None:
@@ -69,13 +71,10 @@ class ParquetSink(Configured, Sink):
 
     def _configure(self, config: ParquetSinkConfig) -> None:
         self.config = config
-        self.template = config.path
-        self.parts = "{part}" in self.template
-        self.row_group_rows = config.row_group_rows
-        self.compression = config.compression
+        self.parts = "{part}" in config.path  # part files: each flush completes one
         self._pending = TableBuffer()
         self._schema: Any = None  # the schema new rows are conformed to (the newest file's)
-        template = Path(self.template)
+        template = Path(config.path)
         # the temporary names of this sink's files: its parts, or NAME.parquet, NAME-2.parquet...
         names = template.name.replace("{part}", "*") if self.parts else f"{template.stem}*{template.suffix}"
         self._out = RollingParquetFiles(template.parent, leftovers=f".{names}*{TEMP_SUFFIX}", what="parquet")
@@ -90,29 +89,29 @@ class ParquetSink(Configured, Sink):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"path": self.template, "row_group_rows": self.row_group_rows}
+        return {"path": self.config.path, "row_group_rows": self.config.row_group_rows}
 
     def refuse_source(self, source: Source) -> Refusal | None:
         """One Parquet file gets its footer only at close: behind a source that is acknowledged at each
         flush (a JetStream durable), a SIGKILL would lose acknowledged records. Part files do not."""
-        if self.parts or not source.redelivers:
+        if self.parts or not isinstance(source, AtLeastOnce):
             return None
-        fix = str(Path(self.template).with_suffix("")) + "/part-{part}.parquet"
-        return Refusal("path", f"{self.template!r} is one Parquet file, readable only once closed: behind a "
+        fix = str(Path(self.config.path).with_suffix("")) + "/part-{part}.parquet"
+        return Refusal("path", f"{self.config.path!r} is one Parquet file, readable only once closed: behind a "
                                f"{source.type} source that is acknowledged at every flush, a killed worker would lose "
                                "acknowledged records. Write part files instead (each flush completes one): "
                                f"path: {fix!r}")
 
-    def worker_fields(self, worker: Worker) -> dict[str, Any]:
+    def for_worker(self, index: int, count: int) -> ParquetSink:
         """``out.parquet`` -> ``out.w1.parquet``, ``{part}`` -> ``w1-{part}``: each worker's files have names of
         their own."""
-        return {"path": worker.path(self.template)}
+        return self.reconfigured(path=Worker(index, count).path(self.config.path))
 
     def beside(self, suffix: str) -> str | None:
         """Next to a folder of parts, not in it: a reader takes the folder as one dataset
         (``archive/part-{part}.parquet`` -> ``archive.part.dead.jsonl``)."""
-        name = beside_file(self.template, suffix)
-        folder = Path(self.template).parent
+        name = beside_file(self.config.path, suffix)
+        folder = Path(self.config.path).parent
         return str(folder.with_name(f"{folder.name}.{Path(name).name}")) if self.parts and folder.name else name
 
     async def open(self) -> None:
@@ -127,11 +126,11 @@ class ParquetSink(Configured, Sink):
             return
         self._pending.append(table)
         self.records += table.num_rows
-        if self._pending.rows >= self.row_group_rows:
+        if self._pending.rows >= self.config.row_group_rows:
             try:
                 self._write_pending()
             except OSError as exc:  # the rows stay pending: the next flush tries again and reports it
-                log.debug("parquet: writing %s deferred: %s", self.template, exc)
+                log.debug("parquet: writing %s deferred: %s", self.config.path, exc)
 
     def _conform(self, table: Any, batch: Batch) -> Any:
         """``table`` in the current schema: new fields evolve it, type conflicts reject their records."""
@@ -156,7 +155,7 @@ class ParquetSink(Configured, Sink):
         if evolved:
             schema = self._schema = pa.schema(fields, metadata=schema.metadata)
             log.warning("parquet %s: new field(s) %s: the schema evolves, the rows from here go to a new file",
-                        self.template, ", ".join(evolved))
+                        self.config.path, ", ".join(evolved))
         columns = []
         bad: dict[int, str] = {}
         for f in schema:
@@ -197,16 +196,16 @@ class ParquetSink(Configured, Sink):
                 out.finish()
             file = out.current
             if file is None:
-                file = out.open(self._next_path(), table.schema, compression=self.compression)
-            file.write(table, row_group_size=max(self.row_group_rows, table.num_rows))
+                file = out.open(self._next_path(), table.schema, compression=self.config.compression)
+            file.write(table, row_group_size=max(self.config.row_group_rows, table.num_rows))
             pending.consume(n)  # taken for good only once written (into the spool: no I/O error here)
 
     def _next_path(self) -> Path:
         """A part's name (``{part}``: the run, then a number), or ``NAME.parquet``, ``NAME-2.parquet``, ..."""
         self._index += 1
         if self.parts:
-            return Path(self.template.replace("{part}", f"{self._run_tag}-{self._index:05d}"))
-        base = Path(self.template)
+            return Path(self.config.path.replace("{part}", f"{self._run_tag}-{self._index:05d}"))
+        base = Path(self.config.path)
         return base if self._index == 1 else base.with_name(f"{base.stem}-{self._index}{base.suffix}")
 
     async def flush(self) -> None:
@@ -343,29 +342,15 @@ class ParquetSinkConfig(Strict):
         return ParquetSink.from_config(self)
 
 
-class ParquetSource(Configured, Source):
+class ParquetSource(FileSource):
     """Reads Parquet row group by row group: a ``value`` binary column as payloads, else rows as dicts."""
 
     type = "parquet"
-    stage = Stage.READ
-    bounded = True
+    config: ParquetSourceConfig
 
     def __init__(self, path: Paths, **fields: Any) -> None:
         """``fields`` are ``ParquetSourceConfig``'s (``batch_size``, ``count``, ``duration``)."""
         self._init(ParquetSourceConfig, path=fspaths(path), **fields)
-
-    def _configure(self, config: ParquetSourceConfig) -> None:
-        super().__init__(count=config.count, duration=config.duration)
-        self.config = config
-        self.path = config.path
-        self.batch_size = config.batch_size
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"path": self.path, "batch_size": self.batch_size, "count": self.count}
-
-    def check_input(self) -> None:
-        input_files(self.path)
 
     async def batches(self) -> AsyncIterator[Batch]:
         import pyarrow as pa
@@ -373,14 +358,14 @@ class ParquetSource(Configured, Source):
 
         left = self.count if self.count is not None else -1
         seq = 0
-        for path in input_files(self.path):
+        for path in input_files(self.config.path):
             try:
                 pf = pq.ParquetFile(str(path))
             except (pa.ArrowInvalid, OSError) as exc:
                 raise WirepipeError(f"{path}: not a readable Parquet file ({exc})") from None
             names = pf.schema_arrow.names
             payload = "value" in names and pa.types.is_binary(pf.schema_arrow.field("value").type)
-            for rb in pf.iter_batches(batch_size=self.batch_size):
+            for rb in pf.iter_batches(batch_size=self.config.batch_size):
                 if left >= 0 and rb.num_rows > left:
                     rb = rb.slice(0, left)
                 batch = _from_record_batch(rb, payload)

@@ -90,3 +90,12 @@ class Refusal(NamedTuple):
 
     field: str
     message: str
+
+
+class CannotShare(ConfigError):
+    """Several workers cannot share a connector as configured (what its ``for_worker`` raises): ``refusal`` names
+    the connector's own field; the pipelines layer raises it again at ``<part>.<field>`` (``sink.path``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message, path=field)
+        self.refusal = Refusal(field, message)

@@ -116,7 +116,8 @@ class DictionaryStore(Resource, Protocol):
     (``operators/shared_dictionaries.py``), whatever store they came from. ``retry_after``: how long a
     dictionary it could not give is taken as missing before it is asked for again."""
 
-    retry_after: float
+    @property
+    def retry_after(self) -> float: ...
 
     async def by_id(self, dict_id: int, cap: int) -> bytes: ...
 

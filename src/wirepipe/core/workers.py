@@ -1,9 +1,9 @@
 """Which worker of a group this process is, and how a worker's copy of an output is named.
 
 N processes running one pipeline (``wirepipe run --workers N``, ``wirepipe replay --workers N``) must
-never write the same file. Each sink declares the config fields a worker of N sets
-(``Sink.worker_fields``: a file's path, a capture's file prefix; nothing for a NATS subject, shared on
-purpose), and every name it gives comes from ``Worker``, one scheme:
+never write the same file. Each sink gives a worker of N its own copy (``Sink.for_worker``: a file's
+path, a capture's file prefix; nothing for a NATS subject, shared on purpose), and every name it gives
+comes from ``Worker``, one scheme:
 
 - ``{worker}`` in a path is the worker's index where the user put it (``out-{worker}.jsonl`` ->
   ``out-3.jsonl``; 0 in a single process);

@@ -5,7 +5,7 @@ acknowledged at every flush): ``check_parts`` runs it for every pipeline when it
 run starts (``run.py``). What flows between them is checked there too (``check_flow``): the kind of values each
 operator and the sink take (records or payloads) and the schema a positional format takes from its source, so
 ``wirepipe validate`` refuses what a run would otherwise refuse at its first batch. It also refuses a dead letter
-published where the source reads (``Source.subjects``, ``Sink.publishes_to``): each dead letter would come back,
+published where the source reads (``ReadsSubjects.subjects``, ``PublishesToSubjects.publishes_to``): each dead letter would come back,
 fail again and be dead-lettered again, forever; a JetStream source's stream subjects are known once it is open,
 so a run checks again then (``check_dead_letter_loop``). A record that still comes back with the pipeline's own
 dead-letter headers is not dead-lettered again (``run.py``).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..connectors.connector import Sink, Source
+from ..connectors.connector import PublishesToSubjects, ReadsSubjects, Sink, Source
 from ..core.batch import PAYLOADS, SAME
 from ..core.errors import ConfigError
 from ..operators.operator import Operator
@@ -36,9 +36,10 @@ def check_parts(source: Source, sink: Sink | None, dead_letter: Sink | None, ope
 
 def check_dead_letter_loop(source: Source, dead_letter: Sink | None) -> None:
     """``ConfigError`` at ``dead_letter.subject`` when the source reads what the dead letter publishes."""
-    template = dead_letter.publishes_to if dead_letter is not None else None
-    read = source.subjects
-    if template is None or not read:
+    if not (isinstance(dead_letter, PublishesToSubjects) and isinstance(source, ReadsSubjects)):
+        return
+    template, read = dead_letter.publishes_to, source.subjects
+    if not read:
         return
     loops = [s for s in read if subjects_overlap(s, template)]
     if not loops:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.connector import AtLeastOnce, Sink, Source
+from ..connectors.connector import AtLeastOnce, Commits, RefusesLate, Sink, Source
 from ..core.batch import PACKED, Batch, Rejected
 from ..wire import Header
 
@@ -36,6 +36,10 @@ class AckLedger:
 
     def __init__(self, source: Source) -> None:
         self.source = source
+        # What the source declares, asked once: whether its records come back until acknowledged (the ledger
+        # keeps them until the commit), and when it asks for a commit of its own
+        self.redelivers = isinstance(source, AtLeastOnce)
+        self.asks = source.wants_commit if isinstance(source, Commits) else None
         self.written: list[tuple[Batch, int]] = []  # written, not yet acknowledged: (batch, records)
         self.records = 0  # the records of ``written``
         self.unsettled: list[list[Rejected]] = []  # dead-lettered, settled (ack/term) at the next commit
@@ -48,7 +52,7 @@ class AckLedger:
     def wrote(self, batch: Batch) -> None:
         """The sink took ``batch``: it is acknowledged at the next commit."""
         n = len(batch.values)
-        if not self.source.redelivers:
+        if not self.redelivers:
             # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
             # or a long flush_interval (a capture completing a file per minute) holds a minute of data.
             batch = Batch([], meta=batch.meta)
@@ -92,7 +96,7 @@ class AckLedger:
 
     def due(self, interval: float, pressure: int | None) -> bool:
         """Time for a commit: ``interval`` since the last, the source asks for one, or ``pressure`` records wait."""
-        return (time.monotonic() - self.last >= interval or self.source.wants_commit()
+        return (time.monotonic() - self.last >= interval or (self.asks is not None and self.asks())
                 or (pressure is not None and self.records >= pressure))
 
     async def commit(self, sink: Sink, dead_letter: Sink | None, retry: SinkRetry, stats: RunStats,
@@ -111,14 +115,14 @@ class AckLedger:
         await retry.retry(sink, sink.flush, stats)
         self.last = time.monotonic()
         written, self.written, self.records = self.written, [], 0
-        refused_late = sink.take_rejected()
+        refused_late = sink.take_rejected() if isinstance(sink, RefusesLate) else []
         if refused_late:  # counted out when the sink took them; refused since (JetStream: at their ack)
             stats.records_out -= sum(r.meta.get(PACKED, 1) for r in refused_late)
             stats.messages_out -= len(refused_late)
             await late(refused_late)
         if dead_letter is not None and self.unsettled:
             await retry.retry(dead_letter, dead_letter.flush, stats)
-            refused = dead_letter.take_rejected()
+            refused = dead_letter.take_rejected() if isinstance(dead_letter, RefusesLate) else []
             if refused:  # the dead-letter destination refused them for themselves (JetStream: no stream stores them)
                 await self._fall_back(refused, dead_letter, fallback, retry, stats)
         source = self.source

@@ -41,6 +41,7 @@ from ..core.models import (
     unknown_message,
     validate,
 )
+from ..core.workers import Worker
 from ..operators import OPERATORS
 from ..operators.operator import BuildContext, refused_at
 
@@ -366,8 +367,10 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
     return path, problem_message(err)
 
 
-def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
-    """A runnable ``Pipeline`` from a validated config; errors while building are config errors."""
+def build_pipeline(cfg: Any, *, file: str | None = None, worker: Worker | None = None) -> Any:
+    """A runnable ``Pipeline`` from a validated config, its source, sink and dead letter as ``worker`` runs them
+    (``for_worker``: the process that builds it, ``Worker.current()``, by default; one process alone writes its
+    files as named, ``{worker}`` in a path as 0); errors while building are config errors."""
     from ..metrics.tracing import check_installed
     from .checks import check_flow
     from .pipeline import Pipeline
@@ -386,9 +389,10 @@ def build_pipeline(cfg: Any, *, file: str | None = None) -> Any:
         built = build_operators(getattr(entry, entry.kind), ctx, f"operators[{i}].{entry.kind}", file)
         operators += built
         where += [f"operators[{i}].{entry.kind}"] * len(built)
-    source = build_connector(cfg.source, "source", file)
-    sink = build_connector(cfg.sink, "sink", file)
-    dead_letter = build_connector(cfg.dead_letter, "dead_letter", file) if cfg.dead_letter is not None else None
+    worker = worker or Worker.current()
+    source = build_connector(cfg.source, "source", file, worker)
+    sink = build_connector(cfg.sink, "sink", file, worker)
+    dead_letter = build_connector(cfg.dead_letter, "dead_letter", file, worker) if cfg.dead_letter is not None else None
     try:
         check_flow(source, operators, sink, where)  # at the entries' own paths (Pipeline checks by position)
         resources = Resources(cfg.resources)
@@ -426,14 +430,27 @@ def build_operators(params: Any, ctx: BuildContext, where: str, file: str | None
         raise refused_at(exc, where, file) from None
 
 
-def build_connector(model: Any, where: str, file: str | None = None) -> Any:
-    """The source or sink a validated connector config stands for; a failure is a ``ConfigError`` at ``where``."""
+def build_connector(model: Any, where: str, file: str | None = None, worker: Worker | None = None) -> Any:
+    """The source or sink a validated connector config stands for, as ``worker`` runs it when given (``own_part``);
+    a failure is a ``ConfigError`` at ``where``."""
     from ..core.errors import WirepipeError
 
     try:
-        return model.build()
+        part = model.build()
     except (ValueError, KeyError, WirepipeError) as exc:
         raise ConfigError(str(exc), file=file, path=where) from None
+    return part if worker is None else own_part(part, where, worker, file)
+
+
+def own_part(part: Any, where: str, worker: Worker, file: str | None = None) -> Any:
+    """``part`` (the ``source``, ``sink`` or ``dead_letter``: ``where``) as ``worker`` runs it (``for_worker``); what
+    it cannot share with the other workers is a ``ConfigError`` at its field (``sink.path``)."""
+    from ..core.errors import CannotShare
+
+    try:
+        return part.for_worker(worker.index, worker.workers)
+    except CannotShare as exc:
+        raise ConfigError(exc.refusal.message, file=file, path=f"{where}.{exc.refusal.field}") from None
 
 
 def _metrics(cfg: Any) -> Any:
@@ -450,4 +467,4 @@ def load_pipeline(path: str | Path, overrides: Sequence[str] = (), env: Mapping[
 
 
 __all__ = ["OPERATORS", "BuildContext", "build_connector", "build_operators", "build_pipeline", "load_pipeline",
-           "read_config", "registered", "unknown_message", "validate_config", "validate_entry"]
+           "own_part", "read_config", "registered", "unknown_message", "validate_config", "validate_entry"]

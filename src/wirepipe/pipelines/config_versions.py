@@ -23,12 +23,10 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..connectors.connector import AtLeastOnce, CountsLoss, Source
 from ..core.fields import MISSING, first_difference
-
-if TYPE_CHECKING:
-    from ..connectors.connector import Source
 
 POLL = 0.5  # seconds between two looks at the watched files
 SETTLE = 0.3  # seconds the files must stay the same before a new version is read
@@ -61,10 +59,10 @@ def restart_reason(key: str, source: Source) -> str:
     declared capabilities, never its type name)."""
     if key != "source":
         return RESTART.get(key, _UNKNOWN)
-    if source.drops_when_unread:
+    if isinstance(source, CountsLoss):
         return ("the source is opened once per run and cannot send again what it had read: reopening it would lose "
                 "the messages in flight (core NATS is at most once)")
-    if source.redelivers:
+    if isinstance(source, AtLeastOnce):
         return ("the source is opened once per run: another stream, durable or subject is a new position in a "
                 "stream, which its deliver policy decides (restarted, a durable delivers again what it had not "
                 "acknowledged: nothing is lost)")

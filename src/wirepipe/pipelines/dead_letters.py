@@ -6,7 +6,7 @@ writes its rejects as the dead-letter envelopes a ``jsonl`` dead letter would
 (``{stage, operator, error, subject, seq, payload, value_json}``, ``wire.dead_letter_batch``) to
 a file it names after its output (``default_path``):
 
-- beside the sink's file (``Sink.beside``): ``out/records.jsonl`` -> ``out/records.dead.jsonl``; beside a
+- beside the sink's file (``WritesFiles.beside``): ``out/records.jsonl`` -> ``out/records.dead.jsonl``; beside a
   folder that is read as a whole, never in it: Parquet parts ``archive/part-w0-{part}.parquet`` ->
   ``archive.part-w0.dead.jsonl`` (``pyarrow.dataset("archive")`` reads the parts alone), a capture
   folder ``cap`` -> ``cap.<prefix>.dead.jsonl``;
@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..connectors.connector import Sink
+from ..connectors.connector import Sink, WritesFiles
 from ..core.batch import Batch
 from ..core.stages import Stage
 from ..core.workers import Worker
@@ -37,7 +37,7 @@ SUFFIX = ".dead.jsonl"
 def default_path(name: str, sink: Sink | None, metrics: Any, role: str | None = None) -> Path:
     """The default dead-letter file of pipeline ``name`` (``role``: a replay's, see the module doc)."""
     suffix = f".{role}{SUFFIX}" if role else SUFFIX
-    beside = sink.beside(suffix) if sink is not None else None
+    beside = sink.beside(suffix) if isinstance(sink, WritesFiles) else None
     if beside is not None:
         return Path(beside)
     worker = Worker.current()
@@ -49,7 +49,7 @@ def default_path(name: str, sink: Sink | None, metrics: Any, role: str | None = 
     return Path("results") / f"{name}{tag}{suffix}"
 
 
-class DefaultDeadLetter(Sink):
+class DefaultDeadLetter(Sink, WritesFiles):
     """The JSONL file of dead-letter envelopes a pipeline writes when it names no ``dead_letter``,
     created at the first rejected record and appended to."""
 
@@ -69,6 +69,10 @@ class DefaultDeadLetter(Sink):
     def files(self) -> list[Path]:
         """The file, once it exists (what the run summary names)."""
         return [self.path] if self._file is not None else []
+
+    def beside(self, suffix: str) -> None:
+        """Nothing goes beside the dead letters."""
+        return None
 
     async def _opened(self) -> Any:
         if self._file is None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ..connectors.connector import AtLeastOnce, ConfirmsWrites, CountsLoss, WritesFiles
 from ..core.models import Duration, Strict
 from ..core.workers import Worker
 
@@ -61,7 +62,8 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
     conns = [c for c in (getattr(part, "conn", None) for part in (source, pipeline.sink, pipeline.dead_letter))
              if c is not None and hasattr(c, "stats")]
     lag = source.lag()
-    losses = source.losses() or {}
+    losses = source.losses() if isinstance(source, CountsLoss) else {}
+    sink = pipeline.sink
     recorder = run.metrics
     return {
         "records_in": stats.records_in,
@@ -90,13 +92,13 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
         "duplicates": losses.get("duplicates", 0),
         # at-least-once: records read again after a lost ack or a dead worker (every duplicate written is among
         # them), and records the sink's destination already had (kept once)
-        "redelivered": source.redelivered,
-        "deduplicated": pipeline.sink.deduplicated if pipeline.sink is not None else 0,
+        "redelivered": source.redelivered if isinstance(source, AtLeastOnce) else 0,
+        "deduplicated": sink.deduplicated if isinstance(sink, ConfirmsWrites) else 0,
         # JetStream sink: records given the Nats-Msg-Id of another record of their batch (a msg_id template)
         "repeated_msg_ids": getattr(pipeline.sink, "repeated_msg_ids", 0),
         # records still awaiting acknowledgement or redelivery when a bounded run ended (0 while it runs)
         "outstanding": stats.outstanding,
-        # every loss figure of the source by kind (``Source.losses``: missing, dropped, discarded...), so a pool
+        # every loss figure of the source by kind (``CountsLoss.losses``: missing, dropped, discarded...), so a pool
         # sums them as a single run shows them; a dict, so neither the status line nor Prometheus repeat it
         "losses": losses,
         "reconnects": sum(c.stats.reconnects for c in conns),
@@ -126,12 +128,8 @@ def sink_bytes(sink: Any) -> int:
 
 
 def output_files(sink: Any) -> list[Path]:
-    """The files a file sink has written or is writing (its completed ``files`` and its current ``path``)."""
-    paths = [Path(p) for p in getattr(sink, "files", None) or []]
-    current = getattr(sink, "path", None)
-    if isinstance(current, (str, Path)) and str(current) != "-":
-        paths.append(Path(current))
-    return list(dict.fromkeys(paths))
+    """The files a file sink has written or is writing (``WritesFiles.files``)."""
+    return list(dict.fromkeys(Path(p) for p in sink.files)) if isinstance(sink, WritesFiles) else []
 
 
 def _size(path: Path) -> int:
@@ -216,7 +214,8 @@ def run_figures(pipeline: Any, stats: Any) -> str:
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
-    text += redelivery_summary(stats.redelivered if pipeline.source.redelivers else None, stats.deduplicated,
+    redelivers = isinstance(pipeline.source, AtLeastOnce)
+    text += redelivery_summary(stats.redelivered if redelivers else None, stats.deduplicated,
                                getattr(pipeline.sink, "repeated_msg_ids", 0))
     return text + ending_summary(stats.outstanding, stats.interrupted)
 
@@ -316,6 +315,7 @@ def loss_summary(losses: dict[str, int] | None) -> str:
     says so instead of a count that reads as complete."""
     if not losses:
         return ""
+    losses = {"missing": 0, "dropped": 0, "discarded": 0, "duplicates": 0, **losses}  # a plugin's may say less
     missing = f"{losses['missing']} missing from publisher sequences"
     if losses.get("tail"):  # docs/concepts/loss-accounting.md: a gap is seen, a tail only claimed
         missing += (f" ({losses['gap']} in gaps between messages, {losses['tail']} claimed by stamps past the last "
@@ -351,7 +351,7 @@ def describe_sink(sink: Any) -> str:
     for key, word in (("dir", "folder "), ("path", "")):
         if params.get(key):
             where = str(params[key]).replace("{part}", "*")  # the files it would have written
-            return f"{sink.type} {word}{where}" + (": nothing written" if hasattr(sink, "files") else "")
+            return f"{sink.type} {word}{where}" + (": nothing written" if isinstance(sink, WritesFiles) else "")
     return str(sink.type)
 
 

@@ -19,12 +19,13 @@ row, each time before ``stable_after`` seconds of life, makes the pool give up: 
 exits 1 with a message naming it.
 
 What can be shared, the connectors declare (``connectors/connector.py``; a plugin's too), and the
-pool asks them, never a type name: a ``bounded`` source (generate, jsonl, parquet, capture)
-with N > 1 is a config error, since each worker would read all of it; a source's ``shared_by``
-field (a queue group, a durable) defaults to the pipeline's name; ``refuse_workers`` of the
-source, the sink and the dead letter says what else cannot be shared (an ordered consumer,
-the embedded server, standard output); ``Sink.worker_fields`` gives each worker its own copy of
-the sink's files (``worker_config``; the names: ``core/workers.py``).
+pool asks them, never a type name: a ``Bounded`` source (generate, jsonl, parquet, csv, capture)
+with N > 1 is a config error, since each worker would read all of it; the field a
+``SharedByWorkers`` source names (a queue group, a durable) defaults to the pipeline's name; the
+``for_worker`` of the source, the sink and the dead letter refuses what else cannot be shared (an
+ordered consumer, the embedded server, standard output). Every worker is sent the same config and
+builds its own copy of each part from it (``config.build_pipeline``: ``for_worker`` with its index,
+so each writes files of its own; the names: ``core/workers.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..connectors.connector import AtLeastOnce, Bounded, SharedByWorkers, Source
 from ..core.backoff import ExponentialBackoff
 from ..core.errors import ConfigError
 from ..core.exit_codes import ExitCode
@@ -88,47 +90,38 @@ def pool_config(data: dict[str, Any], workers: int, *, file: str | None = None) 
     Raises ``ConfigError`` (file, field, value, fix) for what cannot be shared, as the parts declare it
     (see the module doc).
     """
-    cfg_parts = _parts(data, file)
+    parts = _parts(data, file)
     out = copy.deepcopy(data)
     if workers == 1:
         return out
     name = out["name"]
-    source = cfg_parts["source"]
-    if source.bounded:
+    source: Source = parts["source"]
+    if isinstance(source, Bounded):
         raise ConfigError(
             f"{source.type!r} is a bounded source that every worker would read whole: --workers {workers} would "
             f"process its records {workers} times; run it with --workers 1, or publish the records to a JetStream "
             f"stream and consume that with --workers {workers} (one durable shared by all)",
             file=file, path="source.type")
-    refuse_sharing(cfg_parts, workers, file)
-    shared = source.shared_by
-    if shared is not None and not out["source"].get(shared):
-        out["source"][shared] = name
-        log.info("source.%s: the %d workers share %r", shared, workers, name)
+    refuse_sharing(parts, workers, file)
+    if isinstance(source, SharedByWorkers) and not out["source"].get(source.shared_by):
+        out["source"][source.shared_by] = name
+        log.info("source.%s: the %d workers share %r", source.shared_by, workers, name)
     return out
 
 
-def worker_config(data: dict[str, Any], worker: Worker, *, file: str | None = None) -> dict[str, Any]:
-    """``worker``'s own config: the sink's and the dead letter's files as each declares a worker's copy
-    (``Sink.worker_fields``, named by ``core/workers.py``; in a single process ``{worker}`` becomes 0). A pool
-    and a multi-process replay both give their workers their files so. ``ConfigError`` at the field of an
-    output that several workers cannot share (``Sink.refuse_workers``: standard output)."""
-    out = copy.deepcopy(data)
-    outputs = {where: part for where, part in _parts(out, file).items() if where != "source"}
-    if worker.shared:
-        refuse_sharing(outputs, worker.workers, file)
-    for where, part in outputs.items():
-        out[where].update(part.worker_fields(worker))
-    return out
+def refuse_sharing(parts: dict[str, Any], workers: int, file: str | None = None) -> None:
+    """``ConfigError`` at the field of the first of ``parts`` (by where it is in the config: ``sink``...) that
+    ``workers`` processes cannot share as configured (what its ``for_worker`` refuses)."""
+    from .config import own_part
 
-
-def refuse_sharing(parts: dict[str, Any], workers: int, file: str | None) -> None:
-    """``ConfigError`` at the field of the first part that ``workers`` processes cannot share as configured
-    (``refuse_workers``)."""
     for where, part in parts.items():
-        refusal = part.refuse_workers(workers)
-        if refusal is not None:
-            raise ConfigError(refusal.message, file=file, path=f"{where}.{refusal.field}")
+        own_part(part, where, Worker(0, workers), file)
+
+
+def outputs(data: dict[str, Any], file: str | None = None) -> dict[str, Any]:
+    """The sink and the dead letter a validated config builds, by where they are in it (a multi-process replay
+    asks them whether its workers can share them: it splits its capture itself)."""
+    return {where: part for where, part in _parts(data, file).items() if where != "source"}
 
 
 def _parts(data: dict[str, Any], file: str | None = None) -> dict[str, Any]:
@@ -300,7 +293,7 @@ class Pool:
         self.data = pool_config(data, workers, file=file)
         cfg = validate_config(self.data, file=file)  # what the workers will run
         source = _parts(self.data, file)["source"]
-        self.redelivers = bool(source.redelivers)
+        self.redelivers = isinstance(source, AtLeastOnce)
         self.ends = bool(source.ends)  # each worker's run has an end of its own: a SIGINT before it interrupts
         self.file = file
         self.workers = workers
@@ -414,14 +407,13 @@ class Pool:
             if slot.proc is not None:
                 slot.proc.signal(sig)
 
-    def worker_config(self, index: int, data: dict[str, Any] | None = None) -> dict[str, Any]:
-        """What worker ``index`` runs (of ``data``, a pool config; the pool's by default): its own files
-        (``worker_config``) and no monitor (the pool reports)."""
-        return {**worker_config(self.data if data is None else data, Worker(index, self.workers), file=self.file),
-                "monitor": None}
+    def worker_config(self, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What each worker is sent (``data``, a pool config; the pool's by default) without a monitor (the pool
+        reports); it builds its own parts from it (``config.build_pipeline``)."""
+        return {**(self.data if data is None else data), "monitor": None}
 
     async def _start(self, slot: Slot) -> WorkerProcess:
-        message = {"file": self.file, "config": self.worker_config(slot.index), "digest": self.digest}
+        message = {"file": self.file, "config": self.worker_config(), "digest": self.digest}
         slot.proc = proc = await start(self.worker_target, message, Worker(slot.index, self.workers), group=self.id,
                                        name=self.file or "", log_level=self.log_level,
                                        keep_input=self.reloader is not None)

@@ -174,7 +174,6 @@ class FileReloads:
 
     async def watch(self, run: PipelineRun) -> None:
         from .config import read_config
-        from .pool import worker_config
 
         live = self.live = LiveConfig(run, self.file)
         watch = Watch([self.file, *live.running.files], poll=self.poll, settle=self.settle)
@@ -182,7 +181,7 @@ class FileReloads:
         while True:
             seen = await watch.changed()
             try:
-                data = worker_config(read_config(self.file, self.overrides), Worker(), file=self.file)
+                data = read_config(self.file, self.overrides)
             except ConfigError as exc:
                 outcome = live.refuse(None, str(exc))
             else:
@@ -266,7 +265,8 @@ class PoolReloads:
         try:
             data = pool_config(read_config(file, self.overrides), pool.workers, file=file)
             cfg = validate_config(data, file=file)
-            build_pipeline(validate_config(pool.worker_config(0, data), file=file), file=file)
+            build_pipeline(validate_config(pool.worker_config(data), file=file), file=file,
+                           worker=Worker(0, pool.workers))
             source = build_connector(cfg.source, "source", file)
         except (ConfigError, WirepipeError) as exc:
             return self._refuse(str(exc))
@@ -317,7 +317,7 @@ class PoolReloads:
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._answers[index] = answer
         try:
-            await proc.tell({"reload": {"config": self.pool.worker_config(index, data), "digest": digest}})
+            await proc.tell({"reload": {"config": self.pool.worker_config(data), "digest": digest}})
             ended: asyncio.Future[Any] = asyncio.ensure_future(proc.wait())
             try:
                 await asyncio.wait({answer, ended}, return_when=asyncio.FIRST_COMPLETED)

@@ -23,7 +23,7 @@ A hot reload switches the run to another pipeline (``Pipeline.reloaded``: the sa
 config's operators, dead letter and metrics) between two batches (``switch_to``, ``switch.py``).
 
 A stop past ``shutdown_timeout`` cancels the run: what the loop had read and not written (in
-its queue, in the operators, in the sink's write) is handed to ``Source.discard``, so a source
+its queue, in the operators, in the sink's write) is handed to ``CountsLoss.discard``, so a source
 that cannot redeliver (core NATS) counts it lost.
 """
 
@@ -36,7 +36,18 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.connector import AtLeastOnce, Sink, Source
+from ..connectors.connector import (
+    AtLeastOnce,
+    Commits,
+    ConfirmsWrites,
+    CountsLoss,
+    Drains,
+    PublishesToSubjects,
+    ReadsFiles,
+    ReadsWhileBusy,
+    Sink,
+    Source,
+)
 from ..core import collector
 from ..core.allocator import between_batches
 from ..core.batch import Batch, Rejected
@@ -87,6 +98,9 @@ class PipelineRun:
         # where rejects go without a ``dead_letter``, and what a dead_letter refuses (dead_letters.py): set at start
         self.default_dead_letter: Sink | None = None
         self.monitor: Any = None  # the Monitor of this run (its Prometheus port, for tests)
+        # What the source declares, asked once (a hot reload keeps the source): the loop reads these per batch.
+        self._lossy = source if isinstance(source, CountsLoss) else None  # its losses stamped on every batch
+        self._busy = source if isinstance(source, ReadsWhileBusy) else None  # long passes run off the event loop
         self._ledger = AckLedger(source)  # written and not committed; dead-lettered and not settled
         self._queued: list[Batch] = []  # read, waiting in the queue (kept alive while the sink is down)
         self._retry = SinkRetry(source, self._held)
@@ -188,11 +202,12 @@ class PipelineRun:
             await close_each(self._opened)
             if self._flusher is not None:
                 self._flusher.cancel()
-            if self.metrics is not None:
-                found_late = source.lost - self._lost_seen  # discarded at the drain, a tail: on the source's rows too
+            if self.metrics is not None and self._lossy is not None:
+                found_late = self._lossy.lost - self._lost_seen  # discarded at the drain, a tail: on its rows too
                 if found_late:
                     self._lost_seen += found_late
                     self.metrics.stamp_source_lost(stats.batches, found_late)
+            if self.metrics is not None:
                 # a full disk is waited out as a sink's is; not once the run is cancelled (a deadline passed)
                 try:
                     await self.metrics.aclose(wait=not cancelled)
@@ -203,11 +218,11 @@ class PipelineRun:
                 self.tracing.finish()
             collector.run_ended()
             stats.elapsed = time.monotonic() - stats.started
-            stats.losses = source.losses()
-            stats.redelivered = source.redelivered
-            stats.outstanding = source.outstanding
-            stats.deduplicated = sink.deduplicated
-            stats.unreadable = source.unreadable()
+            stats.losses = self._lossy.losses() if self._lossy is not None else None
+            if isinstance(source, AtLeastOnce):
+                stats.redelivered, stats.outstanding = source.redelivered, source.outstanding
+            stats.deduplicated = sink.deduplicated if isinstance(sink, ConfirmsWrites) else 0
+            stats.unreadable = source.unreadable() if isinstance(source, ReadsFiles) else []
         if cancelled_late:
             raise asyncio.CancelledError
         return stats
@@ -276,7 +291,7 @@ class PipelineRun:
         queue: asyncio.Queue[tuple[Batch, int, int] | None] = asyncio.Queue(self.pipeline.queue_size)
         self._queue = queue
         producer = asyncio.create_task(self._produce(source, queue))
-        pressure = source.ack_pressure if isinstance(source, AtLeastOnce) else None
+        pressure = source.ack_pressure if isinstance(source, Commits) else None
         interval = self.pipeline.flush_interval
         ledger = self._ledger
         ledger.last = time.monotonic()
@@ -328,7 +343,7 @@ class PipelineRun:
             self._discard_unfinished(source, stats)
 
     def _discard_unfinished(self, source: Source, stats: RunStats) -> None:
-        """Records read and never written (the run was cancelled): the source counts them (``Source.discard``)."""
+        """Records read and never written (the run was cancelled): a lossy source counts them (``CountsLoss``)."""
         left = sum(len(b.values) + len(b.rejected) for b in self._queued)
         self._queued = []
         if self._in_flight is not None:
@@ -339,19 +354,22 @@ class PipelineRun:
             self._in_flight = None
         if left:
             log.warning("%s: stopped with %d record(s) read and not written%s", self.pipeline.name, left,
-                        "" if source.redelivers else " (the source cannot send them again: counted as discarded)")
-            source.discard(left)
+                        "" if isinstance(source, AtLeastOnce) else
+                        " (the source cannot send them again: counted as discarded)")
+            if self._lossy is not None:
+                self._lossy.discard(left)
 
     async def _produce(self, source: Source, queue: asyncio.Queue[tuple[Batch, int, int] | None]) -> None:
         """Read batches into the queue, enforcing ``count`` even if the source overshoots.
 
         A redelivering source counts for itself: records it gets back (nak) do not count.
         """
-        limit = source.count if not source.redelivers else None
+        limit = source.count if not isinstance(source, AtLeastOnce) else None
+        drains = isinstance(source, Drains)
         seen = 0
         it = source.batches().__aiter__()
         try:
-            while source.drains or not source.stopping.is_set():  # a draining source ends on its own
+            while drains or not source.stopping.is_set():  # a draining source ends on its own
                 start = _ns()
                 try:
                     batch = await it.__anext__()
@@ -456,16 +474,16 @@ class PipelineRun:
         lose messages to bursts while a slow batch runs, and a JetStream worker receives its next batches
         while it decodes this one."""
         pipeline = self.pipeline
-        source = pipeline.source
         metrics = self.metrics
         ops = pipeline.operators
         timed = metrics is not None or self.tracing is not None
         delta = None
-        if metrics is not None and source.drops_when_unread:
-            lost = source.lost
+        if metrics is not None and self._lossy is not None:
+            lost = self._lossy.lost
             delta, self._lost_seen = lost - self._lost_seen, lost
         offload = False
-        if ops and source.reads_while_busy and batch.values:
+        busy = self._busy is not None
+        if ops and busy and batch.values:
             cost = self._op_ns_per_record
             offload = cost is None or cost * len(batch.values) > _OFFLOAD_NS
         t0 = _ns()
@@ -478,7 +496,7 @@ class PipelineRun:
                 self.record_batch(*stamped.rows)
         else:
             batch = pipeline.process_batch(batch, index, (start, end), delta, self if timed else None)
-        if source.reads_while_busy and batch.values is not None:
+        if busy and batch.values is not None:
             n = len(batch.values) + len(batch.rejected)
             if n:
                 self._op_ns_per_record = (_ns() - t0) / n
@@ -488,7 +506,8 @@ class PipelineRun:
         """``process_batch`` over slices of about ``_SLICE_NS`` of work (metrics off), yielding to the event
         loop between slices: nats-py's reader runs first at every yield, so reading keeps priority over
         operators."""
-        pipeline = self.pipeline
+        pipeline, busy = self.pipeline, self._busy
+        assert busy is not None, "only a source that reads while busy has its passes sliced"
         n = len(batch.values)
         cost = self._op_ns_per_record
         size = max(1, int(_SLICE_NS // cost)) if cost else 16
@@ -500,7 +519,7 @@ class PipelineRun:
             i += size
             took = _ns() - t0
             size = max(1, int(_SLICE_NS * size // took)) if took > 0 else size * 2
-            await pipeline.source.let_read()
+            await busy.let_read()
         out = Batch.join(parts) if parts else batch
         if batch.rejected and out is not batch:
             out.rejected[:0] = batch.rejected
@@ -536,7 +555,7 @@ class PipelineRun:
                 first = rejected[0]
                 log.warning("records rejected (e.g. at %s (%s): %s); no dead_letter configured: they go to %s",
                             first.stage, first.operator, first.error, getattr(dead_letter, "path", dead_letter.name))
-            fresh = self._not_come_back(rejected) if dead_letter.publishes_to is not None else rejected
+            fresh = self._not_come_back(rejected) if isinstance(dead_letter, PublishesToSubjects) else rejected
             if fresh:
                 await self._retry.retry(dead_letter, lambda: dead_letter.write_rejected(fresh), stats)
         self._ledger.rejected(rejected)

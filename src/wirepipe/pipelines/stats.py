@@ -40,12 +40,12 @@ class RunStats:
     projected: int = 0  # records whose undeclared fields serialize dropped (extra_fields: drop)
     # What the source knows it lost (core NATS: gaps, client drops, discarded at stop), None if it cannot lose.
     losses: dict[str, int] | None = None
-    redelivered: int = 0  # records read that had been delivered before (``Source.redelivered``)
-    # Records still awaiting acknowledgement or redelivery when a bounded run ended (``Source.outstanding``; a cut
+    redelivered: int = 0  # records read that had been delivered before (``AtLeastOnce.redelivered``)
+    # Records still awaiting acknowledgement or redelivery when a bounded run ended (``AtLeastOnce.outstanding``; a cut
     # drain's unacknowledged records too): exit 6.
     outstanding: int = 0
-    deduplicated: int = 0  # records the sink's destination already had (``Sink.deduplicated``)
-    unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``Source.unreadable``)
+    deduplicated: int = 0  # records the sink's destination already had (``ConfirmsWrites.deduplicated``)
+    unreadable: list[Unreadable] = field(default_factory=list)  # input the source went past (``ReadsFiles.unreadable``)
     interrupted: bool = False  # a bounded run stopped by SIGINT before its end, after a clean drain (worker.py)
     cut: str | None = None  # the drain was cut (shutdown_timeout, a second signal): what it left (worker.py)
     unconfirmed: int = 0  # records published and not confirmed by the server when the drain was cut

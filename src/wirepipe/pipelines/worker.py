@@ -28,6 +28,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..connectors.connector import AtLeastOnce, ConfirmsWrites, CountsLoss, Sink
 from ..core.errors import WirepipeError
 from ..core.exit_codes import ExitCode
 from ..core.workers import Worker
@@ -65,19 +66,18 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
     cut: tuple[str, int, int, str | None] | None = None
     interrupted = False
     bounded = pipeline.source.ends if ends is None else ends
+    redelivers = isinstance(pipeline.source, AtLeastOnce)
 
     def cut_now(why: str) -> None:
         nonlocal cut
-        sink = pipeline.sink
-        unconfirmed = sink.unconfirmed if sink is not None else 0
-        cut = (why, unconfirmed, run.unacked_records if pipeline.source.redelivers else 0, run.sink_error)
+        cut = (why, _unconfirmed(pipeline.sink), run.unacked_records if redelivers else 0, run.sink_error)
         task.cancel()
 
     def expire() -> None:
         timeout = run.pipeline.shutdown_timeout
         log.error("drain did not finish within shutdown_timeout (%.0fs): stopping now; %s", timeout,
                   "records not acknowledged will be redelivered"
-                  if pipeline.source.redelivers else "records read and not written are counted as discarded")
+                  if redelivers else "records read and not written are counted as discarded")
         cut_now(f"the drain took longer than shutdown_timeout ({timeout:g}s)")
 
     def on_signal(signame: str) -> None:
@@ -135,6 +135,11 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
             loop.remove_signal_handler(sig)
 
 
+def _unconfirmed(sink: Sink | None) -> int:
+    """Records the sink took that its destination has not confirmed yet (``ConfirmsWrites``)."""
+    return sink.unconfirmed if isinstance(sink, ConfirmsWrites) else 0
+
+
 def _timeout_message(run: PipelineRun, why: str, unconfirmed: int | None = None, unacked: int | None = None,
                      sink_error: str | None = None) -> str:
     """What a cut drain could not settle: for the run summary (given what was unsettled at the cut), or with the
@@ -144,15 +149,15 @@ def _timeout_message(run: PipelineRun, why: str, unconfirmed: int | None = None,
     if unacked is None:
         unacked = run.unacked_records
     if unconfirmed is None:
-        unconfirmed = pipeline.sink.unconfirmed if pipeline.sink is not None else 0
+        unconfirmed = _unconfirmed(pipeline.sink)
     what = [f"the sink still failing ({sink_error})"] if sink_error else []
     if unconfirmed:
         what.append(f"{unconfirmed} record(s) published but unconfirmed by the server")
-    if unacked and pipeline.source.redelivers:
+    if unacked and isinstance(pipeline.source, AtLeastOnce):
         what.append(f"{unacked} record(s) not acknowledged to the source (it redelivers them)")
     elif unacked:
         what.append(f"{unacked} record(s) written but not flushed")
-    losses = pipeline.source.losses()
+    losses = pipeline.source.losses() if isinstance(pipeline.source, CountsLoss) else None
     if summary:  # the summary line has the losses by kind
         if losses and losses.get("discarded"):
             what.append("records read and not written are counted as discarded (lost)")

@@ -357,13 +357,13 @@ def outputs(pipe: Any, sink: Any, decoder: Any = None) -> list[Output]:
 
     records = sink.records
     subjects: list[str | None] = list(sink.subjects)
-    template = getattr(pipe.sink, "subject", None)
+    template = getattr(pipe.sink, "subject_template", None)  # a NATS sink's
     if isinstance(template, SubjectTemplate) and records:
         column: Any = subjects if any(subjects) else None  # None where a record had no subject
         rendered = template.render(Batch(list(records), subjects=column, meta=sink.meta))
         subjects = [rendered] * len(records) if isinstance(rendered, str) else list(rendered)
     headers = list(sink.headers)
-    if getattr(pipe.sink, "headers_mode", None) == "none":
+    if getattr(getattr(pipe.sink, "config", None), "headers", None) == "none":  # a NATS sink's payloads alone
         headers = [None] * len(records)
     sizes: list[int | None] = [None] * len(records)
     values = list(records)

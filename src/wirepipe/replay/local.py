@@ -8,7 +8,7 @@ With ``workers=N`` the row groups are split into N *contiguous* shares of about 
 rows, in capture order, and each share runs in a worker process of its own, started as a
 pool's are (``pipelines/spawn.py``: its config on stdin, its report on stdout). Outputs stay
 well defined: each worker writes its own copy of every file, as the sink declares a worker's
-copy (``pipelines/pool.py:worker_config``, the names: ``core/workers.py``): ``out.jsonl`` ->
+copy (its ``for_worker``, the names: ``core/workers.py``): ``out.jsonl`` ->
 ``out.w0.jsonl``, ``out.w1.jsonl`` ..., so reading the copies in name order gives the records in
 capture order; standard output is refused. The workers share the metrics folder (each run its
 own part files, its worker in its metadata). A network sink (NATS) gets the workers' records
@@ -33,7 +33,7 @@ from ..core.errors import WirepipeError
 from ..core.exit_codes import ExitCode
 from ..core.workers import Worker
 from ..pipelines.monitor import run_outputs, worker_outputs
-from ..pipelines.pool import merge_rejections, worker_config
+from ..pipelines.pool import merge_rejections, outputs, refuse_sharing
 from ..pipelines.spawn import WorkerProcess, describe_exit, group_id, start
 from . import Replay, ReplayResult
 
@@ -72,8 +72,7 @@ def _capture_source(pipe: Pipeline) -> CaptureSource:
 
 
 def _run_single(replay: Replay, data: dict[str, Any], pacer: Pacer | None) -> ReplayResult:
-    data = worker_config(data, Worker(), file=replay.pipeline)  # ``{worker}`` in a path is 0, as in `wirepipe run`
-    pipe = build(replay, data)
+    pipe = build(replay, data)  # ``{worker}`` in a path is 0, as in `wirepipe run`
     if pacer is not None:
         _capture_source(pipe).pacer = pacer
     from ..pipelines.worker import run_worker
@@ -139,7 +138,7 @@ def _pacing_states(replay: Replay, shares: list[list[RowGroup]]) -> list[tuple[i
 
 def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayResult:
     replay.validated(data)  # config errors here, once, before any process starts
-    worker_config(data, Worker(0, workers), file=replay.pipeline)  # and what --workers N cannot share
+    refuse_sharing(outputs(data, replay.pipeline), workers, replay.pipeline)  # and what --workers N cannot share
     unreadable: list[Unreadable] = []  # files whose footer cannot be read: left out of the plan (or an error)
     plan = limit(plan_row_groups(replay.captures, None if replay.stop_on_error else unreadable), replay.count)
     if not plan:
@@ -150,12 +149,11 @@ def _run_workers(replay: Replay, data: dict[str, Any], workers: int) -> ReplayRe
     if len(shares) < workers:
         log.info("the capture has %d row group(s): replaying on %d worker(s), not %d",
                  len(plan), len(shares), workers)
-    configs = [worker_config(data, Worker(k, len(shares)), file=replay.pipeline) for k in range(len(shares))]
     paced = replay.pace == "original"
     states = _pacing_states(replay, shares) if paced else [(None, 0)] * len(shares)
-    messages = [{"replay": dataclasses.asdict(replay), "config": cfg, "share": [dataclasses.astuple(g) for g in share],
+    messages = [{"replay": dataclasses.asdict(replay), "config": data, "share": [dataclasses.astuple(g) for g in share],
                  "state": list(state), "paced": paced}
-                for cfg, share, state in zip(configs, shares, states, strict=True)]
+                for share, state in zip(shares, states, strict=True)]
     started = time.monotonic()
     stop = _Stop()
     reports = asyncio.run(_run_shares(replay, messages, paced, stop))

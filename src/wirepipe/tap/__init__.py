@@ -64,10 +64,12 @@ def tap_config(*, subject: str | None, stream: str | None, url: str | None, deli
 
 def build(data: dict[str, Any], sink: TapSink) -> Any:
     """The tap's pipeline: the config's source into ``sink``; ``--limit`` stops the source."""
+    from ..connectors.connector import CountsLoss
     from ..pipelines.config import build_pipeline, validate_config
 
     pipe = build_pipeline(validate_config(data, file="wirepipe tap"), file="wirepipe tap")
-    pipe.source.observer = True  # what the tap leaves unread at its stop (--limit, Ctrl-C) is nobody's loss
+    if isinstance(pipe.source, CountsLoss):
+        pipe.source.observer = True  # what the tap leaves unread at its stop (--limit, Ctrl-C) is nobody's loss
     pipe.sink = sink
     sink.on_done = lambda: pipe.source.stopping.set()
     return pipe

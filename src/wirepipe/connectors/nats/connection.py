@@ -33,7 +33,7 @@ from typing import Any, overload
 from pydantic import Field, field_validator, model_validator
 
 from ...core.backoff import ExponentialBackoff
-from ...core.errors import ConfigError, Refusal, WirepipeError
+from ...core.errors import CannotShare, ConfigError, WirepipeError
 from ...core.models import Duration, Secret, Size, Strict, problem_message, refuse_unshown
 from ...core.redact import redact_secrets
 
@@ -251,13 +251,13 @@ def is_embedded(url: str | list[str] | None) -> bool:
     return url is None or url == EMBEDDED or url == [EMBEDDED]
 
 
-def embedded_refusal(config: NatsConnectionConfig, workers: int) -> Refusal | None:
-    """``refuse_workers`` of every NATS connector: the embedded server is private to each process."""
-    if not config.embedded:
-        return None
-    return Refusal("url", f"{config.url or 'embedded'!r} (the default) starts a private server in each process, "
-                          f"so {workers} workers would not share one: start one with `wirepipe server` (or use "
-                          "your NATS) and give its url")
+def refuse_embedded(config: NatsConnectionConfig, workers: int) -> None:
+    """What ``for_worker`` of every NATS connector checks: the embedded server is private to each process, so
+    ``workers`` processes would not share one (``CannotShare`` at ``url``)."""
+    if workers > 1 and config.embedded:
+        raise CannotShare("url", f"{config.url or 'embedded'!r} (the default) starts a private server in each "
+                                 f"process, so {workers} workers would not share one: start one with `wirepipe "
+                                 "server` (or use your NATS) and give its url")
 
 
 CONNECTION_PARAMS = frozenset({"url", "auth", "tls"})  # public_params(): how a connector connects, not what it reads

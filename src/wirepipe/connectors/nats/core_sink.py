@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ...core.batch import PAYLOADS, Batch, Rejected, one_per_record
-from ...core.errors import ConfigError, NotConnected, Refusal, WirepipeError
+from ...core.errors import ConfigError, NotConnected, WirepipeError
 from ...core.models import Duration
 from ...core.stages import Stage
 from ...wire import (
@@ -56,8 +56,8 @@ from ...wire import (
     publish_template_problem,
     subject_room,
 )
-from ..connector import Configured, Sink, Source
-from .connection import NatsConnection, NatsConnectionConfig, embedded_refusal
+from ..connector import Configured, PublishesToSubjects, RefusesLate, Sink, Source
+from .connection import NatsConnection, NatsConnectionConfig, refuse_embedded
 from .frames import SEQ_LINE, bare_frames, block_frames, records_per_chunk, stamped_frames, stamped_head
 from .gaps import PublisherStamp
 from .reader import can_queue, queue_frames, send_queued
@@ -177,12 +177,13 @@ def _refused_by_client(exc: Exception) -> str | None:
     return None
 
 
-class NatsSink(Configured, Sink):
+class NatsSink(Configured, Sink, PublishesToSubjects, RefusesLate):
     """Publishes every record of a batch to core NATS with the wire-contract headers."""
 
     type = "nats"
     takes = PAYLOADS
     stage = Stage.PUBLISH
+    config: PublishConfig
 
     def __init__(self, subject: str, **fields: Any) -> None:
         """``fields`` are ``NatsSinkConfig``'s (``headers``, ``flush_timeout``, the connection's ``url``,
@@ -191,14 +192,11 @@ class NatsSink(Configured, Sink):
 
     def _configure(self, config: PublishConfig) -> None:
         self.config = config
-        self.subject = SubjectTemplate(config.subject)
-        self.headers_mode = config.headers
-        self.flush_timeout = config.flush_timeout
-        self.max_control_line = config.max_control_line
+        self.subject_template = SubjectTemplate(config.subject)  # parsed: what each record's subject is rendered by
         self.conn = NatsConnection(config, role="publisher")
         self.nc: Any = None
         self.max_payload = 0
-        self.subject_check = SubjectCheck(subject_room(self.max_control_line, 1 << 20), self.max_control_line)
+        self.subject_check = SubjectCheck(subject_room(config.max_control_line, 1 << 20), config.max_control_line)
         self.records = 0
         self.bytes = 0
         self.pipeline_name = "pipeline"  # named in the Wirepipe-Pipeline header of dead letters
@@ -213,14 +211,17 @@ class NatsSink(Configured, Sink):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"subject": self.subject.template, "headers": self.headers_mode, **self.config.public_params()}
+        config = self.config
+        return {"subject": self.subject_template.template, "headers": config.headers, **config.public_params()}
 
     @property
     def publishes_to(self) -> str:
-        return self.subject.template
+        return self.subject_template.template
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        return embedded_refusal(self.config, workers)
+    def for_worker(self, index: int, count: int) -> NatsSink:
+        """The workers publish on the same subjects, on purpose."""
+        refuse_embedded(self.config, count)
+        return self
 
     def bind(self, pipeline: str, source: Source) -> None:
         self.pipeline_name = pipeline
@@ -229,13 +230,13 @@ class NatsSink(Configured, Sink):
         self.nc = await self.conn.connect()
         self.max_payload = int(self.nc.max_payload)
         self.check_subjects(reply=0)
-        if self.stamp_interval and self.headers_mode != "none":
+        if self.stamp_interval and self.config.headers != "none":
             self._stamper = asyncio.ensure_future(self._stamp_periodically(self.stamp_interval))
 
     def check_subjects(self, reply: int) -> None:
         """Subjects are checked against what a publish line with a reply subject of ``reply`` bytes leaves."""
-        self.subject_check = SubjectCheck(subject_room(self.max_control_line, self.max_payload, reply),
-                                          self.max_control_line)
+        limit = self.config.max_control_line
+        self.subject_check = SubjectCheck(subject_room(limit, self.max_payload, reply), limit)
 
     async def write(self, batch: Batch) -> None:
         if not batch.values:
@@ -243,10 +244,10 @@ class NatsSink(Configured, Sink):
         require_bytes(batch, self.stage, self.type)
         progress = self._resume
         if progress is None or progress.key is not batch:
-            headers = wire_headers(batch, self.headers_mode)
+            headers = wire_headers(batch, self.config.headers)
             extra = SENT_AT_SIZE + STAMP_SIZE if headers is not None else 0
             refuse_oversized(batch, headers, self.max_payload, self.stage, self.type, extra)
-            subjects = refuse_bad_subjects(batch, self.subject.render(batch), self.subject_check, self.stage,
+            subjects = refuse_bad_subjects(batch, self.subject_template.render(batch), self.subject_check, self.stage,
                                            self.type)
             if isinstance(headers, list) and len(headers) != len(batch.values):
                 headers = batch.headers  # records were refused: the batch's column is aligned
@@ -447,9 +448,9 @@ class NatsSink(Configured, Sink):
         progress = self._resume
         if progress is None or progress.key is not rejected:
             batch = dead_letter_payloads(rejected, self.pipeline_name, self.subject_check.room
-                                         - len(self.subject.template))
+                                         - len(self.subject_template.template))
             refuse_oversized(batch, batch.headers, self.max_payload, self.stage, self.type, SENT_AT_SIZE + STAMP_SIZE)
-            subjects = refuse_bad_subjects(batch, self.subject.render(batch), self.subject_check, self.stage,
+            subjects = refuse_bad_subjects(batch, self.subject_template.render(batch), self.subject_check, self.stage,
                                            self.type)
             self._refused_letters += batch.rejected
             if not batch.values:
@@ -471,7 +472,7 @@ class NatsSink(Configured, Sink):
     async def flush(self) -> None:
         if self.nc is not None and self.nc.is_connected:
             try:
-                await self.nc.flush(timeout=self.flush_timeout)
+                await self.nc.flush(timeout=self.config.flush_timeout)
             except Exception as exc:
                 raise WirepipeError(f"flush to {self.conn.public_url} failed: {type(exc).__name__}") from None
 
@@ -483,7 +484,7 @@ class NatsSink(Configured, Sink):
             self._stamper = None
         with contextlib.suppress(WirepipeError):
             await self.flush()
-        if self.stamp_interval is not None and self.headers_mode != "none":
+        if self.stamp_interval is not None and self.config.headers != "none":
             with contextlib.suppress(Exception):  # the final stamp: what a consumer counts the tail by
                 await self._stamp(final=True)
                 await self.flush()

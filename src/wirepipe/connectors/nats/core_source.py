@@ -23,12 +23,12 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from ...core.batch import PAYLOADS, Batch
-from ...core.errors import Refusal
+from ...core.errors import CannotShare
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
 from ...wire import CONTROL_PREFIX, STAMP_PREFIX, Header, subjects_overlap
-from ..connector import Configured, Source
-from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, embedded_refusal
+from ..connector import Configured, CountsLoss, Drains, ReadsSubjects, ReadsWhileBusy, SharedByWorkers, Source
+from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, refuse_embedded
 from .gaps import INT64_MAX, GapCounter, parse_seq
 from .names import QueueGroup, SubjectPattern
 from .reader import RawSubscription
@@ -42,7 +42,7 @@ QUEUE_SHARES = ("each member receives a share of every publisher's messages, so 
 
 
 
-class NatsSource(Configured, Source):
+class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsWhileBusy, ReadsSubjects):
     """Subscribes (subject with wildcards, optional queue group) and yields batches of received messages.
 
     Core NATS loses messages under overload; the source counts every loss it can know of
@@ -52,16 +52,15 @@ class NatsSource(Configured, Source):
     tail), messages received but never handed to the pipeline because it stopped, and what
     the pipeline took and could not finish (``discard``). Publishers' stamps count a lost tail,
     shown apart from the gaps (``losses()["tail"]``: claimed, unconfirmed); a disconnect leaves the
-    publishers not heard from since *unsure* (``losses()["unsure"]``).
+    publishers not heard from since *unsure* (``losses()["unsure"]``). A stop unsubscribes, then finishes what
+    the client received (``Drains``: ``_stop_receiving``); N workers of a pool join one queue group
+    (``shared_by``: the pipeline's name unless given).
     """
 
     type = "nats"
     gives = PAYLOADS
     stage = Stage.CONSUME
-    drops_when_unread = True
-    reads_while_busy = True
-    drains = True  # a stop unsubscribes, then finishes what the client received (``_stop_receiving``)
-    shared_by = "queue"  # N workers of a pool join one queue group (the pipeline's name unless given)
+    shared_by = "queue"
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"queue"}
 
     def __init__(self, subject: str, **fields: Any) -> None:
@@ -72,20 +71,14 @@ class NatsSource(Configured, Source):
     def _configure(self, config: NatsSourceConfig) -> None:
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
-        self.subject = config.subject
-        self.queue = config.queue
-        self.batch_size = config.batch_size
-        self.batch_timeout = config.batch_timeout
-        self.pending_msgs_limit = config.pending_msgs_limit
-        self.pending_bytes_limit = config.pending_bytes_limit
         self.conn = NatsConnection(config, role="consumer")
-        self.buffer = RawSubscription(self.batch_size, self.batch_timeout, self.pending_msgs_limit,
-                                      max_msgs=self.pending_msgs_limit, max_bytes=self.pending_bytes_limit,
+        self.buffer = RawSubscription(config.batch_size, config.batch_timeout, config.pending_msgs_limit,
+                                      max_msgs=config.pending_msgs_limit, max_bytes=config.pending_bytes_limit,
                                       on_drop=self.conn.client_dropped)
         self.sub: Any = None
         self.ready = asyncio.Event()
         gaps = config.gaps
-        self.gaps = GapCounter() if (gaps if gaps is not None else not self.queue) else None
+        self.gaps = GapCounter() if (gaps if gaps is not None else not config.queue) else None
         self._drops_in_gaps = 0  # client-side drops a later gap already counted
         self.discarded = 0
         self._stamps: Any = None  # the subscription to the publishers' stamps
@@ -95,14 +88,17 @@ class NatsSource(Configured, Source):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"subject": self.subject, "queue": self.queue, "batch_size": self.batch_size,
-                **self.config.public_params()}
+        config = self.config
+        return {"subject": config.subject, "queue": config.queue, "batch_size": config.batch_size,
+                **config.public_params()}
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.config.gaps:  # the workers join one queue group (shared_by)
-            return Refusal("gaps", f"true: --workers {workers} share the messages in one queue group, and "
-                                   f"{QUEUE_SHARES}")
-        return embedded_refusal(self.config, workers)
+    def for_worker(self, index: int, count: int) -> NatsSource:
+        """The workers share this subscription (one queue group: ``shared_by``), so each counts no gaps."""
+        if self.config.gaps and count > 1:
+            raise CannotShare("gaps", f"true: --workers {count} share the messages in one queue group, and "
+                                      f"{QUEUE_SHARES}")
+        refuse_embedded(self.config, count)
+        return self
 
     @property
     def dropped(self) -> int:
@@ -131,7 +127,7 @@ class NatsSource(Configured, Source):
 
     @property
     def subjects(self) -> list[str]:
-        return [self.subject]
+        return [self.config.subject]
 
     def lag(self) -> int | None:
         """Messages received but not yet handed to the pipeline."""
@@ -151,13 +147,14 @@ class NatsSource(Configured, Source):
             await asyncio.sleep(0)
 
     async def open(self) -> None:
+        config = self.config
         nc = await self.conn.connect()
-        self.sub = await nc.subscribe(self.subject, queue=self.queue or "",
-                                      pending_msgs_limit=self.pending_msgs_limit,
-                                      pending_bytes_limit=self.pending_bytes_limit)
+        self.sub = await nc.subscribe(config.subject, queue=config.queue or "",
+                                      pending_msgs_limit=config.pending_msgs_limit,
+                                      pending_bytes_limit=config.pending_bytes_limit)
         self.buffer.attach(nc, self.sub)
         if self.gaps is not None:
-            self._stamps = await nc.subscribe(STAMP_PREFIX + self.subject, cb=self._on_stamp)
+            self._stamps = await nc.subscribe(STAMP_PREFIX + config.subject, cb=self._on_stamp)
             self.conn.on_disconnect(self._on_disconnect)
         await nc.flush(timeout=10)  # the server knows the subscription before publishers start
         self.ready.set()
@@ -166,16 +163,17 @@ class NatsSource(Configured, Source):
     def reads_control(self) -> bool:
         """The subscription itself matches wirepipe's control subjects (``>``, ``*.last.>``: stamps, service
         requests): they are not records."""
-        return subjects_overlap(self.subject, CONTROL_PREFIX + "{subject}")
+        return subjects_overlap(self.config.subject, CONTROL_PREFIX + "{subject}")
 
     async def batches(self) -> AsyncIterator[Batch]:
         left = self.count if self.count is not None else -1
         gaps = self.gaps
         skip_control = self.reads_control
+        batch_size = self.config.batch_size
         while left != 0:
             if self.stopping.is_set() and self.sub is not None:
                 await self._stop_receiving()
-            got = await self.buffer.take(left if left > 0 else self.batch_size, self.stopping)
+            got = await self.buffer.take(left if left > 0 else batch_size, self.stopping)
             if got is None:
                 if self.sub is not None:  # stopped while it waited: unsubscribe, then finish what had been sent
                     continue
@@ -258,7 +256,7 @@ class NatsSource(Configured, Source):
         log.warning("%s: disconnected while subscribed: what the server held for this consumer and what is "
                     "published until it reconnects is lost (a server also closes a consumer that does not read "
                     "fast enough: its max_pending); counted from each publisher's next message or stamp",
-                    self.subject)
+                    self.config.subject)
 
     async def close(self) -> None:
         for sub in (self.sub, self._stamps):
@@ -272,7 +270,7 @@ class NatsSource(Configured, Source):
         self.buffer.detach()
         # Left unread: lost, unless nobody else was owed them: an observer's copy (wirepipe tap), or what arrived
         # past the run's count on a subscription of its own (a queue group's member took them from the others).
-        beyond_count = self.count is not None and self.buffer.delivered >= self.count and not self.queue
+        beyond_count = self.count is not None and self.buffer.delivered >= self.count and not self.config.queue
         if not (self.observer or beyond_count):
             self.discarded += len(dropped)
         if self.gaps is not None:
@@ -281,11 +279,11 @@ class NatsSource(Configured, Source):
                 self._counted(self._events.popleft()[1]())
         if self.discarded:
             log.warning("%s: %d message(s) received but not processed at stop (core NATS: lost)",
-                        self.subject, self.discarded)
+                        self.config.subject, self.discarded)
         unsure = self.gaps.unsure if self.gaps is not None else 0
         if unsure:
             log.warning("%s: %d publisher(s) not heard from since a disconnect: what they published meanwhile "
-                        "is lost and not counted (no later message or stamp)", self.subject, unsure)
+                        "is lost and not counted (no later message or stamp)", self.config.subject, unsure)
         await self.conn.close()
 
 

@@ -249,22 +249,30 @@ class NatsDictionaries:
     through a connection of its own (a dictionary's chunks never queue behind records), made when the pipeline
     opens its resources."""
 
-    def __init__(self, connection: NatsConnectionConfig, bucket: str, *, timeout: float = 5.0,
-                 retry_after: float = RETRY_AFTER) -> None:
+    def __init__(self, config: NatsDictionariesConfig, connection: NatsConnectionConfig) -> None:
+        """``config``: the resource, its bucket named; ``connection``: how it reaches the server (its own ``nats:``
+        settings, or the pipeline's)."""
+        assert config.bucket is not None, "the resources section names the bucket after the resource"
+        self.config = config
         self.connection = connection
-        self.bucket = bucket
-        self.timeout = timeout
-        self.retry_after = retry_after
-        self.where = f"{NATS_SCHEME}{bucket}"
+        self.where = f"{NATS_SCHEME}{config.bucket}"
         self._conn: NatsConnection | None = None
         self._reader: DictionaryBucket | None = None
+
+    @property
+    def bucket(self) -> str:
+        return self.config.bucket or ""  # named after the resource when not given
+
+    @property
+    def retry_after(self) -> float:
+        return self.config.retry_after
 
     async def open(self) -> None:
         if self._reader is not None:
             return
         conn = NatsConnection(self.connection, role="dictionaries")
         self._conn = conn
-        self._reader = DictionaryBucket(await conn.connect(), self.bucket, timeout=self.timeout)
+        self._reader = DictionaryBucket(await conn.connect(), self.bucket, timeout=self.config.timeout)
 
     async def close(self) -> None:
         conn, self._conn, self._reader = self._conn, None, None
@@ -310,11 +318,10 @@ class NatsDictionariesConfig(Strict):
 
     def build(self, connection: NatsConnectionConfig | None = None) -> NatsDictionaries:
         """The store; ``connection``: the pipeline's NATS settings, used when the resource gives none."""
-        assert self.bucket is not None, "the resources section names the bucket after the resource"
         reach = self.nats or connection
         if reach is None:
             raise ConfigError(f"the pipeline has no NATS source or sink to reach the dictionaries {NATS_SCHEME}"
                               f"{self.bucket} through: declare resources.dictionaries.{self.bucket} as "
                               "{type: nats, nats: {url: ...}}, or as {type: folder, path: ...} (a folder of .zdict "
                               "files)")
-        return NatsDictionaries(reach, self.bucket, timeout=self.timeout, retry_after=self.retry_after)
+        return NatsDictionaries(self, reach)

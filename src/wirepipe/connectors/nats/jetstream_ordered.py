@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ...core.batch import Batch, Rejected
-from ...core.errors import Refusal, WirepipeError
-from ...core.workers import Worker
-from ..connector import AtLeastOnce
+from ...core.batch import Batch
+from ...core.errors import CannotShare, WirepipeError
+from ..connector import Commits
 from .jetstream_reader import JetStreamReader
 from .reader import Received, SubscriptionReader
 
@@ -21,17 +20,17 @@ if TYPE_CHECKING:
 _WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream requires explicit ack"
 
 
-class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
+class OrderedJetStreamSource(JetStreamReader, Commits):
     """An ordered consumer as batches: the stream (from ``deliver``'s start) to this one reader, in order, nothing
     acknowledged and nothing delivered again; with ``stop_at_end`` it ends at the last message there was.
 
-    It takes part in the run loop's at-least-once protocol for the loop's commit cadence alone: a commit every
-    ``ack_pressure`` records (half of ``max_ack_pending``, as a durable's), which is where a capture of a backlog
-    completes its files (``capture_config`` sizes ``max_ack_pending`` for it). It has no acks to send.
+    It has no acks to send, and nothing it delivered comes back (through a sink failure the run loop holds its
+    records), but it has a commit cadence (``Commits``): a commit every ``ack_pressure`` records (half of
+    ``max_ack_pending``, as a durable's), which is where a capture of a backlog completes its files
+    (``capture_config`` sizes ``max_ack_pending`` for it).
     """
 
     reads_ordered = True
-    redelivers = False  # nothing it delivered comes back: through a sink failure the run loop holds its records
     buffer: SubscriptionReader
 
     def __init__(self, config: JetStreamSourceConfig) -> None:
@@ -41,19 +40,20 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
 
     def _configure(self, config: JetStreamSourceConfig) -> None:
         super()._configure(config)
-        self.ack_wait = config.ack_wait
-        self.ack_share = max(1, config.max_ack_pending // Worker.current().workers)
         self.buffer = SubscriptionReader(config.batch_size, config.batch_timeout, max_buffered=config.batch_size)
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        return Refusal("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
-                                  f"--workers {workers} would process every record {workers} times; use a "
-                                  "durable (drop `ordered`) or --workers 1")
+    def for_worker(self, index: int, count: int) -> OrderedJetStreamSource:
+        """One reader only: an ordered consumer delivers the whole stream to each."""
+        if count > 1:
+            raise CannotShare("ordered", f"true: an ordered consumer delivers the whole stream to each reader, so "
+                                         f"--workers {count} would process every record {count} times; use a "
+                                         "durable (drop `ordered`) or --workers 1")
+        return self
 
     @property
     def ack_pressure(self) -> int:
         """Records after which the run loop commits: half of ``max_ack_pending``, as for a durable."""
-        return max(1, self.ack_share // 2)
+        return max(1, self.config.max_ack_pending // 2)
 
     def wants_commit(self) -> bool:
         """The ``count`` was read."""
@@ -66,9 +66,9 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
         cfg = api.ConsumerConfig()
         self._deliver_config(cfg)
         try:
-            self.sub = await self._api(lambda: js.subscribe(self.subject or ">", stream=self.stream,
+            self.sub = await self._api(lambda: js.subscribe(self.config.subject or ">", stream=self.stream,
                                                             ordered_consumer=True, config=cfg,
-                                                            pending_msgs_limit=4 * self.batch_size + 65536))
+                                                            pending_msgs_limit=4 * self.config.batch_size + 65536))
         except nats.js.errors.APIError as exc:
             hint = ("; it is a work queue (each message goes to one consumer, which acknowledges it): read its "
                     "subjects on core NATS to see messages as they are published"
@@ -80,7 +80,7 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
 
     async def _check_empty(self) -> None:
         """``stop_at_end`` on an empty stream (or past its end): nothing will come."""
-        if not self.stop_at_end:
+        if not self.config.stop_at_end:
             return
         info = await self._api(self.sub.consumer_info)
         # An ordered consumer is pushed to: what the server delivered before this answer is on its way to the
@@ -97,7 +97,7 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
                 return
             if self._at_end.is_set() and not len(self.buffer):
                 return
-            left = self.batch_size if self.count is None else self.count - self._seen
+            left = self.config.batch_size if self.count is None else self.count - self._seen
             got = await self._take(left, None)
             if got is None:
                 return
@@ -106,17 +106,6 @@ class OrderedJetStreamSource(JetStreamReader, AtLeastOnce):
 
     def _batch(self, got: Received) -> Batch:
         batch = super()._batch(got)
-        if self.stop_at_end and self._lag == 0:
+        if self.config.stop_at_end and self._lag == 0:
             self._at_end.set()  # no acks: nothing it was given comes back
         return batch
-
-    # --- the at-least-once protocol: nothing to acknowledge -------------------------------------
-
-    async def ack(self, batch: Batch) -> None:
-        """Nothing: an ordered consumer has no acks."""
-
-    async def settle_rejected(self, rejected: list[Rejected]) -> None:
-        """Nothing: a dead-lettered record is not delivered again anyway."""
-
-    async def in_progress(self, batches: list[Batch]) -> None:
-        """Nothing: no record it delivered comes back, so none has a deadline to extend."""

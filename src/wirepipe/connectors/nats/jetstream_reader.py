@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ...core.batch import PAYLOADS, Batch
 from ...core.errors import ConfigError, WirepipeError
 from ...core.stages import Stage
-from ..connector import Configured, Source
+from ..connector import Configured, ReadsSubjects, ReadsWhileBusy, Source
 from .connection import CONNECTION_PARAMS, NatsConnection
 from .reader import RawSubscription, Received, SubscriptionReader
 from .streams import when_available
@@ -62,7 +62,7 @@ def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int
     return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
 
 
-class JetStreamReader(Configured, Source):
+class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
     """A JetStream consumer read as batches of payloads: what the ordered and the durable reader share.
 
     A subclass opens its kind of consumer (``_open_consumer``: ``sub`` and ``buffer``) and reads it
@@ -72,9 +72,9 @@ class JetStreamReader(Configured, Source):
     type = "jetstream"
     gives = PAYLOADS
     stage = Stage.CONSUME
-    reads_while_busy = True
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
     reads_ordered: bool  # the kind of consumer the class reads: ``ordered`` in its config
+    config: JetStreamSourceConfig
     buffer: SubscriptionReader | RawSubscription
 
     def _configure(self, config: JetStreamSourceConfig) -> None:
@@ -85,15 +85,7 @@ class JetStreamReader(Configured, Source):
                               "the config", path="source.ordered")
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
-        self.subject = config.subject
-        self.stream = config.stream
-        self.durable = config.durable
-        self.ordered = config.ordered
-        self.deliver = config.deliver
-        self.start_seq = config.start_seq
-        self.start_time = config.start_time
-        self.batch_size = config.batch_size
-        self.stop_at_end = config.stop_at_end
+        self.stream = config.stream  # the stream read: given, or the one that stores ``subject`` (found at open)
         self.conn = NatsConnection(config, role="jetstream consumer")
         self.nc: Any = None
         self.sub: Any = None
@@ -105,12 +97,13 @@ class JetStreamReader(Configured, Source):
 
     @property
     def ends(self) -> bool:
-        return self.stop_at_end or super().ends
+        return self.config.stop_at_end or super().ends
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"stream": self.stream, "subject": self.subject, "durable": self.durable, "ordered": self.ordered,
-                "batch_size": self.batch_size, **self.config.public_params()}
+        config = self.config
+        return {"stream": self.stream, "subject": config.subject, "durable": config.durable, "ordered": config.ordered,
+                "batch_size": config.batch_size, **config.public_params()}
 
     def lag(self) -> int | None:
         """Messages in the stream not yet delivered to this consumer: from the last message's metadata (a durable
@@ -119,13 +112,9 @@ class JetStreamReader(Configured, Source):
         return self._lag
 
     @property
-    def redelivered(self) -> int:
-        return self._redelivered
-
-    @property
     def subjects(self) -> list[str] | None:
         """The filter subject, or (without one) the stream's subjects once the source is open."""
-        return [self.subject] if self.subject else self._stream_subjects
+        return [self.config.subject] if self.config.subject else self._stream_subjects
 
     # --- setup ---------------------------------------------------------------------------------
 
@@ -135,7 +124,7 @@ class JetStreamReader(Configured, Source):
         stopped meanwhile, the source opens nothing and yields nothing."""
         self.nc = nc = await self.conn.connect()
         js = nc.jetstream()
-        if self.stream is None and not self.subject:
+        if self.stream is None and not self.config.subject:
             raise WirepipeError("the jetstream source needs a stream or a subject")
         try:
             if not await self._wait_for_stream(js):
@@ -150,7 +139,7 @@ class JetStreamReader(Configured, Source):
 
     async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
         """A JetStream API request, made again while the cluster has no leader (``when_available``)."""
-        result = await when_available(call, f"jetstream consumer of {self.stream or self.subject}", self.stopping)
+        result = await when_available(call, f"jetstream consumer of {self.stream or self.config.subject}", self.stopping)
         if result is None:
             raise _StoppedWaiting
         return result
@@ -162,21 +151,21 @@ class JetStreamReader(Configured, Source):
         wait for: a missing stream is an error there."""
         import nats.js.errors
 
-        what = f"stream {self.stream}" if self.stream else f"a stream that stores subject {self.subject!r}"
+        what = f"stream {self.stream}" if self.stream else f"a stream that stores subject {self.config.subject!r}"
         since = time.monotonic()
         while True:
             try:
                 if self.stream is None:
-                    self.stream = await self._api(lambda: js.find_stream_name_by_subject(self.subject))
+                    self.stream = await self._api(lambda: js.find_stream_name_by_subject(self.config.subject))
                 else:
                     info = await self._api(lambda: js.stream_info(self.stream))
-                    if not self.subject:  # what the pipeline reads: a dead letter must not land there
+                    if not self.config.subject:  # what the pipeline reads: a dead letter must not land there
                         self._stream_subjects = list(info.config.subjects or [])
                 break
             except nats.js.errors.NotFoundError:
-                if self.stop_at_end:
+                if self.config.stop_at_end:
                     raise WirepipeError(f"no JetStream {what}" if self.stream else
-                                        f"no JetStream stream stores subject {self.subject!r}") from None
+                                        f"no JetStream stream stores subject {self.config.subject!r}") from None
             if self.waiting is None:
                 self.waiting = what
                 log.warning("waiting for %s (it does not exist yet)", what)
@@ -194,11 +183,11 @@ class JetStreamReader(Configured, Source):
         """Where a new consumer starts in the stream (``deliver``, ``start_seq``, ``start_time``)."""
         from nats.js import api
 
-        cfg.deliver_policy = api.DeliverPolicy(self.deliver)
-        if self.deliver == "by_start_sequence":
-            cfg.opt_start_seq = self.start_seq
-        elif self.deliver == "by_start_time":
-            cfg.opt_start_time = self.start_time
+        cfg.deliver_policy = api.DeliverPolicy(self.config.deliver)
+        if self.config.deliver == "by_start_sequence":
+            cfg.opt_start_seq = self.config.start_seq
+        elif self.config.deliver == "by_start_time":
+            cfg.opt_start_time = self.config.start_time
 
     # --- receiving ---------------------------------------------------------------------------------
 
@@ -206,7 +195,7 @@ class JetStreamReader(Configured, Source):
         """The next batch; None when stopping, and with ``stop_at_end`` when nothing is buffered once the last
         message was read (``_at_end``) or, given ``look_after``, once that many seconds passed (a durable then
         looks at its end)."""
-        if not self.stop_at_end:
+        if not self.config.stop_at_end:
             return await self.buffer.take(left, self.stopping)
         stop = asyncio.Event()
 

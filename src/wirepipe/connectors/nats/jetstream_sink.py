@@ -69,7 +69,7 @@ from ...wire import (
     header_size,
     shown_subject,
 )
-from ..connector import Source
+from ..connector import ConfirmsWrites, Source
 from .connection import ReconnectConfig
 from .core_sink import (
     NatsSink,
@@ -106,11 +106,12 @@ class _Pending:
         self.attempts = 1
 
 
-class JetStreamSink(NatsSink):
+class JetStreamSink(NatsSink, ConfirmsWrites):
     """Publishes to JetStream inside a bounded window of unacknowledged records."""
 
     type = "jetstream"
     stage = Stage.PUBLISH
+    config: JetStreamSinkConfig
 
     def __init__(self, subject: str, **fields: Any) -> None:
         """``fields`` are ``JetStreamSinkConfig``'s (``stream``, ``msg_id``, ``window``..., the connection's
@@ -120,12 +121,7 @@ class JetStreamSink(NatsSink):
     def _configure(self, config: JetStreamSinkConfig) -> None:  # type: ignore[override]
         super()._configure(config)
         self.conn.role = "jetstream publisher"
-        self.stream = config.stream
-        self.msg_id = config.msg_id
         self._msg_id_template: SubjectTemplate | None = None
-        self.window = config.window
-        self.ack_timeout = config.ack_timeout
-        self.retry = config.retry
         self.pipeline_name = "pipeline"
         self.source_identity = ""  # set by the pipeline: part of the default Nats-Msg-Id
         self._id_prefix = ""
@@ -152,7 +148,8 @@ class JetStreamSink(NatsSink):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {**super().params, "stream": self.stream.name if self.stream else None, "window": self.window}
+        stream = self.config.stream
+        return {**super().params, "stream": stream.name if stream else None, "window": self.config.window}
 
     @property
     def deduplicated(self) -> int:
@@ -166,17 +163,18 @@ class JetStreamSink(NatsSink):
     async def open(self) -> None:
         await super().open()
         nc = self.nc
-        if self.stream is not None:
-            await ensure_stream(nc.jetstream(), self.stream, self.subject.template.split("{")[0] + ">"
-                                if not self.subject.fixed else self.subject.template)
-        if self.msg_id == "auto":
+        if self.config.stream is not None:
+            template = self.subject_template
+            await ensure_stream(nc.jetstream(), self.config.stream,
+                                template.template.split("{")[0] + ">" if not template.fixed else template.template)
+        if self.config.msg_id == "auto":
             source = hashlib.blake2b(self.source_identity.encode(), digest_size=4).hexdigest()
             self._id_prefix = f"{self.pipeline_name}-{source}-"
         else:
-            self._msg_id_template = SubjectTemplate(self.msg_id.replace("{pipeline}", self.pipeline_name))
+            self._msg_id_template = SubjectTemplate(self.config.msg_id.replace("{pipeline}", self.pipeline_name))
         self._prefix = nc.new_inbox() + "."
         self.check_subjects(reply=len(self._prefix) + 12)  # acks come to the prefix + a counter
-        await nc.subscribe(self._prefix + "*", cb=self._on_ack, pending_msgs_limit=4 * self.window + 1024)
+        await nc.subscribe(self._prefix + "*", cb=self._on_ack, pending_msgs_limit=4 * self.config.window + 1024)
         await nc.flush(timeout=10)
 
     # --- acks --------------------------------------------------------------------------------
@@ -218,7 +216,8 @@ class JetStreamSink(NatsSink):
                 except (nats.errors.Error, asyncio.TimeoutError) as exc:
                     self._retry.extend(entries[i:])
                     raise BackOff(f"JetStream does not answer (publish got 'no responders'; which stream stores "
-                                  f"{shown_subject(subject)}? {type(exc).__name__})", self.retry.delay(0)) from None
+                                  f"{shown_subject(subject)}? {type(exc).__name__})",
+                                  self.config.retry.delay(0)) from None
             if stored[subject]:
                 self._retry.append(entry)
             else:
@@ -249,7 +248,7 @@ class JetStreamSink(NatsSink):
 
     def _wake(self) -> None:
         n = len(self._pending)
-        if n < self.window:
+        if n < self.config.window:
             self._space.set()
         if n == 0:
             self._quiet.set()
@@ -273,7 +272,7 @@ class JetStreamSink(NatsSink):
     async def _send(self, entry: _Pending, headers: dict[str, str]) -> None:
         self._token += 1
         token = str(self._token)
-        entry.deadline = time.monotonic() + self.ack_timeout
+        entry.deadline = time.monotonic() + self.config.ack_timeout
         self._pending[token] = entry
         self._quiet.clear()
         await self.nc.publish(entry.subject, entry.payload, reply=self._prefix + token, headers=headers)
@@ -286,10 +285,10 @@ class JetStreamSink(NatsSink):
 
     async def _wait_window(self) -> None:
         """Block while the window is full; an overdue ack frees its slot (and queues its record for a retry)."""
-        while len(self._pending) >= self.window:
+        while len(self._pending) >= self.config.window:
             self._space.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._space.wait(), self.ack_timeout / 4)
+                await asyncio.wait_for(self._space.wait(), self.config.ack_timeout / 4)
             self._expire()
 
     async def _wait_connected(self) -> None:
@@ -306,7 +305,7 @@ class JetStreamSink(NatsSink):
         if not retry:
             return
         attempts = max(e.attempts for e in retry)
-        await asyncio.sleep(self.retry.delay(attempts - 1))
+        await asyncio.sleep(self.config.retry.delay(attempts - 1))
         await self._wait_connected()
         batch = list(retry)
         retry.clear()
@@ -321,7 +320,7 @@ class JetStreamSink(NatsSink):
         entry.attempts += 1
         headers = dict(entry.headers) if entry.headers else {}
         headers[Header.MSG_ID] = entry.msg_id
-        if self.headers_mode != "none":
+        if self.config.headers != "none":
             headers[Header.SENT_AT] = str(time.time_ns())
         await self._wait_window()
         await self._send(entry, headers)
@@ -330,7 +329,7 @@ class JetStreamSink(NatsSink):
         """Wait until every publish has its ack (or is overdue and queued for a retry)."""
         while self._pending:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._quiet.wait(), self.ack_timeout / 4)
+                await asyncio.wait_for(self._quiet.wait(), self.config.ack_timeout / 4)
             self._expire()
 
     async def _probe_held(self) -> None:
@@ -350,7 +349,7 @@ class JetStreamSink(NatsSink):
             if not await self._never_fits(probe):
                 self._probes_refused += 1
                 raise BackOff(f"JetStream cannot store now: {self._refusal}; holding {len(self._held)} record(s) "
-                              "unsent until it can", self.retry.delay(self._probes_refused - 1))
+                              "unsent until it can", self.config.retry.delay(self._probes_refused - 1))
         self._probes_refused = 0
         self._refusal = None
         held = deque(self._held)
@@ -376,7 +375,7 @@ class JetStreamSink(NatsSink):
             return False
         limit = info.config.max_bytes or 0
         size = (len(probe.subject) + len(probe.payload) + header_size({**(probe.headers or {}), Header.MSG_ID: probe.msg_id})
-                + (SENT_AT_SIZE if self.headers_mode != "none" else 0))  # as _resend sends it
+                + (SENT_AT_SIZE if self.config.headers != "none" else 0))  # as _resend sends it
         if info.state.messages and not 0 < limit < size:
             return False
         self._held.remove(probe)
@@ -390,16 +389,17 @@ class JetStreamSink(NatsSink):
         require_bytes(batch, self.stage, self.type)
         if self._held:  # BackOff while the server still refuses: nothing of this batch is published
             await self._probe_held()
-        headers = wire_headers(batch, self.headers_mode)
+        headers = wire_headers(batch, self.config.headers)
         ids = self._ids(batch)
         id_size = len(Header.MSG_ID) + 4 + max(map(len, one_per_record(ids, 1)))
         before = len(batch.values)
         refuse_oversized(batch, headers, self.max_payload, self.stage, self.type,
                          id_size + (SENT_AT_SIZE if headers is not None else 0))
-        subjects = refuse_bad_subjects(batch, self.subject.render(batch), self.subject_check, self.stage, self.type)
+        subjects = refuse_bad_subjects(batch, self.subject_template.render(batch), self.subject_check, self.stage,
+                                       self.type)
         if len(batch.values) != before:  # refused records left the columns: realign
             ids = self._ids(batch)
-            headers = wire_headers(batch, self.headers_mode)
+            headers = wire_headers(batch, self.config.headers)
         if not batch.values:
             return
         if self._msg_id_template is not None:
@@ -414,13 +414,13 @@ class JetStreamSink(NatsSink):
         held = self._held
         i = 0
         while i < n:
-            if len(self._pending) >= self.window or self._retry or self._unrouted or held:
+            if len(self._pending) >= self.config.window or self._retry or self._unrouted or held:
                 if held:  # the server refuses for now: the rest of the batch waits, unsent, behind what it holds
                     held.extend(_Pending(subs[j], values[j], header_col[j], id_col[j], 0.0) for j in range(i, n))
                     break
                 await self._wait_space()
                 continue
-            end = min(n, i + step, i + self.window - len(self._pending))
+            end = min(n, i + step, i + self.config.window - len(self._pending))
             if not await self._send_frames(i, end, subjects, values, headers, id_col, header_col):
                 await self._send_each(i, end, subs, values, headers, id_col, header_col)
             i = end
@@ -459,7 +459,7 @@ class JetStreamSink(NatsSink):
                                   self._token + 1)
         except UnicodeEncodeError:  # a subject or an id that is not UTF-8 text: nats-py says why
             return False
-        deadline = time.monotonic() + self.ack_timeout
+        deadline = time.monotonic() + self.config.ack_timeout
         pending = self._pending
         token = self._token
         for j in range(start, end):
@@ -509,7 +509,8 @@ class JetStreamSink(NatsSink):
             log.warning("msg_id %r gave %d of the %d records of a batch the Nats-Msg-Id of another record of the "
                         "batch%s: the stream keeps one record per id and acknowledges the others as duplicates "
                         "(\"already stored\" in the run summary); name a field that tells records apart, e.g. "
-                        "{seq}. Said once a run, counted for the run: repeated_msg_ids", self.msg_id, repeated, n, fixed)
+                        "{seq}. Said once a run, counted for the run: repeated_msg_ids", self.config.msg_id, repeated, n,
+                        fixed)
         self.repeated_msg_ids += repeated
 
     def _positions(self, batch: Batch) -> list[str]:
@@ -539,7 +540,7 @@ class JetStreamSink(NatsSink):
                 await self._republish()
             elif self._pending:
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._quiet.wait(), self.ack_timeout / 4)
+                    await asyncio.wait_for(self._quiet.wait(), self.config.ack_timeout / 4)
                 self._expire()
             else:
                 await self._probe_held()  # BackOff while the server still refuses
@@ -554,7 +555,8 @@ class JetStreamSink(NatsSink):
         return failed
 
     async def write_rejected(self, rejected: list[Rejected]) -> None:
-        batch = dead_letter_payloads(rejected, self.pipeline_name, self.subject_check.room - len(self.subject.template))
+        room = self.subject_check.room - len(self.subject_template.template)
+        batch = dead_letter_payloads(rejected, self.pipeline_name, room)
         batch.meta["seq"] = [f"dlq-{r.meta.get('stream_seq', r.meta.get('seq'))}-{r.stage}" for r in rejected]
         await self.write(batch)
         self._failed += batch.rejected  # no publish can carry them: the pipeline's default dead-letter file takes them
@@ -562,7 +564,7 @@ class JetStreamSink(NatsSink):
     async def close(self) -> None:
         try:
             if self.nc is not None and self.nc.is_connected:
-                await asyncio.wait_for(self.flush(), self.flush_timeout)
+                await asyncio.wait_for(self.flush(), self.config.flush_timeout)
         except (asyncio.TimeoutError, WirepipeError) as exc:
             log.error("closing the JetStream sink with %d record(s) unconfirmed: %s",
                       self.unconfirmed, exc or "flush timed out")

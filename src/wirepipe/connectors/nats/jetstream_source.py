@@ -29,11 +29,10 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ...core.batch import Batch, Rejected
-from ...core.errors import Refusal, WirepipeError
+from ...core.errors import CannotShare, WirepipeError
 from ...core.models import Duration, Size, SourceLimits
-from ...core.workers import Worker
-from ..connector import AtLeastOnce
-from .connection import NatsConnectionConfig, embedded_refusal
+from ..connector import AtLeastOnce, SharedByWorkers
+from .connection import NatsConnectionConfig, refuse_embedded
 from .jetstream_ordered import OrderedJetStreamSource
 from .jetstream_reader import JetStreamReader
 from .names import ConsumerName, StreamName, SubjectPattern
@@ -101,13 +100,14 @@ class AckMode(str, Enum):
     ALL = "all"  # one AckAll per commit: only when this worker is the durable's sole consumer
 
 
-class JetStreamSource(JetStreamReader, AtLeastOnce):
+class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
     """A durable pull consumer (or an ephemeral one, without ``durable``) as batches, each record acknowledged once
-    the sink made it durable."""
+    the sink made it durable. N workers of a pool share one durable (``shared_by``: the pipeline's name unless
+    given), and so its ``max_ack_pending``: each keeps to its part (``for_worker``)."""
 
     reads_ordered = False
-    redelivers = True
-    shared_by = "durable"  # N workers of a pool share one durable (the pipeline's name unless given)
+    shared_by = "durable"
+    readers = 1  # the workers reading the durable together, this one among them (``for_worker``)
     buffer: RawSubscription
 
     def __init__(self, subject: str | None = None, **fields: Any) -> None:
@@ -119,22 +119,16 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
     def _configure(self, config: JetStreamSourceConfig) -> None:
         super()._configure(config)
         batch_size = config.batch_size
-        self.max_ack_pending = max_ack_pending = config.max_ack_pending
-        self.ack_wait = config.ack_wait
-        self.max_deliver = config.max_deliver
-        self.expires = config.expires
-        self.heartbeat = config.heartbeat
-        self.ack_mode = AckMode(config.ack)
-        self.pending_bytes_limit = config.pending_bytes_limit
+        self.ack_mode = AckMode(config.ack)  # the durable's own policy once open, when it has another
         # The workers of a pool share the durable and so its max_ack_pending: each keeps to its part, or the
         # server stops delivering to all of them while each holds records written and not committed yet.
-        self.ack_share = max(1, max_ack_pending // Worker.current().workers)
+        self.ack_share = max(1, config.max_ack_pending // self.readers)
         # Ask PULL_AHEAD batches ahead, within half of that part (the other half is for records written and not
         # committed yet: ``ack_pressure``); take no more than the rest (``_within_share``).
         ahead = max(batch_size, min(PULL_AHEAD * batch_size, self.ack_share // 2))
         self.take_limit = max(batch_size, self.ack_share - ahead)
-        self.pulls = PullRequester(batch_size=batch_size, expires=self.expires, heartbeat=self.heartbeat,
-                                   pending_bytes_limit=self.pending_bytes_limit,
+        self.pulls = PullRequester(batch_size=batch_size, expires=config.expires, heartbeat=config.heartbeat,
+                                   pending_bytes_limit=config.pending_bytes_limit,
                                    left=lambda: None if self.count is None else self.count - self._seen,
                                    idle=self._refresh_lag, lost=self._ensure_consumer)
         # The replies to the pull requests, on one inbox, read as raw protocol tuples (attached at open).
@@ -142,7 +136,7 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
         self.consumer = ""
         self._last_taken = self._lag_checked = 0.0  # when the pipeline last took a batch; the consumer last asked
         self._held_back = False  # the server waits for our acks (max_ack_pending) with messages still to send
-        self._end = BoundedEnd(self.ack_wait + END_GRACE)  # stop_at_end: see ``_read_to_end``
+        self._end = BoundedEnd(config.ack_wait + END_GRACE)  # stop_at_end: see ``_read_to_end``
         self._taken_since_look = False  # a batch was taken since the consumer was last asked
         self._said_waiting = False  # the log said the read waits for records held elsewhere
         self._bound_reached = False  # the read ended at its bound (stop_at_end, count), not at a stop
@@ -155,12 +149,27 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
         self._awaiting_acks = False  # the source waits for the pipeline to commit what it took (``_settling``)
         self._last_ack = ""  # the reply subject of the last message acknowledged: ``_confirm_acks``
 
-    def refuse_workers(self, workers: int) -> Refusal | None:
-        if self.ack_mode is AckMode.ALL:
-            return Refusal("ack", f"'all': one worker's AckAll acknowledges every message up to a stream sequence, "
-                                  f"including messages the other {workers - 1} worker(s) of the shared durable have "
-                                  "not written yet; use ack: explicit (the default) with --workers > 1")
-        return embedded_refusal(self.config, workers)
+    def for_worker(self, index: int, count: int) -> JetStreamSource:
+        """One of ``count`` readers of the durable: the same config, its part of ``max_ack_pending``."""
+        if count > 1 and self.ack_mode is AckMode.ALL:
+            raise CannotShare("ack", f"'all': one worker's AckAll acknowledges every message up to a stream "
+                                     f"sequence, including messages the other {count - 1} worker(s) of the shared "
+                                     "durable have not written yet; use ack: explicit (the default) with --workers > 1")
+        refuse_embedded(self.config, count)
+        if count == self.readers:
+            return self
+        own = type(self).__new__(type(self))
+        own.readers = count  # before it is configured: its part of max_ack_pending
+        own._configure(self.config)
+        return own
+
+    @property
+    def ack_wait(self) -> float:
+        return self.config.ack_wait
+
+    @property
+    def redelivered(self) -> int:
+        return self._redelivered
 
     @property
     def outstanding(self) -> int:
@@ -192,12 +201,13 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
     def _pull_config(self, name: str | None) -> Any:
         from nats.js import api
 
+        config = self.config
         cfg = api.ConsumerConfig(
-            durable_name=self.durable, name=name, ack_wait=self.ack_wait,
+            durable_name=config.durable, name=name, ack_wait=config.ack_wait,
             ack_policy=api.AckPolicy(self.ack_mode.value),
-            max_deliver=self.max_deliver if self.max_deliver > 0 else -1, max_ack_pending=self.max_ack_pending,
-            filter_subject=self.subject, max_waiting=512,
-            inactive_threshold=None if self.durable else 300.0,
+            max_deliver=config.max_deliver if config.max_deliver > 0 else -1, max_ack_pending=config.max_ack_pending,
+            filter_subject=config.subject, max_waiting=512,
+            inactive_threshold=None if config.durable else 300.0,
         )
         self._deliver_config(cfg)
         return cfg
@@ -206,7 +216,7 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
         import nats.js.errors
         from nats.js import api
 
-        name = self.durable
+        name = self.config.durable
         cfg = self._pull_config(name)
         existing = None
         if name:
@@ -225,9 +235,9 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
                                 old.ack_policy.value, cfg.ack_policy.value)
                     cfg.ack_policy = old.ack_policy
                     self.ack_mode = AckMode.ALL if old.ack_policy == api.AckPolicy.ALL else AckMode.EXPLICIT
-                if old.filter_subject != self.subject and self.subject:
+                if old.filter_subject != self.config.subject and self.config.subject:
                     log.warning("durable %s filters %r, not %r: using it as it is", name, old.filter_subject,
-                                self.subject)
+                                self.config.subject)
                 info = await self._api(lambda: js.add_consumer(self.stream, cfg))
         except nats.js.errors.APIError as exc:
             raise WirepipeError(f"cannot create consumer {name or '(ephemeral)'} on stream {self.stream}: "
@@ -249,7 +259,7 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
         pool share the durable, and one of them may have taken the last messages). (A bounded read asks it
         itself, in ``batches``: ``_read_to_end``.)"""
         now = time.monotonic()
-        if (not self._lag or self.stop_at_end or now - self._last_taken < LAG_REFRESH
+        if (not self._lag or self.config.stop_at_end or now - self._last_taken < LAG_REFRESH
                 or now - self._lag_checked < LAG_REFRESH or not self.nc.is_connected):
             return
         info = await self._consumer_info()
@@ -273,7 +283,7 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
         workers (``ack_share``), but processes of other pools (replicas) on the same durable are not known
         here: then the source asks for a commit (``wants_commit``) rather than wait for the flush interval."""
         self._lag = int(info.num_pending)
-        if info.num_pending and info.num_ack_pending >= self.max_ack_pending:
+        if info.num_pending and info.num_ack_pending >= self.config.max_ack_pending:
             log.debug("%s: the server holds %d messages back until acks come: asking for a commit",
                       self.consumer, info.num_pending)
             self._held_back = True
@@ -337,7 +347,7 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
     async def batches(self) -> AsyncIterator[Batch]:
         if self.sub is None:  # stopped while waiting for JetStream at open
             return
-        bounded = self.stop_at_end
+        bounded = self.config.stop_at_end
         while True:
             if self.count is not None and self._seen >= self.count and not await self._count_settled():
                 self._bound_reached = not self.stopping.is_set()
@@ -345,7 +355,7 @@ class JetStreamSource(JetStreamReader, AtLeastOnce):
             if bounded and await self._read_to_end():
                 self._bound_reached = True
                 return
-            left = self.batch_size if self.count is None else self.count - self._seen
+            left = self.config.batch_size if self.count is None else self.count - self._seen
             await self._within_share()
             got = await self._take(left, LAG_REFRESH)
             if got is None:
