@@ -279,7 +279,7 @@ def jsonl_source(path: Paths, *, batch_size: int = 1000, envelope: bool = False,
                  duration: float | str | None = None) -> JsonlSource:
     """``source: {type: jsonl, path: ...}`` (a file, a glob, a folder or a list).
 
-    >>> jsonl_source("in.jsonl", batch_size=500).batch_size
+    >>> jsonl_source("in.jsonl", batch_size=500).config.batch_size
     500
     """
     return _connector("source", "jsonl", {**given(**locals()), "path": fspaths(path)})
@@ -289,7 +289,7 @@ def parquet_source(path: Paths, *, batch_size: int = 65536, count: int | None = 
                    duration: float | str | None = None) -> ParquetSource:
     """``source: {type: parquet, path: ...}`` (a file, a glob, a folder or a list).
 
-    >>> parquet_source(["a.parquet", "b.parquet"]).path
+    >>> parquet_source(["a.parquet", "b.parquet"]).config.path
     ['a.parquet', 'b.parquet']
     """
     return _connector("source", "parquet", {**given(**locals()), "path": fspaths(path)})
@@ -379,7 +379,7 @@ def null_sink() -> NullSink:
 def jsonl_sink(path: PathArg, *, envelope: bool = False, append: bool = False) -> JsonlSink:
     """``sink: {type: jsonl, path: ...}``.
 
-    >>> jsonl_sink("out.jsonl", envelope=True).envelope
+    >>> jsonl_sink("out.jsonl", envelope=True).config.envelope
     True
     """
     return _connector("sink", "jsonl", {**given(**locals()), "path": os.fspath(path)})
