@@ -26,8 +26,10 @@ Bytewax's dataflow); the imports are timed apart.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -38,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import interleave
+from common import interleave, pack_and_compress
 
 BATCH = 1000
 VARIANTS = ("wirepipe", "bare", "bytewax")
@@ -66,16 +68,7 @@ def run_wirepipe(records: list[Any], chunks: list[list[Any]]) -> int:
 
 
 def run_bare(records: list[Any], chunks: list[list[Any]]) -> int:
-    import msgpack
-    import zstandard
-
-    pack = msgpack.Packer(use_bin_type=True).pack
-    compress = zstandard.ZstdCompressor(level=1).compress
-    n = 0
-    for chunk in chunks:
-        out = [compress(pack(r)) for r in chunk]
-        n += len(out)
-    return n
+    return pack_and_compress(chunks)
 
 
 def run_bytewax(records: list[Any], chunks: list[list[Any]]) -> int:
@@ -118,11 +111,15 @@ IMPORTS = {"wirepipe": ("wirepipe", "wirepipe.testing"), "bare": (),
 
 
 def point_records(count: int) -> tuple[list[Any], list[list[Any]]]:
-    """``count`` point records, flat and in the 1,000-record chunks the bare loop runs over."""
+    """``count`` point records, flat and in the 1,000-record chunks the bare loop runs over; collected."""
     from wirepipe.datasets import get_dataset
 
     chunks = list(get_dataset("point").records(count, seed=0, batch_size=BATCH))
-    return [r for chunk in chunks for r in chunk], chunks
+    records = [r for chunk in chunks for r in chunk]
+    # A million fresh dicts leave the collector a debt (young collections that walk them) that whichever variant
+    # allocates next would pay: settled here, as in any process that has held its data a while.
+    gc.collect()
+    return records, chunks
 
 
 # --- what the default Pipeline has on ------------------------------------------------------------------------
@@ -189,13 +186,21 @@ def spread(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}-{max(values):{fmt}}]"
 
 
-def rate_cells(name: str, rates: dict[str, list[float]], installed: bool) -> list[str]:
-    """The variant's rate (millions of records a second) and its ratio to bare's, each ``median [range]``."""
-    if not installed:
-        return ["not installed", "not installed"]
-    mine, bare = rates[name], rates["bare"]
-    ratios = [a / b for a, b in zip(mine, bare, strict=True)]
-    return [spread([r / 1e6 for r in mine], ".3f"), spread(ratios, ".3f")]
+def print_rates(title: str, rates: dict[str, list[float]], last: tuple[str, dict[str, str]], caption: str) -> None:
+    """One table: each variant's rate (millions of records a CPU second) and its ratio to bare's in the same round,
+    each ``median [range]``, and one more column (``last``: its header and a cell per variant)."""
+    from wirepipe.core.table import Table
+
+    rows = []
+    for v in VARIANTS:
+        if v not in rates:
+            rows.append([v, "not installed", "not installed", "not installed"])
+            continue
+        ratios = [a / b for a, b in zip(rates[v], rates["bare"], strict=True)]
+        rows.append([v, spread([r / 1e6 for r in rates[v]], ".3f"), spread(ratios, ".3f"), last[1][v]])
+    print()
+    print(Table(title, ["variant", "M records / CPU s", "ratio to bare", last[0]], rows,
+                caption=caption).text(elsewhere=None), end="")
 
 
 def main() -> None:
@@ -209,11 +214,8 @@ def main() -> None:
     if args.child:
         child(args.child, args.count)
         return
-    from wirepipe.core.table import Table
-
     version = bytewax_version()
-    installed = {"wirepipe": True, "bare": True, "bytewax": version is not None}
-    variants = [v for v in VARIANTS if installed[v]]
+    variants = [v for v in VARIANTS if v != "bytewax" or version is not None]
     print("wirepipe's default Pipeline here:")
     for line in defaults():
         print(f"  {line}")
@@ -223,31 +225,23 @@ def main() -> None:
                          rotate=True)
     for v in variants:
         assert results[v].records == args.count, f"{v} did {results[v].records} records of {args.count}"
-    cpu_rates = {v: [args.count / s for s in results[v].cpu_seconds] for v in variants}
-    wall_rates = {v: [args.count / s for s in results[v].seconds] for v in variants}
-    rows = []
-    for v in VARIANTS:
-        wall = spread([r / 1e6 for r in wall_rates[v]], ".3f") if installed[v] else "not installed"
-        rows.append([v, *rate_cells(v, cpu_rates, installed[v]), wall])
-    caption = (f"{args.count:,} point records a run, batches of {BATCH}; {args.rounds} interleaved rounds, median "
-               "[range]. Ratio: each round's rate over bare's, median [range] (target for wirepipe: >= 0.85).")
-    print()
-    print(Table("point -> msgpack -> zstd level 1 -> null, in this process",
-                ["variant", "M records / CPU s", "ratio to bare", "M records / wall s"], rows,
-                caption=caption).text(elsewhere=None), end="")
+    wall = {v: spread([args.count / s / 1e6 for s in results[v].seconds], ".3f") for v in variants}
+    print_rates("point -> msgpack -> zstd level 1 -> null, in this process",
+                {v: [args.count / s for s in results[v].cpu_seconds] for v in variants}, ("M records / wall s", wall),
+                f"{args.count:,} point records a run, batches of {BATCH}; {args.rounds} interleaved rounds, median "
+                "[range]. Ratio: each round's rate over bare's, median [range] (target for wirepipe: >= 0.85).")
     if args.fresh:
         runs = fresh(variants, args.count, args.fresh)
-        first = {v: [args.count / r["cpu"] for r in runs[v]] for v in variants}
-        rows = []
-        for v in VARIANTS:
-            imports = spread([r["imports_cpu"] for r in runs[v]], ".3f") if installed[v] else "not installed"
-            rows.append([v, *rate_cells(v, first, installed[v]), imports])
-        caption = (f"{args.fresh} processes a variant, interleaved; the first run of each (build included), median "
-                   "[range] of CPU time; the imports before it apart (CPU s).")
-        print()
-        print(Table("the same, each variant's first run in a fresh process",
-                    ["variant", "M records / CPU s", "ratio to bare", "imports (CPU s)"], rows,
-                    caption=caption).text(elsewhere=None), end="")
+        imports = {v: spread([r["imports_cpu"] for r in runs[v]], ".3f") for v in variants}
+        print_rates("the same, each variant's first run in a fresh process",
+                    {v: [args.count / r["cpu"] for r in runs[v]] for v in variants}, ("imports (CPU s)", imports),
+                    f"{args.fresh} processes a variant, interleaved; the first run of each (build included), "
+                    "median [range] of CPU time; the imports before it apart (CPU s)." + _BYTECODE)
+
+
+# An editable install run with PYTHONDONTWRITEBYTECODE compiles every module it imports from source, every time.
+_BYTECODE = " No .pyc cache (PYTHONDONTWRITEBYTECODE): modules compile as imported." \
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
 
 
 if __name__ == "__main__":
