@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import interleave, print_table
+from common import interleave, pack_and_compress, print_table
 from wirepipe.connectors.connector import Source
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.null import NullSink
@@ -43,19 +43,6 @@ def hand_full(dataset: str, count: int) -> int:
     ds = get_dataset(dataset)
     n = 0
     for chunk in ds.records(count, 0, BATCH):
-        out = [compress(pack(r)) for r in chunk]
-        n += len(out)
-    return n
-
-
-def hand_ops(chunks: list[list[object]]) -> int:
-    import msgpack
-    import zstandard
-
-    pack = msgpack.Packer(use_bin_type=True).pack
-    compress = zstandard.ZstdCompressor(level=1).compress
-    n = 0
-    for chunk in chunks:
         out = [compress(pack(r)) for r in chunk]
         n += len(out)
     return n
@@ -88,7 +75,7 @@ def main() -> None:
         print_table(f"{dataset}: generate -> msgpack -> zstd:fastest -> null, {count} records", results,
                     "hand loop (generate+encode)")
         variants = {
-            "hand loop (encode only)": lambda ch=chunks: hand_ops(ch),
+            "hand loop (encode only)": lambda ch=chunks: pack_and_compress(ch),
             "wirepipe (encode only)": lambda ch=chunks: wirepipe_run(TestingSource.from_batches(ch), None),
             "wirepipe +metrics (encode only)": lambda ch=chunks, d=dataset: wirepipe_run(
                 TestingSource.from_batches(ch), tmp / f"{d}-ops.parquet"),

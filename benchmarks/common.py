@@ -18,6 +18,7 @@ class Result:
     name: str
     records: int
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)  # the process's CPU time (every thread), per round
 
     @property
     def best(self) -> float:
@@ -28,18 +29,26 @@ class Result:
         return self.records / self.best
 
 
-def interleave(variants: dict[str, Callable[[], int]], rounds: int = 5, warmup: bool = True) -> dict[str, Result]:
-    """Run each variant once per round, alternating; each returns the number of records it did."""
-    results: dict[str, Result] = {}
+def interleave(variants: dict[str, Callable[[], int]], rounds: int = 5, warmup: bool = True,
+               rotate: bool = False) -> dict[str, Result]:
+    """Run each variant once per round, alternating; each returns the number of records it did. Wall clock and
+    the process's CPU time are both kept. ``rotate`` starts each round with the next variant, so none always
+    runs first (after the same other one) on a machine whose speed drifts."""
+    results: dict[str, Result] = {name: Result(name, 0) for name in variants}
     if warmup:
         for fn in variants.values():
             fn()
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            t0 = time.perf_counter()
+    items = list(variants.items())
+    for r in range(rounds):
+        shift = r % len(items) if rotate else 0
+        for name, fn in items[shift:] + items[:shift]:
+            c0, t0 = time.process_time(), time.perf_counter()
             n = fn()
-            dt = time.perf_counter() - t0
-            results.setdefault(name, Result(name, n)).seconds.append(dt)
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            result = results[name]
+            result.records = n
+            result.seconds.append(dt)
+            result.cpu_seconds.append(cpu)
     return results
 
 
@@ -57,3 +66,18 @@ def print_table(title: str, results: dict[str, Result], baseline: str) -> None:
     print()
     caption = f"ratio: the median over rounds of the variant's rate / {baseline}'s (> 1: faster)"
     print(Table(title, ["variant", "records/s (best)", "ratio"], rows, caption=caption).text(elsewhere=None), end="")
+
+
+def pack_and_compress(chunks: list[list[object]], level: int = 1) -> int:
+    """The hand-written chain: ``[compress(pack(r)) for r in chunk]`` over each chunk (msgpack's ``Packer``,
+    zstandard's compressor at ``level``); the records it encoded."""
+    import msgpack
+    import zstandard
+
+    pack = msgpack.Packer(use_bin_type=True).pack
+    compress = zstandard.ZstdCompressor(level=level).compress
+    n = 0
+    for chunk in chunks:
+        out = [compress(pack(r)) for r in chunk]
+        n += len(out)
+    return n

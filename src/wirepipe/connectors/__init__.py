@@ -5,8 +5,8 @@ A connector lives in one module here, holding all of it: the runtime class, its 
 runtime class's own keyword arguments and the factories in ``wirepipe.api`` all validate with
 it) and its registration at the bottom, ``SOURCES = {"type": Config}`` and/or ``SINKS = {...}``
 with ``RANK`` (where its types come in the "allowed" lists). ``SOURCES`` and ``SINKS`` below
-find them by scanning this package on first lookup, so adding a connector touches its own
-module only. Another package adds one through the ``wirepipe.connectors`` entry-point group,
+find them by scanning this package on first lookup (a lookup by type first tries the module of
+that name: ``null.py``), so adding a connector touches its own module only. Another package adds one through the ``wirepipe.connectors`` entry-point group,
 named ``source.<type>`` or ``sink.<type>`` (see ``wirepipe.core.registry``).
 
 >>> SOURCES["generate"].__name__, list(SINKS)[:3]
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.registry import Registry, declared_in
+from ..core.registry import Declared, Registry
 
-SOURCES: Registry[Any] = Registry("wirepipe.connectors", lambda: declared_in(__name__, "SOURCES"), prefix="source.")
-SINKS: Registry[Any] = Registry("wirepipe.connectors", lambda: declared_in(__name__, "SINKS"), prefix="sink.")
+SOURCES: Registry[Any] = Registry("wirepipe.connectors", Declared(__name__, "SOURCES"), prefix="source.")
+SINKS: Registry[Any] = Registry("wirepipe.connectors", Declared(__name__, "SINKS"), prefix="sink.")
 
 
 def source_models() -> list[Any]:

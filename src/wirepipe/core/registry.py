@@ -14,7 +14,9 @@ declaring one in its ``pyproject.toml``::
     "source.kafka" = "wirepipe_kafka:KafkaSourceConfig"   # source.<type> or sink.<type>
 
 Nothing is imported and no package metadata is read until the first lookup, so
-``import wirepipe`` stays fast. A built-in name wins over a plugin that reuses it.
+``import wirepipe`` stays fast; a lookup of a built-in name imports the module named after it when that
+module declares it (``Declared``), a listing imports them all. A built-in name wins over a plugin that
+reuses it.
 
 >>> reg = Registry("wirepipe.examples", {"one": 1, "path": "os.path:sep"})
 >>> list(reg), reg["path"] in ("/", "\\\\")
@@ -85,6 +87,11 @@ class Registry(Mapping[str, T], Generic[T]):
     def __getitem__(self, name: str) -> T:
         if name in self._loaded:
             return self._loaded[name]
+        if self._pending is None and isinstance(self._builtins, Declared):
+            found = self._builtins.named(name)
+            if found is not None:
+                self._loaded[name] = found
+                return found
         loader = self._table()[name]  # KeyError for an unknown name, as a dict
         entry = self._loaded[name] = loader()
         return entry
@@ -138,6 +145,34 @@ def declared_in(package: str, attribute: str) -> dict[str, Any]:
             found[name] = entry
             where[name] = module.__name__
     return found
+
+
+class Declared:
+    """A registry's built-ins: what the modules of ``package`` declare under ``attribute`` (``declared_in``).
+
+    Calling it scans the package (every module imported: a listing, a name no module is named after);
+    ``named`` looks in the one module named after the entry first (``operators/serialize.py`` declares
+    ``serialize``, ``connectors/null.py`` the ``null`` sink), so ``wirepipe.serialize(...)`` in a fresh
+    process imports that module and not the thirty others (~90 ms of a first build of a pipeline).
+    """
+
+    def __init__(self, package: str, attribute: str) -> None:
+        self.package = package
+        self.attribute = attribute
+
+    def __call__(self) -> dict[str, Any]:
+        return declared_in(self.package, self.attribute)
+
+    def named(self, name: object) -> Any:
+        """The entry ``name`` as the module of that name declares it, or None (no such module, or it does not
+        declare ``name``: the scan finds it, or says it is unknown)."""
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            return None
+        module = f"{self.package}.{name}"
+        if find_spec(module) is None:
+            return None
+        declared = getattr(importlib.import_module(module), self.attribute, None)
+        return declared.get(name) if isinstance(declared, dict) else None
 
 
 def _loader(entry: Any) -> Callable[[], Any]:

@@ -4,7 +4,8 @@ A module here holds the operator class, its params model (the YAML entry, which 
 validates the Python factory in ``wirepipe.api``) and its registration: a module-level
 ``OPERATORS = {"name": ParamsModel}`` and ``RANK`` (where its name comes in the
 "allowed operators" lists). ``OPERATORS`` below finds them by scanning this package on first
-lookup, so adding an operator touches its own module only. Other packages add operators
+lookup (a lookup by name first tries the module of that name: ``serialize.py``), so adding an
+operator touches its own module only. Other packages add operators
 through the ``wirepipe.operators`` entry-point group (see ``wirepipe.core.registry``).
 
 The operators: ``serialize``, ``deserialize``, ``compress``, ``decompress``, ``encode``,
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.registry import Registry, declared_in
+from ..core.registry import Declared, Registry
 
-OPERATORS: Registry[Any] = Registry("wirepipe.operators", lambda: declared_in(__name__, "OPERATORS"))
+OPERATORS: Registry[Any] = Registry("wirepipe.operators", Declared(__name__, "OPERATORS"))
 
 __all__ = ["OPERATORS"]

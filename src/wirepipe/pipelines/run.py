@@ -295,12 +295,17 @@ class PipelineRun:
         interval = self.pipeline.flush_interval
         ledger = self._ledger
         ledger.last = time.monotonic()
+        reads_while_busy = source.reads_while_busy
         try:
             while True:
                 if self._switch is not None:  # a hot reload, between two batches
                     await self._switch_now(sink, stats)
                     interval = self.pipeline.flush_interval
-                if ledger.pending:
+                if not queue.empty():  # a batch waits: taken without a task and a timer per batch
+                    item = queue.get_nowait()
+                    if reads_while_busy:  # its client reads the socket between two batches, as it would waiting
+                        await asyncio.sleep(0)
+                elif ledger.pending:
                     wait = ledger.last + interval - time.monotonic()
                     # Woken now and then: the source may ask for a commit while no batch comes. (Not wait_for:
                     # on Python 3.11 it swallows a cancellation, a Ctrl-C of ``run()``, that meets a ready item.)
