@@ -194,7 +194,7 @@ class Layout:
         a column that starts with one keeps numpy's path, which refuses a column of bools."""
         fields = self._arrays
         if fields is None or type(values[0].get(fields[0][0])) is bool:
-            return self._bincode_array(values).tobytes()  # type: ignore[no-any-return]
+            return self._bincode_array(values).tobytes()
         cols = [array(code, [r[name] for r in values]) for name, code in fields]
         # every field was read from every record, so a record with more keys has one the schema does not declare
         if max(map(len, values)) != len(cols):
@@ -206,7 +206,7 @@ class Layout:
         arr = np.empty(len(values), dtype=self._dtype)
         for (name, _), col in zip(fields, cols, strict=True):
             arr[name] = np.frombuffer(col, arr.dtype[name])
-        return arr.tobytes()  # type: ignore[no-any-return]
+        return arr.tobytes()
 
     def _bincode_array(self, values: list[Any]) -> Any:
         import numpy as np
