@@ -47,10 +47,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
              NullSink(), name="points-json", metrics=root / "json.parquet").run()
     now = time.time_ns()
     sizes = (300, 200, 250)
-    sent = [now - 9_000_000 + 1000 * i for n in sizes for i in range(n)]
-    received = [now - 9_000_000 + 1000 * i + 37_000 * (i % 7) for n in sizes for i in range(n)]
+    # runs of three records with the same times, as `unpack` gives the records of one message: a latency row each
+    sent = [now - 9_000_000 + 1000 * (i // 3) for n in sizes for i in range(n)]
+    received = [now - 9_000_000 + 1000 * (i // 3) + 37_000 * (i // 3 % 7) for n in sizes for i in range(n)]
+    seq = [1000 * b + i // 3 for b, n in enumerate(sizes) for i in range(n)]  # a message's number, repeated
+    # the meta a NATS source fills
     stamped = TestingSource.from_batches([[b"\x82\xa1x\x01\xa1y\x02"] * n for n in sizes], subjects="stamped",
-                                         meta={"sent_ns": sent, "received_ns": received})  # as a NATS source fills them
+                                         meta={"sent_ns": sent, "received_ns": received, "seq": seq})
     Pipeline(stamped, [Decompress("none"), Deserialize("msgpack")], NullSink(), name="consumer",
              metrics=root / "consumer.parquet").run()
     return root
@@ -131,9 +134,10 @@ def test_latency_figures_equal_duckdb(results: Path) -> None:
     qs = [q for _, q in QUANTILES]
     count, quantiles, mean = duckdb.sql(f"""
         select count(*), quantile_disc(received_ns - sent_ns, {qs}), avg(received_ns - sent_ns)
-        from read_parquet('{lat}/*.parquet')""").fetchall()[0]
+        from read_parquet('{lat}/*.parquet') t, range(t.records)""").fetchall()[0]  # a row stands for `records`
     transit = row["latency_transit"]
     assert int(transit["records"]) == count == 750
+    assert duckdb.sql(f"select count(*) from read_parquet('{lat}/*.parquet')").fetchall()[0][0] == 100 + 67 + 84
     assert _f(transit["mean_us"]) == pytest.approx(mean / 1e3, rel=1e-12)
     for (name, _), value in zip(QUANTILES, quantiles, strict=True):
         assert _f(transit[f"{name.replace('.', '')}_us"]) == pytest.approx(value / 1e3, rel=1e-12)

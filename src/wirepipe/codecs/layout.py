@@ -45,13 +45,14 @@ the first bytes, ~60 ns a value, then one numpy gather).
 
 from __future__ import annotations
 
-from itertools import accumulate
+from array import array
+from itertools import accumulate, chain
 from typing import Any
 
 from ..schema import INTS, Kind, RecordSchema, Type
 from .layout_decoders import decoder, list_decoder
 from .layout_encoders import encoder, length_writer, list_encoder
-from .layout_plan import BINCODE, BINCODE_VARINT, LAYOUTS, NP, POSTCARD, U64, Dec
+from .layout_plan import ARRAY, BINCODE, BINCODE_VARINT, LAYOUTS, NP, POSTCARD, U64, Dec
 from .varints import (
     BVARINT_LENGTHS,
     MAX_TAG,
@@ -91,6 +92,9 @@ class Layout:
         self._flat = all(f.type.kind in NP or f.type.kind == Kind.BOOL for f in schema.fields) and \
             not any(f.type.optional for f in schema.fields)
         self._dtype = self._struct_dtype() if self._flat else None
+        # bincode rows written field by field with ``array`` (layout_plan.ARRAY): every field a number it holds
+        self._arrays = [(f.name, ARRAY[f.type.kind]) for f in schema.fields] \
+            if self._flat and all(f.type.kind in ARRAY for f in schema.fields) else None
 
     def _struct_dtype(self) -> Any:
         import numpy as np
@@ -168,19 +172,41 @@ class Layout:
         """Every framed message of the batch from one numpy pass over all their records, cut back into one
         ``Vec<Record>`` per message: a numpy pass per message cost as much again as its 100 ``point``
         records (the encode side of ``decode_framed_column``)."""
-        records = [r for m in messages for r in m] if all(type(m) is list for m in messages) else []
+        records = list(chain.from_iterable(messages)) if all(type(m) is list for m in messages) else []
         if not records or type(records[0]) is not dict:
             return [self.encode(m) for m in messages]
-        counts = [len(m) for m in messages]
+        counts = list(map(len, messages))
         ends = list(accumulate(counts))
         if self.varints:
             rows = self._encode_varint_rows(records)
             count = length_writer(self.fmt)
             return [count(n) + b"".join(rows[e - n:e]) for n, e in zip(counts, ends, strict=True)]
-        buf = self._bincode_array(records).tobytes()
+        buf = self._bincode_rows(records)
         size = self._dtype.itemsize  # type: ignore[union-attr]
         pack = U64.pack
         return [pack(n) + buf[(e - n) * size:e * size] for n, e in zip(counts, ends, strict=True)]
+
+    def _bincode_rows(self, values: list[Any]) -> bytes:
+        """The records' bincode rows, one after another. Where every field is a number ``array`` holds, each field
+        is one ``array`` over the column (its C loop refuses a value of another type or out of range, as the
+        record-by-record writer does) and numpy lays the fields side by side: ~2/3 of the time of numpy reading
+        Python ints itself (``_columns``). ``array`` takes a bool for 1 or 0, as numpy does in a column of numbers:
+        a column that starts with one keeps numpy's path, which refuses a column of bools."""
+        fields = self._arrays
+        if fields is None or type(values[0].get(fields[0][0])) is bool:
+            return self._bincode_array(values).tobytes()
+        cols = [array(code, [r[name] for r in values]) for name, code in fields]
+        # every field was read from every record, so a record with more keys has one the schema does not declare
+        if max(map(len, values)) != len(cols):
+            raise ValueError("a field the schema does not declare")
+        if len(cols) == 1:
+            return cols[0].tobytes()
+        import numpy as np
+
+        arr = np.empty(len(values), dtype=self._dtype)
+        for (name, _), col in zip(fields, cols, strict=True):
+            arr[name] = np.frombuffer(col, arr.dtype[name])
+        return arr.tobytes()
 
     def _bincode_array(self, values: list[Any]) -> Any:
         import numpy as np
@@ -216,7 +242,7 @@ class Layout:
 
     def _encode_bincode(self, values: list[Any]) -> list[bytes]:
         n = len(values)
-        buf = self._bincode_array(values).tobytes()
+        buf = self._bincode_rows(values)
         size = self._dtype.itemsize  # type: ignore[union-attr]
         return [buf[i:i + size] for i in range(0, n * size, size)]
 

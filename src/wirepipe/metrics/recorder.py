@@ -1,4 +1,4 @@
-"""The metrics recorder: one row per stage per batch, one row per record for end-to-end latency.
+"""The metrics recorder: one row per stage per batch, latency rows for the records of consumers.
 
 The operators run in one place, ``Pipeline.process_batch``: it reads the clock when each
 operator starts and ends, sizes each output column between the two (off the stage's
@@ -8,8 +8,12 @@ recorder appends the batch's rows to its column buffers in bulk, one ``extend`` 
 column (no tuple per row); the operator's name and parameters are looked up once, at
 ``open``. On consumers, whose batches
 carry ``meta["sent_ns"]`` (from ``Wirepipe-Sent-At``) and ``meta["received_ns"]``, the
-recorder also keeps per-record latency columns (references to the batch's own lists,
-no per-record work) with the wall-clock end of the batch's last stage.
+recorder also keeps latency rows with the wall-clock end of the batch's last stage: one row per run of
+consecutive records whose latency columns are equal, with the number of records it stands for
+(``records``). The records ``unpack`` took from one message share every value, as do messages published
+in one write and taken in one batch: a row each was ~0.2 us of Parquet encoding per record (written, then
+merged), as much as decoding a framed ``point`` record; the runs are found with numpy per batch, and no
+per-record list is kept from one batch to the next.
 
 Rows are flushed as Arrow tables by rows (``row_group_rows``) and by time
 (``flush_interval``, so an idle or slow worker's results still grow) into two crash-safe
@@ -56,10 +60,14 @@ log = logging.getLogger("wirepipe")
 # the batch's rejects, the payload bytes that left it (None while values are objects), the running
 # count of its projected records and the messages (values) that left it.
 Stamps = tuple[list[int], list[int], list[int], list[int], list["int | None"], list[int], list[int]]
+# A batch's latency rows (``_latency_rows``): the records each row stands for, and per ``_LATENCY_META`` column its
+# values and null mask (numpy; the mask None without nulls), or None where the batch has no such column.
+LatencyRows = tuple[Any, list["tuple[Any, Any] | None"]]
 
 _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "brotli", "lz4", "zlib-ng", "isal",
               "cramjam", "msgspec", "fastavro", "protobuf", "pymongo")
-_LATENCY_FLUSH_RECORDS = 65536
+_LATENCY_FLUSH_ROWS = 65536
+_LATENCY_META = ("seq", "stream_seq", "sent_ns", "received_ns")  # a latency row's values from the batch's meta
 _GIVE_UP_GRACE = 5.0  # seconds a cancelled run's part writers get for their last try
 
 
@@ -195,8 +203,8 @@ class MetricsRecorder:
         self.latency_rows_written = 0
         self._cols: tuple[list[Any], ...] = _columns()  # the stage rows, column by column
         self._pending_nbytes: int | None = None  # payload bytes the last operator left for the sink
-        self._lat: list[tuple[Any, ...]] = []
-        self._lat_records = 0
+        self._lat: list[tuple[Any, ...]] = []  # a batch's latency rows: (index, done_ns, LatencyRows)
+        self._lat_rows = 0
         self._stages: list[tuple[str, str, str]] = []
         self._writers: dict[str, Any] = {}
         self._memory: dict[str, list[Any]] = {"stages": [], "latency": []}
@@ -384,10 +392,10 @@ class MetricsRecorder:
             sent = meta.get("sent_ns")
             # Without the header (``headers: none``) the column is all None: no rows, no cost.
             if sent and (sent[0] is not None or sent[-1] is not None):
-                self._lat.append((index, records, meta.get("seq"), meta.get("stream_seq"), sent,
-                                  meta.get("received_ns"), time.time_ns()))
-                self._lat_records += records
-        if len(cols[0]) >= self.row_group_rows or self._lat_records >= _LATENCY_FLUSH_RECORDS:
+                rows = self._latency_rows([meta.get(k) for k in _LATENCY_META], records)
+                self._lat.append((index, time.time_ns(), rows))
+                self._lat_rows += len(rows[0])
+        if len(cols[0]) >= self.row_group_rows or self._lat_rows >= _LATENCY_FLUSH_ROWS:
             self.flush()
         return nbytes
 
@@ -438,7 +446,7 @@ class MetricsRecorder:
             tables["stages"] = self._stage_table(cols)
             self.rows_written += len(cols[0])
         if self._lat:
-            lat, self._lat, self._lat_records = self._lat, [], 0
+            lat, self._lat, self._lat_rows = self._lat, [], 0
             tables["latency"] = table = self._latency_table(lat)
             self.latency_rows_written += table.num_rows
         return tables
@@ -488,31 +496,58 @@ class MetricsRecorder:
             schema=self._schemas["stages"])
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:
-        import pyarrow as pa
-
-        i64 = pa.int64()
-        names = ("seq", "stream_seq", "sent_ns", "received_ns")
-
-        def column(pos: int) -> Any:
-            return pa.concat_arrays([self._int64s(names[pos - 2], t[pos]) if t[pos] is not None
-                                     else pa.nulls(t[1], i64) for t in lat])
-
-        n = sum(t[1] for t in lat)
-        batch = pa.concat_arrays([pa.repeat(pa.scalar(t[0], i64), t[1]) for t in lat])
-        done = pa.concat_arrays([pa.repeat(pa.scalar(t[6], i64), t[1]) for t in lat])
-        return pa.Table.from_arrays([pa.repeat(self.run_id, n), batch, column(2), column(3), column(4),
-                                     column(5), done], schema=self._schemas["latency"])
-
-    def _int64s(self, column: str, values: list[Any]) -> Any:
-        """A latency column as an Arrow int64 array: through numpy (~2/3 of ``pa.array``'s time on a list of
-        ints), or ``_array`` where it holds a None or a value to fit."""
         import numpy as np
         import pyarrow as pa
 
+        sizes = [len(t[2][0]) for t in lat]
+        n = sum(sizes)
+
+        def column(pos: int) -> Any:
+            parts = [t[2][1][pos] for t in lat]
+            if all(p is None for p in parts):
+                return pa.nulls(n, pa.int64())
+            pairs = list(zip(parts, sizes, strict=True))
+            values = np.concatenate([p[0] if p is not None else np.zeros(k, np.int64) for p, k in pairs])
+            mask = np.concatenate([np.full(k, p is None) if p is None or p[1] is None else p[1] for p, k in pairs])
+            return pa.array(values, mask=mask if mask.any() else None)
+
+        batch = pa.array(np.repeat(np.array([t[0] for t in lat], np.int64), sizes))
+        done = pa.array(np.repeat(np.array([t[1] for t in lat], np.int64), sizes))
+        weights = pa.array(np.concatenate([t[2][0] for t in lat]))
+        return pa.Table.from_arrays([pa.repeat(self.run_id, n), batch, *map(column, range(len(_LATENCY_META))), done,
+                                     weights], schema=self._schemas["latency"])
+
+    def _latency_rows(self, columns: list[Sequence[Any] | None], n: int) -> LatencyRows:
+        """A batch's latency rows: a row where any of ``columns`` (``_LATENCY_META``'s, per record; None: the
+        batch has none) changes from the record before, with the number of records until the next one."""
+        import numpy as np
+
+        arrays = [None if c is None else self._int64s(name, c) for name, c in zip(_LATENCY_META, columns, strict=True)]
+        change = np.zeros(n, dtype=bool)
+        change[0] = True
+        for a in arrays:
+            if a is not None:
+                for v in a:
+                    if v is not None:
+                        change[1:] |= v[1:] != v[:-1]
+        starts = np.flatnonzero(change)
+        weights = np.diff(starts, append=n)
+        return weights, [None if a is None else (a[0][starts], None if a[1] is None else a[1][starts])
+                         for a in arrays]
+
+    def _int64s(self, column: str, values: Sequence[Any]) -> tuple[Any, Any]:
+        """A latency column as int64 values (0 where null) and a null mask (None: no nulls): numpy reads a list of
+        ints in one C loop; a column with a None, or a value to fit (``_array``), goes through Arrow."""
+        import numpy as np
+        import pyarrow.compute as pc
+
         try:
-            return pa.array(np.fromiter(values, np.int64, len(values)))
+            return np.array(values, np.int64), None
         except (TypeError, ValueError, OverflowError):
-            return self._array("latency", column, values)
+            pass
+        arr = self._array("latency", column, list(values))
+        mask = arr.is_null().to_numpy(zero_copy_only=False)
+        return pc.fill_null(arr, 0).to_numpy(), (mask if mask.any() else None)
 
     def _array(self, table: str, column: str, values: list[Any]) -> Any:
         """``values`` as ``column``'s Arrow array; what the column cannot hold is fitted to it (``fit_value``),

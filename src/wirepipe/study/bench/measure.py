@@ -111,7 +111,8 @@ def measured_from(data: BenchData, result: ComboResult, repetitions: int, latenc
     if latency is not None and latency.num_rows:
         import numpy as np
 
-        ms = (np.asarray(latency.column("done_ns")) - np.asarray(latency.column("sent_ns"))) / 1e6
+        ms = np.repeat((np.asarray(latency.column("done_ns")) - np.asarray(latency.column("sent_ns"))) / 1e6,
+                       np.asarray(latency.column("records")))  # a row stands for `records` records
         m.latency_ms = {f"p{q}": float(np.percentile(ms, q, method="inverted_cdf")) for q in (50, 90, 99)}
     return m
 

@@ -100,6 +100,8 @@ def load_results(paths: Iterable[str | Path] | str | Path) -> Results:
         table = pq.read_table(f)
         if kind == "stages" and "messages" not in table.column_names:  # version 1: `records` counted the values
             table = table.append_column("messages", table.column("records"))
+        if kind == "latency" and "records" not in table.column_names:  # before version 3: a row per record
+            table = table.append_column("records", pa.repeat(pa.scalar(1, pa.int64()), table.num_rows))
         tables[kind].append(table.replace_schema_metadata(None))
         used.append(f)
     if not tables["stages"]:

@@ -207,7 +207,8 @@ class _Rows:
 
 
 def _add_latency(groups: list[GroupSummary], latency: Any, notes: list[str]) -> None:
-    """Exact per-record latency figures of each group: transit (sent -> received) and end to end (sent -> done)."""
+    """Exact per-record latency figures of each group: transit (sent -> received) and end to end (sent -> done);
+    a row stands for ``records`` records (``metrics.columns``)."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -215,8 +216,9 @@ def _add_latency(groups: list[GroupSummary], latency: Any, notes: list[str]) -> 
     run_col = np.asarray(latency.column("run_id").to_pylist(), dtype=object)
     sent_valid = pc.is_valid(latency.column("sent_ns")).to_numpy(zero_copy_only=False)
     recv_valid = pc.is_valid(latency.column("received_ns")).to_numpy(zero_copy_only=False)
-    if missing := int((~sent_valid).sum()):
-        notes.append(f"{missing} latency row(s) without Wirepipe-Sent-At are left out of the latency figures")
+    weights = _int(latency, "records") if "records" in latency.column_names else np.ones(latency.num_rows, np.int64)
+    if missing := int(weights[~sent_valid].sum()):
+        notes.append(f"{missing} record(s) without Wirepipe-Sent-At are left out of the latency figures")
     sent, received, done = (_int(latency, k) for k in ("sent_ns", "received_ns", "done_ns"))
     owner = np.asarray(labels, dtype=object) if labels is not None else None
     for g in groups:
@@ -225,7 +227,7 @@ def _add_latency(groups: list[GroupSummary], latency: Any, notes: list[str]) -> 
         if not mine.any():
             continue
         for name, mask, until in (("transit", mine & recv_valid, received), ("end_to_end", mine, done)):
-            values = until[mask] - sent[mask]
+            values = np.repeat(until[mask] - sent[mask], weights[mask])
             stats = time_stats(values)
             if stats is not None:
                 g.latency[name] = stats
