@@ -295,7 +295,7 @@ class PipelineRun:
         interval = self.pipeline.flush_interval
         ledger = self._ledger
         ledger.last = time.monotonic()
-        reads_while_busy = source.reads_while_busy
+        reads_while_busy = self._busy is not None
         try:
             while True:
                 if self._switch is not None:  # a hot reload, between two batches
