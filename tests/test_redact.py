@@ -79,8 +79,14 @@ def test_every_url_shape_is_parsed_whole_and_shown_without_its_user_info(url: st
 
 def test_text_without_credentials_is_left_as_it_is() -> None:
     for text in ("nats://127.0.0.1:4222", "tls://[::1]:4222,nats://b:4222", "@property", "a @ b", "x@", "",
-                 "cannot connect to NATS at nats://h:4222 within 2s"):
+                 "cannot connect to NATS at nats://h:4222 within 2s",
+                 "schema points@3: not registered", "deserialize: {schema: nats://SCHEMAS/points@12}"):
         assert redact_secrets(text) == text
+
+
+def test_a_host_that_is_a_number_with_a_port_or_an_address_is_still_a_host() -> None:
+    assert redact_secrets("u:p@3:4222") == "***@3:4222"
+    assert redact_secrets("nats://tok@10.0.0.1") == "nats://***@10.0.0.1"
 
 
 def test_a_config_tree_masks_secret_fields_and_url_user_info() -> None:

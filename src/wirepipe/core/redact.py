@@ -40,7 +40,8 @@ _WORD = re.compile(r"\S*@\S*")  # a run of text without whitespace that has an '
 # '@' before a host, on one line, not past another scheme.
 _SPACED = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)((?:(?!://)[^\n@])*?)@(?=[\w\[])")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_AT_HOST = re.compile(r"@(?=[\w\[])")  # an '@' before a host name or an IPv6 literal
+# An '@' before a host name or an IPv6 literal; not before a bare number (``points@3``: a registered schema's version).
+_AT_HOST = re.compile(r"@(?=[\w\[])(?!\d+(?![\w.\[-]|:\d))")
 _OPENERS = "'\"([{<"  # what may open a word before a URL without a scheme (a quoted value, a list)
 _ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")  # "${NATS_PASSWORD}" names a secret, holds none
 
