@@ -55,8 +55,8 @@ if TYPE_CHECKING:  # what the factories build and take, for a type checker: none
     from .connectors.nats.connection import AuthConfig, NatsConnectionConfig, ReconnectConfig, TLSConfig
     from .connectors.nats.core_sink import NatsSink
     from .connectors.nats.core_source import NatsSource
+    from .connectors.nats.jetstream_reader import JetStreamReader
     from .connectors.nats.jetstream_sink import JetStreamSink
-    from .connectors.nats.jetstream_source import JetStreamSource
     from .connectors.nats.streams import StreamConfig
     from .connectors.null import NullSink
     from .connectors.parquet import ParquetSink, ParquetSource
@@ -340,8 +340,10 @@ def jetstream_source(stream: str | None = None, *, subject: str | None = None, d
                      name: str | None = None, auth: AuthConfig | dict[str, Any] | None = None,
                      tls: TLSConfig | dict[str, Any] | None = None, connect_timeout: float | str = 10.0,
                      reconnect: ReconnectConfig | dict[str, Any] | None = None, ping_interval: float | str = 20.0,
-                     pending_size: int | str = 8388608) -> JetStreamSource:
-    """``source: {type: jetstream, stream: ..., durable: ...}``: at-least-once with a durable consumer.
+                     pending_size: int | str = 8388608) -> JetStreamReader:
+    """``source: {type: jetstream, stream: ..., durable: ...}``: at-least-once with a durable consumer
+    (``JetStreamSource``), or with ``ordered=True`` an ordered consumer that acknowledges nothing
+    (``OrderedJetStreamSource``); both are ``JetStreamReader``-s.
 
     >>> jetstream_source("POINTS", durable="relay").type
     'jetstream'

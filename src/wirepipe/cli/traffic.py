@@ -84,14 +84,16 @@ def capture(
         fail(str(exc), ExitCode.CONFIG)
     # A JetStream source makes the run loop commit, and so complete a file, every `ack_pressure` records too:
     # the log says so, since on a backlog that is what sets the files' size.
+    from ..connectors.capture_sink import CaptureSink
     from ..connectors.connector import Commits
 
-    source = pipe.source
-    pipe.sink.commit_records = source.ack_pressure if isinstance(source, Commits) else None
+    source, sink = pipe.source, pipe.sink
+    assert isinstance(sink, CaptureSink)  # the config above names it
+    sink.commit_records = source.ack_pressure if isinstance(source, Commits) else None
     stats = run_as_worker(pipe)
     from ..pipelines.monitor import ending_lines, run_figures
 
-    files = pipe.sink.files
+    files = sink.files
     rejects = f", {stats.rejected} rejected" if stats.rejected else ""
     typer.echo("\n  ".join([f"{pipe.name}: {stats.records_out} records captured into {len(files)} file(s) in {out} "
                             f"in {stats.elapsed:.2f}s{rejects}{run_figures(pipe, stats)}", *ending_lines(stats)]),

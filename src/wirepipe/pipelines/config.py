@@ -367,7 +367,7 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
     return path, problem_message(err)
 
 
-def build_pipeline(cfg: Any, *, file: str | None = None, worker: Worker | None = None) -> Any:
+def build_pipeline(cfg: Any, *, file: str | None = None, worker: Worker | None = None) -> Pipeline:
     """A runnable ``Pipeline`` from a validated config, its source, sink and dead letter as ``worker`` runs them
     (``for_worker``: the process that builds it, ``Worker.current()``, by default; one process alone writes its
     files as named, ``{worker}`` in a path as 0); errors while building are config errors."""

@@ -124,6 +124,7 @@ class LiveConfig:
             new = build_pipeline(validate_config(data, file=self.file), file=self.file)
         except (ConfigError, WirepipeError) as exc:
             return self.refuse(digest, str(exc))
+        assert new.config is not None  # a pipeline built from a config keeps it
         version = Version.of(new.config, digest)
         if version.digest == self.running.digest:
             return Outcome(version.digest, unchanged=True)
