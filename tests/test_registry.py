@@ -272,7 +272,7 @@ def test_generate_with_batch_size_zero_raises_the_yaml_message(tmp_path: Path) -
     (lambda wp: wp.pack(0), "- pack: {records: 0}", "records"),
     (lambda wp: wp.select_fields(), "- select: []", "fields"),
     (lambda wp: wp.encode("msgpack|zstd:99"), "- encode: msgpack|zstd:99", "chain"),
-    (lambda wp: wp.subject("a b"), "- subject: a b", None),
+    (lambda wp: wp.subject("a b"), "- subject: a b", "template"),
     (lambda wp: wp.map_values("os:no_such_function"), "- map: {function: os:no_such_function}", None),
 ])
 def test_operator_factories_raise_the_yaml_message(tmp_path: Path, call, yaml_entry: str, field: str | None) -> None:
@@ -307,7 +307,7 @@ def _classes() -> Any:
     (lambda c: c["Decompress"]("auto", max_output_size="lots"), "- decompress: {max_output_size: lots}",
      "decompress.max_output_size"),
     (lambda c: c["Pack"](0), "- pack: {records: 0}", "pack.records"),
-    (lambda c: c["Subject"]("a b"), "- subject: a b", "subject"),
+    (lambda c: c["Subject"]("a b"), "- subject: a b", "subject.template"),
     (lambda c: c["Map"]("os:no_such_function"), "- map: {function: os:no_such_function}", "map"),
 ])
 def test_operator_classes_raise_the_yaml_message(tmp_path: Path, call, yaml_entry: str, path: str) -> None:

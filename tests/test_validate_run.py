@@ -176,6 +176,8 @@ CONFLICTS: dict[str, list[dict[str, Any]]] = {
         "codec": "zstd", "dictionary": "nats://B/D", "nats": {"url": "embedded", "auth": {"token": "t"}}}}])],
     "NatsConnectionConfig._url_list": [pipeline(operators=[{"serialize": {"format": "json"}}, {"compress": {
         "codec": "zstd", "dictionary": "nats://B/D", "nats": {"url": "nats://a:1, embedded"}}}])],
+    "SubjectParams._publishable": [pipeline(operators=[{"subject": "orders.>.{x}"}]),
+                                   pipeline(operators=[{"subject": {"template": "a..{x}"}}])],
     "EncodeParams._parse": [pipeline(operators=[{"encode": {"chain": "json|zstd:99"}}])],
     "DecodeParams._parse": [pipeline(operators=[{"decode": {"chain": "json||zstd"}}])],
 }

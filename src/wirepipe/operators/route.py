@@ -14,12 +14,12 @@ In YAML ``- subject: orders.{region}``; in Python ``wirepipe.subject("orders.{re
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..core.batch import Batch, describe_error
 from ..core.models import Strict
 from ..core.stages import Stage
-from ..wire import SubjectTemplate
+from ..wire import SubjectTemplate, publish_template_problem
 from .operator import BuildContext, Configured, Operator, with_shorthand
 
 
@@ -70,6 +70,16 @@ class Subject(Configured, Operator):
 
 class SubjectParams(Strict):
     template: str = Field(description="e.g. orders.{region} (record fields and meta columns such as seq)")
+
+    @field_validator("template")
+    @classmethod
+    def _publishable(cls, v: str) -> str:
+        """A template no record could be published on (a wildcard, an empty token) is refused here, not at
+        every record's publish."""
+        problem = publish_template_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
     def build(self, ctx: BuildContext) -> list[Operator]:
         return [Subject.from_params(self, ctx)]
