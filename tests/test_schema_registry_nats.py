@@ -244,3 +244,40 @@ def test_a_registry_that_does_not_answer_holds_the_batch_until_it_does(tmp_path:
     assert stats.records_out == 200 and stats.rejected == 0 and stats.sink_errors >= 1
     assert seen and seen[-1].startswith("deserialize (bincode): NotConnected: schema registry nats://WIREPIPE_SCHEMAS: "
                                         "the server did not answer")
+
+
+def test_tap_reads_each_message_with_the_registered_schema_its_header_names(nats_server: EmbeddedServer) -> None:
+    """``wirepipe tap --schema registry``: avro messages of two registered versions each read as written, and one
+    of a schema the registry does not hold named as not decoded (never read positionally with another)."""
+    from tests.test_tap import finish, start_tap
+    from wirepipe import Pipeline, nats_sink
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.testing import TestingSource
+
+    url = nats_server.url
+    registry = nats_registry(url)
+
+    async def push() -> None:
+        await registry.open(create=True)
+        try:
+            await registry.push("points", S1)
+            await registry.push("points", S2)
+        finally:
+            await registry.close()
+
+    asyncio.run(push())
+    stranger = parse_schema({"x": "int64", "y": "int64"}, "Point")  # the same names, not registered
+    tap = start_tap(url, "reg.>", "--schema", "registry", "--envelope", "--limit", "4")
+    for subject, schema, records in [("reg.v1", S1, [{"x": 1, "y": 2}]),
+                                     ("reg.v2", S2, [{"y": 4, "x": 3, "label": "b"}, {"y": 6, "x": 5, "label": None}]),
+                                     ("reg.stranger", stranger, [{"x": 7, "y": 8}]),
+                                     ("reg.v1", S1, [{"x": 9, "y": 10}])]:
+        Pipeline(TestingSource(records), [Serialize("avro", schema=schema)], nats_sink(subject, url=url)).run()
+    out, err = finish(tap)
+    got = [(line["subject"], line["value"]) for line in map(json.loads, out.splitlines())]
+    assert got == [("reg.v1", {"x": 1, "y": 2}), ("reg.v2", {"y": 4, "x": 3, "label": "b"}),
+                   ("reg.v2", {"y": 6, "x": 5, "label": None}), ("reg.v1", {"x": 9, "y": 10})], err
+    fp = schema_fingerprint(stranger)
+    assert f"tap: not decoded (deserialize: written with schema {fp}, which this deserialize cannot read: the schema " \
+           "registry nats://WIREPIPE_SCHEMAS does not hold it" in err, err
+    assert "tap: 5 messages, 4 shown, 1 not decoded" in err, err

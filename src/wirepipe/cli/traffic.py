@@ -202,7 +202,9 @@ def tap(
         "compression, latency from Wirepipe-Sent-At, loss from Wirepipe-Seq gaps"))] = False,
     schema: Annotated[str | None, typer.Option(help=(
         "schema for the formats that carry none on the wire (protobuf, avro, bincode, postcard, msgpack-array): "
-        "a dataset name, a schema file (x.proto#Message, x.avsc, x.yaml) or module:Class"), metavar="SCHEMA")] = None,
+        "a dataset name, a schema file (x.proto#Message, x.avsc, x.yaml), module:Class, or a registered schema: "
+        "registry (each message read with the schema its Wirepipe-Schema header names), registry/NAME[@VERSION], "
+        "nats://BUCKET/NAME"), metavar="SCHEMA")] = None,
     allow_pickle: Annotated[bool, typer.Option("--allow-pickle", help=(
         "decode pickle payloads (runs code from the payload: only for trusted publishers)"))] = False,
     dictionaries: Annotated[str | None, typer.Option(help=(

@@ -26,7 +26,7 @@ from typing import Any
 from ..codecs.formats import format_for_content_type
 from ..core.batch import Batch
 from ..core.errors import StageError
-from ..core.stores import StoreUse
+from ..core.stores import SCHEMAS, StoreUse
 from ..wire import Header
 from .decompress import Decompress
 from .deserialize import Deserialize
@@ -51,7 +51,7 @@ class HeaderDecoder:
         """``dictionaries`` (``nats://BUCKET``): the store the zstd dictionaries that frames name by id are
         fetched from (handed by whoever runs the decoder: ``store_uses``; then ``prepare`` before each call), as
         ``decompress`` fetches them; ``dictionary``: a dictionary's bytes, for frames that do not name theirs."""
-        self.has_schema = schema is not None
+        self.has_schema = schema is not None  # a registered schema too: each record is read by its header
         self.no_schema = no_schema
         self.decompress = Decompress("auto", dictionaries=dictionaries, dictionary=dictionary)
         self.deserialize = Deserialize("auto", schema=schema, allow_pickle=allow_pickle)
@@ -77,15 +77,22 @@ class HeaderDecoder:
         return _kept if why is None else failing(StageError("deserialize", "auto", why))
 
     def store_uses(self) -> Sequence[StoreUse]:
-        """The dictionary store ``dictionaries`` names (``core.stores.UsesStores``), if it names one."""
-        return self.decompress.store_uses()
+        """The dictionary store ``dictionaries`` names and the schema store ``schema`` names (a registered
+        schema: ``registry``, ``nats://SCHEMAS/points``), those it names (``core.stores.UsesStores``)."""
+        return (*self.decompress.store_uses(), *self.deserialize.store_uses())
 
     def use_store(self, use: StoreUse, store: Any) -> None:
-        self.decompress.use_store(use, store)
+        (self.deserialize if use.kind == SCHEMAS else self.decompress).use_store(use, store)
+
+    async def open(self, parts: Sequence[Any]) -> None:
+        """The registered schema records are read as, once the schema store is open."""
+        await self.deserialize.open(parts)
 
     async def prepare(self, batch: Batch) -> None:
-        """Fetch the dictionaries ``batch``'s frames name that are not held yet."""
+        """Fetch the dictionaries ``batch``'s frames name and the registered schemas its ``Wirepipe-Schema``
+        headers name that are not held yet."""
         await self.decompress.prepare(batch)
+        await self.deserialize.prepare(batch)
 
     def __call__(self, batch: Batch) -> Batch:
         batch.map_by_header(Header.CONTENT_TYPE, self._check, "deserialize", "auto")

@@ -49,7 +49,8 @@ class TapSink(Sink):
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.decoder = HeaderDecoder(schema, allow_pickle=allow_pickle, no_schema=NO_SCHEMA, dictionaries=dictionaries)
-        self._resources: Any = None  # the decoder's dictionary store, once the source is known
+        self._resources: Any = None  # the decoder's dictionary and schema stores, once the source is known
+        self._parts: tuple[Any, ...] = ()
         self.filters = list(filters)
         self.sample = sample
         self.limit = limit
@@ -73,12 +74,14 @@ class TapSink(Sink):
 
         self._resources = Resources()
         self._resources.bind([self.decoder], (source,), ["tap"])
+        self._parts = (source,)
 
     async def open(self) -> None:
         """The source listens already (the run loop opens it first): say so; with the table on a terminal,
         redraw it live (once a second) until the tap stops."""
         if self._resources is not None:
             await self._resources.open()
+            await self.decoder.open(self._parts)
         if self.announce:
             print(self.announce, file=self.err, flush=True)
         if self.stats is not None and not self.lines and self.out.isatty():
