@@ -145,6 +145,31 @@ def test_a_dictionary_the_store_lacks_dead_letters_its_records_with_the_reason(t
         f"zstd dictionary {dict_id(trained())} from memory: no dictionary with id {dict_id(trained())} in memory"] * 5
 
 
+def test_frames_naming_the_local_dictionarys_id_are_never_asked_of_the_store(tmp_path: Path) -> None:
+    """A consumer given the dictionary as a file and a store for the others: frames of the file's id decode with
+    it, and the store (empty here) is never asked for it."""
+    from wirepipe import decompress, deserialize
+    from wirepipe.testing import TestingSink, TestingSource, memory_dictionaries, run
+
+    tx = trained()
+    (tmp_path / "tx.zdict").write_bytes(tx)
+    sent, _ = roundtrip(orders(20), {"dictionaries": {"DICTS": memory_dictionaries({"tx": tx})}},
+                        {"dictionaries": {"DICTS": memory_dictionaries({"tx": tx})}})
+    asked: list[int] = []
+
+    class Watched(MemoryDictionaries):
+        async def by_id(self, dict_id: int, cap: int) -> bytes:
+            asked.append(dict_id)
+            return await super().by_id(dict_id, cap)
+
+    read = TestingSink()
+    unpack = decompress("auto", dictionary=str(tmp_path / "tx.zdict"), dictionaries="nats://DICTS")
+    run(TestingSource(sent.records, headers=sent.headers), [unpack, deserialize("auto")], read,
+        resources={"dictionaries": {"DICTS": Watched()}})
+    assert read.records == orders(20) and read.rejects == []
+    assert asked == []
+
+
 def test_an_operator_outside_a_pipeline_says_where_its_store_comes_from() -> None:
     from wirepipe.core.batch import Batch
     from wirepipe.operators.compress import Compress

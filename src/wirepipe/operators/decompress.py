@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
-from ..codecs.zstd import dictionary_digest, parse_dictionary_digest
+from ..codecs.zstd import dictionary_digest, parse_dictionary_digest, zstd_dictionary_id
 from ..core.batch import Batch
 from ..core.errors import StageError
 from ..core.models import Size, Strict
@@ -69,6 +69,8 @@ class Decompress(Configured, Operator):
         self.max_output_size = max_output_size
         self._dictionary = load_dictionary(dictionary)
         self._local_digest = dictionary_digest(self._dictionary) if self._dictionary is not None else None
+        # Frames naming the local dictionary's id decode with it: never asked of the bucket.
+        self._local_id = zstd_dictionary_id(self._dictionary) if self._dictionary is not None else 0
         self.params = {"codec": codec, "max_output_size": max_output_size}
         self.name = codec if self.auto else get_codec(codec).name
         self.shared: SharedDictionaries | None = None
@@ -105,6 +107,7 @@ class Decompress(Configured, Operator):
         """Fetch the dictionaries the batch's frames name that are not held yet (before the pass)."""
         if self.shared is not None:
             wanted = self.shared.wanted(batch, self.auto)
+            wanted.discard(self._local_id)
             if wanted:
                 await self.shared.fetch(wanted)
 
