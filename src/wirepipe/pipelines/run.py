@@ -301,6 +301,8 @@ class PipelineRun:
                 if self._switch is not None:  # a hot reload, between two batches
                     await self._switch_now(sink, stats)
                     interval = self.pipeline.flush_interval
+                if queue.empty():  # a producer ready to run (woken by the last take) fills it first
+                    await asyncio.sleep(0)
                 if not queue.empty():  # a batch waits: taken without a task and a timer per batch
                     item = queue.get_nowait()
                     if reads_while_busy:  # its client reads the socket between two batches, as it would waiting
