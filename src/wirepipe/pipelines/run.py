@@ -309,8 +309,8 @@ class PipelineRun:
                         await asyncio.sleep(0)
                 elif ledger.pending:
                     wait = ledger.last + interval - time.monotonic()
-                    # Woken now and then: the source may ask for a commit while no batch comes. (Not wait_for:
-                    # on Python 3.11 it swallows a cancellation, a Ctrl-C of ``run()``, that meets a ready item.)
+                    # Woken now and then: the source may ask for a commit while no batch comes (not wait_for: on
+                    # 3.11 it swallows a cancellation, a Ctrl-C of ``run()``, that meets a ready item).
                     getter = asyncio.ensure_future(queue.get())
                     try:
                         done, _ = await asyncio.wait({getter}, timeout=min(max(wait, 0.001), _COMMIT_POLL))
@@ -339,9 +339,8 @@ class PipelineRun:
                 source.stopping.set()
                 producer.cancel()
             while not producer.done():
-                # Its last act is to put the end marker: on a full queue (the loop stopped taking, e.g. the
-                # sink was down at a shutdown timeout) that would wait for ever. What is dropped here was
-                # never acknowledged.
+                # Its last act, the end marker, would wait for ever on a full queue (the loop stopped taking:
+                # a sink down at a shutdown timeout). What is dropped here was never acknowledged.
                 while not queue.empty():
                     queue.get_nowait()
                 await asyncio.wait({producer}, timeout=0.1)
