@@ -217,8 +217,10 @@ def _run_blocks(page: Path, found: list[dict[str, Any]], work: Path, env: dict[s
             import duckdb
 
             con = duckdb.connect()
-            for statement in (s for s in code.split(";") if s.strip().strip("-").strip()):
+            for statement in code.split(";"):
                 lines = [x for x in statement.splitlines() if not x.strip().startswith("--")]
+                if not "".join(lines).strip():  # comments only
+                    continue
                 os.chdir(work)  # DuckDB resolves the docs' relative paths from the working folder
                 try:
                     assert con.execute("\n".join(lines)).fetchall(), (where, statement)
