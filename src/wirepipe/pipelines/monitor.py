@@ -247,12 +247,12 @@ def rejection_lines(rows: list[Any]) -> list[str]:
 
 
 def run_outputs(run: PipelineRun) -> list[str]:
-    """Where a run's output, dead letters and metrics went (``output: jsonl out.jsonl (1.20 MB)``): the run
-    summary's lines, and each pool worker's."""
+    """Where a run's output, dead letters (when it rejected any) and metrics went (``output: jsonl out.jsonl (1.20
+    MB)``): the run summary's lines, and each pool worker's."""
     pipeline = run.pipeline
     where = [f"output: {describe_sink(pipeline.sink)}"]
     dead_letters = dead_letter_destination(run)
-    if dead_letters is not None:
+    if dead_letters is not None and run.stats.rejected:  # a dead letter nothing went to is not an output of the run
         where.append(f"dead letters: {dead_letters}")
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
