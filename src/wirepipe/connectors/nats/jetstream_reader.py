@@ -208,8 +208,9 @@ class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
             finally:
                 for w in waits:
                     w.cancel()
-            if not len(self.buffer):
-                stop.set()
+            # The take still returns what is buffered; set whatever the buffer holds, since what it holds may be
+            # only status messages (a heartbeat) that the take consumes, after which it would wait on for data.
+            stop.set()
 
         watcher = asyncio.ensure_future(watch())
         try:

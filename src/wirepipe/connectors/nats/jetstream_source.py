@@ -541,7 +541,7 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
                                  "most, by every reader of the durable together (the server stops delivering past "
                                  "it); a pool's workers divide it")
     ack_wait: Duration = Field(default=30.0, gt=0, description="a record not acknowledged in this time is delivered again (a held batch is kept in progress meanwhile)")
-    max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most; -1: no limit")
+    max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most, then it goes to the dead letter with the reason; -1: no limit")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop once every message in the stream was delivered and "
