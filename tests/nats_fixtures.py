@@ -165,6 +165,17 @@ def slow_identity(value: Any) -> Any:
     return value
 
 
+def poison_kills(value: Any) -> Any:
+    """A ``map`` function for max_deliver tests: the record whose ``i`` is ``$POISON`` SIGKILLs the worker holding it
+    (each time it is delivered)."""
+    import os
+    import signal
+
+    if value["i"] == int(os.environ.get("POISON", "-1")):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
 async def publish_numbered(url: str, n: int, stream: str = "NUM", subject: str = "num") -> None:
     """``{"i": i}`` for i in 0..n-1 as msgpack into a new stream: records a test can tell apart."""
     import msgpack

@@ -71,6 +71,33 @@ def test_a_number_that_is_not_a_positive_int64_is_a_malformed_stamp_never_a_loss
     assert (gaps.missing, gaps.malformed, gaps.duplicates, gaps.reordered, gaps.unstamped) == (0, 2, 0, 0, 0)
 
 
+def test_100k_forged_publisher_ids_keep_the_table_bounded_and_the_forgotten_are_counted() -> None:
+    """One message each from 100,000 publisher ids: the table keeps the 10,000 heard from most recently; the other
+    90,000 are counted as forgotten. A publisher heard from again is kept (the least recently heard goes), and a
+    forgotten one starts over: the gap it had opened stays counted, what it skipped since is not."""
+    gaps = GapCounter()
+    gaps.observe([h for i in range(100_000) for h in stamped(f"f{i}", 1)])
+    assert (len(gaps.publishers), gaps.forgotten, gaps.missing) == (10_000, 90_000, 0)
+    assert next(iter(gaps.publishers)) == "f90000" and "f89999" not in gaps.publishers
+
+    small = GapCounter(max_publishers=2)
+    small.observe([*stamped("a", 1, 3), *stamped("b", 1)])  # a: number 2 missing
+    small.observe(stamped("a", 4))  # a heard again (the fast path): b is now the least recently heard
+    small.stamp("b", 1)
+    small.observe(stamped("c", 1))  # past 2: the least recently heard, a (b's stamp was heard since), is forgotten
+    assert (list(small.publishers), small.forgotten, small.gap) == (["b", "c"], 1, 1)
+    assert small.observe(stamped("a", 10)) == 0  # a new publisher now: 5..9 cannot be counted
+    assert (list(small.publishers), small.forgotten, small.gap, small.missing_from("a")) == (["c", "a"], 2, 1, 0)
+
+
+def test_an_unsure_publisher_forgotten_stays_unsure() -> None:
+    gaps = GapCounter(max_publishers=1)
+    gaps.observe(stamped("a", 1))
+    gaps.disconnected()
+    gaps.observe(stamped("b", 1))
+    assert (gaps.forgotten, gaps.unsure) == (1, 1)
+
+
 def test_numbers_without_a_publisher_are_malformed_and_messages_without_either_are_unstamped() -> None:
     gaps = GapCounter()
     gaps.observe([{Header.SEQ: "1"}, None, {"Content-Type": "application/json"}, *stamped("p", 1)])
@@ -236,3 +263,12 @@ async def test_the_tail_and_the_malformed_stamps_reach_prometheus_and_the_status
     assert "7 lost, 7 of them claimed by stamps alone" in line and "1 malformed stamps" in line
     assert {k: stats.losses[k] for k in ("lost", "gap", "tail", "malformed")} == {"lost": 7, "gap": 0, "tail": 7,
                                                                                   "malformed": 1}
+
+
+def test_the_summary_says_how_many_publishers_were_forgotten() -> None:
+    from wirepipe.pipelines.monitor import loss_summary
+
+    assert loss_summary({"lost": 2, "missing": 2, "forgotten": 3}) == (
+        ", 2 lost (2 missing from publisher sequences, 0 dropped by the client, 0 discarded at stop, 3 publishers "
+        "forgotten: their later gaps cannot be counted), 0 duplicates")
+    assert "forgotten" not in loss_summary({"lost": 0, "forgotten": 0})

@@ -391,3 +391,43 @@ def test_example_configs_run_against_a_server(nats_server: EmbeddedServer, tmp_p
     done = wirepipe("run", str(configs / "nats-publish.yaml"), "--count", "100")
     assert done.returncode == 0, done.stderr
     assert json.dumps(1)  # keep json imported for callers reading stderr
+
+
+@pytest.mark.slow
+async def test_a_durable_capture_to_the_end_with_records_held_elsewhere_exits_6(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """``wirepipe capture --durable --stop-at-end`` ends as a bounded run does: another reader of the durable holds
+    100 of 300 records in progress, the capture writes the other 200, waits ``ack_wait`` (at least 30 s for a
+    capture, twice ``--max-file-age`` and 10 s past it) and a grace, and exits 6 with the 100 counted as awaiting
+    redelivery."""
+    import nats
+    from nats.js import api
+
+    n, held = 300, 100
+    url = nats_server.url
+    await publish_numbered(url, n)
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_consumer("NUM", api.ConsumerConfig(durable_name="cap", ack_wait=2, ack_policy=api.AckPolicy.EXPLICIT))
+    holder = await js.pull_subscribe_bind("cap", "NUM")
+    msgs = await holder.fetch(held, timeout=5)
+
+    async def keep_in_progress() -> None:
+        while True:
+            for m in msgs:
+                await m.in_progress()
+            await asyncio.sleep(0.5)
+
+    keeper = asyncio.ensure_future(keep_in_progress())
+    try:
+        done = await asyncio.to_thread(wirepipe, "capture", "--url", url, "--stream", "NUM", "--durable", "cap",
+                                       "--stop-at-end", "--max-file-age", "1s", "--out", str(tmp_path / "cap"),
+                                       timeout=180)
+        info = await consumer_info(url, "NUM", "cap")
+    finally:
+        keeper.cancel()
+        await nc.close()
+    assert done.returncode == 6, done.stderr
+    assert f"{n - held} records captured into 1 file(s)" in done.stderr
+    assert f", {held} records awaiting redelivery" in done.stderr
+    assert (info.num_pending, info.num_ack_pending) == (0, held)

@@ -305,3 +305,20 @@ def test_the_operators_declare_the_headers_they_set() -> None:
     assert Operator.adds_headers == ()
     batch = Serialize("json", schema={"i": "int64"})(Batch([{"i": 1}]))
     assert set(Serialize.adds_headers) <= set(batch.headers)
+
+
+def test_the_summary_names_the_dead_letter_only_when_a_record_went_to_it(tmp_path: Path) -> None:
+    """A configured dead letter nothing was written to is no output of the run: its summary does not name it (a
+    "dead letters: ... (0.00 MB)" line read as if something had gone there); one record rejected and it does."""
+    from wirepipe.pipelines.monitor import run_summary
+    from wirepipe.testing import TestingSource
+
+    dead = tmp_path / "dead.jsonl"
+    for values, named in (([{"x": 1}, {"x": 2}], False), ([{"x": 1}, {"x": "two"}], True)):
+        pipe = wp.Pipeline(TestingSource(values), [wp.map_values(lambda v: {"x": v["x"] + 1})],
+                           wp.jsonl_sink(tmp_path / "out.jsonl"), dead_letter=wp.jsonl_sink(dead), name="p")
+        stats = pipe.run()
+        assert pipe.last_run is not None
+        lines = run_summary(pipe.last_run, stats).splitlines()
+        assert (stats.rejected, [x for x in lines if "dead letters" in x]) == (
+            (1, [f"  dead letters: jsonl {dead} ({dead.stat().st_size / 1e6:,.2f} MB)"]) if named else (0, []))

@@ -179,6 +179,23 @@ def test_pool_totals_sum_counters_and_take_the_max_lag() -> None:
     assert total == {"records_out": 12, "lag": 10, "running": 1, "dropped": 1, "new_counter": 5}
 
 
+def test_the_pool_takes_the_durables_outstanding_records_once_not_once_per_worker() -> None:
+    """Three workers of one durable end a bounded read seeing the same 40 records held elsewhere (each counts the
+    durable's num_ack_pending): the pool reports 40, not 120, and a worker's own unsettled records (50) when it
+    saw more; a slot's ended processes keep theirs, retired or not."""
+    from wirepipe.core.backoff import ExponentialBackoff
+    from wirepipe.pipelines.pool import Slot
+
+    assert combine([{"outstanding": 40}, {"outstanding": 40}, {"outstanding": 40}])["outstanding"] == 40
+    slots = [Slot(i, ExponentialBackoff(1.0, 30.0)) for i in range(3)]
+    for slot, seen in zip(slots, (40, 50, 40), strict=True):
+        slot.snapshot = {"records_out": 10, "acked": 10, "outstanding": seen}
+        slot.retire()
+    slots[2].snapshot = {"records_out": 1, "acked": 1, "outstanding": 0}  # a restarted process, running
+    total = combine([s.totals() for s in slots])
+    assert (total["outstanding"], total["records_out"]) == (50, 31)
+
+
 # --- a plugin's connectors declare what the pool and the config checks need ---------------------------
 
 

@@ -89,6 +89,8 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
         "malformed_stamps": losses.get("malformed", 0),
         # core NATS: publishers not heard from since a disconnect (what they sent meanwhile is not counted yet)
         "unsure": losses.get("unsure", 0),
+        # core NATS: publishers forgotten past the table's bound (gaps.MAX_PUBLISHERS): their later losses not counted
+        "forgotten_publishers": losses.get("forgotten", 0),
         "duplicates": losses.get("duplicates", 0),
         # at-least-once: records read again after a lost ack or a dead worker (every duplicate written is among
         # them), and records the sink's destination already had (kept once)
@@ -144,7 +146,7 @@ def _size(path: Path) -> int:
 STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
                    ("lost", "lost"), ("lost_tail", "of them claimed by stamps alone"),
                    ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
-                   ("malformed_stamps", "malformed stamps"),
+                   ("malformed_stamps", "malformed stamps"), ("forgotten_publishers", "publishers forgotten"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
                    ("acked", "acked"), ("reconnects", "reconnects"))
@@ -245,12 +247,12 @@ def rejection_lines(rows: list[Any]) -> list[str]:
 
 
 def run_outputs(run: PipelineRun) -> list[str]:
-    """Where a run's output, dead letters and metrics went (``output: jsonl out.jsonl (1.20 MB)``): the run
-    summary's lines, and each pool worker's."""
+    """Where a run's output, dead letters (when it rejected any) and metrics went (``output: jsonl out.jsonl (1.20
+    MB)``): the run summary's lines, and each pool worker's."""
     pipeline = run.pipeline
     where = [f"output: {describe_sink(pipeline.sink)}"]
     dead_letters = dead_letter_destination(run)
-    if dead_letters is not None:
+    if dead_letters is not None and run.stats.rejected:  # a dead letter nothing went to is not an output of the run
         where.append(f"dead letters: {dead_letters}")
     spec = pipeline.metrics_spec
     path = spec if isinstance(spec, (str, Path)) else getattr(spec, "path", None)
@@ -325,6 +327,8 @@ def loss_summary(losses: dict[str, int] | None) -> str:
         parts += f", {losses['malformed']} malformed stamp(s) ignored"
     if losses.get("disconnects"):
         parts += f", {losses['disconnects']} disconnect(s)"
+    if losses.get("forgotten"):  # gaps.py: past MAX_PUBLISHERS the least recently heard are forgotten
+        parts += f", {losses['forgotten']} publishers forgotten: their later gaps cannot be counted"
     unsure = losses.get("unsure", 0)
     if unsure:
         lost = (f"lost: {losses['lost']} counted ({parts}) and an unknown number more: {unsure} publisher(s) not "
@@ -445,6 +449,8 @@ COUNTER_DOCS = {
             "received but unprocessed at stop, a tail publishers' stamps claim (wirepipe_lost_tail)",
     "malformed_stamps": "Wirepipe-Seq / Wirepipe-Last-Seq stamps that are not a positive int64 or name no "
                         "publisher (core NATS): ignored, never counted as lost",
+    "forgotten_publishers": "publishers a core NATS source stopped keeping count of (past its 10,000 most recently "
+                            "heard): what they lose afterwards cannot be counted",
     "duplicates": "messages received twice (same Wirepipe-Publisher and Wirepipe-Seq)",
     "redelivered": "records read that had been delivered before (JetStream: a lost ack, a dead worker); every "
                    "duplicate the sink writes is among them",

@@ -57,6 +57,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("wirepipe.pool")
 
 GAUGES = ("lag",)  # a shared durable's pending count is the same for every worker: the pool shows the max
+# Figures a worker reports as it ends that describe the shared durable, not the worker: a JetStream worker's
+# ``outstanding`` is what the durable still counted unacknowledged when its bounded read ended (num_ack_pending:
+# records held by the other workers too), so summing them counts a record once per worker. The pool keeps the max,
+# over its workers and over a worker's processes: the figure of the worker that saw the most still outstanding
+# (each waits for the others' records until their number stops changing, so they end seeing the same ones).
+SHARED_AT_END = ("outstanding",)
 LOSS_WORDS = ("drop", "lost", "loss", "gap")  # counters of records lost upstream (slow consumers, sequence gaps)
 
 
@@ -189,6 +195,8 @@ class Slot:
             mine = out.get(key)
             if isinstance(value, dict):  # counts by kind (the losses): summed kind by kind
                 out[key] = combine([mine if isinstance(mine, dict) else {}, value])
+            elif key in SHARED_AT_END:
+                out[key] = max(mine or 0, value)
             else:
                 out[key] = (mine or 0) + value if isinstance(mine, (int, float, type(None))) else value
         if self.rejections:
@@ -205,7 +213,9 @@ class Slot:
         for key, value in committed(self.snapshot, self.redelivers).items():
             if key in GAUGES or isinstance(value, bool):
                 continue
-            if isinstance(value, (int, float)):
+            if key in SHARED_AT_END:
+                self.carried[key] = max(self.carried.get(key, 0), value)
+            elif isinstance(value, (int, float)):
                 self.carried[key] = self.carried.get(key, 0) + value
             elif isinstance(value, dict):
                 self.carried[key] = combine([self.carried.get(key) or {}, value])
@@ -243,8 +253,9 @@ def merge_rejections(parts: list[list[Any]]) -> list[Any]:
 
 
 def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pool's snapshot: counters summed, gauges (lag) the max, flags counted, texts (what a worker
-    waits for) the first one set, rejections merged by reason, counts by kind (the losses) summed kind by kind."""
+    """The pool's snapshot: counters summed, gauges (lag) and what describes the shared durable at the end
+    (``SHARED_AT_END``) the max, flags counted, texts (what a worker waits for) the first one set, rejections
+    merged by reason, counts by kind (the losses) summed kind by kind."""
     total: dict[str, Any] = {}
     rows = [snap["rejections"] for snap in snapshots if snap.get("rejections")]
     if rows:
@@ -256,7 +267,8 @@ def combine(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
             elif isinstance(value, bool):
                 total[key] = total.get(key, 0) + int(value)
             elif isinstance(value, (int, float)):
-                total[key] = max(total.get(key) or 0, value) if key in GAUGES else total.get(key, 0) + value
+                total[key] = (max(total.get(key) or 0, value) if key in GAUGES or key in SHARED_AT_END
+                              else total.get(key, 0) + value)
             elif isinstance(value, dict):
                 total[key] = combine([total.get(key) or {}, value])
             elif value is None:

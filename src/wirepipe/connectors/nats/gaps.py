@@ -37,18 +37,25 @@ what it claims alone is reported as claimed, unconfirmed: it never moves the num
 messages are counted against, and a data message past the claim turns what it confirms into a
 gap. The numbers are parsed strictly (``parse_seq``: a positive int64 in plain decimal);
 anything else is a malformed stamp, counted apart (``malformed``), never a loss figure.
+
+Publisher ids are the publishers' word: 100,000 forged ones must not grow a consumer without limit. The table
+keeps the ``max_publishers`` heard from most recently; past it the least recently heard is forgotten and counted
+(``forgotten``, shown with the losses): what it loses afterwards cannot be counted (heard from again, it starts
+over as a new publisher), what it had lost stays counted, and an unsure one stays unsure.
 """
 
 from __future__ import annotations
 
 import bisect
 import secrets
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from ...wire import Header
 
 _OPEN_GAPS = 4096  # per publisher: gaps remembered to recognise a late (reordered) message
+MAX_PUBLISHERS = 10_000  # publishers a consumer keeps count of (the least recently heard is forgotten past it)
 INT64_MAX = (1 << 63) - 1  # the largest number a stamp may carry: what Parquet, Prometheus and peers hold
 
 
@@ -114,11 +121,15 @@ class GapCounter:
 
     ``observe(headers)`` takes a batch's header column; the common case (one publisher,
     consecutive numbers) costs a dict lookup and a string comparison per record. ``gap`` and
-    ``tail`` are the two kinds of loss (the module doc), ``missing`` their sum.
+    ``tail`` are the two kinds of loss (the module doc), ``missing`` their sum. At most ``max_publishers`` are
+    kept, the least recently heard first forgotten (``forgotten``).
     """
 
-    def __init__(self) -> None:
-        self.publishers: dict[str, _Publisher] = {}
+    def __init__(self, max_publishers: int = MAX_PUBLISHERS) -> None:
+        self.max_publishers = max(1, max_publishers)
+        self.publishers: OrderedDict[str, _Publisher] = OrderedDict()  # the least recently heard first
+        self.forgotten = 0  # publishers evicted past max_publishers: their later losses cannot be counted
+        self._forgotten_unsure = 0  # of them, unsure when forgotten: they stay so
         self.gap = 0  # numbers skipped between data messages, net of the late arrivals that filled them
         self.tail = 0  # numbers stamps claim past the last data message of their publisher: unconfirmed
         self.duplicates = 0
@@ -134,7 +145,22 @@ class GapCounter:
     @property
     def unsure(self) -> int:
         """Publishers not heard from since a disconnect: what they sent meanwhile is not counted yet."""
-        return sum(1 for p in self.publishers.values() if p.unsure)
+        return sum(1 for p in self.publishers.values() if p.unsure) + self._forgotten_unsure
+
+    def _heard(self, publisher: str, first: int) -> _Publisher:
+        """The state of ``publisher`` (new from ``first``: its first number seen), now the most recently heard; past
+        ``max_publishers`` the least recently heard is forgotten."""
+        pubs = self.publishers
+        state = pubs.get(publisher)
+        if state is not None:
+            pubs.move_to_end(publisher)
+            return state
+        state = pubs[publisher] = _Publisher(first)
+        while len(pubs) > self.max_publishers:
+            _, old = pubs.popitem(last=False)
+            self.forgotten += 1
+            self._forgotten_unsure += old.unsure
+        return state
 
     def stamp(self, publisher: str, last: int, final: bool = False) -> int:
         """A publisher's stamp: it published every number up to ``last`` (``final``: and no more). The ones past
@@ -145,6 +171,7 @@ class GapCounter:
         state = self.publishers.get(publisher)
         if state is None:
             return 0
+        self.publishers.move_to_end(publisher)
         state.unsure = False
         state.done = state.done or final
         if last <= state.claimed:
@@ -177,7 +204,6 @@ class GapCounter:
         if fast is not None:
             return fast
         before = self.missing
-        pubs = self.publishers
         last_id: Any = None
         state: _Publisher | None = None
         unstamped = malformed = 0
@@ -195,9 +221,7 @@ class GapCounter:
                 malformed += 1
                 continue
             if pid != last_id:
-                state = pubs.get(pid)
-                if state is None:
-                    state = pubs[pid] = _Publisher(n)
+                state = self._heard(pid, n)
                 last_id = pid
             assert state is not None
             state.unsure = False
@@ -230,7 +254,8 @@ class GapCounter:
             pids = {h[publisher] for h in headers}  # type: ignore[index]
             if len(pids) != 1:
                 return None
-            state = self.publishers.get(next(iter(pids)))
+            pid = next(iter(pids))
+            state = self.publishers.get(pid)
             if state is None:
                 return None
             first, end = state.next, state.next + len(headers)
@@ -238,6 +263,7 @@ class GapCounter:
                 return None
         except (KeyError, TypeError):  # unstamped records: the full loop sorts them
             return None
+        self.publishers.move_to_end(pid)
         reached = min(end, state.claimed + 1) - first if state.claimed >= first else 0
         self.tail -= reached
         state.next = end

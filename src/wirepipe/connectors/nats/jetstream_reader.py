@@ -191,23 +191,26 @@ class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
 
     # --- receiving ---------------------------------------------------------------------------------
 
-    async def _take(self, left: int, look_after: float | None) -> Received | None:
+    async def _take(self, left: int, look_after: float | None, wake: asyncio.Event | None = None) -> Received | None:
         """The next batch; None when stopping, and with ``stop_at_end`` when nothing is buffered once the last
         message was read (``_at_end``) or, given ``look_after``, once that many seconds passed (a durable then
-        looks at its end)."""
-        if not self.config.stop_at_end:
+        looks at its end); None too when nothing is buffered once ``wake`` is set (a dead letter to yield)."""
+        bounded = self.config.stop_at_end
+        if not bounded and wake is None:
             return await self.buffer.take(left, self.stopping)
         stop = asyncio.Event()
+        ends = (self.stopping, self._at_end) if bounded else (self.stopping,)
 
         async def watch() -> None:
-            waits = [asyncio.ensure_future(e.wait()) for e in (self.stopping, self._at_end)]
+            waits = [asyncio.ensure_future(e.wait()) for e in (*ends, *((wake,) if wake is not None else ()))]
             try:
-                await asyncio.wait(waits, timeout=look_after, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=look_after if bounded else None, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waits:
                     w.cancel()
-            if not len(self.buffer):
-                stop.set()
+            # The take still returns what is buffered; set whatever the buffer holds, since what it holds may be
+            # only status messages (a heartbeat) that the take consumes, after which it would wait on for data.
+            stop.set()
 
         watcher = asyncio.ensure_future(watch())
         try:

@@ -35,6 +35,7 @@ from ..connector import AtLeastOnce, SharedByWorkers
 from .connection import NatsConnectionConfig, refuse_embedded
 from .jetstream_ordered import OrderedJetStreamSource
 from .jetstream_reader import JetStreamReader
+from .max_deliveries import MaxDeliveries
 from .names import ConsumerName, StreamName, SubjectPattern
 from .pull_requests import PullRequester
 from .reader import RawSubscription, Received, publish_many
@@ -148,6 +149,8 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
         self._settle_event = asyncio.Event()
         self._awaiting_acks = False  # the source waits for the pipeline to commit what it took (``_settling``)
         self._last_ack = ""  # the reply subject of the last message acknowledged: ``_confirm_acks``
+        # Records the server gave up on (max_deliver), announced by an advisory: yielded as dead letters
+        self.max_deliveries = MaxDeliveries(self.type)
 
     def for_worker(self, index: int, count: int) -> JetStreamSource:
         """One of ``count`` readers of the durable: the same config, its part of ``max_ack_pending``."""
@@ -175,7 +178,8 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
     def outstanding(self) -> int:
         """Records of the durable still awaiting acknowledgement or redelivery when the read ended at its bound
         (``stop_at_end``: held by another reader past the wait, ``BoundedEnd``; ``count``, or either: what this
-        reader took and could not settle); 0 before that, and for a read that was stopped or has no bound."""
+        reader took and could not settle); 0 before that, and for a read that was stopped or has no bound, but for
+        records the server gave up on (``max_deliver``) too late to be dead-lettered before the run ended."""
         return self._outstanding
 
     @property
@@ -250,6 +254,12 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
         self.conn.on_reconnect(self.pulls.repull)
         assert self.stream is not None  # found by _wait_for_stream
         self.pulls.start(self.nc, self.buffer, self.stream, self.consumer, reply_to, self.stopping)
+        if info.config.max_deliver and info.config.max_deliver > 0:
+            try:
+                await self.max_deliveries.start(self.conn, self.stream, self.consumer)
+            except Exception as exc:  # the server did not answer the flush: the subscription may still be there
+                log.warning("%s: the max-deliveries advisory subscription was not confirmed (%s)", self.consumer,
+                            type(exc).__name__)
 
     # --- receiving ---------------------------------------------------------------------------------
 
@@ -348,19 +358,30 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
         if self.sub is None:  # stopped while waiting for JetStream at open
             return
         bounded = self.config.stop_at_end
+        given_up = self.max_deliveries
         while True:
+            if given_up.announced and not self.stopping.is_set() and self.stream is not None:
+                letters = await given_up.take(self.nc.jetstream(), self.stream)
+                if letters:
+                    yield Batch([], rejected=letters)
             if self.count is not None and self._seen >= self.count and not await self._count_settled():
                 self._bound_reached = not self.stopping.is_set()
                 return
             if bounded and await self._read_to_end():
+                # The advisory of a record the server gave up on comes as the record leaves num_ack_pending:
+                # a round trip lets one sent just before arrive, and its dead letter is yielded before the end.
+                with contextlib.suppress(Exception):
+                    await self.conn.flush(5.0)
+                if given_up.announced:
+                    continue
                 self._bound_reached = True
                 return
             left = self.config.batch_size if self.count is None else self.count - self._seen
             await self._within_share()
-            got = await self._take(left, LAG_REFRESH)
+            got = await self._take(left, LAG_REFRESH, given_up.arrived)
             if got is None:
-                if bounded and not self.stopping.is_set():
-                    continue  # nothing came for a while: look at the consumer again
+                if (bounded or given_up.announced) and not self.stopping.is_set():
+                    continue  # nothing came for a while: look at the consumer again; or a dead letter to yield
                 return
             self._seen += len(got)
             self._last_taken = time.monotonic()
@@ -470,8 +491,15 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
 
     async def close(self) -> None:
         await self.pulls.stop()
+        await self.max_deliveries.stop()
         if self._bound_reached:  # what it took and could not settle (a drain cut short) comes back later
             self._outstanding += max(0, self._seen - self._settled)
+        unlettered = self.max_deliveries.announced
+        if unlettered:  # given up by the server as the run stopped: in no dead letter, counted here
+            self._outstanding += len(unlettered)
+            log.error("%s: %d record(s) delivered max_deliver times were not dead-lettered before the run ended "
+                      "(stream sequences %s): the server delivers them no more; they may still be in stream %s",
+                      self.consumer, len(unlettered), ", ".join(str(seq) for seq, _ in unlettered[:20]), self.stream)
         await self._confirm_acks()
         if self.nc is not None and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
@@ -513,7 +541,7 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
                                  "most, by every reader of the durable together (the server stops delivering past "
                                  "it); a pool's workers divide it")
     ack_wait: Duration = Field(default=30.0, gt=0, description="a record not acknowledged in this time is delivered again (a held batch is kept in progress meanwhile)")
-    max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most; -1: no limit")
+    max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most, then it goes to the dead letter with the reason; -1: no limit")
     expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
     heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop once every message in the stream was delivered and "
