@@ -59,7 +59,8 @@ class Batch:
     headers   headers shared by every record (``dict``), one dict per record (``list``), or ``None``.
     meta      per-record side columns keyed by name: ``seq``, ``sent_ns``, ``received_ns``,
               ``stream_seq``, ``ack`` (handles the source acknowledges after the sink wrote) ...;
-              any sequence (a ``range`` costs nothing to build), read-only: ``keep`` makes lists.
+              any sequence (a ``range`` costs nothing to build), read-only: ``keep`` makes lists, ``repeat``
+              ``Repeated`` lists (which keep the runs they were made of).
     schema    field order of the records, when the source knows it (used by ``msgpack-array``).
     raw_nbytes declared raw size of the records, as the FlatMessage tables count it, when the source knows it.
     rejected  records that failed a stage of this batch, in the order they failed.
