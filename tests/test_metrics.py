@@ -150,6 +150,23 @@ def test_latency_rows_stand_for_the_records_that_share_their_values(tmp_path: Pa
     assert (transit.p50, transit.p90) == (2_000_000, 3_000_000)  # 6 records at 2 ms, 4 at 3 ms
 
 
+def test_latency_rows_of_unpacked_messages_read_one_value_a_message(tmp_path: Path) -> None:
+    """Unpacked columns are read a message at a time (``Repeated``'s runs): equal neighbours still share a row,
+    a message of no records has none, a message without the header keeps its null."""
+    import msgpack
+
+    counts = [3, 1, 2, 0, 4, 2]
+    messages = [[{"x": i, "y": j} for j in range(n)] for i, n in enumerate(counts)]
+    source = TestingSource.from_batches([[msgpack.packb(m) for m in messages]],
+                                        meta={"seq": [1, 1, 2, 3, 4, 4], "sent_ns": [5, 5, None, 7, 8, 9],
+                                              "received_ns": [10, 10, 11, 11, 12, 12]})
+    path = tmp_path / "consume.parquet"
+    Pipeline(source, [Deserialize("msgpack"), Unpack()], NullSink(), name="consumer", metrics=path).run()
+    rows = pq.read_table(latency_path(path)).to_pylist()
+    assert [(r["seq"], r["sent_ns"], r["received_ns"], r["records"]) for r in rows] == [
+        (1, 5, 10, 4), (2, None, 11, 2), (4, 8, 12, 4), (4, 9, 12, 2)]
+
+
 def test_latency_off_records_none(tmp_path: Path) -> None:
     now = time.time_ns()
     rec = MetricsRecorder(tmp_path / "x.parquet", latency=False)

@@ -9,7 +9,13 @@ import importlib
 import nats
 from nats.js import api
 
-from wirepipe.connectors.nats.reader import NATS_PY_PRIVATE, SubscriptionReader, queue_frames, send_queued
+from wirepipe.connectors.nats.reader import (
+    NATS_PY_PRIVATE,
+    RawSubscription,
+    SubscriptionReader,
+    queue_frames,
+    send_queued,
+)
 from wirepipe.wire import Header, dead_letter_batch, dead_letter_payloads, template_fields
 
 
@@ -39,6 +45,7 @@ async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(n
             "nats.aio.subscription.Subscription": core,
             "nats.js.client.JetStreamContext.PushSubscription": push,
             "nats.aio.client.Client": nc,
+            "nats.protocol.parser.Parser": nc._ps,
             "asyncio.Queue": asyncio.Queue(),
         }
         assert set(live) == set(NATS_PY_PRIVATE), "every class in NATS_PY_PRIVATE needs a live object here"
@@ -86,6 +93,46 @@ async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(n
         await send_queued(nc)
         assert nc._pending_data_size == 0
         assert [(await core.next_msg(timeout=5)).data for _ in range(4)] == [b"ab", b"cde"] * 2
+    finally:
+        await nc.close()
+
+
+async def test_raw_subscription_cuts_its_messages_out_of_any_read_as_nats_py_would(nats_url: str) -> None:
+    """The parser's fast path for a raw subscription: messages split across reads anywhere (control line, headers,
+    payload, the trailing CRLF), between another subscription's messages and a PING, each delivered once, in
+    order, with the subject, reply, headers and payload nats-py's own parser gives; the other subscription and
+    the PING still go through nats-py."""
+    nc = await nats.connect(nats_url)
+    try:
+        raw_sub = await nc.subscribe("fast.raw")
+        other = await nc.subscribe("fast.other")
+        reader = RawSubscription(batch_size=100, batch_timeout=0.0, max_buffered=100)
+        reader.attach(nc, raw_sub)
+        assert "parse" in vars(nc._ps), "the fast path is installed on this connection's parser"
+        raw_sid, other_sid = raw_sub._id, other._id
+        hdr = b"NATS/1.0\r\nK: v\r\n\r\n"
+        stream = b"".join([
+            b"HMSG fast.raw %d _INBOX.r1 %d %d\r\n%bone\r\n" % (raw_sid, len(hdr), len(hdr) + 3, hdr),
+            b"MSG fast.other %d 5\r\nother\r\n" % other_sid,
+            b"MSG fast.raw %d 3\r\ntwo\r\n" % raw_sid,
+            b"PING\r\n",
+            b"HMSG fast.raw %d 12 12\r\nNATS/1.0\r\n\r\n\r\n" % raw_sid,  # headers only: an empty payload
+            b"MSG fast.raw %d 5\r\nfour!\r\n" % raw_sid,
+            b"HMSG fast.raw %d r.5 %d %d\r\n%bfive\r\n" % (raw_sid, len(hdr), len(hdr) + 4, hdr),
+        ])
+        for cut in (1, 7, 23, 64, len(stream)):  # every read size, so a message splits at every kind of place
+            for i in range(0, len(stream), cut):
+                await nc._ps.parse(stream[i:i + cut])
+            assert not nc._ps.buf
+            got = reader._drain(100)
+            assert [(g[3], g[0], g[2], g[1]) for g in got] == [
+                (b"fast.raw", b"_INBOX.r1", hdr, b"one"), (b"fast.raw", b"", None, b"two"),
+                (b"fast.raw", b"", b"NATS/1.0\r\n\r\n", b""), (b"fast.raw", b"", None, b"four!"),
+                (b"fast.raw", b"r.5", hdr, b"five")], cut
+            assert (await other.next_msg(timeout=1)).data == b"other"
+        assert reader.received == 5 * 5
+        reader.detach()
+        assert "parse" not in vars(nc._ps), "detached: nats-py's own parser again"
     finally:
         await nc.close()
 

@@ -23,6 +23,20 @@ RECORDS, PAYLOADS, SAME = "records", "payloads", "same"
 PACKED = "packed"
 
 
+class Repeated(list):  # type: ignore[type-arg]
+    """A per-record column made by repeating each value of a shorter one (``Batch.repeat``): a plain list, that
+    also keeps what it was made of, ``runs`` (the shorter column) and ``counts`` (each one's repeats), so a
+    reader that wants a row per run (the metrics' latency rows) reads the runs instead of every record.
+    Meta columns are read-only; ``keep``, ``slice`` and ``join`` make plain lists."""
+
+    __slots__ = ("counts", "runs")
+
+    def __init__(self, runs: Sequence[Any], counts: list[int]) -> None:
+        super().__init__(chain.from_iterable(map(repeat, runs, counts)))
+        self.runs = runs
+        self.counts = counts
+
+
 @dataclass(slots=True)
 class Rejected:
     """One record that failed a stage: what failed, why, and the value as it was before the stage."""
@@ -45,7 +59,8 @@ class Batch:
     headers   headers shared by every record (``dict``), one dict per record (``list``), or ``None``.
     meta      per-record side columns keyed by name: ``seq``, ``sent_ns``, ``received_ns``,
               ``stream_seq``, ``ack`` (handles the source acknowledges after the sink wrote) ...;
-              any sequence (a ``range`` costs nothing to build), read-only: ``keep`` makes lists.
+              any sequence (a ``range`` costs nothing to build), read-only: ``keep`` makes lists, ``repeat``
+              ``Repeated`` lists (which keep the runs they were made of).
     schema    field order of the records, when the source knows it (used by ``msgpack-array``).
     raw_nbytes declared raw size of the records, as the FlatMessage tables count it, when the source knows it.
     rejected  records that failed a stage of this batch, in the order they failed.
@@ -128,7 +143,8 @@ class Batch:
 
     def repeat(self, counts: list[int]) -> None:
         """Each record ``counts[i]`` times in every per-record column but ``values`` (the caller sets them):
-        ``keep`` with repeated indices, without the index list (``itertools.repeat`` chained, in C)."""
+        ``keep`` with repeated indices, without the index list (``itertools.repeat`` chained, in C); the meta
+        columns as ``Repeated``, which keep their runs."""
         def repeated(column: Sequence[Any]) -> list[Any]:
             return list(chain.from_iterable(map(repeat, column, counts)))
 
@@ -136,7 +152,7 @@ class Batch:
             self.subjects = repeated(self.subjects)
         if isinstance(self.headers, list):
             self.headers = repeated(self.headers)
-        self.meta = {k: repeated(col) for k, col in self.meta.items()}
+        self.meta = {k: Repeated(col, counts) for k, col in self.meta.items()}
 
     def slice(self, start: int, stop: int) -> Batch:
         """A new batch of records ``start:stop`` (every per-record column cut alike)."""

@@ -49,7 +49,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..core.batch import Batch, Rejected
+from ..core.batch import Batch, Rejected, Repeated
 from ..core.models import Duration, Strict
 from .columns import METRICS_VERSION, METRICS_VERSION_KEY, TABLES, fit_value, table_schema
 
@@ -69,6 +69,15 @@ _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "
 _LATENCY_FLUSH_ROWS = 65536
 _LATENCY_META = ("seq", "stream_seq", "sent_ns", "received_ns")  # a latency row's values from the batch's meta
 _GIVE_UP_GRACE = 5.0  # seconds a cancelled run's part writers get for their last try
+
+
+def _shared_runs(columns: list[Sequence[Any] | None]) -> list[int] | None:
+    """The counts every present column was repeated by (``Repeated`` columns of one ``Batch.repeat``), or None."""
+    present = [c for c in columns if c is not None]
+    if not present or not all(type(c) is Repeated for c in present):
+        return None
+    counts = present[0].counts  # type: ignore[attr-defined]
+    return counts if all(c.counts is counts for c in present) else None  # type: ignore[attr-defined]
 
 
 def new_run_id() -> str:
@@ -522,6 +531,14 @@ class MetricsRecorder:
         batch has none) changes from the record before, with the number of records until the next one."""
         import numpy as np
 
+        counts = _shared_runs(columns)
+        if counts is not None:  # all repeated alike (unpack's): one value per run, not per record
+            kept = [i for i, k in enumerate(counts) if k]  # a run of no records (an empty message) has no row
+            if len(kept) < len(counts):
+                columns = [None if c is None else [c.runs[i] for i in kept] for c in columns]  # type: ignore[attr-defined]
+            else:
+                columns = [None if c is None else c.runs for c in columns]  # type: ignore[attr-defined]
+            n = len(kept)
         arrays = [None if c is None else self._int64s(name, c) for name, c in zip(_LATENCY_META, columns, strict=True)]
         change = np.zeros(n, dtype=bool)
         change[0] = True
@@ -531,7 +548,8 @@ class MetricsRecorder:
                     if v is not None:
                         change[1:] |= v[1:] != v[:-1]
         starts = np.flatnonzero(change)
-        weights = np.diff(starts, append=n)
+        weights = np.diff(starts, append=n) if counts is None else \
+            np.add.reduceat(np.array([counts[i] for i in kept], np.int64), starts)
         return weights, [None if a is None else (a[0][starts], None if a[1] is None else a[1][starts])
                          for a in arrays]
 
