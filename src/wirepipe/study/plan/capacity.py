@@ -222,7 +222,8 @@ def plan(costs: Costs, dep: Deployment) -> CapacityPlan:
                         replication, wire_out, per_hour, per_retention, needs)
 
 
-def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1, server_us: float = SERVER_US) -> float:
+def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1, server_us: float = SERVER_US,
+                 others: float | None = None) -> float:
     """Records/s a pool of ``workers`` consuming processes reaches on a machine of ``cores`` cores.
 
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
@@ -230,7 +231,9 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did,
     a worker per core as fast per core as the calibration's full pool did (its cores shared with
     the server, the supervisor and the rest of the machine as they were then), and a pool in
-    between in proportion.
+    between in proportion. ``others``: the cores the rest of the machine keeps busy, where that is not
+    what it kept busy during the calibration (each calibrated run scaled by its ceiling at that load,
+    ``PoolRun.rate_with``).
     """
     c = costs.calibrated
     if c is None:
@@ -239,10 +242,12 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     one, full = c.one, c.full
     n = min(workers, cores)
     if full is None or cores <= 1:
-        return min(workers * one.rate, max(cores - one.others, 0.0) * 1e6 / (
-            one.worker_us + 2 * costs.server_us + one.supervisor_us))
-    top = full.rate * cores / full.workers  # every core busy
-    return one.rate + (top - one.rate) * (n - 1) / (cores - 1)
+        busy = one.others if others is None else others
+        return min(workers * (one.rate if others is None else one.rate_with(others)),
+                   max(cores - busy, 0.0) * 1e6 / (one.worker_us + 2 * costs.server_us + one.supervisor_us))
+    alone = one.rate if others is None else one.rate_with(others)
+    top = (full.rate if others is None else full.rate_with(others)) * cores / full.workers  # every core busy
+    return alone + (top - alone) * (n - 1) / (cores - 1)
 
 
 # --- where the costs come from ---------------------------------------------------------------------
