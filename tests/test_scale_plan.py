@@ -11,17 +11,22 @@ import pytest
 
 from tests.cli import wirepipe
 from wirepipe.core.units import parse_rate
+from wirepipe.datasets import get_dataset
+from wirepipe.schema.fingerprint import schema_fingerprint
 from wirepipe.study.plan.calibrate import Calibration, PoolRun, _Mark, calibration_records, steady_window
 from wirepipe.study.plan.capacity import (
     ERROR_BAND,
-    HEADER_BYTES,
+    MSG_ID_EXAMPLE,
     SERVER_US,
     STORE_OVERHEAD,
     Costs,
     Deployment,
+    measure_costs,
     plan,
     predict_rate,
+    publish_header_bytes,
 )
+from wirepipe.wire.headers import STAMP_SIZE, Header, entry_size, header_size
 
 
 def test_rates_parse() -> None:
@@ -37,7 +42,7 @@ def test_plan_turns_costs_into_cores_wire_storage_and_the_first_limit() -> None:
     p = plan(costs, dep)
     assert p.publish_workers == math.ceil(2e6 * 10 / 1e6 / 0.5) == 40
     assert p.consume_workers == math.ceil(2e6 * 25 / 1e6 / 0.5) == 100
-    message = 870 + HEADER_BYTES
+    message = 870 + costs.header_bytes
     assert p.wire_in_bps == 2e6 * message
     assert p.replication_bps == 2 * p.wire_in_bps
     assert p.store_per_hour == pytest.approx(2e6 * (message + STORE_OVERHEAD) * 3 * 3600)
@@ -49,6 +54,21 @@ def test_plan_turns_costs_into_cores_wire_storage_and_the_first_limit() -> None:
     assert "runs out first: cores" in p.lines()[-1] and "does not fit" in p.lines()[-1]
     fits = plan(costs, Deployment(rate=1e4, retention_s=86400, nodes=3, cores_per_node=32))
     assert fits.first_to_run_out.used < 1 and "the plan fits" in fits.lines()[-1]
+
+
+def test_the_header_bytes_are_those_the_chain_and_the_sink_put_on_the_wire() -> None:
+    """A typed chain's records carry Wirepipe-Schema besides Content-Type and Content-Encoding, a dictionary's
+    Wirepipe-Dictionary; the JetStream sink adds Wirepipe-Sent-At and Nats-Msg-Id, the core NATS sink its stamps."""
+    own = publish_header_bytes(None, "jetstream")
+    assert own == header_size({Header.SENT_AT: "1" * 19, Header.MSG_ID: MSG_ID_EXAMPLE}) == 118
+    msgpack = measure_costs("point", "msgpack|zstd:1", records=200, rounds=1)
+    assert msgpack.header_bytes == own + len("Content-Type: application/msgpack\r\nContent-Encoding: zstd\r\n")
+    avro = measure_costs("point", "avro|zstd:1", records=200, rounds=1)  # positional: written with the dataset's schema
+    schema = entry_size(Header.SCHEMA, len(schema_fingerprint(get_dataset("point").schema)))
+    assert avro.header_bytes == msgpack.header_bytes + len("avro") - len("msgpack") + schema == 209
+    core = measure_costs("point", "msgpack|zstd:1", transport="nats", records=200, rounds=1)
+    assert core.header_bytes == msgpack.header_bytes - entry_size(Header.MSG_ID, len(MSG_ID_EXAMPLE)) + STAMP_SIZE
+    assert plan(avro, Deployment(rate=1e3)).wire_in_bps == pytest.approx(1e3 * (avro.wire_bytes + avro.header_bytes))
 
 
 def test_predicted_rate_is_capped_by_workers_then_by_cores() -> None:
