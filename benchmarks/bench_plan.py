@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -79,6 +80,7 @@ def main() -> int:
     print(f"measured/predicted over {args.rounds} rounds (target: within +-{ERROR_BAND:.0%}):")
     for workers in sizes:
         print(f"  --workers {workers}: {band(ratios[workers])}; at the pool's load {band(at_load[workers])}")
+    print(f"  load average (1, 5, 15 min) at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
 
