@@ -34,8 +34,8 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 # Blocks that cannot run in a test, each marked with its reason (docs/contributing.md lists them): the install
 # commands (README and docs/install.md; .ci/run runs them), the reference tables at full size, a Beam cluster,
-# and four benchmarks of minutes
-SKIPPED = 8
+# and five blocks of benchmarks of minutes
+SKIPPED = 9
 WRITES_FILE = re.compile(r"\A# ([\w./-]+\.ya?ml)\n")  # a YAML block that names its file is written there
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 SKIP = re.compile(r"<!-- readme-test: skip \((.+?)\) -->\s*$")

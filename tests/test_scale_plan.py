@@ -11,17 +11,22 @@ import pytest
 
 from tests.cli import wirepipe
 from wirepipe.core.units import parse_rate
-from wirepipe.study.plan.calibrate import Calibration, PoolRun, calibration_records
+from wirepipe.datasets import get_dataset
+from wirepipe.schema.fingerprint import schema_fingerprint
+from wirepipe.study.plan.calibrate import Calibration, PoolRun, _Mark, calibration_records, steady_window
 from wirepipe.study.plan.capacity import (
     ERROR_BAND,
-    HEADER_BYTES,
+    MSG_ID_EXAMPLE,
     SERVER_US,
     STORE_OVERHEAD,
     Costs,
     Deployment,
+    measure_costs,
     plan,
     predict_rate,
+    publish_header_bytes,
 )
+from wirepipe.wire.headers import STAMP_SIZE, Header, entry_size, header_size
 
 
 def test_rates_parse() -> None:
@@ -37,7 +42,7 @@ def test_plan_turns_costs_into_cores_wire_storage_and_the_first_limit() -> None:
     p = plan(costs, dep)
     assert p.publish_workers == math.ceil(2e6 * 10 / 1e6 / 0.5) == 40
     assert p.consume_workers == math.ceil(2e6 * 25 / 1e6 / 0.5) == 100
-    message = 870 + HEADER_BYTES
+    message = 870 + costs.header_bytes
     assert p.wire_in_bps == 2e6 * message
     assert p.replication_bps == 2 * p.wire_in_bps
     assert p.store_per_hour == pytest.approx(2e6 * (message + STORE_OVERHEAD) * 3 * 3600)
@@ -49,6 +54,21 @@ def test_plan_turns_costs_into_cores_wire_storage_and_the_first_limit() -> None:
     assert "runs out first: cores" in p.lines()[-1] and "does not fit" in p.lines()[-1]
     fits = plan(costs, Deployment(rate=1e4, retention_s=86400, nodes=3, cores_per_node=32))
     assert fits.first_to_run_out.used < 1 and "the plan fits" in fits.lines()[-1]
+
+
+def test_the_header_bytes_are_those_the_chain_and_the_sink_put_on_the_wire() -> None:
+    """A typed chain's records carry Wirepipe-Schema besides Content-Type and Content-Encoding, a dictionary's
+    Wirepipe-Dictionary; the JetStream sink adds Wirepipe-Sent-At and Nats-Msg-Id, the core NATS sink its stamps."""
+    own = publish_header_bytes(None, "jetstream")
+    assert own == header_size({Header.SENT_AT: "1" * 19, Header.MSG_ID: MSG_ID_EXAMPLE}) == 118
+    msgpack = measure_costs("point", "msgpack|zstd:1", records=200, rounds=1)
+    assert msgpack.header_bytes == own + len("Content-Type: application/msgpack\r\nContent-Encoding: zstd\r\n")
+    avro = measure_costs("point", "avro|zstd:1", records=200, rounds=1)  # positional: written with the dataset's schema
+    schema = entry_size(Header.SCHEMA, len(schema_fingerprint(get_dataset("point").schema)))
+    assert avro.header_bytes == msgpack.header_bytes + len("avro") - len("msgpack") + schema == 209
+    core = measure_costs("point", "msgpack|zstd:1", transport="nats", records=200, rounds=1)
+    assert core.header_bytes == msgpack.header_bytes - entry_size(Header.MSG_ID, len(MSG_ID_EXAMPLE)) + STAMP_SIZE
+    assert plan(avro, Deployment(rate=1e3)).wire_in_bps == pytest.approx(1e3 * (avro.wire_bytes + avro.header_bytes))
 
 
 def test_predicted_rate_is_capped_by_workers_then_by_cores() -> None:
@@ -88,6 +108,51 @@ def test_calibrated_costs_predict_from_what_the_workers_and_the_server_spent() -
     assert "kept up to 0.5 cores busy meanwhile" in "\n".join(alone.calibration_lines())
     uncalibrated = "\n".join(Costs("x", 0, 20.0, 10.0, 1).calibration_lines())
     assert "not calibrated" in uncalibrated
+
+
+def test_a_pools_ceiling_is_what_the_cores_the_rest_of_the_machine_left_allow() -> None:
+    """Two workers at 70 us of CPU a record, nats-server 9 and the supervisor 1 share two cores: 2 / 80 us; a
+    worker alone is capped by its own core. What the rest of the machine keeps busy is not the pool's."""
+    two = PoolRun(workers=2, records=48_000, seconds=2.0, worker_us=70.0, server_us=9.0, supervisor_us=1.0, share=0.9,
+                  cores=2)
+    assert two.ceiling == pytest.approx(25_000) and two.rate == 24_000
+    loaded = PoolRun(2, 36_000, 2.0, 70.0, 9.0, 1.0, share=0.7, others=0.5, cores=2)
+    assert loaded.ceiling == pytest.approx(1.5e6 / 80)
+    assert two.rate_with(0.5) == pytest.approx(24_000 * 0.75)  # the same part of a ceiling a quarter lower
+    one = PoolRun(1, 28_000, 2.0, 70.0, 9.0, 1.0, share=0.98, cores=2)
+    assert one.ceiling == pytest.approx(1e6 / 70)  # its own core, the server on the other
+    assert one.rate_with(1.5) == pytest.approx(14_000 * (0.5e6 / 80) / (1e6 / 70))  # half a core left for all three
+    assert PoolRun(2, 100, 1.0, 70.0, None, 1.0, share=1.0, cores=2).ceiling == pytest.approx(2e6 / 71)
+
+
+def test_calibrated_predictions_at_another_load_scale_with_the_ceiling() -> None:
+    one = PoolRun(1, 28_000, 2.0, 70.0, 9.0, 1.0, share=0.98, cores=2)
+    full = PoolRun(2, 48_000, 2.0, 70.0, 9.0, 1.0, share=0.9, cores=2)
+    costs = Costs("x", 0, 20.0, 10.0, 1, calibrated=Calibration(one, full))
+    assert predict_rate(costs, 1, cores=2) == 14_000 and predict_rate(costs, 2, cores=2) == 24_000
+    assert predict_rate(costs, 1, cores=2, others=0.0) == 14_000  # the load the calibration had
+    assert predict_rate(costs, 2, cores=2, others=0.5) == pytest.approx(18_000)
+    assert predict_rate(costs, 1, cores=2, others=1.5) == pytest.approx(one.rate_with(1.5))
+
+
+def _marks(*commits: tuple[tuple[int, int], ...]) -> list[_Mark]:
+    """Marks of a pool: each a (records committed, records read) per worker, a second apart."""
+    return [_Mark([(float(t), done, 0.0) for done, _ in workers], [read for _, read in workers], None, 0.0, float(t),
+                  None, None) for t, workers in enumerate(commits)]
+
+
+def test_the_steady_window_ends_at_the_last_commit_before_the_stream_ran_dry() -> None:
+    """Two workers on 60,000 records, committing every 5,000 or so: w1 took the last messages (30,000 read by
+    then, 32,000 in all); w0 wrote its last and waited for records that did not come, then for its flush interval;
+    90% (54,000) was committed only after that. The window ends at the last mark where both read more later."""
+    marks = _marks(((6000, 9000), (5000, 8000)), ((11000, 14000), (10000, 13000)), ((16000, 19000), (15000, 18000)),
+                   ((21000, 24000), (20000, 23000)), ((26000, 27000), (20000, 23000)),
+                   ((26000, 27000), (25000, 30000)), ((28000, 28000), (25000, 30000)),
+                   ((28000, 28000), (32000, 32000)))
+    first, last = steady_window(marks, [28000, 32000], 60_000)
+    assert (first.committed, last.committed) == (21_000, 51_000)
+    assert steady_window(marks, [28000, 32000], 60_000, window=(0.2, 0.6)) == (first, marks[3])  # up to 60%
+    assert steady_window(marks[:2], [14000, 13000], 60_000) is None  # nothing steady past 20%
 
 
 def test_the_calibration_runs_for_a_few_seconds_whatever_a_record_costs() -> None:

@@ -5,14 +5,15 @@ event loop, the socket, pull requests and acks, the commit, GC. So the plan runs
 it plans for (a JetStream durable, the chain's decode, the sink) as a pool of one worker, then of a
 worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
 own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
-from 20% to 90% of the records committed, start-up and tail left out, cut at commits so that the window
-holds whole commit cycles):
+from 20% of the records committed to each worker's last commit before the stream ran dry for it, 90% at
+most, start-up and tail left out, cut at commits so that the window holds whole commit cycles):
 
 - the workers' CPU per record, from their own reports (CPU seconds and records written in one snapshot);
 - nats-server's CPU per record (``/proc``, where there is one);
 - the share of a core the worker got (its CPU over the wall time: below 1 when other processes took
-  the core, or the worker waited for the server), the part of the time it waited for a core, and the
-  cores the rest of the machine kept busy meanwhile (``/proc/stat`` less the pool and its server).
+  the core, or the worker waited for the server), the part of the time it waited for a core, the part it
+  had nothing to do, and the cores the rest of the machine kept busy meanwhile (``/proc/stat`` less the
+  pool and its server): the pool's ceiling (``PoolRun.ceiling``) is what the cores left allow.
 
 ``benchmarks/bench_workers.py`` measures its pools with the same ``measure_pool``.
 """
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 STREAM = "PLAN_CALIBRATION"
 SUBJECT = "plan.calibration"
-WINDOW = (0.2, 0.9)  # the part of the stream measured: after start-up, before the tail
+WINDOW = (0.2, 0.9)  # the part of the stream measured at most: after start-up, before the tail
 RUN_SECONDS = 3.0  # about how long the measured window lasts
 MIN_RECORDS, MAX_RECORDS = 3000, 150_000
 
@@ -56,10 +57,30 @@ class PoolRun:
     waited: float = 0.0  # time a worker waited for a core (the run queue) over the wall time
     others: float = 0.0  # cores kept busy by the rest of the machine (not the pool, its server, the supervisor)
     cores: int = 1  # the cores the pool could run on (its machine's, or its container's)
+    slept: float = 0.0  # time a worker had nothing to do (neither on a core nor waiting for one) over the wall time
 
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def ceiling(self) -> float:
+        """Records/s the pool's cores allow at its CPU costs: each worker on one core at most, and the workers,
+        nats-server and the supervisor sharing what the rest of the machine left of the cores (``others``).
+        Where nats-server's CPU is not known (no ``/proc``), the workers' and the supervisor's only."""
+        return self._ceiling(self.others)
+
+    def _ceiling(self, others: float) -> float:
+        per_record = self.worker_us + (self.server_us or 0.0) + self.supervisor_us
+        if self.worker_us <= 0:
+            return 0.0
+        return min(self.workers / self.worker_us, max(self.cores - others, 0.0) / per_record) * 1e6
+
+    def rate_with(self, others: float) -> float:
+        """The records/s this pool would have made had the rest of the machine kept ``others`` cores busy, not
+        ``self.others``: its rate scaled by its ceiling at each load (it ran at the same part of its ceiling)."""
+        ceiling = self.ceiling
+        return self.rate * self._ceiling(others) / ceiling if ceiling > 0 else self.rate
 
 
 def run_queue(pids: Sequence[int]) -> tuple[float, float] | None:
@@ -98,53 +119,117 @@ def process_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass
+class _Mark:
+    """What ``measure_pool`` noted when a worker reported a commit: each worker's last report after a commit (when,
+    records written, CPU seconds) and the records it had read by then, and the CPU of nats-server, of this
+    process, of the workers' main threads (on a core, waiting for one) and of the whole machine then."""
+
+    reports: list[tuple[float, int, float]]
+    read: list[int]
+    server: float | None
+    own: float
+    at: float
+    queue: tuple[float, float] | None
+    busy: float | None
+
+    @property
+    def committed(self) -> int:
+        return sum(r[1] for r in self.reports)
+
+
 async def measure_pool(pool: Any, records: int, server_pid: int | None, *, window: tuple[float, float] = WINDOW,
                        poll: float = 0.02) -> PoolRun:
-    """Run ``pool`` (a ``pipelines.pool.Pool``) until its workers committed the last fraction of ``window``
-    (of ``records``), then drain it; its steady state between the two. ``RuntimeError`` when the pool failed
-    or the window was not seen."""
+    """Run ``pool`` (a ``pipelines.pool.Pool``) on a stream of at least ``records`` and measure its steady state, then
+    drain it. ``RuntimeError`` when the pool failed or no steady window was seen.
+
+    The window starts once the workers committed ``window[0]`` of the records (start-up left out) and ends once
+    they committed ``window[1]``, or sooner, for each worker, at its last commit after which it still read
+    records: the commit after that came once the stream ran dry for it, after waiting for records that were no
+    longer there and then for its ``flush_interval``, and that tail is not the pool's pace. (Ending at 90%
+    committed alone put the tail in the window of short runs: one worker or two hold up to a sixth of a
+    60,000-record stream uncommitted, and the window then held up to a second of waiting.)"""
     from ...pipelines.pool import usable_cores
 
     task = asyncio.ensure_future(pool.run())
-    marks: list[tuple[list[tuple[float, int, float]], float | None, float, float, tuple[float, float] | None,
-                      float | None]] = []
+    marks: list[_Mark] = []
+    last: list[tuple[float, int, float]] | None = None
+    read = [0] * pool.workers  # records each worker had read at its last report after a commit
+    now = read
     try:
         while not task.done():
-            # Each worker's last report after a commit: when it came, what it had written, its CPU. Between
-            # two of them a worker did whole commit cycles: a window cut anywhere else would hold one commit
-            # (a Parquet part's write) more or less than its records paid for.
+            # Each worker's last report after a commit: between two of them a worker did whole commit cycles (a
+            # window cut anywhere else would hold one commit, a Parquet part's write, more or less than its records
+            # paid for).
             reports = [s.at_commit or (0.0, 0, 0.0) for s in pool.slots]
-            committed = sum(r[1] for r in reports)
-            if len(marks) < len(window) and committed >= window[len(marks)] * records:
-                pids = [s.proc.pid for s in pool.slots if s.proc is not None]
-                marks.append((reports, process_cpu(server_pid) if server_pid else None, time.process_time(),
-                              time.monotonic(), run_queue(pids), machine_busy()))
-            if len(marks) == len(window) or committed >= records:
-                break
+            now = [int(s.snapshot.get("records_in", 0)) for s in pool.slots]
+            if reports != last:
+                read = [now[i] if last is None or reports[i] != last[i] else read[i] for i in range(pool.workers)]
+                last = reports
+                marks.append(_Mark(reports, read, process_cpu(server_pid) if server_pid else None,
+                                   time.process_time(), time.monotonic(),
+                                   run_queue([s.proc.pid for s in pool.slots if s.proc is not None]), machine_busy()))
+            ends = next((m for m in marks if m.committed >= window[1] * records), None)
+            if (ends is not None and all(r < n for r, n in zip(ends.read, now, strict=True))) \
+                    or sum(r[1] for r in reports) >= records:
+                break  # the window's last mark is known to be steady, or everything is committed
             await asyncio.sleep(poll)
     finally:
         pool.stop()
         code = await task
-    if code != 0 or len(marks) < 2:
+    found = steady_window(marks, now, records, window)
+    if code != 0 or found is None:
         raise RuntimeError(f"the pool of {pool.workers} did not run through ({pool.gave_up or f'exit {code}'}, "
-                           f"{len(marks)} of 2 marks)")
-    (first, server0, own0, t0, queue0, busy0), (last, server1, own1, t1, queue1, busy1) = marks
-    done = sum(b[1] - a[1] for a, b in zip(first, last, strict=True))
-    cpu = sum(b[2] - a[2] for a, b in zip(first, last, strict=True))
-    rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(first, last, strict=True) if b[0] > a[0]]
+                           f"{'a' if found else 'no'} steady window)")
+    return _pool_run(pool.workers, *found, usable_cores())
+
+
+def steady_window(marks: Sequence[_Mark], read: Sequence[int], records: int,
+                  window: tuple[float, float] = WINDOW) -> tuple[_Mark, _Mark] | None:
+    """The first and last mark of the steady window (``measure_pool``), given what each worker had read in all
+    (``read``): a mark is steady when every worker read more after its commit in it; the window goes from the
+    first steady mark past ``window[0]`` of the ``records`` committed to the last one up to ``window[1]``.
+
+    One worker on 60,000 records, committing every 10,000: its commit at 53,000 came with records still to read,
+    the one at 60,000 after the stream ran dry (a tail of waiting for records and for the flush interval):
+
+    >>> marks = [_Mark([(t, n, 0.0)], [n + 900], None, 0.0, t, None, None)
+    ...          for t, n in [(1.0, 3000), (2.0, 13000), (3.0, 23000), (4.0, 33000), (5.0, 43000), (6.0, 53000)]]
+    >>> marks.append(_Mark([(7.2, 60000, 0.0)], [60000], None, 0.0, 7.2, None, None))
+    >>> first, last = steady_window(marks, [60000], 60000)
+    >>> first.committed, last.committed  # 90% (54,000) was committed only by the commit after the tail
+    (13000, 53000)
+    """
+    until = next((i for i, m in enumerate(marks) if m.committed >= window[1] * records), len(marks) - 1)
+    steady = [m for m in marks[:until + 1] if all(r < n for r, n in zip(m.read, read, strict=True))]
+    start = next((m for m in steady if m.committed >= window[0] * records), None)
+    if start is None or steady[-1] is start:
+        return None
+    return start, steady[-1]
+
+
+def _pool_run(workers: int, first: _Mark, last: _Mark, cores: int) -> PoolRun:
+    """The pool's steady state between two marks (``measure_pool``)."""
+    done = sum(b[1] - a[1] for a, b in zip(first.reports, last.reports, strict=True))
+    cpu = sum(b[2] - a[2] for a, b in zip(first.reports, last.reports, strict=True))
+    rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(first.reports, last.reports, strict=True) if b[0] > a[0]]
     seconds = done / sum(rates) if rates and sum(rates) > 0 else 0.0
     if done <= 0 or seconds <= 0:
-        raise RuntimeError(f"the pool of {pool.workers} wrote nothing between two reports in the measured window")
-    server = (server1 - server0) / done * 1e6 if server0 is not None and server1 is not None else None
-    share = cpu / seconds / pool.workers
-    waited = (queue1[1] - queue0[1]) / (t1 - t0) / pool.workers if queue0 and queue1 and t1 > t0 else 0.0
+        raise RuntimeError(f"the pool of {workers} wrote nothing between two reports in the measured window")
+    server = (last.server - first.server) / done * 1e6 if first.server is not None and last.server is not None else None
+    share = cpu / seconds / workers
+    wall = last.at - first.at
+    q0, q1 = first.queue, last.queue
+    waited = (q1[1] - q0[1]) / wall / workers if q0 and q1 and wall > 0 else 0.0
+    # the rest of the time a worker's thread was off a core and not waiting for one: it waited for records, acks or I/O
+    slept = max(0.0, 1 - ((q1[0] - q0[0]) + (q1[1] - q0[1])) / wall / workers) if q0 and q1 and wall > 0 else 0.0
     others = 0.0
-    if (queue0 and queue1 and busy0 is not None and busy1 is not None and server0 is not None
-            and server1 is not None and t1 > t0):
-        ours = (queue1[0] - queue0[0]) + (server1 - server0) + (own1 - own0)
-        others = max(0.0, (busy1 - busy0 - ours) / (t1 - t0))
-    return PoolRun(pool.workers, done, seconds, cpu / done * 1e6, server, (own1 - own0) / done * 1e6, share, waited,
-                   others, usable_cores())
+    if q0 and q1 and first.busy is not None and last.busy is not None and first.server is not None \
+            and last.server is not None and wall > 0:
+        ours = (q1[0] - q0[0]) + (last.server - first.server) + (last.own - first.own)
+        others = max(0.0, (last.busy - first.busy - ours) / wall)
+    return PoolRun(workers, done, seconds, cpu / done * 1e6, server, (last.own - first.own) / done * 1e6, share,
+                   waited, others, cores, slept)
 
 
 async def fill_stream(nats: NatsConnectionConfig, payloads: Sequence[bytes], records: int, *,

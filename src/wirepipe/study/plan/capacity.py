@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...core.units import format_duration
+from ...wire.headers import STAMP_SIZE, Header, header_size
 
 if TYPE_CHECKING:
     from ...codecs.chain import Chain
@@ -48,9 +49,13 @@ if TYPE_CHECKING:
 # 155k rec/s -> 3.5; core consume 92k -> 8.5; JetStream publish (window 4096) 69k -> 12; durable pull +
 # ack after flush 65k -> 13. The performance page quotes the same runs: re-measure and update together.
 TRANSPORT_US = {"nats": {"publish": 3.5, "consume": 8.5}, "jetstream": {"publish": 12.0, "consume": 13.0}}
-HEADER_BYTES = 130  # Content-Type, Content-Encoding, Wirepipe-Sent-At, Nats-Msg-Id and the HMSG line
 STORE_OVERHEAD = 40  # per stored message: record header, subject, sequence, timestamp, checksum
 SERVER_US = 4.0  # nats-server CPU per message per replica (route + store), an estimate to re-measure
+# A publishing sink's own headers, as it sends them: a 19-digit ns timestamp; over JetStream the default
+# Nats-Msg-Id, ``{pipeline}-{source digest, 8 hex}-{position}-{payload digest, 16 hex}`` (a 16-character pipeline
+# name and a 9-digit stream position here); over core NATS the publisher's stamps (``STAMP_SIZE``).
+SENT_AT_EXAMPLE = "1" * 19
+MSG_ID_EXAMPLE = f"{'p' * 16}-{'0' * 8}-{'1' * 9}-{'0' * 16}"
 # How far a calibrated prediction of a pool's records/s may be off: what benchmarks/bench_plan.py measures
 # (measured/predicted of pools of 1 and of a worker per core, run right after the plan) on a shared 2-core machine.
 ERROR_BAND = 0.2
@@ -69,6 +74,11 @@ class Costs:
     origin: str = ""
     stages: dict[str, float] = field(default_factory=dict)
     calibrated: Calibration | None = None  # the consume pipeline's workers, measured (``calibrate.py``)
+    header_bytes: float = -1.0  # the header block a record is published with; below 0: the sink's own headers only
+
+    def __post_init__(self) -> None:
+        if self.header_bytes < 0:
+            self.header_bytes = publish_header_bytes(None, "jetstream")
 
     @property
     def consume_total_us(self) -> float:
@@ -159,7 +169,7 @@ class CapacityPlan:
             f"plan for {fmt_count(d.rate)} records/s of {c.label} over {d.transport}"
             + (f" (R{replicas}, retention {format_duration(d.retention_s)})" if d.transport == "jetstream" else ""),
             f"  per record: publish side {c.publish_us:.1f} us, consume side {c.consume_us:.1f} us, "
-            f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire"
+            f"sink {c.sink_us:.1f} us, {c.wire_bytes:,.0f} B on the wire + {c.header_bytes:,.0f} B of headers"
             + (f" ({c.raw_bytes:,.0f} B raw)" if c.raw_bytes else "") + f"  [{c.origin}]",
             *c.calibration_lines(),
             f"  publishers: {self.publish_workers} worker processes ({d.rate * c.publish_us / 1e6:,.1f} cores busy)",
@@ -203,7 +213,7 @@ def plan(costs: Costs, dep: Deployment) -> CapacityPlan:
     publish_workers = max(1, math.ceil(pub_cores / dep.utilization))
     consume_workers = max(1, math.ceil(con_cores / dep.utilization))
     server_cores = rate * costs.server_us * (replicas + dep.consumers) / 1e6
-    message = costs.wire_bytes + HEADER_BYTES
+    message = costs.wire_bytes + costs.header_bytes
     wire_in = rate * message
     replication = wire_in * (replicas - 1)
     wire_out = wire_in * dep.consumers
@@ -222,7 +232,8 @@ def plan(costs: Costs, dep: Deployment) -> CapacityPlan:
                         replication, wire_out, per_hour, per_retention, needs)
 
 
-def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1, server_us: float = SERVER_US) -> float:
+def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1, server_us: float = SERVER_US,
+                 others: float | None = None) -> float:
     """Records/s a pool of ``workers`` consuming processes reaches on a machine of ``cores`` cores.
 
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
@@ -230,7 +241,9 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did,
     a worker per core as fast per core as the calibration's full pool did (its cores shared with
     the server, the supervisor and the rest of the machine as they were then), and a pool in
-    between in proportion.
+    between in proportion. ``others``: the cores the rest of the machine keeps busy, where that is not
+    what it kept busy during the calibration (each calibrated run scaled by its ceiling at that load,
+    ``PoolRun.rate_with``).
     """
     c = costs.calibrated
     if c is None:
@@ -239,10 +252,40 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     one, full = c.one, c.full
     n = min(workers, cores)
     if full is None or cores <= 1:
-        return min(workers * one.rate, max(cores - one.others, 0.0) * 1e6 / (
-            one.worker_us + 2 * costs.server_us + one.supervisor_us))
-    top = full.rate * cores / full.workers  # every core busy
-    return one.rate + (top - one.rate) * (n - 1) / (cores - 1)
+        busy = one.others if others is None else others
+        return min(workers * (one.rate if others is None else one.rate_with(others)),
+                   max(cores - busy, 0.0) * 1e6 / (one.worker_us + 2 * costs.server_us + one.supervisor_us))
+    alone = one.rate if others is None else one.rate_with(others)
+    top = (full.rate if others is None else full.rate_with(others)) * cores / full.workers  # every core busy
+    return alone + (top - alone) * (n - 1) / (cores - 1)
+
+
+def publish_header_bytes(headers: dict[str, str] | list[dict[str, str] | None] | None, transport: str) -> float:
+    """Bytes of the header block a publishing sink sends with a record (``wire.header_size``, as nats-py writes
+    it): the headers the chain's operators set (``headers``, a batch's: Content-Type, Content-Encoding,
+    Wirepipe-Schema, Wirepipe-Dictionary...; per record: their mean) and the sink's own, Wirepipe-Sent-At and
+    over JetStream the default Nats-Msg-Id, over core NATS the publisher's stamps.
+
+    >>> publish_header_bytes({"Content-Type": "application/msgpack", "Content-Encoding": "zstd"}, "jetstream")
+    177.0
+    """
+    own = {Header.SENT_AT: SENT_AT_EXAMPLE, **({Header.MSG_ID: MSG_ID_EXAMPLE} if transport == "jetstream" else {})}
+    stamps = STAMP_SIZE if transport != "jetstream" else 0
+    per_record = headers if isinstance(headers, list) else [headers]
+    return sum(header_size({**(h or {}), **own}) for h in per_record) / max(len(per_record), 1) + stamps
+
+
+def encoded_headers(encode_ops: list[Any], dataset: str, values: list[Any]
+                    ) -> dict[str, str] | list[dict[str, str] | None] | None:
+    """The headers the chain's encoding operators set on a batch of ``values`` of ``dataset`` (as a pipeline runs
+    them; a built-in dataset's records come with its schema, as the ``generate`` source gives them)."""
+    from ...core.batch import Batch
+    from ...datasets import DATASETS
+    from ...pipelines.pipeline import Pipeline
+    from ...testing import TestingSource
+
+    batch = Batch(list(values), schema=DATASETS[dataset].schema if dataset in DATASETS else None)
+    return Pipeline(TestingSource(()), encode_ops, name="plan-headers").process_batch(batch).headers
 
 
 # --- where the costs come from ---------------------------------------------------------------------
@@ -276,9 +319,11 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     wire = sum(len(v) for chunk in encoded for v in chunk) / records
     raw = get_dataset(dataset).raw_size(values) / records
     t = TRANSPORT_US[transport]
+    headers = publish_header_bytes(encoded_headers(encode_ops, dataset, values[:batch_size]), transport)
     costs = Costs(f"{dataset} {parsed}", stages["encode"] + t["publish"], stages["decode"] + t["consume"],
                   stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
-                  f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages)
+                  f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages,
+                  header_bytes=headers)
     if calibrate and transport == "jetstream":
         calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema, nats)
     return costs
@@ -362,7 +407,8 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
         origin = f"wirepipe bench results ({', '.join(paths)})" + (f"; {sink} sink measured in-process now"
                                                                     if sink != "null" else "")
         costs = Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
-                      g.raw_bytes_per_record, origin=origin)
+                      g.raw_bytes_per_record, origin=origin,
+                      header_bytes=_chain_header_bytes(g.chain, name, records, transport))
         if calibrating and g.chain:
             positional = _positional(Chain.parse(g.chain))
             schema = name if positional and name in DATASETS else None  # one's own records: see the else
@@ -372,6 +418,22 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
                 costs.origin += f"; consume side not calibrated ({g.chain} is positional: its schema is the bench's)"
         out.append(costs)
     return out
+
+
+def _chain_header_bytes(chain: str | None, dataset: str, records: list[Any], transport: str) -> float:
+    """``publish_header_bytes`` of a bench configuration: its chain's encoding run on a few of the dataset's records
+    (``records``, or a built-in dataset's sample); without a chain or records, the sink's own headers only."""
+    from ...codecs.chain import Chain
+    from ...datasets import DATASETS
+    from ...operators.chain_operators import chain_operators
+
+    sample = records[:100] or (DATASETS[dataset].sample(100) if dataset in DATASETS else [])
+    parsed = Chain.parse(chain) if chain else None
+    schema = dataset if parsed is not None and _positional(parsed) else None
+    if parsed is None or not sample or (schema is not None and schema not in DATASETS):
+        return publish_header_bytes(None, transport)
+    encode_ops, _ = chain_operators(parsed, schema)
+    return publish_header_bytes(encoded_headers(encode_ops, dataset, sample), transport)
 
 
 def _positional(chain: Chain) -> bool:
