@@ -455,7 +455,9 @@ def test_nats_py_private_attributes_are_touched_in_the_reader_only() -> None:
     tests/test_nats_private.py pins them): no other module touches one on an object not its own."""
     from wirepipe.connectors.nats.reader import NATS_PY_PRIVATE
 
-    private = {name for names in NATS_PY_PRIVATE.values() for name in names}
+    # The parser's ``buf`` and ``state`` are plain names reached only through ``Client._ps``: the private names
+    # guard them (``x.state`` elsewhere is another object's).
+    private = {name for names in NATS_PY_PRIVATE.values() for name in names if name.startswith("_")}
     found = [f"{rel}:{n.lineno}" for rel, tree in _elsewhere("connectors/nats/reader.py")
              for n in _nodes(tree, ast.Attribute)
              if n.attr in private and not (isinstance(n.value, ast.Name) and n.value.id == "self")]
