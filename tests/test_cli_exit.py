@@ -193,26 +193,33 @@ sink: {type: jsonl, path: points.jsonl}
 def test_run_and_bench_say_at_once_what_they_wait_for_and_wait_alike(tmp_path: Path) -> None:
     """A refused connection: `run` logs what it waits for the moment the server refuses, and its status line
     says so while it waits; `bench --url` waits through the same connection, with the same words and the
-    same connect_timeout, and both exit 1 with the same error."""
+    same connect_timeout (the connector's default, 10 s, unless set), and both exit 1 with the same error."""
+    from wirepipe.cli.connection import own_server
+    from wirepipe.connectors.nats.connection import NatsConnectionConfig
     from wirepipe.connectors.nats.server import free_port
 
     url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
     cfg = write(tmp_path / "pub.yaml", f"name: pub\nsource: {{type: generate, dataset: point, count: 10}}\n"
                 f"operators: [{{serialize: {{format: msgpack}}}}]\n"
                 f"sink: {{type: nats, url: '{url}', subject: s, connect_timeout: 3s}}\n")
+    # both wait at once (3 s each, set alike), not one after the other and bench for its default 10 s
+    bench = start_wirepipe("bench", "--quick", "--url", url, "--set", "connect_timeout=3s",
+                           "--out", str(tmp_path / "bench"), columns=100)
     ran = wirepipe("run", str(cfg), "--status", columns=100)
     waiting = f"waiting for NATS at {url} (connection refused), up to 3s (connect_timeout)"
     lines = ran.stderr.splitlines()
     assert ran.returncode == ExitCode.RUNTIME, ran.stderr
     assert waiting in lines[0], ran.stderr  # the first thing it says
     assert re.search(rf"^pub: 0 rec/s, .*waiting for NATS at {url} \(connection refused\)$", ran.stderr, re.M)
-    assert f"error: cannot connect to NATS at {url} within 3s (connect_timeout): connection refused" in ran.stderr
-    benched = wirepipe("bench", "--quick", "--url", url, "--out", str(tmp_path / "bench"), columns=100)
-    assert benched.returncode == ExitCode.RUNTIME, benched.stderr
-    default = f"waiting for NATS at {url} (connection refused), up to 10s (connect_timeout)"
-    assert benched.stderr.splitlines()[0].endswith(default), benched.stderr
-    assert f"error: cannot connect to NATS at {url} within 10s (connect_timeout): connection refused" \
-        in benched.stderr
+    error = f"error: cannot connect to NATS at {url} within 3s (connect_timeout): connection refused"
+    assert error in ran.stderr
+    _, bench_stderr = bench.communicate(timeout=120)
+    assert bench.returncode == ExitCode.RUNTIME, bench_stderr
+    assert bench_stderr.splitlines()[0].endswith(waiting), bench_stderr
+    assert error in bench_stderr
+    # without --set, bench's connection waits the connector's default, as a pipeline's does
+    default = own_server(url, None, None, "bench")
+    assert default is not None and default.connect_timeout == NatsConnectionConfig(url=url).connect_timeout == 10
 
 
 # --- what a summary says is what happened ----------------------------------------------------------------

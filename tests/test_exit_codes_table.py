@@ -360,8 +360,9 @@ def bench_cell(outcome: str, lab: Lab, folder: Path) -> Ran:
                          journal.exists)
     if outcome == "config":
         return done(wirepipe(*base, "--codec", "nope", "--transport", "none", cwd=ROOT))
-    if outcome == "runtime":  # nothing listens at --url: it fails after connect_timeout (10 s), before measuring
-        return done(wirepipe(*base, "-k", "1", "-n", "200", "--codec", "none", "--url", DEAD, cwd=ROOT))
+    if outcome == "runtime":  # nothing listens at --url: it fails after connect_timeout, before measuring
+        return done(wirepipe(*base, "-k", "1", "-n", "200", "--codec", "none", "--url", DEAD,
+                             "--set", "connect_timeout=300ms", cwd=ROOT))
     # a server that refuses messages over 8 KiB: block records (~11 kB) fail uncompressed, pass with zstd
     with EmbeddedServer(max_payload=8192) as small:
         ran = wirepipe("bench", "--dataset", "block", "--format", "msgpack", "--codec", "none,zstd", "--level",

@@ -245,7 +245,7 @@ def run(ops: list[Any], records: list[Any]) -> Batch:
 # --- what fits goes through -----------------------------------------------------------------------
 
 
-@settings(EXAMPLES, max_examples=100)
+@settings(EXAMPLES, max_examples=60)
 @given(schema=schemas, data=st.data())
 @pytest.mark.slow
 def test_generated_records_go_through_every_schemad_format(schema: RecordSchema, data: st.DataObject) -> None:
@@ -275,7 +275,7 @@ def test_generated_records_go_through_every_schemad_format(schema: RecordSchema,
         assert [rounded(record_type, r) for r in out.values] == [rounded(record_type, r) for r in expected], v.id
 
 
-@settings(EXAMPLES, max_examples=40)
+@settings(EXAMPLES, max_examples=25)
 @given(schema=schemas, data=st.data())
 @pytest.mark.slow
 def test_generated_records_go_through_framed(schema: RecordSchema, data: st.DataObject) -> None:
@@ -437,7 +437,7 @@ def assert_names_the_path(v: Variant, m: Misfit, stage: str, reason: str) -> Non
         assert f"$.{m.path}`" in reason, (v.id, m.kind, m.path, reason)
 
 
-@settings(EXAMPLES, max_examples=160)
+@settings(EXAMPLES, max_examples=100)
 @given(schema=schemas, data=st.data())
 @pytest.mark.slow
 def test_a_misfit_at_a_random_path_is_refused_with_its_path(schema: RecordSchema, data: st.DataObject) -> None:
@@ -484,7 +484,7 @@ EVERY_FORMAT = [*(Variant(name, name) for name, fmt in FORMATS.items() if fmt.av
 UNDECLARED = "zz_undeclared"  # longer than any generated field name: never one the schema declares
 
 
-@settings(EXAMPLES, max_examples=100)
+@settings(EXAMPLES, max_examples=60)
 @given(schema=schemas, data=st.data())
 @pytest.mark.slow
 def test_a_field_the_schema_does_not_declare_is_refused_or_dropped_in_every_format(

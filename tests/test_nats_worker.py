@@ -76,14 +76,14 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
     only duplicates are records the first worker wrote and had not acknowledged, each counted as redelivered.
     (After a SIGKILL, ``ack_wait`` is longer than the restart takes to read the rest: a restart that ended when
     the stream looked read would miss what the dead worker held.)"""
-    n = 12000
+    n = 6000
     url = nats_server.url
     await publish_numbered(url, n)
     config = tmp_path / "worker.yaml"
     config.write_text(WORKER)
     out = tmp_path / "out"
     env = {"NATS_URL": url, "OUT": str(out), "PYTHONPATH": worker_path(),
-           "ACK_WAIT": "10s" if sig == signal.SIGKILL else "3s"}
+           "ACK_WAIT": "6s" if sig == signal.SIGKILL else "3s"}
 
     worker = start_wirepipe("run", str(config), env=env)
     try:

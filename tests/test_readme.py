@@ -53,8 +53,8 @@ case "$1" in
       case " $* " in *" --transport "*) ;; *) extra+=(--transport none) ;; esac
       case " $* " in *" --format "*) ;; *) extra+=(--format msgpack,json) ;; esac
     fi ;;
-  capture) [ -n "${AS_WRITTEN:-}" ] || extra=(--duration 3s) ;;
-  run) [ -n "${AS_WRITTEN:-}" ] || case " $* " in *" --workers "*) extra=(--duration 3s) ;; esac ;;
+  capture) [ -n "${AS_WRITTEN:-}" ] || extra=(--duration 2s) ;;
+  run) [ -n "${AS_WRITTEN:-}" ] || case " $* " in *" --workers "*) extra=(--duration 2s) ;; esac ;;
   plan) case " $* " in *" --calibrate "*|*" --no-calibrate "*) ;; *) extra=(--no-calibrate) ;; esac ;;
 esac
 exec "$REAL_WIREPIPE" "$@" "${extra[@]}"

@@ -341,7 +341,9 @@ flush_interval: 200ms
 
 
 def ps_json(url: str) -> list[Process]:
-    result = wirepipe("ps", "--url", url, "--json", timeout=60)
+    """``wirepipe ps --json`` in this process (polled while processes start: no interpreter to start each time;
+    the table of ``ps`` and ``top`` run in processes of their own)."""
+    result = invoke("ps", "--url", url, "--json")
     assert result.returncode == 0, result.stderr
     return [p for p in map(Process.from_answer, json.loads(result.stdout)) if p is not None]
 

@@ -21,19 +21,21 @@ from wirepipe.connectors.null import NullSink
 from wirepipe.pipelines.pipeline import Pipeline
 from wirepipe.wire import Header
 
-# the scenarios need a worker slower than its publisher, and losses: alone, so other tests' load does not decide it
-pytestmark = pytest.mark.serial
 
-
+# The scenarios need a worker slower than its publisher, and losses: alone (serial), so other tests' load does not
+# decide it.
 @pytest.mark.timeout(240)
+@pytest.mark.serial
 def test_a_worker_slower_than_its_publisher_counts_every_loss(nats_url: str, tmp_path: Path) -> None:
-    # The issue's scenario, scaled down: a 2 ms/record map against 13k records/s; the worker's
-    # pending buffer is small so the client drops too. Before: 7,182 of 100,000 received, 0 counted.
+    # The issue's scenario, scaled down: a 2 ms/record map against 13k records/s; the worker's pending buffer
+    # (500 messages) and batches (100 records) are small so the client drops too, and what the worker still
+    # holds when it stops is ~1,000 records, not 3 batches of 1,000 and 5,000 pending.
+    # Before: 7,182 of 100,000 received, 0 counted.
     metrics = tmp_path / "metrics.parquet"
-    out = run_scenario(nats_url, tmp_path, count=30_000, rate=13_000, spin_us=2000, pending_msgs_limit=5000,
-                       stop_after=1.0, extra={"metrics": {"path": str(metrics), "flush_interval": "1s"},
-                                              "queue_size": 1})
-    assert out.sent == 30_000
+    out = run_scenario(nats_url, tmp_path, count=10_000, rate=13_000, spin_us=2000, pending_msgs_limit=500,
+                       batch_size=100, stop_after=1.0,
+                       extra={"metrics": {"path": str(metrics), "flush_interval": "1s"}, "queue_size": 1})
+    assert out.sent == 10_000
     assert out.received < out.sent
     assert out.lost == out.sent - out.received, out.summary  # every loss counted, none twice
     assert out.counters["dropped"] > 0 and out.counters["duplicates"] == 0
@@ -44,14 +46,16 @@ def test_a_worker_slower_than_its_publisher_counts_every_loss(nats_url: str, tmp
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.serial
 def test_bursts_dropped_by_the_server_show_as_gaps(tmp_path: Path) -> None:
-    # A server that holds only 2 MiB per client, bursts of 1 KB records: what the server drops
-    # (slow consumer, disconnect) shows as gaps in Wirepipe-Seq; a trailing record closes the count.
+    # A server that holds only 2 MiB per client, two bursts of 1,000 records of 32 kB (more than the socket
+    # buffers take) against a 2 ms/record map: what the server drops (slow consumer, disconnect) shows as gaps
+    # in Wirepipe-Seq; trailing records after a pause close the count.
     with EmbeddedServer(options=ServerOptions(extra={"max_pending": 2 * 1024 * 1024}),
                         log_file=tmp_path / "server.log") as server:
-        out = run_scenario(server.url, tmp_path, count=30_000, burst=10_000, pause=2.0, pad=1000, tail=50,
-                           spin_us=200, server_log=str(tmp_path / "server.log"))
-    assert out.sent == 30_050
+        out = run_scenario(server.url, tmp_path, count=2000, burst=1000, pause=1.0, pad=32_000, tail=50,
+                           spin_us=2000, idle=1.5, server_log=str(tmp_path / "server.log"))
+    assert out.sent == 2050
     assert out.received + out.counters["lost"] == out.sent, out.summary
     assert out.counters["duplicates"] == 0
 
