@@ -397,9 +397,8 @@ def test_example_configs_run_against_a_server(nats_server: EmbeddedServer, tmp_p
 async def test_a_durable_capture_to_the_end_with_records_held_elsewhere_exits_6(
         nats_server: EmbeddedServer, tmp_path: Path) -> None:
     """``wirepipe capture --durable --stop-at-end`` ends as a bounded run does: another reader of the durable holds
-    100 of 300 records in progress, the capture writes the other 200, waits ``ack_wait`` (at least 30 s for a
-    capture, twice ``--max-file-age`` and 10 s past it) and a grace, and exits 6 with the 100 counted as awaiting
-    redelivery."""
+    100 of 300 records in progress, the capture writes the other 200, waits ``ack_wait`` (4 s here, set over the
+    capture's own at least 30 s) and a grace, and exits 6 with the 100 counted as awaiting redelivery."""
     import nats
     from nats.js import api
 
@@ -421,8 +420,8 @@ async def test_a_durable_capture_to_the_end_with_records_held_elsewhere_exits_6(
     keeper = asyncio.ensure_future(keep_in_progress())
     try:
         done = await asyncio.to_thread(wirepipe, "capture", "--url", url, "--stream", "NUM", "--durable", "cap",
-                                       "--stop-at-end", "--max-file-age", "1s", "--out", str(tmp_path / "cap"),
-                                       timeout=180)
+                                       "--stop-at-end", "--max-file-age", "1s", "--set", "source.ack_wait=4s",
+                                       "--out", str(tmp_path / "cap"), timeout=180)
         info = await consumer_info(url, "NUM", "cap")
     finally:
         keeper.cancel()
