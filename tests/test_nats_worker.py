@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import signal
 import time
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -135,25 +137,18 @@ async def test_signalled_worker_acks_only_what_it_wrote_and_a_restart_completes(
     assert not (out / "dead.jsonl").exists() or not (out / "dead.jsonl").read_text().strip()
 
 
-@pytest.mark.slow
-async def test_a_bounded_run_that_ends_with_records_held_elsewhere_exits_6_and_counts_them(
-        nats_server: EmbeddedServer, tmp_path: Path) -> None:
-    """Another reader of the durable holds 100 records past the end of the stream (in progress: the server does
-    not redeliver them): a ``stop_at_end`` run reads the other 200, waits ``ack_wait`` (and a grace) for the 100,
-    then ends incomplete: exit 6, the summary counts them, and they are still unacknowledged on the server."""
+@contextlib.asynccontextmanager
+async def held_elsewhere(url: str, durable: str, held: int) -> AsyncIterator[list[Any]]:
+    """Another reader of ``durable`` (created here, ``ack_wait`` 2 s) holding the stream's first ``held`` messages
+    in progress for as long as the block runs: the server does not redeliver them."""
     import nats
     from nats.js import api
 
-    n, held = 300, 100
-    url = nats_server.url
-    await publish_numbered(url, n)
     nc = await nats.connect(url)
     js = nc.jetstream()
-    await js.add_consumer("NUM", api.ConsumerConfig(durable_name="archive", ack_wait=2,
+    await js.add_consumer("NUM", api.ConsumerConfig(durable_name=durable, ack_wait=2,
                                                     ack_policy=api.AckPolicy.EXPLICIT))
-    holder = await js.pull_subscribe_bind("archive", "NUM")
-    msgs = await holder.fetch(held, timeout=5)
-    assert [m.metadata.sequence.stream for m in msgs] == list(range(1, held + 1))
+    msgs = await (await js.pull_subscribe_bind(durable, "NUM")).fetch(held, timeout=5)
 
     async def keep_in_progress() -> None:
         while True:
@@ -163,6 +158,23 @@ async def test_a_bounded_run_that_ends_with_records_held_elsewhere_exits_6_and_c
 
     keeper = asyncio.ensure_future(keep_in_progress())
     try:
+        yield msgs
+    finally:
+        keeper.cancel()
+        await nc.close()
+
+
+@pytest.mark.slow
+async def test_a_bounded_run_that_ends_with_records_held_elsewhere_exits_6_and_counts_them(
+        nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """Another reader of the durable holds 100 records past the end of the stream (in progress: the server does
+    not redeliver them): a ``stop_at_end`` run reads the other 200, waits ``ack_wait`` (and a grace) for the 100,
+    then ends incomplete: exit 6, the summary counts them, and they are still unacknowledged on the server."""
+    n, held = 300, 100
+    url = nats_server.url
+    await publish_numbered(url, n)
+    async with held_elsewhere(url, "archive", held) as msgs:
+        assert [m.metadata.sequence.stream for m in msgs] == list(range(1, held + 1))
         config = tmp_path / "worker.yaml"
         config.write_text(WORKER)
         out = tmp_path / "out"
@@ -170,9 +182,6 @@ async def test_a_bounded_run_that_ends_with_records_held_elsewhere_exits_6_and_c
                "ACK_WAIT": "2s"}
         done = await asyncio.to_thread(wirepipe, "run", str(config), env=env, timeout=120)
         info = await consumer_info(url, "NUM", "archive")
-    finally:
-        keeper.cancel()
-        await nc.close()
     assert done.returncode == 6, done.stderr
     assert f"archive: {n - held} records out of {n - held} in " in done.stderr
     assert f", {held} records awaiting redelivery" in done.stderr
@@ -399,33 +408,14 @@ async def test_a_durable_capture_to_the_end_with_records_held_elsewhere_exits_6(
     """``wirepipe capture --durable --stop-at-end`` ends as a bounded run does: another reader of the durable holds
     100 of 300 records in progress, the capture writes the other 200, waits ``ack_wait`` (4 s here, set over the
     capture's own at least 30 s) and a grace, and exits 6 with the 100 counted as awaiting redelivery."""
-    import nats
-    from nats.js import api
-
     n, held = 300, 100
     url = nats_server.url
     await publish_numbered(url, n)
-    nc = await nats.connect(url)
-    js = nc.jetstream()
-    await js.add_consumer("NUM", api.ConsumerConfig(durable_name="cap", ack_wait=2, ack_policy=api.AckPolicy.EXPLICIT))
-    holder = await js.pull_subscribe_bind("cap", "NUM")
-    msgs = await holder.fetch(held, timeout=5)
-
-    async def keep_in_progress() -> None:
-        while True:
-            for m in msgs:
-                await m.in_progress()
-            await asyncio.sleep(0.5)
-
-    keeper = asyncio.ensure_future(keep_in_progress())
-    try:
+    async with held_elsewhere(url, "cap", held):
         done = await asyncio.to_thread(wirepipe, "capture", "--url", url, "--stream", "NUM", "--durable", "cap",
                                        "--stop-at-end", "--max-file-age", "1s", "--set", "source.ack_wait=4s",
                                        "--out", str(tmp_path / "cap"), timeout=180)
         info = await consumer_info(url, "NUM", "cap")
-    finally:
-        keeper.cancel()
-        await nc.close()
     assert done.returncode == 6, done.stderr
     assert f"{n - held} records captured into 1 file(s)" in done.stderr
     assert f", {held} records awaiting redelivery" in done.stderr

@@ -306,7 +306,15 @@ def stage_rows(files: list[Path]) -> dict[tuple[str, str, str], tuple[int, int]]
 
 
 @pytest.mark.slow
-def test_the_portable_replay_writes_what_the_local_replay_writes(submit: Path, replays: dict[str, Any]) -> None:
+def test_the_portable_replay_writes_counts_and_names_what_the_local_replay_does(submit: Path,
+                                                                               replays: dict[str, Any]) -> None:
+    """One test: its two halves share one Beam job (a spread run would start the services and the job once for
+    each test, on two workers)."""
+    writes_what_the_local_replay_writes(submit)
+    counts_and_names_what_the_local_replay_does(submit, replays)
+
+
+def writes_what_the_local_replay_writes(submit: Path) -> None:
     local = pq.read_table(submit / "local" / "out.parquet")
     portable = read_parts(submit / "portable" / "results")
     rejected = sum(1 for i in range(RECORDS) if i % BROKEN_EVERY == BROKEN_EVERY - 1
@@ -323,9 +331,7 @@ def test_the_portable_replay_writes_what_the_local_replay_writes(submit: Path, r
     assert {d["stage"] for d in local_dead} == {"decompress", "deserialize"}
 
 
-@pytest.mark.slow
-def test_the_portable_replay_counts_and_names_what_the_local_replay_does(submit: Path,
-                                                                        replays: dict[str, Any]) -> None:
+def counts_and_names_what_the_local_replay_does(submit: Path, replays: dict[str, Any]) -> None:
     from wirepipe.storage.parts import list_parts
 
     local = stage_rows(list_parts(submit / "local" / "metrics.parquet"))
