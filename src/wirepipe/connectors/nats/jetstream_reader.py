@@ -196,15 +196,18 @@ class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
         message was read (``_at_end``) or, given ``look_after``, once that many seconds passed (a durable then
         looks at its end); None too when nothing is buffered once ``wake`` is set (a dead letter to yield)."""
         bounded = self.config.stop_at_end
-        if not bounded and wake is None:
-            return await self.buffer.take(left, self.stopping)
+        if not bounded:  # the buffer's own wait ends at either event: no watcher task a take
+            if wake is None:
+                return await self.buffer.take(left, self.stopping)
+            assert isinstance(self.buffer, RawSubscription)  # the durable's (the one with dead letters to yield)
+            return await self.buffer.take(left, self.stopping, wake)
         stop = asyncio.Event()
-        ends = (self.stopping, self._at_end) if bounded else (self.stopping,)
+        ends = (self.stopping, self._at_end) if wake is None else (self.stopping, self._at_end, wake)
 
         async def watch() -> None:
-            waits = [asyncio.ensure_future(e.wait()) for e in (*ends, *((wake,) if wake is not None else ()))]
+            waits = [asyncio.ensure_future(e.wait()) for e in ends]
             try:
-                await asyncio.wait(waits, timeout=look_after if bounded else None, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=look_after, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waits:
                     w.cancel()

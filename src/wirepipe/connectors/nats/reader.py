@@ -420,19 +420,20 @@ class RawSubscription:
         message on another subscription) comes after all of them."""
         return self.taken + len(self.items)
 
-    async def _wait(self, stopping: asyncio.Event) -> bool:
-        """Wait for a message; False when ``stopping`` is set first."""
+    async def _wait(self, stopping: asyncio.Event, interrupt: asyncio.Event | None = None) -> bool:
+        """Wait for a message; False when ``stopping`` or ``interrupt`` is set first (waited on only while
+        nothing is buffered: a take with messages at hand starts no task)."""
+        ends = (stopping,) if interrupt is None else (stopping, interrupt)
         while not self.items:
-            if stopping.is_set():
+            if any(e.is_set() for e in ends):
                 return False
             self._wake.clear()
-            stopper = asyncio.ensure_future(stopping.wait())
-            waker = asyncio.ensure_future(self._wake.wait())
+            waits = [asyncio.ensure_future(e.wait()) for e in (self._wake, *ends)]
             try:
-                await asyncio.wait({waker, stopper}, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                stopper.cancel()
-                waker.cancel()
+                for w in waits:
+                    w.cancel()
         return True
 
     def _drain(self, want: int) -> list[tuple[bytes, bytes, bytes | None, bytes]]:
@@ -450,12 +451,14 @@ class RawSubscription:
             out.append(item)
         return out
 
-    async def take(self, limit: int, stopping: asyncio.Event) -> Received | None:
-        """Up to ``limit`` messages: waits for the first, then up to ``batch_timeout`` for a full batch."""
+    async def take(self, limit: int, stopping: asyncio.Event, interrupt: asyncio.Event | None = None
+                   ) -> Received | None:
+        """Up to ``limit`` messages: waits for the first, then up to ``batch_timeout`` for a full batch; None when
+        ``stopping`` (or ``interrupt``: something else for the source to do) is set while nothing is buffered."""
         want = min(limit, self.batch_size)
         got: list[tuple[bytes, bytes, bytes | None, bytes]] = []
         while not got:
-            if not await self._wait(stopping):
+            if not await self._wait(stopping, interrupt):
                 return None
             got = self._drain(want)
         first = time.time_ns()
