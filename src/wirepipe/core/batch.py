@@ -9,7 +9,7 @@ go to the dead-letter destination; the rest carry on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Any, TypeVar
@@ -23,6 +23,11 @@ RECORDS, PAYLOADS, SAME = "records", "payloads", "same"
 PACKED = "packed"
 
 
+def repeat_each(column: Sequence[Any], counts: Sequence[int]) -> Iterator[Any]:
+    """Each value of ``column`` ``counts[i]`` times (``itertools.repeat`` chained, in C)."""
+    return chain.from_iterable(map(repeat, column, counts))
+
+
 class Repeated(list):  # type: ignore[type-arg]
     """A per-record column made by repeating each value of a shorter one (``Batch.repeat``): a plain list, that
     also keeps what it was made of, ``runs`` (the shorter column) and ``counts`` (each one's repeats), so a
@@ -32,7 +37,7 @@ class Repeated(list):  # type: ignore[type-arg]
     __slots__ = ("counts", "runs")
 
     def __init__(self, runs: Sequence[Any], counts: list[int]) -> None:
-        super().__init__(chain.from_iterable(map(repeat, runs, counts)))
+        super().__init__(repeat_each(runs, counts))
         self.runs = runs
         self.counts = counts
 
@@ -146,7 +151,7 @@ class Batch:
         ``keep`` with repeated indices, without the index list (``itertools.repeat`` chained, in C); the meta
         columns as ``Repeated``, which keep their runs."""
         def repeated(column: Sequence[Any]) -> list[Any]:
-            return list(chain.from_iterable(map(repeat, column, counts)))
+            return list(repeat_each(column, counts))
 
         if isinstance(self.subjects, list):
             self.subjects = repeated(self.subjects)
