@@ -76,11 +76,14 @@ class PoolRun:
             return 0.0
         return min(self.workers / self.worker_us, max(self.cores - others, 0.0) / per_record) * 1e6
 
-    def rate_with(self, others: float) -> float:
+    def rate_with(self, others: float | None) -> float:
         """The records/s this pool would have made had the rest of the machine kept ``others`` cores busy, not
-        ``self.others``: its rate scaled by its ceiling at each load (it ran at the same part of its ceiling)."""
+        ``self.others``: its rate scaled by its ceiling at each load (it ran at the same part of its ceiling);
+        ``None``: at the load it met, its rate."""
         ceiling = self.ceiling
-        return self.rate * self._ceiling(others) / ceiling if ceiling > 0 else self.rate
+        if others is None or ceiling <= 0:
+            return self.rate
+        return self.rate * self._ceiling(others) / ceiling
 
 
 def run_queue(pids: Sequence[int]) -> tuple[float, float] | None:

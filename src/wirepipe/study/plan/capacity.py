@@ -74,11 +74,8 @@ class Costs:
     origin: str = ""
     stages: dict[str, float] = field(default_factory=dict)
     calibrated: Calibration | None = None  # the consume pipeline's workers, measured (``calibrate.py``)
-    header_bytes: float = -1.0  # the header block a record is published with; below 0: the sink's own headers only
-
-    def __post_init__(self) -> None:
-        if self.header_bytes < 0:
-            self.header_bytes = publish_header_bytes(None, "jetstream")
+    # The header block a record is published with; by default the sink's own headers only.
+    header_bytes: float = field(default_factory=lambda: publish_header_bytes(None, "jetstream"))
 
     @property
     def consume_total_us(self) -> float:
@@ -253,10 +250,10 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     n = min(workers, cores)
     if full is None or cores <= 1:
         busy = one.others if others is None else others
-        return min(workers * (one.rate if others is None else one.rate_with(others)),
+        return min(workers * one.rate_with(others),
                    max(cores - busy, 0.0) * 1e6 / (one.worker_us + 2 * costs.server_us + one.supervisor_us))
-    alone = one.rate if others is None else one.rate_with(others)
-    top = (full.rate if others is None else full.rate_with(others)) * cores / full.workers  # every core busy
+    alone = one.rate_with(others)
+    top = full.rate_with(others) * cores / full.workers  # every core busy
     return alone + (top - alone) * (n - 1) / (cores - 1)
 
 
