@@ -340,3 +340,43 @@ async def test_a_new_dead_letter_and_metrics_section_take_over_at_the_switch(tmp
     assert {(r["config_digest"], r["batch"] < first) for r in rows[0]} == {(live.history.versions[0][0], True)}
     assert {(r["config_digest"], r["batch"] >= first) for r in rows[1]} == {(outcome.digest, True)}
     assert {r["run_id"] for r in rows[0]}.isdisjoint({r["run_id"] for r in rows[1]})
+
+
+async def test_a_pools_refused_reloads_are_counted_on_its_prometheus_endpoint(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A pool's supervisor refuses an edit that needs a restart and an invalid one before any worker hears of them:
+    its summary and log said so, and its Prometheus endpoint counts them too (``wirepipe_pool_reloads_refused``,
+    labelled by pipeline, beside the workers' own series)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from wirepipe.pipelines.config import read_config
+    from wirepipe.pipelines.monitor import MetricsCollector
+    from wirepipe.pipelines.pool import Pool
+    from wirepipe.pipelines.reload import PoolReloads, follow
+
+    file = tmp_path / "pool.yaml"
+    text = ("name: p\nsource: {type: nats, url: 'nats://127.0.0.1:1', subject: s}\n"
+            "operators: [{deserialize: {format: msgpack}}, {select: [x]}]\nsink: {type: 'null'}\n")
+    file.write_text(text)
+    pool = Pool(read_config(str(file)), 2, file=str(file))
+    follow(pool, str(file), [], watch=True)
+    reloads = pool.reloader = PoolReloads(pool, str(file), [], poll=0.01, settle=0.02)
+    watching = asyncio.ensure_future(reloads.watch())
+    try:
+        await until(lambda: reloads._running is not None)
+        file.write_text(text.replace("subject: s", "subject: t"))  # a new subject: a restart
+        await until(lambda: reloads.refused == 1)
+        file.write_text(text.replace("[x]", "[]"))  # invalid
+        await until(lambda: reloads.refused == 2)
+    finally:
+        watching.cancel()
+    refusals = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reload refused")]
+    assert len(refusals) == 2 and "source.subject: 's' -> 't' needs a restart" in refusals[0], refusals
+    assert "operators[1].select.fields: List should have at least 1 item" in refusals[1], refusals
+    registry = CollectorRegistry()
+    registry.register(MetricsCollector(pool.snapshots, pool.supervisor_snapshot))
+    scraped = generate_latest(registry).decode()
+    assert 'wirepipe_pool_reloads_refused_total{pipeline="p"} 2.0' in scraped
+    assert 'wirepipe_pool_reloads_total{pipeline="p"} 0.0' in scraped
+    assert 'wirepipe_up{pipeline="p",worker="1"} 0.0' in scraped  # the workers' series as before
+    assert "config: 0 reloads rolled out to every worker, 2 refused (the running config stayed)" in reloads.summary()

@@ -395,6 +395,41 @@ def test_wirepipe_test_swaps_the_registry_for_a_folder(tmp_path: Path) -> None:
     assert done.returncode == 0, done.output
 
 
+def test_a_test_files_encode_and_decode_take_a_registered_schema_as_the_operators_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``input.encode.schema`` and ``expect.decode.schema`` read the test file's registry as a serialize and a
+    deserialize would (``registry``, ``registry/NAME@VERSION``, the latest, ``nats://STORE/NAME@VERSION``); a schema
+    file is relative to the test file, as its other paths; an unregistered name fails the case naming it."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for version, fields in ((1, V1), (2, V2)):
+        invoke("schema", "push", str(write(suite, f"v{version}.yaml", fields)), "--name", "points",
+               "--registry", str(suite / "schemas"))
+    (suite / "relay.yaml").write_text(yaml.safe_dump({
+        "name": "relay", "source": {"type": "jetstream", "url": "${NATS_URL}", "stream": "POINTS", "durable": "c"},
+        "operators": [{"deserialize": {"format": "bincode", "schema": "registry/points@2"}},
+                      {"serialize": {"format": "bincode", "schema": "registry/points@1", "extra_fields": "drop"}}],
+        "sink": {"type": "jetstream", "url": "${NATS_URL}", "subject": "points.v1"}}))
+    sent = {"records": POINTS[:2], "encode": {"chain": "bincode", "schema": "registry/points@2"}}
+    as_v1, as_v2 = POINTS[:2], [{"y": p["y"], "x": p["x"], "label": None} for p in POINTS[:2]]
+    cases = [("registry", as_v1), ("registry/points@1", as_v1), ("registry/points", as_v2),
+             ("nats://registry/points@2", as_v2), ("v1.yaml", as_v1), ("registry/lines", as_v1)]
+    (suite / "relay.test.yaml").write_text(yaml.safe_dump({
+        "env": {"NATS_URL": "nats://127.0.0.1:1"}, "resources": {"schemas": {"registry": {"type": "folder",
+                                                                                         "path": "schemas"}}},
+        "tests": [{"name": schema, "input": sent, "expect": {"decode": {"schema": schema}, "records": records}}
+                  for schema, records in cases]}))
+    monkeypatch.chdir(tmp_path)  # not the test file's folder
+    done = invoke("test", "suite/relay.test.yaml")
+    assert done.returncode == 1, done.output
+    assert [line.rpartition("::")[2] for line in done.stdout.splitlines()[:6]] == [
+        "registry PASSED", "registry/points@1 PASSED", "registry/points PASSED", "nats://registry/points@2 PASSED",
+        "v1.yaml PASSED", "registry/lines ERROR"], done.stdout
+    assert "deserialize.schema: registry/lines (its latest version): no schema is registered as 'lines' in folder " \
+           "suite/schemas (it has points)" in done.stdout
+    assert "1 error, 5 passed" in done.stdout
+
+
 def test_an_operator_that_reads_a_store_runs_in_a_pipeline_that_hands_it_one() -> None:
     from wirepipe.core.batch import Batch
     from wirepipe.pipelines.pipeline import Pipeline

@@ -88,6 +88,10 @@ class HeaderDecoder:
         """The registered schema records are read as, once the schema store is open."""
         await self.deserialize.open(parts)
 
+    async def close(self) -> None:
+        await self.deserialize.close()
+        await self.decompress.close()
+
     async def prepare(self, batch: Batch) -> None:
         """Fetch the dictionaries ``batch``'s frames name and the registered schemas its ``Wirepipe-Schema``
         headers name that are not held yet."""

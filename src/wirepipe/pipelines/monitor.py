@@ -462,6 +462,9 @@ COUNTER_DOCS = {
     "disconnects": "NATS disconnects",
     "reloads": "hot reloads applied (`run --watch`): the config changed and the run went on with it",
     "reloads_refused": "config changes not applied (invalid, or needing a restart): the running config stayed",
+    "pool_reloads": "hot reloads a pool's supervisor rolled out to every worker (`run --workers N --watch`)",
+    "pool_reloads_refused": "config changes a pool's supervisor did not roll out (invalid, needing a restart, or "
+                            "refused by a worker: the workers went back): the running config stayed",
     "metrics_write_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never "
                             "drops them)",
     "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",
@@ -520,11 +523,14 @@ class MetricsCollector:
     """Reads snapshots at scrape time: ``source()`` returns ``[(labels, snapshot), ...]``.
 
     One run gives one snapshot labelled ``pipeline``; a worker pool gives one per worker,
-    labelled ``pipeline`` and ``worker``. Every numeric key becomes ``wirepipe_<key>``.
+    labelled ``pipeline`` and ``worker``. Every numeric key becomes ``wirepipe_<key>``. ``supervisor()``, a pool's,
+    returns ``(labels, counters)`` of what belongs to no one worker (``pool_reloads``...): counters with its own
+    labels (``pipeline``), no ``wirepipe_up``.
     """
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, supervisor: Any = None) -> None:
         self.source = source
+        self.supervisor = supervisor
 
     def describe(self) -> list[Any]:
         return []
@@ -559,4 +565,11 @@ class MetricsCollector:
                 "wirepipe_up", "1 while the pipeline runs and its connections are up", labels=names)
             families["up"] = up
             up.add_metric(values, 1.0 if snap.get("running") and snap.get("connected") else 0.0)
+        if self.supervisor is not None:
+            labels, counters = self.supervisor()
+            for key, value in counters.items():
+                fam = CounterMetricFamily(f"wirepipe_{key}", COUNTER_DOCS.get(key, key.replace("_", " ")),
+                                          labels=list(labels))
+                fam.add_metric(list(labels.values()), float(value))
+                families[key] = fam
         yield from families.values()

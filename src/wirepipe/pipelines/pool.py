@@ -334,6 +334,10 @@ class Pool:
     def snapshots(self) -> list[tuple[dict[str, str], dict[str, Any]]]:
         return [({"pipeline": self.name, "worker": str(s.index)}, s.totals()) for s in self.slots]
 
+    def supervisor_snapshot(self) -> tuple[dict[str, str], dict[str, Any]]:
+        """What belongs to the pool, not to one worker (a hot reload's roll-outs and refusals), for Prometheus."""
+        return {"pipeline": self.name}, (self.reloader.counters() if self.reloader is not None else {})
+
     def total(self) -> dict[str, Any]:
         return combine([s.totals() for s in self.slots])
 
@@ -350,7 +354,8 @@ class Pool:
         loop = asyncio.get_running_loop()
         http = None
         if self.monitor.prometheus is not None:
-            http, self.port = serve_prometheus(self.monitor.prometheus, MetricsCollector(self.snapshots), self.healthy)
+            http, self.port = serve_prometheus(self.monitor.prometheus, MetricsCollector(self.snapshots, self.supervisor_snapshot),
+                                               self.healthy)
         installed = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):

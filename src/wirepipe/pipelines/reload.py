@@ -339,6 +339,12 @@ class PoolReloads:
         running = self._running.digest if self._running is not None else "?"
         log.error("reload refused: %s (the running config %s stays)", why, running)
 
+    def counters(self) -> dict[str, int]:
+        """What the supervisor decided, for Prometheus (``wirepipe_pool_reloads_total``...): roll-outs that
+        reached every worker, and changes it did not roll out (invalid, needing a restart, or refused by a worker:
+        the workers went back), which no worker's own counters show."""
+        return {"pool_reloads": self.rollouts, "pool_reloads_refused": self.refused}
+
     def summary(self) -> str:
         """The pool summary's line."""
         s = "s" * (self.rollouts != 1)

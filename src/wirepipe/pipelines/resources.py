@@ -128,6 +128,7 @@ class Resources:
                 self._declared[(kind, name)] = value
         self._bound: dict[tuple[str, str], Bound] = {}
         self._opened: list[Any] = []
+        self._operators: list[Any] = []  # opened by open_operators
 
     def __repr__(self) -> str:
         return f"Resources({', '.join(f'{k}.{n}' for k, n in self._declared) or 'none declared'})"
@@ -178,6 +179,27 @@ class Resources:
             if bound.store not in self._opened:
                 await bound.store.open()
                 self._opened.append(bound.store)
+
+    async def open_operators(self, operators: Sequence[Any], parts: Sequence[Any]) -> None:
+        """Open the stores, then each of ``operators`` (handed its stores by ``bind``) as a run opens it: the
+        registered schema ``schema: registry/NAME`` reads or writes as, a publisher's zstd dictionary, fetched.
+        For whatever runs operators outside a run loop (``wirepipe test``'s ``encode`` and ``decode``, ``tap``, a
+        Beam worker), so a schema reference means the same wherever a deserialize would take it;
+        ``close_operators`` after."""
+        await self.open()
+        for op in operators:
+            self._operators.append(op)  # closed even when its open fails half-way
+            await op.open(parts)
+
+    async def close_operators(self) -> None:
+        """Close what ``open_operators`` opened, last first, then the stores."""
+        while self._operators:
+            op = self._operators.pop()
+            try:
+                await op.close()
+            except Exception as exc:
+                log.error("closing %s failed: %s", getattr(op, "name", op), exc)
+        await self.close()
 
     async def close(self) -> None:
         """Close the stores opened, last first; one that fails to close is logged, the others close."""

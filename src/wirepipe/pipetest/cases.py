@@ -121,6 +121,8 @@ def load(path: Path) -> LoadedFile:
     for i, case in enumerate(spec.tests):
         pipe = build(loaded, case)  # the pipeline (and the case's --set) validate
         _check_input_files(loaded, case.input, f"tests[{i}].input")
+        if case.input.encode is not None:
+            _encoders(loaded, pipe, case.input, f"tests[{i}].input")  # its stores: declared, none through NATS
         decode = _decode_spec(case.expect)
         if decode is not None:
             try:
@@ -241,10 +243,10 @@ def _check_input_files(loaded: LoadedFile, spec: InputSpec, where: str) -> None:
         raise ConfigError(str(exc), file=str(loaded.path), path=f"{where}.{'file' if spec.file else 'capture'}") from None
 
 
-def source_for(loaded: LoadedFile, spec: InputSpec, where: str, schema: Any = None) -> Any:
-    """The source that replaces the pipeline's: a ``TestingSource`` for inline records (with ``schema``,
-    the one the pipeline's own source attaches to its batches: a generate dataset's, which positional
-    formats read), else the connector that reads the file or the capture as a pipeline would."""
+def source_for(loaded: LoadedFile, spec: InputSpec, where: str, pipe: Any) -> Any:
+    """The source that replaces ``pipe``'s: a ``TestingSource`` for inline records (with the schema ``pipe``'s own
+    source attaches to its batches: a generate dataset's, which positional formats read; encoded, if asked, with
+    ``pipe``'s stores), else the connector that reads the file or the capture as a pipeline would."""
     from ..codecs.formats import restore_bytes
     from ..testing import TestingSource
 
@@ -264,23 +266,66 @@ def source_for(loaded: LoadedFile, spec: InputSpec, where: str, schema: Any = No
         values = [p.encode() if isinstance(p, str) else restore_bytes(p) for p in spec.payloads or []]
     subjects, headers = spec.subjects, spec.headers
     if spec.encode is not None:
-        values, subjects, headers = _encoded(spec, values, where)
+        values, subjects, headers = _encoded(pipe, _encoders(loaded, pipe, spec, where), spec, values, where)
     if spec.count is not None:
         n = spec.count
         values = values[:n]
         subjects = subjects[:n] if isinstance(subjects, list) else subjects
         headers = headers[:n] if isinstance(headers, list) else headers
-    return TestingSource(values, spec.batch_size, subjects=subjects, headers=headers, schema=schema)
+    return TestingSource(values, spec.batch_size, subjects=subjects, headers=headers,
+                         schema=getattr(pipe.source, "schema", None))
 
 
-def _encoded(spec: InputSpec, values: list[Any], where: str) -> tuple[list[Any], Any, Any]:
-    """The records as a wirepipe publisher sends them: payloads and Content-Type / Content-Encoding."""
+def from_test_file(loaded: LoadedFile, schema: Any) -> Any:
+    """A schema file a test file names, relative to the test file as its other paths are; any other schema (a
+    registered one, a dataset, module:Class, a mapping) as it is."""
+    from ..core.stores import is_nats_ref
+    from ..operators.schema_options import SCHEMA_FILE_SUFFIXES
+
+    if not isinstance(schema, str) or is_nats_ref(schema):
+        return schema
+    path, sep, message = schema.partition("#")
+    if Path(path).suffix.lower() not in SCHEMA_FILE_SUFFIXES or Path(path).is_absolute():
+        return schema
+    return f"{loaded.path.parent / path}{sep}{message}"
+
+
+def _encoders(loaded: LoadedFile, pipe: Any, spec: InputSpec, where: str) -> list[Any]:
+    """The operators of ``input.encode``, handed ``pipe``'s stores (the test file's in place of its own) as the
+    pipeline's operators are: ``schema: registry/points@1`` reads the test's registry."""
     from ..operators.operator import BuildContext
 
     assert spec.encode is not None
-    batch = Batch(values, subjects=spec.subjects, headers=spec.headers, meta={"seq": range(len(values))})
-    for op in spec.encode.build(BuildContext()):
-        batch = op(batch)
+    params = spec.encode.model_copy(update={"schema_": from_test_file(loaded, spec.encode.schema_)})
+    ops = params.build(BuildContext())
+    try:
+        pipe.resources.bind(ops, (pipe.source, pipe.sink), [f"{where}.encode"] * len(ops))
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=str(loaded.path), path=exc.path) from None
+    _refuse_servers(loaded, pipe.resources)
+    return ops
+
+
+def _encoded(pipe: Any, ops: list[Any], spec: InputSpec, values: list[Any], where: str) -> tuple[list[Any], Any, Any]:
+    """The records as a wirepipe publisher sends them (``ops``: ``_encoders``, opened with ``pipe``'s stores):
+    payloads and Content-Type / Content-Encoding."""
+    import asyncio
+
+    assert spec.encode is not None
+
+    async def encode(batch: Batch) -> Batch:
+        await pipe.resources.open_operators(ops, (pipe.source, pipe.sink))
+        try:
+            for op in ops:
+                if op.prepares:
+                    await op.prepare(batch)
+                batch = op(batch)
+            return batch
+        finally:
+            await pipe.resources.close_operators()
+
+    batch = asyncio.run(encode(Batch(values, subjects=spec.subjects, headers=spec.headers,
+                                     meta={"seq": range(len(values))})))
     if batch.rejected:
         r = batch.rejected[0]
         raise ConfigError(f"cannot be encoded as {spec.encode.chain}: {r.error}",
@@ -300,7 +345,7 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
     started = time.monotonic()
     try:
         pipe = build(loaded, case)
-        source = source_for(loaded, case.input, f"tests[{index}].input", getattr(pipe.source, "schema", None))
+        source = source_for(loaded, case.input, f"tests[{index}].input", pipe)
         sink = TestingSink()
         _run(between(pipe, source, sink))
         decode = _decode_spec(case.expect)
@@ -389,12 +434,12 @@ class Decoder:
         import asyncio
 
         async def decode() -> Batch:
-            await self.resources.open()
+            await self.resources.open_operators([self.decoder], ())
             try:
                 await self.decoder.prepare(batch)
                 return self.decoder(batch)
             finally:
-                await self.resources.close()
+                await self.resources.close_operators()
 
         return asyncio.run(decode())
 
@@ -411,7 +456,7 @@ def _decoder(loaded: LoadedFile, pipe: Any, decode: DecodeSpec) -> Decoder:
         dictionary: bytes | None = (loaded.path.parent / decode.dictionary).read_bytes()
     else:
         dictionary = files[-1] if files else None
-    decoder = HeaderDecoder(decode.spec(), no_schema="give `decode: {schema: ...}`", dictionaries=store,
+    decoder = HeaderDecoder(from_test_file(loaded, decode.spec()), no_schema="give `decode: {schema: ...}`", dictionaries=store,
                             dictionary=dictionary)
     pipe.resources.bind([decoder], (pipe.source, pipe.sink), ["expect.decode"])
     _refuse_servers(loaded, pipe.resources)

@@ -78,15 +78,10 @@ class ReplayRowGroupFn(DoFn):
 
     async def _open(self) -> None:
         pipe = self.pipe
-        await pipe.resources.open()
-        for op in pipe.operators:
-            await op.open((pipe.source, pipe.sink))
+        await pipe.resources.open_operators(pipe.operators, (pipe.source, pipe.sink))
 
     async def _close(self) -> None:
-        pipe = self.pipe
-        for op in reversed(pipe.operators):
-            await op.close()
-        await pipe.resources.close()
+        await self.pipe.resources.close_operators()
 
     def prepare(self, batch: Any) -> None:
         """The I/O the operators need before their pass over ``batch`` (the dictionaries its frames name)."""

@@ -80,8 +80,7 @@ class TapSink(Sink):
         """The source listens already (the run loop opens it first): say so; with the table on a terminal,
         redraw it live (once a second) until the tap stops."""
         if self._resources is not None:
-            await self._resources.open()
-            await self.decoder.open(self._parts)
+            await self._resources.open_operators([self.decoder], self._parts)
         if self.announce:
             print(self.announce, file=self.err, flush=True)
         if self.stats is not None and not self.lines and self.out.isatty():
@@ -97,7 +96,7 @@ class TapSink(Sink):
     async def close(self) -> None:
         """The table as it ends: the live one's last frame, or printed once where there is no terminal."""
         if self._resources is not None:
-            await self._resources.close()
+            await self._resources.close_operators()
         if self.stats is None or self.lines:
             return
         if self._live is not None:
