@@ -474,6 +474,14 @@ def test_beam_replay_carries_the_registry_schemas_fetched_when_the_job_is_built(
         "operators": [{"deserialize": {"format": "bincode", "schema": "registry/points"}}],
         "sink": {"type": "parquet", "path": "x.parquet"}}, sort_keys=False))
     registry = f"resources.schemas.registry={{type: nats, nats: {{url: '{server.url}'}}}}"
+    # A name the registry does not hold stops the job where it is built, as a local run stops (exit 2), naming
+    # the registry, not the copy a worker would read.
+    with pytest.raises(ConfigError) as unknown:
+        build_job(Replay(str(consumer), [str(tmp_path / "cap")], [registry, "operators[0].deserialize.schema="
+                                                                            "registry/lines"]),
+                  output=str(tmp_path / "refused"), options=["direct_num_workers=1"])
+    assert str(unknown.value) == ("deserialize.schema: registry/lines (its latest version): no schema is registered as "
+                                  "'lines' in nats://WIREPIPE_SCHEMAS (it has points)")
     job = build_job(Replay(str(consumer), [str(tmp_path / "cap")], [registry]), output=str(tmp_path / "beam"),
                     options=["direct_num_workers=1"])
     server.stop()

@@ -99,8 +99,8 @@ def _schema_file(value: str, message: str | None) -> JobFile | None:
 def read_job_stores(config: dict[str, Any], pipe: Any) -> tuple[dict[str, Any], dict[str, JobFile]]:
     """A copy of ``config`` whose ``resources`` declare a folder (``stores/<kind>/<name>``, relative: placed on the
     worker) for every store ``pipe`` (the pipeline built from ``config`` where the job is built) hands an operator,
-    and the files of those folders, fetched from the stores now; ``WirepipeError`` for what a run would not start
-    without."""
+    and the files of those folders, fetched from the stores now; ``WirepipeError`` (``ConfigError``: a
+    registered schema the store does not hold) for what a run would not start without."""
     import asyncio
 
     resources = pipe.resources
@@ -111,7 +111,9 @@ def read_job_stores(config: dict[str, Any], pipe: Any) -> tuple[dict[str, Any], 
         return job, files
 
     async def fetch() -> None:
-        await resources.open()
+        # The operators open as at a run's start, here: a registered schema they name (registry/points@3) that the
+        # store does not hold stops the replay now, named as the store is, not on a worker in a copy of it.
+        await resources.open_operators(pipe.operators, (pipe.source, pipe.sink))
         try:
             for b in bound:
                 folder = f"{STORES}/{b.use.kind}/{b.use.resource}"
@@ -123,7 +125,7 @@ def read_job_stores(config: dict[str, Any], pipe: Any) -> tuple[dict[str, Any], 
                     "type": "folder", "path": folder, "retry_after": getattr(b.store, "retry_after", 30.0)}
                 log.info("beam: the job carries %d file(s) of %s (%s)", len(found), b.store.where, folder)
         finally:
-            await resources.close()
+            await resources.close_operators()
 
     asyncio.run(fetch())
     return job, files
