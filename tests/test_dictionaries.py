@@ -711,3 +711,26 @@ def test_a_running_consumer_asks_again_for_a_disowned_dictionary_and_decodes_onc
         f"Wirepipe-Dictionary says it was compressed with {dictionary_digest(good)}: other bytes would decode it "
         "to other data (refused)"}
     assert (stats.records_out, stats.rejected, shared.fetched) == (100, 100, 2)
+
+
+def test_train_takes_a_registered_schema_from_the_commands_server(nats_server: EmbeddedServer,
+                                                                   tmp_path: Path) -> None:
+    """``dict train --schema`` takes what a serialize takes: a registered version is read from the registry on the
+    ``--url`` server (a file of records has no NATS source to reach it through); one it does not hold is a usage
+    error naming it."""
+    from tests.cli import invoke
+
+    url = nats_server.url
+    (tmp_path / "v1.yaml").write_text(yaml.safe_dump({"x": "int32", "y": "int32"}))
+    assert invoke("schema", "push", str(tmp_path / "v1.yaml"), "--name", "points", "--url", url).returncode == 0
+    (tmp_path / "points.jsonl").write_text("".join(json.dumps({"x": i, "y": i * 7}) + "\n" for i in range(200)))
+    for schema in ("registry/points@1", "nats://WIREPIPE_SCHEMAS/points", str(tmp_path / "v1.yaml")):
+        done = invoke("dict", "train", "--from", str(tmp_path / "points.jsonl"), "--format", "bincode", "--schema",
+                      schema, "--to", "nats://DICTS/points", "--url", url, "--dry-run", "--size", "1KiB")
+        assert done.returncode == 0, (schema, done.output)
+        assert "on 160 records" in done.stdout and "held out 40 records" in done.stdout, done.stdout
+    refused = invoke("dict", "train", "--from", str(tmp_path / "points.jsonl"), "--format", "bincode", "--schema",
+                     "registry/points@2", "--to", "nats://DICTS/points", "--url", url, "--dry-run")
+    assert refused.returncode == 2
+    assert refused.stderr == ("error: serialize.schema: registry/points version 2: points has version 1 in "
+                              "nats://WIREPIPE_SCHEMAS: no version 2\n")

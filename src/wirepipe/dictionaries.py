@@ -147,6 +147,9 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
     from .operators.serialize import Serialize
     from .testing import TestingSink, run_async
 
+    from .connectors.nats.connection import connection_config
+    from .pipelines.resources import Resources
+
     source, capture = source_for(path, count)
     if capture:  # payloads as published: decompressed by their headers, with the bucket's dictionaries
         ops: list[Any] = [Decompress("auto", dictionaries=f"nats://{ref.bucket}", nats=nats)]
@@ -156,7 +159,9 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
         except ConfigError as exc:
             raise ConfigError(exc.detail, path="--format") from None
     sink = TestingSink()
-    await run_async(source, ops, sink, name="dict-train")
+    # a registered --schema (registry/points@2) is read from the registry on the command's server
+    resources = Resources(nats=connection_config(nats.get("url")))
+    await run_async(source, ops, sink, name="dict-train", resources=resources)
     return [bytes(v) for v in sink.records], sink.rejects
 
 

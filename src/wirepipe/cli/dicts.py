@@ -23,7 +23,9 @@ def dict_train(
     url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
     format: Annotated[str, typer.Option(help="records from a file: the format they are serialized in, as your "
                                              "publisher's serialize does")] = "msgpack",
-    schema: Annotated[str | None, typer.Option(help="records from a file: the schema a schema'd format needs")] = None,
+    schema: Annotated[str | None, typer.Option(help=(
+        "records from a file: the schema a schema'd format needs, as serialize takes it (a file, a dataset, "
+        "module:Class, or a registered schema, registry/NAME[@VERSION], read from the registry on --url)"))] = None,
     level: Annotated[str, typer.Option(help="zstd level the publisher compresses at: fastest, default, best or "
                                             "an integer")] = "default",
     size: Annotated[str | None, typer.Option(help="dictionary size, e.g. 16KiB (default: a tenth of the "

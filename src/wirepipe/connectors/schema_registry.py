@@ -95,7 +95,8 @@ class NameEntry:
             return self.versions[-1]
         if 1 <= number <= len(self.versions):
             return self.versions[number - 1]
-        raise NotRegistered(f"{self.name} has versions 1 to {len(self.versions)} in {where}: no version {number}")
+        held = "version 1" if len(self.versions) == 1 else f"versions 1 to {len(self.versions)}"
+        raise NotRegistered(f"{self.name} has {held} in {where}: no version {number}")
 
     def with_version(self, fingerprint: str) -> NameEntry:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

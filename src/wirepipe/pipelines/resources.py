@@ -115,7 +115,11 @@ class Resources:
 
     name = "resources"
 
-    def __init__(self, declared: ResourcesConfig | Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(self, declared: ResourcesConfig | Mapping[str, Mapping[str, Any]] | None = None, *,
+                 nats: NatsConnectionConfig | None = None) -> None:
+        """``nats``: how a store given no ``nats:`` of its own reaches the server when no part of the pipeline is
+        a NATS connector (a command's ``--url`` over a file of records)."""
+        self._nats = nats
         self._declared: dict[tuple[str, str], Any] = {}
         if isinstance(declared, ResourcesConfig):
             declared = declared.named()
@@ -157,7 +161,7 @@ class Resources:
             config, path = _implied(use, self._declared, at), f"{at}.{use.field}"
         if hasattr(config, "build"):
             try:
-                store = config.build(nats_connection(parts))
+                store = config.build(nats_connection(parts) or self._nats)
             except ConfigError as exc:
                 raise ConfigError(exc.detail, path=path) from None
         else:
