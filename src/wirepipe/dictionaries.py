@@ -143,12 +143,11 @@ def _is_capture(path: Path) -> bool:
 async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, ref: Any,
                        nats: dict[str, Any]) -> tuple[list[bytes], list[Any]]:
     """The serialized records at ``path`` and the ones that could not be read (``Rejected``)."""
+    from .connectors.nats.connection import connection_config
     from .operators.decompress import Decompress
     from .operators.serialize import Serialize
-    from .testing import TestingSink, run_async
-
-    from .connectors.nats.connection import connection_config
     from .pipelines.resources import Resources
+    from .testing import TestingSink, run_async
 
     source, capture = source_for(path, count)
     if capture:  # payloads as published: decompressed by their headers, with the bucket's dictionaries
