@@ -430,6 +430,22 @@ def test_a_test_files_encode_and_decode_take_a_registered_schema_as_the_operator
     assert "1 error, 5 passed" in done.stdout
 
 
+def test_a_test_file_that_would_decode_from_the_nats_registry_is_told_to_declare_a_folder(tmp_path: Path) -> None:
+    """A pipeline without a NATS part, a case decoding with ``registry/points@1``: refused when the file is read,
+    naming the resource to declare (not the pipeline's missing NATS connection)."""
+    (tmp_path / "plain.yaml").write_text(yaml.safe_dump({
+        "name": "plain", "source": {"type": "generate", "dataset": "point", "count": 1},
+        "operators": [{"serialize": {"format": "bincode", "schema": str(write(tmp_path, "v1.yaml", V1))}}],
+        "sink": {"type": "jsonl", "path": "x.jsonl"}}))
+    (tmp_path / "plain.test.yaml").write_text(yaml.safe_dump({"tests": [{
+        "name": "c", "input": {"records": POINTS[:1]},
+        "expect": {"decode": {"schema": "registry/points@1"}, "records": POINTS[:1]}}]}))
+    for command in ("validate", "test"):
+        done = invoke(command, str(tmp_path / "plain.test.yaml"))
+        assert done.returncode == 2 and "a test runs without a server: declare `resources: {schemas: {registry: " \
+            "{type: folder, path: FOLDER}}}` in the test file" in done.stderr, done.stderr
+
+
 def test_an_operator_that_reads_a_store_runs_in_a_pipeline_that_hands_it_one() -> None:
     from wirepipe.core.batch import Batch
     from wirepipe.pipelines.pipeline import Pipeline

@@ -118,8 +118,9 @@ class Resources:
     def __init__(self, declared: ResourcesConfig | Mapping[str, Mapping[str, Any]] | None = None, *,
                  nats: NatsConnectionConfig | None = None) -> None:
         """``nats``: how a store given no ``nats:`` of its own reaches the server when no part of the pipeline is
-        a NATS connector (a command's ``--url`` over a file of records)."""
-        self._nats = nats
+        a NATS connector (a command's ``--url`` over a file of records); stores are built with it, never opened
+        before ``open``."""
+        self.nats = nats
         self._declared: dict[tuple[str, str], Any] = {}
         if isinstance(declared, ResourcesConfig):
             declared = declared.named()
@@ -161,7 +162,7 @@ class Resources:
             config, path = _implied(use, self._declared, at), f"{at}.{use.field}"
         if hasattr(config, "build"):
             try:
-                store = config.build(nats_connection(parts) or self._nats)
+                store = config.build(nats_connection(parts) or self.nats)
             except ConfigError as exc:
                 raise ConfigError(exc.detail, path=path) from None
         else:

@@ -178,6 +178,20 @@ def _test_stores(loaded: LoadedFile, case: Case) -> dict[tuple[str, str], dict[s
     return out
 
 
+def _bind(loaded: LoadedFile, pipe: Any, ops: list[Any], where: str) -> None:
+    """Hand ``ops`` (a case's encoders, its decoder) ``pipe``'s stores, the test file's in place of its own; a store
+    they would reach through NATS is refused naming the folder to declare instead, even in a pipeline without a NATS
+    part (the store is built on a connection it never opens, to be named)."""
+    from ..connectors.nats.connection import NatsConnectionConfig
+
+    pipe.resources.nats = pipe.resources.nats or NatsConnectionConfig()
+    try:
+        pipe.resources.bind(ops, (pipe.source, pipe.sink), [where] * len(ops))
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=str(loaded.path), path=exc.path) from None
+    _refuse_servers(loaded, pipe.resources)
+
+
 def _refuse_servers(loaded: LoadedFile, resources: Any) -> None:
     """``ConfigError`` naming the fix for a store the pipeline would reach through NATS: a test has no server."""
     for bound in resources.bound():
@@ -298,11 +312,7 @@ def _encoders(loaded: LoadedFile, pipe: Any, spec: InputSpec, where: str) -> lis
     assert spec.encode is not None
     params = spec.encode.model_copy(update={"schema_": from_test_file(loaded, spec.encode.schema_)})
     ops = params.build(BuildContext())
-    try:
-        pipe.resources.bind(ops, (pipe.source, pipe.sink), [f"{where}.encode"] * len(ops))
-    except ConfigError as exc:
-        raise ConfigError(exc.detail, file=str(loaded.path), path=exc.path) from None
-    _refuse_servers(loaded, pipe.resources)
+    _bind(loaded, pipe, ops, f"{where}.encode")
     return ops
 
 
@@ -458,8 +468,7 @@ def _decoder(loaded: LoadedFile, pipe: Any, decode: DecodeSpec) -> Decoder:
         dictionary = files[-1] if files else None
     decoder = HeaderDecoder(from_test_file(loaded, decode.spec()), no_schema="give `decode: {schema: ...}`", dictionaries=store,
                             dictionary=dictionary)
-    pipe.resources.bind([decoder], (pipe.source, pipe.sink), ["expect.decode"])
-    _refuse_servers(loaded, pipe.resources)
+    _bind(loaded, pipe, [decoder], "expect.decode")
     return Decoder(decoder, pipe.resources)
 
 
