@@ -328,7 +328,10 @@ def loss_summary(losses: dict[str, int] | None) -> str:
     if losses.get("disconnects"):
         parts += f", {losses['disconnects']} disconnect(s)"
     if losses.get("forgotten"):  # gaps.py: past MAX_PUBLISHERS the least recently heard are forgotten
-        parts += f", {losses['forgotten']} publishers forgotten: their later gaps cannot be counted"
+        running = losses.get("forgotten_running", 0)
+        parts += (f", {losses['forgotten']} publishers forgotten, {running} of them before their final stamp: their "
+                  "later gaps cannot be counted" if running else
+                  f", {losses['forgotten']} publishers forgotten after their final stamp (nothing left to count)")
     unsure = losses.get("unsure", 0)
     if unsure:
         lost = (f"lost: {losses['lost']} counted ({parts}) and an unknown number more: {unsure} publisher(s) not "
