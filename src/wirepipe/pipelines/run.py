@@ -332,6 +332,9 @@ class PipelineRun:
                 await self._process(*item, sink, stats)
                 if ledger.due(interval, pressure):
                     await self._commit(sink, stats)
+                if self.metrics is not None and self.metrics.rows_held > self.metrics.max_rows_held:
+                    await self._commit(sink, stats)  # what was written is settled before the wait
+                    await self.metrics.room(source.stopping)
             await self._commit(sink, stats)  # the drain: what was written is flushed, then acked
         finally:
             self._queue = None
