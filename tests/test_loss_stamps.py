@@ -242,9 +242,12 @@ def test_forged_and_absurd_stamps_on_real_processes(nats_server: EmbeddedServer,
     assert ("999999000 lost (999999000 missing from publisher sequences (0 in gaps between messages, 999999000 "
             "claimed by stamps past the last message received: unconfirmed), 0 dropped by the client, 0 discarded "
             "at stop, 2 malformed stamp(s) ignored), 0 duplicates") in summary
-    rows = pq.read_table(metrics, columns=["step", "records", "lost"]).to_pylist()
+    rows = pq.read_table(metrics, columns=["step", "records", "lost", "lost_tail"]).to_pylist()
     assert sum(r["records"] for r in rows if r["step"] == 0) == 1001  # no batch's rows dropped
     assert all(0 <= (r["lost"] or 0) <= INT64_MAX for r in rows)
+    # the metrics say which is which, as the summary does: all 999,999,000 claimed by a stamp alone, no gap seen
+    assert (sum(r["lost"] or 0 for r in rows), sum(r["lost_tail"] or 0 for r in rows)) == (999_999_000, 999_999_000)
+    assert all(r["lost_tail"] is None for r in rows if r["step"] != 0)
 
 
 @pytest.mark.slow

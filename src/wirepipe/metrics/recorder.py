@@ -140,8 +140,8 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
 
 def _columns() -> tuple[list[Any], ...]:
     """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost,
-    redelivered, reasons, projected, messages."""
-    return ([], [], [], [], [], [], [], [], [], [], [], [], [])
+    redelivered, reasons, projected, messages, lost_tail."""
+    return ([], [], [], [], [], [], [], [], [], [], [], [], [], [])
 
 
 def _reasons(rejected: Sequence[Rejected]) -> list[tuple[str, int]] | None:
@@ -368,7 +368,7 @@ class MetricsRecorder:
 
     def record_batch(self, index: int, read: tuple[int, int] | None, stamps: Stamps,
                      raw_nbytes: int | None = None, lost: int | None = None, redelivered: int | None = None,
-                     rejected: Sequence[Rejected] = ()) -> None:
+                     rejected: Sequence[Rejected] = (), lost_tail: int | None = None) -> None:
         """The rows of the source stage and of every operator of one batch, appended column by column.
 
         ``read`` is when the source read the batch (``None``: when the pass began); ``stamps``
@@ -376,7 +376,8 @@ class MetricsRecorder:
         the batch as the source gave it) the records that left it, the running count of the
         batch's rejects and the payload bytes that left it; ``raw_nbytes`` the records'
         declared raw size (the first operator's input when the source gave objects); ``lost``
-        what the source found lost since the previous batch and ``redelivered`` the batch's records
+        what the source found lost since the previous batch (``lost_tail``: the change in what of it only
+        publishers' stamps claim) and ``redelivered`` the batch's records
         delivered before (the source row's ``lost`` and ``redelivered``); ``rejected`` the batch's
         rejected records, in the order the stages rejected them (each stage's share counted by
         reason). Call it on the event loop (the periodic flush runs there); the operators may have
@@ -388,7 +389,7 @@ class MetricsRecorder:
             read = (t, t)
         n = len(sizes)
         (batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col, redelivered_col, reasons, proj,
-         msgs) = self._cols
+         msgs, tail_col) = self._cols
         batch += repeat(index, n)
         step += range(n)
         rec += records
@@ -412,6 +413,8 @@ class MetricsRecorder:
         end += ends
         lost_col.append(lost)
         lost_col += repeat(None, n - 1)
+        tail_col.append(lost_tail)
+        tail_col += repeat(None, n - 1)
         redelivered_col.append(redelivered)
         redelivered_col += repeat(None, n - 1)
         last = sizes[-1]
@@ -440,13 +443,14 @@ class MetricsRecorder:
             self.flush()
         return nbytes
 
-    def stamp_source_lost(self, index: int, lost: int) -> None:
+    def stamp_source_lost(self, index: int, lost: int, lost_tail: int | None = None) -> None:
         """A source row of no records for what the source found lost after its last batch (core NATS: the
-        records discarded at a drain, a tail the last stamps count), so the ``lost`` column adds up to the
-        run summary's figure; ``index`` the batch after the last one."""
+        records discarded at a drain, a tail the last stamps count: ``lost_tail``), so the ``lost`` and
+        ``lost_tail`` columns add up to the run summary's figures; ``index`` the batch after the last one."""
         now = time.monotonic_ns()
         cols = self._cols
-        for col, value in zip(cols, (index, 0, 0, 0, None, None, now, now, lost, None, None, 0, 0), strict=True):
+        for col, value in zip(cols, (index, 0, 0, 0, None, None, now, now, lost, None, None, 0, 0, lost_tail),
+                              strict=True):
             col.append(value)
 
     def stamp_sink_refused(self, index: int, refused: Sequence[Rejected]) -> None:
@@ -471,6 +475,7 @@ class MetricsRecorder:
         cols[10].append(_reasons(refused))
         cols[11].append(0)
         cols[12].append(messages)
+        cols[13].append(None)
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -522,7 +527,7 @@ class MetricsRecorder:
         import pyarrow as pa
 
         (batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered, reasons, projected,
-         messages) = cols
+         messages, lost_tail) = cols
         n = len(batch)
         index = self._array("stages", "step", stage)
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
@@ -533,7 +538,7 @@ class MetricsRecorder:
              array("records", records), array("rejected", rejected), array("bytes_in", bytes_in),
              array("bytes_out", bytes_out), array("start_ns", start), array("end_ns", end), array("lost", lost),
              array("redelivered", redelivered), array("reasons", reasons), array("projected", projected),
-             array("messages", messages)],
+             array("messages", messages), array("lost_tail", lost_tail)],
             schema=self._schemas["stages"])
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:
