@@ -176,14 +176,17 @@ def poison_kills(value: Any) -> Any:
     return value
 
 
-async def publish_numbered(url: str, n: int, stream: str = "NUM", subject: str = "num") -> None:
-    """``{"i": i}`` for i in 0..n-1 as msgpack into a new stream: records a test can tell apart."""
+async def publish_numbered(url: str, n: int, stream: str = "NUM", subject: str = "num",
+                           retention: str = "limits") -> None:
+    """``{"i": i}`` for i in 0..n-1 as msgpack into a new stream (``retention``: limits, interest, workqueue):
+    records a test can tell apart."""
     import msgpack
     import nats
+    from nats.js.api import RetentionPolicy
 
     nc = await nats.connect(url)
     js = nc.jetstream()
-    await js.add_stream(name=stream, subjects=[subject])
+    await js.add_stream(name=stream, subjects=[subject], retention=RetentionPolicy(retention))
     futures = []
     for i in range(n):
         futures.append(await js.publish_async(subject, msgpack.packb({"i": i}),

@@ -255,7 +255,7 @@ metrics: {path: m}
                 for t in [table.filter(pc.equal(table.column("stage"), s))]}
     assert by_stage == {"generate": (1000, 1000), "pack": (1000, 100), "serialize": (1000, 100),
                         "write": (1000, 100)}
-    assert pq.read_schema(files[0]).metadata[METRICS_VERSION_KEY.encode()] == b"3"
+    assert pq.read_schema(files[0]).metadata[METRICS_VERSION_KEY.encode()] == b"4"
     # A file as version 1 wrote it: no `messages`, no version, `records` counting the values (messages).
     old = tmp_path / "v1"
     old.mkdir()

@@ -90,6 +90,26 @@ def test_100k_forged_publisher_ids_keep_the_table_bounded_and_the_forgotten_are_
     assert (list(small.publishers), small.forgotten, small.gap, small.missing_from("a")) == (["c", "a"], 2, 1, 0)
 
 
+def test_a_publisher_forgotten_before_its_final_stamp_makes_the_count_incomplete_and_the_run_exit_5() -> None:
+    from wirepipe.core.exit_codes import ExitCode, LossLimit, Outcome, verdict
+
+    gaps = GapCounter(max_publishers=2)
+    gaps.observe([*stamped("done", 1, 2), *stamped("running", 1)])
+    gaps.stamp("done", 2, final=True)  # said it was done: nothing it loses afterwards can go uncounted
+    gaps.observe(stamped("c", 1))
+    gaps.observe(stamped("d", 1))  # past 2: "running" then "done" forgotten (each least recently heard in turn)
+    assert (gaps.forgotten, gaps.forgotten_running, gaps.missing) == (2, 1, 0)
+
+    assert verdict(Outcome(records=4, forgotten=1)) == [(ExitCode.LOST, (
+        "an unknown number of records lost: 1 publisher(s) forgotten before their final stamp (past the 10,000 a "
+        "core NATS source keeps count of: their later gaps were not counted); --max-lost 100% accepts it"))]
+    assert verdict(Outcome(records=4, forgotten=1), lost=LossLimit.parse("100%")) == []
+    assert verdict(Outcome(records=4, forgotten=0)) == []  # forgotten after their final stamp only: complete
+    both = verdict(Outcome(records=4, unsure=2, forgotten=3))
+    assert [code for code, _ in both] == [ExitCode.LOST] and "2 publisher(s) not heard from since a disconnect" \
+        in both[0][1] and "; 3 publisher(s) forgotten before their final stamp" in both[0][1]
+
+
 def test_an_unsure_publisher_forgotten_stays_unsure() -> None:
     gaps = GapCounter(max_publishers=1)
     gaps.observe(stamped("a", 1))
@@ -222,9 +242,12 @@ def test_forged_and_absurd_stamps_on_real_processes(nats_server: EmbeddedServer,
     assert ("999999000 lost (999999000 missing from publisher sequences (0 in gaps between messages, 999999000 "
             "claimed by stamps past the last message received: unconfirmed), 0 dropped by the client, 0 discarded "
             "at stop, 2 malformed stamp(s) ignored), 0 duplicates") in summary
-    rows = pq.read_table(metrics, columns=["step", "records", "lost"]).to_pylist()
+    rows = pq.read_table(metrics, columns=["step", "records", "lost", "lost_tail"]).to_pylist()
     assert sum(r["records"] for r in rows if r["step"] == 0) == 1001  # no batch's rows dropped
     assert all(0 <= (r["lost"] or 0) <= INT64_MAX for r in rows)
+    # the metrics say which is which, as the summary does: all 999,999,000 claimed by a stamp alone, no gap seen
+    assert (sum(r["lost"] or 0 for r in rows), sum(r["lost_tail"] or 0 for r in rows)) == (999_999_000, 999_999_000)
+    assert all(r["lost_tail"] is None for r in rows if r["step"] != 0)
 
 
 @pytest.mark.slow
@@ -268,7 +291,50 @@ async def test_the_tail_and_the_malformed_stamps_reach_prometheus_and_the_status
 def test_the_summary_says_how_many_publishers_were_forgotten() -> None:
     from wirepipe.pipelines.monitor import loss_summary
 
-    assert loss_summary({"lost": 2, "missing": 2, "forgotten": 3}) == (
+    assert loss_summary({"lost": 2, "missing": 2, "forgotten": 3, "forgotten_running": 1}) == (
         ", 2 lost (2 missing from publisher sequences, 0 dropped by the client, 0 discarded at stop, 3 publishers "
-        "forgotten: their later gaps cannot be counted), 0 duplicates")
+        "forgotten, 1 of them before their final stamp: their later gaps cannot be counted), 0 duplicates")
+    assert "3 publishers forgotten after their final stamp (nothing left to count)" in loss_summary(
+        {"lost": 0, "forgotten": 3})
     assert "forgotten" not in loss_summary({"lost": 0, "forgotten": 0})
+
+
+@pytest.mark.slow
+def test_a_run_that_forgot_running_publishers_exits_5_not_0(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    """10,002 publisher ids, one message each, none said it was done: the source keeps 10,000 and forgets 2 still
+    running, whose later gaps it cannot count. Before: the summary said so and the run exited 0."""
+    url, subject = nats_server.url, "fleet"
+    consumer = tmp_path / "consumer.yaml"
+    consumer.write_text(yaml.safe_dump({
+        "name": "consumer", "source": {"type": "nats", "url": url, "subject": subject, "batch_size": 500},
+        "sink": {"type": "null"}, "monitor": {"status_interval": "0.2s"}}))
+    worker = start_wirepipe("run", consumer, "--count", "10002")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(worker.stderr or []), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+
+    async def publish() -> None:
+        import nats
+
+        nc = await nats.connect(url)
+        for i in range(10_002):
+            await nc.publish(subject, b"{}", headers={Header.PUBLISHER: f"p{i}", Header.SEQ: "1"})
+        await nc.flush()
+        await nc.close()
+
+    try:
+        deadline = time.monotonic() + 60
+        while not any("consumer:" in ln for ln in lines):  # its first status line: subscribed
+            assert worker.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        asyncio.run(publish())
+        assert worker.wait(60) == 5, "".join(lines)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    reader.join(5)
+    output = "".join(lines)
+    assert "consumer: 10002 records out of 10002 " in output and "0 lost (" in output
+    assert "2 publishers forgotten, 2 of them before their final stamp: their later gaps cannot be counted" in output
+    assert ("an unknown number of records lost: 2 publisher(s) forgotten before their final stamp (past the 10,000 a "
+            "core NATS source keeps count of: their later gaps were not counted); --max-lost 100% accepts it") in output

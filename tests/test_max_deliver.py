@@ -11,6 +11,7 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import nats
@@ -59,7 +60,7 @@ async def test_a_record_delivered_max_deliver_times_is_dead_lettered_with_the_re
     and the exit code is 0 (one record of 7 rejected is under the default --max-rejected)."""
     n, poison = 12, 5
     url = nats_server.url
-    await publish_numbered(url, n)
+    await publish_numbered(url, n, retention="workqueue")  # a pool's queue of work: what is done leaves it
     config = tmp_path / "worker.yaml"
     config.write_text(WORKER)
     out = tmp_path / "out"
@@ -86,6 +87,49 @@ async def test_a_record_delivered_max_deliver_times_is_dead_lettered_with_the_re
     assert msgpack.unpackb(base64.b64decode(letter["payload"]["$base64"])) == {"i": poison}
     info = await consumer_info(url, "NUM", "poisoned")
     assert (info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq) == (0, 0, n)
+    nc = await nats.connect(url)
+    try:  # dead-lettered, the poison record left the work queue as the 11 acknowledged did (before: it stayed)
+        assert (await nc.jetstream().stream_info("NUM")).state.messages == 0
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize(("retention", "left"), [("workqueue", [1, 3]), ("interest", [1, 2, 3]),
+                                                 ("limits", [1, 2, 3])])
+async def test_a_dead_lettered_record_leaves_a_work_queue_and_stays_in_other_streams(
+        nats_url: str, retention: str, left: list[int]) -> None:
+    """Once its dead letter is written (``settle``), a record the server gave up on is deleted from a work-queue
+    stream, as an acknowledgement would have; a limits or interest stream keeps it (other readers may need it)."""
+    from nats.js.api import ConsumerConfig, RetentionPolicy
+
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="NUM", subjects=["num"], retention=RetentionPolicy(retention))
+        for durable in ("mine", "other")[:2 if retention == "interest" else 1]:  # a work queue has one consumer
+            await js.add_consumer("NUM", ConsumerConfig(durable_name=durable))
+        for i in range(3):
+            await js.publish("num", msgpack.packb({"i": i}))
+        given_up = MaxDeliveries("jetstream")
+        given_up.announced = [(2, 5)]
+        letters = await given_up.take(js, "NUM")
+        await given_up.settle(js, "NUM", letters)
+        await given_up.settle(js, "NUM", letters)  # settled twice (a commit retried): nothing more, no error
+        state = (await js.stream_info("NUM")).state
+        kept = [seq for seq in (1, 2, 3) if await _in_stream(js, seq)]
+    finally:
+        await nc.close()
+    assert (kept, state.messages, given_up.removed) == (left, len(left), 1 if retention == "workqueue" else 0)
+
+
+async def _in_stream(js: Any, seq: int) -> bool:
+    import nats.js.errors
+
+    try:
+        await js.get_msg("NUM", seq)
+    except nats.js.errors.NotFoundError:
+        return False
+    return True
 
 
 async def test_a_record_no_longer_in_the_stream_is_dead_lettered_without_its_payload_and_the_sequence_named(

@@ -216,7 +216,8 @@ def _config_rows(label: str, stages: list[tuple[str, str, float, int | None, int
                      "stage": stage, "operator": op, "params": "{}", "records": 1000, "rejected": 0,
                      "bytes_in": b_in * 1000 if b_in is not None else None,
                      "bytes_out": b_out * 1000 if b_out is not None else None, "start_ns": t, "end_ns": t + d,
-                     "lost": None, "redelivered": None, "reasons": None, "projected": 0, "messages": 1000, "label": label,
+                     "lost": None, "redelivered": None, "reasons": None, "projected": 0, "messages": 1000, "lost_tail": None,
+                     "label": label,
                      "dataset": "point"}.items():
             cols[k].append(v)
         t += d

@@ -449,6 +449,58 @@ def test_metrics_on_a_full_disk_wait_for_room_and_lose_no_row(small_disk: Path, 
 
 
 @pytest.mark.timeout(120)
+def test_past_max_rows_held_the_pipeline_waits_for_the_metrics_and_loses_nothing(small_disk: Path,
+                                                                               tmp_path: Path) -> None:
+    """The disk is full from the start and ``max_rows_held: 30``: once more than 30 metrics rows wait for room the
+    pipeline stops taking batches (its output stays where it was) instead of holding rows without bound; when the
+    disk is freed it goes on, and every record and every metrics row is written once, exit 0. Before: the rows
+    piled up in memory for as long as the disk refused them."""
+    filler = fill(small_disk)
+    folder = small_disk / "metrics.parquet"
+    out = tmp_path / "out.jsonl"
+    config = tmp_path / "bounded.yaml"
+    config.write_text(json.dumps({
+        "name": "bounded",
+        "source": {"type": "generate", "dataset": "point", "count": GENERATED, "rate": 2000, "batch_size": 500},
+        "operators": [{"serialize": {"format": "msgpack"}}],
+        "sink": {"type": "jsonl", "path": str(out)},
+        "metrics": {"path": str(folder), "flush_interval": "0.5s", "max_rows_held": 30},
+        "flush_interval": 0.5,
+        "monitor": {"status_interval": "0.3s"},
+    }))
+    log = tmp_path / "bounded.log"
+    proc = start(["run", str(config)], log)
+    written = lambda: len(out.read_bytes().splitlines()) if out.exists() else 0  # noqa: E731
+    try:
+        wait_for(lambda: "the pipeline waits for room on the disk for" in log.read_text(), 30,
+                 "the pipeline never waited for its metrics", proc, log)
+        held = written()
+        time.sleep(1.5)  # at 2,000 records/s, 3,000 more would be written if the pipeline went on
+        assert (written(), proc.poll()) == (held, None), log.read_text()[-3000:]
+        assert held < GENERATED
+        assert "waiting for room on the disk for" in log.read_text(), "the status line says what it waits for"
+        filler.unlink()
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    assert f"bounded: {GENERATED} records out of {GENERATED}" in text and "Traceback" not in text
+    assert written() == GENERATED
+    rows = metrics_rows(folder)
+    batches = GENERATED // 200
+    assert len(rows) == 3 * batches and [sum(r["records"] for r in rows if r["step"] == s)  # type: ignore[misc]
+                                         for s in range(3)] == [GENERATED] * 3
+    import re
+
+    waits = re.search(r"([\d,]+) time\(s\) the pipeline waited for them \(max_rows_held rows held\)", text)
+    assert waits and int(waits[1]) >= 1 and text.count("the pipeline waits for room on the disk") == int(waits[1])
+    print(f"{held} of {GENERATED} records written while the metrics waited; {waits[1]} wait(s); {len(rows)} rows")
+
+
+@pytest.mark.timeout(120)
 def test_latency_rows_wait_for_room_at_the_end_of_a_bounded_run(nats_url: str, small_disk: Path,
                                                                 tmp_path: Path) -> None:
     """A JetStream consumer reads its 3,000 records at once, then its metrics wait at the close for room:

@@ -119,13 +119,14 @@ class RejectLimit(Limit):
 
 class LossLimit(Limit):
     """``--max-lost N|P%``, default 0: any record known lost fails the run (exit 5). The percentage is of the
-    records the source knew of (read + lost). A loss nobody can count (core NATS publishers not heard from
-    since a disconnect) fails too, unless the limit is ``100%``."""
+    records the source knew of (read + lost). A loss nobody can count fails too, unless the limit is ``100%``:
+    core NATS publishers not heard from since a disconnect (``unsure``), and publishers a source stopped keeping
+    count of before their final stamp (``forgotten``: past the 10,000 it keeps, their later gaps go uncounted)."""
 
     option = "--max-lost"
     default = 0
 
-    def verdict(self, lost: int, records: int, unsure: int = 0) -> str | None:
+    def verdict(self, lost: int, records: int, unsure: int = 0, forgotten: int = 0) -> str | None:
         """Why the run fails (exit 5), or None when it passes."""
         seen = records + lost
         share = lost / seen * 100 if seen else 0.0
@@ -133,9 +134,15 @@ class LossLimit(Limit):
             beyond = self.beyond(lost, share)
             if beyond:
                 return f"{lost:,} of {seen:,} records lost ({share:.3g}%){beyond}"
-        if unsure and not self.accepts_all:
-            return (f"an unknown number of records lost: {unsure} publisher(s) not heard from since a disconnect "
-                    f"(what they published meanwhile was never received); {self.option} 100% accepts it")
+        if (unsure or forgotten) and not self.accepts_all:
+            why = []
+            if unsure:
+                why.append(f"{unsure:,} publisher(s) not heard from since a disconnect (what they published "
+                           "meanwhile was never received)")
+            if forgotten:
+                why.append(f"{forgotten:,} publisher(s) forgotten before their final stamp (past the 10,000 a core "
+                           "NATS source keeps count of: their later gaps were not counted)")
+            return f"an unknown number of records lost: {'; '.join(why)}; {self.option} 100% accepts it"
         return None
 
 
@@ -148,6 +155,7 @@ class Outcome:
     rejected: int = 0
     lost: int = 0  # records known lost (core NATS)
     unsure: int = 0  # publishers not heard from since a disconnect: an unknown number more lost
+    forgotten: int = 0  # publishers forgotten before their final stamp (core NATS): their later losses uncounted
     outstanding: int = 0  # records still awaiting acknowledgement or redelivery when a bounded run ended
     interrupted: bool = False  # a bounded run stopped by SIGINT before its end (after a clean drain)
     failures: Sequence[str] = ()  # runtime failures the run met and went past (input it could not read...)
@@ -162,7 +170,8 @@ def verdict(outcome: Outcome, rejected: RejectLimit | None = None, lost: LossLim
     [(<ExitCode.LOST: 5>, '3 of 103 records lost (2.91%), more than --max-lost 0'), (<ExitCode.REJECTED: 3>, '100 of 100 records rejected (100%): every record was rejected')]
     """
     reasons = [(ExitCode.RUNTIME, failure) for failure in outcome.failures]
-    why_lost = (lost or LossLimit(count=LossLimit.default)).verdict(outcome.lost, outcome.records, outcome.unsure)
+    why_lost = (lost or LossLimit(count=LossLimit.default)).verdict(outcome.lost, outcome.records, outcome.unsure,
+                                                                  outcome.forgotten)
     if why_lost is not None:
         reasons.append((ExitCode.LOST, why_lost))
     if outcome.outstanding > 0:

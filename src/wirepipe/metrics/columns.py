@@ -20,8 +20,8 @@ from typing import Any
 
 Columns = dict[str, tuple[str, str]]
 
-METRICS_VERSION = 3  # 2: `messages`, and `records` counts records after `pack` too; 3: latency rows stand for
-# `records` records each
+METRICS_VERSION = 4  # 2: `messages`, and `records` counts records after `pack` too; 3: latency rows stand for
+# `records` records each; 4: `lost_tail`
 METRICS_VERSION_KEY = "wirepipe.metrics_version"
 
 STAGE_COLUMNS: Columns = {
@@ -59,6 +59,11 @@ STAGE_COLUMNS: Columns = {
     "messages": ("int64", "values that left the stage: messages on the wire, several records each after `pack` "
                           "(equal to `records` otherwise; null in bench rows). Files of version 1 have no such "
                           "column: their `records` is this count (`report` reads it so)"),
+    "lost_tail": ("int64", "source row only: of `lost`, the change in what publishers' stamps alone claim past the "
+                           "last message received (core NATS: unconfirmed; a later message turns a claim into a gap "
+                           "or fills it, so a row may be negative); the column adds up to the run summary's figure "
+                           "`claimed by stamps`, and `lost` - `lost_tail` to the losses seen (gaps, drops, "
+                           "discards); null on other rows and in files before version 4"),
 }
 
 LATENCY_COLUMNS: Columns = {

@@ -25,7 +25,9 @@ its Parquet key-value metadata. With ``path=None`` the rows stay in memory
 A row is never dropped. A value its column cannot hold (a forged header's 10^29, NaN) is
 clamped or nulled (``columns.fit_value``), counted and warned about once per column; a full
 disk delays the parts (``PartWriter``: the sinks' waits, the spool) and ``figures()`` counts
-what it cost. ``aclose`` waits for room without blocking the event loop.
+what it cost. The rows waiting for room are bounded (``max_rows_held``): past it the pipeline waits
+(``room``), so memory stays bounded and no row is dropped. ``aclose`` waits for room without blocking
+the event loop.
 
 Columns: ``metrics/columns.py`` (``STAGE_COLUMNS``, ``LATENCY_COLUMNS``). Settings and their
 defaults: ``MetricsConfig``, the YAML ``metrics:`` section, whose defaults are the recorder's too.
@@ -69,6 +71,7 @@ _LIBRARIES = ("nats-py", "msgpack", "zstandard", "pyarrow", "orjson", "cbor2", "
 _LATENCY_FLUSH_ROWS = 65536
 _LATENCY_META = ("seq", "stream_seq", "sent_ns", "received_ns")  # a latency row's values from the batch's meta
 _GIVE_UP_GRACE = 5.0  # seconds a cancelled run's part writers get for their last try
+_ROOM_POLL = 0.05  # seconds between two looks at the rows held while the pipeline waits for room (``room``)
 
 
 def _shared_runs(columns: list[Sequence[Any] | None]) -> list[int] | None:
@@ -137,8 +140,8 @@ def run_metadata(pipeline: str, config: dict[str, Any] | None, run_id: str) -> d
 
 def _columns() -> tuple[list[Any], ...]:
     """Empty buffers of the stage rows: batch, step, records, rejected, bytes_in, bytes_out, start, end, lost,
-    redelivered, reasons, projected, messages."""
-    return ([], [], [], [], [], [], [], [], [], [], [], [], [])
+    redelivered, reasons, projected, messages, lost_tail."""
+    return ([], [], [], [], [], [], [], [], [], [], [], [], [], [])
 
 
 def _reasons(rejected: Sequence[Rejected]) -> list[tuple[str, int]] | None:
@@ -176,12 +179,14 @@ class MetricsConfig(Strict):
     flush_interval: Duration = Field(default=5.0, gt=0, description="and at least this often")
     latency: bool = Field(default=True, description="per-record latency rows on consumers")
     compact_parts: int = Field(default=16, ge=0, description="merge this many small parts into one; 0 = never")
+    max_rows_held: int = Field(default=1_000_000, ge=1, description="rows the disk refused that may wait in memory; "
+                               "past it the pipeline waits for room (backpressure)")
 
     def build(self, pipeline: str, config: dict[str, Any] | None = None) -> MetricsRecorder:
         """The recorder of ``pipeline``; ``config`` (the whole validated config) goes into every file's metadata."""
         return MetricsRecorder(self.path, pipeline=pipeline, config=config, row_group_rows=self.row_group_rows,
                                flush_interval=self.flush_interval, latency=self.latency,
-                               compact_parts=self.compact_parts)
+                               compact_parts=self.compact_parts, max_rows_held=self.max_rows_held)
 
 
 _DEFAULT: dict[str, Any] = {name: f.default for name, f in MetricsConfig.model_fields.items() if name != "path"}
@@ -196,7 +201,8 @@ class MetricsRecorder:
     def __init__(self, path: str | Path | None, *, pipeline: str = "pipeline", config: dict[str, Any] | None = None,
                  row_group_rows: int = _DEFAULT["row_group_rows"],
                  flush_interval: float | None = _DEFAULT["flush_interval"], latency: bool = _DEFAULT["latency"],
-                 compact_parts: int = _DEFAULT["compact_parts"], run_id: str | None = None) -> None:
+                 compact_parts: int = _DEFAULT["compact_parts"], max_rows_held: int = _DEFAULT["max_rows_held"],
+                 run_id: str | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self.pipeline = pipeline
         self.config = config
@@ -204,6 +210,9 @@ class MetricsRecorder:
         self.flush_interval = flush_interval
         self.latency = latency
         self.compact_parts = compact_parts
+        self.max_rows_held = max_rows_held
+        self.waits = 0  # times the pipeline waited for the disk to take the rows held (``room``)
+        self.waiting: str | None = None  # what the pipeline waits for while it does (the status line)
         self.run_id = run_id or new_run_id()
         # The config the batches run under (the ``config_digest`` column: ``wirepipe run`` sets it, a hot reload
         # changes it with ``restage``); None: unknown.
@@ -309,12 +318,14 @@ class MetricsRecorder:
         """What writing the metrics met, for the run summary and Prometheus: ``metrics_write_errors`` (failed
         writes of a part, each tried again), ``metrics_rows_delayed`` (rows held in memory while the disk
         refused them), ``metrics_rows_unwritten`` (given up: the run was stopped past its deadline while the
-        disk was still full) and ``metrics_values_fixed`` (values a column could not hold, clamped or nulled)."""
+        disk was still full), ``metrics_values_fixed`` (values a column could not hold, clamped or nulled) and
+        ``metrics_waits`` (times the pipeline waited because ``max_rows_held`` rows waited for room)."""
         writers = [*self._writers.values(), *self._closed]
         return {"metrics_write_errors": sum(w.errors for w in writers),
                 "metrics_rows_delayed": sum(w.rows_delayed for w in writers),
                 "metrics_rows_unwritten": sum(w.rows_unwritten for w in writers),
-                "metrics_values_fixed": self.values_fixed}
+                "metrics_values_fixed": self.values_fixed,
+                "metrics_waits": self.waits}
 
     @property
     def failing(self) -> str | None:
@@ -323,6 +334,27 @@ class MetricsRecorder:
             if writer.failing is not None:
                 return f"{writer.folder}: {writer.failing}"
         return None
+
+    @property
+    def rows_held(self) -> int:
+        """Rows handed to the part writers and not on disk yet (most of them: rows the disk refused)."""
+        return sum(w.rows_held for w in self._writers.values())
+
+    async def room(self, stopping: asyncio.Event) -> None:
+        """Wait while more than ``max_rows_held`` rows wait for room on the disk: the pipeline stops taking batches
+        (backpressure, as a failing sink's retries hold it) rather than grow memory without limit or drop rows.
+        A stop ends the wait: its drain is bounded (the queued batches), and the close waits for room itself."""
+        if self.rows_held <= self.max_rows_held or stopping.is_set():
+            return
+        self.waits += 1
+        self.waiting = f"room on the disk for {self.rows_held:,} metrics rows (max_rows_held {self.max_rows_held:,})"
+        log.warning("%s: the pipeline waits for %s", self.pipeline, self.waiting)
+        try:
+            while self.rows_held > self.max_rows_held and not stopping.is_set():
+                await asyncio.sleep(_ROOM_POLL)
+        finally:
+            self.waiting = None
+        log.info("%s: the metrics have room again: the pipeline goes on", self.pipeline)
 
     async def flush_periodically(self) -> None:
         """Flush every ``flush_interval`` seconds; the pipeline runs this as a task and cancels it at the end."""
@@ -336,7 +368,7 @@ class MetricsRecorder:
 
     def record_batch(self, index: int, read: tuple[int, int] | None, stamps: Stamps,
                      raw_nbytes: int | None = None, lost: int | None = None, redelivered: int | None = None,
-                     rejected: Sequence[Rejected] = ()) -> None:
+                     rejected: Sequence[Rejected] = (), lost_tail: int | None = None) -> None:
         """The rows of the source stage and of every operator of one batch, appended column by column.
 
         ``read`` is when the source read the batch (``None``: when the pass began); ``stamps``
@@ -344,7 +376,8 @@ class MetricsRecorder:
         the batch as the source gave it) the records that left it, the running count of the
         batch's rejects and the payload bytes that left it; ``raw_nbytes`` the records'
         declared raw size (the first operator's input when the source gave objects); ``lost``
-        what the source found lost since the previous batch and ``redelivered`` the batch's records
+        what the source found lost since the previous batch (``lost_tail``: the change in what of it only
+        publishers' stamps claim) and ``redelivered`` the batch's records
         delivered before (the source row's ``lost`` and ``redelivered``); ``rejected`` the batch's
         rejected records, in the order the stages rejected them (each stage's share counted by
         reason). Call it on the event loop (the periodic flush runs there); the operators may have
@@ -356,7 +389,7 @@ class MetricsRecorder:
             read = (t, t)
         n = len(sizes)
         (batch, step, rec, rej, bytes_in, bytes_out, start, end, lost_col, redelivered_col, reasons, proj,
-         msgs) = self._cols
+         msgs, tail_col) = self._cols
         batch += repeat(index, n)
         step += range(n)
         rec += records
@@ -380,6 +413,8 @@ class MetricsRecorder:
         end += ends
         lost_col.append(lost)
         lost_col += repeat(None, n - 1)
+        tail_col.append(lost_tail)
+        tail_col += repeat(None, n - 1)
         redelivered_col.append(redelivered)
         redelivered_col += repeat(None, n - 1)
         last = sizes[-1]
@@ -408,13 +443,14 @@ class MetricsRecorder:
             self.flush()
         return nbytes
 
-    def stamp_source_lost(self, index: int, lost: int) -> None:
+    def stamp_source_lost(self, index: int, lost: int, lost_tail: int | None = None) -> None:
         """A source row of no records for what the source found lost after its last batch (core NATS: the
-        records discarded at a drain, a tail the last stamps count), so the ``lost`` column adds up to the
-        run summary's figure; ``index`` the batch after the last one."""
+        records discarded at a drain, a tail the last stamps count: ``lost_tail``), so the ``lost`` and
+        ``lost_tail`` columns add up to the run summary's figures; ``index`` the batch after the last one."""
         now = time.monotonic_ns()
         cols = self._cols
-        for col, value in zip(cols, (index, 0, 0, 0, None, None, now, now, lost, None, None, 0, 0), strict=True):
+        for col, value in zip(cols, (index, 0, 0, 0, None, None, now, now, lost, None, None, 0, 0, lost_tail),
+                              strict=True):
             col.append(value)
 
     def stamp_sink_refused(self, index: int, refused: Sequence[Rejected]) -> None:
@@ -439,6 +475,7 @@ class MetricsRecorder:
         cols[10].append(_reasons(refused))
         cols[11].append(0)
         cols[12].append(messages)
+        cols[13].append(None)
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -490,7 +527,7 @@ class MetricsRecorder:
         import pyarrow as pa
 
         (batch, stage, records, rejected, bytes_in, bytes_out, start, end, lost, redelivered, reasons, projected,
-         messages) = cols
+         messages, lost_tail) = cols
         n = len(batch)
         index = self._array("stages", "step", stage)
         names = [pa.array([s[k] for s in self._stages], pa.string()).take(index) for k in range(3)]
@@ -501,7 +538,7 @@ class MetricsRecorder:
              array("records", records), array("rejected", rejected), array("bytes_in", bytes_in),
              array("bytes_out", bytes_out), array("start_ns", start), array("end_ns", end), array("lost", lost),
              array("redelivered", redelivered), array("reasons", reasons), array("projected", projected),
-             array("messages", messages)],
+             array("messages", messages), array("lost_tail", lost_tail)],
             schema=self._schemas["stages"])
 
     def _latency_table(self, lat: list[tuple[Any, ...]]) -> Any:

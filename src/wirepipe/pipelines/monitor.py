@@ -109,7 +109,8 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
         "running": run.running,
         "connected": all(c.nc is not None and c.nc.is_connected for c in conns),
         # what the run waits for before it can read or write: a server that refuses, a stream not created yet
-        "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None),
+        "waiting": source.waiting or next((c.waiting for c in conns if getattr(c, "waiting", None)), None)
+        or (recorder.waiting if recorder is not None else None),
         # the metrics' own writing (a full disk delays them, never drops them): counters, and the error while it lasts
         **(recorder.figures() if recorder is not None else {}),
         "metrics_error": recorder.failing if recorder is not None else None,
@@ -280,7 +281,8 @@ def metrics_figures(figures: dict[str, int]) -> str:
         ("metrics_rows_delayed", "row(s) waited for room on the disk"),
         ("metrics_write_errors", "failed write(s), each tried again"),
         ("metrics_rows_unwritten", "row(s) NOT written: the disk still refused them when the run was stopped"),
-        ("metrics_values_fixed", "value(s) a column could not hold, clamped or nulled (rows kept)"))
+        ("metrics_values_fixed", "value(s) a column could not hold, clamped or nulled (rows kept)"),
+        ("metrics_waits", "time(s) the pipeline waited for them (max_rows_held rows held)"))
         if figures.get(key)]
     return f" ({'; '.join(said)})" if said else ""
 
@@ -328,7 +330,10 @@ def loss_summary(losses: dict[str, int] | None) -> str:
     if losses.get("disconnects"):
         parts += f", {losses['disconnects']} disconnect(s)"
     if losses.get("forgotten"):  # gaps.py: past MAX_PUBLISHERS the least recently heard are forgotten
-        parts += f", {losses['forgotten']} publishers forgotten: their later gaps cannot be counted"
+        running = losses.get("forgotten_running", 0)
+        parts += (f", {losses['forgotten']} publishers forgotten, {running} of them before their final stamp: their "
+                  "later gaps cannot be counted" if running else
+                  f", {losses['forgotten']} publishers forgotten after their final stamp (nothing left to count)")
     unsure = losses.get("unsure", 0)
     if unsure:
         lost = (f"lost: {losses['lost']} counted ({parts}) and an unknown number more: {unsure} publisher(s) not "
@@ -468,6 +473,8 @@ COUNTER_DOCS = {
     "metrics_write_errors": "failed writes of a metrics part (each tried again: a full disk delays metrics, never "
                             "drops them)",
     "metrics_rows_delayed": "metrics rows held in memory while the disk refused them",
+    "metrics_waits": "times the pipeline stopped taking batches because max_rows_held metrics rows waited for room "
+                     "on the disk (backpressure: memory stays bounded, no row is dropped)",
     "metrics_rows_unwritten": "metrics rows given up: the disk still refused them when the run was stopped past "
                               "its shutdown_timeout",
     "metrics_values_fixed": "values a metrics column could not hold (a forged header's 10^29, NaN), clamped to "

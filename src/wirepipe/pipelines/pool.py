@@ -399,6 +399,7 @@ class Pool:
         t = self.total()
         return Outcome(records=int(t.get("records_in", 0)), rejected=int(t.get("rejected", 0)),
                        lost=int(t.get("lost", 0)), unsure=int(t.get("unsure", 0)),
+                       forgotten=int((t.get("losses") or {}).get("forgotten_running", 0)),
                        outstanding=int(t.get("outstanding", 0)), interrupted=self.interrupted,
                        failures=self.failures())
 

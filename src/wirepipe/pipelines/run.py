@@ -106,6 +106,8 @@ class PipelineRun:
         self._retry = SinkRetry(source, self._held)
         self._op_ns_per_record: float | None = None  # measured cost of the operators, to decide offloading
         self._lost_seen = 0
+        self._tail_seen = 0  # of the lost: what stamps alone claim (gaps.py), stamped on the rows as ``lost_tail``
+        self._tail_delta: int | None = None  # the change in it the batch being processed carries to its rows
         # The batch between the queue and the sink: (records read, stats.rejected when it started).
         self._in_flight: tuple[int, int] | None = None
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
@@ -204,9 +206,11 @@ class PipelineRun:
                 self._flusher.cancel()
             if self.metrics is not None and self._lossy is not None:
                 found_late = self._lossy.lost - self._lost_seen  # discarded at the drain, a tail: on its rows too
-                if found_late:
+                tail_late = self._lost_tail() - self._tail_seen
+                if found_late or tail_late:
                     self._lost_seen += found_late
-                    self.metrics.stamp_source_lost(stats.batches, found_late)
+                    self._tail_seen += tail_late
+                    self.metrics.stamp_source_lost(stats.batches, found_late, tail_late)
             if self.metrics is not None:
                 # a full disk is waited out as a sink's is; not once the run is cancelled (a deadline passed)
                 try:
@@ -332,6 +336,9 @@ class PipelineRun:
                 await self._process(*item, sink, stats)
                 if ledger.due(interval, pressure):
                     await self._commit(sink, stats)
+                if self.metrics is not None and self.metrics.rows_held > self.metrics.max_rows_held:
+                    await self._commit(sink, stats)  # what was written is settled before the wait
+                    await self.metrics.room(source.stopping)
             await self._commit(sink, stats)  # the drain: what was written is flushed, then acked
         finally:
             self._queue = None
@@ -404,7 +411,8 @@ class PipelineRun:
         """A timed pass's stage rows (``Pipeline.process_batch``), handed to the recorder on the event loop, where
         its periodic flush runs; its stamps kept for the tracer."""
         if self.metrics is not None:
-            self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered, rejected)
+            tail, self._tail_delta = self._tail_delta, None
+            self.metrics.record_batch(index, read, stamps, raw_nbytes, lost, redelivered, rejected, tail)
         if self.tracing is not None:
             self._stamps = stamps
 
@@ -487,6 +495,8 @@ class PipelineRun:
         if metrics is not None and self._lossy is not None:
             lost = self._lossy.lost
             delta, self._lost_seen = lost - self._lost_seen, lost
+            tail = self._lost_tail()
+            self._tail_delta, self._tail_seen = tail - self._tail_seen, tail
         offload = False
         busy = self._busy is not None
         if ops and busy and batch.values:
@@ -507,6 +517,11 @@ class PipelineRun:
             if n:
                 self._op_ns_per_record = (_ns() - t0) / n
         return batch
+
+    def _lost_tail(self) -> int:
+        """Of what the source counts lost, what only publishers' stamps claim (``losses()["tail"]``; 0 for a source
+        that has no such figure)."""
+        return self._lossy.losses().get("tail", 0) if self._lossy is not None else 0
 
     async def _run_sliced(self, batch: Batch) -> Batch:
         """``process_batch`` over slices of about ``_SLICE_NS`` of work (metrics off), yielding to the event

@@ -74,8 +74,10 @@ class RunStats:
         if unwritten:
             failures.append(f"{unwritten:,} metrics row(s) not written: the disk still refused them when the run "
                             "was stopped")
+        losses = self.losses or {}
         return Outcome(records=self.records_in, rejected=self.rejected, lost=self.lost,
-                       unsure=(self.losses or {}).get("unsure", 0), outstanding=self.outstanding,
+                       unsure=losses.get("unsure", 0), forgotten=losses.get("forgotten_running", 0),
+                       outstanding=self.outstanding,
                        interrupted=self.interrupted, failures=failures)
 
     def working(self) -> float:

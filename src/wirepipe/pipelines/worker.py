@@ -161,7 +161,7 @@ def _timeout_message(run: PipelineRun, why: str, unconfirmed: int | None = None,
     if summary:  # the summary line has the losses by kind
         if losses and losses.get("discarded"):
             what.append("records read and not written are counted as discarded (lost)")
-    elif losses and (losses["lost"] or losses.get("unsure")):
+    elif losses and (losses["lost"] or losses.get("unsure") or losses.get("forgotten_running")):
         from .monitor import loss_summary
 
         what.append("core NATS: " + loss_summary(losses).lstrip(", "))

@@ -119,7 +119,8 @@ class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsW
                   "tail": g.tail if g else 0, "dropped": self.dropped, "discarded": self.discarded,
                   "duplicates": g.duplicates if g else 0, "reordered": g.reordered if g else 0,
                   "malformed": g.malformed if g else 0, "disconnects": self.conn.stats.disconnects,
-                  "unsure": g.unsure if g else 0, "forgotten": g.forgotten if g else 0}
+                  "unsure": g.unsure if g else 0, "forgotten": g.forgotten if g else 0,
+                  "forgotten_running": g.forgotten_running if g else 0}
         return {k: min(v, INT64_MAX) for k, v in counts.items()}
 
     def discard(self, records: int) -> None:

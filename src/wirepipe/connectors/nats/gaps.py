@@ -41,7 +41,9 @@ anything else is a malformed stamp, counted apart (``malformed``), never a loss 
 Publisher ids are the publishers' word: 100,000 forged ones must not grow a consumer without limit. The table
 keeps the ``max_publishers`` heard from most recently; past it the least recently heard is forgotten and counted
 (``forgotten``, shown with the losses): what it loses afterwards cannot be counted (heard from again, it starts
-over as a new publisher), what it had lost stays counted, and an unsure one stays unsure.
+over as a new publisher), what it had lost stays counted, and an unsure one stays unsure. One forgotten before its
+final stamp (``forgotten_running``) leaves the count incomplete: the run's exit code says so (exit_codes.LossLimit),
+as for an unsure one; one that had said it was done loses nothing afterwards.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ class GapCounter:
         self.max_publishers = max(1, max_publishers)
         self.publishers: OrderedDict[str, _Publisher] = OrderedDict()  # the least recently heard first
         self.forgotten = 0  # publishers evicted past max_publishers: their later losses cannot be counted
+        self.forgotten_running = 0  # of them, forgotten before their final stamp: the loss count is incomplete
         self._forgotten_unsure = 0  # of them, unsure when forgotten: they stay so
         self.gap = 0  # numbers skipped between data messages, net of the late arrivals that filled them
         self.tail = 0  # numbers stamps claim past the last data message of their publisher: unconfirmed
@@ -159,6 +162,7 @@ class GapCounter:
         while len(pubs) > self.max_publishers:
             _, old = pubs.popitem(last=False)
             self.forgotten += 1
+            self.forgotten_running += not old.done
             self._forgotten_unsure += old.unsure
         return state
 

@@ -452,10 +452,13 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
         self._settled_more(n)
 
     async def settle_rejected(self, rejected: list[Rejected]) -> None:
-        """Dead-lettered records: terminate them (the dead letter holds them; no redelivery).
+        """Dead-lettered records: terminate them (the dead letter holds them; no redelivery); those the server gave
+        up on (``max_deliver``) are removed from a work-queue stream (``MaxDeliveries.settle``).
 
         With ``ack: all`` a term also acks every message up to its stream sequence: the pipeline settles
         dead letters at a commit, after the batches they came from were written and acked."""
+        if self.stream is not None and self.nc is not None:
+            await self.max_deliveries.settle(self.nc.jetstream(), self.stream, rejected)
         replies = [r.meta.get("ack") for r in rejected]
         if any(replies):
             await self._send_all(replies, _TERM)

@@ -8,6 +8,14 @@ each advisory once), fetches each record by its stream sequence (it is still in 
 acknowledged, so neither work-queue nor interest retention removed it) and hands it to the pipeline as a dead
 letter of the ``consume`` stage with the reason. A record no longer in the stream (a limit removed it since)
 becomes a dead letter without its payload, whose reason says so and names the sequence: counted either way.
+
+The server keeps such a record in the stream whatever its retention, so that its owner can move it to a dead
+letter (nats-server's maintainers: "you can decide what to do with the message, in terms of deleting, retrying or
+moving to DLQ"). Once its dead letter is written (``settle``, at the commit, as a bad record's term), wirepipe does
+what a dead-letter queue does (Azure Service Bus, SQS redrive): in a work-queue stream, whose messages are its one
+consumer's and leave when acknowledged, it deletes the record, as an acknowledgement would have; a limits stream
+keeps it (its limits remove it; other readers and replays see it), and so does an interest stream (other
+consumers may still read it).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ log = logging.getLogger("wirepipe.jetstream")
 
 ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 _FETCH_TIMEOUT = 5.0  # seconds for one stream message get; unanswered, it is asked again at the next look
+_GIVEN_UP = "max_delivered"  # a dead letter's meta key: made here, settled by ``MaxDeliveries.settle``
 
 
 def advisory_subject(stream: str, consumer: str) -> str:
@@ -51,6 +60,8 @@ class MaxDeliveries:
         self.operator = operator  # the source's type, the dead letter's operator
         self.announced: list[tuple[int, int]] = []  # (stream sequence, deliveries) heard and not fetched yet
         self.given_up = 0  # records the server gave up on, every one dead-lettered (``take``)
+        self.removed = 0  # of them, deleted from a work-queue stream once their dead letter was written
+        self._work_queue: bool | None = None  # the stream's retention is work-queue (None: not asked yet)
         self.refused: str | None = None  # the server refused the subscription (permissions): said once
         self._subject = ""
         self._sub: Any = None
@@ -105,7 +116,7 @@ class MaxDeliveries:
                           seq, why, stream)
                 letters.append(Rejected(Stage.CONSUME, self.operator,
                                         f"{why}; stream sequence {seq} is no longer in stream {stream}: its payload "
-                                        "is lost", b"", meta={"seq": seq, "stream_seq": seq}))
+                                        "is lost", b"", meta={"seq": seq, "stream_seq": seq, _GIVEN_UP: True}))
                 continue
             except (nats.errors.Error, asyncio.TimeoutError) as exc:
                 log.debug("stream sequence %d not fetched yet: %s", seq, type(exc).__name__)
@@ -113,10 +124,40 @@ class MaxDeliveries:
                 continue
             letters.append(Rejected(Stage.CONSUME, self.operator, why, msg.data or b"", subject=msg.subject,
                                     headers=dict(msg.headers) if msg.headers else None,
-                                    meta={"seq": seq, "stream_seq": seq}))
+                                    meta={"seq": seq, "stream_seq": seq, _GIVEN_UP: True}))
         self.announced = left
         self.given_up += len(letters)
         return letters
+
+    async def settle(self, js: Any, stream: str, rejected: list[Rejected]) -> None:
+        """The dead letters made here among ``rejected``, now written: deleted from a work-queue stream (the module
+        doc). A deletion that fails leaves the record in the stream and says how to remove it."""
+        import nats.errors
+        import nats.js.errors
+
+        seqs = [r.meta["stream_seq"] for r in rejected if r.meta.get(_GIVEN_UP)]
+        if not seqs:
+            return
+        left = list(seqs)  # not removed yet
+        try:
+            if self._work_queue is None:
+                from nats.js.api import RetentionPolicy
+
+                info = await asyncio.wait_for(js.stream_info(stream), _FETCH_TIMEOUT)
+                self._work_queue = info.config.retention == RetentionPolicy.WORK_QUEUE
+            if not self._work_queue:
+                return
+            for seq in seqs:
+                try:
+                    await asyncio.wait_for(js.delete_msg(stream, seq), _FETCH_TIMEOUT)
+                    self.removed += 1
+                except nats.js.errors.NotFoundError:  # gone already (a limit, an operator): nothing to remove
+                    pass
+                left.remove(seq)
+        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+            log.warning("stream sequence(s) %s dead-lettered (max_deliver) but not removed from stream %s (%s): "
+                        "remove them with `nats stream rmm %s SEQ`", ", ".join(map(str, left)), stream,
+                        type(exc).__name__, stream)
 
     async def stop(self) -> None:
         if self._sub is not None:
