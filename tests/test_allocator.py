@@ -36,7 +36,7 @@ batch = [bytes(10_000) for _ in range(3000)]
 held = rss()
 del batch
 returned = held - rss()  # read before anything else allocates: an import's objects on the heap's top keep it
-from wirepipe.metrics.recorder import run_metadata
+from wirepipe.metrics.run_metadata import run_metadata
 recorded = json.loads(run_metadata("p", None, "r")["wirepipe.host"])["allocator"]
 pipeline.run()  # after the measurement: what a run leaves on the heap's top would keep glibc from trimming
 print(json.dumps({"grew": held - before, "returned": returned, "policy": policy(),

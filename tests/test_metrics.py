@@ -20,7 +20,8 @@ from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.null import NullSink
 from wirepipe.core.errors import WirepipeError
 from wirepipe.metrics.columns import BENCH_COLUMNS, LATENCY_COLUMNS, STAGE_COLUMNS
-from wirepipe.metrics.recorder import MetricsRecorder, latency_path
+from wirepipe.metrics.recorder import MetricsRecorder
+from wirepipe.metrics.run_metadata import latency_path
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize

@@ -22,7 +22,7 @@ from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.null import NullSink
 from wirepipe.core.units import parse_bandwidth
 from wirepipe.metrics.columns import STAGE_COLUMNS, arrow_schema
-from wirepipe.metrics.recorder import latency_path
+from wirepipe.metrics.run_metadata import latency_path
 from wirepipe.operators.compress import Compress
 from wirepipe.operators.decompress import Decompress
 from wirepipe.operators.deserialize import Deserialize

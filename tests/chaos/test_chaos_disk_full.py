@@ -533,7 +533,7 @@ def test_latency_rows_wait_for_room_at_the_end_of_a_bounded_run(nats_url: str, s
                            hold=1)
     assert code == 0, text[-3000:]
     assert f"lat: {n} records out of {n}" in text
-    from wirepipe.metrics.recorder import latency_path
+    from wirepipe.metrics.run_metadata import latency_path
 
     latency = metrics_rows(latency_path(folder))
     assert sorted(r["stream_seq"] for r in latency) == list(range(1, n + 1))  # type: ignore[type-var]

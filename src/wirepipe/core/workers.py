@@ -18,7 +18,7 @@ name order hold the records in capture order.
 
 The spawner (``pipelines/spawn.py``) puts the worker's index, the number of workers and the group's
 id in each worker's environment (``environment``): ``Worker.current()`` reads them back, a run's
-metadata names them (``metrics/recorder.py``) and a default dead-letter file takes the tag
+metadata names them (``metrics/run_metadata.py``) and a default dead-letter file takes the tag
 (``pipelines/dead_letters.py``).
 
 >>> w = Worker(3, 12)

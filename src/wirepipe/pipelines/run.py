@@ -58,7 +58,7 @@ from .checks import check_parts
 from .commits import AckLedger
 from .parts import close_each, new_recorder, open_parts, open_recorder
 from .sink_retry import SinkRetry
-from .stats import RunStats
+from .stats import LossSince, RunStats
 from .switch import Takeover, open_beside
 
 if TYPE_CHECKING:
@@ -105,9 +105,8 @@ class PipelineRun:
         self._queued: list[Batch] = []  # read, waiting in the queue (kept alive while the sink is down)
         self._retry = SinkRetry(source, self._held)
         self._op_ns_per_record: float | None = None  # measured cost of the operators, to decide offloading
-        self._lost_seen = 0
-        self._tail_seen = 0  # of the lost: what stamps alone claim (gaps.py), stamped on the rows as ``lost_tail``
-        self._tail_delta: int | None = None  # the change in it the batch being processed carries to its rows
+        self._loss_rows = LossSince(source) if isinstance(source, CountsLoss) else None  # on each source row
+        self._tail_delta: int | None = None  # of the batch being processed: the change in what stamps alone claim
         # The batch between the queue and the sink: (records read, stats.rejected when it started).
         self._in_flight: tuple[int, int] | None = None
         self._came_back = 0  # records with this pipeline's own dead-letter headers, not dead-lettered again
@@ -155,7 +154,9 @@ class PipelineRun:
         self.default_dead_letter = DefaultDeadLetter(default_path(pipeline.name, pipeline.sink, pipeline.metrics_spec,
                                                                   pipeline.dead_letter_role))
         self.metrics = new_recorder(pipeline)
-        self.tracing = _open_tracing(pipeline)
+        from ..metrics.tracing import open_tracing  # None when tracing is off
+
+        self.tracing = open_tracing(pipeline.tracing_spec, pipeline)
         timer = watching = None
         if self.metrics is not None:
             from ..metrics.recorder import pipeline_stages
@@ -204,12 +205,9 @@ class PipelineRun:
             await close_each(self._opened)
             if self._flusher is not None:
                 self._flusher.cancel()
-            if self.metrics is not None and self._lossy is not None:
-                found_late = self._lossy.lost - self._lost_seen  # discarded at the drain, a tail: on its rows too
-                tail_late = self._lost_tail() - self._tail_seen
+            if self.metrics is not None and self._loss_rows is not None:
+                found_late, tail_late = self._loss_rows.take()  # discarded at the drain, a tail: on its rows too
                 if found_late or tail_late:
-                    self._lost_seen += found_late
-                    self._tail_seen += tail_late
                     self.metrics.stamp_source_lost(stats.batches, found_late, tail_late)
             if self.metrics is not None:
                 # a full disk is waited out as a sink's is; not once the run is cancelled (a deadline passed)
@@ -492,11 +490,8 @@ class PipelineRun:
         ops = pipeline.operators
         timed = metrics is not None or self.tracing is not None
         delta = None
-        if metrics is not None and self._lossy is not None:
-            lost = self._lossy.lost
-            delta, self._lost_seen = lost - self._lost_seen, lost
-            tail = self._lost_tail()
-            self._tail_delta, self._tail_seen = tail - self._tail_seen, tail
+        if metrics is not None and self._loss_rows is not None:
+            delta, self._tail_delta = self._loss_rows.take()
         offload = False
         busy = self._busy is not None
         if ops and busy and batch.values:
@@ -517,11 +512,6 @@ class PipelineRun:
             if n:
                 self._op_ns_per_record = (_ns() - t0) / n
         return batch
-
-    def _lost_tail(self) -> int:
-        """Of what the source counts lost, what only publishers' stamps claim (``losses()["tail"]``; 0 for a source
-        that has no such figure)."""
-        return self._lossy.losses().get("tail", 0) if self._lossy is not None else 0
 
     async def _run_sliced(self, batch: Batch) -> Batch:
         """``process_batch`` over slices of about ``_SLICE_NS`` of work (metrics off), yielding to the event
@@ -606,10 +596,3 @@ class _Stamped:
     def record_batch(self, index: int, read: tuple[int, int] | None, stamps: Stamps, raw_nbytes: int | None,
                      lost: int | None, redelivered: int | None, rejected: list[Rejected]) -> None:
         self.rows = (index, read, stamps, raw_nbytes, lost, redelivered, rejected)
-
-
-def _open_tracing(pipeline: Pipeline) -> Any:
-    """The run's tracer (``tracing.py``), or None when tracing is off."""
-    from ..metrics.tracing import open_tracing
-
-    return open_tracing(pipeline.tracing_spec, pipeline)

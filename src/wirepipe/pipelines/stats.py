@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..connectors.connector import Unreadable
+from ..connectors.connector import CountsLoss, Unreadable
 from ..core.rejections import Rejections
 
 if TYPE_CHECKING:
@@ -90,3 +90,21 @@ class RunStats:
     @property
     def records_per_second(self) -> float:
         return self.records_out / self.elapsed if self.elapsed > 0 else 0.0
+
+
+class LossSince:
+    """What a loss-counting source found lost since the last look, and of it what only publishers' stamps claim
+    (``losses()["tail"]``, gaps.py): each batch's source row carries the change, so the metrics' ``lost`` and
+    ``lost_tail`` columns add up to the run summary's figures."""
+
+    def __init__(self, source: CountsLoss) -> None:
+        self.source = source
+        self._lost = 0
+        self._tail = 0
+
+    def take(self) -> tuple[int, int]:
+        """(lost, of it claimed by stamps alone) since the previous take."""
+        lost, tail = self.source.lost, self.source.losses().get("tail", 0)
+        since = (lost - self._lost, tail - self._tail)
+        self._lost, self._tail = lost, tail
+        return since

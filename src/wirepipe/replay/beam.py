@@ -346,7 +346,7 @@ def build_job(replay: Replay, *, output: str | None = None, options: list[str] |
     from apache_beam.io.parquetio import ReadAllFromParquetBatched, WriteToParquetBatched
 
     from ..core.allocator import keep_freed_memory
-    from ..metrics.recorder import new_run_id
+    from ..metrics.run_metadata import new_run_id
     from .beam_files import read_job_files, read_job_stores
     from .beam_fn import ReplayRowGroupFn, join, metrics_schema
 

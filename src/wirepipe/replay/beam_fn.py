@@ -196,6 +196,6 @@ def write_part(folder: str, position: int, tables: list[Any]) -> str:
 def metrics_schema(pipeline: str, config: dict[str, Any], run_id: str) -> Any:
     """The stage rows' schema, with the run metadata, for Beam's ``WriteToParquetBatched``."""
     from ..metrics.columns import table_schema
-    from ..metrics.recorder import run_metadata
+    from ..metrics.run_metadata import run_metadata
 
     return table_schema("stages", run_metadata(pipeline, config, run_id))

@@ -291,7 +291,7 @@ def write_results(run: BenchRun) -> Path:
     reads half a file, and a bench killed while writing leaves the previous run's file whole.
     """
     from ...codecs.deflate import deflate_choice
-    from ...metrics.recorder import run_metadata
+    from ...metrics.run_metadata import run_metadata
     from ...storage.lifecycle import write_table
 
     out = run.plan.out
@@ -311,7 +311,7 @@ def write_results(run: BenchRun) -> Path:
     latency = latency_table(run)
     if latency is not None:
         from ...metrics.columns import TABLE_KEY
-        from ...metrics.recorder import latency_path
+        from ...metrics.run_metadata import latency_path
 
         latency = latency.replace_schema_metadata({**meta, TABLE_KEY: "latency"})
         write_table(latency_path(path), latency)

@@ -20,7 +20,7 @@ from ...core.errors import MissingInput, WirepipeError
 
 @dataclass
 class RunInfo:
-    """The run metadata one results file carries (see ``metrics.recorder.run_metadata``)."""
+    """The run metadata one results file carries (see ``metrics.run_metadata.run_metadata``)."""
 
     run_id: str
     pipeline: str = ""
@@ -133,7 +133,7 @@ def _kind(schema: Any) -> str | None:
 
 def _discover(path: Path) -> list[Path]:
     """Parquet files under ``path``, and the latency folder beside a stage folder named directly."""
-    from ...metrics.recorder import latency_path
+    from ...metrics.run_metadata import latency_path
     from ...storage.files import sub_folders
     from ...storage.parts import list_parts
 
