@@ -172,6 +172,19 @@ def test_schema_infer_on_csv_prints_the_types_the_source_reads(tmp_path: Path) -
     assert read(csv_source(data, schema=str(schema)))[0] == read(csv_source(data))[0]
 
 
+def test_a_compressed_file_names_its_records_and_dataset_without_its_suffixes(tmp_path: Path) -> None:
+    """``weather-obs.csv.gz`` holds ``WeatherObs`` records, and the study calls its dataset ``weather-obs``."""
+    from wirepipe.study.bench.data import from_file
+
+    data = tmp_path / "weather-obs.csv.gz"
+    data.write_bytes(gzip.compress(WEATHER.encode()))
+    out = invoke("schema", "infer", data)
+    assert out.returncode == 0, out.output
+    assert yaml.safe_load(out.stdout)["name"] == "WeatherObs"
+    bench = from_file(data)
+    assert (bench.name, bench.fields.name) == ("weather-obs", "WeatherObs")
+
+
 @pytest.mark.parametrize("command", [("schema", "infer"), ("bench", "--transport", "none", "--input")])
 def test_a_file_of_an_unknown_type_is_a_usage_error_naming_the_types_read(command: tuple[str, ...],
                                                                           tmp_path: Path) -> None:

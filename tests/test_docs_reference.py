@@ -86,3 +86,55 @@ def test_the_architecture_page_states_the_layer_order_of_pyproject() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     for number, layer in enumerate(layers, 1):
         assert f"{number}. `{layer}`" in page, layer
+
+
+def layout_sections(page: str) -> dict[str, str]:
+    """The layout tree of docs/architecture.md by its top-level entries (``core/``, ``datasets.py`` ...): each entry's
+    text, the lines indented beneath it (a subpackage's included)."""
+    tree = re.search(r"^```text\nsrc/wirepipe/\n(.*?)^```", page, re.S | re.M)
+    assert tree, "docs/architecture.md has no layout tree (```text, src/wirepipe/)"
+    sections: dict[str, str] = {}
+    name = ""
+    for line in tree.group(1).splitlines():
+        top = re.match(r"  (\S+)", line)
+        if top:
+            name = top.group(1)
+            sections[name] = ""
+        elif line[:1].strip():  # past src/wirepipe/: configs/, tests/ ...
+            name = ""
+        if name:
+            sections[name] += line + "\n"
+    return sections
+
+
+def layout_problems(src: Path, page: str) -> list[str]:
+    """The modules of ``src`` that the layout tree does not name in their top-level package's entry, and the
+    modules it names there that are not in the package."""
+    sections = layout_sections(page)
+    problems = []
+    modules = {p.relative_to(src) for p in src.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    for module in sorted(modules):
+        top = module.parts[0] if len(module.parts) == 1 else f"{module.parts[0]}/"
+        if not re.search(rf"(?<![\w/]){re.escape(module.name)}\b", sections.get(top, "")):
+            problems.append(f"{module.as_posix()}: not named under {top} in the layout")
+    names = {(f"{m.parts[0]}/" if len(m.parts) > 1 else m.parts[0], m.name) for m in modules}
+    for top, text in sections.items():
+        problems += [f"{top}: names {name}, which is not in the package" for name in re.findall(r"\b(\w+\.py)\b", text)
+                     if (top, name) not in names and top.endswith("/")]
+    return problems
+
+
+def test_the_architecture_page_names_every_module_where_it_is() -> None:
+    """The layout tree lists each module under its package, and no module the package does not have."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert layout_problems(ROOT / "src" / "wirepipe", page) == []
+
+
+def test_the_layout_check_sees_a_module_left_out_and_one_gone(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    for name in ("core/units.py", "core/new.py", "api.py"):
+        (tmp_path / name).write_text("")
+    page = ("```text\nsrc/wirepipe/\n  core/   units.py (30s), gone.py\n  api.py  the factories\n"
+            "tests/  cli.py\n```\n")
+    assert layout_problems(tmp_path, page) == ["core/new.py: not named under core/ in the layout",
+                                               "core/: names gone.py, which is not in the package"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -14,55 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.cli import WIREPIPE, wirepipe
+from tests.system_tools import system_tool
 from wirepipe.study.report import load_results, summarize
 
 ROOT = Path(__file__).parent.parent
 BOX = re.compile(r"[│┃║╭╮╯╰┏┓┗┛━─┼╇┡┩]")
 pytestmark = pytest.mark.slow  # a bench over NATS, two runs, a terminal and a browser
-
-# The system programs two tests drive (the README names them): a real terminal and a headless browser, each
-# with the Debian package that installs it. Without one its test is skipped, saying so; `.ci/run` installs
-# both and sets REQUIRE_SYSTEM_TOOLS=1, with which a missing one fails the test instead.
-SYSTEM_TOOLS = {"tmux": ("tmux",), "chromium": ("chromium", "chromium-browser")}
-REQUIRE_SYSTEM_TOOLS = "WIREPIPE_REQUIRE_SYSTEM_TOOLS"
-
-
-def system_tool(package: str) -> str:
-    """The path of the program ``package`` installs (one of its names in ``SYSTEM_TOOLS``); skips the test
-    when there is none, or fails it when ``WIREPIPE_REQUIRE_SYSTEM_TOOLS=1``."""
-    for name in SYSTEM_TOOLS[package]:
-        found = shutil.which(name)
-        if found:
-            return found
-    why = f"{package} is not installed (apt-get install {package}: the README's test command names it)"
-    if os.environ.get(REQUIRE_SYSTEM_TOOLS) == "1":
-        pytest.fail(f"{why}; {REQUIRE_SYSTEM_TOOLS}=1 requires it")
-    pytest.skip(why)
-
-
-def test_a_missing_system_tool_skips_its_test_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/chromium-browser" if name == "chromium-browser" else None)
-    monkeypatch.delenv(REQUIRE_SYSTEM_TOOLS, raising=False)
-    assert system_tool("chromium") == "/usr/bin/chromium-browser"  # the name some distributions give it
-    with pytest.raises(pytest.skip.Exception) as skipped:
-        system_tool("tmux")
-    assert str(skipped.value) == "tmux is not installed (apt-get install tmux: the README's test command names it)"
-    monkeypatch.setenv(REQUIRE_SYSTEM_TOOLS, "1")
-    with pytest.raises(pytest.fail.Exception) as failed:
-        system_tool("tmux")
-    assert str(failed.value) == ("tmux is not installed (apt-get install tmux: the README's test command names it); "
-                                 "WIREPIPE_REQUIRE_SYSTEM_TOOLS=1 requires it")
-
-
-def test_the_readme_names_the_system_tools_and_ci_requires_them() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    for package in SYSTEM_TOOLS:
-        assert f"`{package}`" in readme, package
-    assert f"apt-get install {' '.join(SYSTEM_TOOLS)}" in readme
-    assert f"install -y -qq {' '.join(SYSTEM_TOOLS)}" in ci
-    assert f"export {REQUIRE_SYSTEM_TOOLS}=1" in ci
-    assert ci.index(f"export {REQUIRE_SYSTEM_TOOLS}=1") < ci.index("python -m pytest")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """A full disk loses nothing: a real worker fills a small tmpfs, waits, and resumes when there is room.
 
-The disk is a 2 MiB tmpfs (CI runs as root; a test that cannot mount fails, it does not skip). A
+The disk is a 2 MiB tmpfs (it needs root: elsewhere the test is skipped with the reason, in CI it fails). A
 ``wirepipe capture`` / ``wirepipe run`` worker reads a JetStream stream of N records of incompressible
 payload, about four times what fits, with ``max_deliver: 2`` so that a sink failure counted as a
 delivery would lose records within seconds. When the worker says ``sink unavailable`` the tmpfs is
@@ -32,7 +32,7 @@ PAYLOAD = 2000  # bytes per record: N * PAYLOAD is ~8 MB, four times the disk
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs; ``grow(small_disk)`` makes room. Fails (never skips) when it cannot mount."""
+    """A 2 MiB tmpfs; ``grow(small_disk)`` makes room (``tmpfs`` says what happens where it cannot mount)."""
     with tmpfs(tmp_path / "disk", "size=2m") as disk:
         yield disk
 

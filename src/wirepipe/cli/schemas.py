@@ -45,6 +45,7 @@ def schema_infer(
     of the file: give the result to the source as `schema:` so that every row is typed the same."""
     import yaml
 
+    from ..connectors.files import file_stem
     from ..core.errors import WirepipeError
     from ..schema import SchemaError, infer_schema
     from ..study.bench.data import read_records, schema_name
@@ -53,7 +54,7 @@ def schema_infer(
         records = read_records(file, INFER_LIMIT)
         if not all(isinstance(r, dict) for r in records):
             raise WirepipeError(f"{file}: the records are not all objects (mappings): no fields to type")
-        schema = infer_schema(records, name or schema_name(file.stem))
+        schema = infer_schema(records, name or schema_name(file_stem(file)))
     except SchemaError as exc:
         fail(f"{file}: {exc}", ExitCode.CONFIG)
     except WirepipeError as exc:

@@ -3,8 +3,8 @@ source's config declares the names it reads (``suffixes``: ``.jsonl``, ``.parque
 that takes a file of records (``schema infer``, ``bench --input``, ``dict train --from``, a test file's ``file:``)
 asks here, so they read the same files and refuse the same others, naming the types that are read.
 
->>> file_type("weather.csv.gz"), file_type("events.JSONL")
-('csv', 'jsonl')
+>>> file_type("weather.csv.gz"), file_type("events.JSONL"), file_stem("weather.csv.gz")
+('csv', 'jsonl', 'weather')
 >>> file_type("notes.txt", "--input")
 Traceback (most recent call last):
 ...
@@ -57,6 +57,14 @@ def file_type(path: str | Path, where: str | None = None) -> str:
         raise ConfigError(f"{path}: not a file of records wirepipe reads (by its name): {describe_file_types()}",
                           path=where)
     return max(found)[1]
+
+
+def file_stem(path: str | Path) -> str:
+    """``path``'s name without the suffix ``file_type`` reads it by (``weather.csv.gz`` -> ``weather``): what its
+    records and the study's dataset are named after; without its last suffix for a file no source reads."""
+    name = Path(path).name
+    matched = [len(s) for suffixes in file_types().values() for s in suffixes if name.lower().endswith(s)]
+    return name[:len(name) - max(matched)] if matched else Path(path).stem
 
 
 def describe_file_types() -> str:

@@ -85,10 +85,12 @@ def from_dataset(name: str, seed: int = 0) -> BenchData:
 def from_file(path: Path, seed: int = 0) -> BenchData:
     """A random sample of a file's records (``sample_records``: JSONL, Parquet, CSV ...), with their typed schema
     (``schema.infer_schema``)."""
+    from ...connectors.files import file_stem
+
     records, total = sample_records(path, SAMPLE_RECORDS, seed, what="--input ")
-    fields = _infer_schema(records, path.stem)
+    fields = _infer_schema(records, file_stem(path))
     raw = sum(map(_json_size, records)) / len(records)
-    return BenchData(path.stem, records, raw, fields, raw_note="JSON", seed=seed, file=path.name, total=total,
+    return BenchData(file_stem(path), records, raw, fields, raw_note="JSON", seed=seed, file=path.name, total=total,
                      raw_of=_json_size)
 
 
