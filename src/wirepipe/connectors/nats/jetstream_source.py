@@ -503,12 +503,12 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
         await self._confirm_acks()
         if self.nc is not None and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
-            # Let what the server is still sending for our pull requests arrive first (until the queue
-            # stops growing, at most a second), then unsubscribe and nak everything queued.
+            # Let what the server is still sending for our pull requests arrive first (while any is in flight,
+            # until the queue stops growing, at most a second), then unsubscribe and nak everything queued.
             with contextlib.suppress(Exception):
                 deadline = time.monotonic() + 1.0
                 seen = -1
-                while time.monotonic() < deadline and self.buffer.received != seen:
+                while self.pulls.in_flight and time.monotonic() < deadline and self.buffer.received != seen:
                     seen = self.buffer.received
                     await asyncio.sleep(0.05)
                 await self.nc.flush(timeout=2)
