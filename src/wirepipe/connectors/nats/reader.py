@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -335,11 +334,6 @@ def _lines_into(h: dict[str, str], block: list[bytes], lines: dict[bytes, tuple[
     return h
 
 
-# A message's control line as nats-server writes it (single spaces): subject, sid, reply (optional), then the
-# header and total sizes (HMSG) or the payload size (MSG). Any other form goes to nats-py's own parser.
-_HMSG = rb"HMSG ([^ \r\n]+) %d (?:([^ \r\n]+) )?(\d+) (\d+)\r\n"
-_MSG = rb"MSG ([^ \r\n]+) %d (?:([^ \r\n]+) )?(\d+)\r\n"
-
 # A message cut out of the parser's buffer: (reply, payload, raw header block or None, subject).
 Frame = tuple[bytes, bytes, bytes | None, bytes]
 
@@ -348,19 +342,19 @@ def _frames_parser(parser: Any, parse: Callable[[bytes], Awaitable[None]], sid: 
                    deliver: Callable[[list[Frame], int], None]) -> Callable[[bytes], Awaitable[None]]:
     """nats-py's ``Parser.parse`` with a fast path for one subscription's messages.
 
-    Each message of ``sid`` wholly in the buffer is cut out by one regex match (the sid is part of the pattern)
+    Each message of ``sid`` wholly in the buffer is cut out by its control line split at its spaces, as
+    nats-server writes it (``HMSG subject sid [reply] header-size total-size``, ``MSG subject sid [reply] size``),
     and two slices of one copy of the buffer (a message still arriving, a large payload over many reads, is
     not copied until it is whole); a read's messages go to ``deliver`` together, without a coroutine; the
     buffer is cut once per read. nats-py's parser tries two regexes, fills a dict of the message's
     arguments, cuts the buffer twice and awaits ``_process_msg``, per message (~2 us, a third of a JetStream
-    pull consumer's CPU). Anything else (another subscription's message, PING, INFO, -ERR, the parser midway
-    through a message) and everything after it in the buffer goes to nats-py's ``parse``, as before; a message
-    of ``sid`` not all read yet waits in the buffer for the next read.
+    pull consumer's CPU). Anything else (another subscription's message, PING, INFO, -ERR, a control line
+    of any other form, the parser midway through a message) and everything after it in the buffer goes to
+    nats-py's ``parse``, as before; a message of ``sid`` not all read yet waits in the buffer for the next read.
     """
     from nats.protocol.parser import AWAITING_CONTROL_LINE
 
-    hmsg = re.compile(_HMSG % sid).match
-    msg = re.compile(_MSG % sid).match
+    own = b"%d" % sid
 
     async def parse_frames(data: bytes = b"") -> None:
         buf = parser.buf
@@ -370,29 +364,37 @@ def _frames_parser(parser: Any, parse: Callable[[bytes], Awaitable[None]], sid: 
             frames: list[Frame] = []
             add = frames.append
             payload_bytes = 0
-            whole = b""  # the buffer as bytes, copied once a read has a whole message: its slices are the frames
+            # The buffer, read in place until a read has a whole message, then as one copy: frames are its slices
+            # (bytes, as the copy is made before the first is cut).
+            src: bytes = buf
             while pos < end:
-                m = hmsg(buf, pos)
-                if m is not None:
-                    subject, reply, header_size, total = m.groups()
-                    header_size, total = int(header_size), int(total)
-                    if header_size > total:
+                nl = src.find(b"\r\n", pos)
+                if nl < 0:
+                    break
+                parts = src[pos:nl].split(b" ")
+                n = len(parts)
+                try:
+                    if parts[0] == b"HMSG" and (n == 6 or n == 5):
+                        header_size, total, replied = int(parts[-2]), int(parts[-1]), n == 6
+                    elif parts[0] == b"MSG" and (n == 5 or n == 4):
+                        header_size, total, replied = 0, int(parts[-1]), n == 5
+                    else:
                         break
-                else:
-                    m = msg(buf, pos)
-                    if m is None:
-                        break
-                    subject, reply, total = m.groups()
-                    header_size, total = 0, int(total)
-                start = m.end()
+                except ValueError:
+                    break
+                if parts[2] != own or not 0 <= header_size <= total or b"" in parts:
+                    break
+                start = nl + 2
                 stop = start + total
                 if stop + 2 > end:
                     partial = True  # its rest comes with the next read: the fast path takes it then
                     break
-                if not whole:
-                    whole = bytes(buf)
+                if src is buf:
+                    src = bytes(buf)
+                    parts = src[pos:nl].split(b" ")
                 body = start + header_size
-                add((reply or b"", whole[body:stop], whole[start:body] if header_size else None, subject))
+                add((parts[3] if replied else b"", src[body:stop], src[start:body] if header_size else None,
+                     parts[1]))
                 payload_bytes += stop - body
                 pos = stop + 2
             if pos:
