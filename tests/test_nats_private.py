@@ -13,6 +13,8 @@ from wirepipe.connectors.nats.reader import (
     NATS_PY_PRIVATE,
     RawSubscription,
     SubscriptionReader,
+    parse_header_column,
+    parse_headers,
     queue_frames,
     send_queued,
 )
@@ -135,6 +137,42 @@ async def test_raw_subscription_cuts_its_messages_out_of_any_read_as_nats_py_wou
         assert "parse" not in vars(nc._ps), "detached: nats-py's own parser again"
     finally:
         await nc.close()
+
+
+async def test_raw_subscription_drops_what_a_read_brings_past_its_pending_limits_one_message_at_a_time(
+        nats_url: str) -> None:
+    """A read's messages are delivered together; past ``max_msgs`` or ``max_bytes`` each is looked at as nats-py
+    would: the ones that fit are kept in order, the rest dropped and counted, once each."""
+    nc = await nats.connect(nats_url)
+    try:
+        sub = await nc.subscribe("limits.raw")
+        drops: list[int] = []
+        reader = RawSubscription(batch_size=100, batch_timeout=0.0, max_buffered=100, max_msgs=3, max_bytes=10,
+                                 on_drop=lambda: drops.append(1))
+        reader.attach(nc, sub)
+        sizes = [2, 2, 7, 3, 1, 1]  # the 7 passes max_bytes, the last one max_msgs
+        await nc._ps.parse(b"".join(b"MSG limits.raw %d %d\r\n%b\r\n" % (sub._id, n, b"x" * n) for n in sizes))
+        got = reader._drain(100)
+        assert [len(g[1]) for g in got] == [2, 2, 3]
+        assert reader.dropped == len(drops) == 3 and reader.received == 6 and reader.pending_bytes == 7
+        reader.detach()
+    finally:
+        await nc.close()
+
+
+def test_a_batchs_header_blocks_parse_as_each_alone() -> None:
+    """``parse_header_column`` (a line seen before in the batch read once) gives what ``parse_headers`` gives for
+    each block: repeated and unique lines, a status line, no headers, spaces around keys and values, a line
+    without a colon, a key given twice, bytes that are not UTF-8."""
+    blocks: list[bytes | None] = [
+        b"NATS/1.0\r\nContent-Type: application/msgpack\r\nWirepipe-Sent-At: %d\r\nNats-Msg-Id: p-%d\r\n\r\n"
+        % (1000 + i // 3, i) for i in range(7)]
+    blocks += [None, b"", b"NATS/1.0 409 Batch Completed\r\n\r\n", b"NATS/1.0 100 Idle Heartbeat\r\nA: 1\r\n\r\n",
+               b"NATS/1.0\r\nA:b\r\n c : d \r\nX\r\n\r\n", b"NATS/1.0\r\nK: \xe2\x82\r\nA: 1\r\nA: 2\r\n\r\n",
+               b"NATS/1.0 \r\nA: 1\r\n\r\n", *blocks[:2]]
+    assert parse_header_column(blocks) == [parse_headers(b) for b in blocks]
+    assert parse_header_column(blocks)[0] == {"Content-Type": "application/msgpack", "Wirepipe-Sent-At": "1000",
+                                              "Nats-Msg-Id": "p-0"}
 
 
 def test_wire_module_is_the_one_header_vocabulary_and_dead_letter_encoding() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from abc import abstractmethod
@@ -48,18 +49,19 @@ def parse_ack_reply(reply: str) -> tuple[int, int, int]:
 
 def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int]:
     """The stream sequences and delivery counts of a batch's ``$JS.ACK...`` reply subjects, and the pending count
-    of the last: ``parse_ack_reply`` as columns, one comprehension each (a batch comes from one consumer, so its
-    replies share one form; mixed forms are parsed one by one)."""
+    of the last: ``parse_ack_reply`` as columns. A batch comes from one consumer, so its replies share one form:
+    they are split as one joined string and the columns read with a stride (mixed forms are parsed one by one)."""
     if not replies:
         return [], [], 0
-    tokens = [r.split(".") for r in replies]
-    size = len(tokens[0])
-    if any(len(t) != size for t in tokens):
+    dots = set(map(str.count, replies, itertools.repeat(".")))
+    if len(dots) != 1:
         parsed = [parse_ack_reply(r) for r in replies]
         return [p[0] for p in parsed], [p[1] for p in parsed], parsed[-1][2]
+    size = dots.pop() + 1
+    tokens = ".".join(replies).split(".")
     off = 0 if size == 9 else 2
-    seq, delivered = 5 + off, 4 + off
-    return [int(t[seq]) for t in tokens], [int(t[delivered]) for t in tokens], int(tokens[-1][8 + off])
+    return (list(map(int, tokens[5 + off::size])), list(map(int, tokens[4 + off::size])),
+            int(tokens[len(tokens) - size + 8 + off]))
 
 
 class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):

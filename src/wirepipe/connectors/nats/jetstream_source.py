@@ -8,9 +8,9 @@ Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 bytes than half of ``pending_bytes_limit``, a request the server forgot made again) with
 replies on one inbox read as raw protocol tuples (``reader.RawSubscription``), and a commit's acks
 are written as one buffer, or as one AckAll (``ack: all``, a worker that owns its durable).
-Measured on 2 shared cores: ~9-10 us of consumer CPU per record against ~66 for a ``fetch``
-+ ack loop (benchmarks/jetstream_consume.py). Records are acknowledged only after the sink
-has made them durable; while the sink is unavailable they are kept with in-progress acks
+Measured on 2 shared cores: ~5 us of consumer CPU per record against ~40 for a ``fetch``
++ ack loop (benchmarks/jetstream_consume.py), and as much of nats-server's. Records are acknowledged
+only after the sink has made them durable; while the sink is unavailable they are kept with in-progress acks
 (``+WPI``), never nak-ed (a sink failure must not count toward ``max_deliver``); a record a
 stage rejected goes to the dead-letter destination and is terminated.
 """
@@ -506,12 +506,12 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
         await self._confirm_acks()
         if self.nc is not None and self.nc.is_connected and self.sub is not None:
             # Messages received but never handed to the pipeline: give them back now, not after ack_wait.
-            # Let what the server is still sending for our pull requests arrive first (until the queue
-            # stops growing, at most a second), then unsubscribe and nak everything queued.
+            # Let what the server is still sending for our pull requests arrive first (while any is in flight,
+            # until the queue stops growing, at most a second), then unsubscribe and nak everything queued.
             with contextlib.suppress(Exception):
                 deadline = time.monotonic() + 1.0
                 seen = -1
-                while time.monotonic() < deadline and self.buffer.received != seen:
+                while self.pulls.in_flight and time.monotonic() < deadline and self.buffer.received != seen:
                     seen = self.buffer.received
                     await asyncio.sleep(0.05)
                 await self.nc.flush(timeout=2)

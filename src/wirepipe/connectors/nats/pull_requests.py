@@ -88,6 +88,11 @@ class PullRequester:
                 await self._task
             self._task = None
 
+    @property
+    def in_flight(self) -> int:
+        """Messages asked for that have not arrived yet (nor been given up by the server)."""
+        return max(0, self.requested - len(self._buffer)) if self._buffer is not None else 0
+
     def taken(self, got: Received) -> None:
         """The pipeline took ``got`` off the buffer: ask for more, sized by what the messages weigh."""
         size = sum(map(len, got.data)) / len(got)
@@ -171,7 +176,7 @@ class PullRequester:
         if not avg:  # nothing seen yet: two requests of a quarter each
             return want, max(floor, budget // 4)
         buffered = self._buffer.pending_bytes
-        in_flight = max(0, self.requested - len(self._buffer))
+        in_flight = self.in_flight
         room = int((budget - buffered) / avg) - in_flight
         want = min(want, max(room, 0 if in_flight or len(self._buffer) else 1))
         return want, max(floor, min(budget, int(want * avg * 1.5)))

@@ -15,10 +15,11 @@ accessors (``Subscription.delivered``, ``pending_msgs``, ``pending_bytes``) are 
 (its header parser, a ``Msg`` object, an ``asyncio.Queue`` put and get) cost ~12.5 us/message of the
 ~16 us/record a whole JetStream pull pipeline took (client CPU, same run, 2 shared cores); its header
 parser alone ~6x ``parse_headers``. Here the messages of this one subscription are cut out of nats-py's
-parser buffer by a fast path of its ``parse`` (``_frames_parser``: one regex match a message, no coroutine)
-and, where nats-py's parser still frames one (after a PING or another subscription's message in the same
-read), by its ``_process_msg`` hook; both append ``(reply, data, raw headers, subject)`` to a deque, applying
-the subscription's pending limits as nats-py would; headers are parsed a batch at a time.
+parser buffer by a fast path of its ``parse`` (``_frames_parser``: a control line split at its spaces, a read's
+messages handed over together, no coroutine) and, where nats-py's parser still frames one (after a PING or another
+subscription's message in the same read), by its ``_process_msg`` hook; both append
+``(reply, data, raw headers, subject)`` to a deque, applying the subscription's pending limits as nats-py would;
+headers are parsed a batch at a time (``parse_header_column``: what repeats in a batch parsed once).
 
 It replaces two nats-py internals (``Client._process_msg``, called by ``nats.protocol.parser.Parser`` for every
 message, and that parser's ``parse``, on the connection's own parser object) for that subscription only (found by
@@ -28,7 +29,7 @@ message, and that parser's ``parse``, on the connection's own parser object) for
 from __future__ import annotations
 
 import asyncio
-import re
+import operator
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -225,8 +226,8 @@ async def publish_many(nc: Any, subjects: Sequence[str | None], body: bytes) -> 
         for s in targets:
             await nc.publish(s, body)
         return len(targets)
-    tail = b" %d\r\n%b\r\n" % (len(body), body)
-    await nc._send_command(b"".join([b"PUB " + s.encode() + tail for s in targets]))
+    tail = f" {len(body)}\r\n{body.decode()}\r\n"
+    await nc._send_command(("PUB " + (tail + "PUB ").join(targets) + tail).encode())
     if nc._flush_queue is not None and nc._flush_queue.empty():
         await nc._flush_pending()  # kick nats-py's flusher, as its publish does: nothing else may publish soon
     return len(targets)
@@ -262,6 +263,8 @@ async def send_queued(nc: Any) -> None:
 
 
 _HDR_START = len(b"NATS/1.0")
+_PAYLOAD = operator.itemgetter(1)
+_NO_STATUS = b"NATS/1.0\r\n"  # a header block's first line without a status
 
 
 def parse_headers(raw: bytes | None) -> dict[str, str] | None:
@@ -285,52 +288,119 @@ def parse_headers(raw: bytes | None) -> dict[str, str] | None:
     return out
 
 
-# A message's control line as nats-server writes it (single spaces): subject, sid, reply (optional), then the
-# header and total sizes (HMSG) or the payload size (MSG). Any other form goes to nats-py's own parser.
-_HMSG = re.compile(rb"HMSG ([^ \r\n]+) (\d+) (?:([^ \r\n]+) )?(\d+) (\d+)\r\n")
-_MSG = re.compile(rb"MSG ([^ \r\n]+) (\d+) (?:([^ \r\n]+) )?(\d+)\r\n")
+def parse_header_column(raws: Sequence[bytes | None]) -> list[dict[str, str] | None]:
+    """``parse_headers`` of each of a batch's header blocks, what repeats in the batch parsed once.
+
+    A batch's messages mostly repeat their header lines (the content type and encoding, one ``Wirepipe-Sent-At``
+    per publish batch) and differ in the last (``Nats-Msg-Id``): a block whose lines but the last were seen in
+    the batch is a copy of their dict and the last line parsed; other lines are parsed once each in the batch
+    (only that, once blocks differ before their last line as often as not). Same results as ``parse_headers``
+    (a status line, ``NATS/1.0 409 ...``, is read by it)."""
+    heads: dict[bytes, dict[str, str]] = {}  # a block's lines but the last -> their dict
+    lines: dict[bytes, tuple[str, str]] = {}  # a line -> (key, value)
+    out: list[dict[str, str] | None] = []
+    by_head = True  # until blocks differ before their last line more often than not
+    repeated = 0
+    for raw in raws:
+        if not raw or not raw.startswith(_NO_STATUS) or not raw.endswith(b"\r\n\r\n"):
+            out.append(parse_headers(raw))  # none, a status line, or not the form nats-server writes
+            continue
+        if not by_head:
+            out.append(_lines_into({}, raw.split(b"\r\n")[1:], lines))
+            continue
+        head, _, last = raw[:-4].rpartition(b"\r\n")
+        template = heads.get(head)
+        if template is None:
+            template = heads[head] = _lines_into({}, head.split(b"\r\n")[1:], lines)
+            by_head = len(heads) <= 16 or repeated >= len(heads)
+        else:
+            repeated += 1
+        h = template.copy()
+        if last:
+            k, _, v = last.decode("utf-8", "replace").partition(":")
+            h[k.strip()] = v.strip()
+        out.append(h)
+    return out
+
+
+def _lines_into(h: dict[str, str], block: list[bytes], lines: dict[bytes, tuple[str, str]]) -> dict[str, str]:
+    """The ``key: value`` lines of ``block`` into ``h``; each line parsed once, kept in ``lines``."""
+    for line in block:
+        if line:
+            kv = lines.get(line)
+            if kv is None:
+                k, _, v = line.decode("utf-8", "replace").partition(":")
+                kv = lines[line] = (k.strip(), v.strip())
+            h[kv[0]] = kv[1]
+    return h
+
+
+# A message cut out of the parser's buffer: (reply, payload, raw header block or None, subject).
+Frame = tuple[bytes, bytes, bytes | None, bytes]
 
 
 def _frames_parser(parser: Any, parse: Callable[[bytes], Awaitable[None]], sid: int,
-                   deliver: Callable[[bytes, bytes, bytes, bytes | None], None]) -> Callable[[bytes], Awaitable[None]]:
+                   deliver: Callable[[list[Frame], int], None]) -> Callable[[bytes], Awaitable[None]]:
     """nats-py's ``Parser.parse`` with a fast path for one subscription's messages.
 
-    Each message of ``sid`` wholly in the buffer is cut out by one regex match and offsets and handed to
-    ``deliver`` without a coroutine; the buffer is cut once per read. nats-py's parser tries two regexes, fills
-    a dict of the message's arguments, cuts the buffer twice and awaits ``_process_msg``, per message (~2 us, a
-    third of a JetStream pull consumer's CPU). Anything else (another subscription's message, PING, INFO,
-    -ERR, the parser midway through a message) and everything after it in the buffer goes to nats-py's
-    ``parse``, as before; a message of ``sid`` not all read yet waits in the buffer for the next read.
+    Each message of ``sid`` wholly in the buffer is cut out by its control line split at its spaces, as
+    nats-server writes it (``HMSG subject sid [reply] header-size total-size``, ``MSG subject sid [reply] size``),
+    and two slices of one copy of the buffer (a message still arriving, a large payload over many reads, is
+    not copied until it is whole); a read's messages go to ``deliver`` together, without a coroutine; the
+    buffer is cut once per read. nats-py's parser tries two regexes, fills a dict of the message's
+    arguments, cuts the buffer twice and awaits ``_process_msg``, per message (~2 us, a third of a JetStream
+    pull consumer's CPU). Anything else (another subscription's message, PING, INFO, -ERR, a control line
+    of any other form, the parser midway through a message) and everything after it in the buffer goes to
+    nats-py's ``parse``, as before; a message of ``sid`` not all read yet waits in the buffer for the next read.
     """
     from nats.protocol.parser import AWAITING_CONTROL_LINE
+
+    own = b"%d" % sid
 
     async def parse_frames(data: bytes = b"") -> None:
         buf = parser.buf
         buf.extend(data)
         if parser.state == AWAITING_CONTROL_LINE and buf:
             pos, end, partial = 0, len(buf), False
-            with memoryview(buf) as view:
-                while pos < end:
-                    m = _HMSG.match(buf, pos)
-                    if m is not None:
-                        header_size, total = int(m[4]), int(m[5])
+            frames: list[Frame] = []
+            add = frames.append
+            payload_bytes = 0
+            # The buffer, read in place until a read has a whole message, then as one copy: frames are its slices
+            # (bytes, as the copy is made before the first is cut).
+            src: bytes = buf
+            while pos < end:
+                nl = src.find(b"\r\n", pos)
+                if nl < 0:
+                    break
+                parts = src[pos:nl].split(b" ")
+                n = len(parts)
+                try:
+                    if parts[0] == b"HMSG" and (n == 6 or n == 5):
+                        header_size, total, replied = int(parts[-2]), int(parts[-1]), n == 6
+                    elif parts[0] == b"MSG" and (n == 5 or n == 4):
+                        header_size, total, replied = 0, int(parts[-1]), n == 5
                     else:
-                        m = _MSG.match(buf, pos)
-                        if m is None:
-                            break
-                        header_size, total = 0, int(m[4])
-                    start = m.end()
-                    if int(m[2]) != sid or header_size > total:
                         break
-                    if start + total + 2 > end:
-                        partial = True  # its rest comes with the next read: the fast path takes it then
-                        break
-                    body = start + header_size
-                    deliver(m[1], m[3] or b"", bytes(view[body:start + total]),
-                            bytes(view[start:body]) if header_size else None)
-                    pos = start + total + 2
+                except ValueError:
+                    break
+                if parts[2] != own or not 0 <= header_size <= total or b"" in parts:
+                    break
+                start = nl + 2
+                stop = start + total
+                if stop + 2 > end:
+                    partial = True  # its rest comes with the next read: the fast path takes it then
+                    break
+                if src is buf:
+                    src = bytes(buf)
+                    parts = src[pos:nl].split(b" ")
+                body = start + header_size
+                add((parts[3] if replied else b"", src[body:stop], src[start:body] if header_size else None,
+                     parts[1]))
+                payload_bytes += stop - body
+                pos = stop + 2
             if pos:
                 del buf[:pos]
+                deliver(frames, payload_bytes)
             if partial:
                 return
         if buf:
@@ -355,7 +425,7 @@ class RawSubscription:
         self.max_msgs = max_msgs
         self.max_bytes = max_bytes
         self.on_drop = on_drop
-        self.items: deque[tuple[bytes, bytes, bytes | None, bytes]] = deque()
+        self.items: deque[Frame] = deque()
         self.pending_bytes = 0
         self.received = 0  # every message, status or heartbeat included: the pull request is alive
         self.delivered = 0
@@ -374,32 +444,46 @@ class RawSubscription:
         max_msgs, max_bytes = self.max_msgs, self.max_bytes
         stats = nc.stats
 
-        def deliver(subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
-            size = len(data)
-            stats["in_msgs"] += 1
-            stats["in_bytes"] += size
-            self.received += 1
-            if (max_msgs and len(items) >= max_msgs) or (max_bytes and self.pending_bytes + size >= max_bytes):
-                self.dropped += 1
-                if self.on_drop is not None:
-                    self.on_drop()
-                return
-            self.pending_bytes += size
-            items.append((reply, data, headers, subject))
-            if not wake.is_set():
+        def deliver(frames: list[Frame], payload_bytes: int) -> None:
+            n = len(frames)
+            stats["in_msgs"] += n
+            stats["in_bytes"] += payload_bytes
+            self.received += n
+            if (max_msgs and len(items) + n > max_msgs) or (max_bytes and self.pending_bytes + payload_bytes >= max_bytes):
+                frames = self._within_limits(frames)  # some are dropped: looked at one by one
+                payload_bytes = sum(len(f[1]) for f in frames)
+            self.pending_bytes += payload_bytes
+            items.extend(frames)
+            if frames and not wake.is_set():
                 wake.set()
 
         async def process_msg(s: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
             if s != sid:
                 await original(s, subject, reply, data, headers)
                 return
-            deliver(subject, reply, data, headers)
+            deliver([(reply, data, headers, subject)], len(data))
 
         parser = nc._ps
         before = vars(parser).get("parse")  # another raw subscription's fast path on this connection, or none
         nc._process_msg = process_msg
         parser.parse = _frames_parser(parser, parser.parse, sid, deliver)
         self._installed = (nc, original, before)
+
+    def _within_limits(self, frames: list[Frame]) -> list[Frame]:
+        """The frames that fit the pending limits, one at a time as nats-py takes them; the rest dropped."""
+        kept: list[Frame] = []
+        held, pending = len(self.items), self.pending_bytes
+        for frame in frames:
+            size = len(frame[1])
+            if (self.max_msgs and held >= self.max_msgs) or (self.max_bytes and pending + size >= self.max_bytes):
+                self.dropped += 1
+                if self.on_drop is not None:
+                    self.on_drop()
+                continue
+            kept.append(frame)
+            held += 1
+            pending += size
+        return kept
 
     def detach(self) -> None:
         if self._installed is not None:
@@ -436,17 +520,32 @@ class RawSubscription:
                     w.cancel()
         return True
 
-    def _drain(self, want: int) -> list[tuple[bytes, bytes, bytes | None, bytes]]:
+    def _drain(self, want: int) -> list[Frame]:
+        """Up to ``want`` messages off the queue; status messages on the way go to ``status``, not in the batch."""
         items = self.items
-        out: list[tuple[bytes, bytes, bytes | None, bytes]] = []
-        status = self.status
-        pop = items.popleft
+        out: list[Frame] = []
         while items and len(out) < want:
-            _, data, headers, _ = item = pop()
-            self.taken += 1
+            k = min(want - len(out), len(items))
+            if k == len(items):
+                got = list(items)
+                items.clear()
+            else:
+                pop = items.popleft
+                got = [pop() for _ in range(k)]
+            self.taken += k
+            if not all(map(_PAYLOAD, got)):  # an empty payload: a status message, or an empty record
+                got = self._without_status(got)
+            out += got
+        return out
+
+    def _without_status(self, got: list[Frame]) -> list[Frame]:
+        """``got`` without the server's status messages (no payload, a status line), each handed to ``status``."""
+        out: list[Frame] = []
+        for item in got:
+            _, data, headers, _ = item
             if not data and headers is not None and headers[_HDR_START:_HDR_START + 1] == b" ":
-                if status is not None:
-                    status(parse_headers(headers))
+                if self.status is not None:
+                    self.status(parse_headers(headers))
                 continue
             out.append(item)
         return out
@@ -456,7 +555,7 @@ class RawSubscription:
         """Up to ``limit`` messages: waits for the first, then up to ``batch_timeout`` for a full batch; None when
         ``stopping`` (or ``interrupt``: something else for the source to do) is set while nothing is buffered."""
         want = min(limit, self.batch_size)
-        got: list[tuple[bytes, bytes, bytes | None, bytes]] = []
+        got: list[Frame] = []
         while not got:
             if not await self._wait(stopping, interrupt):
                 return None
@@ -473,13 +572,14 @@ class RawSubscription:
         return received
 
     @staticmethod
-    def _columns(got: list[tuple[bytes, bytes, bytes | None, bytes]], times: list[int]) -> Received:
-        """Tuples as ``Received`` columns: headers parsed, subjects and replies decoded (each distinct one once)."""
-        subjects: dict[bytes, str] = {}
-        decode = bytes.decode
-        return Received([g[1] for g in got],
-                        [subjects.get(g[3]) or subjects.setdefault(g[3], decode(g[3])) for g in got],
-                        [parse_headers(g[2]) for g in got], [decode(g[0]) for g in got], times)
+    def _columns(got: list[Frame], times: list[int]) -> Received:
+        """Tuples as ``Received`` columns: headers parsed, subjects and replies decoded (one decode a column: a
+        subject holds no line break)."""
+        if not got:
+            return Received([], [], [], [], times)
+        replies, data, headers, subjects = zip(*got, strict=True)
+        return Received(list(data), b"\n".join(subjects).decode().split("\n"), parse_header_column(headers),
+                        b"\n".join(replies).decode().split("\n"), times)
 
     def waiting_replies(self) -> list[str]:
         """Reply subjects of the records waiting (left in place)."""
