@@ -69,7 +69,8 @@ class Received:
 
 # The private attributes of nats-py wirepipe relies on, per class (tests/test_nats_private.py checks them).
 NATS_PY_PRIVATE: dict[str, tuple[str, ...]] = {
-    "nats.aio.subscription.Subscription": ("_pending_queue", "_pending_size", "_id"),
+    "nats.aio.subscription.Subscription": ("_pending_queue", "_pending_size", "_id", "_jsi"),
+    "nats.js.client.JetStreamContext._JSI": ("reset_ordered_consumer",),  # OrderedJetStreamSource._read_again
     "nats.js.client.JetStreamContext.PushSubscription": ("_sub",),
     "nats.aio.client.Client": ("_send_command", "_flush_queue", "_flush_pending", "_process_msg", "_pending",
                                "_pending_data_size", "_max_pending_size", "_ps"),
