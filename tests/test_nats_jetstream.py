@@ -13,7 +13,7 @@ import pytest
 from tests.nats_fixtures import ODD_HEADERS, consumer_info, expected, publish_numbered
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
-from wirepipe.connectors.nats.jetstream_reader import parse_ack_replies, parse_ack_reply
+from wirepipe.connectors.nats.jetstream_reader import consumer_sequences, parse_ack_replies, parse_ack_reply
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import BoundedEnd, JetStreamSource, JetStreamSourceConfig
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -349,6 +349,7 @@ def test_a_batchs_ack_replies_are_parsed_as_columns_in_either_form() -> None:
     assert all(parse_ack_replies([r]) == ([parse_ack_reply(r)[0]], [parse_ack_reply(r)[1]], parse_ack_reply(r)[2])
                for r in [*v1, *v2])
     assert parse_ack_replies([]) == ([], [], 0)
+    assert consumer_sequences([v2[0], *v1[:2]]) == ([20, 10, 11], [1, 1, 2])  # stream and consumer sequences
 
 
 @pytest.mark.parametrize("ack", ["explicit", "all"])

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.batch import Batch
 from ...core.errors import CannotShare, WirepipeError
 from ..connector import Commits
-from .jetstream_reader import JetStreamReader
+from .jetstream_reader import JetStreamReader, consumer_sequences
 from .reader import Received, SubscriptionReader
 
 log = logging.getLogger("wirepipe.jetstream")
@@ -25,12 +25,6 @@ _WORKQUEUE_NEEDS_ACK = 10098  # the server's err_code: "workqueue stream require
 # consumer) and the reader reads them again (``_in_order``).
 PENDING_MSGS = 65536
 LOOK_AFTER = 1.0  # seconds without a message after which a bounded read looks for a drop at the tail
-
-
-def consumer_sequences(replies: list[str]) -> tuple[list[int], list[int]]:
-    """The stream and consumer sequences of ``$JS.ACK...`` reply subjects (v1 and v2 forms)."""
-    tokens = [r.split(".") for r in replies]
-    return ([int(t[5 if len(t) == 9 else 7]) for t in tokens], [int(t[6 if len(t) == 9 else 8]) for t in tokens])
 
 
 class OrderedJetStreamSource(JetStreamReader, Commits):
@@ -141,9 +135,13 @@ class OrderedJetStreamSource(JetStreamReader, Commits):
         dropped leaves (a reset starts again at 1); past a gap, or with nothing queued after a drop (the drop was
         at the end of what came), the consumer is reset to read on from the last message kept. Without a drop on
         the connection since the order was last known whole, ``got`` as it is."""
-        seqs, deliveries = consumer_sequences(got.replies)
-        if self.conn.stats.slow_consumer_drops == self._drops_seen:
-            self._last_seq, self._next_delivery = seqs[-1], deliveries[-1] + 1
+        try:
+            if self.conn.stats.slow_consumer_drops == self._drops_seen:  # the last message: no pass over a batch
+                (last,), (delivery,) = consumer_sequences(got.replies[-1:])
+                self._last_seq, self._next_delivery = last, delivery + 1
+                return got
+            seqs, deliveries = consumer_sequences(got.replies)
+        except (IndexError, ValueError):  # not JetStream's reply subjects (as ``_batch`` reads them): as they came
             return got
         expected, kept = self._next_delivery, len(seqs)
         for i, (seq, delivery) in enumerate(zip(seqs, deliveries, strict=True)):
