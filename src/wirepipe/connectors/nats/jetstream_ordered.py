@@ -13,7 +13,7 @@ from ...core.batch import Batch
 from ...core.errors import CannotShare, WirepipeError
 from ..connector import Commits
 from .jetstream_reader import JetStreamReader, consumer_sequences
-from .reader import Received, SubscriptionReader
+from .reader import Received, SubscriptionReader, reset_ordered_consumer
 
 log = logging.getLogger("wirepipe.jetstream")
 
@@ -167,7 +167,7 @@ class OrderedJetStreamSource(JetStreamReader, Commits):
                     "from stream sequence %d", self.stream, self._last_seq + 1)
         self.buffer.drop_messages()
         self._resumed, self._next_delivery = True, 1
-        await self.sub._sub._jsi.reset_ordered_consumer(self._last_seq + 1)
+        await reset_ordered_consumer(self.sub, self._last_seq + 1)
 
     def _batch(self, got: Received) -> Batch:
         batch = super()._batch(got)

@@ -209,6 +209,13 @@ class SubscriptionReader:
         return msgs
 
 
+async def reset_ordered_consumer(sub: Any, start_seq: int) -> None:
+    """nats-py's ordered consumer behind ``sub`` (a JetStream push subscription) starts again at ``start_seq``: the
+    old consumer's delivery subject is unsubscribed before the first pause (nothing of it is queued after), then
+    a new consumer is created."""
+    await sub._sub._jsi.reset_ordered_consumer(start_seq)
+
+
 async def publish_many(nc: Any, subjects: Sequence[str | None], body: bytes) -> int:
     """One ``body`` to each subject, as one write of protocol lines (JetStream acks, naks).
 
