@@ -13,7 +13,7 @@ import pytest
 from tests.nats_fixtures import ODD_HEADERS, consumer_info, expected, publish_numbered
 from wirepipe.connectors.generate import GenerateSource
 from wirepipe.connectors.nats.core_sink import NatsSink
-from wirepipe.connectors.nats.jetstream_reader import parse_ack_replies, parse_ack_reply
+from wirepipe.connectors.nats.jetstream_reader import consumer_sequences, parse_ack_replies, parse_ack_reply
 from wirepipe.connectors.nats.jetstream_sink import JetStreamSink
 from wirepipe.connectors.nats.jetstream_source import BoundedEnd, JetStreamSource, JetStreamSourceConfig
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -236,6 +236,28 @@ async def test_ordered_consumer_replays_from_a_sequence_and_a_time(nats_url: str
     assert (await Pipeline(source, [], NullSink()).run_async()).records_out == 1000
 
 
+async def test_ordered_consumer_reads_again_what_the_client_dropped(nats_url: str, monkeypatch: Any) -> None:
+    """A reader slower than the server fills nats-py's queue and nats-py drops the rest (a slow consumer), counting
+    each as delivered: the ordered consumer never repairs that gap itself. The reader resets it past the last
+    message it took, so every message is read once, in order (before: 60 of 1,000, exit 0)."""
+    from wirepipe.connectors.nats import jetstream_ordered
+
+    monkeypatch.setattr(jetstream_ordered, "PENDING_MSGS", 20)  # 4 batches of 10 and 20: 60 held
+    await publish(nats_url, 1000)
+    source = JetStreamSourceConfig(type="jetstream", subject="pts", url=nats_url, ordered=True, deliver="all",
+                                   batch_size=10, stop_at_end=True).build()
+    await source.open()
+    try:
+        await asyncio.sleep(0.2)  # the server pushes all 1,000 (within its flow-control window) to a full queue
+        seqs: list[int] = []
+        async for batch in source.batches():
+            seqs += batch.meta["stream_seq"]
+    finally:
+        await source.close()
+    assert source.conn.stats.slow_consumer_drops >= 940 and source.rereads >= 1
+    assert seqs == list(range(1, 1001))
+
+
 async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> None:
     await publish(nats_url, 300, fmt="json", codec="gzip")
     opts = dict(url=nats_url)
@@ -327,6 +349,7 @@ def test_a_batchs_ack_replies_are_parsed_as_columns_in_either_form() -> None:
     assert all(parse_ack_replies([r]) == ([parse_ack_reply(r)[0]], [parse_ack_reply(r)[1]], parse_ack_reply(r)[2])
                for r in [*v1, *v2])
     assert parse_ack_replies([]) == ([], [], 0)
+    assert consumer_sequences([v2[0], *v1[:2]]) == ([20, 10, 11], [1, 1, 2])  # stream and consumer sequences
 
 
 @pytest.mark.parametrize("ack", ["explicit", "all"])

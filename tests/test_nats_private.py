@@ -48,6 +48,7 @@ async def test_every_private_attribute_wirepipe_touches_exists_on_live_objects(n
             "nats.js.client.JetStreamContext.PushSubscription": push,
             "nats.aio.client.Client": nc,
             "nats.protocol.parser.Parser": nc._ps,
+            "nats.js.client.JetStreamContext._JSI": push._sub._jsi,
             "asyncio.Queue": asyncio.Queue(),
         }
         assert set(live) == set(NATS_PY_PRIVATE), "every class in NATS_PY_PRIVATE needs a live object here"

@@ -38,6 +38,7 @@ from wirepipe.connectors.capture_sink import CaptureWriter
 from wirepipe.core.batch import Batch
 from wirepipe.datasets import get_dataset
 from wirepipe.replay.beam_files import place_job_files, read_job_files, restore_names
+from wirepipe.schema.parsing import load_schema_file
 
 pytestmark = pytest.mark.timeout(600)  # the module's services, a wheel and two replays on a busy machine
 
@@ -64,21 +65,22 @@ def test_the_files_operators_read_travel_with_the_job(tmp_path: Path, monkeypatc
     ]}
     files = read_job_files(config)
     assert {value: (f.name, f.data) for value, f in files.items()} == {
-        "point.zdict": ("0-point.zdict", b"dictionary bytes"),
-        "schemas/point.yaml": ("1-point.yaml", b"fields: {x: int32, y: int32}\n"),
+        "point.zdict": ("0/point.zdict", b"dictionary bytes"),
+        "schemas/point.yaml": ("1/point.yaml", b"fields: {x: int32, y: int32}\n"),
     }
     worker = tmp_path / "worker"
     worker.mkdir()
     placed, originals = place_job_files(config, files, worker)
-    assert placed["operators"][0]["decompress"]["dictionary"] == str(worker / "0-point.zdict")
-    assert placed["operators"][2]["deserialize"]["schema"] == str(worker / "1-point.yaml")
+    assert placed["operators"][0]["decompress"]["dictionary"] == str(worker / "0/point.zdict")
+    assert placed["operators"][2]["deserialize"]["schema"] == str(worker / "1/point.yaml")
     assert placed["operators"][1:2] + placed["operators"][3:] == config["operators"][1:2] + config["operators"][3:]
-    assert (worker / "1-point.yaml").read_bytes() == (tmp_path / "schemas" / "point.yaml").read_bytes()
+    assert (worker / "1/point.yaml").read_bytes() == (tmp_path / "schemas" / "point.yaml").read_bytes()
     assert config["operators"][2]["deserialize"]["schema"] == "schemas/point.yaml", "the job's config is kept"
+    assert load_schema_file(placed["operators"][2]["deserialize"]["schema"]).name == "Point"  # as locally: reasons match
 
     class Built:
         def __init__(self) -> None:
-            self.params = {"format": "msgpack-array", "schema": str(worker / "1-point.yaml")}
+            self.params = {"format": "msgpack-array", "schema": str(worker / "1/point.yaml")}
 
     built = Built()
     restore_names([built], originals)
@@ -95,7 +97,7 @@ def test_a_proto_schema_travels_as_its_descriptor_set(tmp_path: Path, monkeypatc
         'syntax = "proto3";\nimport "money.proto";\nmessage Order { int64 id = 1; Money total = 2; }\n')
     config = {"operators": [{"deserialize": {"format": "protobuf", "schema": "proto/order.proto"}}]}
     files = read_job_files(config)
-    assert [(f.name, f.message) for f in files.values()] == [("0-order.desc", "Order")]
+    assert [(f.name, f.message) for f in files.values()] == [("0/order.desc", "Order")]
     worker = tmp_path / "worker"
     worker.mkdir()
     placed, originals = place_job_files(config, files, worker)
@@ -103,7 +105,7 @@ def test_a_proto_schema_travels_as_its_descriptor_set(tmp_path: Path, monkeypatc
     from wirepipe.operators.schema_options import resolve_schema
 
     schema = placed["operators"][0]["deserialize"]["schema"]
-    assert schema == f"{worker / '0-order.desc'}#Order"
+    assert schema == f"{worker / '0' / 'order.desc'}#Order"
     assert [f.name for f in resolve_schema(schema).fields] == ["id", "total"]  # type: ignore[union-attr]
     assert originals == {schema: "proto/order.proto"}
 

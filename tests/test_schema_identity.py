@@ -102,6 +102,10 @@ def test_compare_names_every_change_and_whether_it_reads_by_name() -> None:
     assert compare_schemas(writer, parse_schema(writer.to_spec(), name="Renamed")).identical
     names = compare_schemas(["a", "b"], parse_schema(AB))  # field names only: types not compared, not the same
     assert names.readable and not names.identical and names.summary() == "a any -> int64; b any -> int64"
+    # A move names a field whose place changed: c (3rd, then 1st), not b, 2nd in both (before: "b moved 2nd 2nd").
+    moved = compare_schemas(parse_schema({"a": "int64", "b": "int64", "c": "string"}),
+                            parse_schema({"c": "string", "b": "int64"}))
+    assert moved.summary() == "c moved (3rd in the writer schema, 1st here); a removed (int64)"
 
 
 def test_reader_of_reads_fields_by_name_widens_and_fills_what_the_writer_lacks() -> None:

@@ -70,7 +70,7 @@ def read_job_files(config: dict[str, Any]) -> dict[str, JobFile]:
         if value not in files:
             found = _schema_file(value, params.get("message")) if option == SCHEMA else _dictionary_file(value)
             if found is not None:
-                files[value] = JobFile(f"{len(files)}-{found.name}", found.data, found.message)
+                files[value] = JobFile(f"{len(files)}/{found.name}", found.data, found.message)  # the stem names the schema
     return files
 
 

@@ -219,10 +219,11 @@ def _fields(schema: AnySchema | None) -> Fields:
 def _compare_fields(writer: Fields, reader: Fields, prefix: str, changes: list[Change]) -> None:
     w_types, r_types = dict(writer), dict(reader)
     common = [name for name, _ in reader if name in w_types]
-    for name in _moved([n for n, _ in writer if n in r_types], common):
-        w_at = [n for n, _ in writer].index(name) + 1
-        r_at = [n for n, _ in reader].index(name) + 1
-        changes.append(Change(prefix + name, "moved", _ordinal(w_at), _ordinal(r_at)))
+    w_at = {name: at for at, (name, _) in enumerate(writer, 1)}
+    r_at = {name: at for at, (name, _) in enumerate(reader, 1)}
+    in_place = {name for name in common if w_at[name] == r_at[name]}
+    for name in _moved([n for n, _ in writer if n in r_types], common, in_place):
+        changes.append(Change(prefix + name, "moved", _ordinal(w_at[name]), _ordinal(r_at[name])))
     for name, r_type in reader:
         path = prefix + name
         if name not in w_types:
@@ -262,27 +263,39 @@ def _compare_types(w: Type | None, r: Type | None, path: str, changes: list[Chan
                           None if fits else f"no {w.required()} reads as {r.required()}"))
 
 
-def _moved(writer_order: list[str], reader_order: list[str]) -> list[str]:
+def _moved(writer_order: list[str], reader_order: list[str], in_place: frozenset[str] | set[str] = frozenset()
+           ) -> list[str]:
     """The fields (both schemas have) that changed place: those outside a longest common subsequence of the two
-    orders, in the reader's order (``a, b, c`` -> ``b, c, a``: a moved, not b and c)."""
+    orders, in the reader's order (``a, b, c`` -> ``b, c, a``: a moved, not b and c). Of two such subsequences,
+    the one keeping more of ``in_place`` (fields at the same position in both): ``a, b, c`` -> ``c, b``: c moved
+    (3rd, 1st), not b (2nd, 2nd)."""
     if writer_order == reader_order:
         return []
     n, m = len(writer_order), len(reader_order)
-    longest = [[0] * (m + 1) for _ in range(n + 1)]
+    longest = [[(0, 0)] * (m + 1) for _ in range(n + 1)]  # (fields kept, of them in place)
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
-            longest[i][j] = (longest[i + 1][j + 1] + 1 if writer_order[i] == reader_order[j]
-                             else max(longest[i + 1][j], longest[i][j + 1]))
+            longest[i][j] = max(longest[i + 1][j], longest[i][j + 1], _matched(longest, i, j, writer_order,
+                                                                               reader_order, in_place))
     kept, i, j = set(), 0, 0
     while i < n and j < m:
-        if writer_order[i] == reader_order[j]:
+        if longest[i][j] == _matched(longest, i, j, writer_order, reader_order, in_place):
             kept.add(reader_order[j])
             i, j = i + 1, j + 1
-        elif longest[i + 1][j] >= longest[i][j + 1]:
+        elif longest[i + 1][j] == longest[i][j]:
             i += 1
         else:
             j += 1
     return [name for name in reader_order if name not in kept]
+
+
+def _matched(longest: list[list[tuple[int, int]]], i: int, j: int, writer_order: list[str], reader_order: list[str],
+             in_place: frozenset[str] | set[str]) -> tuple[int, int]:
+    """``_moved``'s score of keeping the field at ``writer_order[i]`` and ``reader_order[j]`` (none: not one)."""
+    if writer_order[i] != reader_order[j]:
+        return (-1, 0)
+    kept, placed = longest[i + 1][j + 1]
+    return kept + 1, placed + (writer_order[i] in in_place)
 
 
 def _ordinal(n: int) -> str:

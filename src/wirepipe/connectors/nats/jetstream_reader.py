@@ -64,6 +64,13 @@ def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int
             int(tokens[len(tokens) - size + 8 + off]))
 
 
+def consumer_sequences(replies: Sequence[str]) -> tuple[list[int], list[int]]:
+    """The stream and consumer sequences of ``$JS.ACK...`` reply subjects (v1 and v2 forms, as ``parse_ack_reply``):
+    a consumer's own sequence has no gap unless the client dropped a message (an ordered consumer's check)."""
+    tokens = [r.split(".") for r in replies]
+    return [int(t[5 if len(t) == 9 else 7]) for t in tokens], [int(t[6 if len(t) == 9 else 8]) for t in tokens]
+
+
 class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
     """A JetStream consumer read as batches of payloads: what the ordered and the durable reader share.
 

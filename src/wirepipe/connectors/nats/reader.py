@@ -70,7 +70,8 @@ class Received:
 
 # The private attributes of nats-py wirepipe relies on, per class (tests/test_nats_private.py checks them).
 NATS_PY_PRIVATE: dict[str, tuple[str, ...]] = {
-    "nats.aio.subscription.Subscription": ("_pending_queue", "_pending_size", "_id"),
+    "nats.aio.subscription.Subscription": ("_pending_queue", "_pending_size", "_id", "_jsi"),
+    "nats.js.client.JetStreamContext._JSI": ("reset_ordered_consumer",),  # OrderedJetStreamSource._read_again
     "nats.js.client.JetStreamContext.PushSubscription": ("_sub",),
     "nats.aio.client.Client": ("_send_command", "_flush_queue", "_flush_pending", "_process_msg", "_pending",
                                "_pending_data_size", "_max_pending_size", "_ps"),
@@ -207,6 +208,13 @@ class SubscriptionReader:
         if self.queue is not None:
             self._drain(msgs, 1 << 62)
         return msgs
+
+
+async def reset_ordered_consumer(sub: Any, start_seq: int) -> None:
+    """nats-py's ordered consumer behind ``sub`` (a JetStream push subscription) starts again at ``start_seq``: the
+    old consumer's delivery subject is unsubscribed before the first pause (nothing of it is queued after), then
+    a new consumer is created."""
+    await sub._sub._jsi.reset_ordered_consumer(start_seq)
 
 
 async def publish_many(nc: Any, subjects: Sequence[str | None], body: bytes) -> int:
