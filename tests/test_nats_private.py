@@ -9,12 +9,11 @@ import importlib
 import nats
 from nats.js import api
 
+from wirepipe.connectors.nats.headers import parse_header_column, parse_headers
 from wirepipe.connectors.nats.reader import (
     NATS_PY_PRIVATE,
     RawSubscription,
     SubscriptionReader,
-    parse_header_column,
-    parse_headers,
     queue_frames,
     send_queued,
 )
