@@ -321,16 +321,17 @@ def _encoded(pipe: Any, ops: list[Any], spec: InputSpec, values: list[Any], wher
     payloads and Content-Type / Content-Encoding."""
     import asyncio
 
+    from ..pipelines.pipeline import run_operators
+
     assert spec.encode is not None
 
     async def encode(batch: Batch) -> Batch:
         await pipe.resources.open_operators(ops, (pipe.source, pipe.sink))
         try:
-            for op in ops:
+            for op in ops:  # the stores each operator names are fetched before the batch runs through them all
                 if op.prepares:
                     await op.prepare(batch)
-                batch = op(batch)
-            return batch
+            return run_operators(ops, batch)[0]
         finally:
             await pipe.resources.close_operators()
 
