@@ -77,6 +77,7 @@ def pipeline_model() -> type[Strict]:
     from ..metrics.recorder import MetricsConfig
     from ..metrics.tracing import TracingConfig
     from .monitor import MonitorConfig
+    from .pool import RestartPolicy
     from .resources import ResourcesConfig
     from .service import ServiceConfig
 
@@ -96,6 +97,7 @@ def pipeline_model() -> type[Strict]:
         tracing=(TracingConfig | None, None),
         service=(ServiceConfig, Field(default_factory=ServiceConfig)),
         resources=(ResourcesConfig, Field(default_factory=ResourcesConfig)),
+        restart=(RestartPolicy, Field(default_factory=RestartPolicy)),
     )
     return create_model("PipelineConfig", __base__=Strict, **fields)
 
