@@ -56,25 +56,33 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Name the file where the workers write the groups of the tests they collected."""
+    """Name the file where the workers write the groups of the tests they collected, and the run's bytecode
+    folder (``pytest_configure``)."""
     config = node.config
     if _GROUPS not in config.stash:
         config.stash[_GROUPS] = Path(tempfile.mkdtemp(prefix="wirepipe-test-groups-")) / "groups.json"
     node.workerinput["wirepipe_groups"] = str(config.stash[_GROUPS])
+    if _BYTECODE in config.stash:
+        node.workerinput["wirepipe_bytecode"] = str(config.stash[_BYTECODE])
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Where the environment says not to write bytecode (``PYTHONDONTWRITEBYTECODE``, as many container images
-    set), each of the hundreds of ``wirepipe`` processes the tests start would compile the package again (~0.3 s
-    of CPU each, a sixth of a subprocess test's CPU): the run's processes write their bytecode to a folder of the
-    run's own instead (``PYTHONPYCACHEPREFIX``), removed at its end, so the source tree stays as clean as asked."""
-    if hasattr(config, "workerinput") or not os.environ.get("PYTHONDONTWRITEBYTECODE") \
-            or os.environ.get("PYTHONPYCACHEPREFIX"):
-        return
-    config.stash[_BYTECODE] = Path(tempfile.mkdtemp(prefix="wirepipe-test-bytecode-"))
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = str(config.stash[_BYTECODE])
+    set), each of the hundreds of ``wirepipe`` processes the tests start would compile the package again (~0.2 s
+    of CPU each): the processes the tests start write their bytecode to a folder of the run's own instead
+    (``PYTHONPYCACHEPREFIX``), removed at its end, so the source tree stays as clean as asked. Only they: a
+    process running tests keeps reading the libraries' own bytecode (it would compile them all again there)."""
+    folder = getattr(config, "workerinput", {}).get("wirepipe_bytecode")
+    if folder is None:  # the controller of a spread run, or a run in this one process
+        if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+            return
+        config.stash[_BYTECODE] = Path(tempfile.mkdtemp(prefix="wirepipe-test-bytecode-"))
+        if config.getoption("dist", "no") != "no":
+            return  # each worker sets its own environment (``pytest_configure_node``)
+        folder = str(config.stash[_BYTECODE])
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = folder
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
