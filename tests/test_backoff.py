@@ -11,7 +11,7 @@ from wirepipe.connectors.nats.connection import ReconnectConfig
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.backoff import ExponentialBackoff
 from wirepipe.core.errors import BackOff, NotConnected
-from wirepipe.pipelines.pool import RestartPolicy
+from wirepipe.pipelines.restarts import RestartPolicy
 from wirepipe.pipelines.sink_retry import SinkRetry
 
 

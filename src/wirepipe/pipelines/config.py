@@ -77,8 +77,8 @@ def pipeline_model() -> type[Strict]:
     from ..metrics.recorder import MetricsConfig
     from ..metrics.tracing import TracingConfig
     from .monitor import MonitorConfig
-    from .pool import RestartPolicy
     from .resources import ResourcesConfig
+    from .restarts import RestartPolicy
     from .service import ServiceConfig
 
     fields: dict[str, Any] = dict(

@@ -16,7 +16,7 @@ whatever counters it has) once per ``worker.REPORT_INTERVAL`` and after every co
 the supervisor sums them into one status line and serves them on one Prometheus endpoint with a ``worker``
 label. A worker that dies is restarted with exponential backoff; one that dies ``max_failures`` times in a
 row, each time before ``stable_after`` seconds of life, makes the pool give up: the others drain and the pool
-exits 1 with a message naming it (the pipeline's ``restart:`` section, ``RestartPolicy``).
+exits 1 with a message naming it (the pipeline's ``restart:`` section, ``restarts.py``).
 
 What can be shared, the connectors declare (``connectors/connector.py``; a plugin's too), and the
 pool asks them, never a type name: a ``Bounded`` source (generate, jsonl, parquet, csv, capture)
@@ -42,15 +42,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from ..connectors.connector import AtLeastOnce, Bounded, SharedByWorkers, Source
 from ..core.backoff import ExponentialBackoff
 from ..core.errors import ConfigError
 from ..core.exit_codes import ExitCode
-from ..core.models import Duration, Strict
 from ..core.units import covered
 from ..core.workers import Worker
+from .restarts import RestartPolicy
 from .spawn import WorkerProcess, describe_exit, group_id, start
 from .worker import WORKER_TARGET
 
@@ -147,23 +145,6 @@ def _parts(data: dict[str, Any], file: str | None = None) -> dict[str, Any]:
 
 
 # --- the supervisor ------------------------------------------------------------------------------
-
-
-class RestartPolicy(Strict):
-    """``restart: {backoff: 500ms, max_backoff: 30s, max_failures: 5, stable_after: 60s}``: how a pool of workers
-    (``run --workers N``) restarts a worker that died: after ``backoff``, doubling up to ``max_backoff``; it
-    gives up after ``max_failures`` quick deaths in a row."""
-
-    backoff: Duration = Field(default=0.5, gt=0, description="the wait before the first restart of a worker")
-    max_backoff: Duration = Field(default=30.0, gt=0, description="the longest wait between two restarts")
-    max_failures: int = Field(default=5, ge=1, description="deaths in a row, each within `stable_after` of its "
-                                                           "start, that make the pool give up (exit 1)")
-    stable_after: Duration = Field(default=60.0, gt=0, description="a worker that lived this long starts a fresh "
-                                                                   "count of failures")
-
-    def delays(self) -> ExponentialBackoff:
-        """The waits between one worker's restarts (and its count of failures)."""
-        return ExponentialBackoff(self.backoff, self.max_backoff)
 
 
 @dataclass

@@ -337,7 +337,8 @@ async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], es
     deleted afterwards). ``payloads``: the dataset's records encoded with ``chain``."""
     from ...connectors.nats.connection import NatsConnectionConfig
     from ...connectors.nats.server import EmbeddedServer
-    from ...pipelines.pool import Pool, RestartPolicy, usable_cores
+    from ...pipelines.pool import Pool, usable_cores
+    from ...pipelines.restarts import RestartPolicy
 
     records = calibration_records(estimate_us)
     cores = usable_cores()
