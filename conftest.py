@@ -16,6 +16,7 @@ machine) after all the others, one at a time, on one worker, with the other work
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -39,7 +40,7 @@ collect_ignore = [
 SERIAL_GROUP = "serial"
 SLOW_GROUP = "slow"
 _GROUPS = pytest.StashKey[Path]()
-_BYTECODE = pytest.StashKey[Path]()  # the run's bytecode folder, where the environment turned bytecode off
+_BYTECODE = pytest.StashKey[list[Path]]()  # the package's bytecode the run wrote (``pytest_configure``)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -56,40 +57,38 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Name the file where the workers write the groups of the tests they collected, and the run's bytecode
-    folder (``pytest_configure``)."""
+    """Name the file where the workers write the groups of the tests they collected."""
     config = node.config
     if _GROUPS not in config.stash:
         config.stash[_GROUPS] = Path(tempfile.mkdtemp(prefix="wirepipe-test-groups-")) / "groups.json"
     node.workerinput["wirepipe_groups"] = str(config.stash[_GROUPS])
-    if _BYTECODE in config.stash:
-        node.workerinput["wirepipe_bytecode"] = str(config.stash[_BYTECODE])
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Where the environment says not to write bytecode (``PYTHONDONTWRITEBYTECODE``, as many container images
     set), each of the hundreds of ``wirepipe`` processes the tests start would compile the package again (~0.2 s
-    of CPU each): the processes the tests start write their bytecode to a folder of the run's own instead
-    (``PYTHONPYCACHEPREFIX``), removed at its end, so the source tree stays as clean as asked. Only they: a
-    process running tests keeps reading the libraries' own bytecode (it would compile them all again there)."""
-    folder = getattr(config, "workerinput", {}).get("wirepipe_bytecode")
-    if folder is None:  # the controller of a spread run, or a run in this one process
-        if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
-            return
-        config.stash[_BYTECODE] = Path(tempfile.mkdtemp(prefix="wirepipe-test-bytecode-"))
-        if config.getoption("dist", "no") != "no":
-            return  # each worker sets its own environment (``pytest_configure_node``)
-        folder = str(config.stash[_BYTECODE])
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = folder
+    of CPU each): the run compiles it once, before any test, and removes that bytecode at its end, so the source
+    tree is left as clean as asked. Every process reads it (the setting stops writing, not reading)."""
+    if hasattr(config, "workerinput") or not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    import compileall
+
+    import wirepipe
+
+    package = Path(wirepipe.__file__).parent
+    before = set(package.rglob("*.pyc"))
+    compileall.compile_dir(package, quiet=1)  # writes whatever the setting says
+    config.stash[_BYTECODE] = sorted(set(package.rglob("*.pyc")) - before)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _GROUPS in config.stash:
         shutil.rmtree(config.stash[_GROUPS].parent, ignore_errors=True)
-    if _BYTECODE in config.stash:
-        shutil.rmtree(config.stash[_BYTECODE], ignore_errors=True)
+    for compiled in config.stash.get(_BYTECODE, []):
+        compiled.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # its __pycache__, once empty
+            compiled.parent.rmdir()
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports its collection to the controller
