@@ -232,6 +232,8 @@ def configuration_page() -> str:
                    "[Pipelines as NATS services](../how-to/services.md)",
         "resources": "stores operators read from, declared once: schema registries (`schemas`), see "
                      "[Schema registry](../how-to/schema-registry.md)",
+        "restart": "how a pool of workers (`run --workers N`) restarts a worker that died, and when it gives up; "
+                   "[Scale out](../how-to/scale-out.md)",
     }
     for name, field in top.model_fields.items():
         kind = link.get(name) or type_name(field.annotation, list(field.metadata), models)

@@ -11,7 +11,7 @@ from wirepipe.connectors.nats.connection import ReconnectConfig
 from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.core.backoff import ExponentialBackoff
 from wirepipe.core.errors import BackOff, NotConnected
-from wirepipe.pipelines.pool import RestartPolicy
+from wirepipe.pipelines.restarts import RestartPolicy
 from wirepipe.pipelines.sink_retry import SinkRetry
 
 
@@ -59,5 +59,9 @@ def test_the_run_loop_retries_a_sink_within_a_third_of_ack_wait() -> None:
 def test_reconnects_and_restarts_wait_through_it() -> None:
     reconnect = ReconnectConfig(wait=0.1, max_wait=5.0, jitter=0.0)
     assert [reconnect.delay(k) for k in range(8)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
-    restarts = RestartPolicy().delays()
+    default = RestartPolicy()
+    restarts = default.delays()
     assert [restarts.next() for _ in range(8)] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert (default.max_failures, default.stable_after) == (5, 60.0)  # what docs/how-to/scale-out.md says
+    restarts = RestartPolicy.model_validate({"backoff": "100ms", "max_backoff": "1s"}).delays()  # the `restart:` section
+    assert [restarts.next() for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]

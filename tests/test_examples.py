@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,11 +204,22 @@ def _jsonl(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.fixture(scope="module")
+def capture_replay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """The capture-replay README run once for its two tests (publish, capture and the local replays are the same
+    commands): with its Beam block where apache_beam is installed, after the local replays, as a user runs it."""
+    import importlib.util
+
+    folder = tmp_path_factory.mktemp("capture-replay")
+    with EmbeddedServer(store_dir=folder / "jetstream") as server:
+        yield run_readme("capture-replay", folder, server, beam=importlib.util.find_spec("apache_beam") is not None)
+
+
 @pytest.mark.slow
-def test_capture_replay(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+def test_capture_replay(capture_replay: tuple[Path, str]) -> None:
     from tests.nats_fixtures import expected
 
-    work, output = run_readme("capture-replay", tmp_path, nats_server)
+    work, output = capture_replay
     captured = _parquet_rows("*.parquet", work / "captures" / "blocks")
     assert [r["stream_seq"] for r in captured] == list(range(1, 3001))
     published = [{"chain_id": b["chain_id"], "receipts": b["receipts"]} for b in expected("block", 3000)]
@@ -219,11 +230,11 @@ def test_capture_replay(tmp_path: Path, nats_server: EmbeddedServer) -> None:
 
 
 @pytest.mark.slow
-def test_capture_replay_on_beam(tmp_path: Path, nats_server: EmbeddedServer) -> None:
+def test_capture_replay_on_beam(capture_replay: tuple[Path, str]) -> None:
     pytest.importorskip("apache_beam", reason="the Beam replay needs the beam extra: pip install '.[beam]' in wirepipe's clone")
     from tests.nats_fixtures import expected
 
-    work, output = run_readme("capture-replay", tmp_path, nats_server, beam=True)
+    work, output = capture_replay
     published = [{"chain_id": b["chain_id"], "receipts": b["receipts"]} for b in expected("block", 3000)]
     parts = sorted((work / "results" / "beam" / "results").glob("part-*.parquet"))
     assert len(parts) == 3  # one per row group of the capture

@@ -264,8 +264,10 @@ def pool_cell(outcome: str, lab: Lab, folder: Path) -> Ran:
         return interrupt(["run", pipeline(folder, source, [*DECODE, *CRAWL]), *args], folder, started(folder))
     if outcome == "config":  # a bounded source every worker would read whole
         return done(wirepipe("run", pipeline(folder, {"type": "generate", "count": 10}), *args, cwd=ROOT))
-    # every worker dies at its start (nothing listens): the pool gives up on the fifth death in a row
-    return done(wirepipe("run", pipeline(folder, {**source, "url": DEAD}), *args, cwd=ROOT, timeout=110))
+    # every worker dies at its start (nothing listens): the pool gives up on the second death in a row (the
+    # restart policy's own test, tests/test_scale_pool.py, counts its deaths)
+    return done(wirepipe("run", pipeline(folder, {**source, "url": DEAD},
+                                         restart={"backoff": "50ms", "max_failures": 2}), *args, cwd=ROOT, timeout=110))
 
 
 def replay_cell(outcome: str, lab: Lab, folder: Path, beam: bool = False) -> Ran:

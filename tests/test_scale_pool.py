@@ -458,15 +458,20 @@ def scrape(port: int, wanted: str) -> str | None:
 @pytest.mark.timeout(120)
 @pytest.mark.slow
 def test_a_worker_that_keeps_dying_makes_the_pool_give_up_loudly(tmp_path: Path) -> None:
-    """A worker that cannot connect (nothing listens, connect_timeout 300ms) crashes for real, each time."""
+    """A worker that cannot connect (nothing listens, connect_timeout 300ms) crashes for real, each time: it is
+    restarted after the policy's backoff, and its third death in a row (``restart.max_failures``) ends the pool."""
     cfg = tmp_path / "dies.yaml"
     cfg.write_text("name: dies\nsource: {type: jetstream, url: '${NATS_URL}', subject: s, connect_timeout: 300ms}\n"
-                   "sink: {type: parquet, path: 'out/part-{part}.parquet'}\n")
+                   "sink: {type: parquet, path: 'out/part-{part}.parquet'}\n"
+                   "restart: {backoff: 100ms, max_failures: 3, stable_after: 50s}\n")
     res = wirepipe("run", str(cfg), "--workers", "2", timeout=110,
                    env={"NATS_URL": f"nats://127.0.0.1:{free_port()}"})
     assert res.returncode == 1
-    assert re.search(r"error: dies: worker \d died 5 times in a row, each within 60s of starting "
+    assert re.search(r"error: dies: worker \d died 3 times in a row, each within 50s of starting "
                      r"\(last: exit code 1\); giving up", res.stderr), res.stderr[-3000:]
+    # the restarts waited through the backoff: 100ms, then 200ms
+    for wait, failure in (("0.1", 1), ("0.2", 2)):
+        assert re.search(rf"restarting in {wait}s \(failure {failure} of 3\)", res.stderr), res.stderr[-3000:]
     assert re.search(r"cannot connect to NATS at nats://127.0.0.1:\d+ within 0.3s \(connect_timeout\): "
                      r"connection refused", res.stderr), res.stderr[-3000:]
 

@@ -78,6 +78,7 @@ def pipeline_model() -> type[Strict]:
     from ..metrics.tracing import TracingConfig
     from .monitor import MonitorConfig
     from .resources import ResourcesConfig
+    from .restarts import RestartPolicy
     from .service import ServiceConfig
 
     fields: dict[str, Any] = dict(
@@ -96,6 +97,7 @@ def pipeline_model() -> type[Strict]:
         tracing=(TracingConfig | None, None),
         service=(ServiceConfig, Field(default_factory=ServiceConfig)),
         resources=(ResourcesConfig, Field(default_factory=ResourcesConfig)),
+        restart=(RestartPolicy, Field(default_factory=RestartPolicy)),
     )
     return create_model("PipelineConfig", __base__=Strict, **fields)
 

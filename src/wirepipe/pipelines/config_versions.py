@@ -49,6 +49,7 @@ RESTART: dict[str, str] = {
     "service": "the NATS service is registered once per run, on the connection of the source or sink",
     "resources": "the stores operators read from (a schema registry, dictionaries) are opened once per run, "
                  "before the operators",
+    "restart": "a pool reads how it restarts its workers when it starts",
 }
 _UNKNOWN = "a hot reload does not know this field, so it is not changed in a running pipeline"
 _UNSET = MISSING  # a field one config has and the other does not

@@ -16,7 +16,7 @@ whatever counters it has) once per ``worker.REPORT_INTERVAL`` and after every co
 the supervisor sums them into one status line and serves them on one Prometheus endpoint with a ``worker``
 label. A worker that dies is restarted with exponential backoff; one that dies ``max_failures`` times in a
 row, each time before ``stable_after`` seconds of life, makes the pool give up: the others drain and the pool
-exits 1 with a message naming it.
+exits 1 with a message naming it (the pipeline's ``restart:`` section, ``restarts.py``).
 
 What can be shared, the connectors declare (``connectors/connector.py``; a plugin's too), and the
 pool asks them, never a type name: a ``Bounded`` source (generate, jsonl, parquet, csv, capture)
@@ -48,6 +48,7 @@ from ..core.errors import ConfigError
 from ..core.exit_codes import ExitCode
 from ..core.units import covered
 from ..core.workers import Worker
+from .restarts import RestartPolicy
 from .spawn import WorkerProcess, describe_exit, group_id, start
 from .worker import WORKER_TARGET
 
@@ -144,21 +145,6 @@ def _parts(data: dict[str, Any], file: str | None = None) -> dict[str, Any]:
 
 
 # --- the supervisor ------------------------------------------------------------------------------
-
-
-@dataclass
-class RestartPolicy:
-    """Restart a dead worker after ``backoff`` seconds, doubling up to ``max_backoff`` (``core/backoff.py``); give up
-    after ``max_failures`` quick deaths in a row."""
-
-    backoff: float = 0.5
-    max_backoff: float = 30.0
-    max_failures: int = 5
-    stable_after: float = 60.0  # a worker that lived this long starts a fresh count of failures
-
-    def delays(self) -> ExponentialBackoff:
-        """The waits between one worker's restarts (and its count of failures)."""
-        return ExponentialBackoff(self.backoff, self.max_backoff)
 
 
 @dataclass
@@ -310,7 +296,7 @@ class Pool:
         self.file = file
         self.workers = workers
         self.name = cfg.name
-        self.restart = restart or RestartPolicy()
+        self.restart = restart or cfg.restart
         self.echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
         self.log_level = log_level  # what the workers log
         self.monitor = cfg.monitor or MonitorConfig()  # the pool's status line is on even without `monitor:`
