@@ -117,6 +117,49 @@ def test_framed_bincode_is_read_a_batch_at_a_time_and_a_bad_message_is_refused_a
     assert [r.meta["seq"] for r in out.rejected] == [100]
 
 
+def test_framed_bincode_decoded_at_once_is_unpacked_as_it_came_with_every_column_repeated() -> None:
+    """The column decoder's messages keep their records as one list (``Framed``): ``unpack`` takes it as it is,
+    and repeats the subjects (one subject for all: the batch's shared one), headers, meta and acks as it does any
+    batch; messages lengthened in place since are joined again, as any list of lists."""
+    from wirepipe.core.batch import Framed, Repeated
+    from wirepipe.operators.pack import Pack
+    from wirepipe.operators.unpack import Unpack
+
+    schema = DATASETS["point"].schema
+    records = DATASETS["point"].sample(250)
+
+    def decoded(subjects: list[str]) -> Batch:
+        packed = Serialize("bincode", schema=schema)(Pack(100)(Batch(list(records), meta={"seq": list(range(250))})))
+        packed.subjects, packed.headers = subjects, [{"n": str(i)} for i in range(3)]
+        packed.meta["ack"] = ["a0", "a1", "a2"]
+        out = Deserialize("bincode", schema=schema, framed=True)(packed)
+        assert type(out.values) is Framed and out.values == [records[:100], records[100:200], records[200:]]
+        return out
+
+    out = Unpack()(decoded(["points"] * 3))
+    assert out.values == records and out.subjects == "points" and not out.rejected
+    assert out.headers == [{"n": "0"}] * 100 + [{"n": "1"}] * 100 + [{"n": "2"}] * 50
+    assert type(out.meta["seq"]) is Repeated and out.meta["seq"] == [0] * 100 + [100] * 100 + [200] * 50
+    assert [(i, a) for i, a in enumerate(out.meta["ack"]) if a is not None] == [(0, "a0"), (100, "a1"), (200, "a2")]
+    assert out.headers_at(150) == {"n": "1"} and out.subject_at(249) == "points"
+
+    batch = decoded(["p.a", "p.b", "p.a"])
+    batch.values[0].append({"x": 1, "y": 2})  # a message lengthened in place: the one list is not taken
+    out = Unpack()(batch)
+    assert out.values == [*records[:100], {"x": 1, "y": 2}, *records[100:]]
+    assert out.subjects == ["p.a"] * 101 + ["p.b"] * 100 + ["p.a"] * 50 and out.meta["seq"][101] == 100
+
+
+def test_repeat_each_gives_the_same_column_for_long_and_short_runs() -> None:
+    from itertools import chain, repeat
+
+    from wirepipe.core.batch import Repeated, repeat_each
+
+    for column, counts in ((["a", "b", "c"], [100, 0, 40]), (range(5), [1, 0, 2, 1, 1]), ([], [])):
+        expected = list(chain.from_iterable(map(repeat, column, counts)))
+        assert repeat_each(column, counts) == expected and Repeated(column, counts) == expected
+
+
 @pytest.mark.parametrize("fmt", ["bincode", "postcard", "bincode-varint", "msgpack", "json"])
 def test_framed_messages_are_encoded_a_batch_at_a_time_and_a_misfit_is_refused_alone(fmt: str) -> None:
     """``serialize`` hands a batch of framed messages (``pack``'s lists) to the format's column encoder: the

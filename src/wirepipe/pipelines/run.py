@@ -455,6 +455,7 @@ class PipelineRun:
                 settled_apart += [r.meta.get("ack") for r in refused]
         stats.records_out += batch.record_count()
         stats.messages_out += len(batch.values)
+        collector.batch_written(len(batch.values))  # young collections a few batches apart (core/collector.py)
         if metrics is not None:  # payload bytes are summed only when measuring: it is a pass over the column
             stats.bytes_out += metrics.stamp_sink(index, batch, t0, t1, refused) or 0
         if tracing is not None:
