@@ -104,7 +104,7 @@ class PipelineRun:
         self._ledger = AckLedger(source)  # written and not committed; dead-lettered and not settled
         self._queued: list[Batch] = []  # read, waiting in the queue (kept alive while the sink is down)
         self._retry = SinkRetry(source, self._held)
-        self._op_ns_per_record: float | None = None  # measured cost of the operators, to decide offloading
+        self._op_ns_per_record: float | None = None  # the operators' measured cost a value given, to offload
         self._loss_rows = LossSince(source) if isinstance(source, CountsLoss) else None  # on each source row
         self._tail_delta: int | None = None  # of the batch being processed: the change in what stamps alone claim
         # The batch between the queue and the sink: (records read, stats.rejected when it started).
@@ -495,9 +495,10 @@ class PipelineRun:
             delta, self._tail_delta = self._loss_rows.take()
         offload = False
         busy = self._busy is not None
-        if ops and busy and batch.values:
+        given = len(batch.values)  # the cost is per value as the source gave it: unpack turns one into many
+        if ops and busy and given:
             cost = self._op_ns_per_record
-            offload = cost is None or cost * len(batch.values) > _OFFLOAD_NS
+            offload = cost is None or cost * given > _OFFLOAD_NS
         t0 = _ns()
         if not timed and offload and _OFFLOAD_MODE != "thread" and all(op.per_record for op in ops):
             batch = await self._run_sliced(batch)
@@ -508,10 +509,8 @@ class PipelineRun:
                 self.record_batch(*stamped.rows)
         else:
             batch = pipeline.process_batch(batch, index, (start, end), delta, self if timed else None)
-        if busy and batch.values is not None:
-            n = len(batch.values) + len(batch.rejected)
-            if n:
-                self._op_ns_per_record = (_ns() - t0) / n
+        if busy and given:
+            self._op_ns_per_record = (_ns() - t0) / given
         return batch
 
     async def _run_sliced(self, batch: Batch) -> Batch:
