@@ -196,13 +196,13 @@ def test_every_example_runs_as_written(page: Path, tmp_path: Path) -> None:
         _run_blocks(page, found, work, env)
 
 
-FIXED_PORT = re.compile(r"--(?:port|service_port) (\d+)\b")
+FIXED_PORT = re.compile(r"--(?:port|service_port) ([1-9]\d*)\b")  # 0: the system picks one already
 
 
 def free_ports(codes: list[str]) -> dict[str, str]:
     """A free port for each port a page's shell blocks listen on (``wirepipe server --port 4222``, Beam's
     ``--service_port 50000``): a contributor's own nats-server on 4222 neither fails the page nor gets its
-    records. Each is replaced wherever the page's blocks name it, as a whole number."""
+    records. Each is replaced wherever the page's blocks name it, as a whole number; ``--port 0`` is left alone."""
     import socket
 
     ports = {}
@@ -219,13 +219,15 @@ def with_ports(code: str, ports: dict[str, str]) -> str:
 
 def test_a_pages_fixed_ports_become_free_ones_wherever_it_names_them() -> None:
     codes = ["wirepipe server --port 4222 &\nexport NATS_URL=nats://127.0.0.1:4222\n",
-             "python -m pool --service_port 50000 & x --url nats://h:4222 --count 14222 42220"]
+             "python -m pool --service_port 50000 & x --url nats://h:4222 --count 14222 42220",
+             "python -m job --port 0 --port_file job.port; sleep 0.2"]
     ports = free_ports(codes)
     assert sorted(ports) == ["4222", "50000"] and "4222" not in ports.values() and len(set(ports.values())) == 2
     nats = ports["4222"]
     assert [with_ports(c, ports) for c in codes] == [
         f"wirepipe server --port {nats} &\nexport NATS_URL=nats://127.0.0.1:{nats}\n",
-        f"python -m pool --service_port {ports['50000']} & x --url nats://h:{nats} --count 14222 42220"]
+        f"python -m pool --service_port {ports['50000']} & x --url nats://h:{nats} --count 14222 42220",
+        "python -m job --port 0 --port_file job.port; sleep 0.2"]
 
 
 def _run_blocks(page: Path, found: list[dict[str, Any]], work: Path, env: dict[str, str]) -> None:
