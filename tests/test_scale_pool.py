@@ -386,8 +386,10 @@ def per_worker(body: str, name: str) -> dict[str, float]:
 def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedServer, tmp_path: Path) -> None:
     """SIGKILL one of 3 workers mid-run: the supervisor restarts it, all N are written (duplicates counted),
     one Prometheus endpoint labels each worker, and SIGTERM drains the pool (exit 0). Records out and acked
-    count what is in complete part files, exactly (what died with the killed worker is not counted, what it
-    committed before it died is), and the lag of a drained stream is 0."""
+    count what is in complete part files (what died with the killed worker is not counted, what it committed
+    before it died is) but for a kill between its sink's flush and its report of the commit: those rows stay in
+    its complete parts uncounted, are redelivered and counted where they are written again (a machine loaded
+    enough widens that window). The lag of a drained stream is 0."""
     n = 12000
     asyncio.run(publish_numbered(nats_server.url, n))
     out = tmp_path / "out"
@@ -412,7 +414,8 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
             rows = len(column(out, "i"))
             counted = [sum(per_worker(body or "", k).values()) for k in ("records_out_total", "acked_total")]
             lag = per_worker(body or "", "lag")
-            return body if counted == [rows, rows] and len(lag) == 3 and not any(lag.values()) else None
+            counts_agree = counted[0] == counted[1] and n <= counted[0] <= rows
+            return body if counts_agree and len(lag) == 3 and not any(lag.values()) else None
 
         metrics = wait_for(settled, 30, proc, log)
         drain(proc, log)
@@ -427,7 +430,8 @@ def test_three_workers_on_one_durable_survive_a_sigkill(nats_server: EmbeddedSer
     assert files == {"w0", "w1", "w2"}  # distinct parts per worker
     summary = re.search(r"archive: 3 workers, (\d+) records out of (\d+) in .*, (\d+) redelivered, 1 restarts", text)
     assert summary is not None, text[-3000:]
-    assert int(summary[1]) == len(seen)  # records out: exactly the rows in complete part files
+    uncounted = len(seen) - int(summary[1])  # rows flushed by the killed worker after its last report
+    assert 0 <= uncounted <= duplicates  # records out: the rows in complete part files, but those
     assert int(summary[3]) >= duplicates  # every duplicate row is among the redelivered records
 
 
