@@ -105,7 +105,7 @@ def test_calibrated_costs_predict_from_what_the_workers_and_the_server_spent() -
     alone = Costs("x", 0, 20.0, 10.0, 1, calibrated=Calibration(PoolRun(1, 30_000, 3.0, 80.0, 15.0, 5.0, share=0.8,
                                                                         others=0.5, cores=1)))
     assert predict_rate(alone, 1, cores=1) == pytest.approx(0.5e6 / (80 + 15 + 5))
-    assert "kept up to 0.5 cores busy meanwhile" in "\n".join(alone.calibration_lines())
+    assert "kept 0.5 cores busy meanwhile" in "\n".join(alone.calibration_lines())
     uncalibrated = "\n".join(Costs("x", 0, 20.0, 10.0, 1).calibration_lines())
     assert "not calibrated" in uncalibrated
 
@@ -135,6 +135,18 @@ def test_calibrated_predictions_at_another_load_scale_with_the_ceiling() -> None
     assert predict_rate(costs, 1, cores=2, others=1.5) == pytest.approx(one.rate_with(1.5))
 
 
+def test_calibrated_predictions_are_made_at_the_load_of_both_calibration_runs() -> None:
+    """The rest of the machine kept a core busy through the 3 s of one worker, 0.4 of a core through the 1 s of
+    the full pool: the predictions for both pool sizes are at 0.85, the load over the 4 s."""
+    one = PoolRun(1, 21_000, 3.0, 70.0, 9.0, 1.0, share=0.6, others=1.0, cores=2)
+    full = PoolRun(2, 16_000, 1.0, 72.0, 9.0, 1.0, share=0.8, others=0.4, cores=2)
+    costs = Costs("x", 0, 20.0, 10.0, 1, calibrated=Calibration(one, full))
+    assert costs.calibrated is not None and costs.calibrated.others == pytest.approx(0.85)
+    assert predict_rate(costs, 1, cores=2) == pytest.approx(one.rate_with(0.85)) and one.rate_with(0.85) > one.rate
+    assert predict_rate(costs, 2, cores=2) == pytest.approx(full.rate_with(0.85)) and full.rate_with(0.85) < full.rate
+    assert "kept 0.8 cores busy meanwhile" in "\n".join(costs.calibration_lines())
+
+
 def _marks(*commits: tuple[tuple[int, int], ...]) -> list[_Mark]:
     """Marks of a pool: each a (records committed, records read) per worker, a second apart."""
     return [_Mark([(float(t), done, 0.0) for done, _ in workers], [read for _, read in workers], None, 0.0, float(t),
@@ -153,6 +165,18 @@ def test_the_steady_window_ends_at_the_last_commit_before_the_stream_ran_dry() -
     assert (first.committed, last.committed) == (21_000, 51_000)
     assert steady_window(marks, [28000, 32000], 60_000, window=(0.2, 0.6)) == (first, marks[3])  # up to 60%
     assert steady_window(marks[:2], [14000, 13000], 60_000) is None  # nothing steady past 20%
+
+
+def test_a_window_of_a_few_seconds_goes_past_its_share_of_the_stream_where_the_stream_holds_more() -> None:
+    """One worker committing 5,000 records a second on a stream of 40,000, its window meant for 20,000 of them: 20%
+    to 90% of those is 3 s; at least 5 s goes on into the rest of the stream; more than the stream holds ends at
+    the last steady mark."""
+    marks = _marks(*[((5000 * i, min(5000 * i + 500, 40_000)),) for i in range(1, 9)])
+    assert steady_window(marks, [40_000], 20_000)[1].committed == 20_000  # type: ignore[index]
+    first, last = steady_window(marks, [40_000], 20_000, seconds=5.0)  # type: ignore[misc]
+    assert (first.committed, last.committed, last.at - first.at) == (5000, 30_000, 5.0)
+    first, last = steady_window(marks, [40_000], 20_000, seconds=60.0)  # type: ignore[misc]
+    assert last.committed == 35_000  # the commit at 40,000 came after the stream ran dry
 
 
 def test_the_calibration_runs_for_a_few_seconds_whatever_a_record_costs() -> None:
