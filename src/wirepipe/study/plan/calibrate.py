@@ -330,16 +330,6 @@ class Calibration:
     server: str = "a local nats-server"  # where it ran: the plan's own server, or the user's (its url)
 
     @property
-    def others(self) -> float:
-        """The cores the rest of the machine kept busy over both runs (each run's, weighted by its window): the load
-        the predictions are made at. One run's few seconds catch a neighbour's burst or miss it; two windows
-        sample the load twice as long. (Where the machine is full, the rest of it takes about as much beside one
-        worker as beside a worker per core: the kernel shares the cores between sessions, not processes.)"""
-        runs = [r for r in (self.one, self.full) if r is not None]
-        wall = sum(r.seconds for r in runs)
-        return sum(r.others * r.seconds for r in runs) / wall if wall > 0 else self.one.others
-
-    @property
     def busiest(self) -> PoolRun:
         """The run with the most workers: what a worker spends when the machine is full."""
         return self.full or self.one

@@ -100,9 +100,9 @@ class Costs:
         spent = f"{one.worker_us:.1f} us of CPU per record alone" + (
             f", {full.worker_us:.1f} with every core busy" if full else "")
         server = self.calibrated.busiest.server_us
-        others = self.calibrated.others
+        others = max(one.others, full.others if full else 0.0)
         busy = ("" if others < 0.1 else
-                f"; the rest of the machine kept {others:.1f} cores busy meanwhile: the predictions assume "
+                f"; the rest of the machine kept up to {others:.1f} cores busy meanwhile: the predictions assume "
                 "it stays so")
         cores = one.cores
         rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
@@ -238,21 +238,23 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did,
     a worker per core as fast per core as the calibration's full pool did (its cores shared with
     the server, the supervisor and the rest of the machine as they were then), and a pool in
-    between in proportion, each at the load of the whole calibration (``Calibration.others``: the cores
-    the rest of the machine kept busy over both runs; each run scaled by its ceiling at that load,
-    ``PoolRun.rate_with``). ``others``: the cores the rest of the machine keeps busy, where that is not
-    what it kept busy during the calibration.
+    between in proportion. ``others``: the cores the rest of the machine keeps busy, where that is not
+    what it kept busy during the calibration (each calibrated run scaled by its ceiling at that load,
+    ``PoolRun.rate_with``). Each run is taken at its own load, not at one averaged over both: the rest of
+    a full machine takes less beside a worker per core than beside one worker (the kernel shares each
+    core between sessions, and the pool's session then runs on more cores), so an average would
+    over-predict one worker and under-predict the full pool.
     """
     c = costs.calibrated
     if c is None:
         per_record = costs.consume_total_us
         return min(workers * 1e6 / per_record, cores * 1e6 / (per_record + server_us * (replicas + 1)))
     one, full = c.one, c.full
-    others = c.others if others is None else others
     n = min(workers, cores)
     if full is None or cores <= 1:
+        busy = one.others if others is None else others
         return min(workers * one.rate_with(others),
-                   max(cores - others, 0.0) * 1e6 / (one.worker_us + 2 * costs.server_us + one.supervisor_us))
+                   max(cores - busy, 0.0) * 1e6 / (one.worker_us + 2 * costs.server_us + one.supervisor_us))
     alone = one.rate_with(others)
     top = full.rate_with(others) * cores / full.workers  # every core busy
     return alone + (top - alone) * (n - 1) / (cores - 1)
