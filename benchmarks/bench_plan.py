@@ -27,6 +27,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,11 @@ def main() -> int:
             if args.no_plan:
                 rounds = spread(server.url, args, sizes, tmp, pid)
             for r in range(0 if args.no_plan else args.rounds):
+                began = time.monotonic()
                 costs = measure_costs("block", CHAIN, transport="jetstream", sink="parquet", calibrate=True)
+                took = time.monotonic() - began  # what `wirepipe plan` costs its user, calibration included
                 lines = plan(costs, Deployment(rate=1e4, replicas=1, nodes=1, cores_per_node=cores)).lines()
-                print(f"round {r + 1}: wirepipe plan says")
+                print(f"round {r + 1}: wirepipe plan says (its costs measured in {took:.1f}s)")
                 print("\n".join(f"    {line.strip()}" for line in lines
                                 if "calibrated" in line or "predicted" in line or "consumers:" in line))
                 assert costs.calibrated is not None
@@ -118,7 +121,7 @@ def main() -> int:
                     rounds.append({"round": r + 1, "workers": workers, "predicted": predicted, "pool": figures(run),
                                    "one": figures(costs.calibrated.one),
                                    "full": figures(costs.calibrated.full) if costs.calibrated.full else None,
-                                   "load": os.getloadavg()})
+                                   "plan_seconds": took, "load": os.getloadavg()})
                     print(f"  --workers {workers}: predicted {predicted:,.0f} records/s, measured {measured:,.0f}: "
                           f"measured/predicted {measured / predicted:.2f}; at the load the pool met (the rest of "
                           f"the machine {run.others:.2f} cores busy) {loaded:,.0f}: {measured / loaded:.2f}",
