@@ -6,7 +6,8 @@ it plans for (a JetStream durable, the chain's decode, the sink) as a pool of on
 worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
 own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
 from 20% of the records committed to each worker's last commit before the stream ran dry for it, 90% at
-most, start-up and tail left out, cut at commits so that the window holds whole commit cycles):
+most, start-up and tail left out, cut at commits so that the window holds whole commit cycles; at least
+``RUN_SECONDS`` where the stream holds the records for it):
 
 - the workers' CPU per record, from their own reports (CPU seconds and records written in one snapshot);
 - nats-server's CPU per record (``/proc``, where there is one);
