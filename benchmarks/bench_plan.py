@@ -21,18 +21,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
+import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
-from bench_workers import RUNS, encoded_blocks, fill, run_pool
+from bench_workers import RUNS, STREAM, encoded_blocks, fill, run_pool, settle
+from wirepipe.connectors.nats.connection import connection_config
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.core.allocator import keep_freed_memory
 from wirepipe.pipelines.pool import usable_cores
+from wirepipe.study.plan.calibrate import PoolRun, consume_pipeline
 from wirepipe.study.plan.capacity import ERROR_BAND, Deployment, measure_costs, plan, predict_rate
+
+CHAIN = "msgpack|zstd:best"
 
 
 def band(values: list[float]) -> str:
@@ -41,11 +49,44 @@ def band(values: list[float]) -> str:
             f"{'' if ok else '  (outside the band)'}")
 
 
+def planned_pipeline(url: str, out: Path, durable: str) -> dict[str, Any]:
+    """The pipeline the plan calibrates and predicts for (``calibrate.consume_pipeline``), on the bench's stream."""
+    return consume_pipeline(connection_config(url), CHAIN, "parquet", out, durable=durable, stream=STREAM)
+
+
+def figures(run: PoolRun) -> dict[str, Any]:
+    return {**asdict(run), "rate": run.rate, "ceiling": run.ceiling}
+
+
+def spread(url: str, args: argparse.Namespace, sizes: list[int], tmp: Path, pid: int | None) -> list[dict[str, Any]]:
+    """``--no-plan``: the same pools back to back, each over the one of its size before it: what a plan calibrated
+    with that very pool a minute earlier would have measured/predicted."""
+    rates: dict[int, list[float]] = {w: [] for w in sizes}
+    rounds = []
+    for r in range(args.rounds):
+        for workers in sizes:
+            rates[workers].append(asyncio.run(run_pool(url, args.count, workers, tmp, pid, planned_pipeline)))
+            run = RUNS[f"workers {workers}"][-1]
+            rounds.append({"round": r + 1, "workers": workers, "pool": figures(run), "load": os.getloadavg()})
+            before = rates[workers][-2] if len(rates[workers]) > 1 else None
+            print(f"  round {r + 1} --workers {workers}: {run.rate:,.0f} records/s (the rest of the machine "
+                  f"{run.others:.2f} cores busy, worker {run.worker_us:.1f} us/record)"
+                  + (f"; over the previous pool of {workers}: {run.rate / before:.2f}" if before else ""), flush=True)
+    print(f"each pool over the previous one of its size, {args.rounds} rounds (a plan can do no better):")
+    for workers in sizes:
+        steps = [b / a for a, b in zip(rates[workers], rates[workers][1:], strict=False)]
+        if steps:
+            print(f"  --workers {workers}: {band(steps)}")
+    return rounds
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=120000, help="records in the stream each pool reads (a short "
                     "run's window is mostly the pools' start-up and their first commits)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-plan", action="store_true", help="run the pools alone, back to back: their own spread")
+    ap.add_argument("--json", type=Path, help="also write each round's calibration and pools as JSON")
     args = ap.parse_args()
     keep_freed_memory()  # as in `wirepipe plan`, whose in-process costs run under wirepipe's allocator policy
     cores = usable_cores()
@@ -53,33 +94,46 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-plan-"))
     ratios: dict[int, list[float]] = {w: [] for w in sizes}
     at_load: dict[int, list[float]] = {w: [] for w in sizes}
+    rounds: list[dict[str, Any]] = []
     try:
         with EmbeddedServer(store_dir=tmp / "store") as server:
             pid = server.proc.pid if server.proc else None
             asyncio.run(fill(server.url, args.count, encoded_blocks(), 1))
-            for r in range(args.rounds):
-                costs = measure_costs("block", "msgpack|zstd:best", transport="jetstream", sink="parquet",
-                                      calibrate=True)
+            settle(tmp / "store")
+            if args.no_plan:
+                rounds = spread(server.url, args, sizes, tmp, pid)
+            for r in range(0 if args.no_plan else args.rounds):
+                began = time.monotonic()
+                costs = measure_costs("block", CHAIN, transport="jetstream", sink="parquet", calibrate=True)
+                took = time.monotonic() - began  # what `wirepipe plan` costs its user, calibration included
                 lines = plan(costs, Deployment(rate=1e4, replicas=1, nodes=1, cores_per_node=cores)).lines()
-                print(f"round {r + 1}: wirepipe plan says")
+                print(f"round {r + 1}: wirepipe plan says (its costs measured in {took:.1f}s)")
                 print("\n".join(f"    {line.strip()}" for line in lines
                                 if "calibrated" in line or "predicted" in line or "consumers:" in line))
+                assert costs.calibrated is not None
                 for workers in sizes:
                     predicted = predict_rate(costs, workers, cores)
-                    measured = asyncio.run(run_pool(server.url, args.count, workers, tmp, pid))
+                    measured = asyncio.run(run_pool(server.url, args.count, workers, tmp, pid, planned_pipeline))
                     run = RUNS[f"workers {workers}"][-1]
                     loaded = predict_rate(costs, workers, cores, others=run.others)
                     ratios[workers].append(measured / predicted)
                     at_load[workers].append(measured / loaded)
+                    rounds.append({"round": r + 1, "workers": workers, "predicted": predicted, "pool": figures(run),
+                                   "one": figures(costs.calibrated.one),
+                                   "full": figures(costs.calibrated.full) if costs.calibrated.full else None,
+                                   "plan_seconds": took, "load": os.getloadavg()})
                     print(f"  --workers {workers}: predicted {predicted:,.0f} records/s, measured {measured:,.0f}: "
                           f"measured/predicted {measured / predicted:.2f}; at the load the pool met (the rest of "
                           f"the machine {run.others:.2f} cores busy) {loaded:,.0f}: {measured / loaded:.2f}",
                           flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"measured/predicted over {args.rounds} rounds (target: within +-{ERROR_BAND:.0%}):")
-    for workers in sizes:
-        print(f"  --workers {workers}: {band(ratios[workers])}; at the pool's load {band(at_load[workers])}")
+    if args.json:
+        args.json.write_text(json.dumps({"count": args.count, "rounds": rounds}, indent=1))
+    if not args.no_plan:
+        print(f"measured/predicted over {args.rounds} rounds (target: within +-{ERROR_BAND:.0%}):")
+        for workers in sizes:
+            print(f"  --workers {workers}: {band(ratios[workers])}; at the pool's load {band(at_load[workers])}")
     print(f"  load average (1, 5, 15 min) at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 

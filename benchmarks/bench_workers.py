@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,15 @@ async def fill(url: str, n: int, payloads: list[bytes], replicas: int) -> float:
                              replicas=replicas)
 
 
+def settle(store: Path) -> None:
+    """Write the stream just filled to disk (fsync of the server's store files): left to the kernel, its writeback
+    comes ~30 s later, in the first pool's window, which the later pools do not pay."""
+    for path in store.rglob("*"):
+        if path.is_file():
+            with contextlib.suppress(OSError), open(path, "rb+") as f:
+                os.fsync(f.fileno())
+
+
 def pipeline(url: str, out: Path, durable: str) -> dict[str, Any]:
     return {
         "name": "bench-workers",
@@ -85,10 +96,12 @@ def pipeline(url: str, out: Path, durable: str) -> dict[str, Any]:
 RUNS: dict[str, list[PoolRun]] = {}  # each pool size's measured rounds
 
 
-async def run_pool(url: str, n: int, workers: int, tmp: Path, server_pid: int | None) -> float:
-    """Steady-state records/s of an N-worker pool over a fresh durable (``measure_pool``)."""
+async def run_pool(url: str, n: int, workers: int, tmp: Path, server_pid: int | None,
+                   config: Callable[[str, Path, str], dict[str, Any]] = pipeline) -> float:
+    """Steady-state records/s of an N-worker pool over a fresh durable (``measure_pool``); ``config``: the pipeline
+    for a server url, an output folder and a durable."""
     out = tmp / f"out-{workers}-{next(_round)}"
-    pool = Pool(pipeline(url, out, f"bench{next(_round)}"), workers, restart=RestartPolicy(max_failures=1),
+    pool = Pool(config(url, out, f"bench{next(_round)}"), workers, restart=RestartPolicy(max_failures=1),
                 echo=lambda _line: None)
     try:
         run = await measure_pool(pool, n, server_pid)
@@ -187,6 +200,7 @@ async def main() -> int:
         with EmbeddedServer(store_dir=tmp / "single") as single:
             pid = single.proc.pid if single.proc else None
             publish_r1 = await fill(single.url, n, payloads, 1)
+            settle(tmp / "single")
             rates: dict[str, list[float]] = {"workers 1": [], "workers 2": [], "hand loop": []}
             for _ in range(args.rounds):  # interleaved, so contention hits every variant alike
                 rates["workers 1"].append(await run_pool(single.url, n, 1, tmp, pid))

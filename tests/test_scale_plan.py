@@ -155,6 +155,18 @@ def test_the_steady_window_ends_at_the_last_commit_before_the_stream_ran_dry() -
     assert steady_window(marks[:2], [14000, 13000], 60_000) is None  # nothing steady past 20%
 
 
+def test_a_window_of_a_few_seconds_goes_past_its_share_of_the_stream_where_the_stream_holds_more() -> None:
+    """One worker committing 5,000 records a second on a stream of 40,000, its window meant for 20,000 of them: 20%
+    to 90% of those is 3 s; at least 5 s goes on into the rest of the stream; more than the stream holds ends at
+    the last steady mark."""
+    marks = _marks(*[((5000 * i, min(5000 * i + 500, 40_000)),) for i in range(1, 9)])
+    assert steady_window(marks, [40_000], 20_000)[1].committed == 20_000  # type: ignore[index]
+    first, last = steady_window(marks, [40_000], 20_000, seconds=5.0)  # type: ignore[misc]
+    assert (first.committed, last.committed, last.at - first.at) == (5000, 30_000, 5.0)
+    first, last = steady_window(marks, [40_000], 20_000, seconds=60.0)  # type: ignore[misc]
+    assert last.committed == 35_000  # the commit at 40,000 came after the stream ran dry
+
+
 def test_the_calibration_runs_for_a_few_seconds_whatever_a_record_costs() -> None:
     assert calibration_records(100.0) == pytest.approx(10_000 * 3 / 0.7, rel=0.01)
     assert calibration_records(10_000.0) == 3000  # at least enough for two reports in the window

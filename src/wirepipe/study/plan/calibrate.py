@@ -6,7 +6,8 @@ it plans for (a JetStream durable, the chain's decode, the sink) as a pool of on
 worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
 own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
 from 20% of the records committed to each worker's last commit before the stream ran dry for it, 90% at
-most, start-up and tail left out, cut at commits so that the window holds whole commit cycles):
+most, start-up and tail left out, cut at commits so that the window holds whole commit cycles; at least
+``RUN_SECONDS`` where the stream holds the records for it):
 
 - the workers' CPU per record, from their own reports (CPU seconds and records written in one snapshot);
 - nats-server's CPU per record (``/proc``, where there is one);
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 STREAM = "PLAN_CALIBRATION"
 SUBJECT = "plan.calibration"
 WINDOW = (0.2, 0.9)  # the part of the stream measured at most: after start-up, before the tail
-RUN_SECONDS = 3.0  # about how long the measured window lasts
+RUN_SECONDS = 3.0  # how long the measured window lasts at least, where the stream holds the records for it
 MIN_RECORDS, MAX_RECORDS = 3000, 150_000
 FILL_WINDOW = 2000  # messages published between two awaited acks (``fill_stream``)
 
@@ -143,9 +144,12 @@ class _Mark:
 
 
 async def measure_pool(pool: Any, records: int, server_pid: int | None, *, window: tuple[float, float] = WINDOW,
-                       poll: float = 0.02) -> PoolRun:
+                       poll: float = 0.02, seconds: float | None = None, stream: int | None = None) -> PoolRun:
     """Run ``pool`` (a ``pipelines.pool.Pool``) on a stream of at least ``records`` and measure its steady state, then
-    drain it. ``RuntimeError`` when the pool failed or no steady window was seen.
+    drain it. ``RuntimeError`` when the pool failed or no steady window was seen. ``seconds``: the window lasts at
+    least that long where the stream (``stream`` records, at least ``records``) has the records for it: past
+    ``window[1]`` of ``records`` if need be (a calibration sized by a count of records from an estimate of their
+    cost would otherwise last from one to several seconds, and a second samples a shared machine's load badly).
 
     The window starts once the workers committed ``window[0]`` of the records (start-up left out) and ends once
     they committed ``window[1]``, or sooner, for each worker, at its last commit after which it still read
@@ -173,15 +177,16 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
                 marks.append(_Mark(reports, read, process_cpu(server_pid) if server_pid else None,
                                    time.process_time(), time.monotonic(),
                                    run_queue([s.proc.pid for s in pool.slots if s.proc is not None]), machine_busy()))
-            ends = next((m for m in marks if m.committed >= window[1] * records), None)
-            if (ends is not None and all(r < n for r, n in zip(ends.read, now, strict=True))) \
-                    or sum(r[1] for r in reports) >= records:
+            found = steady_window(marks, now, records, window, seconds)
+            if (found is not None and found[1].committed >= window[1] * records
+                    and (seconds is None or found[1].at - found[0].at >= seconds)) \
+                    or sum(r[1] for r in reports) >= (stream or records):
                 break  # the window's last mark is known to be steady, or everything is committed
             await asyncio.sleep(poll)
     finally:
         pool.stop()
         code = await task
-    found = steady_window(marks, now, records, window)
+    found = steady_window(marks, now, records, window, seconds)
     if code != 0 or found is None:
         raise RuntimeError(f"the pool of {pool.workers} did not run through ({pool.gave_up or f'exit {code}'}, "
                            f"{'a' if found else 'no'} steady window)")
@@ -189,10 +194,11 @@ async def measure_pool(pool: Any, records: int, server_pid: int | None, *, windo
 
 
 def steady_window(marks: Sequence[_Mark], read: Sequence[int], records: int,
-                  window: tuple[float, float] = WINDOW) -> tuple[_Mark, _Mark] | None:
+                  window: tuple[float, float] = WINDOW, seconds: float | None = None) -> tuple[_Mark, _Mark] | None:
     """The first and last mark of the steady window (``measure_pool``), given what each worker had read in all
     (``read``): a mark is steady when every worker read more after its commit in it; the window goes from the
-    first steady mark past ``window[0]`` of the ``records`` committed to the last one up to ``window[1]``.
+    first steady mark past ``window[0]`` of the ``records`` committed to the last one up to ``window[1]``, or, where
+    that lasts less than ``seconds``, to the first steady mark after it that makes ``seconds`` (else the last).
 
     One worker on 60,000 records, committing every 10,000: its commit at 53,000 came with records still to read,
     the one at 60,000 after the stream ran dry (a tail of waiting for records and for the flush interval):
@@ -205,11 +211,15 @@ def steady_window(marks: Sequence[_Mark], read: Sequence[int], records: int,
     (13000, 53000)
     """
     until = next((i for i, m in enumerate(marks) if m.committed >= window[1] * records), len(marks) - 1)
-    steady = [m for m in marks[:until + 1] if all(r < n for r, n in zip(m.read, read, strict=True))]
-    start = next((m for m in steady if m.committed >= window[0] * records), None)
-    if start is None or steady[-1] is start:
+    steady = [i for i, m in enumerate(marks) if all(r < n for r, n in zip(m.read, read, strict=True))]
+    within = [i for i in steady if i <= until]
+    start = next((i for i in within if marks[i].committed >= window[0] * records), None)
+    if start is None:
         return None
-    return start, steady[-1]
+    last = within[-1]
+    if seconds is not None and marks[last].at - marks[start].at < seconds:
+        last = next((i for i in steady if marks[i].at - marks[start].at >= seconds), steady[-1])
+    return (marks[start], marks[last]) if last != start else None
 
 
 def _pool_run(workers: int, first: _Mark, last: _Mark, cores: int) -> PoolRun:
@@ -351,19 +361,20 @@ async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], es
                 server = stack.enter_context(EmbeddedServer(store_dir=tmp / "store"))
                 pid = server.proc.pid if server.proc else None
                 nats = NatsConnectionConfig(url=server.url)
-            await fill_stream(nats, payloads, records * min(cores, 2))  # the full pool reads it all
+            stream = records * min(cores, 2)  # the full pool reads it all; one worker as far as its window needs
+            await fill_stream(nats, payloads, stream)
 
-            async def run(workers: int, durable: str, until: int) -> PoolRun:
+            async def run(workers: int, durable: str, until: int, stream: int) -> PoolRun:
                 assert nats is not None
                 pool = Pool(consume_pipeline(nats, chain, sink, tmp / durable, durable=durable, schema=schema),
                             workers,
                             restart=RestartPolicy(max_failures=1), echo=lambda _line: None,
                             log_level=logging.WARNING)
-                return await measure_pool(pool, until, pid)
+                return await measure_pool(pool, until, pid, seconds=RUN_SECONDS, stream=stream)
 
             try:
-                one = await run(1, "calibration-one", records)
-                full = await run(cores, "calibration-full", records * min(cores, 2)) if cores > 1 else None
+                one = await run(1, "calibration-one", records, stream)
+                full = await run(cores, "calibration-full", stream, stream) if cores > 1 else None
             finally:
                 if theirs:
                     await drop_stream(nats)

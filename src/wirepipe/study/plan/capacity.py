@@ -57,7 +57,9 @@ SERVER_US = 4.0  # nats-server CPU per message per replica (route + store), an e
 SENT_AT_EXAMPLE = "1" * 19
 MSG_ID_EXAMPLE = f"{'p' * 16}-{'0' * 8}-{'1' * 9}-{'0' * 16}"
 # How far a calibrated prediction of a pool's records/s may be off: what benchmarks/bench_plan.py measures
-# (measured/predicted of pools of 1 and of a worker per core, run right after the plan) on a shared 2-core machine.
+# (measured/predicted of pools of 1 and of a worker per core, run right after the plan) on a quiet 2-core machine.
+# Where the rest of the machine comes and goes, no prediction holds it: the same pool run twice, a minute apart,
+# differs by more (bench_plan.py --no-plan; docs/performance/round-four-pool.md).
 ERROR_BAND = 0.2
 
 
@@ -103,7 +105,7 @@ class Costs:
         others = max(one.others, full.others if full else 0.0)
         busy = ("" if others < 0.1 else
                 f"; the rest of the machine kept up to {others:.1f} cores busy meanwhile: the predictions assume "
-                "it stays so")
+                f"it stays so (where it comes and goes, a pool's rate moves with it, by more than +-{ERROR_BAND:.0%})")
         cores = one.cores
         rates = ", ".join(f"{w} worker{'s' if w > 1 else ''} ~{fmt_count(predict_rate(self, w, cores))}/s"
                           for w in sorted({1, cores}))
@@ -240,7 +242,10 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     the server, the supervisor and the rest of the machine as they were then), and a pool in
     between in proportion. ``others``: the cores the rest of the machine keeps busy, where that is not
     what it kept busy during the calibration (each calibrated run scaled by its ceiling at that load,
-    ``PoolRun.rate_with``).
+    ``PoolRun.rate_with``). Each run is taken at its own load, not at one averaged over both: the rest of
+    a full machine takes less beside a worker per core than beside one worker (the kernel shares each
+    core between sessions, and the pool's session then runs on more cores), so an average would
+    over-predict one worker and under-predict the full pool.
     """
     c = costs.calibrated
     if c is None:
