@@ -48,12 +48,13 @@ async def open_parts(pipeline: Pipeline, source: Source, sink: Sink, opened: lis
 
 
 async def close_each(parts: Sequence[Any]) -> None:
-    """Close ``parts``, last first; a part that fails to close is logged, the others close."""
+    """Close ``parts`` (connectors, operators, stores), last first; one that fails to close is logged by its name
+    (a store's by where it is), the others close."""
     for part in reversed(parts):
         try:
             await part.close()
         except Exception as exc:
-            log.error("closing %s failed: %s", part.name, exc)
+            log.error("closing %s failed: %s", getattr(part, "name", None) or getattr(part, "where", part), exc)
 
 
 def new_recorder(pipeline: Pipeline) -> Any:

@@ -27,7 +27,6 @@ folder, path: dicts}``), and the operators read the same schemas and dictionarie
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Union
@@ -42,8 +41,7 @@ from ..connectors.schema_folder import FolderRegistryConfig
 from ..core.errors import ConfigError
 from ..core.models import Strict, validate
 from ..core.stores import DICTIONARIES, RESOURCE_NAME, SCHEMAS, StoreUse, UsesStores
-
-log = logging.getLogger("wirepipe")
+from .parts import close_each
 
 REGISTRY = "registry"  # the schema store ``schema: registry/...`` names without a declaration
 KINDS = (SCHEMAS, DICTIONARIES)
@@ -198,22 +196,14 @@ class Resources:
 
     async def close_operators(self) -> None:
         """Close what ``open_operators`` opened, last first, then the stores."""
-        while self._operators:
-            op = self._operators.pop()
-            try:
-                await op.close()
-            except Exception as exc:
-                log.error("closing %s failed: %s", getattr(op, "name", op), exc)
+        operators, self._operators = self._operators, []
+        await close_each(operators)
         await self.close()
 
     async def close(self) -> None:
         """Close the stores opened, last first; one that fails to close is logged, the others close."""
-        while self._opened:
-            store = self._opened.pop()
-            try:
-                await store.close()
-            except Exception as exc:
-                log.error("closing the store %s failed: %s", getattr(store, "where", store), exc)
+        stores, self._opened = self._opened, []
+        await close_each(stores)
 
 
 def _implied(use: StoreUse, declared: Mapping[tuple[str, str], Any], at: str) -> Any:
