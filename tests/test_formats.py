@@ -117,11 +117,11 @@ def test_framed_bincode_is_read_a_batch_at_a_time_and_a_bad_message_is_refused_a
     assert [r.meta["seq"] for r in out.rejected] == [100]
 
 
-def test_framed_bincode_decoded_at_once_is_unpacked_as_it_came_with_every_column_repeated() -> None:
-    """The column decoder's messages keep their records as one list (``Framed``): ``unpack`` takes it as it is,
-    and repeats the subjects (one subject for all: the batch's shared one), headers, meta and acks as it does any
-    batch; messages lengthened in place since are joined again, as any list of lists."""
-    from wirepipe.core.batch import Framed, Repeated
+def test_framed_bincode_decoded_at_once_is_unpacked_as_it_is_with_every_column_repeated() -> None:
+    """The column decoder's messages, unpacked: the subjects repeated (one subject for all: the batch's shared
+    one), headers, meta and acks as for any batch; a message changed in place since (lengthened, or a record
+    replaced) is unpacked as it is now, as any list of lists."""
+    from wirepipe.core.batch import Repeated
     from wirepipe.operators.pack import Pack
     from wirepipe.operators.unpack import Unpack
 
@@ -133,7 +133,7 @@ def test_framed_bincode_decoded_at_once_is_unpacked_as_it_came_with_every_column
         packed.subjects, packed.headers = subjects, [{"n": str(i)} for i in range(3)]
         packed.meta["ack"] = ["a0", "a1", "a2"]
         out = Deserialize("bincode", schema=schema, framed=True)(packed)
-        assert type(out.values) is Framed and out.values == [records[:100], records[100:200], records[200:]]
+        assert out.values == [records[:100], records[100:200], records[200:]]
         return out
 
     out = Unpack()(decoded(["points"] * 3))
@@ -148,6 +148,10 @@ def test_framed_bincode_decoded_at_once_is_unpacked_as_it_came_with_every_column
     out = Unpack()(batch)
     assert out.values == [*records[:100], {"x": 1, "y": 2}, *records[100:]]
     assert out.subjects == ["p.a"] * 101 + ["p.b"] * 100 + ["p.a"] * 50 and out.meta["seq"][101] == 100
+
+    batch = decoded(["points"] * 3)
+    batch.values[1][0] = {"x": 9, "y": 9}  # a record replaced in place, the message as long as it was
+    assert Unpack()(batch).values == [*records[:100], {"x": 9, "y": 9}, *records[101:]]
 
 
 def test_repeat_each_gives_the_same_column_for_long_and_short_runs() -> None:

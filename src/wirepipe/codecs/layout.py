@@ -49,7 +49,6 @@ from array import array
 from itertools import accumulate, chain
 from typing import Any
 
-from ..core.batch import Framed
 from ..schema import INTS, Kind, RecordSchema, Type
 from .layout_decoders import decoder, list_decoder
 from .layout_encoders import encoder, length_writer, list_encoder
@@ -137,8 +136,8 @@ class Layout:
     def decode_framed_column(self, payloads: list[bytes]) -> list[list[Any]]:
         """Every framed message of the batch at once (``Vec<Record>`` each): for fixed-size records one numpy
         pass over all their rows, then the records cut back into one list per message (a per-message numpy
-        pass cost ~12 us of overhead per message, as much as 100 ``point`` records' dicts), as ``Framed``
-        (``unpack`` takes its records as they are); raises if any message does not fit."""
+        pass cost ~12 us of overhead per message, as much as 100 ``point`` records' dicts); raises if any
+        message does not fit."""
         if not self._flat or self.varints or not payloads:
             return [self.decode_framed(p) for p in payloads]
         size = self._dtype.itemsize  # type: ignore[union-attr]
@@ -146,7 +145,8 @@ class Layout:
         if any(len(p) != 8 + n * size for p, n in zip(payloads, counts, strict=True)):
             raise corrupt(self.fmt, "a message's length is not its announced records'")
         records = self._records(self._bincode_columns(b"".join([memoryview(p)[8:] for p in payloads]), sum(counts)))
-        return Framed(records, counts)
+        ends = list(accumulate(counts))
+        return [records[e - n:e] for n, e in zip(counts, ends, strict=True)]
 
     def _records(self, cols: list[list[Any]]) -> list[dict[str, Any]]:
         names = self.schema.names

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, repeat
+from itertools import chain, repeat
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -57,25 +57,6 @@ class Repeated(list):  # type: ignore[type-arg]
         extend_repeated(self, runs, counts)
         self.runs = runs
         self.counts = counts
-
-
-class Framed(list):  # type: ignore[type-arg]
-    """The values of a batch of framed messages decoded at once (a format's column decoder): a plain list of one
-    list of records per message, that also keeps the records as one list (``records``) and each message's count
-    (``counts``), so ``unpack`` takes them as they are instead of joining the messages again. An operator that
-    changes values rebuilds the column as a plain list (``map_values``, ``keep``); ``intact`` also refuses one
-    whose messages were lengthened or shortened in place since."""
-
-    __slots__ = ("counts", "records")
-
-    def __init__(self, records: list[Any], counts: list[int]) -> None:
-        ends = list(accumulate(counts))
-        super().__init__([records[e - n:e] for n, e in zip(counts, ends, strict=True)])
-        self.records = records
-        self.counts = counts
-
-    def intact(self) -> bool:
-        return list(map(len, self)) == self.counts and len(self.records) == sum(self.counts)
 
 
 @dataclass(slots=True)

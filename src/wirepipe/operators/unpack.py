@@ -16,11 +16,11 @@ In YAML ``- unpack:``; in Python ``wirepipe.unpack()``:
 from __future__ import annotations
 
 from itertools import chain, repeat
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from ..core.batch import PACKED, Batch, Framed
+from ..core.batch import PACKED, Batch
 from ..core.models import Strict
 from ..core.stages import Stage
 from .operator import RECORDS, BuildContext, Configured, Operator
@@ -42,8 +42,6 @@ class Unpack(Configured, Operator):
 
     def __call__(self, batch: Batch) -> Batch:
         values = batch.values
-        if type(values) is Framed and values.intact():  # decoded at once: the records are one list already
-            return self._unpacked(batch, values.counts, values.records)
         bad = [i for i, v in enumerate(values) if type(v) is not list]
         if bad:
             for i in bad:
@@ -52,18 +50,14 @@ class Unpack(Configured, Operator):
             keep = sorted(set(range(len(values))) - set(bad))
             batch.keep(keep)
             values = batch.values
-        return self._unpacked(batch, [len(v) for v in values], list(chain.from_iterable(values)))
-
-    @staticmethod
-    def _unpacked(batch: Batch, counts: list[int], records: list[Any]) -> Batch:
-        """``batch`` with ``records`` as its values, each message's columns repeated ``counts`` times."""
+        counts = [len(v) for v in values]
         batch.meta.pop(PACKED, None)  # each value is one record again
         acks = batch.meta.pop("ack", None)
         batch.repeat(counts)
         if acks is not None:  # only the first record of a message carries its ack
             batch.meta["ack"] = list(chain.from_iterable(
                 chain((a,), repeat(None, n - 1)) if n else () for a, n in zip(acks, counts, strict=True)))
-        batch.values = records
+        batch.values = list(chain.from_iterable(values))
         return batch
 
 
