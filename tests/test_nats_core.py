@@ -152,7 +152,7 @@ async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: An
         assert "max_payload 4096" in lines[0]["error"]
 
 
-async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
+async def test_slow_consumer_drops_are_counted(nats_url: str, caplog: pytest.LogCaptureFixture) -> None:
     import nats
 
     opts = dict(url=nats_url)
@@ -186,6 +186,8 @@ async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
     assert source.dropped > 0 and source.conn.stats.slow_consumer_drops == source.dropped
     assert sink.count + source.dropped + source.discarded == 5000
     assert source.losses()["lost"] == source.dropped + source.discarded
+    warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("slow consumer")]
+    assert len(warned) == 1 and "they are lost: raise pending_msgs_limit or speed up the pipeline" in warned[0]
 
 
 async def test_embedded_url_shares_one_server_between_pipelines() -> None:

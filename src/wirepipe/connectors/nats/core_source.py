@@ -71,7 +71,8 @@ class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsW
     def _configure(self, config: NatsSourceConfig) -> None:
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
-        self.conn = NatsConnection(config, role="consumer")
+        self.conn = NatsConnection(config, role="consumer", drop_advice="they are lost: raise pending_msgs_limit or "
+                                                                        "speed up the pipeline")
         self.buffer = RawSubscription(config.batch_size, config.batch_timeout, config.pending_msgs_limit,
                                       max_msgs=config.pending_msgs_limit, max_bytes=config.pending_bytes_limit,
                                       on_drop=self.conn.client_dropped)
