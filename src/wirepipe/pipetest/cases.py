@@ -121,16 +121,36 @@ def load(path: Path) -> LoadedFile:
     for i, case in enumerate(spec.tests):
         pipe = build(loaded, case)  # the pipeline (and the case's --set) validate
         _check_input_files(loaded, case.input, f"tests[{i}].input")
-        if case.input.encode is not None:
-            _encoders(loaded, pipe, case.input, f"tests[{i}].input")  # its stores: declared, none through NATS
+        if case.input.encode is not None:  # its stores: declared, none through NATS
+            _opens(loaded, pipe, _encoders(loaded, pipe, case.input, f"tests[{i}].input"), f"tests[{i}].input.encode")
         decode = _decode_spec(case.expect)
         if decode is not None:
             try:
-                _decoder(loaded, pipe, decode)
+                decoder = _decoder(loaded, pipe, decode)
             except (ConfigError, ValueError, OSError) as exc:
                 detail = exc.detail if isinstance(exc, ConfigError) else str(exc)
                 raise ConfigError(detail, file=str(path), path=f"tests[{i}].expect.decode") from None
+            _opens(loaded, pipe, [decoder.decoder], f"tests[{i}].expect.decode")
     return loaded
+
+
+def _opens(loaded: LoadedFile, pipe: Any, ops: list[Any], where: str) -> None:
+    """Open and close ``ops`` (a case's encoders, its decoder) with the test file's stores, as a case will: a
+    registered schema or a dictionary those stores do not hold is the test file's config error at ``where``'s
+    field (exit 2 before any case runs), not an error of each case that names it."""
+    import asyncio
+
+    async def open_and_close() -> None:
+        try:
+            await pipe.resources.open_operators(ops, (pipe.source, pipe.sink))
+        finally:
+            await pipe.resources.close_operators()
+
+    try:
+        asyncio.run(open_and_close())
+    except ConfigError as exc:  # at the operator's own field (``deserialize.schema``): the test file's
+        field = exc.path.rpartition(".")[2] if exc.path else ""
+        raise ConfigError(exc.detail, file=str(loaded.path), path=f"{where}.{field}" if field else where) from None
 
 
 REPLACED = ("source", "sink", "dead_letter", "metrics", "monitor")  # the parts a case runs without
