@@ -40,10 +40,9 @@ from ..connectors.nats.schema_registry import DEFAULT_BUCKET, NatsRegistryConfig
 from ..connectors.schema_folder import FolderRegistryConfig
 from ..core.errors import ConfigError
 from ..core.models import Strict, validate
-from ..core.stores import DICTIONARIES, RESOURCE_NAME, SCHEMAS, StoreUse, UsesStores
+from ..core.stores import DICTIONARIES, REGISTRY, RESOURCE_NAME, SCHEMAS, StoreUse, UsesStores
 from .parts import close_each
 
-REGISTRY = "registry"  # the schema store ``schema: registry/...`` names without a declaration
 KINDS = (SCHEMAS, DICTIONARIES)
 STORE_TYPES = ("nats", "folder")
 SchemaStoreConfig = Annotated[Union[NatsRegistryConfig, FolderRegistryConfig],  # noqa: UP007

@@ -313,8 +313,7 @@ def source_for(loaded: LoadedFile, spec: InputSpec, where: str, pipe: Any) -> An
 def from_test_file(loaded: LoadedFile, schema: Any) -> Any:
     """A schema file a test file names, relative to the test file as its other paths are; any other schema (a
     registered one, a dataset, module:Class, a mapping) as it is."""
-    from ..core.stores import is_nats_ref
-    from ..operators.schema_options import SCHEMA_FILE_SUFFIXES
+    from ..core.stores import SCHEMA_FILE_SUFFIXES, is_nats_ref
 
     if not isinstance(schema, str) or is_nats_ref(schema):
         return schema
