@@ -586,7 +586,8 @@ def csv_schema(spec: RecordSchema | Mapping[str, Any] | str) -> RecordSchema:
         elif isinstance(spec, str):
             if Path(spec).suffix.lower() not in (".yaml", ".yml", ".json"):
                 raise ValueError(f"{spec!r}: a schema file (.yaml, .yml, .json), a mapping of field: type or a "
-                                 "registered schema (registry/NAME, registry/NAME@VERSION, nats://BUCKET/NAME)")
+                                 "registered schema (registry/NAME, with @VERSION after the name to pin one, or "
+                                 "nats://BUCKET/NAME)")
             schema = load_schema_file(spec)
         else:
             schema = parse_schema(spec)
