@@ -471,3 +471,18 @@ def test_update_holds_no_more_of_a_large_case_than_a_test_file_records(values: l
     Pipeline(TestingSource(values, batch_size=batch), [], sink).run()
     assert sink.count == len(values) and max(most) == held and sink.records == [] and most[-1] == 0
     assert sink.why_not() == reason
+
+
+def test_update_says_how_a_case_failed_and_why_it_is_not_recorded(tmp_path: Path) -> None:
+    from wirepipe.pipetest import collect, run_files
+
+    write(tmp_path, "copy.yaml", PASS_THROUGH)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(1001)))
+    test_file = write(tmp_path, "copy.test.yaml",
+                      "tests:\n  - name: all of it\n    input: {file: in.jsonl}\n    expect: {count: 5}\n")
+    session = run_files(collect([str(test_file)]), update=True, echo=lambda line: None)
+    [result] = session.results
+    assert session.rewritten == [] and result.failures == [
+        "count: expected 5 outputs, got 1001",
+        "--update records at most 1,000 outputs and rejections in a test file; this case made 1,001 and 0: check it "
+        "with `count:` and `each:` conditions, or record a slice of its input (`count:`)"]
