@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import wirepipe
+from tests.cli import invoke, wirepipe
 from wirepipe.core.errors import ConfigError
 from wirepipe.pipelines.config import apply_override, interpolate, load_pipeline, read_config
 
@@ -60,6 +60,18 @@ def test_validate_reports_every_bad_file_and_exits_2() -> None:
     assert result.returncode == 2
     assert "ok: " in result.stdout and "quickstart.yaml" in result.stdout
     assert "bad_level.yaml: operators[1].compress.level" in result.stderr
+
+
+def test_validate_says_a_pipelines_error_once_when_its_test_file_is_checked_too(tmp_path: Path) -> None:
+    """The test file is refused for its pipeline's fault: one line for both (before: the same line twice)."""
+    configs = HERE.parent / "configs"
+    pipeline = tmp_path / "quickstart.yaml"
+    pipeline.write_text((configs / "quickstart.yaml").read_text().replace("level: fastest", "level: 99"))
+    (tmp_path / "quickstart.test.yaml").write_text((configs / "quickstart.test.yaml").read_text())
+    result = invoke("validate", pipeline, tmp_path / "quickstart.test.yaml")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [f"error: {pipeline}: operators[1].compress.level: 99 is out of range for "
+                                          "zstd: use fastest (1), default (3), best (19) or an integer -131072..22"]
 
 
 def test_interpolation_defaults_and_escapes() -> None:

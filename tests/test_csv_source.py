@@ -243,3 +243,40 @@ def test_run_and_validate_refuse_a_header_the_schema_does_not_match_before_anyth
         assert out.stderr.startswith(f"error: {config}: source.schema: {tmp_path / 'weather.csv'}: column(s) 'when', "
                                      "'note', 'wet' not in the schema (add them, e.g. `when: string?`)"), out.stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_registered_schema_types_the_columns_as_a_file_or_a_mapping_does(tmp_path: Path) -> None:
+    """``schema: registry/NAME@VERSION`` (or the latest, or ``nats://BUCKET/NAME``) reads the registered version
+    from the store the pipeline hands the source, before the first file; a bincode serialize given no schema takes
+    it from the batches (before: refused as not a schema file)."""
+    from wirepipe import deserialize, serialize
+    from wirepipe.testing import memory_schema_registry
+
+    data = write(tmp_path / "obs.csv", "id,temp\n1,1.5\n2,hot\n")
+    v1, v2 = {"id": "int32", "temp": "float32?"}, {"id": "int64", "temp": "float64?"}
+    resources = {"schemas": {"registry": memory_schema_registry({"obs": [v1, v2]})}}
+    for ref, typed in (("registry/obs@1", "Record {id: int32, temp: float32?}"),
+                       ("registry/obs", "Record {id: int64, temp: float64?}")):
+        source, sink = csv_source(data, schema=ref), TestingSink()
+        stats = run(source, [serialize("bincode"), deserialize("bincode", schema=ref)], sink, resources=resources)
+        assert str(source.schema) == typed and stats.records_out == 1 and stats.rejected == 1
+        assert sink.records == [{"id": 1, "temp": 1.5}]
+        assert [r.error for r in sink.rejects] == [f"{data} row 3: column 'temp': 'hot' is not a "
+                                                   f"{typed.split()[-1].rstrip('?}')}"]
+
+
+def test_a_registered_schema_the_registry_does_not_hold_stops_the_run_at_source_schema(tmp_path: Path) -> None:
+    write(tmp_path / "obs.csv", "id,temp\n1,1.5\n")
+    invoke("schema", "push", str(write(tmp_path / "obs.yaml", "name: Obs\nfields: {id: int32, temp: 'float32?'}\n")),
+           "--name", "obs", "--registry", str(tmp_path / "schemas"))
+    pipeline = {"name": "obs", "source": {"type": "csv", "path": str(tmp_path / "obs.csv")},
+                "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")},
+                "resources": {"schemas": {"registry": {"type": "folder", "path": str(tmp_path / "schemas")}}}}
+    for ref, message in (("registry/obs@2", f"registry/obs version 2: obs has version 1 in folder {tmp_path}/schemas: "
+                                            "no version 2"),
+                         ("registry", "registry: the columns are read with one schema: name it, registry/NAME (its "
+                                      "latest version when the pipeline starts) or with @VERSION after the name")):
+        pipeline["source"]["schema"] = ref  # type: ignore[index]
+        out = invoke("run", write(tmp_path / "p.yaml", yaml.safe_dump(pipeline)))
+        assert out.returncode == 2 and out.stderr.splitlines()[-1] == f"error: {tmp_path / 'p.yaml'}: source.schema: " \
+                                                                      f"{message}", out.output

@@ -152,7 +152,7 @@ async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: An
         assert "max_payload 4096" in lines[0]["error"]
 
 
-async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
+async def test_slow_consumer_drops_are_counted(nats_url: str, caplog: pytest.LogCaptureFixture) -> None:
     import nats
 
     opts = dict(url=nats_url)
@@ -186,6 +186,8 @@ async def test_slow_consumer_drops_are_counted(nats_url: str) -> None:
     assert source.dropped > 0 and source.conn.stats.slow_consumer_drops == source.dropped
     assert sink.count + source.dropped + source.discarded == 5000
     assert source.losses()["lost"] == source.dropped + source.discarded
+    warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("slow consumer")]
+    assert len(warned) == 1 and "they are lost: raise pending_msgs_limit or speed up the pipeline" in warned[0]
 
 
 async def test_embedded_url_shares_one_server_between_pipelines() -> None:
@@ -292,23 +294,42 @@ async def test_a_batch_written_as_frames_arrives_as_nats_py_publishes_each_recor
 
 
 async def test_a_subscription_to_everything_reads_no_control_traffic(nats_url: str) -> None:
-    """A source on ``>`` receives wirepipe's own control subjects too (stamps, service endpoints): none is a
-    record, and the records around them all are."""
+    """A source on ``>`` receives the system's subjects too: wirepipe's own (stamps, service endpoints), NATS's
+    (service requests on $SRV, JetStream's API on $JS) and request replies (_INBOX): none is a record, each is
+    counted by namespace, and the records around them all are (before: $SRV and _INBOX traffic came out as
+    records, 3 of them for one `wirepipe ps`). A subscription that names a namespace reads it."""
     import nats
 
-    source = NatsSource(">", url=nats_url, count=3)
-    sink = TestingSink()
+    source, explicit = NatsSource(">", url=nats_url, count=3), NatsSource("$SRV.>", url=nats_url, count=1)
+    sink, services = TestingSink(), TestingSink()
 
     async def produce() -> None:
         nc = await nats.connect(nats_url)
         await nc.publish("data.a", b"1")
         await nc.publish("_WIREPIPE.last.data.a", b"", headers={Header.PUBLISHER: "p", Header.LAST_SEQ: "1"})
         await nc.publish("_WIREPIPE.service.some_pipe.abc.stats", b"")
+        await nc.publish("$SRV.STATS", b"", reply="_INBOX.ps.1")
+        await nc.publish("_INBOX.ps.1", b'{"type": "io.nats.micro.v1.stats_response"}')
+        await nc.publish("$JS.API.INFO", b"")
         await nc.publish("data.b", b"2")
         await nc.publish("data.c", b"3")
         await nc.flush()
         await nc.close()
 
-    stats = await consume_while(source, Pipeline(source, [], sink), produce)
+    async def both() -> None:
+        reading = asyncio.ensure_future(Pipeline(explicit, [], services).run_async())
+        while not explicit.ready.is_set():
+            await asyncio.sleep(0.01)
+        await produce()
+        await asyncio.wait_for(reading, 10)
+
+    stats = await consume_while(source, Pipeline(source, [], sink), both)
     assert (stats.records_in, stats.records_out) == (3, 3)
     assert sink.records == [b"1", b"2", b"3"]
+    assert source.skipped == {"_WIREPIPE": 2, "$SRV": 1, "_INBOX": 1, "$JS": 1}
+    assert source.losses()["skipped"] == 5 and source.losses()["lost"] == 0
+    assert services.subjects == ["$SRV.STATS"] and explicit.skipped == {}
+    from wirepipe.pipelines.monitor import loss_summary
+
+    assert loss_summary(source.losses()).endswith(", 0 duplicates, 5 on system subjects skipped ($SRV, $JS, _INBOX "
+                                                  "...: not records)")

@@ -236,10 +236,12 @@ async def test_ordered_consumer_replays_from_a_sequence_and_a_time(nats_url: str
     assert (await Pipeline(source, [], NullSink()).run_async()).records_out == 1000
 
 
-async def test_ordered_consumer_reads_again_what_the_client_dropped(nats_url: str, monkeypatch: Any) -> None:
+async def test_ordered_consumer_reads_again_what_the_client_dropped(nats_url: str, monkeypatch: Any,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
     """A reader slower than the server fills nats-py's queue and nats-py drops the rest (a slow consumer), counting
     each as delivered: the ordered consumer never repairs that gap itself. The reader resets it past the last
-    message it took, so every message is read once, in order (before: 60 of 1,000, exit 0)."""
+    message it took, so every message is read once, in order (before: 60 of 1,000, exit 0). The slow-consumer
+    warning says so and names what its user can do (it has no ``pending_msgs_limit`` to raise)."""
     from wirepipe.connectors.nats import jetstream_ordered
 
     monkeypatch.setattr(jetstream_ordered, "PENDING_MSGS", 20)  # 4 batches of 10 and 20: 60 held
@@ -256,6 +258,10 @@ async def test_ordered_consumer_reads_again_what_the_client_dropped(nats_url: st
         await source.close()
     assert source.conn.stats.slow_consumer_drops >= 940 and source.rereads >= 1
     assert seqs == list(range(1, 1001))
+    warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("slow consumer")]
+    assert len(warned) == 1 and "pending_msgs_limit" not in warned[0]
+    assert ("the ordered consumer reads them again from the stream, so none is lost; to avoid the re-reads, speed "
+            "up the pipeline or read with a durable consumer (drop `ordered: true`)") in warned[0]
 
 
 async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> None:

@@ -440,3 +440,49 @@ def test_ctrl_c_drains_the_running_case_and_stops_the_session(tmp_path: Path) ->
     assert "copy.test.yaml::big ERROR" in out and "interrupted (Ctrl-C): the case drained and stopped" in out
     assert "::after" not in out and "1 error" in out, out
     assert err.strip() == "error: interrupted (Ctrl-C): the cases after it did not run", err
+
+
+@pytest.mark.parametrize(("values", "batch", "held", "reason"), [
+    ([{"n": i} for i in range(5000)], 100, 1000,
+     "--update records at most 1,000 outputs and rejections in a test file; this case made 5,000 and 0: check it "
+     "with `count:` and `each:` conditions, or record a slice of its input (`count:`)"),
+    ([{"text": "x" * 100_000} for _ in range(200)], 10, 40,
+     "--update records at most 1,024 KiB of outputs in a test file; the first 50 of this case's 200 outputs passed "
+     "4,096 KiB as the pipeline wrote them: check it with `count:` and `each:` conditions, or record a slice of its "
+     "input (`count:`)"),
+])
+def test_update_holds_no_more_of_a_large_case_than_a_test_file_records(values: list[Any], batch: int, held: int,
+                                                                       reason: str) -> None:
+    """A case ``--update`` records runs through a sink that keeps what a test file can hold and only counts the
+    rest, so refusing a large case costs no memory for its outputs (before: every output held, 402 MB peak for a
+    47 MB fixture of 197,011 records; after: 59 MB)."""
+    from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.pipetest.cases import RecordingSink
+    from wirepipe.testing import TestingSource
+
+    most: list[int] = []
+
+    class Watched(RecordingSink):
+        async def write(self, b: Any) -> None:
+            await super().write(b)
+            most.append(len(self.records))
+
+    sink = Watched()
+    Pipeline(TestingSource(values, batch_size=batch), [], sink).run()
+    assert sink.count == len(values) and max(most) == held and sink.records == [] and most[-1] == 0
+    assert sink.why_not() == reason
+
+
+def test_update_says_how_a_case_failed_and_why_it_is_not_recorded(tmp_path: Path) -> None:
+    from wirepipe.pipetest import collect, run_files
+
+    write(tmp_path, "copy.yaml", PASS_THROUGH)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(1001)))
+    test_file = write(tmp_path, "copy.test.yaml",
+                      "tests:\n  - name: all of it\n    input: {file: in.jsonl}\n    expect: {count: 5}\n")
+    session = run_files(collect([str(test_file)]), update=True, echo=lambda line: None)
+    [result] = session.results
+    assert session.rewritten == [] and result.failures == [
+        "count: expected 5 outputs, got 1001",
+        "--update records at most 1,000 outputs and rejections in a test file; this case made 1,001 and 0: check it "
+        "with `count:` and `each:` conditions, or record a slice of its input (`count:`)"]

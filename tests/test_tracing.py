@@ -296,3 +296,36 @@ def test_a_tracing_block_without_opentelemetry_names_the_extra(tmp_path: Path) -
     assert out.returncode == 2, out.stderr
     assert (f"{path}: tracing: tracing needs OpenTelemetry, which is not installed: pip install '.[otel]' in wirepipe's clone"
             in out.stderr), out.stderr
+
+
+def test_an_unreachable_collector_costs_a_run_one_export_timeout_and_its_dropped_spans_are_counted(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans for a collector that refuses: the end of the run hands them over for at most the exporter's timeout
+    (retries included), then says how many of the run's spans were dropped (before: it waited through the
+    exporter's retries, 7.2 s for a closed port, and said nothing of the spans)."""
+    from wirepipe import Pipeline, generate_source
+    from wirepipe.metrics.tracing import TracingConfig
+    from wirepipe.operators.serialize import Serialize
+    from wirepipe.testing import TestingSink
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0.5")  # as OpenTelemetry's exporter reads it: seconds
+    config = TracingConfig(endpoint="http://127.0.0.1:1/v1/traces?token=QRY-SECRET-3")  # nothing listens on port 1
+    for _ in range(2):  # the process's provider for this endpoint, its counts per run
+        caplog.clear()
+        stats = Pipeline(generate_source("point", count=1000, batch_size=100), [Serialize("msgpack")],
+                         TestingSink(keep=False), name="traced", tracing=config).run()
+        assert stats.records_out == 1000
+        warned = [r.getMessage() for r in caplog.records if r.name == "wirepipe.metrics.tracing"]
+        # a span per batch, its read, its serialize and its write: 10 batches
+        assert warned == ["tracing: 40 of 40 span(s) of this run not exported to http://127.0.0.1:1/v1/traces?*** (it "
+                          "did not take them within 0.5s: tracing.timeout): dropped"]
+
+
+def test_the_export_timeout_is_the_tracing_blocks_else_the_otel_variables_else_two_seconds() -> None:
+    from wirepipe.metrics.tracing import TracingConfig
+
+    assert TracingConfig(timeout="300ms").export_timeout({"OTEL_EXPORTER_OTLP_TIMEOUT": "7"}) == 0.3
+    assert TracingConfig().export_timeout({"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "4",
+                                           "OTEL_EXPORTER_OTLP_TIMEOUT": "7"}) == 4.0
+    assert TracingConfig().export_timeout({"OTEL_EXPORTER_OTLP_TIMEOUT": "7"}) == 7.0
+    assert TracingConfig().export_timeout({"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}) == 2.0

@@ -86,4 +86,4 @@ async def test_gaps_reordering_and_duplicates_reach_prometheus(nats_url: str) ->
     assert 'wirepipe_duplicates_total{pipeline="gaps"} 1.0' in body
     assert stats.losses == {"lost": 2, "missing": 2, "gap": 2, "tail": 0, "dropped": 0, "discarded": 0,
                             "duplicates": 1, "reordered": 1, "malformed": 0, "disconnects": 0, "unsure": 0,
-                            "forgotten": 0, "forgotten_running": 0}
+                            "forgotten": 0, "forgotten_running": 0, "skipped": 0}

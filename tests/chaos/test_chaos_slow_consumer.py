@@ -114,7 +114,7 @@ async def test_the_final_stamp_counts_a_tail_no_record_follows(nats_server: Embe
     assert got.count == 100
     assert stats.losses == {"lost": 50, "missing": 50, "gap": 0, "tail": 50, "dropped": 0, "discarded": 0,
                             "duplicates": 0, "reordered": 0, "malformed": 0, "disconnects": 1, "unsure": 0,
-                            "forgotten": 0, "forgotten_running": 0}
+                            "forgotten": 0, "forgotten_running": 0, "skipped": 0}
     assert ("50 lost (50 missing from publisher sequences (0 in gaps between messages, 50 claimed by stamps past "
             "the last message received: unconfirmed)") in loss_summary(stats.losses)
 

@@ -85,9 +85,19 @@ def run(
 
 
 def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
+    """``_checked``, a refusal one line and exit 2."""
+    from ..core.errors import ConfigError
+
+    try:
+        return _checked(path, overrides, workers)
+    except ConfigError as exc:
+        fail(str(exc), ExitCode.CONFIG)
+
+
+def _checked(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
     """Everything ``run`` checks before its first record, and all ``validate`` does: the file read, validated and
     built (what flows between the parts checked too), the input there, and with N workers what they cannot share
-    and each worker's pipeline. (pool, None) or (None, pipeline); a refusal is one line and exit 2, and nothing
+    and each worker's pipeline. (pool, None) or (None, pipeline); a refusal is a ``ConfigError``, and nothing
     has been opened or written."""
     from ..connectors.connector import ReadsFiles
     from ..core.errors import ConfigError, WirepipeError
@@ -111,8 +121,10 @@ def _prepare(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
         except WirepipeError as exc:  # a missing input file or capture is a usage error too
             raise ConfigError(str(exc), file=file, path="source.path" if "path" in pipe.source.params else "source") \
                 from None
-    except (ConfigError, WirepipeError) as exc:
-        fail(str(exc), ExitCode.CONFIG)
+    except ConfigError:
+        raise
+    except WirepipeError as exc:
+        raise ConfigError(str(exc)) from None
     return None, pipe
 
 
@@ -152,26 +164,23 @@ def validate(
         n_workers = resolve_workers(workers)
     except ValueError as exc:
         fail(str(exc), ExitCode.CONFIG)
-    bad = 0
+    errors: set[str] = set()  # a pipeline and its test file refused for the same fault: said once
     for path in pipelines:
-        if path.name.endswith((".test.yaml", ".test.yml")):  # a test file beside its pipeline: `configs/*.yaml`
-            from ..pipetest import collect
-
-            try:
-                cases = sum(len(f.spec.tests) for f in collect([str(path)]))
-            except ConfigError as exc:
-                typer.echo(f"error: {exc}", err=True)
-                bad += 1
-                continue
-            typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
-            continue
         try:
-            pool, pipe = _prepare(path, list(set_ or []), n_workers)
-        except typer.Exit:  # _prepare printed the one line
-            bad += 1
+            if path.name.endswith((".test.yaml", ".test.yml")):  # a test file beside its pipeline: `configs/*.yaml`
+                from ..pipetest import collect
+
+                cases = sum(len(f.spec.tests) for f in collect([str(path)]))
+                typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
+                continue
+            pool, pipe = _checked(path, list(set_ or []), n_workers)
+        except ConfigError as exc:
+            if str(exc) not in errors:
+                errors.add(str(exc))
+                typer.echo(f"error: {exc}", err=True)
             continue
         typer.echo(f"ok: {path}: {pipe!r}" if pipe is not None else f"ok: {path}: {n_workers} workers of {pool.name}")
-    if bad:
+    if errors:
         raise typer.Exit(ExitCode.CONFIG)
 
 

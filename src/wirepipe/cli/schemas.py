@@ -156,8 +156,9 @@ def _pipeline_schema(path: str, side: str, operators: list[Any], registered: Any
     import os
 
     from ..core.errors import ConfigError
+    from ..core.stores import registry_ref
     from ..operators import OPERATORS
-    from ..operators.schema_options import registry_ref, resolve_schema, with_message
+    from ..operators.schema_options import resolve_schema, with_message
     from ..pipelines.config import interpolate, validate_entry
     from ..schema import schema_fingerprint
 
@@ -239,7 +240,7 @@ def _with_registry(where: str | Any, url: str | None, action: Any, *, create: bo
 def _registered_arg(arg: str, registry: str) -> tuple[str, str, int | None] | None:
     """(the registry, the name, the version: None for the latest) an argument names, or None when it names no
     registered schema: ``NAME@VERSION``, ``NAME@latest``, ``registry/NAME@VERSION``, ``nats://BUCKET/NAME@...``."""
-    from ..operators.schema_options import registry_ref
+    from ..core.stores import registry_ref
 
     text = arg
     if "@" in arg and "/" not in arg and not Path(arg).exists():

@@ -38,6 +38,7 @@ from pydantic import Field, WrapValidator, field_validator
 from ..core.batch import RECORDS, Batch
 from ..core.errors import ConfigError, WirepipeError
 from ..core.models import Size, SourceLimits
+from ..core.stores import SchemaFromStore, registered_schema, registry_ref
 from ..schema import Kind, RecordSchema, SchemaError, Type, load_schema_file, parse_schema
 from ..storage.files import Paths, fspaths, input_files
 from .files import FileSource
@@ -56,9 +57,11 @@ CSV_KINDS = frozenset({Kind.INT32, Kind.INT64, Kind.UINT32, Kind.FLOAT32, Kind.F
                        Kind.BYTES, Kind.FIXED})
 
 
-class CsvSource(FileSource):
+class CsvSource(SchemaFromStore, FileSource):
     """Reads CSV files block by block into records (dicts in the file's column order), typed by ``schema``
-    or by the types pyarrow infers; bad rows are dead-lettered (see the module doc)."""
+    or by the types pyarrow infers; bad rows are dead-lettered (see the module doc). A registered schema
+    (``schema: registry/NAME@VERSION``) comes from the store the pipeline hands the source, fetched before the
+    first file is read, as a deserialize's is."""
 
     type = "csv"
     config: CsvSourceConfig
@@ -70,22 +73,35 @@ class CsvSource(FileSource):
 
     def _configure(self, config: CsvSourceConfig) -> None:
         super()._configure(config)
+        self._ref = registry_ref(config.schema_)
         self.schema = config.typed_schema()  # given: the schema'd formats downstream take it
 
     def check_input(self) -> None:
-        """The files are there and, with a schema, their headers name its fields: a usage error before the run."""
+        """The files are there and, with a schema, their headers name its fields: a usage error before the run
+        (a registered schema's, once it is fetched)."""
         for path in input_files(self.config.path):
             if self.schema is not None:
-                CsvFile(path, self.config).columns()
+                CsvFile(path, self.config, self.schema).columns()
 
     async def batches(self) -> AsyncIterator[Batch]:
         import asyncio
 
+        if self._ref is not None and self.schema is None:
+            store = self._handed("source")
+            registered = await registered_schema(store, self._ref, "source")
+            try:
+                if not isinstance(registered.schema, RecordSchema):
+                    raise ValueError("a CSV source needs a typed schema, not field names alone")
+                self.schema = csv_schema(registered.schema)
+            except ValueError as exc:
+                raise ConfigError(f"{self._ref}: {exc}", path="source.schema") from None
+            log.info("source: reading %s as %s (%s) from %s", self.config.path, registered, registered.fingerprint,
+                     store.where)
         left = self.count if self.count is not None else -1  # -1: no count
         seq = 0
         pending = Rows([])
         for path in input_files(self.config.path):
-            file = CsvFile(path, self.config)
+            file = CsvFile(path, self.config, self.schema)
             columns = file.columns()
             if self.schema is None and columns:
                 log.info("%s: column types inferred from its first %s (no schema given): %s", path,
@@ -156,9 +172,11 @@ class CsvFile:
     """One CSV file as the source's config reads it: its typed columns (``columns``) and its rows, block by
     block (``blocks``)."""
 
-    def __init__(self, path: Path, config: CsvSourceConfig) -> None:
+    def __init__(self, path: Path, config: CsvSourceConfig, schema: RecordSchema | None) -> None:
+        """``schema``: the source's (given, or registered and fetched), None: the types inferred."""
         self.path = path
         self.config = config
+        self.schema = schema
         self._columns: list[Column] | None = None
 
     @property
@@ -173,7 +191,7 @@ class CsvFile:
         if self._columns is None:
             import pyarrow as pa
 
-            schema = self.config.typed_schema()
+            schema = self.schema
             try:
                 with self._reader() as reader:
                     arrow = reader.schema
@@ -217,8 +235,7 @@ class CsvFile:
         c = self.config
         names = c.columns
         if names is None and not c.header:
-            schema = c.typed_schema()
-            names = list(schema) if schema is not None else None
+            names = list(self.schema) if self.schema is not None else None
         read = pcsv.ReadOptions(use_threads=False, block_size=c.block_size, skip_rows=c.skip_rows,
                                 skip_rows_after_names=1 if c.columns is not None and c.header else 0,
                                 column_names=names, autogenerate_column_names=names is None and not c.header,
@@ -500,8 +517,10 @@ class CsvSourceConfig(SourceLimits):
     batch_size: int = Field(default=1000, ge=1, description="records per batch: the unit operators, metrics and "
                             "commits work on")
     schema_: Annotated[dict[str, Any] | str | None, WrapValidator(_schema_or)] = Field(
-        default=None, alias="schema", description="the columns' types: a mapping of field: type or a schema file "
-        "(.yaml, .yml, .json), by the header's names (a file without a header: in the columns' order); without "
+        default=None, alias="schema", description="the columns' types: a mapping of field: type, a schema file "
+        "(.yaml, .yml, .json) or a registered schema (registry/NAME, its latest version when the pipeline starts, "
+        "registry/NAME@VERSION, nats://BUCKET/NAME@VERSION: see resources.schemas), by the header's names (a file "
+        "without a header: in the columns' order); without "
         "it, each file's types are inferred from its first block (int64, float64, bool, string; dates and "
         "timestamps stay text)")
     delimiter: str | None = Field(default=None, min_length=1, max_length=1, description="the character between "
@@ -533,7 +552,11 @@ class CsvSourceConfig(SourceLimits):
     @field_validator("schema_")
     @classmethod
     def _schema(cls, v: Any) -> Any:
-        if v is not None:
+        ref = registry_ref(v)  # a registered schema: fetched when the pipeline starts
+        if ref is not None and ref.name is None:
+            raise ValueError(f"{v}: the columns are read with one schema: name it, {v}/NAME (its latest version "
+                             "when the pipeline starts) or with @VERSION after the name")
+        if v is not None and ref is None:
             csv_schema(v)
         return v
 
@@ -547,7 +570,8 @@ class CsvSourceConfig(SourceLimits):
         return v
 
     def typed_schema(self) -> RecordSchema | None:
-        return None if self.schema_ is None else csv_schema(self.schema_)
+        """The schema given (None: none, or a registered one, fetched when the pipeline starts)."""
+        return None if self.schema_ is None or registry_ref(self.schema_) else csv_schema(self.schema_)
 
     def build(self) -> CsvSource:
         return CsvSource.from_config(self)
@@ -557,9 +581,13 @@ def csv_schema(spec: RecordSchema | Mapping[str, Any] | str) -> RecordSchema:
     """The typed schema ``spec`` gives (a mapping, a schema file); ``ValueError`` for a field a CSV column
     cannot hold (a list, a nested record)."""
     try:
-        if isinstance(spec, str):
+        if isinstance(spec, RecordSchema):
+            schema = spec
+        elif isinstance(spec, str):
             if Path(spec).suffix.lower() not in (".yaml", ".yml", ".json"):
-                raise ValueError(f"{spec!r}: a schema file (.yaml, .yml, .json) or a mapping of field: type")
+                raise ValueError(f"{spec!r}: a schema file (.yaml, .yml, .json), a mapping of field: type or a "
+                                 "registered schema (registry/NAME, with @VERSION after the name to pin one, or "
+                                 "nats://BUCKET/NAME)")
             schema = load_schema_file(spec)
         else:
             schema = parse_schema(spec)

@@ -38,9 +38,10 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from .errors import MissingInput, WirepipeError
+from .errors import ConfigError, MissingInput, WirepipeError
 
 if TYPE_CHECKING:
     from ..schema import RecordSchema
@@ -56,6 +57,9 @@ DICTIONARIES = "dictionaries"  # the kind of store under ``resources.dictionarie
 RESOURCE_NAME = r"^[a-zA-Z0-9_-]+$"
 NATS_SCHEME = "nats://"
 DICTIONARY_NAME = re.compile(r"^[-_=.a-zA-Z0-9]+$")  # a dictionary's name in its store (tx, orders.v2)
+SCHEMA_FILES = (".yaml", ".yml", ".json")  # wirepipe's schema language
+DESCRIPTOR_SETS = (".desc", ".pb", ".binpb", ".protoset")  # protobuf FileDescriptorSets
+SCHEMA_FILE_SUFFIXES = (*SCHEMA_FILES, ".avsc", ".proto", *DESCRIPTOR_SETS)  # a schema: that names a file
 
 
 class NotRegistered(MissingInput):
@@ -183,3 +187,98 @@ class UsesStores(Protocol):
     def store_uses(self) -> Sequence[StoreUse]: ...
 
     def use_store(self, use: StoreUse, store: Any) -> None: ...
+
+
+# --- a schema in a store: registry/NAME@VERSION, nats://BUCKET/NAME@VERSION -------------------------------------
+
+REGISTRY = "registry"  # the store ``schema: registry/...`` names when ``resources.schemas`` declares no other
+_NATS = "nats://"
+_STORE = r"[A-Za-z0-9_-]+"
+_REF = re.compile(rf"^(?P<store>{_STORE})(?:/(?P<name>[-_=.a-zA-Z0-9]+?)(?:@(?P<version>[^@/]*))?)?$")
+# (no NAME@VERSION in a message: redaction would take NAME for a URL's user info; " @VERSION" stays as it is)
+_REF_SHAPE = "registry/NAME, registry/NAME @VERSION (1, 2 ... or latest), or nats://BUCKET in place of registry"
+
+
+@dataclass(frozen=True)
+class RegistryRef:
+    """A schema in a schema store: the store (``use``), a name (None: each record's own writer schema) and a
+    version (None: the latest when the pipeline starts)."""
+
+    use: StoreUse
+    name: str | None = None
+    version: int | None = None
+    spelled: str = ""
+
+    def __str__(self) -> str:
+        """The reference in a message (``registry/points version 3``: see ``_REF_SHAPE``)."""
+        head = self.spelled.partition("@")[0]
+        if self.name is None:
+            return head
+        return f"{head} version {self.version}" if self.version is not None else f"{head} (its latest version)"
+
+
+def registry_ref(spec: Any) -> RegistryRef | None:
+    """The registered schema ``spec`` names, or None when it names a schema some other way (a file, a dataset,
+    module:Class, a mapping); ``ValueError`` for a reference that is not well formed.
+
+    >>> str(registry_ref("registry/points@3")), registry_ref("nats://SCHEMAS/points").use.bucket
+    ('registry/points version 3', 'SCHEMAS')
+    """
+    if not isinstance(spec, str):
+        return None
+    text, bucket = spec, None
+    if spec.startswith(_NATS):
+        text = spec[len(_NATS):]
+        bucket = text.partition("/")[0]
+    elif "/" not in spec and spec != REGISTRY:
+        return None
+    elif ":" in spec or "#" in spec or Path(spec).suffix.lower() in SCHEMA_FILE_SUFFIXES:
+        return None  # module:Class, FILE#Message, a schema file in a folder
+    m = _REF.match(text)
+    if m is None:
+        raise ValueError(f"a registered schema is {_REF_SHAPE} (the store letters, digits, - and _, the name letters, "
+                         f"digits, - _ = and single dots), got {spec.partition('@')[0]!r}")
+    version, name = m.group("version"), m.group("name")
+    if name is not None and not SCHEMA_NAME.match(name):
+        raise ValueError(f"{name!r} is not a schema name: {SCHEMA_NAME_RULE}")
+    if version is not None and not (version == "latest" or (version.isdigit() and int(version) > 0)):
+        raise ValueError(f"{spec.partition('@')[0]!r}: the version is 1, 2, 3 ... or latest, got {version!r}")
+    return RegistryRef(StoreUse(SCHEMAS, m.group("store"), bucket), name,
+                       int(version) if version and version != "latest" else None, spec)
+
+
+class SchemaFromStore:
+    """What ``serialize``, ``deserialize`` and the ``csv`` source share when ``schema:`` names a registered schema:
+    the reference and the store the pipeline hands them (``UsesStores``)."""
+
+    _ref: RegistryRef | None = None
+    _store: SchemaStore | None = None
+
+    @property
+    def schema_ref(self) -> RegistryRef | None:
+        """The registered schema ``schema:`` names (None: a schema given another way)."""
+        return self._ref
+
+    def store_uses(self) -> Sequence[StoreUse]:
+        """The schema store ``schema:`` names, if it names one."""
+        return (self._ref.use,) if self._ref is not None else ()
+
+    def use_store(self, use: StoreUse, store: Any) -> None:
+        self._store = store
+
+    def _handed(self, entry: str) -> SchemaStore:
+        """The store the pipeline handed the operator (``entry``: its name in messages)."""
+        if self._store is None:
+            raise WirepipeError(f"{entry}: schema {self._ref} comes from a schema store the pipeline hands it: run "
+                                "it in a Pipeline (its resources give it the store)")
+        return self._store
+
+
+async def registered_schema(store: SchemaStore, ref: RegistryRef, entry: str) -> Registered:
+    """The version of a registered schema ``ref`` names, from the store the pipeline handed ``entry``'s part;
+    a ``ConfigError`` at ``entry.schema`` saying what the store holds when it does not hold that one."""
+    assert ref.name is not None
+    try:
+        return await store.version(ref.name, ref.version)
+    except NotRegistered as exc:
+        raise ConfigError(f"{ref}: {exc}", path=f"{entry}.schema") from None

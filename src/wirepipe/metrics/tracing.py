@@ -24,6 +24,11 @@ Where to: a tracer provider the process already has (an application that set one
 exporter configured (``otlp``: OTLP over HTTP, to ``endpoint`` or where the ``OTEL_EXPORTER_OTLP_*``
 variables say; ``console``; ``none``: no exporter) with ``service.name`` = ``service_name``,
 ``OTEL_SERVICE_NAME`` or the pipeline's name. Needs the ``otel`` extra.
+
+A collector that does not answer costs a run little and is said: one export (its retries included) takes at
+most ``timeout``; at the end of a run, what is left is handed to the exporter for at most ``timeout`` (or the
+pipeline's ``shutdown_timeout``, if shorter), and what could not be exported, then or during the run, is
+dropped and counted in one warning (``tracing: 40 of 40 span(s) of this run not exported ...: dropped``).
 """
 
 from __future__ import annotations
@@ -31,19 +36,25 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import threading
 import time
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import Field
 
 from ..core.batch import Batch, payload_nbytes
-from ..core.models import Secret, Strict
+from ..core.models import Duration, Secret, Strict
+from ..core.redact import redact_secrets
 from ..core.registry import install_hint, library_installed
 from ..wire import Header, set_header
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
 log = logging.getLogger("wirepipe.metrics.tracing")
 
-FLUSH_MS = 5000  # how long the end of a run waits for the exporter
+EXPORT_TIMEOUT = 2.0  # seconds one export may take, its retries included, unless tracing.timeout or OTEL_* say
 MAX_LINKS = 128  # links a consumer batch span keeps to the publisher spans of its records (the rest are counted)
 _NATS = ("nats", "jetstream")
 
@@ -62,6 +73,25 @@ class TracingConfig(Strict):
     service_name: str | None = Field(default=None, description="default: OTEL_SERVICE_NAME, else the pipeline's name")
     sample_ratio: float | None = Field(default=None, ge=0, le=1, description="share of traces kept, parent-based "
                                        "(default: OTEL_TRACES_SAMPLER, else all)")
+    timeout: Duration | None = Field(default=None, gt=0, description="how long one export of spans may take, its "
+                                     "retries included, and the end of a run waits for the last ones (at most the "
+                                     "pipeline's shutdown_timeout); past it they are dropped and counted in the log "
+                                     "(default: OTEL_EXPORTER_OTLP_TRACES_TIMEOUT / OTEL_EXPORTER_OTLP_TIMEOUT, "
+                                     "else 2s)")
+
+    def export_timeout(self, env: Mapping[str, str] | None = None) -> float:
+        """``timeout``, else the OTEL_* variables', else ``EXPORT_TIMEOUT`` (seconds)."""
+        env = os.environ if env is None else env
+        if self.timeout is not None:
+            return self.timeout
+        for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+            try:
+                seconds = float(env.get(name, ""))
+            except ValueError:
+                continue
+            if seconds > 0:
+                return seconds
+        return EXPORT_TIMEOUT
 
     def http_headers(self) -> dict[str, str]:
         """The export's headers as they are sent (the model keeps them as secrets)."""
@@ -112,6 +142,7 @@ def _is_provider(spec: Any) -> bool:
 
 
 _PROVIDERS: dict[tuple[Any, ...], Any] = {}  # wirepipe's own, one per export setting, for the process's life
+_EXPORTERS: dict[int, CountingExporter] = {}  # the exporter of each of them, by id (they live as long as the process)
 
 
 def _provider(config: TracingConfig, pipeline: str) -> Any:
@@ -124,7 +155,8 @@ def _provider(config: TracingConfig, pipeline: str) -> Any:
     env = os.environ
     exporter = config.exporter or env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")[0].strip().lower() or "otlp"
     service = config.service_name or env.get("OTEL_SERVICE_NAME") or pipeline
-    key = (exporter, config.endpoint, tuple(sorted(config.http_headers().items())), service, config.sample_ratio)
+    key = (exporter, config.endpoint, tuple(sorted(config.http_headers().items())), service, config.sample_ratio,
+           config.export_timeout())
     provider = _PROVIDERS.get(key)
     if provider is None:
         provider = _PROVIDERS[key] = _new_provider(exporter, config, service)
@@ -143,20 +175,63 @@ def _new_provider(exporter: str, config: TracingConfig, service: str) -> Any:
         sampler = ParentBased(TraceIdRatioBased(config.sample_ratio))
     provider = TracerProvider(sampler=sampler, resource=Resource.create({SERVICE_NAME: service}),
                               shutdown_on_exit=False)
+    timeout = config.export_timeout()
     if exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=config.endpoint,
-                                                                        headers=config.http_headers() or None)))
+        otlp = OTLPSpanExporter(endpoint=config.endpoint, headers=config.http_headers() or None, timeout=timeout)
+        where = getattr(otlp, "_endpoint", None) or config.endpoint or "the OTLP endpoint"  # as it resolved it
+        counting = _EXPORTERS[id(provider)] = CountingExporter(otlp, redact_secrets(where), timeout)
+        provider.add_span_processor(BatchSpanProcessor(cast("SpanExporter", counting)))
     elif exporter == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        counting = _EXPORTERS[id(provider)] = CountingExporter(ConsoleSpanExporter(), "the console", timeout)
+        provider.add_span_processor(BatchSpanProcessor(cast("SpanExporter", counting)))
     elif exporter != "none":
         log.warning("tracing: exporter %r is not one wirepipe makes (otlp, console, none): spans are not exported",
                     exporter)
     atexit.register(provider.shutdown)  # what is still buffered goes out when the process ends
     return provider
+
+
+class CountingExporter:
+    """wirepipe's exporter (a ``SpanExporter`` by its methods: OpenTelemetry is imported only when tracing is on)
+    around the one configured: it counts the spans exported and those dropped (an export
+    that failed: the collector did not answer within the exporter's ``timeout``), and past a ``deadline`` (the end
+    of a run waiting for the last ones) drops what it is given at once, counted, instead of trying again."""
+
+    def __init__(self, exporter: Any, where: str, timeout: float) -> None:
+        self.exporter = exporter
+        self.where = where  # the endpoint, for the warning
+        self.timeout = timeout
+        self.exported = self.dropped = 0
+        self.deadline: float | None = None  # time.monotonic() past which spans are dropped without an export
+        self._lock = threading.Lock()  # the processor's worker thread and the run's thread both export
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            result = SpanExportResult.FAILURE
+        else:
+            result = self.exporter.export(spans)
+        with self._lock:
+            if result == SpanExportResult.SUCCESS:
+                self.exported += len(spans)
+            else:
+                self.dropped += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.exporter.force_flush(timeout_millis))
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return self.exported, self.dropped
 
 
 class BatchTrace:
@@ -180,6 +255,9 @@ class PipelineTracer:
         from .. import __version__
 
         self.provider = provider
+        self.exporter = _EXPORTERS.get(id(provider))  # None: a provider the process had, with its own exporter
+        self._counts = self.exporter.counts() if self.exporter is not None else (0, 0)  # before this run
+        self._shutdown_timeout = getattr(pipeline, "shutdown_timeout", None)
         self.tracer = provider.get_tracer("wirepipe", __version__)
         self._trace = trace
         self._propagator = TraceContextTextMapPropagator()
@@ -256,14 +334,25 @@ class PipelineTracer:
         state.span.end(end_time=end + offset)
 
     def finish(self) -> None:
-        """Hand what was recorded to the exporter (a short run's spans go out before the process ends), waiting
-        at most ``FLUSH_MS`` for a collector that does not answer."""
-        flush = getattr(self.provider, "force_flush", None)
-        if flush is not None:
-            try:
-                flush(FLUSH_MS)
-            except TypeError:  # a provider of another make: its own timeout
+        """Hand what was recorded to the exporter (a short run's spans go out before the process ends), for at
+        most the exporter's timeout (or the pipeline's ``shutdown_timeout``, if shorter): what is left then is
+        dropped; one warning counts what this run could not export."""
+        exporter = self.exporter
+        if exporter is None:  # a provider of another make: its own exporter and timeouts
+            flush = getattr(self.provider, "force_flush", None)
+            if flush is not None:
                 flush()
+            return
+        budget = min(exporter.timeout, self._shutdown_timeout or exporter.timeout)
+        exporter.deadline = time.monotonic() + budget
+        try:
+            self.provider.force_flush()
+        finally:
+            exporter.deadline = None
+        exported, dropped = (now - before for now, before in zip(exporter.counts(), self._counts, strict=True))
+        if dropped:
+            log.warning("tracing: %d of %d span(s) of this run not exported to %s (it did not take them within "
+                        "%gs: tracing.timeout): dropped", dropped, exported + dropped, exporter.where, exporter.timeout)
 
 
 def _attrs(stage: str, name: str, records: int, rejected: int, bytes_in: int | None, bytes_out: int | None,

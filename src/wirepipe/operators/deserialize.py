@@ -9,7 +9,7 @@ compared with it first (``operators/schema_identity.py``): a record written with
 decoded positionally with this one; ``writer_schemas`` lists the publishers' schemas whose records are read by
 field name, and ``schema_header: required`` refuses records that carry no header.
 
-With a schema registry (``schema: registry/points``, ``nats://BUCKET/points``: ``schema_options.registry_ref``)
+With a schema registry (``schema: registry/points``, ``nats://BUCKET/points``: ``core.stores.registry_ref``)
 the operator is handed its store by the pipeline (``core/stores.py``): when the pipeline starts it takes the
 name's latest version (or the one pinned, ``@3``) as its own schema, fixed for the run, and before each pass it
 asks the store for the fingerprints of the batch it does not know yet, once each; the records of a version the
@@ -43,7 +43,7 @@ from ..core.errors import ConfigError, Refusal, RefusedError, StageError, Wirepi
 from ..core.models import Strict
 from ..core.registry import load_ref
 from ..core.stages import Stage
-from ..core.stores import NotRegistered
+from ..core.stores import NotRegistered, RegistryRef, SchemaFromStore, registered_schema, registry_ref
 from ..schema import SchemaError
 from ..wire import Header
 from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
@@ -53,14 +53,10 @@ from .schema_options import (
     SCHEMA_FIELD,
     SCHEMA_HEADER_FIELD,
     WRITER_SCHEMAS_FIELD,
-    RegistryRef,
-    SchemaFromStore,
     SchemaParam,
     SchemaSpec,
     WriterSchemaParam,
     known_format,
-    registered_schema,
-    registry_ref,
     resolve_schema,
     schema_param,
     source_schema_refusal,

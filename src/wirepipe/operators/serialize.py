@@ -50,19 +50,16 @@ from ..core.errors import Refusal, StageError, WirepipeError
 from ..core.models import Strict
 from ..core.records import as_dict, is_typed_record
 from ..core.stages import Stage
+from ..core.stores import RegistryRef, SchemaFromStore, registered_schema, registry_ref
 from ..schema import RecordSchema, explain, projection, schema_fingerprint, undeclared_column_test
 from ..wire import Header, set_headers
 from .operator import PAYLOADS, BuildContext, Configured, Operator, given
 from .schema_options import (
     MESSAGE_FIELD,
     SCHEMA_FIELD,
-    RegistryRef,
-    SchemaFromStore,
     SchemaParam,
     SchemaSpec,
     known_format,
-    registered_schema,
-    registry_ref,
     resolve_schema,
     schema_param,
     source_schema_refusal,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from ..connectors.connector import PublishesToSubjects, ReadsSubjects, Sink, Source
 from ..core.batch import PAYLOADS, SAME
 from ..core.errors import ConfigError
+from ..core.stores import SchemaFromStore
 from ..operators.operator import Operator
 from ..wire import subjects_overlap
 
@@ -59,9 +60,10 @@ def check_flow(source: Source, operators: Sequence[Operator], sink: Sink | None,
     for a positional format given none. ``ConfigError`` at the part's field (``where``: each operator's path
     in a YAML file; ``operators[i].<stage>`` by default)."""
     kind, origin = source.gives, f"the source ({source.type})"
+    registered = isinstance(source, SchemaFromStore) and source.schema_ref is not None  # typed, known at start
     for i, op in enumerate(operators):
         at = where[i] if where is not None else f"operators[{i}].{op.stage}"
-        refusal = op.refuse_schema(source.schema)
+        refusal = None if registered else op.refuse_schema(source.schema)
         if refusal is not None:
             raise ConfigError(refusal.message, path=f"{at}.{refusal.field}")
         if op.takes is not None and kind is not None and kind != op.takes:

@@ -340,7 +340,9 @@ def loss_summary(losses: dict[str, int] | None) -> str:
                 "heard from since a disconnect")
     else:
         lost = f"{losses['lost']} lost ({parts})"
-    return f", {lost}, {losses['duplicates']} duplicates"
+    skipped = (f", {losses['skipped']} on system subjects skipped ($SRV, $JS, _INBOX ...: not records)"
+               if losses.get("skipped") else "")
+    return f", {lost}, {losses['duplicates']} duplicates{skipped}"
 
 
 def describe_sink(sink: Any) -> str:

@@ -33,6 +33,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field, StringConstraints, model_validator
 
+from ..connectors.connector import Source
 from ..connectors.dictionary_stores import FolderDictionariesConfig
 from ..connectors.nats.connection import NatsConnectionConfig
 from ..connectors.nats.dictionary_bucket import NatsDictionariesConfig
@@ -40,10 +41,9 @@ from ..connectors.nats.schema_registry import DEFAULT_BUCKET, NatsRegistryConfig
 from ..connectors.schema_folder import FolderRegistryConfig
 from ..core.errors import ConfigError
 from ..core.models import Strict, validate
-from ..core.stores import DICTIONARIES, RESOURCE_NAME, SCHEMAS, StoreUse, UsesStores
+from ..core.stores import DICTIONARIES, REGISTRY, RESOURCE_NAME, SCHEMAS, StoreUse, UsesStores
 from .parts import close_each
 
-REGISTRY = "registry"  # the schema store ``schema: registry/...`` names without a declaration
 KINDS = (SCHEMAS, DICTIONARIES)
 STORE_TYPES = ("nats", "folder")
 SchemaStoreConfig = Annotated[Union[NatsRegistryConfig, FolderRegistryConfig],  # noqa: UP007
@@ -137,14 +137,16 @@ class Resources:
         return f"Resources({', '.join(f'{k}.{n}' for k, n in self._declared) or 'none declared'})"
 
     def bind(self, operators: Sequence[Any], parts: Sequence[Any], where: Sequence[str] | None = None) -> None:
-        """Hand every operator that names stores (``core.stores.UsesStores``) each one; ``ConfigError`` at the
-        operator's field (``where[i]``: its YAML entry) for a store that is not declared or cannot be built."""
-        for i, op in enumerate(operators):
-            if not isinstance(op, UsesStores):
-                continue
-            at = where[i] if where else f"operators[{i}].{getattr(op, 'stage', 'operator')}"
-            for use in op.store_uses():
-                op.use_store(use, self._store(use, parts, at))
+        """Hand every operator that names stores (``core.stores.UsesStores``) each one, and every part that does
+        (a ``csv`` source's registered schema); ``ConfigError`` at the operator's field (``where[i]``: its YAML
+        entry) or the part's for a store that is not declared or cannot be built."""
+        named = [(op, where[i] if where else f"operators[{i}].{getattr(op, 'stage', 'operator')}")
+                 for i, op in enumerate(operators)]
+        named += [(part, "source" if isinstance(part, Source) else "sink") for part in parts]
+        for user, at in named:
+            if isinstance(user, UsesStores):
+                for use in user.store_uses():
+                    user.use_store(use, self._store(use, parts, at))
 
     def _store(self, use: StoreUse, parts: Sequence[Any], at: str) -> Any:
         key = (use.kind, use.resource)

@@ -24,9 +24,11 @@ from typing import Any
 from ..core.batch import Batch
 from ..core.errors import ConfigError, WirepipeError
 from ..core.fields import plain
+from ..testing import TestingSink
 from ..wire import Header
 from .expect import check
 from .model import Case, DecodeSpec, Expect, InputSpec, TestFile, load_test_file
+from .snapshot import MAX_KEPT, too_large, too_many, unrecordable, written_size
 
 SUFFIXES = (".test.yaml", ".test.yml")
 
@@ -121,16 +123,36 @@ def load(path: Path) -> LoadedFile:
     for i, case in enumerate(spec.tests):
         pipe = build(loaded, case)  # the pipeline (and the case's --set) validate
         _check_input_files(loaded, case.input, f"tests[{i}].input")
-        if case.input.encode is not None:
-            _encoders(loaded, pipe, case.input, f"tests[{i}].input")  # its stores: declared, none through NATS
+        if case.input.encode is not None:  # its stores: declared, none through NATS
+            _opens(loaded, pipe, _encoders(loaded, pipe, case.input, f"tests[{i}].input"), f"tests[{i}].input.encode")
         decode = _decode_spec(case.expect)
         if decode is not None:
             try:
-                _decoder(loaded, pipe, decode)
+                decoder = _decoder(loaded, pipe, decode)
             except (ConfigError, ValueError, OSError) as exc:
                 detail = exc.detail if isinstance(exc, ConfigError) else str(exc)
                 raise ConfigError(detail, file=str(path), path=f"tests[{i}].expect.decode") from None
+            _opens(loaded, pipe, [decoder.decoder], f"tests[{i}].expect.decode")
     return loaded
+
+
+def _opens(loaded: LoadedFile, pipe: Any, ops: list[Any], where: str) -> None:
+    """Open and close ``ops`` (a case's encoders, its decoder) with the test file's stores, as a case will: a
+    registered schema or a dictionary those stores do not hold is the test file's config error at ``where``'s
+    field (exit 2 before any case runs), not an error of each case that names it."""
+    import asyncio
+
+    async def open_and_close() -> None:
+        try:
+            await pipe.resources.open_operators(ops, (pipe.source, pipe.sink))
+        finally:
+            await pipe.resources.close_operators()
+
+    try:
+        asyncio.run(open_and_close())
+    except ConfigError as exc:  # at the operator's own field (``deserialize.schema``): the test file's
+        field = exc.path.rpartition(".")[2] if exc.path else ""
+        raise ConfigError(exc.detail, file=str(loaded.path), path=f"{where}.{field}" if field else where) from None
 
 
 REPLACED = ("source", "sink", "dead_letter", "metrics", "monitor")  # the parts a case runs without
@@ -293,8 +315,7 @@ def source_for(loaded: LoadedFile, spec: InputSpec, where: str, pipe: Any) -> An
 def from_test_file(loaded: LoadedFile, schema: Any) -> Any:
     """A schema file a test file names, relative to the test file as its other paths are; any other schema (a
     registered one, a dataset, module:Class, a mapping) as it is."""
-    from ..core.stores import is_nats_ref
-    from ..operators.schema_options import SCHEMA_FILE_SUFFIXES
+    from ..core.stores import SCHEMA_FILE_SUFFIXES, is_nats_ref
 
     if not isinstance(schema, str) or is_nats_ref(schema):
         return schema
@@ -347,22 +368,65 @@ def _encoded(pipe: Any, ops: list[Any], spec: InputSpec, values: list[Any], wher
 # --- running -----------------------------------------------------------------------------------------
 
 
+class RecordingSink(TestingSink):
+    """The sink of a case ``--update`` records: it keeps what a test file can hold (``snapshot.too_many``, and
+    ``snapshot.MAX_KEPT`` bytes of values as written) and past it only counts, so a case too large to record is
+    refused with its counts without its outputs in memory (``why_not``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rejected = 0
+        self.kept_bytes = 0
+        self.full_at: int | None = None  # the outputs it had kept when it stopped keeping them
+
+    async def write(self, batch: Batch) -> None:
+        if self.full_at is None:
+            await super().write(batch)
+            self.kept_bytes += sum(written_size(v) for v in batch.values)
+            self._check()
+        else:
+            self.count += len(batch.values)
+            self.batches += 1
+
+    async def write_rejected(self, rejected: list[Any]) -> None:
+        self.rejected += len(rejected)
+        if self.full_at is None:
+            await super().write_rejected(rejected)
+            self._check()
+
+    def _check(self) -> None:
+        if too_many(self.count, self.rejected) is not None or self.kept_bytes > MAX_KEPT:
+            self.full_at, self.keep = self.count, False  # what it held is dropped: only counted from here
+            self.records, self.subjects, self.headers, self.meta, self.rejects = [], [], [], {}, []
+
+    def why_not(self) -> str | None:
+        """Why the case is not recorded, with its final counts; None while it fits."""
+        if self.full_at is None:
+            return None
+        return too_many(self.count, self.rejected) or too_large(self.count, self.full_at)
+
+
 def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseResult:
-    """Run one case and check it (``update``: record its outputs as the expectation instead)."""
-    from ..testing import TestingSink, between
+    """Run one case and check it (``update``: record its outputs as the expectation instead, through a sink that
+    keeps no more than a test file holds: a case past it fails with the reason)."""
+    from ..testing import between
 
     case = loaded.spec.tests[index]
     result = CaseResult(loaded.path, case)
     started = time.monotonic()
+    why_not: str | None = None
     try:
         pipe = build(loaded, case)
         source = source_for(loaded, case.input, f"tests[{index}].input", pipe)
-        sink = TestingSink()
+        sink = RecordingSink() if update else TestingSink()
         _run(between(pipe, source, sink))
+        why_not = sink.why_not() if isinstance(sink, RecordingSink) else None
         decode = _decode_spec(case.expect)
-        result.outputs = outputs(pipe, sink, _decoder(loaded, pipe, decode) if decode is not None else None)
-        result.rejects = list(sink.rejects)
-        if update and decode is None:
+        if why_not is None:
+            result.outputs = outputs(pipe, sink, _decoder(loaded, pipe, decode) if decode is not None else None)
+            result.rejects = list(sink.rejects)
+            why_not = unrecordable(result.outputs, result.rejects) if update else None
+        if update and decode is None and why_not is None:
             result.redecoded = _redecode(result.outputs, _decoder(loaded, pipe, DecodeSpec()))
     except KeyboardInterrupt:
         result.error = "interrupted (Ctrl-C): the case drained and stopped"
@@ -375,7 +439,9 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
         result.error = f"{type(exc).__name__}: {exc}"
     result.elapsed = time.monotonic() - started
     if result.error is None:
-        if update:
+        if update and why_not is not None:
+            result.failures.append(why_not)
+        elif update:
             result.updated = True
         elif case.expect is None:
             result.failures.append("no `expect:` (record what the case produces with: wirepipe test --update)")

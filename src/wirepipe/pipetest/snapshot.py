@@ -6,7 +6,9 @@ comments and formatting elsewhere stay as they were and the change reads as a di
 What a case records is bounded (``unrecordable``): at most ``MAX_OUTPUTS`` outputs and about ``MAX_BYTES``
 of them. A case past either fails with the reason instead of writing a file nobody reviews (a fixture of
 93 MB would write more than 100 MB of YAML): such a case checks ``count`` and ``each`` conditions, or
-records a slice of its input (``count:``).
+records a slice of its input (``count:``). The case's sink keeps no more than that as it runs
+(``pipetest.cases.RecordingSink``, ``too_many``, ``MAX_KEPT``): refusing a large case costs no memory for its
+outputs.
 """
 
 from __future__ import annotations
@@ -19,27 +21,58 @@ import yaml
 
 MAX_OUTPUTS = 1000
 MAX_BYTES = 1024 * 1024  # the outputs as JSON, about: the recorded block stays a reviewable diff
+# The values a recording case's sink keeps, as the pipeline wrote them (payload bytes, records as JSON): past it
+# their JSON is past MAX_BYTES too (JSON holds no value in less than a quarter of msgpack's, bincode's or
+# protobuf's bytes), so it stops keeping them.
+MAX_KEPT = 4 * MAX_BYTES
+_OR_SMALLER = "check it with `count:` and `each:` conditions, or record a slice of its input (`count:`)"
 
 
-def unrecordable(outputs: Sequence[Any], rejects: Sequence[Any]) -> str | None:
-    """Why ``--update`` does not record these outputs and rejections (None: it does): too many, or too large."""
+def too_many(outputs: int, rejects: int) -> str | None:
+    """Why ``--update`` does not record a case that made ``outputs`` outputs and ``rejects`` rejections (None:
+    not too many)."""
+    if outputs + rejects <= MAX_OUTPUTS:
+        return None
+    return (f"--update records at most {MAX_OUTPUTS:,} outputs and rejections in a test file; this case made "
+            f"{outputs:,} and {rejects:,}: {_OR_SMALLER}")
+
+
+def too_large(outputs: int, kept: int | None = None) -> str:
+    """Why ``--update`` does not record a case's ``outputs`` outputs: their JSON passed ``MAX_BYTES``, or (``kept``)
+    the first ``kept`` of them passed ``MAX_KEPT`` bytes as the pipeline wrote them."""
+    if kept is None:
+        return (f"--update records at most {MAX_BYTES // 1024:,} KiB of outputs in a test file; this case's "
+                f"{outputs:,} outputs are larger: {_OR_SMALLER}")
+    return (f"--update records at most {MAX_BYTES // 1024:,} KiB of outputs in a test file; the first {kept:,} of "
+            f"this case's {outputs:,} outputs passed {MAX_KEPT // 1024:,} KiB as the pipeline wrote them: "
+            f"{_OR_SMALLER}")
+
+
+def json_size(value: Any) -> int:
+    """A value's size as a test file records it (JSON; bytes in ``$base64``)."""
     import orjson
 
     from ..core.fields import plain
 
-    n = len(outputs) + len(rejects)
-    if n > MAX_OUTPUTS:
-        return (f"--update records at most {MAX_OUTPUTS:,} outputs and rejections in a test file; this case made "
-                f"{len(outputs):,} and {len(rejects):,}: check it with `count:` and `each:` conditions, or record "
-                "a slice of its input (`count:`)")
+    return len(orjson.dumps(plain(value), default=repr, option=orjson.OPT_NON_STR_KEYS))
+
+
+def written_size(value: Any) -> int:
+    """A value's size as the pipeline wrote it: a payload's bytes, a record's JSON (what ``MAX_KEPT`` bounds)."""
+    return len(value) if isinstance(value, (bytes, bytearray, memoryview)) else json_size(value)
+
+
+def unrecordable(outputs: Sequence[Any], rejects: Sequence[Any]) -> str | None:
+    """Why ``--update`` does not record these outputs and rejections (None: it does): too many, or too large."""
+    why = too_many(len(outputs), len(rejects))
+    if why is not None:
+        return why
     size = 0
     for o in outputs:
-        size += len(orjson.dumps(plain(o.value), default=repr, option=orjson.OPT_NON_STR_KEYS))
+        size += json_size(o.value)
         size += len(o.subject or "") + sum(len(k) + len(v) for k, v in (o.headers or {}).items())
         if size > MAX_BYTES:
-            return (f"--update records at most {MAX_BYTES // 1024:,} KiB of outputs in a test file; this case's "
-                    f"{len(outputs):,} outputs are larger: check them with `count:` and `each:` conditions, or "
-                    "record a slice of its input (`count:`)")
+            return too_large(len(outputs))
     return None
 
 

@@ -83,7 +83,7 @@ def _dictionary_file(value: str) -> JobFile | None:
 
 
 def _schema_file(value: str, message: str | None) -> JobFile | None:
-    from ..operators.schema_options import SCHEMA_FILE_SUFFIXES
+    from ..core.stores import SCHEMA_FILE_SUFFIXES
 
     path, _, named = value.partition("#")
     if Path(path).suffix.lower() not in SCHEMA_FILE_SUFFIXES:  # a dataset name, module:Class

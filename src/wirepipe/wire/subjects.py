@@ -216,6 +216,26 @@ STAMP_PREFIX = CONTROL_PREFIX + "last."
 # A running pipeline's NATS service (pipelines/service.py) answers the protocol on $SRV.PING|INFO|STATS, and its
 # endpoints on this prefix + <service name>.<service id>.stats and .health.
 SERVICE_PREFIX = CONTROL_PREFIX + "service."
+# Subjects that carry no data: NATS's own namespace ($SRV services, $JS JetStream's API and acks, $KV and $O the
+# stores, $SYS), request replies (_INBOX, the clients' default inbox prefix) and wirepipe's control traffic.
+SYSTEM_PREFIXES = ("$", "_INBOX.", CONTROL_PREFIX)
+
+
+def skips_system(pattern: str) -> bool:
+    """A subscription to ``pattern`` matches system subjects (``SYSTEM_PREFIXES``) without naming them: its first
+    token is a wildcard (``>``, ``*.stats``). What it receives there is not a record; a pattern that names the
+    namespace (``$SRV.>``, ``_INBOX.>``) reads it.
+
+    >>> skips_system(">"), skips_system("*.STATS"), skips_system("$SRV.>"), skips_system("points.>")
+    (True, True, False, False)
+    """
+    return pattern.partition(TOKEN_SEPARATOR)[0] in WILDCARDS
+
+
+def system_namespace(subject: str) -> str:
+    """The namespace a system subject is counted under: its first token (``$SRV``, ``$JS``, ``_INBOX``,
+    ``_WIREPIPE``)."""
+    return subject.partition(TOKEN_SEPARATOR)[0]
 # Whitespace or a control character anywhere; or an empty token (leading, trailing or double dot, or an
 # empty subject), or a ``*``/``>`` token: a publish names one subject, wildcards are for subscriptions.
 _WILD = "[" + re.escape("".join(WILDCARDS)) + "]"

@@ -290,9 +290,13 @@ class NatsConnection:
     disconnect (a core NATS consumer marks where its losses begin).
     """
 
-    def __init__(self, config: NatsConnectionConfig, *, role: str = "client") -> None:
+    def __init__(self, config: NatsConnectionConfig, *, role: str = "client",
+                 drop_advice: str = "speed up what reads the subscription") -> None:
+        """``drop_advice``: what a message the client dropped (a slow consumer) means to the connector that owns
+        this connection and what its user can do, for the warning (each source has its own remedies)."""
         self.config = config  # a connector's config (every NATS connector config is one), or this alone
         self.role = role
+        self.drop_advice = drop_advice
         self.stats = ConnectionStats()
         self.nc: Any = None
         self.url = ""  # the server connected to (while reconnecting: the one that was lost)
@@ -452,8 +456,7 @@ class NatsConnection:
         now = time.monotonic()
         if now - self._last_drop_log >= 10.0:
             log.warning("slow consumer: %d message(s) dropped so far on %s (the subscription's pending "
-                        "limits were reached; raise pending_msgs_limit or speed up the pipeline)",
-                        self.stats.slow_consumer_drops, self.public_url)
+                        "limits were reached; %s)", self.stats.slow_consumer_drops, self.public_url, self.drop_advice)
             self._last_drop_log = now
 
     async def _on_error(self, exc: Exception) -> None:

@@ -26,7 +26,7 @@ from ...core.batch import PAYLOADS, Batch
 from ...core.errors import CannotShare
 from ...core.models import Duration, Size, SourceLimits
 from ...core.stages import Stage
-from ...wire import CONTROL_PREFIX, STAMP_PREFIX, Header, subjects_overlap
+from ...wire import STAMP_PREFIX, SYSTEM_PREFIXES, Header, skips_system, system_namespace
 from ..connector import Configured, CountsLoss, Drains, ReadsSubjects, ReadsWhileBusy, SharedByWorkers, Source
 from .connection import CONNECTION_PARAMS, NatsConnection, NatsConnectionConfig, refuse_embedded
 from .gaps import INT64_MAX, GapCounter, parse_seq
@@ -71,7 +71,8 @@ class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsW
     def _configure(self, config: NatsSourceConfig) -> None:
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
-        self.conn = NatsConnection(config, role="consumer")
+        self.conn = NatsConnection(config, role="consumer", drop_advice="they are lost: raise pending_msgs_limit or "
+                                                                        "speed up the pipeline")
         self.buffer = RawSubscription(config.batch_size, config.batch_timeout, config.pending_msgs_limit,
                                       max_msgs=config.pending_msgs_limit, max_bytes=config.pending_bytes_limit,
                                       on_drop=self.conn.client_dropped)
@@ -81,6 +82,7 @@ class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsW
         self.gaps = GapCounter() if (gaps if gaps is not None else not config.queue) else None
         self._drops_in_gaps = 0  # client-side drops a later gap already counted
         self.discarded = 0
+        self.skipped: dict[str, int] = {}  # messages on system subjects a wildcard matched, by namespace ($SRV ...)
         self._stamps: Any = None  # the subscription to the publishers' stamps
         # Stamps and disconnects waiting for the messages before them to be counted: (position, apply).
         self._events: deque[tuple[int, Callable[[], int]]] = deque()
@@ -120,7 +122,8 @@ class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsW
                   "duplicates": g.duplicates if g else 0, "reordered": g.reordered if g else 0,
                   "malformed": g.malformed if g else 0, "disconnects": self.conn.stats.disconnects,
                   "unsure": g.unsure if g else 0, "forgotten": g.forgotten if g else 0,
-                  "forgotten_running": g.forgotten_running if g else 0}
+                  "forgotten_running": g.forgotten_running if g else 0,
+                  "skipped": sum(self.skipped.values())}  # not records, not lost: on system subjects
         return {k: min(v, INT64_MAX) for k, v in counts.items()}
 
     def discard(self, records: int) -> None:
@@ -160,16 +163,27 @@ class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsW
         await nc.flush(timeout=10)  # the server knows the subscription before publishers start
         self.ready.set()
 
-    @property
-    def reads_control(self) -> bool:
-        """The subscription itself matches wirepipe's control subjects (``>``, ``*.last.>``: stamps, service
-        requests): they are not records."""
-        return subjects_overlap(self.config.subject, CONTROL_PREFIX + "{subject}")
+    def _skip_system(self, batch: Batch, subjects: Sequence[str]) -> None:
+        """Keep the records of ``batch`` that are not on a system subject (``wire.SYSTEM_PREFIXES``: service
+        requests, request replies, JetStream's API, stamps), counted by namespace in ``skipped``; the first of each
+        namespace is logged, with the subject that reads them."""
+        kept = []
+        for i, s in enumerate(subjects):
+            if not s.startswith(SYSTEM_PREFIXES):
+                kept.append(i)
+                continue
+            namespace = system_namespace(s)
+            seen = self.skipped.get(namespace, 0)
+            self.skipped[namespace] = seen + 1
+            if not seen:
+                log.info("nats source %r: messages on %s (first: %s) are not records: skipped and counted; "
+                         "subscribe to %s.> to read them", self.config.subject, namespace, s, namespace)
+        batch.keep(kept)
 
     async def batches(self) -> AsyncIterator[Batch]:
         left = self.count if self.count is not None else -1
         gaps = self.gaps
-        skip_control = self.reads_control
+        skip_system = skips_system(self.config.subject)
         batch_size = self.config.batch_size
         while left != 0:
             if self.stopping.is_set() and self.sub is not None:
@@ -182,8 +196,8 @@ class NatsSource(Configured, Source, SharedByWorkers, CountsLoss, Drains, ReadsW
             if gaps is not None:
                 self._observe(got.headers, self.buffer.taken - len(got))
             batch = got.batch()
-            if skip_control and any(s.startswith(CONTROL_PREFIX) for s in got.subjects):
-                batch.keep([i for i, s in enumerate(got.subjects) if not s.startswith(CONTROL_PREFIX)])
+            if skip_system and any(s.startswith(SYSTEM_PREFIXES) for s in got.subjects):
+                self._skip_system(batch, got.subjects)
                 if not batch.values:
                     continue
             if left > 0:

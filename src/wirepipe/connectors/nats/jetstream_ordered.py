@@ -42,6 +42,9 @@ class OrderedJetStreamSource(JetStreamReader, Commits):
     """
 
     reads_ordered = True
+    drop_advice = ("the ordered consumer reads them again from the stream, so none is lost; to avoid the re-reads, "
+                   "speed up the pipeline or read with a durable consumer (drop `ordered: true`), which pulls only "
+                   "what the pipeline takes")
     buffer: SubscriptionReader
 
     def __init__(self, config: JetStreamSourceConfig) -> None:

@@ -83,6 +83,7 @@ class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
     stage = Stage.CONSUME
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
     reads_ordered: bool  # the kind of consumer the class reads: ``ordered`` in its config
+    drop_advice: str  # what a message the client dropped means for this consumer and what its user can do
     config: JetStreamSourceConfig
     buffer: SubscriptionReader | RawSubscription
 
@@ -95,7 +96,7 @@ class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
         self.stream = config.stream  # the stream read: given, or the one that stores ``subject`` (found at open)
-        self.conn = NatsConnection(config, role="jetstream consumer")
+        self.conn = NatsConnection(config, role="jetstream consumer", drop_advice=self.drop_advice)
         self.nc: Any = None
         self.sub: Any = None
         self._seen = 0

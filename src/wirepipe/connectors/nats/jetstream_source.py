@@ -107,6 +107,7 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
     given), and so its ``max_ack_pending``: each keeps to its part (``for_worker``)."""
 
     reads_ordered = False
+    drop_advice = "JetStream delivers them again after ack_wait, so none is lost; speed up the pipeline"
     shared_by = "durable"
     readers = 1  # the workers reading the durable together, this one among them (``for_worker``)
     buffer: RawSubscription
