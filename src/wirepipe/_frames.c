@@ -29,6 +29,28 @@ parse_size(const char *s, Py_ssize_t n)
     return v;
 }
 
+/* The tokens of [s, end) at each sep (empty ones too, as bytes.split(sep) gives them) into tok/len; how many, or
+ * -1 when there are more than max. */
+static int
+split_at(const char *s, const char *end, char sep, const char **tok, Py_ssize_t *len, int max)
+{
+    int n = 0;
+    while (1) {
+        const char *at = memchr(s, sep, (size_t)(end - s));
+        const char *stop = at != NULL ? at : end;
+        if (n == max) {
+            return -1;
+        }
+        tok[n] = s;
+        len[n] = stop - s;
+        n++;
+        if (at == NULL) {
+            return n;
+        }
+        s = at + 1;
+    }
+}
+
 /* cut_frames(buf, sid: bytes) -> (frames: list, consumed: int, payload_bytes: int, partial: bool)
  *
  * From the start of buf (bytes or bytearray), each message of subscription sid wholly in it, as
@@ -73,25 +95,9 @@ cut_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         /* the tokens at single spaces: at most 6 */
-        const char *tok[7];
-        Py_ssize_t len[7];
-        int n = 0;
-        const char *t = line;
-        while (1) {
-            const char *sp = memchr(t, ' ', (size_t)(nl - t));
-            const char *stop = sp != NULL ? sp : nl;
-            if (n == 7) {
-                n = 8; /* too many */
-                break;
-            }
-            tok[n] = t;
-            len[n] = stop - t;
-            n++;
-            if (stop == nl) {
-                break;
-            }
-            t = stop + 1;
-        }
+        const char *tok[6];
+        Py_ssize_t len[6];
+        int n = split_at(line, nl, ' ', tok, len, 6);
         int hmsg = n >= 1 && len[0] == 4 && memcmp(tok[0], "HMSG", 4) == 0;
         int msg = n >= 1 && len[0] == 3 && memcmp(tok[0], "MSG", 3) == 0;
         int replied;
@@ -395,22 +401,7 @@ ack_reply_columns(PyObject *module, PyObject *replies)
         Py_ssize_t len = PyUnicode_GET_LENGTH(r);
         const char *tok[16];
         Py_ssize_t tl[16];
-        int nt = 0;
-        const char *t = s, *end = s + len;
-        while (1) {
-            const char *dot = memchr(t, '.', (size_t)(end - t));
-            const char *stop = dot != NULL ? dot : end;
-            if (nt == 16) {
-                goto other;
-            }
-            tok[nt] = t;
-            tl[nt] = stop - t;
-            nt++;
-            if (dot == NULL) {
-                break;
-            }
-            t = dot + 1;
-        }
+        int nt = split_at(s, s + len, '.', tok, tl, 16);
         int off;
         if (nt == 9) {
             off = 0;

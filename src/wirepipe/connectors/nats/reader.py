@@ -15,11 +15,11 @@ accessors (``Subscription.delivered``, ``pending_msgs``, ``pending_bytes``) are 
 (its header parser, a ``Msg`` object, an ``asyncio.Queue`` put and get) cost ~12.5 us/message of the
 ~16 us/record a whole JetStream pull pipeline took (client CPU, same run, 2 shared cores); its header
 parser alone ~6x ``parse_headers``. Here the messages of this one subscription are cut out of nats-py's
-parser buffer by a fast path of its ``parse`` (``_frames_parser``: a control line split at its spaces, a read's
-messages handed over together, no coroutine) and, where nats-py's parser still frames one (after a PING or another
-subscription's message in the same read), by its ``_process_msg`` hook; both append
+parser buffer by a fast path of its ``parse`` (``_frames_parser``: a read's messages cut in one C loop,
+``cut_frames``, and handed over together, no coroutine) and, where nats-py's parser still frames one (after a PING
+or another subscription's message in the same read), by its ``_process_msg`` hook; both append
 ``(reply, data, raw headers, subject)`` to a deque, applying the subscription's pending limits as nats-py would;
-headers are parsed a batch at a time (``parse_header_column``: what repeats in a batch parsed once).
+headers are parsed a batch at a time (``parse_header_column``, a C loop too).
 
 It replaces two nats-py internals (``Client._process_msg``, called by ``nats.protocol.parser.Parser`` for every
 message, and that parser's ``parse``, on the connection's own parser object) for that subscription only (found by
