@@ -1,8 +1,9 @@
 """A subscription's messages cut out of a NATS read (``reader.cut_frames``), their header blocks
 (``headers.parse_header_column``) and JetStream reply subjects (``jetstream_reader.parse_ack_replies``) parsed: the
-C loops (``wirepipe._frames``) and the Python loops they replace where no
-compiler was there give one answer for every read, whole or cut anywhere, and every block; both cutters stop at
-what is not theirs to read (it goes to nats-py's parser)."""
+C loops (``wirepipe._frames``) and the Python loops they replace where no compiler was there give one answer for
+every read, whole or cut anywhere, and every block; both cutters stop at what is not theirs to read (it goes to
+nats-py's parser). And a durable read through the C loops against a real nats-server, with records a dead
+reader held coming back."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.nats_fixtures import consumer_info, publish_numbered
 from wirepipe._frames import ack_reply_columns as c_acks
 from wirepipe._frames import cut_frames as c_cut  # the test command's install builds it
 from wirepipe._frames import parse_header_blocks as c_headers
-from wirepipe.connectors.nats import jetstream_reader
+from wirepipe.connectors.nats import headers, jetstream_reader, reader
 from wirepipe.connectors.nats.headers import _parse_header_column_python, parse_header_column, parse_headers
+from wirepipe.connectors.nats.jetstream_source import JetStreamSource
 from wirepipe.connectors.nats.reader import _cut_frames_python as py_cut
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSink
 
 OWN = b"7"
 HDR = b"NATS/1.0\r\nNats-Msg-Id: a-1\r\n\r\n"
@@ -119,3 +125,43 @@ def test_the_c_reply_parser_reads_what_parse_ack_reply_reads(replies: list[str])
         assert any(not r.isascii() or "+" in r or "_" in r or " " in r for r in replies)
         assert jetstream_reader.parse_ack_replies(replies) == ([p[0] for p in parsed], [p[1] for p in parsed],
                                                                parsed[-1][2])
+
+
+@pytest.mark.slow
+async def test_a_durable_read_through_the_c_loops_gets_every_record_once_and_counts_what_came_back(
+        nats_url: str) -> None:
+    """A real nats-server, the C loops in use: a reader took 400 records of a durable and died holding them
+    (never acknowledged); the next reader, to the end of the stream, gets all 3,000 with their headers, stream
+    sequences and delivery counts (the 400, delivered a second time after ``ack_wait``, counted as
+    redelivered), acknowledges every one, and the consumer has nothing pending."""
+    import nats
+    from nats.js.api import ConsumerConfig
+
+    assert (reader.cut_frames, headers.parse_header_blocks, jetstream_reader.ack_reply_columns) == (
+        c_cut, c_headers, c_acks), "the C loops are the ones in use"
+    n, held = 3000, 400
+    await publish_numbered(nats_url, n)
+    nc = await nats.connect(nats_url)
+    try:  # the reader that dies: its pull consumer takes `held` records and never acknowledges them
+        sub = await nc.jetstream().pull_subscribe("num", durable="c-loops", stream="NUM",
+                                                  config=ConsumerConfig(ack_wait=1.0))
+        taken = []
+        while len(taken) < held:
+            taken += await sub.fetch(held - len(taken), timeout=5)
+    finally:
+        await nc.close()
+    assert [int(m.headers["Nats-Msg-Id"]) for m in taken] == list(range(held))
+
+    out = TestingSink()
+    source = JetStreamSource("num", stream="NUM", durable="c-loops", url=nats_url, ack_wait=1.0, stop_at_end=True,
+                             batch_size=250)
+    stats = await Pipeline(source, [Deserialize("msgpack")], out).run_async()
+    assert sorted(r["i"] for r in out.records) == list(range(n))  # every record, once
+    assert stats.records_out == n and stats.acked == n and source.redelivered == held
+    by_i = {r["i"]: k for k, r in enumerate(out.records)}
+    assert [out.meta["stream_seq"][by_i[i]] for i in range(n)] == list(range(1, n + 1))
+    assert [out.meta["delivered"][by_i[i]] for i in range(n)] == [2] * held + [1] * (n - held)
+    assert [out.headers[by_i[i]] for i in range(n)] == [
+        {"Content-Type": "application/msgpack", "Nats-Msg-Id": str(i)} for i in range(n)]
+    info = await consumer_info(nats_url, "NUM", "c-loops")
+    assert info.num_ack_pending == 0 and info.num_pending == 0 and info.ack_floor.stream_seq == n
