@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+try:
+    from ..._frames import parse_header_blocks
+except ImportError:  # built without a compiler (the extension is optional): the Python loop
+    parse_header_blocks = None  # type: ignore[assignment]
+
 _HDR_START = len(b"NATS/1.0")
 _NO_STATUS = b"NATS/1.0\r\n"  # a header block's first line without a status
 
@@ -36,7 +41,16 @@ def parse_headers(raw: bytes | None) -> dict[str, str] | None:
 
 
 def parse_header_column(raws: Sequence[bytes | None]) -> list[dict[str, str] | None]:
-    """``parse_headers`` of each of a batch's header blocks, what repeats in the batch parsed once.
+    """``parse_headers`` of each of a batch's header blocks, what repeats in the batch parsed once: in one C loop
+    (``wirepipe._frames.parse_header_blocks``, ~0.2 us a block against ~1 here; a block that is not ASCII is
+    ``parse_headers``' there), or ``_parse_header_column_python`` where it was not built."""
+    if parse_header_blocks is not None:
+        return parse_header_blocks(raws if type(raws) is list else list(raws), parse_headers)
+    return _parse_header_column_python(raws)
+
+
+def _parse_header_column_python(raws: Sequence[bytes | None]) -> list[dict[str, str] | None]:
+    """``parse_header_column`` without the C loop.
 
     A batch's messages mostly repeat their header lines (the content type and encoding, one ``Wirepipe-Sent-At``
     per publish batch) and differ in the last (``Nats-Msg-Id``): a block whose lines but the last were seen in
@@ -55,7 +69,10 @@ def parse_header_column(raws: Sequence[bytes | None]) -> list[dict[str, str] | N
         if not by_head:
             out.append(_lines_into({}, raw.split(b"\r\n")[1:], lines))
             continue
-        head, _, last = raw[:-4].rpartition(b"\r\n")
+        head, crlf, last = raw[:-4].rpartition(b"\r\n")
+        if not crlf:  # ``NATS/1.0\r\n\r\n``: no lines
+            out.append({})
+            continue
         template = heads.get(head)
         if template is None:
             template = heads[head] = _lines_into({}, head.split(b"\r\n")[1:], lines)

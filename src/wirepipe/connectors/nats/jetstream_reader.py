@@ -30,6 +30,11 @@ from .streams import when_available
 if TYPE_CHECKING:
     from .jetstream_source import JetStreamSourceConfig
 
+try:
+    from ..._frames import ack_reply_columns
+except ImportError:  # built without a compiler (the extension is optional): the Python split
+    ack_reply_columns = None  # type: ignore[assignment]
+
 log = logging.getLogger("wirepipe.jetstream")
 T = TypeVar("T")
 
@@ -53,6 +58,10 @@ def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int
     they are split as one joined string and the columns read with a stride (mixed forms are parsed one by one)."""
     if not replies:
         return [], [], 0
+    if ack_reply_columns is not None and type(replies) is list:
+        columns = ack_reply_columns(replies)  # one C loop (``wirepipe._frames``); None: a form it does not read
+        if columns is not None:
+            return columns
     dots = set(map(str.count, replies, itertools.repeat(".")))
     if len(dots) != 1:
         parsed = [parse_ack_reply(r) for r in replies]

@@ -8,8 +8,8 @@ Durable pull consumer. nats-py's ``fetch`` calls ``next_msg`` once per message
 bytes than half of ``pending_bytes_limit``, a request the server forgot made again) with
 replies on one inbox read as raw protocol tuples (``reader.RawSubscription``), and a commit's acks
 are written as one buffer, or as one AckAll (``ack: all``, a worker that owns its durable).
-Measured on 2 shared cores: ~5 us of consumer CPU per record against ~40 for a ``fetch``
-+ ack loop (benchmarks/jetstream_consume.py), and as much of nats-server's. Records are acknowledged
+Measured on 2 shared cores: ~3.5 us of consumer CPU per record against ~40-50 for a ``fetch``
++ ack loop (benchmarks/jetstream_consume.py), and 5-7 of nats-server's (~3 of them each explicit ack). Records are acknowledged
 only after the sink has made them durable; while the sink is unavailable they are kept with in-progress acks
 (``+WPI``), never nak-ed (a sink failure must not count toward ``max_deliver``); a record a
 stage rejected goes to the dead-letter destination and is terminated.

@@ -15,11 +15,11 @@ accessors (``Subscription.delivered``, ``pending_msgs``, ``pending_bytes``) are 
 (its header parser, a ``Msg`` object, an ``asyncio.Queue`` put and get) cost ~12.5 us/message of the
 ~16 us/record a whole JetStream pull pipeline took (client CPU, same run, 2 shared cores); its header
 parser alone ~6x ``parse_headers``. Here the messages of this one subscription are cut out of nats-py's
-parser buffer by a fast path of its ``parse`` (``_frames_parser``: a control line split at its spaces, a read's
-messages handed over together, no coroutine) and, where nats-py's parser still frames one (after a PING or another
-subscription's message in the same read), by its ``_process_msg`` hook; both append
+parser buffer by a fast path of its ``parse`` (``_frames_parser``: a read's messages cut in one C loop,
+``cut_frames``, and handed over together, no coroutine) and, where nats-py's parser still frames one (after a PING
+or another subscription's message in the same read), by its ``_process_msg`` hook; both append
 ``(reply, data, raw headers, subject)`` to a deque, applying the subscription's pending limits as nats-py would;
-headers are parsed a batch at a time (``parse_header_column``: what repeats in a batch parsed once).
+headers are parsed a batch at a time (``parse_header_column``, a C loop too).
 
 It replaces two nats-py internals (``Client._process_msg``, called by ``nats.protocol.parser.Parser`` for every
 message, and that parser's ``parse``, on the connection's own parser object) for that subscription only (found by
@@ -33,7 +33,7 @@ import operator
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ...core.batch import Batch
 from ...wire import sent_at_column
@@ -278,19 +278,64 @@ _PAYLOAD = operator.itemgetter(1)
 Frame = tuple[bytes, bytes, bytes | None, bytes]
 
 
+def _cut_frames_python(buf: bytearray, own: bytes) -> tuple[list[Frame], int, int, bool]:
+    """``wirepipe._frames.cut_frames`` in Python (built without a compiler): the messages of subscription ``own``
+    wholly at the start of ``buf``, how far they reach, their payload bytes, and whether the next is one of
+    ``own`` not all read yet. A message still arriving (a large payload over many reads) is not copied until it
+    is whole; then the frames are slices of one copy of the buffer."""
+    pos, end, partial = 0, len(buf), False
+    frames: list[Frame] = []
+    add = frames.append
+    payload_bytes = 0
+    src = cast(bytes, buf)  # read in place until a read has a whole message, then as one copy (cut: bytes)
+    while pos < end:
+        nl = src.find(b"\r\n", pos)
+        if nl < 0:
+            break
+        parts = src[pos:nl].split(b" ")
+        n = len(parts)
+        if parts[0] == b"HMSG" and (n == 6 or n == 5) and parts[-2].isdigit() and parts[-1].isdigit():
+            header_size, total, replied = int(parts[-2]), int(parts[-1]), n == 6
+        elif parts[0] == b"MSG" and (n == 5 or n == 4) and parts[-1].isdigit():
+            header_size, total, replied = 0, int(parts[-1]), n == 5
+        else:
+            break
+        if parts[2] != own or header_size > total or b"" in parts:
+            break
+        start = nl + 2
+        stop = start + total
+        if stop + 2 > end:
+            partial = True  # its rest comes with the next read: the fast path takes it then
+            break
+        if src is buf:
+            src = bytes(buf)
+            parts = src[pos:nl].split(b" ")
+        body = start + header_size
+        add((parts[3] if replied else b"", src[body:stop], src[start:body] if header_size else None, parts[1]))
+        payload_bytes += stop - body
+        pos = stop + 2
+    return frames, pos, payload_bytes, partial
+
+
+try:
+    from ..._frames import cut_frames
+except ImportError:  # built without a compiler (the extension is optional): the Python loop
+    cut_frames = _cut_frames_python  # type: ignore[assignment]
+
+
 def _frames_parser(parser: Any, parse: Callable[[bytes], Awaitable[None]], sid: int,
                    deliver: Callable[[list[Frame], int], None]) -> Callable[[bytes], Awaitable[None]]:
     """nats-py's ``Parser.parse`` with a fast path for one subscription's messages.
 
-    Each message of ``sid`` wholly in the buffer is cut out by its control line split at its spaces, as
-    nats-server writes it (``HMSG subject sid [reply] header-size total-size``, ``MSG subject sid [reply] size``),
-    and two slices of one copy of the buffer (a message still arriving, a large payload over many reads, is
-    not copied until it is whole); a read's messages go to ``deliver`` together, without a coroutine; the
-    buffer is cut once per read. nats-py's parser tries two regexes, fills a dict of the message's
-    arguments, cuts the buffer twice and awaits ``_process_msg``, per message (~2 us, a third of a JetStream
-    pull consumer's CPU). Anything else (another subscription's message, PING, INFO, -ERR, a control line
-    of any other form, the parser midway through a message) and everything after it in the buffer goes to
-    nats-py's ``parse``, as before; a message of ``sid`` not all read yet waits in the buffer for the next read.
+    Each message of ``sid`` wholly in the buffer is cut out (``cut_frames``: its control line split at its
+    spaces, as nats-server writes it, ``HMSG subject sid [reply] header-size total-size``,
+    ``MSG subject sid [reply] size``, sizes in digits; one C loop, ``wirepipe._frames``, or the same in Python); a
+    read's messages go to ``deliver`` together, without a coroutine; the buffer is cut once per read. nats-py's
+    parser tries two regexes, fills a dict of the message's arguments, cuts the buffer twice and awaits
+    ``_process_msg``, per message (~2 us, a third of a JetStream pull consumer's CPU). Anything else (another
+    subscription's message, PING, INFO, -ERR, a control line of any other form, the parser midway through a
+    message) and everything after it in the buffer goes to nats-py's ``parse``, as before; a message of ``sid``
+    not all read yet waits in the buffer for the next read.
     """
     from nats.protocol.parser import AWAITING_CONTROL_LINE
 
@@ -300,43 +345,7 @@ def _frames_parser(parser: Any, parse: Callable[[bytes], Awaitable[None]], sid: 
         buf = parser.buf
         buf.extend(data)
         if parser.state == AWAITING_CONTROL_LINE and buf:
-            pos, end, partial = 0, len(buf), False
-            frames: list[Frame] = []
-            add = frames.append
-            payload_bytes = 0
-            # The buffer, read in place until a read has a whole message, then as one copy: frames are its slices
-            # (bytes, as the copy is made before the first is cut).
-            src: bytes = buf
-            while pos < end:
-                nl = src.find(b"\r\n", pos)
-                if nl < 0:
-                    break
-                parts = src[pos:nl].split(b" ")
-                n = len(parts)
-                try:
-                    if parts[0] == b"HMSG" and (n == 6 or n == 5):
-                        header_size, total, replied = int(parts[-2]), int(parts[-1]), n == 6
-                    elif parts[0] == b"MSG" and (n == 5 or n == 4):
-                        header_size, total, replied = 0, int(parts[-1]), n == 5
-                    else:
-                        break
-                except ValueError:
-                    break
-                if parts[2] != own or not 0 <= header_size <= total or b"" in parts:
-                    break
-                start = nl + 2
-                stop = start + total
-                if stop + 2 > end:
-                    partial = True  # its rest comes with the next read: the fast path takes it then
-                    break
-                if src is buf:
-                    src = bytes(buf)
-                    parts = src[pos:nl].split(b" ")
-                body = start + header_size
-                add((parts[3] if replied else b"", src[body:stop], src[start:body] if header_size else None,
-                     parts[1]))
-                payload_bytes += stop - body
-                pos = stop + 2
+            frames, pos, payload_bytes, partial = cut_frames(buf, own)
             if pos:
                 del buf[:pos]
                 deliver(frames, payload_bytes)

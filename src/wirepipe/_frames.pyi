@@ -1,0 +1,9 @@
+# The C loops of src/wirepipe/_frames.c (optional; wirepipe.connectors.nats falls back to Python without them).
+from collections.abc import Callable
+from typing import Any
+
+def cut_frames(buf: bytes | bytearray, sid: bytes, /) -> tuple[list[tuple[bytes, bytes, bytes | None, bytes]], int,
+                                                                int, bool]: ...
+def parse_header_blocks(raws: list[Any], fallback: Callable[[Any], dict[str, str] | None], /
+                        ) -> list[dict[str, str] | None]: ...
+def ack_reply_columns(replies: list[str], /) -> tuple[list[int], list[int], int] | None: ...
