@@ -3,8 +3,9 @@
 In-process timings of the codec stages and the sink leave out what a worker pays around them: the
 event loop, the socket, pull requests and acks, the commit, GC. So the plan runs the consume pipeline
 it plans for (a JetStream durable, the chain's decode, the sink) as a pool of one worker, then of a
-worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
-own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
+worker per core, then of one worker again (the real spawner and supervisor, ``pipelines/pool.py``) against a
+nats-server of its own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a
+stream of the dataset's encoded records with the chain's headers, and measures each in steady state (``measure_pool``:
 from 20% of the records committed to each worker's last commit before the stream ran dry for it, 90% at
 most, start-up and tail left out, cut at commits so that the window holds whole commit cycles; at least
 ``RUN_SECONDS`` where the stream holds the records for it):

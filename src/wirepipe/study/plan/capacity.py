@@ -251,8 +251,9 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
     per message per replica (+1 for the delivery) from the same cores. Calibrated costs say more
     (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did (its
-    two runs, before and after the full pool, as one window), a worker per core as fast per core as the calibration's full pool did (its cores shared with
-    the server, the supervisor and the rest of the machine as they were then), and a pool in
+    two runs, before and after the full pool, as one window), a worker per core as fast per core as the
+    calibration's full pool did (its cores shared with the server, the supervisor and the rest of the
+    machine as they were then), and a pool in
     between in proportion. ``others``: the cores the rest of the machine keeps busy, where that is not
     what it kept busy during the calibration (each calibrated run scaled by its ceiling at that load,
     ``PoolRun.rate_with``). Each run is taken at its own load, not at one averaged over both: the rest of
