@@ -149,6 +149,9 @@ def test_one_worker_runs_twice_and_a_machine_that_moves_by_itself_is_said_to() -
     assert alone.share == pytest.approx(0.98)
     assert predict_rate(costs, 1, cores=2) == pytest.approx(14_400)
     assert predict_rate(costs, 2, cores=2) == pytest.approx(24_000)  # the full pool's, as before
+    # at another load, each run scaled by its own ceiling, then the two as one window
+    assert predict_rate(costs, 1, cores=2, others=1.5) == pytest.approx(
+        72_000 / (30_000 / first.rate_with(1.5) + 42_000 / steady.rate_with(1.5)))
     assert costs.calibrated.drift == pytest.approx(14_000 / 15_000)  # type: ignore[union-attr]
     lines = "\n".join(costs.calibration_lines())
     assert "ran 5.0s as 1 worker and 2.0s as 2" in lines and "moves by itself" not in lines

@@ -363,6 +363,14 @@ class Calibration:
         """One worker, both of its runs as one window: the machine's pace sampled twice, seconds apart."""
         return merged(self.one, self.again) if self.again is not None else self.one
 
+    def alone_rate(self, others: float | None = None) -> float:
+        """One worker's records/s, both runs as one window, each run's time scaled to the load ``others`` by its own
+        ceiling (``PoolRun.rate_with``; None: each at the load it met, ``alone.rate``). Not ``alone.rate_with``: a
+        ceiling of averaged costs and loads is not the average of the runs' ceilings where the load moved."""
+        runs = [self.one] if self.again is None else [self.one, self.again]
+        seconds = sum(r.records / r.rate_with(others) for r in runs if r.rate_with(others) > 0)
+        return sum(r.records for r in runs) / seconds if seconds > 0 else 0.0
+
     @property
     def drift(self) -> float | None:
         """The records/s of one worker's second run over its first: 1.0 where the machine held its pace (no

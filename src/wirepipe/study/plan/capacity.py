@@ -269,9 +269,9 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     n = min(workers, cores)
     if full is None or cores <= 1:
         busy = one.others if others is None else others
-        return min(workers * one.rate_with(others),
+        return min(workers * c.alone_rate(others),
                    max(cores - busy, 0.0) * 1e6 / (one.worker_us + 2 * costs.server_us + one.supervisor_us))
-    alone = one.rate_with(others)
+    alone = c.alone_rate(others)
     top = full.rate_with(others) * cores / full.workers  # every core busy
     return alone + (top - alone) * (n - 1) / (cores - 1)
 
