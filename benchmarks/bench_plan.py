@@ -1,8 +1,8 @@
 """Does ``wirepipe plan`` predict? It runs the plan, then the pools it predicts for, and prints measured/predicted.
 
 Each round runs the plan (``measure_costs``, as ``wirepipe plan`` does: the in-process costs, then the
-calibration, the consume pipeline as one worker and as a worker per core on a local nats-server for a
-few seconds each) for the pipeline of ``bench_workers.py`` (``block`` records, msgpack + zstd best,
+calibration, the consume pipeline as one worker, as a worker per core and as one worker again on a local
+nats-server for a few seconds each) for the pipeline of ``bench_workers.py`` (``block`` records, msgpack + zstd best,
 Parquet parts) on one node with this machine's cores, takes the records/s it predicts for pools of 1
 and of all the cores' workers, then runs those pools (``bench_workers.run_pool``: the real supervisor
 and workers, steady state) and prints measured/predicted for each. Plan and pools alternate, round
@@ -12,7 +12,9 @@ after round, so the load of the machine weighs on both alike. The target is meas
 The plan predicts for the machine as the calibration found it: with the cores the rest of the machine
 kept busy then. On a shared machine that load moves between the calibration and the pool, so each
 pool's line also gives measured/predicted at the load the pool met (``predict_rate(..., others=)``:
-the model itself, without the load's drift).
+the model itself, without the load's drift), its workers' and nats-server's CPU per record over the
+calibration's (which side moved), and the pool over the same pool a round earlier: no plan can be nearer
+than the pool is to itself, and the summary prints that spread beside the plan's error.
 
     python benchmarks/bench_plan.py [--count 120000] [--rounds 3]
 """
