@@ -1,8 +1,8 @@
 """Does ``wirepipe plan`` predict? It runs the plan, then the pools it predicts for, and prints measured/predicted.
 
 Each round runs the plan (``measure_costs``, as ``wirepipe plan`` does: the in-process costs, then the
-calibration, the consume pipeline as one worker and as a worker per core on a local nats-server for a
-few seconds each) for the pipeline of ``bench_workers.py`` (``block`` records, msgpack + zstd best,
+calibration, the consume pipeline as one worker, as a worker per core and as one worker again on a local
+nats-server for a few seconds each) for the pipeline of ``bench_workers.py`` (``block`` records, msgpack + zstd best,
 Parquet parts) on one node with this machine's cores, takes the records/s it predicts for pools of 1
 and of all the cores' workers, then runs those pools (``bench_workers.run_pool``: the real supervisor
 and workers, steady state) and prints measured/predicted for each. Plan and pools alternate, round
@@ -12,7 +12,9 @@ after round, so the load of the machine weighs on both alike. The target is meas
 The plan predicts for the machine as the calibration found it: with the cores the rest of the machine
 kept busy then. On a shared machine that load moves between the calibration and the pool, so each
 pool's line also gives measured/predicted at the load the pool met (``predict_rate(..., others=)``:
-the model itself, without the load's drift).
+the model itself, without the load's drift), its workers' and nats-server's CPU per record over the
+calibration's (which side moved), and the pool over the same pool a round earlier: no plan can be nearer
+than the pool is to itself, and the summary prints that spread beside the plan's error.
 
     python benchmarks/bench_plan.py [--count 120000] [--rounds 3]
 """
@@ -58,6 +60,24 @@ def figures(run: PoolRun) -> dict[str, Any]:
     return {**asdict(run), "rate": run.rate, "ceiling": run.ceiling}
 
 
+def cost_moves(run: PoolRun, calibrated: PoolRun) -> tuple[float, float | None]:
+    """What a record cost the pool over what it cost the calibration's run of its size: the worker's CPU, and
+    nats-server's (None where it is not read). Both up together: the machine's cores got slower, not one side."""
+    server = run.server_us / calibrated.server_us if run.server_us and calibrated.server_us else None
+    return run.worker_us / calibrated.worker_us, server
+
+
+def cost_line(run: PoolRun, calibrated: PoolRun) -> str:
+    worker, server = cost_moves(run, calibrated)
+    return (f"CPU per record, pool (calibration): worker {run.worker_us:.1f} us ({calibrated.worker_us:.1f}) = "
+            f"{worker:.2f}x" + (f", nats-server {run.server_us:.1f} ({calibrated.server_us:.1f}) = {server:.2f}x"
+                                if server is not None else ""))
+
+
+def spread_of(values: list[float]) -> str:
+    return f"median {statistics.median(values):.2f}x [{min(values):.2f}-{max(values):.2f}]"
+
+
 def spread(url: str, args: argparse.Namespace, sizes: list[int], tmp: Path, pid: int | None) -> list[dict[str, Any]]:
     """``--no-plan``: the same pools back to back, each over the one of its size before it: what a plan calibrated
     with that very pool a minute earlier would have measured/predicted."""
@@ -94,6 +114,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-plan-"))
     ratios: dict[int, list[float]] = {w: [] for w in sizes}
     at_load: dict[int, list[float]] = {w: [] for w in sizes}
+    again: dict[int, list[float]] = {w: [] for w in sizes}  # each pool over the same pool a round earlier
+    moved: dict[int, list[tuple[float, float | None]]] = {w: [] for w in sizes}  # CPU per record, pool / calibration
     rounds: list[dict[str, Any]] = []
     try:
         with EmbeddedServer(store_dir=tmp / "store") as server:
@@ -118,14 +140,23 @@ def main() -> int:
                     loaded = predict_rate(costs, workers, cores, others=run.others)
                     ratios[workers].append(measured / predicted)
                     at_load[workers].append(measured / loaded)
+                    calibrated = costs.calibrated.busiest if workers == cores else costs.calibrated.alone
+                    moved[workers].append(cost_moves(run, calibrated))
+                    pools = RUNS[f"workers {workers}"]
+                    if len(pools) > 1:
+                        again[workers].append(pools[-1].rate / pools[-2].rate)
                     rounds.append({"round": r + 1, "workers": workers, "predicted": predicted, "pool": figures(run),
                                    "one": figures(costs.calibrated.one),
+                                   "again": figures(costs.calibrated.again) if costs.calibrated.again else None,
                                    "full": figures(costs.calibrated.full) if costs.calibrated.full else None,
                                    "plan_seconds": took, "load": os.getloadavg()})
                     print(f"  --workers {workers}: predicted {predicted:,.0f} records/s, measured {measured:,.0f}: "
                           f"measured/predicted {measured / predicted:.2f}; at the load the pool met (the rest of "
                           f"the machine {run.others:.2f} cores busy) {loaded:,.0f}: {measured / loaded:.2f}",
                           flush=True)
+                    print(f"      {cost_line(run, calibrated)}"
+                          + (f"; this pool over the same pool a round earlier: {again[workers][-1]:.2f}"
+                             if len(pools) > 1 else ""), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
@@ -134,6 +165,12 @@ def main() -> int:
         print(f"measured/predicted over {args.rounds} rounds (target: within +-{ERROR_BAND:.0%}):")
         for workers in sizes:
             print(f"  --workers {workers}: {band(ratios[workers])}; at the pool's load {band(at_load[workers])}")
+        print("the same pool, round after round (no plan can be nearer than the pool is to itself), and what a "
+              "record cost the pool over what it cost the calibration:")
+        for workers in sizes:
+            worker, server = [m[0] for m in moved[workers]], [m[1] for m in moved[workers] if m[1] is not None]
+            print(f"  --workers {workers}: over the previous round {band(again[workers]) if again[workers] else '-'}; "
+                  f"CPU per record, worker {spread_of(worker)}" + (f", nats-server {spread_of(server)}" if server else ""))
     print(f"  load average (1, 5, 15 min) at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 

@@ -135,6 +135,33 @@ def test_calibrated_predictions_at_another_load_scale_with_the_ceiling() -> None
     assert predict_rate(costs, 1, cores=2, others=1.5) == pytest.approx(one.rate_with(1.5))
 
 
+
+def test_one_worker_runs_twice_and_a_machine_that_moves_by_itself_is_said_to() -> None:
+    """The calibration's one worker runs before and after the full pool: the prediction is both runs as one window;
+    where the second made more than +-20% of the first, the plan says this machine's pace moves by itself."""
+    first = PoolRun(1, 30_000, 2.0, 70.0, 12.0, 1.0, share=0.98, cores=2)  # 15,000 records/s
+    steady = PoolRun(1, 42_000, 3.0, 71.0, 12.5, 1.0, share=0.98, cores=2)  # 14,000 records/s
+    full = PoolRun(2, 48_000, 2.0, 75.0, 10.0, 1.0, share=0.9, cores=2)
+    costs = Costs("x", 0, 20.0, 10.0, 1, calibrated=Calibration(first, full, again=steady))
+    alone = costs.calibrated.alone  # type: ignore[union-attr]
+    assert (alone.records, alone.seconds, alone.rate) == (72_000, 5.0, 14_400)
+    assert alone.worker_us == pytest.approx((70.0 * 30_000 + 71.0 * 42_000) / 72_000)
+    assert alone.share == pytest.approx(0.98)
+    assert predict_rate(costs, 1, cores=2) == pytest.approx(14_400)
+    assert predict_rate(costs, 2, cores=2) == pytest.approx(24_000)  # the full pool's, as before
+    # at another load, each run scaled by its own ceiling, then the two as one window
+    assert predict_rate(costs, 1, cores=2, others=1.5) == pytest.approx(
+        72_000 / (30_000 / first.rate_with(1.5) + 42_000 / steady.rate_with(1.5)))
+    assert costs.calibrated.drift == pytest.approx(14_000 / 15_000)  # type: ignore[union-attr]
+    lines = "\n".join(costs.calibration_lines())
+    assert "ran 5.0s as 1 worker and 2.0s as 2" in lines and "moves by itself" not in lines
+    slower = PoolRun(1, 30_000, 3.0, 98.0, 16.0, 1.0, share=0.98, cores=2)  # 10,000 records/s: 0.67 of the first
+    moved = "\n".join(Costs("x", 0, 20.0, 10.0, 1, calibrated=Calibration(first, full, again=slower))
+                       .calibration_lines())
+    assert ("the same worker, run again seconds later, made 10k/s against 15k/s (0.67x, 70 then 98 us of CPU a "
+            f"record): this machine's pace moves by itself by more than +-{ERROR_BAND:.0%}") in moved
+    assert Calibration(first, full).drift is None and Calibration(first, full).alone is first
+
 def _marks(*commits: tuple[tuple[int, int], ...]) -> list[_Mark]:
     """Marks of a pool: each a (records committed, records read) per worker, a second apart."""
     return [_Mark([(float(t), done, 0.0) for done, _ in workers], [read for _, read in workers], None, 0.0, float(t),

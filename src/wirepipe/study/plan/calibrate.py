@@ -3,8 +3,9 @@
 In-process timings of the codec stages and the sink leave out what a worker pays around them: the
 event loop, the socket, pull requests and acks, the commit, GC. So the plan runs the consume pipeline
 it plans for (a JetStream durable, the chain's decode, the sink) as a pool of one worker, then of a
-worker per core (the real spawner and supervisor, ``pipelines/pool.py``) against a nats-server of its
-own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a stream of the dataset's encoded records, and measures each in steady state (``measure_pool``:
+worker per core, then of one worker again (the real spawner and supervisor, ``pipelines/pool.py``) against a
+nats-server of its own (or the user's, ``wirepipe plan --url``, reached with its credentials and TLS), on a
+stream of the dataset's encoded records with the chain's headers, and measures each in steady state (``measure_pool``:
 from 20% of the records committed to each worker's last commit before the stream ran dry for it, 90% at
 most, start-up and tail left out, cut at commits so that the window holds whole commit cycles; at least
 ``RUN_SECONDS`` where the stream holds the records for it):
@@ -323,28 +324,70 @@ def calibration_records(estimate_us: float) -> int:
     return int(min(MAX_RECORDS, max(MIN_RECORDS, wanted)))
 
 
+def merged(a: PoolRun, b: PoolRun) -> PoolRun:
+    """Two runs of the same pool as one window: records and seconds summed, the CPU per record weighted by the
+    records, the shares of the time by the seconds."""
+    records, seconds = a.records + b.records, a.seconds + b.seconds
+
+    def per_record(x: float, y: float) -> float:
+        return (x * a.records + y * b.records) / records
+
+    def per_second(x: float, y: float) -> float:
+        return (x * a.seconds + y * b.seconds) / seconds
+
+    server = per_record(a.server_us, b.server_us) if a.server_us is not None and b.server_us is not None else None
+    return PoolRun(a.workers, records, seconds, per_record(a.worker_us, b.worker_us), server,
+                   per_record(a.supervisor_us, b.supervisor_us), per_second(a.share, b.share),
+                   per_second(a.waited, b.waited), per_second(a.others, b.others), a.cores, per_second(a.slept, b.slept))
+
+
 @dataclass
 class Calibration:
     """The consume pipeline measured as one worker alone and as a worker per core (``full``; None on one core):
     with every core busy a worker spends more per record (the cores' caches, the server and the supervisor
-    taking turns) and may wait, which one worker alone does not show."""
+    taking turns) and may wait, which one worker alone does not show. One worker runs again after the full pool
+    (``again``): the same pool, seconds later, says how far this machine's pace moves by itself (``drift``)."""
 
     one: PoolRun
     full: PoolRun | None = None
     server: str = "a local nats-server"  # where it ran: the plan's own server, or the user's (its url)
+    again: PoolRun | None = None  # one worker again, after the full pool
 
     @property
     def busiest(self) -> PoolRun:
         """The run with the most workers: what a worker spends when the machine is full."""
-        return self.full or self.one
+        return self.full or self.alone
+
+    @property
+    def alone(self) -> PoolRun:
+        """One worker, both of its runs as one window: the machine's pace sampled twice, seconds apart."""
+        return merged(self.one, self.again) if self.again is not None else self.one
+
+    def alone_rate(self, others: float | None = None) -> float:
+        """One worker's records/s, both runs as one window, each run's time scaled to the load ``others`` by its own
+        ceiling (``PoolRun.rate_with``; None: each at the load it met, ``alone.rate``). Not ``alone.rate_with``: a
+        ceiling of averaged costs and loads is not the average of the runs' ceilings where the load moved."""
+        runs = [self.one] if self.again is None else [self.one, self.again]
+        seconds = sum(r.records / r.rate_with(others) for r in runs if r.rate_with(others) > 0)
+        return sum(r.records for r in runs) / seconds if seconds > 0 else 0.0
+
+    @property
+    def drift(self) -> float | None:
+        """The records/s of one worker's second run over its first: 1.0 where the machine held its pace (no
+        prediction can be nearer than the same pool is to itself seconds later)."""
+        if self.again is None or self.one.rate <= 0:
+            return None
+        return self.again.rate / self.one.rate
 
 
 async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], estimate_us: float,
-                            schema: str | None = None, nats: NatsConnectionConfig | None = None) -> Calibration:
+                            schema: str | None = None, nats: NatsConnectionConfig | None = None, *,
+                            headers: dict[str, str] | None = None) -> Calibration:
     """The consume pipeline as one worker, then as a worker per core, each on a durable of its own, measured in
     steady state (see the module doc): on a local nats-server (a temporary store), or on the server ``nats``
     reaches (``wirepipe plan --url``: its credentials and TLS; its CPU is not read there, and the stream is
-    deleted afterwards). ``payloads``: the dataset's records encoded with ``chain``."""
+    deleted afterwards). ``payloads``: the dataset's records encoded with ``chain``, published with ``headers``
+    (the chain's: what a pipeline's records carry, and its workers parse)."""
     from ...connectors.nats.connection import NatsConnectionConfig
     from ...connectors.nats.server import EmbeddedServer
     from ...pipelines.pool import Pool, usable_cores
@@ -362,7 +405,7 @@ async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], es
                 pid = server.proc.pid if server.proc else None
                 nats = NatsConnectionConfig(url=server.url)
             stream = records * min(cores, 2)  # the full pool reads it all; one worker as far as its window needs
-            await fill_stream(nats, payloads, stream)
+            await fill_stream(nats, payloads, stream, headers=headers)
 
             async def run(workers: int, durable: str, until: int, stream: int) -> PoolRun:
                 assert nats is not None
@@ -375,9 +418,11 @@ async def calibrate_consume(chain: str, sink: str, payloads: Sequence[bytes], es
             try:
                 one = await run(1, "calibration-one", records, stream)
                 full = await run(cores, "calibration-full", stream, stream) if cores > 1 else None
+                again = await run(1, "calibration-again", records, stream)
             finally:
                 if theirs:
                     await drop_stream(nats)
-            return Calibration(one, full, server=f"{nats.public_params()['url']}" if theirs else Calibration.server)
+            return Calibration(one, full, server=f"{nats.public_params()['url']}" if theirs else Calibration.server,
+                               again=again)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

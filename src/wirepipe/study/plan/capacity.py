@@ -97,7 +97,7 @@ class Costs:
         if self.calibrated is None:
             return ["  consume side not calibrated (in-process stages + transport figures): a worker also pays "
                     "the run loop, the socket and GC, so expect fewer records/s than this plan counts on"]
-        one, full = self.calibrated.one, self.calibrated.full
+        one, full = self.calibrated.alone, self.calibrated.full
         ran = f"{one.seconds:.1f}s as 1 worker" + (f" and {full.seconds:.1f}s as {full.workers}" if full else "")
         spent = f"{one.worker_us:.1f} us of CPU per record alone" + (
             f", {full.worker_us:.1f} with every core busy" if full else "")
@@ -112,7 +112,20 @@ class Costs:
         return [f"  calibrated: the consume pipeline ran {ran} on {self.calibrated.server}: a worker spent {spent} "
                 f"(in-process stages and sink {self.consume_us + self.sink_us:.1f})"
                 + (f", nats-server {server:.1f} us" if server is not None else "") + busy,
-                f"  predicted on this machine ({cores} cores): {rates} (records/s, +-{ERROR_BAND:.0%})"]
+                f"  predicted on this machine ({cores} cores): {rates} (records/s, +-{ERROR_BAND:.0%})"
+                + self._drift_note()]
+
+    def _drift_note(self) -> str:
+        """What the calibration's one worker, run twice seconds apart, says of the band: where it moved by more
+        than the band with nothing changed, so will a pool."""
+        c = self.calibrated
+        drift = c.drift if c is not None else None
+        if c is None or c.again is None or drift is None or abs(drift - 1) <= ERROR_BAND:
+            return ""
+        return (f"; but the same worker, run again seconds later, made {fmt_count(c.again.rate)}/s against "
+                f"{fmt_count(c.one.rate)}/s ({drift:.2f}x, {c.one.worker_us:.0f} then {c.again.worker_us:.0f} us of "
+                f"CPU a record): this machine's pace moves by itself by more than +-{ERROR_BAND:.0%}, and a pool's "
+                f"rate with it")
 
 
 @dataclass
@@ -237,9 +250,10 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
 
     Each worker is capped at one core; the nats-server on the same machine takes ``server_us``
     per message per replica (+1 for the delivery) from the same cores. Calibrated costs say more
-    (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did,
-    a worker per core as fast per core as the calibration's full pool did (its cores shared with
-    the server, the supervisor and the rest of the machine as they were then), and a pool in
+    (``calibrate.Calibration``, an R1 stream): one worker goes as fast as the calibration's one did (its
+    two runs, before and after the full pool, as one window), a worker per core as fast per core as the
+    calibration's full pool did (its cores shared with the server, the supervisor and the rest of the
+    machine as they were then), and a pool in
     between in proportion. ``others``: the cores the rest of the machine keeps busy, where that is not
     what it kept busy during the calibration (each calibrated run scaled by its ceiling at that load,
     ``PoolRun.rate_with``). Each run is taken at its own load, not at one averaged over both: the rest of
@@ -251,13 +265,13 @@ def predict_rate(costs: Costs, workers: int, cores: float, *, replicas: int = 1,
     if c is None:
         per_record = costs.consume_total_us
         return min(workers * 1e6 / per_record, cores * 1e6 / (per_record + server_us * (replicas + 1)))
-    one, full = c.one, c.full
+    one, full = c.alone, c.full
     n = min(workers, cores)
     if full is None or cores <= 1:
         busy = one.others if others is None else others
-        return min(workers * one.rate_with(others),
+        return min(workers * c.alone_rate(others),
                    max(cores - busy, 0.0) * 1e6 / (one.worker_us + 2 * costs.server_us + one.supervisor_us))
-    alone = one.rate_with(others)
+    alone = c.alone_rate(others)
     top = full.rate_with(others) * cores / full.workers  # every core busy
     return alone + (top - alone) * (n - 1) / (cores - 1)
 
@@ -275,6 +289,12 @@ def publish_header_bytes(headers: dict[str, str] | list[dict[str, str] | None] |
     stamps = STAMP_SIZE if transport != "jetstream" else 0
     per_record = headers if isinstance(headers, list) else [headers]
     return sum(header_size({**(h or {}), **own}) for h in per_record) / max(len(per_record), 1) + stamps
+
+
+def first_headers(headers: dict[str, str] | list[dict[str, str] | None] | None) -> dict[str, str] | None:
+    """One record's headers of ``encoded_headers``' answer (a batch's, or each record's): the calibration's stream
+    carries them, as a pipeline's does."""
+    return headers[0] if isinstance(headers, list) and headers else headers if isinstance(headers, dict) else None
 
 
 def encoded_headers(encode_ops: list[Any], dataset: str, values: list[Any]
@@ -321,26 +341,30 @@ def measure_costs(dataset: str, chain: str, *, transport: str = "jetstream", sin
     wire = sum(len(v) for chunk in encoded for v in chunk) / records
     raw = get_dataset(dataset).raw_size(values) / records
     t = TRANSPORT_US[transport]
-    headers = publish_header_bytes(encoded_headers(encode_ops, dataset, values[:batch_size]), transport)
+    set_headers = encoded_headers(encode_ops, dataset, values[:batch_size])
+    headers = publish_header_bytes(set_headers, transport)
     costs = Costs(f"{dataset} {parsed}", stages["encode"] + t["publish"], stages["decode"] + t["consume"],
                   stages["sink"], wire, raw, origin=f"codecs and {sink} sink measured in-process now; "
                   f"{transport} transport {t['publish']:g}/{t['consume']:g} us from benchmarks", stages=stages,
                   header_bytes=headers)
     if calibrate and transport == "jetstream":
-        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema, nats)
+        calibrate_costs(costs, str(parsed), sink, [v for chunk in encoded for v in chunk], schema, nats,
+                        headers=first_headers(set_headers))
     return costs
 
 
 def calibrate_costs(costs: Costs, chain: str, sink: str, payloads: list[bytes], schema: str | None = None,
-                    nats: NatsConnectionConfig | None = None) -> Costs:
+                    nats: NatsConnectionConfig | None = None, headers: dict[str, str] | None = None) -> Costs:
     """``costs`` with the consume side calibrated (``calibrate.py``): one worker process runs the pipeline of
     ``chain``'s decode (with ``schema``, a built-in dataset's name) and ``sink`` on ``payloads`` (records encoded
-    with ``chain``) for a few seconds, on the server ``nats`` reaches (None: a local one)."""
+    with ``chain``, published with ``headers``: the chain's, as a pipeline publishes them) for a few seconds, on the
+    server ``nats`` reaches (None: a local one)."""
     import asyncio
 
     from .calibrate import calibrate_consume
 
-    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us, schema, nats))
+    costs.calibrated = asyncio.run(calibrate_consume(chain, sink, payloads, costs.consume_total_us, schema, nats,
+                                                     headers=headers))
     costs.origin += "; consume side calibrated in worker processes now"
     return costs
 
@@ -408,23 +432,26 @@ def costs_from_bench(paths: list[str], dataset: str | None, chain: str | None, *
         sink_us = _sink_us(sink, chunks(records, 500)) if sink != "null" else 0.0
         origin = f"wirepipe bench results ({', '.join(paths)})" + (f"; {sink} sink measured in-process now"
                                                                     if sink != "null" else "")
+        chain_headers = _chain_headers(g.chain, name, records)
         costs = Costs(f"{g.dataset} {g.chain or g.label}", pub_us, con_us, sink_us, g.wire_bytes_per_record or 0.0,
                       g.raw_bytes_per_record, origin=origin,
-                      header_bytes=_chain_header_bytes(g.chain, name, records, transport))
+                      header_bytes=publish_header_bytes(chain_headers, transport))
         if calibrating and g.chain:
             positional = _positional(Chain.parse(g.chain))
             schema = name if positional and name in DATASETS else None  # one's own records: see the else
             if schema is not None or not positional:
-                calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema, nats)
+                calibrate_costs(costs, g.chain, sink, _encoded(g.chain, records, schema), schema, nats,
+                                headers=first_headers(chain_headers))
             else:
                 costs.origin += f"; consume side not calibrated ({g.chain} is positional: its schema is the bench's)"
         out.append(costs)
     return out
 
 
-def _chain_header_bytes(chain: str | None, dataset: str, records: list[Any], transport: str) -> float:
-    """``publish_header_bytes`` of a bench configuration: its chain's encoding run on a few of the dataset's records
-    (``records``, or a built-in dataset's sample); without a chain or records, the sink's own headers only."""
+def _chain_headers(chain: str | None, dataset: str, records: list[Any]
+                   ) -> dict[str, str] | list[dict[str, str] | None] | None:
+    """The headers a bench configuration's chain sets: its encoding run on a few of the dataset's records
+    (``records``, or a built-in dataset's sample); None without a chain or records."""
     from ...codecs.chain import Chain
     from ...datasets import DATASETS
     from ...operators.chain_operators import chain_operators
@@ -433,9 +460,9 @@ def _chain_header_bytes(chain: str | None, dataset: str, records: list[Any], tra
     parsed = Chain.parse(chain) if chain else None
     schema = dataset if parsed is not None and _positional(parsed) else None
     if parsed is None or not sample or (schema is not None and schema not in DATASETS):
-        return publish_header_bytes(None, transport)
+        return None
     encode_ops, _ = chain_operators(parsed, schema)
-    return publish_header_bytes(encoded_headers(encode_ops, dataset, sample), transport)
+    return encoded_headers(encode_ops, dataset, sample)
 
 
 def _positional(chain: Chain) -> bool:
