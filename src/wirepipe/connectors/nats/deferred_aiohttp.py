@@ -28,6 +28,8 @@ class _StandIn(types.ModuleType):
     """aiohttp, as nats-py's transport module holds it: imported at the first attribute asked for."""
 
     def __getattr__(self, name: str) -> Any:
+        if sys.modules.get(LIBRARY) is self:  # asked while nats-py's module runs its top: import the real one
+            del sys.modules[LIBRARY]
         return getattr(importlib.import_module(LIBRARY), name)
 
 
