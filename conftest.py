@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,18 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the commands the tests start as it does from a terminal. A run started with SIGINT ignored
+    (a background job of a shell without job control, ``nohup``) would hand that down to every process it starts
+    (an ignored signal stays ignored across exec, and Python then installs no handler): the commands that count on
+    Python's KeyboardInterrupt (``dict``, a Beam replay) would not stop on the SIGINT a test sends them, and their
+    tests fail after a runaway. A handled SIGINT is reset to the default in a child at exec."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to hand down from here
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    _compile_the_package_once(config)
+
+
+def _compile_the_package_once(config: pytest.Config) -> None:
     """Where the environment says not to write bytecode (``PYTHONDONTWRITEBYTECODE``, as many container images
     set), each of the hundreds of ``wirepipe`` processes the tests start would compile the package again (~0.2 s
     of CPU each): the run compiles it once, before any test, and removes that bytecode at its end, so the source

@@ -48,16 +48,16 @@ def test_broken_config_error_names_file_path_value_and_allowed(name: str) -> Non
 @pytest.mark.parametrize("name", ["unknown_operator.yaml", "bad_level.yaml", "missing_field.yaml", "wrong_type.yaml",
                                   "undefined_env.yaml", "single_parquet_behind_jetstream.yaml"])
 def test_cli_prints_one_clear_error_and_exits_2(name: str) -> None:
-    result = wirepipe("run", BAD / name, env={"WIREPIPE_TEST_UNDEFINED_DIR": None})
-    assert result.returncode == 2
+    result = invoke("run", BAD / name, env={"WIREPIPE_TEST_UNDEFINED_DIR": None})  # refused before it starts
+    assert result.returncode == 2 and isinstance(result.exception, SystemExit)  # an exit, not a crash
     assert result.stderr.startswith("error: ")
     assert str(BAD / name) in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 
 def test_validate_reports_every_bad_file_and_exits_2() -> None:
-    result = wirepipe("validate", str(BAD / "bad_level.yaml"), str(HERE.parent / "configs" / "quickstart.yaml"))
-    assert result.returncode == 2
+    result = invoke("validate", str(BAD / "bad_level.yaml"), str(HERE.parent / "configs" / "quickstart.yaml"))
+    assert result.returncode == 2 and isinstance(result.exception, SystemExit)
     assert "ok: " in result.stdout and "quickstart.yaml" in result.stdout
     assert "bad_level.yaml: operators[1].compress.level" in result.stderr
 

@@ -19,7 +19,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.cli import wirepipe
+from tests.cli import invoke, wirepipe
 from tests.nats_fixtures import expected
 from wirepipe.codecs.formats import json_default
 from wirepipe.codecs.zstd import zstd_compressor, zstd_dictionary_id, zstd_frame_dictionary_id
@@ -352,7 +352,7 @@ def test_a_bad_dictionary_reference_is_a_config_error_naming_file_field_and_valu
     declared = entry.pop("resources", {})
     path = pipeline(tmp_path, "bad", {"source": {"type": "jsonl", "path": "in.jsonl"}, "operators": [entry],
                                       "sink": {"type": "null"}, "resources": {"dictionaries": declared}})
-    done = wirepipe("validate", str(path))
+    done = invoke("validate", str(path))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{path}: {where}: " in done.stderr and message in done.stderr, done.stderr
 

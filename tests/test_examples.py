@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli import ROOT, cli_env, start_wirepipe, wirepipe
+from tests.cli import ROOT, cli_env, invoke, start_wirepipe, wirepipe
 from wirepipe.connectors.nats.server import EmbeddedServer
 
 EXAMPLES = ROOT / "examples"
@@ -193,7 +193,7 @@ def test_jetstream_archive_k8s_manifest(tmp_path: Path) -> None:
     from tests.test_config_schema import _errors
 
     assert _errors(yaml.safe_load(docs["ConfigMap"]["data"][config_path.name])) == []
-    result = wirepipe("validate", str(pipeline), env=env)
+    result = invoke("validate", str(pipeline), env=env)
     assert result.returncode == 0, result.stderr
 
 

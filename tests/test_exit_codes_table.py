@@ -316,8 +316,9 @@ def tap_cell(outcome: str, lab: Lab, folder: Path) -> Ran:
     subject = f"tap.{outcome}"
     if outcome in ("ok", "rejected"):  # three records; or three that do not decode, shown raw
         payloads = records(3) if outcome == "ok" else [b"\xc1 not msgpack"] * 3
-        when(lambda: lab.subscribers(subject) == 1, lambda: publish(lab.url, subject, payloads))
-        ran = wirepipe("tap", subject, "--url", lab.url, "--limit", "3", *(["--raw"] if outcome == "rejected" else []),
+        url = lab.url  # the server up before the publisher's thread asks it who listens (a cell may be its first)
+        when(lambda: lab.subscribers(subject) == 1, lambda: publish(url, subject, payloads))
+        ran = wirepipe("tap", subject, "--url", url, "--limit", "3", *(["--raw"] if outcome == "rejected" else []),
                        cwd=ROOT)
         assert ran.stdout.count("\n") == 3, ran.stdout
         return done(ran)

@@ -333,3 +333,51 @@ async def test_a_subscription_to_everything_reads_no_control_traffic(nats_url: s
 
     assert loss_summary(source.losses()).endswith(", 0 duplicates, 5 on system subjects skipped ($SRV, $JS, _INBOX "
                                                   "...: not records)")
+
+
+def test_aiohttp_is_imported_only_when_a_websocket_connection_uses_it(tmp_path: Any) -> None:
+    """nats-py imports aiohttp (its WebSocket transport) at import; wirepipe defers it (connectors/nats/
+    deferred_aiohttp.py): a process that imports nats has not imported aiohttp, and a pipeline on a ws:// URL
+    still publishes and reads through it (a real nats-server's WebSocket port)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.cli import cli_env
+    from wirepipe.connectors.nats.server import ServerOptions, free_port
+
+    ws = free_port()
+    options = ServerOptions(jetstream=False, extra={"websocket": {"host": "127.0.0.1", "port": ws, "no_tls": True}})
+    code = f"""
+import asyncio, json, sys
+import wirepipe.connectors.nats
+import nats
+before = "aiohttp" in sys.modules
+from wirepipe.connectors.generate import GenerateSource
+from wirepipe.connectors.nats.core_sink import NatsSink
+from wirepipe.connectors.nats.core_source import NatsSource
+from wirepipe.operators.deserialize import Deserialize
+from wirepipe.operators.serialize import Serialize
+from wirepipe.pipelines.pipeline import Pipeline
+from wirepipe.testing import TestingSink
+
+async def main():
+    out = TestingSink()
+    source = NatsSource("ws.points", url="ws://127.0.0.1:{ws}", count=50)
+    reader = asyncio.ensure_future(Pipeline(source, [Deserialize("msgpack")], out).run_async())
+    for _ in range(300):  # until the reader, subscribed at some point, has its 50
+        await Pipeline(GenerateSource("point", count=50), [Serialize("msgpack")],
+                       NatsSink("ws.points", url="ws://127.0.0.1:{ws}")).run_async()
+        await asyncio.wait([reader], timeout=0.1)
+        if reader.done():
+            break
+    await asyncio.wait_for(reader, 30)
+    return out.records
+
+records = asyncio.run(main())
+print(json.dumps({{"before": before, "after": "aiohttp" in sys.modules, "records": len(records)}}))
+"""
+    with EmbeddedServer(options=options, store_dir=tmp_path / "js"):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=cli_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"before": False, "after": True, "records": 50}

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cli import cli_env, start_wirepipe, wirepipe
+from tests.cli import cli_env, invoke, start_wirepipe, wirepipe
 from tests.nats_fixtures import consumer_info, publish_numbered
 from wirepipe.connectors.nats.jetstream_source import PULL_AHEAD, JetStreamSource
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -379,7 +379,7 @@ sink: {{type: jsonl, path: "{out}"}}
     done = wirepipe("run", str(cfg), "--duration", "0.5s")
     assert done.returncode == 0, done.stderr
     assert 0 < len(out.read_text().splitlines()) < 100000
-    bad = wirepipe("run", str(cfg), "--duration", "soon")
+    bad = invoke("run", str(cfg), "--duration", "soon")
     assert bad.returncode == 2 and "duration" in bad.stderr
 
 
@@ -389,7 +389,7 @@ def test_example_configs_run_against_a_server(nats_server: EmbeddedServer, tmp_p
     env = {"NATS_URL": nats_server.url, "RESULTS": str(tmp_path / "out")}
     for name in ("nats-publish", "jetstream-publish", "jetstream-to-parquet", "relay"):
         path = configs / f"{name}.yaml"
-        check = wirepipe("validate", str(path), env=env)
+        check = invoke("validate", str(path), env=env)
         assert check.returncode == 0, check.stderr
         done = wirepipe("run", str(path), "--count", "2000", env=env, timeout=120)
         assert done.returncode == 0, (name, done.stderr)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import start_wirepipe, wirepipe
+from tests.cli import invoke, start_wirepipe, wirepipe
 from tests.test_capture_nats import wait_for_line
 from wirepipe import nats_sink, subject
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -58,7 +58,7 @@ def test_a_failing_case_shows_the_field_path_and_both_records(tmp_path: Path) ->
             input: {records: [{id: 1, region: eu}], encode: msgpack}
             expect: {records: [{id: 1, region: eu}]}
         """)
-    result = wirepipe("test", str(tmp_path))
+    result = invoke("test", str(tmp_path))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     out = result.stdout
     assert f"{tmp_path / 'decoder.test.yaml'}::regions survive FAILED" in out
@@ -88,7 +88,7 @@ def test_outputs_subjects_headers_conditions_and_rejections_are_each_checked(tmp
                 - {field: id, max: 2}
               rejections: [{stage: decompress, error: "not JSON", seq: 2}]
         """)
-    result = wirepipe("test", str(tmp_path / "decoder.test.yaml"))
+    result = invoke("test", str(tmp_path / "decoder.test.yaml"))
     assert result.returncode == 1, result.stderr
     failures = result.stdout.split("________\n", 1)[1].split("\n========")[0].splitlines()
     assert failures[:8] == [
@@ -115,7 +115,7 @@ def test_unexpected_rejections_fail_a_case(tmp_path: Path) -> None:
             input: {payloads: ["not json"], headers: {Content-Type: application/json}}
             expect: {count: 0}
         """)
-    result = wirepipe("test", str(tmp_path / "decoder.yaml"))  # a pipeline: its test file beside it
+    result = invoke("test", str(tmp_path / "decoder.yaml"))  # a pipeline: its test file beside it
     assert result.returncode == 1
     assert "rejected: expected none, got 1: deserialize (auto): " in result.stdout
 
@@ -140,17 +140,17 @@ def test_unexpected_rejections_fail_a_case(tmp_path: Path) -> None:
 def test_a_broken_test_file_exits_2_naming_the_file_field_and_value(tmp_path: Path, text: str, message: str) -> None:
     write(tmp_path, "decoder.yaml", DECODER)
     (tmp_path / "decoder.test.yaml").write_text(text)
-    result = wirepipe("test", str(tmp_path))
-    assert result.returncode == 2, result.stdout + result.stderr
+    result = invoke("test", str(tmp_path))
+    assert result.returncode == 2 and isinstance(result.exception, SystemExit), result.output
     assert "Traceback" not in result.stderr and "PASSED" not in result.stdout  # nothing ran
     assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
 
 
 def test_no_test_file_is_a_usage_error(tmp_path: Path) -> None:
     write(tmp_path, "decoder.yaml", DECODER)
-    result = wirepipe("test", str(tmp_path / "decoder.yaml"))
+    result = invoke("test", str(tmp_path / "decoder.yaml"))
     assert result.returncode == 2 and "no test file beside it (write decoder.test.yaml)" in result.stderr
-    result = wirepipe("test", str(tmp_path))
+    result = invoke("test", str(tmp_path))
     assert result.returncode == 2 and "no test files (*.test.yaml) in this folder" in result.stderr
 
 
@@ -207,7 +207,7 @@ def test_junit_xml(tmp_path: Path) -> None:
             expect: {records: [{id: 2, region: eu}]}
         """)
     report = tmp_path / "junit.xml"
-    assert wirepipe("test", str(tmp_path), "--junit", str(report)).returncode == 1
+    assert invoke("test", str(tmp_path), "--junit", str(report)).returncode == 1
     root = ET.parse(report).getroot()
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "1", "0")
     cases = {c.get("name"): c for c in root.iter("testcase")}
@@ -239,7 +239,7 @@ def test_inputs_from_jsonl_and_parquet_files(tmp_path: Path) -> None:
             input: {file: data/in.parquet, count: 2}
             expect: {records: [{id: 10}, {id: 11}]}
         """)
-    result = wirepipe("test", str(tmp_path))
+    result = invoke("test", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -333,7 +333,7 @@ def test_inline_records_carry_the_schema_the_pipelines_source_attaches(tmp_path:
             input: {records: [{x: 1, y: 2}]}
             expect: {records: [{x: 1, y: 2}]}
         """)
-    result = wirepipe("test", str(tmp_path))
+    result = invoke("test", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -27,7 +27,7 @@ import yaml
 
 from tests.nats_fixtures import fill_points
 from wirepipe.connectors.nats.server import EmbeddedServer
-from wirepipe.pipelines.config import interpolate, validate_config
+from wirepipe.pipelines.config import interpolate, load_pipeline, validate_config
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
@@ -190,9 +190,9 @@ def test_every_example_runs_as_written(page: Path, tmp_path: Path) -> None:
             text = page.read_text(encoding="utf-8")
             if "POINTS" in text or "configs/" in text:
                 asyncio.run(fill_points(server.url, 2000))  # the POINTS stream the example configs read
-            if "BLOCKS" in text:
+            if "BLOCKS" in text:  # the BLOCKS stream the page's captures read, published from this process
                 (work / "blocks.yaml").write_text(BLOCKS_PUBLISHER)
-                _run_shell("wirepipe run blocks.yaml --no-status", work, env, "setup: the BLOCKS stream")
+                asyncio.run(load_pipeline(work / "blocks.yaml", env={"NATS_URL": server.url}).run_async())
         _run_blocks(page, found, work, env)
 
 

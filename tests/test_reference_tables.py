@@ -12,7 +12,7 @@ import bson
 import msgpack
 import pytest
 
-from tests.cli import wirepipe
+from tests.cli import invoke, wirepipe
 from wirepipe.codecs import FORMATS
 from wirepipe.core.batch import Batch
 from wirepipe.core.errors import StageError
@@ -93,7 +93,7 @@ def test_reference_tables_fit_80_columns_and_cut_no_name() -> None:
 
 
 def test_reference_tables_refuse_an_unknown_table() -> None:
-    out = wirepipe("bench", "--reference-tables", "--dataset", "blocks")
+    out = invoke("bench", "--reference-tables", "--dataset", "blocks")
     assert out.returncode == 2 and "unknown table blocks" in out.stderr
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli import wirepipe
+from tests.cli import invoke
 from wirepipe.core.units import parse_duration
 from wirepipe.core.workers import Worker
 from wirepipe.pipelines.config import build_pipeline, read_config, validate_config
@@ -48,7 +48,7 @@ def test_the_k8s_manifest_runs_a_valid_worker_pool(tmp_path: Path) -> None:
     assert container["ports"][0]["containerPort"] == prometheus.port
     assert deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == str(prometheus.port)
     assert container["resources"]["requests"]["cpu"] == str(workers)  # one core per worker process
-    res = wirepipe("validate", str(pipeline), env={**env})
+    res = invoke("validate", str(pipeline), env={**env})
     assert res.returncode == 0, res.stderr
 
 

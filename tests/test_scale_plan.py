@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import wirepipe
+from tests.cli import invoke, wirepipe
 from wirepipe.core.units import parse_rate
 from wirepipe.datasets import get_dataset
 from wirepipe.schema.fingerprint import schema_fingerprint
@@ -253,9 +253,9 @@ def test_wirepipe_plan_reads_bench_results_and_refuses_bad_flags(tmp_path: Path)
     assert res.returncode == 0, res.stderr
     assert "point msgpack|zstd:fastest over nats" in res.stdout and "wirepipe bench results" in res.stdout
     assert "JetStream storage" not in res.stdout  # core NATS stores nothing
-    bad = wirepipe("plan", "--rate", "lots")
+    bad = invoke("plan", "--rate", "lots")  # refused before it plans
     assert bad.returncode == 2 and "'lots' is not a rate" in bad.stderr
-    bad = wirepipe("plan", "--rate", "1k", "--replicas", "3", "--nodes", "1")
+    bad = invoke("plan", "--rate", "1k", "--replicas", "3", "--nodes", "1")
     assert bad.returncode == 2 and "--replicas 3 needs at least 3 nodes" in bad.stderr
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cli import start_wirepipe, wirepipe
+from tests.cli import invoke, start_wirepipe, wirepipe
 from tests.nats_fixtures import publish_numbered
 from wirepipe.connectors.connector import AtLeastOnce, Bounded, Configured, SharedByWorkers, Sink, Source
 from wirepipe.connectors.nats.server import EmbeddedServer, ServerOptions, free_port
@@ -165,11 +165,11 @@ def test_cli_refuses_a_sink_to_stdout_with_exit_2(tmp_path: Path) -> None:
     cfg = tmp_path / "stdout.yaml"
     cfg.write_text("name: one\nsource: {type: nats, url: 'nats://127.0.0.1:1', subject: s}\n"
                    "sink: {type: jsonl, path: '-'}\n")
-    res = wirepipe("run", str(cfg), "--workers", "2")
-    assert res.returncode == 2
+    res = invoke("run", str(cfg), "--workers", "2")  # refused before a worker starts
+    assert res.returncode == 2 and isinstance(res.exception, SystemExit)
     assert f"error: {cfg}: sink.path: '-' (stdout) cannot be shared by several workers" in res.stderr
     assert "Traceback" not in res.stderr
-    bad = wirepipe("run", str(cfg), "--workers", "none")
+    bad = invoke("run", str(cfg), "--workers", "none")
     assert bad.returncode == 2 and "--workers 'none': give a positive integer or auto" in bad.stderr
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from tests.cli import wirepipe
+from tests.cli import invoke
 from wirepipe.datasets import DATASETS
 from wirepipe.schema import SchemaError, from_arrow, load_schema_file, parse_schema, with_defaults
 
@@ -136,7 +136,7 @@ def test_schema_infer_prints_a_schema_serialize_and_deserialize_take_as_it_is(su
         data.write_text("".join(json.dumps(r) + "\n" for r in LOG_RECORDS))
     else:
         pq.write_table(pa.Table.from_struct_array(pa.array(LOG_RECORDS)), data)
-    out = wirepipe("schema", "infer", data)
+    out = invoke("schema", "infer", data)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"# inferred by `wirepipe schema infer` from 3 records of {data}\n")
     assert yaml.safe_load(out.stdout) == {"name": "AppLog", "fields": {
@@ -159,8 +159,8 @@ def test_schema_infer_prints_a_schema_serialize_and_deserialize_take_as_it_is(su
 def test_schema_infer_names_what_it_cannot_type(tmp_path: Path) -> None:
     data = tmp_path / "odd.jsonl"
     data.write_text('{"a": 1, "b": null}\n{"a": 2, "b": null}\n')
-    out = wirepipe("schema", "infer", data)
-    assert out.returncode == 2
+    out = invoke("schema", "infer", data)
+    assert out.returncode == 2 and isinstance(out.exception, SystemExit)
     assert out.stderr.strip() == f"error: {data}: schema field b: null in every record: no type to infer; write it by hand"
-    missing = wirepipe("schema", "infer", tmp_path / "no.jsonl")
+    missing = invoke("schema", "infer", tmp_path / "no.jsonl")
     assert missing.returncode == 2 and "no such file" in missing.stderr

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import cli_env, wirepipe
+from tests.cli import cli_env, invoke, wirepipe
 from tests.nats_fixtures import expected
 from wirepipe.connectors.nats.server import EmbeddedServer
 from wirepipe.metrics.tracing import wanted
@@ -282,7 +282,7 @@ def test_off_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
 def test_a_bad_tracing_block_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
     path.write_text("name: t\nsource: {type: generate, dataset: point, count: 1}\ntracing: {exporter: zipkin}\n")
-    done = wirepipe("validate", str(path))
+    done = invoke("validate", str(path))
     assert done.returncode == 2 and f"{path}: tracing.exporter: " in done.stderr, done.stderr
     assert "'otlp', 'console' or 'none'" in done.stderr, done.stderr
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli import wirepipe
+from tests.cli import invoke, wirepipe
 from wirepipe.connectors.nats.core_sink import NatsSink
 from wirepipe.connectors.nats.core_source import NatsSource
 from wirepipe.connectors.nats.server import EmbeddedServer
@@ -60,7 +60,7 @@ def test_validate_and_run_refuse_a_dead_letter_the_source_reads(tmp_path: Path, 
 
 def test_a_dead_letter_subject_the_source_does_not_read_is_accepted(tmp_path: Path) -> None:
     path = config(tmp_path, {"type": "nats", "subject": "in.>"}, {"type": "nats", "subject": "dlq.in.{subject}"})
-    res = wirepipe("validate", str(path), env={"NATS_URL": "nats://127.0.0.1:1"})
+    res = invoke("validate", str(path), env={"NATS_URL": "nats://127.0.0.1:1"})
     assert res.returncode == 0, res.stderr
 
 
@@ -80,7 +80,7 @@ def test_run_refuses_at_start_when_the_streams_subjects_make_the_loop(nats_serve
     path = config(tmp_path, {"type": "jetstream", "stream": "IN7", "durable": "d"},
                   {"type": "jetstream", "subject": "in7.dead.{subject}"})
     env = {"NATS_URL": nats_server.url}
-    assert wirepipe("validate", str(path), env=env).returncode == 0  # nothing to see before it runs
+    assert invoke("validate", str(path), env=env).returncode == 0  # nothing to see before it runs
     res = wirepipe("run", str(path), "--count", "1", env=env)
     assert res.returncode == 2, res.stderr
     assert (f"{path}: dead_letter.subject: 'in7.dead.{{subject}}' is read by the source (jetstream subject "
