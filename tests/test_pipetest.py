@@ -457,7 +457,7 @@ def test_update_holds_no_more_of_a_large_case_than_a_test_file_records(values: l
     rest, so refusing a large case costs no memory for its outputs (before: every output held, 402 MB peak for a
     47 MB fixture of 197,011 records; after: 59 MB)."""
     from wirepipe.pipelines.pipeline import Pipeline
-    from wirepipe.pipetest.cases import RecordingSink
+    from wirepipe.pipetest.snapshot import RecordingSink
     from wirepipe.testing import TestingSource
 
     most: list[int] = []

@@ -31,7 +31,7 @@ import logging
 from collections.abc import AsyncIterator, Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, WrapValidator, field_validator
 
@@ -39,8 +39,9 @@ from ..core.batch import RECORDS, Batch
 from ..core.errors import ConfigError, WirepipeError
 from ..core.models import Size, SourceLimits
 from ..core.stores import SchemaFromStore, registered_schema, registry_ref
-from ..schema import Kind, RecordSchema, SchemaError, Type, load_schema_file, parse_schema
+from ..schema import Kind, RecordSchema, SchemaError, load_schema_file, parse_schema
 from ..storage.files import Paths, fspaths, input_files
+from .csv_columns import Column, columns_schema, convert, inferred_type, text_of
 from .files import FileSource
 
 log = logging.getLogger("wirepipe")
@@ -52,7 +53,6 @@ TRUE_VALUES = ("1", "True", "TRUE", "true")
 FALSE_VALUES = ("0", "False", "FALSE", "false")
 COMPRESSED = (".gz", ".bz2", ".zst", ".lz4")  # decompressed by pyarrow as they are read
 SUFFIXES = tuple(f"{kind}{packed}" for kind in (".csv", ".tsv") for packed in ("", *COMPRESSED))
-TEXT_KINDS = frozenset({Kind.STRING, Kind.BYTES})  # kept as text: null only with strings_can_be_null
 CSV_KINDS = frozenset({Kind.INT32, Kind.INT64, Kind.UINT32, Kind.FLOAT32, Kind.FLOAT64, Kind.BOOL, Kind.STRING,
                        Kind.BYTES, Kind.FIXED})
 
@@ -162,12 +162,6 @@ class Rows:
         return Rows(self.values[start:stop], {i - start: why for i, why in self.bad.items() if start <= i < stop})
 
 
-class Column(NamedTuple):
-    name: str
-    type: Type
-    inferred: bool  # from the first block, not a given schema (said in a reason)
-
-
 class CsvFile:
     """One CSV file as the source's config reads it: its typed columns (``columns``) and its rows, block by
     block (``blocks``)."""
@@ -208,7 +202,7 @@ class CsvFile:
                                     "rename them, or give the source `columns:` (with header: true, they replace it)")
             if schema is None:
                 text_null = self.config.strings_can_be_null
-                self._columns = [Column(f.name, _inferred_type(f.type, text_null), True) for f in arrow]
+                self._columns = [Column(f.name, inferred_type(f.type, text_null), True) for f in arrow]
             else:
                 self._columns = self._typed_by(schema, names)
         return self._columns
@@ -227,7 +221,7 @@ class CsvFile:
         return columns + [Column(f.name, f.type, False) for f in schema.fields if f.name not in names]
 
     def _reader(self, text: bool = False, invalid: Any = None) -> Any:
-        """pyarrow's streaming reader: types inferred, or every column as raw bytes (``text``) for ``_convert``.
+        """pyarrow's streaming reader: types inferred, or every column as raw bytes (``text``) for ``convert``.
         The header row, ``skip_rows`` and the names given are pyarrow's ``ReadOptions``."""
         import pyarrow as pa
         import pyarrow.csv as pcsv
@@ -315,13 +309,13 @@ class CsvFile:
         arrays: list[Any] = []
         misfits: dict[int, str] = {}
         for i, column in enumerate(columns):
-            array, why = _convert(rb.column(i), column, self.config)
+            array, why = convert(rb.column(i), column, self.config)
             arrays.append(array)
             for j, reason in why.items():
                 misfits.setdefault(j, reason)
         records = pa.RecordBatch.from_arrays(arrays, names=[c.name for c in columns]).to_pylist()
         for j in misfits:  # the record as it was read: its text by column
-            records[j] = {k: _text(v) for k, v in rb.slice(j, 1).to_pylist()[0].items()}
+            records[j] = {k: text_of(v) for k, v in rb.slice(j, 1).to_pylist()[0].items()}
         values: list[Any] = []
         bad: dict[int, str] = {}
         placed: list[int] = []  # where skipped rows went
@@ -350,10 +344,6 @@ def _position(j: int, placed: list[int]) -> int:
     return p
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8", "replace")
-
-
 class EmptyFile(Exception):
     """A file without a byte: no header, no rows."""
 
@@ -379,122 +369,6 @@ def _reason(exc: BaseException) -> str:
     from ..core.batch import describe_error
 
     return describe_error(exc)
-
-
-def columns_schema(columns: list[Column], name: str = "Record") -> RecordSchema:
-    """The typed schema of a file's columns (what ``wirepipe schema infer`` and the source's log say)."""
-    from ..schema import Field as SchemaField
-
-    return RecordSchema(name, tuple(SchemaField(c.name, c.type) for c in columns))
-
-
-def _inferred_type(arrow: Any, text_null: bool) -> Type:
-    """The type an inferred column is read as: pyarrow's int64, double and bool, optional; text for the rest
-    (strings, dates and timestamps as written, a column empty in the whole first block), optional only when
-    ``strings_can_be_null`` (else it is never null)."""
-    import pyarrow.types as pt
-
-    if pt.is_int64(arrow):
-        return Type(Kind.INT64, optional=True)
-    if pt.is_floating(arrow):
-        return Type(Kind.FLOAT64, optional=True)
-    if pt.is_boolean(arrow):
-        return Type(Kind.BOOL, optional=True)
-    return Type(Kind.STRING, optional=text_null)
-
-
-# --- a column of raw bytes to its type ---------------------------------------------------------------
-
-
-def _convert(raw: Any, column: Column, config: CsvSourceConfig) -> tuple[Any, dict[int, str]]:
-    """A column as pyarrow read it (raw bytes) in ``column``'s type, with the reason for each row whose value
-    does not fit (null in the array). Vectorized; a failing cast is split in halves to find its rows."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ..schema.types import arrow_type
-
-    t = column.type
-    target = arrow_type(t)
-    bad: dict[int, str] = {}
-    nullable = t.kind not in TEXT_KINDS or config.strings_can_be_null
-    if t.kind in (Kind.BYTES, Kind.FIXED):
-        array = raw
-    else:
-        array, why = _cast(raw, pa.string(), f"column {column.name!r} is not UTF-8 text (give the source its "
-                                             "`encoding:`)")
-        bad |= why
-    if nullable and len(array):
-        array = pc.if_else(pc.is_in(array, value_set=pa.array(config.null_values, array.type)),
-                           pa.scalar(None, array.type), array)
-    if t.kind is Kind.BOOL:
-        text = pc.utf8_trim_whitespace(array)
-        yes = pc.is_in(text, value_set=pa.array(config.true_values, pa.string()))
-        no = pc.is_in(text, value_set=pa.array(config.false_values, pa.string()))
-        neither = pc.and_(pc.is_valid(text), pc.invert(pc.or_(yes, no)))
-        for j in pc.indices_nonzero(neither).to_pylist():
-            bad.setdefault(j, _misfit(column, array[j].as_py(), f"neither true ({', '.join(config.true_values)}) nor "
-                                                               f"false ({', '.join(config.false_values)})"))
-        array = pc.if_else(yes, True, pc.if_else(no, False, pa.scalar(None, pa.bool_())))
-    elif t.kind not in TEXT_KINDS:
-        source = pc.utf8_trim_whitespace(array) if t.kind is not Kind.FIXED else array
-        array, why = _cast(source, target, None, column)
-        for j, reason in why.items():
-            bad.setdefault(j, reason)
-    if not t.optional and array.null_count:
-        for j in pc.indices_nonzero(pc.is_null(array)).to_pylist():
-            bad.setdefault(j, f"column {column.name!r} is empty ({_text(raw[j].as_py())!r}) where the schema requires a value "
-                              f"(`{column.name}?: {t}` makes it optional)")
-    return array, bad
-
-
-def _cast(array: Any, target: Any, reason: str | None, column: Column | None = None) -> tuple[Any, dict[int, str]]:
-    """``array`` cast to ``target``; the rows that do not cast become null, each with ``reason`` (or what
-    does not fit ``column``). The rows are found by casting halves: a few casts for a few bad rows."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    try:
-        return pc.cast(array, target), {}
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    rows = _failing(array, target, 0)
-    mask = pc.is_in(pa.array(range(len(array))), value_set=pa.array(rows, pa.int64()))
-    cleared = pc.if_else(mask, pa.scalar(None, array.type), array)
-    why = {j: reason if reason is not None else _misfit(column, array[j].as_py(), f"not {_an(target)}")  # type: ignore[arg-type]
-           for j in rows}
-    return pc.cast(cleared, target), why
-
-
-def _failing(array: Any, target: Any, offset: int) -> list[int]:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    try:
-        pc.cast(array, target)
-        return []
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        if len(array) == 1:
-            return [offset]
-    half = len(array) // 2
-    return _failing(array.slice(0, half), target, offset) + _failing(array.slice(half), target, offset + half)
-
-
-def _an(arrow: Any) -> str:
-    import pyarrow as pa
-
-    from ..schema import from_arrow
-
-    spelled = str(from_arrow(pa.schema([pa.field("x", arrow, nullable=False)])).fields[0].type)
-    return f"an {spelled}" if spelled[0] in "aeiou" else f"a {spelled}"
-
-
-def _misfit(column: Column, value: Any, what: str) -> str:
-    shown = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-    why = f"column {column.name!r}: {shown!r} is {what}"
-    if column.inferred:
-        why += " (the type inferred from the file's first block; give the source a `schema:` to type it otherwise)"
-    return why
 
 
 # --- the config ---------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ..testing import TestingSink
 from ..wire import Header
 from .expect import check
 from .model import Case, DecodeSpec, Expect, InputSpec, TestFile, load_test_file
-from .snapshot import MAX_KEPT, too_large, too_many, unrecordable, written_size
+from .snapshot import RecordingSink, unrecordable
 
 SUFFIXES = (".test.yaml", ".test.yml")
 
@@ -366,44 +366,6 @@ def _encoded(pipe: Any, ops: list[Any], spec: InputSpec, values: list[Any], wher
 
 
 # --- running -----------------------------------------------------------------------------------------
-
-
-class RecordingSink(TestingSink):
-    """The sink of a case ``--update`` records: it keeps what a test file can hold (``snapshot.too_many``, and
-    ``snapshot.MAX_KEPT`` bytes of values as written) and past it only counts, so a case too large to record is
-    refused with its counts without its outputs in memory (``why_not``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rejected = 0
-        self.kept_bytes = 0
-        self.full_at: int | None = None  # the outputs it had kept when it stopped keeping them
-
-    async def write(self, batch: Batch) -> None:
-        if self.full_at is None:
-            await super().write(batch)
-            self.kept_bytes += sum(written_size(v) for v in batch.values)
-            self._check()
-        else:
-            self.count += len(batch.values)
-            self.batches += 1
-
-    async def write_rejected(self, rejected: list[Any]) -> None:
-        self.rejected += len(rejected)
-        if self.full_at is None:
-            await super().write_rejected(rejected)
-            self._check()
-
-    def _check(self) -> None:
-        if too_many(self.count, self.rejected) is not None or self.kept_bytes > MAX_KEPT:
-            self.full_at, self.keep = self.count, False  # what it held is dropped: only counted from here
-            self.records, self.subjects, self.headers, self.meta, self.rejects = [], [], [], {}, []
-
-    def why_not(self) -> str | None:
-        """Why the case is not recorded, with its final counts; None while it fits."""
-        if self.full_at is None:
-            return None
-        return too_many(self.count, self.rejected) or too_large(self.count, self.full_at)
 
 
 def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseResult:

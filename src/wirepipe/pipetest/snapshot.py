@@ -7,7 +7,7 @@ What a case records is bounded (``unrecordable``): at most ``MAX_OUTPUTS`` outpu
 of them. A case past either fails with the reason instead of writing a file nobody reviews (a fixture of
 93 MB would write more than 100 MB of YAML): such a case checks ``count`` and ``each`` conditions, or
 records a slice of its input (``count:``). The case's sink keeps no more than that as it runs
-(``pipetest.cases.RecordingSink``, ``too_many``, ``MAX_KEPT``): refusing a large case costs no memory for its
+(``RecordingSink``, ``too_many``, ``MAX_KEPT``): refusing a large case costs no memory for its
 outputs.
 """
 
@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ..core.batch import Batch
+from ..testing import TestingSink
 
 MAX_OUTPUTS = 1000
 MAX_BYTES = 1024 * 1024  # the outputs as JSON, about: the recorded block stays a reviewable diff
@@ -136,3 +139,41 @@ def write(path: Path, updates: dict[int, dict[str, Any]]) -> None:
 
     text = rewrite(path.read_text(encoding="utf-8"), updates)
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+class RecordingSink(TestingSink):
+    """The sink of a case ``--update`` records: it keeps what a test file can hold (``snapshot.too_many``, and
+    ``snapshot.MAX_KEPT`` bytes of values as written) and past it only counts, so a case too large to record is
+    refused with its counts without its outputs in memory (``why_not``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rejected = 0
+        self.kept_bytes = 0
+        self.full_at: int | None = None  # the outputs it had kept when it stopped keeping them
+
+    async def write(self, batch: Batch) -> None:
+        if self.full_at is None:
+            await super().write(batch)
+            self.kept_bytes += sum(written_size(v) for v in batch.values)
+            self._check()
+        else:
+            self.count += len(batch.values)
+            self.batches += 1
+
+    async def write_rejected(self, rejected: list[Any]) -> None:
+        self.rejected += len(rejected)
+        if self.full_at is None:
+            await super().write_rejected(rejected)
+            self._check()
+
+    def _check(self) -> None:
+        if too_many(self.count, self.rejected) is not None or self.kept_bytes > MAX_KEPT:
+            self.full_at, self.keep = self.count, False  # what it held is dropped: only counted from here
+            self.records, self.subjects, self.headers, self.meta, self.rejects = [], [], [], {}, []
+
+    def why_not(self) -> str | None:
+        """Why the case is not recorded, with its final counts; None while it fits."""
+        if self.full_at is None:
+            return None
+        return too_many(self.count, self.rejected) or too_large(self.count, self.full_at)
