@@ -155,6 +155,9 @@ async def test_oversized_payload_is_refused_and_connection_stays_up(tmp_path: An
 async def test_slow_consumer_drops_are_counted(nats_url: str, caplog: pytest.LogCaptureFixture) -> None:
     import nats
 
+    from wirepipe.core.exit_codes import ExitCode, verdict
+    from wirepipe.pipelines.monitor import run_summary, snapshot, status_line
+
     opts = dict(url=nats_url)
     source = NatsSource("flood", **opts, batch_size=10, pending_msgs_limit=20, duration=30)
 
@@ -164,7 +167,8 @@ async def test_slow_consumer_drops_are_counted(nats_url: str, caplog: pytest.Log
             await asyncio.sleep(0.05)
 
     sink = SlowSink(keep=False)
-    task = asyncio.ensure_future(Pipeline(source, [], sink, queue_size=1).run_async())
+    pipe = Pipeline(source, [], sink, queue_size=1)
+    task = asyncio.ensure_future(pipe.run_async())
     while not source.ready.is_set():
         await asyncio.sleep(0.01)
     nc = await nats.connect(nats_url)
@@ -180,12 +184,18 @@ async def test_slow_consumer_drops_are_counted(nats_url: str, caplog: pytest.Log
         await asyncio.sleep(0.02)
     source.stopping.set()
     assert most <= 20  # the client-side queue between nats-py and the pipeline is bounded by the pending limit
-    await asyncio.wait_for(task, 20)
+    stats = await asyncio.wait_for(task, 20)
     # Core NATS is at-most-once: what the pipeline could not keep up with was dropped and counted, and every
     # message is written, dropped past the pending limit, or received and discarded at the stop.
     assert source.dropped > 0 and source.conn.stats.slow_consumer_drops == source.dropped
     assert sink.count + source.dropped + source.discarded == 5000
     assert source.losses()["lost"] == source.dropped + source.discarded
+    # ... reported as dropped and lost, never as read again, and a run that lost them exits 5
+    snap = snapshot(pipe.last_run)
+    assert (snap["dropped"], snap["reread"], snap["lost"]) == (source.dropped, 0, source.dropped + source.discarded)
+    assert f"{source.dropped:,} dropped" in status_line("p", snap, None, 1.0) and "read again" not in run_summary(
+        pipe.last_run, stats)
+    assert [code for code, _ in verdict(stats.outcome())] == [ExitCode.LOST]
     warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("slow consumer")]
     assert len(warned) == 1 and "they are lost: raise pending_msgs_limit or speed up the pipeline" in warned[0]
 

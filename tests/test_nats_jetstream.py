@@ -256,12 +256,59 @@ async def test_ordered_consumer_reads_again_what_the_client_dropped(nats_url: st
             seqs += batch.meta["stream_seq"]
     finally:
         await source.close()
-    assert source.conn.stats.slow_consumer_drops >= 940 and source.rereads >= 1
+    drops = source.conn.stats.slow_consumer_drops
+    assert drops >= 940 and source.rereads >= 2
     assert seqs == list(range(1, 1001))
     warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("slow consumer")]
     assert len(warned) == 1 and "pending_msgs_limit" not in warned[0]
     assert ("the ordered consumer reads them again from the stream, so none is lost; to avoid the re-reads, speed "
             "up the pipeline or read with a durable consumer (drop `ordered: true`)") in warned[0]
+    # the first reset is said (before: one line per reset, 16 here), the others summed up once, at close
+    rereads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ordered consumer")]
+    assert rereads == [
+        "ordered consumer of stream PTS: the client dropped messages (a slow consumer): reading again from stream "
+        "sequence 61; none is lost (counted as reread, not dropped; later re-reads are summed up when the source "
+        "closes)",
+        f"ordered consumer of stream PTS: read the stream again {source.rereads} times, for {drops} message(s) the "
+        "client dropped (none lost)"]
+
+
+async def test_an_ordered_consumers_client_drops_are_reported_as_read_again_not_lost(nats_url: str,
+                                                                                   monkeypatch: Any) -> None:
+    """What the client dropped and the ordered consumer read again is ``reread`` in the status line, the summary
+    and Prometheus, never ``dropped`` (which says lost) nor ``lost``: the run exits 0 (before: "7,624 dropped" in
+    the status line and wirepipe_dropped_total, described as core NATS drops)."""
+    from wirepipe.connectors.nats import jetstream_ordered
+    from wirepipe.core.exit_codes import verdict
+    from wirepipe.pipelines.monitor import COUNTER_DOCS, MetricsCollector, run_summary, snapshot, status_line
+
+    class SlowFirst(TestingSink):  # the server pushes the stream while the first write waits: the client drops
+        async def write(self, batch: Batch) -> None:
+            if not self.batches:
+                await asyncio.sleep(0.3)
+            await super().write(batch)
+
+    monkeypatch.setattr(jetstream_ordered, "PENDING_MSGS", 20)
+    await publish(nats_url, 1000)
+    source = JetStreamSourceConfig(type="jetstream", subject="pts", url=nats_url, ordered=True, deliver="all",
+                                   batch_size=10, stop_at_end=True).build()
+    sink = SlowFirst()
+    pipe = Pipeline(source, [], sink, name="ordered")
+    stats = await pipe.run_async()
+    drops = source.conn.stats.slow_consumer_drops
+    assert sink.meta["stream_seq"] == list(range(1, 1001)) and drops >= 940
+    snap = snapshot(pipe.last_run)
+    assert (snap["reread"], snap["dropped"], snap["lost"]) == (drops, 0, 0)
+    line = status_line("ordered", snap, None, 1.0)
+    assert f"{drops:,} dropped by the client and read again" in line and f"{drops:,} dropped," not in line
+    assert run_summary(pipe.last_run, stats).splitlines()[0].endswith(
+        f", 0 rejected, {drops} dropped by the client and read again from the stream (none lost)")
+    exported = {f.name: (f.documentation, [s.value for s in f.samples])
+                for f in MetricsCollector(lambda: [({"pipeline": "ordered"}, snap)]).collect()}
+    assert exported["wirepipe_reread"] == (COUNTER_DOCS["reread"], [float(drops)])
+    assert exported["wirepipe_dropped"][1] == [0.0] and exported["wirepipe_lost"][1] == [0.0]
+    assert "none lost" in COUNTER_DOCS["reread"]
+    assert verdict(stats.outcome()) == []  # exit 0
 
 
 async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> None:

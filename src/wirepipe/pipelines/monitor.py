@@ -1,8 +1,8 @@
 """Progress for humans and for Prometheus while a pipeline runs.
 
 - A one-line status on stderr every ``status_interval``: records/s and MB/s over the
-  last interval, totals, errors, dropped (slow consumer), lag, reconnects,
-  ``sink unavailable: <error>`` while the sink fails (the records wait, see run.py), and
+  last interval, totals, errors, dropped (slow consumer; ``reread`` when the source read them again), lag,
+  reconnects, ``sink unavailable: <error>`` while the sink fails (the records wait, see run.py), and
   ``waiting for <what>`` while the run waits for a server or a stream before it can start.
 - Optional ``/metrics`` (Prometheus text format, via ``prometheus-client``) and
   ``/healthz`` on a port. Values are read from the run's counters when scraped, so the
@@ -59,8 +59,7 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
     stats = run.stats
     pipeline = run.pipeline
     source = pipeline.source
-    conns = [c for c in (getattr(part, "conn", None) for part in (source, pipeline.sink, pipeline.dead_letter))
-             if c is not None and hasattr(c, "stats")]
+    conns = nats_connections(pipeline)
     lag = source.lag()
     losses = source.losses() if isinstance(source, CountsLoss) else {}
     sink = pipeline.sink
@@ -80,7 +79,9 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
         "sink_errors": stats.sink_errors,
         "sink_error": run.sink_error,  # text for the status line; sink_up for Prometheus
         "sink_up": 0 if run.sink_error else 1,
-        "dropped": sum(c.stats.slow_consumer_drops for c in conns),
+        # messages the NATS client dropped (a slow consumer): lost (core NATS: in ``lost`` too), or read again from
+        # the stream by the source (``reread``: the ordered JetStream consumer), never both
+        **client_drops(conns),
         # core NATS: every message known lost (sequence gaps, client drops, discarded at stop); see connectors/nats/gaps.py
         "lost": losses.get("lost", 0),
         # of the lost: what only a publisher's stamp claims, past the last message received (unconfirmed)
@@ -120,6 +121,22 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
     }
 
 
+def nats_connections(pipeline: Any) -> list[Any]:
+    """The NATS connections of a pipeline's source, sink and dead letter (``NatsConnection``)."""
+    parts = (pipeline.source, pipeline.sink, pipeline.dead_letter)
+    return [c for c in (getattr(part, "conn", None) for part in parts) if c is not None and hasattr(c, "stats")]
+
+
+def client_drops(conns: list[Any]) -> dict[str, int]:
+    """The messages the NATS client dropped past a subscription's pending limits (a slow consumer), by what
+    became of them: ``dropped`` (not read again: a core NATS source counts them in ``lost`` too) and ``reread``
+    (read again from the stream by a source whose connection says so: ``NatsConnection.drops_read_again``)."""
+    figures = {"dropped": 0, "reread": 0}
+    for conn in conns:
+        figures["reread" if getattr(conn, "drops_read_again", False) else "dropped"] += conn.stats.slow_consumer_drops
+    return figures
+
+
 def sink_bytes(sink: Any) -> int:
     """Bytes a sink has written: its own count (NATS sinks), else the size of its files on disk."""
     if sink is None:
@@ -147,6 +164,7 @@ def _size(path: Path) -> int:
 STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_errors", "sink errors"),
                    ("lost", "lost"), ("lost_tail", "of them claimed by stamps alone"),
                    ("unsure", "publishers unheard since a disconnect"), ("dropped", "dropped"),
+                   ("reread", "dropped by the client and read again"),
                    ("malformed_stamps", "malformed stamps"), ("forgotten_publishers", "publishers forgotten"),
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
@@ -211,12 +229,15 @@ def messages_summary(messages: int, records: int, seconds: float) -> str:
 
 
 def run_figures(pipeline: Any, stats: Any) -> str:
-    """The summary's figures after the counts: projected, lost by kind, redelivered, deduplicated, awaiting
-    redelivery, interrupted (``run``, ``capture``)."""
+    """The summary's figures after the counts: projected, lost by kind, read again after a client drop, redelivered,
+    deduplicated, awaiting redelivery, interrupted (``run``, ``capture``)."""
     text = ""
     if stats.projected:
         text += f", {stats.projected} projected (fields the schema does not declare dropped: extra_fields: drop)"
     text += loss_summary(getattr(stats, "losses", None))
+    reread = client_drops(nats_connections(pipeline))["reread"]
+    if reread:
+        text += f", {reread} dropped by the client and read again from the stream (none lost)"
     redelivers = isinstance(pipeline.source, AtLeastOnce)
     text += redelivery_summary(stats.redelivered if redelivers else None, stats.deduplicated,
                                getattr(pipeline.sink, "repeated_msg_ids", 0))
@@ -451,7 +472,10 @@ COUNTER_DOCS = {
     "projected": "records whose fields the schema does not declare serialize dropped (extra_fields: drop)",
     "acked": "records acknowledged to the source after a durable flush",
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
-    "dropped": "messages the NATS client dropped: its subscription's pending limits were reached (core NATS)",
+    "dropped": "messages the NATS client dropped: its subscription's pending limits were reached (core NATS: "
+               "counted in wirepipe_lost_total too)",
+    "reread": "messages the NATS client dropped (its subscription's pending limits were reached) that the source "
+              "read again from the stream (the JetStream ordered consumer): none lost, not in wirepipe_dropped_total",
     "lost": "messages known lost (core NATS): Wirepipe-Seq gaps, client drops no gap shows, "
             "received but unprocessed at stop, a tail publishers' stamps claim (wirepipe_lost_tail)",
     "malformed_stamps": "Wirepipe-Seq / Wirepipe-Last-Seq stamps that are not a positive int64 or name no "

@@ -16,7 +16,9 @@ behave alike:
   one log line says it at once, with how long it will wait: ``wirepipe run`` and
   ``wirepipe bench`` connect through here, so they wait alike.
 - Slow-consumer drops (nats-py calls ``error_cb`` once per dropped message) are counted
-  and logged as a periodic summary, never one line per message.
+  and logged as a periodic summary, never one line per message. A connector that reads what
+  its client dropped again (``drops_read_again``: the ordered JetStream consumer) has them
+  reported as re-read, not as dropped.
 """
 
 from __future__ import annotations
@@ -291,12 +293,15 @@ class NatsConnection:
     """
 
     def __init__(self, config: NatsConnectionConfig, *, role: str = "client",
-                 drop_advice: str = "speed up what reads the subscription") -> None:
+                 drop_advice: str = "speed up what reads the subscription", drops_read_again: bool = False) -> None:
         """``drop_advice``: what a message the client dropped (a slow consumer) means to the connector that owns
-        this connection and what its user can do, for the warning (each source has its own remedies)."""
+        this connection and what its user can do, for the warning (each source has its own remedies).
+        ``drops_read_again``: the connector reads what the client drops again from its stream, so the status line,
+        summary and Prometheus show them as ``reread``, never as ``dropped`` (``monitor.client_drops``)."""
         self.config = config  # a connector's config (every NATS connector config is one), or this alone
         self.role = role
         self.drop_advice = drop_advice
+        self.drops_read_again = drops_read_again
         self.stats = ConnectionStats()
         self.nc: Any = None
         self.url = ""  # the server connected to (while reconnecting: the one that was lost)

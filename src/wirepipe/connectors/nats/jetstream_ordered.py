@@ -42,6 +42,7 @@ class OrderedJetStreamSource(JetStreamReader, Commits):
     """
 
     reads_ordered = True
+    drops_read_again = True  # status, summary and Prometheus: ``reread``, never ``dropped`` (nothing is lost)
     drop_advice = ("the ordered consumer reads them again from the stream, so none is lost; to avoid the re-reads, "
                    "speed up the pipeline or read with a durable consumer (drop `ordered: true`), which pulls only "
                    "what the pipeline takes")
@@ -59,7 +60,7 @@ class OrderedJetStreamSource(JetStreamReader, Commits):
         self._next_delivery = 1  # the consumer sequence the next message has (1 after a reset)
         self._drops_seen = 0  # the connection's slow-consumer drops when the order was last known whole
         self._resumed = False  # reset by ``_read_again``: the next message starts a consumer sequence at 1
-        self.rereads = 0  # resets that read dropped messages again
+        self.rereads = 0  # resets that read dropped messages again (one warning for the first, a summary at close)
 
     def for_worker(self, index: int, count: int) -> OrderedJetStreamSource:
         """One reader only: an ordered consumer delivers the whole stream to each."""
@@ -166,11 +167,19 @@ class OrderedJetStreamSource(JetStreamReader, Commits):
         a pause between them, so no message of the old consumer follows."""
         self._drops_seen = self.conn.stats.slow_consumer_drops
         self.rereads += 1
-        log.warning("ordered consumer of stream %s: the client dropped messages (a slow consumer): reading again "
-                    "from stream sequence %d", self.stream, self._last_seq + 1)
+        if self.rereads == 1:  # the later ones are counted (``reread``) and summed up at close (``close``)
+            log.warning("ordered consumer of stream %s: the client dropped messages (a slow consumer): reading again "
+                        "from stream sequence %d; none is lost (counted as reread, not dropped; later re-reads "
+                        "are summed up when the source closes)", self.stream, self._last_seq + 1)
         self.buffer.drop_messages()
         self._resumed, self._next_delivery = True, 1
         await reset_ordered_consumer(self.sub, self._last_seq + 1)
+
+    async def close(self) -> None:
+        await super().close()
+        if self.rereads > 1:
+            log.warning("ordered consumer of stream %s: read the stream again %d times, for %d message(s) the client "
+                        "dropped (none lost)", self.stream, self.rereads, self.conn.stats.slow_consumer_drops)
 
     def _batch(self, got: Received) -> Batch:
         batch = super()._batch(got)

@@ -93,6 +93,7 @@ class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
     identity_ignores = Source.identity_ignores | CONNECTION_PARAMS | {"durable", "ordered"}
     reads_ordered: bool  # the kind of consumer the class reads: ``ordered`` in its config
     drop_advice: str  # what a message the client dropped means for this consumer and what its user can do
+    drops_read_again = False  # the reader reads what the client dropped again at once (the ordered consumer)
     config: JetStreamSourceConfig
     buffer: SubscriptionReader | RawSubscription
 
@@ -105,7 +106,8 @@ class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
         super().__init__(count=config.count, duration=config.duration)
         self.config = config
         self.stream = config.stream  # the stream read: given, or the one that stores ``subject`` (found at open)
-        self.conn = NatsConnection(config, role="jetstream consumer", drop_advice=self.drop_advice)
+        self.conn = NatsConnection(config, role="jetstream consumer", drop_advice=self.drop_advice,
+                                   drops_read_again=self.drops_read_again)
         self.nc: Any = None
         self.sub: Any = None
         self._seen = 0
