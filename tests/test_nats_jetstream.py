@@ -299,7 +299,9 @@ async def test_an_ordered_consumers_client_drops_are_reported_as_read_again_not_
     assert sink.meta["stream_seq"] == list(range(1, 1001)) and drops >= 940
     snap = snapshot(pipe.last_run)
     assert (snap["reread"], snap["dropped"], snap["lost"]) == (drops, 0, 0)
+    assert snap["acked"] == 0 and stats.acked == 1000  # committed, but an ordered consumer takes no acks
     line = status_line("ordered", snap, None, 1.0)
+    assert "acked" not in line
     assert f"{drops:,} dropped by the client and read again" in line and f"{drops:,} dropped," not in line
     assert run_summary(pipe.last_run, stats).splitlines()[0].endswith(
         f", 0 rejected, {drops} dropped by the client and read again from the stream (none lost)")

@@ -75,7 +75,8 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
         # by stage, operator and reason: [[stage, operator, reason, count, example, seq], ...]
         "rejections": stats.rejections.rows(),
         "projected": stats.projected,
-        "acked": stats.acked,
+        # records acknowledged to a source that takes acks (a durable); an ordered consumer or core NATS takes none
+        "acked": stats.acked if isinstance(source, AtLeastOnce) else 0,
         "sink_errors": stats.sink_errors,
         "sink_error": run.sink_error,  # text for the status line; sink_up for Prometheus
         "sink_up": 0 if run.sink_error else 1,
