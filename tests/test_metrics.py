@@ -331,7 +331,8 @@ async def test_a_forged_sent_at_header_keeps_every_metrics_row(nats_url: str, tm
     assert len(stages) == 2 * stats.batches
     assert len(latency) == n and [r["sent_ns"] for r in latency].count(INT64_MAX) == 1
     assert stats.metrics is not None and stats.metrics["metrics_values_fixed"] == 1
-    from wirepipe.pipelines.monitor import MetricsCollector, snapshot
+    from wirepipe.pipelines.monitor import snapshot
+    from wirepipe.pipelines.prometheus import MetricsCollector
 
     exported = {m.name: m.samples[0].value for m in MetricsCollector(lambda: [({}, snapshot(pipe.last_run))]).collect()}
     assert (exported["wirepipe_metrics_values_fixed"], exported["wirepipe_metrics_up"]) == (1.0, 1.0)

@@ -280,7 +280,8 @@ async def test_an_ordered_consumers_client_drops_are_reported_as_read_again_not_
     the status line and wirepipe_dropped_total, described as core NATS drops)."""
     from wirepipe.connectors.nats import jetstream_ordered
     from wirepipe.core.exit_codes import verdict
-    from wirepipe.pipelines.monitor import COUNTER_DOCS, MetricsCollector, run_summary, snapshot, status_line
+    from wirepipe.pipelines.monitor import run_summary, snapshot, status_line
+    from wirepipe.pipelines.prometheus import COUNTER_DOCS, MetricsCollector
 
     class SlowFirst(TestingSink):  # the server pushes the stream while the first write waits: the client drops
         async def write(self, batch: Batch) -> None:

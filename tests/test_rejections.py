@@ -397,8 +397,9 @@ def test_projected_records_are_counted_on_the_status_line_and_prometheus() -> No
     from prometheus_client import CollectorRegistry, generate_latest
 
     from wirepipe.operators.serialize import Serialize
-    from wirepipe.pipelines.monitor import MetricsCollector, snapshot, status_line
+    from wirepipe.pipelines.monitor import snapshot, status_line
     from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.pipelines.prometheus import MetricsCollector
     from wirepipe.testing import TestingSink, TestingSource
 
     records = [{"x": i, "y": i} | ({"note": "n"} if i % 4 == 0 else {}) for i in range(10)]

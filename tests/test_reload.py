@@ -350,8 +350,8 @@ async def test_a_pools_refused_reloads_are_counted_on_its_prometheus_endpoint(
     from prometheus_client import CollectorRegistry, generate_latest
 
     from wirepipe.pipelines.config import read_config
-    from wirepipe.pipelines.monitor import MetricsCollector
     from wirepipe.pipelines.pool import Pool
+    from wirepipe.pipelines.prometheus import MetricsCollector
     from wirepipe.pipelines.reload import PoolReloads, follow
 
     file = tmp_path / "pool.yaml"

@@ -200,8 +200,9 @@ async def test_a_core_nats_worker_holds_its_batches_while_the_sink_fails(nats_ur
 
     from wirepipe.connectors.nats.core_source import NatsSource
     from wirepipe.core.batch import Batch
-    from wirepipe.pipelines.monitor import MetricsCollector, snapshot
+    from wirepipe.pipelines.monitor import snapshot
     from wirepipe.pipelines.pipeline import Pipeline
+    from wirepipe.pipelines.prometheus import MetricsCollector
     from wirepipe.testing import TestingSink
 
     class FullDisk(TestingSink):

@@ -335,7 +335,7 @@ class Pool:
     async def run(self) -> ExitCode:
         """Run until every worker has ended; the exit code of the pool (OK, or RUNTIME when it gave up or a
         worker failed)."""
-        from .monitor import MetricsCollector, serve_prometheus
+        from .prometheus import MetricsCollector, serve_prometheus
 
         loop = asyncio.get_running_loop()
         http = None
