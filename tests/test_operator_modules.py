@@ -80,8 +80,8 @@ def test_header_names_are_spelled_only_in_wire() -> None:
     found = [hit for path in sorted(SRC.rglob("*.py")) if path.relative_to(SRC).as_posix() != "wire/headers.py"
              for hit in _literal_header_names(path)]
     found += [hit for path in sorted(BENCHMARKS.glob("*.py")) for hit in _literal_header_names(path, BENCHMARKS.parent)]
-    # The monitor's HTTP response sets an HTTP Content-Type: not the NATS wire contract.
-    assert [hit for hit in found if not hit.startswith("pipelines/monitor.py")] == []
+    # The Prometheus endpoint's HTTP response sets an HTTP Content-Type: not the NATS wire contract.
+    assert [hit for hit in found if not hit.startswith("pipelines/prometheus.py")] == []
 
 
 def test_the_header_check_sees_a_literal(tmp_path: Path) -> None:
