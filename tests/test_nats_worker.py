@@ -257,6 +257,18 @@ async def test_records_a_filter_drops_are_acknowledged_with_their_batch(nats_url
     assert (info.num_ack_pending, info.num_redelivered, info.ack_floor.stream_seq) == (0, 0, 1000)
 
 
+def test_a_source_that_takes_acks_is_committed_within_half_its_ack_wait() -> None:
+    """A commit every ``flush_interval`` (1 s) to a durable whose ``ack_wait`` is 1 s would leave each batch's
+    records unacknowledged for up to ack_wait: delivered again, duplicates of a healthy run. The run commits at
+    least every half ``ack_wait`` for such a source; a source that takes no acks keeps ``flush_interval``."""
+    from wirepipe.connectors.nats.core_source import NatsSource
+    from wirepipe.pipelines.commits import commit_interval
+
+    assert commit_interval(1.0, JetStreamSource(stream="S", durable="d", url="nats://h:1", ack_wait=1)) == 0.5
+    assert commit_interval(1.0, JetStreamSource(stream="S", durable="d", url="nats://h:1", ack_wait=30)) == 1.0
+    assert commit_interval(1.0, NatsSource("s", url="nats://h:1")) == 1.0
+
+
 @pytest.mark.parametrize("readers", ["one pool of 3", "3 replicas"])
 async def test_readers_of_a_shared_durable_never_wait_on_each_others_acks(nats_url: str,
                                                                          monkeypatch: pytest.MonkeyPatch,

@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("wirepipe")
 
 
+def commit_interval(flush_interval: float, source: Source) -> float:
+    """``flush_interval``, and for a source that takes acks at most half its ``ack_wait``: records held longer than
+    ``ack_wait`` before their commit would be delivered again (duplicates) while the run is healthy."""
+    if isinstance(source, AtLeastOnce) and source.ack_wait and flush_interval > source.ack_wait / 2:
+        return float(source.ack_wait) / 2
+    return flush_interval
+
+
 class AckLedger:
     """What was written and is not committed yet, what was dead-lettered and is not settled yet, and the commit
     that settles both (see the module doc)."""

@@ -55,7 +55,7 @@ from ..core.errors import ConfigError, SinkUnavailable, WirepipeError
 from ..operators.operator import Operator
 from ..wire import Header
 from .checks import check_parts
-from .commits import AckLedger
+from .commits import AckLedger, commit_interval
 from .parts import close_each, new_recorder, open_parts, open_recorder
 from .sink_retry import SinkRetry
 from .stats import LossSince, RunStats
@@ -294,7 +294,7 @@ class PipelineRun:
         self._queue = queue
         producer = asyncio.create_task(self._produce(source, queue))
         pressure = source.ack_pressure if isinstance(source, Commits) else None
-        interval = self.pipeline.flush_interval
+        interval = commit_interval(self.pipeline.flush_interval, source)
         ledger = self._ledger
         ledger.last = time.monotonic()
         reads_while_busy = self._busy is not None
@@ -302,7 +302,7 @@ class PipelineRun:
             while True:
                 if self._switch is not None:  # a hot reload, between two batches
                     await self._switch_now(sink, stats)
-                    interval = self.pipeline.flush_interval
+                    interval = commit_interval(self.pipeline.flush_interval, source)
                 if queue.empty():  # a producer ready to run (woken by the last take) fills it first
                     await asyncio.sleep(0)
                 if not queue.empty():  # a batch waits: taken without a task and a timer per batch
