@@ -176,21 +176,22 @@ def _new_provider(exporter: str, config: TracingConfig, service: str) -> Any:
     provider = TracerProvider(sampler=sampler, resource=Resource.create({SERVICE_NAME: service}),
                               shutdown_on_exit=False)
     timeout = config.export_timeout()
+    inner: Any = None
     if exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        otlp = OTLPSpanExporter(endpoint=config.endpoint, headers=config.http_headers() or None, timeout=timeout)
-        where = getattr(otlp, "_endpoint", None) or config.endpoint or "the OTLP endpoint"  # as it resolved it
-        counting = _EXPORTERS[id(provider)] = CountingExporter(otlp, redact_secrets(where), timeout)
-        provider.add_span_processor(BatchSpanProcessor(cast("SpanExporter", counting)))
+        inner = OTLPSpanExporter(endpoint=config.endpoint, headers=config.http_headers() or None, timeout=timeout)
+        where = redact_secrets(getattr(inner, "_endpoint", None) or config.endpoint or "the OTLP endpoint")
     elif exporter == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        counting = _EXPORTERS[id(provider)] = CountingExporter(ConsoleSpanExporter(), "the console", timeout)
-        provider.add_span_processor(BatchSpanProcessor(cast("SpanExporter", counting)))
+        inner, where = ConsoleSpanExporter(), "the console"
     elif exporter != "none":
         log.warning("tracing: exporter %r is not one wirepipe makes (otlp, console, none): spans are not exported",
                     exporter)
+    if inner is not None:
+        counting = _EXPORTERS[id(provider)] = CountingExporter(inner, where, timeout)
+        provider.add_span_processor(BatchSpanProcessor(cast("SpanExporter", counting)))
     atexit.register(provider.shutdown)  # what is still buffered goes out when the process ends
     return provider
 

@@ -45,10 +45,16 @@ class _StoppedWaiting(Exception):
     """The source was stopped while JetStream did not answer (``open``): nothing to read."""
 
 
+def _ack_tokens(reply: str) -> tuple[list[str], int]:
+    """A ``$JS.ACK...`` reply subject's tokens, and where its fields start past the v1 form's (v2: a domain and an
+    account hash first)."""
+    t = reply.split(".")
+    return t, 0 if len(t) == 9 else 2
+
+
 def parse_ack_reply(reply: str) -> tuple[int, int, int]:
     """(stream sequence, delivery count, pending) from a ``$JS.ACK...`` reply subject (v1 and v2 forms)."""
-    t = reply.split(".")
-    off = 0 if len(t) == 9 else 2
+    t, off = _ack_tokens(reply)
     return int(t[5 + off]), int(t[4 + off]), int(t[8 + off])
 
 
@@ -76,8 +82,8 @@ def parse_ack_replies(replies: Sequence[str]) -> tuple[list[int], list[int], int
 def consumer_sequences(replies: Sequence[str]) -> tuple[list[int], list[int]]:
     """The stream and consumer sequences of ``$JS.ACK...`` reply subjects (v1 and v2 forms, as ``parse_ack_reply``):
     a consumer's own sequence has no gap unless the client dropped a message (an ordered consumer's check)."""
-    tokens = [r.split(".") for r in replies]
-    return [int(t[5 if len(t) == 9 else 7]) for t in tokens], [int(t[6 if len(t) == 9 else 8]) for t in tokens]
+    tokens = [_ack_tokens(r) for r in replies]
+    return [int(t[5 + off]) for t, off in tokens], [int(t[6 + off]) for t, off in tokens]
 
 
 class JetStreamReader(Configured, Source, ReadsWhileBusy, ReadsSubjects):
