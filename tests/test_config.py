@@ -279,3 +279,10 @@ def test_no_suggestion_for_a_name_close_to_nothing() -> None:
     with pytest.raises(ConfigError) as info:
         validate_config({"name": "t", "source": {"type": "kafka"}})
     assert "unknown type 'kafka'" in str(info.value) and "did you mean" not in str(info.value)
+
+
+def test_a_bare_yaml_null_type_says_to_quote_it(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("name: p\nsource: {type: generate, count: 1}\nsink: {type: null}\n")
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(tmp_path / "p.yaml", env={})
+    assert str(info.value).endswith("; YAML reads a bare null as no value: quote it, type: \"null\""), str(info.value)
