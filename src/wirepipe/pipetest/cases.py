@@ -1,10 +1,9 @@
-"""Finding test files, running their cases through the pipeline as written, collecting what came out (which
-``expect.py`` checks).
+"""Finding test files, running their cases through the pipeline as written into a sink that checks what came out
+as it comes (``expect.CheckingSink``) or records it (``snapshot.RecordingSink``, ``--update``).
 
 A case runs in this process with no server: ``testing.between`` puts the pipeline (its operators,
-batching, dead-letter routing) between the case's input and a ``TestingSink``. The outputs are what
-the sink would have written: each record's value, the subject a NATS sink would publish it to
-(its subject template rendered), the headers it would carry (before the publish-time stamps).
+batching, dead-letter routing) between the case's input and that sink. The outputs are what the pipeline's
+own sink would have written (``outputs.py``).
 
 What the test replaces needs no variable: the source, the sink (all but its ``subject``, which names the
 outputs' subjects), the dead letter, metrics and monitor, and the pipeline's stores the test file declares
