@@ -314,6 +314,41 @@ async def test_an_ordered_consumers_client_drops_are_reported_as_read_again_not_
     assert verdict(stats.outcome()) == []  # exit 0
 
 
+async def test_a_durables_client_drops_no_record_behind_a_slow_sink(nats_url: str) -> None:
+    """A durable pull consumer holds only what its pull requests asked for (``batch_size`` messages, ``max_bytes``
+    within half of ``pending_bytes_limit``), so a sink far slower than the server makes its client drop nothing: no
+    slow-consumer drop, no redelivery, every record once, nothing ``dropped`` or ``lost``, exit 0. Should its
+    connection drop anything (a reply, an advisory: never a record), the warning names what the source has to
+    change and says that no record is among them (before: "JetStream delivers them again after ack_wait",
+    naming no option of the source)."""
+    from wirepipe.core.exit_codes import verdict
+    from wirepipe.pipelines.monitor import snapshot
+
+    class Slow(TestingSink):  # ~1,000 records/s against a server that sends tens of thousands
+        async def write(self, batch: Batch) -> None:
+            await asyncio.sleep(0.01)
+            await super().write(batch)
+
+    await publish(nats_url, 300)
+    source = JetStreamSource("pts", durable="slow", url=nats_url, batch_size=10, stop_at_end=True,
+                             pending_bytes_limit=1024)
+    sink = Slow()
+    pipe = Pipeline(source, [], sink, name="durable")
+    stats = await pipe.run_async()
+    assert sink.meta["stream_seq"] == list(range(1, 301))
+    assert (source.conn.stats.slow_consumer_drops, source.buffer.dropped, source.redelivered) == (0, 0, 0)
+    snap = snapshot(pipe.last_run)
+    assert (snap["dropped"], snap["reread"], snap["lost"], snap["redelivered"], snap["acked"]) == (0, 0, 0, 0, 300)
+    assert verdict(stats.outcome()) == []
+    info = await consumer_info(nats_url, "PTS", "slow")
+    assert (info.num_redelivered, info.num_ack_pending, info.delivered.consumer_seq) == (0, 0, 300)
+    advice = source.conn.drop_advice
+    assert "no record is among them" in advice
+    named = [option for option in ("batch_size", "pending_bytes_limit") if f"`{option}`" in advice]
+    assert named == ["batch_size", "pending_bytes_limit"]
+    assert set(named) <= set(JetStreamSourceConfig.model_fields)
+
+
 async def test_jetstream_relay_keeps_headers_and_sets_msg_ids(nats_url: str) -> None:
     await publish(nats_url, 300, fmt="json", codec="gzip")
     opts = dict(url=nats_url)

@@ -1,10 +1,9 @@
-"""Finding test files, running their cases through the pipeline as written, collecting what came out (which
-``expect.py`` checks).
+"""Finding test files, running their cases through the pipeline as written into a sink that checks what came out
+as it comes (``expect.CheckingSink``) or records it (``snapshot.RecordingSink``, ``--update``).
 
 A case runs in this process with no server: ``testing.between`` puts the pipeline (its operators,
-batching, dead-letter routing) between the case's input and a ``TestingSink``. The outputs are what
-the sink would have written: each record's value, the subject a NATS sink would publish it to
-(its subject template rendered), the headers it would carry (before the publish-time stamps).
+batching, dead-letter routing) between the case's input and that sink. The outputs are what the pipeline's
+own sink would have written (``outputs.py``).
 
 What the test replaces needs no variable: the source, the sink (all but its ``subject``, which names the
 outputs' subjects), the dead letter, metrics and monitor, and the pipeline's stores the test file declares
@@ -25,9 +24,9 @@ from ..core.batch import Batch
 from ..core.errors import ConfigError, WirepipeError
 from ..core.fields import plain
 from ..testing import TestingSink
-from ..wire import Header
-from .expect import check
+from .expect import CheckingSink
 from .model import Case, DecodeSpec, Expect, InputSpec, TestFile, load_test_file
+from .outputs import BatchOutputs, Decoder, Output, outputs, redecode
 from .snapshot import RecordingSink, unrecordable
 
 SUFFIXES = (".test.yaml", ".test.yml")
@@ -69,16 +68,6 @@ def pipeline_path(test_file: Path, spec: TestFile) -> Path:
         if test_file.name.endswith(suffix):
             return test_file.with_name(test_file.name[: -len(suffix)] + suffix[len(".test"):])
     raise ConfigError("name the pipeline: `pipeline: FILE`", file=str(test_file))
-
-
-@dataclass
-class Output:
-    """One record the sink would have written."""
-
-    value: Any
-    subject: str | None
-    headers: dict[str, str] | None
-    payload_size: int | None = None  # bytes of the payload when the value was decoded from one
 
 
 @dataclass
@@ -369,8 +358,9 @@ def _encoded(pipe: Any, ops: list[Any], spec: InputSpec, values: list[Any], wher
 
 
 def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseResult:
-    """Run one case and check it (``update``: record its outputs as the expectation instead, through a sink that
-    keeps no more than a test file holds: a case past it fails with the reason)."""
+    """Run one case and check it as the pipeline writes (``CheckingSink``: it keeps what the check names, not every
+    output); ``update``: record its outputs as the expectation instead, through a sink that keeps no more than a test
+    file holds: a case past it fails with the reason."""
     from ..testing import between
 
     case = loaded.spec.tests[index]
@@ -380,16 +370,28 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
     try:
         pipe = build(loaded, case)
         source = source_for(loaded, case.input, f"tests[{index}].input", pipe)
-        sink = RecordingSink() if update else TestingSink()
-        _run(between(pipe, source, sink))
-        why_not = sink.why_not() if isinstance(sink, RecordingSink) else None
         decode = _decode_spec(case.expect)
-        if why_not is None:
-            result.outputs = outputs(pipe, sink, _decoder(loaded, pipe, decode) if decode is not None else None)
-            result.rejects = list(sink.rejects)
-            why_not = unrecordable(result.outputs, result.rejects) if update else None
-        if update and decode is None and why_not is None:
-            result.redecoded = _redecode(result.outputs, _decoder(loaded, pipe, DecodeSpec()))
+        sink: TestingSink
+        if update:
+            sink = RecordingSink()
+        elif case.expect is not None:
+            # its own stores (a pipeline built again): the decoder opens them beside the running pipeline's
+            decoder = _decoder(loaded, build(loaded, case), decode) if decode is not None else None
+            sink = CheckingSink(case.expect, BatchOutputs(pipe, decoder))
+        else:
+            sink = TestingSink(keep=False)
+        _run(between(pipe, source, sink))
+        if isinstance(sink, CheckingSink):
+            result.failures = sink.failures()
+            result.outputs, result.rejects = sink.outputs, sink.rejects
+        elif isinstance(sink, RecordingSink):
+            why_not = sink.why_not()
+            if why_not is None:
+                result.outputs = outputs(pipe, sink, _decoder(loaded, pipe, decode) if decode is not None else None)
+                result.rejects = list(sink.rejects)
+                why_not = unrecordable(result.outputs, result.rejects)
+            if decode is None and why_not is None:
+                result.redecoded = redecode(result.outputs, _decoder(loaded, pipe, DecodeSpec()))
     except KeyboardInterrupt:
         result.error = "interrupted (Ctrl-C): the case drained and stopped"
         result.interrupted = True
@@ -407,8 +409,6 @@ def run_case(loaded: LoadedFile, index: int, *, update: bool = False) -> CaseRes
             result.updated = True
         elif case.expect is None:
             result.failures.append("no `expect:` (record what the case produces with: wirepipe test --update)")
-        else:
-            result.failures = check(case.expect, result.outputs, result.rejects)
     return result
 
 
@@ -434,55 +434,6 @@ def _decode_spec(expect: Expect | None) -> DecodeSpec | None:
     return expect.decode if isinstance(expect.decode, DecodeSpec) else DecodeSpec()
 
 
-def outputs(pipe: Any, sink: Any, decoder: Any = None) -> list[Output]:
-    """What the pipeline's own sink would have written, from what the testing sink kept; payloads decoded by
-    ``decoder`` (``_decoder``) when given."""
-    from ..wire import SubjectTemplate
-
-    records = sink.records
-    subjects: list[str | None] = list(sink.subjects)
-    template = getattr(pipe.sink, "subject_template", None)  # a NATS sink's
-    if isinstance(template, SubjectTemplate) and records:
-        column: Any = subjects if any(subjects) else None  # None where a record had no subject
-        rendered = template.render(Batch(list(records), subjects=column, meta=sink.meta))
-        subjects = [rendered] * len(records) if isinstance(rendered, str) else list(rendered)
-    headers = list(sink.headers)
-    if getattr(getattr(pipe.sink, "config", None), "headers", None) == "none":  # a NATS sink's payloads alone
-        headers = [None] * len(records)
-    sizes: list[int | None] = [None] * len(records)
-    values = list(records)
-    if decoder is not None:
-        values, sizes = _decoded(values, headers, decoder)
-    return [Output(v, s, dict(h) if h else None, n) for v, s, h, n in zip(values, subjects, headers, sizes,
-                                                                             strict=True)]
-
-
-class UndecodableOutput(WirepipeError):
-    """``decode: true`` and an output that does not decode by its headers."""
-
-
-@dataclass
-class Decoder:
-    """A ``HeaderDecoder`` as a case decodes its outputs with: handed the dictionary stores the pipeline's operators
-    read (or the ones ``decode`` names), which it opens around each use."""
-
-    decoder: Any
-    resources: Any
-
-    def __call__(self, batch: Batch) -> Batch:
-        import asyncio
-
-        async def decode() -> Batch:
-            await self.resources.open_operators([self.decoder], ())
-            try:
-                await self.decoder.prepare(batch)
-                return self.decoder(batch)
-            finally:
-                await self.resources.close_operators()
-
-        return asyncio.run(decode())
-
-
 def _decoder(loaded: LoadedFile, pipe: Any, decode: DecodeSpec) -> Decoder:
     """The decoder of ``decode``: its schema, and the dictionaries it names or the pipeline's own (a compress's
     file, the store a compress or decompress names)."""
@@ -499,26 +450,6 @@ def _decoder(loaded: LoadedFile, pipe: Any, decode: DecodeSpec) -> Decoder:
                             dictionary=dictionary)
     _bind(loaded, pipe, [decoder], "expect.decode")
     return Decoder(decoder, pipe.resources)
-
-
-def _decoded(values: list[Any], headers: list[dict[str, str] | None], decoder: Decoder
-             ) -> tuple[list[Any], list[int | None]]:
-    payload = [isinstance(v, (bytes, bytearray, memoryview)) for v in values]
-    if not any(payload):
-        return values, [None] * len(values)
-    index = [i for i, p in enumerate(payload) if p]
-    batch = Batch([values[i] for i in index], headers=[headers[i] for i in index], meta={"i": index})
-    batch = decoder(batch)
-    if batch.rejected:
-        r = batch.rejected[0]
-        raise UndecodableOutput(f"outputs[{r.meta['i']}] does not decode by its headers "
-                                f"({r.stage}: {r.error}); compare it as bytes (decode: false)")
-    out = list(values)
-    sizes: list[int | None] = [None] * len(values)
-    for i, v in zip(batch.meta["i"], batch.values, strict=True):
-        sizes[i] = len(values[i])
-        out[i] = v
-    return out, sizes
 
 
 # --- snapshots ---------------------------------------------------------------------------------------
@@ -549,15 +480,3 @@ def recorded_expect(result: CaseResult) -> dict[str, Any]:
     else:
         expect["rejected"] = 0
     return expect
-
-
-def _redecode(outs: list[Output], decoder: Decoder) -> list[Output] | None:
-    """Payload outputs decoded by their headers, for ``--update`` to record; None when there are none, or one does
-    not decode (then they stay bytes)."""
-    if not any(isinstance(o.value, (bytes, bytearray)) and (o.headers or {}).get(Header.CONTENT_TYPE) for o in outs):
-        return None
-    try:
-        values, sizes = _decoded([o.value for o in outs], [o.headers for o in outs], decoder)
-    except UndecodableOutput:
-        return None
-    return [Output(v, o.subject, o.headers, n) for v, o, n in zip(values, outs, sizes, strict=True)]

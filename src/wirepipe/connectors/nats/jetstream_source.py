@@ -107,7 +107,12 @@ class JetStreamSource(JetStreamReader, SharedByWorkers, AtLeastOnce):
     given), and so its ``max_ack_pending``: each keeps to its part (``for_worker``)."""
 
     reads_ordered = False
-    drop_advice = "JetStream delivers them again after ack_wait, so none is lost; speed up the pipeline"
+    # Its records come only as its pull requests ask (``batch_size`` messages, ``max_bytes`` within half of
+    # ``pending_bytes_limit``) into a reader without a pending limit: the client never drops one of them.
+    drop_advice = ("no record is among them: a pull consumer receives only what it asked for (`batch_size` messages "
+                   "within half of `pending_bytes_limit`); these were API replies or max_deliver advisories (a record "
+                   "whose advisory was dropped is not dead-lettered): lower `batch_size` or `pending_bytes_limit` if "
+                   "the pipeline cannot keep up")
     shared_by = "durable"
     readers = 1  # the workers reading the durable together, this one among them (``for_worker``)
     buffer: RawSubscription
