@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
-from ..core.batch import Batch
+from ..core.batch import Batch, header_values
 from ..core.errors import ConfigError, Refusal, RefusedError, StageError, WirepipeError
 from ..core.models import Strict
 from ..core.registry import load_ref
@@ -113,6 +113,7 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         self._by_schema: dict[tuple[str | None, str | None], Decoder] = {}
         self._fixed: Decoder | None = None
         self._names_on_wire = not self.auto and not get_format(format).needs_schema
+        self._content_type = None if self.auto else get_format(format).content_type  # records of another: refused
         if self._ref is not None:
             self._check_registry(self._ref)
         elif not self.auto:
@@ -216,6 +217,8 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         if self._fixed is None and not self.auto and self._ref is None:  # a positional format: the source's schema
             self._schema = self._schema or batch.schema
             self._build(get_format(self.name))
+        if not self.auto:
+            self._refuse_other_formats(batch)
         identity = self._identity
         if identity is not None and not identity.all_own(batch.headers, self._names_on_wire):
             return self._by_writer(batch)
@@ -232,6 +235,30 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             batch.map_values(fn, self.stage, self.name)
             return batch
         return batch.map_by_header(Header.CONTENT_TYPE, self._for_type, self.stage, "auto")
+
+    def _refuse_other_formats(self, batch: Batch) -> None:
+        """Dead-letter the records whose ``Content-Type`` names another format than this one: a schema's
+        fingerprint is the same in every format, and one positional format's bytes read as another's give other
+        values without an error. No ``Content-Type``, or one no format has (another client's), decodes as before."""
+        own = self._content_type
+        types = header_values(batch.headers, Header.CONTENT_TYPE)
+        if types <= {None, own}:
+            return
+        refusals = {t: self._other_format(t, own) for t in types}
+        if any(refusals.values()):
+            batch.map_by_header(Header.CONTENT_TYPE, lambda t: refusals.get(t) or _as_is, self.stage, self.name)
+
+    def _other_format(self, content_type: str | None, own: str | None) -> Decoder | None:
+        try:
+            fmt = format_for_content_type(content_type)
+        except KeyError:
+            return None
+        if fmt.content_type == own:
+            return None
+        return failing(StageError("deserialize", self.name, (
+            f"written as {fmt.name} (Content-Type {content_type}), and this deserialize reads {self.name} ({own}): "
+            "one format's bytes read as another's give other values; format: auto decodes each message by its "
+            "Content-Type")))
 
     def _by_writer(self, batch: Batch) -> Batch:
         """A batch with records written with another schema (or none, refused): each record's decoder picked by
@@ -275,6 +302,10 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             return self._typed(lambda data: convert(decode(data)))
 
         return identity.decoder(fmt, fingerprint, own, build)
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 _PICKS_KEPT = 1024  # decoders kept by (Content-Type, Wirepipe-Schema): a few in any real stream
