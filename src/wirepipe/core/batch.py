@@ -256,7 +256,7 @@ def header_values(headers: dict[str, str] | list[dict[str, str] | None] | None, 
     record without it: what a decoder picks by (``Wirepipe-Schema``, ``Content-Type``), one dict lookup a record.
 
     >>> sorted(header_values([{"k": "a"}, None, {"k": "a"}, {}], "k"), key=str)
-    ['a', None]
+    [None, 'a']
     """
     if headers is None:
         return {None}

@@ -1,8 +1,9 @@
 """The deserialize operator: payload bytes back to records, by one format or by ``Content-Type``.
 
 ``Deserialize`` decodes every payload with one format or, with ``format: auto``, by each
-record's ``Content-Type`` (``Header.CONTENT_TYPE``, which ``serialize`` sets). A payload that
-does not decode is rejected per record with the reason. With a ``module:Class`` schema the
+record's ``Content-Type`` (``Header.CONTENT_TYPE``, which ``serialize`` sets); given one format, it
+rejects a record whose ``Content-Type`` names another (none, or one no format has, decodes as before). A payload
+that does not decode is rejected per record with the reason. With a ``module:Class`` schema the
 records are instances of that class (``typed: false`` keeps dicts). The ``schema`` option is
 described in ``operators/schema_options.py``. Given a schema, each record's ``Wirepipe-Schema`` header is
 compared with it first (``operators/schema_identity.py``): a record written with another schema is never
