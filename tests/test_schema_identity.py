@@ -165,6 +165,7 @@ def test_a_record_of_another_format_is_never_decoded_as_this_one(writer: str) ->
         assert got.values == [] and len(got.rejected) == 3, (writer, reader, got.values)
         assert got.rejected[0].error.startswith(f"written as {writer} (Content-Type {sent.headers['Content-Type']}), "
                                                 f"and this deserialize reads {reader}"), got.rejected[0].error
+        assert reason_of(got.rejected[0].error) == got.rejected[0].error  # the summary shows it whole
     mixed = Batch([*sent.values, b"\x93\x01\x02"], headers=[*[sent.headers] * 3, {"Content-Type": "text/plain"}])
     got = Deserialize("avro", schema=AB)(mixed)  # a foreign Content-Type decodes as before: the last is avro's
     assert (len(got.values), len(got.rejected)) == (1 if writer != "avro" else 4, 3 if writer != "avro" else 0)

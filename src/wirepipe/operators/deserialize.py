@@ -258,7 +258,7 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             return None
         return failing(StageError("deserialize", self.name, (
             f"written as {fmt.name} (Content-Type {content_type}), and this deserialize reads {self.name} ({own}): "
-            "one format's bytes read as another's give other values; format: auto decodes each message by its "
+            "the bytes of one format decoded as another give other values; format: auto decodes each message by its "
             "Content-Type")))
 
     def _by_writer(self, batch: Batch) -> Batch:
