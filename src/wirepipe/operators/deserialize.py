@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ..codecs.compression import codec_for_encoding
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
 from ..core.batch import Batch, header_values
 from ..core.errors import ConfigError, Refusal, RefusedError, StageError, WirepipeError
@@ -115,6 +116,7 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         self._fixed: Decoder | None = None
         self._names_on_wire = not self.auto and not get_format(format).needs_schema
         self._content_type = None if self.auto else get_format(format).content_type  # records of another: refused
+        self._compressed_refused = False  # in a pipeline with no decompress before it (``follows``)
         if self._ref is not None:
             self._check_registry(self._ref)
         elif not self.auto:
@@ -220,6 +222,8 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             self._build(get_format(self.name))
         if not self.auto:
             self._refuse_other_formats(batch)
+        if self._compressed_refused:
+            self._refuse_compressed(batch)
         identity = self._identity
         if identity is not None and not identity.all_own(batch.headers, self._names_on_wire):
             return self._by_writer(batch)
@@ -236,6 +240,19 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             batch.map_values(fn, self.stage, self.name)
             return batch
         return batch.map_by_header(Header.CONTENT_TYPE, self._for_type, self.stage, "auto")
+
+    def follows(self, stages: Sequence[str]) -> None:
+        """With no decompress before it in its pipeline, a record that says it is compressed (``Content-Encoding``
+        names a codec) is refused: its bytes read as a format may give records of other values."""
+        self._compressed_refused = Stage.DECOMPRESS not in stages
+
+    def _refuse_compressed(self, batch: Batch) -> None:
+        encodings = header_values(batch.headers, Header.CONTENT_ENCODING)
+        if encodings <= _PLAIN:
+            return
+        refusals = {e: _still_compressed(e) for e in encodings}
+        if any(refusals.values()):
+            batch.map_by_header(Header.CONTENT_ENCODING, lambda e: refusals.get(e) or _as_is, self.stage, self.name)
 
     def _refuse_other_formats(self, batch: Batch) -> None:
         """Dead-letter the records whose ``Content-Type`` names another format than this one: a schema's
@@ -307,6 +324,23 @@ class Deserialize(SchemaFromStore, Configured, Operator):
 
 def _as_is(value: Any) -> Any:
     return value
+
+
+_PLAIN = {None, "identity"}  # Content-Encoding values of bytes as the format wrote them
+
+
+def _still_compressed(encoding: str | None) -> Decoder | None:
+    """A decoder that refuses records of ``encoding``, a codec's ``Content-Encoding``; None for one no codec has
+    (another client's: decoded as before) and for ``identity``."""
+    try:
+        codec = codec_for_encoding(encoding).name
+    except (KeyError, ValueError):
+        return None
+    if codec == "none":  # Content-Encoding: identity
+        return None
+    return failing(StageError("deserialize", "encoding", (
+        f"compressed with {codec} (Content-Encoding {encoding}) and not decompressed: no decompress runs before "
+        "this deserialize; put `decompress: {codec: auto}` before it (or decode: {chain: ...} with the codec)")))
 
 
 _PICKS_KEPT = 1024  # decoders kept by (Content-Type, Wirepipe-Schema): a few in any real stream
