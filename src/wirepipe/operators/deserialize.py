@@ -221,9 +221,9 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             self._schema = self._schema or batch.schema
             self._build(get_format(self.name))
         if not self.auto:
-            self._refuse_other_formats(batch)
+            self._refuse(batch, Header.CONTENT_TYPE, {None, self._content_type}, self._other_format)
         if self._compressed_refused:
-            self._refuse_compressed(batch)
+            self._refuse(batch, Header.CONTENT_ENCODING, _PLAIN, _still_compressed)
         identity = self._identity
         if identity is not None and not identity.all_own(batch.headers, self._names_on_wire):
             return self._by_writer(batch)
@@ -246,27 +246,22 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         names a codec) is refused: its bytes read as a format may give records of other values."""
         self._compressed_refused = Stage.DECOMPRESS not in stages
 
-    def _refuse_compressed(self, batch: Batch) -> None:
-        encodings = header_values(batch.headers, Header.CONTENT_ENCODING)
-        if encodings <= _PLAIN:
+    def _refuse(self, batch: Batch, header: str, plain: set[str | None],
+                refusal: Callable[[str | None], Decoder | None]) -> None:
+        """Dead-letter the records whose ``header`` says their bytes are not this decoder's to read: another
+        format's (``Content-Type``: a schema's fingerprint is the same in every format, and one positional format's
+        bytes read as another's give other values without an error) or still compressed (``Content-Encoding``).
+        ``refusal`` gives the decoder that refuses records of a value, None for a value no format or codec has
+        (another client's: decoded as before); ``plain``, the values that need no look."""
+        values = header_values(batch.headers, header)
+        if values <= plain:
             return
-        refusals = {e: _still_compressed(e) for e in encodings}
+        refusals = {value: refusal(value) for value in values}
         if any(refusals.values()):
-            batch.map_by_header(Header.CONTENT_ENCODING, lambda e: refusals.get(e) or _as_is, self.stage, self.name)
+            batch.map_by_header(header, lambda value: refusals.get(value) or _as_is, self.stage, self.name)
 
-    def _refuse_other_formats(self, batch: Batch) -> None:
-        """Dead-letter the records whose ``Content-Type`` names another format than this one: a schema's
-        fingerprint is the same in every format, and one positional format's bytes read as another's give other
-        values without an error. No ``Content-Type``, or one no format has (another client's), decodes as before."""
+    def _other_format(self, content_type: str | None) -> Decoder | None:
         own = self._content_type
-        types = header_values(batch.headers, Header.CONTENT_TYPE)
-        if types <= {None, own}:
-            return
-        refusals = {t: self._other_format(t, own) for t in types}
-        if any(refusals.values()):
-            batch.map_by_header(Header.CONTENT_TYPE, lambda t: refusals.get(t) or _as_is, self.stage, self.name)
-
-    def _other_format(self, content_type: str | None, own: str | None) -> Decoder | None:
         try:
             fmt = format_for_content_type(content_type)
         except KeyError:
@@ -326,7 +321,7 @@ def _as_is(value: Any) -> Any:
     return value
 
 
-_PLAIN = {None, "identity"}  # Content-Encoding values of bytes as the format wrote them
+_PLAIN: set[str | None] = {None, "identity"}  # Content-Encoding values of bytes as the format wrote them
 
 
 def _still_compressed(encoding: str | None) -> Decoder | None:
