@@ -570,6 +570,38 @@ def test_the_final_line_counts_records_per_second_of_work_and_where_each_worker_
         "  w1 output: parquet part-w1-a.parquet (0.20 MB)", "  metrics: m.parquet"]
 
 
+def test_a_pool_counts_records_and_messages_as_a_single_run_does() -> None:
+    """A durable's workers ``pack`` 10 records a message: the pool said `2000 records out of 20000 (1,622
+    records/s)` where one worker says `20000 records out of 20000 (...; 2000 messages)`. A worker killed after
+    writing 10,400 records one a message and committing 10,000 made the pool say `; 20400 messages` of them."""
+    from wirepipe.pipelines.pool import committed
+
+    packed = committed({"records_out": 10_000, "messages_out": 1_000, "acked": 10_000, "acked_messages": 1_000})
+    assert (packed["records_out"], packed["messages_out"]) == (10_000, 1_000)
+    killed = committed({"records_out": 10_400, "messages_out": 10_400, "acked": 10_000, "acked_messages": 10_000})
+    assert (killed["records_out"], killed["messages_out"]) == (10_000, 10_000)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_pool_that_packs_says_records_and_messages(nats_server: EmbeddedServer, tmp_path: Path) -> None:
+    asyncio.run(publish_numbered(nats_server.url, 2000, "PACKS", "packs"))
+    config = tmp_path / "p.yaml"
+    config.write_text(f"""
+name: packs
+source: {{type: jetstream, url: "{nats_server.url}", stream: PACKS, durable: packs, stop_at_end: true,
+          batch_size: 100}}
+operators:
+  - pack: {{records: 10}}
+  - serialize: {{format: msgpack}}
+sink: {{type: nats, url: "{nats_server.url}", subject: packs.out}}
+""")
+    ran = wirepipe("run", config, "--workers", "2", "--no-status", timeout=100)
+    assert ran.returncode == 0, ran.stderr
+    line = next(x for x in ran.stderr.splitlines() if x.startswith("packs: 2 workers"))
+    assert "2000 records out of 2000" in line and "; 200 messages" in line, line
+
+
 CONSUME_EVENTS = """
 name: events
 source: {type: jetstream, url: "${NATS_URL}", stream: EVENTS, batch_size: 200}

@@ -150,6 +150,53 @@ def test_a_positional_format_never_reads_a_record_with_another_schema(fmt: str) 
     assert [list(r) for r in read.values] == [["b", "a"]] * 5  # the reader's order
 
 
+FORMATS = [*POSITIONAL, "msgpack", "json", "cbor"]
+
+
+@pytest.mark.parametrize("writer", FORMATS)
+def test_a_record_of_another_format_is_never_decoded_as_this_one(writer: str) -> None:
+    """The schema's fingerprint is the same in every format: the format is ``Content-Type``'s to say. Read as
+    another format, msgpack-array's bytes gave avro and postcard 3 of 3 records of other values, without a word."""
+    sent = Serialize(writer, schema=AB)(Batch(records(3)))
+    for reader in FORMATS:
+        if reader == writer:
+            continue
+        got = Deserialize(reader, schema=AB)(Batch(list(sent.values), headers=sent.headers))
+        assert got.values == [] and len(got.rejected) == 3, (writer, reader, got.values)
+        assert got.rejected[0].error.startswith(f"written as {writer} (Content-Type {sent.headers['Content-Type']}), "
+                                                f"and this deserialize reads {reader}"), got.rejected[0].error
+        assert reason_of(got.rejected[0].error) == got.rejected[0].error  # the summary shows it whole
+    mixed = Batch([*sent.values, b"\x93\x01\x02"], headers=[*[sent.headers] * 3, {"Content-Type": "text/plain"}])
+    got = Deserialize("avro", schema=AB)(mixed)  # a foreign Content-Type decodes as before: the last is avro's
+    assert (len(got.values), len(got.rejected)) == (1 if writer != "avro" else 4, 3 if writer != "avro" else 0)
+
+
+def test_a_pipeline_never_decodes_records_still_compressed() -> None:
+    """A publisher that adds ``compress`` while its consumer has no ``decompress``: avro and postcard read 24 of 50
+    deflate payloads as records of other values (26 rejected), protobuf all 50 zstd ones (it skips the frame's
+    bytes as unknown fields), and the run went on."""
+    from wirepipe.operators.decompress import Decompress
+    from wirepipe.testing import TestingSink, TestingSource, run
+
+    for fmt, codec in (("avro", "deflate"), ("postcard", "deflate"), ("protobuf", "zstd"), ("bincode", "zlib")):
+        sent = run_operators([Serialize(fmt, schema=AB), Compress(codec)], Batch(records(50)))[0]
+        sink = TestingSink()
+        stats = run(TestingSource(sent.values, headers=sent.headers), [Deserialize(fmt, schema=AB)], sink)
+        assert (sink.records, stats.rejected) == ([], 50), (fmt, codec, sink.records[:2])
+        assert sink.rejects[0].error == (f"compressed with {codec} (Content-Encoding {codec}) and not decompressed: "
+                                         "no decompress runs before this deserialize; put `decompress: {codec: auto}` "
+                                         "before it (or decode: {chain: ...} with the codec)")
+        sink = TestingSink()  # with a decompress before it, as always
+        run(TestingSource(sent.values, headers=sent.headers), [Decompress("auto"), Deserialize(fmt, schema=AB)], sink)
+        assert sink.records == records(50)
+    plain = Serialize("bincode", schema=AB)(Batch(records(3)))  # identity, or a foreign encoding: as before
+    for encoding in ("identity", "x-custom"):
+        sink = TestingSink()
+        run(TestingSource(plain.values, headers={**plain.headers, "Content-Encoding": encoding}),
+            [Deserialize("bincode", schema=AB)], sink)
+        assert sink.records == records(3), encoding
+
+
 @dataclass
 class Swapped:
     b: int

@@ -1,8 +1,9 @@
 """The deserialize operator: payload bytes back to records, by one format or by ``Content-Type``.
 
 ``Deserialize`` decodes every payload with one format or, with ``format: auto``, by each
-record's ``Content-Type`` (``Header.CONTENT_TYPE``, which ``serialize`` sets). A payload that
-does not decode is rejected per record with the reason. With a ``module:Class`` schema the
+record's ``Content-Type`` (``Header.CONTENT_TYPE``, which ``serialize`` sets); given one format, it
+rejects a record whose ``Content-Type`` names another (none, or one no format has, decodes as before). A payload
+that does not decode is rejected per record with the reason. With a ``module:Class`` schema the
 records are instances of that class (``typed: false`` keeps dicts). The ``schema`` option is
 described in ``operators/schema_options.py``. Given a schema, each record's ``Wirepipe-Schema`` header is
 compared with it first (``operators/schema_identity.py``): a record written with another schema is never
@@ -37,8 +38,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ..codecs.compression import codec_for_encoding
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
-from ..core.batch import Batch
+from ..core.batch import Batch, header_values
 from ..core.errors import ConfigError, Refusal, RefusedError, StageError, WirepipeError
 from ..core.models import Strict
 from ..core.registry import load_ref
@@ -113,6 +115,8 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         self._by_schema: dict[tuple[str | None, str | None], Decoder] = {}
         self._fixed: Decoder | None = None
         self._names_on_wire = not self.auto and not get_format(format).needs_schema
+        self._content_type = None if self.auto else get_format(format).content_type  # records of another: refused
+        self._compressed_refused = False  # in a pipeline with no decompress before it (``follows``)
         if self._ref is not None:
             self._check_registry(self._ref)
         elif not self.auto:
@@ -216,6 +220,10 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         if self._fixed is None and not self.auto and self._ref is None:  # a positional format: the source's schema
             self._schema = self._schema or batch.schema
             self._build(get_format(self.name))
+        if not self.auto:
+            self._refuse(batch, Header.CONTENT_TYPE, {None, self._content_type}, self._other_format)
+        if self._compressed_refused:
+            self._refuse(batch, Header.CONTENT_ENCODING, _PLAIN, _still_compressed)
         identity = self._identity
         if identity is not None and not identity.all_own(batch.headers, self._names_on_wire):
             return self._by_writer(batch)
@@ -232,6 +240,38 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             batch.map_values(fn, self.stage, self.name)
             return batch
         return batch.map_by_header(Header.CONTENT_TYPE, self._for_type, self.stage, "auto")
+
+    def follows(self, stages: Sequence[str]) -> None:
+        """With no decompress before it in its pipeline, a record that says it is compressed (``Content-Encoding``
+        names a codec) is refused: its bytes read as a format may give records of other values."""
+        self._compressed_refused = Stage.DECOMPRESS not in stages
+
+    def _refuse(self, batch: Batch, header: str, plain: set[str | None],
+                refusal: Callable[[str | None], Decoder | None]) -> None:
+        """Dead-letter the records whose ``header`` says their bytes are not this decoder's to read: another
+        format's (``Content-Type``: a schema's fingerprint is the same in every format, and one positional format's
+        bytes read as another's give other values without an error) or still compressed (``Content-Encoding``).
+        ``refusal`` gives the decoder that refuses records of a value, None for a value no format or codec has
+        (another client's: decoded as before); ``plain``, the values that need no look."""
+        values = header_values(batch.headers, header)
+        if values <= plain:
+            return
+        refusals = {value: refusal(value) for value in values}
+        if any(refusals.values()):
+            batch.map_by_header(header, lambda value: refusals.get(value) or _as_is, self.stage, self.name)
+
+    def _other_format(self, content_type: str | None) -> Decoder | None:
+        own = self._content_type
+        try:
+            fmt = format_for_content_type(content_type)
+        except KeyError:
+            return None
+        if fmt.content_type == own:
+            return None
+        return failing(StageError("deserialize", self.name, (
+            f"written as {fmt.name} (Content-Type {content_type}), and this deserialize reads {self.name} ({own}): "
+            "the bytes of one format decoded as another give other values; format: auto decodes each message by its "
+            "Content-Type")))
 
     def _by_writer(self, batch: Batch) -> Batch:
         """A batch with records written with another schema (or none, refused): each record's decoder picked by
@@ -275,6 +315,27 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             return self._typed(lambda data: convert(decode(data)))
 
         return identity.decoder(fmt, fingerprint, own, build)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+_PLAIN: set[str | None] = {None, "identity"}  # Content-Encoding values of bytes as the format wrote them
+
+
+def _still_compressed(encoding: str | None) -> Decoder | None:
+    """A decoder that refuses records of ``encoding``, a codec's ``Content-Encoding``; None for one no codec has
+    (another client's: decoded as before) and for ``identity``."""
+    try:
+        codec = codec_for_encoding(encoding).name
+    except (KeyError, ValueError):
+        return None
+    if codec == "none":  # Content-Encoding: identity
+        return None
+    return failing(StageError("deserialize", "encoding", (
+        f"compressed with {codec} (Content-Encoding {encoding}) and not decompressed: no decompress runs before "
+        "this deserialize; put `decompress: {codec: auto}` before it (or decode: {chain: ...} with the codec)")))
 
 
 _PICKS_KEPT = 1024  # decoders kept by (Content-Type, Wirepipe-Schema): a few in any real stream

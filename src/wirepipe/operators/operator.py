@@ -8,7 +8,8 @@ parameters and its canonical string, which is what metrics rows and chains recor
 What an operator needs from upstream it declares, so a pipeline is refused when it is built
 (``wirepipe validate`` as ``wirepipe run``), not at its first batch: ``takes`` the kind of value it
 works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the kind it leaves, and
-``refuse_schema`` the schema its source attaches (a positional format given none of its own).
+``refuse_schema`` the schema its source attaches (a positional format given none of its own); ``follows`` is told
+the stages before it (a deserialize with no decompress before it refuses records still compressed).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class Operator:
         """Why this operator cannot run on batches whose source attaches ``schema`` (field names or a typed
         schema; None when it attaches none), or None: checked when a pipeline is built."""
         return None
+
+    def follows(self, stages: Sequence[str]) -> None:
+        """The stages of the operators before this one in its pipeline, told when the pipeline is built
+        (``pipelines/checks.check_flow``): for an operator whose input depends on them; nothing by default."""
 
     def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -49,7 +49,8 @@ class AckLedger:
         self.redelivers = isinstance(source, AtLeastOnce)
         self.asks = source.wants_commit if isinstance(source, Commits) else None
         self.written: list[tuple[Batch, int]] = []  # written, not yet acknowledged: (batch, records)
-        self.records = 0  # the records of ``written``
+        self.records = 0  # the values (messages) of ``written``: what the run holds unacknowledged
+        self.written_records = 0  # the records in them (more after ``pack``): what ``acked`` counts
         self.unsettled: list[list[Rejected]] = []  # dead-lettered, settled (ack/term) at the next commit
         self.last = time.monotonic()  # when the last commit ended
 
@@ -60,6 +61,7 @@ class AckLedger:
     def wrote(self, batch: Batch) -> None:
         """The sink took ``batch``: it is acknowledged at the next commit."""
         n = len(batch.values)
+        self.written_records += batch.record_count()
         if not self.redelivers:
             # Only its meta (ack handles) is needed at the commit: do not hold the records until then,
             # or a long flush_interval (a capture completing a file per minute) holds a minute of data.
@@ -123,6 +125,7 @@ class AckLedger:
         await retry.retry(sink, sink.flush, stats)
         self.last = time.monotonic()
         written, self.written, self.records = self.written, [], 0
+        records, self.written_records = self.written_records, 0
         refused_late = sink.take_rejected() if isinstance(sink, RefusesLate) else []
         if refused_late:  # counted out when the sink took them; refused since (JetStream: at their ack)
             stats.records_out -= sum(r.meta.get(PACKED, 1) for r in refused_late)
@@ -139,7 +142,8 @@ class AckLedger:
                 await source.ack(batch)
             for rejected in self.unsettled:
                 await source.settle_rejected(rejected)
-        stats.acked += sum(n for _, n in written)
+        stats.acked += records
+        stats.acked_messages += sum(n for _, n in written)
         self.unsettled = []
         stats.commits += 1
         return True

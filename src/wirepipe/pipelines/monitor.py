@@ -74,6 +74,7 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
         "projected": stats.projected,
         # records acknowledged to a source that takes acks (a durable); an ordered consumer or core NATS takes none
         "acked": stats.acked if isinstance(source, AtLeastOnce) else 0,
+        "acked_messages": stats.acked_messages if isinstance(source, AtLeastOnce) else 0,  # a pool's messages out
         "sink_errors": stats.sink_errors,
         "sink_error": run.sink_error,  # text for the status line; sink_up for Prometheus
         "sink_up": 0 if run.sink_error else 1,
@@ -167,8 +168,8 @@ STATUS_COUNTERS = (("rejected", "rejected"), ("projected", "projected"), ("sink_
                    ("duplicates", "duplicates"), ("redelivered", "redelivered"),
                    ("deduplicated", "already stored"), ("repeated_msg_ids", "given a repeated Nats-Msg-Id"),
                    ("acked", "acked"), ("reconnects", "reconnects"))
-_NOT_COUNTERS = {"records_in", "records_out", "messages_out", "bytes_out", "lag", "running", "connected",
-                 "disconnects", "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
+_NOT_COUNTERS = {"records_in", "records_out", "messages_out", "acked_messages", "bytes_out", "lag", "running",
+                 "connected", "disconnects", "sink_up", "metrics_up"}  # 0/1 gauges for Prometheus; the line says "sink unavailable" instead
 
 
 def status_line(name: str, now: dict[str, Any], before: dict[str, Any] | None, seconds: float) -> str:

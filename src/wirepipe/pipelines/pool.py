@@ -225,9 +225,10 @@ def committed(snap: dict[str, Any], redelivers: bool = True) -> dict[str, Any]:
     it committed (the sink flushed them, the source was acknowledged: ``acked``). What a worker had written but
     not committed when it was killed is not in its output for good: a durable redelivers it to another worker
     (``redelivered``), which writes and counts it. A core NATS worker's records out are what it wrote: nothing
-    comes back, and closing the sink (a drain, even a cut one) flushes them."""
+    comes back, and closing the sink (a drain, even a cut one) flushes them. Its messages out are likewise the
+    messages those records were written in (``acked_messages``: fewer after ``pack``)."""
     if redelivers and isinstance(snap.get("acked"), int) and not isinstance(snap.get("acked"), bool):
-        return {**snap, "records_out": snap["acked"]}
+        return {**snap, "records_out": snap["acked"], "messages_out": snap.get("acked_messages", snap["acked"])}
     return dict(snap)
 
 

@@ -26,6 +26,8 @@ COUNTER_DOCS = {
     "rejected": "records sent to the dead-letter destination",
     "projected": "records whose fields the schema does not declare serialize dropped (extra_fields: drop)",
     "acked": "records acknowledged to the source after a durable flush",
+    "acked_messages": "the messages (values) those records were written in: as many as acked unless `pack` put "
+                      "several records in each",
     "sink_errors": "failed sink writes or flushes (each retried: a sink failure never drops a record)",
     "dropped": "messages the NATS client dropped: its subscription's pending limits were reached (core NATS: "
                "counted in wirepipe_lost_total too)",

@@ -29,7 +29,8 @@ class RunStats:
     messages_out: int = 0  # values written: messages on the wire, several records each after ``pack``
     rejected: int = 0
     bytes_out: int = 0
-    acked: int = 0
+    acked: int = 0  # records written and acknowledged to the source (a durable)
+    acked_messages: int = 0  # the messages (values) they were written in: fewer after ``pack``
     sink_errors: int = 0  # failed sink writes or flushes (each retried)
     commits: int = 0
     started: float = field(default_factory=time.monotonic)
