@@ -197,6 +197,29 @@ def test_a_pipeline_never_decodes_records_still_compressed() -> None:
         assert sink.records == records(3), encoding
 
 
+def test_a_decompress_given_a_codec_never_passes_on_another_codecs_bytes() -> None:
+    """``decompress: {codec: identity}`` (or another codec) in front of a deserialize: a record another codec
+    compressed went on still compressed, and avro read deflate payloads as records of other values."""
+    from wirepipe.operators.decompress import Decompress
+    from wirepipe.testing import TestingSink, TestingSource, run
+
+    sent = run_operators([Serialize("avro", schema=AB), Compress("deflate")], Batch(records(50)))[0]
+    for codec in ("identity", "zstd"):
+        sink = TestingSink()
+        stats = run(TestingSource(sent.values, headers=sent.headers), [Decompress(codec), Deserialize("avro", schema=AB)],
+                    sink)
+        name = Decompress(codec).name
+        assert (sink.records, stats.rejected) == ([], 50), (codec, sink.records[:2])
+        assert sink.rejects[0].error == (f"compressed with deflate (Content-Encoding deflate), and this decompress reads "
+                                         f"{name}: codec: auto decompresses each message by its Content-Encoding")
+    plain = Serialize("avro", schema=AB)(Batch(records(3)))  # its own encoding, none, or a foreign one: as before
+    for headers in (plain.headers, {**plain.headers, "Content-Encoding": "identity"},
+                    {**plain.headers, "Content-Encoding": "x-custom"}):
+        sink = TestingSink()
+        run(TestingSource(plain.values, headers=headers), [Decompress("identity"), Deserialize("avro", schema=AB)], sink)
+        assert sink.records == records(3), headers
+
+
 @dataclass
 class Swapped:
     b: int

@@ -37,7 +37,7 @@ from ..core.stages import Stage
 from ..core.stores import StoreUse, parse_dictionary_ref
 from ..wire import Header
 from .codec_options import NATS_FIELD, Dictionary, NatsSettings, known_codec, load_dictionary
-from .operator import PAYLOADS, BuildContext, Configured, Operator, failing, given
+from .operator import PAYLOADS, BuildContext, Configured, Operator, failing, given, refuse_by_header
 from .shared_dictionaries import SharedDictionaries, disowned
 
 _STAMPS = 1024  # Content-Encoding values, (Content-Encoding, Wirepipe-Dictionary) pairs: decided and kept at once
@@ -82,6 +82,8 @@ class Decompress(Configured, Operator):
                                              cap=max_output_size, what="decompress")
             self.prepares = self.io = True
         self._fn = None if self.auto else self._build(self.name)
+        # A codec given: records another codec's Content-Encoding names are refused, never passed on as read.
+        self._own_encodings = None if self.auto else {None, get_codec(self.name).content_encoding}
         self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
         # With a dictionary in play, each record's Wirepipe-Dictionary stamp picks a checked decompressor.
         self._stamped = self._dictionary is not None or self.shared is not None
@@ -181,7 +183,23 @@ class Decompress(Configured, Operator):
         fns = {key: self._for_stamp(*key) for key in distinct}
         return batch.map_values(_call, self.stage, self.name, with_column=[fns[k] for k in keys])
 
+    def _other_codec(self, encoding: str | None) -> Callable[[bytes], bytes] | None:
+        """The function refusing records another codec compressed (by their ``Content-Encoding``): with ``codec:
+        identity`` their compressed bytes would go on as if plain; None for an encoding no codec has."""
+        try:
+            codec = codec_for_encoding(encoding).name
+        except (KeyError, ValueError):
+            return None
+        if codec == self.name:  # absent, or this codec's own
+            return None
+        return failing(StageError("decompress", self.name, (
+            f"compressed with {codec} (Content-Encoding {encoding}), and this decompress reads {self.name}: "
+            "codec: auto decompresses each message by its Content-Encoding")))
+
     def __call__(self, batch: Batch) -> Batch:
+        if self._own_encodings is not None:
+            refuse_by_header(batch, Header.CONTENT_ENCODING, self._own_encodings, self._other_codec, self.stage,
+                             self.name)
         if self._stamped:
             return self._by_stamps(batch)
         if self._fn is not None:

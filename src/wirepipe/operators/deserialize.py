@@ -40,7 +40,7 @@ from pydantic import Field, field_validator
 
 from ..codecs.compression import codec_for_encoding
 from ..codecs.formats import Decoder, Schema, format_for_content_type, get_format
-from ..core.batch import Batch, header_values
+from ..core.batch import Batch
 from ..core.errors import ConfigError, Refusal, RefusedError, StageError, WirepipeError
 from ..core.models import Strict
 from ..core.registry import load_ref
@@ -48,7 +48,7 @@ from ..core.stages import Stage
 from ..core.stores import NotRegistered, RegistryRef, SchemaFromStore, registered_schema, registry_ref
 from ..schema import SchemaError
 from ..wire import Header
-from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given
+from .operator import PAYLOADS, RECORDS, BuildContext, Configured, Operator, failing, given, refuse_by_header
 from .schema_identity import REQUIRED, SchemaIdentity
 from .schema_options import (
     MESSAGE_FIELD,
@@ -221,9 +221,10 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             self._schema = self._schema or batch.schema
             self._build(get_format(self.name))
         if not self.auto:
-            self._refuse(batch, Header.CONTENT_TYPE, {None, self._content_type}, self._other_format)
+            refuse_by_header(batch, Header.CONTENT_TYPE, {None, self._content_type}, self._other_format, self.stage,
+                             self.name)
         if self._compressed_refused:
-            self._refuse(batch, Header.CONTENT_ENCODING, _PLAIN, _still_compressed)
+            refuse_by_header(batch, Header.CONTENT_ENCODING, _PLAIN, _still_compressed, self.stage, self.name)
         identity = self._identity
         if identity is not None and not identity.all_own(batch.headers, self._names_on_wire):
             return self._by_writer(batch)
@@ -245,20 +246,6 @@ class Deserialize(SchemaFromStore, Configured, Operator):
         """With no decompress before it in its pipeline, a record that says it is compressed (``Content-Encoding``
         names a codec) is refused: its bytes read as a format may give records of other values."""
         self._compressed_refused = Stage.DECOMPRESS not in stages
-
-    def _refuse(self, batch: Batch, header: str, plain: set[str | None],
-                refusal: Callable[[str | None], Decoder | None]) -> None:
-        """Dead-letter the records whose ``header`` says their bytes are not this decoder's to read: another
-        format's (``Content-Type``: a schema's fingerprint is the same in every format, and one positional format's
-        bytes read as another's give other values without an error) or still compressed (``Content-Encoding``).
-        ``refusal`` gives the decoder that refuses records of a value, None for a value no format or codec has
-        (another client's: decoded as before); ``plain``, the values that need no look."""
-        values = header_values(batch.headers, header)
-        if values <= plain:
-            return
-        refusals = {value: refusal(value) for value in values}
-        if any(refusals.values()):
-            batch.map_by_header(header, lambda value: refusals.get(value) or _as_is, self.stage, self.name)
 
     def _other_format(self, content_type: str | None) -> Decoder | None:
         own = self._content_type
@@ -315,10 +302,6 @@ class Deserialize(SchemaFromStore, Configured, Operator):
             return self._typed(lambda data: convert(decode(data)))
 
         return identity.decoder(fmt, fingerprint, own, build)
-
-
-def _as_is(value: Any) -> Any:
-    return value
 
 
 _PLAIN: set[str | None] = {None, "identity"}  # Content-Encoding values of bytes as the format wrote them

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias, TypeVar, Union
 
-from ..core.batch import PAYLOADS, RECORDS, SAME, Batch
+from ..core.batch import PAYLOADS, RECORDS, SAME, Batch, header_values
 from ..core.errors import ConfigError, WirepipeError
 
 if TYPE_CHECKING:
@@ -132,6 +132,25 @@ def failing(error: Exception) -> Callable[[Any], Any]:
         raise error
 
     return fail
+
+
+def refuse_by_header(batch: Batch, header: str, plain: set[str | None],
+                     refusal: Callable[[str | None], Callable[[Any], Any] | None], stage: str, name: str) -> None:
+    """Dead-letter the records whose ``header`` says their bytes are not this operator's to read: another format's
+    (``Content-Type``), another codec's or still compressed (``Content-Encoding``): such bytes read anyway may give
+    other values without an error. ``refusal`` gives the function that refuses records of a value, None for a
+    value no format or codec has (another client's: read as before); ``plain``, the values that need no look
+    (one set lookup a batch in the common case)."""
+    values = header_values(batch.headers, header)
+    if values <= plain:
+        return
+    refusals = {value: refusal(value) for value in values}
+    if any(refusals.values()):
+        batch.map_by_header(header, lambda value: refusals.get(value) or _as_is, stage, name)
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def with_shorthand(params: type, field: str, kind: type | tuple[type, ...]) -> Any:
