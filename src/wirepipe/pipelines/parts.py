@@ -71,8 +71,8 @@ def check_stored(pipeline: Pipeline) -> str | None:
     from ..core.errors import ConfigError, MissingInput
     from ..core.stores import DictionaryUnusable
 
-    bound = pipeline.resources.bound()
-    if not bound and not any(isinstance(part, FetchesFromStores) for part in (pipeline.source, pipeline.sink)):
+    bound = pipeline.resources.bound()  # a part or an operator that names a store was handed it
+    if not bound:
         return None
 
     async def fetch() -> None:
