@@ -128,7 +128,7 @@ def _checked(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
     return None, pipe
 
 
-def _check_stored(path: Path, checked: Any, overrides: list[str], workers: int) -> str | None:
+def _check_stored(path: Path, checked: Any, workers: int) -> str | None:
     """The registered schemas and dictionaries the pipeline (a pool: its first worker's) names, fetched from their
     stores as ``run`` fetches them when it opens; a refusal is the ``ConfigError`` run gives, a store that cannot
     be reached the sentence saying what was not checked (``parts.check_stored``)."""
@@ -200,7 +200,7 @@ def validate(
                 typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
                 continue
             pool, pipe = _checked(path, list(set_ or []), n_workers)
-            unchecked = _check_stored(path, pool or pipe, list(set_ or []), n_workers)
+            unchecked = _check_stored(path, pool or pipe, n_workers)
         except ConfigError as exc:
             if str(exc) not in errors:
                 errors.add(str(exc))

@@ -5,8 +5,8 @@ A run opens the source, the stores its parts and operators read (``resources.py`
 is refused before any output exists. Each one opened is noted, so closing, last first, closes exactly what opened,
 even when a later one failed half-way. A part that fails to close is logged and the others close. An output that
 cannot be opened (read-only, a file where a folder is expected) is one line: what, where, the OS error. The
-metrics recorder is opened with the stages it stamps and flushes its rows periodically while the run lasts. A hot reload opens a new config's parts beside the
-running ones the same way (``switch.py``).
+metrics recorder is opened with the stages it stamps and flushes its rows periodically while the run lasts. A hot
+reload opens a new config's parts beside the running ones the same way (``switch.py``).
 """
 
 from __future__ import annotations
