@@ -266,17 +266,26 @@ def test_a_registered_schema_types_the_columns_as_a_file_or_a_mapping_does(tmp_p
 
 
 def test_a_registered_schema_the_registry_does_not_hold_stops_the_run_at_source_schema(tmp_path: Path) -> None:
+    """Refused by ``validate`` as by ``run``, and before the sink opens: no empty output file is left behind (the
+    schema was fetched with the first batch, after the sink had created out.jsonl)."""
     write(tmp_path / "obs.csv", "id,temp\n1,1.5\n")
+    write(tmp_path / "other.csv", "id,wet\n1,yes\n")
     invoke("schema", "push", str(write(tmp_path / "obs.yaml", "name: Obs\nfields: {id: int32, temp: 'float32?'}\n")),
            "--name", "obs", "--registry", str(tmp_path / "schemas"))
     pipeline = {"name": "obs", "source": {"type": "csv", "path": str(tmp_path / "obs.csv")},
                 "sink": {"type": "jsonl", "path": str(tmp_path / "out.jsonl")},
                 "resources": {"schemas": {"registry": {"type": "folder", "path": str(tmp_path / "schemas")}}}}
-    for ref, message in (("registry/obs@2", f"registry/obs version 2: obs has version 1 in folder {tmp_path}/schemas: "
-                                            "no version 2"),
-                         ("registry", "registry: the columns are read with one schema: name it, registry/NAME (its "
-                                      "latest version when the pipeline starts) or with @VERSION after the name")):
-        pipeline["source"]["schema"] = ref  # type: ignore[index]
-        out = invoke("run", write(tmp_path / "p.yaml", yaml.safe_dump(pipeline)))
-        assert out.returncode == 2 and out.stderr.splitlines()[-1] == f"error: {tmp_path / 'p.yaml'}: source.schema: " \
-                                                                      f"{message}", out.output
+    for ref, data, message in (
+            ("registry/obs@2", "obs.csv", f"registry/obs version 2: obs has version 1 in folder {tmp_path}/schemas: "
+                                          "no version 2"),
+            ("registry", "obs.csv", "registry: the columns are read with one schema: name it, registry/NAME (its "
+                                    "latest version when the pipeline starts) or with @VERSION after the name"),
+            ("registry/obs@1", "other.csv", f"{tmp_path / 'other.csv'}: column(s) 'wet' not in the schema (add them, "
+                                            "e.g. `wet: string?`)")):
+        pipeline["source"].update(schema=ref, path=str(tmp_path / data))  # type: ignore[attr-defined]
+        for command in ("validate", "run"):
+            out = invoke(command, write(tmp_path / "p.yaml", yaml.safe_dump(pipeline)))
+            assert out.returncode == 2, out.output
+            assert out.stderr.splitlines()[-1].startswith(f"error: {tmp_path / 'p.yaml'}: source.schema: {message}"), \
+                out.output
+            assert not (tmp_path / "out.jsonl").exists(), command

@@ -453,6 +453,7 @@ def test_beam_replay_carries_the_registry_schemas_fetched_when_the_job_is_built(
     from wirepipe.operators.serialize import Serialize
     from wirepipe.replay import Replay
     from wirepipe.replay.beam import build_job
+    from wirepipe.schema import parse_schema, schema_fingerprint
 
     server = make_server()
     v1, v2 = {"x": "int32", "y": "int32"}, {"y": "int32", "x": "int32", "label?": "string"}
@@ -462,7 +463,8 @@ def test_beam_replay_carries_the_registry_schemas_fetched_when_the_job_is_built(
                         "nats://WIREPIPE_SCHEMAS", "--url", server.url)
         assert done.returncode == 0, done.stderr
     sent = [Serialize("bincode", schema=v1)(Batch([{"x": i, "y": -i} for i in range(5)])),
-            Serialize("bincode", schema=v2)(Batch([{"y": i, "x": 10 + i, "label": f"p{i}"} for i in range(5)]))]
+            Serialize("bincode", schema=v2)(Batch([{"y": i, "x": 10 + i, "label": f"p{i}"} for i in range(5)])),
+            Serialize("bincode", schema={"x": "int64"})(Batch([{"x": i} for i in range(5)]))]  # never pushed
     writer = CaptureWriter(tmp_path / "cap", row_group_rows=5, fsync=False)
     for i, batch in enumerate(sent):
         writer.append(capture_table(Batch(batch.values, subjects="points", headers=batch.headers), 5 * i,
@@ -486,7 +488,12 @@ def test_beam_replay_carries_the_registry_schemas_fetched_when_the_job_is_built(
                     options=["direct_num_workers=1"])
     server.stop()
     result = job.run()
-    assert (result.records_in, result.records_out, result.rejected) == (10, 10, 0)
+    assert (result.records_in, result.records_out, result.rejected) == (15, 10, 5)
+    # the reason names the registry the job was built from, as a local run's does (before: the job's temporary copy)
+    unknown_fingerprint = schema_fingerprint(parse_schema({"x": "int64"}))
+    assert [r[2:4] for r in result.rejections] == [[
+        f"written with schema {unknown_fingerprint}, which this deserialize cannot read: the schema registry "
+        "nats://WIREPIPE_SCHEMAS does not hold it (wirepipe schema push registers a schema)", 5]]
     parts = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "beam" / "results").glob("part-*"))],
                              promote_options="permissive")
     assert parts.to_pylist() == ([{"y": -i, "x": i, "label": None} for i in range(5)]

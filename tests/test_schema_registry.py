@@ -457,6 +457,26 @@ def test_a_schema_the_test_files_registry_does_not_hold_is_its_config_error(
         assert done.stderr.splitlines() == [f"error: suite/relay.test.yaml: tests[1].{field}: {message}"]
 
 
+def test_a_schema_the_pipelines_operators_name_and_the_test_files_registry_lacks_is_refused_when_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline's own deserialize pinned to a version the test file's registry does not hold: refused before
+    any case runs, at the pipeline's field, by ``test`` and ``validate`` alike (exit 2; before: ``validate`` said
+    ok, and ``test`` made every case an error, exit 1)."""
+    suite = _relay_suite(tmp_path)
+    relay = yaml.safe_load((suite / "relay.yaml").read_text())
+    relay["operators"][0]["deserialize"]["schema"] = "registry/points@9"
+    (suite / "relay.yaml").write_text(yaml.safe_dump(relay))
+    (suite / "relay.test.yaml").write_text(yaml.safe_dump({**RELAY_TESTS, "tests": [
+        {"name": "as v1", "input": SENT_V2, "expect": {"decode": {"schema": "v1.yaml"}, "records": POINTS[:2]}}]}))
+    monkeypatch.chdir(tmp_path)
+    for command in ("test", "validate"):
+        done = invoke(command, "suite/relay.test.yaml")
+        assert (done.returncode, done.stdout) == (2, ""), done.output
+        assert done.stderr.splitlines() == ["error: suite/relay.yaml: deserialize.schema: registry/points "
+                                            "version 9: points has versions 1 to 2 in folder suite/schemas: no "
+                                            "version 9"], done.output
+
+
 def test_a_test_file_that_would_decode_from_the_nats_registry_is_told_to_declare_a_folder(tmp_path: Path) -> None:
     """A pipeline without a NATS part, a case decoding with ``registry/points@1``: refused when the file is read,
     naming the resource to declare (not the pipeline's missing NATS connection)."""

@@ -281,3 +281,58 @@ def test_tap_reads_each_message_with_the_registered_schema_its_header_names(nats
     assert f"tap: not decoded (deserialize: written with schema {fp}, which this deserialize cannot read: the schema " \
            "registry nats://WIREPIPE_SCHEMAS does not hold it" in err, err
     assert "tap: 5 messages, 4 shown, 1 not decoded" in err, err
+
+
+@pytest.mark.slow  # 0.9 s: six commands and a connect that times out
+def test_validate_fetches_registered_schemas_as_run_does_and_says_when_it_cannot(nats_server: EmbeddedServer,
+                                                                                  tmp_path: Path) -> None:
+    """``validate`` refuses an unregistered NAME@VERSION with run's message (before: ok, and run refused it,
+    leaving an empty output file), and says what it could not check when the registry's server does not answer."""
+    from tests.cli import invoke
+
+    env = {"NATS_URL": nats_server.url}
+    (tmp_path / "points.yaml").write_text("name: Point\nfields: {x: int32, y: int32}\n")
+    (tmp_path / "points.csv").write_text("x,y\n1,2\n")
+    assert invoke("schema", "push", tmp_path / "points.yaml", "--name", "points", env=env).returncode == 0
+    registry = {"schemas": {"registry": {"type": "nats", "nats": {"url": "${NATS_URL}", "connect_timeout": 0.3}}}}
+    csv = {"name": "csv", "source": {"type": "csv", "path": str(tmp_path / "points.csv"), "schema": "registry/points@2"},
+           "sink": {"type": "jsonl", "path": str(tmp_path / "csv.jsonl")}, "resources": registry}
+    published = {"name": "pub", "source": {"type": "generate", "dataset": "point", "count": 3},
+                 "operators": [{"serialize": {"format": "bincode", "schema": "registry/points@3"}}],
+                 "sink": {"type": "jsonl", "path": str(tmp_path / "pub.jsonl")}, "resources": registry}
+    paths = [tmp_path / "csv.yaml", tmp_path / "pub.yaml"]
+    for path, pipeline in zip(paths, (csv, published), strict=True):
+        path.write_text(yaml.safe_dump(pipeline))
+    checked = invoke("validate", *paths, env=env)
+    ran = [invoke("run", path, "--no-status", env=env) for path in paths]
+    assert (checked.returncode, [r.returncode for r in ran]) == (2, [2, 2]), checked.output
+    assert checked.stderr.splitlines() == [r.stderr.splitlines()[-1] for r in ran] == [
+        f"error: {paths[0]}: source.schema: registry/points version 2: points has version 1 in "
+        "nats://WIREPIPE_SCHEMAS: no version 2",
+        f"error: {paths[1]}: serialize.schema: registry/points version 3: points has version 1 in "
+        "nats://WIREPIPE_SCHEMAS: no version 3"]
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == []
+    compressed = {**published, "name": "cmp", "operators": [{"serialize": {"format": "json"}}, {"compress": {
+        "codec": "zstd", "dictionary": "nats://DICTS/tx"}}], "resources": {"dictionaries": {"DICTS": {
+            "type": "nats", "nats": {"url": "${NATS_URL}"}}}}}
+    (tmp_path / "cmp.yaml").write_text(yaml.safe_dump(compressed))
+    missing = invoke("validate", tmp_path / "cmp.yaml", env=env)  # run: the same line, exit 1 (a runtime failure)
+    assert (missing.returncode, missing.stderr) == (2, f"error: {tmp_path / 'cmp.yaml'}: compress: dictionary "
+                                                       "nats://DICTS/tx: no dictionary bucket DICTS on the server "
+                                                       "(publish one: wirepipe dict train --to nats://DICTS/NAME)\n")
+    for path in paths:
+        path.write_text(path.read_text().replace("points@2", "points@1").replace("points@3", "points@1"))
+    assert invoke("validate", *paths, env=env).stdout.count("ok: ") == 2
+    down = invoke("validate", paths[1], env={"NATS_URL": f"nats://127.0.0.1:{free_port()}"})
+    assert down.returncode == 0 and down.stdout.startswith(f"ok: {paths[1]}: ")
+    assert down.stderr.splitlines()[-1].startswith(
+        f"warning: {paths[1]}: not checked: the names it reads from nats://WIREPIPE_SCHEMAS "
+        "(resources.schemas.registry): cannot connect to NATS at nats://127.0.0.1:"), down.stderr
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -128,6 +128,29 @@ def _checked(path: Path, overrides: list[str], workers: int) -> tuple[Any, Any]:
     return None, pipe
 
 
+def _check_stored(path: Path, checked: Any, workers: int) -> str | None:
+    """The registered schemas and dictionaries the pipeline (a pool: its first worker's) names, fetched from their
+    stores as ``run`` fetches them when it opens; a refusal is the ``ConfigError`` run gives, a store that cannot
+    be reached the sentence saying what was not checked (``parts.check_stored``)."""
+    from ..core.errors import ConfigError, MissingInput
+    from ..core.stores import DictionaryUnusable
+    from ..pipelines.parts import check_stored
+
+    pipe = checked
+    if workers > 1:
+        from ..core.workers import Worker
+        from ..pipelines.config import build_pipeline, validate_config
+
+        pipe = build_pipeline(validate_config(checked.worker_config(), file=str(path)), file=str(path),
+                              worker=Worker(0, workers))
+    try:
+        return check_stored(pipe)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=exc.file or str(path), path=exc.path) from None
+    except (MissingInput, DictionaryUnusable) as exc:
+        raise ConfigError(str(exc), file=str(path)) from None
+
+
 def _show_status(pipe: Any, wanted: bool | None) -> None:
     """A live status line, rewritten in place, when stderr is a terminal (or ``--status``).
 
@@ -156,7 +179,10 @@ def validate(
     """Check files as `run` does, without running them.
 
     Everything `run` refuses before its first record; exit 2 if any is refused, with the message `run` gives.
-    Test files (*.test.yaml) are checked as `wirepipe test` reads them."""
+    The registered schemas and zstd dictionaries a pipeline names are fetched from their stores, as `run` fetches
+    them (no source or sink is opened); when a store's server does not answer, a warning says what was not
+    checked and why, and the file passes on the rest. Test files (*.test.yaml) are checked as `wirepipe test`
+    reads them."""
     from ..core.errors import ConfigError
     from ..pipelines.pool import resolve_workers
 
@@ -174,12 +200,15 @@ def validate(
                 typer.echo(f"ok: {path}: {cases} test case(s) (run them: wirepipe test {path})")
                 continue
             pool, pipe = _checked(path, list(set_ or []), n_workers)
+            unchecked = _check_stored(path, pool or pipe, n_workers)
         except ConfigError as exc:
             if str(exc) not in errors:
                 errors.add(str(exc))
                 typer.echo(f"error: {exc}", err=True)
             continue
         typer.echo(f"ok: {path}: {pipe!r}" if pipe is not None else f"ok: {path}: {n_workers} workers of {pool.name}")
+        if unchecked:
+            typer.echo(f"warning: {path}: {unchecked}", err=True)
     if errors:
         raise typer.Exit(ExitCode.CONFIG)
 

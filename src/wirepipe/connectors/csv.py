@@ -60,8 +60,8 @@ CSV_KINDS = frozenset({Kind.INT32, Kind.INT64, Kind.UINT32, Kind.FLOAT32, Kind.F
 class CsvSource(SchemaFromStore, FileSource):
     """Reads CSV files block by block into records (dicts in the file's column order), typed by ``schema``
     or by the types pyarrow infers; bad rows are dead-lettered (see the module doc). A registered schema
-    (``schema: registry/NAME@VERSION``) comes from the store the pipeline hands the source, fetched before the
-    first file is read, as a deserialize's is."""
+    (``schema: registry/NAME@VERSION``) comes from the store the pipeline hands the source, fetched when the
+    pipeline opens, before its sink (``fetch_from_stores``), as a deserialize's is."""
 
     type = "csv"
     config: CsvSourceConfig
@@ -83,20 +83,29 @@ class CsvSource(SchemaFromStore, FileSource):
             if self.schema is not None:
                 CsvFile(path, self.config, self.schema).columns()
 
+    async def fetch_from_stores(self) -> None:
+        """The registered schema ``schema:`` names, fetched from the store the pipeline handed the source, and the
+        files' headers checked against it: a refusal (``ConfigError`` at ``source.schema``) before the pipeline
+        opens its outputs."""
+        if self._ref is None or self.schema is not None:
+            return
+        store = self._handed("source")
+        registered = await registered_schema(store, self._ref, "source")
+        try:
+            if not isinstance(registered.schema, RecordSchema):
+                raise ValueError("a CSV source needs a typed schema, not field names alone")
+            schema = csv_schema(registered.schema)
+        except ValueError as exc:
+            raise ConfigError(f"{self._ref}: {exc}", path="source.schema") from None
+        log.info("source: reading %s as %s (%s) from %s", self.config.path, registered, registered.fingerprint,
+                 store.where)
+        self.schema = schema
+        self.check_input()
+
     async def batches(self) -> AsyncIterator[Batch]:
         import asyncio
 
-        if self._ref is not None and self.schema is None:
-            store = self._handed("source")
-            registered = await registered_schema(store, self._ref, "source")
-            try:
-                if not isinstance(registered.schema, RecordSchema):
-                    raise ValueError("a CSV source needs a typed schema, not field names alone")
-                self.schema = csv_schema(registered.schema)
-            except ValueError as exc:
-                raise ConfigError(f"{self._ref}: {exc}", path="source.schema") from None
-            log.info("source: reading %s as %s (%s) from %s", self.config.path, registered, registered.fingerprint,
-                     store.where)
+        await self.fetch_from_stores()  # fetched when the pipeline opened (here for a source read on its own)
         left = self.count if self.count is not None else -1  # -1: no count
         seq = 0
         pending = Rows([])

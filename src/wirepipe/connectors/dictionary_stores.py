@@ -110,9 +110,10 @@ class FolderDictionaries:
     the id its bytes carry (read from its first 8 bytes, once; a file added while the pipeline runs is found
     when a frame first names its id)."""
 
-    def __init__(self, path: str | Path, *, retry_after: float = RETRY_AFTER) -> None:
+    def __init__(self, path: str | Path, *, retry_after: float = RETRY_AFTER, where: str | None = None) -> None:
+        """``where``: the store the folder is a copy of, named in messages (default: the folder)."""
         self.path = Path(path)
-        self.where = f"folder {self.path}"
+        self.where = where or f"folder {self.path}"
         self.retry_after = retry_after
         self._files: dict[int, Path] = {}  # id -> the first file (in name order) whose bytes carry it
         self._seen: set[Path] = set()
@@ -180,6 +181,8 @@ class FolderDictionariesConfig(Strict):
     path: str = Field(description="the folder: NAME.zdict per dictionary (any .zdict file is found by its id)")
     retry_after: Duration = Field(default=RETRY_AFTER, gt=0, description="a dictionary the folder does not hold is "
                                   "looked for again after this long (its records are dead-lettered meanwhile)")
+    copy_of: str | None = Field(default=None, description="the store these files were fetched from (a Beam job's "
+                                "copy of it): what messages name in place of the folder")
 
     def build(self, connection: Any = None) -> FolderDictionaries:
-        return FolderDictionaries(self.path, retry_after=self.retry_after)
+        return FolderDictionaries(self.path, retry_after=self.retry_after, where=self.copy_of)

@@ -45,9 +45,10 @@ class FolderBackend:
 
     SUFFIXES = (".yaml", ".yml", ".json")
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, where: str | None = None) -> None:
+        """``where``: the store the folder is a copy of, named in messages (default: the folder)."""
         self.path = Path(path)
-        self.where = f"folder {self.path}"
+        self.where = where or f"folder {self.path}"
         self._index: dict[str, Path] = {}  # fingerprint -> the first file that holds it
         self._pending: dict[str, bytes] = {}  # stored schemas a push is about to write as a version file
 
@@ -141,6 +142,8 @@ class FolderRegistryConfig(Strict):
     path: str = Field(description="the folder: one sub-folder per name, one file per version (1.yaml, 2.yaml ...)")
     retry_after: Duration = Field(default=30.0, gt=0, description="a fingerprint the folder does not hold is looked "
                                   "for again after this long (its records are dead-lettered meanwhile)")
+    copy_of: str | None = Field(default=None, description="the store these files were fetched from (a Beam job's "
+                                "copy of it): what messages name in place of the folder")
 
     def build(self, connection: Any = None) -> SchemaRegistry:
-        return SchemaRegistry(FolderBackend(self.path), retry_after=self.retry_after)
+        return SchemaRegistry(FolderBackend(self.path, self.copy_of), retry_after=self.retry_after)

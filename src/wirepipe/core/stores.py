@@ -189,6 +189,14 @@ class UsesStores(Protocol):
     def use_store(self, use: StoreUse, store: Any) -> None: ...
 
 
+@runtime_checkable
+class FetchesFromStores(UsesStores, Protocol):
+    """A source or sink that fetches what it names from its stores once they are open (a ``csv`` source's
+    registered schema): before any output is opened, so a name a store does not hold leaves nothing written."""
+
+    async def fetch_from_stores(self) -> None: ...
+
+
 # --- a schema in a store: registry/NAME@VERSION, nats://BUCKET/NAME@VERSION -------------------------------------
 
 REGISTRY = "registry"  # the store ``schema: registry/...`` names when ``resources.schemas`` declares no other

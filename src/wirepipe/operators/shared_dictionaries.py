@@ -85,12 +85,12 @@ class SharedDictionaries:
         return self.store.where if self.store is not None else str(self.ref)
 
     async def named(self) -> bytes:
-        """The publisher's dictionary (``nats://BUCKET/NAME``); ``WirepipeError`` saying why it cannot be had."""
+        """The publisher's dictionary (``nats://BUCKET/NAME``); ``DictionaryUnusable`` saying why it cannot be had."""
         assert self.ref.name is not None
         try:
             data: bytes = await self._require().by_name(self.ref.name, self.cap)
-        except DictionaryUnusable as exc:
-            raise WirepipeError(f"{self.what}: dictionary {self.ref}: {exc}") from None
+        except DictionaryUnusable as exc:  # its kind kept: `validate` refuses a missing one, as it does a schema
+            raise type(exc)(f"{self.what}: dictionary {self.ref}: {exc}") from None
         self._hold(zstd_dictionary_id(data), data)
         return data
 

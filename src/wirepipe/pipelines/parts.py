@@ -1,12 +1,12 @@
 """A run's parts: opened in order, closed last first, whatever fails in between.
 
-A run opens the source, the sink, the dead letter, the stores its operators read (``resources.py``) and the
-operators, in that order (an operator's I/O may need a store, a store the source's or sink's server); each one
-opened is noted, so closing, last first, closes exactly what opened, even when a later one failed half-way. A part
-that fails to close is logged and the others close. An output that cannot be opened (read-only, a file where a
-folder is expected) is one line: what, where, the OS error. The metrics recorder is opened with the stages it
-stamps and flushes its rows periodically while the run lasts. A hot reload opens a new config's parts beside the
-running ones the same way (``switch.py``).
+A run opens the source, the stores its parts and operators read (``resources.py``) with what they fetch from them
+(registered schemas, dictionaries), then the sink and the dead letter, in that order: a name a store does not hold
+is refused before any output exists. Each one opened is noted, so closing, last first, closes exactly what opened,
+even when a later one failed half-way. A part that fails to close is logged and the others close. An output that
+cannot be opened (read-only, a file where a folder is expected) is one line: what, where, the OS error. The
+metrics recorder is opened with the stages it stamps and flushes its rows periodically while the run lasts. A hot
+reload opens a new config's parts beside the running ones the same way (``switch.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..connectors.connector import Sink, Source
 from ..core.errors import WirepipeError
+from ..core.stores import FetchesFromStores
 from .checks import check_dead_letter_loop
 
 if TYPE_CHECKING:
@@ -28,11 +29,13 @@ log = logging.getLogger("wirepipe")
 
 
 async def open_parts(pipeline: Pipeline, source: Source, sink: Sink, opened: list[Any]) -> None:
-    """Open the source, the sink, the dead letter, the stores and the operators of ``pipeline``, in that order; each
-    one opened is appended to ``opened`` (closed in reverse by ``close_each``, even when a later one fails)."""
+    """Open the source, the stores with what the parts and operators fetch from them (``open_stored``), the sink
+    and the dead letter of ``pipeline``, in that order; each one opened is appended to ``opened`` (closed in
+    reverse by ``close_each``, even when a later one fails)."""
     await source.open()
     opened.append(source)
     check_dead_letter_loop(source, pipeline.dead_letter)  # a JetStream stream's subjects are known now
+    await open_stored(pipeline, source, sink, opened)
     with io_errors(f"sink {sink.name}", None):
         await sink.open()
     opened.append(sink)
@@ -40,11 +43,53 @@ async def open_parts(pipeline: Pipeline, source: Source, sink: Sink, opened: lis
         with io_errors(f"dead_letter {pipeline.dead_letter.name}", None):
             await pipeline.dead_letter.open()
         opened.append(pipeline.dead_letter)
-    opened.append(pipeline.resources)  # the stores operators read from (a schema registry), opened before them
+
+
+async def open_stored(pipeline: Pipeline, source: Source, sink: Sink | None, opened: list[Any]) -> None:
+    """Open the stores ``pipeline`` names (a schema registry, zstd dictionaries) and what reads from them: a
+    ``csv`` source's registered schema, then each operator (the schema a ``serialize`` writes with, a ``compress``
+    dictionary), fetched. Before any output opens, so a name a store does not hold leaves no file behind; and
+    ``wirepipe validate`` checks a pipeline's stored references by it, as ``run`` would."""
+    opened.append(pipeline.resources)
     await pipeline.resources.open()
-    for op in pipeline.operators:  # their I/O (a dictionary fetched from NATS), after the parts they may use
+    for part in (source, sink):
+        if isinstance(part, FetchesFromStores):
+            await part.fetch_from_stores()
+    for op in pipeline.operators:
         opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
         await op.open((source, sink))
+
+
+def check_stored(pipeline: Pipeline) -> str | None:
+    """What ``run`` fetches from ``pipeline``'s stores when it opens (``open_stored``), fetched and closed again
+    without opening its source or sink: ``wirepipe validate``'s check of registered schemas and dictionaries. A
+    name a store does not hold raises as ``run`` would (``ConfigError``, ``MissingInput``, ``DictionaryUnusable``);
+    a store that cannot be reached is returned as the sentence saying what was not checked and why (None: all
+    checked)."""
+    import asyncio
+
+    from ..core.errors import ConfigError, MissingInput
+    from ..core.stores import DictionaryUnusable
+
+    bound = pipeline.resources.bound()  # a part or an operator that names a store was handed it
+    if not bound:
+        return None
+
+    async def fetch() -> None:
+        opened: list[Any] = []
+        try:
+            await open_stored(pipeline, pipeline.source, pipeline.sink, opened)
+        finally:
+            await close_each(opened)
+
+    try:
+        asyncio.run(fetch())
+    except (ConfigError, MissingInput, DictionaryUnusable):
+        raise
+    except WirepipeError as exc:
+        stores = ", ".join(f"{getattr(b.store, 'where', b.at)} ({b.at})" for b in bound)
+        return f"not checked: the names it reads from {stores}: {exc}; run fetches them when it starts"
+    return None
 
 
 async def close_each(parts: Sequence[Any]) -> None:

@@ -111,6 +111,7 @@ def load(path: Path) -> LoadedFile:
     loaded = LoadedFile(path, spec, pipeline)
     for i, case in enumerate(spec.tests):
         pipe = build(loaded, case)  # the pipeline (and the case's --set) validate
+        _pipeline_opens(loaded, pipe)
         _check_input_files(loaded, case.input, f"tests[{i}].input")
         if case.input.encode is not None:  # its stores: declared, none through NATS
             _opens(loaded, pipe, _encoders(loaded, pipe, case.input, f"tests[{i}].input"), f"tests[{i}].input.encode")
@@ -142,6 +143,22 @@ def _opens(loaded: LoadedFile, pipe: Any, ops: list[Any], where: str) -> None:
     except ConfigError as exc:  # at the operator's own field (``deserialize.schema``): the test file's
         field = exc.path.rpartition(".")[2] if exc.path else ""
         raise ConfigError(exc.detail, file=str(loaded.path), path=f"{where}.{field}" if field else where) from None
+
+
+def _pipeline_opens(loaded: LoadedFile, pipe: Any) -> None:
+    """The pipeline's own operators fetch what they name from the test file's stores, as each case will (and as
+    ``wirepipe validate`` fetches it for the pipeline): a registered schema or a dictionary those stores do not
+    hold is a config error at the pipeline's field when the file is read (exit 2), not an error of every case."""
+    from ..core.errors import MissingInput
+    from ..core.stores import DictionaryUnusable
+    from ..pipelines.parts import check_stored
+
+    try:
+        check_stored(pipe)  # the test's stores are folders (``_refuse_servers``): nothing goes unchecked
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=str(loaded.pipeline), path=exc.path) from None
+    except (MissingInput, DictionaryUnusable) as exc:
+        raise ConfigError(str(exc), file=str(loaded.pipeline)) from None
 
 
 REPLACED = ("source", "sink", "dead_letter", "metrics", "monitor")  # the parts a case runs without

@@ -122,7 +122,8 @@ def read_job_stores(config: dict[str, Any], pipe: Any) -> tuple[dict[str, Any], 
                 for name, data in found.items():
                     files[f"{folder}/{name}"] = JobFile(f"{folder}/{name}", data)
                 job.setdefault("resources", {}).setdefault(b.use.kind, {})[b.use.resource] = {
-                    "type": "folder", "path": folder, "retry_after": getattr(b.store, "retry_after", 30.0)}
+                    "type": "folder", "path": folder, "retry_after": getattr(b.store, "retry_after", 30.0),
+                    "copy_of": b.store.where}  # a worker's reasons name the store, not its copy's temporary folder
                 log.info("beam: the job carries %d file(s) of %s (%s)", len(found), b.store.where, folder)
         finally:
             await resources.close_operators()
