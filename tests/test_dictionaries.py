@@ -313,12 +313,12 @@ def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: Emb
                                                                 ) -> None:
     url = nats_server.url
     done = run(publisher(tmp_path / "p", dictionary="nats://DICTS/nope"), url)
-    assert done.returncode == 1
+    assert done.returncode == 2  # a config error, as `validate` says: a pool does not restart its workers on it
     assert ("compress: dictionary nats://DICTS/nope: no dictionary bucket DICTS on the server (publish one: "
             "wirepipe dict train --to nats://DICTS/NAME)") in done.stderr
     train(url, tmp_path / "t", "nats://DICTS/tx")
     done = run(publisher(tmp_path / "p", dictionary="nats://DICTS/nope"), url)
-    assert done.returncode == 1 and "no dictionary 'nope' in bucket DICTS" in done.stderr
+    assert done.returncode == 2 and "no dictionary 'nope' in bucket DICTS" in done.stderr
 
 
 @pytest.mark.parametrize(("entry", "where", "message"), [

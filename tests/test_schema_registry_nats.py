@@ -316,10 +316,12 @@ def test_validate_fetches_registered_schemas_as_run_does_and_says_when_it_cannot
         "codec": "zstd", "dictionary": "nats://DICTS/tx"}}], "resources": {"dictionaries": {"DICTS": {
             "type": "nats", "nats": {"url": "${NATS_URL}"}}}}}
     (tmp_path / "cmp.yaml").write_text(yaml.safe_dump(compressed))
-    missing = invoke("validate", tmp_path / "cmp.yaml", env=env)  # run: the same line, exit 1 (a runtime failure)
+    missing = invoke("validate", tmp_path / "cmp.yaml", env=env)
+    missing_run = invoke("run", tmp_path / "cmp.yaml", "--no-status", env=env)  # the same line, the same exit
     assert (missing.returncode, missing.stderr) == (2, f"error: {tmp_path / 'cmp.yaml'}: compress: dictionary "
                                                        "nats://DICTS/tx: no dictionary bucket DICTS on the server "
                                                        "(publish one: wirepipe dict train --to nats://DICTS/NAME)\n")
+    assert (missing_run.returncode, missing_run.stderr.splitlines()[-1]) == (2, missing.stderr.strip())
     for path in paths:
         path.write_text(path.read_text().replace("points@2", "points@1").replace("points@3", "points@1"))
     assert invoke("validate", *paths, env=env).stdout.count("ok: ") == 2

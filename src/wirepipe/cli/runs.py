@@ -133,7 +133,6 @@ def _check_stored(path: Path, checked: Any, workers: int) -> str | None:
     stores as ``run`` fetches them when it opens; a refusal is the ``ConfigError`` run gives, a store that cannot
     be reached the sentence saying what was not checked (``parts.check_stored``)."""
     from ..core.errors import ConfigError, MissingInput
-    from ..core.stores import DictionaryUnusable
     from ..pipelines.parts import check_stored
 
     pipe = checked
@@ -147,7 +146,7 @@ def _check_stored(path: Path, checked: Any, workers: int) -> str | None:
         return check_stored(pipe)
     except ConfigError as exc:
         raise ConfigError(exc.detail, file=exc.file or str(path), path=exc.path) from None
-    except (MissingInput, DictionaryUnusable) as exc:
+    except MissingInput as exc:
         raise ConfigError(str(exc), file=str(path)) from None
 
 

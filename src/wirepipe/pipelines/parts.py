@@ -50,26 +50,31 @@ async def open_stored(pipeline: Pipeline, source: Source, sink: Sink | None, ope
     ``csv`` source's registered schema, then each operator (the schema a ``serialize`` writes with, a ``compress``
     dictionary), fetched. Before any output opens, so a name a store does not hold leaves no file behind; and
     ``wirepipe validate`` checks a pipeline's stored references by it, as ``run`` would."""
+    from ..core.errors import ConfigError
+    from ..core.stores import DictionaryUnusable
+
     opened.append(pipeline.resources)
     await pipeline.resources.open()
-    for part in (source, sink):
-        if isinstance(part, FetchesFromStores):
-            await part.fetch_from_stores()
-    for op in pipeline.operators:
-        opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
-        await op.open((source, sink))
+    try:
+        for part in (source, sink):
+            if isinstance(part, FetchesFromStores):
+                await part.fetch_from_stores()
+        for op in pipeline.operators:
+            opened.append(op)  # closed even when its open fails half-way (a connection made, then a refusal)
+            await op.open((source, sink))
+    except DictionaryUnusable as exc:  # a dictionary the config names and cannot have: its error, as a schema's
+        raise ConfigError(str(exc)) from None
 
 
 def check_stored(pipeline: Pipeline) -> str | None:
     """What ``run`` fetches from ``pipeline``'s stores when it opens (``open_stored``), fetched and closed again
     without opening its source or sink: ``wirepipe validate``'s check of registered schemas and dictionaries. A
-    name a store does not hold raises as ``run`` would (``ConfigError``, ``MissingInput``, ``DictionaryUnusable``);
+    name a store does not hold raises as ``run`` would (``ConfigError``, ``MissingInput``);
     a store that cannot be reached is returned as the sentence saying what was not checked and why (None: all
     checked)."""
     import asyncio
 
     from ..core.errors import ConfigError, MissingInput
-    from ..core.stores import DictionaryUnusable
 
     bound = pipeline.resources.bound()  # a part or an operator that names a store was handed it
     if not bound:
@@ -84,7 +89,7 @@ def check_stored(pipeline: Pipeline) -> str | None:
 
     try:
         asyncio.run(fetch())
-    except (ConfigError, MissingInput, DictionaryUnusable):
+    except (ConfigError, MissingInput):
         raise
     except WirepipeError as exc:
         stores = ", ".join(f"{getattr(b.store, 'where', b.at)} ({b.at})" for b in bound)
