@@ -136,6 +136,18 @@ def test_bad_options_are_config_errors(option: str, value: str, message: str, tm
     assert result.returncode == 2 and isinstance(result.exception, SystemExit) and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(("option", "value", "close"), [
+    ("format", "msgpak", "msgpack"), ("codec", "zsdt", "zstd"), ("dataset", "points", "point"),
+    ("level", "defualt", "default"),
+])
+def test_a_misspelt_name_on_the_command_line_gets_the_close_one(option: str, value: str, close: str,
+                                                                tmp_path: Path) -> None:
+    """As in YAML and --set: ``unknown format 'msgpak': allowed ...; did you mean `msgpack`?``."""
+    result = invoke("bench", f"--{option}", value, "--out", str(tmp_path), columns=240)
+    assert result.returncode == 2 and f"unknown {option} {value!r}: allowed " in result.stderr, result.output
+    assert result.stderr.rstrip().endswith(f"; did you mean `{close}`?"), result.stderr
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("dataset", "points", "--dataset: unknown dataset 'points': allowed point, large_vectors, transaction, block, feed"),
     ("codec", "lzo,br", "--codec: unknown codec 'lzo': allowed "),  # br is brotli's alias: not refused
