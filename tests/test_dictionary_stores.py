@@ -341,6 +341,30 @@ def test_a_test_that_would_reach_nats_and_a_set_mapping_are_refused_by_test_and_
             'set: ["sink.subject=out", "operators[0].deserialize.format=json"]\n')
 
 
+def test_a_dictionary_the_test_files_folder_lacks_refuses_the_file_before_any_case_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder stands in for the bucket the publisher's compress names (``nats://DICTS/flights``): without
+    ``flights.zdict`` in it, ``wirepipe test`` and ``validate`` refuse the test file alike (exit 2, at
+    ``resources``), where validate said ok and every case ended in an error (exit 1)."""
+    from wirepipe.pipetest import collect
+
+    flights_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)  # where the pipeline's schema file is, as `wirepipe test` is run from
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "flights.test.yaml").write_text(
+        "resources: {dictionaries: {DICTS: {type: folder, path: empty}}}\n"
+        "tests:\n  - {name: one, input: {payloads: ['{}']}, expect: {count: 0}}\n"
+        "  - {name: two, input: {payloads: ['{}']}, expect: {count: 0}}\n")
+    with pytest.raises(ConfigError) as refused:
+        collect([str(tmp_path / "flights.test.yaml")])
+    assert str(refused.value) == (
+        f"{tmp_path / 'flights.test.yaml'}: resources: compress: dictionary nats://DICTS/flights: no dictionary "
+        f"'flights' in folder {tmp_path / 'empty'} (no file flights.zdict)")
+    (tmp_path / "empty" / "flights.zdict").write_bytes((tmp_path / "dicts" / "flights.zdict").read_bytes())
+    [loaded] = collect([str(tmp_path / "flights.test.yaml")])
+    assert len(loaded.spec.tests) == 2
+
+
 # --- replays of a capture: no server ----------------------------------------------------------------------------
 
 N = 300

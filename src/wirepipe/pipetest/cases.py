@@ -122,6 +122,7 @@ def load(path: Path) -> LoadedFile:
     loaded = LoadedFile(path, spec, pipeline)
     for i, case in enumerate(spec.tests):
         pipe = build(loaded, case)  # the pipeline (and the case's --set) validate
+        _opens(loaded, pipe, _store_users(pipe.operators), "resources")  # the test's stores hold what they name
         _check_input_files(loaded, case.input, f"tests[{i}].input")
         if case.input.encode is not None:  # its stores: declared, none through NATS
             _opens(loaded, pipe, _encoders(loaded, pipe, case.input, f"tests[{i}].input"), f"tests[{i}].input.encode")
@@ -148,11 +149,23 @@ def _opens(loaded: LoadedFile, pipe: Any, ops: list[Any], where: str) -> None:
         finally:
             await pipe.resources.close_operators()
 
+    if not ops:
+        return
     try:
         asyncio.run(open_and_close())
     except ConfigError as exc:  # at the operator's own field (``deserialize.schema``): the test file's
         field = exc.path.rpartition(".")[2] if exc.path else ""
         raise ConfigError(exc.detail, file=str(loaded.path), path=f"{where}.{field}" if field else where) from None
+    except WirepipeError as exc:  # a dictionary or a schema the test's folders (no server: local) lack or spoil
+        raise ConfigError(str(exc), file=str(loaded.path), path=where) from None
+
+
+def _store_users(operators: list[Any]) -> list[Any]:
+    """The pipeline's operators that read from stores (a publisher's zstd dictionary, a registered schema): what
+    opening them fetches is checked before any case runs, from the test file's local stores."""
+    from ..core.stores import UsesStores
+
+    return [op for op in operators if isinstance(op, UsesStores) and op.store_uses()]
 
 
 REPLACED = ("source", "sink", "dead_letter", "metrics", "monitor")  # the parts a case runs without
