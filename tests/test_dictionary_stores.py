@@ -462,6 +462,29 @@ def test_beam_replay_fetches_the_dictionaries_when_the_job_is_built_and_runs_wit
 
 
 @pytest.mark.slow
+def test_a_store_that_holds_nothing_rejects_on_beam_as_locally(captured: Any, tmp_path: Path) -> None:
+    """An empty folder for the bucket: every frame names a dictionary it lacks, so every record is rejected with
+    that reason on either runner (the job carried no folder at all, and each worker stopped with a traceback
+    naming its temporary copy)."""
+    from wirepipe.replay import Replay, local
+    from wirepipe.replay.beam import build_job
+
+    folder, consumer = captured["folder"], captured["consumer"]
+    (tmp_path / "empty").mkdir()
+    sets = [f"resources.dictionaries.DICTS={{type: folder, path: '{tmp_path / 'empty'}'}}"]
+    job = build_job(Replay(str(consumer), [str(folder / "cap")], [*sets, "sink={type: parquet, path: x.parquet}"]),
+                    output=str(tmp_path / "beam"), options=["direct_num_workers=1"])
+    on_beam = job.run()
+    locally = local.run(Replay(str(consumer), [str(folder / "cap")],
+                               [*sets, f"sink={{type: jsonl, path: '{tmp_path / 'local.jsonl'}'}}"]))
+    assert (on_beam.records_in, on_beam.records_out, on_beam.rejected) == (N, 0, N)
+    assert (locally.records_out, locally.rejected) == (0, N)
+    [(stage, _, reason, count, *_)] = locally.rejections
+    assert (stage, count) == ("decompress", N) and "no .zdict file carries it" in reason, locally.rejections
+    assert [r[:4] for r in on_beam.rejections] == [r[:4] for r in locally.rejections]
+
+
+@pytest.mark.slow
 def test_beam_replay_carries_the_registry_schemas_fetched_when_the_job_is_built(make_server: Any,
                                                                                 tmp_path: Path) -> None:
     """A consumer reads each record with the schema its Wirepipe-Schema header names, from the NATS registry: the
