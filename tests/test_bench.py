@@ -136,6 +136,19 @@ def test_bad_options_are_config_errors(option: str, value: str, message: str, tm
     assert result.returncode == 2 and isinstance(result.exception, SystemExit) and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(("args", "close"), [
+    (["bench", "--format", "msgpak"], "msgpack"), (["bench", "--codec", "zsdt"], "zstd"),
+    (["bench", "--dataset", "points"], "point"), (["bench", "--level", "defualt"], "default"),
+    (["plan", "--rate", "1k", "--dataset", "points"], "point"), (["plan", "--rate", "1k", "--sink", "parket"], "parquet"),
+])
+def test_a_misspelt_name_on_the_command_line_gets_the_close_one(args: list[str], close: str, tmp_path: Path) -> None:
+    """As in YAML and --set: ``unknown format 'msgpak': allowed ...; did you mean `msgpack`?``, before anything is
+    measured."""
+    result = invoke(*args, *(["--out", str(tmp_path)] if args[0] == "bench" else []), columns=240)
+    assert result.returncode == 2 and f"{args[-1]!r}" in result.stderr, result.output
+    assert result.stderr.rstrip().endswith(f"; did you mean `{close}`?"), result.stderr
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("dataset", "points", "--dataset: unknown dataset 'points': allowed point, large_vectors, transaction, block, feed"),
     ("codec", "lzo,br", "--codec: unknown codec 'lzo': allowed "),  # br is brotli's alias: not refused

@@ -341,6 +341,30 @@ def test_a_test_that_would_reach_nats_and_a_set_mapping_are_refused_by_test_and_
             'set: ["sink.subject=out", "operators[0].deserialize.format=json"]\n')
 
 
+def test_a_dictionary_the_test_files_folder_lacks_refuses_the_file_before_any_case_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder stands in for the bucket the publisher's compress names (``nats://DICTS/flights``): without
+    ``flights.zdict`` in it, ``wirepipe test`` and ``validate`` refuse the test file alike (exit 2, at the
+    pipeline's operator, naming the folder), where validate said ok and every case ended in an error (exit 1)."""
+    from wirepipe.pipetest import collect
+
+    flights_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)  # where the pipeline's schema file is, as `wirepipe test` is run from
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "flights.test.yaml").write_text(
+        "resources: {dictionaries: {DICTS: {type: folder, path: empty}}}\n"
+        "tests:\n  - {name: one, input: {payloads: ['{}']}, expect: {count: 0}}\n"
+        "  - {name: two, input: {payloads: ['{}']}, expect: {count: 0}}\n")
+    with pytest.raises(ConfigError) as refused:
+        collect([str(tmp_path / "flights.test.yaml")])
+    assert str(refused.value) == (  # at the pipeline's field, naming the test's folder
+        f"{tmp_path / 'flights.yaml'}: compress: dictionary nats://DICTS/flights: no dictionary "
+        f"'flights' in folder {tmp_path / 'empty'} (no file flights.zdict)")
+    (tmp_path / "empty" / "flights.zdict").write_bytes((tmp_path / "dicts" / "flights.zdict").read_bytes())
+    [loaded] = collect([str(tmp_path / "flights.test.yaml")])
+    assert len(loaded.spec.tests) == 2
+
+
 # --- replays of a capture: no server ----------------------------------------------------------------------------
 
 N = 300
@@ -435,6 +459,29 @@ def test_beam_replay_fetches_the_dictionaries_when_the_job_is_built_and_runs_wit
     assert (replayed.records_out, replayed.rejected) == (N, 0)
     parts = pa.concat_tables([pq.read_table(f) for f in sorted((beam_out / "results").glob("part-*.parquet"))])
     assert parts.to_pylist() == pq.read_table(local_out).to_pylist()
+
+
+@pytest.mark.slow
+def test_a_store_that_holds_nothing_rejects_on_beam_as_locally(captured: Any, tmp_path: Path) -> None:
+    """An empty folder for the bucket: every frame names a dictionary it lacks, so every record is rejected with
+    that reason on either runner (the job carried no folder at all, and each worker stopped with a traceback
+    naming its temporary copy)."""
+    from wirepipe.replay import Replay, local
+    from wirepipe.replay.beam import build_job
+
+    folder, consumer = captured["folder"], captured["consumer"]
+    (tmp_path / "empty").mkdir()
+    sets = [f"resources.dictionaries.DICTS={{type: folder, path: '{tmp_path / 'empty'}'}}"]
+    job = build_job(Replay(str(consumer), [str(folder / "cap")], [*sets, "sink={type: parquet, path: x.parquet}"]),
+                    output=str(tmp_path / "beam"), options=["direct_num_workers=1"])
+    on_beam = job.run()
+    locally = local.run(Replay(str(consumer), [str(folder / "cap")],
+                               [*sets, f"sink={{type: jsonl, path: '{tmp_path / 'local.jsonl'}'}}"]))
+    assert (on_beam.records_in, on_beam.records_out, on_beam.rejected) == (N, 0, N)
+    assert (locally.records_out, locally.rejected) == (0, N)
+    [(stage, _, reason, count, *_)] = locally.rejections
+    assert (stage, count) == ("decompress", N) and "no .zdict file carries it" in reason, locally.rejections
+    assert [r[:4] for r in on_beam.rejections] == [r[:4] for r in locally.rejections]
 
 
 @pytest.mark.slow

@@ -242,3 +242,61 @@ def test_credentials_without_a_server_are_a_usage_error() -> None:
         assert "Traceback" not in done.output
     bad = invoke("bench", "--quick", "--url", "nats://127.0.0.1:1", "--creds", "u.creds", "--set", "auth.user=alice")
     assert bad.returncode == 2 and "auth: choose one auth method, got user/password, creds" in bad.stderr, bad.stderr
+
+
+# The commands that work on the buckets a deployment's pipelines use, each with what it is given besides the server
+ON_A_SERVER = {
+    "dict train": ["dict", "train", "--from", "RECORDS", "--to", "nats://DICTS/tx"],
+    "dict list": ["dict", "list", "nats://DICTS"],
+    "dict show": ["dict", "show", "nats://DICTS/tx"],
+    "schema push": ["schema", "push", "point", "--name", "points"],
+    "schema list": ["schema", "list"],
+    "schema show": ["schema", "show", "points"],
+    "schema compatibility": ["schema", "compatibility", "points"],
+}
+
+
+def _on_a_server(command: str, records: Path, *more: str) -> list[str]:
+    return [str(records) if a == "RECORDS" else a for a in ON_A_SERVER[command]] + list(more)
+
+
+def test_a_command_on_the_pipelines_buckets_needs_their_server(tmp_path: Path) -> None:
+    """``dict`` and ``schema`` work on a bucket that outlives them: without --url (or $NATS_URL), with ``embedded``
+    (a server of their own, gone with what they wrote when they end) or with a url that is not NATS, each is a
+    usage error naming what to give, exit 2, before any server is started or asked."""
+    from tests.cli import invoke
+
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(f'{{"id": {i}, "who": "u{i % 7}"}}\n' for i in range(200)))
+    for command in ON_A_SERVER:
+        for url, says in ((None, f"give --url (or set NATS_URL): {command} "),
+                          ("embedded", "--url embedded starts a server of the command's own, gone when it ends"),
+                          ("http://127.0.0.1:4222", "a NATS url's scheme is nats, tls, ws, wss")):
+            done = invoke(*_on_a_server(command, records, *(["--url", url] if url else [])))
+            assert done.returncode == 2 and says in done.stderr, (command, url, done.output)
+            assert "Traceback" not in done.output and not isinstance(done.exception, Exception), (command, url)
+    # `dict train --dry-run` publishes nothing and needs no server: the exit-codes table's ok cell runs it so
+
+
+@pytest.mark.slow
+def test_dict_and_schema_commands_reach_a_server_with_a_user_and_password(tmp_path: Path) -> None:
+    """``--set auth.user=... --set 'auth.password=${NATS_PASSWORD}'`` (or ``--creds``) reach the buckets on a server
+    that asks for them, as ``ps`` and ``bench --url`` do; without them the server's refusal is said, exit 1."""
+    from tests.cli import invoke
+
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(f'{{"id": {i}, "who": "u{i % 7}", "amount": {i * 1.5}}}\n' for i in range(2000)))
+    env = {"NATS_PASSWORD": PASSWORD}
+    with EmbeddedServer(users=[User(user="alice", password=PASSWORD)], store_dir=tmp_path / "js") as srv:
+        auth = ["--url", srv.url, "--set", "auth.user=alice", "--set", "auth.password=${NATS_PASSWORD}"]
+        done = {command: invoke(*_on_a_server(command, records, *auth), env=env) for command in ON_A_SERVER}
+        assert {c: d.returncode for c, d in done.items()} == dict.fromkeys(ON_A_SERVER, 0), \
+            {c: d.output for c, d in done.items() if d.returncode}
+        [listed] = done["dict list"].stdout.splitlines()
+        assert listed.startswith("tx\tid ") and done["dict show"].stdout.startswith("nats://DICTS/tx: id ")
+        assert done["schema push"].stdout.startswith("points@1: registered in nats://WIREPIPE_SCHEMAS")
+        assert done["schema list"].stdout.splitlines()[-1].split()[:2] == ["points", "1"]
+        assert done["schema show"].stdout.startswith("# points version 1 in nats://WIREPIPE_SCHEMAS: fingerprint ")
+        refused = invoke(*_on_a_server("dict list", records, "--url", srv.url, "--set", "connect_timeout=5"))
+        assert refused.returncode == 1 and "Authorization Violation" in refused.stderr, refused.output
+        assert all(PASSWORD not in d.output for d in [*done.values(), refused])

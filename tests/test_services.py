@@ -303,7 +303,7 @@ def test_ps_refuses_no_url_and_the_embedded_server() -> None:
     assert "give --url (or set NATS_URL)" in result.stderr
     result = invoke("top", "--url", "embedded")
     assert result.returncode == 2
-    assert "--url embedded would start a private server no pipeline is on" in result.stderr
+    assert "--url embedded starts a server of the command's own, gone when it ends" in result.stderr
     result = invoke("ps", "--url", "nats://127.0.0.1:1", "--timeout", "0s")
     assert result.returncode == 2 and "--timeout '0s': give a duration > 0" in result.stderr
 

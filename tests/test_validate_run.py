@@ -11,6 +11,7 @@ records), and stops at the start for a pipeline that would connect to NATS."""
 
 from __future__ import annotations
 
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,3 +355,29 @@ def test_a_url_whose_scheme_is_not_nats_is_a_config_error_at_once(args: list[str
     assert done.returncode == 2 and isinstance(done.exception, SystemExit), done.output
     assert "'http://127.0.0.1:4222': a NATS url's scheme is nats, tls, ws, wss (or none: host:port), not http" \
         in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("nats:/127.0.0.1:4222", "not a NATS url: give nats://host:port (two slashes)"),
+    ("nats://", "no host: give nats://host:port"),
+    ("nats://:4222", "no host: give nats://host:port"),
+    ("nats://127.0.0.1:99999", "the port is a number 1-65535"),
+    ("nats://127.0.0.1:0", "the port is a number 1-65535"),
+    ("nats://127.0.0.1:", "the port is a number 1-65535"),
+    ("nats://a:4222,b:42x", "the port is a number 1-65535"),
+])
+def test_a_url_that_names_no_server_is_a_config_error_at_once(url: str, problem: str) -> None:
+    """What nats-py would try for the whole connect timeout and then call ``Name or service not known``."""
+    from wirepipe.connectors.nats.connection import split_urls
+
+    bad = url.rpartition(",")[2]
+    with pytest.raises(ValueError, match="^" + re.escape(f"{bad!r}: {problem}")):
+        split_urls(url)
+
+
+def test_every_url_shape_a_server_takes_stays_valid() -> None:
+    from wirepipe.connectors.nats.connection import split_urls
+
+    for url in ("127.0.0.1:4222", "localhost", "nats://u:p@h:4222", "nats://u:p:x,y@h:4222", "nats://[::1]:4222",
+                "ws://h:8080/nats", "wss://h", "tls://h:4443", "embedded", "nats://h1:4222, nats://h2:4222"):
+        assert split_urls(url), url

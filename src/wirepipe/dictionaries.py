@@ -16,9 +16,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.errors import ConfigError, WirepipeError
+
+if TYPE_CHECKING:
+    from .connectors.nats.connection import NatsConnectionConfig
 
 DEFAULT_COUNT = 100_000
 
@@ -141,9 +144,10 @@ def _is_capture(path: Path) -> bool:
 
 
 async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, ref: Any,
-                       nats: dict[str, Any]) -> tuple[list[bytes], list[Any]]:
-    """The serialized records at ``path`` and the ones that could not be read (``Rejected``)."""
-    from .connectors.nats.connection import connection_config
+                       nats: NatsConnectionConfig | None) -> tuple[list[bytes], list[Any]]:
+    """The serialized records at ``path`` and the ones that could not be read (``Rejected``); what is read from a
+    server (a capture's dictionaries, a registered ``schema``) is read through ``nats`` (None: the embedded one)."""
+    from .connectors.nats.connection import NatsConnectionConfig
     from .operators.decompress import Decompress
     from .operators.serialize import Serialize
     from .pipelines.resources import Resources
@@ -151,15 +155,15 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
 
     source, capture = source_for(path, count)
     if capture:  # payloads as published: decompressed by their headers, with the bucket's dictionaries
-        ops: list[Any] = [Decompress("auto", dictionaries=f"nats://{ref.bucket}", nats=nats)]
+        ops: list[Any] = [Decompress("auto", dictionaries=f"nats://{ref.bucket}")]
     else:
         try:
             ops = [Serialize(fmt, schema=schema)]
         except ConfigError as exc:
             raise ConfigError(exc.detail, path="--format") from None
     sink = TestingSink()
-    # a registered --schema (registry/points@2) is read from the registry on the command's server
-    resources = Resources(nats=connection_config(nats.get("url")))
+    # the bucket's dictionaries and a registered --schema (registry/points@2) are read on the command's server
+    resources = Resources(nats=nats or NatsConnectionConfig())
     await run_async(source, ops, sink, name="dict-train", resources=resources)
     return [bytes(v) for v in sink.records], sink.rejects
 
@@ -167,12 +171,12 @@ async def read_samples(path: str, *, count: int | None, fmt: str, schema: Any, r
 # --- the bucket -------------------------------------------------------------------------------------
 
 
-async def with_bucket(url: str | None, bucket: str, action: Any) -> Any:
-    """``await action(DictionaryBucket)`` on a connection to ``url`` (the embedded server when None)."""
-    from .connectors.nats.connection import NatsConnection, connection_config
+async def with_bucket(nats: NatsConnectionConfig, bucket: str, action: Any) -> Any:
+    """``await action(DictionaryBucket)`` on a connection ``nats`` configures."""
+    from .connectors.nats.connection import NatsConnection
     from .connectors.nats.dictionary_bucket import DictionaryBucket
 
-    conn = NatsConnection(connection_config(url), role="dict")
+    conn = NatsConnection(nats, role="dict")
     nc = await conn.connect()
     try:
         return await action(DictionaryBucket(nc, bucket))
@@ -180,10 +184,10 @@ async def with_bucket(url: str | None, bucket: str, action: Any) -> Any:
         await conn.close()
 
 
-async def publish(url: str | None, ref: Any, training: Training, origin: str) -> int:
+async def publish(nats: NatsConnectionConfig, ref: Any, training: Training, origin: str) -> int:
     from .connectors.nats.dictionary_bucket import describe_training
 
     description = describe_training({**training.report(), "from": origin})
-    result: int = await with_bucket(url, ref.bucket,
+    result: int = await with_bucket(nats, ref.bucket,
                                     lambda b: b.publish(ref.name, training.dictionary, description))
     return result

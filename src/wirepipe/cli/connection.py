@@ -1,7 +1,8 @@
 """The NATS connection a command is given on its command line: ``--url``, ``--creds``, and ``--set`` for any other
 field of the connection, as a pipeline's NATS connector takes it (``auth.user=me``, ``'auth.password=${NATS_PASSWORD}'``
 read from the environment, ``tls.ca=ca.pem``, ``connect_timeout=10s``). ``ps`` and ``top`` ask a running system
-through it; ``bench`` and ``plan`` measure against a server of one's own with it."""
+through it; ``bench`` and ``plan`` measure against a server of one's own with it; ``dict`` and ``schema`` reach the
+buckets your pipelines use through it."""
 
 from __future__ import annotations
 
@@ -61,3 +62,35 @@ def own_server(url: str | None, creds: str | None, overrides: list[str] | None, 
                               "takes no credentials", file=f"wirepipe {command}")
         return None
     return connection_from_options(url, creds, list(overrides or []), where=f"wirepipe {command}", name=f"wirepipe-{command}")
+
+
+def server_connection(url: str | None, creds: str | None, overrides: list[str] | None, *, command: str, reaches: str,
+                      **fields: Any) -> NatsConnectionConfig:
+    """The connection of a command that works on a server that outlives it (the pipelines ``ps`` asks, the bucket
+    ``dict`` publishes to): ``--url`` (or ``$NATS_URL``) is required and ``embedded`` refused, since a server of the
+    command's own ends with it and takes what was written there along; ``reaches`` says what the command wants
+    there. ``ConfigError`` naming what is wrong."""
+    from ..connectors.nats.connection import is_embedded
+    from ..core.errors import ConfigError
+
+    where = f"wirepipe {command}"
+    if not url:
+        raise ConfigError(f"give --url (or set NATS_URL): {command} {reaches}", file=where)
+    if is_embedded(url):
+        raise ConfigError(f"--url embedded starts a server of the command's own, gone when it ends: {command} "
+                          f"{reaches}", file=where)
+    return connection_from_options(url, creds, list(overrides or []), where=where, name=f"wirepipe-{command.split()[0]}",
+                                   **fields)
+
+
+def server_or_fail(url: str | None, creds: str | None, overrides: list[str] | None, *, command: str, reaches: str,
+                   **fields: Any) -> NatsConnectionConfig:
+    """``server_connection``, or the command's exit 2 with the reason."""
+    from ..core.errors import ConfigError
+    from ..core.exit_codes import ExitCode
+    from .app import fail
+
+    try:
+        return server_connection(url, creds, overrides, command=command, reaches=reaches, **fields)
+    except ConfigError as exc:
+        fail(str(exc), ExitCode.CONFIG)

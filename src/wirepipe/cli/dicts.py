@@ -9,9 +9,11 @@ import typer
 
 from ..core.exit_codes import ExitCode, exit_code
 from .app import WordsHelp, app, fail, setup_logging
+from .connection import Creds, Sets, server_or_fail
 
 dict_app = typer.Typer(name="dict", no_args_is_help=True, help="zstd dictionaries shared through NATS.")
 app.add_typer(dict_app)
+REACHES = "reads the bucket on the NATS server your pipelines use"
 
 
 @dict_app.command("train", cls=WordsHelp)
@@ -20,7 +22,10 @@ def dict_train(
         "a capture folder (or file), or a file of records: .jsonl, .parquet, .csv (.tsv, .csv.gz ...)"))],
     to: Annotated[str, typer.Option("--to", metavar="nats://BUCKET/NAME", help=(
         "where to publish it: the bucket (created if missing) and the name publishers give"))],
-    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", metavar="URL", help=(
+        "the NATS server your pipelines use (default $NATS_URL)"))] = None,
+    creds: Creds = None,
+    set_: Sets = None,
     format: Annotated[str, typer.Option(help="records from a file: the format they are serialized in, as your "
                                              "publisher's serialize does")] = "msgpack",
     schema: Annotated[str | None, typer.Option(help=(
@@ -56,9 +61,14 @@ def dict_train(
         nbytes = parse_size(size) if size is not None else None
     except ValueError as exc:
         fail(f"--to/--size: {exc}", ExitCode.CONFIG)
+    # --dry-run publishes nothing: a server is needed only for what is read from one (a capture's dictionaries,
+    # a registered --schema), and then --url names it
+    nats = None if dry_run and not url else server_or_fail(
+        url, creds, set_, command="dict train", reaches=f"publishes to {ref.bucket} on the NATS server your "
+        "pipelines use (--dry-run publishes nothing)")
     try:
         samples, rejects = asyncio.run(read_samples(from_, count=count, fmt=format, schema=schema, ref=ref,
-                                                    nats={"url": url}))
+                                                    nats=nats))
         if rejects:
             typer.echo(f"{len(rejects)} record(s) could not be read and were left out, e.g. at {rejects[0].stage}: "
                        f"{rejects[0].error}", err=True)
@@ -78,10 +88,10 @@ def dict_train(
 
         write_bytes_atomic(out, training.dictionary)
         typer.echo(f"wrote {out}")
-    if dry_run:
+    if dry_run or nats is None:
         return
     try:
-        dict_id = asyncio.run(publish(url, ref, training, origin=from_))
+        dict_id = asyncio.run(publish(nats, ref, training, origin=from_))
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     typer.echo(f"published {ref} (id {dict_id}; also as nats://{ref.bucket}/id/{dict_id})")
@@ -90,7 +100,10 @@ def dict_train(
 @dict_app.command("list", cls=WordsHelp)
 def dict_list(
     bucket: Annotated[str, typer.Argument(metavar="nats://BUCKET", help="the dictionary bucket")],
-    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", metavar="URL", help=(
+        "the NATS server your pipelines use (default $NATS_URL)"))] = None,
+    creds: Creds = None,
+    set_: Sets = None,
 ) -> None:
     """List a bucket's dictionaries: id, size, date, gain."""
     import asyncio
@@ -105,7 +118,8 @@ def dict_list(
     except ValueError as exc:
         fail(str(exc), ExitCode.CONFIG)
     try:
-        entries = asyncio.run(with_bucket(url, ref.bucket, lambda b: b.entries()))
+        entries = asyncio.run(with_bucket(server_or_fail(url, creds, set_, command="dict list", reaches=REACHES),
+                                          ref.bucket, lambda b: b.entries()))
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     for e in entries:
@@ -120,7 +134,10 @@ def dict_list(
 def dict_show(
     dictionary: Annotated[str, typer.Argument(metavar="nats://BUCKET/NAME", help=(
         "a dictionary by name, or by id: nats://BUCKET/id/ID"))],
-    url: Annotated[str | None, typer.Option(envvar="NATS_URL", help="NATS server URL (default $NATS_URL)")] = None,
+    url: Annotated[str | None, typer.Option(envvar="NATS_URL", metavar="URL", help=(
+        "the NATS server your pipelines use (default $NATS_URL)"))] = None,
+    creds: Creds = None,
+    set_: Sets = None,
     out: Annotated[Path | None, typer.Option(metavar="FILE", help="write the dictionary to FILE (zstd -D FILE reads it)")] = None,
 ) -> None:
     """Show a dictionary's id, size and training report."""
@@ -148,7 +165,8 @@ def dict_show(
         return await b.info(name), await b.by_name(name, DEFAULT_MAX_OUTPUT)
 
     try:
-        entry, data = asyncio.run(with_bucket(url, ref.bucket, show))
+        entry, data = asyncio.run(with_bucket(server_or_fail(url, creds, set_, command="dict show", reaches=REACHES),
+                                              ref.bucket, show))
     except WirepipeError as exc:
         fail(str(exc), exit_code(exc))
     typer.echo(f"nats://{ref.bucket}/{name}: id {entry.dict_id}, {entry.size:,} bytes, {entry.modified} "

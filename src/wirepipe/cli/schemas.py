@@ -3,13 +3,18 @@ compatibility; in a NATS KV bucket or a folder); the JSON Schema of a pipeline f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..core.exit_codes import ExitCode, exit_code
 from .app import WordsHelp, app, fail
+from .connection import Creds, Sets, server_or_fail
+
+if TYPE_CHECKING:
+    from ..connectors.nats.connection import NatsConnectionConfig
 
 schema_app = typer.Typer(help="Typed schemas, the schema registry; the JSON Schema of configs.", no_args_is_help=True,
                          rich_markup_mode=None)
@@ -29,6 +34,25 @@ REGISTRY_OPTION: dict[str, Any] = dict(
          "without a server); default $WIREPIPE_SCHEMA_REGISTRY, else nats://WIREPIPE_SCHEMAS")
 URL_OPTION: dict[str, Any] = dict(envvar="NATS_URL", metavar="URL",
                                   help="the NATS server of a nats:// registry (default $NATS_URL)")
+
+
+@dataclass(frozen=True)
+class Server:
+    """The server of a ``nats://`` registry as the command line gives it (``--url``, ``--creds``, ``--set``),
+    checked only when a NATS registry is reached: a folder registry needs none."""
+
+    command: str
+    url: str | None = None
+    creds: str | None = None
+    sets: tuple[str, ...] = ()
+
+    def connection(self, where: str) -> NatsConnectionConfig:
+        return server_or_fail(self.url, self.creds, list(self.sets), command=self.command,
+                              reaches=f"reads the registry {where} on the NATS server your pipelines use")
+
+
+def _server(command: str, url: str | None, creds: str | None, sets: list[str] | None) -> Server:
+    return Server(f"schema {command}", url, creds, tuple(sets or ()))
 
 
 
@@ -74,6 +98,8 @@ def schema_diff(
     b: Annotated[str, typer.Argument(metavar="B", help="the schema they are read with")],
     registry: Annotated[str, typer.Option(**REGISTRY_OPTION)] = DEFAULT_REGISTRY,
     url: Annotated[str | None, typer.Option(**URL_OPTION)] = None,
+    creds: Creds = None,
+    set_: Sets = None,
 ) -> None:
     """Say what differs between two schemas, and whether records of one read as the other by field name.
 
@@ -90,7 +116,8 @@ def schema_diff(
     from ..schema import schema_fingerprint
     from ..schema.evolution import compare_schemas
 
-    (label_a, first), (label_b, second) = _schema_named(a, registry, url), _schema_named(b, registry, url)
+    server = _server("diff", url, creds, set_)
+    (label_a, first), (label_b, second) = _schema_named(a, registry, server), _schema_named(b, registry, server)
     forward, backward = compare_schemas(first, second), compare_schemas(second, first)
     for letter, label, schema in (("A", label_a, first), ("B", label_b, second)):
         typer.echo(f"{letter}: {label}: {_spelled(schema)}  (fingerprint {schema_fingerprint(schema)})")
@@ -117,7 +144,7 @@ def _spelled(schema: Any) -> str:
     return str(schema) if isinstance(schema, RecordSchema) else f"field names only [{', '.join(schema)}]"
 
 
-def _schema_named(arg: str, registry: str = DEFAULT_REGISTRY, url: str | None = None) -> tuple[str, Any]:
+def _schema_named(arg: str, registry: str, server: Server) -> tuple[str, Any]:
     """(how to call it, the schema) for a command-line argument: a schema file, a dataset, a pipeline file, a
     registered version (NAME@VERSION in ``registry``, registry/NAME@VERSION, nats://BUCKET/NAME@VERSION)."""
     from ..core.errors import ConfigError
@@ -128,14 +155,14 @@ def _schema_named(arg: str, registry: str = DEFAULT_REGISTRY, url: str | None = 
     registered = _registered_arg(arg, registry)
     if registered is not None:
         where, name, version = registered
-        found = _with_registry(where, url, lambda r: r.version(name, version))
+        found = _with_registry(where, server, lambda r: r.version(name, version))
         return f"{found} in {where}", found.schema
     path, _, part = arg.partition("#")
     try:
         if Path(path).suffix.lower() in (".yaml", ".yml") and Path(path).is_file():
             data = read_yaml_mapping(path, "a schema file is a mapping of field: type")
             if isinstance(data.get("operators"), list) and "source" in data:
-                return _pipeline_schema(path, part, data["operators"], lambda ref: _registered(ref, registry, url))
+                return _pipeline_schema(path, part, data["operators"], lambda ref: _registered(ref, registry, server))
         schema = resolve_schema(arg)
     except (SchemaError, ConfigError) as exc:
         fail(f"{arg}: {exc}" if isinstance(exc, SchemaError) else str(exc), ExitCode.CONFIG)
@@ -144,10 +171,10 @@ def _schema_named(arg: str, registry: str = DEFAULT_REGISTRY, url: str | None = 
     return arg, schema
 
 
-def _registered(ref: Any, registry: str, url: str | None) -> Any:
+def _registered(ref: Any, registry: str, server: Server) -> Any:
     """The schema of a registered version a pipeline names (in its bucket, or in ``registry``)."""
     where = f"nats://{ref.use.bucket}" if ref.use.bucket else registry
-    return _with_registry(where, url, lambda r: r.version(ref.name, ref.version)).schema
+    return _with_registry(where, server, lambda r: r.version(ref.name, ref.version)).schema
 
 
 def _pipeline_schema(path: str, side: str, operators: list[Any], registered: Any) -> tuple[str, Any]:
@@ -197,8 +224,8 @@ def _pipeline_schema(path: str, side: str, operators: list[Any], registered: Any
 
 # --- the schema registry: push, list, show, compatibility -----------------------------------------------------
 
-def _registry(where: str, url: str | None) -> Any:
-    """The registry ``--registry`` names: a NATS KV bucket (on ``url``) or a folder."""
+def _registry(where: str, server: Server) -> Any:
+    """The registry ``--registry`` names: a NATS KV bucket (on ``server``) or a folder."""
     from ..connectors.nats.schema_registry import SCHEME, nats_registry
     from ..connectors.schema_folder import FolderBackend
     from ..connectors.schema_registry import SchemaRegistry
@@ -208,19 +235,17 @@ def _registry(where: str, url: str | None) -> Any:
     bucket = where[len(SCHEME):]
     if not bucket or not all(c.isalnum() or c in "-_" for c in bucket):
         fail(f"--registry {where!r}: a NATS registry is nats://BUCKET (letters, digits, - and _)", ExitCode.CONFIG)
-    if not url:
-        fail(f"--registry {where}: give the server, --url URL or $NATS_URL", ExitCode.CONFIG)
-    return nats_registry(url, bucket)
+    return nats_registry(server.connection(where), bucket)
 
 
-def _with_registry(where: str | Any, url: str | None, action: Any, *, create: bool = False) -> Any:
+def _with_registry(where: str | Any, server: Server, action: Any, *, create: bool = False) -> Any:
     """``await action(registry)`` on the registry ``where`` names (or is), opened and closed around it; its errors
     as exit codes (a name or a version it does not hold: 2; a server that does not answer: 1)."""
     import asyncio
 
     from ..core.errors import WirepipeError
 
-    registry = _registry(where, url) if isinstance(where, str) else where
+    registry = _registry(where, server) if isinstance(where, str) else where
 
     async def run() -> Any:
         await registry.open(create)
@@ -279,6 +304,8 @@ def schema_push(
     registry: Annotated[str | None, typer.Option(**{**REGISTRY_OPTION, "help": REGISTRY_OPTION["help"] + (
         "; with --subject-of, the pipeline's")})] = None,
     url: Annotated[str | None, typer.Option(**URL_OPTION)] = None,
+    creds: Creds = None,
+    set_: Sets = None,
 ) -> None:
     """Register a schema under a name, as the name's next version.
 
@@ -298,11 +325,12 @@ def schema_push(
         except ValueError as exc:
             fail(f"--compatibility: {exc}", ExitCode.CONFIG)
     target: Any = registry
+    server = _server("push", url, creds, set_)
     if subject_of is not None:
         name, target = _subject_of(subject_of, registry, url)
     assert name is not None
-    label, schema = _schema_named(file, registry or DEFAULT_REGISTRY, url)
-    done, where = _with_registry(target or DEFAULT_REGISTRY, url, _push(name, schema, compatibility, label),
+    label, schema = _schema_named(file, registry or DEFAULT_REGISTRY, server)
+    done, where = _with_registry(target or DEFAULT_REGISTRY, server, _push(name, schema, compatibility, label),
                                  create=True)
     r = done.registered
     if done.new:
@@ -373,13 +401,15 @@ def _subject(part: Any) -> str | None:
 def schema_list(
     registry: Annotated[str, typer.Option(**REGISTRY_OPTION)] = DEFAULT_REGISTRY,
     url: Annotated[str | None, typer.Option(**URL_OPTION)] = None,
+    creds: Creds = None,
+    set_: Sets = None,
 ) -> None:
     """List the registered names: their versions, the latest one's fingerprint and date, their rule."""
 
     async def entries(r: Any) -> list[Any]:
         return [e for e in [await r.entry(n) for n in await r.names()] if e is not None]
 
-    found = _with_registry(registry, url, entries)
+    found = _with_registry(registry, _server("list", url, creds, set_), entries)
     if not found:
         typer.echo(f"no schema is registered in {registry} yet (wirepipe schema push FILE --name NAME)")
         return
@@ -397,6 +427,8 @@ def schema_show(
                                         "NAME@2, or NAME@latest")],
     registry: Annotated[str, typer.Option(**REGISTRY_OPTION)] = DEFAULT_REGISTRY,
     url: Annotated[str | None, typer.Option(**URL_OPTION)] = None,
+    creds: Creds = None,
+    set_: Sets = None,
 ) -> None:
     """Print a registered version: the schema as YAML (what `schema:` takes as a file), after comment lines with its
     fingerprint, its date, the name's versions and rule."""
@@ -409,7 +441,7 @@ def schema_show(
     async def show(r: Any) -> tuple[Any, Any]:
         return await r.version(base, version), await r.entry(base)
 
-    found, entry = _with_registry(registry, url, show)
+    found, entry = _with_registry(registry, _server("show", url, creds, set_), show)
     registered = entry.version(found.version, registry).registered
     typer.echo(f"# {found} in {registry}: fingerprint {found.fingerprint}, registered {registered}")
     typer.echo(f"# {entry.name}: versions 1 to {len(entry.versions)}, rule {entry.compatibility}")
@@ -424,6 +456,8 @@ def schema_compatibility(
         "(without it: print the name's rule)"))] = None,
     registry: Annotated[str, typer.Option(**REGISTRY_OPTION)] = DEFAULT_REGISTRY,
     url: Annotated[str | None, typer.Option(**URL_OPTION)] = None,
+    creds: Creds = None,
+    set_: Sets = None,
 ) -> None:
     """Print a name's compatibility rule, or set it (checked from its next push on).
 
@@ -433,12 +467,13 @@ def schema_compatibility(
     from ..connectors.schema_registry import DEFAULT_RULE
     from ..schema.evolution import RULE_MEANINGS
 
+    server = _server("compatibility", url, creds, set_)
     if rule is None:
-        entry = _with_registry(registry, url, lambda r: r.entry(name))
+        entry = _with_registry(registry, server, lambda r: r.entry(name))
         current = entry.compatibility if entry is not None else DEFAULT_RULE
         typer.echo(f"{name}: {current} ({RULE_MEANINGS[current]})" + ("" if entry else " (no version yet)"))
         return
-    entry = _with_registry(registry, url, lambda r: r.set_compatibility(name, rule), create=True)
+    entry = _with_registry(registry, server, lambda r: r.set_compatibility(name, rule), create=True)
     typer.echo(f"{name}: {entry.compatibility} ({RULE_MEANINGS[entry.compatibility]})")
 
 

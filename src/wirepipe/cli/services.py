@@ -16,7 +16,7 @@ import typer
 
 from ..core.exit_codes import ExitCode, exit_code
 from .app import command, fail, setup_logging
-from .connection import Creds, Sets, connection_from_options
+from .connection import Creds, Sets, server_or_fail
 
 if TYPE_CHECKING:
     from ..connectors.nats.connection import NatsConnectionConfig
@@ -36,21 +36,7 @@ Only = Annotated[str | None, typer.Argument(metavar="PIPELINE", help=(
     "only this pipeline (its name, or its service's name)"))]
 
 
-def connection_config(url: str | None, creds: str | None, overrides: list[str], command: str) -> NatsConnectionConfig:
-    """The observer's connection: ``--url`` (no embedded server), ``--creds``, then each ``--set``
-    (``cli/connection.py``); ``ConfigError`` naming what is wrong."""
-    from ..connectors.nats.connection import is_embedded
-    from ..core.errors import ConfigError
-
-    where = f"wirepipe {command}"
-    if not url:
-        raise ConfigError(f"give --url (or set NATS_URL): {command} asks the pipelines on the NATS server they use",
-                          file=where)
-    if is_embedded(url):
-        raise ConfigError("--url embedded would start a private server no pipeline is on: give the url of the "
-                          "NATS server the pipelines use", file=where)
-    return connection_from_options(url, creds, overrides, where=where, name=f"wirepipe-{command}",
-                           connect_timeout=CONNECT_TIMEOUT)
+REACHES = "asks the pipelines on the NATS server they use"
 
 
 async def _connected(config: NatsConnectionConfig) -> Any:
@@ -82,12 +68,7 @@ def _quiet(verbose: bool) -> None:
 
 
 def _config_or_fail(url: str | None, creds: str | None, overrides: list[str] | None, command: str) -> Any:
-    from ..core.errors import ConfigError
-
-    try:
-        return connection_config(url, creds, list(overrides or []), command)
-    except ConfigError as exc:
-        fail(str(exc), ExitCode.CONFIG)
+    return server_or_fail(url, creds, overrides, command=command, reaches=REACHES, connect_timeout=CONNECT_TIMEOUT)
 
 
 # --- the table ------------------------------------------------------------------------------------------

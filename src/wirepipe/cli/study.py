@@ -200,13 +200,14 @@ def plan(
         fail(str(exc), ExitCode.CONFIG)
     except ConfigError as exc:
         fail(str(exc), ExitCode.CONFIG)
+    from ..core.models import did_you_mean
     from ..datasets import DATASETS
 
     if sink not in ("null", "parquet"):
-        fail(f"--sink {sink!r}: allowed null, parquet", ExitCode.CONFIG)
+        fail(f"--sink {sink!r}: allowed null, parquet{did_you_mean(sink, ('null', 'parquet'))}", ExitCode.CONFIG)
     if not bench and dataset is not None and dataset not in DATASETS:
         fail(f"--dataset {dataset!r}: not a built-in dataset ({', '.join(DATASETS)}); for records of your own, "
-             "give --bench RESULTS of `wirepipe bench --input FILE`", ExitCode.CONFIG)
+             f"give --bench RESULTS of `wirepipe bench --input FILE`{did_you_mean(dataset, DATASETS)}", ExitCode.CONFIG)
     try:
         if bench:
             costs = costs_from_bench(list(bench), dataset, chain, transport=transport, sink=sink,

@@ -358,10 +358,10 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
     if kind == "union_tag_invalid":
         allowed = ctx.get("expected_tags", "").replace("'", "").split(", ")
         what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
-        message = unknown_message(what, ctx.get("tag"), allowed)
-        if ctx.get("tag") == "None" and "null" in allowed:  # YAML reads a bare `null` as no value at all
-            message += '; YAML reads a bare null as no value: quote it, type: "null"'
-        return path, message
+        if what == "type" and "null" in allowed and isinstance(value, Mapping) and value.get("type", "") is None:
+            return path, (f"type: null is YAML's empty value, not the null sink: quote it, type: \"null\" (in --set, "
+                          f"{path}.type='\"null\"')")
+        return path, unknown_message(what, ctx.get("tag"), allowed)
     if kind == "union_tag_not_found" and parts[:1] == ["operators"]:
         got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else short_repr(value)
         return path, (f"each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got {got} "

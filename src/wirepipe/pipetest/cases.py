@@ -138,11 +138,15 @@ def _opens(loaded: LoadedFile, pipe: Any, ops: list[Any], where: str) -> None:
         finally:
             await pipe.resources.close_operators()
 
+    if not ops:
+        return
     try:
         asyncio.run(open_and_close())
     except ConfigError as exc:  # at the operator's own field (``deserialize.schema``): the test file's
         field = exc.path.rpartition(".")[2] if exc.path else ""
         raise ConfigError(exc.detail, file=str(loaded.path), path=f"{where}.{field}" if field else where) from None
+    except WirepipeError as exc:  # a dictionary or a schema the test's folders (no server: local) lack or spoil
+        raise ConfigError(str(exc), file=str(loaded.path), path=where) from None
 
 
 def _pipeline_opens(loaded: LoadedFile, pipe: Any) -> None:
@@ -150,14 +154,13 @@ def _pipeline_opens(loaded: LoadedFile, pipe: Any) -> None:
     ``wirepipe validate`` fetches it for the pipeline): a registered schema or a dictionary those stores do not
     hold is a config error at the pipeline's field when the file is read (exit 2), not an error of every case."""
     from ..core.errors import MissingInput
-    from ..core.stores import DictionaryUnusable
     from ..pipelines.parts import check_stored
 
     try:
         check_stored(pipe)  # the test's stores are folders (``_refuse_servers``): nothing goes unchecked
     except ConfigError as exc:
         raise ConfigError(exc.detail, file=str(loaded.pipeline), path=exc.path) from None
-    except (MissingInput, DictionaryUnusable) as exc:
+    except MissingInput as exc:
         raise ConfigError(str(exc), file=str(loaded.pipeline)) from None
 
 

@@ -220,10 +220,34 @@ def split_urls(url: str | list[str] | None) -> str | list[str] | None:
         if sep and _SCHEME.fullmatch(scheme) and scheme.lower() not in SCHEMES:
             raise ValueError(f"{redact_secrets(u)!r}: a NATS url's scheme is {', '.join(SCHEMES)} (or none: "
                              f"host:port), not {scheme}")
+        problem = _server_problem(u)
+        if problem:
+            raise ValueError(f"{redact_secrets(u)!r}: {problem}")
     websocket = {u.lower().startswith(("ws://", "wss://")) for u in urls}
     if len(websocket) > 1:
         raise ValueError("a url list mixes websocket (ws://, wss://) and other servers: the client takes one kind")
     return urls[0] if len(urls) == 1 else urls
+
+
+def _server_problem(url: str) -> str | None:
+    """Why ``url`` can name no server (nats-py would try, and say ``Name or service not known`` after the connect
+    timeout), or None: no host, a port outside 1-65535, or a path after a host:port without a scheme
+    (``nats:/h:4222``, one slash short)."""
+    from urllib.parse import urlsplit
+
+    schemeless = "://" not in url
+    parts = urlsplit(("nats://" if schemeless else "") + url)
+    if schemeless and parts.path not in ("", "/"):
+        return "not a NATS url: give nats://host:port (two slashes), e.g. nats://127.0.0.1:4222, or host:port"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and parts.netloc.rpartition("@")[2].endswith(":")):
+        return "the port is a number 1-65535: give nats://host:port, e.g. nats://127.0.0.1:4222"
+    if not parts.hostname:
+        return "no host: give nats://host:port, e.g. nats://127.0.0.1:4222"
+    return None
 
 
 def _split_list(text: str) -> list[str]:

@@ -143,9 +143,12 @@ class KvBackend:
             raise WirepipeError(f"schema registry {self.where}: {exc.description or exc}") from None
 
 
-def nats_registry(url: str | None, bucket: str = DEFAULT_BUCKET, *, timeout: float = 5.0) -> SchemaRegistry:
-    """The registry in ``bucket`` on the server at ``url`` (the embedded one when None): ``wirepipe schema``'s."""
-    return SchemaRegistry(KvBackend(NatsConnectionConfig(url=url), bucket, timeout=timeout))
+def nats_registry(server: str | NatsConnectionConfig | None, bucket: str = DEFAULT_BUCKET, *,
+                  timeout: float = 5.0) -> SchemaRegistry:
+    """The registry in ``bucket`` on ``server`` (a url, the embedded server when None, or a whole connection with
+    its credentials): ``wirepipe schema``'s."""
+    config = server if isinstance(server, NatsConnectionConfig) else NatsConnectionConfig(url=server)
+    return SchemaRegistry(KvBackend(config, bucket, timeout=timeout))
 
 
 class NatsRegistryConfig(Strict):

@@ -12,7 +12,7 @@ from ...codecs.compression import CODECS, get_codec
 from ...codecs.formats import FORMATS
 from ...connectors.nats.connection import NatsConnectionConfig
 from ...core.errors import ConfigError
-from ...core.models import Strict, config_error, problem_message
+from ...core.models import Strict, config_error, did_you_mean, problem_message
 from ...core.registry import install_hint
 from ...datasets import DATASETS
 from .combos import ALL_LEVELS, QUICK, BenchPlan
@@ -37,7 +37,8 @@ def _levels(value: Any) -> Any:
 def _one_of(kind: str, values: list[str] | None, allowed: Any) -> list[str] | None:
     bad = [v for v in values or [] if v not in allowed]
     if bad:
-        raise ValueError(f"unknown {kind} {', '.join(map(repr, bad))}: allowed {', '.join(allowed)}")
+        raise ValueError(f"unknown {kind} {', '.join(map(repr, bad))}: allowed {', '.join(allowed)}"
+                         f"{did_you_mean(bad, allowed)}")
     return values
 
 
@@ -88,7 +89,7 @@ class BenchOptions(Strict):
         names = [lv for lv in v or [] if isinstance(lv, str) and lv not in ALL_LEVELS]
         if names:
             raise ValueError(f"unknown level {', '.join(map(repr, names))}: allowed fastest, default, best or an "
-                             "integer")
+                             f"integer{did_you_mean(names, ALL_LEVELS)}")
         return v
 
     @model_validator(mode="after")
