@@ -236,6 +236,19 @@ BAD_NAMES: dict[str, dict[str, Any]] = {
     "dead_letter subject wildcard": pipeline(dead_letter={**NATS_SINK, "subject": "points.>"}),
     "dead_letter jetstream subject empty": pipeline(dead_letter={**JS_SINK, "subject": ""}),
     "capture source subject a..b": pipeline({"type": "capture", "path": "cap/", "subject": "a..b"}),
+    # numbers the server keeps in an int64 (durations in nanoseconds), an int32 (max_msg_size), a uint64 (start_seq)
+    "jetstream source start_seq past uint64": pipeline({**JS, "deliver": "by_start_sequence", "start_seq": 1 << 64}),
+    "jetstream source max_ack_pending past int64": pipeline({**JS, "max_ack_pending": 1 << 63}),
+    "jetstream source max_deliver past int64": pipeline({**JS, "max_deliver": 1 << 63}),
+    "jetstream source batch_size past int64": pipeline({**JS, "batch_size": 1 << 63}),
+    "jetstream source ack_wait past int64 ns": pipeline({**JS, "ack_wait": "99999999999h"}),
+    "jetstream source expires past int64 ns": pipeline({**JS, "expires": "99999999999h"}),
+    "jetstream sink stream max_age past int64 ns": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_age": "99999999999h"}}),
+    "jetstream sink stream duplicate_window past int64 ns": pipeline(sink={
+        **JS_SINK, "stream": {"name": "S", "duplicate_window": "99999999999h"}}),
+    "jetstream sink stream max_bytes past int64": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_bytes": "99999999999TB"}}),
+    "jetstream sink stream max_msgs past int64": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_msgs": 1 << 63}}),
+    "jetstream sink stream max_msg_size past int32": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_msg_size": "3GB"}}),
     "compress dictionary bucket a.b": pipeline(operators=[{"serialize": {"format": "json"}}, {"compress": {
         "codec": "zstd", "dictionary": "nats://a.b/D"}}]),
     "decompress dictionaries bucket a.b": pipeline(NATS_IN, [{"decompress": {"codec": "auto",
