@@ -36,7 +36,7 @@ from .connection import NatsConnectionConfig, refuse_embedded
 from .jetstream_ordered import OrderedJetStreamSource
 from .jetstream_reader import JetStreamReader
 from .max_deliveries import MaxDeliveries
-from .names import ConsumerName, Int64, Nanoseconds, StreamName, SubjectPattern, Uint64
+from .names import ConsumerName, Int64, Nanoseconds, StreamName, StreamSequence, SubjectPattern
 from .pull_requests import PullRequester
 from .reader import RawSubscription, Received, publish_many
 
@@ -537,7 +537,7 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     ordered: bool = Field(default=False, description="ordered consumer (replay): no acks, no durable")
     deliver: Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"] = Field(
         default="all", description="where a new consumer starts in the stream")
-    start_seq: Uint64 | None = Field(default=None, ge=1, description="deliver: by_start_sequence: the first stream sequence")
+    start_seq: StreamSequence | None = Field(default=None, description="deliver: by_start_sequence: the first stream sequence")
     start_time: dt.datetime | None = Field(default=None, description="deliver: by_start_time: the first time (ISO 8601)")
     batch_size: Int64 = Field(default=1000, ge=1, description="messages per pull request / batch")
     batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 from ...core.errors import ConfigError
 from ...core.models import Duration, Size
@@ -143,7 +143,7 @@ QueueGroup = Annotated[str, AfterValidator(queue_group)]
 SubjectPattern = Annotated[str, AfterValidator(subscription_pattern)]
 Int32 = Annotated[int, AfterValidator(_at_most("an int32", INT32_MAX))]
 Int64 = Annotated[int, AfterValidator(_at_most("an int64", INT64_MAX))]
-Uint64 = Annotated[int, AfterValidator(_at_most("a uint64", UINT64_MAX))]
+StreamSequence = Annotated[int, Field(ge=1), AfterValidator(_at_most("a uint64", UINT64_MAX))]  # 1, 2, 3...
 Nanoseconds = Annotated[Duration, AfterValidator(server_nanoseconds)]  # a duration the server keeps in int64 ns
 Int64Size = Annotated[Size, AfterValidator(_at_most("an int64", INT64_MAX))]
 Int32Size = Annotated[Size, AfterValidator(_at_most("an int32", INT32_MAX))]
