@@ -358,7 +358,8 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
     if kind == "union_tag_invalid":
         allowed = ctx.get("expected_tags", "").replace("'", "").split(", ")
         what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
-        return path, unknown_message(what, ctx.get("tag"), allowed)
+        tag = None if what == "type" and isinstance(value, Mapping) and value.get("type", "") is None else ctx.get("tag")
+        return path, unknown_message(what, tag, allowed)
     if kind == "union_tag_not_found" and parts[:1] == ["operators"]:
         got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else short_repr(value)
         return path, (f"each operator is a one-key entry such as `- compress: {{codec: zstd}}`; got {got} "
