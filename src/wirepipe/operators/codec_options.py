@@ -30,7 +30,28 @@ def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
     if is_nats_ref(dictionary):
         raise ValueError(f"{dictionary}: a dictionary shared through NATS is found by the id the frames carry: "
                          "give the bucket as `dictionaries: nats://BUCKET`")
-    return Path(dictionary).read_bytes()
+    return _read_dictionary_file(Path(dictionary))
+
+
+def _read_dictionary_file(path: Path) -> bytes:
+    """The file's bytes, at most ``MAX_DICTIONARY_SIZE`` read (``/dev/zero`` is refused, not read to the end);
+    ``ValueError`` saying why it cannot be read."""
+    from ..codecs.zstd import MAX_DICTIONARY_SIZE
+
+    what = f"zstd dictionary file {path}"
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_DICTIONARY_SIZE + 1)
+    except FileNotFoundError:
+        raise ValueError(f"{what}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what}: a folder, not a file") from None
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_DICTIONARY_SIZE:
+        raise ValueError(f"{what} is larger than {MAX_DICTIONARY_SIZE >> 20} MiB, the most a zstd dictionary may be "
+                         "(wirepipe dict train makes 1-16 KiB ones by default)")
+    return data
 
 
 def known_codec(v: str) -> str:
