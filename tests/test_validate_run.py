@@ -367,3 +367,25 @@ def test_a_url_whose_scheme_is_not_nats_is_a_config_error_at_once(args: list[str
     assert done.returncode == 2 and isinstance(done.exception, SystemExit), done.output
     assert "'http://127.0.0.1:4222': a NATS url's scheme is nats, tls, ws, wss (or none: host:port), not http" \
         in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+# A file a config names, linked to /dev/zero: read within a bound (each of these took 13-21 GB before the error).
+ENDLESS = [
+    ("z.avsc", {"serialize": {"format": "avro", "schema": "z.avsc"}}, "larger than 16 MiB, the most a schema file may be"),
+    ("z.json", {"serialize": {"format": "msgpack-array", "schema": "z.json"}}, "larger than 16 MiB, the most a schema file"),
+    ("z.desc", {"serialize": {"format": "protobuf", "schema": "z.desc#M"}}, "larger than 16 MiB, the most a descriptor set"),
+    ("z.proto", {"serialize": {"format": "protobuf", "schema": "z.proto"}}, "not a regular file (a device or a pipe"),
+    ("z.zdict", {"compress": {"codec": "zstd", "dictionary": "z.zdict"}}, "larger than 64 MiB, the most a zstd dictionary"),
+]
+
+
+@pytest.mark.parametrize(("name", "entry", "message"), ENDLESS, ids=[e[0] for e in ENDLESS])
+def test_a_file_a_config_names_is_read_within_a_bound(name: str, entry: dict[str, Any], message: str,
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / name).symlink_to("/dev/zero")
+    operators = [entry] if "serialize" in entry else [{"serialize": {"format": "json"}}, entry]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(pipeline(operators=operators)), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    done = invoke("validate", "p.yaml", columns=200)
+    assert done.returncode == 2 and isinstance(done.exception, SystemExit), done.output
+    assert message in done.stderr and name in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -34,24 +34,21 @@ def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
 
 
 def _read_dictionary_file(path: Path) -> bytes:
-    """The file's bytes, at most ``MAX_DICTIONARY_SIZE`` read (``/dev/zero`` is refused, not read to the end);
-    ``ValueError`` saying why it cannot be read."""
+    """The file's bytes, at most ``MAX_DICTIONARY_SIZE`` read; ``ValueError`` saying why it cannot be read."""
     from ..codecs.zstd import MAX_DICTIONARY_SIZE
+    from ..core.limits import FileTooLarge, read_at_most
 
     what = f"zstd dictionary file {path}"
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_DICTIONARY_SIZE + 1)
+        return read_at_most(path, MAX_DICTIONARY_SIZE, "a zstd dictionary")
     except FileNotFoundError:
         raise ValueError(f"{what}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{what}: a folder, not a file") from None
+    except FileTooLarge as exc:
+        raise ValueError(f"{what} is {exc} (wirepipe dict train makes 1-16 KiB ones by default)") from None
     except OSError as exc:
         raise ValueError(f"{what}: cannot be read ({exc.strerror or exc})") from None
-    if len(data) > MAX_DICTIONARY_SIZE:
-        raise ValueError(f"{what} is larger than {MAX_DICTIONARY_SIZE >> 20} MiB, the most a zstd dictionary may be "
-                         "(wirepipe dict train makes 1-16 KiB ones by default)")
-    return data
 
 
 def known_codec(v: str) -> str:
