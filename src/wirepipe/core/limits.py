@@ -27,7 +27,8 @@ class FileTooLarge(OSError):
     """A file past the bound its reader sets."""
 
 
-def _shown(limit: int) -> str:
+def size_text(limit: int) -> str:
+    """``64 MiB``, or ``100 bytes`` for a bound that is no whole number of MiB."""
     return f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit} bytes"
 
 
@@ -37,7 +38,7 @@ def read_at_most(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise FileTooLarge(f"larger than {_shown(limit)}, the most {what} may be")
+        raise FileTooLarge(f"larger than {size_text(limit)}, the most {what} may be")
     return data
 
 
@@ -49,4 +50,4 @@ def check_regular_file(path: str | os.PathLike[str], limit: int, what: str) -> N
         raise (FileNotFoundError(2, "No such file") if not p.exists()
                else FileTooLarge(f"not a regular file (a device or a pipe has no end to read): {what} must be one"))
     if p.stat().st_size > limit:
-        raise FileTooLarge(f"larger than {_shown(limit)}, the most {what} may be")
+        raise FileTooLarge(f"larger than {size_text(limit)}, the most {what} may be")
