@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal
 
@@ -166,6 +166,18 @@ class JsonlSinkConfig(Strict):
 MAX_LINE = 64 * 1024 * 1024  # bytes of one line read at most: a file without newlines (/dev/zero) is not read whole
 
 
+def bounded_lines(f: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) of a file's non-blank lines, each read up to ``MAX_LINE``: a longer one comes as None
+    and ends the file (a file without newlines, /dev/zero, is never read whole)."""
+    read = f.readline
+    for lineno, line in enumerate(iter(lambda: read(MAX_LINE + 1), b""), 1):
+        if len(line) > MAX_LINE:
+            yield lineno, None
+            return
+        if line.strip():
+            yield lineno, line
+
+
 class JsonlSource(FileSource):
     """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
 
@@ -183,20 +195,14 @@ class JsonlSource(FileSource):
         seq = 0
         for path in input_files(self.config.path):
             with open(path, "rb") as f:
-                read = f.readline
-                for lineno, line in enumerate(iter(lambda: read(MAX_LINE + 1), b""), 1):  # noqa: B023 (this file's)
-                    if not line.strip():
-                        continue
-                    endless = len(line) > MAX_LINE
-                    lines.append((path, lineno, None if endless else line))
+                for lineno, line in bounded_lines(f):
+                    lines.append((path, lineno, line))
                     if len(lines) >= batch_size or (limit is not None and seq + len(lines) >= limit):
                         yield self._batch(lines, seq)
                         seq += len(lines)
                         lines = []
                         if (limit is not None and seq >= limit) or self.stopping.is_set():
                             return
-                    if endless:
-                        break
         if lines:
             yield self._batch(lines, seq)
 
