@@ -123,6 +123,14 @@ def _yaml_error(data: dict) -> ConfigError:
     return info.value
 
 
+def test_a_bare_null_source_type_says_yaml_read_it_as_no_value(tmp_path: Path) -> None:
+    """`source: {type: null}` is YAML's null (no source is named null): the error said "unknown type 'None'"."""
+    (tmp_path / "p.yaml").write_text("name: p\nsource: {type: null}\n")
+    res = invoke("validate", str(tmp_path / "p.yaml"))
+    assert res.returncode == 2 and (res.exception is None or isinstance(res.exception, SystemExit))
+    assert "source: unknown type None (YAML reads a bare null as no value): allowed generate, " in res.stderr
+
+
 def test_an_unknown_name_in_python_is_the_yaml_error() -> None:
     import wirepipe as wp
 

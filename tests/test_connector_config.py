@@ -403,3 +403,31 @@ def _source_class(name: str) -> Any:
     import typing
 
     return typing.get_type_hints(SOURCES[name].build)["return"]
+
+
+def test_a_jsonl_line_past_the_bound_is_rejected_and_the_rest_of_its_file_is_not_read(tmp_path: Path) -> None:
+    """A file without newlines (/dev/zero as input.file) was read as one line until the process was killed for
+    memory (24 GB). Past ``MAX_LINE`` the line is a rejected record with the reason; the next file is read."""
+    import asyncio
+
+    from wirepipe.connectors import jsonl
+
+    (tmp_path / "a.jsonl").write_bytes(b'{"x": 1}\n' + b"7" * 100 + b'\n{"x": 2}\n')
+    (tmp_path / "b.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "c.jsonl").write_bytes(b'{"x": 3}\n')
+
+    async def read() -> list[Any]:
+        return [b async for b in JsonlSource([str(tmp_path / n) for n in ("a.jsonl", "b.jsonl", "c.jsonl")]).batches()]
+
+    original = jsonl.MAX_LINE
+    jsonl.MAX_LINE = 64
+    try:
+        batches = asyncio.run(read())
+    finally:
+        jsonl.MAX_LINE = original
+    assert [v for b in batches for v in b.values] == [{"x": 1}, {"x": 3}]
+    assert [(r.stage, r.error) for b in batches for r in b.rejected] == [
+        ("read", f"{tmp_path / 'a.jsonl'}:2: a line longer than 64 bytes, the most a JSON line may be (NATS carries at "
+                 "most 64 MB a message): it and the rest of the file are not read"),
+        ("read", f"{tmp_path / 'b.jsonl'}:1: a line longer than 64 bytes, the most a JSON line may be (NATS carries at "
+                 "most 64 MB a message): it and the rest of the file are not read")]

@@ -346,6 +346,13 @@ def test_a_publisher_whose_dictionary_is_missing_does_not_start(nats_server: Emb
     ({"decompress": {"codec": "auto", "dictionaries": "nats://DICTS"},
       "resources": {"DICTS": {"type": "nats", "bucket": "a.b"}}},
      "resources.dictionaries.DICTS.bucket", "bucket name 'a.b': a bucket name is letters, digits, - and _"),
+    # a dictionary file: read bounded, as every file a config names (/dev/zero took 13 GB before the error)
+    ({"compress": {"codec": "zstd", "dictionary": "/nonexistent/tx.zdict"}}, "operators[0].compress",
+     "zstd dictionary file /nonexistent/tx.zdict: no such file"),
+    ({"decompress": {"codec": "zstd", "dictionary": "/"}}, "operators[0].decompress",
+     "zstd dictionary file /: a folder, not a file"),
+    ({"compress": {"codec": "zstd", "dictionary": "/dev/zero"}}, "operators[0].compress",
+     "zstd dictionary file /dev/zero is larger than 64 MiB, the most a zstd dictionary may be"),
 ])
 def test_a_bad_dictionary_reference_is_a_config_error_naming_file_field_and_value(
         tmp_path: Path, entry: dict[str, Any], where: str, message: str) -> None:

@@ -136,6 +136,8 @@ def test_unexpected_rejections_fail_a_case(tmp_path: Path) -> None:
     ("tests:\n  - name: a\n    input: {records: [1]}\n  - name: a\n    input: {records: [2]}\n",
      "decoder.test.yaml: tests[1].name: 'a' names an earlier case too"),
     ("tests: [\n", "decoder.test.yaml: line 2, column 1: not valid YAML"),
+    ("tests: [{name: a, input: {records: [1]}, expect: {count: 1, decode: {dictionary: /dev/zero}}}]\n",
+     "tests[0].expect.decode: zstd dictionary file /dev/zero is larger than 64 MiB"),  # read bounded, not to 17 GB
 ])
 def test_a_broken_test_file_exits_2_naming_the_file_field_and_value(tmp_path: Path, text: str, message: str) -> None:
     write(tmp_path, "decoder.yaml", DECODER)

@@ -602,6 +602,22 @@ sink: {{type: nats, url: "{nats_server.url}", subject: packs.out}}
     assert "2000 records out of 2000" in line and "; 200 messages" in line, line
 
 
+def test_the_final_line_sums_what_the_workers_metrics_met() -> None:
+    """Each worker says what writing its metrics met; two that met the same (4,472 rows delayed, 12 failed
+    writes each on a full disk) had their one shared line read as the pool's, half the real figures."""
+    pool = Pool(base(metrics={"path": "m"}), 2)
+    w0, w1 = pool.slots
+    figures = {"metrics_rows_delayed": 4472, "metrics_write_errors": 12}
+    line = "metrics: m (4,472 row(s) waited for room on the disk; 12 failed write(s), each tried again)"
+    w0.snapshot, w0.outputs = {"records_out": 10000, **figures}, ["output: null (discarded)", line]
+    w1.snapshot, w1.outputs = {"records_out": 10000, **figures}, ["output: null (discarded)", line]
+    assert pool.summary().splitlines()[1:] == [
+        "  output: null (discarded)",
+        "  metrics: m (8,944 row(s) waited for room on the disk; 24 failed write(s), each tried again)"]
+    w1.snapshot, w1.outputs = {"records_out": 10000}, ["output: null (discarded)", "metrics: m"]
+    assert pool.summary().splitlines()[-1] == (
+        "  metrics: m (4,472 row(s) waited for room on the disk; 12 failed write(s), each tried again)")
+
 CONSUME_EVENTS = """
 name: events
 source: {type: jetstream, url: "${NATS_URL}", stream: EVENTS, batch_size: 200}

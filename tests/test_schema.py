@@ -164,3 +164,8 @@ def test_schema_infer_names_what_it_cannot_type(tmp_path: Path) -> None:
     assert out.stderr.strip() == f"error: {data}: schema field b: null in every record: no type to infer; write it by hand"
     missing = invoke("schema", "infer", tmp_path / "no.jsonl")
     assert missing.returncode == 2 and "no such file" in missing.stderr
+    endless = tmp_path / "zero.jsonl"
+    endless.symlink_to("/dev/zero")  # one line without end: read up to the bound, not until killed for memory
+    out = invoke("schema", "infer", endless)
+    assert isinstance(out.exception, SystemExit) and out.returncode == 1, out.output
+    assert out.stderr.strip() == f"error: {endless}: line 1 is longer than 64 MiB, the most a JSON line may be"

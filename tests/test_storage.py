@@ -333,3 +333,30 @@ def test_every_parquet_writer_hides_its_file_under_its_pid_until_it_is_complete(
     assert [p.name.endswith(f".{os.getpid()}{TEMP_SUFFIX}") for p in (tmp_path / "cap").iterdir()] == [True]
     path = writer.finish_file()
     assert path is not None and visible(tmp_path / "cap") == [path.name]
+
+
+@pytest.mark.parametrize("name", ["out", "out-{part}", "o[1].parquet", "o[1]-{part}.parquet"])
+def test_a_parquet_sink_of_any_file_name_opens_and_names_its_own_leftovers(
+        tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A name without a suffix (``path: out``) made the leftovers' glob ``.out**.inprogress``, which pathlib
+    refuses: `validate` said ok and `run` ended in a traceback; a ``[`` was read as a glob class."""
+    import asyncio
+
+    from wirepipe.connectors.parquet import ParquetSink
+    from wirepipe.core.batch import Batch
+
+    left = temp_path(tmp_path / name.replace("{part}", "old"), owner=999_999_999)
+    left.write_bytes(b"half a file")
+    temp_path(tmp_path / "other.parquet", owner=999_999_999).write_bytes(b"another sink's")
+
+    async def write() -> list[Path]:
+        out = ParquetSink(tmp_path / name)
+        await out.open()
+        await out.write(Batch([{"x": 1}, {"x": 2}]))
+        await out.close()
+        return out.files
+
+    with caplog.at_level(logging.WARNING, logger="wirepipe"):
+        [final] = asyncio.run(write())
+    assert "1 unfinished parquet file(s), 11 bytes" in caplog.text
+    assert pq.read_table(final).column("x").to_pylist() == [1, 2]

@@ -237,6 +237,19 @@ BAD_NAMES: dict[str, dict[str, Any]] = {
     "dead_letter subject wildcard": pipeline(dead_letter={**NATS_SINK, "subject": "points.>"}),
     "dead_letter jetstream subject empty": pipeline(dead_letter={**JS_SINK, "subject": ""}),
     "capture source subject a..b": pipeline({"type": "capture", "path": "cap/", "subject": "a..b"}),
+    # numbers the server keeps in an int64 (durations in nanoseconds), an int32 (max_msg_size), a uint64 (start_seq)
+    "jetstream source start_seq past uint64": pipeline({**JS, "deliver": "by_start_sequence", "start_seq": 1 << 64}),
+    "jetstream source max_ack_pending past int64": pipeline({**JS, "max_ack_pending": 1 << 63}),
+    "jetstream source max_deliver past int64": pipeline({**JS, "max_deliver": 1 << 63}),
+    "jetstream source batch_size past int64": pipeline({**JS, "batch_size": 1 << 63}),
+    "jetstream source ack_wait past int64 ns": pipeline({**JS, "ack_wait": "99999999999h"}),
+    "jetstream source expires past int64 ns": pipeline({**JS, "expires": "99999999999h"}),
+    "jetstream sink stream max_age past int64 ns": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_age": "99999999999h"}}),
+    "jetstream sink stream duplicate_window past int64 ns": pipeline(sink={
+        **JS_SINK, "stream": {"name": "S", "duplicate_window": "99999999999h"}}),
+    "jetstream sink stream max_bytes past int64": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_bytes": "99999999999TB"}}),
+    "jetstream sink stream max_msgs past int64": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_msgs": 1 << 63}}),
+    "jetstream sink stream max_msg_size past int32": pipeline(sink={**JS_SINK, "stream": {"name": "S", "max_msg_size": "3GB"}}),
     "compress dictionary bucket a.b": pipeline(operators=[{"serialize": {"format": "json"}}, {"compress": {
         "codec": "zstd", "dictionary": "nats://a.b/D"}}]),
     "decompress dictionaries bucket a.b": pipeline(NATS_IN, [{"decompress": {"codec": "auto",
@@ -381,3 +394,25 @@ def test_every_url_shape_a_server_takes_stays_valid() -> None:
     for url in ("127.0.0.1:4222", "localhost", "nats://u:p@h:4222", "nats://u:p:x,y@h:4222", "nats://[::1]:4222",
                 "ws://h:8080/nats", "wss://h", "tls://h:4443", "embedded", "nats://h1:4222, nats://h2:4222"):
         assert split_urls(url), url
+
+
+# A file a config names, linked to /dev/zero: read within a bound (each of these took 13-21 GB before the error).
+ENDLESS = [
+    ("z.avsc", {"serialize": {"format": "avro", "schema": "z.avsc"}}, "larger than 16 MiB, the most a schema file may be"),
+    ("z.json", {"serialize": {"format": "msgpack-array", "schema": "z.json"}}, "larger than 16 MiB, the most a schema file"),
+    ("z.desc", {"serialize": {"format": "protobuf", "schema": "z.desc#M"}}, "larger than 16 MiB, the most a descriptor set"),
+    ("z.proto", {"serialize": {"format": "protobuf", "schema": "z.proto"}}, "not a regular file (a device or a pipe"),
+    ("z.zdict", {"compress": {"codec": "zstd", "dictionary": "z.zdict"}}, "larger than 64 MiB, the most a zstd dictionary"),
+]
+
+
+@pytest.mark.parametrize(("name", "entry", "message"), ENDLESS, ids=[e[0] for e in ENDLESS])
+def test_a_file_a_config_names_is_read_within_a_bound(name: str, entry: dict[str, Any], message: str,
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / name).symlink_to("/dev/zero")
+    operators = [entry] if "serialize" in entry else [{"serialize": {"format": "json"}}, entry]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(pipeline(operators=operators)), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    done = invoke("validate", "p.yaml", columns=200)
+    assert done.returncode == 2 and isinstance(done.exception, SystemExit), done.output
+    assert message in done.stderr and name in done.stderr and done.stderr.count("\n") == 1, done.stderr

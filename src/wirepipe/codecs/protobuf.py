@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any
 
 from ..core.errors import StageError
+from ..core.limits import MAX_SCHEMA_FILE, read_at_most
 from ..schema import Field, Kind, RecordSchema, SchemaError, Type, explain
 from .checks import checked, validator
 from .varints import read_varint, varint
@@ -226,8 +227,7 @@ def class_from_descriptor_set(data: bytes, message: str | None, path: str, own_f
 
 def load_descriptor_set(path: str, message: str | None) -> Any:
     """The message class named ``message`` in a ``FileDescriptorSet`` file."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_at_most(path, MAX_SCHEMA_FILE, "a descriptor set")
     return class_from_descriptor_set(data, message, path, own_file_only=False)
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.limits import MAX_SCHEMA_FILE, check_regular_file, read_at_most
 from ..core.registry import install_hint, library_installed
 from ..schema import SchemaError
 
@@ -46,7 +47,7 @@ def _root_and_name(path: Path, include: list[Path]) -> tuple[Path, str]:
         if resolved.is_relative_to(folder.resolve()):
             return folder, resolved.relative_to(folder.resolve()).as_posix()
     try:
-        found = _PACKAGE.search(_COMMENTS.sub("", path.read_text(encoding="utf-8")))
+        found = _PACKAGE.search(_COMMENTS.sub("", read_at_most(path, MAX_SCHEMA_FILE, "a .proto file").decode("utf-8")))
     except (OSError, UnicodeDecodeError) as exc:
         raise SchemaError("", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     parts = found.group(1).split(".") if found else []
@@ -58,6 +59,10 @@ def _root_and_name(path: Path, include: list[Path]) -> tuple[Path, str]:
 def descriptor_set(path: str | Path, include: Iterable[str | Path] = ()) -> bytes:
     """The serialized ``FileDescriptorSet`` protoc writes for ``path`` and everything it imports."""
     p = Path(path)
+    try:
+        check_regular_file(p, MAX_SCHEMA_FILE, "a .proto file")  # protoc reads it whole
+    except OSError as exc:
+        raise SchemaError("", f"cannot read {path}: {exc}") from None
     folders = [Path(d) for d in include]
     root, name = _root_and_name(p, folders)
     return _compile(str(root), name, tuple(str(f) for f in folders), p.stat().st_mtime_ns, str(path))

@@ -97,6 +97,7 @@ def zstd_dictionary_id(dictionary: bytes) -> int:
     return int(zstandard.ZstdCompressionDict(dictionary).dict_id())
 
 
+MAX_DICTIONARY_SIZE = 64 * 1024 * 1024  # the largest zstd dictionary read (a file, a bucket's entry compared)
 DIGEST_PREFIX = "sha256:"
 _DIGEST = re.compile(r"sha256:[0-9a-fA-F]{64}")
 

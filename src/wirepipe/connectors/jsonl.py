@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal
 
@@ -33,6 +33,7 @@ from pydantic import Field
 from ..codecs.formats import B64_MARK, json_default, restore_bytes
 from ..core.batch import Batch
 from ..core.errors import CannotShare
+from ..core.limits import size_text
 from ..core.models import SourceLimits, Strict
 from ..core.stages import Stage
 from ..core.workers import Worker
@@ -162,6 +163,21 @@ class JsonlSinkConfig(Strict):
         return JsonlSink.from_config(self)
 
 
+MAX_LINE = 64 * 1024 * 1024  # bytes of one line read at most: a file without newlines (/dev/zero) is not read whole
+
+
+def bounded_lines(f: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) of a file's non-blank lines, each read up to ``MAX_LINE``: a longer one comes as None
+    and ends the file (a file without newlines, /dev/zero, is never read whole)."""
+    read = f.readline
+    for lineno, line in enumerate(iter(lambda: read(MAX_LINE + 1), b""), 1):
+        if len(line) > MAX_LINE:
+            yield lineno, None
+            return
+        if line.strip():
+            yield lineno, line
+
+
 class JsonlSource(FileSource):
     """Reads JSON Lines written by ``JsonlSink`` (or any JSONL), restoring ``$base64`` bytes."""
 
@@ -175,13 +191,11 @@ class JsonlSource(FileSource):
     async def batches(self) -> AsyncIterator[Batch]:
         limit = self.count
         batch_size = self.config.batch_size
-        lines: list[tuple[Path, int, bytes]] = []
+        lines: list[tuple[Path, int, bytes | None]] = []
         seq = 0
         for path in input_files(self.config.path):
             with open(path, "rb") as f:
-                for lineno, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
+                for lineno, line in bounded_lines(f):
                     lines.append((path, lineno, line))
                     if len(lines) >= batch_size or (limit is not None and seq + len(lines) >= limit):
                         yield self._batch(lines, seq)
@@ -192,14 +206,19 @@ class JsonlSource(FileSource):
         if lines:
             yield self._batch(lines, seq)
 
-    def _batch(self, lines: list[tuple[Path, int, bytes]], seq: int) -> Batch:
-        """Parse lines; a line that is not JSON is dead-lettered, not fatal."""
+    def _batch(self, lines: list[tuple[Path, int, bytes | None]], seq: int) -> Batch:
+        """Parse lines; a line that is not JSON is dead-lettered, not fatal (one past ``MAX_LINE``, None, too)."""
         import orjson
 
         loads = orjson.loads
         values: list[Any] = []
         bad: list[tuple[int, str]] = []
         for i, (path, lineno, line) in enumerate(lines):
+            if line is None:
+                values.append(b"")
+                bad.append((i, f"{path}:{lineno}: a line longer than {size_text(MAX_LINE)}, the most a JSON line may be "
+                               "(NATS carries at most 64 MB a message): it and the rest of the file are not read"))
+                continue
             try:
                 v = loads(line)
                 values.append(restore_bytes(v) if B64_MARK in line else v)

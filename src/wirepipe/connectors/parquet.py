@@ -30,6 +30,7 @@ source only after it):
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import time
@@ -44,7 +45,7 @@ from ..core.errors import Refusal, WirepipeError
 from ..core.models import SourceLimits, Strict
 from ..core.stages import Stage
 from ..core.workers import Worker
-from ..storage.files import TEMP_SUFFIX, Paths, TableBuffer, beside_file, fspaths, input_files
+from ..storage.files import Paths, TableBuffer, beside_file, fspaths, input_files, temp_glob
 from ..storage.lifecycle import RollingParquetFiles
 from .connector import AtLeastOnce, Configured, Sink, Source, WritesFiles
 from .files import FileSource
@@ -76,8 +77,9 @@ class ParquetSink(Configured, Sink, WritesFiles):
         self._schema: Any = None  # the schema new rows are conformed to (the newest file's)
         template = Path(config.path)
         # the temporary names of this sink's files: its parts, or NAME.parquet, NAME-2.parquet...
-        names = template.name.replace("{part}", "*") if self.parts else f"{template.stem}*{template.suffix}"
-        self._out = RollingParquetFiles(template.parent, leftovers=f".{names}*{TEMP_SUFFIX}", what="parquet")
+        names = (glob.escape(template.name).replace("{part}", "*") if self.parts
+                 else f"{glob.escape(template.stem)}*{glob.escape(template.suffix)}")
+        self._out = RollingParquetFiles(template.parent, leftovers=temp_glob(names), what="parquet")
         self._index = 0
         self._run_tag = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
         self.records = 0

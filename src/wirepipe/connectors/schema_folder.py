@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ..core.limits import MAX_SCHEMA_FILE, read_at_most
 from ..core.models import Duration, Strict
 from ..core.stores import SCHEMA_NAME, NotRegistered
 from ..schema import SchemaError, schema_fingerprint
@@ -76,7 +77,7 @@ class FolderBackend:
         import yaml
 
         try:
-            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+            document = yaml.safe_load(read_at_most(path, MAX_SCHEMA_FILE, "a schema file").decode("utf-8"))
             return schema_of_document(document)
         except (OSError, SchemaError, yaml.YAMLError) as exc:
             raise NotRegistered(f"{self.where}: {path.relative_to(self.path)} is not a schema: {exc}") from None

@@ -30,7 +30,25 @@ def load_dictionary(dictionary: bytes | str | Path | None) -> bytes | None:
     if is_nats_ref(dictionary):
         raise ValueError(f"{dictionary}: a dictionary shared through NATS is found by the id the frames carry: "
                          "give the bucket as `dictionaries: nats://BUCKET`")
-    return Path(dictionary).read_bytes()
+    return _read_dictionary_file(Path(dictionary))
+
+
+def _read_dictionary_file(path: Path) -> bytes:
+    """The file's bytes, at most ``MAX_DICTIONARY_SIZE`` read; ``ValueError`` saying why it cannot be read."""
+    from ..codecs.zstd import MAX_DICTIONARY_SIZE
+    from ..core.limits import FileTooLarge, read_at_most
+
+    what = f"zstd dictionary file {path}"
+    try:
+        return read_at_most(path, MAX_DICTIONARY_SIZE, "a zstd dictionary")
+    except FileNotFoundError:
+        raise ValueError(f"{what}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what}: a folder, not a file") from None
+    except FileTooLarge as exc:
+        raise ValueError(f"{what} is {exc} (wirepipe dict train makes 1-16 KiB ones by default)") from None
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot be read ({exc.strerror or exc})") from None
 
 
 def known_codec(v: str) -> str:

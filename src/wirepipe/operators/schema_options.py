@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from pydantic import Field, WrapValidator
 
 from ..core.errors import Refusal
+from ..core.limits import MAX_SCHEMA_FILE, read_at_most
 from ..core.registry import load_ref
 from ..core.stores import DESCRIPTOR_SETS, SCHEMA_FILES
 from ..schema import RecordSchema, SchemaError, load_schema_file, parse_schema
@@ -73,7 +74,7 @@ def _schema_from_text(spec: str) -> RecordSchema | tuple[str, ...]:
         from ..codecs.avro import schema_of_avsc
 
         try:
-            return schema_of_avsc(json.loads(Path(path).read_text(encoding="utf-8")))
+            return schema_of_avsc(json.loads(read_at_most(path, MAX_SCHEMA_FILE, "a schema file")))
         except OSError as exc:
             raise SchemaError("", f"cannot read {path}: {exc.strerror or exc}") from None
         except ValueError as exc:

@@ -358,9 +358,11 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
     if kind == "union_tag_invalid":
         allowed = ctx.get("expected_tags", "").replace("'", "").split(", ")
         what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
-        if what == "type" and "null" in allowed and isinstance(value, Mapping) and value.get("type", "") is None:
-            return path, (f"type: null is YAML's empty value, not the null sink: quote it, type: \"null\" (in --set, "
-                          f"{path}.type='\"null\"')")
+        if what == "type" and isinstance(value, Mapping) and value.get("type", "") is None:  # YAML's bare null
+            if "null" in allowed:
+                return path, (f"type: null is YAML's empty value, not the null sink: quote it, type: \"null\" (in "
+                              f"--set, {path}.type='\"null\"')")
+            return path, unknown_message(what, None, allowed)
         return path, unknown_message(what, ctx.get("tag"), allowed)
     if kind == "union_tag_not_found" and parts[:1] == ["operators"]:
         got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else short_repr(value)

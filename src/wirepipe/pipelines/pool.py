@@ -302,6 +302,7 @@ class Pool:
         self.log_level = log_level  # what the workers log
         self.monitor = cfg.monitor or MonitorConfig()  # the pool's status line is on even without `monitor:`
         self.shutdown_timeout = float(cfg.shutdown_timeout)
+        self.metrics_path = None if cfg.metrics is None else str(cfg.metrics.path)  # the workers' one folder
         self.slots = [Slot(i, self.restart.delays(), self.redelivers) for i in range(workers)]
         self.stopping = False
         self.interrupted = False  # a SIGINT stopped the workers before the end of their bounded runs
@@ -531,6 +532,19 @@ class Pool:
             parts.append(f"w{slot.index}{state} {rate:,.0f}/s {errors} err{extra}{restarts}")
         return f"{line} | {'; '.join(parts)}"
 
+    def _outputs(self, total: dict[str, Any]) -> list[str]:
+        """``worker_outputs``, the metrics line the workers share with what writing them met summed (each worker's
+        line says only its own)."""
+        from .monitor import metrics_figures, worker_outputs
+
+        outputs = [s.all_outputs() for s in self.slots]
+        if self.metrics_path is None:
+            return worker_outputs(outputs)
+        shared = f"metrics: {self.metrics_path}"
+        outputs = [[shared if line == shared or line.startswith(f"{shared} (") else line for line in mine]
+                   for mine in outputs]
+        return [f"{shared}{metrics_figures(total)}" if line == shared else line for line in worker_outputs(outputs)]
+
     def work_seconds(self) -> float:
         """Seconds during which at least one worker worked (its parts open): the waits for a server or a
         stream and the time between a worker's death and its restart are left out."""
@@ -547,7 +561,6 @@ class Pool:
             messages_summary,
             redelivery_summary,
             rejection_lines,
-            worker_outputs,
         )
 
         t = self.total()
@@ -561,6 +574,6 @@ class Pool:
                 f"{loss_summary(t.get('losses'))}"
                 f"{redelivery_summary(redelivered, int(t.get('deduplicated', 0)), int(t.get('repeated_msg_ids', 0)))}"
                 f"{ending_summary(int(t.get('outstanding', 0)), self.interrupted)}, {restarts} restarts")
-        where = worker_outputs([s.all_outputs() for s in self.slots])
+        where = self._outputs(t)
         reloads = [self.reloader.summary()] if self.reloader is not None else []
         return "\n  ".join([text, *reloads, *rejection_lines(t.get("rejections") or []), *where])

@@ -458,12 +458,16 @@ def _decoder(loaded: LoadedFile, pipe: Any, decode: DecodeSpec) -> Decoder:
     """The decoder of ``decode``: its schema, and the dictionaries it names or the pipeline's own (a compress's
     file, the store a compress or decompress names)."""
     from ..operators.by_headers import HeaderDecoder
+    from ..operators.codec_options import load_dictionary
 
     named = [op.shared.ref.bucket for op in pipe.operators if getattr(op, "shared", None) is not None]
     files = [op.local_dictionary for op in pipe.operators if getattr(op, "local_dictionary", None) is not None]
     store = decode.dictionaries or (f"nats://{named[-1]}" if named else None)
     if decode.dictionary is not None:
-        dictionary: bytes | None = (loaded.path.parent / decode.dictionary).read_bytes()
+        try:
+            dictionary: bytes | None = load_dictionary(loaded.path.parent / decode.dictionary)  # read bounded
+        except ValueError as exc:
+            raise ConfigError(str(exc), path="expect.decode.dictionary") from None
     else:
         dictionary = files[-1] if files else None
     decoder = HeaderDecoder(from_test_file(loaded, decode.spec()), no_schema="give `decode: {schema: ...}`", dictionaries=store,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.limits import MAX_SCHEMA_FILE, read_at_most
 from .language import ALLOWED, PRIMITIVES, Kind, SchemaError, record_name
 from .types import Field, RecordSchema, Type
 
@@ -94,7 +95,7 @@ def load_schema_file(path: str | Path) -> RecordSchema:
     """A schema from a ``.yaml``/``.yml``/``.json`` file (``SchemaError`` naming the file)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_at_most(p, MAX_SCHEMA_FILE, "a schema file").decode("utf-8")
     except OSError as exc:
         raise SchemaError("", f"cannot read {p}: {exc.strerror or exc}") from None
     try:

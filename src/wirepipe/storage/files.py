@@ -167,6 +167,16 @@ def temp_path(final: Path, owner: str | int | None = None) -> Path:
     return final.with_name(f".{final.name}{'' if owner is None else f'.{owner}'}{TEMP_SUFFIX}")
 
 
+def temp_glob(names: str) -> str:
+    """The glob of the temporary names (``temp_path``, any owner) of the files ``names`` (a glob) matches:
+    ``.NAMES*.inprogress``, one ``*`` where two would meet (pathlib refuses ``**`` inside a name).
+
+    >>> temp_glob("out*"), temp_glob("part-*.parquet")
+    ('.out*.inprogress', '.part-*.parquet*.inprogress')
+    """
+    return re.sub(r"\*{2,}", "*", f".{names}*{TEMP_SUFFIX}")
+
+
 def fsync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY)

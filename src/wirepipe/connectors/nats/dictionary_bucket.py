@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ...codecs.zstd import MAX_DICTIONARY_SIZE
 from ...core.errors import ConfigError, NotConnected, WirepipeError
 from ...core.models import Duration, Strict
 from ...core.stores import NATS_SCHEME, DictionaryMissing, DictionaryUnusable
@@ -47,7 +48,6 @@ from .names import bucket_name
 ID_PREFIX = "id/"
 ID_HEADER = "Wirepipe-Dictionary-Id"  # on each object: the id of the dictionary it holds
 _CHUNK = 128 * 1024
-_MAX_DICTIONARY = 64 * 1024 * 1024  # what publish reads back of an entry with the same id, to compare
 
 
 @dataclass
@@ -179,7 +179,7 @@ class DictionaryBucket:
         store = await self._bucket(create=True)
         key = f"{ID_PREFIX}{dict_id}"
         try:
-            existing: bytes | None = await self.by_id(dict_id, max(len(data), _MAX_DICTIONARY))
+            existing: bytes | None = await self.by_id(dict_id, max(len(data), MAX_DICTIONARY_SIZE))
         except DictionaryMissing:
             existing = None
         except DictionaryUnusable:  # damaged: these bytes, which have that id, repair it

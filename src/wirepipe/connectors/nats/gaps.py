@@ -55,10 +55,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...wire import Header
+from .names import INT64_MAX  # the largest number a stamp may carry: what Parquet, Prometheus and peers hold
 
 _OPEN_GAPS = 4096  # per publisher: gaps remembered to recognise a late (reordered) message
 MAX_PUBLISHERS = 10_000  # publishers a consumer keeps count of (the least recently heard is forgotten past it)
-INT64_MAX = (1 << 63) - 1  # the largest number a stamp may carry: what Parquet, Prometheus and peers hold
 
 
 def parse_seq(text: object) -> int | None:

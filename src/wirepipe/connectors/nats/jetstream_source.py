@@ -36,7 +36,7 @@ from .connection import NatsConnectionConfig, refuse_embedded
 from .jetstream_ordered import OrderedJetStreamSource
 from .jetstream_reader import JetStreamReader
 from .max_deliveries import MaxDeliveries
-from .names import ConsumerName, StreamName, SubjectPattern
+from .names import ConsumerName, Int64, Nanoseconds, StreamName, StreamSequence, SubjectPattern
 from .pull_requests import PullRequester
 from .reader import RawSubscription, Received, publish_many
 
@@ -542,17 +542,17 @@ class JetStreamSourceConfig(NatsConnectionConfig, SourceLimits):
     ordered: bool = Field(default=False, description="ordered consumer (replay): no acks, no durable")
     deliver: Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"] = Field(
         default="all", description="where a new consumer starts in the stream")
-    start_seq: int | None = Field(default=None, ge=1, description="deliver: by_start_sequence: the first stream sequence")
+    start_seq: StreamSequence | None = Field(default=None, description="deliver: by_start_sequence: the first stream sequence")
     start_time: dt.datetime | None = Field(default=None, description="deliver: by_start_time: the first time (ISO 8601)")
-    batch_size: int = Field(default=1000, ge=1, description="messages per pull request / batch")
+    batch_size: Int64 = Field(default=1000, ge=1, description="messages per pull request / batch")
     batch_timeout: Duration = Field(default=0.005, description="wait this long for a full batch once one record is in")
-    max_ack_pending: int = Field(default=20000, ge=1, description="records delivered and not yet acknowledged, at "
+    max_ack_pending: Int64 = Field(default=20000, ge=1, description="records delivered and not yet acknowledged, at "
                                  "most, by every reader of the durable together (the server stops delivering past "
                                  "it); a pool's workers divide it")
-    ack_wait: Duration = Field(default=30.0, gt=0, description="a record not acknowledged in this time is delivered again (a held batch is kept in progress meanwhile)")
-    max_deliver: int = Field(default=5, ge=-1, description="deliveries of one record at most, then it goes to the dead letter with the reason; -1: no limit")
-    expires: Duration = Field(default=30.0, gt=0, description="lifetime of one pull request")
-    heartbeat: Duration = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
+    ack_wait: Nanoseconds = Field(default=30.0, gt=0, description="a record not acknowledged in this time is delivered again (a held batch is kept in progress meanwhile)")
+    max_deliver: Int64 = Field(default=5, ge=-1, description="deliveries of one record at most, then it goes to the dead letter with the reason; -1: no limit")
+    expires: Nanoseconds = Field(default=30.0, gt=0, description="lifetime of one pull request")
+    heartbeat: Nanoseconds = Field(default=5.0, ge=0, description="idle heartbeat of pull requests; 0 disables")
     stop_at_end: bool = Field(default=False, description="stop once every message in the stream was delivered and "
                               "(a durable) acknowledged: records another reader holds are waited for up to ack_wait")
     ack: Literal["explicit", "all"] = Field(

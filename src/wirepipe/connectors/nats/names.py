@@ -1,14 +1,17 @@
-"""The names NATS restricts, each checked by one function that every config and command calls.
+"""The names and numbers NATS restricts, each checked by one function that every config and command calls.
 
-A name the server would refuse is refused when the config is validated, with what is allowed, so
-``wirepipe validate`` says what ``run`` would otherwise meet as a traceback at its first request:
+A name or number the server would refuse is refused when the config is validated, with what is allowed, so
+``wirepipe validate`` says what ``run`` would otherwise meet at its first request (a traceback, or the server's
+``invalid JSON``):
 
 - a JetStream **stream** or **consumer** (``durable``) name: 1 to 255 characters, none of them
   whitespace, a control character, ``.``, ``*``, ``>``, ``/`` or ``\\`` (nats-server's rule; a name
   is a token of the API's subjects and a folder of the store);
 - a **bucket** (Object Store, key-value): letters, digits, ``-`` and ``_`` (nats-py's rule), short enough
   for the stream that holds it (``OBJ_`` + the name);
-- a **queue group**: not empty, no whitespace or control character (it is a word of the SUB line).
+- a **queue group**: not empty, no whitespace or control character (it is a word of the SUB line);
+- a **number** of a stream's or a consumer's config: what the server's field holds (an int64, an int32 for
+  ``max_msg_size``, a uint64 for a start sequence; a duration is an int64 of nanoseconds, about 292 years).
 
 Subjects have their own home, ``wire/subjects.py``: ``pattern_tokens`` (what a subscription takes) and
 ``publish_template_problem`` (what a publish takes).
@@ -27,9 +30,10 @@ import re
 from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 from ...core.errors import ConfigError
+from ...core.models import Duration, Size
 from ...wire import subscription_pattern
 
 MAX_NAME = 255  # nats-server's JSMaxNameLen: streams and consumers
@@ -37,6 +41,9 @@ _NOT_IN_NAME = re.compile(r"[\x00-\x20\x7f.*>/\\]")
 _NOT_IN_WORD = re.compile(r"[\x00-\x20\x7f]")
 _BUCKET = re.compile(r"[a-zA-Z0-9_-]+")
 _BUCKET_STREAM_PREFIX = len("OBJ_")  # the longer of an Object Store's (OBJ_) and a KV bucket's (KV_) stream
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+UINT64_MAX = (1 << 64) - 1
 _SHOWN = {" ": "a space", "\t": "a tab", "\r": "a CR", "\n": "an LF"}
 
 
@@ -92,6 +99,31 @@ def queue_group(name: str) -> str:
     return name
 
 
+def _at_most(kind: str, limit: int) -> Callable[[int], int]:
+    """A check that a number fits the server's field of type ``kind`` (``an int64``...)."""
+    def check(n: int) -> int:
+        if n > limit:
+            raise ValueError(f"{n} is more than the server's field holds ({kind}: at most {limit})")
+        return n
+    return check
+
+
+def server_nanoseconds(seconds: float) -> float:
+    """``seconds`` when the server can hold it as int64 nanoseconds (about 292 years); ``ValueError`` otherwise.
+
+    >>> server_nanoseconds(3600.0)
+    3600.0
+    >>> server_nanoseconds(99999999999 * 3600)
+    Traceback (most recent call last):
+    ...
+    ValueError: 359999999996400s is longer than the server holds (int64 nanoseconds: at most 9223372036s, about 292 years)
+    """
+    if seconds * 1e9 > INT64_MAX:
+        raise ValueError(f"{seconds:.0f}s is longer than the server holds (int64 nanoseconds: at most "
+                         f"{INT64_MAX // 10**9}s, about 292 years)")
+    return seconds
+
+
 def check_flags(*flags: tuple[str, Callable[[str], str], str | None]) -> None:
     """Each ``(flag, checker, value)`` of a command's options checked before its pipeline is made, so the error
     names the flag the user typed (``--stream 'A.B'``) rather than the generated config's field."""
@@ -109,3 +141,9 @@ ConsumerName = Annotated[str, AfterValidator(consumer_name)]
 BucketName = Annotated[str, AfterValidator(bucket_name)]
 QueueGroup = Annotated[str, AfterValidator(queue_group)]
 SubjectPattern = Annotated[str, AfterValidator(subscription_pattern)]
+Int32 = Annotated[int, AfterValidator(_at_most("an int32", INT32_MAX))]
+Int64 = Annotated[int, AfterValidator(_at_most("an int64", INT64_MAX))]
+StreamSequence = Annotated[int, Field(ge=1), AfterValidator(_at_most("a uint64", UINT64_MAX))]  # 1, 2, 3...
+Nanoseconds = Annotated[Duration, AfterValidator(server_nanoseconds)]  # a duration the server keeps in int64 ns
+Int64Size = Annotated[Size, AfterValidator(_at_most("an int64", INT64_MAX))]
+Int32Size = Annotated[Size, AfterValidator(_at_most("an int32", INT32_MAX))]

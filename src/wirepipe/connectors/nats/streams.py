@@ -13,8 +13,8 @@ from pydantic import Field
 
 from ...core.backoff import ExponentialBackoff
 from ...core.errors import WirepipeError
-from ...core.models import Duration, Size, Strict
-from .names import StreamName
+from ...core.models import Strict
+from .names import Int32Size, Int64, Int64Size, Nanoseconds, StreamName
 
 log = logging.getLogger("wirepipe.jetstream")
 T = TypeVar("T")
@@ -35,11 +35,11 @@ class StreamConfig(Strict):
     subjects: list[str] | None = Field(default=None, description="default: the sink's subject")
     storage: Literal["file", "memory"] = Field(default="file", description="where the stream keeps its messages")
     retention: Literal["limits", "interest", "workqueue"] = Field(default="limits", description="when messages go: at the limits, once every consumer acked, or once one did (a work queue)")
-    duplicate_window: Duration = Field(default=120.0, description="how long a Nats-Msg-Id is remembered to refuse a duplicate publish")
-    max_age: Duration | None = Field(default=None, description="messages older than this go")
-    max_bytes: Size | None = Field(default=None, description="the stream's size at most (discard says what gives way)")
-    max_msgs: int | None = Field(default=None, description="messages in the stream at most")
-    max_msg_size: Size | None = Field(default=None, description="one message's size at most: a larger record is dead-lettered")
+    duplicate_window: Nanoseconds = Field(default=120.0, description="how long a Nats-Msg-Id is remembered to refuse a duplicate publish")
+    max_age: Nanoseconds | None = Field(default=None, description="messages older than this go")
+    max_bytes: Int64Size | None = Field(default=None, description="the stream's size at most (discard says what gives way)")
+    max_msgs: Int64 | None = Field(default=None, description="messages in the stream at most")
+    max_msg_size: Int32Size | None = Field(default=None, description="one message's size at most: a larger record is dead-lettered")
     # At a limit: "old" (NATS's default) deletes the oldest messages, retention as the stream's owner chose it;
     # "new" refuses the publish, and the sink holds the records and backs off until room comes (BackOff).
     discard: Literal["old", "new"] = Field(default="old", description="at a limit: drop the oldest messages, or refuse new ones")

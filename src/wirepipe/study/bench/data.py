@@ -148,8 +148,10 @@ def _file_type(path: Path, what: str) -> str:
 
 def _count_lines(path: Path, what: str) -> int:
     """Records (non-blank lines) of a JSONL file, without parsing them; ``WirepipeError`` when there are none."""
+    from ...connectors.jsonl import bounded_lines
+
     with open(path, "rb") as f:
-        total = sum(1 for line in f if line.strip())
+        total = sum(1 for _ in bounded_lines(f))
     if not total:
         raise WirepipeError(f"{what}{path}: no records")
     return total
@@ -217,13 +219,15 @@ def _jsonl(path: Path, what: str, only: set[int] | None = None) -> Iterator[tupl
     import orjson
 
     from ...codecs.formats import restore_bytes
+    from ...connectors.jsonl import MAX_LINE, bounded_lines
 
     with open(path, "rb") as f:
         index = -1
-        for line in f:
-            if not line.strip():
-                continue
+        for lineno, line in bounded_lines(f):
             index += 1
+            if line is None:
+                raise WirepipeError(f"{what}{path}: line {lineno} is longer than {MAX_LINE >> 20} MiB, the most a JSON "
+                                    "line may be")
             if only is not None and index not in only:
                 continue
             try:
