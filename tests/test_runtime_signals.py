@@ -88,3 +88,47 @@ def test_the_module_doc_says_what_a_sink_failure_does() -> None:
 
     doc = " ".join((module.__doc__ or "").split())
     assert "nak-ed back" not in doc and "nothing is ``nak``-ed" in doc
+
+
+class DownSink(TestingSink):
+    """A sink whose every write fails (a full disk): the run holds the records and retries until cut."""
+
+    async def write(self, batch: Batch) -> None:
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_second_signal_cuts_the_drain_and_says_which_signal(signame: str) -> None:
+    """A bounded run whose sink never recovers, stopped by two signals: the drain is cut. Two SIGTERMs are a
+    worker's normal stop, cut: the summary said "interrupted (SIGINT)" and "what was read was drained and is
+    kept" for both."""
+    import asyncio
+    import os
+    import signal
+
+    from wirepipe.core.exit_codes import ExitCode, verdict
+    from wirepipe.pipelines.worker import run_worker_async
+
+    sink = DownSink()
+    pipe = Pipeline(GenerateSource("point", count=50, batch_size=10), [], sink, shutdown_timeout=30)
+
+    async def stopped_twice() -> object:
+        task = asyncio.ensure_future(run_worker_async(pipe))
+        while pipe.last_run is None or not pipe.last_run.sink_error:
+            await asyncio.sleep(0.01)
+        for _ in range(2):
+            os.kill(os.getpid(), getattr(signal, signame))
+            await asyncio.sleep(0.05)
+        return await task
+
+    stats = asyncio.run(stopped_twice())
+    assert sink.records == [] and stats.cut is not None and f"a second {signame}" in stats.cut
+    assert stats.interrupted is (signame == "SIGINT")
+    reasons = verdict(stats.outcome())
+    assert reasons[0] == (ExitCode.RUNTIME, "the sink still failed when the drain was cut (testing: OSError: [Errno "
+                                            "28] No space left on device): what it held was not written (a stream's "
+                                            "records are delivered again: not acknowledged)")
+    interrupted = [text for code, text in reasons if code == ExitCode.INTERRUPTED]
+    assert interrupted == (["interrupted before the end of the run (SIGINT): its drain was cut (see above)"]
+                           if signame == "SIGINT" else [])

@@ -157,7 +157,8 @@ class Outcome:
     unsure: int = 0  # publishers not heard from since a disconnect: an unknown number more lost
     forgotten: int = 0  # publishers forgotten before their final stamp (core NATS): their later losses uncounted
     outstanding: int = 0  # records still awaiting acknowledgement or redelivery when a bounded run ended
-    interrupted: bool = False  # a bounded run stopped by SIGINT before its end (after a clean drain)
+    interrupted: bool = False  # a bounded run stopped by SIGINT before its end
+    drained: bool = True  # its drain finished (a second signal or shutdown_timeout cuts it)
     failures: Sequence[str] = ()  # runtime failures the run met and went past (input it could not read...)
 
 
@@ -182,6 +183,6 @@ def verdict(outcome: Outcome, rejected: RejectLimit | None = None, lost: LossLim
     if why_rejected is not None:
         reasons.append((ExitCode.REJECTED, why_rejected))
     if outcome.interrupted:
-        reasons.append((ExitCode.INTERRUPTED, "interrupted before the end of the run (SIGINT): what was read was "
-                                              "drained and is kept"))
+        reasons.append((ExitCode.INTERRUPTED, "interrupted before the end of the run (SIGINT): " + (
+            "what was read was drained and is kept" if outcome.drained else "its drain was cut (see above)")))
     return reasons

@@ -70,7 +70,7 @@ class RunStats:
                             "drain was cut: whether they were stored is unknown")
         if self.sink_error:
             failures.append(f"the sink still failed when the drain was cut ({self.sink_error}): what it held was "
-                            "not acknowledged")
+                            "not written (a stream's records are delivered again: not acknowledged)")
         unwritten = (self.metrics or {}).get("metrics_rows_unwritten", 0)
         if unwritten:
             failures.append(f"{unwritten:,} metrics row(s) not written: the disk still refused them when the run "
@@ -79,7 +79,7 @@ class RunStats:
         return Outcome(records=self.records_in, rejected=self.rejected, lost=self.lost,
                        unsure=losses.get("unsure", 0), forgotten=losses.get("forgotten_running", 0),
                        outstanding=self.outstanding,
-                       interrupted=self.interrupted, failures=failures)
+                       interrupted=self.interrupted, drained=self.cut is None, failures=failures)
 
     def working(self) -> float:
         """Seconds of work so far: since every part was open (0 while opening or waiting for a stream)."""

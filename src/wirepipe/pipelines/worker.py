@@ -92,7 +92,7 @@ async def run_worker_async(pipeline: Pipeline, stop: asyncio.Event | None = None
             deadline = loop.call_later(run.pipeline.shutdown_timeout, expire)
         elif cut is None:
             log.warning("%s again: stopping without finishing the drain", signame)
-            interrupted = True
+            interrupted = interrupted or (signame == "SIGINT" and bounded)  # SIGTERM stays a worker's normal end
             cut_now(f"a second {signame}: stopped without finishing the drain")
 
     installed = []
