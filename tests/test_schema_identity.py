@@ -220,6 +220,30 @@ def test_a_decompress_given_a_codec_never_passes_on_another_codecs_bytes() -> No
         assert sink.records == records(3), headers
 
 
+def test_a_relay_that_decompresses_sends_bytes_that_say_they_are_plain() -> None:
+    """``source -> decompress -> sink``: the decompressed bytes kept ``Content-Encoding: deflate``, so every
+    consumer downstream refused them (still compressed) or failed to decompress them again."""
+    from wirepipe.operators.decompress import Decompress
+    from wirepipe.testing import TestingSink, TestingSource, run
+
+    sent = run_operators([Serialize("avro", schema=AB), Compress("deflate")], Batch(records(5)))[0]
+    per_record = [{**sent.headers, "traceparent": f"00-{i}"} for i in range(5)]
+    for headers in (sent.headers, per_record):
+        relayed = TestingSink()
+        run(TestingSource(sent.values, headers=headers), [Decompress("auto")], relayed)
+        assert [h.get("Content-Encoding") for h in relayed.headers] == [None] * 5
+        assert all(h["Content-Type"] == sent.headers["Content-Type"] for h in relayed.headers)
+        if headers is per_record:
+            assert [h["traceparent"] for h in relayed.headers] == [f"00-{i}" for i in range(5)]
+        consumed = TestingSink()
+        run(TestingSource(relayed.records, headers=relayed.headers), [Deserialize("avro", schema=AB)], consumed)
+        assert consumed.records == records(5) and consumed.rejects == []
+    assert sent.headers["Content-Encoding"] == "deflate"  # the input's headers are not changed in place
+    kept = TestingSink()  # a deserialize after it replaces the bytes: their headers are left as they came
+    run(TestingSource(sent.values, headers=per_record), [Decompress("auto"), Deserialize("avro", schema=AB)], kept)
+    assert [h["Content-Encoding"] for h in kept.headers] == ["deflate"] * 5
+
+
 @dataclass
 class Swapped:
     b: int

@@ -30,18 +30,21 @@ from pydantic import Field, field_validator
 
 from ..codecs.compression import DEFAULT_MAX_OUTPUT, codec_for_encoding, get_codec
 from ..codecs.zstd import dictionary_digest, parse_dictionary_digest, zstd_dictionary_id
-from ..core.batch import Batch
+from ..core.batch import Batch, header_values
 from ..core.errors import StageError
 from ..core.models import Size, Strict
 from ..core.stages import Stage
 from ..core.stores import StoreUse, parse_dictionary_ref
-from ..wire import Header
+from ..wire import Header, set_headers
 from .codec_options import NATS_FIELD, Dictionary, NatsSettings, known_codec, load_dictionary
 from .operator import PAYLOADS, BuildContext, Configured, Operator, failing, given, refuse_by_header
 from .shared_dictionaries import SharedDictionaries, disowned
 
 _STAMPS = 1024  # Content-Encoding values, (Content-Encoding, Wirepipe-Dictionary) pairs: decided and kept at once
 _BARE: tuple[str | None, str | None] = (None, None)  # a record without headers
+_ABSENT: set[str | None] = {None}
+_COMPRESSION_HEADERS = (Header.CONTENT_ENCODING, Header.DICTIONARY)
+_REPLACE_BYTES = (Stage.DESERIALIZE, Stage.SERIALIZE, Stage.COMPRESS)  # a later one makes new bytes (or records)
 
 
 def _call(value: bytes, fn: Callable[[bytes], bytes]) -> bytes:
@@ -84,6 +87,7 @@ class Decompress(Configured, Operator):
         self._fn = None if self.auto else self._build(self.name)
         # A codec given: records another codec's Content-Encoding names are refused, never passed on as read.
         self._own_encodings = None if self.auto else {None, get_codec(self.name).content_encoding}
+        self._plain_out = True  # its bytes go on as they are (no later stage replaces them): say they are plain
         self._by_encoding: dict[str | None, Callable[[bytes], bytes]] = {}
         # With a dictionary in play, each record's Wirepipe-Dictionary stamp picks a checked decompressor.
         self._stamped = self._dictionary is not None or self.shared is not None
@@ -196,16 +200,24 @@ class Decompress(Configured, Operator):
             f"compressed with {codec} (Content-Encoding {encoding}), and this decompress reads {self.name}: "
             "codec: auto decompresses each message by its Content-Encoding")))
 
+    def precedes(self, stages: Sequence[str]) -> None:
+        """A later stage that replaces the bytes (deserialize, serialize, compress) makes the compression headers
+        its own business; with none, the bytes reach the sink as they are and must not say they are compressed."""
+        self._plain_out = not any(stage in _REPLACE_BYTES for stage in stages)
+
     def __call__(self, batch: Batch) -> Batch:
         if self._own_encodings is not None:
             refuse_by_header(batch, Header.CONTENT_ENCODING, self._own_encodings, self._other_codec, self.stage,
                              self.name)
         if self._stamped:
-            return self._by_stamps(batch)
-        if self._fn is not None:
+            batch = self._by_stamps(batch)
+        elif self._fn is not None:
             batch.map_values(self._fn, self.stage, self.name)
-            return batch
-        return batch.map_by_header(Header.CONTENT_ENCODING, self._for_encoding, self.stage, "auto")
+        else:
+            batch = batch.map_by_header(Header.CONTENT_ENCODING, self._for_encoding, self.stage, "auto")
+        if self._plain_out and header_values(batch.headers, Header.CONTENT_ENCODING) != _ABSENT:
+            set_headers(batch, {}, _COMPRESSION_HEADERS)  # a relay's output decodes without a decompress
+        return batch
 
 
 # --- config: ``- decompress: {...}`` --------------------------------------------------------------

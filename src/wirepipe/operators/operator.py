@@ -9,7 +9,8 @@ What an operator needs from upstream it declares, so a pipeline is refused when 
 (``wirepipe validate`` as ``wirepipe run``), not at its first batch: ``takes`` the kind of value it
 works on (``RECORDS``, decoded values, or ``PAYLOADS``, bytes), ``gives`` the kind it leaves, and
 ``refuse_schema`` the schema its source attaches (a positional format given none of its own); ``follows`` is told
-the stages before it (a deserialize with no decompress before it refuses records still compressed).
+the stages before it (a deserialize with no decompress before it refuses records still compressed), ``precedes``
+the stages after it (a decompress whose bytes go on to the sink as they are takes their ``Content-Encoding`` away).
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class Operator:
     def follows(self, stages: Sequence[str]) -> None:
         """The stages of the operators before this one in its pipeline, told when the pipeline is built
         (``pipelines/checks.check_flow``): for an operator whose input depends on them; nothing by default."""
+
+    def precedes(self, stages: Sequence[str]) -> None:
+        """The stages of the operators after this one, told as ``follows`` is: for an operator whose output
+        headers depend on what becomes of its bytes; nothing by default."""
 
     def __call__(self, batch: Batch) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -4,7 +4,7 @@ The parts declare what the pipeline must check (``Sink.refuse_source``: e.g. one
 acknowledged at every flush): ``check_parts`` runs it for every pipeline when it is constructed and again when a
 run starts (``run.py``). What flows between them is checked there too (``check_flow``): the kind of values each
 operator and the sink take (records or payloads), the schema a positional format takes from its source and the
-stages before each operator (``Operator.follows``), so
+stages before and after each operator (``Operator.follows``, ``precedes``), so
 ``wirepipe validate`` refuses what a run would otherwise refuse at its first batch. It also refuses a dead letter
 published where the source reads (``ReadsSubjects.subjects``, ``PublishesToSubjects.publishes_to``): each dead letter would come back,
 fail again and be dead-lettered again, forever; a JetStream source's stream subjects are known once it is open,
@@ -65,6 +65,7 @@ def check_flow(source: Source, operators: Sequence[Operator], sink: Sink | None,
     for i, op in enumerate(operators):
         at = where[i] if where is not None else f"operators[{i}].{op.stage}"
         op.follows([before.stage for before in operators[:i]])
+        op.precedes([after.stage for after in operators[i + 1:]])
         refusal = None if registered else op.refuse_schema(source.schema)
         if refusal is not None:
             raise ConfigError(refusal.message, path=f"{at}.{refusal.field}")
