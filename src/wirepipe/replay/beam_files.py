@@ -38,7 +38,6 @@ log = logging.getLogger("wirepipe.replay.beam")
 # needs them on the workers (in its wheel, or the workers' image).
 SCHEMA, DICTIONARY = "schema", "dictionary"
 STORES = "stores"  # the job folder's sub-folder of the stores fetched when the job was built
-WHERE = ".where"  # in a carried store's folder: the store as the pipeline reaches it, which the workers' reasons name
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ def read_job_stores(config: dict[str, Any], pipe: Any) -> tuple[dict[str, Any], 
                 folder = f"{STORES}/{b.use.kind}/{b.use.resource}"
                 found = await (_dictionaries(b, _names(pipe.operators, b.use.resource)) if b.use.kind == DICTIONARIES
                                else _schemas(b.store))
-                for name, data in {**found, WHERE: b.store.where.encode()}.items():
+                for name, data in found.items():
                     files[f"{folder}/{name}"] = JobFile(f"{folder}/{name}", data)
                 job.setdefault("resources", {}).setdefault(b.use.kind, {})[b.use.resource] = {
                     "type": "folder", "path": folder, "retry_after": getattr(b.store, "retry_after", 30.0),
@@ -211,16 +210,6 @@ def place_job_files(config: dict[str, Any], files: dict[str, JobFile],
                 params["message"] = None  # named after the '#'
             originals[str(with_message(params[option], params.get("message")))] = str(recorded)
     return placed, originals
-
-
-def restore_store_names(resources: Any) -> None:
-    """The stores a worker reads from its copies are named as the pipeline reaches them (``bucket DICTS``, the folder
-    given), not as the copy (a temporary folder): a rejection's reason is the local replay's."""
-    for bound in resources.bound():
-        named = getattr(bound.store, "backend", bound.store)  # a schema registry is named by its backend
-        label = Path(str(getattr(named, "path", ""))) / WHERE
-        if getattr(named, "path", None) is not None and label.is_file():
-            named.where = label.read_text(encoding="utf-8")
 
 
 def restore_names(operators: list[Any], originals: dict[str, str]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.allocator import between_batches
 from ..core.errors import WirepipeError
-from .beam_files import JobFile, place_job_files, restore_names, restore_store_names
+from .beam_files import JobFile, place_job_files, restore_names
 from .beam_import import import_beam
 
 import_beam()  # quietly, before the apache_beam imports below
@@ -71,7 +71,6 @@ class ReplayRowGroupFn(DoFn):
         config, originals = place_job_files(self.config, self.files, Path(self.folder))
         self.pipe = build_pipeline(validate_config(config, file=self.file), file=self.file)
         restore_names(self.pipe.operators, originals)
-        restore_store_names(self.pipe.resources)
         self.counters: dict[str, Any] = {}
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self._open())
