@@ -87,9 +87,10 @@ def unknown_message(what: str, name: Any, allowed: Iterable[str]) -> str:
     """The one message for a name no registry holds (``unknown codec 'zstdd': allowed ...; did you mean
     `zstd`?``), in YAML, in ``--set`` and in Python."""
     allowed = list(allowed)
-    if name is None:  # `type: null` unquoted: YAML's null, not a name
-        quoted = f": write {what}: \"null\" for the null connector" if "null" in allowed else ""
-        return f"unknown {what} None (YAML reads a bare null as no value{quoted}): allowed {', '.join(map(str, allowed))}"
+    if name is None and "null" in allowed:  # `type: null` unquoted: YAML's null, not the null connector's name
+        return f"{what}: null is YAML's empty value, not the null sink: quote it, {what}: \"null\""
+    if name is None:
+        return f"unknown {what} None (YAML reads a bare null as no value): allowed {', '.join(map(str, allowed))}"
     return f"unknown {what} {name!r}: allowed {', '.join(map(str, allowed))}{did_you_mean(name, allowed)}"
 
 

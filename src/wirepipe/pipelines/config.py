@@ -359,10 +359,8 @@ def _describe_at(parts: list[Any], err: Any) -> tuple[str, str]:
         allowed = ctx.get("expected_tags", "").replace("'", "").split(", ")
         what = "operator" if parts[-1:] and isinstance(parts[-1], int) else "type"
         if what == "type" and isinstance(value, Mapping) and value.get("type", "") is None:  # YAML's bare null
-            if "null" in allowed:
-                return path, (f"type: null is YAML's empty value, not the null sink: quote it, type: \"null\" (in "
-                              f"--set, {path}.type='\"null\"')")
-            return path, unknown_message(what, None, allowed)
+            hint = f" (in --set, {path}.type='\"null\"')" if "null" in allowed else ""
+            return path, unknown_message(what, None, allowed) + hint
         return path, unknown_message(what, ctx.get("tag"), allowed)
     if kind == "union_tag_not_found" and parts[:1] == ["operators"]:
         got = ", ".join(map(str, value)) if isinstance(value, Mapping) and value else short_repr(value)

@@ -141,7 +141,6 @@ ConsumerName = Annotated[str, AfterValidator(consumer_name)]
 BucketName = Annotated[str, AfterValidator(bucket_name)]
 QueueGroup = Annotated[str, AfterValidator(queue_group)]
 SubjectPattern = Annotated[str, AfterValidator(subscription_pattern)]
-Int32 = Annotated[int, AfterValidator(_at_most("an int32", INT32_MAX))]
 Int64 = Annotated[int, AfterValidator(_at_most("an int64", INT64_MAX))]
 StreamSequence = Annotated[int, Field(ge=1), AfterValidator(_at_most("a uint64", UINT64_MAX))]  # 1, 2, 3...
 Nanoseconds = Annotated[Duration, AfterValidator(server_nanoseconds)]  # a duration the server keeps in int64 ns
