@@ -132,7 +132,6 @@ def _check_stored(path: Path, checked: Any, workers: int) -> str | None:
     """The registered schemas and dictionaries the pipeline (a pool: its first worker's) names, fetched from their
     stores as ``run`` fetches them when it opens; a refusal is the ``ConfigError`` run gives, a store that cannot
     be reached the sentence saying what was not checked (``parts.check_stored``)."""
-    from ..core.errors import ConfigError, MissingInput
     from ..pipelines.parts import check_stored
 
     pipe = checked
@@ -142,12 +141,7 @@ def _check_stored(path: Path, checked: Any, workers: int) -> str | None:
 
         pipe = build_pipeline(validate_config(checked.worker_config(), file=str(path)), file=str(path),
                               worker=Worker(0, workers))
-    try:
-        return check_stored(pipe)
-    except ConfigError as exc:
-        raise ConfigError(exc.detail, file=exc.file or str(path), path=exc.path) from None
-    except MissingInput as exc:
-        raise ConfigError(str(exc), file=str(path)) from None
+    return check_stored(pipe, str(path))
 
 
 def _show_status(pipe: Any, wanted: bool | None) -> None:

@@ -66,11 +66,11 @@ async def open_stored(pipeline: Pipeline, source: Source, sink: Sink | None, ope
         raise ConfigError(str(exc)) from None
 
 
-def check_stored(pipeline: Pipeline) -> str | None:
+def check_stored(pipeline: Pipeline, file: str) -> str | None:
     """What ``run`` fetches from ``pipeline``'s stores when it opens (``open_stored``), fetched and closed again
-    without opening its source or sink: ``wirepipe validate``'s check of registered schemas and dictionaries. A
-    name a store does not hold raises as ``run`` would (``ConfigError``, ``MissingInput``);
-    a store that cannot be reached is returned as the sentence saying what was not checked and why (None: all
+    without opening its source or sink: ``wirepipe validate``'s (and ``wirepipe test``'s) check of registered
+    schemas and dictionaries. A name a store does not hold is the ``ConfigError`` ``run`` gives, in ``file``; a
+    store that cannot be reached is returned as the sentence saying what was not checked and why (None: all
     checked)."""
     import asyncio
 
@@ -89,8 +89,10 @@ def check_stored(pipeline: Pipeline) -> str | None:
 
     try:
         asyncio.run(fetch())
-    except (ConfigError, MissingInput):
-        raise
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, file=exc.file or file, path=exc.path) from None
+    except MissingInput as exc:
+        raise ConfigError(str(exc), file=file) from None
     except WirepipeError as exc:
         stores = ", ".join(f"{getattr(b.store, 'where', b.at)} ({b.at})" for b in bound)
         return f"not checked: the names it reads from {stores}: {exc}; run fetches them when it starts"

@@ -153,15 +153,9 @@ def _pipeline_opens(loaded: LoadedFile, pipe: Any) -> None:
     """The pipeline's own operators fetch what they name from the test file's stores, as each case will (and as
     ``wirepipe validate`` fetches it for the pipeline): a registered schema or a dictionary those stores do not
     hold is a config error at the pipeline's field when the file is read (exit 2), not an error of every case."""
-    from ..core.errors import MissingInput
     from ..pipelines.parts import check_stored
 
-    try:
-        check_stored(pipe)  # the test's stores are folders (``_refuse_servers``): nothing goes unchecked
-    except ConfigError as exc:
-        raise ConfigError(exc.detail, file=str(loaded.pipeline), path=exc.path) from None
-    except MissingInput as exc:
-        raise ConfigError(str(exc), file=str(loaded.pipeline)) from None
+    check_stored(pipe, str(loaded.pipeline))  # the test's stores are folders (``_refuse_servers``): all checked
 
 
 REPLACED = ("source", "sink", "dead_letter", "metrics", "monitor")  # the parts a case runs without
