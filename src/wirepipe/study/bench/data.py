@@ -220,13 +220,14 @@ def _jsonl(path: Path, what: str, only: set[int] | None = None) -> Iterator[tupl
 
     from ...codecs.formats import restore_bytes
     from ...connectors.jsonl import MAX_LINE, bounded_lines
+    from ...core.limits import size_text
 
     with open(path, "rb") as f:
         index = -1
         for lineno, line in bounded_lines(f):
             index += 1
             if line is None:
-                raise WirepipeError(f"{what}{path}: line {lineno} is longer than {MAX_LINE >> 20} MiB, the most a JSON "
+                raise WirepipeError(f"{what}{path}: line {lineno} is longer than {size_text(MAX_LINE)}, the most a JSON "
                                     "line may be")
             if only is not None and index not in only:
                 continue
