@@ -55,6 +55,7 @@ class HeaderDecoder:
         self.no_schema = no_schema
         self.decompress = Decompress("auto", dictionaries=dictionaries, dictionary=dictionary)
         self.deserialize = Deserialize("auto", schema=schema, allow_pickle=allow_pickle)
+        self.decompress.precedes([self.deserialize.stage])  # its bytes are decoded next: their headers stay as read
         self._schema_needed: dict[str | None, str | None] = {}
 
     def _refusal(self, content_type: str | None) -> str | None:
